@@ -1,0 +1,3 @@
+"""batchppo: batched reinforcement learning on JAX."""
+
+__version__ = "0.1.0"

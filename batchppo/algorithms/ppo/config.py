@@ -1,0 +1,147 @@
+"""The one flat, frozen configuration of a BatchPPO run.
+
+Field names follow the original Batch PPO configs (``steps``, ``num_agents``, ``max_length``,
+``update_every``, ``update_epochs``, ``learning_rate``, ``discount``, ``kl_target``, ...), so
+its presets read the same. Named presets live in :mod:`batchppo.experiment.configs`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+NETWORKS = ("feed_forward_gaussian", "feed_forward_categorical", "recurrent_gaussian")
+OBJECTIVES = ("kl_penalty", "clip")
+BACKENDS = ("process", "sync", "ray", "gymnax", "brax")
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """Everything that defines a BatchPPO training run. Invalid values raise ``ValueError``."""
+
+    # --- Environment -----------------------------------------------------------------------
+    env: str = "Pendulum-v1"
+    """Environment id: a Gymnasium id for host backends, a gymnax id for ``gymnax``, a Brax
+    env name for ``brax``."""
+    backend: str = "process"
+    """Where envs run: ``process`` (BatchEnv workers), ``sync`` (in-process), ``ray``
+    (Ray actors), ``gymnax`` or ``brax`` (pure JAX, fused with the learner)."""
+    max_length: int | None = 200
+    """Episode time limit in steps (truncation); None keeps the env's own limit."""
+    normalize_ranges: bool = True
+    """Rescale finite observation bounds and action bounds to [-1, 1]."""
+    num_agents: int = 30
+    """Number of parallel environments."""
+    num_workers: int | None = None
+    """Worker processes for the ``process`` backend; None means one per core."""
+
+    # --- Schedule ---------------------------------------------------------------------------
+    steps: int = 1_000_000
+    """Training-phase env transitions, summed over agents (evaluation comes on top)."""
+    update_every: int = 30
+    """Episodes per update (the original's schedule). Used when ``rollout_length`` is None:
+    each update then collects ``ceil(update_every / num_agents) * max_length`` steps per env."""
+    rollout_length: int | None = None
+    """Steps per env per update (modern fixed-length rollouts); overrides ``update_every``."""
+    update_epochs: int = 25
+    """Passes over the collected batch per update."""
+    num_minibatches: int = 1
+    """Minibatches per epoch (split over envs/sequences)."""
+    chunk_length: int | None = None
+    """Cut each env's rollout into sequences of this length for recurrent training; None
+    keeps whole rollouts."""
+
+    # --- Networks ---------------------------------------------------------------------------
+    network: str = "feed_forward_gaussian"
+    """One of ``feed_forward_gaussian``, ``feed_forward_categorical``, ``recurrent_gaussian``."""
+    policy_layers: tuple[int, ...] = (200, 100)
+    """Hidden sizes of the policy MLP."""
+    value_layers: tuple[int, ...] = (200, 100)
+    """Hidden sizes of the value MLP."""
+    activation: str = "relu"
+    """Hidden activation: ``relu`` or ``tanh``."""
+    init_std: float = 0.35
+    """Initial standard deviation of the Gaussian policy (state-independent, softplus)."""
+    init_mean_factor: float = 0.1
+    """Scale of the mean head's initialisation (small, as in the original)."""
+
+    # --- Losses -----------------------------------------------------------------------------
+    objective: str = "kl_penalty"
+    """``kl_penalty`` (the original: adaptive beta + quadratic cutoff) or ``clip``."""
+    learning_rate: float = 1e-4
+    """Adam learning rate."""
+    anneal_lr: bool = False
+    """Linearly anneal the learning rate to 0 over ``steps``."""
+    max_grad_norm: float | None = None
+    """Clip gradients to this global norm; None disables clipping (the original)."""
+    discount: float = 0.995
+    """Discount factor gamma."""
+    gae_lambda: float = 1.0
+    """GAE lambda; 1.0 gives the original's plain discounted returns minus values."""
+    normalize_advantages: bool = True
+    """Standardise advantages per minibatch."""
+    kl_target: float = 0.01
+    """Target KL per update (kappa)."""
+    kl_cutoff_factor: float = 2.0
+    """KL above ``kl_cutoff_factor * kl_target`` is penalised quadratically."""
+    kl_cutoff_coef: float = 1000.0
+    """Coefficient of the quadratic KL cutoff."""
+    kl_init_penalty: float = 1.0
+    """Initial KL penalty coefficient beta."""
+    clip_epsilon: float = 0.2
+    """Ratio clipping range of the ``clip`` objective."""
+    value_clip: float | None = None
+    """Clip value updates to this range (``clip`` objective); None disables."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient (eta)."""
+    value_coef: float = 0.5
+    """Weight of the value loss."""
+
+    # --- Normalisation ----------------------------------------------------------------------
+    normalize_observations: bool = True
+    """Streaming centre-and-scale of observations (clip 5)."""
+    normalize_rewards: bool = True
+    """Streaming scaling of rewards (clip 10)."""
+    obs_clip: float = 5.0
+    """Clip normalised observations to [-obs_clip, obs_clip]."""
+    reward_clip: float = 10.0
+    """Clip scaled rewards to [-reward_clip, reward_clip]."""
+
+    # --- Evaluation, logging, checkpoints ---------------------------------------------------
+    eval_episodes: int = 30
+    """Episodes per evaluation phase (mean action)."""
+    eval_every: int = 100_000
+    """Training steps between evaluation phases; 0 disables evaluation."""
+    log_every: int = 10_000
+    """Training steps between log reports."""
+    checkpoint_every: int = 100_000
+    """Training steps between checkpoints."""
+    keep_checkpoints: int = 3
+    """How many checkpoints to keep."""
+    seed: int = 0
+    """Seed of the run (params, env seeds, sampling)."""
+
+    def __post_init__(self) -> None:
+        def check(ok: bool, msg: str) -> None:
+            if not ok:
+                raise ValueError(msg)
+
+        check(self.backend in BACKENDS, f"backend={self.backend!r}: choose one of {BACKENDS}")
+        check(self.network in NETWORKS, f"network={self.network!r}: choose one of {NETWORKS}")
+        check(self.objective in OBJECTIVES, f"objective={self.objective!r}: choose one of {OBJECTIVES}")
+        check(self.activation in ("relu", "tanh"), f"activation={self.activation!r}: use relu or tanh")
+        check(self.num_agents >= 1, f"num_agents={self.num_agents}: must be >= 1")
+        check(self.steps >= 1, f"steps={self.steps}: must be >= 1")
+        check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
+        check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")
+        check(0.0 < self.discount <= 1.0, f"discount={self.discount}: must be in (0, 1]")
+        check(0.0 <= self.gae_lambda <= 1.0, f"gae_lambda={self.gae_lambda}: must be in [0, 1]")
+        check(self.learning_rate > 0, f"learning_rate={self.learning_rate}: must be > 0")
+        check(self.init_std > 0, f"init_std={self.init_std}: must be > 0")
+        check(
+            self.max_length is None or self.max_length >= 1,
+            f"max_length={self.max_length}: must be >= 1 or None",
+        )
+        check(
+            self.rollout_length is not None or self.max_length is not None,
+            "set rollout_length, or max_length so that update_every (episodes) gives a length",
+        )
