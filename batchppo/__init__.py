@@ -1,3 +1,35 @@
-"""batchppo: batched reinforcement learning on JAX."""
+"""batchppo: batched reinforcement learning on JAX.
+
+The public entry points are imported lazily (``import batchppo`` stays cheap):
+
+* :func:`train` (``batchppo.experiment.loop.train``): train, or resume, a run.
+* :func:`load_policy`: a trained run's policy as ``obs batch -> action batch``.
+* :class:`PPOConfig`: the flat, frozen config of a run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_LAZY = {
+    "train": "batchppo.experiment.loop",
+    "load_policy": "batchppo.experiment.loop",
+    "PPOConfig": "batchppo.algorithms.ppo.config",
+}
+
+__all__ = ["PPOConfig", "__version__", "load_policy", "train"]
+
+if TYPE_CHECKING:
+    from batchppo.algorithms.ppo.config import PPOConfig
+    from batchppo.experiment.loop import load_policy, train
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'batchppo' has no attribute {name!r}")

@@ -1,1 +1,32 @@
-"""batchppo."""
+"""Host-side environments: Gymnasium envs batched in worker processes over shared memory.
+
+* :class:`BatchEnv`: a ``gymnasium.vector.VectorEnv`` stepping envs in worker processes
+  (same-step autoreset, dense ``final_obs``, ``step_arrays`` fast path).
+* :func:`make` / :func:`make_env_fn`: the standard wrapper stack and the batch env.
+* :mod:`batchppo.envs.wrappers`: the wrappers Gymnasium lacks.
+"""
+
+from batchppo.envs.batch_env import BatchEnv, WorkerDiedError, WorkerError
+from batchppo.envs.make import make, make_env_fn
+from batchppo.envs.wrappers import (
+    ActionRepeat,
+    ConvertTo32Bit,
+    FrameDelta,
+    FrameHistory,
+    RandomStart,
+    RangeNormalize,
+)
+
+__all__ = [
+    "ActionRepeat",
+    "BatchEnv",
+    "ConvertTo32Bit",
+    "FrameDelta",
+    "FrameHistory",
+    "RandomStart",
+    "RangeNormalize",
+    "WorkerDiedError",
+    "WorkerError",
+    "make",
+    "make_env_fn",
+]

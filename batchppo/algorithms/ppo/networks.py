@@ -1,0 +1,298 @@
+"""Policy and value networks of BatchPPO (Flax linen) and their distributions (distrax).
+
+Three networks, as in the original Batch PPO:
+
+* ``feed_forward_gaussian``: separate policy and value MLPs; the mean head is ``tanh`` with a
+  small initialisation (``init_mean_factor``); the standard deviation is state-independent,
+  ``softplus(p)`` with ``p`` initialised so that it starts at ``init_std``.
+* ``feed_forward_categorical``: the same with a logits head for discrete actions.
+* ``recurrent_gaussian``: the policy's last hidden layer is a GRU whose state is carried through
+  ``simulate`` and reset where ``first`` is True (the first observation of an episode). The value
+  network stays feed-forward, as in the original.
+
+A network is used through :class:`Network`, a bundle of pure functions. Distribution parameters
+travel as plain dicts (``{"mean", "std"}`` or ``{"logits"}``) so they can be stored in the
+rollout and rebuilt into distrax distributions for log-probs, KL and entropy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import distrax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.core.env import EnvSpec
+
+PyTree = Any
+DistParams = dict[str, jax.Array]
+
+_ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {"relu": nn.relu, "tanh": nn.tanh}
+
+
+def _hidden_init() -> nn.initializers.Initializer:
+    # LeCun-normal-like fan-in scaling, as the original's variance_scaling(factor=1).
+    return nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
+
+
+class MLP(nn.Module):
+    """A stack of dense layers with an activation after each."""
+
+    layers: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = _ACTIVATIONS[self.activation]
+        for size in self.layers:
+            x = act(nn.Dense(size, kernel_init=_hidden_init())(x))
+        return x
+
+
+class ValueNet(nn.Module):
+    """Feed-forward value network ``obs -> V(obs)`` (scalar per observation)."""
+
+    layers: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        x = MLP(self.layers, self.activation)(obs)
+        return nn.Dense(1, kernel_init=_hidden_init())(x)[..., 0]
+
+
+class GaussianHead(nn.Module):
+    """tanh mean with small init and a state-independent softplus standard deviation."""
+
+    action_size: int
+    init_std: float
+    init_mean_factor: float
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> DistParams:
+        mean_init = nn.initializers.variance_scaling(
+            self.init_mean_factor, "fan_in", "truncated_normal"
+        )
+        mean = jnp.tanh(nn.Dense(self.action_size, kernel_init=mean_init)(x))
+        # softplus^-1(init_std) so that the std starts exactly at init_std.
+        raw0 = math.log(math.expm1(self.init_std))
+        raw = self.param("std_param", nn.initializers.constant(raw0), (self.action_size,))
+        std = jnp.broadcast_to(nn.softplus(raw), mean.shape)
+        return {"mean": mean, "std": std}
+
+
+class CategoricalHead(nn.Module):
+    """Logits head with small init."""
+
+    num_actions: int
+    init_mean_factor: float
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> DistParams:
+        init = nn.initializers.variance_scaling(self.init_mean_factor, "fan_in", "truncated_normal")
+        return {"logits": nn.Dense(self.num_actions, kernel_init=init)(x)}
+
+
+class FeedForwardPolicy(nn.Module):
+    """``obs -> dist params`` through an MLP and a head."""
+
+    layers: Sequence[int]
+    activation: str
+    head: nn.Module
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> DistParams:
+        return self.head(MLP(self.layers, self.activation)(obs))
+
+
+class RecurrentPolicy(nn.Module):
+    """MLP, then a GRU cell (the last policy layer), then the Gaussian head; one step."""
+
+    layers: Sequence[int]
+    activation: str
+    head: nn.Module
+
+    @nn.compact
+    def __call__(self, carry: jax.Array, obs: jax.Array) -> tuple[jax.Array, DistParams]:
+        x = MLP(self.layers[:-1], self.activation)(obs)
+        carry, x = nn.GRUCell(self.layers[-1], name="gru")(carry, x)
+        return carry, self.head(x)
+
+
+class Network(NamedTuple):
+    """Pure functions of one BatchPPO network.
+
+    Attributes:
+        init: ``key -> params`` (``{"policy": ..., "value": ...}``).
+        initial_carry: ``batch_size -> carry`` (``()`` for feed-forward networks).
+        policy_step: ``(params, carry, obs[B], first[B]) -> (dist_params[B], carry)``; resets
+            the carry where ``first`` is True before using it.
+        policy_sequence: ``(params, carry0[N], obs[N, L], first[N, L]) -> dist_params[N, L]``
+            (batch-major sequences, resets inside at ``first``).
+        value: ``(params, obs[...]) -> V[...]``.
+        distribution: ``dist_params -> distrax distribution`` (batched over leading axes).
+        mode: ``dist_params -> deterministic action`` (mean or argmax).
+        recurrent: Whether the policy carries state.
+    """
+
+    init: Callable[[jax.Array], PyTree]
+    initial_carry: Callable[[int], PyTree]
+    policy_step: Callable[..., tuple[DistParams, PyTree]]
+    policy_sequence: Callable[..., DistParams]
+    value: Callable[[PyTree, jax.Array], jax.Array]
+    distribution: Callable[[DistParams], distrax.Distribution]
+    mode: Callable[[DistParams], jax.Array]
+    recurrent: bool
+
+
+def gaussian_distribution(params: DistParams) -> distrax.Distribution:
+    """Diagonal Gaussian over the last axis (log-probs/KL/entropy summed over action dims)."""
+    return distrax.MultivariateNormalDiag(params["mean"], params["std"])
+
+
+def categorical_distribution(params: DistParams) -> distrax.Distribution:
+    """Categorical over the last axis of ``logits``."""
+    return distrax.Categorical(logits=params["logits"])
+
+
+def make_network(config: PPOConfig, spec: EnvSpec) -> Network:
+    """Builds the network named by ``config.network`` for an environment.
+
+    Args:
+        config: The run's config (network, layers, activation, init_std, init_mean_factor).
+        spec: The environment's spec; must be discrete for ``feed_forward_categorical`` and
+            continuous (1-D actions) for the Gaussian networks.
+
+    Returns:
+        The :class:`Network` of pure functions.
+
+    Raises:
+        ValueError: if the network does not fit the action space.
+    """
+    obs_shape = tuple(spec.obs_shape)
+    value_net = ValueNet(tuple(config.value_layers), config.activation)
+    if config.network == "feed_forward_categorical":
+        if not spec.discrete:
+            raise ValueError(
+                "network='feed_forward_categorical' needs a discrete action space; use "
+                "feed_forward_gaussian or recurrent_gaussian for continuous actions"
+            )
+        head: nn.Module = CategoricalHead(spec.num_actions, config.init_mean_factor)
+        distribution: Callable[[DistParams], distrax.Distribution] = categorical_distribution
+
+        def mode(p: DistParams) -> jax.Array:
+            return jnp.argmax(p["logits"], axis=-1).astype(jnp.int32)
+
+    else:
+        if spec.discrete:
+            raise ValueError(
+                f"network={config.network!r} needs a continuous action space; use "
+                "feed_forward_categorical for discrete actions"
+            )
+        if len(spec.action_shape) != 1:
+            raise ValueError(
+                f"Gaussian networks need 1-D actions, got action_shape {spec.action_shape}; "
+                "flatten the action space with a wrapper"
+            )
+        head = GaussianHead(spec.action_shape[0], config.init_std, config.init_mean_factor)
+        distribution = gaussian_distribution
+
+        def mode(p: DistParams) -> jax.Array:
+            return p["mean"]
+
+    flat_obs = (1, int(math.prod(obs_shape)))
+
+    if config.network != "recurrent_gaussian":
+        policy_net = FeedForwardPolicy(tuple(config.policy_layers), config.activation, head)
+
+        def init(key: jax.Array) -> PyTree:
+            kp, kv = jax.random.split(key)
+            dummy = jnp.zeros(flat_obs, jnp.float32)
+            return {
+                "policy": policy_net.init(kp, dummy)["params"],
+                "value": value_net.init(kv, dummy)["params"],
+            }
+
+        def flat(obs: jax.Array, batch_ndim: int) -> jax.Array:
+            return obs.reshape((*obs.shape[:batch_ndim], -1))
+
+        def policy_step(
+            params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
+        ) -> tuple[DistParams, PyTree]:
+            del first
+            return policy_net.apply({"params": params["policy"]}, flat(obs, 1)), carry
+
+        def policy_sequence(
+            params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
+        ) -> DistParams:
+            del carry0, first
+            return policy_net.apply({"params": params["policy"]}, flat(obs, 2))
+
+        def initial_carry(batch_size: int) -> PyTree:
+            del batch_size
+            return ()
+
+        recurrent = False
+    else:
+        if len(config.policy_layers) < 1:
+            raise ValueError("recurrent_gaussian needs at least one policy layer (the GRU size)")
+        rnn = RecurrentPolicy(tuple(config.policy_layers), config.activation, head)
+        hidden = int(config.policy_layers[-1])
+
+        def initial_carry(batch_size: int) -> PyTree:
+            return jnp.zeros((batch_size, hidden), jnp.float32)
+
+        def init(key: jax.Array) -> PyTree:
+            kp, kv = jax.random.split(key)
+            dummy = jnp.zeros(flat_obs, jnp.float32)
+            return {
+                "policy": rnn.init(kp, initial_carry(1), dummy)["params"],
+                "value": value_net.init(kv, dummy)["params"],
+            }
+
+        def policy_step(
+            params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
+        ) -> tuple[DistParams, PyTree]:
+            carry = jnp.where(first[:, None], 0.0, carry)
+            obs = obs.reshape((*obs.shape[:1], -1))
+            carry, dist = rnn.apply({"params": params["policy"]}, carry, obs)
+            return dist, carry
+
+        def policy_sequence(
+            params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
+        ) -> DistParams:
+            # Batch-major (N, L, ...) -> time-major scan over L.
+            obs_t = jnp.swapaxes(obs.reshape((*obs.shape[:2], -1)), 0, 1)
+            first_t = jnp.swapaxes(first, 0, 1)
+
+            def step(carry: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
+                o, f = inp
+                dist, carry = policy_step(params, carry, o, f)
+                return carry, dist
+
+            _, dists = lax.scan(step, carry0, (obs_t, first_t))
+            return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), dists)
+
+        recurrent = True
+
+    def value(params: PyTree, obs: jax.Array) -> jax.Array:
+        batch_ndim = obs.ndim - len(obs_shape)
+        x = obs.reshape((*obs.shape[:batch_ndim], -1))
+        return value_net.apply({"params": params["value"]}, x)
+
+    return Network(
+        init=init,
+        initial_carry=initial_carry,
+        policy_step=policy_step,
+        policy_sequence=policy_sequence,
+        value=value,
+        distribution=distribution,
+        mode=mode,
+        recurrent=recurrent,
+    )

@@ -1,0 +1,627 @@
+"""BatchPPO: the training state, one compiled training iteration, and the drivers.
+
+The agent is a set of pure functions over a :class:`TrainState` (``PPO``); the drivers run them:
+
+* :class:`Trainer`: the object API the experiment loop uses. ``iteration`` is one compiled call
+  (rollout + returns + all update epochs) for every backend: pure-JAX envs fuse with the
+  learner, host envs (Gymnasium in processes) enter the same compiled rollout through
+  ``io_callback`` (:class:`~batchppo.core.adapters.HostEnv`). ``iterations(n)`` runs ``n`` of
+  them in one ``lax.scan`` (fused backends).
+* :func:`make_train`: ``config -> train_fn(key) -> (TrainState, metrics)``, a pure function of
+  the whole run for pure-JAX envs; ``jax.vmap(train_fn)(keys)`` trains several seeds in one
+  program.
+
+Schedule: each iteration collects ``rollout_length`` steps from each of the ``num_agents`` envs
+(or, when ``rollout_length`` is None, ``ceil(update_every / num_agents) * max_length`` steps,
+the original's ``update_every`` episodes of ``max_length`` steps); observations are normalised
+with the statistics of the start of the iteration (the statistics the policy acted with, so
+the stored log-probs stay exact); the reward scale includes the new rewards (as the original);
+both normalisers absorb the iteration's data after the update.
+
+Training data are cut into sequences of ``chunk_length`` steps (or the whole rollout) that keep
+the recurrent state at their start; feed-forward networks with the ``clip`` objective and no
+``chunk_length`` train on individually shuffled transitions (sequences of length 1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax import lax
+
+from batchppo.algorithms.ppo import losses
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.ppo.networks import Network, make_network
+from batchppo.core import normalize as norm
+from batchppo.core import returns as returns_lib
+from batchppo.core.env import Env, EnvSpec
+from batchppo.core.simulate import init_sim_state, rollout
+from batchppo.core.types import EpisodeStats, SimState, Transition
+
+PyTree = Any
+FUSED_BACKENDS = ("gymnax", "brax")
+_EVAL_SEED_OFFSET = 10_007
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a checkpoint must carry; a pytree of arrays.
+
+    Attributes:
+        params: Network parameters ``{"policy": ..., "value": ...}``.
+        opt_state: Optax state.
+        obs_norm: Streaming observation statistics.
+        reward_norm: Streaming reward statistics.
+        beta: KL penalty coefficient (float32 scalar).
+        key: PRNG key of the learner (minibatch shuffling).
+        step: Training env steps so far (summed over envs), int32 scalar.
+        updates: Training iterations so far, int32 scalar.
+    """
+
+    params: PyTree
+    opt_state: PyTree
+    obs_norm: norm.NormState
+    reward_norm: norm.NormState
+    beta: jax.Array
+    key: jax.Array
+    step: jax.Array
+    updates: jax.Array
+
+
+def rollout_length(config: PPOConfig) -> int:
+    """Steps per env per iteration.
+
+    ``rollout_length`` when set, else ``ceil(update_every / num_agents) * max_length``.
+    """
+    if config.rollout_length is not None:
+        return int(config.rollout_length)
+    assert config.max_length is not None  # PPOConfig validates this combination.
+    return math.ceil(config.update_every / config.num_agents) * int(config.max_length)
+
+
+def sequence_length(config: PPOConfig, recurrent: bool) -> int:
+    """Length of the training sequences (see module docstring)."""
+    if config.chunk_length is not None:
+        return int(config.chunk_length)
+    if not recurrent and config.objective == "clip":
+        return 1
+    return rollout_length(config)
+
+
+def num_iterations(config: PPOConfig) -> int:
+    """Training iterations needed to reach ``config.steps`` env steps."""
+    return math.ceil(config.steps / (rollout_length(config) * config.num_agents))
+
+
+def check_layout(config: PPOConfig, recurrent: bool) -> tuple[int, int, int]:
+    """Validates and returns ``(T, L, num_sequences)`` of the training batch.
+
+    Raises:
+        ValueError: if the chunks or minibatches do not divide the batch.
+    """
+    T = rollout_length(config)
+    L = sequence_length(config, recurrent)
+    if L < 1 or T % L:
+        raise ValueError(
+            f"chunk_length={config.chunk_length} must divide the rollout length {T} "
+            "(rollout_length, or ceil(update_every / num_agents) * max_length)"
+        )
+    n = (T // L) * config.num_agents
+    if n % config.num_minibatches:
+        raise ValueError(
+            f"num_minibatches={config.num_minibatches} must divide the {n} training sequences "
+            f"(num_agents={config.num_agents} x {T // L} sequences of {L} steps); pick a divisor"
+        )
+    return T, L, n
+
+
+def _mean_where(x: jax.Array, w: jax.Array) -> jax.Array:
+    n = w.sum()
+    return jnp.where(n > 0, (x * w).sum() / jnp.maximum(n, 1), jnp.nan)
+
+
+class PPO:
+    """The pure functions of BatchPPO for one config, env and network (no state of its own)."""
+
+    def __init__(self, config: PPOConfig, env: Env, network: Network | None = None) -> None:
+        """Builds the optimiser and the batch layout.
+
+        Args:
+            config: The run's config.
+            env: The batched training env (``config.num_agents`` envs).
+            network: Optional prebuilt network; built from the config otherwise.
+        """
+        self.config = config
+        self.env = env
+        self.spec: EnvSpec = env.spec
+        self.network = network or make_network(config, self.spec)
+        self.T, self.L, self.num_sequences = check_layout(config, self.network.recurrent)
+        self.num_iterations = num_iterations(config)
+        opt_steps = self.num_iterations * config.update_epochs * config.num_minibatches
+        if config.anneal_lr:
+            self.schedule: optax.Schedule = optax.linear_schedule(
+                config.learning_rate, 0.0, max(opt_steps, 1)
+            )
+        else:
+            self.schedule = optax.constant_schedule(config.learning_rate)
+        chain = []
+        if config.max_grad_norm is not None:
+            chain.append(optax.clip_by_global_norm(config.max_grad_norm))
+        chain.append(optax.adam(self.schedule, eps=1e-5))
+        self.optimizer = optax.chain(*chain)
+
+    # --- state ------------------------------------------------------------------------------
+
+    def init(self, key: jax.Array) -> TrainState:
+        """Fresh training state: params, optimiser, empty normalisers, beta, counters."""
+        k_params, k_state = jax.random.split(key)
+        params = self.network.init(k_params)
+        return TrainState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            obs_norm=norm.init(self.spec.obs_shape),
+            reward_norm=norm.init(()),
+            beta=jnp.asarray(self.config.kl_init_penalty, jnp.float32),
+            key=k_state,
+            step=jnp.zeros((), jnp.int32),
+            updates=jnp.zeros((), jnp.int32),
+        )
+
+    def init_sim(self, key: jax.Array, env: Env | None = None) -> SimState:
+        """Fresh episodes in ``env`` (the training env by default) with a zero policy carry."""
+        env = env or self.env
+        return init_sim_state(env, self.network.initial_carry(env.num_envs), key)
+
+    # --- acting -----------------------------------------------------------------------------
+
+    def normalize_obs(self, obs_norm: norm.NormState, obs: jax.Array) -> jax.Array:
+        """Observation normalisation as the policy and value networks see it."""
+        if not self.config.normalize_observations:
+            return obs.astype(jnp.float32)
+        return norm.normalize(obs_norm, obs, clip=self.config.obs_clip)
+
+    def policy_fn(
+        self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, dict[str, Any], PyTree]:
+        """The training policy for ``simulate``: ``params = (net_params, obs_norm)``; samples."""
+        net_params, obs_norm = params
+        nobs = self.normalize_obs(obs_norm, obs)
+        if self.network.recurrent:
+            carry = jnp.where(first[:, None], 0.0, carry)
+        dist_params, new_carry = self.network.policy_step(net_params, carry, nobs, first)
+        action, log_prob = self.network.distribution(dist_params).sample_and_log_prob(seed=key)
+        extras = {
+            "log_prob": log_prob,
+            "value": self.network.value(net_params, nobs),
+            "dist": dist_params,
+        }
+        if self.network.recurrent:
+            extras["carry"] = carry
+        return action.astype(self.spec.action_dtype), extras, new_carry
+
+    def mode_fn(
+        self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, dict[str, Any], PyTree]:
+        """The deterministic policy (mean / argmax action) for evaluation; same signature."""
+        del key
+        net_params, obs_norm = params
+        nobs = self.normalize_obs(obs_norm, obs)
+        dist_params, new_carry = self.network.policy_step(net_params, carry, nobs, first)
+        return self.network.mode(dist_params).astype(self.spec.action_dtype), {}, new_carry
+
+    # --- learning ---------------------------------------------------------------------------
+
+    def _to_sequences(self, x: jax.Array) -> jax.Array:
+        # (T, B, ...) -> (B, T, ...) -> (B * T / L, L, ...): each env's steps stay in order.
+        x = jnp.swapaxes(x, 0, 1)
+        return x.reshape((self.num_sequences, self.L, *x.shape[2:]))
+
+    def make_batch(
+        self, ts: TrainState, traj: Transition
+    ) -> tuple[losses.Batch, norm.NormState, dict[str, jax.Array]]:
+        """Normalises a rollout, computes GAE and lays it out as training sequences.
+
+        Returns:
+            ``(batch, new_reward_norm, metrics)``.
+        """
+        config = self.config
+        obs = self.normalize_obs(ts.obs_norm, traj.obs)
+        final_obs = self.normalize_obs(ts.obs_norm, traj.final_obs)
+        reward_norm = ts.reward_norm
+        reward = traj.reward
+        if config.normalize_rewards:
+            reward_norm = norm.update(reward_norm, reward)
+            reward = norm.normalize(reward_norm, reward, center=False, clip=config.reward_clip)
+        values = traj.extras["value"]
+        next_values = self.network.value(ts.params, final_obs)
+        advantages, targets = returns_lib.gae(
+            reward,
+            values,
+            next_values,
+            traj.terminated,
+            traj.truncated,
+            config.discount,
+            config.gae_lambda,
+        )
+        if self.network.recurrent:
+            # The carry each sequence starts from: every L-th step of each env.
+            carry = jnp.swapaxes(traj.extras["carry"], 0, 1)
+            carry0 = carry[:, :: self.L].reshape((self.num_sequences, *carry.shape[2:]))
+        else:
+            carry0 = ()
+        seq = self._to_sequences
+        batch = losses.Batch(
+            obs=seq(obs),
+            action=seq(traj.action),
+            first=seq(traj.first),
+            old_dist=jax.tree.map(seq, traj.extras["dist"]),
+            old_log_prob=seq(traj.extras["log_prob"]),
+            old_value=seq(values),
+            advantage=seq(advantages),
+            target=seq(targets),
+            mask=jnp.ones((self.num_sequences, self.L), jnp.float32),
+            carry0=carry0,
+        )
+        metrics = {"value_mean": values.mean(), "return_mean": targets.mean()}
+        return batch, reward_norm, metrics
+
+    def update(
+        self, ts: TrainState, batch: losses.Batch
+    ) -> tuple[TrainState, dict[str, jax.Array]]:
+        """``update_epochs`` passes of shuffled minibatches, then the beta adaptation."""
+        config = self.config
+        M = config.num_minibatches
+        key, k_epochs = jax.random.split(ts.key)
+        grad_fn = jax.value_and_grad(losses.ppo_loss, has_aux=True)
+
+        def minibatch_step(
+            carry: tuple[PyTree, PyTree], mb: losses.Batch
+        ) -> tuple[tuple[PyTree, PyTree], dict[str, jax.Array]]:
+            params, opt_state = carry
+            (loss, metrics), grads = grad_fn(params, mb, ts.beta, self.network, config)
+            updates, opt_state = self.optimizer.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            metrics = {**metrics, "loss": loss, "grad_norm": optax.global_norm(grads)}
+            return (params, opt_state), metrics
+
+        def epoch(
+            carry: tuple[PyTree, PyTree], k: jax.Array
+        ) -> tuple[tuple[PyTree, PyTree], dict[str, jax.Array]]:
+            perm = jax.random.permutation(k, self.num_sequences)
+
+            def shuffle(x: jax.Array) -> jax.Array:
+                x = jnp.take(x, perm, axis=0)
+                return x.reshape((M, self.num_sequences // M, *x.shape[1:]))
+
+            minibatches = jax.tree.map(shuffle, batch)
+            return lax.scan(minibatch_step, carry, minibatches)
+
+        (params, opt_state), metrics = lax.scan(
+            epoch,
+            (ts.params, ts.opt_state),
+            jax.random.split(k_epochs, config.update_epochs),
+        )
+        metrics = jax.tree.map(jnp.mean, metrics)
+        beta = ts.beta
+        if config.objective == "kl_penalty":
+            # The original adapts beta to the KL of the whole batch after all epochs.
+            new_dist = self.network.policy_sequence(params, batch.carry0, batch.obs, batch.first)
+            kl = self.network.distribution(batch.old_dist).kl_divergence(
+                self.network.distribution(new_dist)
+            )
+            metrics["kl"] = losses._masked_mean(kl, batch.mask)
+            beta = losses.adapt_beta(beta, metrics["kl"], config.kl_target)
+        ts = ts.replace(params=params, opt_state=opt_state, beta=beta, key=key)
+        return ts, metrics
+
+    def iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
+        """One collection + update; pure and jittable. Metrics are scalar arrays."""
+        config = self.config
+        lr = self.schedule(ts.updates * config.update_epochs * config.num_minibatches)
+        ss, traj, stats = rollout(self.env, self.policy_fn, (ts.params, ts.obs_norm), ss, self.T)
+        batch, reward_norm, data_metrics = self.make_batch(ts, traj)
+        ts, metrics = self.update(ts, batch)
+        obs_norm = ts.obs_norm
+        if config.normalize_observations:
+            obs_norm = norm.update(obs_norm, traj.obs)
+        env_steps = self.T * self.env.num_envs
+        ts = ts.replace(
+            obs_norm=obs_norm,
+            reward_norm=reward_norm,
+            step=ts.step + env_steps,
+            updates=ts.updates + 1,
+        )
+        metrics = {
+            **metrics,
+            **data_metrics,
+            **episode_metrics(stats),
+            "env_steps": jnp.asarray(env_steps, jnp.float32),
+            "beta": ts.beta,
+            "learning_rate": jnp.asarray(lr, jnp.float32),
+            "obs_mean": obs_norm.mean.mean(),
+            "obs_std": norm.std(obs_norm).mean(),
+            "reward_std": norm.std(reward_norm).mean(),
+        }
+        if "clip_fraction" not in metrics:
+            metrics["clip_fraction"] = jnp.zeros((), jnp.float32)
+        return ts, ss, metrics
+
+
+def episode_metrics(stats: EpisodeStats) -> dict[str, jax.Array]:
+    """Count and means of the episodes that ended in a rollout (nan means when none did)."""
+    done = stats.done.astype(jnp.float32)
+    return {
+        "episodes": done.sum(),
+        "score": _mean_where(stats.score, done),
+        "length": _mean_where(stats.length.astype(jnp.float32), done),
+    }
+
+
+def _make_env(config: PPOConfig, num_envs: int, seed: int) -> Env:
+    from batchppo.core.adapters import make_env  # imported late: adapters pull in host envs
+
+    return make_env(
+        config.env,
+        num_envs,
+        config.backend,
+        max_length=config.max_length,
+        normalize_ranges=config.normalize_ranges,
+        seed=seed,
+        num_workers=config.num_workers,
+    )
+
+
+def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dict]]:
+    """The whole training run as one pure function, for pure-JAX backends (gymnax, brax).
+
+    Example:
+        >>> train_fn = jax.jit(jax.vmap(make_train(config)))
+        >>> states, metrics = train_fn(jax.random.split(jax.random.key(0), 4))  # 4 seeds
+
+    Args:
+        config: The run's config; ``backend`` must be ``gymnax`` or ``brax``.
+
+    Returns:
+        ``train_fn(key) -> (TrainState, metrics)`` where each metric has a leading axis of
+        ``num_iterations(config)`` (one entry per training iteration).
+
+    Raises:
+        ValueError: for host backends, which cannot run inside a pure function.
+    """
+    if config.backend not in FUSED_BACKENDS:
+        raise ValueError(
+            f"make_train needs a pure-JAX backend {FUSED_BACKENDS}, got backend={config.backend!r};"
+            " use Trainer for host envs"
+        )
+    ppo = PPO(config, _make_env(config, config.num_agents, config.seed))
+
+    def train_fn(key: jax.Array) -> tuple[TrainState, dict]:
+        k_init, k_sim = jax.random.split(key)
+        ts = ppo.init(k_init)
+        ss = ppo.init_sim(k_sim)
+
+        def body(carry: tuple[TrainState, SimState], _: None) -> tuple[Any, dict]:
+            ts, ss, metrics = ppo.iteration(*carry)
+            return (ts, ss), metrics
+
+        (ts, _), metrics = lax.scan(body, (ts, ss), None, length=ppo.num_iterations)
+        return ts, metrics
+
+    return train_fn
+
+
+def _to_python(metrics: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in jax.device_get(metrics).items()}
+
+
+class Trainer:
+    """The object API of a BatchPPO run (used by ``batchppo.train`` and the experiment loop).
+
+    Example:
+        >>> trainer = Trainer(config)
+        >>> ts = trainer.init(jax.random.key(config.seed))
+        >>> ss = trainer.init_sim(ts, jax.random.key(1))
+        >>> ts, ss, metrics = trainer.iteration(ts, ss)
+        >>> trainer.evaluate(ts, 10, jax.random.key(2))["score"]
+
+    Note: ``iteration``/``iterations`` donate their input states (the arrays are reused in
+    place); keep using the returned states, not the ones passed in.
+    """
+
+    def __init__(self, config: PPOConfig, env: Env | None = None) -> None:
+        """Builds the training env (through ``make_env``), the network and the optimiser.
+
+        Args:
+            config: The run's config.
+            env: Optional prebuilt training env (tests); built from the config otherwise.
+        """
+        self.config = config
+        self.env = env if env is not None else _make_env(config, config.num_agents, config.seed)
+        self.spec: EnvSpec = self.env.spec
+        self.ppo = PPO(config, self.env)
+        self.network = self.ppo.network
+        self.fused = config.backend in FUSED_BACKENDS
+        self._eval_env: Env | None = None
+        self._eval_fns: dict[int, Callable] = {}
+        self._iteration = jax.jit(self.ppo.iteration, donate_argnums=(0, 1))
+        self._iterations: dict[int, Callable] = {}
+        self._init = jax.jit(self.ppo.init)
+        self._init_sim = jax.jit(self.ppo.init_sim)
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps (summed over envs) collected by one iteration."""
+        return self.ppo.T * self.env.num_envs
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations needed for ``config.steps``."""
+        return self.ppo.num_iterations
+
+    def init(self, key: jax.Array) -> TrainState:
+        """A fresh :class:`TrainState` (parameters from ``key``)."""
+        return self._init(key)
+
+    def init_sim(self, train_state: TrainState, key: jax.Array) -> SimState:
+        """Fresh episodes in the training env (start of a run and after resume)."""
+        del train_state
+        return self._init_sim(key)
+
+    def iteration(
+        self, train_state: TrainState, sim_state: SimState
+    ) -> tuple[TrainState, SimState, dict[str, float]]:
+        """One collection + update, one compiled call. Returns Python-float metrics."""
+        ts, ss, metrics = self._iteration(train_state, sim_state)
+        return ts, ss, _to_python(metrics)
+
+    def iterations(
+        self, train_state: TrainState, sim_state: SimState, n: int
+    ) -> tuple[TrainState, SimState, list[dict[str, float]]]:
+        """``n`` iterations in one compiled ``lax.scan`` (one host sync for all of them).
+
+        Returns:
+            ``(train_state, sim_state, metrics)`` with one metrics dict per iteration.
+        """
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"iterations: n={n} must be >= 1")
+        if n == 1:
+            ts, ss, m = self.iteration(train_state, sim_state)
+            return ts, ss, [m]
+        if n not in self._iterations:
+
+            def many(ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
+                def body(carry: tuple[TrainState, SimState], _: None) -> tuple[Any, dict]:
+                    ts, ss, metrics = self.ppo.iteration(*carry)
+                    return (ts, ss), metrics
+
+                (ts, ss), metrics = lax.scan(body, (ts, ss), None, length=n)
+                return ts, ss, metrics
+
+            self._iterations[n] = jax.jit(many, donate_argnums=(0, 1))
+        ts, ss, metrics = self._iterations[n](train_state, sim_state)
+        metrics = jax.device_get(metrics)
+        return ts, ss, [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
+
+    # --- evaluation and deployment ----------------------------------------------------------
+
+    def _get_eval_env(self, num_envs: int) -> Env:
+        if self._eval_env is None or self._eval_env.num_envs != num_envs:
+            if self._eval_env is not None and hasattr(self._eval_env, "close"):
+                self._eval_env.close()
+            self._eval_env = _make_env(self.config, num_envs, self.config.seed + _EVAL_SEED_OFFSET)
+            self._eval_fns = {}
+        return self._eval_env
+
+    def evaluate(self, train_state: TrainState, num_episodes: int, key: jax.Array) -> dict:
+        """Runs the mean-action policy in a separate eval env of the same backend.
+
+        Episodes are taken fairly: ``min(num_episodes, num_agents)`` envs run until each has
+        finished enough episodes, and the first episodes of each env are kept (no bias towards
+        short episodes).
+
+        Args:
+            train_state: The state whose params and observation statistics act.
+            num_episodes: Episodes to collect (>= 1).
+            key: PRNG key of the env resets.
+
+        Returns:
+            ``{"score", "length"}`` means and ``"returns"``, ``"lengths"`` arrays.
+        """
+        if num_episodes < 1:
+            raise ValueError(f"evaluate: num_episodes={num_episodes} must be >= 1")
+        num_envs = min(num_episodes, self.config.num_agents)
+        env = self._get_eval_env(num_envs)
+        chunk = int(self.config.max_length or 500)
+        if chunk not in self._eval_fns:
+
+            def run(params: PyTree, ss: SimState) -> tuple[SimState, EpisodeStats]:
+                ss, _, stats = rollout(env, self.ppo.mode_fn, params, ss, chunk)
+                return ss, stats
+
+            self._eval_fns[chunk] = jax.jit(run)
+        run_fn = self._eval_fns[chunk]
+        per_env = math.ceil(num_episodes / num_envs)
+        ss = self.ppo.init_sim(key, env)
+        params = (train_state.params, train_state.obs_norm)
+        episodes: list[list[tuple[float, int]]] = [[] for _ in range(num_envs)]
+        max_chunks = 1000
+        for _ in range(max_chunks):
+            ss, stats = run_fn(params, ss)
+            done, score, length = jax.device_get((stats.done, stats.score, stats.length))
+            for t, i in zip(*np.nonzero(done), strict=True):
+                episodes[i].append((float(score[t, i]), int(length[t, i])))
+            if min(len(e) for e in episodes) >= per_env:
+                break
+        else:
+            raise RuntimeError(
+                f"evaluate: fewer than {per_env} episodes per env finished in "
+                f"{max_chunks * chunk} steps; set max_length to bound episodes"
+            )
+        ordered = [episodes[i][k] for k in range(per_env) for i in range(num_envs)]
+        ordered = ordered[:num_episodes]
+        rets = np.array([s for s, _ in ordered], np.float64)
+        lens = np.array([n for _, n in ordered], np.int64)
+        return {
+            "score": float(rets.mean()),
+            "length": float(lens.mean()),
+            "returns": rets,
+            "lengths": lens,
+        }
+
+    def policy(
+        self, train_state: TrainState, deterministic: bool = True
+    ) -> Callable[[np.ndarray], np.ndarray]:
+        """A host callable ``obs (B, *obs_shape) -> actions (B, *action_shape)``.
+
+        It normalises observations with the state's statistics; recurrent policies carry their
+        state across calls (call ``.reset()`` at episode starts). Sampling (``deterministic=
+        False``) draws from a key seeded by ``config.seed``.
+        """
+        return _HostPolicy(self.ppo, train_state, deterministic, self.config.seed)
+
+    def close(self) -> None:
+        """Closes the training and evaluation envs (worker processes of host backends)."""
+        for env in (self.env, self._eval_env):
+            close = getattr(env, "close", None)
+            if close is not None:
+                close()
+        self._eval_env = None
+
+
+class _HostPolicy:
+    """``obs -> action`` on the host for deployment and visualisation (see Trainer.policy)."""
+
+    def __init__(self, ppo: PPO, ts: TrainState, deterministic: bool, seed: int) -> None:
+        self._ppo = ppo
+        self._params = (ts.params, ts.obs_norm)
+        self._fn = jax.jit(ppo.mode_fn if deterministic else ppo.policy_fn)
+        self._key = jax.random.key(seed)
+        self._carry: PyTree = None
+
+    def reset(self) -> None:
+        """Forgets the recurrent state; the next call starts new episodes."""
+        self._carry = None
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        obs = jnp.asarray(obs, jnp.float32)
+        if obs.shape[1:] != tuple(self._ppo.spec.obs_shape):
+            raise ValueError(
+                f"policy: observations of shape {obs.shape} do not match (B, "
+                f"*{tuple(self._ppo.spec.obs_shape)}); pass a batch"
+            )
+        batch = obs.shape[0]
+        first = self._carry is None
+        if first:
+            self._carry = self._ppo.network.initial_carry(batch)
+        self._key, key = jax.random.split(self._key)
+        first_arr = jnp.full((batch,), first)
+        action, _, self._carry = self._fn(self._params, self._carry, obs, first_arr, key)
+        return np.asarray(action)

@@ -1,0 +1,184 @@
+"""The ``batchppo`` command line: ``train``, ``visualize``, ``plot`` and ``list``.
+
+Bad input (an unknown config, a bad ``--set``, a missing or corrupt run dir or checkpoint, an
+unknown env id) prints one line ``batchppo: error: ...`` on stderr and exits with status 2.
+
+Examples::
+
+    batchppo train --config pendulum_jax --logdir logdir
+    batchppo train --config cartpole --logdir logdir --set steps=5e4 --set num_agents=8
+    batchppo train --config pendulum_jax --logdir logdir --timestamp 20261121T113000  # resume
+    batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
+    batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
+    batchppo list
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+
+from batchppo.experiment.errors import UserError
+
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    from batchppo.experiment.configs import DEFAULT_PRESET
+
+    parser = argparse.ArgumentParser(
+        prog="batchppo", description="Batched PPO on JAX: train, visualize and plot runs."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    train = sub.add_parser(
+        "train",
+        help="train a preset (or resume a run)",
+        description="Train a preset into <logdir>/<timestamp>-<config>/; an existing "
+        "timestamp resumes that run from its last checkpoint with its stored config.",
+    )
+    train.add_argument(
+        "--config", default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET}; "
+        "see `batchppo list`)",
+    )  # fmt: skip
+    train.add_argument("--logdir", required=True, help="parent directory of runs")
+    train.add_argument(
+        "--timestamp", help="run name prefix, e.g. 20261121T113000; an existing one resumes"
+    )
+    train.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config field (repeatable), e.g. --set steps=2e5 --set "
+        "policy_layers=[64,64]",
+    )  # fmt: skip
+    train.add_argument(
+        "--progress", choices=("auto", "bar", "lines", "none"), default="auto",
+        help="progress bar on a terminal, plain lines otherwise (default auto)",
+    )  # fmt: skip
+
+    vis = sub.add_parser(
+        "visualize",
+        help="record videos of a trained policy",
+        description="Run episodes with the mean action; write one MP4 per episode and "
+        "stats.json (returns and lengths).",
+    )
+    vis.add_argument("--logdir", required=True, help="the run directory <logdir>/<ts>-<config>")
+    vis.add_argument("--outdir", required=True, help="where to write the videos")
+    vis.add_argument("--checkpoint", type=int, help="env step of the checkpoint (default newest)")
+    vis.add_argument(
+        "--num_episodes", "--num-episodes", type=int, default=3, help="episodes (default 3)"
+    )
+    vis.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
+
+    plot = sub.add_parser(
+        "plot",
+        help="plot learning curves of runs",
+        description="Learning curves (eval and train score; mean and spread over the runs "
+        "of each config) from the runs' metrics.jsonl.",
+    )
+    plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    plot.add_argument("--out", required=True, help="output PNG file")
+    plot.add_argument("--x", choices=("steps", "hours"), default="steps", help="x-axis")
+
+    sub.add_parser("list", help="list the presets", description="List the presets.")
+    return parser
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from batchppo.experiment import configs, loop
+
+    configs.get_preset(args.config)  # Unknown names fail before anything is created.
+    result = loop.train(
+        args.config,
+        args.logdir,
+        timestamp=args.timestamp,
+        overrides=args.overrides,
+        progress=args.progress,
+    )
+    if result.interrupted:
+        timestamp = result.run_dir.name.split("-", 1)[0] if result.run_dir else None
+        where = f"checkpoint saved at step {result.step:,}" if result.run_dir else ""
+        print(f"stopped at step {result.step:,}; {where}", file=sys.stderr)
+        if timestamp:
+            command = ["batchppo", "train", "--config", args.config, "--logdir", args.logdir]
+            print(f"resume with: {shlex.join([*command, '--timestamp', timestamp])}")
+        return 128 + (result.stop_signal or 2)
+    score = "n/a" if result.score is None else f"{result.score:.2f}"
+    print(f"done: {result.step:,} steps, eval score {score}, run dir {result.run_dir}")
+    return 0
+
+
+def _cmd_visualize(args: argparse.Namespace) -> int:
+    from batchppo.experiment import visualize
+
+    if args.num_episodes < 1:
+        raise UserError(f"--num_episodes {args.num_episodes}: must be >= 1")
+    stats = visualize.visualize(
+        args.logdir, args.outdir, checkpoint=args.checkpoint, num_episodes=args.num_episodes,
+        seed=args.seed,
+    )  # fmt: skip
+    for video, ret, length in zip(stats["videos"], stats["returns"], stats["lengths"], strict=True):
+        print(f"{video}: return {ret:.2f}, length {length}")
+    print(f"mean return {stats['mean_return']:.2f} over {len(stats['returns'])} episodes")
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from batchppo.experiment import plot
+
+    out = plot.plot_runs(args.runs, args.out, x=args.x)
+    print(f"wrote {out}")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from batchppo.experiment import configs
+
+    print(f"{'config':<14} {'env':<16} {'backend':<8} {'steps':>12}")
+    for name, config in configs.PRESETS.items():
+        note = ""
+        if name == configs.DEFAULT_PRESET:
+            note = "  (default)"
+        elif config.backend == "brax" and not configs.brax_available():
+            note = "  (needs brax)"
+        print(configs.describe(name, config) + note)
+    return 0
+
+
+COMMANDS = {
+    "train": _cmd_train,
+    "visualize": _cmd_visualize,
+    "plot": _cmd_plot,
+    "list": _cmd_list,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status.
+
+    Args:
+        argv: Arguments without the program name; None: ``sys.argv[1:]``.
+
+    Returns:
+        0 on success, 2 for bad input (one-line message on stderr), 128 + signal number
+        when training was stopped by a signal (after saving a checkpoint).
+    """
+    # Headless rendering for pygame (classic control) before anything imports it.
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as error:
+        print(f"batchppo: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("batchppo: aborted; the last checkpoint is kept (resume continues from it)",
+              file=sys.stderr)  # fmt: skip
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

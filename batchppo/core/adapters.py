@@ -1,0 +1,737 @@
+"""Adapters from concrete environments to the functional batched :class:`~batchppo.core.env.Env`.
+
+* :class:`GymnaxEnv`: a gymnax env, ``vmap``-ed over the batch, with our own step counter
+  for the time limit (so ``truncated`` and ``terminated`` stay separate) and same-step
+  auto-reset inside the compiled step.
+* :class:`BraxEnv`: a Brax (or MuJoCo-MJX through Brax) env, the same way. Needs the optional
+  ``brax`` package.
+* :class:`HostEnv`: a Gymnasium ``VectorEnv`` in same-step auto-reset mode (such as
+  ``batchppo.envs.BatchEnv``) called through ``jax.experimental.io_callback`` so that it runs
+  inside ``jit`` and ``lax.scan``: the ``InGraphBatchEnv`` of the original Batch PPO.
+* :func:`make_env`: the one factory the trainer uses, by backend name.
+
+Range normalisation (``normalize_ranges``) follows the host wrappers' formulas so presets
+transfer between backends: each observation dimension with both bounds finite is mapped by
+``2 * (obs - low) / (high - low) - 1``; Box actions are clipped to ``[-1, 1]`` and mapped by
+``low + (a + 1) / 2 * (high - low)``.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax.experimental import io_callback
+
+from batchppo.core.env import Env, EnvSpec, StepResult
+
+HOST_BACKENDS = ("process", "sync", "ray")
+BACKENDS = ("gymnax", "brax", *HOST_BACKENDS)
+GYMNAX_TESTED_IDS = ("Pendulum-v1", "CartPole-v1", "MountainCarContinuous-v0", "Acrobot-v1")
+
+# gymnax's time limit is switched off (we count steps ourselves) by a limit never reached.
+_NO_LIMIT = 2**30
+
+
+# ---------------------------------------------------------------------------------------------
+# Range normalisation (shared formulas)
+# ---------------------------------------------------------------------------------------------
+
+
+def bounded_dims(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Mask of the dimensions that range normalisation rescales.
+
+    A dimension is bounded when both bounds are finite and so is its float32 range
+    ``high - low``: spaces such as CartPole's mark "unbounded" with ``float32.max``, whose
+    range overflows, and rescaling by it would erase the observation.
+
+    Args:
+        low: Lower bounds.
+        high: Upper bounds (same shape).
+
+    Returns:
+        A bool array of the bounds' shape.
+    """
+    low = np.asarray(low, np.float64)
+    high = np.asarray(high, np.float64)
+    span = high - low
+    with np.errstate(over="ignore", invalid="ignore"):
+        span32 = span.astype(np.float32)
+    return np.isfinite(low) & np.isfinite(high) & np.isfinite(span32) & (span > 0)
+
+
+def normalize_obs(obs: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
+    """Maps the bounded dimensions of ``obs`` from ``[low, high]`` to ``[-1, 1]``.
+
+    Dimensions without two finite bounds pass unchanged. Computed in float32.
+
+    Args:
+        obs: Observations of shape ``(..., *low.shape)``.
+        low: Lower bounds of one observation.
+        high: Upper bounds of one observation.
+
+    Returns:
+        float32 observations of the same shape.
+    """
+    mask = bounded_dims(low, high)
+    obs = jnp.asarray(obs, jnp.float32)
+    if not mask.any():
+        return obs
+    # Unbounded dimensions get a harmless dummy range so no inf/nan is ever computed there.
+    lo = np.where(mask, low, 0.0).astype(np.float32)
+    span = np.where(mask, np.asarray(high, np.float64) - np.asarray(low, np.float64), 2.0)
+    span = span.astype(np.float32)
+    scaled = 2.0 * (obs - lo) / span - 1.0
+    return jnp.where(mask, scaled, obs)
+
+
+def denormalize_action(action: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
+    """Clips an agent's Box action to ``[-1, 1]`` and maps it to ``[low, high]``.
+
+    Dimensions without two finite bounds pass unchanged (and unclipped).
+
+    Args:
+        action: Actions of shape ``(..., *low.shape)``.
+        low: Lower action bounds.
+        high: Upper action bounds.
+
+    Returns:
+        float32 actions in the env's range.
+    """
+    mask = bounded_dims(low, high)
+    action = jnp.asarray(action, jnp.float32)
+    if not mask.any():
+        return action
+    lo = np.where(mask, low, -1.0).astype(np.float32)
+    span = np.where(mask, np.asarray(high, np.float64) - np.asarray(low, np.float64), 2.0)
+    span = span.astype(np.float32)
+    mapped = lo + (jnp.clip(action, -1.0, 1.0) + 1.0) / 2.0 * span
+    return jnp.where(mask, mapped, action)
+
+
+def _normalized_bounds(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds after normalisation: [-1, 1] on bounded dims, unchanged elsewhere."""
+    mask = bounded_dims(low, high)
+    return (
+        np.where(mask, -1.0, low).astype(np.float32),
+        np.where(mask, 1.0, high).astype(np.float32),
+    )
+
+
+def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
+    """Per-env select over a pytree whose leaves have a leading batch axis."""
+
+    def select(a: jax.Array, b: jax.Array) -> jax.Array:
+        mask = done.reshape(done.shape + (1,) * (jnp.ndim(a) - 1))
+        return jnp.where(mask, a, b)
+
+    return jax.tree.map(select, new, old)
+
+
+def _check_num_envs(num_envs: Any) -> int:
+    try:
+        num_envs = operator.index(num_envs)
+    except TypeError:
+        raise ValueError(f"num_envs must be an int, got {num_envs!r}.") from None
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
+    return num_envs
+
+
+def _check_max_length(max_length: Any) -> int | None:
+    if max_length is None:
+        return None
+    try:
+        max_length = operator.index(max_length)
+    except TypeError:
+        raise ValueError(f"max_length must be an int or None, got {max_length!r}.") from None
+    if max_length < 1:
+        raise ValueError(f"max_length must be >= 1 (or None for the env's own), got {max_length}.")
+    return max_length
+
+
+# ---------------------------------------------------------------------------------------------
+# gymnax
+# ---------------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class GymnaxState:
+    """State of :class:`GymnaxEnv`: the batched gymnax state and our step counter per env."""
+
+    env_state: Any
+    time: jax.Array
+
+
+class GymnaxEnv:
+    """A gymnax environment as a batched :class:`~batchppo.core.env.Env`.
+
+    gymnax's own ``step`` folds the time limit into ``done``; this adapter calls
+    ``step_env``/``reset_env`` with the gymnax time limit disabled and counts steps itself:
+    ``truncated`` is set when the count reaches ``max_length`` and the env did not terminate
+    by its own condition at that step.
+
+    Args:
+        env_id: A gymnax id (tested: Pendulum-v1, CartPole-v1, MountainCarContinuous-v0,
+            Acrobot-v1).
+        num_envs: Batch size.
+        max_length: Time limit in steps; None uses the env's ``max_steps_in_episode``.
+        normalize_ranges: Rescale bounded observation dims and Box actions to [-1, 1].
+        env_params: gymnax ``EnvParams`` to use instead of the env's defaults.
+    """
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        *,
+        max_length: int | None = None,
+        normalize_ranges: bool = True,
+        env_params: Any = None,
+    ) -> None:
+        import gymnax
+        from gymnax.environments import spaces
+
+        try:
+            env, default_params = gymnax.make(env_id)
+        except ValueError:
+            raise ValueError(
+                f"unknown gymnax env id {env_id!r}; gymnax registers {list(gymnax.registered_envs)}"
+                f" (tested with batchppo: {list(GYMNAX_TESTED_IDS)})."
+            ) from None
+        params = default_params if env_params is None else env_params
+        self._env = env
+        self._env_id = env_id
+        self._num_envs = _check_num_envs(num_envs)
+        max_length = _check_max_length(max_length)
+        if max_length is None:
+            max_length = getattr(params, "max_steps_in_episode", None)
+            if max_length is None:
+                raise ValueError(f"{env_id} has no max_steps_in_episode; pass max_length.")
+        self._max_length = int(max_length)
+        if hasattr(params, "max_steps_in_episode"):
+            params = params.replace(max_steps_in_episode=_NO_LIMIT)
+        self._params = params
+        self._normalize = bool(normalize_ranges)
+
+        obs_space = env.observation_space(params)
+        obs_shape = tuple(int(s) for s in obs_space.shape)
+        obs_low = np.broadcast_to(np.asarray(obs_space.low, np.float32), obs_shape).copy()
+        obs_high = np.broadcast_to(np.asarray(obs_space.high, np.float32), obs_shape).copy()
+        self._raw_obs_bounds = (obs_low, obs_high)
+        if self._normalize:
+            obs_low, obs_high = _normalized_bounds(obs_low, obs_high)
+
+        act_space = env.action_space(params)
+        if isinstance(act_space, spaces.Discrete):
+            self._raw_action_bounds = None
+            self._spec = EnvSpec(
+                obs_shape=obs_shape,
+                obs_dtype=jnp.float32,
+                action_shape=(),
+                action_dtype=jnp.int32,
+                discrete=True,
+                num_actions=int(act_space.n),
+                obs_low=obs_low,
+                obs_high=obs_high,
+            )
+        elif isinstance(act_space, spaces.Box):
+            act_shape = tuple(int(s) for s in act_space.shape)
+            act_low = np.broadcast_to(np.asarray(act_space.low, np.float32), act_shape).copy()
+            act_high = np.broadcast_to(np.asarray(act_space.high, np.float32), act_shape).copy()
+            self._raw_action_bounds = (act_low, act_high)
+            if self._normalize:
+                act_low, act_high = _normalized_bounds(act_low, act_high)
+            self._spec = EnvSpec(
+                obs_shape=obs_shape,
+                obs_dtype=jnp.float32,
+                action_shape=act_shape,
+                action_dtype=jnp.float32,
+                discrete=False,
+                action_low=act_low,
+                action_high=act_high,
+                obs_low=obs_low,
+                obs_high=obs_high,
+            )
+        else:
+            raise ValueError(
+                f"{env_id}: action space {act_space!r} is not supported (Discrete or Box only)."
+            )
+
+    @property
+    def spec(self) -> EnvSpec:
+        """Shapes, dtypes and bounds of one env (after normalisation, if on)."""
+        return self._spec
+
+    @property
+    def num_envs(self) -> int:
+        """Batch size."""
+        return self._num_envs
+
+    @property
+    def max_length(self) -> int:
+        """The time limit in steps."""
+        return self._max_length
+
+    def close(self) -> None:
+        """Nothing to release (pure JAX)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"GymnaxEnv({self._env_id!r}, num_envs={self._num_envs}, "
+            f"max_length={self._max_length}, normalize_ranges={self._normalize})"
+        )
+
+    def _observe(self, obs: jax.Array) -> jax.Array:
+        obs = jnp.asarray(obs, jnp.float32).reshape((-1, *self._spec.obs_shape))
+        if self._normalize:
+            obs = normalize_obs(obs, *self._raw_obs_bounds)
+        return obs
+
+    def _env_action(self, action: jax.Array) -> jax.Array:
+        if self._spec.discrete:
+            return jnp.asarray(action, jnp.int32)
+        action = jnp.asarray(action, jnp.float32)
+        if self._normalize:
+            action = denormalize_action(action, *self._raw_action_bounds)
+        return action
+
+    def _reset_all(self, key: jax.Array) -> tuple[Any, jax.Array]:
+        keys = jax.random.split(key, self._num_envs)
+        obs, env_state = jax.vmap(self._env.reset_env, in_axes=(0, None))(keys, self._params)
+        return env_state, obs
+
+    def reset(self, key: jax.Array) -> tuple[GymnaxState, jax.Array]:
+        """Resets every env; returns ``(state, obs)``."""
+        env_state, obs = self._reset_all(key)
+        time = jnp.zeros((self._num_envs,), jnp.int32)
+        return GymnaxState(env_state=env_state, time=time), self._observe(obs)
+
+    def step(self, state: GymnaxState, action: jax.Array, key: jax.Array) -> StepResult:
+        """Steps every env; finished episodes restart in the same step."""
+        key_step, key_reset = jax.random.split(key)
+        keys = jax.random.split(key_step, self._num_envs)
+        obs, env_state, reward, terminated, _ = jax.vmap(
+            self._env.step_env, in_axes=(0, 0, 0, None)
+        )(keys, state.env_state, self._env_action(action), self._params)
+        terminated = jnp.asarray(terminated, jnp.bool_).reshape(self._num_envs)
+        time = state.time + 1
+        truncated = (time >= self._max_length) & ~terminated
+        done = terminated | truncated
+        final_obs = self._observe(obs)
+
+        def reset_done(_: None) -> tuple[Any, jax.Array]:
+            new_state, new_obs = self._reset_all(key_reset)
+            return _batched_where(done, new_state, env_state), _batched_where(
+                done, self._observe(new_obs), final_obs
+            )
+
+        # Skip the reset work on steps where no episode ended (most steps with time limits).
+        env_state, next_obs = jax.lax.cond(
+            jnp.any(done), reset_done, lambda _: (env_state, final_obs), None
+        )
+        return StepResult(
+            state=GymnaxState(env_state=env_state, time=jnp.where(done, 0, time)),
+            obs=next_obs,
+            reward=jnp.asarray(reward, jnp.float32).reshape(self._num_envs),
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Brax / MuJoCo-MJX
+# ---------------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class BraxState:
+    """State of :class:`BraxEnv`: the batched Brax state and our step counter per env."""
+
+    env_state: Any
+    time: jax.Array
+
+
+class BraxEnv:
+    """A Brax environment (any Brax backend, ``mjx`` included) as a batched Env.
+
+    Brax marks time-limit ends with ``info['truncation']`` in its ``EpisodeWrapper``; this
+    adapter does the same bookkeeping itself on the raw env: ``truncated`` when the step count
+    reaches ``max_length`` and the env's own ``done`` is not set, ``terminated`` when Brax's
+    ``done`` is set. Finished envs restart in the same step with a fresh random reset.
+    Brax actions are already in [-1, 1]; they are clipped there, as range normalisation does.
+
+    Args:
+        env_name: A Brax env name (``ant``, ``halfcheetah``, ``hopper``, ``inverted_pendulum``...).
+        num_envs: Batch size.
+        max_length: Time limit in steps.
+        backend: Brax physics backend (``generalized``, ``positional``, ``spring``, ``mjx``);
+            None uses the env's default.
+        **env_kwargs: Passed to ``brax.envs.get_environment``.
+    """
+
+    def __init__(
+        self,
+        env_name: str,
+        num_envs: int,
+        *,
+        max_length: int = 1000,
+        backend: str | None = None,
+        **env_kwargs: Any,
+    ) -> None:
+        try:
+            from brax import envs as brax_envs
+        except ImportError as error:
+            raise ImportError(
+                "BraxEnv needs the optional 'brax' package (pip install brax); it is not "
+                f"importable here ({error})."
+            ) from error
+        if backend is not None:
+            env_kwargs["backend"] = backend
+        try:
+            self._env = brax_envs.get_environment(env_name, **env_kwargs)
+        except KeyError:
+            known = sorted(getattr(brax_envs, "_envs", {}))
+            raise ValueError(f"unknown Brax env {env_name!r}; Brax registers {known}.") from None
+        self._env_name = env_name
+        self._num_envs = _check_num_envs(num_envs)
+        max_length = _check_max_length(max_length)
+        self._max_length = 1000 if max_length is None else max_length
+        obs_size = self._env.observation_size
+        obs_shape = (obs_size,) if isinstance(obs_size, int) else tuple(obs_size)
+        act_shape = (int(self._env.action_size),)
+        self._spec = EnvSpec(
+            obs_shape=obs_shape,
+            obs_dtype=jnp.float32,
+            action_shape=act_shape,
+            action_dtype=jnp.float32,
+            discrete=False,
+            action_low=-np.ones(act_shape, np.float32),
+            action_high=np.ones(act_shape, np.float32),
+        )
+
+    @property
+    def spec(self) -> EnvSpec:
+        """Shapes, dtypes and bounds of one env."""
+        return self._spec
+
+    @property
+    def num_envs(self) -> int:
+        """Batch size."""
+        return self._num_envs
+
+    @property
+    def max_length(self) -> int:
+        """The time limit in steps."""
+        return self._max_length
+
+    def close(self) -> None:
+        """Nothing to release (pure JAX)."""
+
+    def __repr__(self) -> str:
+        return (
+            f"BraxEnv({self._env_name!r}, num_envs={self._num_envs}, max_length={self._max_length})"
+        )
+
+    def _reset_all(self, key: jax.Array) -> Any:
+        return jax.vmap(self._env.reset)(jax.random.split(key, self._num_envs))
+
+    def reset(self, key: jax.Array) -> tuple[BraxState, jax.Array]:
+        """Resets every env; returns ``(state, obs)``."""
+        env_state = self._reset_all(key)
+        time = jnp.zeros((self._num_envs,), jnp.int32)
+        return BraxState(env_state=env_state, time=time), env_state.obs.astype(jnp.float32)
+
+    def step(self, state: BraxState, action: jax.Array, key: jax.Array) -> StepResult:
+        """Steps every env; finished episodes restart in the same step."""
+        action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
+        env_state = jax.vmap(self._env.step)(state.env_state, action)
+        terminated = env_state.done.astype(jnp.bool_)
+        time = state.time + 1
+        truncated = (time >= self._max_length) & ~terminated
+        if "truncation" in env_state.info:
+            # A wrapped env may cut episodes itself; its truncation is not a termination.
+            own_cut = env_state.info["truncation"].astype(jnp.bool_)
+            truncated = truncated | own_cut
+            terminated = terminated & ~own_cut
+        done = terminated | truncated
+        final_obs = env_state.obs.astype(jnp.float32)
+
+        def reset_done(_: None) -> Any:
+            return _batched_where(done, self._reset_all(key), env_state)
+
+        next_state = jax.lax.cond(jnp.any(done), reset_done, lambda _: env_state, None)
+        return StepResult(
+            state=BraxState(env_state=next_state, time=jnp.where(done, 0, time)),
+            obs=next_state.obs.astype(jnp.float32),
+            reward=env_state.reward.astype(jnp.float32),
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Host envs through io_callback
+# ---------------------------------------------------------------------------------------------
+
+
+def _spec_from_spaces(obs_space: Any, act_space: Any) -> EnvSpec:
+    """EnvSpec of one env of a Gymnasium vector env (Box obs; Box or Discrete actions)."""
+    from gymnasium import spaces
+
+    if not isinstance(obs_space, spaces.Box):
+        raise ValueError(
+            f"HostEnv supports Box observation spaces only, got {obs_space!r}; flatten the "
+            "observations with a Gymnasium wrapper (e.g. FlattenObservation) first."
+        )
+    obs_shape = tuple(int(s) for s in obs_space.shape)
+    common = dict(
+        obs_shape=obs_shape,
+        obs_dtype=jnp.float32,
+        obs_low=np.asarray(obs_space.low, np.float32),
+        obs_high=np.asarray(obs_space.high, np.float32),
+    )
+    if isinstance(act_space, spaces.Discrete):
+        if int(act_space.start) != 0:
+            raise ValueError(f"HostEnv needs Discrete actions starting at 0, got {act_space!r}.")
+        return EnvSpec(
+            action_shape=(),
+            action_dtype=jnp.int32,
+            discrete=True,
+            num_actions=int(act_space.n),
+            **common,
+        )
+    if isinstance(act_space, spaces.Box):
+        return EnvSpec(
+            action_shape=tuple(int(s) for s in act_space.shape),
+            action_dtype=jnp.float32,
+            discrete=False,
+            action_low=np.asarray(act_space.low, np.float32),
+            action_high=np.asarray(act_space.high, np.float32),
+            **common,
+        )
+    raise ValueError(f"HostEnv supports Box or Discrete action spaces, got {act_space!r}.")
+
+
+def _check_same_step(vector_env: Any) -> None:
+    from gymnasium.vector import AutoresetMode
+
+    mode = getattr(vector_env, "metadata", {}).get("autoreset_mode")
+    if mode is not None and mode != AutoresetMode.SAME_STEP and str(mode) != "same-step":
+        raise ValueError(
+            f"HostEnv needs a vector env in same-step auto-reset mode, got {mode!r}; create it "
+            "with autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP."
+        )
+
+
+class HostEnv:
+    """A Gymnasium ``VectorEnv`` (same-step auto-reset) as a functional Env usable under jit.
+
+    ``reset`` and ``step`` call the vector env through ``jax.experimental.io_callback`` with
+    ``ordered=True`` (one callback per step moving obs, reward, flags and final obs together),
+    so a whole ``rollout`` over host envs compiles into one XLA program, as the original's
+    ``InGraphBatchEnv`` put host envs into the TensorFlow graph. The env state is a step
+    counter that only threads the data dependency; the real state lives on the host.
+
+    Observations and rewards become float32, discrete actions int32. Non-finite observations
+    or rewards raise ``ValueError`` naming the env index and the field; any exception of the
+    env surfaces from the compiled call (as JAX's runtime error) with its type and message.
+
+    ``reset(key)`` reseeds the vector env with a seed drawn from ``key``
+    (:meth:`seed_from_key`), so runs are reproducible from the key alone.
+
+    When the vector env has a ``step_arrays(actions) -> (obs, reward, terminated, truncated,
+    final_obs)`` method (``batchppo.envs.BatchEnv``) it is used; otherwise ``step`` and the
+    ``final_obs`` / ``_final_obs`` infos of Gymnasium's same-step mode.
+
+    Args:
+        vector_env: The vector env; HostEnv does not own it unless ``close`` is called.
+        check_finite: Reject non-finite observations and rewards.
+    """
+
+    def __init__(self, vector_env: Any, *, check_finite: bool = True) -> None:
+        _check_same_step(vector_env)
+        self._env = vector_env
+        self._num_envs = _check_num_envs(vector_env.num_envs)
+        self._spec = _spec_from_spaces(
+            vector_env.single_observation_space, vector_env.single_action_space
+        )
+        self._check_finite = bool(check_finite)
+        self._action_dtype = np.dtype(vector_env.single_action_space.dtype)
+        step_arrays = getattr(vector_env, "step_arrays", None)
+        self._step_arrays = step_arrays if callable(step_arrays) else None
+        n, shape = self._num_envs, self._spec.obs_shape
+        self._obs_struct = jax.ShapeDtypeStruct((n, *shape), jnp.float32)
+        self._step_structs = (
+            self._obs_struct,
+            jax.ShapeDtypeStruct((n,), jnp.float32),
+            jax.ShapeDtypeStruct((n,), jnp.bool_),
+            jax.ShapeDtypeStruct((n,), jnp.bool_),
+            self._obs_struct,
+        )
+
+    @property
+    def spec(self) -> EnvSpec:
+        """Shapes, dtypes and bounds of one env."""
+        return self._spec
+
+    @property
+    def num_envs(self) -> int:
+        """Batch size."""
+        return self._num_envs
+
+    @property
+    def vector_env(self) -> Any:
+        """The wrapped vector env."""
+        return self._env
+
+    def close(self) -> None:
+        """Closes the wrapped vector env."""
+        self._env.close()
+
+    def __repr__(self) -> str:
+        return f"HostEnv({self._env!r}, num_envs={self._num_envs})"
+
+    @staticmethod
+    def seed_from_key(key: jax.Array) -> jax.Array:
+        """The int32 seed that ``reset(key)`` passes to ``vector_env.reset(seed=...)``."""
+        return jax.random.randint(key, (), 0, np.iinfo(np.int32).max, dtype=jnp.int32)
+
+    # -- host side ---------------------------------------------------------------------------
+
+    def _finite(self, name: str, value: np.ndarray) -> None:
+        if np.isfinite(value).all():
+            return
+        bad = ~np.isfinite(value.reshape(self._num_envs, -1)).all(axis=1)
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"HostEnv: non-finite {name} from env {index} of {self._num_envs} "
+            f"(value {value[index]!r}); fix the env or wrap it to keep {name} finite."
+        )
+
+    def _host_reset(self, seed: np.ndarray) -> np.ndarray:
+        obs, _ = self._env.reset(seed=int(seed))
+        obs = np.asarray(obs, np.float32)
+        if self._check_finite:
+            self._finite("observation", obs)
+        return obs
+
+    def _host_step(
+        self, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        action = np.asarray(action).astype(self._action_dtype, copy=False)
+        if self._step_arrays is not None:
+            obs, reward, terminated, truncated, final_obs = self._step_arrays(action)
+        else:
+            obs, reward, terminated, truncated, infos = self._env.step(action)
+            final_obs = obs
+            mask = infos.get("_final_obs")
+            if mask is not None and np.any(mask):
+                final_obs = np.array(obs, np.float32)  # copy: do not write into env buffers
+                rows = np.flatnonzero(mask)
+                final_obs[rows] = np.stack([np.asarray(infos["final_obs"][i]) for i in rows])
+        obs = np.asarray(obs, np.float32)
+        reward = np.asarray(reward, np.float32)
+        final_obs = np.asarray(final_obs, np.float32)
+        if self._check_finite:
+            self._finite("observation", obs)
+            self._finite("final observation", final_obs)
+            self._finite("reward", reward)
+        return (
+            obs,
+            reward,
+            np.asarray(terminated, np.bool_),
+            np.asarray(truncated, np.bool_),
+            final_obs,
+        )
+
+    # -- traced side ---------------------------------------------------------------------------
+
+    def reset(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Resets the vector env with a seed drawn from ``key``; returns ``(state, obs)``."""
+        obs = io_callback(self._host_reset, self._obs_struct, self.seed_from_key(key), ordered=True)
+        return jnp.zeros((), jnp.int32), obs
+
+    def step(self, state: jax.Array, action: jax.Array, key: jax.Array) -> StepResult:
+        """Steps the vector env on the host (the key is unused: host envs own their RNG)."""
+        del key
+        action = jnp.asarray(action, self._spec.action_dtype)
+        expected = (self._num_envs, *self._spec.action_shape)
+        if action.shape != expected:
+            raise ValueError(f"HostEnv.step: action shape {action.shape}, expected {expected}.")
+        obs, reward, terminated, truncated, final_obs = io_callback(
+            self._host_step, self._step_structs, action, ordered=True
+        )
+        return StepResult(
+            state=state + 1,
+            obs=obs,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Factory
+# ---------------------------------------------------------------------------------------------
+
+
+def make_env(
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    *,
+    max_length: int | None = None,
+    normalize_ranges: bool = True,
+    seed: int = 0,
+    num_workers: int | None = None,
+) -> Env:
+    """Builds a batched Env by backend name: the one factory the trainer uses.
+
+    Args:
+        env_id: Env id: a gymnax id (``gymnax``), a Brax env name (``brax``) or a Gymnasium id
+            (``process``, ``sync``, ``ray``).
+        num_envs: Batch size.
+        backend: ``gymnax``, ``brax``, ``process``, ``sync`` or ``ray``.
+        max_length: Time limit in steps; None keeps the env's own (1000 for Brax).
+        normalize_ranges: Rescale finite observation bounds and action bounds to [-1, 1]
+            (Brax actions are in [-1, 1] already; its observations are unbounded).
+        seed: Seed of the host envs (pure-JAX envs draw from the key given to ``reset``).
+        num_workers: Worker processes for the ``process`` backend; None means one per core.
+
+    Returns:
+        An :class:`~batchppo.core.env.Env` (with a ``close()`` method).
+    """
+    if backend == "gymnax":
+        return GymnaxEnv(env_id, num_envs, max_length=max_length, normalize_ranges=normalize_ranges)
+    if backend == "brax":
+        return BraxEnv(env_id, num_envs, max_length=1000 if max_length is None else max_length)
+    if backend in HOST_BACKENDS:
+        from batchppo import envs as host_envs
+
+        if not hasattr(host_envs, "make"):
+            raise ImportError(
+                f"backend {backend!r} needs batchppo.envs.make, which this install lacks."
+            )
+        vector_env = host_envs.make(
+            env_id,
+            num_envs,
+            seed=seed,
+            backend=backend,
+            num_workers=num_workers,
+            max_length=max_length,
+            normalize_ranges=normalize_ranges,
+        )
+        try:
+            return HostEnv(vector_env)
+        except Exception:
+            vector_env.close()
+            raise
+    raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}.")

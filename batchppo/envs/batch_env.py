@@ -1,0 +1,734 @@
+"""BatchEnv: Gymnasium envs stepped in worker processes over shared memory.
+
+``BatchEnv`` is a :class:`gymnasium.vector.VectorEnv`. ``W`` units step ``K`` envs each: by
+default the parent process is one of them (it steps its share while the workers step theirs)
+and ``W - 1`` worker processes are started with ``forkserver``. Observations, actions,
+rewards, terminated, truncated and final observations live in one shared buffer; a step moves
+no Python object between processes (see :mod:`batchppo.envs.worker` for the protocol).
+
+Autoreset is Gymnasium's ``SAME_STEP`` mode: where an episode ended, the returned obs is the
+first obs of the next episode and ``infos["final_obs"]`` holds the episode's last obs. Unlike
+Gymnasium (an object array holding obs only where an episode ended), ``infos["final_obs"]``
+is a *dense* array of shape ``(num_envs, *obs_shape)`` equal to ``obs`` where no episode
+ended, with the mask ``infos["_final_obs"]``: no per-step allocation, and a learner can
+bootstrap ``V(final_obs)`` vectorised. ``infos["final_info"]`` (Gymnasium's convention) is
+present only when a finished env returned a non-empty info.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import multiprocessing as mp
+import os
+import signal
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import cloudpickle
+import gymnasium
+import numpy as np
+from gymnasium import spaces as gym_spaces
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from batchppo.envs import worker as _worker
+from batchppo.envs.worker import (
+    CMD_PIPE,
+    CMD_STEP,
+    CMD_STEP_INFO,
+    STATUS_ERROR,
+    STATUS_INFO,
+    EnvGroup,
+    Layout,
+    build_envs,
+    check_spaces,
+    merge_info_parts,
+    spin_acquire,
+)
+
+__all__ = ["BatchEnv", "WorkerDiedError", "WorkerError"]
+
+_SUPPORTED_SPACES = (
+    gym_spaces.Box,
+    gym_spaces.Discrete,
+    gym_spaces.MultiDiscrete,
+    gym_spaces.MultiBinary,
+)
+_POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
+_LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
+
+
+class WorkerError(RuntimeError):
+    """An env raised in a worker and its exception type could not be rebuilt in the parent."""
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process died (killed, crashed or exited) while the batch env needed it."""
+
+
+def _close_all_at_exit() -> None:
+    for env in list(_LIVE):
+        with contextlib.suppress(Exception):
+            env.close(terminate=True)
+
+
+atexit.register(_close_all_at_exit)
+
+
+def _with_message(exc: BaseException, message: str) -> BaseException:
+    """Returns ``exc`` (or an equivalent of the same type) whose message is ``message``."""
+    with contextlib.suppress(Exception):
+        exc.args = (message,)
+        return exc
+    try:
+        return type(exc)(message)
+    except Exception:
+        return WorkerError(message)
+
+
+class BatchEnv(gymnasium.vector.VectorEnv):
+    """Gymnasium envs stepped in parallel by worker processes over shared memory.
+
+    Example:
+        >>> import gymnasium
+        >>> from batchppo.envs import BatchEnv
+        >>> with BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 8, num_workers=2) as env:
+        ...     obs, infos = env.reset(seed=0)
+        ...     obs, reward, terminated, truncated, infos = env.step(env.action_space.sample())
+
+    Args:
+        env_fns: One callable per env returning a ``gymnasium.Env`` (lambdas and closures are
+            fine: they are shipped with cloudpickle).
+        num_workers: Number of units that step envs, the parent included when
+            ``step_in_parent``; default: the CPUs available (``os.sched_getaffinity``).
+        envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When
+            given, the number of units is ``ceil(num_envs / K)``.
+        step_in_parent: The parent steps the first ``K`` envs itself while the workers step
+            the others (saves one process and its signalling). With ``num_workers=1`` no
+            process is started at all.
+        copy: Return copies of the arrays. With ``copy=False`` the arrays returned by
+            ``step``/``step_arrays``/``reset`` are views into shared memory, valid until the
+            next call that steps or resets.
+        start_method: ``"forkserver"`` (default) or ``"spawn"``; never ``fork`` (JAX threads).
+        spin_us: Microseconds a wait spins (non-blocking tries, then ``sched_yield``) before
+            it blocks on its semaphore. Spinning saves the wake-up latency of a blocked process
+            when the other side answers quickly; blocking costs no CPU on long waits.
+
+    Raises:
+        ValueError: No envs, bad counts, unsupported or differing spaces.
+    """
+
+    def __init__(
+        self,
+        env_fns: Iterable[Callable[[], gymnasium.Env]],
+        num_workers: int | None = None,
+        envs_per_worker: int | None = None,
+        *,
+        step_in_parent: bool = True,
+        copy: bool = True,
+        start_method: str = "forkserver",
+        spin_us: float = 50.0,
+    ):
+        self._procs: list[Any] = []
+        self._conns: list[Any] = []
+        self._closed_workers = True
+        self._local: EnvGroup | None = None
+        self.closed = False
+        self._pending: int | None = None  # command in flight: CMD_STEP / CMD_STEP_INFO
+        self._local_done = False
+        self._broken: str | None = None
+
+        env_fns = list(env_fns)
+        num_envs = len(env_fns)
+        if num_envs == 0:
+            raise ValueError("BatchEnv needs at least one env function; got an empty list.")
+        for name, value in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
+        if start_method not in ("forkserver", "spawn"):
+            raise ValueError(
+                f"start_method must be 'forkserver' or 'spawn' (fork can deadlock with JAX's "
+                f"threads); got {start_method!r}."
+            )
+        workers = num_workers or available_cpus()
+        per = envs_per_worker or math.ceil(num_envs / workers)
+        ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
+        local_range = ranges.pop(0) if step_in_parent else None
+
+        self.num_envs = num_envs
+        self.copy = copy
+        self._spin = float(spin_us) * 1e-6
+        self._ranges = ranges
+
+        # Spaces and metadata come from env 0, built in the parent (kept if it is ours to step).
+        local_envs: list[gymnasium.Env] = []
+        try:
+            if local_range is not None:
+                local_envs = build_envs(env_fns[: local_range[1]], 0, None)
+                probe = local_envs[0]
+            else:
+                probe = build_envs(env_fns[:1], 0, None)[0]
+            obs_space, act_space = probe.observation_space, probe.action_space
+            self.metadata = dict(getattr(probe, "metadata", {}) or {})
+            self.render_mode = getattr(probe, "render_mode", None)
+            for j, env in enumerate(local_envs[1:], start=1):
+                check_spaces(env, j, (obs_space, act_space))
+        except Exception as exc:
+            for env in local_envs:
+                env.close()
+            index = getattr(exc, "batchppo_env_index", 0)
+            raise _with_message(
+                exc, f"{exc}\n[batchppo] raised while building env {index} in the parent process."
+            ) from None
+        if local_range is None:
+            probe.close()
+        for label, space in (("observation", obs_space), ("action", act_space)):
+            if not isinstance(space, _SUPPORTED_SPACES):
+                for env in local_envs:
+                    env.close()
+                raise ValueError(
+                    f"BatchEnv supports Box, Discrete, MultiDiscrete and MultiBinary spaces; the "
+                    f"{label} space is {space}. Flatten it first (gymnasium.wrappers."
+                    "FlattenObservation)."
+                )
+
+        self.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
+        self.single_observation_space = obs_space
+        self.single_action_space = act_space
+        self.observation_space = batch_space(obs_space, num_envs)
+        self.action_space = batch_space(act_space, num_envs)
+        self._discrete = isinstance(act_space, gym_spaces.Discrete)
+
+        layout = Layout(
+            num_envs=num_envs,
+            num_slots=len(ranges),
+            obs_shape=tuple(obs_space.shape),
+            obs_dtype=np.dtype(obs_space.dtype).str,
+            act_shape=tuple(act_space.shape),
+            act_dtype=np.dtype(act_space.dtype).str,
+        )
+        self._ctx = mp.get_context(start_method)
+        if ranges:
+            self._buffer = self._ctx.RawArray("B", layout.nbytes)
+        else:
+            self._buffer = bytearray(layout.nbytes)
+        v = layout.views(self._buffer)
+        self._v = v
+        self._obs, self._final_obs, self._act = v["obs"], v["final_obs"], v["act"]
+        self._reward, self._terminated, self._truncated = (
+            v["reward"],
+            v["terminated"],
+            v["truncated"],
+        )
+        self._cmd, self._status = v["cmd"], v["status"]
+        self._obs2d = self._obs.reshape(num_envs, -1)
+        self._final2d = self._final_obs.reshape(num_envs, -1)
+        self._done = np.zeros(num_envs, dtype=bool)
+        self._not_done = np.zeros((num_envs, 1), dtype=bool)
+        self._act_shape = (num_envs, *act_space.shape)
+        self._act_dtype = np.dtype(act_space.dtype)
+        self._ok_dtypes: set[np.dtype] = set()
+
+        if local_range is not None:
+            self._local = EnvGroup(local_envs, 0, v, self._discrete)
+        _LIVE.add(self)
+        if ranges:
+            self._start_workers(env_fns, ranges, layout, (obs_space, act_space))
+
+    # ------------------------------------------------------------------ processes
+
+    def _start_workers(self, env_fns, ranges, layout, spaces) -> None:
+        ctx = self._ctx
+        if ctx.get_start_method() == "forkserver":
+            # Workers fork from a server that already imported these (fast start).
+            ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.worker"])
+        self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
+        self._cmd_sems = [ctx.Semaphore(0) for _ in ranges]
+        self._done_sems = [ctx.Semaphore(0) for _ in ranges]
+        self._closed_workers = False
+        child_conns = []
+        try:
+            for slot, (start, stop) in enumerate(ranges):
+                payload = cloudpickle.dumps((env_fns[start:stop], spaces, self._discrete))
+                parent_conn, child_conn = ctx.Pipe()
+                proc = ctx.Process(
+                    target=_worker.worker_main,
+                    name=f"batchppo-env-worker-{slot}",
+                    args=(
+                        slot,
+                        payload,
+                        start,
+                        layout,
+                        self._buffer,
+                        self._cmd_sems[slot],
+                        self._done_sems[slot],
+                        child_conn,
+                        self._alive_r,
+                        self._spin,
+                    ),
+                    daemon=True,
+                )
+                proc.start()
+                self._procs.append(proc)
+                self._conns.append(parent_conn)
+                child_conns.append(child_conn)
+            for conn in child_conns:
+                conn.close()
+            self._alive_r.close()
+            error = None
+            for slot in range(len(ranges)):
+                kind, data = self._recv(slot)
+                if kind == "error" and error is None:
+                    error = self._remote_error(slot, data)
+            if error is not None:
+                raise error
+        except BaseException:
+            self.close(terminate=True)
+            raise
+
+    def _describe_worker(self, slot: int) -> str:
+        start, stop = self._ranges[slot]
+        proc = self._procs[slot]
+        return f"worker {slot} (pid {proc.pid}, envs {start}..{stop - 1})"
+
+    def _dead(self, slot: int) -> WorkerDiedError:
+        proc = self._procs[slot]
+        proc.join(0.1)
+        code = proc.exitcode
+        how = f"exit code {code}"
+        if code is not None and code < 0:
+            try:
+                how = f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"signal {-code}"
+        self._broken = f"{self._describe_worker(slot)} died ({how})"
+        return WorkerDiedError(
+            f"{self._broken}. The batch env cannot continue; close it and build a new one."
+        )
+
+    def _recv(self, slot: int, deadline: float | None = None) -> Any:
+        conn, proc = self._conns[slot], self._procs[slot]
+        while not conn.poll(_POLL_S):
+            if not proc.is_alive():
+                raise self._dead(slot)
+            if deadline is not None and time.monotonic() > deadline:
+                raise mp.TimeoutError(f"{self._describe_worker(slot)} did not answer in time.")
+        try:
+            return conn.recv()
+        except (EOFError, OSError):
+            raise self._dead(slot) from None
+
+    def _wait_done(self, slot: int, deadline: float | None) -> None:
+        if spin_acquire(self._done_sems[slot], self._spin):
+            return
+        acquire = self._done_sems[slot].acquire
+        proc = self._procs[slot]
+        while not acquire(True, _POLL_S):
+            if not proc.is_alive():
+                raise self._dead(slot)
+            if deadline is not None and time.monotonic() > deadline:
+                raise mp.TimeoutError(
+                    f"step_wait timed out waiting for {self._describe_worker(slot)}; call "
+                    "step_wait again to keep waiting."
+                )
+
+    def _remote_error(self, slot: int | None, report: dict[str, Any]) -> BaseException:
+        where = f"worker {slot} (pid {self._procs[slot].pid})" if slot is not None else "the parent"
+        index = report["env_index"]
+        env = f"env {index}" if index is not None else "a worker"
+        message = (
+            f"{report['message']}\n[batchppo] {report['type_name']} raised by {env} in {where}."
+            f" Worker traceback:\n{report['traceback']}"
+        )
+        exc = None
+        for field in ("exc", "type"):
+            if report[field] is None:
+                continue
+            try:
+                obj = cloudpickle.loads(report[field])
+            except Exception:
+                continue
+            exc = _with_message(obj if field == "exc" else obj(message), message)
+            break
+        if exc is None:
+            exc = WorkerError(message)
+        return exc
+
+    def _send(self, slot: int, message: tuple) -> None:
+        # Wake the worker first, then send: a large message must not fill the pipe while the
+        # worker still sleeps on its semaphore.
+        self._cmd[slot] = CMD_PIPE
+        self._cmd_sems[slot].release()
+        try:
+            self._conns[slot].send(message)
+        except (BrokenPipeError, OSError):
+            raise self._dead(slot) from None
+
+    def _check_usable(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError("This BatchEnv is closed; build a new one.")
+        if self._broken is not None:
+            raise WorkerDiedError(f"{self._broken}; close this BatchEnv and build a new one.")
+
+    def _local_error(self, exc: BaseException) -> BaseException:
+        index = self._local.current_global if self._local is not None else None
+        if self._local is not None:
+            self._local.current = None
+        return _with_message(
+            exc, f"{exc}\n[batchppo] raised by env {index}, stepped in the parent process."
+        )
+
+    # ------------------------------------------------------------------ stepping
+
+    def step_async(self, actions: Any) -> None:
+        """Writes ``actions`` into shared memory and starts the workers.
+
+        Raises:
+            ValueError: ``actions`` has the wrong shape or dtype (the message names the
+                expected ones).
+        """
+        self._start_step(actions, CMD_STEP_INFO)
+
+    def _start_step(self, actions: Any, command: int) -> None:
+        self._check_usable()
+        if self._pending is not None:
+            raise AlreadyPendingCallError(
+                "step_async called while a step is pending; call step_wait first.", "step"
+            )
+        actions = np.asarray(actions)
+        if actions.shape != self._act_shape:
+            check_action_shape(actions.shape, self._act_shape)
+        if actions.dtype not in self._ok_dtypes:
+            self._check_action_dtype(actions.dtype)
+        np.copyto(self._act, actions, casting="unsafe")
+        if self._procs:
+            cmd = self._cmd
+            for slot, sem in enumerate(self._cmd_sems):
+                cmd[slot] = command
+                sem.release()
+        self._pending = command
+        self._local_done = False
+
+    def _check_action_dtype(self, dtype: np.dtype) -> None:
+        check_action_dtype(dtype, self._act_dtype, self._act_shape)
+        self._ok_dtypes.add(dtype)
+
+    def _finish_step(self, timeout: float | None) -> dict[str, Any]:
+        if self._pending is None:
+            raise NoAsyncCallError("step_wait called without a pending step_async.", "step")
+        self._check_usable()
+        want_info = self._pending == CMD_STEP_INFO
+        deadline = None if timeout is None else time.monotonic() + timeout
+        local_exc = None
+        parts: list[tuple[int, int, dict[str, Any]]] = []
+        try:
+            if self._local is not None and not self._local_done:
+                self._local_done = True
+                try:
+                    info = self._local.step(want_info)
+                    if info:
+                        parts.append((0, self._local.count, info))
+                except Exception as exc:
+                    local_exc = self._local_error(exc)
+            remote_exc = None
+            for slot in range(len(self._procs)):
+                self._wait_done(slot, deadline)
+                status = self._status[slot]
+                if status == STATUS_ERROR:
+                    _, report = self._recv(slot)
+                    if remote_exc is None:
+                        remote_exc = self._remote_error(slot, report)
+                elif status == STATUS_INFO:
+                    start, stop = self._ranges[slot]
+                    parts.append((start, stop - start, self._recv(slot)))
+        except mp.TimeoutError:
+            raise
+        except KeyboardInterrupt:
+            # Workers may be mid-step: the batch cannot be resynchronised, so close it.
+            self.close(terminate=True)
+            raise
+        except BaseException:
+            self._pending = None
+            raise
+        self._pending = None
+        if local_exc is not None:
+            raise local_exc
+        if remote_exc is not None:
+            raise remote_exc
+        done = np.logical_or(self._terminated, self._truncated, out=self._done)
+        np.logical_not(done[:, None], out=self._not_done)
+        np.copyto(self._final2d, self._obs2d, where=self._not_done)
+        if want_info:
+            infos = merge_info_parts(parts, self.num_envs) if parts else {}
+            return infos
+        return {}
+
+    def step_wait(
+        self, timeout: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Waits for the step started by :meth:`step_async`; steps the parent's share.
+
+        Args:
+            timeout: Seconds to wait for the workers; None waits forever. On timeout a
+                ``multiprocessing.TimeoutError`` is raised and the step stays pending.
+
+        Returns:
+            ``(obs, reward, terminated, truncated, infos)``; reward is float32, infos holds
+            the dense ``final_obs`` and its mask ``_final_obs`` (see the module docstring).
+
+        Raises:
+            WorkerDiedError: A worker process died.
+            Exception: An env raised; the same type, its message extended by the env index
+                and the worker's traceback.
+        """
+        infos = self._finish_step(timeout)
+        c = np.copy if self.copy else _identity
+        infos["final_obs"] = c(self._final_obs)
+        infos["_final_obs"] = self._done.copy()
+        return c(self._obs), c(self._reward), c(self._terminated), c(self._truncated), infos
+
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Steps every env; finished envs are reset in the same step (see the module docs)."""
+        self._start_step(actions, CMD_STEP_INFO)
+        return self.step_wait()
+
+    def step_arrays(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The fast path: steps every env and returns arrays only, no infos.
+
+        Args:
+            actions: Shape ``(num_envs, *action_shape)``.
+
+        Returns:
+            ``(obs, reward, terminated, truncated, final_obs)``: obs and final_obs with the
+            observation space's dtype, reward float32, terminated/truncated bool. Views into
+            shared memory (valid until the next step) when the batch env has ``copy=False``.
+        """
+        self._start_step(actions, CMD_STEP)
+        self._finish_step(None)
+        if self.copy:
+            return (
+                self._obs.copy(),
+                self._reward.copy(),
+                self._terminated.copy(),
+                self._truncated.copy(),
+                self._final_obs.copy(),
+            )
+        return self._obs, self._reward, self._terminated, self._truncated, self._final_obs
+
+    # ------------------------------------------------------------------ pipe commands
+
+    def _broadcast(
+        self, make_message: Callable[[int, int], tuple], local: Callable[[EnvGroup], Any]
+    ) -> tuple[list[tuple[int, Any]], Any]:
+        """Sends a message to every worker, runs ``local`` on the parent's share, gathers."""
+        self._check_usable()
+        if self._pending is not None:
+            raise AlreadyPendingCallError(
+                "A step is pending; call step_wait before reset/call.", "step"
+            )
+        local_result, local_exc = None, None
+        results, remote_exc = [], None
+        try:
+            for slot, (start, stop) in enumerate(self._ranges):
+                self._send(slot, make_message(start, stop))
+            if self._local is not None:
+                try:
+                    local_result = local(self._local)
+                except Exception as exc:
+                    local_exc = self._local_error(exc)
+            for slot in range(len(self._procs)):
+                kind, data = self._recv(slot)
+                if kind == "error":
+                    remote_exc = remote_exc or self._remote_error(slot, data)
+                else:
+                    results.append((slot, data))
+        except KeyboardInterrupt:
+            # Answers may still be on their way: the pipes cannot be resynchronised.
+            self.close(terminate=True)
+            raise
+        if local_exc is not None:
+            raise local_exc
+        if remote_exc is not None:
+            raise remote_exc
+        return results, local_result
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Resets every env; env ``i`` gets seed ``seed + i`` (or ``seed[i]`` for a list).
+
+        Returns:
+            ``(obs, infos)`` with infos batched Gymnasium-style.
+        """
+        seeds = parse_seeds(seed, self.num_envs)
+        super().reset(seed=None if not isinstance(seed, (int, np.integer)) else int(seed))
+        results, local_info = self._broadcast(
+            lambda start, stop: ("reset", seeds[start:stop], options),
+            lambda group: group.reset(seeds[: group.count], options),
+        )
+        parts = [(0, self._local.count, local_info)] if self._local is not None else []
+        parts += [
+            (self._ranges[slot][0], self._ranges[slot][1] - self._ranges[slot][0], info)
+            for slot, info in results
+        ]
+        infos = merge_info_parts(parts, self.num_envs)
+        self._done[...] = False
+        return (self._obs.copy() if self.copy else self._obs), infos
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Calls method ``name`` of every env (or reads attribute ``name``); one result each."""
+        results, local = self._broadcast(
+            lambda start, stop: ("call", name, args, kwargs),
+            lambda group: group.call(name, args, kwargs),
+        )
+        out = list(local or [])
+        for _, values in results:
+            out.extend(values)
+        return tuple(out)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Reads attribute ``name`` of every env (through wrappers), as Gymnasium does."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Sets attribute ``name`` of every env; ``values`` is one value or one per env."""
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(
+                f"set_attr needs one value or a list of {self.num_envs} values; got {len(values)}."
+            )
+        values = list(values)
+        self._broadcast(
+            lambda start, stop: ("set_attr", name, values[start:stop]),
+            lambda group: group.set_attr(name, values[: group.count]),
+        )
+
+    def render(self) -> tuple[Any, ...]:
+        """Renders every env (needs ``render_mode`` set at construction); one frame each."""
+        return self.call("render")
+
+    # ------------------------------------------------------------------ closing
+
+    def close_extras(self, timeout: float = 1.0, terminate: bool = False, **kwargs: Any) -> None:
+        """Stops the workers: asks them to close, then terminates, then kills. Never hangs.
+
+        Args:
+            timeout: Seconds the workers get to close their envs and exit on their own.
+            terminate: Skip asking; terminate at once.
+        """
+        _LIVE.discard(self)
+        if not self._closed_workers:
+            self._closed_workers = True
+            self._stop_workers(timeout, terminate)
+        if self._local is not None:
+            self._local.close()
+            self._local = None
+
+    def _stop_workers(self, timeout: float, terminate: bool) -> None:
+        procs = self._procs
+        deadline = time.monotonic() + (0.0 if terminate else timeout)
+        if not terminate and self._broken is None:
+            for slot, proc in enumerate(procs):
+                if proc.is_alive():
+                    with contextlib.suppress(Exception):
+                        self._cmd[slot] = CMD_PIPE
+                        self._cmd_sems[slot].release()
+                        self._conns[slot].send(("close",))
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for escalate in ("terminate", "kill"):
+            alive = [p for p in procs if p.is_alive()]
+            if not alive:
+                break
+            for proc in alive:
+                with contextlib.suppress(Exception):
+                    getattr(proc, escalate)()
+            end = time.monotonic() + 1.0
+            for proc in alive:
+                proc.join(max(0.0, end - time.monotonic()))
+        for conn in self._conns:
+            conn.close()
+        with contextlib.suppress(Exception):
+            self._alive_w.close()
+
+    def __enter__(self) -> BatchEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self):
+        if not getattr(self, "closed", True):
+            with contextlib.suppress(Exception):
+                self.close(terminate=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchEnv(num_envs={getattr(self, 'num_envs', '?')}, "
+            f"workers={len(getattr(self, '_procs', []))}, "
+            f"in_parent={getattr(self._local, 'count', 0) if self._local else 0})"
+        )
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_action_dtype(dtype: np.dtype, space_dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """Raises ValueError unless actions of ``dtype`` may be cast to the space's dtype.
+
+    Integer spaces take integer actions; real spaces take real (float or int) actions.
+    """
+    integer_space = np.issubdtype(space_dtype, np.integer)
+    kind_ok = (
+        np.issubdtype(dtype, np.integer)
+        if integer_space
+        else np.issubdtype(dtype, np.number) and np.can_cast(dtype, space_dtype, "same_kind")
+    )
+    if not kind_ok:
+        expected = "an integer dtype" if integer_space else "a real (float or int) dtype"
+        raise ValueError(
+            f"actions must have {expected} castable to {space_dtype}, shape {shape}; got dtype "
+            f"{dtype}."
+        )
+
+
+def check_action_shape(shape: tuple[int, ...], expected: tuple[int, ...]) -> None:
+    """Raises ValueError naming the expected shape when ``shape`` differs."""
+    if shape != expected:
+        raise ValueError(
+            f"actions must have shape {expected} (num_envs, *action_shape); got {shape}."
+        )
+
+
+def parse_seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
+    """Per-env seeds: None for all, ``seed + i`` for an int, or a list of ``num_envs`` seeds."""
+    if seed is None or isinstance(seed, (int, np.integer)):
+        return [None if seed is None else int(seed) + i for i in range(num_envs)]
+    seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ValueError(
+            f"seed must be None, an int or a list of {num_envs} seeds; got a list of {len(seeds)}."
+        )
+    return seeds
+
+
+def _identity(x: np.ndarray) -> np.ndarray:
+    return x

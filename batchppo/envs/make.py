@@ -1,0 +1,146 @@
+"""``make``: a batch of Gymnasium envs with the standard wrapper stack.
+
+The stack of one env, innermost first:
+
+1. ``gymnasium.make(env_id, max_episode_steps=max_length, ...)`` (Gymnasium's ``TimeLimit``);
+2. :class:`~batchppo.envs.wrappers.RangeNormalize` (when ``normalize_ranges``);
+3. Gymnasium's ``ClipAction`` (Box actions): clips to ``[-1, 1]`` in the normalised space;
+4. :class:`~batchppo.envs.wrappers.ConvertTo32Bit` (float32 obs and reward, int32 discrete
+   actions, non-finite values raise).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+from gymnasium import spaces
+from gymnasium.wrappers import ClipAction
+
+from batchppo.envs.batch_env import BatchEnv
+from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
+
+__all__ = ["check_env_id", "make", "make_env_fn"]
+
+BACKENDS = ("process", "sync", "ray")
+
+
+def check_env_id(env_id: str) -> None:
+    """Raises ValueError when ``env_id`` is not registered, suggesting close matches.
+
+    Args:
+        env_id: A Gymnasium id such as ``"Pendulum-v1"``.
+    """
+    if env_id in gymnasium.registry:
+        return
+    close = difflib.get_close_matches(env_id, list(gymnasium.registry.keys()), n=5, cutoff=0.5)
+    hint = f" Did you mean: {', '.join(close)}?" if close else ""
+    raise ValueError(
+        f"Unknown env id {env_id!r}: not in gymnasium.registry.{hint} (Ids of packages that "
+        "register on import, e.g. MuJoCo's, need that package installed.)"
+    )
+
+
+def make_env_fn(
+    env_id: str,
+    *,
+    max_length: int | None = None,
+    normalize_ranges: bool = True,
+    render_mode: str | None = None,
+    **env_kwargs: Any,
+) -> Callable[[], gymnasium.Env]:
+    """A function that builds ONE env with the standard wrapper stack (see module docstring).
+
+    Args:
+        env_id: Gymnasium id.
+        max_length: Episode step limit (Gymnasium ``TimeLimit``); None keeps the registry's.
+        normalize_ranges: Apply :class:`RangeNormalize` (finite bounds to ``[-1, 1]``).
+        render_mode: Passed to ``gymnasium.make`` (e.g. ``"rgb_array"`` for videos).
+        **env_kwargs: Passed to ``gymnasium.make``.
+
+    Returns:
+        A picklable zero-argument callable returning the wrapped env.
+
+    Raises:
+        ValueError: Unknown ``env_id`` (with suggestions) or a bad ``max_length``.
+    """
+    check_env_id(env_id)
+    if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
+        raise ValueError(f"max_length must be a positive int or None; got {max_length!r}.")
+
+    def env_fn() -> gymnasium.Env:
+        env = gymnasium.make(
+            env_id, max_episode_steps=max_length, render_mode=render_mode, **env_kwargs
+        )
+        if normalize_ranges:
+            env = RangeNormalize(env)
+        if isinstance(env.action_space, spaces.Box):
+            env = ClipAction(env)
+        return ConvertTo32Bit(env, env_id=env_id)
+
+    return env_fn
+
+
+def make(
+    env_id: str,
+    num_envs: int,
+    *,
+    seed: int | None = None,
+    backend: str = "process",
+    num_workers: int | None = None,
+    max_length: int | None = None,
+    normalize_ranges: bool = True,
+    render_mode: str | None = None,
+    **env_kwargs: Any,
+) -> gymnasium.vector.VectorEnv:
+    """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
+
+    Example:
+        >>> env = make("Pendulum-v1", 16, seed=0, max_length=200)
+        >>> obs, reward, terminated, truncated, final_obs = env.step_arrays(actions)
+
+    Args:
+        env_id: Gymnasium id.
+        num_envs: Number of envs.
+        seed: When given, the envs are reset once with ``seed`` (env ``i`` gets ``seed + i``);
+            otherwise call ``reset`` yourself before stepping.
+        backend: ``"process"`` (:class:`BatchEnv` with worker processes), ``"sync"`` (the same
+            class with every env stepped in the calling process) or ``"ray"``
+            (:class:`~batchppo.envs.ray_env.RayBatchEnv`, workers as Ray actors).
+        num_workers: Units stepping envs (``BatchEnv`` semantics); ignored by ``"sync"``.
+        max_length: Episode step limit; None keeps the registry's.
+        normalize_ranges: Map finite bounds to ``[-1, 1]``.
+        render_mode: Passed to ``gymnasium.make``.
+        **env_kwargs: Passed to ``gymnasium.make``.
+
+    Returns:
+        The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
+
+    Raises:
+        ValueError: Unknown id or backend, bad counts. Raised before any worker starts.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}.")
+    if not isinstance(num_envs, int) or num_envs < 1:
+        raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
+    fn = make_env_fn(
+        env_id,
+        max_length=max_length,
+        normalize_ranges=normalize_ranges,
+        render_mode=render_mode,
+        **env_kwargs,
+    )
+    fns = [fn] * num_envs
+    if backend == "process":
+        env = BatchEnv(fns, num_workers=num_workers)
+    elif backend == "sync":
+        env = BatchEnv(fns, num_workers=1, step_in_parent=True)
+    else:
+        from batchppo.envs.ray_env import RayBatchEnv
+
+        env = RayBatchEnv(fns, num_workers=num_workers)
+    if seed is not None:
+        env.reset(seed=seed)
+    return env

@@ -1,0 +1,287 @@
+"""RayBatchEnv: the BatchEnv contract with the workers as Ray actors (beyond one machine).
+
+Each actor holds ``K`` envs stepped by the same :class:`~batchppo.envs.worker.EnvGroup` as a
+BatchEnv worker (same-step autoreset, dense ``final_obs``); a step sends each actor its slice
+of the actions and gathers its arrays through Ray's object store. Slower per step than
+:class:`~batchppo.envs.BatchEnv` on one machine; use it when the envs do not fit on one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing as mp
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import cloudpickle
+import gymnasium
+import numpy as np
+from gymnasium import spaces as gym_spaces
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from batchppo.envs.batch_env import (
+    WorkerDiedError,
+    _with_message,
+    check_action_dtype,
+    check_action_shape,
+    parse_seeds,
+)
+from batchppo.envs.worker import EnvGroup, Layout, build_envs, merge_info_parts
+
+__all__ = ["RayBatchEnv"]
+
+
+class _EnvActor:
+    """Holds ``K`` envs in a Ray actor; every method returns plain numpy/picklable data."""
+
+    def __init__(self, payload: bytes, offset: int):
+        env_fns, spaces, discrete = cloudpickle.loads(payload)
+        envs = build_envs(env_fns, offset, spaces)
+        obs_space, act_space = envs[0].observation_space, envs[0].action_space
+        layout = Layout(
+            len(envs),
+            0,
+            tuple(obs_space.shape),
+            np.dtype(obs_space.dtype).str,
+            tuple(act_space.shape),
+            np.dtype(act_space.dtype).str,
+        )
+        self.views = layout.views(bytearray(layout.nbytes))
+        self.group = EnvGroup(envs, offset, self.views, discrete, row=0)
+
+    def _run(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            index = self.group.current_global
+            self.group.current = None
+            message = f"{exc}\n[batchppo] raised by env {index} in a Ray actor."
+            raise _with_message(exc, message) from exc.__cause__
+
+    def step(self, actions: np.ndarray, want_info: bool) -> tuple:
+        v = self.views
+        v["act"][...] = actions
+        info = self._run(lambda: self.group.step(want_info))
+        done = v["terminated"] | v["truncated"]
+        final = np.where(done.reshape((-1,) + (1,) * (v["obs"].ndim - 1)), v["final_obs"], v["obs"])
+        return (
+            v["obs"].copy(),
+            v["reward"].copy(),
+            v["terminated"].copy(),
+            v["truncated"].copy(),
+            final,
+            info,
+        )
+
+    def reset(self, seeds: Sequence[int | None], options: dict | None) -> tuple:
+        info = self._run(lambda: self.group.reset(seeds, options))
+        return self.views["obs"].copy(), info
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> list:
+        return self._run(lambda: self.group.call(name, args, kwargs))
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        self._run(lambda: self.group.set_attr(name, values))
+
+    def close(self) -> None:
+        self.group.close()
+
+
+class RayBatchEnv(gymnasium.vector.VectorEnv):
+    """The :class:`~batchppo.envs.BatchEnv` contract with workers as Ray actors.
+
+    Same API and semantics as ``BatchEnv`` (same-step autoreset, dense ``infos["final_obs"]``,
+    ``step_arrays``, seeds ``seed + i``, ``call``/``get_attr``/``set_attr``/``render``).
+    Calls ``ray.init()`` when Ray is not initialised yet.
+
+    Args:
+        env_fns: One callable per env.
+        num_workers: Number of actors; default: the CPUs of the Ray cluster.
+        envs_per_worker: Envs per actor; default ``ceil(num_envs / num_workers)``.
+        copy: Accepted for API parity; arrays returned are always fresh.
+        actor_options: Passed to ``ray.remote`` (e.g. ``{"num_cpus": 1}``, the default).
+
+    Raises:
+        ImportError: Ray is not installed (``pip install batchppo[ray]``).
+    """
+
+    def __init__(
+        self,
+        env_fns: Iterable[Callable[[], gymnasium.Env]],
+        num_workers: int | None = None,
+        envs_per_worker: int | None = None,
+        *,
+        copy: bool = True,
+        actor_options: dict[str, Any] | None = None,
+    ):
+        import ray
+
+        self._ray = ray
+        self._actors: list[Any] = []
+        self.closed = False
+        env_fns = list(env_fns)
+        if not env_fns:
+            raise ValueError("RayBatchEnv needs at least one env function; got an empty list.")
+        if not ray.is_initialized():
+            ray.init()
+        self.num_envs = n = len(env_fns)
+        workers = num_workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        per = envs_per_worker or math.ceil(n / workers)
+        self._ranges = [(i, min(i + per, n)) for i in range(0, n, per)]
+        probe = env_fns[0]()
+        obs_space, act_space = probe.observation_space, probe.action_space
+        self.metadata = dict(getattr(probe, "metadata", {}) or {})
+        self.render_mode = getattr(probe, "render_mode", None)
+        probe.close()
+        self.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.observation_space = batch_space(obs_space, n)
+        self.action_space = batch_space(act_space, n)
+        self.copy = copy
+        discrete = isinstance(act_space, gym_spaces.Discrete)
+        actor_cls = ray.remote(**(actor_options or {"num_cpus": 1}))(_EnvActor)
+        for start, stop in self._ranges:
+            payload = cloudpickle.dumps((env_fns[start:stop], (obs_space, act_space), discrete))
+            self._actors.append(actor_cls.remote(payload, start))
+        self._act_shape = (n, *act_space.shape)
+        self._act_dtype = np.dtype(act_space.dtype)
+        self._pending: list[Any] | None = None
+        self._want_info = False
+        try:
+            self._get([a.call.remote("spec", (), {}) for a in self._actors])  # construction
+        except BaseException:
+            self.close()
+            raise
+
+    def _get(self, refs: list[Any], timeout: float | None = None) -> list[Any]:
+        ray = self._ray
+        try:
+            return ray.get(refs, timeout=timeout)
+        except ray.exceptions.GetTimeoutError:
+            raise mp.TimeoutError("step_wait timed out; call it again to keep waiting.") from None
+        except ray.exceptions.RayActorError as exc:
+            raise WorkerDiedError(f"A Ray env actor died: {exc}") from None
+        except ray.exceptions.RayTaskError as exc:
+            raise exc.as_instanceof_cause() from None
+
+    def _check(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError("This RayBatchEnv is closed; build a new one.")
+
+    def step_async(self, actions: Any, want_info: bool = True) -> None:
+        """Sends each actor its slice of ``actions``."""
+        self._check()
+        if self._pending is not None:
+            raise AlreadyPendingCallError("A step is pending; call step_wait first.", "step")
+        actions = np.asarray(actions)
+        check_action_shape(actions.shape, self._act_shape)
+        check_action_dtype(actions.dtype, self._act_dtype, self._act_shape)
+        actions = actions.astype(self._act_dtype, copy=False)
+        self._want_info = want_info
+        self._pending = [
+            actor.step.remote(actions[start:stop], want_info)
+            for actor, (start, stop) in zip(self._actors, self._ranges, strict=True)
+        ]
+
+    def _wait_arrays(self, timeout: float | None) -> tuple[list[np.ndarray], dict[str, Any]]:
+        if self._pending is None:
+            raise NoAsyncCallError("step_wait called without a pending step_async.", "step")
+        try:
+            results = self._get(self._pending, timeout)
+        except mp.TimeoutError:
+            raise  # still pending: step_wait may be called again
+        except BaseException:
+            self._pending = None
+            raise
+        self._pending = None
+        arrays = [np.concatenate([r[k] for r in results]) for k in range(5)]
+        parts = [
+            (start, stop - start, r[5])
+            for (start, stop), r in zip(self._ranges, results, strict=True)
+        ]
+        return arrays, merge_info_parts(parts, self.num_envs)
+
+    def step_wait(self, timeout: float | None = None) -> tuple:
+        """Gathers the step: ``(obs, reward, terminated, truncated, infos)``."""
+        (obs, reward, terminated, truncated, final_obs), infos = self._wait_arrays(timeout)
+        infos["final_obs"] = final_obs
+        infos["_final_obs"] = terminated | truncated
+        return obs, reward, terminated, truncated, infos
+
+    def step(self, actions: Any) -> tuple:
+        """Steps every env (same-step autoreset)."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_arrays(self, actions: Any) -> tuple:
+        """``(obs, reward, terminated, truncated, final_obs)`` without infos."""
+        self.step_async(actions, want_info=False)
+        return tuple(self._wait_arrays(None)[0])
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Resets every env; env ``i`` gets ``seed + i``."""
+        self._check()
+        seeds = parse_seeds(seed, self.num_envs)
+        results = self._get(
+            [
+                actor.reset.remote(seeds[start:stop], options)
+                for actor, (start, stop) in zip(self._actors, self._ranges, strict=True)
+            ]
+        )
+        parts = [
+            (start, stop - start, r[1])
+            for (start, stop), r in zip(self._ranges, results, strict=True)
+        ]
+        return np.concatenate([r[0] for r in results]), merge_info_parts(parts, self.num_envs)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Calls ``name`` on every env (or reads the attribute)."""
+        self._check()
+        results = self._get([a.call.remote(name, args, kwargs) for a in self._actors])
+        return tuple(x for r in results for x in r)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Reads attribute ``name`` of every env."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Sets attribute ``name``; one value or one per env."""
+        self._check()
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr needs one value or {self.num_envs}; got {len(values)}.")
+        self._get(
+            [
+                a.set_attr.remote(name, list(values[start:stop]))
+                for a, (start, stop) in zip(self._actors, self._ranges, strict=True)
+            ]
+        )
+
+    def render(self) -> tuple[Any, ...]:
+        """One frame per env."""
+        return self.call("render")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Closes the envs and kills the actors (never hangs: 5 s for a clean close)."""
+        ray = self._ray
+        with contextlib.suppress(Exception):
+            ray.get([a.close.remote() for a in self._actors], timeout=5)
+        for actor in self._actors:
+            with contextlib.suppress(Exception):
+                ray.kill(actor)
+        self._actors = []
+
+    def __enter__(self) -> RayBatchEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

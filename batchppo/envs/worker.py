@@ -1,0 +1,560 @@
+"""The worker side of :class:`~batchppo.envs.BatchEnv`: a group of envs stepped in one process.
+
+A worker process holds ``K`` envs (an :class:`EnvGroup`) and a window onto the batch env's
+shared memory (observations, actions, rewards, terminated, truncated, final observations).
+The per-step protocol moves no Python objects: the parent writes the actions into shared
+memory, sets the command word of the worker and releases the worker's command semaphore; the
+worker steps its envs, writes the results into shared memory and releases its done semaphore.
+Both sides spin on a non-blocking ``acquire`` for a short while before blocking, so a step
+costs no system call when both sides are busy. Everything rare (reset with seeds and options,
+``call``, ``get_attr``, ``set_attr``, errors, infos) goes through a pipe, pickled.
+
+The same :class:`EnvGroup` steps the parent's own share of the envs and the envs of a Ray actor,
+so the autoreset logic exists once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import cloudpickle
+import gymnasium
+import numpy as np
+
+__all__ = [
+    "ALIGN",
+    "CMD_PIPE",
+    "CMD_STEP",
+    "CMD_STEP_INFO",
+    "STATUS_ERROR",
+    "STATUS_INFO",
+    "STATUS_OK",
+    "EnvGroup",
+    "Layout",
+    "batch_infos",
+    "describe_exception",
+    "merge_info_parts",
+]
+
+# Command words written by the parent into shared memory before releasing a worker.
+CMD_STEP = 1  # step, do not report infos (``step_arrays``)
+CMD_STEP_INFO = 2  # step and report infos if any env returned some (``step``)
+CMD_PIPE = 3  # a pickled message is waiting on the pipe (reset, call, close, ...)
+
+# Status words written by a worker before releasing its done semaphore.
+STATUS_OK = 0
+STATUS_INFO = 1  # step done; a batched info dict follows on the pipe
+STATUS_ERROR = 2  # an env raised; the error report follows on the pipe
+
+ALIGN = 64  # cache line: arrays start on their own line
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where each shared array lives inside the one shared buffer.
+
+    Attributes:
+        num_envs: Number of envs of the batch.
+        num_slots: Number of command/status words (one per worker process).
+        obs_shape: Shape of one observation.
+        obs_dtype: Dtype string of observations.
+        act_shape: Shape of one action.
+        act_dtype: Dtype string of actions.
+    """
+
+    num_envs: int
+    num_slots: int
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    act_shape: tuple[int, ...]
+    act_dtype: str
+
+    def _fields(self) -> list[tuple[str, tuple[int, ...], str]]:
+        n = self.num_envs
+        return [
+            ("obs", (n, *self.obs_shape), self.obs_dtype),
+            ("final_obs", (n, *self.obs_shape), self.obs_dtype),
+            ("act", (n, *self.act_shape), self.act_dtype),
+            ("reward", (n,), "float32"),
+            ("terminated", (n,), "bool"),
+            ("truncated", (n,), "bool"),
+            ("cmd", (max(self.num_slots, 1),), "int32"),
+            ("status", (max(self.num_slots, 1),), "int32"),
+        ]
+
+    @property
+    def nbytes(self) -> int:
+        """Total size of the shared buffer in bytes."""
+        total = 0
+        for _, shape, dtype in self._fields():
+            total += _aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+        return max(total, ALIGN)
+
+    def views(self, buffer: Any) -> dict[str, np.ndarray]:
+        """Numpy views of every field onto ``buffer`` (anything with the buffer protocol)."""
+        out = {}
+        offset = 0
+        for name, shape, dtype in self._fields():
+            count = int(np.prod(shape))
+            out[name] = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(
+                shape
+            )
+            offset += _aligned(count * np.dtype(dtype).itemsize)
+        return out
+
+
+def _aligned(nbytes: int) -> int:
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+def describe_exception(exc: BaseException, env_index: int | None) -> dict[str, Any]:
+    """Turns an exception into a picklable report (type, pickled exception, traceback, env).
+
+    Args:
+        exc: The exception caught in the worker.
+        env_index: Global index of the env that raised, or None when no env was involved.
+
+    Returns:
+        A dict with ``type`` (the pickled type or None), ``exc`` (the pickled exception or None),
+        ``type_name``, ``message``, ``traceback`` and ``env_index``.
+    """
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    report: dict[str, Any] = {
+        "type_name": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "message": str(exc),
+        "traceback": tb,
+        "env_index": env_index,
+        "exc": None,
+        "type": None,
+    }
+    with contextlib.suppress(Exception):
+        report["exc"] = cloudpickle.dumps(exc)
+    with contextlib.suppress(Exception):
+        report["type"] = cloudpickle.dumps(type(exc))
+    return report
+
+
+def batch_infos(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Batches per-env info dicts into Gymnasium's dict-of-arrays form (with ``_key`` masks).
+
+    Takes a fast path when every env returned the same keys with scalar values (the common
+    case, e.g. MuJoCo's per-step infos); anything else goes through Gymnasium's own
+    ``VectorEnv._add_info``.
+
+    Args:
+        infos: One info dict per env (empty dicts allowed).
+
+    Returns:
+        ``{key: array of len(infos), "_key": bool mask, ...}``; ``{}`` if all infos are empty.
+    """
+    n = len(infos)
+    if not any(infos):
+        return {}
+    first = infos[0]
+    keys = first.keys()
+    if all(info.keys() == keys for info in infos) and all(
+        isinstance(v, (bool, int, float, np.number, np.bool_)) for v in first.values()
+    ):
+        out: dict[str, Any] = {}
+        try:
+            for key in keys:
+                values = np.array([info[key] for info in infos])
+                if values.dtype == object:
+                    raise TypeError
+                out[key] = values
+                out["_" + key] = np.ones(n, dtype=bool)
+            return out
+        except (TypeError, ValueError):
+            pass
+    return _slow_batch_infos(infos)
+
+
+class _InfoBatcher(gymnasium.vector.VectorEnv):
+    """Gives access to Gymnasium's ``_add_info`` for a batch of a given size."""
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+
+
+def _slow_batch_infos(infos: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    batcher = _InfoBatcher(len(infos))
+    out: dict[str, Any] = {}
+    for i, info in enumerate(infos):
+        if info:
+            out = batcher._add_info(out, info, i)
+    return out
+
+
+def merge_info_parts(parts: Sequence[tuple[int, int, dict[str, Any]]], n: int) -> dict[str, Any]:
+    """Merges batched info dicts of consecutive env ranges into one dict over all ``n`` envs.
+
+    Args:
+        parts: ``(offset, count, batched_info)`` for each range of envs.
+        n: Total number of envs.
+
+    Returns:
+        A batched info dict of length ``n`` (masks False where a part had no entry).
+    """
+    parts = [p for p in parts if p[2]]
+    if not parts:
+        return {}
+    if len(parts) == 1 and parts[0][0] == 0 and parts[0][1] == n:
+        return parts[0][2]
+    out: dict[str, Any] = {}
+    for offset, count, info in parts:
+        for key, value in info.items():
+            if isinstance(value, dict):
+                continue  # nested dicts are merged below, by recursion
+            if key not in out:
+                if isinstance(value, np.ndarray):
+                    out[key] = np.zeros((n, *value.shape[1:]), dtype=value.dtype)
+                else:
+                    out[key] = np.full(n, None, dtype=object)
+            elif isinstance(value, np.ndarray) and out[key].dtype != value.dtype:
+                out[key] = out[key].astype(np.result_type(out[key], value))
+            out[key][offset : offset + count] = value
+        for key, value in info.items():
+            if isinstance(value, dict):
+                out.setdefault(key, [])
+                out[key].append((offset, count, value))
+    for key, value in list(out.items()):
+        if isinstance(value, list):
+            out[key] = merge_info_parts(value, n)
+    for key in list(out.keys()):
+        if not key.startswith("_") and "_" + key not in out:
+            out["_" + key] = np.zeros(n, dtype=bool)
+    return out
+
+
+class EnvGroup:
+    """``K`` envs stepped in a loop, writing into (shared) numpy arrays, with same-step autoreset.
+
+    Args:
+        envs: The envs.
+        offset: Global index of the first env (for error messages and seeds).
+        views: Arrays of the whole batch (from :meth:`Layout.views` or plain numpy); the group
+            works on the rows ``offset : offset + len(envs)``.
+        discrete: Whether actions are scalar integers (passed to the envs as Python ints).
+        row: First row of ``views`` to use, when it differs from ``offset`` (views holding
+            only this group's rows, as in a Ray actor).
+    """
+
+    def __init__(
+        self,
+        envs: Sequence[gymnasium.Env],
+        offset: int,
+        views: dict[str, np.ndarray],
+        discrete: bool,
+        row: int | None = None,
+    ):
+        self.envs = list(envs)
+        self.offset = offset
+        self.count = len(self.envs)
+        start = offset if row is None else row
+        rows = slice(start, start + self.count)
+        self.obs = views["obs"][rows]
+        self.final_obs = views["final_obs"][rows]
+        self.act = views["act"][rows]
+        self.reward = views["reward"][rows]
+        self.terminated = views["terminated"][rows]
+        self.truncated = views["truncated"][rows]
+        self.discrete = discrete
+        self.current: int | None = None  # local index of the env being stepped (for errors)
+        self._steps = [env.step for env in self.envs]
+        self._obs_list: list[Any] = [None] * self.count
+        self._rewards: list[Any] = [0.0] * self.count
+        self._terms: list[Any] = [False] * self.count
+        self._truncs: list[Any] = [False] * self.count
+        self._infos: list[Any] = [{}] * self.count
+        self._resets = [env.reset for env in self.envs]
+
+    @property
+    def current_global(self) -> int | None:
+        """Global index of the env that is (or was last) being worked on."""
+        return None if self.current is None else self.offset + self.current
+
+    def step(self, want_info: bool) -> dict[str, Any]:
+        """Steps every env once with the actions in shared memory; resets finished envs.
+
+        Writes obs (the next episode's first obs where one ended), reward, terminated,
+        truncated, and, for finished envs only, the final obs of the episode.
+
+        Args:
+            want_info: Whether to collect and batch the infos.
+
+        Returns:
+            The batched infos of this group (``{}`` when none or not wanted).
+        """
+        # A fresh array: an env may keep a reference to the action it was given.
+        actions = self.act.tolist() if self.discrete else self.act.copy()
+        resets, final_obs = self._resets, self.final_obs
+        # Per-env results go to Python lists first (cheaper than numpy item stores) and reach
+        # the shared arrays in one vectorised store each.
+        obs, rewards, terms, truncs = self._obs_list, self._rewards, self._terms, self._truncs
+        infos = self._infos
+        any_info = False
+        j = -1
+        try:
+            for step in self._steps:
+                j += 1
+                o, rewards[j], te, tr, info = step(actions[j])
+                terms[j] = te
+                truncs[j] = tr
+                if te or tr:
+                    final_obs[j] = o
+                    o, reset_info = resets[j]()
+                    if want_info and (info or reset_info):
+                        info = {**reset_info, "final_info": info} if info else dict(reset_info)
+                obs[j] = o
+                if want_info:
+                    infos[j] = info
+                    if info:
+                        any_info = True
+        except BaseException:
+            self.current = j
+            raise
+        self.obs[...] = obs
+        self.reward[:] = rewards
+        self.terminated[:] = terms
+        self.truncated[:] = truncs
+        if not any_info:
+            return {}
+        return batch_infos(infos)
+
+    def reset(self, seeds: Sequence[int | None], options: dict[str, Any] | None) -> dict[str, Any]:
+        """Resets every env (env ``j`` with ``seeds[j]``); writes obs and clears the flags.
+
+        Returns:
+            The batched reset infos of this group.
+        """
+        infos = []
+        for j, env in enumerate(self.envs):
+            self.current = j
+            o, info = env.reset(seed=seeds[j], options=options)
+            self.obs[j] = o
+            infos.append(info)
+        self.current = None
+        self.final_obs[...] = self.obs
+        self.reward[...] = 0.0
+        self.terminated[...] = False
+        self.truncated[...] = False
+        return batch_infos(infos)
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
+        """Calls method ``name`` (or reads attribute ``name``) on every env (through wrappers)."""
+        results = []
+        for j, env in enumerate(self.envs):
+            self.current = j
+            attr = env.get_wrapper_attr(name)
+            results.append(attr(*args, **kwargs) if callable(attr) else attr)
+        self.current = None
+        return results
+
+    def set_attr(self, name: str, values: Sequence[Any]) -> None:
+        """Sets attribute ``name`` of env ``j`` to ``values[j]`` (through wrappers)."""
+        for j, env in enumerate(self.envs):
+            self.current = j
+            env.set_wrapper_attr(name, values[j])
+        self.current = None
+
+    def close(self) -> None:
+        """Closes every env, ignoring errors (closing must not fail)."""
+        for env in self.envs:
+            with contextlib.suppress(Exception):
+                env.close()
+
+
+def build_envs(
+    env_fns: Sequence[Callable[[], gymnasium.Env]],
+    offset: int,
+    spaces: tuple[gymnasium.Space, gymnasium.Space] | None,
+) -> list[gymnasium.Env]:
+    """Builds envs, checking that their spaces equal ``spaces`` (observation, action).
+
+    An exception raised while building env ``offset + j`` carries that index in its attribute
+    ``batchppo_env_index``; the envs built so far are closed.
+
+    Raises:
+        ValueError: An env's spaces differ from the expected ones (names the env index).
+    """
+    envs: list[gymnasium.Env] = []
+    index = offset
+    try:
+        for j, fn in enumerate(env_fns):
+            index = offset + j
+            env = fn()
+            envs.append(env)
+            if spaces is not None:
+                check_spaces(env, index, spaces)
+    except BaseException as exc:
+        for env in envs:
+            with contextlib.suppress(Exception):
+                env.close()
+        with contextlib.suppress(Exception):
+            exc.batchppo_env_index = index  # type: ignore[attr-defined]
+        raise
+    return envs
+
+
+def check_spaces(
+    env: gymnasium.Env, index: int, spaces: tuple[gymnasium.Space, gymnasium.Space]
+) -> None:
+    """Raises ValueError if ``env``'s observation or action space differs from ``spaces``."""
+    obs_space, act_space = spaces
+    if env.observation_space != obs_space:
+        raise ValueError(
+            f"env {index} has observation space {env.observation_space}, but env 0 has "
+            f"{obs_space}; all envs of a batch need equal spaces."
+        )
+    if env.action_space != act_space:
+        raise ValueError(
+            f"env {index} has action space {env.action_space}, but env 0 has {act_space}; "
+            "all envs of a batch need equal spaces."
+        )
+
+
+def spin_acquire(sem: Any, spin_s: float) -> bool:
+    """Tries to acquire ``sem`` without blocking for up to ``spin_s`` seconds.
+
+    The first tries are back to back (when both sides are busy the answer is microseconds
+    away, and a blocking wait would add a wake-up of tens of microseconds); later ones call
+    ``sched_yield`` so that on a loaded machine the spinning process hands its core to whoever
+    has work. After ``spin_s`` the caller blocks: a long wait (the agent computing its next
+    action) costs no CPU.
+    """
+    acquire = sem.acquire
+    if spin_s <= 0:
+        return False
+    for _ in range(16):
+        if acquire(False):
+            return True
+    end = time.perf_counter() + spin_s
+    while time.perf_counter() < end:
+        _yield()
+        if acquire(False):
+            return True
+    return False
+
+
+_yield = getattr(os, "sched_yield", lambda: None)
+
+
+def _wait(sem: Any, spin_s: float, alive_r: Any) -> bool:
+    """Acquires ``sem``: spins ``spin_s`` seconds, then blocks in slices. False: parent died."""
+    if spin_acquire(sem, spin_s):
+        return True
+    acquire = sem.acquire
+    while not acquire(True, 0.1):
+        if alive_r.poll():  # readable only at EOF: the parent's end is closed
+            return False
+    return True
+
+
+def worker_main(
+    slot: int,
+    payload: bytes,
+    offset: int,
+    layout: Layout,
+    buffer: Any,
+    cmd_sem: Any,
+    done_sem: Any,
+    conn: Any,
+    alive_r: Any,
+    spin_s: float,
+) -> None:
+    """Entry point of a worker process (see the module docstring for the protocol).
+
+    Args:
+        slot: Index of this worker (its command/status word).
+        payload: cloudpickled ``(env_fns, spaces, discrete)``.
+        offset: Global index of this worker's first env.
+        layout: Layout of the shared buffer.
+        buffer: The shared buffer (a ``RawArray``).
+        cmd_sem: Released by the parent when a command is waiting.
+        done_sem: Released by this worker when a command is done.
+        conn: This worker's end of its pipe to the parent.
+        alive_r: Read end of a pipe the parent never writes: EOF means the parent died.
+        spin_s: Seconds of non-blocking tries before blocking on a semaphore.
+    """
+    # Ctrl-C reaches the whole process group; the parent decides what happens.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    group: EnvGroup | None = None
+    try:
+        env_fns, spaces, discrete = cloudpickle.loads(payload)
+        envs = build_envs(env_fns, offset, spaces)
+        group = EnvGroup(envs, offset, layout.views(buffer), discrete)
+    except BaseException as exc:
+        index = getattr(exc, "batchppo_env_index", None)
+        conn.send(("error", describe_exception(exc, index)))
+        conn.close()
+        return
+    conn.send(("ready", os.getpid()))
+    views = layout.views(buffer)
+    cmd, status = views["cmd"], views["status"]
+    try:
+        while True:
+            if not _wait(cmd_sem, spin_s, alive_r):
+                return
+            command = int(cmd[slot])
+            if command in (CMD_STEP, CMD_STEP_INFO):
+                message = None
+                try:
+                    info = group.step(command == CMD_STEP_INFO)
+                except Exception as exc:
+                    status[slot] = STATUS_ERROR
+                    message = ("error", describe_exception(exc, group.current_global))
+                else:
+                    status[slot] = STATUS_INFO if info else STATUS_OK
+                    message = info or None
+                # Release first, then send: a message larger than the pipe's buffer must not
+                # block this worker while the parent still waits on the semaphore.
+                done_sem.release()
+                if message is not None:
+                    conn.send(message)
+            elif command == CMD_PIPE:
+                message = conn.recv()
+                if _handle(message, group, conn):
+                    return
+            else:  # pragma: no cover - protocol violation
+                raise RuntimeError(f"worker {slot}: unknown command word {command}")
+    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        return
+    finally:
+        group.close()
+
+
+def _handle(message: tuple, group: EnvGroup, conn: Any) -> bool:
+    """Handles a pipe message; returns True when the worker should exit."""
+    kind = message[0]
+    if kind == "close":
+        group.close()
+        conn.send(("ok", None))
+        return True
+    try:
+        if kind == "reset":
+            result = group.reset(message[1], message[2])
+        elif kind == "call":
+            result = group.call(message[1], message[2], message[3])
+        elif kind == "set_attr":
+            group.set_attr(message[1], message[2])
+            result = None
+        else:
+            raise RuntimeError(f"unknown message {kind!r}")
+    except Exception as exc:
+        conn.send(("error", describe_exception(exc, group.current_global)))
+        group.current = None
+        return False
+    conn.send(("ok", result))
+    return False
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("batchppo.envs.worker is started by BatchEnv, not run directly.")

@@ -1,0 +1,350 @@
+"""The env wrappers Gymnasium lacks, as in the original Batch PPO.
+
+Gymnasium already has ``TimeLimit`` (the original's LimitDuration), ``ClipAction``,
+``FrameStackObservation`` (used by :class:`FrameHistory`) and vector autoreset, so only these
+are written here:
+
+* :class:`RangeNormalize`: finite observation bounds to ``[-1, 1]``; actions from ``[-1, 1]``
+  to the env's finite bounds. The formulas are part of the contract (a pure-JAX adapter
+  reproduces them): ``obs' = 2 * (obs - low) / (high - low) - 1`` on every observation dim with
+  both bounds finite, and ``action = low + (a + 1) / 2 * (high - low)`` on every action dim with
+  both bounds finite; other dims pass unchanged. (Gymnasium's ``RescaleAction`` and
+  ``RescaleObservation`` need all bounds finite, so they cannot express this.)
+* :class:`ConvertTo32Bit`: float64 -> float32 and int64 -> int32 observations, float32 rewards,
+  int32 discrete actions; non-finite observations or rewards raise ``ValueError``.
+* :class:`FrameHistory`, :class:`FrameDelta`, :class:`ActionRepeat`, :class:`RandomStart`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, SupportsFloat
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from gymnasium.wrappers import FrameStackObservation
+
+__all__ = [
+    "ActionRepeat",
+    "ConvertTo32Bit",
+    "FrameDelta",
+    "FrameHistory",
+    "RandomStart",
+    "RangeNormalize",
+]
+
+
+def _finite_dims(space: spaces.Box) -> np.ndarray:
+    """Dims with both bounds finite and a non-empty range (those that get normalised)."""
+    low, high = space.low, space.high
+    return np.isfinite(low) & np.isfinite(high) & (high > low)
+
+
+class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
+    """Normalises finite observation bounds to ``[-1, 1]`` and maps actions from ``[-1, 1]``.
+
+    See the module docstring for the exact formulas. Non-Box spaces and dims with an infinite
+    bound pass unchanged.
+
+    Args:
+        env: The env to wrap.
+        observations: Whether to normalise observations.
+        actions: Whether to rescale actions.
+    """
+
+    def __init__(self, env: gymnasium.Env, observations: bool = True, actions: bool = True):
+        gymnasium.utils.RecordConstructorArgs.__init__(
+            self, observations=observations, actions=actions
+        )
+        gymnasium.Wrapper.__init__(self, env)
+        self._obs_mask = None
+        space = env.observation_space
+        if observations and isinstance(space, spaces.Box) and _finite_dims(space).any():
+            mask = _finite_dims(space)
+            dtype = space.dtype
+            self._obs_mask = None if mask.all() else mask
+            self._obs_low = np.where(mask, space.low, 0).astype(dtype)
+            self._obs_span = np.where(mask, space.high - space.low, 1).astype(dtype)
+            self.observation_space = spaces.Box(
+                np.where(mask, -1, space.low).astype(dtype),
+                np.where(mask, 1, space.high).astype(dtype),
+                dtype=dtype,
+            )
+            self._normalise_obs = True
+        else:
+            self._normalise_obs = False
+        self._act_mask = None
+        space = env.action_space
+        if actions and isinstance(space, spaces.Box) and _finite_dims(space).any():
+            mask = _finite_dims(space)
+            dtype = space.dtype
+            self._act_mask = None if mask.all() else mask
+            self._act_low = np.where(mask, space.low, 0).astype(dtype)
+            self._act_span = np.where(mask, space.high - space.low, 1).astype(dtype)
+            self.action_space = spaces.Box(
+                np.where(mask, -1, space.low).astype(dtype),
+                np.where(mask, 1, space.high).astype(dtype),
+                dtype=dtype,
+            )
+            self._rescale_actions = True
+        else:
+            self._rescale_actions = False
+
+    def observation(self, obs: np.ndarray) -> np.ndarray:
+        """``2 * (obs - low) / (high - low) - 1`` on the finite dims."""
+        if not self._normalise_obs:
+            return obs
+        out = 2 * (obs - self._obs_low) / self._obs_span - 1
+        return out if self._obs_mask is None else np.where(self._obs_mask, out, obs)
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        """``low + (a + 1) / 2 * (high - low)`` on the finite dims."""
+        if not self._rescale_actions:
+            return action
+        out = self._act_low + (action + 1) / 2 * self._act_span
+        return out if self._act_mask is None else np.where(self._act_mask, out, action)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps with the rescaled action; returns the normalised observation."""
+        obs, reward, terminated, truncated, info = self.env.step(self.action(action))
+        return self.observation(obs), reward, terminated, truncated, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets; returns the normalised observation."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self.observation(obs), info
+
+
+class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
+    """32-bit observations, rewards and actions; non-finite observations or rewards raise.
+
+    float64 observations become float32 and int64 become int32; rewards become
+    ``np.float32``; Discrete actions become int32 and float64 Box actions float32.
+
+    Args:
+        env: The env to wrap.
+        env_id: Name used in error messages (default: ``env.spec.id`` when there is one).
+
+    Raises:
+        ValueError: (from ``reset``/``step``) an observation or reward is NaN or infinite; the
+            message names the env id, the step of the episode and what was non-finite.
+    """
+
+    def __init__(self, env: gymnasium.Env, env_id: str | None = None):
+        gymnasium.utils.RecordConstructorArgs.__init__(self, env_id=env_id)
+        gymnasium.Wrapper.__init__(self, env)
+        if env_id is None:
+            spec = getattr(env, "spec", None)
+            env_id = spec.id if spec is not None else type(env.unwrapped).__name__
+        self._env_id = env_id
+        self._episode_step = 0
+        self._obs_dtype = None
+        obs_space = env.observation_space
+        target = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
+        if isinstance(obs_space, spaces.Box) and obs_space.dtype in target:
+            self._obs_dtype = np.dtype(target[obs_space.dtype])
+            low, high = obs_space.low, obs_space.high
+            if self._obs_dtype.kind == "i":
+                info = np.iinfo(self._obs_dtype)
+                low, high = np.clip(low, info.min, info.max), np.clip(high, info.min, info.max)
+            self.observation_space = spaces.Box(
+                low.astype(self._obs_dtype), high.astype(self._obs_dtype), dtype=self._obs_dtype
+            )
+        act_space = env.action_space
+        self._act_dtype = None
+        if isinstance(act_space, spaces.Discrete) and act_space.dtype != np.int32:
+            self.action_space = spaces.Discrete(
+                int(act_space.n), start=int(act_space.start), dtype=np.int32
+            )
+        elif isinstance(act_space, spaces.Box) and act_space.dtype == np.float64:
+            self._act_dtype = act_space.dtype
+            self.action_space = spaces.Box(
+                act_space.low.astype(np.float32),
+                act_space.high.astype(np.float32),
+                dtype=np.float32,
+            )
+
+    def _observation(self, obs: Any) -> Any:
+        if not np.isfinite(obs).all():
+            raise ValueError(
+                f"{self._env_id}: non-finite observation at step {self._episode_step} of the "
+                f"episode (0 = reset): {obs!r}. The env diverged; check its inputs."
+            )
+        if self._obs_dtype is not None:
+            return np.asarray(obs, dtype=self._obs_dtype)
+        return obs
+
+    def step(self, action: Any) -> tuple[Any, np.float32, bool, bool, dict[str, Any]]:
+        """Steps; checks and converts observation and reward."""
+        if self._act_dtype is not None:
+            action = np.asarray(action, dtype=self._act_dtype)
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._episode_step += 1
+        if not np.isfinite(reward):
+            raise ValueError(
+                f"{self._env_id}: non-finite reward {reward!r} at step {self._episode_step} "
+                "of the episode. The env diverged; check its inputs."
+            )
+        return self._observation(obs), np.float32(reward), terminated, truncated, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets; checks and converts the observation."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._episode_step = 0
+        return self._observation(obs), info
+
+
+class FrameHistory(gymnasium.ObservationWrapper, gymnasium.utils.RecordConstructorArgs):
+    """Observations made of past frames: frame ``j`` is the obs from ``steps[j]`` steps ago.
+
+    Built on Gymnasium's ``FrameStackObservation`` (padded with the reset observation, as in
+    the original).
+
+    Args:
+        env: The env to wrap (Box observations).
+        steps: How many steps ago each frame is, e.g. ``[0, 1, 3]``; 0 is the current obs.
+        flatten: Concatenate the frames along the first axis instead of stacking them.
+    """
+
+    def __init__(self, env: gymnasium.Env, steps: Sequence[int], flatten: bool = False):
+        steps = [int(s) for s in steps]
+        if not steps or min(steps) < 0:
+            raise ValueError(f"steps must be a non-empty list of ints >= 0; got {steps!r}.")
+        if not isinstance(env.observation_space, spaces.Box):
+            raise ValueError(
+                f"FrameHistory needs a Box observation space; got {env.observation_space}."
+            )
+        gymnasium.utils.RecordConstructorArgs.__init__(self, steps=steps, flatten=flatten)
+        size = max(steps) + 1
+        gymnasium.ObservationWrapper.__init__(
+            self, FrameStackObservation(env, size, padding_type="reset")
+        )
+        # FrameStackObservation keeps the newest frame last.
+        self._index = np.array([size - 1 - s for s in steps])
+        self._flatten = flatten
+        inner = env.observation_space
+        low = np.stack([inner.low] * len(steps))
+        high = np.stack([inner.high] * len(steps))
+        if flatten:
+            low, high = self._flat(low), self._flat(high)
+        self.observation_space = spaces.Box(low, high, dtype=inner.dtype)
+
+    @staticmethod
+    def _flat(x: np.ndarray) -> np.ndarray:
+        return x.reshape((-1, *x.shape[2:]))
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        """Selects (and flattens) the requested frames."""
+        frames = observation[self._index]
+        return self._flat(frames) if self._flatten else frames
+
+
+class FrameDelta(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
+    """Observations become the difference to the previous observation.
+
+    ``reset`` returns the raw first observation (there is no previous one), as the original.
+    The observation space covers both raw observations and differences.
+    """
+
+    def __init__(self, env: gymnasium.Env):
+        if not isinstance(env.observation_space, spaces.Box):
+            raise ValueError(
+                f"FrameDelta needs a Box observation space; got {env.observation_space}."
+            )
+        gymnasium.utils.RecordConstructorArgs.__init__(self)
+        gymnasium.Wrapper.__init__(self, env)
+        space = env.observation_space
+        with np.errstate(over="ignore", invalid="ignore"):
+            low = np.minimum(space.low, space.low - space.high)
+            high = np.maximum(space.high, space.high - space.low)
+        self.observation_space = spaces.Box(low, high, dtype=space.dtype)
+        self._last = None
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps; returns ``obs - previous_obs``."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        delta = obs - self._last
+        self._last = obs
+        return delta, reward, terminated, truncated, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets; returns the raw first observation."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._last = obs
+        return obs, info
+
+
+class ActionRepeat(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
+    """Repeats each action ``amount`` times (stopping where the episode ends); sums rewards.
+
+    Args:
+        env: The env to wrap.
+        amount: Repeats per agent step (>= 1).
+    """
+
+    def __init__(self, env: gymnasium.Env, amount: int):
+        if int(amount) < 1:
+            raise ValueError(f"amount must be >= 1; got {amount!r}.")
+        gymnasium.utils.RecordConstructorArgs.__init__(self, amount=amount)
+        gymnasium.Wrapper.__init__(self, env)
+        self._amount = int(amount)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Steps up to ``amount`` times; returns the last obs and the summed reward."""
+        total = 0.0
+        for _ in range(self._amount):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        return obs, total, terminated, truncated, info
+
+
+class RandomStart(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
+    """Starts each episode with a random number (``0 .. max_steps - 1``) of random actions.
+
+    The number and the actions come from the wrapper's own generator, seeded from the reset
+    seed. If an episode ends during the random start, the env is reset again.
+
+    Args:
+        env: The env to wrap.
+        max_steps: Exclusive upper bound of the number of random steps (>= 1).
+    """
+
+    def __init__(self, env: gymnasium.Env, max_steps: int):
+        if int(max_steps) < 1:
+            raise ValueError(f"max_steps must be >= 1; got {max_steps!r}.")
+        gymnasium.utils.RecordConstructorArgs.__init__(self, max_steps=max_steps)
+        gymnasium.Wrapper.__init__(self, env)
+        self._max_steps = int(max_steps)
+        self._rng = np.random.default_rng()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets, then takes the random steps."""
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+            self.env.action_space.seed(int(self._rng.integers(2**31)))
+        for _ in range(100):
+            obs, info = self.env.reset(seed=seed, options=options)
+            seed = None
+            ended = False
+            for _ in range(int(self._rng.integers(0, self._max_steps))):
+                obs, _, terminated, truncated, info = self.env.step(self.env.action_space.sample())
+                if terminated or truncated:
+                    ended = True
+                    break
+            if not ended:
+                return obs, info
+        raise RuntimeError(
+            f"RandomStart: 100 episodes in a row ended within {self._max_steps} random steps; "
+            "lower max_steps."
+        )

@@ -1,0 +1,502 @@
+"""Named presets, validated ``--set`` overrides and the plain-YAML round trip of a config.
+
+A preset is a :class:`~batchppo.algorithms.ppo.config.PPOConfig` instance. The tasks of the
+original Batch PPO keep its hyperparameters (see the fact sheet of the original); the ``*_jax``
+presets run gymnax envs fused with the learner and are tuned for speed; the ``*_brax`` presets
+need the optional ``brax`` package.
+
+Example:
+    >>> config = apply_overrides(get_preset("cartpole_jax"), ["steps=2000", "seed=3"])
+    >>> config_from_yaml(config_to_yaml(config)) == config
+    True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import importlib.util
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.experiment.errors import ConfigError
+
+DEFAULT_PRESET = "pendulum_jax"
+"""The preset the README's first command trains: the fastest to a good result."""
+
+_BASE = PPOConfig()
+
+
+def _preset(**changes: Any) -> PPOConfig:
+    return dataclasses.replace(_BASE, **changes)
+
+
+def _mujoco(env: str, steps: int, **changes: Any) -> PPOConfig:
+    # The original's MuJoCo tasks: 1000-step episodes, its defaults otherwise. Evaluation and
+    # checkpoints every 2.5 % / 5 % of the budget keep the eval cost a few % of training.
+    return _preset(
+        env=env,
+        max_length=1000,
+        steps=steps,
+        eval_every=steps // 40,
+        log_every=steps // 200,
+        checkpoint_every=steps // 20,
+        **changes,
+    )
+
+
+def _brax(env: str, steps: int, **changes: Any) -> PPOConfig:
+    # Massively parallel on-device simulation: thousands of envs, short rollouts, clipped PPO.
+    return _preset(
+        env=env,
+        backend="brax",
+        max_length=1000,
+        num_agents=2048,
+        rollout_length=16,
+        update_epochs=4,
+        num_minibatches=32,
+        objective="clip",
+        learning_rate=3e-4,
+        max_grad_norm=1.0,
+        discount=0.97,
+        gae_lambda=0.95,
+        entropy_coef=1e-3,
+        policy_layers=(128, 128, 128, 128),
+        value_layers=(256, 256, 256, 256, 256),
+        activation="tanh",
+        init_std=1.0,
+        init_mean_factor=0.01,
+        steps=steps,
+        eval_episodes=128,
+        eval_every=steps // 20,
+        log_every=steps // 200,
+        checkpoint_every=steps // 10,
+        **changes,
+    )
+
+
+PRESETS: dict[str, PPOConfig] = {
+    # --- Pure JAX (gymnax): env and learner in one compiled program. ------------------------
+    "pendulum_jax": _preset(
+        env="Pendulum-v1",
+        backend="gymnax",
+        max_length=200,
+        num_agents=64,
+        rollout_length=32,
+        update_epochs=10,
+        num_minibatches=4,
+        objective="clip",
+        learning_rate=1e-3,
+        max_grad_norm=0.5,
+        discount=0.95,
+        gae_lambda=0.95,
+        policy_layers=(64, 64),
+        value_layers=(64, 64),
+        activation="tanh",
+        init_std=1.0,
+        steps=300_000,
+        eval_episodes=16,
+        eval_every=30_000,
+        log_every=10_000,
+        checkpoint_every=50_000,
+    ),
+    "cartpole_jax": _preset(
+        env="CartPole-v1",
+        backend="gymnax",
+        max_length=500,
+        normalize_ranges=False,
+        network="feed_forward_categorical",
+        num_agents=32,
+        rollout_length=128,
+        update_epochs=4,
+        num_minibatches=4,
+        objective="clip",
+        learning_rate=2.5e-4,
+        max_grad_norm=0.5,
+        discount=0.99,
+        gae_lambda=0.95,
+        entropy_coef=0.01,
+        normalize_rewards=False,
+        policy_layers=(64, 64),
+        value_layers=(64, 64),
+        activation="tanh",
+        steps=200_000,
+        eval_episodes=16,
+        eval_every=25_000,
+        log_every=10_000,
+        checkpoint_every=50_000,
+    ),
+    # --- The original's tasks (Gymnasium envs in worker processes). -------------------------
+    # batch_size 20 sequences of chunk_length 50 out of 30 episodes x 200 steps: 6 minibatches.
+    "pendulum": _preset(
+        env="Pendulum-v1", max_length=200, steps=1_000_000, chunk_length=50, num_minibatches=6
+    ),
+    "cartpole": _preset(
+        env="CartPole-v1",
+        max_length=500,
+        steps=200_000,
+        network="feed_forward_categorical",
+        normalize_ranges=False,
+        eval_every=20_000,
+        checkpoint_every=50_000,
+    ),
+    "reacher": _mujoco("Reacher-v5", 5_000_000, discount=0.985, update_every=60),
+    "cheetah": _mujoco("HalfCheetah-v5", 10_000_000, discount=0.99),
+    "walker": _mujoco("Walker2d-v5", 10_000_000),
+    "hopper": _mujoco("Hopper-v5", 10_000_000, update_every=60),
+    "ant": _mujoco("Ant-v5", 20_000_000),
+    "humanoid": _mujoco("Humanoid-v5", 50_000_000, update_every=60),
+    # --- Brax (optional extra): locomotion simulated on the accelerator. --------------------
+    "ant_brax": _brax("ant", 50_000_000),
+    "cheetah_brax": _brax("halfcheetah", 50_000_000),
+    "humanoid_brax": _brax("humanoid", 50_000_000),
+}
+
+HOST_BACKENDS = ("process", "sync", "ray")
+
+
+def preset_names() -> list[str]:
+    """Names of all presets, in registry order."""
+    return list(PRESETS)
+
+
+def brax_available() -> bool:
+    """Whether the optional ``brax`` package is importable."""
+    return importlib.util.find_spec("brax") is not None
+
+
+def _suggest(name: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def get_preset(name: str) -> PPOConfig:
+    """Returns the preset ``name``.
+
+    Args:
+        name: A key of :data:`PRESETS`.
+
+    Returns:
+        The frozen config.
+
+    Raises:
+        ConfigError: Unknown name (the message lists the valid ones), or a Brax preset while
+            ``brax`` is not installed.
+    """
+    if name not in PRESETS:
+        raise ConfigError(
+            f"unknown config {name!r}.{_suggest(name, PRESETS)} Valid configs: {', '.join(PRESETS)}"
+        )
+    config = PRESETS[name]
+    if config.backend == "brax" and not brax_available():
+        raise ConfigError(
+            f"config {name!r} needs Brax, which is not installed: `pip install brax` "
+            "(or pick a config from `batchppo list`)"
+        )
+    return config
+
+
+# --- Typed overrides ------------------------------------------------------------------------
+
+
+@functools.cache
+def field_types() -> dict[str, Any]:
+    """The resolved type annotation of every :class:`PPOConfig` field, by name."""
+    hints = typing.get_type_hints(PPOConfig)
+    return {f.name: hints[f.name] for f in dataclasses.fields(PPOConfig)}
+
+
+def type_name(annotation: Any) -> str:
+    """A short readable name of a field type, e.g. ``int or None``, ``list of int``."""
+    args = typing.get_args(annotation)
+    if _is_union(annotation):
+        return " or ".join(type_name(a) for a in args)
+    if typing.get_origin(annotation) is tuple:
+        return f"list of {type_name(args[0])}"
+    if annotation is type(None):
+        return "None"
+    return annotation.__name__
+
+
+def _is_union(annotation: Any) -> bool:
+    return isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+
+
+def _coerce(value: Any, annotation: Any) -> Any:
+    """Returns ``value`` converted to ``annotation``; raises TypeError when it does not fit."""
+    if _is_union(annotation):
+        options = typing.get_args(annotation)
+        if type(None) in options and (value is None or value in ("None", "none")):
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option)
+            except TypeError:
+                pass
+        raise TypeError
+    if typing.get_origin(annotation) is tuple:
+        (item, *_) = typing.get_args(annotation)
+        if isinstance(value, (list, tuple)):
+            return tuple(_coerce(v, item) for v in value)
+        raise TypeError
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError
+    if annotation in (int, float):
+        if isinstance(value, str):
+            # YAML 1.1 reads "1e6" as a string; numbers written that way are still numbers.
+            try:
+                value = float(value)
+            except ValueError:
+                raise TypeError from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError
+        if annotation is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise TypeError
+            return int(value)
+        return float(value)
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise TypeError
+    raise TypeError
+
+
+def _unknown_key(key: str) -> ConfigError:
+    names = list(field_types())
+    return ConfigError(
+        f"unknown config key {key!r}.{_suggest(key, names)} Allowed keys: {', '.join(names)}"
+    )
+
+
+def coerce_field(key: str, value: Any) -> Any:
+    """Checks and converts one value for the field ``key``.
+
+    Raises:
+        ConfigError: Unknown key (lists the allowed keys) or a value of the wrong type (names
+            the expected type and the given value).
+    """
+    types_ = field_types()
+    if key not in types_:
+        raise _unknown_key(key)
+    try:
+        return _coerce(value, types_[key])
+    except TypeError:
+        raise ConfigError(
+            f"config key {key!r} expects {type_name(types_[key])}, got {value!r}"
+        ) from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parses ``KEY=VALUE`` (VALUE read as YAML, then checked against the field's type).
+
+    Raises:
+        ConfigError: No ``=``, unknown key, unparseable or mistyped value.
+    """
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"override {text!r} is not of the form KEY=VALUE (e.g. steps=100000)")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError:
+        value = raw  # Not YAML: checked as a plain string below.
+    return key, coerce_field(key, value)
+
+
+def replace_config(config: PPOConfig, changes: Mapping[str, Any]) -> PPOConfig:
+    """``dataclasses.replace`` that reports invalid combinations as :class:`ConfigError`."""
+    try:
+        return dataclasses.replace(config, **changes)
+    except ValueError as error:
+        raise ConfigError(f"invalid config: {error}") from None
+
+
+def apply_overrides(config: PPOConfig, overrides: Iterable[str]) -> PPOConfig:
+    """Applies ``KEY=VALUE`` overrides (later ones win) to ``config``.
+
+    Args:
+        config: The base config.
+        overrides: Strings such as ``"steps=2e5"``, ``"policy_layers=[64, 64]"``,
+            ``"max_grad_norm=null"``.
+
+    Returns:
+        The new config.
+
+    Raises:
+        ConfigError: See :func:`parse_override`; also values the config itself rejects.
+    """
+    changes = dict(parse_override(text) for text in overrides)
+    return replace_config(config, changes)
+
+
+# --- Plain YAML round trip ------------------------------------------------------------------
+
+
+def config_to_dict(config: PPOConfig) -> dict[str, Any]:
+    """The config as plain data (tuples become lists), in field order."""
+    return {
+        k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()
+    }
+
+
+def config_from_dict(data: Any, source: str = "config") -> PPOConfig:
+    """Builds a config from plain data, checking every key and type.
+
+    Raises:
+        ConfigError: Not a mapping, unknown keys, or values of the wrong type.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
+    names = field_types()
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown config keys {unknown}. Allowed keys: {', '.join(names)}"
+        )
+    try:
+        changes = {k: coerce_field(k, v) for k, v in data.items()}
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    try:
+        return PPOConfig(**changes)
+    except ValueError as error:
+        raise ConfigError(f"{source}: invalid config: {error}") from None
+
+
+def config_to_yaml(config: PPOConfig) -> str:
+    """Serialises ``config`` to plain YAML (``yaml.safe_dump``; no Python objects)."""
+    return yaml.safe_dump(config_to_dict(config), sort_keys=False)
+
+
+def config_from_yaml(text: str, source: str = "config") -> PPOConfig:
+    """Parses YAML written by :func:`config_to_yaml` (``yaml.safe_load``).
+
+    Raises:
+        ConfigError: Invalid YAML, unknown keys or mistyped values.
+    """
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(f"{source}: not valid YAML ({first})") from None
+    return config_from_dict(data, source)
+
+
+def save_config(config: PPOConfig, path: str | Path) -> None:
+    """Writes ``config`` as YAML to ``path``."""
+    Path(path).write_text(config_to_yaml(config))
+
+
+def load_config(path: str | Path) -> PPOConfig:
+    """Reads a config written by :func:`save_config`.
+
+    Raises:
+        ConfigError: Missing file or invalid content.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    return config_from_yaml(text, source=str(path))
+
+
+# --- Resume compatibility -------------------------------------------------------------------
+
+RESUME_MUTABLE = frozenset(
+    {"log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "num_workers"}
+)
+"""Fields a resumed run may change freely: they affect bookkeeping, not what is learned."""
+
+
+def check_resume_overrides(stored: PPOConfig, changes: Mapping[str, Any]) -> PPOConfig:
+    """Applies overrides given when resuming, refusing those that change the run's meaning.
+
+    ``steps`` may be raised (not lowered; and not when the learning rate anneals over it);
+    bookkeeping fields in :data:`RESUME_MUTABLE` may change; anything else that differs from
+    the stored config is refused.
+
+    Raises:
+        ConfigError: Naming the refused keys.
+    """
+    refused = []
+    for key, value in changes.items():
+        if getattr(stored, key) == value or key in RESUME_MUTABLE:
+            continue
+        if key == "steps" and value > stored.steps and not stored.anneal_lr:
+            continue
+        refused.append(f"{key}={value!r} (stored {getattr(stored, key)!r})")
+    if refused:
+        raise ConfigError(
+            "cannot change a resumed run's meaning: "
+            + ", ".join(refused)
+            + ". Only raising `steps` (without anneal_lr) and "
+            + ", ".join(sorted(RESUME_MUTABLE))
+            + " are allowed; start a new run (another --timestamp) instead"
+        )
+    return replace_config(stored, changes)
+
+
+# --- Env ids --------------------------------------------------------------------------------
+
+
+def check_env_id(config: PPOConfig) -> None:
+    """Fails fast when the config's env id is unknown to its backend.
+
+    Raises:
+        ConfigError: Naming the id, a close match if any, and where the valid ids come from.
+    """
+    env = config.env
+    if config.backend in HOST_BACKENDS:
+        if ":" in env:  # "module:EnvName-v0" registers itself on import; Gymnasium checks it.
+            return
+        import gymnasium
+
+        known = list(gymnasium.envs.registry)
+        if env not in gymnasium.envs.registry:
+            raise ConfigError(
+                f"unknown Gymnasium env id {env!r}.{_suggest(env, known)} "
+                "See `gymnasium.pprint_registry()` for the valid ids"
+            )
+    elif config.backend == "gymnax":
+        import gymnax
+
+        known = list(gymnax.registered_envs)
+        if env not in known:
+            raise ConfigError(
+                f"unknown gymnax env id {env!r}.{_suggest(env, known)} "
+                f"Valid ids: {', '.join(known)}"
+            )
+    elif config.backend == "brax":
+        if not brax_available():
+            raise ConfigError("backend 'brax' needs Brax, not installed: `pip install brax`")
+        from brax import envs as brax_envs
+
+        known = list(getattr(brax_envs, "_envs", {}))
+        if known and env not in known:
+            raise ConfigError(
+                f"unknown Brax env {env!r}.{_suggest(env, known)} Valid envs: {', '.join(known)}"
+            )
+
+
+GYMNASIUM_TWIN = {"Pendulum-v1": "Pendulum-v1", "CartPole-v1": "CartPole-v1",
+                  "Acrobot-v1": "Acrobot-v1", "MountainCar-v0": "MountainCar-v0",
+                  "MountainCarContinuous-v0": "MountainCarContinuous-v0"}  # fmt: skip
+"""gymnax ids whose Gymnasium env has the same dynamics (used to render gymnax policies)."""
+
+
+def describe(name: str, config: PPOConfig) -> str:
+    """One line for ``batchppo list``."""
+    return f"{name:<14} {config.env:<16} {config.backend:<8} {config.steps:>12,}"

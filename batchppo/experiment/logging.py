@@ -1,0 +1,193 @@
+"""What a run reports: ``metrics.jsonl`` and TensorBoard event files (tensorboardX).
+
+Each report is one JSON object per line in ``<run>/metrics.jsonl`` (``step``, ``phase``,
+``score``, ``length``, ``sps``, ``wall_time`` and the trainer's metrics; NaN is written as
+``null``) and one scalar per metric in the TensorBoard writer of its phase (``<run>/train``,
+``<run>/eval``), so train and eval curves share a chart and an x-axis (env steps).
+
+Resuming from the checkpoint at step S first drops every record with step > S, from
+``metrics.jsonl`` and from the event files, so the curves continue without a gap or a
+duplicate whatever moment the previous process died at.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from batchppo.experiment.checkpoint import atomic_write_bytes
+
+METRICS_FILE = "metrics.jsonl"
+PHASES = ("train", "eval")
+
+
+def _plain(value: Any) -> Any:
+    # JSON has no NaN/inf; numpy scalars become Python numbers.
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """All complete records of ``<run_dir>/metrics.jsonl`` (a torn last line is skipped)."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # Only the line being written when a process was killed can be torn.
+    return records
+
+
+def truncate_metrics(run_dir: str | Path, max_step: int) -> int:
+    """Keeps the records of ``metrics.jsonl`` with ``step <= max_step``; returns how many."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return 0
+    kept = [r for r in read_metrics(run_dir) if r.get("step", 0) <= max_step]
+    atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+    return len(kept)
+
+
+# --- TensorBoard event files (TFRecord framing) ---------------------------------------------
+
+
+def _masked_crc(data: bytes) -> int:
+    from tensorboardX.record_writer import masked_crc32c
+
+    return masked_crc32c(data)
+
+
+def iter_event_records(path: str | Path) -> Iterator[bytes]:
+    """The serialised ``Event`` protos of one event file; stops at a torn or corrupt record."""
+    data = Path(path).read_bytes()
+    pos = 0
+    while pos + 12 <= len(data):
+        header = data[pos : pos + 8]
+        (length,) = struct.unpack("<Q", header)
+        (length_crc,) = struct.unpack("<I", data[pos + 8 : pos + 12])
+        end = pos + 12 + length + 4
+        if length_crc != _masked_crc(header) or end > len(data):
+            return
+        body = data[pos + 12 : pos + 12 + length]
+        (body_crc,) = struct.unpack("<I", data[end - 4 : end])
+        if body_crc != _masked_crc(body):
+            return
+        yield body
+        pos = end
+
+
+def _frame(body: bytes) -> bytes:
+    header = struct.pack("<Q", len(body))
+    return (
+        header
+        + struct.pack("<I", _masked_crc(header))
+        + body
+        + struct.pack("<I", _masked_crc(body))
+    )
+
+
+def read_scalars(phase_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
+    """All scalars of the event files in ``phase_dir`` by tag, as ``(step, value)``, in order."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(Path(phase_dir).glob("events.out.tfevents.*")):
+        for body in iter_event_records(path):
+            event = Event.FromString(body)
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars
+
+
+def truncate_events(phase_dir: str | Path, max_step: int) -> None:
+    """Rewrites the event files in ``phase_dir`` without summaries of ``step > max_step``."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    for path in sorted(Path(phase_dir).glob("events.out.tfevents.*")):
+        bodies = list(iter_event_records(path))
+        kept = [b for b in bodies if not _is_summary_after(Event.FromString(b), max_step)]
+        if len(kept) != len(bodies) or path.stat().st_size != sum(len(_frame(b)) for b in bodies):
+            atomic_write_bytes(path, b"".join(_frame(b) for b in kept))
+
+
+def _is_summary_after(event: Any, max_step: int) -> bool:
+    return event.HasField("summary") and event.step > max_step
+
+
+class RunLogger:
+    """Writes reports of a run to ``metrics.jsonl`` and TensorBoard (nothing when disabled).
+
+    Args:
+        run_dir: The run directory, or None for no disk I/O at all.
+        resume_step: Step of the checkpoint the run resumes from; records after it are
+            dropped first. None for a fresh run.
+    """
+
+    def __init__(self, run_dir: str | Path | None, resume_step: int | None = None) -> None:
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self._writers: dict[str, Any] = {}
+        self._file = None
+        if self.run_dir is None:
+            return
+        if resume_step is not None:
+            truncate_metrics(self.run_dir, resume_step)
+            for phase in PHASES:
+                if (self.run_dir / phase).is_dir():
+                    truncate_events(self.run_dir / phase, resume_step)
+        from tensorboardX import SummaryWriter
+
+        for phase in PHASES:
+            # purge_step also tells TensorBoard itself to drop any later events it still sees.
+            self._writers[phase] = SummaryWriter(
+                str(self.run_dir / phase),
+                purge_step=None if resume_step is None else resume_step + 1,
+                flush_secs=30,
+                # Unique per start: tensorboardX names files by the second and would overwrite
+                # the previous process's file when a resume starts within the same second.
+                filename_suffix=f".{resume_step or 0:012d}.{os.getpid()}",
+            )
+        self._file = (self.run_dir / METRICS_FILE).open("a")
+
+    def log(self, phase: str, step: int, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Records one report of ``phase`` at env step ``step``; returns the JSON record."""
+        record = {"step": int(step), "phase": phase}
+        record.update({k: _plain(v) for k, v in values.items() if k not in record})
+        if self._file is not None:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+        writer = self._writers.get(phase)
+        if writer is not None:
+            for key, value in record.items():
+                if key in ("step", "phase") or isinstance(value, bool):
+                    continue
+                if isinstance(value, (int, float)):
+                    writer.add_scalar(key, value, int(step))
+        return record
+
+    def flush(self) -> None:
+        """Pushes everything written so far to disk (called before each checkpoint)."""
+        if self._file is not None:
+            self._file.flush()
+        for writer in self._writers.values():
+            writer.flush()
+
+    def close(self) -> None:
+        """Flushes and closes the files."""
+        self.flush()
+        for writer in self._writers.values():
+            writer.close()
+        self._writers = {}
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,558 @@
+"""The host training loop: train and eval phases, reports, checkpoints, resume, progress.
+
+As in the original, training alternates two phases on one x-axis (training env steps):
+the *train* phase runs ``trainer.iteration`` (collect a rollout, update) and reports every
+``log_every`` steps; every ``eval_every`` steps an *eval* phase runs ``eval_episodes``
+episodes with the mean action. A checkpoint follows the reports of its step, every
+``checkpoint_every`` steps, at the end and on Ctrl-C / SIGTERM, so resuming from checkpoint S
+(dropping records after S) continues every curve without a gap or a duplicate.
+
+Example:
+    >>> result = train("cartpole_jax", overrides=["steps=20000"])  # no logdir: no disk I/O
+    >>> policy = load_policy("logdir/20261121T113000-cartpole_jax")  # obs batch -> actions
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import math
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment import configs
+from batchppo.experiment.errors import RunDirError
+from batchppo.experiment.logging import RunLogger, read_metrics
+
+CONFIG_FILE = "config.yaml"
+CHECKPOINT_DIR = "checkpoints"
+
+
+class TrainerLike(Protocol):
+    """What the loop needs of a trainer (``batchppo.algorithms.ppo.ppo.Trainer``)."""
+
+    def init(self, key: jax.Array) -> Any: ...
+    def init_sim(self, train_state: Any, key: jax.Array) -> Any: ...
+    def iteration(self, train_state: Any, sim_state: Any) -> tuple[Any, Any, dict]: ...
+    def evaluate(self, train_state: Any, num_episodes: int, key: jax.Array) -> dict: ...
+    def policy(self, train_state: Any, deterministic: bool = True) -> Callable: ...
+    def close(self) -> None: ...
+
+
+TrainerFactory = Callable[[PPOConfig], TrainerLike]
+
+
+def default_trainer_factory(config: PPOConfig) -> TrainerLike:
+    """Builds the BatchPPO trainer for ``config``."""
+    from batchppo.algorithms.ppo.ppo import Trainer
+
+    return Trainer(config)
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        train_state: The final TrainState (params, optimiser, normalisers, RNG, counters).
+        score: Mean return of the last evaluation (mean action); None when evaluation is off.
+        step: Training env steps done.
+        run_dir: The run directory, or None without a logdir.
+        config: The config the run used (the stored one when resuming).
+        interrupted: Stopped early by Ctrl-C / SIGTERM (a checkpoint was saved).
+        stop_signal: The signal number that stopped the run, if any.
+        records: The reports (metrics.jsonl records) of this call, in order.
+    """
+
+    train_state: Any
+    score: float | None
+    step: int
+    run_dir: Path | None
+    config: PPOConfig
+    interrupted: bool = False
+    stop_signal: int | None = None
+    records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+# --- Run directories --------------------------------------------------------------------------
+
+
+def make_timestamp() -> str:
+    """The current UTC time as used in run dir names, e.g. ``20261121T113000``."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+
+
+def prepare_run_dir(
+    logdir: str | Path,
+    name: str,
+    config: PPOConfig,
+    timestamp: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[PPOConfig, Path, bool]:
+    """Creates ``<logdir>/<timestamp>-<name>/`` or reopens it to resume.
+
+    Args:
+        logdir: Parent directory of runs.
+        name: The config name (the directory's suffix).
+        config: The config of a new run.
+        timestamp: Names the run; an existing one resumes. None: now.
+        overrides: When resuming, the explicit changes asked for (e.g. ``--set``); None
+            compares ``config`` with the stored one instead.
+
+    Returns:
+        ``(config, run_dir, resumed)``; when resuming, the stored config with allowed changes.
+
+    Raises:
+        RunDirError: The directory exists but is not a run (no readable config.yaml).
+        ConfigError: Changes that would alter a resumed run's meaning.
+    """
+    run_dir = Path(logdir) / f"{timestamp or make_timestamp()}-{name}"
+    config_path = run_dir / CONFIG_FILE
+    if run_dir.exists():
+        if not config_path.is_file():
+            raise RunDirError(f"{run_dir} exists but holds no {CONFIG_FILE}: not a batchppo run")
+        stored = configs.load_config(config_path)
+        if overrides is None:
+            overrides = {
+                f.name: getattr(config, f.name)
+                for f in dataclasses.fields(PPOConfig)
+                if getattr(config, f.name) != getattr(stored, f.name)
+            }
+        config = configs.check_resume_overrides(stored, overrides)
+        if config != stored:
+            configs.save_config(config, config_path)
+        return config, run_dir, True
+    (run_dir / CHECKPOINT_DIR).mkdir(parents=True)
+    configs.save_config(config, config_path)
+    return config, run_dir, False
+
+
+def open_run_dir(run_dir: str | Path) -> tuple[PPOConfig, Path]:
+    """Checks that ``run_dir`` is a run and returns its stored config.
+
+    Raises:
+        RunDirError: Missing directory or no config.yaml.
+        ConfigError: Invalid config.yaml.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"run dir {run_dir} does not exist")
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunDirError(f"{run_dir} holds no {CONFIG_FILE}: not a batchppo run dir")
+    return configs.load_config(run_dir / CONFIG_FILE), run_dir
+
+
+# --- Progress output --------------------------------------------------------------------------
+
+
+def _fmt(value: Any, spec: str = ".1f") -> str:
+    return (
+        "n/a"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else format(value, spec)
+    )
+
+
+class Progress:
+    """A tqdm bar (steps, steps/s, ETA, last score) on a terminal; plain lines otherwise.
+
+    Args:
+        mode: ``auto`` (bar if stdout is a terminal), ``bar``, ``lines`` or ``none``.
+        total: Step budget.
+        initial: Steps already done (resume).
+    """
+
+    def __init__(self, mode: str, total: int, initial: int) -> None:
+        if mode not in ("auto", "bar", "lines", "none"):
+            raise ValueError(f"progress={mode!r}: use auto, bar, lines or none")
+        if mode == "auto":
+            mode = "bar" if sys.stdout.isatty() else "lines"
+        self.mode, self.total, self._score = mode, total, float("nan")
+        self._bar = None
+        self._start, self._start_step = time.monotonic(), initial
+        if mode == "bar":
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total, initial=initial, unit="step", unit_scale=True, dynamic_ncols=True,
+                file=sys.stdout, smoothing=0.1,
+            )  # fmt: skip
+
+    def advance(self, step: int) -> None:
+        """Moves the bar to ``step``."""
+        if self._bar is not None:
+            self._bar.update(step - self._bar.n)
+
+    def report(self, record: Mapping[str, Any]) -> None:
+        """Shows one report (a metrics.jsonl record)."""
+        score = record.get("score")
+        if record["phase"] == "train" and score is not None:
+            self._score = score
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"score {_fmt(self._score)}", refresh=False)
+            if record["phase"] == "eval":
+                self.message(f"eval at step {record['step']:,}: score {_fmt(score)}")
+        elif self.mode == "lines":
+            step = record["step"]
+            if record["phase"] == "eval":
+                length = _fmt(record.get("length"), ".0f")
+                line = f"eval  step {step:>11,} | score {_fmt(score):>9} | length {length}"
+            else:
+                elapsed = time.monotonic() - self._start
+                rate = (step - self._start_step) / elapsed if elapsed > 0 else 0.0
+                eta = max(self.total - step, 0) / rate if rate > 0 else float("nan")
+                eta_s = "n/a" if math.isnan(eta) else str(datetime.timedelta(seconds=int(eta)))
+                percent = min(100, 100 * step // self.total)
+                line = (
+                    f"train step {step:>11,}/{self.total:,} ({percent:3d}%) | "
+                    f"score {_fmt(score):>9} | {_fmt(record.get('sps'), '.0f')} steps/s | "
+                    f"ETA {eta_s}"
+                )
+            print(line, flush=True)
+
+    def message(self, text: str) -> None:
+        """Prints a line without breaking the bar."""
+        if self._bar is not None:
+            self._bar.write(text)
+        elif self.mode != "none":
+            print(text, flush=True)
+
+    def close(self) -> None:
+        """Closes the bar."""
+        if self._bar is not None:
+            self._bar.close()
+
+
+# --- Graceful stop ----------------------------------------------------------------------------
+
+
+class _StopFlag:
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+
+@contextmanager
+def _graceful_stop(progress: Progress) -> Iterator[_StopFlag]:
+    """Turns the first SIGINT/SIGTERM into a flag (finish the step, save); a 2nd SIGINT aborts."""
+    flag = _StopFlag()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag  # Signal handlers can only be installed from the main thread.
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag.signum is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        flag.signum = signum
+        progress.message("stopping after this iteration, then saving (Ctrl-C again aborts)")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield flag
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+# --- The loop ---------------------------------------------------------------------------------
+
+
+def _crossed(before: int, after: int, every: int) -> bool:
+    """Whether a multiple of ``every`` lies in ``(before, after]``."""
+    return every > 0 and after // every > before // every
+
+
+class _Window:
+    """Aggregates the trainer's per-iteration metrics between two train reports."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+        self.steps = self.episodes = 0
+        self.score_sum = self.length_sum = 0.0
+        self.seconds = 0.0
+
+    def add(self, metrics: Mapping[str, Any], seconds: float) -> None:
+        self.seconds += seconds
+        self.steps += int(metrics.get("env_steps", 0))
+        episodes = int(metrics.get("episodes", 0))
+        if episodes and not math.isnan(float(metrics.get("score", float("nan")))):
+            self.episodes += episodes
+            self.score_sum += episodes * float(metrics["score"])
+            self.length_sum += episodes * float(metrics["length"])
+        for key, value in metrics.items():
+            if key not in ("env_steps", "episodes", "score", "length"):
+                self.values.setdefault(key, []).append(float(value))
+
+    def summary(self) -> dict[str, float]:
+        nan = float("nan")
+        out = {
+            "score": self.score_sum / self.episodes if self.episodes else nan,
+            "length": self.length_sum / self.episodes if self.episodes else nan,
+            "episodes": self.episodes,
+            "sps": self.steps / self.seconds if self.seconds > 0 else nan,
+        }
+        for key, values in self.values.items():
+            finite = [v for v in values if not math.isnan(v)]
+            out[key] = float(np.mean(finite)) if finite else nan
+        return out
+
+
+class _Run:
+    """One call of :func:`train`: state, cadence and bookkeeping, phase by phase."""
+
+    def __init__(
+        self, trainer: TrainerLike, config: PPOConfig, run_dir: Path | None, progress: str
+    ) -> None:
+        self.trainer, self.config, self.run_dir = trainer, config, run_dir
+        self.ckpt_dir = run_dir / CHECKPOINT_DIR if run_dir is not None else None
+        self.init_key, self.sim_key, self.eval_key = jax.random.split(
+            jax.random.PRNGKey(config.seed), 3
+        )
+        self.records: list[dict[str, Any]] = []
+        self.last_eval: tuple[int, float] | None = None
+        self.saved_step = -1
+        self.progress_mode = progress
+        self.stop_signal: int | None = None
+
+    def restore(self) -> tuple[Any, int | None, float]:
+        """The initial TrainState, the step it was restored from (None if fresh), wall time."""
+        state = self.trainer.init(self.init_key)
+        found = ckpt.latest_checkpoint(self.ckpt_dir) if self.ckpt_dir else None
+        if found is None:
+            return state, None, 0.0
+        state, meta = ckpt.restore_checkpoint(found[1], state)
+        self.saved_step = found[0]
+        return state, found[0], float(meta.get("wall_time", 0.0))
+
+    def wall_time(self) -> float:
+        return self.wall_offset + time.monotonic() - self.started
+
+    def save(self, state: Any, step: int) -> None:
+        if self.ckpt_dir is None or step == self.saved_step:
+            return
+        self.logger.flush()  # Reports up to `step` must be on disk before the checkpoint.
+        ckpt.save_checkpoint(
+            self.ckpt_dir, state, step, keep=self.config.keep_checkpoints,
+            meta={"wall_time": self.wall_time()},
+        )  # fmt: skip
+        self.saved_step = step
+
+    def report(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
+        record = self.logger.log(phase, step, {**values, "wall_time": self.wall_time()})
+        self.records.append(record)
+        self.progress.report(record)
+        if phase == "eval":
+            self.last_eval = (step, record["score"])
+
+    def evaluate(self, state: Any, step: int) -> None:
+        start = time.monotonic()
+        key = jax.random.fold_in(self.eval_key, step)
+        result = self.trainer.evaluate(state, self.config.eval_episodes, key)
+        seconds = time.monotonic() - start
+        lengths = np.asarray(result.get("lengths", []))
+        self.report(
+            "eval", step,
+            {
+                "score": float(result["score"]),
+                "length": float(result["length"]),
+                "episodes": int(lengths.size) or self.config.eval_episodes,
+                "sps": float(lengths.sum()) / seconds if seconds > 0 and lengths.size else None,
+                "score_std": float(np.std(result["returns"])) if "returns" in result else None,
+            },
+        )  # fmt: skip
+
+    def run(self) -> TrainResult:
+        config = self.config
+        state, resume_step, self.wall_offset = self.restore()
+        step = int(state.step)
+        self.started = time.monotonic()
+        self.logger = RunLogger(self.run_dir, resume_step)
+        self.progress = Progress(self.progress_mode, config.steps, step)
+        if resume_step is not None:
+            self.progress.message(f"resuming {self.run_dir} from step {step:,}")
+        if step >= config.steps:
+            self.progress.message(
+                f"run already complete at step {step:,} (steps={config.steps:,}); "
+                "raise it with --set steps=N to continue"
+            )
+        interrupted = False
+        try:
+            state, step, interrupted = self._train_phases(state, step)
+            self.save(state, step)
+        finally:
+            self.progress.close()
+            self.logger.close()
+        score = self.last_eval[1] if self.last_eval else None
+        if score is None and self.run_dir is not None and self._eval_on():
+            evals = [r for r in read_metrics(self.run_dir) if r["phase"] == "eval"]
+            score = evals[-1]["score"] if evals else None
+        return TrainResult(
+            state, score, step, self.run_dir, config, interrupted, self.stop_signal, self.records
+        )
+
+    def _eval_on(self) -> bool:
+        return self.config.eval_every > 0 and self.config.eval_episodes > 0
+
+    def _train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
+        """Iterates until the step budget or a stop request; returns (state, step, stopped).
+
+        A KeyboardInterrupt (a second Ctrl-C) propagates without saving: the trainer donates
+        its input buffers, so the state in hand may be gone; the last checkpoint stays valid
+        and resuming from it drops the reports written after it.
+        """
+        config = self.config
+        sim = self.trainer.init_sim(state, jax.random.fold_in(self.sim_key, step))
+        window = _Window()
+        with _graceful_stop(self.progress) as stop:
+            while step < config.steps and stop.signum is None:
+                start = time.monotonic()
+                state, sim, metrics = self.trainer.iteration(state, sim)
+                before, step = step, int(state.step)
+                window.add(metrics, time.monotonic() - start)
+                self.progress.advance(step)
+                if _crossed(before, step, config.log_every) or step >= config.steps:
+                    self.report("train", step, window.summary())
+                    window = _Window()
+                if self._eval_on() and (
+                    _crossed(before, step, config.eval_every) or step >= config.steps
+                ):
+                    self.evaluate(state, step)
+                if _crossed(before, step, config.checkpoint_every):
+                    self.save(state, step)
+        if stop.signum is not None and window.steps:
+            self.report("train", step, window.summary())
+        self.stop_signal = stop.signum
+        return state, step, stop.signum is not None
+
+
+def _resolve(
+    config: PPOConfig | str, name: str | None, overrides: Sequence[str]
+) -> tuple[PPOConfig, str, dict[str, Any]]:
+    if isinstance(config, str):
+        name, config = name or config, configs.get_preset(config)
+    elif not isinstance(config, PPOConfig):
+        raise TypeError(f"config must be a PPOConfig or a preset name, got {type(config).__name__}")
+    changes = dict(configs.parse_override(o) for o in overrides)
+    return configs.replace_config(config, changes), name or "custom", changes
+
+
+def train(
+    config: PPOConfig | str,
+    logdir: str | Path | None = None,
+    *,
+    name: str | None = None,
+    timestamp: str | None = None,
+    overrides: Sequence[str] = (),
+    progress: str = "auto",
+    trainer_factory: TrainerFactory | None = None,
+) -> TrainResult:
+    """Trains a policy; resumes when ``<logdir>/<timestamp>-<name>`` already exists.
+
+    Args:
+        config: A :class:`PPOConfig` or a preset name (see ``batchppo list``).
+        logdir: Parent directory of runs; None: no disk I/O (no logs, no checkpoints).
+        name: Run dir suffix; defaults to the preset name, or ``custom``.
+        timestamp: Run dir prefix; an existing run resumes with its stored config.
+        overrides: ``KEY=VALUE`` strings applied to the config (typed; see
+            :func:`configs.apply_overrides`). When resuming, only bookkeeping keys and a
+            larger ``steps`` are accepted.
+        progress: ``auto`` (bar on a terminal, lines otherwise), ``bar``, ``lines``, ``none``.
+        trainer_factory: Builds the trainer from the config (default: BatchPPO's Trainer).
+
+    Returns:
+        The final state, last eval score, step count and run dir.
+
+    Raises:
+        UserError: Unknown preset, bad override, unknown env id, unusable run dir or
+            checkpoint (subclasses :class:`~batchppo.experiment.errors.UserError`).
+    """
+    # With a preset, only the explicit overrides may differ from a resumed run's stored config
+    # (the preset itself may have been retuned since); with a PPOConfig, every differing field.
+    from_preset = isinstance(config, str)
+    config, name, changes = _resolve(config, name, overrides)
+    run_dir = None
+    if logdir is not None:
+        explicit = changes if from_preset or overrides else None
+        config, run_dir, _ = prepare_run_dir(logdir, name, config, timestamp, explicit)
+    configs.check_env_id(config)
+    trainer = (trainer_factory or default_trainer_factory)(config)
+    try:
+        return _Run(trainer, config, run_dir, progress).run()
+    finally:
+        trainer.close()
+
+
+# --- Loading trained policies -----------------------------------------------------------------
+
+
+def _loading_config(config: PPOConfig) -> PPOConfig:
+    # Loading needs the networks, not parallel simulation: host envs run in-process.
+    if config.backend in ("process", "ray"):
+        return dataclasses.replace(config, backend="sync", num_workers=None)
+    return config
+
+
+def load_run(
+    run_dir: str | Path,
+    checkpoint: int | None = None,
+    trainer_factory: TrainerFactory | None = None,
+) -> tuple[PPOConfig, TrainerLike, Any, int]:
+    """Restores a run's checkpoint.
+
+    Args:
+        run_dir: A run directory written by :func:`train`.
+        checkpoint: Env step of the checkpoint; None: the newest.
+        trainer_factory: Builds the trainer (default: BatchPPO's Trainer).
+
+    Returns:
+        ``(config, trainer, train_state, step)``; the caller closes the trainer.
+
+    Raises:
+        RunDirError, ConfigError, CheckpointError: Missing or corrupt run dir or checkpoint.
+    """
+    config, run_dir = open_run_dir(run_dir)
+    step, path = ckpt.find_checkpoint(run_dir / CHECKPOINT_DIR, checkpoint)
+    trainer = (trainer_factory or default_trainer_factory)(_loading_config(config))
+    try:
+        template = trainer.init(jax.random.PRNGKey(config.seed))
+        state, _ = ckpt.restore_checkpoint(path, template)
+    except BaseException:
+        trainer.close()
+        raise
+    return config, trainer, state, step
+
+
+def load_policy(
+    run_dir: str | Path,
+    checkpoint: int | None = None,
+    trainer_factory: TrainerFactory | None = None,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The trained policy of a run as ``obs batch -> action batch`` (mean action).
+
+    Args:
+        run_dir: A run directory written by :func:`train`.
+        checkpoint: Env step of the checkpoint; None: the newest.
+        trainer_factory: Builds the trainer (default: BatchPPO's Trainer).
+
+    Returns:
+        A function mapping observations of shape ``(batch, *obs_shape)`` (raw env
+        observations, normalised inside with the run's statistics) to actions.
+
+    Raises:
+        RunDirError, ConfigError, CheckpointError: Missing or corrupt run dir or checkpoint.
+    """
+    _, trainer, state, _ = load_run(run_dir, checkpoint, trainer_factory)
+    try:
+        return trainer.policy(state, deterministic=True)
+    finally:
+        trainer.close()

@@ -1,0 +1,183 @@
+"""Videos and statistics of a trained policy: one MP4 per episode plus ``stats.json``.
+
+Episodes run in one Gymnasium env with the run's wrapper stack (time limit, range
+normalisation, float32 conversion: ``batchppo.envs.make_env_fn``) rendering ``rgb_array``
+frames, acting with the mean (mode) action. gymnax presets render their Gymnasium twin (same
+dynamics, same range normalisation formulas). Frames stream into the MP4 (imageio's bundled
+ffmpeg, H.264), so long MuJoCo episodes need no memory for the whole video.
+
+Headless rendering: classic control draws through pygame with ``SDL_VIDEODRIVER=dummy``;
+MuJoCo renders offscreen through EGL (``MUJOCO_GL=egl``, needs the system's ``libegl1`` and
+Mesa's ``libegl-mesa0`` + ``libgl1-mesa-dri`` on a machine without a GPU driver) or OSMesa
+(``MUJOCO_GL=osmesa``, needs ``libosmesa6``). Both variables are only defaulted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.experiment.configs import GYMNASIUM_TWIN, HOST_BACKENDS
+from batchppo.experiment.errors import UserError
+from batchppo.experiment.loop import TrainerFactory, load_run
+
+STATS_FILE = "stats.json"
+
+
+def render_env_id(config: PPOConfig) -> str:
+    """The Gymnasium id to render a run of ``config`` in.
+
+    Raises:
+        UserError: Backends without a Gymnasium twin (Brax, gymnax ids without one).
+    """
+    if config.backend in HOST_BACKENDS:
+        return config.env
+    if config.backend == "gymnax" and config.env in GYMNASIUM_TWIN:
+        return GYMNASIUM_TWIN[config.env]
+    raise UserError(
+        f"cannot render {config.env!r} (backend {config.backend}): visualize supports "
+        f"Gymnasium envs and the gymnax envs {sorted(GYMNASIUM_TWIN)}"
+    )
+
+
+def _headless_defaults() -> None:
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")  # pygame would probe ALSA otherwise.
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+
+
+def make_render_env(config: PPOConfig, env_id: str) -> Any:
+    """One Gymnasium env of the run's wrapper stack that renders ``rgb_array`` frames.
+
+    Raises:
+        UserError: The env cannot be built or cannot render here (missing MuJoCo, no
+            offscreen OpenGL), with what to install.
+    """
+    _headless_defaults()
+    try:
+        from batchppo.envs import make_env_fn
+    except ImportError as error:
+        raise UserError(f"batchppo.envs.make_env_fn is unavailable: {error}") from None
+    try:
+        made = make_env_fn(
+            env_id,
+            max_length=config.max_length,
+            normalize_ranges=config.normalize_ranges,
+            render_mode="rgb_array",
+        )
+        env = made() if callable(made) and not hasattr(made, "step") else made
+        env.reset(seed=0)
+        frame = env.render()
+    except Exception as error:  # Missing extras and GL failures surface as many types.
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(
+            f"cannot render {env_id}: {reason}. MuJoCo envs need `pip install "
+            "'batchppo[mujoco]'` and offscreen OpenGL: `apt-get install libegl1 libegl-mesa0 "
+            "libgl1-mesa-dri` with MUJOCO_GL=egl, or `apt-get install libosmesa6` with "
+            "MUJOCO_GL=osmesa"
+        ) from None
+    if not isinstance(frame, np.ndarray) or frame.ndim != 3:
+        raise UserError(f"{env_id} rendered {type(frame).__name__}, not an RGB frame")
+    return env
+
+
+def _even(frame: np.ndarray) -> np.ndarray:
+    # H.264 with yuv420p needs even sizes; crop a pixel rather than resample.
+    h, w = frame.shape[:2]
+    return frame[: h - h % 2, : w - w % 2]
+
+
+def record_episode(env: Any, policy: Any, path: Path, seed: int, fps: int) -> tuple[float, int]:
+    """Runs one episode with ``policy`` and streams its frames into the MP4 ``path``.
+
+    Returns:
+        ``(return, length)``; the video has ``length + 1`` frames (the first observation's
+        frame, then one per step).
+    """
+    import imageio.v2 as imageio
+
+    if hasattr(policy, "reset"):
+        policy.reset()
+    obs, _ = env.reset(seed=seed)
+    total, length = 0.0, 0
+    with warnings.catch_warnings():
+        # imageio starts ffmpeg (on the first frame) through subprocess, i.e. fork + exec at
+        # once, which JAX's "os.fork() was called" warning does not need to flag.
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
+        with imageio.get_writer(path, fps=fps, codec="libx264", macro_block_size=1) as writer:
+            writer.append_data(_even(env.render()))
+            while True:
+                action = np.asarray(policy(np.asarray(obs)[None]))[0]
+                obs, reward, terminated, truncated, _ = env.step(action)
+                total += float(reward)
+                length += 1
+                writer.append_data(_even(env.render()))
+                if terminated or truncated:
+                    return total, length
+
+
+def visualize(
+    run_dir: str | Path,
+    outdir: str | Path,
+    checkpoint: int | None = None,
+    num_episodes: int = 3,
+    seed: int = 0,
+    trainer_factory: TrainerFactory | None = None,
+) -> dict[str, Any]:
+    """Records ``num_episodes`` episodes of a run's policy (mean action).
+
+    Args:
+        run_dir: A run directory written by ``batchppo train``.
+        outdir: Where ``episode-000.mp4``, ... and ``stats.json`` go (created if missing).
+        checkpoint: Env step of the checkpoint; None: the newest.
+        num_episodes: Episodes to record.
+        seed: Episode ``i`` starts from ``env.reset(seed=seed + i)``.
+        trainer_factory: Builds the trainer (default: BatchPPO's Trainer).
+
+    Returns:
+        The content of ``stats.json``: ``returns``, ``lengths``, ``mean_return``,
+        ``mean_length``, ``videos``, ``checkpoint``, ``env``.
+
+    Raises:
+        UserError: Missing or corrupt run dir or checkpoint, or an env that cannot render.
+    """
+    if num_episodes < 1:
+        raise UserError(f"num_episodes={num_episodes}: must be >= 1")
+    config, trainer, state, step = load_run(run_dir, checkpoint, trainer_factory)
+    try:
+        policy = trainer.policy(state, deterministic=True)
+    finally:
+        trainer.close()
+    env_id = render_env_id(config)
+    env = make_render_env(config, env_id)
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    fps = int(env.metadata.get("render_fps") or 30)
+    returns, lengths, videos = [], [], []
+    try:
+        for i in range(num_episodes):
+            path = outdir / f"episode-{i:03d}.mp4"
+            total, length = record_episode(env, policy, path, seed + i, fps)
+            returns.append(total)
+            lengths.append(length)
+            videos.append(str(path))
+    finally:
+        env.close()
+    stats = {
+        "env": env_id,
+        "checkpoint": step,
+        "returns": returns,
+        "lengths": lengths,
+        "mean_return": float(np.mean(returns)),
+        "mean_length": float(np.mean(lengths)),
+        "videos": videos,
+    }
+    (outdir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
+    return stats

@@ -1,0 +1,179 @@
+"""Batch env throughput, side by side: BatchEnv vs Gymnasium vs EnvPool vs the limit.
+
+Steps per second (env transitions summed over the batch) with random actions, for each env id
+and batch size N:
+
+* ``single``: one ``gymnasium.make(env_id)`` env stepped in a loop; ``limit`` = cores x that.
+* ``sync``: ``gymnasium.vector.SyncVectorEnv``.
+* ``async``: ``gymnasium.vector.AsyncVectorEnv(shared_memory=True)``.
+* ``batch``: ``batchppo.envs.BatchEnv.step`` (with infos); ``batch_arr``:
+  ``BatchEnv.step_arrays`` (no infos, ``copy=False``: the path of the in-graph adapter).
+* ``envpool``: EnvPool's own C++ env of the same id, when envpool is installed.
+
+Every peer steps the same ``gymnasium.make(env_id)`` envs (EnvPool excepted) with the same
+pre-drawn random actions, in one run, so the ratios are comparable on a loaded machine.
+
+    python bench/envs.py --seconds 2 --rounds 3 --sizes 8,32 --envs Pendulum-v1,HalfCheetah-v5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable
+
+import gymnasium
+import numpy as np
+
+from batchppo.envs import BatchEnv
+
+
+def _env_fn(env_id: str) -> Callable[[], gymnasium.Env]:
+    return lambda: gymnasium.make(env_id)
+
+
+def _actions(space: gymnasium.Space, n: int | None, count: int = 64) -> list[np.ndarray]:
+    space.seed(0)
+    if n is None:
+        return [space.sample() for _ in range(count)]
+    batch = gymnasium.vector.utils.batch_space(space, n)
+    batch.seed(0)
+    return [batch.sample() for _ in range(count)]
+
+
+def _timed(
+    step: Callable[[np.ndarray], object], actions: list[np.ndarray], n: int, seconds: float
+) -> float:
+    for a in actions[:8]:  # warm-up
+        step(a)
+    steps, count, start = 0, len(actions), time.perf_counter()
+    while True:
+        for i in range(64):
+            step(actions[(steps + i) % count])
+        steps += 64
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return steps * n / elapsed
+
+
+class _Single:
+    """One env stepped in a loop (reset where an episode ends)."""
+
+    def __init__(self, env_id: str):
+        self.env = gymnasium.make(env_id)
+        self.env.reset(seed=0)
+        self.single_action_space = self.env.action_space
+
+    def step(self, action: np.ndarray) -> None:
+        _, _, terminated, truncated, _ = self.env.step(action)
+        if terminated or truncated:
+            self.env.reset()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def _build(peer: str, env_id: str, n: int):
+    """The env of ``peer`` and its step function (None when the peer is unavailable)."""
+    fns = [_env_fn(env_id)] * n
+    if peer == "single":
+        env = _Single(env_id)
+        return env, env.step, _actions(env.single_action_space, None), 1
+    if peer == "sync":
+        env = gymnasium.vector.SyncVectorEnv(fns)
+    elif peer == "async":
+        env = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True)
+    elif peer == "batch":
+        env = BatchEnv(fns)
+    elif peer == "batch_arr":
+        env = BatchEnv(fns, copy=False)
+    elif peer == "envpool":
+        try:
+            import envpool
+        except ImportError:
+            return None
+        if env_id not in envpool.list_all_envs():
+            return None
+        env = envpool.make_gymnasium(env_id, num_envs=n, num_threads=os.cpu_count(), seed=0)
+        env.reset()
+        return env, env.step, _actions(env.action_space, n), n
+    else:
+        raise ValueError(f"unknown peer {peer!r}")
+    env.reset(seed=0)
+    step = env.step_arrays if peer == "batch_arr" else env.step
+    return env, step, _actions(env.single_action_space, n), n
+
+
+def measure(env_id: str, n: int, peers: list[str], seconds: float, rounds: int) -> dict:
+    """Steps/s of every peer: best of ``rounds`` interleaved rounds of ``seconds`` each.
+
+    Interleaving and best-of make the ratios robust to load from other processes.
+    """
+    built = {p: _build(p, env_id, n) for p in ["single", *peers]}
+    rates: dict[str, float | None] = {p: None if b is None else 0.0 for p, b in built.items()}
+    try:
+        for _ in range(rounds):
+            for peer, b in built.items():
+                if b is not None:
+                    _, step, actions, width = b
+                    rates[peer] = max(rates[peer], _timed(step, actions, width, seconds))
+    finally:
+        for b in built.values():
+            if b is not None:
+                b[0].close()
+    return rates
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Runs the benchmark and prints the table."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", default="Pendulum-v1,HalfCheetah-v5")
+    parser.add_argument("--sizes", default="8,32", help="comma-separated batch sizes")
+    parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best kept)")
+    parser.add_argument(
+        "--peers",
+        default="sync,async,batch,batch_arr,envpool",
+        help="comma-separated subset of sync,async,batch,batch_arr,envpool",
+    )
+    args = parser.parse_args(argv)
+    warnings.filterwarnings("ignore")
+    cores = os.cpu_count() or 1
+    peers = args.peers.split(",")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(
+        f"cores={cores} seconds/round={args.seconds} rounds={args.rounds} "
+        f"python={sys.version.split()[0]} (steps/s, best of rounds)"
+    )
+    print(
+        f"{'env':16s} {'N':>3s} {'single':>8s} {'limit':>8s} "
+        + " ".join(f"{p:>9s}" for p in peers)
+        + "  batch/async batch/limit batch/envpool"
+    )
+    for env_id in args.envs.split(","):
+        for n in sizes:
+            rates = measure(env_id, n, peers, args.seconds, args.rounds)
+            limit = cores * rates["single"]
+            best = max((rates.get(p) or 0.0) for p in ("batch", "batch_arr"))
+
+            def ratio(peer: str, best: float = best, rates: dict = rates) -> str:
+                value = rates.get(peer)
+                return f"{best / value:10.2f}x" if value else f"{'-':>11s}"
+
+            cells = " ".join(
+                f"{rates[p] / 1e3:8.1f}k" if rates.get(p) else f"{'-':>9s}" for p in peers
+            )
+            print(
+                f"{env_id:16s} {n:3d} {rates['single'] / 1e3:7.1f}k {limit / 1e3:7.1f}k {cells} "
+                f"{ratio('async')} {best / limit:10.2f}x {ratio('envpool')}",
+                flush=True,
+            )
+    print("batch = BatchEnv.step (infos); batch_arr = BatchEnv.step_arrays (copy=False); the")
+    print("ratios use the better of the two. limit = cores x single.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,420 @@
+"""BatchPPO training benchmarks, side by side with the peers in one run; prints ratios.
+
+Sections (``--only`` picks some):
+
+* ``pendulum``: wall-clock until the mean deterministic eval return reaches -200 on Pendulum-v1,
+  per seed, each seed in a fresh Python process (start-up, imports and compilation included):
+  Stable-Baselines3 PPO with the rl-baselines3-zoo hyperparameters (4 envs, n_steps 1024, gamma
+  0.9, GAE 0.95, 10 epochs, lr 1e-3, clip 0.2, gSDE every 4 steps, VecNormalize), batchppo with
+  Gymnasium envs in worker processes (preset ``pendulum_fast``), and batchppo fused with gymnax
+  (preset ``pendulum_jax``). Medians over seeds; ratios against SB3.
+* ``throughput``: fused steps/s at PureJaxRL's ppo_continuous_action config (gymnax Pendulum,
+  2048 envs x 10 steps, 4 epochs, 32 minibatches, 256x256 tanh): our PureJaxRL-style baseline
+  (bench/purejaxrl_style.py) against batchppo's ``make_train`` with the same sizes.
+* ``cheetah``: HalfCheetah-v5 end-to-end training steps/s (env workers + learner) of batchppo's
+  ``cheetah_fast`` settings, against CleanRL's ppo_continuous_action figure quoted from the issue
+  (2.1k steps/s on this 2-core machine; no CleanRL loop is run here).
+
+Examples:
+    python bench/train.py --seeds 5                       # everything (minutes)
+    python bench/train.py --only throughput --pjx-steps 204800   # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+THRESHOLD = -200.0
+EVAL_EPISODES = 10
+CLEANRL_CHEETAH_SPS = 2100.0  # the issue's figure (CleanRL ppo_continuous_action, 2 cores)
+
+# The presets this benchmark establishes; batchppo.experiment.configs ships them under the same
+# names (when that registry has a name, its values are used and printed).
+PRESETS: dict[str, dict] = {
+    "pendulum_jax": dict(
+        env="Pendulum-v1",
+        backend="gymnax",
+        max_length=200,
+        num_agents=64,
+        rollout_length=32,
+        update_epochs=10,
+        num_minibatches=4,
+        objective="clip",
+        learning_rate=1e-3,
+        max_grad_norm=0.5,
+        discount=0.9,
+        gae_lambda=0.95,
+        policy_layers=(64, 64),
+        value_layers=(64, 64),
+        activation="tanh",
+        init_std=1.0,
+        steps=300_000,
+    ),
+    "pendulum_fast": dict(
+        env="Pendulum-v1",
+        backend="process",
+        max_length=200,
+        num_agents=16,
+        rollout_length=64,
+        update_epochs=10,
+        num_minibatches=4,
+        objective="clip",
+        learning_rate=1e-3,
+        max_grad_norm=0.5,
+        discount=0.9,
+        gae_lambda=0.95,
+        policy_layers=(64, 64),
+        value_layers=(64, 64),
+        activation="tanh",
+        init_std=1.0,
+        steps=300_000,
+    ),
+    "cheetah_fast": dict(
+        env="HalfCheetah-v5",
+        backend="process",
+        max_length=1000,
+        num_agents=32,
+        rollout_length=128,
+        update_epochs=4,
+        num_minibatches=8,
+        objective="clip",
+        learning_rate=3e-4,
+        max_grad_norm=0.5,
+        discount=0.99,
+        gae_lambda=0.95,
+        policy_layers=(64, 64),
+        value_layers=(64, 64),
+        activation="tanh",
+        init_std=1.0,
+        steps=10_000_000,
+    ),
+}
+
+
+def _config(name: str, overrides: dict | None = None):
+    from batchppo.algorithms.ppo import PPOConfig
+
+    values = dict(PRESETS[name])
+    source = "bench"
+    try:
+        from batchppo.experiment.configs import get_preset
+
+        registry = dataclasses.asdict(get_preset(name))
+        values = registry
+        source = "registry"
+    except Exception:
+        pass
+    values.update(overrides or {})
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    return PPOConfig(**values), source
+
+
+# --------------------------------------------------------------------------------------------
+# Workers (each runs in its own process; prints one JSON line)
+# --------------------------------------------------------------------------------------------
+
+
+def worker_sb3(seed: int, t_launch: float, max_steps: int) -> dict:
+    import numpy as np
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=4, seed=seed), gamma=0.9)
+    eval_env = VecNormalize(
+        make_vec_env("Pendulum-v1", n_envs=1, seed=seed + 1000),
+        training=False,
+        norm_reward=False,
+        gamma=0.9,
+    )
+    result: dict = {"hit": False}
+
+    class Eval(BaseCallback):
+        def _on_rollout_start(self) -> None:
+            if self.num_timesteps == 0:
+                return
+            eval_env.obs_rms = env.obs_rms.copy()
+            mean, _ = evaluate_policy(
+                self.model, eval_env, n_eval_episodes=EVAL_EPISODES, deterministic=True
+            )
+            result.update(steps=self.num_timesteps, score=float(mean))
+            if mean >= THRESHOLD:
+                result.update(hit=True, seconds=time.time() - t_launch)
+                self.model._bench_stop = True
+
+        def _on_step(self) -> bool:
+            return not getattr(self.model, "_bench_stop", False)
+
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=1024,
+        gae_lambda=0.95,
+        gamma=0.9,
+        n_epochs=10,
+        ent_coef=0.0,
+        learning_rate=1e-3,
+        clip_range=0.2,
+        use_sde=True,
+        sde_sample_freq=4,
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    model.learn(total_timesteps=max_steps, callback=Eval())
+    del np
+    return result
+
+
+def worker_batchppo(
+    preset: str, seed: int, t_launch: float, max_steps: int, eval_every: int
+) -> dict:
+    import jax
+
+    from batchppo.algorithms.ppo import Trainer
+
+    config, source = _config(preset, {"seed": seed, "steps": max_steps})
+    trainer = Trainer(config)
+    ts = trainer.init(jax.random.key(seed))
+    ss = trainer.init_sim(ts, jax.random.key(seed + 1))
+    n = max(1, eval_every // trainer.steps_per_iteration)
+    result: dict = {"hit": False, "preset_source": source}
+    eval_key = jax.random.key(seed + 2)
+    try:
+        while int(ts.step) < config.steps:
+            ts, ss, _ = trainer.iterations(ts, ss, n)
+            eval_key, k = jax.random.split(eval_key)
+            ev = trainer.evaluate(ts, EVAL_EPISODES, k)
+            result.update(steps=int(ts.step), score=ev["score"])
+            if ev["score"] >= THRESHOLD:
+                result.update(hit=True, seconds=time.time() - t_launch)
+                break
+    finally:
+        trainer.close()
+    return result
+
+
+def worker_throughput(kind: str, total_steps: int) -> dict:
+    import jax
+
+    t0 = time.time()
+    if kind == "purejaxrl":
+        import purejaxrl_style
+
+        train = purejaxrl_style.make_train(purejaxrl_style.Config(total_timesteps=total_steps))
+    else:
+        from batchppo.algorithms.ppo import PPOConfig, make_train
+
+        config = PPOConfig(
+            env="Pendulum-v1",
+            backend="gymnax",
+            max_length=200,
+            num_agents=2048,
+            rollout_length=10,
+            update_epochs=4,
+            num_minibatches=32,
+            objective="clip",
+            learning_rate=3e-4,
+            anneal_lr=True,
+            max_grad_norm=0.5,
+            discount=0.99,
+            gae_lambda=0.95,
+            value_clip=0.2,
+            policy_layers=(256, 256),
+            value_layers=(256, 256),
+            activation="tanh",
+            init_std=1.0,
+            steps=total_steps,
+        )
+        train = make_train(config)
+    key = jax.random.key(0)
+    lowered = jax.jit(train).lower(key)
+    compiled = lowered.compile()
+    compile_s = time.time() - t0
+    t1 = time.time()
+    out = compiled(key)
+    jax.block_until_ready(out)
+    run_s = time.time() - t1
+    steps = (total_steps // 20480) * 20480
+    return {"compile_s": compile_s, "run_s": run_s, "steps": steps, "sps": steps / run_s}
+
+
+def worker_cheetah(seconds: float) -> dict:
+    import jax
+
+    from batchppo.algorithms.ppo import Trainer
+
+    t0 = time.time()
+    config, source = _config("cheetah_fast")
+    trainer = Trainer(config)
+    ts = trainer.init(jax.random.key(0))
+    ss = trainer.init_sim(ts, jax.random.key(1))
+    ts, ss, _ = trainer.iteration(ts, ss)  # compile + first iteration
+    t_first = time.time() - t0
+    t1 = time.time()
+    steps0 = int(ts.step)
+    while time.time() - t1 < seconds:
+        ts, ss, _ = trainer.iteration(ts, ss)
+    steps = int(ts.step) - steps0
+    run_s = time.time() - t1
+    trainer.close()
+    return {
+        "sps": steps / run_s,
+        "sps_incl_startup": int(ts.step) / (time.time() - t0),
+        "startup_s": t_first,
+        "steps": steps,
+        "preset_source": source,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+
+
+def _spawn(args: list[str], timeout: float) -> dict:
+    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "_worker", *args]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"hit": False, "error": f"timeout after {timeout:.0f} s"}
+    for line in reversed(out.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {"hit": False, "error": out.stderr[-2000:]}
+
+
+def _median_seconds(results: list[dict]) -> float:
+    # A seed that never reached the threshold counts as infinitely slow.
+    times = [r["seconds"] if r.get("hit") else float("inf") for r in results]
+    return statistics.median(times)
+
+
+def bench_pendulum(args: argparse.Namespace) -> dict:
+    rows = {}
+    runs = [
+        ("sb3", ["sb3"]),
+        ("batchppo_process", ["batchppo", "pendulum_fast"]),
+        ("batchppo_gymnax", ["batchppo", "pendulum_jax"]),
+    ]
+    for name, spec in runs:
+        if args.pendulum_runs and name not in args.pendulum_runs.split(","):
+            continue
+        results = []
+        for seed in range(args.seeds):
+            t = time.time()
+            res = _spawn(
+                [*spec, str(seed), repr(t), str(args.max_steps), str(args.eval_every)],
+                timeout=args.timeout,
+            )
+            results.append(res)
+            print(f"  {name} seed {seed}: {res}", flush=True)
+        rows[name] = {"median_s": _median_seconds(results), "runs": results}
+        steps = [r.get("steps") for r in results if r.get("hit")]
+        print(
+            f"{name}: median wall to {THRESHOLD:.0f} = {rows[name]['median_s']:.1f} s "
+            f"(steps at hit: {steps})",
+            flush=True,
+        )
+    if "sb3" in rows:
+        base = rows["sb3"]["median_s"]
+        for name in rows:
+            if name != "sb3":
+                print(f"ratio {name} / sb3 = {rows[name]['median_s'] / base:.2f}")
+    return rows
+
+
+def bench_throughput(args: argparse.Namespace) -> dict:
+    rows = {}
+    for kind in ("purejaxrl", "batchppo"):
+        res = _spawn(["throughput", kind, str(args.pjx_steps)], timeout=args.timeout * 4)
+        rows[kind] = res
+        print(f"{kind}: {res}", flush=True)
+    if all("sps" in r for r in rows.values()):
+        ratio = rows["batchppo"]["sps"] / rows["purejaxrl"]["sps"]
+        print(f"ratio batchppo / purejaxrl steps/s = {ratio:.2f}")
+    return rows
+
+
+def bench_cheetah(args: argparse.Namespace) -> dict:
+    res = _spawn(["cheetah", str(args.cheetah_seconds)], timeout=args.cheetah_seconds + 300)
+    print(f"batchppo HalfCheetah-v5: {res}", flush=True)
+    if "sps" in res:
+        print(
+            f"ratio batchppo / CleanRL (quoted {CLEANRL_CHEETAH_SPS:.0f} steps/s) = "
+            f"{res['sps'] / CLEANRL_CHEETAH_SPS:.1f}"
+        )
+    return {"batchppo": res, "cleanrl_quoted_sps": CLEANRL_CHEETAH_SPS}
+
+
+def _worker_main(argv: list[str]) -> None:
+    kind = argv[0]
+    if kind == "sb3":
+        seed, t_launch, max_steps, _ = argv[1:]
+        out = worker_sb3(int(seed), float(t_launch), int(max_steps))
+    elif kind == "batchppo":
+        preset, seed, t_launch, max_steps, eval_every = argv[1:]
+        out = worker_batchppo(preset, int(seed), float(t_launch), int(max_steps), int(eval_every))
+    elif kind == "throughput":
+        out = worker_throughput(argv[1], int(argv[2]))
+    elif kind == "cheetah":
+        out = worker_cheetah(float(argv[1]))
+    else:
+        raise SystemExit(f"unknown worker {kind!r}")
+    print(json.dumps(out, default=float), flush=True)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        _worker_main(sys.argv[2:])
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--only", default="pendulum,throughput,cheetah", help="sections to run")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds per Pendulum run")
+    parser.add_argument(
+        "--pendulum-runs", default="", help="subset: sb3,batchppo_process,batchppo_gymnax"
+    )
+    parser.add_argument(
+        "--max-steps", type=int, default=300_000, help="give up after this many steps"
+    )
+    parser.add_argument(
+        "--eval-every", type=int, default=8192, help="batchppo eval cadence (steps)"
+    )
+    parser.add_argument(
+        "--pjx-steps", type=int, default=2_048_000, help="steps of the throughput runs"
+    )
+    parser.add_argument("--cheetah-seconds", type=float, default=30.0, help="timed HalfCheetah run")
+    parser.add_argument("--timeout", type=float, default=300.0, help="per-run timeout (s)")
+    parser.add_argument("--json", default="", help="also write all results to this file")
+    args = parser.parse_args()
+    print(
+        f"batchppo bench/train.py on {os.cpu_count()} cores; timings on a shared machine are noisy"
+    )
+    results = {}
+    sections = args.only.split(",")
+    if "pendulum" in sections:
+        results["pendulum"] = bench_pendulum(args)
+    if "throughput" in sections:
+        results["throughput"] = bench_throughput(args)
+    if "cheetah" in sections:
+        results["cheetah"] = bench_cheetah(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()

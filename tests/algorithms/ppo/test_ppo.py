@@ -1,0 +1,140 @@
+"""PPO training state, one iteration, layout, schedule, vmapped seeds, host policy."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
+from batchppo.algorithms.ppo.ppo import check_layout, num_iterations, rollout_length
+from batchppo.core import normalize as norm
+
+TINY = PPOConfig(
+    env="Pendulum-v1",
+    backend="gymnax",
+    num_agents=4,
+    rollout_length=8,
+    update_epochs=2,
+    num_minibatches=2,
+    policy_layers=(8,),
+    value_layers=(8,),
+    steps=64,
+    max_length=200,
+)
+
+
+def test_schedule_and_layout():
+    # The original's schedule: update_every episodes of max_length steps over num_agents envs.
+    original = PPOConfig(num_agents=30, update_every=30, max_length=200, steps=1_000_000)
+    assert rollout_length(original) == 200
+    assert rollout_length(dataclasses.replace(original, update_every=60)) == 400
+    assert num_iterations(original) == 167  # ceil(1e6 / 6000)
+    # Recurrent chunks of 50: 30 envs x 4 chunks = 120 sequences; 6 minibatches of 20.
+    rec = dataclasses.replace(
+        original, network="recurrent_gaussian", chunk_length=50, num_minibatches=6
+    )
+    assert check_layout(rec, recurrent=True) == (200, 50, 120)
+    # Feed-forward clip without chunks trains on single transitions.
+    clip = dataclasses.replace(original, objective="clip", num_minibatches=40)
+    assert check_layout(clip, recurrent=False) == (200, 1, 6000)
+    with pytest.raises(ValueError, match="chunk_length=30 must divide"):
+        check_layout(dataclasses.replace(rec, chunk_length=30), recurrent=True)
+    with pytest.raises(ValueError, match="num_minibatches=7 must divide the 120"):
+        check_layout(dataclasses.replace(rec, num_minibatches=7), recurrent=True)
+
+
+@pytest.mark.timeout(120)
+def test_iteration_updates_state_and_normalisers():
+    trainer = Trainer(TINY)
+    ts = trainer.init(jax.random.key(0))
+    ss = trainer.init_sim(ts, jax.random.key(1))
+    assert float(ts.beta) == 1.0 and int(ts.step) == 0
+    params0 = jax.tree.map(np.asarray, ts.params)
+    ts, ss, m = trainer.iteration(ts, ss)
+    assert int(ts.step) == 32 and int(ts.updates) == 1
+    assert float(ts.obs_norm.count) == 32 and float(ts.reward_norm.count) == 32
+    for key in (
+        "env_steps",
+        "episodes",
+        "score",
+        "length",
+        "policy_loss",
+        "value_loss",
+        "kl",
+        "beta",
+        "entropy",
+        "grad_norm",
+        "learning_rate",
+        "obs_mean",
+        "obs_std",
+        "reward_std",
+        "clip_fraction",
+    ):
+        assert isinstance(m[key], float), key
+    assert m["env_steps"] == 32 and m["episodes"] == 0 and np.isnan(m["score"])
+    # beta moved by the original's rule from the post-update KL.
+    expected_beta = 1.5 if m["kl"] > 0.013 else (1 / 1.5 if m["kl"] < 0.007 else 1.0)
+    assert m["beta"] == pytest.approx(expected_beta)
+    changed = jax.tree.map(lambda a, b: not np.allclose(a, b), params0, ts.params)
+    assert all(jax.tree.leaves(changed))
+    ts, ss, ms = trainer.iterations(ts, ss, 2)
+    assert len(ms) == 2 and int(ts.step) == 96 and int(ts.updates) == 3
+    trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_evaluate_and_host_policy():
+    trainer = Trainer(dataclasses.replace(TINY, max_length=20))
+    ts = trainer.init(jax.random.key(0))
+    ev = trainer.evaluate(ts, 6, jax.random.key(3))
+    assert ev["returns"].shape == (6,) and np.all(ev["lengths"] == 20)
+    assert ev["score"] == pytest.approx(ev["returns"].mean())
+    policy = trainer.policy(ts)
+    obs = np.zeros((3, 3), np.float32)
+    act = policy(obs)
+    assert act.shape == (3, 1)
+    np.testing.assert_array_equal(act, policy(obs))  # deterministic
+    with pytest.raises(ValueError, match="do not match"):
+        policy(np.zeros((3, 5), np.float32))
+
+
+@pytest.mark.timeout(180)
+def test_recurrent_kl_penalty_iteration_and_policy_reset():
+    config = dataclasses.replace(
+        TINY, network="recurrent_gaussian", chunk_length=4, num_minibatches=4, max_length=6
+    )
+    trainer = Trainer(config)
+    ts = trainer.init(jax.random.key(0))
+    ss = trainer.init_sim(ts, jax.random.key(1))
+    ts, ss, m = trainer.iteration(ts, ss)
+    assert m["episodes"] == 4 and m["length"] == 6  # episodes of 6 steps end at step 6
+    assert np.isfinite(m["policy_loss"]) and np.isfinite(m["kl"])
+    policy = trainer.policy(ts)
+    obs = np.ones((2, 3), np.float32)
+    a1 = policy(obs)
+    a2 = policy(obs)  # state carried: differs from the first call
+    policy.reset()
+    np.testing.assert_allclose(policy(obs), a1, rtol=1e-6)
+    assert not np.allclose(a1, a2)
+
+
+@pytest.mark.timeout(180)
+def test_make_train_vmaps_over_seeds():
+    config = dataclasses.replace(TINY, objective="clip", steps=64)
+    train = jax.jit(jax.vmap(make_train(config)))
+    ts, metrics = train(jax.random.split(jax.random.key(0), 2))
+    assert metrics["policy_loss"].shape == (2, 2)
+    np.testing.assert_array_equal(ts.step, [64, 64])
+    leaf = jax.tree.leaves(ts.params)[0]
+    assert not np.allclose(leaf[0], leaf[1])
+    # Reward statistics saw every reward of each seed's run.
+    np.testing.assert_array_equal(ts.reward_norm.count, [64, 64])
+    assert norm.std(jax.tree.map(lambda x: x[0], ts.reward_norm)).shape == ()
+
+
+def test_make_train_rejects_host_backends():
+    with pytest.raises(ValueError, match="pure-JAX backend"):
+        make_train(dataclasses.replace(TINY, backend="process"))
+    _ = jnp.zeros(())

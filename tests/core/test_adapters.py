@@ -1,0 +1,376 @@
+"""Env adapters: gymnax time limits and range normalisation, HostEnv under jit, make_env."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from batchppo.core.adapters import (
+    GymnaxEnv,
+    HostEnv,
+    bounded_dims,
+    denormalize_action,
+    make_env,
+    normalize_obs,
+)
+from batchppo.core.env import Env
+from batchppo.core.mock import make_mock_vector_env, random_policy
+from batchppo.core.simulate import init_sim_state, rollout
+
+run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4))
+
+
+def always(action: int):
+    """A policy that always takes discrete ``action``."""
+
+    def policy(params, carry, obs, first, key):
+        return jnp.full((obs.shape[0],), action, jnp.int32), {}, carry
+
+    return policy
+
+
+# -- range normalisation ------------------------------------------------------------------------
+
+
+def test_normalize_obs_hand_computed():
+    low = np.array([-1.2, -0.07, -np.inf, -np.finfo(np.float32).max], np.float32)
+    high = np.array([0.6, 0.07, 5.0, np.finfo(np.float32).max], np.float32)
+    np.testing.assert_array_equal(bounded_dims(low, high), [True, True, False, False])
+    obs = jnp.array([[-0.3, 0.035, 7.0, -3.0], [0.6, -0.07, -1.0, 1e30]], jnp.float32)
+    got = normalize_obs(obs, low, high)
+    # 2 * (-0.3 + 1.2) / 1.8 - 1 = 0 ; 2 * (0.035 + 0.07) / 0.14 - 1 = 0.5 ; others unchanged.
+    np.testing.assert_allclose(got, [[0.0, 0.5, 7.0, -3.0], [1.0, -1.0, -1.0, 1e30]], atol=1e-6)
+    assert got.dtype == jnp.float32
+
+
+def test_denormalize_action_hand_computed():
+    low, high = np.array([-2.0, 0.0], np.float32), np.array([2.0, 10.0], np.float32)
+    action = jnp.array([[0.5, -0.5], [3.0, -7.0], [-1.0, 1.0]], jnp.float32)
+    # Clip to [-1, 1], then low + (a + 1) / 2 * (high - low).
+    np.testing.assert_allclose(
+        denormalize_action(action, low, high), [[1.0, 2.5], [2.0, 0.0], [-2.0, 10.0]], atol=1e-6
+    )
+
+
+def test_gymnax_mountaincar_obs_normalised_like_host_formula():
+    raw = GymnaxEnv("MountainCarContinuous-v0", 5, normalize_ranges=False)
+    norm = GymnaxEnv("MountainCarContinuous-v0", 5)
+    key = jax.random.key(7)
+    _, raw_obs = jax.jit(raw.reset)(key)
+    _, norm_obs = jax.jit(norm.reset)(key)
+    low = np.array([-1.2, -0.07])
+    high = np.array([0.6, 0.07])
+    want = 2.0 * (np.asarray(raw_obs, np.float64) - low) / (high - low) - 1.0
+    np.testing.assert_allclose(norm_obs, want, atol=1e-6)
+    np.testing.assert_array_equal(norm.spec.obs_low, [-1.0, -1.0])
+    np.testing.assert_array_equal(norm.spec.action_low, [-1.0])
+    np.testing.assert_array_equal(raw.spec.action_high, [1.0])
+
+
+def test_gymnax_pendulum_action_mapped_to_torque_range():
+    raw = GymnaxEnv("Pendulum-v1", 3, normalize_ranges=False)
+    norm = GymnaxEnv("Pendulum-v1", 3)
+    key, key_step = jax.random.split(jax.random.key(0))
+    raw_state, _ = jax.jit(raw.reset)(key)
+    norm_state, _ = jax.jit(norm.reset)(key)
+    # Agent actions 0.5, 5.0 (clipped to 1) and -1 are torques 1.0, 2.0 and -2.0.
+    agent = jnp.array([[0.5], [5.0], [-1.0]], jnp.float32)
+    torque = jnp.array([[1.0], [2.0], [-2.0]], jnp.float32)
+    r_raw = jax.jit(raw.step)(raw_state, torque, key_step)
+    r_norm = jax.jit(norm.step)(norm_state, agent, key_step)
+    np.testing.assert_allclose(r_norm.reward, r_raw.reward, rtol=1e-6)
+    # Pendulum obs bounds: [1, 1, 8] symmetric, so normalised obs = raw / high.
+    np.testing.assert_allclose(r_norm.obs, r_raw.obs / np.array([1.0, 1.0, 8.0]), atol=1e-6)
+    # The reward of a step depends on the applied torque: u^2 / 1000 separates the envs.
+    assert norm.spec.action_low.tolist() == [-1.0]
+    assert raw.spec.action_low.tolist() == [-2.0]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "obs_shape", "discrete", "num_actions", "act_shape"),
+    [
+        ("Pendulum-v1", (3,), False, 0, (1,)),
+        ("CartPole-v1", (4,), True, 2, ()),
+        ("MountainCarContinuous-v0", (2,), False, 0, (1,)),
+        ("Acrobot-v1", (6,), True, 3, ()),
+    ],
+)
+def test_gymnax_specs_and_dtypes(env_id, obs_shape, discrete, num_actions, act_shape):
+    env = GymnaxEnv(env_id, 4, max_length=5)
+    assert isinstance(env, Env)
+    spec = env.spec
+    assert (spec.obs_shape, spec.discrete, spec.num_actions) == (obs_shape, discrete, num_actions)
+    assert spec.action_shape == act_shape
+    state = init_sim_state(env, (), jax.random.key(0))
+    _, traj, stats = run_rollout(env, random_policy(spec), None, state, 6)
+    assert traj.obs.dtype == jnp.float32 and traj.final_obs.dtype == jnp.float32
+    assert traj.reward.dtype == jnp.float32
+    assert traj.action.dtype == (jnp.int32 if discrete else jnp.float32)
+    assert traj.obs.shape == (6, 4, *obs_shape)
+    # Random agents need at least 5 steps to end any of these episodes: the limit cuts them.
+    assert not bool(traj.terminated.any())
+    np.testing.assert_array_equal(traj.truncated[4], [True] * 4)
+    np.testing.assert_array_equal(stats.length[4], [5] * 4)
+    assert bool(jnp.isfinite(traj.obs).all())
+
+
+# -- truncation vs termination in gymnax --------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_gymnax_pendulum_only_truncates_at_env_limit():
+    env = GymnaxEnv("Pendulum-v1", 3)  # max_length None -> gymnax's 200
+    assert env.max_length == 200
+    state = init_sim_state(env, (), jax.random.key(1))
+    _, traj, stats = run_rollout(env, random_policy(env.spec), None, state, 202)
+    assert not bool(traj.terminated.any())
+    truncated_steps = np.flatnonzero(np.asarray(traj.truncated).any(axis=1))
+    np.testing.assert_array_equal(truncated_steps, [199])
+    assert bool(traj.truncated[199].all())
+    np.testing.assert_array_equal(stats.length[199], [200] * 3)
+    assert bool(traj.first[200].all()) and not bool(traj.first[1:200].any())
+    # final_obs continues the episode: it is the next obs, except at the cut where it is the
+    # true last observation and the next obs starts a new episode.
+    cont = np.ones(201, bool)
+    cont[199] = False
+    np.testing.assert_array_equal(traj.final_obs[:-1][cont], traj.obs[1:][cont])
+    assert not np.allclose(traj.final_obs[199], traj.obs[200])
+
+
+@pytest.mark.timeout(60)
+def test_gymnax_cartpole_falling_terminates_and_short_limit_truncates():
+    key = jax.random.key(2)
+    falling = GymnaxEnv("CartPole-v1", 4, normalize_ranges=False)
+    state = init_sim_state(falling, (), key)
+    _, traj, stats = run_rollout(falling, always(0), None, state, 40)
+    assert bool(traj.terminated.any()) and not bool(traj.truncated.any())
+    # Where it terminated, the final observation is past the thresholds; obs restarts near 0.
+    fo = np.asarray(traj.final_obs)[np.asarray(traj.terminated)]
+    assert np.all((np.abs(fo[:, 0]) > 2.4) | (np.abs(fo[:, 2]) > 12 * 2 * np.pi / 360))
+    assert np.all(np.abs(np.asarray(traj.obs)[1:][np.asarray(traj.terminated)[:-1]]) <= 0.05)
+
+    # The same start with a 5-step limit: every episode is cut at 5, 10, 15... never terminated.
+    short = GymnaxEnv("CartPole-v1", 4, max_length=5, normalize_ranges=False)
+    _, traj5, _ = run_rollout(short, always(0), None, init_sim_state(short, (), key), 15)
+    assert not bool(traj5.terminated.any())
+    np.testing.assert_array_equal(
+        np.flatnonzero(np.asarray(traj5.truncated).all(axis=1)), [4, 9, 14]
+    )
+    assert int(traj5.truncated.sum()) == 12
+    np.testing.assert_array_equal(traj5.obs[:5], traj.obs[:5])
+
+    # A limit equal to an env's own termination step: terminated wins, truncated stays False.
+    first_len = [int(stats.length[:, i][stats.done[:, i]][0]) for i in range(4)]
+    limit = min(first_len)
+    tie = GymnaxEnv("CartPole-v1", 4, max_length=limit, normalize_ranges=False)
+    _, traj_tie, _ = run_rollout(tie, always(0), None, init_sim_state(tie, (), key), limit)
+    ends_here = np.array(first_len) == limit
+    np.testing.assert_array_equal(traj_tie.terminated[limit - 1], ends_here)
+    np.testing.assert_array_equal(traj_tie.truncated[limit - 1], ~ends_here)
+
+
+def test_gymnax_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="unknown gymnax env id 'Nope-v0'"):
+        GymnaxEnv("Nope-v0", 2)
+    with pytest.raises(ValueError, match="num_envs must be >= 1"):
+        GymnaxEnv("Pendulum-v1", 0)
+    with pytest.raises(ValueError, match="max_length must be >= 1"):
+        GymnaxEnv("Pendulum-v1", 2, max_length=0)
+
+
+# -- HostEnv ---------------------------------------------------------------------------------------
+
+
+def _pendulum_vec(kind: str, num_envs: int, max_steps: int):
+    if kind == "gymnasium":
+        return SyncVectorEnv(
+            [lambda: gym.make("Pendulum-v1", max_episode_steps=max_steps)] * num_envs,
+            autoreset_mode=AutoresetMode.SAME_STEP,
+        )
+    envs = pytest.importorskip("batchppo.envs")
+    if not hasattr(envs, "make"):
+        pytest.skip("batchppo.envs.make is not available yet")
+    return envs.make("Pendulum-v1", num_envs, backend=kind, num_workers=2, max_length=max_steps)
+
+
+def _tanh_policy(params, carry, obs, first, key):
+    return jnp.tanh(obs @ params), {}, carry
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["gymnasium", "sync", "process"])
+def test_host_env_in_scan_equals_python_loop(kind):
+    num_envs, steps, limit = 4, 20, 7
+    params = jnp.array([[0.9], [-1.3], [0.4]], jnp.float32)
+    key = jax.random.key(11)
+
+    host = HostEnv(_pendulum_vec(kind, num_envs, limit))
+    state = init_sim_state(host, (), key)
+    _, traj, stats = run_rollout(host, _tanh_policy, params, state, steps)
+    host.close()
+
+    # The plain loop: same envs, same seed (what init_sim_state's reset key draws), the
+    # same jitted policy called per step, final obs from Gymnasium's same-step infos.
+    vec = _pendulum_vec(kind, num_envs, limit)
+    seed = int(HostEnv.seed_from_key(jax.random.split(key)[0]))
+    obs, _ = vec.reset(seed=seed)
+    act = jax.jit(_tanh_policy)
+    rows = {k: [] for k in ("obs", "action", "reward", "terminated", "truncated", "final_obs")}
+    for _ in range(steps):
+        action, _, _ = act(params, (), jnp.asarray(obs, jnp.float32), None, None)
+        action = np.asarray(action)
+        next_obs, reward, term, trunc, infos = vec.step(action)
+        final = np.array(next_obs)
+        for i in np.flatnonzero(infos.get("_final_obs", np.zeros(num_envs, bool))):
+            final[i] = infos["final_obs"][i]
+        for name, value in zip(rows, (obs, action, reward, term, trunc, final), strict=True):
+            rows[name].append(np.array(value))
+        obs = next_obs
+    vec.close()
+
+    for name, values in rows.items():
+        want = np.stack(values).astype(np.asarray(getattr(traj, name)).dtype)
+        np.testing.assert_array_equal(getattr(traj, name), want, err_msg=name)
+    # Limit 7: cut at steps 7 and 14, as truncations.
+    np.testing.assert_array_equal(np.flatnonzero(np.asarray(traj.truncated).all(axis=1)), [6, 13])
+    assert not bool(traj.terminated.any())
+    np.testing.assert_array_equal(stats.length[6], [7] * num_envs)
+
+
+@pytest.mark.timeout(60)
+def test_host_env_worker_error_in_compiled_rollout_surfaces():
+    # Env 1 raises on its 5th step, in the middle of a compiled 8-step rollout.
+    host = HostEnv(make_mock_vector_env((2, 3), fail_at_step={1: 5}))
+    state = init_sim_state(host, (), jax.random.key(0))
+    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+        jax.block_until_ready(run_rollout(host, random_policy(host.spec), None, state, 8))
+    message = str(info.value)
+    assert "RuntimeError" in message
+    assert "MockGymEnv 1: injected failure at step 5" in message
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("fault", "field"),
+    [
+        ("nan_reward_at_step", "non-finite reward from env 1 of 2"),
+        ("nan_obs_at_step", "non-finite observation from env 1 of 2"),
+    ],
+)
+def test_host_env_non_finite_values_raise(fault, field):
+    host = HostEnv(make_mock_vector_env((2, 3), **{fault: {1: 2}}))
+    state = init_sim_state(host, (), jax.random.key(0))
+    with pytest.raises(jax.errors.JaxRuntimeError) as info:
+        jax.block_until_ready(run_rollout(host, random_policy(host.spec), None, state, 4))
+    assert "ValueError" in str(info.value)
+    assert field in str(info.value)
+
+
+def test_host_env_rejects_next_step_autoreset_and_bad_spaces():
+    vec = SyncVectorEnv([lambda: gym.make("Pendulum-v1")], autoreset_mode=AutoresetMode.NEXT_STEP)
+    with pytest.raises(ValueError, match="same-step auto-reset"):
+        HostEnv(vec)
+    vec.close()
+
+
+def test_host_env_discrete_spec_and_actions():
+    host = HostEnv(make_mock_vector_env((2, 2), discrete=True, num_actions=4))
+    assert host.spec.discrete and host.spec.num_actions == 4 and host.spec.action_shape == ()
+    state = init_sim_state(host, (), jax.random.key(0))
+    _, traj, _ = run_rollout(host, random_policy(host.spec), None, state, 5)
+    assert traj.action.dtype == jnp.int32
+    assert bool(((traj.action >= 0) & (traj.action < 4)).all())
+    host.close()
+
+
+def test_host_env_prefers_step_arrays():
+    """A vector env with step_arrays (the BatchEnv fast path) is stepped through it."""
+
+    class WithStepArrays(SyncVectorEnv):
+        calls = 0
+
+        def step_arrays(self, actions):
+            WithStepArrays.calls += 1
+            obs, reward, term, trunc, infos = self.step(actions)
+            final = np.array(obs)
+            mask = infos.get("_final_obs", np.zeros(self.num_envs, bool))
+            for i in np.flatnonzero(mask):
+                final[i] = infos["final_obs"][i]
+            return obs, reward, term, trunc, final
+
+    from batchppo.core.mock import MockGymEnv
+
+    vec = WithStepArrays(
+        [lambda: MockGymEnv(2, 0), lambda: MockGymEnv(3, 1, terminate=False)],
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
+    host = HostEnv(vec)
+    state = init_sim_state(host, (), jax.random.key(0))
+    _, traj, _ = run_rollout(host, random_policy(host.spec), None, state, 6)
+    assert WithStepArrays.calls == 6
+    np.testing.assert_array_equal(traj.final_obs[:, 1, 0], [1001, 1002, 1003, 1001, 1002, 1003])
+    np.testing.assert_array_equal(traj.truncated[:, 1], [0, 0, 1, 0, 0, 1])
+    np.testing.assert_array_equal(traj.terminated[:, 0], [0, 1, 0, 1, 0, 1])
+    host.close()
+
+
+# -- make_env ------------------------------------------------------------------------------------
+
+
+def test_make_env_gymnax_and_errors():
+    env = make_env("CartPole-v1", 3, "gymnax", max_length=50, normalize_ranges=False)
+    assert isinstance(env, GymnaxEnv) and env.num_envs == 3 and env.max_length == 50
+    env.close()
+    with pytest.raises(ValueError, match="unknown backend 'cuda'"):
+        make_env("CartPole-v1", 3, "cuda")
+    with pytest.raises(ValueError, match="unknown gymnax env id"):
+        make_env("NoSuchEnv-v0", 3, "gymnax")
+
+
+@pytest.mark.timeout(120)
+def test_make_env_host_backend_sync():
+    envs = pytest.importorskip("batchppo.envs")
+    if not hasattr(envs, "make"):
+        pytest.skip("batchppo.envs.make is not available yet")
+    env = make_env("Pendulum-v1", 3, "sync", max_length=4, seed=0)
+    try:
+        assert isinstance(env, HostEnv)
+        assert env.spec.obs_shape == (3,) and not env.spec.discrete
+        np.testing.assert_array_equal(env.spec.obs_high, [1.0, 1.0, 1.0])  # normalised ranges
+        state = init_sim_state(env, (), jax.random.key(0))
+        _, traj, _ = run_rollout(env, random_policy(env.spec), None, state, 9)
+        np.testing.assert_array_equal(
+            np.flatnonzero(np.asarray(traj.truncated).all(axis=1)), [3, 7]
+        )
+        assert not bool(traj.terminated.any())
+    finally:
+        env.close()
+
+
+@pytest.mark.timeout(120)
+def test_host_env_over_batch_env_process_worker_error_surfaces():
+    envs = pytest.importorskip("batchppo.envs")
+    if not hasattr(envs, "BatchEnv"):
+        pytest.skip("batchppo.envs.BatchEnv is not available yet")
+    from functools import partial
+
+    from batchppo.core.mock import MockGymEnv
+
+    # Two units: the parent steps env 0, a worker process steps env 1, which fails at step 4.
+    fns = [partial(MockGymEnv, 2, 0), partial(MockGymEnv, 3, 1, fail_at_step=4)]
+    batch = envs.BatchEnv(fns, num_workers=2)
+    try:
+        host = HostEnv(batch)
+        state = init_sim_state(host, (), jax.random.key(0))
+        _, traj, _ = run_rollout(host, random_policy(host.spec), None, state, 3)
+        np.testing.assert_array_equal(traj.final_obs[:, 1, 0], [1001, 1002, 1003])
+        np.testing.assert_array_equal(traj.terminated[:, 1], [False, False, True])
+        with pytest.raises(jax.errors.JaxRuntimeError) as info:
+            jax.block_until_ready(run_rollout(host, random_policy(host.spec), None, state, 3))
+        assert "MockGymEnv 1: injected failure at step 4" in str(info.value)
+    finally:
+        batch.close()

@@ -1,0 +1,64 @@
+"""BraxEnv: time limits as truncation, falls as termination, same-step reset. Needs brax."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("brax")
+
+from batchppo.core.adapters import BraxEnv, make_env
+from batchppo.core.env import Env
+from batchppo.core.mock import random_policy
+from batchppo.core.simulate import init_sim_state, rollout
+
+run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4))
+
+
+def push(value: float):
+    """A policy that always applies the same action (drives the pole over)."""
+
+    def policy(params, carry, obs, first, key):
+        return jnp.full((obs.shape[0], 1), value, jnp.float32), {}, carry
+
+    return policy
+
+
+@pytest.mark.timeout(300)
+def test_brax_inverted_pendulum_truncates_and_terminates():
+    env = BraxEnv("inverted_pendulum", 3, max_length=4, backend="spring")
+    assert isinstance(env, BraxEnv) and isinstance(env, Env)
+    assert env.spec.obs_shape == (4,) and env.spec.action_shape == (1,)
+    key = jax.random.key(0)
+
+    # No force: the pole cannot fall within 4 steps, so every episode is cut by the limit.
+    state = init_sim_state(env, (), key)
+    _, traj, stats = run_rollout(env, push(0.0), None, state, 9)
+    assert traj.obs.dtype == jnp.float32 and traj.reward.dtype == jnp.float32
+    assert not bool(traj.terminated.any())
+    np.testing.assert_array_equal(np.flatnonzero(np.asarray(traj.truncated).all(axis=1)), [3, 7])
+    np.testing.assert_array_equal(stats.length[3], [4, 4, 4])
+    # final_obs continues the episode except at the cut, where the next obs is a fresh reset.
+    np.testing.assert_array_equal(traj.final_obs[:2], traj.obs[1:3])
+    assert not np.allclose(traj.final_obs[3], traj.obs[4])
+
+    # Full push with a long limit: the pole falls, which Brax reports as termination.
+    long = BraxEnv("inverted_pendulum", 3, max_length=1000, backend="spring")
+    _, traj, stats = run_rollout(long, push(1.0), None, init_sim_state(long, (), key), 60)
+    assert bool(traj.terminated.any()) and not bool(traj.truncated.any())
+    ended = np.asarray(traj.terminated)
+    # The pole angle (obs[1]) is past Brax's 0.2 rad threshold where it terminated.
+    assert np.all(np.abs(np.asarray(traj.final_obs)[ended][:, 1]) > 0.2)
+    assert bool(traj.first[1:][ended[:-1]].all())
+
+
+def test_brax_make_env_and_errors():
+    env = make_env("inverted_pendulum", 2, "brax")
+    assert isinstance(env, BraxEnv) and env.max_length == 1000
+    policy = random_policy(env.spec)
+    action, _, _ = policy(None, (), jnp.zeros((2, 4)), None, jax.random.key(0))
+    assert action.shape == (2, 1)
+    with pytest.raises(ValueError, match="unknown Brax env 'nope'"):
+        BraxEnv("nope", 2)

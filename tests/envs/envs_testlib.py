@@ -1,0 +1,154 @@
+"""Small deterministic and faulty envs for the tests of batchppo.envs."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+
+class CountEnv(gymnasium.Env):
+    """obs = [tag, episode, t]; reward = t + action[0]; terminates after ``terminate_at`` steps.
+
+    ``episode`` counts resets (1 after the first); ``tag`` identifies the env; infos, when
+    asked, are ``{"t": t}``.
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}  # noqa: RUF012 (Gymnasium convention)
+
+    def __init__(
+        self,
+        tag: int = 0,
+        terminate_at: int | None = None,
+        info: bool = False,
+        render_mode: str | None = None,
+    ):
+        self.tag = tag
+        self.terminate_at = terminate_at
+        self.info = info
+        self.render_mode = render_mode
+        self.observation_space = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.episode = 0
+        self.t = 0
+        self.seen_actions: list[Any] = []
+        self.last_seed = None
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.tag, self.episode, self.t], dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.last_seed = seed
+        self.episode += 1
+        self.t = 0
+        return self._obs(), ({"t": self.t, "reset": True} if self.info else {})
+
+    def step(self, action):
+        self.seen_actions.append(action)
+        self.t += 1
+        terminated = self.terminate_at is not None and self.t >= self.terminate_at
+        reward = float(self.t) + float(np.asarray(action).reshape(-1)[0])
+        return self._obs(), reward, terminated, False, ({"t": self.t} if self.info else {})
+
+    def render(self):
+        return np.full((2, 2, 3), self.tag, dtype=np.uint8)
+
+    def double(self, x):
+        return 2 * x + self.tag
+
+
+class FaultyEnv(CountEnv):
+    """A CountEnv that misbehaves: ``fault`` in init/reset/step/exit/kill/segfault/hang/hang_close.
+
+    The fault happens in env ``bad_tag`` only, at step ``at`` (for step faults).
+    """
+
+    def __init__(self, tag: int, bad_tag: int, fault: str, at: int = 2):
+        super().__init__(tag)
+        self.bad = tag == bad_tag
+        self.fault = fault
+        self.at = at
+        if self.bad and fault == "init":
+            raise ZeroDivisionError(f"constructor of env {tag} failed on purpose")
+
+    def reset(self, *, seed=None, options=None):
+        if self.bad and self.fault == "reset":
+            raise KeyError("reset failed on purpose")
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        out = super().step(action)
+        if self.bad and self.t == self.at:
+            if self.fault == "step":
+                raise ZeroDivisionError(f"step of env {self.tag} failed on purpose")
+            if self.fault == "exit":
+                os._exit(3)
+            if self.fault == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if self.fault == "segfault":
+                ctypes.string_at(0)
+            if self.fault == "hang":
+                time.sleep(3600)
+        return out
+
+    def close(self):
+        if self.bad and self.fault == "hang_close":
+            time.sleep(3600)
+
+
+class DictObsEnv(CountEnv):
+    """A CountEnv with a Dict observation space (unsupported by BatchEnv)."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = spaces.Dict({"x": spaces.Box(-1, 1, (2,))})
+
+
+class OtherSpaceEnv(CountEnv):
+    """A CountEnv with a different observation shape."""
+
+    def __init__(self, tag: int = 0):
+        super().__init__(tag)
+        self.observation_space = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+
+
+class BoundedEnv(gymnasium.Env):
+    """Box obs with bounds finite on dims 0 and 2 only; Box actions finite on dim 1 only.
+
+    ``reset`` returns ``obs0``; ``step`` returns ``obs0 + 1`` and records the action it got.
+    ``bad`` makes the next step return a non-finite observation (``"obs"``) or reward.
+    """
+
+    def __init__(self, obs0=(0.5, 7.0, -2.0), dtype=np.float64):
+        self.observation_space = spaces.Box(
+            np.array([0.0, -np.inf, -4.0]), np.array([2.0, np.inf, 4.0]), dtype=dtype
+        )
+        self.action_space = spaces.Box(
+            np.array([-np.inf, 2.0], np.float32),
+            np.array([np.inf, 10.0], np.float32),
+            dtype=np.float32,
+        )
+        self.obs0 = np.array(obs0, dtype=dtype)
+        self.actions: list[np.ndarray] = []
+        self.bad: str | None = None
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.obs0.copy(), {}
+
+    def step(self, action):
+        self.actions.append(np.array(action))
+        obs = self.obs0 + 1
+        reward = 1.5
+        if self.bad == "obs":
+            obs[1] = np.nan
+        if self.bad == "reward":
+            reward = float("inf")
+        return obs, reward, False, False, {}

@@ -1,0 +1,259 @@
+"""BatchEnv: same-step autoreset, dense final_obs, async API, fast path, forwarding, checks."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+import psutil
+import pytest
+from envs_testlib import CountEnv, DictObsEnv, OtherSpaceEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import TimeLimit
+
+from batchppo.envs import BatchEnv
+
+pytestmark = pytest.mark.timeout(60)
+
+TERMINATE_AT = [2, 3, None, None]
+TIME_LIMIT = [10, 10, 4, 2]
+
+
+def count_fns(n: int = 4, info: bool = False):
+    return [
+        (lambda i=i: TimeLimit(CountEnv(i, TERMINATE_AT[i % 4], info), TIME_LIMIT[i % 4]))
+        for i in range(n)
+    ]
+
+
+def test_same_step_autoreset_exact_sequence():
+    # Envs 0 and 1 are stepped by the parent, 2 and 3 by one worker process.
+    with BatchEnv(count_fns(), num_workers=2) as env:
+        assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        obs, _ = env.reset(seed=0)
+        np.testing.assert_array_equal(obs[:, 1:], [[1, 0]] * 4)
+        action = np.full((4, 1), 0.5, np.float32)
+        history = [env.step(action) for _ in range(4)]
+    # Step 1: nothing ended; final_obs equals obs everywhere.
+    obs, reward, terminated, truncated, infos = history[0]
+    np.testing.assert_array_equal(obs, [[0, 1, 1], [1, 1, 1], [2, 1, 1], [3, 1, 1]])
+    np.testing.assert_array_equal(reward, [1.5] * 4)
+    assert reward.dtype == np.float32
+    np.testing.assert_array_equal(infos["final_obs"], obs)
+    assert not infos["_final_obs"].any()
+    # Step 2: env 0 terminates (terminate_at 2), env 3 is truncated (time limit 2); both are
+    # reset in the same step: obs is episode 2 at t=0, final_obs the last obs of episode 1.
+    obs, reward, terminated, truncated, infos = history[1]
+    np.testing.assert_array_equal(terminated, [True, False, False, False])
+    np.testing.assert_array_equal(truncated, [False, False, False, True])
+    np.testing.assert_array_equal(obs, [[0, 2, 0], [1, 1, 2], [2, 1, 2], [3, 2, 0]])
+    np.testing.assert_array_equal(infos["final_obs"], [[0, 1, 2], [1, 1, 2], [2, 1, 2], [3, 1, 2]])
+    np.testing.assert_array_equal(infos["_final_obs"], [True, False, False, True])
+    np.testing.assert_array_equal(reward, [2.5] * 4)
+    assert "final_info" not in infos  # the envs return no infos
+    # Step 3: env 1 terminates; step 4: env 2 hits its limit, env 3 its second limit.
+    obs, _, terminated, truncated, infos = history[2]
+    np.testing.assert_array_equal(terminated, [False, True, False, False])
+    np.testing.assert_array_equal(obs[1], [1, 2, 0])
+    np.testing.assert_array_equal(infos["final_obs"][1], [1, 1, 3])
+    obs, _, terminated, truncated, infos = history[3]
+    np.testing.assert_array_equal(truncated, [False, False, True, True])
+    np.testing.assert_array_equal(terminated, [True, False, False, False])  # env 0: 2nd episode
+    np.testing.assert_array_equal(infos["final_obs"][2:], [[2, 1, 4], [3, 2, 2]])
+    np.testing.assert_array_equal(obs[2:], [[2, 2, 0], [3, 3, 0]])
+
+
+def test_matches_gymnasium_same_step_on_pendulum():
+    """Step for step equal to SyncVectorEnv(SAME_STEP), from the same seeds."""
+    fns = [lambda: gymnasium.make("Pendulum-v1", max_episode_steps=3)] * 5
+    ref = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    # All 5 envs in 3 worker processes (K = 2, 2, 1); the parent steps none.
+    with BatchEnv(fns, num_workers=3, step_in_parent=False) as env:
+        obs, _ = env.reset(seed=3)
+        ref_obs, _ = ref.reset(seed=3)
+        np.testing.assert_array_equal(obs, ref_obs)
+        rng = np.random.default_rng(0)
+        ended = 0
+        for _ in range(7):
+            action = rng.uniform(-2, 2, (5, 1)).astype(np.float32)
+            obs, reward, terminated, truncated, infos = env.step(action)
+            r_obs, r_reward, r_term, r_trunc, r_infos = ref.step(action)
+            np.testing.assert_array_equal(obs, r_obs)
+            np.testing.assert_array_equal(reward, r_reward.astype(np.float32))
+            np.testing.assert_array_equal(terminated, r_term)
+            np.testing.assert_array_equal(truncated, r_trunc)
+            done = r_term | r_trunc
+            np.testing.assert_array_equal(infos["_final_obs"], done)
+            for i in range(5):
+                expected = r_infos["final_obs"][i] if done[i] else r_obs[i]
+                np.testing.assert_array_equal(infos["final_obs"][i], expected)
+            ended += int(truncated.sum())
+        assert ended == 10  # every env hit the time limit of 3 at steps 3 and 6
+    ref.close()
+
+
+def test_step_async_wait_equals_step_and_step_arrays():
+    with BatchEnv(count_fns(), num_workers=2) as a, BatchEnv(count_fns(), num_workers=2) as b:
+        a.reset(seed=1)
+        b.reset(seed=1)
+        action = np.zeros((4, 1), np.float32)
+        for _ in range(3):
+            a.step_async(action)
+            obs, reward, term, trunc, infos = a.step_wait(timeout=10)
+            b_obs, b_reward, b_term, b_trunc, b_final = b.step_arrays(action)
+            np.testing.assert_array_equal(obs, b_obs)
+            np.testing.assert_array_equal(reward, b_reward)
+            np.testing.assert_array_equal(term, b_term)
+            np.testing.assert_array_equal(trunc, b_trunc)
+            np.testing.assert_array_equal(infos["final_obs"], b_final)
+
+
+def test_copy_false_returns_shared_views_and_copy_true_fresh_arrays():
+    with BatchEnv(count_fns(), num_workers=2, copy=False) as env:
+        env.reset(seed=0)
+        action = np.zeros((4, 1), np.float32)
+        first = env.step_arrays(action)
+        first_values = [x.copy() for x in first]
+        second = env.step_arrays(action)
+        for x, y in zip(first, second, strict=True):
+            assert np.shares_memory(x, y)
+        assert not np.array_equal(first_values[0], second[0])  # t moved on: views updated
+        assert second[0].dtype == np.float32 and second[1].dtype == np.float32
+        assert second[2].dtype == np.bool_ and second[3].dtype == np.bool_
+    with BatchEnv(count_fns(), num_workers=2) as env:
+        env.reset(seed=0)
+        first = env.step_arrays(action)
+        second = env.step_arrays(action)
+        for x, y in zip(first, second, strict=True):
+            assert not np.shares_memory(x, y)
+
+
+def test_infos_are_batched_with_final_info():
+    fns = [lambda i=i: CountEnv(i, terminate_at=2 + i, info=True) for i in range(3)]
+    with BatchEnv(fns, num_workers=2, envs_per_worker=1) as env:
+        _, infos = env.reset(seed=0)
+        np.testing.assert_array_equal(infos["t"], [0, 0, 0])
+        np.testing.assert_array_equal(infos["_reset"], [True, True, True])
+        action = np.zeros((3, 1), np.float32)
+        _, _, _, _, infos = env.step(action)
+        np.testing.assert_array_equal(infos["t"], [1, 1, 1])
+        assert "final_info" not in infos
+        _, _, terminated, _, infos = env.step(action)
+        np.testing.assert_array_equal(terminated, [True, False, False])
+        # Env 0 ended and was reset: its info is the reset info plus final_info.
+        np.testing.assert_array_equal(infos["_final_info"], [True, False, False])
+        assert infos["final_info"]["t"][0] == 2
+        np.testing.assert_array_equal(infos["_reset"], [True, False, False])
+        np.testing.assert_array_equal(infos["t"], [0, 2, 2])
+
+
+def test_seeds_are_seed_plus_index():
+    with BatchEnv(count_fns(5), num_workers=2) as env:
+        env.reset(seed=10)
+        assert env.get_attr("last_seed") == (10, 11, 12, 13, 14)
+        env.reset(seed=[1, None, 2, None, 3])
+        assert env.get_attr("last_seed") == (1, None, 2, None, 3)
+        with pytest.raises(ValueError, match="list of 5 seeds"):
+            env.reset(seed=[1, 2])
+
+
+def test_call_get_attr_set_attr_render():
+    fns = [lambda i=i: CountEnv(i, render_mode="rgb_array") for i in range(5)]
+    with BatchEnv(fns, num_workers=3) as env:
+        env.reset(seed=0)
+        assert env.call("double", 3) == (6, 7, 8, 9, 10)
+        assert env.get_attr("tag") == (0, 1, 2, 3, 4)
+        env.set_attr("tag", [5, 6, 7, 8, 9])
+        assert env.get_attr("tag") == (5, 6, 7, 8, 9)
+        env.set_attr("tag", 1)
+        assert env.get_attr("tag") == (1,) * 5
+        frames = env.render()
+        assert len(frames) == 5 and frames[0].shape == (2, 2, 3)
+        assert env.render_mode == "rgb_array"
+
+
+def test_envs_get_their_own_action_arrays():
+    """An env that keeps the action it got must not see it change on later steps."""
+    with BatchEnv(count_fns(4), num_workers=2) as env:
+        env.reset(seed=0)
+        for k in range(3):
+            env.step(np.full((4, 1), k / 10, np.float32))
+        for seen in env.get_attr("seen_actions"):
+            np.testing.assert_array_equal(np.concatenate(seen), np.array([0, 0.1, 0.2], "f4"))
+
+
+def test_wrong_action_shape_or_dtype_is_a_value_error():
+    with BatchEnv(count_fns(4), num_workers=2) as env:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=r"\(4, 1\)"):
+            env.step(np.zeros((3, 1), np.float32))
+        with pytest.raises(ValueError, match=r"\(4, 1\)"):
+            env.step(np.zeros((4,), np.float32))
+        with pytest.raises(ValueError, match="dtype"):
+            env.step(np.full((4, 1), "a"))
+        env.step(np.zeros((4, 1), np.float64))  # float64 casts to the float32 space
+    fns = [lambda: gymnasium.make("CartPole-v1")] * 3
+    with BatchEnv(fns, num_workers=2) as env:
+        env.reset(seed=0)
+        env.step(np.array([0, 1, 0], np.int32))
+        env.step(np.array([1, 1, 0], np.int64))
+        with pytest.raises(ValueError, match="integer dtype"):
+            env.step(np.array([0.0, 1.0, 0.0]))
+
+
+@pytest.mark.parametrize("bad_index", [1, 3])  # in the parent's share / in a worker
+def test_differing_spaces_fail_at_construction(bad_index):
+    fns = [lambda: CountEnv()] * 4
+    fns[bad_index] = lambda: OtherSpaceEnv()
+    with pytest.raises(ValueError, match=f"env {bad_index} has observation space"):
+        BatchEnv(fns, num_workers=2)
+
+
+def test_unsupported_space_is_a_value_error():
+    with pytest.raises(ValueError, match="Dict"):
+        BatchEnv([DictObsEnv] * 2, num_workers=1)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="at least one env"):
+        BatchEnv([])
+    with pytest.raises(ValueError, match="num_workers"):
+        BatchEnv(count_fns(2), num_workers=0)
+    with pytest.raises(ValueError, match="fork"):
+        BatchEnv(count_fns(2), start_method="fork")
+
+
+def test_one_worker_steps_everything_in_process():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with BatchEnv(count_fns(4), num_workers=1) as env:
+        after = {p.pid for p in psutil.Process().children(recursive=True)}
+        assert after <= before  # no process was started
+        env.reset(seed=0)
+        _, _, terminated, _, _ = env.step(np.zeros((4, 1), np.float32))
+        _, _, terminated, _, _ = env.step(np.zeros((4, 1), np.float32))
+        np.testing.assert_array_equal(terminated, [True, False, False, False])
+
+
+def test_importing_the_envs_layer_does_not_import_jax():
+    """Workers fork from a server that imports batchppo.envs: JAX's threads must not be there."""
+    import subprocess
+    import sys
+
+    code = "import sys, batchppo.envs; assert 'jax' not in sys.modules, 'jax imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+class _BigInfoEnv(CountEnv):
+    """Returns a 400 kB info every step (far more than a pipe's buffer)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, {"big": np.full(50_000, self.t, np.float64)}
+
+
+def test_infos_larger_than_a_pipe_buffer_do_not_deadlock():
+    with BatchEnv([lambda: _BigInfoEnv()] * 4, num_workers=2) as env:
+        env.reset(seed=0)
+        for t in (1, 2):
+            *_, infos = env.step(np.zeros((4, 1), np.float32))
+            assert infos["big"].shape == (4, 50_000)
+            assert (infos["big"] == t).all()

@@ -1,0 +1,177 @@
+"""BatchEnv under faults: env exceptions, dead workers, hangs, Ctrl-C and a killed parent."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import psutil
+import pytest
+from envs_testlib import FaultyEnv
+
+from batchppo.envs import BatchEnv, WorkerDiedError
+
+pytestmark = pytest.mark.timeout(30)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def faulty_fns(n: int, bad: int, fault: str, at: int = 2):
+    return [lambda i=i: FaultyEnv(i, bad, fault, at) for i in range(n)]
+
+
+def worker_pids(env: BatchEnv) -> list[int]:
+    return [p.pid for p in env._procs]
+
+
+def assert_all_gone(pids, within: float = 10.0):
+    """Waits (bounded) until none of ``pids`` runs; fails naming the survivors."""
+    end = time.monotonic() + within
+    alive = list(pids)
+    while alive and time.monotonic() < end:
+        alive = [
+            p
+            for p in alive
+            if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+        ]
+        time.sleep(0.05)
+    assert not alive, f"processes still running: {alive}"
+
+
+# bad=1: the env is in the parent's share; bad=3: in the worker process.
+@pytest.mark.parametrize("bad", [1, 3])
+def test_constructor_error_keeps_type_and_names_env(bad):
+    with pytest.raises(ZeroDivisionError, match=f"env {bad}") as info:
+        BatchEnv(faulty_fns(4, bad, "init"), num_workers=2)
+    assert "constructor of env" in str(info.value)
+    if bad == 3:
+        assert "Traceback" in str(info.value) and "FaultyEnv" in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [1, 3])
+def test_reset_error_keeps_type_and_names_env(bad):
+    with (
+        BatchEnv(faulty_fns(4, bad, "reset"), num_workers=2) as env,
+        pytest.raises(KeyError, match=f"env {bad}"),
+    ):
+        env.reset(seed=0)
+
+
+@pytest.mark.parametrize("bad", [1, 3])
+def test_step_error_keeps_type_names_env_and_carries_traceback(bad):
+    with BatchEnv(faulty_fns(4, bad, "step"), num_workers=2) as env:
+        env.reset(seed=0)
+        action = np.zeros((4, 1), np.float32)
+        env.step(action)
+        with pytest.raises(ZeroDivisionError, match=f"env {bad}") as info:
+            env.step(action)
+        message = str(info.value)
+        assert f"step of env {bad} failed on purpose" in message
+        if bad == 3:
+            assert "Worker traceback" in message and "in step" in message
+        # The batch env stays usable for the healthy envs' callers (and for close).
+        assert env.get_attr("tag") == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize("fault", ["exit", "kill", "segfault"])
+def test_dead_worker_is_an_error_not_a_hang(fault):
+    env = BatchEnv(faulty_fns(4, 3, fault), num_workers=2)
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    action = np.zeros((4, 1), np.float32)
+    env.step(action)
+    with pytest.raises(WorkerDiedError, match=r"worker 0 .*envs 2\.\.3.* died"):
+        env.step(action)
+    with pytest.raises(WorkerDiedError):
+        env.step(action)  # stays broken
+    env.close()
+    assert_all_gone(pids)
+
+
+def test_hanging_step_times_out_and_close_terminates():
+    env = BatchEnv(faulty_fns(4, 2, "hang", at=1), num_workers=2)
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    env.step_async(np.zeros((4, 1), np.float32))
+    with pytest.raises(mp.TimeoutError):
+        env.step_wait(timeout=0.3)
+    env.close(timeout=0.2)
+    assert env.closed
+    assert_all_gone(pids, within=3.0)
+
+
+def test_hanging_env_close_is_escalated():
+    env = BatchEnv(faulty_fns(4, 3, "hang_close"), num_workers=2)
+    pids = worker_pids(env)
+    env.close(timeout=0.2)
+    assert_all_gone(pids, within=3.0)
+
+
+def test_close_twice_and_use_after_close():
+    env = BatchEnv(faulty_fns(2, -1, "none"), num_workers=2)
+    pids = worker_pids(env)
+    env.close()
+    env.close()
+    assert_all_gone(pids, within=3.0)
+    with pytest.raises(Exception, match="closed"):
+        env.reset()
+
+
+PARENT_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import numpy as np
+    import psutil
+    import cloudpickle
+    sys.path.insert(0, {here!r})
+    import envs_testlib
+    cloudpickle.register_pickle_by_value(envs_testlib)
+    from batchppo.envs import BatchEnv
+    fault = sys.argv[1]
+    env = BatchEnv([lambda i=i: envs_testlib.FaultyEnv(i, 3, fault, 1) for i in range(4)],
+                   num_workers=3)
+    env.reset(seed=0)
+    pids = [p.pid for p in psutil.Process().children(recursive=True)]
+    print(" ".join(map(str, pids)), flush=True)
+    if fault == "hang":
+        env.step(np.zeros((4, 1), np.float32))  # blocks: env 3 sleeps; Ctrl-C lands here
+    else:
+        time.sleep(3600)
+    """
+)
+
+
+def _start_parent(fault: str):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARENT_SCRIPT.format(here=HERE), fault],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    line = proc.stdout.readline()
+    pids = [int(p) for p in line.split()]
+    assert pids, f"parent printed no child pids; stderr: {proc.stderr.read()}"
+    return proc, pids
+
+
+def test_no_child_outlives_a_killed_parent():
+    proc, pids = _start_parent("none")
+    proc.kill()
+    proc.wait()
+    assert_all_gone(pids, within=10.0)
+
+
+def test_no_child_outlives_ctrl_c():
+    proc, pids = _start_parent("hang")
+    time.sleep(0.5)  # let it block in step
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    assert_all_gone(pids, within=10.0)

@@ -1,0 +1,132 @@
+"""The wrappers Gymnasium lacks: exact formulas, dtypes, errors, frame and repeat logic."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from envs_testlib import BoundedEnv, CountEnv
+from gymnasium import spaces
+from gymnasium.wrappers import ClipAction
+
+from batchppo.envs.wrappers import (
+    ActionRepeat,
+    ConvertTo32Bit,
+    FrameDelta,
+    FrameHistory,
+    RandomStart,
+    RangeNormalize,
+)
+
+
+def test_range_normalize_observations_on_finite_dims_only():
+    env = RangeNormalize(BoundedEnv())
+    space = env.observation_space
+    np.testing.assert_array_equal(space.low, [-1, -np.inf, -1])
+    np.testing.assert_array_equal(space.high, [1, np.inf, 1])
+    obs, _ = env.reset(seed=0)
+    # obs0 = (0.5, 7, -2): 2 * (0.5 - 0) / 2 - 1 = -0.5; dim 1 unbounded; 2 * 2 / 8 - 1 = -0.5.
+    np.testing.assert_array_equal(obs, [-0.5, 7.0, -0.5])
+    obs, *_ = env.step(np.zeros(2, np.float32))
+    # (1.5, 8, -1) -> (0.5, 8, 2 * 3 / 8 - 1 = -0.25)
+    np.testing.assert_array_equal(obs, [0.5, 8.0, -0.25])
+
+
+def test_range_normalize_actions_on_finite_dims_only():
+    inner = BoundedEnv()
+    env = RangeNormalize(inner)
+    np.testing.assert_array_equal(env.action_space.low, [-np.inf, -1])
+    np.testing.assert_array_equal(env.action_space.high, [np.inf, 1])
+    env.reset(seed=0)
+    for a, expected in [([0.3, 0.5], [0.3, 8.0]), ([-1, -1], [-1, 2]), ([5, 1], [5, 10])]:
+        env.step(np.array(a, np.float32))
+        # low + (a + 1) / 2 * (high - low) with low 2, high 10 on dim 1.
+        np.testing.assert_allclose(inner.actions[-1], expected, rtol=0, atol=1e-6)
+
+
+def test_clip_action_outside_range_normalize_clips_in_normalised_space():
+    inner = BoundedEnv()
+    env = ClipAction(RangeNormalize(inner))
+    env.reset(seed=0)
+    env.step(np.array([3.0, 3.0], np.float32))
+    # dim 0 has infinite bounds: unclipped; dim 1 clipped to 1 -> the env's high, 10.
+    np.testing.assert_array_equal(inner.actions[-1], [3.0, 10.0])
+
+
+def test_convert_to_32bit_dtypes():
+    env = ConvertTo32Bit(BoundedEnv())
+    assert env.observation_space.dtype == np.float32
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == np.float32
+    obs, reward, *_ = env.step(np.zeros(2, np.float32))
+    assert obs.dtype == np.float32 and type(reward) is np.float32 and reward == 1.5
+    discrete = ConvertTo32Bit(_DiscreteEnv())
+    assert discrete.action_space.dtype == np.int32 and discrete.action_space.n == 3
+
+
+class _DiscreteEnv(CountEnv):
+    def __init__(self):
+        super().__init__()
+        self.action_space = spaces.Discrete(3)
+
+
+@pytest.mark.parametrize(("bad", "what"), [("obs", "observation"), ("reward", "reward")])
+def test_convert_to_32bit_rejects_non_finite_values(bad, what):
+    inner = BoundedEnv()
+    env = ConvertTo32Bit(inner, env_id="Bounded-v0")
+    env.reset(seed=0)
+    env.step(np.zeros(2, np.float32))
+    inner.bad = bad
+    with pytest.raises(ValueError, match=f"Bounded-v0: non-finite {what}.*step 2"):
+        env.step(np.zeros(2, np.float32))
+
+
+def test_frame_history_picks_past_frames():
+    env = FrameHistory(CountEnv(7), steps=[0, 2])
+    assert env.observation_space.shape == (2, 3)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs, [[7, 1, 0], [7, 1, 0]])  # padded with the reset obs
+    for _ in range(3):
+        obs, *_ = env.step(np.zeros(1, np.float32))
+    np.testing.assert_array_equal(obs, [[7, 1, 3], [7, 1, 1]])
+    flat = FrameHistory(CountEnv(7), steps=[1, 0], flatten=True)
+    assert flat.observation_space.shape == (6,)
+    flat.reset(seed=0)
+    obs, *_ = flat.step(np.zeros(1, np.float32))
+    np.testing.assert_array_equal(obs, [7, 1, 0, 7, 1, 1])
+    with pytest.raises(ValueError, match="steps"):
+        FrameHistory(CountEnv(), steps=[])
+
+
+def test_frame_delta():
+    env = FrameDelta(CountEnv(7))
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs, [7, 1, 0])
+    obs, *_ = env.step(np.zeros(1, np.float32))
+    np.testing.assert_array_equal(obs, [0, 0, 1])
+    obs, *_ = env.step(np.zeros(1, np.float32))
+    np.testing.assert_array_equal(obs, [0, 0, 1])
+
+
+def test_action_repeat_sums_rewards_and_stops_at_episode_end():
+    env = ActionRepeat(CountEnv(terminate_at=5), 2)
+    env.reset(seed=0)
+    a = np.full(1, 0.5, np.float32)
+    obs, reward, terminated, *_ = env.step(a)
+    assert obs[2] == 2 and reward == 1.5 + 2.5 and not terminated
+    env.step(a)  # t = 4
+    obs, reward, terminated, *_ = env.step(a)  # t = 5 ends the episode: only one repeat
+    assert obs[2] == 5 and reward == 5.5 and terminated
+    with pytest.raises(ValueError, match="amount"):
+        ActionRepeat(CountEnv(), 0)
+
+
+def test_random_start_is_reproducible_and_bounded():
+    starts = []
+    for _ in range(2):
+        env = RandomStart(CountEnv(), max_steps=10)
+        obs, _ = env.reset(seed=3)
+        first = obs[2]
+        seq = [first] + [env.reset()[0][2] for _ in range(20)]
+        starts.append(seq)
+    assert starts[0] == starts[1]
+    assert all(0 <= t < 10 for t in starts[0]) and len(set(starts[0])) > 3

@@ -1,0 +1,74 @@
+"""RayBatchEnv: the BatchEnv contract with Ray actors (a small local Ray)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from envs_testlib import CountEnv, FaultyEnv
+from gymnasium.vector import AutoresetMode
+from gymnasium.wrappers import TimeLimit
+
+ray = pytest.importorskip("ray")
+
+from batchppo.envs import BatchEnv  # noqa: E402
+from batchppo.envs.ray_env import RayBatchEnv  # noqa: E402
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def fns():
+    return [
+        (lambda i=i: TimeLimit(CountEnv(i, [2, 3, None][i], info=True), [10, 10, 2][i]))
+        for i in range(3)
+    ]
+
+
+def test_ray_matches_batch_env(local_ray):
+    with RayBatchEnv(fns(), num_workers=2) as renv, BatchEnv(fns(), num_workers=2) as benv:
+        assert renv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        r_obs, _ = renv.reset(seed=4)
+        b_obs, _ = benv.reset(seed=4)
+        np.testing.assert_array_equal(r_obs, b_obs)
+        assert renv.get_attr("last_seed") == (4, 5, 6)
+        action = np.full((3, 1), 0.25, np.float32)
+        for _ in range(4):
+            r = renv.step(action)
+            b = benv.step(action)
+            for x, y in zip(r[:4], b[:4], strict=True):
+                np.testing.assert_array_equal(x, y)
+            np.testing.assert_array_equal(r[4]["final_obs"], b[4]["final_obs"])
+            np.testing.assert_array_equal(r[4]["_final_obs"], b[4]["_final_obs"])
+            np.testing.assert_array_equal(r[4]["t"], b[4]["t"])
+        arrays = renv.step_arrays(action)
+        assert len(arrays) == 5 and arrays[1].dtype == np.float32
+        assert renv.call("double", 1) == (2, 3, 4)
+        with pytest.raises(ValueError, match=r"\(3, 1\)"):
+            renv.step(np.zeros((2, 1), np.float32))
+
+
+def test_ray_step_error_keeps_type_and_names_env(local_ray):
+    env = RayBatchEnv([lambda i=i: FaultyEnv(i, 2, "step") for i in range(3)], num_workers=2)
+    env.reset(seed=0)
+    env.step(np.zeros((3, 1), np.float32))
+    with pytest.raises(ZeroDivisionError, match="env 2"):
+        env.step(np.zeros((3, 1), np.float32))
+    env.close()
+
+
+def test_make_ray_backend(local_ray):
+    from batchppo.envs import make
+
+    with make("Pendulum-v1", 3, seed=0, backend="ray", num_workers=2, max_length=2) as env:
+        assert isinstance(env, RayBatchEnv)
+        obs, *_ = env.step_arrays(np.zeros((3, 1)))
+        assert obs.dtype == np.float32 and obs.shape == (3, 3)
+        obs, _, _, truncated, final_obs = env.step_arrays(np.zeros((3, 1)))
+        np.testing.assert_array_equal(truncated, [True] * 3)
+        assert not np.array_equal(obs, final_obs)

@@ -1,0 +1,112 @@
+"""A deterministic stand-in for the PPO Trainer, for cadence and resume tests of the loop.
+
+Each iteration adds ``steps_per_iteration`` env steps and 1 to ``params["w"]``; metrics are
+exact functions of the step, so every report the loop writes can be predicted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from batchppo.algorithms.ppo.config import PPOConfig
+
+
+@struct.dataclass
+class FakeState:
+    params: dict
+    key: jax.Array
+    step: jax.Array
+    updates: jax.Array
+
+
+class FakeTrainer:
+    """Trainer API (init, init_sim, iteration, evaluate, policy, close) without learning.
+
+    Args:
+        config: The run's config; ``num_agents * rollout_length`` steps per iteration.
+        signal_at: Send this process ``signal_num`` during the iteration that reaches this
+            many updates (simulates Ctrl-C / SIGTERM arriving mid-iteration).
+    """
+
+    instances: list[FakeTrainer] = []  # noqa: RUF012  (test bookkeeping)
+
+    def __init__(
+        self, config: PPOConfig, signal_at: int | None = None, signal_num: int = signal.SIGTERM
+    ) -> None:
+        self.config = config
+        self.steps_per_iteration = config.num_agents * (config.rollout_length or 1)
+        self.signal_at, self.signal_num = signal_at, signal_num
+        self.closed = False
+        self.evaluated_at: list[int] = []
+        FakeTrainer.instances.append(self)
+
+    def init(self, key: jax.Array) -> FakeState:
+        return FakeState(
+            params={"w": jnp.zeros((3,), jnp.float32), "b": jnp.ones((2, 2), jnp.float32)},
+            key=jax.random.key(0),
+            step=jnp.zeros((), jnp.int32),
+            updates=jnp.zeros((), jnp.int32),
+        )
+
+    def init_sim(self, train_state: FakeState, key: jax.Array) -> dict:
+        return {"key": key}
+
+    def iteration(self, ts: FakeState, ss: dict) -> tuple[FakeState, dict, dict[str, float]]:
+        updates = int(ts.updates) + 1
+        if self.signal_at is not None and updates == self.signal_at:
+            os.kill(os.getpid(), self.signal_num)
+        new_key, _ = jax.random.split(ts.key)
+        ts = ts.replace(
+            params={"w": ts.params["w"] + 1.0, "b": ts.params["b"]},
+            key=new_key,
+            step=ts.step + self.steps_per_iteration,
+            updates=ts.updates + 1,
+        )
+        step = int(ts.step)
+        metrics = {
+            "env_steps": float(self.steps_per_iteration),
+            "episodes": 2.0,
+            "score": float(step),
+            "length": 10.0,
+            "policy_loss": float(updates),
+            "kl": float("nan") if updates == 1 else 0.5,
+        }
+        return ts, ss, metrics
+
+    def evaluate(self, ts: FakeState, num_episodes: int, key: jax.Array) -> dict:
+        self.evaluated_at.append(int(ts.step))
+        returns = np.full((num_episodes,), float(ts.step))
+        lengths = np.full((num_episodes,), 7)
+        return {"score": float(ts.step), "length": 7.0, "returns": returns, "lengths": lengths}
+
+    def policy(self, ts: FakeState, deterministic: bool = True) -> Any:
+        w = np.asarray(ts.params["w"])
+        return lambda obs: np.asarray(obs)[:, :1] * 0 + w[0]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def fake_config(**changes: Any) -> PPOConfig:
+    """A config whose iterations are 100 steps, with a tight reporting cadence."""
+    base = PPOConfig(
+        env="CartPole-v1",
+        backend="gymnax",
+        num_agents=10,
+        rollout_length=10,
+        steps=1000,
+        log_every=250,
+        eval_every=400,
+        checkpoint_every=300,
+        keep_checkpoints=2,
+        eval_episodes=3,
+    )
+    return dataclasses.replace(base, **changes)

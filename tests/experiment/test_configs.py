@@ -1,0 +1,208 @@
+"""Presets, typed overrides, the YAML round trip and resume rules."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import yaml
+
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.experiment import configs
+from batchppo.experiment.errors import ConfigError
+
+ORIGINAL_TABLE = {
+    # name: (env, max_length, steps, overrides) from the original's config table.
+    "pendulum": ("Pendulum-v1", 200, 1_000_000, {"chunk_length": 50}),
+    "cartpole": (
+        "CartPole-v1",
+        500,
+        200_000,
+        {"network": "feed_forward_categorical", "normalize_ranges": False},
+    ),
+    "reacher": ("Reacher-v5", 1000, 5_000_000, {"discount": 0.985, "update_every": 60}),
+    "cheetah": ("HalfCheetah-v5", 1000, 10_000_000, {"discount": 0.99}),
+    "walker": ("Walker2d-v5", 1000, 10_000_000, {}),
+    "hopper": ("Hopper-v5", 1000, 10_000_000, {"update_every": 60}),
+    "ant": ("Ant-v5", 1000, 20_000_000, {}),
+    "humanoid": ("Humanoid-v5", 1000, 50_000_000, {"update_every": 60}),
+}
+
+
+@pytest.mark.parametrize("name", list(ORIGINAL_TABLE))
+def test_original_presets_keep_the_original_values(name):
+    env, max_length, steps, overrides = ORIGINAL_TABLE[name]
+    config = configs.get_preset(name)
+    assert (config.env, config.max_length, config.steps) == (env, max_length, steps)
+    assert config.backend == "process"
+    for key, value in overrides.items():
+        assert getattr(config, key) == value
+    # The original's defaults where the table does not override them.
+    assert config.num_agents == 30
+    assert config.update_epochs == 25
+    assert config.learning_rate == 1e-4
+    assert config.kl_target == 0.01
+    assert config.objective == "kl_penalty"
+    assert config.policy_layers == (200, 100)
+    if "discount" not in overrides:
+        assert config.discount == 0.995
+    if "update_every" not in overrides:
+        assert config.update_every == 30
+
+
+def test_jax_presets_and_default():
+    assert configs.DEFAULT_PRESET == "pendulum_jax"
+    assert configs.get_preset("pendulum_jax").backend == "gymnax"
+    assert configs.get_preset("cartpole_jax").network == "feed_forward_categorical"
+    assert {n for n, c in configs.PRESETS.items() if c.backend == "brax"} >= {"ant_brax"}
+    for name, config in configs.PRESETS.items():
+        assert config.eval_every <= config.steps, name
+        assert config.checkpoint_every <= config.steps, name
+
+
+def test_unknown_preset_lists_valid_names_and_suggests():
+    with pytest.raises(ConfigError) as info:
+        configs.get_preset("pendulm")
+    message = str(info.value)
+    assert "'pendulm'" in message and "Did you mean 'pendulum'" in message
+    for name in configs.PRESETS:
+        assert name in message
+
+
+@pytest.mark.skipif(configs.brax_available(), reason="brax is installed here")
+def test_brax_preset_without_brax_is_a_clear_error():
+    with pytest.raises(ConfigError, match=r"needs Brax.*pip install brax"):
+        configs.get_preset("ant_brax")
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "value"),
+    [
+        ("steps=2000", "steps", 2000),
+        ("steps=1e6", "steps", 1_000_000),
+        ("steps=2.0e3", "steps", 2000),
+        ("learning_rate=3e-4", "learning_rate", 3e-4),
+        ("learning_rate=1", "learning_rate", 1.0),
+        ("anneal_lr=true", "anneal_lr", True),
+        ("normalize_ranges=False", "normalize_ranges", False),
+        ("max_grad_norm=null", "max_grad_norm", None),
+        ("max_grad_norm=None", "max_grad_norm", None),
+        ("max_grad_norm=0.5", "max_grad_norm", 0.5),
+        ("max_length=none", "max_length", None),
+        ("rollout_length=64", "rollout_length", 64),
+        ("policy_layers=[64, 32]", "policy_layers", (64, 32)),
+        ("value_layers=[]", "value_layers", ()),
+        ("env=CartPole-v1", "env", "CartPole-v1"),
+        ("objective = clip", "objective", "clip"),
+    ],
+)
+def test_parse_override_converts_to_the_field_type(text, key, value):
+    parsed_key, parsed = configs.parse_override(text)
+    assert parsed_key == key
+    assert parsed == value
+    assert type(parsed) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("steps=abc", "'steps' expects int, got 'abc'"),
+        ("steps=1.5", "'steps' expects int, got 1.5"),
+        ("steps=true", "'steps' expects int, got True"),
+        ("steps=null", "'steps' expects int, got None"),
+        ("anneal_lr=1", "'anneal_lr' expects bool, got 1"),
+        ("learning_rate=fast", "'learning_rate' expects float, got 'fast'"),
+        ("max_grad_norm=[1]", "'max_grad_norm' expects float or None, got [1]"),
+        ("policy_layers=64", "'policy_layers' expects list of int, got 64"),
+        ("policy_layers=[64, 1.5]", "'policy_layers' expects list of int, got [64, 1.5]"),
+        ("env=3", "'env' expects str, got 3"),
+    ],
+)
+def test_parse_override_rejects_wrong_types(text, expected):
+    with pytest.raises(ConfigError) as info:
+        configs.parse_override(text)
+    assert expected in str(info.value)
+
+
+def test_unknown_override_key_lists_allowed_keys_and_suggests():
+    with pytest.raises(ConfigError) as info:
+        configs.parse_override("learning_rat=0.1")
+    message = str(info.value)
+    assert "unknown config key 'learning_rat'" in message
+    assert "Did you mean 'learning_rate'" in message
+    for field in dataclasses.fields(PPOConfig):
+        assert field.name in message
+
+
+def test_override_without_equals_sign():
+    with pytest.raises(ConfigError, match="not of the form KEY=VALUE"):
+        configs.parse_override("steps")
+
+
+def test_apply_overrides_later_wins_and_config_validation_is_a_config_error():
+    config = configs.apply_overrides(configs.get_preset("cartpole"), ["steps=10", "steps=20"])
+    assert config.steps == 20
+    with pytest.raises(ConfigError, match="discount=2.0: must be in"):
+        configs.apply_overrides(config, ["discount=2"])
+
+
+def test_yaml_round_trip_is_plain_data():
+    config = configs.apply_overrides(
+        configs.get_preset("pendulum_jax"), ["policy_layers=[8, 4]", "max_grad_norm=null"]
+    )
+    text = configs.config_to_yaml(config)
+    data = yaml.safe_load(text)
+    assert data["policy_layers"] == [8, 4]
+    assert data["max_grad_norm"] is None
+    assert list(data) == [f.name for f in dataclasses.fields(PPOConfig)]
+    assert "!!python" not in text
+    assert configs.config_from_yaml(text) == config
+
+
+def test_stored_config_with_unknown_or_mistyped_keys_is_an_error(tmp_path):
+    data = configs.config_to_dict(PPOConfig())
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({**data, "gae": 0.9}))
+    with pytest.raises(ConfigError, match=r"unknown config keys \['gae'\]"):
+        configs.load_config(path)
+    path.write_text(yaml.safe_dump({**data, "steps": "many"}))
+    with pytest.raises(ConfigError, match="'steps' expects int, got 'many'"):
+        configs.load_config(path)
+    path.write_text("steps: [1\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        configs.load_config(path)
+    path.write_text("- 1\n")
+    with pytest.raises(ConfigError, match="expected a mapping"):
+        configs.load_config(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        configs.load_config(tmp_path / "missing.yaml")
+
+
+def test_python_objects_in_yaml_are_refused(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("!!python/object/apply:os.system ['echo hacked']\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        configs.load_config(path)
+
+
+def test_resume_allows_raising_steps_and_bookkeeping_only():
+    stored = configs.get_preset("cartpole_jax")
+    resumed = configs.check_resume_overrides(stored, {"steps": stored.steps * 2, "log_every": 7})
+    assert resumed.steps == stored.steps * 2 and resumed.log_every == 7
+    assert configs.check_resume_overrides(stored, {"learning_rate": stored.learning_rate}) == stored
+    with pytest.raises(ConfigError, match=r"learning_rate=0\.1 \(stored 0\.00025\)"):
+        configs.check_resume_overrides(stored, {"learning_rate": 0.1})
+    with pytest.raises(ConfigError, match="steps=10"):
+        configs.check_resume_overrides(stored, {"steps": 10})
+    annealed = dataclasses.replace(stored, anneal_lr=True)
+    with pytest.raises(ConfigError, match="steps="):
+        configs.check_resume_overrides(annealed, {"steps": stored.steps * 2})
+
+
+def test_check_env_id():
+    configs.check_env_id(configs.get_preset("cartpole"))
+    configs.check_env_id(configs.get_preset("cartpole_jax"))
+    with pytest.raises(ConfigError, match=r"unknown Gymnasium env id 'CartPole-v9'.*'CartPole-v1'"):
+        configs.check_env_id(dataclasses.replace(configs.get_preset("cartpole"), env="CartPole-v9"))
+    with pytest.raises(ConfigError, match=r"unknown gymnax env id 'Pendulum'.*Pendulum-v1"):
+        configs.check_env_id(dataclasses.replace(configs.get_preset("pendulum_jax"), env="Pendulum"))

@@ -1,0 +1,189 @@
+"""End to end with the real BatchPPO trainer: train, resume, kill -9, visualize, plot."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment import loop, plot, visualize
+from batchppo.experiment.logging import read_metrics, read_scalars
+
+pytest.importorskip("batchppo.algorithms.ppo.ppo")
+
+# 8 envs x 32 steps = 256 env steps per iteration; tiny networks, one epoch.
+TINY = [
+    "num_agents=8",
+    "rollout_length=32",
+    "update_epochs=1",
+    "num_minibatches=1",
+    "policy_layers=[16]",
+    "value_layers=[16]",
+    "max_length=60",
+    "eval_episodes=2",
+    "log_every=256",
+    "eval_every=1024",
+    "checkpoint_every=512",
+]
+PER_ITERATION = 256
+KILL_STEPS = 40_000
+
+
+def assert_curves(run_dir: Path, last_step: int, eval_every: int) -> None:
+    """Every report present exactly once, in order, in metrics.jsonl and TensorBoard."""
+    records = read_metrics(run_dir)
+    train = [r["step"] for r in records if r["phase"] == "train"]
+    evals = [r["step"] for r in records if r["phase"] == "eval"]
+    assert train == list(range(PER_ITERATION, last_step + 1, PER_ITERATION))
+    expected_evals = list(range(eval_every, last_step + 1, eval_every))
+    if last_step % eval_every:
+        expected_evals.append(last_step)
+    assert evals == expected_evals
+    tb_train = read_scalars(run_dir / "train")
+    tb_eval = read_scalars(run_dir / "eval")
+    assert [s for s, _ in tb_train["score"]] == train
+    assert [s for s, _ in tb_eval["score"]] == evals
+    for tag in ("sps", "policy_loss", "value_loss", "entropy", "learning_rate", "obs_std"):
+        assert [s for s, _ in tb_train[tag]] == train, tag
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("logdir")
+    first = loop.train(
+        "cartpole_jax", logdir, timestamp="T1", overrides=[*TINY, "steps=2048"], progress="none"
+    )
+    return logdir, first
+
+
+@pytest.mark.timeout(120)
+def test_train_then_resume_continues_the_step_count_and_curves(tiny_run):
+    logdir, first = tiny_run
+    run_dir = logdir / "T1-cartpole_jax"
+    assert first.run_dir == run_dir and first.step == 2048
+    assert np.isfinite(first.score)
+    assert sorted(p.name for p in run_dir.iterdir()) == [
+        "checkpoints", "config.yaml", "eval", "metrics.jsonl", "train",
+    ]  # fmt: skip
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [1024, 1536, 2048]
+    assert_curves(run_dir, 2048, 1024)
+    second = loop.train(
+        "cartpole_jax", logdir, timestamp="T1", overrides=["steps=3072"], progress="none"
+    )
+    assert second.step == 3072 and second.config.steps == 3072
+    assert second.records[0]["step"] == 2048 + PER_ITERATION
+    assert int(second.train_state.updates) == 3072 // PER_ITERATION
+    assert_curves(run_dir, 3072, 1024)
+
+
+@pytest.mark.timeout(120)
+def test_load_policy_and_visualize_writes_playable_videos(tiny_run, tmp_path):
+    import imageio.v2 as imageio
+
+    logdir, _ = tiny_run
+    run_dir = logdir / "T1-cartpole_jax"
+    policy = loop.load_policy(run_dir)
+    actions = policy(np.zeros((5, 4), np.float32))
+    assert actions.shape == (5,) and set(np.unique(actions)) <= {0, 1}
+    stats = visualize.visualize(run_dir, tmp_path / "videos", num_episodes=2, checkpoint=2048)
+    assert stats["checkpoint"] == 2048 and stats["env"] == "CartPole-v1"
+    assert json.loads((tmp_path / "videos" / "stats.json").read_text()) == stats
+    assert len(stats["returns"]) == len(stats["lengths"]) == len(stats["videos"]) == 2
+    for video, length, ret in zip(stats["videos"], stats["lengths"], stats["returns"], strict=True):
+        assert 1 <= length <= 60 and ret == float(length)  # CartPole: +1 per step
+        with warnings.catch_warnings():  # imageio's ffmpeg subprocess; not a bare fork
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reader = imageio.get_reader(video)
+        frames = [frame for frame in reader]
+        reader.close()
+        assert len(frames) == length + 1
+        assert frames[0].shape == (400, 600, 3) and frames[0].std() > 0
+
+
+@pytest.mark.timeout(60)
+def test_plot_writes_a_png(tiny_run, tmp_path):
+    logdir, _ = tiny_run
+    for x in ("steps", "hours"):
+        out = plot.plot_runs([logdir / "T1-cartpole_jax"], tmp_path / f"curves-{x}.png", x=x)
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert out.stat().st_size > 10_000
+
+
+def _start(logdir: Path, cache: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "batchppo", "train", "--config", "cartpole_jax"]
+    command += ["--logdir", str(logdir), "--timestamp", "K", "--progress", "lines"]
+    for override in [*TINY, "checkpoint_every=2560", f"steps={KILL_STEPS}"]:
+        command += ["--set", override]
+    # A persistent compilation cache shared by the three processes saves two compilations.
+    env = {
+        **os.environ,
+        "JAX_PLATFORMS": "cpu",
+        "JAX_COMPILATION_CACHE_DIR": str(cache),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def _wait_for(condition, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if proc.poll() is not None:
+            pytest.fail(f"training exited early ({proc.returncode}): {proc.stderr.read()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail("training made no progress")
+        time.sleep(0.01)
+
+
+@pytest.mark.timeout(240)
+def test_kill_9_then_ctrl_c_then_resume_to_the_end(tmp_path):
+    logdir, cache = tmp_path / "logdir", tmp_path / "cache"
+    run_dir = logdir / "K-cartpole_jax"
+    checkpoints = run_dir / "checkpoints"
+
+    def last_step() -> int:
+        records = read_metrics(run_dir)
+        return records[-1]["step"] if records else 0
+
+    def beyond_a_checkpoint() -> bool:
+        found = ckpt.latest_checkpoint(checkpoints)
+        return found is not None and last_step() > found[0]
+
+    # 1. kill -9 between checkpoints, after reports beyond the last one.
+    proc = _start(logdir, cache)
+    _wait_for(beyond_a_checkpoint, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    killed_at = ckpt.latest_checkpoint(checkpoints)[0]
+    assert last_step() > killed_at
+
+    # 2. Resume, then Ctrl-C: the iteration finishes, a checkpoint is saved, exit 130.
+    proc = _start(logdir, cache)
+    _wait_for(lambda: last_step() > killed_at + 2 * PER_ITERATION, proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"resuming {run_dir} from step {killed_at:,}" in out
+    stopped = ckpt.latest_checkpoint(checkpoints)[0]
+    assert stopped == last_step() > killed_at
+    assert "--timestamp K" in out
+
+    # 3. Resume to the end: every report once, in order.
+    proc = _start(logdir, cache)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    final = -(-KILL_STEPS // PER_ITERATION) * PER_ITERATION
+    assert f"done: {final:,} steps" in out
+    assert_curves(run_dir, final, 1024)

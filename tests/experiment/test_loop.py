@@ -1,0 +1,177 @@
+"""The loop's phases, cadence, checkpoints and resume, with a deterministic fake trainer."""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+
+import numpy as np
+import pytest
+from experiment_fakes import FakeTrainer, fake_config
+
+from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment import configs, loop
+from batchppo.experiment.errors import ConfigError, RunDirError
+from batchppo.experiment.logging import read_metrics, read_scalars
+
+# 100 steps per iteration, steps=1000, log_every=250, eval_every=400, checkpoint_every=300.
+TRAIN_STEPS = [300, 500, 800, 1000]
+EVAL_STEPS = [400, 800, 1000]
+
+
+def run(tmp_path, config=None, timestamp="T", **kwargs):
+    return loop.train(
+        config or fake_config(),
+        tmp_path,
+        name="fake",
+        timestamp=timestamp,
+        progress="none",
+        trainer_factory=kwargs.pop("factory", FakeTrainer),
+        **kwargs,
+    )
+
+
+def steps_of(records, phase):
+    return [r["step"] for r in records if r["phase"] == phase]
+
+
+def test_cadence_of_reports_evals_and_checkpoints(tmp_path):
+    result = run(tmp_path)
+    run_dir = tmp_path / "T-fake"
+    assert result.run_dir == run_dir and result.step == 1000 and not result.interrupted
+    assert result.score == 1000.0
+    records = read_metrics(run_dir)
+    assert records == result.records
+    assert steps_of(records, "train") == TRAIN_STEPS
+    assert steps_of(records, "eval") == EVAL_STEPS
+    # Train reports aggregate the iterations since the last report.
+    train = [r for r in records if r["phase"] == "train"]
+    assert [r["score"] for r in train] == [200.0, 450.0, 700.0, 950.0]
+    assert [r["episodes"] for r in train] == [6, 4, 6, 4]
+    assert [r["policy_loss"] for r in train] == [2.0, 4.5, 7.0, 9.5]
+    assert train[0]["kl"] == 0.5  # NaN of the first iteration ignored
+    for r in records:
+        assert {"step", "phase", "score", "length", "sps", "wall_time"} <= set(r)
+        assert r["sps"] > 0 and r["wall_time"] >= 0
+    evals = [r for r in records if r["phase"] == "eval"]
+    assert [(r["score"], r["length"], r["episodes"]) for r in evals] == [
+        (400.0, 7.0, 3),
+        (800.0, 7.0, 3),
+        (1000.0, 7.0, 3),
+    ]
+    # Checkpoints at 300, 600, 900 and the end; keep_checkpoints=2.
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [900, 1000]
+    assert read_scalars(run_dir / "train")["score"] == [(s, r["score"]) for s, r in
+                                                        zip(TRAIN_STEPS, train, strict=True)]  # fmt: skip
+    assert [s for s, _ in read_scalars(run_dir / "eval")["score"]] == EVAL_STEPS
+    assert configs.load_config(run_dir / "config.yaml") == fake_config()
+    assert FakeTrainer.instances[-1].closed
+
+
+def test_no_logdir_means_no_disk_io(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = loop.train(fake_config(), progress="none", trainer_factory=FakeTrainer)
+    assert result.run_dir is None and result.score == 1000.0
+    assert steps_of(result.records, "train") == TRAIN_STEPS
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_sigterm_finishes_the_iteration_saves_and_resumes_the_same_curves(tmp_path):
+    def stopping(config):
+        return FakeTrainer(config, signal_at=5, signal_num=signal.SIGTERM)
+
+    handler = signal.getsignal(signal.SIGTERM)
+    first = run(tmp_path, factory=stopping)
+    assert signal.getsignal(signal.SIGTERM) is handler  # restored
+    assert first.interrupted and first.stop_signal == signal.SIGTERM and first.step == 500
+    run_dir = tmp_path / "T-fake"
+    assert ckpt.latest_checkpoint(run_dir / "checkpoints")[0] == 500
+    second = run(tmp_path)
+    assert second.step == 1000 and not second.interrupted
+    assert float(second.train_state.params["w"][0]) == 10.0  # 10 iterations in all
+    records = read_metrics(run_dir)
+    assert steps_of(records, "train") == TRAIN_STEPS
+    assert steps_of(records, "eval") == EVAL_STEPS
+    assert [s for s, _ in read_scalars(run_dir / "train")["score"]] == TRAIN_STEPS
+    assert [s for s, _ in read_scalars(run_dir / "eval")["score"]] == EVAL_STEPS
+
+
+def test_resume_after_a_crash_drops_reports_after_the_last_checkpoint(tmp_path):
+    run(tmp_path)
+    run_dir = tmp_path / "T-fake"
+    # As if killed after the reports of step 1000 but before its checkpoint was renamed.
+    ckpt.checkpoint_path(run_dir / "checkpoints", 1000).unlink()
+    resumed = run(tmp_path)
+    trainer = FakeTrainer.instances[-1]
+    assert trainer.evaluated_at == [1000]  # only the step after the checkpoint re-ran
+    assert resumed.step == 1000
+    assert float(resumed.train_state.params["w"][0]) == 10.0
+    records = read_metrics(run_dir)
+    assert steps_of(records, "train") == TRAIN_STEPS
+    assert steps_of(records, "eval") == EVAL_STEPS
+    assert [s for s, _ in read_scalars(run_dir / "train")["score"]] == TRAIN_STEPS
+    assert [s for s, _ in read_scalars(run_dir / "eval")["score"]] == EVAL_STEPS
+    # Wall time continues from the checkpoint instead of restarting at zero.
+    times = [r["wall_time"] for r in records]
+    assert times == sorted(times)
+
+
+def test_resume_of_a_complete_run_does_nothing_and_raising_steps_continues(tmp_path):
+    run(tmp_path)
+    again = run(tmp_path)
+    assert again.step == 1000 and again.records == [] and again.score == 1000.0
+    more = run(tmp_path, overrides=["steps=1200"], config=configs.get_preset("cartpole_jax"))
+    assert more.step == 1200 and more.config.steps == 1200
+    run_dir = tmp_path / "T-fake"
+    assert steps_of(read_metrics(run_dir), "train") == [*TRAIN_STEPS, 1200]
+    assert steps_of(read_metrics(run_dir), "eval") == [*EVAL_STEPS, 1200]
+    assert configs.load_config(run_dir / "config.yaml").steps == 1200
+
+
+def test_resume_refuses_changes_of_meaning(tmp_path):
+    run(tmp_path)
+    with pytest.raises(ConfigError, match="learning_rate"):
+        run(tmp_path, config=dataclasses.replace(fake_config(), learning_rate=0.5))
+    with pytest.raises(ConfigError, match="discount"):
+        run(tmp_path, config=configs.get_preset("cartpole_jax"), overrides=["discount=0.5"])
+
+
+def test_run_dir_without_config_is_refused(tmp_path):
+    (tmp_path / "T-fake").mkdir()
+    with pytest.raises(RunDirError, match="holds no config.yaml"):
+        run(tmp_path)
+
+
+def test_load_policy_uses_the_checkpoint(tmp_path):
+    run(tmp_path)
+    run_dir = tmp_path / "T-fake"
+    policy = loop.load_policy(run_dir, trainer_factory=FakeTrainer)
+    np.testing.assert_array_equal(policy(np.zeros((2, 4))), [[10.0], [10.0]])
+    policy = loop.load_policy(run_dir, checkpoint=900, trainer_factory=FakeTrainer)
+    np.testing.assert_array_equal(policy(np.zeros((1, 4))), [[9.0]])
+    assert FakeTrainer.instances[-1].closed
+
+
+def test_progress_lines_when_not_a_terminal(tmp_path, capsys):
+    loop.train(fake_config(), progress="lines", trainer_factory=FakeTrainer)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(TRAIN_STEPS) + len(EVAL_STEPS)
+    assert lines[0].startswith("train step         300/1,000 ( 30%) | score     200.0 |")
+    assert "steps/s | ETA " in lines[0]
+    assert lines[1] == "eval  step         400 | score     400.0 | length 7"
+
+
+def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    loop.train(fake_config(), progress="auto", trainer_factory=FakeTrainer)
+    out = capsys.readouterr().out
+    assert "1.00k/1.00k" in out and "score 950.0" in out and "step/s" in out
+    assert "eval at step 400: score 400.0" in out
+
+
+def test_crossed():
+    assert loop._crossed(0, 100, 100)
+    assert not loop._crossed(100, 199, 100)
+    assert loop._crossed(199, 200, 100)
+    assert loop._crossed(150, 450, 100)
+    assert not loop._crossed(0, 100, 0)
