@@ -168,11 +168,13 @@ def main(argv: list[str] | None = None) -> None:
             )
             print(
                 f"{env_id:16s} {n:3d} {rates['single'] / 1e3:7.1f}k {limit / 1e3:7.1f}k {cells} "
-                f"{ratio('async')} {best / limit:10.2f}x {ratio('envpool')}",
+                f"{ratio('async')} {best / limit:10.2f}x {ratio('envpool')}"
+                f"  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     print("batch = BatchEnv.step (infos); batch_arr = BatchEnv.step_arrays (copy=False); the")
-    print("ratios use the better of the two. limit = cores x single.")
+    print("ratios use the better of the two. limit = cores x single. load = 1-min load average")
+    print("after the row (other processes competing for the cores distort every figure).")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ Sections (``--only`` picks some):
 * ``pendulum``: wall-clock until the mean deterministic eval return reaches -200 on Pendulum-v1,
   per seed, each seed in a fresh Python process (start-up, imports and compilation included):
   Stable-Baselines3 PPO with the rl-baselines3-zoo hyperparameters (4 envs, n_steps 1024, gamma
-  0.9, GAE 0.95, 10 epochs, lr 1e-3, clip 0.2, gSDE every 4 steps, VecNormalize), batchppo with
+  0.9, GAE 0.95, 10 epochs, lr 1e-3, clip 0.2, gSDE every 4 steps), batchppo with
   Gymnasium envs in worker processes (preset ``pendulum_fast``), and batchppo fused with gymnax
   (preset ``pendulum_jax``). Medians over seeds; ratios against SB3.
 * ``throughput``: fused steps/s at PureJaxRL's ppo_continuous_action config (gymnax Pendulum,
@@ -123,27 +123,19 @@ def _config(name: str, overrides: dict | None = None):
 
 
 def worker_sb3(seed: int, t_launch: float, max_steps: int) -> dict:
-    import numpy as np
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.vec_env import VecNormalize
 
-    env = VecNormalize(make_vec_env("Pendulum-v1", n_envs=4, seed=seed), gamma=0.9)
-    eval_env = VecNormalize(
-        make_vec_env("Pendulum-v1", n_envs=1, seed=seed + 1000),
-        training=False,
-        norm_reward=False,
-        gamma=0.9,
-    )
+    env = make_vec_env("Pendulum-v1", n_envs=4, seed=seed)
+    eval_env = make_vec_env("Pendulum-v1", n_envs=1, seed=seed + 1000)
     result: dict = {"hit": False}
 
     class Eval(BaseCallback):
         def _on_rollout_start(self) -> None:
             if self.num_timesteps == 0:
                 return
-            eval_env.obs_rms = env.obs_rms.copy()
             mean, _ = evaluate_policy(
                 self.model, eval_env, n_eval_episodes=EVAL_EPISODES, deterministic=True
             )
@@ -172,7 +164,6 @@ def worker_sb3(seed: int, t_launch: float, max_steps: int) -> dict:
         verbose=0,
     )
     model.learn(total_timesteps=max_steps, callback=Eval())
-    del np
     return result
 
 

@@ -15,7 +15,7 @@ from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
 
 sys.path.insert(0, str(Path(__file__).parent / "experiment"))
-from experiment_fakes import FakeTrainer  # noqa: E402
+from experiment_fakes import FakeTrainer
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -88,6 +88,7 @@ def test_unknown_env_id(capsys, tmp_path, config, env, message):
     argv = ["train", "--config", config, "--logdir", str(tmp_path), "--set", f"env={env}"]
     code, _, err = run_cli(capsys, *argv)
     assert_one_line_error(code, err, message)
+    assert list(tmp_path.iterdir()) == []  # no run dir left behind
 
 
 def test_resume_refuses_a_change_of_meaning(capsys, tmp_path):
@@ -95,6 +96,12 @@ def test_resume_refuses_a_change_of_meaning(capsys, tmp_path):
     argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "T"]
     code, _, err = run_cli(capsys, *argv, "--set", "learning_rate=0.5")
     assert_one_line_error(code, err, "cannot change a resumed run's meaning: learning_rate=0.5")
+
+
+def test_bad_timestamp(capsys, tmp_path):
+    argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "a/b"]
+    code, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(code, err, "--timestamp 'a/b': use a plain name")
 
 
 def test_existing_dir_that_is_not_a_run(capsys, tmp_path):

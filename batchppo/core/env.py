@@ -98,7 +98,7 @@ class Env(Protocol):
         ...
 
     def reset(self, key: jax.Array) -> tuple[PyTree, jax.Array]:
-        """Resets all envs. Returns ``(state, obs)`` with ``obs`` of shape ``(num_envs, *obs_shape)``."""
+        """Resets all envs; ``obs`` has shape ``(num_envs, *obs_shape)``."""
         ...
 
     def step(self, state: PyTree, action: jax.Array, key: jax.Array) -> StepResult:

@@ -109,8 +109,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When
             given, the number of units is ``ceil(num_envs / K)``.
         step_in_parent: The parent steps the first ``K`` envs itself while the workers step
-            the others (saves one process and its signalling). With ``num_workers=1`` no
-            process is started at all.
+            the others (saves one process and its signalling); it does so in ``step_wait``, so
+            ``step_async`` still returns at once. With ``num_workers=1`` no process is started
+            at all (the ``"sync"`` backend of :func:`~batchppo.envs.make`).
         copy: Return copies of the arrays. With ``copy=False`` the arrays returned by
             ``step``/``step_arrays``/``reset`` are views into shared memory, valid until the
             next call that steps or resets.
@@ -445,7 +446,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                         remote_exc = self._remote_error(slot, report)
                 elif status == STATUS_INFO:
                     start, stop = self._ranges[slot]
-                    parts.append((start, stop - start, self._recv(slot)))
+                    info = self._recv(slot)
+                    if isinstance(info, tuple):  # the infos could not be sent
+                        remote_exc = remote_exc or self._remote_error(slot, info[1])
+                    else:
+                        parts.append((start, stop - start, info))
         except mp.TimeoutError:
             raise
         except KeyboardInterrupt:

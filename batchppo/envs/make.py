@@ -98,8 +98,11 @@ def make(
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
 
     Example:
+        >>> import numpy as np
         >>> env = make("Pendulum-v1", 16, seed=0, max_length=200)
+        >>> actions = np.zeros((16, 1), np.float32)
         >>> obs, reward, terminated, truncated, final_obs = env.step_arrays(actions)
+        >>> env.close()
 
     Args:
         env_id: Gymnasium id.

@@ -6,8 +6,9 @@ The per-step protocol moves no Python objects: the parent writes the actions int
 memory, sets the command word of the worker and releases the worker's command semaphore; the
 worker steps its envs, writes the results into shared memory and releases its done semaphore.
 Both sides spin on a non-blocking ``acquire`` for a short while before blocking, so a step
-costs no system call when both sides are busy. Everything rare (reset with seeds and options,
-``call``, ``get_attr``, ``set_attr``, errors, infos) goes through a pipe, pickled.
+needs no blocking wait (and no wake-up latency) when both sides are busy. Everything rare
+(reset with seeds and options, ``call``, ``get_attr``, ``set_attr``, errors, infos) goes
+through a pipe, pickled.
 
 The same :class:`EnvGroup` steps the parent's own share of the envs and the envs of a Ray actor,
 so the autoreset logic exists once.
@@ -518,7 +519,12 @@ def worker_main(
                 # block this worker while the parent still waits on the semaphore.
                 done_sem.release()
                 if message is not None:
-                    conn.send(message)
+                    try:
+                        conn.send(message)
+                    except (EOFError, BrokenPipeError, ConnectionResetError):
+                        raise
+                    except Exception as exc:  # e.g. an info that cannot be pickled
+                        conn.send(("error", describe_exception(exc, None)))
             elif command == CMD_PIPE:
                 message = conn.recv()
                 if _handle(message, group, conn):

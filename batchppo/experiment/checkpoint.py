@@ -11,9 +11,7 @@ Only the newest ``keep`` checkpoints are kept.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +21,7 @@ import numpy as np
 from flax import serialization
 
 from batchppo.experiment.errors import CheckpointError
+from batchppo.experiment.fileio import atomic_write_bytes
 
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^ckpt-(\d+)\.msgpack$")
@@ -80,33 +79,6 @@ def _to_host(tree: Any) -> Any:
         return np.asarray(x) if isinstance(x, jax.Array) else x
 
     return jax.tree_util.tree_map(leaf, tree)
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable; not supported everywhere (e.g. some network mounts).
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Writes ``data`` to ``path`` through a fsynced temporary file and an atomic rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
 
 
 def save_checkpoint(

@@ -27,6 +27,7 @@ import yaml
 
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.experiment.errors import ConfigError
+from batchppo.experiment.fileio import atomic_write_bytes
 
 DEFAULT_PRESET = "pendulum_jax"
 """The preset the README's first command trains: the fastest to a good result."""
@@ -396,7 +397,7 @@ def config_from_yaml(text: str, source: str = "config") -> PPOConfig:
 
 def save_config(config: PPOConfig, path: str | Path) -> None:
     """Writes ``config`` as YAML to ``path``."""
-    Path(path).write_text(config_to_yaml(config))
+    atomic_write_bytes(path, config_to_yaml(config).encode())
 
 
 def load_config(path: str | Path) -> PPOConfig:

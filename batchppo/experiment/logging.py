@@ -16,11 +16,12 @@ import json
 import math
 import os
 import struct
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from batchppo.experiment.checkpoint import atomic_write_bytes
+from batchppo.experiment.fileio import atomic_write_bytes
 
 METRICS_FILE = "metrics.jsonl"
 PHASES = ("train", "eval")
@@ -125,6 +126,43 @@ def _is_summary_after(event: Any, max_step: int) -> bool:
     return event.HasField("summary") and event.step > max_step
 
 
+class _EventFile:
+    """A synchronous TensorBoard event file: every report is on disk once ``flush`` returns.
+
+    (tensorboardX's ``SummaryWriter`` hands events to a background thread whose ``flush``
+    does not wait for the queue, so a checkpoint could be saved before its reports.)
+    """
+
+    def __init__(self, directory: Path, purge_step: int | None) -> None:
+        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        self._event, self._summary = Event, Summary
+        directory.mkdir(parents=True, exist_ok=True)
+        # A unique suffix per start: names only have the second, and a resume within the same
+        # second would otherwise overwrite the previous process's file.
+        suffix = f".{purge_step or 0:012d}.{os.getpid()}"
+        self._writer = EventsWriter(str(directory / "events"), suffix)
+        if purge_step is not None:
+            # Tells TensorBoard to drop any event of step >= purge_step it still sees.
+            start = SessionLog(status=SessionLog.START)
+            self._writer.write_event(
+                Event(wall_time=time.time(), step=purge_step, session_log=start)
+            )
+
+    def write(self, step: int, scalars: Mapping[str, float]) -> None:
+        values = [self._summary.Value(tag=k, simple_value=v) for k, v in scalars.items()]
+        summary = self._summary(value=values)
+        self._writer.write_event(self._event(wall_time=time.time(), step=step, summary=summary))
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 class RunLogger:
     """Writes reports of a run to ``metrics.jsonl`` and TensorBoard (nothing when disabled).
 
@@ -136,7 +174,7 @@ class RunLogger:
 
     def __init__(self, run_dir: str | Path | None, resume_step: int | None = None) -> None:
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self._writers: dict[str, Any] = {}
+        self._writers: dict[str, _EventFile] = {}
         self._file = None
         if self.run_dir is None:
             return
@@ -145,18 +183,8 @@ class RunLogger:
             for phase in PHASES:
                 if (self.run_dir / phase).is_dir():
                     truncate_events(self.run_dir / phase, resume_step)
-        from tensorboardX import SummaryWriter
-
-        for phase in PHASES:
-            # purge_step also tells TensorBoard itself to drop any later events it still sees.
-            self._writers[phase] = SummaryWriter(
-                str(self.run_dir / phase),
-                purge_step=None if resume_step is None else resume_step + 1,
-                flush_secs=30,
-                # Unique per start: tensorboardX names files by the second and would overwrite
-                # the previous process's file when a resume starts within the same second.
-                filename_suffix=f".{resume_step or 0:012d}.{os.getpid()}",
-            )
+        purge = None if resume_step is None else resume_step + 1
+        self._writers = {phase: _EventFile(self.run_dir / phase, purge) for phase in PHASES}
         self._file = (self.run_dir / METRICS_FILE).open("a")
 
     def log(self, phase: str, step: int, values: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,20 +193,24 @@ class RunLogger:
         record.update({k: _plain(v) for k, v in values.items() if k not in record})
         if self._file is not None:
             self._file.write(json.dumps(record) + "\n")
-            self._file.flush()
+            self._file.flush()  # In the OS's hands: survives a kill -9 of this process.
         writer = self._writers.get(phase)
         if writer is not None:
-            for key, value in record.items():
-                if key in ("step", "phase") or isinstance(value, bool):
-                    continue
-                if isinstance(value, (int, float)):
-                    writer.add_scalar(key, value, int(step))
+            scalars = {
+                k: float(v)
+                for k, v in record.items()
+                if k not in ("step", "phase")
+                and isinstance(v, (int, float))
+                and not isinstance(v, bool)
+            }
+            writer.write(int(step), scalars)
         return record
 
     def flush(self) -> None:
         """Pushes everything written so far to disk (called before each checkpoint)."""
         if self._file is not None:
             self._file.flush()
+            os.fsync(self._file.fileno())
         for writer in self._writers.values():
             writer.flush()
 

@@ -17,8 +17,11 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import math
+import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,7 +35,8 @@ import numpy as np
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
-from batchppo.experiment.errors import RunDirError
+from batchppo.experiment.errors import RunDirError, UserError
+from batchppo.experiment.fileio import fsync_dir
 from batchppo.experiment.logging import RunLogger, read_metrics
 
 CONFIG_FILE = "config.yaml"
@@ -117,7 +121,10 @@ def prepare_run_dir(
         RunDirError: The directory exists but is not a run (no readable config.yaml).
         ConfigError: Changes that would alter a resumed run's meaning.
     """
-    run_dir = Path(logdir) / f"{timestamp or make_timestamp()}-{name}"
+    timestamp = timestamp or make_timestamp()
+    if not timestamp or "/" in timestamp or os.sep in timestamp or timestamp in (".", ".."):
+        raise RunDirError(f"--timestamp {timestamp!r}: use a plain name such as 20261121T113000")
+    run_dir = Path(logdir) / f"{timestamp}-{name}"
     config_path = run_dir / CONFIG_FILE
     if run_dir.exists():
         if not config_path.is_file():
@@ -133,8 +140,17 @@ def prepare_run_dir(
         if config != stored:
             configs.save_config(config, config_path)
         return config, run_dir, True
-    (run_dir / CHECKPOINT_DIR).mkdir(parents=True)
-    configs.save_config(config, config_path)
+    # Built under a temporary name and renamed: a kill at any moment leaves no half-made run.
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}."))
+    (staging / CHECKPOINT_DIR).mkdir()
+    configs.save_config(config, staging / CONFIG_FILE)
+    try:
+        staging.rename(run_dir)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise RunDirError(f"{run_dir} was created by another process meanwhile") from None
+    fsync_dir(run_dir.parent)
     return config, run_dir, False
 
 
@@ -197,8 +213,9 @@ class Progress:
     def report(self, record: Mapping[str, Any]) -> None:
         """Shows one report (a metrics.jsonl record)."""
         score = record.get("score")
-        if record["phase"] == "train" and score is not None:
-            self._score = score
+        if record["phase"] == "train":
+            # A window in which no episode ended has no score: show the last one.
+            self._score = score = self._score if score is None else score
         if self._bar is not None:
             self._bar.set_postfix_str(f"score {_fmt(self._score)}", refresh=False)
             if record["phase"] == "eval":
@@ -277,13 +294,19 @@ class _Window:
 
     def __init__(self) -> None:
         self.values: dict[str, list[float]] = {}
-        self.steps = self.episodes = 0
+        self.steps = self.episodes = self.iterations = 0
         self.score_sum = self.length_sum = 0.0
-        self.seconds = 0.0
+        self.seconds = self.all_seconds = 0.0
+        self.all_steps = 0
 
-    def add(self, metrics: Mapping[str, Any], seconds: float) -> None:
-        self.seconds += seconds
-        self.steps += int(metrics.get("env_steps", 0))
+    def add(self, metrics: Mapping[str, Any], seconds: float, compiling: bool = False) -> None:
+        """Adds one iteration; one that compiled counts for speed only if it is alone."""
+        steps = int(metrics.get("env_steps", 0))
+        self.all_seconds += seconds
+        self.all_steps += steps
+        if not compiling:
+            self.seconds += seconds
+            self.steps += steps
         episodes = int(metrics.get("episodes", 0))
         if episodes and not math.isnan(float(metrics.get("score", float("nan")))):
             self.episodes += episodes
@@ -299,7 +322,9 @@ class _Window:
             "score": self.score_sum / self.episodes if self.episodes else nan,
             "length": self.length_sum / self.episodes if self.episodes else nan,
             "episodes": self.episodes,
-            "sps": self.steps / self.seconds if self.seconds > 0 else nan,
+            "sps": self.steps / self.seconds
+            if self.seconds > 0 and self.steps
+            else (self.all_steps / self.all_seconds if self.all_seconds > 0 else nan),
         }
         for key, values in self.values.items():
             finite = [v for v in values if not math.isnan(v)]
@@ -413,12 +438,15 @@ class _Run:
         config = self.config
         sim = self.trainer.init_sim(state, jax.random.fold_in(self.sim_key, step))
         window = _Window()
+        compiled = False  # The first iteration's time is mostly compilation: not a speed.
         with _graceful_stop(self.progress) as stop:
             while step < config.steps and stop.signum is None:
                 start = time.monotonic()
                 state, sim, metrics = self.trainer.iteration(state, sim)
                 before, step = step, int(state.step)
-                window.add(metrics, time.monotonic() - start)
+                window.add(metrics, time.monotonic() - start, compiling=not compiled)
+                window.iterations += 1
+                compiled = True
                 self.progress.advance(step)
                 if _crossed(before, step, config.log_every) or step >= config.steps:
                     self.report("train", step, window.summary())
@@ -429,7 +457,7 @@ class _Run:
                     self.evaluate(state, step)
                 if _crossed(before, step, config.checkpoint_every):
                     self.save(state, step)
-        if stop.signum is not None and window.steps:
+        if stop.signum is not None and window.iterations:
             self.report("train", step, window.summary())
         self.stop_signal = stop.signum
         return state, step, stop.signum is not None
@@ -444,6 +472,17 @@ def _resolve(
         raise TypeError(f"config must be a PPOConfig or a preset name, got {type(config).__name__}")
     changes = dict(configs.parse_override(o) for o in overrides)
     return configs.replace_config(config, changes), name or "custom", changes
+
+
+def _build_trainer(factory: TrainerFactory | None, config: PPOConfig) -> TrainerLike:
+    import gymnasium
+
+    try:
+        return (factory or default_trainer_factory)(config)
+    except gymnasium.error.DependencyNotInstalled as error:
+        # E.g. MuJoCo envs without the extra: a set-up problem, not a bug.
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"cannot build {config.env!r}: {first}") from None
 
 
 def train(
@@ -481,11 +520,13 @@ def train(
     from_preset = isinstance(config, str)
     config, name, changes = _resolve(config, name, overrides)
     run_dir = None
+    configs.check_env_id(config)  # Before a run dir is made for it.
     if logdir is not None:
         explicit = changes if from_preset or overrides else None
-        config, run_dir, _ = prepare_run_dir(logdir, name, config, timestamp, explicit)
-    configs.check_env_id(config)
-    trainer = (trainer_factory or default_trainer_factory)(config)
+        config, run_dir, resumed = prepare_run_dir(logdir, name, config, timestamp, explicit)
+        if resumed:
+            configs.check_env_id(config)
+    trainer = _build_trainer(trainer_factory, config)
     try:
         return _Run(trainer, config, run_dir, progress).run()
     finally:
@@ -522,7 +563,7 @@ def load_run(
     """
     config, run_dir = open_run_dir(run_dir)
     step, path = ckpt.find_checkpoint(run_dir / CHECKPOINT_DIR, checkpoint)
-    trainer = (trainer_factory or default_trainer_factory)(_loading_config(config))
+    trainer = _build_trainer(trainer_factory, _loading_config(config))
     try:
         template = trainer.init(jax.random.PRNGKey(config.seed))
         state, _ = ckpt.restore_checkpoint(path, template)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import threading
 import time
 from typing import Any
 
@@ -152,3 +153,20 @@ class BoundedEnv(gymnasium.Env):
         if self.bad == "reward":
             reward = float("inf")
         return obs, reward, False, False, {}
+
+
+class BigInfoEnv(CountEnv):
+    """Returns a 400 kB info every step (far more than a pipe's buffer)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, {"big": np.full(50_000, self.t, np.float64)}
+
+
+class LockInfoEnv(CountEnv):
+    """Returns an info holding a lock (cannot be pickled) at step 2."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = super().step(action)
+        info = {"lock": threading.Lock()} if self.t == 2 else {}
+        return obs, reward, terminated, truncated, info

@@ -6,7 +6,7 @@ import gymnasium
 import numpy as np
 import psutil
 import pytest
-from envs_testlib import CountEnv, DictObsEnv, OtherSpaceEnv
+from envs_testlib import BigInfoEnv, CountEnv, DictObsEnv, OtherSpaceEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
@@ -242,16 +242,8 @@ def test_importing_the_envs_layer_does_not_import_jax():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-class _BigInfoEnv(CountEnv):
-    """Returns a 400 kB info every step (far more than a pipe's buffer)."""
-
-    def step(self, action):
-        obs, reward, terminated, truncated, _ = super().step(action)
-        return obs, reward, terminated, truncated, {"big": np.full(50_000, self.t, np.float64)}
-
-
 def test_infos_larger_than_a_pipe_buffer_do_not_deadlock():
-    with BatchEnv([lambda: _BigInfoEnv()] * 4, num_workers=2) as env:
+    with BatchEnv([lambda: BigInfoEnv()] * 4, num_workers=2) as env:
         env.reset(seed=0)
         for t in (1, 2):
             *_, infos = env.step(np.zeros((4, 1), np.float32))

@@ -30,16 +30,19 @@ def worker_pids(env: BatchEnv) -> list[int]:
     return [p.pid for p in env._procs]
 
 
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def assert_all_gone(pids, within: float = 10.0):
     """Waits (bounded) until none of ``pids`` runs; fails naming the survivors."""
     end = time.monotonic() + within
     alive = list(pids)
     while alive and time.monotonic() < end:
-        alive = [
-            p
-            for p in alive
-            if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-        ]
+        alive = [p for p in alive if _running(p)]
         time.sleep(0.05)
     assert not alive, f"processes still running: {alive}"
 
@@ -175,3 +178,14 @@ def test_no_child_outlives_ctrl_c():
     _, err = proc.communicate(timeout=20)
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
     assert_all_gone(pids, within=10.0)
+
+
+def test_unpicklable_info_is_an_error_not_a_dead_worker():
+    from envs_testlib import LockInfoEnv
+
+    with BatchEnv([LockInfoEnv] * 2, num_workers=2) as env:
+        env.reset(seed=0)
+        env.step(np.zeros((2, 1), np.float32))
+        with pytest.raises(TypeError, match="lock"):
+            env.step(np.zeros((2, 1), np.float32))
+        env.step(np.zeros((2, 1), np.float32))  # the worker lives on

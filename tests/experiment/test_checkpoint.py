@@ -10,6 +10,7 @@ import pytest
 from flax import struct
 
 from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment import fileio
 from batchppo.experiment.errors import CheckpointError
 
 
@@ -41,11 +42,15 @@ def make_state(seed: int, width: int = 3) -> State:
 
 def assert_same(a, b):
     a = jax.tree_util.tree_map(
-        lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
+        lambda x: (
+            jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+        ),
         a,
     )
     b = jax.tree_util.tree_map(
-        lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
+        lambda x: (
+            jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+        ),
         b,
     )
     for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
@@ -88,7 +93,7 @@ def test_find_checkpoint_errors_name_what_exists(tmp_path):
     with pytest.raises(CheckpointError, match="no checkpoint in"):
         ckpt.find_checkpoint(tmp_path / "missing")
     ckpt.save_checkpoint(tmp_path, make_state(1), 10)
-    with pytest.raises(CheckpointError, match="no checkpoint at step 5 .*available steps: 10"):
+    with pytest.raises(CheckpointError, match=r"no checkpoint at step 5 .*available steps: 10"):
         ckpt.find_checkpoint(tmp_path, 5)
 
 
@@ -122,13 +127,13 @@ def test_missing_checkpoint_file(tmp_path):
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatch):
     path = tmp_path / "f.bin"
-    ckpt.atomic_write_bytes(path, b"old")
+    fileio.atomic_write_bytes(path, b"old")
 
     def failing_fsync(fd):
         raise OSError("disk full")
 
-    monkeypatch.setattr(ckpt.os, "fsync", failing_fsync)
+    monkeypatch.setattr(fileio.os, "fsync", failing_fsync)
     with pytest.raises(OSError, match="disk full"):
-        ckpt.atomic_write_bytes(path, b"new")
+        fileio.atomic_write_bytes(path, b"new")
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]

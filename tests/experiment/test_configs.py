@@ -142,7 +142,7 @@ def test_override_without_equals_sign():
 def test_apply_overrides_later_wins_and_config_validation_is_a_config_error():
     config = configs.apply_overrides(configs.get_preset("cartpole"), ["steps=10", "steps=20"])
     assert config.steps == 20
-    with pytest.raises(ConfigError, match="discount=2.0: must be in"):
+    with pytest.raises(ConfigError, match=r"discount=2\.0: must be in"):
         configs.apply_overrides(config, ["discount=2"])
 
 
@@ -205,4 +205,6 @@ def test_check_env_id():
     with pytest.raises(ConfigError, match=r"unknown Gymnasium env id 'CartPole-v9'.*'CartPole-v1'"):
         configs.check_env_id(dataclasses.replace(configs.get_preset("cartpole"), env="CartPole-v9"))
     with pytest.raises(ConfigError, match=r"unknown gymnax env id 'Pendulum'.*Pendulum-v1"):
-        configs.check_env_id(dataclasses.replace(configs.get_preset("pendulum_jax"), env="Pendulum"))
+        configs.check_env_id(
+            dataclasses.replace(configs.get_preset("pendulum_jax"), env="Pendulum")
+        )

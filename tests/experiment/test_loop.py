@@ -61,8 +61,8 @@ def test_cadence_of_reports_evals_and_checkpoints(tmp_path):
     ]
     # Checkpoints at 300, 600, 900 and the end; keep_checkpoints=2.
     assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [900, 1000]
-    assert read_scalars(run_dir / "train")["score"] == [(s, r["score"]) for s, r in
-                                                        zip(TRAIN_STEPS, train, strict=True)]  # fmt: skip
+    expected = [(s, r["score"]) for s, r in zip(TRAIN_STEPS, train, strict=True)]
+    assert read_scalars(run_dir / "train")["score"] == expected
     assert [s for s, _ in read_scalars(run_dir / "eval")["score"]] == EVAL_STEPS
     assert configs.load_config(run_dir / "config.yaml") == fake_config()
     assert FakeTrainer.instances[-1].closed
@@ -138,7 +138,7 @@ def test_resume_refuses_changes_of_meaning(tmp_path):
 
 def test_run_dir_without_config_is_refused(tmp_path):
     (tmp_path / "T-fake").mkdir()
-    with pytest.raises(RunDirError, match="holds no config.yaml"):
+    with pytest.raises(RunDirError, match=r"holds no config\.yaml"):
         run(tmp_path)
 
 
@@ -175,3 +175,15 @@ def test_crossed():
     assert loop._crossed(199, 200, 100)
     assert loop._crossed(150, 450, 100)
     assert not loop._crossed(0, 100, 0)
+
+
+def test_window_leaves_the_compiling_iteration_out_of_the_speed():
+    metrics = {"env_steps": 100, "episodes": 0, "score": float("nan"), "length": float("nan")}
+    window = loop._Window()
+    window.add(metrics, 10.0, compiling=True)
+    assert window.summary()["sps"] == 10.0  # alone, it is all there is
+    window.add(metrics, 1.0)
+    window.add(metrics, 3.0)
+    summary = window.summary()
+    assert summary["sps"] == 50.0
+    assert np.isnan(summary["score"]) and summary["episodes"] == 0

@@ -43,7 +43,9 @@ def _egl_available() -> bool:
 def test_mujoco_video_renders_offscreen(tmp_path):
     pytest.importorskip("mujoco")
     if not _egl_available():
-        pytest.skip("no offscreen OpenGL (EGL): apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri")
+        pytest.skip(
+            "no offscreen OpenGL (EGL): apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri"
+        )
     import imageio.v2 as imageio
 
     config = configs.apply_overrides(
@@ -76,7 +78,7 @@ def test_mujoco_video_renders_offscreen(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         reader = imageio.get_reader(outdir / "episode-000.mp4")
-        frames = list(reader)
+        frames = list(reader.iter_data())
         reader.close()
     assert len(frames) == length + 1
     assert frames[0].shape == (480, 480, 3) and frames[0].std() > 0

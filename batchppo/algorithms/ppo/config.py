@@ -127,8 +127,14 @@ class PPOConfig:
 
         check(self.backend in BACKENDS, f"backend={self.backend!r}: choose one of {BACKENDS}")
         check(self.network in NETWORKS, f"network={self.network!r}: choose one of {NETWORKS}")
-        check(self.objective in OBJECTIVES, f"objective={self.objective!r}: choose one of {OBJECTIVES}")
-        check(self.activation in ("relu", "tanh"), f"activation={self.activation!r}: use relu or tanh")
+        check(
+            self.objective in OBJECTIVES,
+            f"objective={self.objective!r}: choose one of {OBJECTIVES}",
+        )
+        check(
+            self.activation in ("relu", "tanh"),
+            f"activation={self.activation!r}: use relu or tanh",
+        )
         check(self.num_agents >= 1, f"num_agents={self.num_agents}: must be >= 1")
         check(self.steps >= 1, f"steps={self.steps}: must be >= 1")
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")

@@ -122,6 +122,12 @@ def check_layout(config: PPOConfig, recurrent: bool) -> tuple[int, int, int]:
     return T, L, n
 
 
+def _strong(x: Any) -> Any:
+    if isinstance(x, jax.Array) and getattr(x, "weak_type", False):
+        return x.astype(x.dtype)
+    return x
+
+
 def _mean_where(x: jax.Array, w: jax.Array) -> jax.Array:
     n = w.sum()
     return jnp.where(n > 0, (x * w).sum() / jnp.maximum(n, 1), jnp.nan)
@@ -177,7 +183,10 @@ class PPO:
     def init_sim(self, key: jax.Array, env: Env | None = None) -> SimState:
         """Fresh episodes in ``env`` (the training env by default) with a zero policy carry."""
         env = env or self.env
-        return init_sim_state(env, self.network.initial_carry(env.num_envs), key)
+        ss = init_sim_state(env, self.network.initial_carry(env.num_envs), key)
+        # Some envs reset to weakly typed arrays and step to strong ones; make the types
+        # stable so that the compiled iteration is not compiled a second time.
+        return jax.tree.map(_strong, ss)
 
     # --- acting -----------------------------------------------------------------------------
 
