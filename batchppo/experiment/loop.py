@@ -208,6 +208,8 @@ class Progress:
     def advance(self, step: int) -> None:
         """Moves the bar to ``step``."""
         if self._bar is not None:
+            if step > self._bar.total:  # The last iteration may overshoot the budget.
+                self._bar.total = step
             self._bar.update(step - self._bar.n)
 
     def report(self, record: Mapping[str, Any]) -> None:
@@ -498,7 +500,10 @@ def train(
     """Trains a policy; resumes when ``<logdir>/<timestamp>-<name>`` already exists.
 
     Args:
-        config: A :class:`PPOConfig` or a preset name (see ``batchppo list``).
+        config: A :class:`PPOConfig` or a preset name (see ``batchppo list``). When a run
+            resumes, a preset name checks only ``overrides`` against the stored config (the
+            preset may have been retuned since); a PPOConfig must match it field by field
+            (up to the changes a resume allows).
         logdir: Parent directory of runs; None: no disk I/O (no logs, no checkpoints).
         name: Run dir suffix; defaults to the preset name, or ``custom``.
         timestamp: Run dir prefix; an existing run resumes with its stored config.
@@ -522,7 +527,7 @@ def train(
     run_dir = None
     configs.check_env_id(config)  # Before a run dir is made for it.
     if logdir is not None:
-        explicit = changes if from_preset or overrides else None
+        explicit = changes if from_preset else None
         config, run_dir, resumed = prepare_run_dir(logdir, name, config, timestamp, explicit)
         if resumed:
             configs.check_env_id(config)

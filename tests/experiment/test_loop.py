@@ -39,6 +39,7 @@ def test_cadence_of_reports_evals_and_checkpoints(tmp_path):
     result = run(tmp_path)
     run_dir = tmp_path / "T-fake"
     assert result.run_dir == run_dir and result.step == 1000 and not result.interrupted
+    assert [p.name for p in tmp_path.iterdir()] == ["T-fake"]  # no staging dir left
     assert result.score == 1000.0
     records = read_metrics(run_dir)
     assert records == result.records
@@ -120,7 +121,7 @@ def test_resume_of_a_complete_run_does_nothing_and_raising_steps_continues(tmp_p
     run(tmp_path)
     again = run(tmp_path)
     assert again.step == 1000 and again.records == [] and again.score == 1000.0
-    more = run(tmp_path, overrides=["steps=1200"], config=configs.get_preset("cartpole_jax"))
+    more = run(tmp_path, overrides=["steps=1200"], config="cartpole_jax")
     assert more.step == 1200 and more.config.steps == 1200
     run_dir = tmp_path / "T-fake"
     assert steps_of(read_metrics(run_dir), "train") == [*TRAIN_STEPS, 1200]
@@ -132,8 +133,10 @@ def test_resume_refuses_changes_of_meaning(tmp_path):
     run(tmp_path)
     with pytest.raises(ConfigError, match="learning_rate"):
         run(tmp_path, config=dataclasses.replace(fake_config(), learning_rate=0.5))
+    with pytest.raises(ConfigError, match=r"^cannot change a resumed run's meaning: seed=3 "):
+        run(tmp_path, overrides=["seed=3"])
     with pytest.raises(ConfigError, match="discount"):
-        run(tmp_path, config=configs.get_preset("cartpole_jax"), overrides=["discount=0.5"])
+        run(tmp_path, config="cartpole_jax", overrides=["discount=0.5"])
 
 
 def test_run_dir_without_config_is_refused(tmp_path):
