@@ -127,6 +127,47 @@ def measure(env_id: str, n: int, peers: list[str], seconds: float, rounds: int) 
     return rates
 
 
+def cpu_efficiency(env_id: str, n: int, steps: int) -> tuple[float, float, float]:
+    """CPU time per env step: single env, and BatchEnv's parent and worker (``step_arrays``).
+
+    CPU time barely depends on what else runs on the machine, unlike wall time; the ratio
+    ``single / max(parent, worker)`` is what fraction of the limit the default BatchEnv (the
+    parent and ``cores - 1`` workers stepping equal shares) would reach with the cores to
+    itself, minus wake-up latencies (an upper estimate).
+
+    Returns:
+        ``(single_us, parent_us, worker_us)`` CPU microseconds per env step.
+    """
+    import psutil
+
+    single = _Single(env_id)
+    actions = _actions(single.single_action_space, None)
+    start = time.process_time()
+    for i in range(steps):
+        single.step(actions[i % len(actions)])
+    single_us = (time.process_time() - start) / steps * 1e6
+    single.close()
+    env = BatchEnv([_env_fn(env_id)] * n, copy=False)
+    env.reset(seed=0)
+    actions = _actions(env.single_action_space, n)
+    local = env._local.count if env._local is not None else 0
+    workers = [psutil.Process(p.pid) for p in env._procs]
+    batches = max(1, steps // n)
+    for i in range(20):
+        env.step_arrays(actions[i % len(actions)])
+    cpu = [sum(w.cpu_times()[:2]) for w in workers]
+    start = time.process_time()
+    for i in range(batches):
+        env.step_arrays(actions[i % len(actions)])
+    parent_us = (time.process_time() - start) / batches / max(local, 1) * 1e6
+    worker_us = max(
+        (sum(w.cpu_times()[:2]) - c) / batches / (stop - begin) * 1e6
+        for w, c, (begin, stop) in zip(workers, cpu, env._ranges, strict=True)
+    )
+    env.close()
+    return single_us, parent_us, worker_us
+
+
 def main(argv: list[str] | None = None) -> None:
     """Runs the benchmark and prints the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -139,9 +180,30 @@ def main(argv: list[str] | None = None) -> None:
         default="sync,async,batch,batch_arr,envpool",
         help="comma-separated subset of sync,async,batch,batch_arr,envpool",
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="print CPU time per env step instead (robust to load from other processes)",
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     cores = os.cpu_count() or 1
+    if args.cpu:
+        print(f"{'env':16s} {'N':>3s} {'single':>9s} {'parent':>9s} {'worker':>9s}  fraction")
+        for env_id in args.envs.split(","):
+            for n in [int(s) for s in args.sizes.split(",")]:
+                steps = (
+                    int(args.seconds * 20000) if "Pendulum" in env_id else int(args.seconds * 5000)
+                )
+                single, parent, worker = cpu_efficiency(env_id, n, steps)
+                print(
+                    f"{env_id:16s} {n:3d} {single:7.2f}us {parent:7.2f}us {worker:7.2f}us"
+                    f"  {single / max(parent, worker):8.2f}",
+                    flush=True,
+                )
+        print("CPU us per env step; fraction = single / max(parent, worker): the share of the")
+        print("limit the default BatchEnv reaches with the cores to itself (upper estimate).")
+        return
     peers = args.peers.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
     print(
