@@ -220,7 +220,7 @@ def make_network(config: PPOConfig, spec: EnvSpec) -> Network:
             }
 
         def flat(obs: jax.Array, batch_ndim: int) -> jax.Array:
-            return obs.reshape((*obs.shape[:batch_ndim], -1))
+            return obs.reshape((math.prod(obs.shape[:batch_ndim]), -1))
 
         def policy_step(
             params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
@@ -232,7 +232,9 @@ def make_network(config: PPOConfig, spec: EnvSpec) -> Network:
             params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
         ) -> DistParams:
             del carry0, first
-            return policy_net.apply({"params": params["policy"]}, flat(obs, 2))
+            # One (N * L, D) matmul per layer: XLA:CPU runs rank-3 dots slower.
+            dist = policy_net.apply({"params": params["policy"]}, flat(obs, 2))
+            return jax.tree.map(lambda x: x.reshape((*obs.shape[:2], *x.shape[1:])), dist)
 
         def initial_carry(batch_size: int) -> PyTree:
             del batch_size
@@ -282,9 +284,9 @@ def make_network(config: PPOConfig, spec: EnvSpec) -> Network:
         recurrent = True
 
     def value(params: PyTree, obs: jax.Array) -> jax.Array:
-        batch_ndim = obs.ndim - len(obs_shape)
-        x = obs.reshape((*obs.shape[:batch_ndim], -1))
-        return value_net.apply({"params": params["value"]}, x)
+        batch_shape = obs.shape[: obs.ndim - len(obs_shape)]
+        x = obs.reshape((math.prod(batch_shape), -1))  # 2-D dots (see policy_sequence)
+        return value_net.apply({"params": params["value"]}, x).reshape(batch_shape)
 
     return Network(
         init=init,

@@ -256,6 +256,24 @@ class PPO:
         x = jnp.swapaxes(x, 0, 1)
         return x.reshape((self.num_sequences, self.L, *x.shape[2:]))
 
+    def next_values(
+        self, params: PyTree, values: jax.Array, final_obs: jax.Array, truncated: jax.Array
+    ) -> jax.Array:
+        """``V(final_obs_t)`` for every step, without a value pass over the whole rollout.
+
+        Where the episode goes on, ``final_obs_t`` is ``obs_{t+1}`` whose value the rollout
+        already computed; where it terminated the value is never read. So only the last step
+        needs a new value pass, and the truncated steps, which are rare: their pass runs only
+        in rollouts that contain one.
+        """
+        last = self.network.value(params, final_obs[-1])
+        shifted = jnp.concatenate([values[1:], last[None]], axis=0)
+        return lax.cond(
+            jnp.any(truncated[:-1]),
+            lambda: jnp.where(truncated, self.network.value(params, final_obs), shifted),
+            lambda: shifted,
+        )
+
     def make_batch(
         self, ts: TrainState, traj: Transition
     ) -> tuple[losses.Batch, norm.NormState, dict[str, jax.Array]]:
@@ -273,7 +291,7 @@ class PPO:
             reward_norm = norm.update(reward_norm, reward)
             reward = norm.normalize(reward_norm, reward, center=False, clip=config.reward_clip)
         values = traj.extras["value"]
-        next_values = self.network.value(ts.params, final_obs)
+        next_values = self.next_values(ts.params, values, final_obs, traj.truncated)
         advantages, targets = returns_lib.gae(
             reward,
             values,

@@ -138,3 +138,21 @@ def test_make_train_rejects_host_backends():
     with pytest.raises(ValueError, match="pure-JAX backend"):
         make_train(dataclasses.replace(TINY, backend="process"))
     _ = jnp.zeros(())
+
+
+@pytest.mark.timeout(120)
+def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
+    from batchppo.core.simulate import rollout
+
+    trainer = Trainer(dataclasses.replace(TINY, max_length=3))  # truncations at t = 2, 5
+    ppo = trainer.ppo
+    ts = trainer.init(jax.random.key(0))
+    # Non-trivial observation statistics, as after some training.
+    ts = ts.replace(obs_norm=norm.update(ts.obs_norm, jax.random.normal(jax.random.key(2), (9, 3))))
+    ss = trainer.init_sim(ts, jax.random.key(1))
+    _, traj, _ = rollout(ppo.env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, ppo.T)
+    assert bool(traj.truncated[2].all()) and not bool(traj.truncated[-1].any())
+    final_obs = ppo.normalize_obs(ts.obs_norm, traj.final_obs)
+    got = ppo.next_values(ts.params, traj.extras["value"], final_obs, traj.truncated)
+    full = ppo.network.value(ts.params, final_obs)
+    np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
