@@ -36,85 +36,12 @@ THRESHOLD = -200.0
 EVAL_EPISODES = 10
 CLEANRL_CHEETAH_SPS = 2100.0  # the issue's figure (CleanRL ppo_continuous_action, 2 cores)
 
-# The presets this benchmark establishes; batchppo.experiment.configs ships them under the same
-# names (when that registry has a name, its values are used and printed).
-PRESETS: dict[str, dict] = {
-    "pendulum_jax": dict(
-        env="Pendulum-v1",
-        backend="gymnax",
-        max_length=200,
-        num_agents=64,
-        rollout_length=32,
-        update_epochs=10,
-        num_minibatches=8,
-        objective="clip",
-        learning_rate=1e-3,
-        max_grad_norm=0.5,
-        discount=0.9,
-        gae_lambda=0.95,
-        policy_layers=(64, 64),
-        value_layers=(64, 64),
-        activation="tanh",
-        init_std=1.0,
-        steps=300_000,
-    ),
-    "pendulum_fast": dict(
-        env="Pendulum-v1",
-        backend="process",
-        max_length=200,
-        num_agents=64,
-        rollout_length=32,
-        update_epochs=10,
-        num_minibatches=8,
-        objective="clip",
-        learning_rate=1e-3,
-        max_grad_norm=0.5,
-        discount=0.9,
-        gae_lambda=0.95,
-        policy_layers=(64, 64),
-        value_layers=(64, 64),
-        activation="tanh",
-        init_std=1.0,
-        steps=300_000,
-    ),
-    "cheetah_fast": dict(
-        env="HalfCheetah-v5",
-        backend="process",
-        max_length=1000,
-        num_agents=64,
-        rollout_length=64,
-        update_epochs=4,
-        num_minibatches=8,
-        objective="clip",
-        learning_rate=3e-4,
-        max_grad_norm=0.5,
-        discount=0.99,
-        gae_lambda=0.95,
-        policy_layers=(64, 64),
-        value_layers=(64, 64),
-        activation="tanh",
-        init_std=1.0,
-        steps=10_000_000,
-    ),
-}
-
-
 def _config(name: str, overrides: dict | None = None):
-    from batchppo.algorithms.ppo import PPOConfig
+    """The shipped preset ``name`` from the registry, with ``overrides`` applied."""
+    from batchppo.experiment.configs import get_preset
 
-    values = dict(PRESETS[name])
-    source = "bench"
-    if os.environ.get("BATCHPPO_BENCH_PRESETS") != "local":
-        try:
-            from batchppo.experiment.configs import get_preset
-
-            values = dataclasses.asdict(get_preset(name))
-            source = "registry"
-        except Exception:  # the registry lacks the name: use the values above
-            pass
-    values.update(overrides or {})
-    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
-    return PPOConfig(**values), source
+    config = get_preset(name)
+    return dataclasses.replace(config, **(overrides or {})), "registry"
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,11 +340,6 @@ def main() -> None:
     parser.add_argument("--cheetah-seconds", type=float, default=30.0, help="timed HalfCheetah run")
     parser.add_argument("--timeout", type=float, default=300.0, help="per-run timeout (s)")
     parser.add_argument(
-        "--bench-presets",
-        action="store_true",
-        help="use the preset values written in this file even where the registry has the name",
-    )
-    parser.add_argument(
         "--compilation-cache",
         default="",
         help="batchppo Pendulum runs use JAX's persistent compilation cache in this directory "
@@ -425,8 +347,6 @@ def main() -> None:
     )
     parser.add_argument("--json", default="", help="also write all results to this file")
     args = parser.parse_args()
-    if args.bench_presets:
-        os.environ["BATCHPPO_BENCH_PRESETS"] = "local"
     print(
         f"batchppo bench/train.py on {os.cpu_count()} cores; timings on a shared machine are noisy"
     )

@@ -7,48 +7,11 @@ import jax
 import pytest
 
 from batchppo.algorithms.ppo import PPOConfig, Trainer
+from batchppo.experiment.configs import get_preset
 
-CARTPOLE = PPOConfig(
-    env="CartPole-v1",
-    backend="gymnax",
-    network="feed_forward_categorical",
-    normalize_ranges=False,
-    max_length=500,
-    num_agents=16,
-    rollout_length=64,
-    update_epochs=4,
-    num_minibatches=4,
-    objective="clip",
-    learning_rate=1e-3,
-    max_grad_norm=0.5,
-    discount=0.99,
-    gae_lambda=0.95,
-    policy_layers=(64, 64),
-    value_layers=(64, 64),
-    activation="tanh",
-    init_mean_factor=0.01,
-    steps=300_000,
-)
-
-PENDULUM = PPOConfig(
-    env="Pendulum-v1",
-    backend="gymnax",
-    max_length=200,
-    num_agents=64,
-    rollout_length=32,
-    update_epochs=10,
-    num_minibatches=4,
-    objective="clip",
-    learning_rate=1e-3,
-    max_grad_norm=0.5,
-    discount=0.9,
-    gae_lambda=0.95,
-    policy_layers=(64, 64),
-    value_layers=(64, 64),
-    activation="tanh",
-    init_std=1.0,
-    steps=300_000,
-)
+# The shipped presets: these tests guard what `batchppo train --config NAME` runs.
+CARTPOLE = get_preset("cartpole_jax")
+PENDULUM = get_preset("pendulum_jax")
 
 
 def _train_until(config: PPOConfig, target: float, eval_every: int, episodes: int = 10) -> list:
@@ -85,7 +48,7 @@ def test_gymnax_pendulum_reaches_minus_250():
 @pytest.mark.timeout(240)
 def test_gymnasium_pendulum_in_processes_improves():
     config = dataclasses.replace(
-        PENDULUM, backend="process", num_agents=8, rollout_length=128, num_workers=2, steps=40_960
+        get_preset("pendulum_fast"), num_agents=8, rollout_length=128, num_workers=2, steps=40_960
     )
     history = _train_until(config, -250.0, eval_every=10_240, episodes=8)
     # Untrained policies score about -1200 on Pendulum; demand a clear improvement.
