@@ -186,7 +186,7 @@ def test_python_objects_in_yaml_are_refused(tmp_path):
 
 
 def test_resume_allows_raising_steps_and_bookkeeping_only():
-    stored = configs.get_preset("cartpole_jax")
+    stored = dataclasses.replace(configs.get_preset("cartpole_jax"), learning_rate=2.5e-4)
     resumed = configs.check_resume_overrides(stored, {"steps": stored.steps * 2, "log_every": 7})
     assert resumed.steps == stored.steps * 2 and resumed.log_every == 7
     assert configs.check_resume_overrides(stored, {"learning_rate": stored.learning_rate}) == stored
