@@ -19,6 +19,7 @@ transfer between backends: each observation dimension with both bounds finite is
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -154,20 +155,75 @@ def _check_max_length(max_length: Any) -> int | None:
     return max_length
 
 
-# ---------------------------------------------------------------------------------------------
-# gymnax
-# ---------------------------------------------------------------------------------------------
-
-
 @struct.dataclass
-class GymnaxState:
-    """State of :class:`GymnaxEnv`: the batched gymnax state and our step counter per env."""
+class TimedState:
+    """State of the pure-JAX adapters: the batched inner env state and our step count per env."""
 
     env_state: Any
     time: jax.Array
 
 
-class GymnaxEnv:
+def _autoreset(done: jax.Array, reset_fn: Callable[[], Any], current: Any) -> Any:
+    """Replaces ``current`` by ``reset_fn()`` where ``done``, per env.
+
+    The reset runs under ``lax.cond`` so that steps where no episode ended (most steps, with
+    time limits) skip its cost.
+    """
+    return jax.lax.cond(
+        jnp.any(done),
+        lambda _: _batched_where(done, reset_fn(), current),
+        lambda _: current,
+        None,
+    )
+
+
+class _PureJaxEnv:
+    """What the pure-JAX adapters share: batch size, spec, and our own time-limit bookkeeping.
+
+    Subclasses set ``_spec``, ``_num_envs`` and ``_max_length`` in ``__init__``.
+    """
+
+    _spec: EnvSpec
+    _num_envs: int
+    _max_length: int
+
+    @property
+    def spec(self) -> EnvSpec:
+        """Shapes, dtypes and bounds of one env (after normalisation, if on)."""
+        return self._spec
+
+    @property
+    def num_envs(self) -> int:
+        """Batch size."""
+        return self._num_envs
+
+    @property
+    def max_length(self) -> int:
+        """The time limit in steps."""
+        return self._max_length
+
+    def close(self) -> None:
+        """Nothing to release (pure JAX)."""
+
+    def _time_limit(
+        self, time: jax.Array, terminated: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Advances the step count; returns ``(time, truncated, done)``.
+
+        Truncation needs the limit reached without the env terminating at that step: when both
+        happen, terminated wins (no bootstrap).
+        """
+        time = time + 1
+        truncated = (time >= self._max_length) & ~terminated
+        return time, truncated, terminated | truncated
+
+
+# ---------------------------------------------------------------------------------------------
+# gymnax
+# ---------------------------------------------------------------------------------------------
+
+
+class GymnaxEnv(_PureJaxEnv):
     """A gymnax environment as a batched :class:`~batchppo.core.env.Env`.
 
     gymnax's own ``step`` folds the time limit into ``done``; this adapter calls
@@ -262,24 +318,6 @@ class GymnaxEnv:
                 f"{env_id}: action space {act_space!r} is not supported (Discrete or Box only)."
             )
 
-    @property
-    def spec(self) -> EnvSpec:
-        """Shapes, dtypes and bounds of one env (after normalisation, if on)."""
-        return self._spec
-
-    @property
-    def num_envs(self) -> int:
-        """Batch size."""
-        return self._num_envs
-
-    @property
-    def max_length(self) -> int:
-        """The time limit in steps."""
-        return self._max_length
-
-    def close(self) -> None:
-        """Nothing to release (pure JAX)."""
-
     def __repr__(self) -> str:
         return (
             f"GymnaxEnv({self._env_id!r}, num_envs={self._num_envs}, "
@@ -305,13 +343,13 @@ class GymnaxEnv:
         obs, env_state = jax.vmap(self._env.reset_env, in_axes=(0, None))(keys, self._params)
         return env_state, obs
 
-    def reset(self, key: jax.Array) -> tuple[GymnaxState, jax.Array]:
+    def reset(self, key: jax.Array) -> tuple[TimedState, jax.Array]:
         """Resets every env; returns ``(state, obs)``."""
         env_state, obs = self._reset_all(key)
         time = jnp.zeros((self._num_envs,), jnp.int32)
-        return GymnaxState(env_state=env_state, time=time), self._observe(obs)
+        return TimedState(env_state=env_state, time=time), self._observe(obs)
 
-    def step(self, state: GymnaxState, action: jax.Array, key: jax.Array) -> StepResult:
+    def step(self, state: TimedState, action: jax.Array, key: jax.Array) -> StepResult:
         """Steps every env; finished episodes restart in the same step."""
         key_step, key_reset = jax.random.split(key)
         keys = jax.random.split(key_step, self._num_envs)
@@ -319,23 +357,16 @@ class GymnaxEnv:
             self._env.step_env, in_axes=(0, 0, 0, None)
         )(keys, state.env_state, self._env_action(action), self._params)
         terminated = jnp.asarray(terminated, jnp.bool_).reshape(self._num_envs)
-        time = state.time + 1
-        truncated = (time >= self._max_length) & ~terminated
-        done = terminated | truncated
+        time, truncated, done = self._time_limit(state.time, terminated)
         final_obs = self._observe(obs)
 
-        def reset_done(_: None) -> tuple[Any, jax.Array]:
+        def reset_all() -> tuple[Any, jax.Array]:
             new_state, new_obs = self._reset_all(key_reset)
-            return _batched_where(done, new_state, env_state), _batched_where(
-                done, self._observe(new_obs), final_obs
-            )
+            return new_state, self._observe(new_obs)
 
-        # Skip the reset work on steps where no episode ended (most steps with time limits).
-        env_state, next_obs = jax.lax.cond(
-            jnp.any(done), reset_done, lambda _: (env_state, final_obs), None
-        )
+        env_state, next_obs = _autoreset(done, reset_all, (env_state, final_obs))
         return StepResult(
-            state=GymnaxState(env_state=env_state, time=jnp.where(done, 0, time)),
+            state=TimedState(env_state=env_state, time=jnp.where(done, 0, time)),
             obs=next_obs,
             reward=jnp.asarray(reward, jnp.float32).reshape(self._num_envs),
             terminated=terminated,
@@ -349,15 +380,7 @@ class GymnaxEnv:
 # ---------------------------------------------------------------------------------------------
 
 
-@struct.dataclass
-class BraxState:
-    """State of :class:`BraxEnv`: the batched Brax state and our step counter per env."""
-
-    env_state: Any
-    time: jax.Array
-
-
-class BraxEnv:
+class BraxEnv(_PureJaxEnv):
     """A Brax environment (any Brax backend, ``mjx`` included) as a batched Env.
 
     Brax marks time-limit ends with ``info['truncation']`` in its ``EpisodeWrapper``; this
@@ -415,24 +438,6 @@ class BraxEnv:
             action_high=np.ones(act_shape, np.float32),
         )
 
-    @property
-    def spec(self) -> EnvSpec:
-        """Shapes, dtypes and bounds of one env."""
-        return self._spec
-
-    @property
-    def num_envs(self) -> int:
-        """Batch size."""
-        return self._num_envs
-
-    @property
-    def max_length(self) -> int:
-        """The time limit in steps."""
-        return self._max_length
-
-    def close(self) -> None:
-        """Nothing to release (pure JAX)."""
-
     def __repr__(self) -> str:
         return (
             f"BraxEnv({self._env_name!r}, num_envs={self._num_envs}, max_length={self._max_length})"
@@ -441,19 +446,18 @@ class BraxEnv:
     def _reset_all(self, key: jax.Array) -> Any:
         return jax.vmap(self._env.reset)(jax.random.split(key, self._num_envs))
 
-    def reset(self, key: jax.Array) -> tuple[BraxState, jax.Array]:
+    def reset(self, key: jax.Array) -> tuple[TimedState, jax.Array]:
         """Resets every env; returns ``(state, obs)``."""
         env_state = self._reset_all(key)
         time = jnp.zeros((self._num_envs,), jnp.int32)
-        return BraxState(env_state=env_state, time=time), env_state.obs.astype(jnp.float32)
+        return TimedState(env_state=env_state, time=time), env_state.obs.astype(jnp.float32)
 
-    def step(self, state: BraxState, action: jax.Array, key: jax.Array) -> StepResult:
+    def step(self, state: TimedState, action: jax.Array, key: jax.Array) -> StepResult:
         """Steps every env; finished episodes restart in the same step."""
         action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
         env_state = jax.vmap(self._env.step)(state.env_state, action)
         terminated = env_state.done.astype(jnp.bool_)
-        time = state.time + 1
-        truncated = (time >= self._max_length) & ~terminated
+        time, truncated, _ = self._time_limit(state.time, terminated)
         if "truncation" in env_state.info:
             # A wrapped env may cut episodes itself; its truncation is not a termination.
             own_cut = env_state.info["truncation"].astype(jnp.bool_)
@@ -462,12 +466,9 @@ class BraxEnv:
         done = terminated | truncated
         final_obs = env_state.obs.astype(jnp.float32)
 
-        def reset_done(_: None) -> Any:
-            return _batched_where(done, self._reset_all(key), env_state)
-
-        next_state = jax.lax.cond(jnp.any(done), reset_done, lambda _: env_state, None)
+        next_state = _autoreset(done, lambda: self._reset_all(key), env_state)
         return StepResult(
-            state=BraxState(env_state=next_state, time=jnp.where(done, 0, time)),
+            state=TimedState(env_state=next_state, time=jnp.where(done, 0, time)),
             obs=next_state.obs.astype(jnp.float32),
             reward=env_state.reward.astype(jnp.float32),
             terminated=terminated,
