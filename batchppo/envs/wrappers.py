@@ -41,6 +41,35 @@ def _finite_dims(space: spaces.Box) -> np.ndarray:
     return np.isfinite(low) & np.isfinite(high) & (high > low)
 
 
+def _unit_map(
+    space: gymnasium.Space,
+) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, spaces.Box] | None:
+    """The affine map of a Box's finite dims onto ``[-1, 1]``, or None if there is nothing to map.
+
+    Returns:
+        ``(mask, low, span, unit_space)``: ``mask`` is None when every dim is mapped; ``low`` and
+        ``span`` are 0 and 1 on the unmapped dims; ``unit_space`` has ``[-1, 1]`` bounds on the
+        mapped dims and the original bounds elsewhere.
+    """
+    if not isinstance(space, spaces.Box):
+        return None
+    mask = _finite_dims(space)
+    if not mask.any():
+        return None
+    dtype = space.dtype
+    unit_space = spaces.Box(
+        np.where(mask, -1, space.low).astype(dtype),
+        np.where(mask, 1, space.high).astype(dtype),
+        dtype=dtype,
+    )
+    return (
+        None if mask.all() else mask,
+        np.where(mask, space.low, 0).astype(dtype),
+        np.where(mask, space.high - space.low, 1).astype(dtype),
+        unit_space,
+    )
+
+
 class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """Normalises finite observation bounds to ``[-1, 1]`` and maps actions from ``[-1, 1]``.
 
@@ -58,38 +87,16 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
             self, observations=observations, actions=actions
         )
         gymnasium.Wrapper.__init__(self, env)
+        obs_map = _unit_map(env.observation_space) if observations else None
+        self._normalise_obs = obs_map is not None
         self._obs_mask = None
-        space = env.observation_space
-        if observations and isinstance(space, spaces.Box) and _finite_dims(space).any():
-            mask = _finite_dims(space)
-            dtype = space.dtype
-            self._obs_mask = None if mask.all() else mask
-            self._obs_low = np.where(mask, space.low, 0).astype(dtype)
-            self._obs_span = np.where(mask, space.high - space.low, 1).astype(dtype)
-            self.observation_space = spaces.Box(
-                np.where(mask, -1, space.low).astype(dtype),
-                np.where(mask, 1, space.high).astype(dtype),
-                dtype=dtype,
-            )
-            self._normalise_obs = True
-        else:
-            self._normalise_obs = False
+        if obs_map is not None:
+            self._obs_mask, self._obs_low, self._obs_span, self.observation_space = obs_map
+        act_map = _unit_map(env.action_space) if actions else None
+        self._rescale_actions = act_map is not None
         self._act_mask = None
-        space = env.action_space
-        if actions and isinstance(space, spaces.Box) and _finite_dims(space).any():
-            mask = _finite_dims(space)
-            dtype = space.dtype
-            self._act_mask = None if mask.all() else mask
-            self._act_low = np.where(mask, space.low, 0).astype(dtype)
-            self._act_span = np.where(mask, space.high - space.low, 1).astype(dtype)
-            self.action_space = spaces.Box(
-                np.where(mask, -1, space.low).astype(dtype),
-                np.where(mask, 1, space.high).astype(dtype),
-                dtype=dtype,
-            )
-            self._rescale_actions = True
-        else:
-            self._rescale_actions = False
+        if act_map is not None:
+            self._act_mask, self._act_low, self._act_span, self.action_space = act_map
 
     def observation(self, obs: np.ndarray) -> np.ndarray:
         """``2 * (obs - low) / (high - low) - 1`` on the finite dims."""
