@@ -36,6 +36,7 @@ THRESHOLD = -200.0
 EVAL_EPISODES = 10
 CLEANRL_CHEETAH_SPS = 2100.0  # the issue's figure (CleanRL ppo_continuous_action, 2 cores)
 
+
 def _config(name: str, overrides: dict | None = None):
     """The shipped preset ``name`` from the registry, with ``overrides`` applied."""
     from batchppo.experiment.configs import get_preset
@@ -94,28 +95,26 @@ def worker_sb3(seed: int, t_launch: float, max_steps: int) -> dict:
     return result
 
 
-def worker_batchppo(
-    preset: str, seed: int, t_launch: float, max_steps: int, eval_every: int
-) -> dict:
-    import jax
-
+def worker_batchppo(preset: str, seed: int, t_launch: float, eval_every: int) -> dict:
     from batchppo.algorithms.ppo import Trainer
     from batchppo.algorithms.ppo.ppo import enable_compilation_cache
+    from batchppo.core.keys import host_key
 
     if os.environ.get("BATCHPPO_BENCH_CACHE"):
         enable_compilation_cache(os.environ["BATCHPPO_BENCH_CACHE"])
-    config, source = _config(preset, {"seed": seed, "steps": max_steps})
+    # The preset's own step budget: its learning rate anneals over it.
+    config, source = _config(preset, {"seed": seed})
+    # As `batchppo train` runs: programs compiled side by side, keys made without eager JAX ops.
     trainer = Trainer(config)
-    ts = trainer.init(jax.random.key(seed))
-    ss = trainer.init_sim(ts, jax.random.key(seed + 1))
     n = max(1, eval_every // trainer.steps_per_iteration)
+    trainer.precompile(iterations=(n,), eval_episodes=EVAL_EPISODES)
+    ts = trainer.init(host_key(seed, 0))
+    ss = trainer.init_sim(ts, host_key(seed, 1))
     result: dict = {"hit": False, "preset_source": source}
-    eval_key = jax.random.key(seed + 2)
     try:
         while int(ts.step) < config.steps:
             ts, ss, _ = trainer.iterations(ts, ss, n)
-            eval_key, k = jax.random.split(eval_key)
-            ev = trainer.evaluate(ts, EVAL_EPISODES, k)
+            ev = trainer.evaluate(ts, EVAL_EPISODES, host_key(seed, 2, int(ts.step)))
             result.update(steps=int(ts.step), score=ev["score"])
             if ev["score"] >= THRESHOLD:
                 result.update(hit=True, seconds=time.time() - t_launch)
@@ -240,16 +239,16 @@ def bench_pendulum(args: argparse.Namespace) -> dict:
         # Warm runs: JAX's persistent compilation cache, filled by one unmeasured run first.
         os.environ["BATCHPPO_BENCH_CACHE"] = args.compilation_cache
         for _, spec in runs[1:]:
-            _spawn([*spec, "999", repr(time.time()), "8192", "8192"], timeout=args.timeout)
+            _spawn([*spec, "999", repr(time.time()), "4096"], timeout=args.timeout)
     for name, spec in runs:
         if args.pendulum_runs and name not in args.pendulum_runs.split(","):
             continue
         results = []
         for seed in range(args.seeds):
             t = time.time()
+            extra = [str(args.max_steps)] if name == "sb3" else []
             res = _spawn(
-                [*spec, str(seed), repr(t), str(args.max_steps), str(args.eval_every)],
-                timeout=args.timeout,
+                [*spec, str(seed), repr(t), *extra, str(args.eval_every)], timeout=args.timeout
             )
             results.append(res)
             print(f"  {name} seed {seed}: {res}", flush=True)
@@ -302,8 +301,8 @@ def _worker_main(argv: list[str]) -> None:
         seed, t_launch, max_steps, _ = argv[1:]
         out = worker_sb3(int(seed), float(t_launch), int(max_steps))
     elif kind == "batchppo":
-        preset, seed, t_launch, max_steps, eval_every = argv[1:]
-        out = worker_batchppo(preset, int(seed), float(t_launch), int(max_steps), int(eval_every))
+        preset, seed, t_launch, eval_every = argv[1:]
+        out = worker_batchppo(preset, int(seed), float(t_launch), int(eval_every))
     elif kind == "throughput":
         out = worker_throughput(argv[1], int(argv[2]), int(argv[3]))
     elif kind == "cheetah":
@@ -327,10 +326,16 @@ def main() -> None:
         "--pendulum-runs", default="", help="subset: sb3,batchppo_process,batchppo_gymnax"
     )
     parser.add_argument(
-        "--max-steps", type=int, default=300_000, help="give up after this many steps"
+        "--max-steps",
+        type=int,
+        default=300_000,
+        help="SB3 gives up after this many steps (batchppo runs stop at their preset's budget)",
     )
     parser.add_argument(
-        "--eval-every", type=int, default=8192, help="batchppo eval cadence (steps)"
+        "--eval-every",
+        type=int,
+        default=4096,
+        help="batchppo eval cadence (steps); SB3 evaluates every rollout of 4 x 1024 steps",
     )
     parser.add_argument(
         "--pjx-steps", type=int, default=2_048_000, help="steps of the throughput runs"

@@ -249,7 +249,9 @@ class GymnaxEnv(_PureJaxEnv):
         normalize_ranges: bool = True,
         env_params: Any = None,
     ) -> None:
-        import gymnax
+        from batchppo.core.lazy import import_gymnax
+
+        gymnax = import_gymnax()
         from gymnax.environments import spaces
 
         try:

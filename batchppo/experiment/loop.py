@@ -33,6 +33,7 @@ import jax
 import numpy as np
 
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
 from batchppo.experiment.errors import RunDirError, UserError
@@ -342,9 +343,8 @@ class _Run:
     ) -> None:
         self.trainer, self.config, self.run_dir = trainer, config, run_dir
         self.ckpt_dir = run_dir / CHECKPOINT_DIR if run_dir is not None else None
-        self.init_key, self.sim_key, self.eval_key = jax.random.split(
-            jax.random.PRNGKey(config.seed), 3
-        )
+        self.seed = config.seed
+        self.init_key = host_key(self.seed, 0)
         self.records: list[dict[str, Any]] = []
         self.last_eval: tuple[int, float] | None = None
         self.saved_step = -1
@@ -383,7 +383,7 @@ class _Run:
 
     def evaluate(self, state: Any, step: int) -> None:
         start = time.monotonic()
-        key = jax.random.fold_in(self.eval_key, step)
+        key = host_key(self.seed, 2, step)
         result = self.trainer.evaluate(state, self.config.eval_episodes, key)
         seconds = time.monotonic() - start
         lengths = np.asarray(result.get("lengths", []))
@@ -400,6 +400,11 @@ class _Run:
 
     def run(self) -> TrainResult:
         config = self.config
+        precompile = getattr(self.trainer, "precompile", None)
+        if precompile is not None:  # Compile every program side by side, in the background.
+            precompile(
+                iterations=(1,), eval_episodes=config.eval_episodes if self._eval_on() else None
+            )
         state, resume_step, self.wall_offset = self.restore()
         step = int(state.step)
         self.started = time.monotonic()
@@ -438,7 +443,7 @@ class _Run:
         and resuming from it drops the reports written after it.
         """
         config = self.config
-        sim = self.trainer.init_sim(state, jax.random.fold_in(self.sim_key, step))
+        sim = self.trainer.init_sim(state, host_key(self.seed, 1, step))
         window = _Window()
         compiled = False  # The first iteration's time is mostly compilation: not a speed.
         with _graceful_stop(self.progress) as stop:
@@ -570,7 +575,7 @@ def load_run(
     step, path = ckpt.find_checkpoint(run_dir / CHECKPOINT_DIR, checkpoint)
     trainer = _build_trainer(trainer_factory, _loading_config(config))
     try:
-        template = trainer.init(jax.random.PRNGKey(config.seed))
+        template = trainer.init(host_key(config.seed, 0))
         state, _ = ckpt.restore_checkpoint(path, template)
     except BaseException:
         trainer.close()

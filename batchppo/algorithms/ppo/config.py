@@ -137,6 +137,7 @@ class PPOConfig:
         )
         check(self.num_agents >= 1, f"num_agents={self.num_agents}: must be >= 1")
         check(self.steps >= 1, f"steps={self.steps}: must be >= 1")
+        check(self.seed >= 0, f"seed={self.seed}: must be >= 0")
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
         check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")
         check(0.0 < self.discount <= 1.0, f"discount={self.discount}: must be in (0, 1]")

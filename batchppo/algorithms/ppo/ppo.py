@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -43,6 +44,7 @@ from batchppo.algorithms.ppo.networks import Network, make_network
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core.env import Env, EnvSpec
+from batchppo.core.keys import key_data_aval, raw_key
 from batchppo.core.simulate import init_sim_state, rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
 
@@ -52,6 +54,18 @@ _EVAL_SEED_OFFSET = 10_007
 # LLVM optimisation level 1 instead of 2: measured 20 % less XLA CPU compile time for the
 # training iteration at unchanged run time (the matmuls are library calls either way).
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
+# The programs that run once or rarely (init, env resets, evaluation) compile on CPU without
+# LLVM optimisation and with XLA's older, quicker fusion emitters: a quarter of the compile CPU
+# time (Pendulum: 0.6 s instead of 2.4 s for the three), which at start-up is taken from the
+# training iteration compiling beside them; they run about 2x slower, milliseconds in all.
+COLD_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+
+
+def _compiler_options(cold: bool) -> dict[str, Any]:
+    """XLA options of a program: ``cold`` ones (run rarely) compile fast on CPU."""
+    if cold and jax.default_backend() == "cpu":
+        return COLD_COMPILER_OPTIONS
+    return COMPILER_OPTIONS
 
 
 def enable_compilation_cache(path: str | None = None) -> str:
@@ -457,15 +471,24 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dic
         k_init, k_sim = jax.random.split(key)
         ts = ppo.init(k_init)
         ss = ppo.init_sim(k_sim)
+        ts, _, metrics = _scan_iterations(ppo, ppo.num_iterations)(ts, ss)
+        return ts, metrics
 
+    return train_fn
+
+
+def _scan_iterations(ppo: PPO, n: int) -> Callable:
+    """``n`` training iterations under one ``lax.scan``; metrics stacked per iteration."""
+
+    def many(ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
         def body(carry: tuple[TrainState, SimState], _: None) -> tuple[Any, dict]:
             ts, ss, metrics = ppo.iteration(*carry)
             return (ts, ss), metrics
 
-        (ts, _), metrics = lax.scan(body, (ts, ss), None, length=ppo.num_iterations)
-        return ts, metrics
+        (ts, ss), metrics = lax.scan(body, (ts, ss), None, length=n)
+        return ts, ss, metrics
 
-    return train_fn
+    return many
 
 
 def _to_python(metrics: dict[str, Any]) -> dict[str, float]:
@@ -500,13 +523,11 @@ class Trainer:
         self.network = self.ppo.network
         self.fused = config.backend in FUSED_BACKENDS
         self._eval_env: Env | None = None
-        self._eval_fns: dict[int, Callable] = {}
-        self._iteration = jax.jit(
-            self.ppo.iteration, donate_argnums=(0, 1), compiler_options=COMPILER_OPTIONS
-        )
-        self._iterations: dict[int, Callable] = {}
-        self._init = jax.jit(self.ppo.init, compiler_options=COMPILER_OPTIONS)
-        self._init_sim = jax.jit(self.ppo.init_sim, compiler_options=COMPILER_OPTIONS)
+        # Compiled programs by name: a jitted function, or a Future of an AOT-compiled one
+        # while ``precompile`` builds it in the background.
+        self._programs: dict[Hashable, Callable | Future] = {}
+        self._compiler: ThreadPoolExecutor | None = None
+        self._key_aval = key_data_aval()
 
     @property
     def steps_per_iteration(self) -> int:
@@ -518,20 +539,110 @@ class Trainer:
         """Iterations needed for ``config.steps``."""
         return self.ppo.num_iterations
 
+    # --- compiled programs ------------------------------------------------------------------
+
+    def _function(self, name: Hashable) -> Callable:
+        """The jitted function of program ``name`` (see :meth:`precompile`)."""
+        ppo = self.ppo
+        if name == "init":
+            return jax.jit(ppo.init, compiler_options=_compiler_options(cold=True))
+        if name == "init_sim":
+            return jax.jit(lambda key: ppo.init_sim(key), compiler_options=_compiler_options(True))
+        kind, *args = name  # type: ignore[misc]
+        if kind == "iterations":
+            (n,) = args
+            fn = ppo.iteration if n == 1 else _scan_iterations(ppo, n)
+            return jax.jit(fn, donate_argnums=(0, 1), compiler_options=COMPILER_OPTIONS)
+        if kind in ("eval_start", "eval_more"):
+            num_envs, chunk = args
+            env = self._get_eval_env(num_envs)
+
+            def start(params: PyTree, key: jax.Array) -> tuple[SimState, EpisodeStats]:
+                return more(params, ppo.init_sim(key, env))
+
+            def more(params: PyTree, ss: SimState) -> tuple[SimState, EpisodeStats]:
+                ss, _, stats = rollout(env, ppo.mode_fn, params, ss, chunk)
+                return ss, stats
+
+            return jax.jit(
+                start if kind == "eval_start" else more, compiler_options=_compiler_options(True)
+            )
+        raise KeyError(name)
+
+    def _call(self, name: Hashable, *args: Any) -> Any:
+        """Runs program ``name``: precompiled when ``precompile`` built it, else jitted."""
+        program = self._programs.get(name)
+        if isinstance(program, Future):
+            try:
+                program = program.result()
+            except Exception:  # compiled again below, in the foreground, where it raises
+                program = None
+            self._programs[name] = program = program or self._function(name)
+        elif program is None:
+            self._programs[name] = program = self._function(name)
+        try:
+            return program(*args)
+        except TypeError:
+            # An AOT program only takes the exact input types it was compiled for (a state
+            # restored with other dtypes, say): the jitted function takes anything.
+            if not isinstance(program, jax.stages.Compiled):
+                raise
+            self._programs[name] = program = self._function(name)
+            return program(*args)
+
+    def precompile(
+        self, iterations: Sequence[int] = (1,), eval_episodes: int | None = None
+    ) -> None:
+        """Starts compiling the run's programs in background threads and returns at once.
+
+        Start-up of a fresh process is mostly XLA compilation (seconds on CPU). Tracing runs
+        here, in order; the XLA compilations then run side by side, and overlap with whatever
+        the caller does next. Each program waits for its own compilation when first called.
+        Calling programs that were not precompiled compiles them on first use, as usual.
+
+        Args:
+            iterations: The ``n`` of the ``iterations(n)`` calls to come (1: ``iteration``).
+            eval_episodes: The ``num_episodes`` of the ``evaluate`` calls to come; None skips.
+        """
+        if self._compiler is None:
+            self._compiler = ThreadPoolExecutor(thread_name_prefix="batchppo-compile")
+        key = self._key_aval
+
+        def submit(name: Hashable, *args: Any) -> Any:
+            lowered = self._function(name).lower(*args)
+            if name not in self._programs:
+                self._programs[name] = self._compiler.submit(lowered.compile)
+            return lowered.out_info
+
+        # Lowering runs here, on one core; each compilation starts as soon as its program is
+        # lowered, so the small ones fill the other core while the training iteration (the
+        # longest compilation by far) is lowered.
+        ts = submit("init", key)
+        ss = submit("init_sim", key)
+        if eval_episodes:
+            layout = self._eval_layout(eval_episodes)
+            submit(("eval_start", *layout), (ts.params, ts.obs_norm), key)
+        for n in sorted({int(n) for n in iterations}, reverse=True):
+            if n < 1:
+                raise ValueError(f"precompile: iterations={n} must be >= 1")
+            submit(("iterations", n), ts, ss)
+
+    # --- training -----------------------------------------------------------------------------
+
     def init(self, key: jax.Array) -> TrainState:
         """A fresh :class:`TrainState` (parameters from ``key``)."""
-        return self._init(key)
+        return self._call("init", raw_key(key))
 
     def init_sim(self, train_state: TrainState, key: jax.Array) -> SimState:
         """Fresh episodes in the training env (start of a run and after resume)."""
         del train_state
-        return self._init_sim(key)
+        return self._call("init_sim", raw_key(key))
 
     def iteration(
         self, train_state: TrainState, sim_state: SimState
     ) -> tuple[TrainState, SimState, dict[str, float]]:
         """One collection + update, one compiled call. Returns Python-float metrics."""
-        ts, ss, metrics = self._iteration(train_state, sim_state)
+        ts, ss, metrics = self._call(("iterations", 1), train_state, sim_state)
         return ts, ss, _to_python(metrics)
 
     def iterations(
@@ -548,20 +659,7 @@ class Trainer:
         if n == 1:
             ts, ss, m = self.iteration(train_state, sim_state)
             return ts, ss, [m]
-        if n not in self._iterations:
-
-            def many(ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
-                def body(carry: tuple[TrainState, SimState], _: None) -> tuple[Any, dict]:
-                    ts, ss, metrics = self.ppo.iteration(*carry)
-                    return (ts, ss), metrics
-
-                (ts, ss), metrics = lax.scan(body, (ts, ss), None, length=n)
-                return ts, ss, metrics
-
-            self._iterations[n] = jax.jit(
-                many, donate_argnums=(0, 1), compiler_options=COMPILER_OPTIONS
-            )
-        ts, ss, metrics = self._iterations[n](train_state, sim_state)
+        ts, ss, metrics = self._call(("iterations", n), train_state, sim_state)
         metrics = jax.device_get(metrics)
         return ts, ss, [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
 
@@ -572,15 +670,24 @@ class Trainer:
             if self._eval_env is not None and hasattr(self._eval_env, "close"):
                 self._eval_env.close()
             self._eval_env = _make_env(self.config, num_envs, self.config.seed + _EVAL_SEED_OFFSET)
-            self._eval_fns = {}
+            self._programs = {
+                k: v for k, v in self._programs.items() if not str(k[0]).startswith("eval")
+            }
         return self._eval_env
+
+    def _eval_layout(self, num_episodes: int) -> tuple[int, int]:
+        """``(num_envs, chunk)``: envs of the eval env and steps per compiled eval call."""
+        if num_episodes < 1:
+            raise ValueError(f"evaluate: num_episodes={num_episodes} must be >= 1")
+        return min(num_episodes, self.config.num_agents), int(self.config.max_length or 500)
 
     def evaluate(self, train_state: TrainState, num_episodes: int, key: jax.Array) -> dict:
         """Runs the mean-action policy in a separate eval env of the same backend.
 
         Episodes are taken fairly: ``min(num_episodes, num_agents)`` envs run until each has
         finished enough episodes, and the first episodes of each env are kept (no bias towards
-        short episodes).
+        short episodes). The first ``max_length`` steps (reset included) are one compiled
+        call, which suffices when every episode ends within the time limit.
 
         Args:
             train_state: The state whose params and observation statistics act.
@@ -590,31 +697,20 @@ class Trainer:
         Returns:
             ``{"score", "length"}`` means and ``"returns"``, ``"lengths"`` arrays.
         """
-        if num_episodes < 1:
-            raise ValueError(f"evaluate: num_episodes={num_episodes} must be >= 1")
-        num_envs = min(num_episodes, self.config.num_agents)
-        env = self._get_eval_env(num_envs)
-        chunk = int(self.config.max_length or 500)
-        if chunk not in self._eval_fns:
-
-            def run(params: PyTree, ss: SimState) -> tuple[SimState, EpisodeStats]:
-                ss, _, stats = rollout(env, self.ppo.mode_fn, params, ss, chunk)
-                return ss, stats
-
-            self._eval_fns[chunk] = jax.jit(run, compiler_options=COMPILER_OPTIONS)
-        run_fn = self._eval_fns[chunk]
+        num_envs, chunk = self._eval_layout(num_episodes)
+        self._get_eval_env(num_envs)
         per_env = math.ceil(num_episodes / num_envs)
-        ss = self.ppo.init_sim(key, env)
         params = (train_state.params, train_state.obs_norm)
         episodes: list[list[tuple[float, int]]] = [[] for _ in range(num_envs)]
         max_chunks = 1000
+        ss, stats = self._call(("eval_start", num_envs, chunk), params, raw_key(key))
         for _ in range(max_chunks):
-            ss, stats = run_fn(params, ss)
             done, score, length = jax.device_get((stats.done, stats.score, stats.length))
             for t, i in zip(*np.nonzero(done), strict=True):
                 episodes[i].append((float(score[t, i]), int(length[t, i])))
             if min(len(e) for e in episodes) >= per_env:
                 break
+            ss, stats = self._call(("eval_more", num_envs, chunk), params, ss)
         else:
             raise RuntimeError(
                 f"evaluate: fewer than {per_env} episodes per env finished in "
@@ -644,6 +740,9 @@ class Trainer:
 
     def close(self) -> None:
         """Closes the training and evaluation envs (worker processes of host backends)."""
+        if self._compiler is not None:
+            self._compiler.shutdown(wait=False, cancel_futures=True)
+            self._compiler = None
         for env in (self.env, self._eval_env):
             close = getattr(env, "close", None)
             if close is not None:

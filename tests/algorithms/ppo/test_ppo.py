@@ -1,6 +1,7 @@
 """PPO training state, one iteration, layout, schedule, vmapped seeds, host policy."""
 
 import dataclasses
+from concurrent.futures import Future
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,7 @@ import pytest
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
 from batchppo.algorithms.ppo.ppo import check_layout, num_iterations, rollout_length
 from batchppo.core import normalize as norm
+from batchppo.core.keys import host_key
 
 TINY = PPOConfig(
     env="Pendulum-v1",
@@ -98,6 +100,36 @@ def test_evaluate_and_host_policy():
     np.testing.assert_array_equal(act, policy(obs))  # deterministic
     with pytest.raises(ValueError, match="do not match"):
         policy(np.zeros((3, 5), np.float32))
+
+
+@pytest.mark.timeout(180)
+def test_precompiled_programs_compute_what_the_jitted_ones_do():
+    config = dataclasses.replace(TINY, max_length=20)
+    pre, lazy = Trainer(config), Trainer(config)
+    pre.precompile(iterations=(1, 2), eval_episodes=6)
+    assert all(isinstance(p, Future) for p in pre._programs.values())
+    assert len(pre._programs) == 5  # init, init_sim, 1 and 2 iterations, eval start
+    results = []
+    for trainer in (pre, lazy):
+        ts = trainer.init(host_key(0, 0))
+        ss = trainer.init_sim(ts, jax.random.key(1))  # typed and raw keys both work
+        ts, ss, m1 = trainer.iteration(ts, ss)
+        ts, ss, m2 = trainer.iterations(ts, ss, 2)
+        ev = trainer.evaluate(ts, 6, host_key(0, 2))  # two eval chunks: start + more
+        results.append((jax.tree.map(np.asarray, (ts, ss)), m1, m2, ev["returns"]))
+    assert isinstance(pre._programs[("iterations", 2)], jax.stages.Compiled)
+    assert not any(isinstance(p, jax.stages.Compiled) for p in lazy._programs.values())
+    (state_a, *rest_a), (state_b, *rest_b) = results
+    jax.tree.map(np.testing.assert_array_equal, state_a, state_b)
+    np.testing.assert_equal(rest_a, rest_b)  # metrics (nan where no episode ended), returns
+    # Arguments of other types than the precompiled ones fall back to the jitted program.
+    ts = pre.init(host_key(0, 0))
+    ss = pre.init_sim(ts, host_key(0, 1))
+    ts, _, m = pre.iteration(ts.replace(beta=jnp.asarray(1, jnp.int32)), ss)
+    assert isinstance(pre._programs[("iterations", 1)], jax.stages.Wrapped)
+    assert min(abs(m["beta"] - b) for b in (1.0, 1.5, 1 / 1.5)) < 1e-6 and int(ts.updates) == 1
+    pre.close()
+    lazy.close()
 
 
 @pytest.mark.timeout(180)

@@ -1,0 +1,81 @@
+"""Deferred imports: gymnax without its plotting stack, and nothing left behind."""
+
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+
+from batchppo.core import lazy
+
+
+def _run(code: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_import_gymnax_defers_seaborn_and_pyplot_until_a_renderer_uses_them():
+    # A fresh interpreter: the test process may have imported matplotlib already.
+    out = _run(
+        """
+        import sys
+        from batchppo.core.lazy import DeferredModule, import_gymnax
+        gymnax = import_gymnax()
+        env, params = gymnax.make("Pendulum-v1")
+        print("seaborn" in sys.modules, "matplotlib.pyplot" in sys.modules, "pandas" in sys.modules)
+        import matplotlib
+        print(hasattr(matplotlib, "pyplot"))
+        import gymnax.environments.misc.pong as pong
+        print(isinstance(pong.sns, DeferredModule))
+        palette = pong.sns.color_palette("cubehelix", 2)  # first use imports the real seaborn
+        import seaborn
+        print(type(seaborn) is type(sys), seaborn is pong.sns._deferred_real, len(palette))
+        import matplotlib.pyplot as plt
+        print(type(plt) is type(sys), pong.plt.figure is plt.figure)
+        """
+    )
+    assert out.splitlines() == [
+        "False False False",
+        "False",
+        "True",
+        "True True 2",
+        "True True",
+    ]
+
+
+def test_deferred_imports_leave_sys_modules_as_they_were():
+    name = "json.tool"  # a stdlib module this test process has not imported
+    sys.modules.pop(name, None)
+    with lazy.deferred_imports(name):
+        import json.tool as placeholder
+
+        assert isinstance(placeholder, lazy.DeferredModule)
+    assert name not in sys.modules
+    import json
+
+    assert not isinstance(getattr(json, "tool", None), lazy.DeferredModule)
+    assert callable(placeholder.main)  # the placeholder still works after the block
+    import json.tool as real
+
+    assert isinstance(real, types.ModuleType) and not isinstance(real, lazy.DeferredModule)
+    assert placeholder._deferred_real is real
+
+
+def test_modules_imported_before_the_block_are_not_replaced():
+    import json
+
+    with lazy.deferred_imports("json"):
+        import json as again
+    assert again is json
+
+
+def test_a_missing_attribute_of_the_real_module_raises_attribute_error():
+    sys.modules.pop("json.tool", None)
+    with lazy.deferred_imports("json.tool"):
+        import json.tool as placeholder
+    with pytest.raises(AttributeError):
+        placeholder.no_such_function  # noqa: B018
