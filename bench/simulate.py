@@ -4,6 +4,8 @@
 (b) Host Pendulum-v1 envs (``batchppo.envs`` BatchEnv, ``process`` and ``sync`` backends):
     * in-graph: ``jit(rollout)`` over ``HostEnv`` (one ``io_callback`` per step inside
       ``lax.scan``), the same MLP policy;
+    * HostLoop: the trainer's ``host_loop`` driver, a Python loop around the compiled policy
+      step and the compiled bookkeeping of ``simulate`` (two calls per step);
     * plain loop: a Python loop calling the jitted policy, then ``step_arrays``, per step;
     * envs alone: ``step_arrays`` with pre-drawn random actions, no policy at all.
 
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchppo.core.adapters import GymnaxEnv, HostEnv
+from batchppo.core.host_loop import HostLoop
 from batchppo.core.simulate import init_sim_state, rollout
 
 
@@ -75,6 +78,19 @@ def rollout_fn(env, params, num_steps: int) -> Callable[[], int]:
 
     def once() -> int:
         state[0], traj, _ = run(env, mlp_policy, params, state[0], num_steps)
+        jax.block_until_ready(traj.reward)
+        return num_steps * env.num_envs
+
+    return once
+
+
+def host_loop_fn(env, params, num_steps: int) -> Callable[[], int]:
+    """``HostLoop.rollout`` (the trainer's ``host_loop`` driver) over ``env``."""
+    loop = HostLoop(env, mlp_policy)
+    state = [init_sim_state(env, (), jax.random.key(0))]
+
+    def once() -> int:
+        state[0], traj, _ = loop.rollout(params, state[0], num_steps)
         jax.block_until_ready(traj.reward)
         return num_steps * env.num_envs
 
@@ -146,15 +162,18 @@ def main() -> None:
             label = f"{backend} BatchEnv, {args.host_envs} envs"
             fns = {
                 "graph": rollout_fn(HostEnv(vec), params, args.host_steps),
+                "host_loop": host_loop_fn(HostEnv(vec), params, args.host_steps),
                 "loop": plain_loop_fn(vec, params, args.host_steps),
                 "alone": envs_alone_fn(vec, args.host_steps),
             }
             rates = best_rates(fns, args.seconds, args.rounds)
-            graph, loop, alone = rates["graph"], rates["loop"], rates["alone"]
+            graph, host_loop, loop = rates["graph"], rates["host_loop"], rates["loop"]
+            alone = rates["alone"]
         finally:
             vec.close()
         for name, rate in (
             ("in-graph HostEnv", graph),
+            ("HostLoop (trainer's host_loop)", host_loop),
             ("plain loop", loop),
             ("envs alone", alone),
         ):
@@ -162,6 +181,7 @@ def main() -> None:
             print(f"{rows[-1][0]:<58} {rate:>14,.0f} steps/s", flush=True)
         print(
             f"    {backend}: in-graph / plain loop = {graph / loop:.2f}x, "
+            f"in-graph / HostLoop = {graph / host_loop:.2f}x, "
             f"in-graph / envs alone = {graph / alone:.2f} (target >= 0.70)",
             flush=True,
         )

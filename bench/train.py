@@ -6,14 +6,16 @@ Sections (``--only`` picks some):
   per seed, each seed in a fresh Python process (start-up, imports and compilation included):
   Stable-Baselines3 PPO with the rl-baselines3-zoo hyperparameters (4 envs, n_steps 1024, gamma
   0.9, GAE 0.95, 10 epochs, lr 1e-3, clip 0.2, gSDE every 4 steps), batchppo with
-  Gymnasium envs in worker processes (preset ``pendulum_fast``), and batchppo fused with gymnax
-  (preset ``pendulum_jax``). Medians over seeds; ratios against SB3.
+  Gymnasium envs in worker processes (preset ``pendulum_fast``) through both host drivers
+  (in-graph ``HostEnv``, and ``+host_loop``: a Python loop around the compiled policy), and
+  batchppo fused with gymnax (preset ``pendulum_jax``). All evaluate 10 episodes every 4096
+  steps, as SB3's callback does every rollout. Medians over seeds; ratios against SB3.
 * ``throughput``: fused steps/s at PureJaxRL's ppo_continuous_action config (gymnax Pendulum,
   2048 envs x 10 steps, 4 epochs, 32 minibatches, 256x256 tanh): our PureJaxRL-style baseline
   (bench/purejaxrl_style.py) against batchppo's ``make_train`` with the same sizes.
 * ``cheetah``: HalfCheetah-v5 end-to-end training steps/s (env workers + learner) of batchppo's
-  ``cheetah_fast`` settings, against CleanRL's ppo_continuous_action figure quoted from the issue
-  (2.1k steps/s on this 2-core machine; no CleanRL loop is run here).
+  ``cheetah_fast`` settings, with each host driver, against CleanRL's ppo_continuous_action
+  figure quoted from the issue (2.1k steps/s on this 2-core machine; no CleanRL loop is run).
 
 Examples:
     python bench/train.py --seeds 5                       # everything (minutes)
@@ -38,11 +40,17 @@ CLEANRL_CHEETAH_SPS = 2100.0  # the issue's figure (CleanRL ppo_continuous_actio
 
 
 def _config(name: str, overrides: dict | None = None):
-    """The shipped preset ``name`` from the registry, with ``overrides`` applied."""
+    """The shipped preset ``name`` from the registry, with ``overrides`` applied.
+
+    ``name`` may carry boolean flags after ``+``: ``pendulum_fast+host_loop`` is the preset with
+    ``host_loop=True`` (the Python-loop host driver instead of the in-graph one).
+    """
     from batchppo.experiment.configs import get_preset
 
+    name, *flags = name.split("+")
     config = get_preset(name)
-    return dataclasses.replace(config, **(overrides or {})), "registry"
+    overrides = {**dict.fromkeys(flags, True), **(overrides or {})}
+    return dataclasses.replace(config, **overrides), "registry"
 
 
 # --------------------------------------------------------------------------------------------
@@ -176,13 +184,13 @@ def worker_throughput(kind: str, total_steps: int, repeats: int) -> dict:
     }
 
 
-def worker_cheetah(seconds: float) -> dict:
+def worker_cheetah(seconds: float, preset: str) -> dict:
     import jax
 
     from batchppo.algorithms.ppo import Trainer
 
     t0 = time.time()
-    config, source = _config("cheetah_fast")
+    config, source = _config(preset)
     trainer = Trainer(config)
     ts = trainer.init(jax.random.key(0))
     ss = trainer.init_sim(ts, jax.random.key(1))
@@ -233,6 +241,7 @@ def bench_pendulum(args: argparse.Namespace) -> dict:
     runs = [
         ("sb3", ["sb3"]),
         ("batchppo_process", ["batchppo", "pendulum_fast"]),
+        ("batchppo_process_loop", ["batchppo", "pendulum_fast+host_loop"]),
         ("batchppo_gymnax", ["batchppo", "pendulum_jax"]),
     ]
     if args.compilation_cache:
@@ -285,14 +294,24 @@ def bench_throughput(args: argparse.Namespace) -> dict:
 
 
 def bench_cheetah(args: argparse.Namespace) -> dict:
-    res = _spawn(["cheetah", str(args.cheetah_seconds)], timeout=args.cheetah_seconds + 300)
-    print(f"batchppo HalfCheetah-v5: {res}", flush=True)
-    if "sps" in res:
-        print(
-            f"ratio batchppo / CleanRL (quoted {CLEANRL_CHEETAH_SPS:.0f} steps/s) = "
-            f"{res['sps'] / CLEANRL_CHEETAH_SPS:.1f}"
+    rows = {}
+    # Both host drivers: in-graph HostEnv (the preset) and the Python loop around the policy.
+    for name, preset in (("in_graph", "cheetah_fast"), ("host_loop", "cheetah_fast+host_loop")):
+        res = _spawn(
+            ["cheetah", str(args.cheetah_seconds), preset], timeout=args.cheetah_seconds + 300
         )
-    return {"batchppo": res, "cleanrl_quoted_sps": CLEANRL_CHEETAH_SPS}
+        rows[name] = res
+        print(f"batchppo HalfCheetah-v5 ({name}): {res}", flush=True)
+        if "sps" in res:
+            print(
+                f"ratio batchppo {name} / CleanRL (quoted {CLEANRL_CHEETAH_SPS:.0f} steps/s) = "
+                f"{res['sps'] / CLEANRL_CHEETAH_SPS:.1f}"
+            )
+    if all("sps" in r for r in rows.values()):
+        print(
+            f"ratio in_graph / host_loop = {rows['in_graph']['sps'] / rows['host_loop']['sps']:.2f}"
+        )
+    return {"batchppo": rows, "cleanrl_quoted_sps": CLEANRL_CHEETAH_SPS}
 
 
 def _worker_main(argv: list[str]) -> None:
@@ -306,7 +325,7 @@ def _worker_main(argv: list[str]) -> None:
     elif kind == "throughput":
         out = worker_throughput(argv[1], int(argv[2]), int(argv[3]))
     elif kind == "cheetah":
-        out = worker_cheetah(float(argv[1]))
+        out = worker_cheetah(float(argv[1]), argv[2])
     else:
         raise SystemExit(f"unknown worker {kind!r}")
     print(json.dumps(out, default=float), flush=True)
@@ -323,7 +342,9 @@ def main() -> None:
     parser.add_argument("--only", default="pendulum,throughput,cheetah", help="sections to run")
     parser.add_argument("--seeds", type=int, default=5, help="seeds per Pendulum run")
     parser.add_argument(
-        "--pendulum-runs", default="", help="subset: sb3,batchppo_process,batchppo_gymnax"
+        "--pendulum-runs",
+        default="",
+        help="subset: sb3,batchppo_process,batchppo_process_loop,batchppo_gymnax",
     )
     parser.add_argument(
         "--max-steps",

@@ -618,16 +618,23 @@ class HostEnv:
             f"(value {value[index]!r}); fix the env or wrap it to keep {name} finite."
         )
 
-    def _host_reset(self, seed: np.ndarray) -> np.ndarray:
+    def host_reset(self, seed: np.ndarray | int) -> np.ndarray:
+        """Resets the vector env on the host with ``seed``; returns float32 observations."""
         obs, _ = self._env.reset(seed=int(seed))
         obs = np.asarray(obs, np.float32)
         if self._check_finite:
             self._finite("observation", obs)
         return obs
 
-    def _host_step(
+    def host_step(
         self, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Steps the vector env on the host (what ``step`` calls back into).
+
+        Returns:
+            ``(obs, reward, terminated, truncated, final_obs)`` NumPy arrays; float32
+            observations and rewards, checked finite unless ``check_finite=False``.
+        """
         action = np.asarray(action).astype(self._action_dtype, copy=False)
         if self._step_arrays is not None:
             obs, reward, terminated, truncated, final_obs = self._step_arrays(action)
@@ -658,7 +665,7 @@ class HostEnv:
 
     def reset(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Resets the vector env with a seed drawn from ``key``; returns ``(state, obs)``."""
-        obs = io_callback(self._host_reset, self._obs_struct, self.seed_from_key(key), ordered=True)
+        obs = io_callback(self.host_reset, self._obs_struct, self.seed_from_key(key), ordered=True)
         return jnp.zeros((), jnp.int32), obs
 
     def step(self, state: jax.Array, action: jax.Array, key: jax.Array) -> StepResult:
@@ -669,7 +676,7 @@ class HostEnv:
         if action.shape != expected:
             raise ValueError(f"HostEnv.step: action shape {action.shape}, expected {expected}.")
         obs, reward, terminated, truncated, final_obs = io_callback(
-            self._host_step, self._step_structs, action, ordered=True
+            self.host_step, self._step_structs, action, ordered=True
         )
         return StepResult(
             state=state + 1,

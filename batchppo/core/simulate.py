@@ -18,11 +18,12 @@ Example:
 from __future__ import annotations
 
 import operator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from batchppo.core.env import Env
+from batchppo.core.env import Env, StepResult
 from batchppo.core.types import EpisodeStats, PolicyFn, PyTree, SimState, Transition
 
 
@@ -51,27 +52,35 @@ def init_sim_state(env: Env, policy_carry: PyTree, key: jax.Array) -> SimState:
     )
 
 
-def simulate(
-    env: Env, policy_fn: PolicyFn, params: PyTree, state: SimState
-) -> tuple[SimState, Transition, EpisodeStats]:
-    """One fused step: the policy acts on ``state.obs``, the env steps and auto-resets.
-
-    Args:
-        env: The batched env.
-        policy_fn: ``(params, carry, obs, first, key) -> (action, extras, carry)``.
-        params: Passed unchanged to ``policy_fn``.
-        state: The current :class:`SimState`.
+def act(
+    policy_fn: PolicyFn, params: PyTree, state: SimState
+) -> tuple[jax.Array, dict[str, Any], PyTree, jax.Array, jax.Array]:
+    """The agent's half of a step: the policy acts on ``state.obs``.
 
     Returns:
-        ``(next_state, transition, stats)``: ``transition`` holds the step's obs, action,
-        reward, terminated, truncated, first, final_obs and the policy's extras; ``stats``
-        holds, per env, whether an episode ended and its score and length (0 elsewhere).
+        ``(action, extras, policy_carry, next_key, env_key)``: ``next_key`` is carried to the
+        next state, ``env_key`` is for the env's step.
     """
     key, key_policy, key_env = jax.random.split(state.key, 3)
     action, extras, carry = policy_fn(
         params, state.policy_carry, state.obs, state.first, key_policy
     )
-    res = env.step(state.env_state, action, key_env)
+    return action, extras, carry, key, key_env
+
+
+def advance(
+    state: SimState,
+    action: jax.Array,
+    extras: dict[str, Any],
+    policy_carry: PyTree,
+    key: jax.Array,
+    res: StepResult,
+) -> tuple[SimState, Transition, EpisodeStats]:
+    """The bookkeeping half of a step, after the env stepped (``res``) on ``action``.
+
+    Returns:
+        ``(next_state, transition, stats)`` as :func:`simulate`.
+    """
     reward = res.reward.astype(jnp.float32)
     score = state.score + reward
     length = state.length + 1
@@ -95,12 +104,33 @@ def simulate(
         env_state=res.state,
         obs=res.obs,
         first=done,
-        policy_carry=carry,
+        policy_carry=policy_carry,
         score=jnp.where(done, jnp.zeros_like(score), score),
         length=jnp.where(done, jnp.zeros_like(length), length),
         key=key,
     )
     return next_state, transition, stats
+
+
+def simulate(
+    env: Env, policy_fn: PolicyFn, params: PyTree, state: SimState
+) -> tuple[SimState, Transition, EpisodeStats]:
+    """One fused step: the policy acts on ``state.obs``, the env steps and auto-resets.
+
+    Args:
+        env: The batched env.
+        policy_fn: ``(params, carry, obs, first, key) -> (action, extras, carry)``.
+        params: Passed unchanged to ``policy_fn``.
+        state: The current :class:`SimState`.
+
+    Returns:
+        ``(next_state, transition, stats)``: ``transition`` holds the step's obs, action,
+        reward, terminated, truncated, first, final_obs and the policy's extras; ``stats``
+        holds, per env, whether an episode ended and its score and length (0 elsewhere).
+    """
+    action, extras, carry, key, key_env = act(policy_fn, params, state)
+    res = env.step(state.env_state, action, key_env)
+    return advance(state, action, extras, carry, key, res)
 
 
 def rollout(

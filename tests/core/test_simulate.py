@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from batchppo.core.adapters import HostEnv
+from batchppo.core.host_loop import HostLoop
 from batchppo.core.mock import MockEnv, make_mock_vector_env, random_policy
 from batchppo.core.simulate import init_sim_state, rollout, simulate
 
@@ -73,15 +74,18 @@ CASES = [
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("kind", ["jax", "host"])
+@pytest.mark.parametrize("kind", ["jax", "host", "host_loop"])
 @pytest.mark.parametrize(("durations", "done_rows", "terminate"), CASES)
 def test_rollout_exact_done_reset_pattern(kind, durations, done_rows, terminate):
     env = _make_env(kind, durations, terminate)
     policy = random_policy(env.spec)
     state = init_sim_state(env, (), jax.random.key(3))
-    state, traj, stats = jax.jit(rollout, static_argnums=(0, 1, 4))(
-        env, policy, None, state, NUM_STEPS
-    )
+    if kind == "host_loop":  # the Python-loop driver over the same host env
+        state, traj, stats = HostLoop(env, policy).rollout(None, state, NUM_STEPS)
+    else:
+        state, traj, stats = jax.jit(rollout, static_argnums=(0, 1, 4))(
+            env, policy, None, state, NUM_STEPS
+        )
     want = _expected(durations, done_rows, terminate)
     n = len(durations)
     assert traj.obs.shape == (NUM_STEPS, n, 2)
@@ -100,7 +104,7 @@ def test_rollout_exact_done_reset_pattern(kind, durations, done_rows, terminate)
     # The carried state continues where the rollout stopped (12 steps into each cycle).
     np.testing.assert_array_equal(state.length, 12 % np.array(durations))
     np.testing.assert_array_equal(state.first, want["done"][-1])
-    if kind == "host":
+    if kind != "jax":
         env.close()
 
 

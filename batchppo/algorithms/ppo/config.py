@@ -11,7 +11,8 @@ import dataclasses
 
 NETWORKS = ("feed_forward_gaussian", "feed_forward_categorical", "recurrent_gaussian")
 OBJECTIVES = ("kl_penalty", "clip")
-BACKENDS = ("process", "sync", "ray", "gymnax", "brax")
+HOST_BACKENDS = ("process", "sync", "ray")
+BACKENDS = (*HOST_BACKENDS, "gymnax", "brax")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,11 @@ class PPOConfig:
     """Number of parallel environments."""
     num_workers: int | None = None
     """Worker processes for the ``process`` backend; None means one per core."""
+    host_loop: bool = False
+    """Host backends only: collect rollouts with a Python loop around the compiled policy
+    step (:class:`~batchppo.core.host_loop.HostLoop`) instead of inside the compiled
+    iteration through ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md
+    compares the speed of the two."""
 
     # --- Schedule ---------------------------------------------------------------------------
     steps: int = 1_000_000
@@ -138,6 +144,11 @@ class PPOConfig:
         check(self.num_agents >= 1, f"num_agents={self.num_agents}: must be >= 1")
         check(self.steps >= 1, f"steps={self.steps}: must be >= 1")
         check(self.seed >= 0, f"seed={self.seed}: must be >= 0")
+        check(
+            not self.host_loop or self.backend in HOST_BACKENDS,
+            f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
+            "(set host_loop=False, or a host backend: process, sync, ray)",
+        )
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
         check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")
         check(0.0 < self.discount <= 1.0, f"discount={self.discount}: must be in (0, 1]")

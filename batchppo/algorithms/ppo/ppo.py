@@ -6,7 +6,10 @@ The agent is a set of pure functions over a :class:`TrainState` (``PPO``); the d
   (rollout + returns + all update epochs) for every backend: pure-JAX envs fuse with the
   learner, host envs (Gymnasium in processes) enter the same compiled rollout through
   ``io_callback`` (:class:`~batchppo.core.adapters.HostEnv`). ``iterations(n)`` runs ``n`` of
-  them in one ``lax.scan`` (fused backends).
+  them in one ``lax.scan``. With ``host_loop`` the host envs are stepped instead from a Python
+  loop around the compiled policy (:class:`~batchppo.core.host_loop.HostLoop`), and the
+  update (``PPO.learn``) is one compiled call. ``precompile`` compiles a run's programs side
+  by side in the background, which halves a cold start on CPU.
 * :func:`make_train`: ``config -> train_fn(key) -> (TrainState, metrics)``, a pure function of
   the whole run for pure-JAX envs; ``jax.vmap(train_fn)(keys)`` trains several seeds in one
   program.
@@ -29,7 +32,7 @@ import math
 import os
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +50,9 @@ from batchppo.core.env import Env, EnvSpec
 from batchppo.core.keys import key_data_aval, raw_key
 from batchppo.core.simulate import init_sim_state, rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
+
+if TYPE_CHECKING:
+    from batchppo.core.host_loop import HostLoop
 
 PyTree = Any
 FUSED_BACKENDS = ("gymnax", "brax")
@@ -388,9 +394,20 @@ class PPO:
 
     def iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
         """One collection + update; pure and jittable. Metrics are scalar arrays."""
+        ss, traj, stats = rollout(self.env, self.policy_fn, (ts.params, ts.obs_norm), ss, self.T)
+        ts, metrics = self.learn(ts, traj, stats)
+        return ts, ss, metrics
+
+    def learn(
+        self, ts: TrainState, traj: Transition, stats: EpisodeStats
+    ) -> tuple[TrainState, dict]:
+        """The update from one rollout of ``T`` steps; pure and jittable.
+
+        Returns:
+            The new state (normalisers absorb the rollout after the update) and scalar metrics.
+        """
         config = self.config
         lr = self.schedule(ts.updates * config.update_epochs * config.num_minibatches)
-        ss, traj, stats = rollout(self.env, self.policy_fn, (ts.params, ts.obs_norm), ss, self.T)
         batch, reward_norm, data_metrics = self.make_batch(ts, traj)
         ts, metrics = self.update(ts, batch)
         obs_norm = ts.obs_norm
@@ -416,7 +433,7 @@ class PPO:
         }
         if "clip_fraction" not in metrics:
             metrics["clip_fraction"] = jnp.zeros((), jnp.float32)
-        return ts, ss, metrics
+        return ts, metrics
 
 
 def episode_metrics(stats: EpisodeStats) -> dict[str, jax.Array]:
@@ -522,6 +539,11 @@ class Trainer:
         self.ppo = PPO(config, self.env)
         self.network = self.ppo.network
         self.fused = config.backend in FUSED_BACKENDS
+        self._host_loop: HostLoop | None = None
+        if config.host_loop:
+            from batchppo.core.host_loop import HostLoop
+
+            self._host_loop = HostLoop(self.env, self.ppo.policy_fn)
         self._eval_env: Env | None = None
         # Compiled programs by name: a jitted function, or a Future of an AOT-compiled one
         # while ``precompile`` builds it in the background.
@@ -549,6 +571,8 @@ class Trainer:
         if name == "init_sim":
             return jax.jit(lambda key: ppo.init_sim(key), compiler_options=_compiler_options(True))
         kind, *args = name  # type: ignore[misc]
+        if kind == "learn":
+            return jax.jit(ppo.learn, donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
         if kind == "iterations":
             (n,) = args
             fn = ppo.iteration if n == 1 else _scan_iterations(ppo, n)
@@ -622,10 +646,15 @@ class Trainer:
         if eval_episodes:
             layout = self._eval_layout(eval_episodes)
             submit(("eval_start", *layout), (ts.params, ts.obs_norm), key)
-        for n in sorted({int(n) for n in iterations}, reverse=True):
-            if n < 1:
-                raise ValueError(f"precompile: iterations={n} must be >= 1")
-            submit(("iterations", n), ts, ss)
+        counts = sorted({int(n) for n in iterations}, reverse=True)
+        if counts and counts[-1] < 1:
+            raise ValueError(f"precompile: iterations={counts[-1]} must be >= 1")
+        if self._host_loop is not None:  # the loop's own steps compile on first use
+            traj, stats = jax.eval_shape(self._rollout_shapes, ts, ss)
+            submit(("learn",), ts, traj, stats)
+        else:
+            for n in counts:
+                submit(("iterations", n), ts, ss)
 
     # --- training -----------------------------------------------------------------------------
 
@@ -641,9 +670,23 @@ class Trainer:
     def iteration(
         self, train_state: TrainState, sim_state: SimState
     ) -> tuple[TrainState, SimState, dict[str, float]]:
-        """One collection + update, one compiled call. Returns Python-float metrics."""
-        ts, ss, metrics = self._call(("iterations", 1), train_state, sim_state)
+        """One collection + update, one compiled call. Returns Python-float metrics.
+
+        With ``host_loop``, the collection is a Python loop (:class:`HostLoop`) and the update
+        one compiled call.
+        """
+        if self._host_loop is None:
+            ts, ss, metrics = self._call(("iterations", 1), train_state, sim_state)
+            return ts, ss, _to_python(metrics)
+        params = (train_state.params, train_state.obs_norm)
+        ss, traj, stats = self._host_loop.rollout(params, sim_state, self.ppo.T)
+        ts, metrics = self._call(("learn",), train_state, traj, stats)
         return ts, ss, _to_python(metrics)
+
+    def _rollout_shapes(self, ts: TrainState, ss: SimState) -> tuple[Transition, EpisodeStats]:
+        params = (ts.params, ts.obs_norm)
+        _, traj, stats = rollout(self.env, self.ppo.policy_fn, params, ss, self.ppo.T)
+        return traj, stats
 
     def iterations(
         self, train_state: TrainState, sim_state: SimState, n: int
@@ -656,9 +699,12 @@ class Trainer:
         n = int(n)
         if n < 1:
             raise ValueError(f"iterations: n={n} must be >= 1")
-        if n == 1:
-            ts, ss, m = self.iteration(train_state, sim_state)
-            return ts, ss, [m]
+        if n == 1 or self._host_loop is not None:
+            metrics = []
+            for _ in range(n):
+                train_state, sim_state, m = self.iteration(train_state, sim_state)
+                metrics.append(m)
+            return train_state, sim_state, metrics
         ts, ss, metrics = self._call(("iterations", n), train_state, sim_state)
         metrics = jax.device_get(metrics)
         return ts, ss, [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]

@@ -188,3 +188,42 @@ def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
     got = ppo.next_values(ts.params, traj.extras["value"], final_obs, traj.truncated)
     full = ppo.network.value(ts.params, final_obs)
     np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.timeout(180)
+def test_host_loop_driver_trains_exactly_as_the_in_graph_driver():
+    config = PPOConfig(
+        env="Pendulum-v1",
+        backend="sync",
+        num_agents=2,
+        rollout_length=8,
+        update_epochs=2,
+        num_minibatches=2,
+        policy_layers=(8,),
+        value_layers=(8,),
+        steps=64,
+        max_length=10,  # episodes end inside the rollouts: truncation is exercised
+    )
+    graph, loop = Trainer(config), Trainer(dataclasses.replace(config, host_loop=True))
+    loop.precompile(iterations=(1,), eval_episodes=2)
+    states, metrics = [], []
+    for trainer in (graph, loop):
+        ts = trainer.init(host_key(0, 0))
+        ss = trainer.init_sim(ts, host_key(0, 1))
+        ts, ss, m1 = trainer.iteration(ts, ss)
+        ts, ss, m2 = trainer.iterations(ts, ss, 2)
+        states.append(jax.tree.map(np.asarray, ts))
+        metrics.append([m1, *m2])
+        trainer.close()
+    assert isinstance(loop._programs[("learn",)], jax.stages.Compiled)
+    assert metrics[0][0]["episodes"] == 0 and metrics[0][1]["episodes"] == 2
+    # The same computation in another order of compiled calls: equal up to float rounding.
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), *states)
+    for a, b in zip(*metrics, strict=True):
+        assert a.keys() == b.keys()
+        np.testing.assert_allclose([a[k] for k in a], [b[k] for k in a], rtol=1e-4, atol=1e-6)
+
+
+def test_host_loop_needs_a_host_backend():
+    with pytest.raises(ValueError, match="host_loop=True drives host envs"):
+        dataclasses.replace(TINY, host_loop=True)

@@ -1,0 +1,91 @@
+"""The other host driver: ``rollout`` as a Python loop around the compiled halves of a step.
+
+:func:`~batchppo.core.simulate.rollout` over a :class:`~batchppo.core.adapters.HostEnv` is one
+compiled program that calls back into the host envs at every step (``io_callback``).
+:class:`HostLoop` runs the same steps the other way round: a Python loop that calls the
+compiled policy step (:func:`~batchppo.core.simulate.act`), steps the vector env directly, and
+calls the compiled bookkeeping (:func:`~batchppo.core.simulate.advance`). Both give the same
+transitions, episode statistics and final state; which is faster depends on the env and the
+machine (``bench/train.py`` measures both), so the trainer offers both (``host_loop``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchppo.core.adapters import HostEnv
+from batchppo.core.env import StepResult
+from batchppo.core.simulate import act, advance
+from batchppo.core.types import EpisodeStats, PolicyFn, PyTree, SimState, Transition
+
+
+def _advance_host(
+    state: SimState,
+    action: jax.Array,
+    extras: dict[str, Any],
+    policy_carry: PyTree,
+    key: jax.Array,
+    host_result: tuple[np.ndarray, ...],
+) -> tuple[SimState, Transition, EpisodeStats]:
+    obs, reward, terminated, truncated, final_obs = host_result
+    # The env state of a HostEnv is its step counter, as HostEnv.step advances it.
+    res = StepResult(state.env_state + 1, obs, reward, terminated, truncated, final_obs)
+    return advance(state, action, extras, policy_carry, key, res)
+
+
+def _stack(steps: list[Any]) -> Any:
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *steps)
+
+
+class HostLoop:
+    """``rollout`` over a :class:`HostEnv`, driven step by step from Python.
+
+    Example:
+        >>> loop = HostLoop(host_env, policy_fn)
+        >>> state = init_sim_state(host_env, (), key)  # the in-graph reset works for both
+        >>> state, transitions, stats = loop.rollout(params, state, 128)
+
+    Args:
+        env: The host env; its ``host_step`` is called directly.
+        policy_fn: The agent (see :class:`~batchppo.core.types.PolicyFn`).
+    """
+
+    def __init__(self, env: HostEnv, policy_fn: PolicyFn) -> None:
+        if not isinstance(env, HostEnv):
+            raise TypeError(
+                f"HostLoop drives a HostEnv (Gymnasium envs on the host), got {env!r}; "
+                "pure-JAX envs run fused: use rollout()"
+            )
+        self.env = env
+        self._act = jax.jit(functools.partial(act, policy_fn))
+        self._advance = jax.jit(_advance_host)
+        self._stack = jax.jit(_stack)
+
+    def rollout(
+        self, params: PyTree, state: SimState, num_steps: int
+    ) -> tuple[SimState, Transition, EpisodeStats]:
+        """Runs ``num_steps`` steps; returns what ``rollout(env, policy_fn, ...)`` returns.
+
+        Args:
+            params: Passed unchanged to the policy at every step.
+            state: The :class:`SimState` to continue from.
+            num_steps: Steps per env (>= 1).
+
+        Returns:
+            ``(final_state, transitions, stats)`` stacked to ``(num_steps, num_envs, ...)``.
+        """
+        if num_steps < 1:
+            raise ValueError(f"num_steps must be >= 1, got {num_steps}.")
+        steps = []
+        for _ in range(num_steps):
+            action, extras, carry, key, _ = self._act(params, state)
+            host_result = self.env.host_step(np.asarray(action))
+            state, transition, stats = self._advance(state, action, extras, carry, key, host_result)
+            steps.append((transition, stats))
+        transitions, stats = self._stack(steps)
+        return state, transitions, stats
