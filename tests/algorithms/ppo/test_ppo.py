@@ -192,18 +192,8 @@ def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
 
 @pytest.mark.timeout(180)
 def test_host_loop_driver_trains_exactly_as_the_in_graph_driver():
-    config = PPOConfig(
-        env="Pendulum-v1",
-        backend="sync",
-        num_agents=2,
-        rollout_length=8,
-        update_epochs=2,
-        num_minibatches=2,
-        policy_layers=(8,),
-        value_layers=(8,),
-        steps=64,
-        max_length=10,  # episodes end inside the rollouts: truncation is exercised
-    )
+    # Episodes of 10 steps end inside the rollouts of 8: truncation is exercised.
+    config = dataclasses.replace(TINY, backend="sync", num_agents=2, max_length=10)
     graph, loop = Trainer(config), Trainer(dataclasses.replace(config, host_loop=True))
     loop.precompile(iterations=(1,), eval_episodes=2)
     states, metrics = [], []
