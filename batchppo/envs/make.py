@@ -3,8 +3,10 @@
 The stack of one env, innermost first:
 
 1. ``gymnasium.make(env_id, max_episode_steps=max_length, ...)`` (Gymnasium's ``TimeLimit``);
-2. :class:`~batchppo.envs.wrappers.RangeNormalize` (when ``normalize_ranges``);
-3. Gymnasium's ``ClipAction`` (Box actions): clips to ``[-1, 1]`` in the normalised space;
+2. :class:`~batchppo.envs.wrappers.RangeNormalize` (when ``normalize_ranges``), which clips
+   actions to ``[-1, 1]`` before mapping them to the env's bounds;
+3. Gymnasium's ``ClipAction`` (Box actions, only without range normalisation): clips to the
+   env's own bounds;
 4. :class:`~batchppo.envs.wrappers.ConvertTo32Bit` (float32 obs and reward, int32 discrete
    actions, non-finite values raise).
 """
@@ -75,8 +77,10 @@ def make_env_fn(
             env_id, max_episode_steps=max_length, render_mode=render_mode, **env_kwargs
         )
         if normalize_ranges:
-            env = RangeNormalize(env)
-        if isinstance(env.action_space, spaces.Box):
+            env = RangeNormalize(env)  # clips actions to [-1, 1] itself
+        if isinstance(env.action_space, spaces.Box) and not (
+            normalize_ranges and env.rescales_actions
+        ):
             env = ClipAction(env)
         return ConvertTo32Bit(env, env_id=env_id)
 

@@ -17,6 +17,7 @@ are written here:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -70,47 +71,76 @@ def _unit_map(
     )
 
 
+def _affine(
+    mask: np.ndarray | None, low: np.ndarray, span: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(low, half_span, one)`` of the maps: ``span / 2`` and 1 on mapped dims; 0, 1, 0 else."""
+    if mask is None:
+        return low, span / 2, np.ones_like(low)
+    return low, np.where(mask, span / 2, 1).astype(low.dtype), mask.astype(low.dtype)
+
+
 class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """Normalises finite observation bounds to ``[-1, 1]`` and maps actions from ``[-1, 1]``.
 
     See the module docstring for the exact formulas. Non-Box spaces and dims with an infinite
-    bound pass unchanged.
+    bound pass unchanged. With ``clip_actions`` (default), actions are first clipped to the
+    wrapper's action space, as Gymnasium's ``ClipAction`` outside this wrapper would, and the
+    action space keeps its finite ``[-1, 1]`` bounds.
+
+    The maps are precomputed per dim so that a step costs a few NumPy calls, with results
+    bitwise equal to the formulas: ``(obs - low) / (span / 2) - 1`` is ``2 (obs - low) / span
+    - 1`` (halving is exact), and unmapped dims go through ``(x - 0) / 1 - 0``, which is ``x``.
 
     Args:
         env: The env to wrap.
         observations: Whether to normalise observations.
         actions: Whether to rescale actions.
+        clip_actions: Whether to clip actions to ``[-1, 1]`` (on the rescaled dims) first.
     """
 
-    def __init__(self, env: gymnasium.Env, observations: bool = True, actions: bool = True):
+    def __init__(
+        self,
+        env: gymnasium.Env,
+        observations: bool = True,
+        actions: bool = True,
+        clip_actions: bool = True,
+    ):
         gymnasium.utils.RecordConstructorArgs.__init__(
-            self, observations=observations, actions=actions
+            self, observations=observations, actions=actions, clip_actions=clip_actions
         )
         gymnasium.Wrapper.__init__(self, env)
         obs_map = _unit_map(env.observation_space) if observations else None
         self._normalise_obs = obs_map is not None
-        self._obs_mask = None
         if obs_map is not None:
-            self._obs_mask, self._obs_low, self._obs_span, self.observation_space = obs_map
+            mask, low, span, self.observation_space = obs_map
+            self._obs_low, self._obs_half_span, self._obs_one = _affine(mask, low, span)
         act_map = _unit_map(env.action_space) if actions else None
         self._rescale_actions = act_map is not None
-        self._act_mask = None
+        self._clip_actions = bool(clip_actions)
         if act_map is not None:
-            self._act_mask, self._act_low, self._act_span, self.action_space = act_map
+            mask, low, span, self.action_space = act_map
+            self._act_low, self._act_half_span, self._act_one = _affine(mask, low, span)
+            self._act_clip = (self.action_space.low, self.action_space.high)
+
+    @property
+    def rescales_actions(self) -> bool:
+        """Whether actions are rescaled (and, with ``clip_actions``, clipped) here."""
+        return self._rescale_actions
 
     def observation(self, obs: np.ndarray) -> np.ndarray:
         """``2 * (obs - low) / (high - low) - 1`` on the finite dims."""
         if not self._normalise_obs:
             return obs
-        out = 2 * (obs - self._obs_low) / self._obs_span - 1
-        return out if self._obs_mask is None else np.where(self._obs_mask, out, obs)
+        return (obs - self._obs_low) / self._obs_half_span - self._obs_one
 
     def action(self, action: np.ndarray) -> np.ndarray:
-        """``low + (a + 1) / 2 * (high - low)`` on the finite dims."""
+        """``low + (a + 1) / 2 * (high - low)`` on the finite dims, after clipping."""
         if not self._rescale_actions:
             return action
-        out = self._act_low + (action + 1) / 2 * self._act_span
-        return out if self._act_mask is None else np.where(self._act_mask, out, action)
+        if self._clip_actions:
+            action = np.minimum(np.maximum(action, self._act_clip[0]), self._act_clip[1])
+        return self._act_low + (action + self._act_one) * self._act_half_span
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps with the rescaled action; returns the normalised observation."""
@@ -150,6 +180,8 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         self._episode_step = 0
         self._obs_dtype = None
         obs_space = env.observation_space
+        # Integer observations are always finite: skip the check.
+        self._check_obs = not (isinstance(obs_space, spaces.Box) and obs_space.dtype.kind in "iub")
         target = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
         if isinstance(obs_space, spaces.Box) and obs_space.dtype in target:
             self._obs_dtype = np.dtype(target[obs_space.dtype])
@@ -175,7 +207,7 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
             )
 
     def _observation(self, obs: Any) -> Any:
-        if not np.isfinite(obs).all():
+        if self._check_obs and not np.isfinite(obs).all():
             raise ValueError(
                 f"{self._env_id}: non-finite observation at step {self._episode_step} of the "
                 f"episode (0 = reset): {obs!r}. The env diverged; check its inputs."
@@ -190,7 +222,7 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
             action = np.asarray(action, dtype=self._act_dtype)
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._episode_step += 1
-        if not np.isfinite(reward):
+        if not math.isfinite(reward):  # math: 20x cheaper than np.isfinite on a scalar
             raise ValueError(
                 f"{self._env_id}: non-finite reward {reward!r} at step {self._episode_step} "
                 "of the episode. The env diverged; check its inputs."

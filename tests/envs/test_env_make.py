@@ -34,13 +34,21 @@ def test_stack_order_and_spaces():
     while isinstance(layer, gymnasium.Wrapper):
         chain.append(type(layer))
         layer = layer.env
-    # Outermost first: ConvertTo32Bit, ClipAction, RangeNormalize, then gymnasium.make's own.
-    assert chain[:3] == [ConvertTo32Bit, ClipAction, RangeNormalize]
-    assert TimeLimit in chain[3:]
+    # Outermost first: ConvertTo32Bit, RangeNormalize (which clips actions itself), then
+    # gymnasium.make's own.
+    assert chain[:2] == [ConvertTo32Bit, RangeNormalize]
+    assert ClipAction not in chain and TimeLimit in chain[2:]
     assert env.get_wrapper_attr("_max_episode_steps") == 7
     np.testing.assert_array_equal(env.observation_space.low, [-1, -1, -1])
     assert env.observation_space.dtype == np.float32
-    assert np.isinf(env.action_space.high).all()  # ClipAction: any action is valid
+    np.testing.assert_array_equal(env.action_space.low, [-1])  # finite: the agent's range
+    np.testing.assert_array_equal(env.action_space.high, [1])
+    # Without range normalisation, Gymnasium's ClipAction clips to the env's own bounds.
+    raw = make_env_fn("Pendulum-v1", normalize_ranges=False)()
+    assert type(raw.env) is ClipAction
+    raw.reset(seed=0)
+    raw.step(np.array([5.0], np.float32))
+    assert raw.unwrapped.last_u == 2.0  # Pendulum's max torque
 
 
 def test_stack_matches_raw_env_through_the_formulas():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gymnasium
 import numpy as np
 import pytest
 from envs_testlib import BoundedEnv, CountEnv
@@ -41,6 +42,48 @@ def test_range_normalize_actions_on_finite_dims_only():
         env.step(np.array(a, np.float32))
         # low + (a + 1) / 2 * (high - low) with low 2, high 10 on dim 1.
         np.testing.assert_allclose(inner.actions[-1], expected, rtol=0, atol=1e-6)
+
+
+def test_range_normalize_clips_actions_on_rescaled_dims_unless_told_not_to():
+    inner = BoundedEnv()
+    env = RangeNormalize(inner)
+    env.reset(seed=0)
+    env.step(np.array([3.0, 3.0], np.float32))
+    # dim 0 has infinite bounds: unclipped; dim 1 clipped to 1 -> the env's high, 10.
+    np.testing.assert_array_equal(inner.actions[-1], [3.0, 10.0])
+    env.step(np.array([-3.0, -3.0], np.float32))
+    np.testing.assert_array_equal(inner.actions[-1], [-3.0, 2.0])
+    unclipped = RangeNormalize(inner, clip_actions=False)
+    unclipped.step(np.array([3.0, 3.0], np.float32))
+    np.testing.assert_array_equal(inner.actions[-1], [3.0, 18.0])  # 2 + (3 + 1) / 2 * 8
+
+
+class BoxEnv(gymnasium.Env):
+    """Observation and action spaces both ``Box(low, high)``; never stepped."""
+
+    def __init__(self, low, high):
+        self.observation_space = spaces.Box(low, high, dtype=low.dtype)
+        self.action_space = spaces.Box(low, high, dtype=low.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_range_normalize_is_bitwise_the_documented_formulas(dtype):
+    rng = np.random.default_rng(0)
+    low = np.array([-3.0, 0.1, -np.inf, 2.0, -7.5], dtype)
+    high = np.array([5.0, 0.7, np.inf, 2.0, 1e4], dtype)  # dim 3: empty range, not mapped
+    finite = np.isfinite(low) & np.isfinite(high) & (high > low)
+    env = RangeNormalize(BoxEnv(low, high))
+    for _ in range(200):
+        x = (rng.standard_normal(5) * 10).astype(dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):  # the empty and infinite dims
+            want = np.where(finite, 2 * (x - low) / (high - low) - 1, x)
+        np.testing.assert_array_equal(env.observation(x), want)
+        a = rng.uniform(-1.5, 1.5, 5).astype(dtype)
+        # Clipped to the wrapper's action space first: [-1, 1] on mapped dims, else the env's.
+        a = np.clip(a, env.action_space.low, env.action_space.high)
+        with np.errstate(invalid="ignore"):  # inf - inf on the infinite dim, not selected
+            want = np.where(finite, low + (a + 1) / 2 * (high - low), a)
+        np.testing.assert_array_equal(env.action(a), want)
 
 
 def test_clip_action_outside_range_normalize_clips_in_normalised_space():
