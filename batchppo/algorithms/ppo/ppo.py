@@ -628,6 +628,9 @@ class Trainer:
             iterations: The ``n`` of the ``iterations(n)`` calls to come (1: ``iteration``).
             eval_episodes: The ``num_episodes`` of the ``evaluate`` calls to come; None skips.
         """
+        counts = sorted({int(n) for n in iterations}, reverse=True)
+        if counts and counts[-1] < 1:
+            raise ValueError(f"precompile: iterations={counts[-1]} must be >= 1")
         if self._compiler is None:
             self._compiler = ThreadPoolExecutor(thread_name_prefix="batchppo-compile")
         key = self._key_aval
@@ -646,9 +649,6 @@ class Trainer:
         if eval_episodes:
             layout = self._eval_layout(eval_episodes)
             submit(("eval_start", *layout), (ts.params, ts.obs_norm), key)
-        counts = sorted({int(n) for n in iterations}, reverse=True)
-        if counts and counts[-1] < 1:
-            raise ValueError(f"precompile: iterations={counts[-1]} must be >= 1")
         if self._host_loop is not None:  # the loop's own steps compile on first use
             traj, stats = jax.eval_shape(self._rollout_shapes, ts, ss)
             submit(("learn",), ts, traj, stats)
@@ -716,8 +716,11 @@ class Trainer:
             if self._eval_env is not None and hasattr(self._eval_env, "close"):
                 self._eval_env.close()
             self._eval_env = _make_env(self.config, num_envs, self.config.seed + _EVAL_SEED_OFFSET)
+            # The eval programs were compiled over the old env: drop them.
             self._programs = {
-                k: v for k, v in self._programs.items() if not str(k[0]).startswith("eval")
+                k: v
+                for k, v in self._programs.items()
+                if not (isinstance(k, tuple) and k[0] in ("eval_start", "eval_more"))
             }
         return self._eval_env
 

@@ -122,6 +122,12 @@ def test_precompiled_programs_compute_what_the_jitted_ones_do():
     (state_a, *rest_a), (state_b, *rest_b) = results
     jax.tree.map(np.testing.assert_array_equal, state_a, state_b)
     np.testing.assert_equal(rest_a, rest_b)  # metrics (nan where no episode ended), returns
+    # Another episode count needs another eval env: its programs replace the old env's.
+    ev3 = pre.evaluate(ts, 3, host_key(0, 2))
+    assert ev3["returns"].shape == (3,) and np.all(ev3["lengths"] == 20)
+    assert ("eval_start", 4, 20) not in pre._programs and ("eval_start", 3, 20) in pre._programs
+    with pytest.raises(ValueError, match="iterations=0 must be >= 1"):
+        pre.precompile(iterations=(0, 2))
     # Arguments of other types than the precompiled ones fall back to the jitted program.
     ts = pre.init(host_key(0, 0))
     ss = pre.init_sim(ts, host_key(0, 1))
