@@ -260,10 +260,21 @@ class Progress:
 class _StopFlag:
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.abort = False
+
+    def check_abort(self) -> None:
+        """Raises the KeyboardInterrupt of a second Ctrl-C, in case it got lost.
+
+        Python ignores exceptions raised while a garbage-collection callback runs (JAX has
+        one), so a KeyboardInterrupt raised by the signal handler at that moment is printed
+        and dropped; the flag keeps the request.
+        """
+        if self.abort:
+            raise KeyboardInterrupt
 
 
 @contextmanager
-def _graceful_stop(progress: Progress) -> Iterator[_StopFlag]:
+def _graceful_stop(message: Callable[[str], None]) -> Iterator[_StopFlag]:
     """Turns the first SIGINT/SIGTERM into a flag (finish the step, save); a 2nd SIGINT aborts."""
     flag = _StopFlag()
     if threading.current_thread() is not threading.main_thread():
@@ -272,9 +283,10 @@ def _graceful_stop(progress: Progress) -> Iterator[_StopFlag]:
 
     def handler(signum: int, frame: Any) -> None:
         if flag.signum is not None and signum == signal.SIGINT:
+            flag.abort = True
             raise KeyboardInterrupt
         flag.signum = signum
-        progress.message("stopping after this iteration, then saving (Ctrl-C again aborts)")
+        message("stopping after this iteration, then saving (Ctrl-C again aborts)")
 
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -398,7 +410,20 @@ class _Run:
             },
         )  # fmt: skip
 
+    def _message(self, text: str) -> None:
+        progress = getattr(self, "progress", None)
+        if progress is not None:
+            progress.message(text)
+        else:
+            print(f"batchppo: {text}", file=sys.stderr, flush=True)
+
     def run(self) -> TrainResult:
+        # The stop flag covers start-up too: a Ctrl-C while programs compile or envs start
+        # stops the run cleanly before its first iteration.
+        with _graceful_stop(self._message) as self.stop:
+            return self._run()
+
+    def _run(self) -> TrainResult:
         config = self.config
         precompile = getattr(self.trainer, "precompile", None)
         if precompile is not None:  # Compile every program side by side, in the background.
@@ -406,6 +431,7 @@ class _Run:
                 iterations=(1,), eval_episodes=config.eval_episodes if self._eval_on() else None
             )
         state, resume_step, self.wall_offset = self.restore()
+        self.stop.check_abort()
         step = int(state.step)
         self.started = time.monotonic()
         self.logger = RunLogger(self.run_dir, resume_step)
@@ -446,24 +472,24 @@ class _Run:
         sim = self.trainer.init_sim(state, host_key(self.seed, 1, step))
         window = _Window()
         compiled = False  # The first iteration's time is mostly compilation: not a speed.
-        with _graceful_stop(self.progress) as stop:
-            while step < config.steps and stop.signum is None:
-                start = time.monotonic()
-                state, sim, metrics = self.trainer.iteration(state, sim)
-                before, step = step, int(state.step)
-                window.add(metrics, time.monotonic() - start, compiling=not compiled)
-                window.iterations += 1
-                compiled = True
-                self.progress.advance(step)
-                if _crossed(before, step, config.log_every) or step >= config.steps:
-                    self.report("train", step, window.summary())
-                    window = _Window()
-                if self._eval_on() and (
-                    _crossed(before, step, config.eval_every) or step >= config.steps
-                ):
-                    self.evaluate(state, step)
-                if _crossed(before, step, config.checkpoint_every):
-                    self.save(state, step)
+        stop = self.stop
+        while step < config.steps and stop.signum is None:
+            start = time.monotonic()
+            state, sim, metrics = self.trainer.iteration(state, sim)
+            before, step = step, int(state.step)
+            window.add(metrics, time.monotonic() - start, compiling=not compiled)
+            window.iterations += 1
+            compiled = True
+            self.progress.advance(step)
+            if _crossed(before, step, config.log_every) or step >= config.steps:
+                self.report("train", step, window.summary())
+                window = _Window()
+            if self._eval_on() and (
+                _crossed(before, step, config.eval_every) or step >= config.steps
+            ):
+                self.evaluate(state, step)
+            if _crossed(before, step, config.checkpoint_every):
+                self.save(state, step)
         if stop.signum is not None and window.iterations:
             self.report("train", step, window.summary())
         self.stop_signal = stop.signum

@@ -33,7 +33,8 @@ class FakeTrainer:
     Args:
         config: The run's config; ``num_agents * rollout_length`` steps per iteration.
         signal_at: Send this process ``signal_num`` during the iteration that reaches this
-            many updates (simulates Ctrl-C / SIGTERM arriving mid-iteration).
+            many updates (simulates Ctrl-C / SIGTERM arriving mid-iteration); 0 sends it
+            during ``init``, at start-up.
     """
 
     instances: list[FakeTrainer] = []  # noqa: RUF012  (test bookkeeping)
@@ -49,6 +50,8 @@ class FakeTrainer:
         FakeTrainer.instances.append(self)
 
     def init(self, key: jax.Array) -> FakeState:
+        if self.signal_at == 0:
+            os.kill(os.getpid(), self.signal_num)
         return FakeState(
             params={"w": jnp.zeros((3,), jnp.float32), "b": jnp.ones((2, 2), jnp.float32)},
             key=jax.random.key(0),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 import signal
 
 import numpy as np
@@ -95,6 +97,34 @@ def test_sigterm_finishes_the_iteration_saves_and_resumes_the_same_curves(tmp_pa
     assert steps_of(records, "eval") == EVAL_STEPS
     assert [s for s, _ in read_scalars(run_dir / "train")["score"]] == TRAIN_STEPS
     assert [s for s, _ in read_scalars(run_dir / "eval")["score"]] == EVAL_STEPS
+
+
+def test_ctrl_c_during_start_up_stops_before_the_first_iteration(tmp_path):
+    # Before, start-up ran under Python's default handler: a KeyboardInterrupt raised while
+    # a garbage-collection callback ran (JAX has one) was printed and dropped, and the run
+    # went on to the end.
+    def interrupted_at_start(config):
+        return FakeTrainer(config, signal_at=0, signal_num=signal.SIGINT)
+
+    handler = signal.getsignal(signal.SIGINT)
+    result = run(tmp_path, factory=interrupted_at_start)
+    assert signal.getsignal(signal.SIGINT) is handler  # restored
+    assert result.interrupted and result.stop_signal == signal.SIGINT and result.step == 0
+    assert ckpt.latest_checkpoint(tmp_path / "T-fake" / "checkpoints")[0] == 0
+    assert FakeTrainer.instances[-1].closed
+    resumed = run(tmp_path)
+    assert resumed.step == 1000 and not resumed.interrupted
+
+
+def test_a_second_ctrl_c_aborts_even_if_its_exception_was_swallowed():
+    with loop._graceful_stop(lambda text: None) as stop:
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.signum == signal.SIGINT and not stop.abort
+        stop.check_abort()  # the first Ctrl-C only asks to stop
+        with contextlib.suppress(KeyboardInterrupt):  # as a gc callback would drop it
+            os.kill(os.getpid(), signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            stop.check_abort()
 
 
 def test_resume_after_a_crash_drops_reports_after_the_last_checkpoint(tmp_path):
