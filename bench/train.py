@@ -50,7 +50,7 @@ def _config(name: str, overrides: dict | None = None):
     name, *flags = name.split("+")
     config = get_preset(name)
     overrides = {**dict.fromkeys(flags, True), **(overrides or {})}
-    return dataclasses.replace(config, **overrides), "registry"
+    return dataclasses.replace(config, **overrides)
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,14 +111,14 @@ def worker_batchppo(preset: str, seed: int, t_launch: float, eval_every: int) ->
     if os.environ.get("BATCHPPO_BENCH_CACHE"):
         enable_compilation_cache(os.environ["BATCHPPO_BENCH_CACHE"])
     # The preset's own step budget: its learning rate anneals over it.
-    config, source = _config(preset, {"seed": seed})
+    config = _config(preset, {"seed": seed})
     # As `batchppo train` runs: programs compiled side by side, keys made without eager JAX ops.
     trainer = Trainer(config)
     n = max(1, eval_every // trainer.steps_per_iteration)
     trainer.precompile(iterations=(n,), eval_episodes=EVAL_EPISODES)
     ts = trainer.init(host_key(seed, 0))
     ss = trainer.init_sim(ts, host_key(seed, 1))
-    result: dict = {"hit": False, "preset_source": source}
+    result: dict = {"hit": False}
     try:
         while int(ts.step) < config.steps:
             ts, ss, _ = trainer.iterations(ts, ss, n)
@@ -190,7 +190,7 @@ def worker_cheetah(seconds: float, preset: str) -> dict:
     from batchppo.algorithms.ppo import Trainer
 
     t0 = time.time()
-    config, source = _config(preset)
+    config = _config(preset)
     trainer = Trainer(config)
     ts = trainer.init(jax.random.key(0))
     ss = trainer.init_sim(ts, jax.random.key(1))
@@ -208,7 +208,6 @@ def worker_cheetah(seconds: float, preset: str) -> dict:
         "sps_incl_startup": int(ts.step) / (time.time() - t0),
         "startup_s": t_first,
         "steps": steps,
-        "preset_source": source,
     }
 
 

@@ -76,11 +76,11 @@ def make_env_fn(
         env = gymnasium.make(
             env_id, max_episode_steps=max_length, render_mode=render_mode, **env_kwargs
         )
+        clipped = False
         if normalize_ranges:
-            env = RangeNormalize(env)  # clips actions to [-1, 1] itself
-        if isinstance(env.action_space, spaces.Box) and not (
-            normalize_ranges and env.rescales_actions
-        ):
+            env = RangeNormalize(env)
+            clipped = env.rescales_actions  # it clips the actions it rescales to [-1, 1]
+        if isinstance(env.action_space, spaces.Box) and not clipped:
             env = ClipAction(env)
         return ConvertTo32Bit(env, env_id=env_id)
 

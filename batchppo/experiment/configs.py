@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.core.adapters import HOST_BACKENDS
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
 
@@ -181,8 +182,6 @@ PRESETS: dict[str, PPOConfig] = {
     "cheetah_brax": _brax("halfcheetah", 50_000_000),
     "humanoid_brax": _brax("humanoid", 50_000_000),
 }
-
-HOST_BACKENDS = ("process", "sync", "ray")
 
 
 def preset_names() -> list[str]:

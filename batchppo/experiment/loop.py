@@ -42,6 +42,8 @@ from batchppo.experiment.logging import RunLogger, read_metrics
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
+# What each of a run's PRNG keys is for (``host_key(seed, purpose, ...)``).
+_INIT_KEY, _SIM_KEY, _EVAL_KEY = 0, 1, 2
 
 
 class TrainerLike(Protocol):
@@ -355,8 +357,6 @@ class _Run:
     ) -> None:
         self.trainer, self.config, self.run_dir = trainer, config, run_dir
         self.ckpt_dir = run_dir / CHECKPOINT_DIR if run_dir is not None else None
-        self.seed = config.seed
-        self.init_key = host_key(self.seed, 0)
         self.records: list[dict[str, Any]] = []
         self.last_eval: tuple[int, float] | None = None
         self.saved_step = -1
@@ -365,13 +365,17 @@ class _Run:
 
     def restore(self) -> tuple[Any, int | None, float]:
         """The initial TrainState, the step it was restored from (None if fresh), wall time."""
-        state = self.trainer.init(self.init_key)
+        state = self.trainer.init(self._key(_INIT_KEY))
         found = ckpt.latest_checkpoint(self.ckpt_dir) if self.ckpt_dir else None
         if found is None:
             return state, None, 0.0
         state, meta = ckpt.restore_checkpoint(found[1], state)
         self.saved_step = found[0]
         return state, found[0], float(meta.get("wall_time", 0.0))
+
+    def _key(self, purpose: int, *words: int) -> np.ndarray:
+        """The run's PRNG key for ``purpose`` (init, env resets, evaluation) at ``words``."""
+        return host_key(self.config.seed, purpose, *words)
 
     def wall_time(self) -> float:
         return self.wall_offset + time.monotonic() - self.started
@@ -395,7 +399,7 @@ class _Run:
 
     def evaluate(self, state: Any, step: int) -> None:
         start = time.monotonic()
-        key = host_key(self.seed, 2, step)
+        key = self._key(_EVAL_KEY, step)
         result = self.trainer.evaluate(state, self.config.eval_episodes, key)
         seconds = time.monotonic() - start
         lengths = np.asarray(result.get("lengths", []))
@@ -469,7 +473,7 @@ class _Run:
         and resuming from it drops the reports written after it.
         """
         config = self.config
-        sim = self.trainer.init_sim(state, host_key(self.seed, 1, step))
+        sim = self.trainer.init_sim(state, self._key(_SIM_KEY, step))
         window = _Window()
         compiled = False  # The first iteration's time is mostly compilation: not a speed.
         stop = self.stop
@@ -601,7 +605,7 @@ def load_run(
     step, path = ckpt.find_checkpoint(run_dir / CHECKPOINT_DIR, checkpoint)
     trainer = _build_trainer(trainer_factory, _loading_config(config))
     try:
-        template = trainer.init(host_key(config.seed, 0))
+        template = trainer.init(host_key(config.seed, _INIT_KEY))
         state, _ = ckpt.restore_checkpoint(path, template)
     except BaseException:
         trainer.close()

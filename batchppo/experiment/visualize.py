@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.experiment.configs import GYMNASIUM_TWIN, HOST_BACKENDS
+from batchppo.core.adapters import HOST_BACKENDS
+from batchppo.experiment.configs import GYMNASIUM_TWIN
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loop import TrainerFactory, load_run
 

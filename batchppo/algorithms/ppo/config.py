@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from batchppo.core.adapters import HOST_BACKENDS
+
 NETWORKS = ("feed_forward_gaussian", "feed_forward_categorical", "recurrent_gaussian")
 OBJECTIVES = ("kl_penalty", "clip")
-HOST_BACKENDS = ("process", "sync", "ray")
 BACKENDS = (*HOST_BACKENDS, "gymnax", "brax")
 
 
@@ -147,7 +148,7 @@ class PPOConfig:
         check(
             not self.host_loop or self.backend in HOST_BACKENDS,
             f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
-            "(set host_loop=False, or a host backend: process, sync, ray)",
+            f"(set host_loop=False, or a host backend: {', '.join(HOST_BACKENDS)})",
         )
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
         check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")

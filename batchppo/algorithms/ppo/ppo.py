@@ -67,11 +67,9 @@ COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 COLD_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 
-def _compiler_options(cold: bool) -> dict[str, Any]:
-    """XLA options of a program: ``cold`` ones (run rarely) compile fast on CPU."""
-    if cold and jax.default_backend() == "cpu":
-        return COLD_COMPILER_OPTIONS
-    return COMPILER_OPTIONS
+def _cold_compiler_options() -> dict[str, Any]:
+    """XLA options of the programs that run rarely: compiled fast on CPU, as usual elsewhere."""
+    return COLD_COMPILER_OPTIONS if jax.default_backend() == "cpu" else COMPILER_OPTIONS
 
 
 def enable_compilation_cache(path: str | None = None) -> str:
@@ -567,9 +565,9 @@ class Trainer:
         """The jitted function of program ``name`` (see :meth:`precompile`)."""
         ppo = self.ppo
         if name == "init":
-            return jax.jit(ppo.init, compiler_options=_compiler_options(cold=True))
+            return jax.jit(ppo.init, compiler_options=_cold_compiler_options())
         if name == "init_sim":
-            return jax.jit(lambda key: ppo.init_sim(key), compiler_options=_compiler_options(True))
+            return jax.jit(lambda key: ppo.init_sim(key), compiler_options=_cold_compiler_options())
         kind, *args = name  # type: ignore[misc]
         if kind == "learn":
             return jax.jit(ppo.learn, donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
@@ -589,7 +587,7 @@ class Trainer:
                 return ss, stats
 
             return jax.jit(
-                start if kind == "eval_start" else more, compiler_options=_compiler_options(True)
+                start if kind == "eval_start" else more, compiler_options=_cold_compiler_options()
             )
         raise KeyError(name)
 
