@@ -76,11 +76,21 @@ def _parser() -> argparse.ArgumentParser:
         "plot",
         help="plot learning curves of runs",
         description="Learning curves (eval and train score; mean and spread over the runs "
-        "of each config) from the runs' metrics.jsonl.",
+        "of each config) from the runs' metrics.jsonl: one panel per env (or per config), "
+        "configs side by side, one shared legend.",
     )
     plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
     plot.add_argument("--out", required=True, help="output PNG file")
     plot.add_argument("--x", choices=("steps", "hours"), default="steps", help="x-axis")
+    plot.add_argument(
+        "--panels", choices=("env", "config"), default="env",
+        help="one panel per env (default; configs side by side) or per config",
+    )  # fmt: skip
+    plot.add_argument(
+        "--phase", choices=("both", "eval", "train"), default="both",
+        help="curves to draw: eval (mean action), train (sampled) or both (default)",
+    )  # fmt: skip
+    plot.add_argument("--columns", type=int, default=3, help="panels per row (default 3)")
 
     sub.add_parser("list", help="list the presets", description="List the presets.")
     return parser
@@ -133,7 +143,10 @@ def _cmd_visualize(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from batchppo.experiment import plot
 
-    out = plot.plot_runs(args.runs, args.out, x=args.x)
+    phases = plot.PHASES if args.phase == "both" else (args.phase,)
+    out = plot.plot_runs(
+        args.runs, args.out, x=args.x, panels=args.panels, phases=phases, columns=args.columns
+    )
     print(f"wrote {out}")
     return 0
 

@@ -1,13 +1,14 @@
-"""Learning curves from run directories (like figures 1 and 2 of the Batch PPO paper).
+"""Learning curves from run directories, laid out like figures 1 and 2 of the Batch PPO paper.
 
-Runs are grouped by config (the ``<config>`` suffix of ``<timestamp>-<config>``); each group
-gets one panel with the eval score (mean action) and the train score (sampled actions) over
-env steps or wall-clock hours: the mean over the group's runs as a line and their standard
-deviation as a band (a single run is drawn as is).
+Runs are grouped twice: into *panels* (by default one per environment, read from each run's
+``config.yaml``; or one per config) and, inside a panel, into *series* by config (the
+``<config>`` suffix of ``<timestamp>-<config>``). Each series draws the eval score (mean
+action, solid) and the train score (sampled actions, dashed) over env steps or wall-clock
+time: the mean over its runs as a line and their standard deviation as a band. A config keeps
+its colour in every panel, and one legend below the grid names them all.
 
 Example:
-    >>> plot_runs(["logdir/20261121T113000-pendulum_jax", "logdir/20261121T120000-pendulum_jax"],
-    ...           "curves.png", x="hours")
+    >>> plot_runs(glob("logdir/*-cheetah_fast") + glob("logdir/*-cheetah"), "curves.png")
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+from batchppo.experiment import configs
 from batchppo.experiment.errors import RunDirError, UserError
 from batchppo.experiment.logging import METRICS_FILE, read_metrics
 
-PHASE_STYLE = {"eval": ("C0", "eval (mean action)"), "train": ("C1", "train")}
+PHASES = ("eval", "train")
+PHASE_STYLE = {"eval": ("-", "eval (mean action)"), "train": ("--", "train (sampled)")}
+PANELS = ("env", "config")
+Curve = tuple[np.ndarray, np.ndarray]
 
 
 def run_group(run_dir: str | Path) -> str:
@@ -30,7 +35,7 @@ def run_group(run_dir: str | Path) -> str:
     return name.split("-", 1)[1] if "-" in name else name
 
 
-def load_curves(run_dir: str | Path, x: str = "steps") -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def load_curves(run_dir: str | Path, x: str = "steps") -> dict[str, Curve]:
     """Score curves of one run by phase, as ``(x, score)`` sorted by x (NaN scores dropped).
 
     ``x`` is ``steps`` (training env steps) or ``hours``; the latter gives wall-clock seconds,
@@ -44,22 +49,22 @@ def load_curves(run_dir: str | Path, x: str = "steps") -> dict[str, tuple[np.nda
         what = "does not exist" if not run_dir.exists() else f"holds no {METRICS_FILE}"
         raise RunDirError(f"run dir {run_dir} {what}")
     curves = {}
-    for phase in PHASE_STYLE:
+    records = read_metrics(run_dir)
+    for phase in PHASES:
         points = [
             (r["step"] if x == "steps" else r.get("wall_time", math.nan), r.get("score"))
-            for r in read_metrics(run_dir)
+            for r in records
             if r.get("phase") == phase
         ]
         points = [(a, b) for a, b in points if b is not None and not math.isnan(a)]
+        points = [(a, b) for a, b in points if not math.isnan(b)]
         if points:
             xs, ys = np.array(sorted(points)).T
             curves[phase] = (xs, ys)
     return curves
 
 
-def aggregate(
-    curves: Sequence[tuple[np.ndarray, np.ndarray]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def aggregate(curves: Sequence[Curve]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean and standard deviation of several curves on the x range they share.
 
     Each curve is linearly interpolated onto the union of their x values inside the shared
@@ -79,65 +84,132 @@ def aggregate(
     return grid, values.mean(axis=0), values.std(axis=0)
 
 
-def plot_runs(run_dirs: Sequence[str | Path], out: str | Path, x: str = "steps") -> Path:
+def panel_key(run_dir: str | Path, panels: str) -> str:
+    """The panel a run is drawn in: its env id (``panels="env"``) or its config name.
+
+    Raises:
+        RunDirError: ``panels="env"`` and the run has no readable ``config.yaml``.
+    """
+    if panels == "config":
+        return run_group(run_dir)
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise RunDirError(
+            f"{run_dir} holds no config.yaml, so its env is unknown; use --panels config"
+        )
+    return configs.load_config(path).env
+
+
+def group_runs(
+    run_dirs: Sequence[str | Path], x: str = "steps", panels: str = "env"
+) -> dict[str, dict[str, list[dict[str, Curve]]]]:
+    """Loads runs as ``{panel: {config: [curves of each run]}}``, in order of first appearance.
+
+    Raises:
+        UserError: Unknown ``panels``.
+        RunDirError: A missing run dir or one without metrics (or config, for env panels).
+    """
+    if panels not in PANELS:
+        raise UserError(f"panels={panels!r}: use {' or '.join(PANELS)}")
+    grouped: dict[str, dict[str, list[dict[str, Curve]]]] = {}
+    for run_dir in run_dirs:
+        curves = load_curves(run_dir, x)
+        series = grouped.setdefault(panel_key(run_dir, panels), {})
+        series.setdefault(run_group(run_dir), []).append(curves)
+    return grouped
+
+
+def _time_unit(grouped: dict[str, dict[str, list[dict[str, Curve]]]]) -> tuple[str, float]:
+    # Short runs read better in minutes or seconds than in thousandths of an hour.
+    longest = max(
+        c[0][-1] for series in grouped.values() for runs in series.values()
+        for run in runs for c in run.values()
+    )  # fmt: skip
+    for unit, seconds, limit in (("seconds", 1, 120), ("minutes", 60, 7200)):
+        if longest < limit:
+            return f"wall-clock {unit}", seconds
+    return "wall-clock hours", 3600
+
+
+def plot_runs(
+    run_dirs: Sequence[str | Path],
+    out: str | Path,
+    x: str = "steps",
+    panels: str = "env",
+    phases: Sequence[str] = PHASES,
+    columns: int = 3,
+) -> Path:
     """Draws the learning curves of ``run_dirs`` into the PNG ``out``.
 
     Args:
-        run_dirs: Run directories; runs of the same config are averaged.
+        run_dirs: Run directories; runs of the same config are averaged (mean and std).
         out: Output image path (``.png``).
         x: ``steps`` (training env steps) or ``hours`` (wall-clock time).
+        panels: ``env`` (one panel per environment, configs side by side in it) or
+            ``config`` (one panel per config).
+        phases: Which curves to draw: ``eval`` (mean action) and/or ``train`` (sampled).
+        columns: Panels per row.
 
     Returns:
         The path written.
 
     Raises:
-        UserError: Bad ``x``, missing run dirs or runs without any score yet.
+        UserError: Bad ``x``, ``panels`` or ``phases``, or runs without any score yet.
+        RunDirError: Missing run dirs.
     """
     if x not in ("steps", "hours"):
         raise UserError(f"x={x!r}: use steps or hours")
-    groups: dict[str, list[dict[str, tuple[np.ndarray, np.ndarray]]]] = {}
-    for run_dir in run_dirs:
-        groups.setdefault(run_group(run_dir), []).append(load_curves(run_dir, x))
-    if not any(curves for runs in groups.values() for curves in runs):
+    unknown = sorted(set(phases) - set(PHASES))
+    if unknown or not phases:
+        raise UserError(f"phases={list(phases)!r}: choose from {', '.join(PHASES)}")
+    if columns < 1:
+        raise UserError(f"columns={columns}: must be >= 1")
+    grouped = group_runs(run_dirs, x, panels)
+    if not any(run for series in grouped.values() for runs in series.values() for run in runs):
         raise UserError("no scores to plot yet: the runs' metrics.jsonl hold no reports")
-
-    xlabel, scale = "env steps", 1.0
-    if x == "hours":
-        # Short runs read better in minutes or seconds than in thousandths of an hour.
-        longest = max(c[0][-1] for runs in groups.values() for run in runs for c in run.values())
-        xlabel, scale = next(
-            (f"wall-clock {unit}", s)
-            for unit, s, limit in (("seconds", 1, 120), ("minutes", 60, 7200), ("hours", 3600, 0))
-            if longest < limit or s == 3600
-        )
+    xlabel, scale = ("env steps", 1.0) if x == "steps" else _time_unit(grouped)
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cols = min(len(groups), 3)
-    rows = math.ceil(len(groups) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
-    for ax, (name, runs) in zip(axes.flat, groups.items(), strict=False):
-        for phase, (color, label) in PHASE_STYLE.items():
-            curves = [run[phase] for run in runs if phase in run]
-            if not curves:
-                continue
-            xs, mean, std = aggregate(curves)
-            xs = xs / scale
-            ax.plot(xs, mean, color=color, label=f"{label}, {len(curves)} run(s)")
-            if len(curves) > 1:
-                ax.fill_between(xs, mean - std, mean + std, color=color, alpha=0.25, lw=0)
-        ax.set_title(name)
+    names = list(dict.fromkeys(name for series in grouped.values() for name in series))
+    colors = {name: f"C{i % 10}" for i, name in enumerate(names)}
+    cols = min(len(grouped), columns)
+    rows = math.ceil(len(grouped) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.4 * rows), squeeze=False)
+    legend: dict[str, object] = {}
+    for ax, (title, series) in zip(axes.flat, grouped.items(), strict=False):
+        for name, runs in series.items():
+            for phase in phases:
+                curves = [run[phase] for run in runs if phase in run]
+                if not curves:
+                    continue
+                xs, mean, std = aggregate(curves)
+                xs = xs / scale
+                style, what = PHASE_STYLE[phase]
+                label = f"{name}: {what}, {len(curves)} run{'s' * (len(curves) > 1)}"
+                (line,) = ax.plot(xs, mean, style, color=colors[name], lw=1.4)
+                legend.setdefault(label, line)
+                if len(curves) > 1:
+                    ax.fill_between(xs, mean - std, mean + std, color=colors[name], alpha=0.2, lw=0)
+        ax.set_title(title)
         ax.set_xlabel(xlabel)
         ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
-        ax.set_ylabel("score (mean episode return)")
+        ax.set_ylabel("mean episode return")
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize="small")
-    for ax in list(axes.flat)[len(groups) :]:
+    for ax in list(axes.flat)[len(grouped) :]:
         ax.set_visible(False)
-    fig.tight_layout()
+    ncol = min(len(legend), 2 if cols == 1 else 3)
+    fig.legend(
+        list(legend.values()), list(legend), loc="lower center", ncol=ncol, fontsize="small",
+        frameon=False,
+    )  # fmt: skip
+    # Room below the panels for the legend: about a fifth of an inch per legend row.
+    legend_inches = 0.15 + 0.2 * math.ceil(len(legend) / ncol)
+    fig.set_figheight(3.4 * rows + legend_inches)
+    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
