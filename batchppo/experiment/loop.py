@@ -5,7 +5,9 @@ the *train* phase runs ``trainer.iteration`` (collect a rollout, update) and rep
 ``log_every`` steps; every ``eval_every`` steps an *eval* phase runs ``eval_episodes``
 episodes with the mean action. A checkpoint follows the reports of its step, every
 ``checkpoint_every`` steps, at the end and on Ctrl-C / SIGTERM, so resuming from checkpoint S
-(dropping records after S) continues every curve without a gap or a duplicate.
+(dropping records after S) continues every curve without a gap or a duplicate. A cadence left
+at None is a fixed fraction of ``steps`` (``PPOConfig.eval_interval`` and its siblings), so a
+changed budget keeps its number of reports, evaluations and checkpoints.
 
 Example:
     >>> result = train("cartpole_jax", overrides=["steps=20000"])  # no logdir: no disk I/O
@@ -463,7 +465,7 @@ class _Run:
         )
 
     def _eval_on(self) -> bool:
-        return self.config.eval_every > 0 and self.config.eval_episodes > 0
+        return self.config.eval_interval > 0 and self.config.eval_episodes > 0
 
     def _train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
         """Iterates until the step budget or a stop request; returns (state, step, stopped).
@@ -485,14 +487,14 @@ class _Run:
             window.iterations += 1
             compiled = True
             self.progress.advance(step)
-            if _crossed(before, step, config.log_every) or step >= config.steps:
+            if _crossed(before, step, config.log_interval) or step >= config.steps:
                 self.report("train", step, window.summary())
                 window = _Window()
             if self._eval_on() and (
-                _crossed(before, step, config.eval_every) or step >= config.steps
+                _crossed(before, step, config.eval_interval) or step >= config.steps
             ):
                 self.evaluate(state, step)
-            if _crossed(before, step, config.checkpoint_every):
+            if _crossed(before, step, config.checkpoint_interval):
                 self.save(state, step)
         if stop.signum is not None and window.iterations:
             self.report("train", step, window.summary())

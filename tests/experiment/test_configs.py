@@ -56,8 +56,35 @@ def test_jax_presets_and_default():
     assert configs.get_preset("cartpole_jax").network == "feed_forward_categorical"
     assert {n for n, c in configs.PRESETS.items() if c.backend == "brax"} >= {"ant_brax"}
     for name, config in configs.PRESETS.items():
-        assert config.eval_every <= config.steps, name
-        assert config.checkpoint_every <= config.steps, name
+        assert config.eval_interval <= config.steps, name
+        assert config.checkpoint_interval <= config.steps, name
+
+
+@pytest.mark.parametrize("name", ["cheetah_fast", "cheetah", "pendulum_fast", "cartpole_jax"])
+def test_cadence_follows_a_changed_budget_unless_set(name):
+    # Presets leave the cadence to the budget: 20 evals, 100 reports, 10 checkpoints a run.
+    def cadence(config):
+        return config.eval_interval, config.log_interval, config.checkpoint_interval
+
+    config = configs.apply_overrides(configs.get_preset(name), ["steps=1000000"])
+    assert cadence(config) == (50_000, 10_000, 100_000)
+    config = configs.apply_overrides(config, ["steps=4e6", "eval_every=7", "log_every=0"])
+    assert cadence(config) == (7, 0, 400_000)
+    assert configs.apply_overrides(config, ["steps=5"]).checkpoint_interval == 1
+
+
+def test_negative_cadence_is_refused():
+    with pytest.raises(ConfigError, match=r"eval_every=-1: must be >= 0 \(0 disables\), or None"):
+        configs.apply_overrides(configs.get_preset("cheetah_fast"), ["eval_every=-1"])
+
+
+def test_locomotion_presets_share_one_recipe():
+    names = ["cheetah_fast", "hopper_fast", "walker_fast", "ant_fast", "humanoid_fast"]
+    envs = ["HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5"]
+    for name, env in zip(names, envs, strict=True):
+        config = configs.get_preset(name)
+        assert (config.env, config.backend, config.steps) == (env, "process", 1_000_000)
+        assert config.objective == "clip" and config.anneal_lr
 
 
 def test_unknown_preset_lists_valid_names_and_suggests():

@@ -13,7 +13,20 @@ from batchppo.core.adapters import HOST_BACKENDS
 
 NETWORKS = ("feed_forward_gaussian", "feed_forward_categorical", "recurrent_gaussian")
 OBJECTIVES = ("kl_penalty", "clip")
+REWARD_SCALES = ("reward", "return")
 BACKENDS = (*HOST_BACKENDS, "gymnax", "brax")
+
+
+EVALS_PER_RUN = 20
+"""Evaluations over a run's budget when ``eval_every`` is None."""
+LOGS_PER_RUN = 100
+"""Train reports over a run's budget when ``log_every`` is None."""
+CHECKPOINTS_PER_RUN = 10
+"""Checkpoints over a run's budget when ``checkpoint_every`` is None."""
+
+
+def _interval(explicit: int | None, steps: int, per_run: int) -> int:
+    return explicit if explicit is not None else max(1, steps // per_run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +109,9 @@ class PPOConfig:
     """Initial KL penalty coefficient beta."""
     clip_epsilon: float = 0.2
     """Ratio clipping range of the ``clip`` objective."""
+    target_kl: float | None = None
+    """``clip`` objective: end an update early, skipping its remaining minibatch steps, once a
+    minibatch's KL from the rollout policy exceeds ``1.5 * target_kl`` (as SB3); None never."""
     value_clip: float | None = None
     """Clip value updates to this range (``clip`` objective); None disables."""
     entropy_coef: float = 0.0
@@ -108,6 +124,10 @@ class PPOConfig:
     """Streaming centre-and-scale of observations (clip 5)."""
     normalize_rewards: bool = True
     """Streaming scaling of rewards (clip 10)."""
+    reward_scale: str = "reward"
+    """What the reward scale is the standard deviation of: ``reward`` (single rewards, the
+    original) or ``return`` (the running discounted return, as SB3's ``VecNormalize``), which
+    keeps value targets near unit scale whatever the discount."""
     obs_clip: float = 5.0
     """Clip normalised observations to [-obs_clip, obs_clip]."""
     reward_clip: float = 10.0
@@ -116,16 +136,32 @@ class PPOConfig:
     # --- Evaluation, logging, checkpoints ---------------------------------------------------
     eval_episodes: int = 30
     """Episodes per evaluation phase (mean action)."""
-    eval_every: int = 100_000
-    """Training steps between evaluation phases; 0 disables evaluation."""
-    log_every: int = 10_000
-    """Training steps between log reports."""
-    checkpoint_every: int = 100_000
-    """Training steps between checkpoints."""
+    eval_every: int | None = None
+    """Training steps between evaluation phases; 0 disables evaluation; None: ``steps / 20``
+    (see :attr:`eval_interval`), so that a changed ``steps`` keeps 20 evaluations."""
+    log_every: int | None = None
+    """Training steps between log reports; None: ``steps / 100``."""
+    checkpoint_every: int | None = None
+    """Training steps between checkpoints; None: ``steps / 10``."""
     keep_checkpoints: int = 3
     """How many checkpoints to keep."""
     seed: int = 0
     """Seed of the run (params, env seeds, sampling)."""
+
+    @property
+    def eval_interval(self) -> int:
+        """Steps between evaluations: ``eval_every``, or 1/20 of ``steps`` when it is None."""
+        return _interval(self.eval_every, self.steps, EVALS_PER_RUN)
+
+    @property
+    def log_interval(self) -> int:
+        """Steps between train reports: ``log_every``, or 1/100 of ``steps`` when it is None."""
+        return _interval(self.log_every, self.steps, LOGS_PER_RUN)
+
+    @property
+    def checkpoint_interval(self) -> int:
+        """Steps between checkpoints: ``checkpoint_every``, or 1/10 of ``steps`` when None."""
+        return _interval(self.checkpoint_every, self.steps, CHECKPOINTS_PER_RUN)
 
     def __post_init__(self) -> None:
         def check(ok: bool, msg: str) -> None:
@@ -139,12 +175,26 @@ class PPOConfig:
             f"objective={self.objective!r}: choose one of {OBJECTIVES}",
         )
         check(
+            self.reward_scale in REWARD_SCALES,
+            f"reward_scale={self.reward_scale!r}: choose one of {REWARD_SCALES}",
+        )
+        check(
+            self.target_kl is None or self.target_kl > 0,
+            f"target_kl={self.target_kl}: must be > 0, or None to never stop early",
+        )
+        check(
             self.activation in ("relu", "tanh"),
             f"activation={self.activation!r}: use relu or tanh",
         )
         check(self.num_agents >= 1, f"num_agents={self.num_agents}: must be >= 1")
         check(self.steps >= 1, f"steps={self.steps}: must be >= 1")
         check(self.seed >= 0, f"seed={self.seed}: must be >= 0")
+        for name in ("eval_every", "log_every", "checkpoint_every"):
+            value = getattr(self, name)
+            check(
+                value is None or value >= 0,
+                f"{name}={value}: must be >= 0 (0 disables), or None for a fraction of steps",
+            )
         check(
             not self.host_loop or self.backend in HOST_BACKENDS,
             f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
