@@ -112,3 +112,36 @@ def discounted_returns(
         step, next_values[-1], (rewards, terminated, truncated, next_values), reverse=True
     )
     return returns
+
+
+def running_returns(
+    rewards: jax.Array, done: jax.Array, start: jax.Array, discount: float
+) -> tuple[jax.Array, jax.Array]:
+    """Discounted returns accumulated forward in time, as reward-scaling statistics use them.
+
+    ``R_t = gamma * R_{t-1} + r_t`` where ``R_{t-1}`` is ``start`` at ``t = 0`` and the sum
+    restarts after an episode end (``done_t``): ``R_t`` is the discounted return of the episode
+    so far, seen from step ``t``. Its spread is the scale of the values the critic learns, which
+    the spread of single rewards is not (SB3's ``VecNormalize`` scales rewards by it).
+
+    Args:
+        rewards: ``(T, *batch)`` rewards.
+        done: ``(T, *batch)`` bool, the episode ended at ``t`` (terminated or truncated).
+        start: ``(*batch)`` the running return before the first step.
+        discount: gamma.
+
+    Returns:
+        ``(returns, carry)``: ``(T, *batch)`` float32 running returns, and the ``(*batch)`` value
+        to pass as ``start`` to the next call (zero where the last step ended an episode).
+    """
+    _check("done", done, rewards)
+    if start.shape != rewards.shape[1:]:
+        raise ValueError(f"start has shape {start.shape}, expected {rewards.shape[1:]}")
+
+    def step(acc: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        reward, ended = inp
+        ret = discount * acc + reward
+        return jnp.where(ended, 0.0, ret), ret
+
+    carry, returns = lax.scan(step, start.astype(jnp.float32), (rewards.astype(jnp.float32), done))
+    return returns, carry

@@ -71,6 +71,20 @@ def find_checkpoint(directory: str | Path, step: int | None = None) -> tuple[int
     raise CheckpointError(f"no checkpoint at step {step} in {directory}; available steps: {steps}")
 
 
+def _with_restore_defaults(template: Any, state_dict: Any) -> Any:
+    """Fills the fields ``template`` declares optional (``RESTORE_DEFAULTS``) where missing.
+
+    A state class lists there the fields added after checkpoints were first written whose
+    fresh value is exact on resume, so that older checkpoints still restore.
+    """
+    optional = getattr(template, "RESTORE_DEFAULTS", ())
+    missing = [name for name in optional if isinstance(state_dict, dict) and name not in state_dict]
+    if not missing:
+        return state_dict
+    fresh = serialization.to_state_dict(template)
+    return {**state_dict, **{name: fresh[name] for name in missing}}
+
+
 def _to_host(tree: Any) -> Any:
     # Typed PRNG keys are not msgpack-serialisable; store their raw uint32 data instead.
     def leaf(x: Any) -> Any:
@@ -156,6 +170,7 @@ def restore_checkpoint(path: str | Path, template: T) -> tuple[T, dict[str, Any]
         if meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT_VERSION}")
         host_template = _to_host(template)
+        state_dict = _with_restore_defaults(host_template, state_dict)
         restored = serialization.from_state_dict(host_template, state_dict)
         for want, got in zip(
             jax.tree_util.tree_leaves(host_template),

@@ -4,7 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.core.returns import discounted_returns, gae
+from batchppo.core.returns import discounted_returns, gae, running_returns
 
 # One env, T = 5: the episode is truncated at t = 1 (bootstrap from V(final_obs) = 10) and
 # terminated at t = 3 (no bootstrap); t = 4 is the last step of the rollout (bootstrap 7).
@@ -60,3 +60,17 @@ def test_lambda_zero_is_one_step_td():
 def test_shape_mismatch_is_an_error():
     with pytest.raises(ValueError, match="time-major"):
         gae(R, V[:-1], NV, TERM, TRUNC, 0.5, 0.5)
+
+
+def test_running_returns_by_hand():
+    # Two envs, gamma 0.5; env 0 ends its episode at t = 1, env 1 starts from a carried 4.
+    rewards = jnp.array([[1.0, 1.0], [2.0, 0.0], [3.0, 2.0]])
+    done = jnp.array([[False, False], [True, False], [False, False]])
+    returns, carry = running_returns(rewards, done, jnp.array([0.0, 4.0]), 0.5)
+    # env 0: 1, 2 + .5 = 2.5 (ends), 3; env 1: 1 + 2 = 3, 1.5, 2 + .75 = 2.75
+    np.testing.assert_array_equal(returns, [[1.0, 3.0], [2.5, 1.5], [3.0, 2.75]])
+    np.testing.assert_array_equal(carry, [3.0, 2.75])
+    _, carry = running_returns(rewards[:2], done[:2], jnp.zeros(2), 0.5)
+    np.testing.assert_array_equal(carry, [0.0, 0.5])  # the episode that ended restarts at 0
+    with pytest.raises(ValueError, match=r"start has shape \(3,\), expected \(2,\)"):
+        running_returns(rewards, done, jnp.zeros(3), 0.5)

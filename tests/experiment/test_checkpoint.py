@@ -137,3 +137,33 @@ def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path, monkeypatc
         fileio.atomic_write_bytes(path, b"new")
     assert path.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.bin"]
+
+
+def grown_state(optional: tuple[str, ...]) -> type:
+    """``State`` with a field added later that older checkpoints lack."""
+
+    @struct.dataclass
+    class GrownState:
+        params: dict
+        opt_state: object
+        key: jax.Array
+        raw_key: jax.Array
+        beta: jax.Array
+        step: jax.Array
+        running: jax.Array
+
+        RESTORE_DEFAULTS = optional
+
+    return GrownState
+
+
+def test_a_field_added_later_restores_from_the_fresh_state(tmp_path):
+    path = ckpt.save_checkpoint(tmp_path, make_state(3), step=300)
+    fresh = grown_state(("running",))(**vars(make_state(0)), running=jnp.full((2,), 7.0))
+    restored, _ = ckpt.restore_checkpoint(path, fresh)
+    np.testing.assert_array_equal(restored.running, [7.0, 7.0])
+    assert_same(restored.params, make_state(3).params)
+    # Only declared fields may be missing: anything else is still an incompatible checkpoint.
+    strict = grown_state(())(**vars(make_state(0)), running=jnp.full((2,), 7.0))
+    with pytest.raises(CheckpointError, match="corrupt or incompatible checkpoint"):
+        ckpt.restore_checkpoint(path, strict)

@@ -28,11 +28,12 @@ the recurrent state at their start; feed-forward networks with the ``clip`` obje
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -105,7 +106,14 @@ class TrainState:
         key: PRNG key of the learner (minibatch shuffling).
         step: Training env steps so far (summed over envs), int32 scalar.
         updates: Training iterations so far, int32 scalar.
+        reward_return: Running discounted return of each env's current episode, float32
+            ``(num_envs,)``; feeds ``reward_norm`` when ``reward_scale="return"``. A checkpoint
+            written before it existed restores it as zeros (:data:`RESTORE_DEFAULTS`).
     """
+
+    RESTORE_DEFAULTS: ClassVar[tuple[str, ...]] = ("reward_return",)
+    """Fields a checkpoint may lack; restoring takes them from the fresh state. Resumed runs
+    start fresh episodes, so a zero running return is exact."""
 
     params: PyTree
     opt_state: PyTree
@@ -115,6 +123,7 @@ class TrainState:
     key: jax.Array
     step: jax.Array
     updates: jax.Array
+    reward_return: jax.Array
 
 
 def rollout_length(config: PPOConfig) -> int:
@@ -220,6 +229,7 @@ class PPO:
             key=k_state,
             step=jnp.zeros((), jnp.int32),
             updates=jnp.zeros((), jnp.int32),
+            reward_return=jnp.zeros((self.env.num_envs,), jnp.float32),
         )
 
     def init_sim(self, key: jax.Array, env: Env | None = None) -> SimState:
@@ -292,22 +302,43 @@ class PPO:
             lambda: shifted,
         )
 
+    def scale_rewards(
+        self, ts: TrainState, traj: Transition
+    ) -> tuple[jax.Array, norm.NormState, jax.Array]:
+        """The rollout's rewards as the learner sees them (``normalize_rewards``).
+
+        The scale's statistics absorb the rollout first (as the original): its rewards, or
+        its running discounted returns with ``reward_scale="return"``.
+
+        Returns:
+            ``(rewards, new_reward_norm, new_reward_return)``.
+        """
+        config = self.config
+        if not config.normalize_rewards:
+            return traj.reward, ts.reward_norm, ts.reward_return
+        samples, reward_return = traj.reward, ts.reward_return
+        if config.reward_scale == "return":
+            done = jnp.logical_or(traj.terminated, traj.truncated)
+            samples, reward_return = returns_lib.running_returns(
+                traj.reward, done, ts.reward_return, config.discount
+            )
+        reward_norm = norm.update(ts.reward_norm, samples)
+        reward = norm.normalize(reward_norm, traj.reward, center=False, clip=config.reward_clip)
+        return reward, reward_norm, reward_return
+
     def make_batch(
         self, ts: TrainState, traj: Transition
-    ) -> tuple[losses.Batch, norm.NormState, dict[str, jax.Array]]:
+    ) -> tuple[losses.Batch, TrainState, dict[str, jax.Array]]:
         """Normalises a rollout, computes GAE and lays it out as training sequences.
 
         Returns:
-            ``(batch, new_reward_norm, metrics)``.
+            ``(batch, ts, metrics)``, ``ts`` with the reward statistics of the rollout.
         """
         config = self.config
         obs = self.normalize_obs(ts.obs_norm, traj.obs)
         final_obs = self.normalize_obs(ts.obs_norm, traj.final_obs)
-        reward_norm = ts.reward_norm
-        reward = traj.reward
-        if config.normalize_rewards:
-            reward_norm = norm.update(reward_norm, reward)
-            reward = norm.normalize(reward_norm, reward, center=False, clip=config.reward_clip)
+        reward, reward_norm, reward_return = self.scale_rewards(ts, traj)
+        ts = ts.replace(reward_norm=reward_norm, reward_return=reward_return)
         values = traj.extras["value"]
         next_values = self.next_values(ts.params, values, final_obs, traj.truncated)
         advantages, targets = returns_lib.gae(
@@ -339,7 +370,7 @@ class PPO:
             carry0=carry0,
         )
         metrics = {"value_mean": values.mean(), "return_mean": targets.mean()}
-        return batch, reward_norm, metrics
+        return batch, ts, metrics
 
     def update(
         self, ts: TrainState, batch: losses.Batch
@@ -350,19 +381,34 @@ class PPO:
         key, k_epochs = jax.random.split(ts.key)
         grad_fn = jax.value_and_grad(losses.ppo_loss, has_aux=True)
 
+        kl_limit = None
+        if config.target_kl is not None and config.objective == "clip":
+            kl_limit = 1.5 * config.target_kl
+
         def minibatch_step(
-            carry: tuple[PyTree, PyTree], mb: losses.Batch
-        ) -> tuple[tuple[PyTree, PyTree], dict[str, jax.Array]]:
-            params, opt_state = carry
+            carry: tuple[PyTree, PyTree, jax.Array], mb: losses.Batch
+        ) -> tuple[tuple[PyTree, PyTree, jax.Array], dict[str, jax.Array]]:
+            params, opt_state, stopped = carry
             (loss, metrics), grads = grad_fn(params, mb, ts.beta, self.network, config)
-            updates, opt_state = self.optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, updates)
-            metrics = {**metrics, "loss": loss, "grad_norm": optax.global_norm(grads)}
-            return (params, opt_state), metrics
+            updates, new_opt_state = self.optimizer.update(grads, opt_state, params)
+            new_params = optax.apply_updates(params, updates)
+            if kl_limit is not None:
+                # The KL is measured at the params before this step, as SB3's early stop.
+                stopped = stopped | (metrics["kl"] > kl_limit)
+                keep = functools.partial(jnp.where, stopped)
+                new_params = jax.tree.map(keep, params, new_params)
+                new_opt_state = jax.tree.map(keep, opt_state, new_opt_state)
+            metrics = {
+                **metrics,
+                "loss": loss,
+                "grad_norm": optax.global_norm(grads),
+                "steps_taken": 1.0 - stopped.astype(jnp.float32),
+            }
+            return (new_params, new_opt_state, stopped), metrics
 
         def epoch(
-            carry: tuple[PyTree, PyTree], k: jax.Array
-        ) -> tuple[tuple[PyTree, PyTree], dict[str, jax.Array]]:
+            carry: tuple[PyTree, PyTree, jax.Array], k: jax.Array
+        ) -> tuple[tuple[PyTree, PyTree, jax.Array], dict[str, jax.Array]]:
             perm = jax.random.permutation(k, self.num_sequences)
 
             def shuffle(x: jax.Array) -> jax.Array:
@@ -372,9 +418,9 @@ class PPO:
             minibatches = jax.tree.map(shuffle, batch)
             return lax.scan(minibatch_step, carry, minibatches)
 
-        (params, opt_state), metrics = lax.scan(
+        (params, opt_state, _), metrics = lax.scan(
             epoch,
-            (ts.params, ts.opt_state),
+            (ts.params, ts.opt_state, jnp.zeros((), bool)),
             jax.random.split(k_epochs, config.update_epochs),
         )
         metrics = jax.tree.map(jnp.mean, metrics)
@@ -406,7 +452,7 @@ class PPO:
         """
         config = self.config
         lr = self.schedule(ts.updates * config.update_epochs * config.num_minibatches)
-        batch, reward_norm, data_metrics = self.make_batch(ts, traj)
+        batch, ts, data_metrics = self.make_batch(ts, traj)
         ts, metrics = self.update(ts, batch)
         obs_norm = ts.obs_norm
         if config.normalize_observations:
@@ -414,7 +460,6 @@ class PPO:
         env_steps = self.T * self.env.num_envs
         ts = ts.replace(
             obs_norm=obs_norm,
-            reward_norm=reward_norm,
             step=ts.step + env_steps,
             updates=ts.updates + 1,
         )
@@ -427,7 +472,7 @@ class PPO:
             "learning_rate": jnp.asarray(lr, jnp.float32),
             "obs_mean": obs_norm.mean.mean(),
             "obs_std": norm.std(obs_norm).mean(),
-            "reward_std": norm.std(reward_norm).mean(),
+            "reward_std": norm.std(ts.reward_norm).mean(),
         }
         if "clip_fraction" not in metrics:
             metrics["clip_fraction"] = jnp.zeros((), jnp.float32)

@@ -12,6 +12,7 @@ from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
 from batchppo.algorithms.ppo.ppo import check_layout, num_iterations, rollout_length
 from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
+from batchppo.core.simulate import rollout
 
 TINY = PPOConfig(
     env="Pendulum-v1",
@@ -223,3 +224,44 @@ def test_host_loop_driver_trains_exactly_as_the_in_graph_driver():
 def test_host_loop_needs_a_host_backend():
     with pytest.raises(ValueError, match="host_loop=True drives host envs"):
         dataclasses.replace(TINY, host_loop=True)
+
+
+@pytest.mark.timeout(120)
+def test_return_scaling_tracks_running_returns_across_iterations():
+    config = dataclasses.replace(TINY, objective="clip", reward_scale="return", discount=0.5)
+    trainer = Trainer(config)
+    ppo = trainer.ppo
+    ts = trainer.init(jax.random.key(0))
+    # The first iteration's rollout by hand (same keys, same policy); the iteration donates
+    # its inputs, so this runs first.
+    ss0 = trainer.init_sim(ts, jax.random.key(1))
+    params = (ts.params, ts.obs_norm)
+    _, traj, _ = jax.jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss0)
+    ts1, _, _ = trainer.iteration(ts, trainer.init_sim(ts, jax.random.key(1)))
+    reward = np.asarray(traj.reward, np.float64)
+    expected = np.zeros_like(reward)
+    acc = np.zeros(reward.shape[1])
+    for t in range(reward.shape[0]):  # Pendulum never terminates; 8 steps never truncate at 200
+        acc = 0.5 * acc + reward[t]
+        expected[t] = acc
+    np.testing.assert_allclose(ts1.reward_return, acc, rtol=1e-5)
+    np.testing.assert_allclose(norm.std(ts1.reward_norm), np.sqrt(expected.var(ddof=1) + 1e-4),
+                               rtol=1e-4)  # fmt: skip
+    trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
+    config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, update_epochs=4)
+    trainer = Trainer(config)
+    ts = trainer.init(jax.random.key(0))
+    ss = trainer.init_sim(ts, jax.random.key(1))
+    _, _, free = trainer.iteration(ts, ss)
+    assert free["steps_taken"] == 1.0 and free["kl"] > 1.5 * 1e-6
+    stopping = Trainer(dataclasses.replace(config, target_kl=1e-6))
+    ts0 = stopping.init(jax.random.key(0))
+    _, _, stopped = stopping.iteration(ts0, stopping.init_sim(ts0, jax.random.key(1)))
+    # The first minibatch sees KL 0 and steps; the second sees the moved policy and stops.
+    assert stopped["steps_taken"] == pytest.approx(1 / 8)
+    trainer.close()
+    stopping.close()
