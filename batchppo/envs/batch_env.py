@@ -11,8 +11,9 @@ first obs of the next episode and ``infos["final_obs"]`` holds the episode's las
 Gymnasium (an object array holding obs only where an episode ended), ``infos["final_obs"]``
 is a *dense* array of shape ``(num_envs, *obs_shape)`` equal to ``obs`` where no episode
 ended, with the mask ``infos["_final_obs"]``: no per-step allocation, and a learner can
-bootstrap ``V(final_obs)`` vectorised. ``infos["final_info"]`` (Gymnasium's convention) is
-present only when a finished env returned a non-empty info.
+bootstrap ``V(final_obs)`` vectorised. As in Gymnasium, ``step`` reports the info of every
+finished episode in ``infos["final_info"]`` (batched, ``{}`` when the envs returned none) with
+the mask ``infos["_final_info"]``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ from batchppo.envs.worker import (
     EnvGroup,
     Layout,
     build_envs,
-    check_spaces,
     merge_info_parts,
     spin_acquire,
 )
@@ -169,16 +169,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         # Spaces and metadata come from env 0, built in the parent (kept if it is ours to step).
         local_envs: list[gymnasium.Env] = []
         try:
-            if local_range is not None:
-                local_envs = build_envs(env_fns[: local_range[1]], 0, None)
-                probe = local_envs[0]
-            else:
-                probe = build_envs(env_fns[:1], 0, None)[0]
+            probe = build_envs(env_fns[:1], 0, None)[0]
+            local_envs = [probe] if local_range is not None else []
             obs_space, act_space = probe.observation_space, probe.action_space
             self.metadata = dict(getattr(probe, "metadata", {}) or {})
             self.render_mode = getattr(probe, "render_mode", None)
-            for j, env in enumerate(local_envs[1:], start=1):
-                check_spaces(env, j, (obs_space, act_space))
+            if local_range is not None:
+                local_envs += build_envs(env_fns[1 : local_range[1]], 1, (obs_space, act_space))
         except Exception as exc:
             for env in local_envs:
                 env.close()
@@ -578,7 +575,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ``(obs, infos)`` with infos batched Gymnasium-style.
         """
         seeds = parse_seeds(seed, self.num_envs)
-        super().reset(seed=None if not isinstance(seed, (int, np.integer)) else int(seed))
         results, local_info = self._broadcast(
             lambda start, stop: ("reset", seeds[start:stop], options),
             lambda group: group.reset(seeds[: group.count], options),
@@ -602,6 +598,20 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         for _, values in results:
             out.extend(values)
         return tuple(out)
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Every env's ``np_random_seed``, as Gymnasium's vector envs report it.
+
+        After ``reset(seed=42)`` on 4 envs: ``(42, 43, 44, 45)``. Before a seeded reset each
+        env seeds itself from entropy on first access, as a Gymnasium env does.
+        """
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Copies of every env's random generator (they live in the workers)."""
+        return self.get_attr("np_random")
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Reads attribute ``name`` of every env (through wrappers), as Gymnasium does."""
@@ -699,20 +709,27 @@ def available_cpus() -> int:
 def check_action_dtype(dtype: np.dtype, space_dtype: np.dtype, shape: tuple[int, ...]) -> None:
     """Raises ValueError unless actions of ``dtype`` may be cast to the space's dtype.
 
-    Integer spaces take integer actions; real spaces take real (float or int) actions.
+    Bool spaces take bool actions; integer spaces take integer actions; real spaces take real
+    (float or int) actions.
+
+    Args:
+        dtype: The dtype of the actions given.
+        space_dtype: The dtype of the action space.
+        shape: The expected shape of the action batch (for the message).
+
+    Raises:
+        ValueError: Naming the dtype and shape expected.
     """
-    integer_space = np.issubdtype(space_dtype, np.integer)
-    kind_ok = (
-        np.issubdtype(dtype, np.integer)
-        if integer_space
-        else np.issubdtype(dtype, np.number) and np.can_cast(dtype, space_dtype, "same_kind")
-    )
+    if np.dtype(space_dtype) == np.bool_:
+        kind_ok, expected = dtype == np.bool_, "a bool dtype"
+    elif np.issubdtype(space_dtype, np.integer):
+        kind_ok = np.issubdtype(dtype, np.integer)
+        expected = f"an integer dtype castable to {space_dtype}"
+    else:
+        kind_ok = np.issubdtype(dtype, np.number) and np.can_cast(dtype, space_dtype, "same_kind")
+        expected = f"a real (float or int) dtype castable to {space_dtype}"
     if not kind_ok:
-        expected = "an integer dtype" if integer_space else "a real (float or int) dtype"
-        raise ValueError(
-            f"actions must have {expected} castable to {space_dtype}, shape {shape}; got dtype "
-            f"{dtype}."
-        )
+        raise ValueError(f"actions must have {expected}, shape {shape}; got dtype {dtype}.")
 
 
 def check_action_shape(shape: tuple[int, ...], expected: tuple[int, ...]) -> None:

@@ -242,6 +242,16 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         ]
         return np.concatenate([r[0] for r in results]), merge_info_parts(parts, self.num_envs)
 
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Every env's ``np_random_seed``, as Gymnasium's vector envs (and BatchEnv) report it."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Copies of every env's random generator (they live in the actors)."""
+        return self.get_attr("np_random")
+
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Calls ``name`` on every env (or reads the attribute)."""
         self._check()

@@ -312,8 +312,10 @@ class EnvGroup:
                 if te or tr:
                     final_obs[j] = o
                     o, reset_info = resets[j]()
-                    if want_info and (info or reset_info):
-                        info = {**reset_info, "final_info": info} if info else dict(reset_info)
+                    if want_info:
+                        # Gymnasium's SAME_STEP contract: an env that ended reports its final
+                        # info (masked by ``_final_info``), even an empty one.
+                        info = {**reset_info, "final_info": info}
                 obs[j] = o
                 if want_info:
                     infos[j] = info
@@ -408,18 +410,55 @@ def build_envs(
 def check_spaces(
     env: gymnasium.Env, index: int, spaces: tuple[gymnasium.Space, gymnasium.Space]
 ) -> None:
-    """Raises ValueError if ``env``'s observation or action space differs from ``spaces``."""
-    obs_space, act_space = spaces
-    if env.observation_space != obs_space:
-        raise ValueError(
-            f"env {index} has observation space {env.observation_space}, but env 0 has "
-            f"{obs_space}; all envs of a batch need equal spaces."
-        )
-    if env.action_space != act_space:
-        raise ValueError(
-            f"env {index} has action space {env.action_space}, but env 0 has {act_space}; "
-            "all envs of a batch need equal spaces."
-        )
+    """Raises ValueError if ``env``'s observation or action space differs from ``spaces``.
+
+    Args:
+        env: The env to check.
+        index: Its global index (named in the message).
+        spaces: Env 0's ``(observation_space, action_space)``.
+
+    Raises:
+        ValueError: Naming the env, both spaces and what differs between them.
+    """
+    for label, space, expected in (
+        ("observation", env.observation_space, spaces[0]),
+        ("action", env.action_space, spaces[1]),
+    ):
+        if space != expected:
+            raise ValueError(
+                f"env {index} has {label} space {space}, but env 0 has {expected} "
+                f"({space_difference(space, expected)}); all envs of a batch need equal spaces."
+            )
+
+
+def space_difference(space: gymnasium.Space, expected: gymnasium.Space) -> str:
+    """Says in a few words how ``space`` differs from ``expected`` (for error messages)."""
+    if type(space) is not type(expected):
+        return f"the types differ: {type(space).__name__} vs {type(expected).__name__}"
+    if space.shape != expected.shape:
+        return f"the shapes differ: {space.shape} vs {expected.shape}"
+    if space.dtype != expected.dtype:
+        return f"the dtypes differ: {space.dtype} vs {expected.dtype}"
+    for name, what in (
+        ("low", "lower bounds"),
+        ("high", "upper bounds"),
+        ("n", "sizes"),
+        ("nvec", "sizes"),
+        ("start", "starts"),
+    ):
+        if not hasattr(expected, name):
+            continue
+        a, b = np.asarray(getattr(space, name)), np.asarray(getattr(expected, name))
+        differs = a != b
+        if a.dtype.kind == "f":
+            differs &= ~(np.isnan(a) & np.isnan(b))
+        if not differs.any():
+            continue
+        if a.ndim == 0:
+            return f"the {what} differ: {a} vs {b}"
+        at = tuple(int(i) for i in np.argwhere(differs)[0])
+        return f"the {what} differ at index {at[0] if a.ndim == 1 else at}: {a[at]} vs {b[at]}"
+    return "they are not equal"
 
 
 def spin_acquire(sem: Any, spin_s: float) -> bool:

@@ -170,3 +170,32 @@ class LockInfoEnv(CountEnv):
         obs, reward, terminated, truncated, _ = super().step(action)
         info = {"lock": threading.Lock()} if self.t == 2 else {}
         return obs, reward, terminated, truncated, info
+
+
+class BoolActionEnv(gymnasium.Env):
+    """Box(bool) actions of shape (2,); the observation is the last action as float32."""
+
+    def __init__(self):
+        self.observation_space = spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.action_space = spaces.Box(0, 1, (2,), bool)
+        self.last_action: np.ndarray | None = None
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.last_action = np.array(action)
+        return np.asarray(action, np.float32), 0.0, False, False, {}
+
+
+class SlowEnv(CountEnv):
+    """A CountEnv whose step sleeps ``delay`` seconds (a slow simulator)."""
+
+    def __init__(self, tag: int = 0, delay: float = 0.2):
+        super().__init__(tag)
+        self.delay = delay
+
+    def step(self, action):
+        time.sleep(self.delay)
+        return super().step(action)

@@ -6,7 +6,7 @@ import gymnasium
 import numpy as np
 import psutil
 import pytest
-from envs_testlib import BigInfoEnv, CountEnv, DictObsEnv, OtherSpaceEnv
+from envs_testlib import BigInfoEnv, BoolActionEnv, CountEnv, DictObsEnv, OtherSpaceEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
@@ -26,8 +26,8 @@ def count_fns(n: int = 4, info: bool = False):
 
 
 def test_same_step_autoreset_exact_sequence():
-    # Envs 0 and 1 are stepped by the parent, 2 and 3 by one worker process.
-    with BatchEnv(count_fns(), num_workers=2) as env:
+    # Envs 0 and 1 are stepped by the parent (the opt-in), 2 and 3 by one worker process.
+    with BatchEnv(count_fns(), num_workers=2, step_in_parent=True) as env:
         assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         obs, _ = env.reset(seed=0)
         np.testing.assert_array_equal(obs[:, 1:], [[1, 0]] * 4)
@@ -49,7 +49,9 @@ def test_same_step_autoreset_exact_sequence():
     np.testing.assert_array_equal(infos["final_obs"], [[0, 1, 2], [1, 1, 2], [2, 1, 2], [3, 1, 2]])
     np.testing.assert_array_equal(infos["_final_obs"], [True, False, False, True])
     np.testing.assert_array_equal(reward, [2.5] * 4)
-    assert "final_info" not in infos  # the envs return no infos
+    # As in Gymnasium, finished envs report their (here empty) final info.
+    assert infos["final_info"] == {}
+    np.testing.assert_array_equal(infos["_final_info"], [True, False, False, True])
     # Step 3: env 1 terminates; step 4: env 2 hits its limit, env 3 its second limit.
     obs, _, terminated, truncated, infos = history[2]
     np.testing.assert_array_equal(terminated, [False, True, False, False])
@@ -205,7 +207,7 @@ def test_differing_spaces_fail_at_construction(bad_index):
     fns = [lambda: CountEnv()] * 4
     fns[bad_index] = lambda: OtherSpaceEnv()
     with pytest.raises(ValueError, match=f"env {bad_index} has observation space"):
-        BatchEnv(fns, num_workers=2)
+        BatchEnv(fns, num_workers=2, step_in_parent=bad_index == 1)
 
 
 def test_unsupported_space_is_a_value_error():
@@ -222,9 +224,9 @@ def test_bad_arguments():
         BatchEnv(count_fns(2), start_method="fork")
 
 
-def test_one_worker_steps_everything_in_process():
+def test_one_worker_in_parent_steps_everything_in_process():
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with BatchEnv(count_fns(4), num_workers=1) as env:
+    with BatchEnv(count_fns(4), num_workers=1, step_in_parent=True) as env:
         after = {p.pid for p in psutil.Process().children(recursive=True)}
         assert after <= before  # no process was started
         env.reset(seed=0)
@@ -249,3 +251,72 @@ def test_infos_larger_than_a_pipe_buffer_do_not_deadlock():
             *_, infos = env.step(np.zeros((4, 1), np.float32))
             assert infos["big"].shape == (4, 50_000)
             assert (infos["big"] == t).all()
+
+
+def test_np_random_seed_is_one_seed_per_env_as_in_gymnasium():
+    """As AsyncVectorEnv: a tuple of each env's ``np_random_seed`` (ints), before and after."""
+    fns = [lambda: gymnasium.make("Pendulum-v1")] * 4
+    with BatchEnv(fns, num_workers=2) as env:
+        before = env.np_random_seed
+        # Before any seeded reset every env draws its own seed from entropy, as in Gymnasium.
+        assert type(before) is tuple and len(before) == 4
+        assert all(type(s) is int and s >= 0 for s in before) and len(set(before)) == 4
+        env.reset(seed=42)
+        assert env.np_random_seed == (42, 43, 44, 45)
+        assert type(env.np_random_seed) is tuple
+        assert all(type(s) is int for s in env.np_random_seed)
+        generators = env.np_random
+        assert len(generators) == 4 and all(isinstance(g, np.random.Generator) for g in generators)
+        env.reset(seed=[7, None, 9, None])  # None keeps an env's generator and its seed
+        assert env.np_random_seed == (7, 43, 9, 45)
+
+
+def test_bool_box_actions_step_with_bool_actions():
+    fns = [lambda: BoolActionEnv()] * 3
+    with BatchEnv(fns, num_workers=2) as env:
+        assert env.single_action_space.dtype == np.bool_
+        env.reset(seed=0)
+        actions = np.array([[True, False], [False, False], [True, True]])
+        obs, *_ = env.step(actions)
+        np.testing.assert_array_equal(obs, [[1, 0], [0, 0], [1, 1]])
+        seen = env.get_attr("last_action")
+        assert all(a.dtype == np.bool_ for a in seen)
+        np.testing.assert_array_equal(np.stack(seen), actions)
+        expected = r"actions must have a bool dtype, shape \(3, 2\); got dtype float32\.$"
+        with pytest.raises(ValueError, match=expected):
+            env.step(actions.astype(np.float32))
+
+
+def test_final_info_is_present_when_an_episode_ends_without_infos():
+    """Gymnasium's SAME_STEP contract: ``final_info`` ({} here) with its mask, as AsyncVectorEnv."""
+    fns = [lambda i=i: CountEnv(i, terminate_at=1 + i) for i in range(3)]
+    with BatchEnv(fns, num_workers=2) as env:
+        env.reset(seed=0)
+        action = np.zeros((3, 1), np.float32)
+        *_, infos = env.step(action)  # env 0 ends
+        assert set(infos) == {"final_info", "_final_info", "final_obs", "_final_obs"}
+        assert infos["final_info"] == {}
+        np.testing.assert_array_equal(infos["_final_info"], [True, False, False])
+        *_, infos = env.step(action)  # env 0 (its second episode) and env 1 end
+        assert infos["final_info"] == {}
+        np.testing.assert_array_equal(infos["_final_info"], [True, True, False])
+        _, _, terminated, _, _ = env.step_arrays(action)  # the fast path stays info-free
+        np.testing.assert_array_equal(terminated, [True, False, True])
+
+
+@pytest.mark.parametrize("step_in_parent", [True, False])
+def test_differing_spaces_name_the_env_and_what_differs(step_in_parent):
+    fns = [lambda: CountEnv()] * 4
+    fns[1] = lambda: OtherSpaceEnv()
+    with pytest.raises(ValueError) as info:
+        BatchEnv(fns, num_workers=2, step_in_parent=step_in_parent)
+    message = str(info.value)
+    assert message.startswith(
+        "env 1 has observation space Box(-inf, inf, (4,), float32), but env 0 has "
+        "Box(-inf, inf, (3,), float32) (the shapes differ: (4,) vs (3,)); all envs of a batch "
+        "need equal spaces."
+    )
+    if step_in_parent:
+        assert message.endswith("\n[batchppo] raised while building env 1 in the parent process.")
+    else:
+        assert "\n[batchppo] builtins.ValueError raised by env 1 in worker 0 (pid " in message

@@ -37,6 +37,7 @@ def test_ray_matches_batch_env(local_ray):
         b_obs, _ = benv.reset(seed=4)
         np.testing.assert_array_equal(r_obs, b_obs)
         assert renv.get_attr("last_seed") == (4, 5, 6)
+        assert renv.np_random_seed == benv.np_random_seed == (4, 5, 6)
         action = np.full((3, 1), 0.25, np.float32)
         for _ in range(4):
             r = renv.step(action)
