@@ -1,10 +1,12 @@
 """BatchEnv: Gymnasium envs stepped in worker processes over shared memory.
 
-``BatchEnv`` is a :class:`gymnasium.vector.VectorEnv`. ``W`` units step ``K`` envs each: by
-default the parent process is one of them (it steps its share while the workers step theirs)
-and ``W - 1`` worker processes are started with ``forkserver``. Observations, actions,
-rewards, terminated, truncated and final observations live in one shared buffer; a step moves
-no Python object between processes (see :mod:`batchppo.envs.worker` for the protocol).
+``BatchEnv`` is a :class:`gymnasium.vector.VectorEnv`. ``W`` worker processes, started with
+``forkserver``, step ``K`` envs each; by default one per available core, and the calling process
+steps none, so an env that crashes (``os._exit``, a segfault) kills only its worker and surfaces
+as :class:`WorkerDiedError`. ``step_in_parent=True`` opts into the parent stepping the first
+share itself (one process fewer), giving up that isolation. Observations, actions, rewards,
+terminated, truncated and final observations live in one shared buffer; a step moves no Python
+object between processes (see :mod:`batchppo.envs.worker` for the protocol).
 
 Autoreset is Gymnasium's ``SAME_STEP`` mode: where an episode ended, the returned obs is the
 first obs of the next episode and ``infos["final_obs"]`` holds the episode's last obs. Unlike
@@ -37,6 +39,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
 from batchppo.envs.worker import (
     CMD_PIPE,
@@ -97,21 +100,23 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     Example:
         >>> import gymnasium
         >>> from batchppo.envs import BatchEnv
-        >>> with BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 8, num_workers=2) as env:
+        >>> with BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 8) as env:
         ...     obs, infos = env.reset(seed=0)
         ...     obs, reward, terminated, truncated, infos = env.step(env.action_space.sample())
 
     Args:
         env_fns: One callable per env returning a ``gymnasium.Env`` (lambdas and closures are
             fine: they are shipped with cloudpickle).
-        num_workers: Number of units that step envs, the parent included when
+        num_workers: Number of units that step envs: worker processes, plus the parent when
             ``step_in_parent``; default: the CPUs available (``os.sched_getaffinity``).
         envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When
             given, the number of units is ``ceil(num_envs / K)``.
-        step_in_parent: The parent steps the first ``K`` envs itself while the workers step
-            the others (saves one process and its signalling); it does so in ``step_wait``, so
-            ``step_async`` still returns at once. With ``num_workers=1`` no process is started
-            at all (the ``"sync"`` backend of :func:`~batchppo.envs.make`).
+        step_in_parent: Opt-in: the parent steps the first ``K`` envs itself while the
+            workers step the others (saves one process and its signalling), in ``step_wait``,
+            so ``step_async`` still returns at once. This gives up crash isolation: an env of
+            the parent's share that calls ``os._exit`` or segfaults ends the calling process.
+            With ``num_workers=1`` no process is started at all (the ``"sync"`` backend of
+            :func:`~batchppo.envs.make`).
         copy: Return copies of the arrays. With ``copy=False`` the arrays returned by
             ``step``/``step_arrays``/``reset`` are views into shared memory, valid until the
             next call that steps or resets.
@@ -120,8 +125,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             it blocks on its semaphore. Spinning saves the wake-up latency of a blocked process
             when the other side answers quickly; blocking costs no CPU on long waits.
 
+    A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``:
+    its workers then do not run the script again (see :mod:`batchppo.envs.processes`).
+
     Raises:
         ValueError: No envs, bad counts, unsupported or differing spaces.
+        RuntimeError: This Python cannot start workers without running an unguarded main
+            script again (the message names the fix).
     """
 
     def __init__(
@@ -130,7 +140,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         num_workers: int | None = None,
         envs_per_worker: int | None = None,
         *,
-        step_in_parent: bool = True,
+        step_in_parent: bool = False,
         copy: bool = True,
         start_method: str = "forkserver",
         spin_us: float = 50.0,
@@ -161,6 +171,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
         local_range = ranges.pop(0) if step_in_parent else None
 
+        self._ctx = mp.get_context(start_method)
+        if ranges:
+            # Decided before any env is built: this may refuse the main script.
+            self._process_class = _processes.process_class(
+                self._ctx, import_main=not _processes.main_would_rerun_caller()
+            )
         self.num_envs = num_envs
         self.copy = copy
         self._spin = float(spin_us) * 1e-6
@@ -210,7 +226,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             act_shape=tuple(act_space.shape),
             act_dtype=np.dtype(act_space.dtype).str,
         )
-        self._ctx = mp.get_context(start_method)
         if ranges:
             self._buffer = self._ctx.RawArray("B", layout.nbytes)
         else:
@@ -243,7 +258,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     def _start_workers(self, env_fns, ranges, layout, spaces) -> None:
         ctx = self._ctx
         if ctx.get_start_method() == "forkserver":
-            # Workers fork from a server that already imported these (fast start).
+            # Workers fork from a server that already imported these (fast start). Not
+            # ``__main__``: the server must not run a main script without a main guard.
             ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.worker"])
         self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
         self._cmd_sems = [ctx.Semaphore(0) for _ in ranges]
@@ -254,7 +270,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             for slot, (start, stop) in enumerate(ranges):
                 payload = cloudpickle.dumps((env_fns[start:stop], spaces, self._discrete))
                 parent_conn, child_conn = ctx.Pipe()
-                proc = ctx.Process(
+                proc = self._process_class(
                     target=_worker.worker_main,
                     name=f"batchppo-env-worker-{slot}",
                     args=(
@@ -285,6 +301,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     error = self._remote_error(slot, data)
             if error is not None:
                 raise error
+            # Every worker has opened the semaphores (it answered): their names can go, so
+            # none is left behind however this process ends.
+            _processes.unlink_semaphores(self._cmd_sems + self._done_sems)
         except BaseException:
             self.close(terminate=True)
             raise

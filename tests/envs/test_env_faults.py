@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,11 +48,12 @@ def assert_all_gone(pids, within: float = 10.0):
     assert not alive, f"processes still running: {alive}"
 
 
-# bad=1: the env is in the parent's share; bad=3: in the worker process.
+# bad=1: the env is in the parent's share (``step_in_parent``, the opt-in); bad=3: in the
+# worker process.
 @pytest.mark.parametrize("bad", [1, 3])
 def test_constructor_error_keeps_type_and_names_env(bad):
     with pytest.raises(ZeroDivisionError, match=f"env {bad}") as info:
-        BatchEnv(faulty_fns(4, bad, "init"), num_workers=2)
+        BatchEnv(faulty_fns(4, bad, "init"), num_workers=2, step_in_parent=bad == 1)
     assert "constructor of env" in str(info.value)
     if bad == 3:
         assert "Traceback" in str(info.value) and "FaultyEnv" in str(info.value)
@@ -60,7 +62,7 @@ def test_constructor_error_keeps_type_and_names_env(bad):
 @pytest.mark.parametrize("bad", [1, 3])
 def test_reset_error_keeps_type_and_names_env(bad):
     with (
-        BatchEnv(faulty_fns(4, bad, "reset"), num_workers=2) as env,
+        BatchEnv(faulty_fns(4, bad, "reset"), num_workers=2, step_in_parent=bad == 1) as env,
         pytest.raises(KeyError, match=f"env {bad}"),
     ):
         env.reset(seed=0)
@@ -68,7 +70,7 @@ def test_reset_error_keeps_type_and_names_env(bad):
 
 @pytest.mark.parametrize("bad", [1, 3])
 def test_step_error_keeps_type_names_env_and_carries_traceback(bad):
-    with BatchEnv(faulty_fns(4, bad, "step"), num_workers=2) as env:
+    with BatchEnv(faulty_fns(4, bad, "step"), num_workers=2, step_in_parent=bad == 1) as env:
         env.reset(seed=0)
         action = np.zeros((4, 1), np.float32)
         env.step(action)
@@ -84,7 +86,7 @@ def test_step_error_keeps_type_names_env_and_carries_traceback(bad):
 
 @pytest.mark.parametrize("fault", ["exit", "kill", "segfault"])
 def test_dead_worker_is_an_error_not_a_hang(fault):
-    env = BatchEnv(faulty_fns(4, 3, fault), num_workers=2)
+    env = BatchEnv(faulty_fns(4, 3, fault), num_workers=2, step_in_parent=True)
     pids = worker_pids(env)
     env.reset(seed=0)
     action = np.zeros((4, 1), np.float32)
@@ -167,8 +169,10 @@ def _start_parent(fault: str):
 def test_no_child_outlives_a_killed_parent():
     proc, pids = _start_parent("none")
     proc.kill()
-    proc.wait()
+    _, err = proc.communicate(timeout=20)
     assert_all_gone(pids, within=10.0)
+    # The semaphores' names were removed once the workers had opened them: nothing leaks.
+    assert "resource_tracker" not in err, err
 
 
 def test_no_child_outlives_ctrl_c():
@@ -189,3 +193,104 @@ def test_unpicklable_info_is_an_error_not_a_dead_worker():
         with pytest.raises(TypeError, match="lock"):
             env.step(np.zeros((2, 1), np.float32))
         env.step(np.zeros((2, 1), np.float32))  # the worker lives on
+
+
+ISOLATION_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import cloudpickle
+    sys.path.insert(0, {here!r})
+    import envs_testlib
+    cloudpickle.register_pickle_by_value(envs_testlib)
+    from batchppo.envs import BatchEnv, WorkerDiedError
+
+    if __name__ == "__main__":
+        # Every env calls os._exit(3) in its first step; default arguments.
+        env = BatchEnv([lambda: envs_testlib.FaultyEnv(0, 0, "exit", 1)] * 4)
+        print("in parent:", env._local, flush=True)
+        env.reset(seed=0)
+        try:
+            env.step(np.zeros((4, 1), np.float32))
+        except WorkerDiedError as exc:
+            print("WorkerDiedError:", str(exc).splitlines()[0], flush=True)
+        env.close()
+        # An env raising, then close: nothing leaks either.
+        env = BatchEnv([lambda i=i: envs_testlib.FaultyEnv(i, 2, "step", 1) for i in range(4)])
+        env.reset(seed=0)
+        try:
+            env.step(np.zeros((4, 1), np.float32))
+        except ZeroDivisionError as exc:
+            print("ZeroDivisionError:", str(exc).splitlines()[0], flush=True)
+        env.close()
+        print("parent alive", flush=True)
+    """
+)
+
+
+def _run_script(code: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=25,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+
+
+def test_default_isolation_an_exiting_env_raises_instead_of_killing_the_caller():
+    result = _run_script(ISOLATION_SCRIPT.format(here=HERE))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "in parent: None"
+    assert re.fullmatch(
+        r"WorkerDiedError: worker 0 \(pid \d+, envs 0\.\.\d\) died \(exit code 3\)\. The batch "
+        r"env cannot continue; close it and build a new one\.",
+        lines[1],
+    ), lines[1]
+    assert lines[2:] == ["ZeroDivisionError: step of env 2 failed on purpose", "parent alive"]
+    assert "resource_tracker" not in result.stderr, result.stderr
+
+
+def test_step_in_parent_opt_in_exit_takes_the_caller_but_leaks_nothing():
+    code = ISOLATION_SCRIPT.format(here=HERE).replace(
+        'BatchEnv([lambda: envs_testlib.FaultyEnv(0, 0, "exit", 1)] * 4)',
+        'BatchEnv([lambda: envs_testlib.FaultyEnv(0, 0, "exit", 1)] * 4, num_workers=2, '
+        "step_in_parent=True)",
+    )
+    result = _run_script(code)
+    # The opt-in gives up crash isolation: the env's os._exit(3) ends the calling process...
+    assert result.returncode == 3, result.stderr
+    assert "WorkerDiedError" not in result.stdout
+    # ...but the workers' semaphores do not outlive it.
+    assert "resource_tracker" not in result.stderr, result.stderr
+
+
+def test_default_is_one_worker_process_per_available_core(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
+    with BatchEnv(faulty_fns(7, -1, "none")) as env:
+        assert env._local is None
+        assert len(env._procs) == 3
+        assert env._ranges == [(0, 3), (3, 6), (6, 7)]
+        assert repr(env) == "BatchEnv(num_envs=7, workers=3, in_parent=0)"
+        env.reset(seed=0)
+        assert env.get_attr("tag") == tuple(range(7))
+    with BatchEnv(faulty_fns(4, -1, "none"), num_workers=2, step_in_parent=True) as env:
+        # The opt-in: num_workers counts the parent, which steps the first share.
+        assert env._local is not None and env._local.count == 2 and len(env._procs) == 1
+
+
+def test_parent_blocks_instead_of_spinning_while_workers_step():
+    from envs_testlib import SlowEnv
+
+    with BatchEnv([lambda: SlowEnv(delay=0.2)] * 2, num_workers=2) as env:
+        env.reset(seed=0)
+        action = np.zeros((2, 1), np.float32)
+        env.step(action)
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(3):
+            env.step(action)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert wall >= 0.6
+    # A spinning parent would use about as much CPU time as wall time.
+    assert cpu < 0.1 * wall, (cpu, wall)
