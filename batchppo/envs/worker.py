@@ -20,6 +20,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -526,6 +527,9 @@ def worker_main(
     """
     # Ctrl-C reaches the whole process group; the parent decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(
+        target=_exit_when_parent_dies, args=(alive_r,), name="batchppo-parent-watch", daemon=True
+    ).start()
     group: EnvGroup | None = None
     try:
         env_fns, spaces, discrete = cloudpickle.loads(payload)
@@ -574,6 +578,26 @@ def worker_main(
         return
     finally:
         group.close()
+
+
+_PARENT_DEATH_GRACE_S = 1.0  # for the main thread to close the envs and return by itself
+
+
+def _exit_when_parent_dies(alive_r: Any) -> None:
+    """Ends this worker once the parent has died, even while an env hangs in a call.
+
+    The main thread notices the parent's death only while it waits on its semaphore; an env
+    stuck in ``step`` (or ``reset``, ``close``) would keep this worker, and the forkserver it
+    holds open, alive after the parent. This thread blocks until the parent's end of
+    ``alive_r`` is closed, leaves the main thread a grace period to return on its own, then
+    exits the process.
+    """
+    try:
+        alive_r.poll(None)  # readable only at EOF: the parent's end is closed
+    except Exception:
+        return  # cannot watch; the main thread's own checks remain
+    time.sleep(_PARENT_DEATH_GRACE_S)
+    os._exit(1)
 
 
 def _handle(message: tuple, group: EnvGroup, conn: Any) -> bool:

@@ -175,6 +175,17 @@ def test_no_child_outlives_a_killed_parent():
     assert "resource_tracker" not in err, err
 
 
+def test_no_child_outlives_a_killed_parent_while_an_env_hangs_in_step():
+    proc, pids = _start_parent("hang")
+    time.sleep(0.5)  # let it block in step, env 3 asleep in its worker
+    proc.kill()
+    _, err = proc.communicate(timeout=20)
+    # The hung worker never gets back to its semaphore wait, where it would see the parent's
+    # death; it must end anyway (and with it the forkserver it keeps alive).
+    assert_all_gone(pids, within=10.0)
+    assert "resource_tracker" not in err, err
+
+
 def test_no_child_outlives_ctrl_c():
     proc, pids = _start_parent("hang")
     time.sleep(0.5)  # let it block in step
