@@ -44,6 +44,9 @@ def main_would_rerun_caller() -> bool:
     directly or through calls) at a line outside every ``if __name__ == "__main__":`` block.
     False for ``python -c``, the REPL, notebooks and packages' ``__main__`` modules, which
     multiprocessing never runs again.
+
+    Returns:
+        True when the workers must be started without preparing ``__main__``.
     """
     main = sys.modules.get("__main__")
     spec_name = getattr(getattr(main, "__spec__", None), "name", None) or ""
@@ -64,7 +67,7 @@ def main_would_rerun_caller() -> bool:
         return True
     if guards is None:
         return True
-    if line is None:  # built later (a thread, atexit): the script ran to its end
+    if line is None:  # not called from the script's top level (another thread, atexit)
         return not guards
     return not any(first <= line <= last for first, last in guards)
 
@@ -102,6 +105,9 @@ def process_class(ctx: Any, import_main: bool) -> type:
     Args:
         ctx: The multiprocessing context.
         import_main: Whether the workers run the main script first (multiprocessing's default).
+
+    Returns:
+        ``ctx.Process``, or a subclass that leaves ``__main__`` alone.
 
     Raises:
         RuntimeError: ``import_main`` is False and this Python's multiprocessing cannot start

@@ -433,7 +433,15 @@ def check_spaces(
 
 
 def space_difference(space: gymnasium.Space, expected: gymnasium.Space) -> str:
-    """Says in a few words how ``space`` differs from ``expected`` (for error messages)."""
+    """Says in a few words how ``space`` differs from ``expected`` (for error messages).
+
+    Args:
+        space: The space of the env being checked.
+        expected: Env 0's space.
+
+    Returns:
+        For example ``"the shapes differ: (4,) vs (3,)"``.
+    """
     if type(space) is not type(expected):
         return f"the types differ: {type(space).__name__} vs {type(expected).__name__}"
     if space.shape != expected.shape:
