@@ -1,12 +1,19 @@
 """Host-side environments: Gymnasium envs batched in worker processes over shared memory.
 
-* :class:`BatchEnv`: a ``gymnasium.vector.VectorEnv`` stepping envs in worker processes
-  (same-step autoreset, dense ``final_obs``, ``step_arrays`` fast path).
+* :class:`BatchEnv`: a ``gymnasium.vector.VectorEnv`` stepping envs in worker processes, a
+  drop-in for ``AsyncVectorEnv`` (all autoreset modes, Dict/Tuple spaces; by default
+  same-step autoreset with a dense ``final_obs`` and the ``step_arrays`` fast path).
 * :func:`make` / :func:`make_env_fn`: the standard wrapper stack and the batch env.
 * :mod:`batchppo.envs.wrappers`: the wrappers Gymnasium lacks.
 """
 
-from batchppo.envs.batch_env import BatchEnv, WorkerDiedError, WorkerError
+from batchppo.envs.batch_env import (
+    BatchEnv,
+    BatchState,
+    InvalidArgumentError,
+    WorkerDiedError,
+    WorkerError,
+)
 from batchppo.envs.make import make, make_env_fn
 from batchppo.envs.wrappers import (
     ActionRepeat,
@@ -20,9 +27,11 @@ from batchppo.envs.wrappers import (
 __all__ = [
     "ActionRepeat",
     "BatchEnv",
+    "BatchState",
     "ConvertTo32Bit",
     "FrameDelta",
     "FrameHistory",
+    "InvalidArgumentError",
     "RandomStart",
     "RangeNormalize",
     "WorkerDiedError",

@@ -1,27 +1,33 @@
 """BatchEnv: Gymnasium envs stepped in worker processes over shared memory.
 
-``BatchEnv`` is a :class:`gymnasium.vector.VectorEnv`. ``W`` worker processes, started with
-``forkserver``, step ``K`` envs each; by default one per available core, and the calling process
-steps none, so an env that crashes (``os._exit``, a segfault) kills only its worker and surfaces
-as :class:`WorkerDiedError`. ``step_in_parent=True`` opts into the parent stepping the first
-share itself (one process fewer), giving up that isolation. Observations, actions, rewards,
-terminated, truncated and final observations live in one shared buffer; a step moves no Python
-object between processes (see :mod:`batchppo.envs.worker` for the protocol).
+``BatchEnv`` is a :class:`gymnasium.vector.VectorEnv` that can stand in for Gymnasium's
+``AsyncVectorEnv``. ``W`` worker processes, started with ``forkserver``, step ``K`` envs each;
+by default one per available core, and the calling process steps none, so an env that crashes
+(``os._exit``, a segfault) kills only its worker and surfaces as :class:`WorkerDiedError`.
+``step_in_parent=True`` opts into the parent stepping the first share itself (one process
+fewer), giving up that isolation. Observations, actions, rewards, terminated, truncated and
+final observations live in one shared buffer, one array per leaf of a nested Dict/Tuple space
+(:mod:`batchppo.envs.spaces`); a step moves no Python object between processes (see
+:mod:`batchppo.envs.worker` for the protocol).
 
-Autoreset is Gymnasium's ``SAME_STEP`` mode: where an episode ended, the returned obs is the
-first obs of the next episode and ``infos["final_obs"]`` holds the episode's last obs. Unlike
-Gymnasium (an object array holding obs only where an episode ended), ``infos["final_obs"]``
-is a *dense* array of shape ``(num_envs, *obs_shape)`` equal to ``obs`` where no episode
-ended, with the mask ``infos["_final_obs"]``: no per-step allocation, and a learner can
-bootstrap ``V(final_obs)`` vectorised. As in Gymnasium, ``step`` reports the info of every
-finished episode in ``infos["final_info"]`` (batched, ``{}`` when the envs returned none) with
-the mask ``infos["_final_info"]``.
+Autoreset follows Gymnasium's ``AutoresetMode``, chosen with ``autoreset_mode=`` and reported
+in ``metadata["autoreset_mode"]``. The default is ``SAME_STEP``: where an episode ended, the
+returned obs is the first obs of the next episode and ``infos["final_obs"]`` holds the
+episode's last obs. Unlike Gymnasium (an object array holding obs only where an episode
+ended), ``infos["final_obs"]`` is *dense*: the batch's structure and shapes, equal to ``obs``
+where no episode ended, present at every step, with the mask ``infos["_final_obs"]``. That
+costs no per-step allocation, and a learner can bootstrap ``V(final_obs)`` vectorised. As in
+Gymnasium, ``step`` reports the info of every finished episode in ``infos["final_info"]``
+(batched, ``{}`` when the envs returned none) with the mask ``infos["_final_info"]``.
+``NEXT_STEP`` and ``DISABLED`` behave exactly as in ``AsyncVectorEnv``; ``step_arrays``, the
+learner's fast path, exists in ``SAME_STEP`` mode only.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import math
 import multiprocessing as mp
 import os
@@ -29,6 +35,7 @@ import signal
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from enum import Enum
 from typing import Any
 
 import cloudpickle
@@ -41,6 +48,8 @@ from gymnasium.vector.utils import batch_space
 
 from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
+from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
+from batchppo.envs.spaces import leaves as space_leaves
 from batchppo.envs.worker import (
     CMD_PIPE,
     CMD_STEP,
@@ -54,16 +63,31 @@ from batchppo.envs.worker import (
     spin_acquire,
 )
 
-__all__ = ["BatchEnv", "WorkerDiedError", "WorkerError"]
+__all__ = ["BatchEnv", "BatchState", "InvalidArgumentError", "WorkerDiedError", "WorkerError"]
 
-_SUPPORTED_SPACES = (
-    gym_spaces.Box,
-    gym_spaces.Discrete,
-    gym_spaces.MultiDiscrete,
-    gym_spaces.MultiBinary,
-)
 _POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
 _LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
+# Names ``call`` refuses, as AsyncVectorEnv's worker does: they have their own methods.
+_NOT_CALLABLE = ("reset", "step", "close", "_setattr", "_check_spaces")
+
+
+class BatchState(Enum):
+    """Where a :class:`BatchEnv` is in its life: Gymnasium's ``AsyncState``, plus two ends.
+
+    ``DEFAULT`` accepts any call; ``WAITING_*`` wait for the matching ``*_wait`` call;
+    ``BROKEN`` (a worker died) and ``CLOSED`` accept only ``close``.
+    """
+
+    DEFAULT = "default"
+    WAITING_RESET = "reset"
+    WAITING_STEP = "step"
+    WAITING_CALL = "call"
+    BROKEN = "broken"
+    CLOSED = "closed"
+
+
+_DEFAULT = BatchState.DEFAULT
+_WAITING_STEP = BatchState.WAITING_STEP
 
 
 class WorkerError(RuntimeError):
@@ -72,6 +96,28 @@ class WorkerError(RuntimeError):
 
 class WorkerDiedError(RuntimeError):
     """A worker process died (killed, crashed or exited) while the batch env needed it."""
+
+
+class InvalidArgumentError(ValueError, AssertionError):
+    """A bad argument that Gymnasium's vector envs reject with ``assert``.
+
+    It is a ``ValueError`` and, so that code written for ``AsyncVectorEnv`` catches it the
+    same way, an ``AssertionError``: a seed list of the wrong length, a bad ``reset_mask``.
+    """
+
+
+@dataclasses.dataclass
+class _Request:
+    """A pipe request in flight (reset or call): the parent's share and the answers so far.
+
+    A ``*_wait`` that times out keeps what it has, so the next call goes on from there.
+    """
+
+    local: Callable[[EnvGroup], Any]
+    local_done: bool = False
+    local_result: Any = None
+    local_exc: BaseException | None = None
+    answers: dict[int, tuple[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def _close_all_at_exit() -> None:
@@ -96,6 +142,13 @@ def _with_message(exc: BaseException, message: str) -> BaseException:
 
 class BatchEnv(gymnasium.vector.VectorEnv):
     """Gymnasium envs stepped in parallel by worker processes over shared memory.
+
+    A drop-in for ``gymnasium.vector.AsyncVectorEnv``: the same spaces and batching
+    (``batch_space``; Dict/Tuple observations and actions come as dicts/tuples of arrays),
+    autoreset modes, ``reset_mask``, ``*_async``/``*_wait`` pairs and error classes. Where it
+    differs on purpose: ``final_obs`` is dense (see the module docstring), rewards are
+    float32, and a ``*_wait`` that times out leaves its call pending (call it again to keep
+    waiting) instead of abandoning it.
 
     Example:
         >>> import gymnasium
@@ -124,12 +177,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         spin_us: Microseconds a wait spins (non-blocking tries, then ``sched_yield``) before
             it blocks on its semaphore. Spinning saves the wake-up latency of a blocked process
             when the other side answers quickly; blocking costs no CPU on long waits.
+        autoreset_mode: A ``gymnasium.vector.AutoresetMode`` or its value (``"SameStep"``,
+            ``"NextStep"``, ``"Disabled"``); default ``SAME_STEP``.
 
     A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``:
     its workers then do not run the script again (see :mod:`batchppo.envs.processes`).
 
     Raises:
-        ValueError: No envs, bad counts, unsupported or differing spaces.
+        ValueError: No envs, bad counts, an unknown autoreset mode, unsupported or differing
+            spaces.
         RuntimeError: This Python cannot start workers without running an unguarded main
             script again (the message names the fix).
     """
@@ -144,15 +200,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         copy: bool = True,
         start_method: str = "forkserver",
         spin_us: float = 50.0,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
     ):
         self._procs: list[Any] = []
         self._conns: list[Any] = []
-        self._closed_workers = True
         self._local: EnvGroup | None = None
-        self.closed = False
-        self._pending: int | None = None  # command in flight: CMD_STEP / CMD_STEP_INFO
-        self._local_done = False
-        self._broken: str | None = None
+        self._state = BatchState.DEFAULT
+        self._broken_reason = ""
+        self._want_info = False  # of the step in flight
+        self._local_stepped = False  # the parent's share of the step in flight is done
+        self._request: _Request | None = None
 
         env_fns = list(env_fns)
         num_envs = len(env_fns)
@@ -166,6 +223,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 f"start_method must be 'forkserver' or 'spawn' (fork can deadlock with JAX's "
                 f"threads); got {start_method!r}."
             )
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         workers = num_workers or available_cpus()
         per = envs_per_worker or math.ceil(num_envs / workers)
         ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
@@ -182,7 +241,35 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._spin = float(spin_us) * 1e-6
         self._ranges = ranges
 
-        # Spaces and metadata come from env 0, built in the parent (kept if it is ours to step).
+        local_envs = self._probe(env_fns, local_range)
+        obs_space, act_space = self.single_observation_space, self.single_action_space
+        self.metadata["autoreset_mode"] = self.autoreset_mode
+        self.observation_space = batch_space(obs_space, num_envs)
+        self.action_space = batch_space(act_space, num_envs)
+        self._discrete = isinstance(act_space, gym_spaces.Discrete)
+        layout = Layout.for_spaces(num_envs, len(ranges), obs_space, act_space)
+        if ranges:
+            self._buffer = self._ctx.RawArray("B", layout.nbytes)
+        else:
+            self._buffer = bytearray(layout.nbytes)
+        self._bind_views(layout.views(self._buffer))
+
+        if local_range is not None:
+            self._local = EnvGroup(
+                local_envs, 0, self._v, self._discrete, None, self.autoreset_mode
+            )
+        _LIVE.add(self)
+        if ranges:
+            self._start_workers(env_fns, ranges, layout, (obs_space, act_space))
+
+    def _probe(
+        self, env_fns: list[Callable[[], gymnasium.Env]], local_range: tuple[int, int] | None
+    ) -> list[gymnasium.Env]:
+        """Builds env 0 in the parent for the spaces and metadata; returns the parent's envs.
+
+        Env 0 is kept when the parent steps a share (then the rest of that share is built
+        too), and closed otherwise.
+        """
         local_envs: list[gymnasium.Env] = []
         try:
             probe = build_envs(env_fns[:1], 0, None)[0]
@@ -202,56 +289,54 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         if local_range is None:
             probe.close()
         for label, space in (("observation", obs_space), ("action", act_space)):
-            if not isinstance(space, _SUPPORTED_SPACES):
+            try:
+                space_leaves(space)
+            except ValueError as exc:
                 for env in local_envs:
                     env.close()
-                raise ValueError(
-                    f"BatchEnv supports Box, Discrete, MultiDiscrete and MultiBinary spaces; the "
-                    f"{label} space is {space}. Flatten it first (gymnasium.wrappers."
-                    "FlattenObservation)."
-                )
-
-        self.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
+                raise ValueError(f"The {label} space is not supported. {exc}") from None
         self.single_observation_space = obs_space
         self.single_action_space = act_space
-        self.observation_space = batch_space(obs_space, num_envs)
-        self.action_space = batch_space(act_space, num_envs)
-        self._discrete = isinstance(act_space, gym_spaces.Discrete)
+        return local_envs
 
-        layout = Layout(
-            num_envs=num_envs,
-            num_slots=len(ranges),
-            obs_shape=tuple(obs_space.shape),
-            obs_dtype=np.dtype(obs_space.dtype).str,
-            act_shape=tuple(act_space.shape),
-            act_dtype=np.dtype(act_space.dtype).str,
-        )
-        if ranges:
-            self._buffer = self._ctx.RawArray("B", layout.nbytes)
-        else:
-            self._buffer = bytearray(layout.nbytes)
-        v = layout.views(self._buffer)
+    def _bind_views(self, v: dict[str, Any]) -> None:
+        """Keeps the shared arrays: single arrays for flat spaces, dict/tuple trees otherwise."""
+        obs_space, act_space = self.single_observation_space, self.single_action_space
+        n = self.num_envs
         self._v = v
-        self._obs, self._final_obs, self._act = v["obs"], v["final_obs"], v["act"]
+        self._obs = unflatten(obs_space, v["obs"])
+        self._final_obs = unflatten(obs_space, v["final_obs"])
+        self._act = v["act"][0] if is_leaf(act_space) else None  # None: nested actions
+        self._act_leaves = v["act"]
+        self._act_paths = leaf_paths(act_space)
+        self._copy_obs = np.ndarray.copy if is_leaf(obs_space) else _copy_tree
         self._reward, self._terminated, self._truncated = (
             v["reward"],
             v["terminated"],
             v["truncated"],
         )
         self._cmd, self._status = v["cmd"], v["status"]
-        self._obs2d = self._obs.reshape(num_envs, -1)
-        self._final2d = self._final_obs.reshape(num_envs, -1)
-        self._done = np.zeros(num_envs, dtype=bool)
-        self._not_done = np.zeros((num_envs, 1), dtype=bool)
-        self._act_shape = (num_envs, *act_space.shape)
-        self._act_dtype = np.dtype(act_space.dtype)
+        # Row-wise pairs (obs, final obs) per leaf: where no episode ended, final = obs.
+        self._dense_pairs = [
+            (o.reshape(n, -1), f.reshape(n, -1))
+            for o, f in zip(v["obs"], v["final_obs"], strict=True)
+        ]
+        self._done = np.zeros(n, dtype=bool)
+        self._not_done = np.zeros((n, 1), dtype=bool)
+        self._act_shape = (n, *act_space.shape) if self._act is not None else None
+        self._act_dtype = np.dtype(act_space.dtype) if self._act is not None else None
         self._ok_dtypes: set[np.dtype] = set()
 
-        if local_range is not None:
-            self._local = EnvGroup(local_envs, 0, v, self._discrete)
-        _LIVE.add(self)
-        if ranges:
-            self._start_workers(env_fns, ranges, layout, (obs_space, act_space))
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run (Gymnasium's ``VectorEnv.closed``)."""
+        return self._state is BatchState.CLOSED
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        # VectorEnv.close sets ``closed = True`` once close_extras has run.
+        if value:
+            self._state = BatchState.CLOSED
 
     # ------------------------------------------------------------------ processes
 
@@ -264,11 +349,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
         self._cmd_sems = [ctx.Semaphore(0) for _ in ranges]
         self._done_sems = [ctx.Semaphore(0) for _ in ranges]
-        self._closed_workers = False
         child_conns = []
         try:
             for slot, (start, stop) in enumerate(ranges):
-                payload = cloudpickle.dumps((env_fns[start:stop], spaces, self._discrete))
+                payload = cloudpickle.dumps(
+                    (env_fns[start:stop], spaces, self._discrete, self.autoreset_mode)
+                )
                 parent_conn, child_conn = ctx.Pipe()
                 proc = self._process_class(
                     target=_worker.worker_main,
@@ -323,9 +409,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 how = f"signal {signal.Signals(-code).name}"
             except ValueError:
                 how = f"signal {-code}"
-        self._broken = f"{self._describe_worker(slot)} died ({how})"
+        self._broken_reason = f"{self._describe_worker(slot)} died ({how})"
+        self._state = BatchState.BROKEN
         return WorkerDiedError(
-            f"{self._broken}. The batch env cannot continue; close it and build a new one."
+            f"{self._broken_reason}. The batch env cannot continue; close it and build a new one."
         )
 
     def _recv(self, slot: int, deadline: float | None = None) -> Any:
@@ -386,12 +473,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         except (BrokenPipeError, OSError):
             raise self._dead(slot) from None
 
-    def _check_usable(self) -> None:
-        if self.closed:
-            raise ClosedEnvironmentError("This BatchEnv is closed; build a new one.")
-        if self._broken is not None:
-            raise WorkerDiedError(f"{self._broken}; close this BatchEnv and build a new one.")
-
     def _local_error(self, exc: BaseException) -> BaseException:
         index = self._local.current_global if self._local is not None else None
         if self._local is not None:
@@ -400,52 +481,111 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             exc, f"{exc}\n[batchppo] raised by env {index}, stepped in the parent process."
         )
 
+    # ------------------------------------------------------------------ state
+
+    def _check_usable(self) -> None:
+        """Raises unless the batch env can take calls: closed, or broken by a dead worker."""
+        if self._state is BatchState.CLOSED:
+            raise ClosedEnvironmentError("This BatchEnv is closed; build a new one.")
+        if self._state is BatchState.BROKEN:
+            raise WorkerDiedError(
+                f"{self._broken_reason}; close this BatchEnv and build a new one."
+            )
+
+    def _check_idle(self, caller: str) -> None:
+        """Raises unless no call is pending (``caller`` names the method, for the message)."""
+        if self._state is _DEFAULT:
+            return
+        self._check_usable()
+        pending = self._state.value
+        raise AlreadyPendingCallError(
+            f"Calling `{caller}` while waiting for a pending call to `{pending}` to complete; "
+            f"call `{pending}_wait` first.",
+            pending,
+        )
+
+    def _check_waiting(self, state: BatchState, caller: str) -> None:
+        """Raises unless ``state``'s call is pending (``caller`` is its ``*_wait`` method)."""
+        if self._state is state:
+            return
+        self._check_usable()
+        raise NoAsyncCallError(
+            f"Calling `{caller}` without any prior call to `{state.value}_async`.", state.value
+        )
+
+    def _end_wait(self, state: BatchState) -> None:
+        """The call of ``state`` is over (answered or failed), unless the env broke or closed."""
+        if self._state is state:
+            self._state = _DEFAULT
+
     # ------------------------------------------------------------------ stepping
 
     def step_async(self, actions: Any) -> None:
         """Writes ``actions`` into shared memory and starts the workers.
 
+        Args:
+            actions: An element of :attr:`action_space`: shape ``(num_envs, *action_shape)``,
+                or a dict/tuple of such arrays for a Dict/Tuple action space.
+
         Raises:
-            ValueError: ``actions`` has the wrong shape or dtype (the message names the
-                expected ones).
+            ValueError: ``actions`` has the wrong structure, shape or dtype (the message
+                names the expected ones).
+            AlreadyPendingCallError: A step, reset or call is pending.
+            ClosedEnvironmentError: The batch env is closed.
         """
         self._start_step(actions, CMD_STEP_INFO)
 
     def _start_step(self, actions: Any, command: int) -> None:
-        self._check_usable()
-        if self._pending is not None:
-            raise AlreadyPendingCallError(
-                "step_async called while a step is pending; call step_wait first.", "step"
-            )
-        actions = np.asarray(actions)
-        if actions.shape != self._act_shape:
-            check_action_shape(actions.shape, self._act_shape)
-        if actions.dtype not in self._ok_dtypes:
-            self._check_action_dtype(actions.dtype)
-        np.copyto(self._act, actions, casting="unsafe")
+        if self._state is not _DEFAULT:
+            self._check_idle("step_async")
+        if self._act is None:
+            self._write_nested_actions(actions)
+        else:
+            actions = np.asarray(actions)
+            if actions.shape != self._act_shape:
+                check_action_shape(actions.shape, self._act_shape)
+            if actions.dtype not in self._ok_dtypes:
+                self._check_action_dtype(actions.dtype)
+            np.copyto(self._act, actions, casting="unsafe")
         if self._procs:
             cmd = self._cmd
             for slot, sem in enumerate(self._cmd_sems):
                 cmd[slot] = command
                 sem.release()
-        self._pending = command
-        self._local_done = False
+        self._state = _WAITING_STEP
+        self._want_info = command == CMD_STEP_INFO
+        self._local_stepped = False
 
     def _check_action_dtype(self, dtype: np.dtype) -> None:
         check_action_dtype(dtype, self._act_dtype, self._act_shape)
         self._ok_dtypes.add(dtype)
 
+    def _write_nested_actions(self, actions: Any) -> None:
+        """Checks every leaf of a Dict/Tuple action batch, then writes them to shared memory."""
+        given = check_structure(self.single_action_space, actions, "actions")
+        arrays = []
+        for path, value, dest in zip(self._act_paths, given, self._act_leaves, strict=True):
+            value = np.asarray(value)
+            try:
+                check_action_shape(value.shape, dest.shape)
+                check_action_dtype(value.dtype, dest.dtype, dest.shape)
+            except ValueError as exc:
+                raise ValueError(f"actions{path}: {exc}") from None
+            arrays.append(value)
+        for value, dest in zip(arrays, self._act_leaves, strict=True):
+            np.copyto(dest, value, casting="unsafe")
+
     def _finish_step(self, timeout: float | None) -> dict[str, Any]:
-        if self._pending is None:
-            raise NoAsyncCallError("step_wait called without a pending step_async.", "step")
-        self._check_usable()
-        want_info = self._pending == CMD_STEP_INFO
+        """Steps the parent's share, gathers the workers; returns the batched infos."""
+        if self._state is not _WAITING_STEP:
+            self._check_waiting(_WAITING_STEP, "step_wait")
+        want_info = self._want_info
         deadline = None if timeout is None else time.monotonic() + timeout
         local_exc = None
         parts: list[tuple[int, int, dict[str, Any]]] = []
         try:
-            if self._local is not None and not self._local_done:
-                self._local_done = True
+            if self._local is not None and not self._local_stepped:
+                self._local_stepped = True
                 try:
                     info = self._local.step(want_info)
                     if info:
@@ -468,22 +608,24 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     else:
                         parts.append((start, stop - start, info))
         except mp.TimeoutError:
-            raise
+            raise  # the step stays pending: step_wait may be called again
         except KeyboardInterrupt:
             # Workers may be mid-step: the batch cannot be resynchronised, so close it.
             self.close(terminate=True)
             raise
         except BaseException:
-            self._pending = None
+            self._end_wait(_WAITING_STEP)
             raise
-        self._pending = None
+        self._state = _DEFAULT
         if local_exc is not None:
             raise local_exc
         if remote_exc is not None:
             raise remote_exc
         done = np.logical_or(self._terminated, self._truncated, out=self._done)
-        np.logical_not(done[:, None], out=self._not_done)
-        np.copyto(self._final2d, self._obs2d, where=self._not_done)
+        if self._same_step:
+            np.logical_not(done[:, None], out=self._not_done)
+            for obs2d, final2d in self._dense_pairs:
+                np.copyto(final2d, obs2d, where=self._not_done)
         if want_info:
             infos = merge_info_parts(parts, self.num_envs) if parts else {}
             return infos
@@ -491,7 +633,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
     def step_wait(
         self, timeout: float | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Waits for the step started by :meth:`step_async`; steps the parent's share.
 
         Args:
@@ -499,105 +641,185 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 ``multiprocessing.TimeoutError`` is raised and the step stays pending.
 
         Returns:
-            ``(obs, reward, terminated, truncated, infos)``; reward is float32, infos holds
-            the dense ``final_obs`` and its mask ``_final_obs`` (see the module docstring).
+            ``(obs, reward, terminated, truncated, infos)``; reward is float32. In
+            ``SAME_STEP`` mode infos holds the dense ``final_obs`` and its mask
+            ``_final_obs`` (see the module docstring).
 
         Raises:
+            NoAsyncCallError: No step is pending.
             WorkerDiedError: A worker process died.
             Exception: An env raised; the same type, its message extended by the env index
                 and the worker's traceback.
         """
         infos = self._finish_step(timeout)
+        copy = self._copy_obs if self.copy else _identity
+        if self._same_step:
+            infos["final_obs"] = copy(self._final_obs)
+            infos["_final_obs"] = self._done.copy()
         c = np.copy if self.copy else _identity
-        infos["final_obs"] = c(self._final_obs)
-        infos["_final_obs"] = self._done.copy()
-        return c(self._obs), c(self._reward), c(self._terminated), c(self._truncated), infos
+        return copy(self._obs), c(self._reward), c(self._terminated), c(self._truncated), infos
 
-    def step(
-        self, actions: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Steps every env; finished envs are reset in the same step (see the module docs)."""
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Steps every env; ended episodes autoreset as ``autoreset_mode`` says.
+
+        Args:
+            actions: An element of :attr:`action_space`.
+
+        Returns:
+            ``(obs, reward, terminated, truncated, infos)``, as :meth:`step_wait`.
+        """
         self._start_step(actions, CMD_STEP_INFO)
         return self.step_wait()
 
-    def step_arrays(
-        self, actions: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The fast path: steps every env and returns arrays only, no infos.
+    def step_arrays(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
+        """The fast path (``SAME_STEP`` mode only): steps every env, returns arrays, no infos.
 
         Args:
-            actions: Shape ``(num_envs, *action_shape)``.
+            actions: An element of :attr:`action_space`.
 
         Returns:
-            ``(obs, reward, terminated, truncated, final_obs)``: obs and final_obs with the
-            observation space's dtype, reward float32, terminated/truncated bool. Views into
-            shared memory (valid until the next step) when the batch env has ``copy=False``.
+            ``(obs, reward, terminated, truncated, final_obs)``: obs and final_obs in the
+            observation space's structure and dtypes, reward float32, terminated/truncated
+            bool. Views into shared memory (valid until the next step) when the batch env has
+            ``copy=False``.
+
+        Raises:
+            RuntimeError: The batch env is not in ``SAME_STEP`` mode, where a dense
+                ``final_obs`` is the last obs of each finished episode; use :meth:`step`.
         """
+        if not self._same_step:
+            raise RuntimeError(
+                f"step_arrays needs autoreset_mode=SAME_STEP (its final_obs is the last obs of "
+                f"each finished episode); this BatchEnv uses {self.autoreset_mode}. Call step."
+            )
         self._start_step(actions, CMD_STEP)
         self._finish_step(None)
         if self.copy:
+            copy = self._copy_obs
             return (
-                self._obs.copy(),
+                copy(self._obs),
                 self._reward.copy(),
                 self._terminated.copy(),
                 self._truncated.copy(),
-                self._final_obs.copy(),
+                copy(self._final_obs),
             )
         return self._obs, self._reward, self._terminated, self._truncated, self._final_obs
 
-    # ------------------------------------------------------------------ pipe commands
+    # ------------------------------------------------------------------ pipe requests
 
-    def _broadcast(
-        self, make_message: Callable[[int, int], tuple], local: Callable[[EnvGroup], Any]
-    ) -> tuple[list[tuple[int, Any]], Any]:
-        """Sends a message to every worker, runs ``local`` on the parent's share, gathers."""
-        self._check_usable()
-        if self._pending is not None:
-            raise AlreadyPendingCallError(
-                "A step is pending; call step_wait before reset/call.", "step"
-            )
-        local_result, local_exc = None, None
-        results, remote_exc = [], None
+    def _request_async(
+        self,
+        state: BatchState,
+        caller: str,
+        make_message: Callable[[int, int], tuple],
+        local: Callable[[EnvGroup], Any],
+    ) -> None:
+        """Sends a message to every worker; the parent's share runs ``local`` in the wait."""
+        self._check_idle(caller)
         try:
             for slot, (start, stop) in enumerate(self._ranges):
                 self._send(slot, make_message(start, stop))
-            if self._local is not None:
+        except KeyboardInterrupt:
+            # Some workers got the message and will answer: the pipes cannot be resynchronised.
+            self.close(terminate=True)
+            raise
+        self._request = _Request(local)
+        self._state = state
+
+    def _request_wait(
+        self, state: BatchState, caller: str, timeout: float | None
+    ) -> tuple[list[tuple[int, Any]], Any]:
+        """Runs the parent's share and gathers every worker's answer to the pending request.
+
+        Returns:
+            ``([(slot, answer), ...], local_result)``.
+
+        Raises:
+            multiprocessing.TimeoutError: ``timeout`` passed; the request stays pending.
+            Exception: What an env raised (the parent's share first).
+        """
+        self._check_waiting(state, caller)
+        request = self._request
+        assert request is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            if self._local is not None and not request.local_done:
+                request.local_done = True
                 try:
-                    local_result = local(self._local)
+                    request.local_result = request.local(self._local)
                 except Exception as exc:
-                    local_exc = self._local_error(exc)
+                    request.local_exc = self._local_error(exc)
             for slot in range(len(self._procs)):
-                kind, data = self._recv(slot)
-                if kind == "error":
-                    remote_exc = remote_exc or self._remote_error(slot, data)
-                else:
-                    results.append((slot, data))
+                if slot not in request.answers:
+                    request.answers[slot] = self._recv(slot, deadline)
+        except mp.TimeoutError:
+            raise
         except KeyboardInterrupt:
             # Answers may still be on their way: the pipes cannot be resynchronised.
             self.close(terminate=True)
             raise
-        if local_exc is not None:
-            raise local_exc
-        if remote_exc is not None:
-            raise remote_exc
-        return results, local_result
+        except BaseException:
+            self._end_wait(state)
+            raise
+        self._end_wait(state)
+        self._request = None
+        if request.local_exc is not None:
+            raise request.local_exc
+        results = []
+        for slot, (kind, data) in sorted(request.answers.items()):
+            if kind == "error":
+                raise self._remote_error(slot, data)
+            results.append((slot, data))
+        return results, request.local_result
 
-    def reset(
+    def reset_async(
         self,
-        *,
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Resets every env; env ``i`` gets seed ``seed + i`` (or ``seed[i]`` for a list).
+    ) -> None:
+        """Starts resetting the envs; :meth:`reset_wait` returns the result.
+
+        Args:
+            seed: None, an int (env ``i`` gets ``seed + i``) or one seed (or None) per env.
+            options: Passed to every env's ``reset``. ``options["reset_mask"]``, a bool array
+                of shape ``(num_envs,)``, resets only the envs where it is True (the others
+                keep their episode and their last obs), as in Gymnasium; unlike Gymnasium,
+                the caller's dict is not modified.
+
+        Raises:
+            InvalidArgumentError: A seed list of the wrong length, or a bad ``reset_mask``.
+            AlreadyPendingCallError: A step, reset or call is pending.
+            ClosedEnvironmentError: The batch env is closed.
+        """
+        self._check_usable()
+        seeds = parse_seeds(seed, self.num_envs)
+        self._check_idle("reset_async")
+        options, mask = split_reset_mask(options, self.num_envs)
+
+        def rows(start: int, stop: int) -> list[bool] | None:
+            return None if mask is None else mask[start:stop].tolist()
+
+        self._request_async(
+            BatchState.WAITING_RESET,
+            "reset_async",
+            lambda start, stop: ("reset", seeds[start:stop], options, rows(start, stop)),
+            lambda group: group.reset(seeds[: group.count], options, rows(0, group.count)),
+        )
+
+    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
+        """Waits for the reset started by :meth:`reset_async`; resets the parent's share.
+
+        Args:
+            timeout: Seconds to wait for the workers; None waits forever. On timeout a
+                ``multiprocessing.TimeoutError`` is raised and the reset stays pending.
 
         Returns:
-            ``(obs, infos)`` with infos batched Gymnasium-style.
+            ``(obs, infos)`` with infos batched Gymnasium-style (only the envs reset report).
+
+        Raises:
+            NoAsyncCallError: No reset is pending.
         """
-        seeds = parse_seeds(seed, self.num_envs)
-        results, local_info = self._broadcast(
-            lambda start, stop: ("reset", seeds[start:stop], options),
-            lambda group: group.reset(seeds[: group.count], options),
-        )
+        results, local_info = self._request_wait(BatchState.WAITING_RESET, "reset_wait", timeout)
         parts = [(0, self._local.count, local_info)] if self._local is not None else []
         parts += [
             (self._ranges[slot][0], self._ranges[slot][1] - self._ranges[slot][0], info)
@@ -605,18 +827,57 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         ]
         infos = merge_info_parts(parts, self.num_envs)
         self._done[...] = False
-        return (self._obs.copy() if self.copy else self._obs), infos
+        return (self._copy_obs(self._obs) if self.copy else self._obs), infos
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Calls method ``name`` of every env (or reads attribute ``name``); one result each."""
-        results, local = self._broadcast(
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets the envs: :meth:`reset_async`, then :meth:`reset_wait` (see both).
+
+        Returns:
+            ``(obs, infos)`` with infos batched Gymnasium-style.
+        """
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Starts calling method ``name`` of every env (or reading attribute ``name``).
+
+        Raises:
+            ValueError: ``name`` is one of ``reset``, ``step``, ``close`` (use them directly).
+            AlreadyPendingCallError: A step, reset or call is pending.
+        """
+        if name in _NOT_CALLABLE:
+            raise ValueError(
+                f"Trying to call function `{name}` with `call`, use `{name}` directly instead."
+            )
+        self._request_async(
+            BatchState.WAITING_CALL,
+            "call_async",
             lambda start, stop: ("call", name, args, kwargs),
             lambda group: group.call(name, args, kwargs),
         )
+
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        """Waits for the call started by :meth:`call_async`; one result per env.
+
+        Raises:
+            NoAsyncCallError: No call is pending.
+            multiprocessing.TimeoutError: ``timeout`` passed; the call stays pending.
+        """
+        results, local = self._request_wait(BatchState.WAITING_CALL, "call_wait", timeout)
         out = list(local or [])
         for _, values in results:
             out.extend(values)
         return tuple(out)
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Calls method ``name`` of every env (or reads attribute ``name``); one result each."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:
@@ -637,7 +898,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         return self.call(name)
 
     def set_attr(self, name: str, values: Any) -> None:
-        """Sets attribute ``name`` of every env; ``values`` is one value or one per env."""
+        """Sets attribute ``name`` of every env; ``values`` is one value or one per env.
+
+        Raises:
+            ValueError: A list or tuple whose length is not ``num_envs``.
+            AlreadyPendingCallError: A step, reset or call is pending.
+        """
+        self._check_usable()
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
@@ -645,10 +912,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 f"set_attr needs one value or a list of {self.num_envs} values; got {len(values)}."
             )
         values = list(values)
-        self._broadcast(
+        self._request_async(
+            BatchState.WAITING_CALL,
+            "set_attr",
             lambda start, stop: ("set_attr", name, values[start:stop]),
             lambda group: group.set_attr(name, values[: group.count]),
         )
+        self._request_wait(BatchState.WAITING_CALL, "set_attr", None)
 
     def render(self) -> tuple[Any, ...]:
         """Renders every env (needs ``render_mode`` set at construction); one frame each."""
@@ -659,14 +929,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     def close_extras(self, timeout: float = 1.0, terminate: bool = False, **kwargs: Any) -> None:
         """Stops the workers: asks them to close, then terminates, then kills. Never hangs.
 
+        A pending step, reset or call is abandoned (the workers finish it, then close).
+
         Args:
             timeout: Seconds the workers get to close their envs and exit on their own.
             terminate: Skip asking; terminate at once.
         """
         _LIVE.discard(self)
-        if not self._closed_workers:
-            self._closed_workers = True
-            self._stop_workers(timeout, terminate)
+        self._stop_workers(timeout, terminate)
         if self._local is not None:
             self._local.close()
             self._local = None
@@ -674,7 +944,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     def _stop_workers(self, timeout: float, terminate: bool) -> None:
         procs = self._procs
         deadline = time.monotonic() + (0.0 if terminate else timeout)
-        if not terminate and self._broken is None:
+        if not terminate and self._state is not BatchState.BROKEN:
             for slot, proc in enumerate(procs):
                 if proc.is_alive():
                     with contextlib.suppress(Exception):
@@ -760,15 +1030,63 @@ def check_action_shape(shape: tuple[int, ...], expected: tuple[int, ...]) -> Non
 
 
 def parse_seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
-    """Per-env seeds: None for all, ``seed + i`` for an int, or a list of ``num_envs`` seeds."""
+    """Per-env seeds: None for all, ``seed + i`` for an int, or a list of ``num_envs`` seeds.
+
+    Raises:
+        InvalidArgumentError: A list whose length is not ``num_envs``.
+    """
     if seed is None or isinstance(seed, (int, np.integer)):
         return [None if seed is None else int(seed) + i for i in range(num_envs)]
     seeds = list(seed)
     if len(seeds) != num_envs:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"seed must be None, an int or a list of {num_envs} seeds; got a list of {len(seeds)}."
         )
     return seeds
+
+
+def split_reset_mask(
+    options: dict[str, Any] | None, num_envs: int
+) -> tuple[dict[str, Any] | None, np.ndarray | None]:
+    """Separates Gymnasium's ``options["reset_mask"]`` from the options the envs get.
+
+    Args:
+        options: The options of a reset, or None.
+        num_envs: Batch size.
+
+    Returns:
+        ``(options, mask)``: the options without ``reset_mask`` (a new dict; the envs get
+        ``{}`` when it was the only option, as in Gymnasium) and the mask, or
+        ``(options, None)`` when there is no mask.
+
+    Raises:
+        InvalidArgumentError: The mask is not a bool numpy array of shape ``(num_envs,)`` with
+            at least one True (Gymnasium's conditions).
+    """
+    if options is None or "reset_mask" not in options:
+        return options, None
+    mask = options["reset_mask"]
+    rest = {key: value for key, value in options.items() if key != "reset_mask"}
+    if not isinstance(mask, np.ndarray):
+        problem = f"must be a numpy array, got {type(mask)}"
+    elif mask.shape != (num_envs,):
+        problem = f"must have shape `({num_envs},)`, got {mask.shape}"
+    elif mask.dtype != np.bool_:
+        problem = f"must have `dtype=np.bool_`, got {mask.dtype}"
+    elif not mask.any():
+        problem = f"must reset at least one env, got reset_mask={mask}"
+    else:
+        return rest, mask
+    raise InvalidArgumentError(f"`options['reset_mask': mask]` {problem}")
+
+
+def _copy_tree(tree: Any) -> Any:
+    """A copy of a dict/tuple nesting of arrays (Gymnasium's ``deepcopy`` of observations)."""
+    if isinstance(tree, dict):
+        return {key: _copy_tree(value) for key, value in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_copy_tree(value) for value in tree)
+    return tree.copy()
 
 
 def _identity(x: np.ndarray) -> np.ndarray:

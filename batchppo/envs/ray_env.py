@@ -29,6 +29,7 @@ from batchppo.envs.batch_env import (
     check_action_shape,
     parse_seeds,
 )
+from batchppo.envs.spaces import is_leaf
 from batchppo.envs.worker import EnvGroup, Layout, build_envs, merge_info_parts
 
 __all__ = ["RayBatchEnv"]
@@ -41,14 +42,7 @@ class _EnvActor:
         env_fns, spaces, discrete = cloudpickle.loads(payload)
         envs = build_envs(env_fns, offset, spaces)
         obs_space, act_space = envs[0].observation_space, envs[0].action_space
-        layout = Layout(
-            len(envs),
-            0,
-            tuple(obs_space.shape),
-            np.dtype(obs_space.dtype).str,
-            tuple(act_space.shape),
-            np.dtype(act_space.dtype).str,
-        )
+        layout = Layout.for_spaces(len(envs), 0, obs_space, act_space)
         self.views = layout.views(bytearray(layout.nbytes))
         self.group = EnvGroup(envs, offset, self.views, discrete, row=0)
 
@@ -63,12 +57,13 @@ class _EnvActor:
 
     def step(self, actions: np.ndarray, want_info: bool) -> tuple:
         v = self.views
-        v["act"][...] = actions
+        obs, final_obs = v["obs"][0], v["final_obs"][0]  # flat spaces: one leaf each
+        v["act"][0][...] = actions
         info = self._run(lambda: self.group.step(want_info))
         done = v["terminated"] | v["truncated"]
-        final = np.where(done.reshape((-1,) + (1,) * (v["obs"].ndim - 1)), v["final_obs"], v["obs"])
+        final = np.where(done.reshape((-1,) + (1,) * (obs.ndim - 1)), final_obs, obs)
         return (
-            v["obs"].copy(),
+            obs.copy(),
             v["reward"].copy(),
             v["terminated"].copy(),
             v["truncated"].copy(),
@@ -78,7 +73,7 @@ class _EnvActor:
 
     def reset(self, seeds: Sequence[int | None], options: dict | None) -> tuple:
         info = self._run(lambda: self.group.reset(seeds, options))
-        return self.views["obs"].copy(), info
+        return self.views["obs"][0].copy(), info
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list:
         return self._run(lambda: self.group.call(name, args, kwargs))
@@ -136,6 +131,12 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         self.metadata = dict(getattr(probe, "metadata", {}) or {})
         self.render_mode = getattr(probe, "render_mode", None)
         probe.close()
+        for label, space in (("observation", obs_space), ("action", act_space)):
+            if not is_leaf(space):
+                raise ValueError(
+                    f"RayBatchEnv supports Box, Discrete, MultiDiscrete and MultiBinary spaces; "
+                    f"the {label} space is {space}. Use BatchEnv for Dict and Tuple spaces."
+                )
         self.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
         self.single_observation_space, self.single_action_space = obs_space, act_space
         self.observation_space = batch_space(obs_space, n)

@@ -30,6 +30,10 @@ from typing import Any
 import cloudpickle
 import gymnasium
 import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchppo.envs.spaces import flattener, is_leaf, unflatten
+from batchppo.envs.spaces import leaves as space_leaves
 
 __all__ = [
     "ALIGN",
@@ -59,32 +63,56 @@ STATUS_ERROR = 2  # an env raised; the error report follows on the pipe
 ALIGN = 64  # cache line: arrays start on their own line
 
 
+Leaf = tuple[tuple[int, ...], str]  # shape of one env's value, dtype string
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where each shared array lives inside the one shared buffer.
 
+    Observations, final observations and actions take one array per leaf of their space
+    (see :mod:`batchppo.envs.spaces`); a flat space has one leaf.
+
     Attributes:
         num_envs: Number of envs of the batch.
         num_slots: Number of command/status words (one per worker process).
-        obs_shape: Shape of one observation.
-        obs_dtype: Dtype string of observations.
-        act_shape: Shape of one action.
-        act_dtype: Dtype string of actions.
+        obs_leaves: ``(shape, dtype)`` of one env's value of each observation leaf.
+        act_leaves: ``(shape, dtype)`` of one env's value of each action leaf.
     """
 
     num_envs: int
     num_slots: int
-    obs_shape: tuple[int, ...]
-    obs_dtype: str
-    act_shape: tuple[int, ...]
-    act_dtype: str
+    obs_leaves: tuple[Leaf, ...]
+    act_leaves: tuple[Leaf, ...]
+
+    @classmethod
+    def for_spaces(
+        cls, num_envs: int, num_slots: int, obs_space: gymnasium.Space, act_space: gymnasium.Space
+    ) -> Layout:
+        """The layout for envs with these (single-env) observation and action spaces.
+
+        Raises:
+            ValueError: A space is not a leaf space or a Dict/Tuple nesting of them.
+        """
+
+        def of(space: gymnasium.Space) -> tuple[Leaf, ...]:
+            return tuple(
+                (tuple(leaf.shape), np.dtype(leaf.dtype).str) for leaf in space_leaves(space)
+            )
+
+        return cls(num_envs, num_slots, of(obs_space), of(act_space))
 
     def _fields(self) -> list[tuple[str, tuple[int, ...], str]]:
         n = self.num_envs
+        fields = []
+        for name, leaves in (
+            ("obs", self.obs_leaves),
+            ("final_obs", self.obs_leaves),
+            ("act", self.act_leaves),
+        ):
+            fields += [(name, (n, *shape), dtype) for shape, dtype in leaves]
         return [
-            ("obs", (n, *self.obs_shape), self.obs_dtype),
-            ("final_obs", (n, *self.obs_shape), self.obs_dtype),
-            ("act", (n, *self.act_shape), self.act_dtype),
+            *fields,
             ("reward", (n,), "float32"),
             ("terminated", (n,), "bool"),
             ("truncated", (n,), "bool"),
@@ -100,15 +128,22 @@ class Layout:
             total += _aligned(int(np.prod(shape)) * np.dtype(dtype).itemsize)
         return max(total, ALIGN)
 
-    def views(self, buffer: Any) -> dict[str, np.ndarray]:
-        """Numpy views of every field onto ``buffer`` (anything with the buffer protocol)."""
-        out = {}
+    def views(self, buffer: Any) -> dict[str, Any]:
+        """Numpy views of every field onto ``buffer`` (anything with the buffer protocol).
+
+        Returns:
+            ``obs``, ``final_obs`` and ``act``: a list with one array per leaf; ``reward``,
+            ``terminated``, ``truncated``, ``cmd`` and ``status``: an array each.
+        """
+        out: dict[str, Any] = {"obs": [], "final_obs": [], "act": []}
         offset = 0
         for name, shape, dtype in self._fields():
             count = int(np.prod(shape))
-            out[name] = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(
-                shape
-            )
+            view = np.frombuffer(buffer, dtype=dtype, count=count, offset=offset).reshape(shape)
+            if name in ("obs", "final_obs", "act"):
+                out[name].append(view)
+            else:
+                out[name] = view
             offset += _aligned(count * np.dtype(dtype).itemsize)
         return out
 
@@ -236,35 +271,80 @@ def merge_info_parts(parts: Sequence[tuple[int, int, dict[str, Any]]], n: int) -
     return out
 
 
-class EnvGroup:
-    """``K`` envs stepped in a loop, writing into (shared) numpy arrays, with same-step autoreset.
+class TreeRows:
+    """Rows of a nested space's leaf arrays, read and written one env's nested value at a time.
+
+    It stands in for the single array of a flat space inside :class:`EnvGroup`, with the
+    indexing that the group's step loop uses, so that loop is the same code for both:
+    ``rows[j] = value`` writes env ``j``'s value into every leaf, ``rows[...] = values``
+    writes one value per env, and ``copy()`` gives fresh per-env values (dicts/tuples of
+    arrays), as an array's ``copy()`` gives fresh rows.
 
     Args:
-        envs: The envs.
+        space: The (single-env) Dict or Tuple space.
+        arrays: One array per leaf (see :mod:`batchppo.envs.spaces`), ``K`` rows each.
+    """
+
+    def __init__(self, space: gymnasium.Space, arrays: Sequence[np.ndarray]):
+        self.space = space
+        self.arrays = list(arrays)
+        self._flatten = flattener(space)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        if index is Ellipsis:
+            flat = [self._flatten(v) for v in value]
+            for k, array in enumerate(self.arrays):
+                array[...] = [leaves[k] for leaves in flat]
+            return
+        for array, leaf in zip(self.arrays, self._flatten(value), strict=True):
+            array[index] = leaf
+
+    def copy(self) -> list[Any]:
+        """One fresh nested value per row (an env may keep what it was given)."""
+        copies = [array.copy() for array in self.arrays]
+        return [unflatten(self.space, [c[j] for c in copies]) for j in range(len(copies[0]))]
+
+
+def _rows(space: gymnasium.Space, arrays: Sequence[np.ndarray], rows: slice) -> Any:
+    """The rows ``rows`` of a space's leaf arrays: an array (flat space) or a TreeRows."""
+    if is_leaf(space):
+        return arrays[0][rows]
+    return TreeRows(space, [array[rows] for array in arrays])
+
+
+class EnvGroup:
+    """``K`` envs stepped in a loop, writing into (shared) numpy arrays, with autoreset.
+
+    Args:
+        envs: The envs (their spaces are env 0's, checked by :func:`build_envs`).
         offset: Global index of the first env (for error messages and seeds).
-        views: Arrays of the whole batch (from :meth:`Layout.views` or plain numpy); the group
-            works on the rows ``offset : offset + len(envs)``.
+        views: Arrays of the whole batch (from :meth:`Layout.views`); the group works on the
+            rows ``offset : offset + len(envs)``.
         discrete: Whether actions are scalar integers (passed to the envs as Python ints).
         row: First row of ``views`` to use, when it differs from ``offset`` (views holding
             only this group's rows, as in a Ray actor).
+        autoreset_mode: Gymnasium's autoreset mode (``SAME_STEP``, ``NEXT_STEP`` or
+            ``DISABLED``), as ``AsyncVectorEnv``'s workers apply it.
     """
 
     def __init__(
         self,
         envs: Sequence[gymnasium.Env],
         offset: int,
-        views: dict[str, np.ndarray],
+        views: dict[str, Any],
         discrete: bool,
         row: int | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
     ):
         self.envs = list(envs)
         self.offset = offset
         self.count = len(self.envs)
         start = offset if row is None else row
         rows = slice(start, start + self.count)
-        self.obs = views["obs"][rows]
-        self.final_obs = views["final_obs"][rows]
-        self.act = views["act"][rows]
+        obs_space = self.envs[0].observation_space
+        self.obs = _rows(obs_space, views["obs"], rows)
+        self.final_obs = _rows(obs_space, views["final_obs"], rows)
+        self.act = _rows(self.envs[0].action_space, views["act"], rows)
         self.reward = views["reward"][rows]
         self.terminated = views["terminated"][rows]
         self.truncated = views["truncated"][rows]
@@ -277,6 +357,12 @@ class EnvGroup:
         self._truncs: list[Any] = [False] * self.count
         self._infos: list[Any] = [{}] * self.count
         self._resets = [env.reset for env in self.envs]
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        # NEXT_STEP: envs whose episode ended on the last step and are reset on the next.
+        self._autoreset = [False] * self.count
+        if self.autoreset_mode is not AutoresetMode.SAME_STEP:
+            # Bound once here, so the same-step loop (the learner's) stays free of mode tests.
+            self.step = self._step_next_or_disabled  # type: ignore[method-assign]
 
     @property
     def current_global(self) -> int | None:
@@ -286,8 +372,10 @@ class EnvGroup:
     def step(self, want_info: bool) -> dict[str, Any]:
         """Steps every env once with the actions in shared memory; resets finished envs.
 
-        Writes obs (the next episode's first obs where one ended), reward, terminated,
-        truncated, and, for finished envs only, the final obs of the episode.
+        This is the ``SAME_STEP`` loop; the other modes replace it at construction with
+        :meth:`_step_next_or_disabled`. Writes obs (the next episode's first obs where one
+        ended), reward, terminated, truncated, and, for finished envs only, the final obs of
+        the episode.
 
         Args:
             want_info: Whether to collect and batch the infos.
@@ -333,23 +421,79 @@ class EnvGroup:
             return {}
         return batch_infos(infos)
 
-    def reset(self, seeds: Sequence[int | None], options: dict[str, Any] | None) -> dict[str, Any]:
-        """Resets every env (env ``j`` with ``seeds[j]``); writes obs and clears the flags.
+    def _step_next_or_disabled(self, want_info: bool) -> dict[str, Any]:
+        """The ``NEXT_STEP`` and ``DISABLED`` loop, as ``AsyncVectorEnv``'s worker steps.
+
+        ``NEXT_STEP``: an env whose episode ended on the previous step ignores its action
+        and is reset instead; it reports the reset obs and info, reward 0 and both flags
+        False. ``DISABLED``: every env is stepped, ended or not; resetting is the caller's
+        job (``reset(options={"reset_mask": mask})``). No final obs is written.
+        """
+        actions = self.act.tolist() if self.discrete else self.act.copy()
+        next_step = self.autoreset_mode is AutoresetMode.NEXT_STEP
+        autoreset, resets = self._autoreset, self._resets
+        obs, rewards, terms, truncs = self._obs_list, self._rewards, self._terms, self._truncs
+        infos = self._infos
+        any_info = False
+        j = -1
+        try:
+            for step in self._steps:
+                j += 1
+                if autoreset[j]:
+                    o, info = resets[j]()
+                    rewards[j], te, tr = 0.0, False, False
+                else:
+                    o, rewards[j], te, tr, info = step(actions[j])
+                terms[j] = te
+                truncs[j] = tr
+                if next_step:
+                    autoreset[j] = bool(te or tr)
+                obs[j] = o
+                if want_info:
+                    infos[j] = info
+                    if info:
+                        any_info = True
+        except BaseException:
+            self.current = j
+            raise
+        self.obs[...] = obs
+        self.reward[:] = rewards
+        self.terminated[:] = terms
+        self.truncated[:] = truncs
+        if not any_info:
+            return {}
+        return batch_infos(infos)
+
+    def reset(
+        self,
+        seeds: Sequence[int | None],
+        options: dict[str, Any] | None,
+        mask: Sequence[bool] | None = None,
+    ) -> dict[str, Any]:
+        """Resets the envs (env ``j`` with ``seeds[j]``); writes their obs, clears their flags.
+
+        Args:
+            seeds: One seed (or None) per env of the group.
+            options: Passed to every env's ``reset``.
+            mask: Reset only env ``j`` with ``mask[j]`` (Gymnasium's ``reset_mask``); the
+                others keep their state and their last obs, and report no info.
 
         Returns:
             The batched reset infos of this group.
         """
-        infos = []
+        infos: list[dict[str, Any]] = [{}] * self.count
         for j, env in enumerate(self.envs):
+            if mask is not None and not mask[j]:
+                continue
             self.current = j
-            o, info = env.reset(seed=seeds[j], options=options)
+            o, infos[j] = env.reset(seed=seeds[j], options=options)
             self.obs[j] = o
-            infos.append(info)
+            self.final_obs[j] = o
+            self.reward[j] = 0.0
+            self.terminated[j] = False
+            self.truncated[j] = False
+            self._autoreset[j] = False
         self.current = None
-        self.final_obs[...] = self.obs
-        self.reward[...] = 0.0
-        self.terminated[...] = False
-        self.truncated[...] = False
         return batch_infos(infos)
 
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
@@ -523,7 +667,7 @@ def worker_main(
 
     Args:
         slot: Index of this worker (its command/status word).
-        payload: cloudpickled ``(env_fns, spaces, discrete)``.
+        payload: cloudpickled ``(env_fns, spaces, discrete, autoreset_mode)``.
         offset: Global index of this worker's first env.
         layout: Layout of the shared buffer.
         buffer: The shared buffer (a ``RawArray``).
@@ -540,9 +684,9 @@ def worker_main(
     ).start()
     group: EnvGroup | None = None
     try:
-        env_fns, spaces, discrete = cloudpickle.loads(payload)
+        env_fns, spaces, discrete, autoreset_mode = cloudpickle.loads(payload)
         envs = build_envs(env_fns, offset, spaces)
-        group = EnvGroup(envs, offset, layout.views(buffer), discrete)
+        group = EnvGroup(envs, offset, layout.views(buffer), discrete, None, autoreset_mode)
     except BaseException as exc:
         index = getattr(exc, "batchppo_env_index", None)
         conn.send(("error", describe_exception(exc, index)))
@@ -617,7 +761,7 @@ def _handle(message: tuple, group: EnvGroup, conn: Any) -> bool:
         return True
     try:
         if kind == "reset":
-            result = group.reset(message[1], message[2])
+            result = group.reset(message[1], message[2], message[3])
         elif kind == "call":
             result = group.call(message[1], message[2], message[3])
         elif kind == "set_attr":

@@ -104,12 +104,12 @@ class FaultyEnv(CountEnv):
             time.sleep(3600)
 
 
-class DictObsEnv(CountEnv):
-    """A CountEnv with a Dict observation space (unsupported by BatchEnv)."""
+class TextInDictObsEnv(CountEnv):
+    """A CountEnv whose Dict observation space holds a Text space (unsupported by BatchEnv)."""
 
     def __init__(self):
         super().__init__()
-        self.observation_space = spaces.Dict({"x": spaces.Box(-1, 1, (2,))})
+        self.observation_space = spaces.Dict({"x": spaces.Box(-1, 1, (2,)), "name": spaces.Text(5)})
 
 
 class OtherSpaceEnv(CountEnv):

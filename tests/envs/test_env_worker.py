@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from gymnasium import spaces
 
 from batchppo.envs.worker import Layout, batch_infos, merge_info_parts
 
@@ -38,16 +39,21 @@ def test_merge_info_parts_places_ranges_and_fills_masks():
 
 
 def test_layout_views_do_not_overlap_and_are_aligned():
-    layout = Layout(5, 2, (3,), "<f4", (2,), "<f8")
+    obs_space = spaces.Dict({"a": spaces.Box(0, 1, (3,)), "b": spaces.Discrete(4)})
+    layout = Layout.for_spaces(5, 2, obs_space, spaces.Box(0, 1, (2,), np.float64))
+    assert layout.obs_leaves == (((3,), "<f4"), ((), "<i8"))
     buf = bytearray(layout.nbytes)
     views = layout.views(buf)
     base = np.frombuffer(buf, np.uint8).ctypes.data
     spans = []
     for name, view in views.items():
-        start = view.ctypes.data - base
-        assert start % 64 == 0, name
-        spans.append((start, start + view.nbytes))
-        view[...] = 1
+        for leaf in view if isinstance(view, list) else [view]:
+            start = leaf.ctypes.data - base
+            assert start % 64 == 0, name
+            spans.append((start, start + leaf.nbytes))
+            leaf[...] = 1
     spans.sort()
+    assert len(spans) == 2 + 2 + 1 + 5
     assert all(spans[k][1] <= spans[k + 1][0] for k in range(len(spans) - 1))
-    assert views["obs"].shape == (5, 3) and views["act"].dtype == np.float64
+    assert [v.shape for v in views["obs"]] == [(5, 3), (5,)]
+    assert views["act"][0].dtype == np.float64
