@@ -1,0 +1,545 @@
+"""BatchEnv against Gymnasium's AsyncVectorEnv: the same checks, run on both.
+
+Every test but the last takes ``impl``, one of Gymnasium's ``AsyncVectorEnv`` and two
+BatchEnv layouts (envs in worker processes only; a share stepped in the parent), and makes
+the same assertions for each: exact observation, reward and flag sequences across episode
+boundaries in every autoreset mode and for every space kind BatchEnv supports, seeds,
+``reset_mask``, ``final_obs``/``final_info``, the errors of out-of-order calls and
+``np_random_seed``. The one place where BatchEnv differs on purpose (a dense ``final_obs``,
+float32 rewards, the caller's ``options`` left alone) is asserted in the last test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import cloudpickle
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
+from gymnasium.vector import AsyncVectorEnv, AutoresetMode
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from batchppo.envs import BatchEnv
+
+pytestmark = pytest.mark.timeout(120)
+
+# The envs below travel to BatchEnv's workers by value, as a script's envs would.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+NUM_ENVS = 3  # tags 0 and 2 terminate at t == 3; tag 1 is truncated at t == 5
+SAME, NEXT, DISABLED = AutoresetMode.SAME_STEP, AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED
+
+
+def _bits(episode: int, t: int, tag: int) -> list[int]:
+    return [episode & 1, episode >> 1 & 1, t & 1, t >> 1 & 1, t >> 2 & 1, tag & 1]
+
+
+# kind: (observation space, action space, obs of (tag, episode, t)).
+KINDS: dict[str, tuple[spaces.Space, spaces.Space, Any]] = {
+    "box": (
+        spaces.Box(-np.inf, np.inf, (3,), np.float32),
+        spaces.Box(-1.0, 1.0, (2,), np.float32),
+        lambda tag, ep, t: np.array([tag, ep, t], np.float32),
+    ),
+    "discrete": (
+        spaces.Discrete(1000),
+        spaces.Discrete(3),
+        lambda tag, ep, t: 100 * tag + 10 * ep + t,
+    ),
+    "multidiscrete": (
+        spaces.MultiDiscrete([8, 8, 8]),
+        spaces.MultiDiscrete([2, 3]),
+        lambda tag, ep, t: np.array([tag, ep, t], np.int64),
+    ),
+    "multibinary": (
+        spaces.MultiBinary(6),
+        spaces.MultiBinary(3),
+        lambda tag, ep, t: np.array(_bits(ep, t, tag), np.int8),
+    ),
+    "bool_box": (
+        spaces.Box(0, 1, (6,), np.bool_),
+        spaces.Box(0, 1, (2,), np.bool_),
+        lambda tag, ep, t: np.array(_bits(ep, t, tag), np.bool_),
+    ),
+    "dict": (
+        spaces.Dict(
+            {
+                "pos": spaces.Box(-np.inf, np.inf, (3,), np.float32),
+                "t": spaces.Discrete(8),
+                "flags": spaces.Tuple((spaces.MultiBinary(2), spaces.Box(0, 1, (1,), np.bool_))),
+            }
+        ),
+        spaces.Dict({"move": spaces.Box(-1.0, 1.0, (2,), np.float32), "pick": spaces.Discrete(3)}),
+        lambda tag, ep, t: {
+            "pos": np.array([tag, ep, t], np.float32),
+            "t": t,
+            "flags": (np.array([ep & 1, t & 1], np.int8), np.array([t >= 3])),
+        },
+    ),
+    "tuple": (
+        spaces.Tuple(
+            (
+                spaces.Discrete(8),
+                spaces.Dict(
+                    {
+                        "ep": spaces.MultiDiscrete([8]),
+                        "xy": spaces.Box(-np.inf, np.inf, (2,), np.float64),
+                    }
+                ),
+            )
+        ),
+        spaces.Tuple((spaces.MultiBinary(2), spaces.Discrete(2))),
+        lambda tag, ep, t: (t, {"ep": np.array([ep]), "xy": np.array([tag, t], np.float64)}),
+    ),
+}
+
+
+def _leaf_values(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in _leaf_values(value[key])]
+    if isinstance(value, tuple):
+        return [leaf for item in value for leaf in _leaf_values(item)]
+    return [value]
+
+
+def action_code(action: Any) -> int:
+    """A small integer summarising an action (rounded sum of its leaves): enters the reward."""
+    return int(np.round(sum(float(np.sum(leaf)) for leaf in _leaf_values(action))))
+
+
+class CountingEnv(gymnasium.Env):
+    """Counts steps ``t`` and resets ``episode``; the obs encodes ``(tag, episode, t)``.
+
+    Even tags terminate at ``t >= 3``, odd tags are truncated at ``t >= 5``. The reward is
+    ``t + 0.5 * action_code(action)``, step infos are ``{"t": t}`` and reset infos
+    ``{"episode": episode, "draw": <an int drawn from np_random>}``.
+    """
+
+    def __init__(self, kind: str, tag: int):
+        self.observation_space, self.action_space, self._encode = KINDS[kind]
+        self.tag = tag
+        self.episode = 0
+        self.t = 0
+        self.last_action: Any = None
+        self.last_options: Any = "never reset"
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.last_options = options
+        self.episode += 1
+        self.t = 0
+        draw = int(self.np_random.integers(1000))
+        return self._encode(self.tag, self.episode, 0), {"episode": self.episode, "draw": draw}
+
+    def step(self, action: Any):
+        self.last_action = action
+        self.t += 1
+        terminated = self.tag % 2 == 0 and self.t >= 3
+        truncated = self.tag % 2 == 1 and self.t >= 5
+        reward = self.t + 0.5 * action_code(action)
+        obs = self._encode(self.tag, self.episode, self.t)
+        return obs, reward, terminated, truncated, {"t": self.t}
+
+
+IMPLS = {
+    "AsyncVectorEnv": lambda fns, mode: AsyncVectorEnv(fns, autoreset_mode=mode),
+    "BatchEnv": lambda fns, mode: BatchEnv(fns, num_workers=2, autoreset_mode=mode),
+    "BatchEnv-parent": lambda fns, mode: BatchEnv(
+        fns, num_workers=2, step_in_parent=True, autoreset_mode=mode
+    ),
+}
+
+
+@pytest.fixture(params=list(IMPLS))
+def impl(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@contextlib.contextmanager
+def open_vec(impl: str, kind: str = "box", mode: AutoresetMode = SAME) -> Iterator[Any]:
+    fns = [lambda i=i: CountingEnv(kind, i) for i in range(NUM_ENVS)]
+    env = IMPLS[impl](fns, mode)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def assert_tree_equal(actual: Any, expected: Any, dtypes: bool = True) -> None:
+    """Same dict/tuple structure, equal leaves (and equal leaf dtypes when ``dtypes``)."""
+    if isinstance(expected, dict):
+        assert isinstance(actual, dict) and set(actual) == set(expected), (actual, expected)
+        for key in expected:
+            assert_tree_equal(actual[key], expected[key], dtypes)
+    elif isinstance(expected, tuple):
+        assert isinstance(actual, tuple) and len(actual) == len(expected), (actual, expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert_tree_equal(a, e, dtypes)
+    else:
+        np.testing.assert_array_equal(actual, expected)
+        if dtypes:
+            assert np.asarray(actual).dtype == np.asarray(expected).dtype, (actual, expected)
+
+
+def expected_obs(kind: str, rows: list[tuple[int, int]]) -> Any:
+    """The batch of obs of envs ``i`` at ``rows[i] = (episode, t)``, batched by Gymnasium."""
+    space, _, encode = KINDS[kind]
+    values = [encode(tag, ep, t) for tag, (ep, t) in enumerate(rows)]
+    return concatenate(space, values, create_empty_array(space, len(rows)))
+
+
+def final_obs_row(final_obs: Any, i: int) -> Any:
+    """Env ``i``'s final obs from Gymnasium's object array or BatchEnv's dense batch."""
+    if isinstance(final_obs, np.ndarray) and final_obs.dtype == object:
+        return final_obs[i]
+    if isinstance(final_obs, dict):
+        return {key: final_obs_row(value, i) for key, value in final_obs.items()}
+    if isinstance(final_obs, tuple):
+        return tuple(final_obs_row(value, i) for value in final_obs)
+    return final_obs[i]
+
+
+def actions_for(kind: str, k: int) -> Any:
+    """A deterministic batch of actions for step ``k`` (the same for every implementation)."""
+    space = batch_space(KINDS[kind][1], NUM_ENVS)
+    space.seed(k)
+    return space.sample()
+
+
+def second_draw(seed: int) -> int:
+    """The draw of an env's second reset after seeding it with ``seed``."""
+    rng = np.random.default_rng(seed)
+    rng.integers(1000)
+    return int(rng.integers(1000))
+
+
+def final_mask(infos: dict[str, Any]) -> np.ndarray:
+    """``_final_obs``, all False when absent (Gymnasium leaves it out when nothing ended)."""
+    return infos.get("_final_obs", np.zeros(NUM_ENVS, bool))
+
+
+# Per step after reset(seed): (episode, t) of the obs, the reward's t part, terminated,
+# truncated, and the (episode, t) of the final obs where an episode ended.
+Row = tuple[tuple[int, int], int, bool, bool, "tuple[int, int] | None"]
+EVEN: dict[AutoresetMode, list[Row]] = {
+    SAME: [
+        ((1, 1), 1, False, False, None),
+        ((1, 2), 2, False, False, None),
+        ((2, 0), 3, True, False, (1, 3)),
+        ((2, 1), 1, False, False, None),
+        ((2, 2), 2, False, False, None),
+        ((3, 0), 3, True, False, (2, 3)),
+    ],
+    NEXT: [
+        ((1, 1), 1, False, False, None),
+        ((1, 2), 2, False, False, None),
+        ((1, 3), 3, True, False, None),
+        ((2, 0), 0, False, False, None),  # the reset step: reward 0, action ignored
+        ((2, 1), 1, False, False, None),
+        ((2, 2), 2, False, False, None),
+    ],
+}
+ODD: dict[AutoresetMode, list[Row]] = {
+    SAME: [
+        ((1, 1), 1, False, False, None),
+        ((1, 2), 2, False, False, None),
+        ((1, 3), 3, False, False, None),
+        ((1, 4), 4, False, False, None),
+        ((2, 0), 5, False, True, (1, 5)),
+        ((2, 1), 1, False, False, None),
+    ],
+    NEXT: [
+        ((1, 1), 1, False, False, None),
+        ((1, 2), 2, False, False, None),
+        ((1, 3), 3, False, False, None),
+        ((1, 4), 4, False, False, None),
+        ((1, 5), 5, False, True, None),
+        ((2, 0), 0, False, False, None),
+    ],
+}
+
+
+# --------------------------------------------------------------------------- the checks
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_spaces_and_reset_obs(impl, kind):
+    obs_space, act_space, _ = KINDS[kind]
+    with open_vec(impl, kind) as env:
+        assert env.num_envs == NUM_ENVS
+        assert env.single_observation_space == obs_space
+        assert env.single_action_space == act_space
+        assert env.observation_space == batch_space(obs_space, NUM_ENVS)
+        assert env.action_space == batch_space(act_space, NUM_ENVS)
+        obs, infos = env.reset(seed=0)
+        assert_tree_equal(obs, expected_obs(kind, [(1, 0)] * NUM_ENVS))
+        assert env.observation_space.contains(obs)
+        np.testing.assert_array_equal(infos["episode"], [1, 1, 1])
+        np.testing.assert_array_equal(infos["_episode"], [True, True, True])
+
+
+@pytest.mark.parametrize("mode", [SAME, NEXT])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_exact_sequences_across_episode_boundaries(impl, kind, mode):
+    with open_vec(impl, kind, mode) as env:
+        assert env.metadata["autoreset_mode"] == mode
+        env.reset(seed=1)
+        for k in range(6):
+            actions = actions_for(kind, k)
+            obs, reward, terminated, truncated, infos = env.step(actions)
+            rows = [EVEN[mode][k], ODD[mode][k], EVEN[mode][k]]
+            assert_tree_equal(obs, expected_obs(kind, [row[0] for row in rows]))
+            codes = [action_code(a) for a in iterate(env.action_space, actions)]
+            expected_reward = [
+                row[1] + (0.5 * code if row[1] else 0.0)
+                for row, code in zip(rows, codes, strict=True)
+            ]
+            np.testing.assert_array_equal(reward, expected_reward)
+            np.testing.assert_array_equal(terminated, [row[2] for row in rows])
+            np.testing.assert_array_equal(truncated, [row[3] for row in rows])
+            assert terminated.dtype == np.bool_ and truncated.dtype == np.bool_
+            ended = [row[4] is not None for row in rows]
+            np.testing.assert_array_equal(final_mask(infos), ended)
+            for i, row in enumerate(rows):
+                if row[4] is not None:
+                    expected = KINDS[kind][2](i, *row[4])
+                    assert_tree_equal(final_obs_row(infos["final_obs"], i), expected, False)
+            if k == 0:  # every env got its own action, as a value of the single space
+                for got, sent in zip(
+                    env.get_attr("last_action"), iterate(env.action_space, actions), strict=True
+                ):
+                    assert_tree_equal(got, sent, dtypes=False)
+                    assert env.single_action_space.contains(got)
+
+
+def test_same_step_infos_of_an_episode_end(impl):
+    with open_vec(impl, "box", SAME) as env:
+        env.reset(seed=5)
+        draws = [second_draw(5 + i) for i in range(3)]
+        for k in range(2):
+            *_, infos = env.step(actions_for("box", k))
+            assert set(infos) - {"final_obs", "_final_obs"} == {"t", "_t"}
+        *_, infos = env.step(actions_for("box", 2))  # envs 0 and 2 terminate and reset
+    assert set(infos) - {"final_obs", "_final_obs"} == {
+        "t",
+        "_t",
+        "episode",
+        "_episode",
+        "draw",
+        "_draw",
+        "final_info",
+        "_final_info",
+    }
+    np.testing.assert_array_equal(infos["_final_info"], [True, False, True])
+    assert set(infos["final_info"]) == {"t", "_t"}
+    np.testing.assert_array_equal(infos["final_info"]["t"], [3, 0, 3])
+    np.testing.assert_array_equal(infos["final_info"]["_t"], [True, False, True])
+    # The reset infos of envs 0 and 2 sit at the top level, beside env 1's step info.
+    np.testing.assert_array_equal(infos["t"], [0, 3, 0])
+    np.testing.assert_array_equal(infos["_t"], [False, True, False])
+    np.testing.assert_array_equal(infos["episode"], [2, 0, 2])
+    np.testing.assert_array_equal(infos["_episode"], [True, False, True])
+    # The autoreset continues each env's generator (seeded 5 + i at the first reset).
+    np.testing.assert_array_equal(infos["draw"], [draws[0], 0, draws[2]])
+    np.testing.assert_array_equal(infos["_final_obs"], [True, False, True])
+    for i in (0, 2):
+        np.testing.assert_array_equal(final_obs_row(infos["final_obs"], i), [i, 1, 3])
+
+
+def test_next_step_infos_of_the_reset_step(impl):
+    with open_vec(impl, "box", NEXT) as env:
+        env.reset(seed=0)
+        for k in range(3):
+            *_, infos = env.step(actions_for("box", k))
+            assert set(infos) == {"t", "_t"}
+        *_, infos = env.step(actions_for("box", 3))  # envs 0 and 2 reset in this step
+    assert set(infos) == {"t", "_t", "episode", "_episode", "draw", "_draw"}
+    np.testing.assert_array_equal(infos["_t"], [False, True, False])
+    np.testing.assert_array_equal(infos["episode"], [2, 0, 2])
+    np.testing.assert_array_equal(infos["_episode"], [True, False, True])
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_disabled_mode_resets_only_where_the_mask_says(impl, kind):
+    with open_vec(impl, kind, DISABLED) as env:
+        assert env.metadata["autoreset_mode"] == DISABLED
+        env.reset(seed=3)
+        for k in range(3):
+            obs, _, terminated, truncated, infos = env.step(actions_for(kind, k))
+            assert "final_obs" not in infos and "final_info" not in infos
+        np.testing.assert_array_equal(terminated, [True, False, True])
+        assert_tree_equal(obs, expected_obs(kind, [(1, 3)] * 3))
+        obs, infos = env.reset(options={"reset_mask": terminated | truncated})
+        assert_tree_equal(obs, expected_obs(kind, [(2, 0), (1, 3), (2, 0)]))
+        assert set(infos) == {"episode", "_episode", "draw", "_draw"}
+        np.testing.assert_array_equal(infos["_episode"], [True, False, True])
+        assert env.get_attr("last_options") == ({}, None, {})  # the mask is not passed on
+        for k in range(3, 5):
+            obs, _, terminated, truncated, _ = env.step(actions_for(kind, k))
+        assert_tree_equal(obs, expected_obs(kind, [(2, 2), (1, 5), (2, 2)]))
+        np.testing.assert_array_equal(truncated, [False, True, False])
+        np.testing.assert_array_equal(terminated, [False, False, False])
+        mask = np.array([False, True, False])
+        obs, infos = env.reset(seed=[None, 9, None], options={"reset_mask": mask, "x": 1})
+        assert_tree_equal(obs, expected_obs(kind, [(2, 2), (2, 0), (2, 2)]))
+        np.testing.assert_array_equal(
+            infos["draw"], [0, np.random.default_rng(9).integers(1000), 0]
+        )
+        assert env.get_attr("last_options")[1] == {"x": 1}
+        assert env.np_random_seed == (3, 9, 5)
+        obs, _, terminated, truncated, _ = env.step(actions_for(kind, 5))
+        assert_tree_equal(obs, expected_obs(kind, [(2, 3), (2, 1), (2, 3)]))
+        np.testing.assert_array_equal(terminated, [True, False, True])
+        # Nothing resets by itself: ended envs step on.
+        obs, _, terminated, truncated, _ = env.step(actions_for(kind, 6))
+        assert_tree_equal(obs, expected_obs(kind, [(2, 4), (2, 2), (2, 4)]))
+        np.testing.assert_array_equal(terminated, [True, False, True])
+
+
+@pytest.mark.parametrize("mode", [SAME, NEXT, DISABLED])
+def test_reset_mask_in_every_mode(impl, mode):
+    with open_vec(impl, "dict", mode) as env:
+        env.reset(seed=0)
+        env.step(actions_for("dict", 0))
+        obs, infos = env.reset(options={"reset_mask": np.array([False, True, False])})
+        assert_tree_equal(obs, expected_obs("dict", [(1, 1), (2, 0), (1, 1)]))
+        np.testing.assert_array_equal(infos["episode"], [0, 2, 0])
+        obs, *_ = env.step(actions_for("dict", 1))
+        assert_tree_equal(obs, expected_obs("dict", [(1, 2), (2, 1), (1, 2)]))
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [
+        [True, False, True],  # a list, not an array
+        np.array([True, False]),  # wrong shape
+        np.array([1, 0, 1]),  # wrong dtype
+        np.zeros(3, bool),  # resets nothing
+    ],
+)
+def test_bad_reset_mask_is_an_assertion_error(impl, mask):
+    with open_vec(impl) as env:
+        env.reset(seed=0)
+        with pytest.raises(AssertionError, match="reset_mask"):
+            env.reset(options={"reset_mask": mask})
+
+
+def test_seeds_and_np_random_seed(impl):
+    with open_vec(impl) as env:
+        _, infos = env.reset(seed=42)
+        assert env.np_random_seed == (42, 43, 44)
+        assert all(type(s) is int for s in env.np_random_seed)
+        expected = [np.random.default_rng(42 + i).integers(1000) for i in range(3)]
+        np.testing.assert_array_equal(infos["draw"], expected)
+        _, again = env.reset(seed=42)
+        np.testing.assert_array_equal(again["draw"], expected)
+        env.reset(seed=[1, None, 3])
+        assert env.np_random_seed == (1, 43, 3)
+        with pytest.raises(AssertionError):
+            env.reset(seed=[1, 2])
+
+
+# AsyncVectorEnv logs the error of `call("step")` in its workers as warnings.
+@pytest.mark.filterwarnings("ignore:.*(error|Traceback|exception).*:UserWarning")
+def test_async_pairs_and_out_of_order_calls(impl):
+    action = actions_for("box", 0)
+    with open_vec(impl) as env:
+        with pytest.raises(NoAsyncCallError) as info:
+            env.reset_wait()
+        assert info.value.name == "reset"
+        env.reset_async(seed=0)
+        with pytest.raises(AlreadyPendingCallError) as info:
+            env.step_async(action)
+        assert info.value.name == "reset"
+        with pytest.raises(AlreadyPendingCallError):
+            env.reset_async()
+        with pytest.raises(AlreadyPendingCallError):
+            env.call_async("tag")
+        with pytest.raises(AlreadyPendingCallError):
+            env.set_attr("tag", 1)
+        with pytest.raises(NoAsyncCallError) as info:
+            env.step_wait()
+        assert info.value.name == "step"
+        obs, _ = env.reset_wait()
+        np.testing.assert_array_equal(obs[:, 2], [0, 0, 0])
+        with pytest.raises(NoAsyncCallError):
+            env.step_wait()
+        env.step_async(action)
+        with pytest.raises(AlreadyPendingCallError) as info:
+            env.step_async(action)
+        assert info.value.name == "step"
+        with pytest.raises(AlreadyPendingCallError):
+            env.reset_async(seed=0)
+        with pytest.raises(AlreadyPendingCallError):
+            env.reset(seed=0)
+        obs, *_ = env.step_wait()
+        np.testing.assert_array_equal(obs[:, 2], [1, 1, 1])
+        env.call_async("tag")
+        with pytest.raises(NoAsyncCallError) as info:
+            env.reset_wait()
+        assert env.call_wait() == (0, 1, 2)
+        with pytest.raises(ValueError, match="use `step` directly"):
+            env.call("step", action)
+    env.close()  # closing twice is fine
+    for call in (
+        lambda: env.step(action),
+        lambda: env.step_async(action),
+        lambda: env.step_wait(),
+        lambda: env.reset(),
+        lambda: env.reset_async(),
+        lambda: env.reset_wait(),
+        lambda: env.get_attr("tag"),
+        lambda: env.set_attr("tag", 1),
+    ):
+        with pytest.raises(ClosedEnvironmentError):
+            call()
+
+
+# --------------------------------------------------------------------------- differences
+
+
+def test_documented_differences_from_async_vector_env():
+    """Where BatchEnv differs from AsyncVectorEnv on purpose (README, "Autoreset contract")."""
+    options = {"reset_mask": np.array([True, False, True])}
+    results = {}
+    for impl in ("AsyncVectorEnv", "BatchEnv"):
+        with open_vec(impl, "dict", SAME) as env:
+            env.reset(seed=0)
+            steps = [env.step(actions_for("dict", k)) for k in range(3)]
+            caller_options = dict(options)
+            env.reset(options=caller_options)
+            results[impl] = steps, caller_options
+    (gym_steps, gym_options), (our_steps, our_options) = (
+        results["AsyncVectorEnv"],
+        results["BatchEnv"],
+    )
+    # 1. final_obs. Gymnasium: only in steps where an episode ended, an object array holding
+    # each finished env's own obs (None elsewhere).
+    assert "final_obs" not in gym_steps[0][4]
+    gym_final = gym_steps[2][4]["final_obs"]
+    assert gym_final.dtype == object and gym_final[1] is None
+    assert isinstance(gym_final[0], dict)
+    # BatchEnv: at every step, a dense batch in the structure of obs, equal to obs where no
+    # episode ended (here every env in step 1, env 1 in step 3).
+    obs, *_, infos = our_steps[0]
+    assert_tree_equal(infos["final_obs"], obs)
+    np.testing.assert_array_equal(infos["_final_obs"], [False, False, False])
+    obs, *_, infos = our_steps[2]
+    final = infos["final_obs"]
+    assert_tree_equal(final, expected_obs("dict", [(1, 3), (1, 3), (1, 3)]))
+    assert_tree_equal(final_obs_row(final, 1), final_obs_row(obs, 1))
+    # 2. Rewards: float64 in Gymnasium, float32 in BatchEnv (equal values here).
+    assert gym_steps[2][1].dtype == np.float64 and our_steps[2][1].dtype == np.float32
+    np.testing.assert_array_equal(gym_steps[2][1], our_steps[2][1])
+    # 3. reset_mask: Gymnasium pops it from the caller's options; BatchEnv leaves them alone.
+    assert "reset_mask" not in gym_options
+    assert our_options["reset_mask"] is options["reset_mask"]
