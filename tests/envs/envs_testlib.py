@@ -199,3 +199,41 @@ class SlowEnv(CountEnv):
     def step(self, action):
         time.sleep(self.delay)
         return super().step(action)
+
+
+class NestedEnv(gymnasium.Env):
+    """Dict observations ``{"pos": Box(3), "t": Discrete(8)}``; Tuple actions (Box(2), Discrete).
+
+    ``pos`` is ``[tag, episode, t]``; terminates at ``t == terminate_at``; the reward is the
+    sum of the action's leaves. ``reset_delay`` makes resets slow (seconds).
+    """
+
+    def __init__(self, tag: int = 0, terminate_at: int = 2, reset_delay: float = 0.0):
+        self.tag = tag
+        self.terminate_at = terminate_at
+        self.reset_delay = reset_delay
+        self.observation_space = spaces.Dict(
+            {"pos": spaces.Box(-np.inf, np.inf, (3,), np.float32), "t": spaces.Discrete(8)}
+        )
+        self.action_space = spaces.Tuple(
+            (spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.Discrete(3))
+        )
+        self.episode = 0
+        self.t = 0
+        self.last_action: Any = None
+
+    def _obs(self) -> dict[str, Any]:
+        return {"pos": np.array([self.tag, self.episode, self.t], np.float32), "t": self.t}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        time.sleep(self.reset_delay)
+        self.episode += 1
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.last_action = action
+        self.t += 1
+        reward = float(np.sum(action[0])) + float(action[1])
+        return self._obs(), reward, self.t >= self.terminate_at, False, {}

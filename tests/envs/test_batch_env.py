@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
+
 import gymnasium
 import numpy as np
 import psutil
 import pytest
-from envs_testlib import BigInfoEnv, BoolActionEnv, CountEnv, OtherSpaceEnv, TextInDictObsEnv
+from envs_testlib import (
+    BigInfoEnv,
+    BoolActionEnv,
+    CountEnv,
+    NestedEnv,
+    OtherSpaceEnv,
+    TextInDictObsEnv,
+)
+from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
@@ -321,3 +331,71 @@ def test_differing_spaces_name_the_env_and_what_differs(step_in_parent):
         assert message.endswith("\n[batchppo] raised while building env 1 in the parent process.")
     else:
         assert "\n[batchppo] builtins.ValueError raised by env 1 in worker 0 (pid " in message
+
+
+def test_step_arrays_with_nested_spaces_returns_the_obs_structure_and_dense_final_obs():
+    fns = [lambda i=i: NestedEnv(i, terminate_at=2 + i) for i in range(3)]
+    with BatchEnv(fns, num_workers=2) as env:
+        obs, _ = env.reset(seed=0)
+        assert set(obs) == {"pos", "t"} and obs["t"].dtype == np.int64
+        actions = (np.full((3, 2), 0.25, np.float32), np.array([0, 1, 2]))
+        env.step_arrays(actions)
+        obs, reward, terminated, _, final_obs = env.step_arrays(actions)
+        np.testing.assert_array_equal(reward, [0.5, 1.5, 2.5])
+        np.testing.assert_array_equal(terminated, [True, False, False])
+        np.testing.assert_array_equal(obs["pos"], [[0, 2, 0], [1, 1, 2], [2, 1, 2]])
+        np.testing.assert_array_equal(obs["t"], [0, 2, 2])
+        np.testing.assert_array_equal(final_obs["pos"], [[0, 1, 2], [1, 1, 2], [2, 1, 2]])
+        np.testing.assert_array_equal(final_obs["t"], [2, 2, 2])
+        seen = env.get_attr("last_action")
+        assert all(isinstance(a, tuple) and a[0].dtype == np.float32 for a in seen)
+        assert [int(a[1]) for a in seen] == [0, 1, 2]
+        # Fresh arrays: the envs' actions do not change with the next step's.
+        env.step_arrays((np.zeros((3, 2), np.float32), np.zeros(3, np.int64)))
+        np.testing.assert_array_equal(seen[0][0], [0.25, 0.25])
+    with BatchEnv(fns, num_workers=1, copy=False) as env:
+        obs, _ = env.reset(seed=0)
+        first = env.step_arrays(actions)
+        second = env.step_arrays(actions)
+        assert np.shares_memory(first[0]["pos"], second[0]["pos"])
+        assert np.shares_memory(first[4]["t"], second[4]["t"])
+
+
+def test_nested_actions_of_the_wrong_structure_shape_or_dtype_name_the_leaf():
+    with BatchEnv([lambda: NestedEnv()] * 2, num_workers=1) as env:
+        env.reset(seed=0)
+        good = (np.zeros((2, 2), np.float32), np.zeros(2, np.int64))
+        with pytest.raises(ValueError, match=r"actions\[0\]: actions must have shape \(2, 2\)"):
+            env.step((np.zeros((2, 3), np.float32), good[1]))
+        with pytest.raises(ValueError, match=r"actions\[1\]: actions must have an integer dtype"):
+            env.step((good[0], np.zeros(2)))
+        with pytest.raises(ValueError, match="must have the structure of the batched space"):
+            env.step((good[0],))
+        env.step(good)  # nothing was left pending by the failed calls
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED, "NextStep"])
+def test_step_arrays_needs_same_step_mode(mode):
+    with BatchEnv(count_fns(2), num_workers=1, autoreset_mode=mode) as env:
+        assert env.metadata["autoreset_mode"] == AutoresetMode(mode)
+        env.reset(seed=0)
+        with pytest.raises(RuntimeError, match="step_arrays needs autoreset_mode=SAME_STEP"):
+            env.step_arrays(np.zeros((2, 1), np.float32))
+        env.step(np.zeros((2, 1), np.float32))  # nothing was left pending
+    with pytest.raises(ValueError, match="AutoresetMode"):
+        BatchEnv(count_fns(2), num_workers=1, autoreset_mode="sometimes")
+
+
+def test_reset_wait_times_out_and_the_reset_stays_pending():
+    """Unlike AsyncVectorEnv, which abandons a call that timed out: call the wait again."""
+    fns = [lambda i=i: NestedEnv(i, reset_delay=0.3 if i == 1 else 0.0) for i in range(2)]
+    with BatchEnv(fns, num_workers=2) as env:
+        env.reset_async(seed=0)
+        with pytest.raises(mp.TimeoutError):
+            env.reset_wait(timeout=0.05)
+        with pytest.raises(AlreadyPendingCallError):
+            env.step_async((np.zeros((2, 2), np.float32), np.zeros(2, np.int64)))
+        obs, _ = env.reset_wait()
+        np.testing.assert_array_equal(obs["pos"], [[0, 1, 0], [1, 1, 0]])
+        env.call_async("tag")
+        assert env.call_wait(timeout=5) == (0, 1)
