@@ -15,6 +15,7 @@ from batchppo.envs.batch_env import (
     WorkerError,
 )
 from batchppo.envs.make import make, make_env_fn
+from batchppo.envs.worker import SpaceMismatchError
 from batchppo.envs.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidArgumentError",
     "RandomStart",
     "RangeNormalize",
+    "SpaceMismatchError",
     "WorkerDiedError",
     "WorkerError",
     "make",

@@ -45,6 +45,7 @@ __all__ = [
     "STATUS_OK",
     "EnvGroup",
     "Layout",
+    "SpaceMismatchError",
     "batch_infos",
     "describe_exception",
     "merge_info_parts",
@@ -531,7 +532,8 @@ def build_envs(
     ``batchppo_env_index``; the envs built so far are closed.
 
     Raises:
-        ValueError: An env's spaces differ from the expected ones (names the env index).
+        SpaceMismatchError: An env's spaces differ from the expected ones (names the env
+            index).
     """
     envs: list[gymnasium.Env] = []
     index = offset
@@ -552,10 +554,18 @@ def build_envs(
     return envs
 
 
+class SpaceMismatchError(ValueError, RuntimeError):
+    """An env's observation or action space differs from env 0's.
+
+    A ``ValueError``, and the ``RuntimeError`` that Gymnasium's ``AsyncVectorEnv`` raises in
+    this case, so code written for either catches it.
+    """
+
+
 def check_spaces(
     env: gymnasium.Env, index: int, spaces: tuple[gymnasium.Space, gymnasium.Space]
 ) -> None:
-    """Raises ValueError if ``env``'s observation or action space differs from ``spaces``.
+    """Raises SpaceMismatchError if ``env``'s observation or action space differs from ``spaces``.
 
     Args:
         env: The env to check.
@@ -563,14 +573,14 @@ def check_spaces(
         spaces: Env 0's ``(observation_space, action_space)``.
 
     Raises:
-        ValueError: Naming the env, both spaces and what differs between them.
+        SpaceMismatchError: Naming the env, both spaces and what differs between them.
     """
     for label, space, expected in (
         ("observation", env.observation_space, spaces[0]),
         ("action", env.action_space, spaces[1]),
     ):
         if space != expected:
-            raise ValueError(
+            raise SpaceMismatchError(
                 f"env {index} has {label} space {space}, but env 0 has {expected} "
                 f"({space_difference(space, expected)}); all envs of a batch need equal spaces."
             )

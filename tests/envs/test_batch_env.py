@@ -330,7 +330,10 @@ def test_differing_spaces_name_the_env_and_what_differs(step_in_parent):
     if step_in_parent:
         assert message.endswith("\n[batchppo] raised while building env 1 in the parent process.")
     else:
-        assert "\n[batchppo] builtins.ValueError raised by env 1 in worker 0 (pid " in message
+        assert (
+            "\n[batchppo] batchppo.envs.worker.SpaceMismatchError raised by env 1 in worker 0 (pid "
+            in message
+        )
 
 
 def test_step_arrays_with_nested_spaces_returns_the_obs_structure_and_dense_final_obs():

@@ -504,6 +504,12 @@ def test_async_pairs_and_out_of_order_calls(impl):
             call()
 
 
+def test_differing_spaces_are_a_runtime_error(impl):
+    fns = [lambda i=i: CountingEnv("box" if i != 1 else "discrete", i) for i in range(NUM_ENVS)]
+    with pytest.raises(RuntimeError):
+        IMPLS[impl](fns, SAME).close()
+
+
 # --------------------------------------------------------------------------- differences
 
 
