@@ -41,15 +41,11 @@ def _preset(**changes: Any) -> PPOConfig:
 
 
 def _mujoco(env: str, steps: int, **changes: Any) -> PPOConfig:
-    # The original's MuJoCo tasks: 1000-step episodes, its defaults otherwise. Evaluation and
-    # checkpoints every 2.5 % / 5 % of the budget keep the eval cost a few % of training.
+    # The original's MuJoCo tasks: 1000-step episodes, its defaults otherwise.
     return _preset(
         env=env,
         max_length=1000,
         steps=steps,
-        eval_every=steps // 40,
-        log_every=steps // 200,
-        checkpoint_every=steps // 20,
         **changes,
     )
 
@@ -77,9 +73,6 @@ def _brax(env: str, steps: int, **changes: Any) -> PPOConfig:
         init_mean_factor=0.01,
         steps=steps,
         eval_episodes=128,
-        eval_every=steps // 20,
-        log_every=steps // 200,
-        checkpoint_every=steps // 10,
         **changes,
     )
 
@@ -94,11 +87,12 @@ _CLIP: dict[str, Any] = dict(
     activation="tanh",
 )
 
-# Clipped PPO tuned for Pendulum (bench/train.py): 64 envs x 32 steps, 10 epochs x 16 minibatches
-# of 128, lr 2.5e-3 annealed to 0 over 100k steps. Over 12 seeds the mean-action eval first
-# reaches -200 after a median 20k steps (lr 1e-3 with 8 minibatches: 49k); the annealing then
-# settles the policy: final evals -237/-148/-157/-169/-217 over 5 seeds (without it, or with
-# this lr over 300k steps, some seeds collapse to -700).
+# Clipped PPO tuned for Pendulum: 64 envs x 32 steps, 10 epochs x 16 minibatches of 128, lr 1e-3
+# annealed to 0 over the budget. An update stops early once a minibatch's KL passes 1.5 x 0.02:
+# without that, the policy's std shrinks until each update moves it by a KL of 1-5 and the evals
+# swing between -150 and -900, the more the longer the budget. Rewards are scaled by the spread
+# of the discounted return. Final evals of pendulum_jax over seeds 0-2 (docs/benchmarks.md):
+# -154/-231/-165 at 100k steps, -137/-168/-180 at 400k.
 _PENDULUM_CLIP = _preset(
     **_CLIP,
     env="Pendulum-v1",
@@ -108,16 +102,53 @@ _PENDULUM_CLIP = _preset(
     rollout_length=32,
     update_epochs=10,
     num_minibatches=16,
-    learning_rate=2.5e-3,
+    learning_rate=1e-3,
     anneal_lr=True,
+    target_kl=0.02,
+    reward_scale="return",
     discount=0.9,
     init_std=1.0,
     steps=100_000,
     eval_episodes=16,
-    eval_every=10_000,
-    log_every=5_000,
-    checkpoint_every=25_000,
 )
+
+
+# Clipped PPO for the MuJoCo locomotion tasks at a 1M-step budget (docs/benchmarks.md): the
+# settings of Tianshou's MuJoCo PPO benchmark (many small updates per sample: 10 epochs of
+# minibatches of 64 over each 2048-step batch; 64x64 tanh networks; initial std 0.6; value
+# loss weight 0.25), over 16 envs in worker processes. Rewards are scaled by the spread of the
+# discounted return, which keeps value targets near unit scale; the learning rate anneals over
+# the budget.
+_LOCOMOTION: dict[str, Any] = dict(
+    _CLIP,
+    max_length=1000,
+    steps=1_000_000,
+    num_agents=16,
+    rollout_length=128,
+    update_epochs=10,
+    num_minibatches=32,
+    learning_rate=3e-4,
+    anneal_lr=True,
+    discount=0.99,
+    init_std=0.6,
+    reward_scale="return",
+    value_coef=0.25,
+    eval_episodes=16,
+)
+
+
+def _locomotion(env: str, **changes: Any) -> PPOConfig:
+    return _preset(**{**_LOCOMOTION, "env": env, **changes})
+
+
+_LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
+    "cheetah_fast": _locomotion("HalfCheetah-v5"),
+    "hopper_fast": _locomotion("Hopper-v5"),
+    "walker_fast": _locomotion("Walker2d-v5"),
+    "ant_fast": _locomotion("Ant-v5"),
+    "humanoid_fast": _locomotion("Humanoid-v5"),
+    "reacher_fast": _locomotion("Reacher-v5", max_length=50),
+}
 
 
 PRESETS: dict[str, PPOConfig] = {
@@ -139,9 +170,6 @@ PRESETS: dict[str, PPOConfig] = {
         init_mean_factor=0.01,
         steps=300_000,
         eval_episodes=16,
-        eval_every=25_000,
-        log_every=10_000,
-        checkpoint_every=50_000,
     ),
     # --- The original's tasks (Gymnasium envs in worker processes). -------------------------
     # batch_size 20 sequences of chunk_length 50 out of 30 episodes x 200 steps: 6 minibatches.
@@ -154,23 +182,10 @@ PRESETS: dict[str, PPOConfig] = {
         steps=200_000,
         network="feed_forward_categorical",
         normalize_ranges=False,
-        eval_every=20_000,
-        checkpoint_every=50_000,
     ),
     # --- Clipped PPO on Gymnasium envs in processes: the fastest host presets. ---------------
     "pendulum_fast": dataclasses.replace(_PENDULUM_CLIP, backend="process"),
-    "cheetah_fast": _mujoco(
-        "HalfCheetah-v5",
-        10_000_000,
-        num_agents=64,
-        rollout_length=64,
-        update_epochs=4,
-        num_minibatches=8,
-        learning_rate=3e-4,
-        discount=0.99,
-        init_std=1.0,
-        **_CLIP,
-    ),
+    **_LOCOMOTION_PRESETS,
     "reacher": _mujoco("Reacher-v5", 5_000_000, discount=0.985, update_every=60),
     "cheetah": _mujoco("HalfCheetah-v5", 10_000_000, discount=0.99),
     "walker": _mujoco("Walker2d-v5", 10_000_000),

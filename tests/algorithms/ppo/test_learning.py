@@ -1,5 +1,5 @@
 """Learning tests (CPU, a few minutes in total): CartPole and Pendulum with the fused gymnax
-driver, Pendulum with Gymnasium envs in worker processes."""
+driver, Pendulum and HalfCheetah with Gymnasium envs in worker processes."""
 
 import dataclasses
 
@@ -53,3 +53,14 @@ def test_gymnasium_pendulum_in_processes_improves():
     history = _train_until(config, -250.0, eval_every=10_240, episodes=8)
     # Untrained policies score about -1200 on Pendulum; demand a clear improvement.
     assert history[-1] >= history[0] + 300.0, history
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cheetah_fast_learns_halfcheetah_in_150k_steps():
+    # The shipped MuJoCo preset cut to 75 iterations (the learning rate anneals over the cut
+    # budget). Untrained policies score about -300 and CleanRL's PPO about 1450 after 1M steps;
+    # seeds 0-4 end at 1498, 2599, 1201, 2048 and 1439 here (docs/benchmarks.md).
+    config = dataclasses.replace(get_preset("cheetah_fast"), steps=153_600, num_workers=2)
+    history = _train_until(config, float("inf"), eval_every=config.steps, episodes=8)
+    assert history[-1] >= 1000.0, history

@@ -1,0 +1,183 @@
+"""Learning side by side on HalfCheetah-v5: SB3 PPO (rl-zoo hyperparameters) and ``cheetah_fast``.
+
+Both train for the same budget of env steps with the same seed, one after the other, each in a
+fresh Python process (imports, start-up and compilation included in its wall-clock), and are
+then scored the same way: the mean return of ``--episodes`` episodes with the mean action, on
+the env with its observation normaliser frozen. The script prints return and wall-clock for
+both and the ratios.
+
+SB3's settings are rl-baselines3-zoo's tuned ``HalfCheetah-v3`` entry in ``hyperparams/ppo.yml``
+(one env, VecNormalize on observations and rewards, n_steps 512, batch 64, 20 epochs,
+lr 2.0633e-5, clip 0.1, gamma 0.98, GAE 0.92, ent 4.0e-4, vf 0.58, grad norm 0.8,
+log_std_init -2, 256x256 ReLU without orthogonal init); the zoo reports 5819 +- 664 for it at
+1M steps on v3 (rl-baselines3-zoo benchmark.md). torch runs on the CPU with one thread per
+core.
+
+Examples:
+    python bench/learning.py                                  # 1M steps each (SB3: about an hour)
+    python bench/learning.py --steps 20000 --episodes 2       # smoke test
+    python bench/learning.py --only batchppo --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENV_ID = "HalfCheetah-v5"
+PRESET = "cheetah_fast"
+RUNNERS = ("sb3", "batchppo")
+
+
+def worker_sb3(steps: int, seed: int, episodes: int) -> dict:
+    """Trains SB3 PPO with the zoo's HalfCheetah settings; returns the final mean-action score."""
+    import gymnasium
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    start = time.monotonic()
+    torch.set_num_threads(os.cpu_count() or 1)
+    env = VecNormalize(make_vec_env(ENV_ID, n_envs=1, seed=seed))
+    model = PPO(
+        "MlpPolicy",
+        env,
+        n_steps=512,
+        batch_size=64,
+        n_epochs=20,
+        learning_rate=2.0633e-05,
+        clip_range=0.1,
+        gamma=0.98,
+        gae_lambda=0.92,
+        ent_coef=0.000401762,
+        vf_coef=0.58096,
+        max_grad_norm=0.8,
+        policy_kwargs=dict(
+            log_std_init=-2,
+            ortho_init=False,
+            activation_fn=torch.nn.ReLU,
+            net_arch=dict(pi=[256, 256], vf=[256, 256]),
+        ),
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
+    model.learn(total_timesteps=steps)
+    train_seconds = time.monotonic() - start
+    eval_env = VecNormalize(
+        make_vec_env(lambda: gymnasium.make(ENV_ID), n_envs=1, seed=seed + 10_007),
+        training=False,
+        norm_reward=False,
+    )
+    eval_env.obs_rms = env.obs_rms
+    returns, _ = evaluate_policy(
+        model, eval_env, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True
+    )
+    return {
+        "score": float(sum(returns) / len(returns)),
+        "returns": [float(r) for r in returns],
+        "train_seconds": train_seconds,
+    }
+
+
+def worker_batchppo(steps: int, seed: int, episodes: int) -> dict:
+    """Trains the ``cheetah_fast`` preset; returns the final mean-action score."""
+    import batchppo
+
+    start = time.monotonic()
+    result = batchppo.train(
+        PRESET,
+        overrides=[f"steps={steps}", f"seed={seed}", f"eval_episodes={episodes}", "eval_every=0"],
+        progress="none",
+    )
+    train_seconds = time.monotonic() - start
+    from batchppo.algorithms.ppo import Trainer
+
+    trainer = Trainer(result.config)
+    try:
+        evaluation = trainer.evaluate(result.train_state, episodes, _key(seed))
+    finally:
+        trainer.close()
+    return {
+        "score": float(evaluation["score"]),
+        "returns": [float(r) for r in evaluation["returns"]],
+        "train_seconds": train_seconds,
+    }
+
+
+def _key(seed: int):
+    import jax
+
+    return jax.random.key(seed + 10_007)
+
+
+def _spawn(runner: str, args: argparse.Namespace) -> dict:
+    command = [sys.executable, __file__, "_worker", runner]
+    command += [str(args.steps), str(args.seed), str(args.episodes)]
+    start = time.monotonic()
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-5:]
+        return {"error": f"exit {proc.returncode}: " + " | ".join(tail), "seconds": seconds}
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "seconds": seconds}
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_worker":
+        runner, steps, seed, episodes = sys.argv[2:]
+        worker = worker_sb3 if runner == "sb3" else worker_batchppo
+        print(json.dumps(worker(int(steps), int(seed), int(episodes))), flush=True)
+        return
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--steps", type=int, default=1_000_000, help="env steps of each run")
+    parser.add_argument("--seed", type=int, default=0, help="seed of both runs")
+    parser.add_argument("--episodes", type=int, default=10, help="final eval episodes")
+    parser.add_argument("--only", default=",".join(RUNNERS), help="runners: sb3,batchppo")
+    parser.add_argument("--timeout", type=float, default=4 * 3600, help="per-run timeout (s)")
+    parser.add_argument("--json", default="", help="also write the results to this file")
+    args = parser.parse_args()
+    runners = args.only.split(",")
+    unknown = sorted(set(runners) - set(RUNNERS))
+    if unknown:
+        parser.error(f"--only: unknown runners {unknown}; choose from {', '.join(RUNNERS)}")
+    print(
+        f"bench/learning.py: {ENV_ID}, {args.steps:,} steps, seed {args.seed}, "
+        f"{os.cpu_count()} cores; wall-clock includes start-up",
+        flush=True,
+    )
+    results = {}
+    for runner in runners:
+        results[runner] = res = _spawn(runner, args)
+        if "error" in res:
+            print(f"{runner}: FAILED after {res['seconds']:.0f} s: {res['error']}", flush=True)
+        else:
+            print(
+                f"{runner}: return {res['score']:.0f} (std over episodes "
+                f"{_std(res['returns']):.0f}), wall-clock {res['seconds'] / 60:.1f} min",
+                flush=True,
+            )
+    if all(r in results and "score" in results[r] for r in RUNNERS):
+        sb3, ours = results["sb3"], results["batchppo"]
+        print(f"ratio return batchppo / sb3 = {ours['score'] / sb3['score']:.2f}")
+        print(f"ratio wall-clock batchppo / sb3 = {ours['seconds'] / sb3['seconds']:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def _std(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+
+
+if __name__ == "__main__":
+    main()
