@@ -147,8 +147,12 @@ class CountingEnv(gymnasium.Env):
         return obs, reward, terminated, truncated, {"t": self.t}
 
 
+# The test process runs JAX's threads (other tests import it), and forking a multithreaded
+# process can deadlock the child: Gymnasium's default context on Linux is fork.
+_CONTEXT = "forkserver"
+
 IMPLS = {
-    "AsyncVectorEnv": lambda fns, mode: AsyncVectorEnv(fns, autoreset_mode=mode),
+    "AsyncVectorEnv": lambda fns, mode: AsyncVectorEnv(fns, autoreset_mode=mode, context=_CONTEXT),
     "BatchEnv": lambda fns, mode: BatchEnv(fns, num_workers=2, autoreset_mode=mode),
     "BatchEnv-parent": lambda fns, mode: BatchEnv(
         fns, num_workers=2, step_in_parent=True, autoreset_mode=mode
