@@ -4,6 +4,9 @@ Each actor holds ``K`` envs stepped by the same :class:`~batchppo.envs.worker.En
 BatchEnv worker (same-step autoreset, dense ``final_obs``); a step sends each actor its slice
 of the actions and gathers its arrays through Ray's object store. Slower per step than
 :class:`~batchppo.envs.BatchEnv` on one machine; use it when the envs do not fit on one.
+
+Resources: each actor asks Ray for ``num_cpus`` (half a CPU by default) and the actors must
+start within ``startup_timeout``; otherwise :class:`RayResourcesError` names what is missing.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing as mp
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -32,7 +37,46 @@ from batchppo.envs.batch_env import (
 from batchppo.envs.spaces import is_leaf
 from batchppo.envs.worker import EnvGroup, Layout, build_envs, merge_info_parts
 
-__all__ = ["RayBatchEnv"]
+__all__ = ["DEFAULT_NUM_CPUS", "DEFAULT_STARTUP_TIMEOUT", "RayBatchEnv", "RayResourcesError"]
+
+# Half a CPU per actor. A trainer holds two RayBatchEnvs at once, the training env and the
+# eval env, each with one actor per CPU by default, and steps only one of them at a time: at
+# a whole CPU each, the eval env's actors could never be placed on a local Ray, whose CPUs
+# the training env already holds, and its construction waited for ever (issue 12). At half a
+# CPU the two fit side by side, and the CPUs Ray books still match the work done at once.
+DEFAULT_NUM_CPUS = 0.5
+# Long enough for Ray to start worker processes on a loaded machine or a cluster to add a
+# node; short enough that a request the cluster cannot meet ends in an error, not a hang.
+DEFAULT_STARTUP_TIMEOUT = 60.0
+
+# Ray clusters started by this module (their GCS addresses): no autoscaler serves them and only
+# this process uses them, so what the live RayBatchEnvs below hold is all that is taken.
+_OWN_CLUSTERS: set[str] = set()
+# The resources each live RayBatchEnv's actors hold; weak, because Ray ends the actors of an
+# env that is dropped without ``close()``.
+_HELD: weakref.WeakKeyDictionary[RayBatchEnv, dict[str, float]] = weakref.WeakKeyDictionary()
+_HELD_LOCK = threading.Lock()
+
+
+class RayResourcesError(RuntimeError):
+    """The Ray cluster cannot place a RayBatchEnv's actors; the one-line message says what
+    they ask for, what the cluster has and how to fit them."""
+
+
+def _actor_demand(options: dict[str, Any]) -> dict[str, float]:
+    """The resources one actor asks for, keyed as ``ray.cluster_resources()`` keys them."""
+    demand = {"CPU": float(options.get("num_cpus", 1) or 0)}
+    if options.get("num_gpus"):
+        demand["GPU"] = float(options["num_gpus"])
+    if options.get("memory"):
+        demand["memory"] = float(options["memory"])
+    for name, amount in (options.get("resources") or {}).items():
+        demand[name] = float(amount)
+    return {k: v for k, v in demand.items() if v > 0}
+
+
+def _fmt(resources: dict[str, float]) -> str:
+    return "{" + ", ".join(f"{k}: {v:g}" for k, v in sorted(resources.items())) + "}"
 
 
 class _EnvActor:
@@ -97,10 +141,17 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         num_workers: Number of actors; default: the CPUs of the Ray cluster.
         envs_per_worker: Envs per actor; default ``ceil(num_envs / num_workers)``.
         copy: Accepted for API parity; arrays returned are always fresh.
-        actor_options: Passed to ``ray.remote`` (e.g. ``{"num_cpus": 1}``, the default).
+        num_cpus: CPUs each actor asks Ray for; fractions share a CPU (see
+            ``DEFAULT_NUM_CPUS`` for why the default is half of one).
+        startup_timeout: Seconds to wait for the actors to start (None: for ever); Ray
+            queues an actor it cannot place rather than failing it.
+        actor_options: Passed to ``ray.remote``; its ``num_cpus`` wins over ``num_cpus``.
 
     Raises:
         ImportError: Ray is not installed (``pip install batchppo[ray]``).
+        RayResourcesError: The actors cannot be placed: at once when this env started the
+            local Ray and the envs of this process already hold what it needs, otherwise
+            after ``startup_timeout``.
     """
 
     def __init__(
@@ -110,6 +161,8 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         envs_per_worker: int | None = None,
         *,
         copy: bool = True,
+        num_cpus: float = DEFAULT_NUM_CPUS,
+        startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT,
         actor_options: dict[str, Any] | None = None,
     ):
         import ray
@@ -120,8 +173,14 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         env_fns = list(env_fns)
         if not env_fns:
             raise ValueError("RayBatchEnv needs at least one env function; got an empty list.")
+        if startup_timeout is not None and not startup_timeout > 0:
+            raise ValueError(f"startup_timeout must be > 0 or None; got {startup_timeout!r}.")
+        options = {"num_cpus": num_cpus, **(actor_options or {})}
+        if not options["num_cpus"] >= 0:
+            raise ValueError(f"num_cpus must be >= 0; got {options['num_cpus']!r}.")
         if not ray.is_initialized():
             ray.init()
+            _OWN_CLUSTERS.add(ray.get_runtime_context().gcs_address)
         self.num_envs = n = len(env_fns)
         workers = num_workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         per = envs_per_worker or math.ceil(n / workers)
@@ -143,7 +202,11 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         self.action_space = batch_space(act_space, n)
         self.copy = copy
         discrete = isinstance(act_space, gym_spaces.Discrete)
-        actor_cls = ray.remote(**(actor_options or {"num_cpus": 1}))(_EnvActor)
+        demand = {k: v * len(self._ranges) for k, v in _actor_demand(options).items()}
+        self._check_resources(demand)
+        actor_cls = ray.remote(**options)(_EnvActor)
+        with _HELD_LOCK:
+            _HELD[self] = demand
         for start, stop in self._ranges:
             payload = cloudpickle.dumps((env_fns[start:stop], (obs_space, act_space), discrete))
             self._actors.append(actor_cls.remote(payload, start))
@@ -152,10 +215,68 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         self._pending: list[Any] | None = None
         self._want_info = False
         try:
-            self._get([a.call.remote("spec", (), {}) for a in self._actors])  # construction
+            self._await_start(demand, startup_timeout)
         except BaseException:
             self.close()
             raise
+
+    def _check_resources(self, demand: dict[str, float]) -> None:
+        """Fails at once when the actors can never be placed on a Ray this module started.
+
+        Such a cluster has no autoscaler and serves only this process, so its totals less
+        what this process's live RayBatchEnvs hold is exactly what is left. Elsewhere Ray may
+        free or add resources, and ``_await_start`` waits for them instead.
+        """
+        ray = self._ray
+        if ray.get_runtime_context().gcs_address not in _OWN_CLUSTERS:
+            return
+        total = ray.cluster_resources()
+        with _HELD_LOCK:
+            held = list(_HELD.values())
+        free = {k: total.get(k, 0.0) - sum(h.get(k, 0.0) for h in held) for k in demand}
+        if any(free[k] < amount - 1e-6 for k, amount in demand.items()):
+            raise RayResourcesError(
+                f"{self._want(demand)}, but the local Ray started by batchppo has "
+                f"{_fmt({k: total.get(k, 0.0) for k in demand})}, of which the other Ray envs "
+                f"of this process leave {_fmt(free)}; {self._hint()}"
+            )
+
+    def _await_start(self, demand: dict[str, float], timeout: float | None) -> None:
+        """Waits for every actor's construction, up to ``timeout`` seconds."""
+        ray = self._ray
+        refs = [a.call.remote("spec", (), {}) for a in self._actors]
+        try:
+            self._get(refs, timeout)
+        except mp.TimeoutError:
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            # Actors still waiting for resources would never answer ``close``: kill them now
+            # so that ``close`` only waits for the ones that started.
+            started = {ref.hex() for ref in ready}
+            for actor, ref in zip(list(self._actors), refs, strict=True):
+                if ref.hex() not in started:
+                    with contextlib.suppress(Exception):
+                        ray.kill(actor)
+                    self._actors.remove(actor)
+            raise RayResourcesError(
+                f"{self._want(demand)}, but {len(refs) - len(ready)} of {len(refs)} did not "
+                f"start within {timeout:g} s; the cluster has "
+                f"{_fmt({k: ray.available_resources().get(k, 0.0) for k in demand})} available "
+                f"of {_fmt({k: ray.cluster_resources().get(k, 0.0) for k in demand})}; "
+                f"{self._hint()} (or raise startup_timeout)"
+            ) from None
+
+    def _want(self, demand: dict[str, float]) -> str:
+        return (
+            f"RayBatchEnv: {len(self._ranges)} Ray env actors for {self.num_envs} envs "
+            f"need {_fmt(demand)}"
+        )
+
+    @staticmethod
+    def _hint() -> str:
+        return (
+            "lower num_workers or num_cpus per actor, close other Ray envs, or give Ray more "
+            "resources"
+        )
 
     def _get(self, refs: list[Any], timeout: float | None = None) -> list[Any]:
         ray = self._ray
@@ -290,6 +411,8 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             with contextlib.suppress(Exception):
                 ray.kill(actor)
         self._actors = []
+        with _HELD_LOCK:
+            _HELD.pop(self, None)
 
     def __enter__(self) -> RayBatchEnv:
         return self

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from envs_testlib import CountEnv, FaultyEnv
@@ -11,16 +13,39 @@ from gymnasium.wrappers import TimeLimit
 ray = pytest.importorskip("ray")
 
 from batchppo.envs import BatchEnv  # noqa: E402
-from batchppo.envs.ray_env import RayBatchEnv  # noqa: E402
+from batchppo.envs.ray_env import RayBatchEnv, RayResourcesError  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
 
 
+def ray_children() -> list[str]:
+    """Names of this process's Ray daemons and workers still running."""
+    psutil = pytest.importorskip("psutil")
+    names = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            name = " ".join(child.cmdline()) or child.name()
+        except psutil.Error:
+            continue
+        if any(part in name for part in ("raylet", "gcs_server", "ray::", "default_worker")):
+            names.append(name)
+    return names
+
+
+def wait_no_ray_children(timeout: float = 10.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while (left := ray_children()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
 @pytest.fixture(scope="module")
 def local_ray():
+    assert not ray.is_initialized(), "an earlier test left Ray running"
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+    assert not wait_no_ray_children(), "Ray processes outlived ray.shutdown()"
 
 
 def fns():
@@ -73,3 +98,29 @@ def test_make_ray_backend(local_ray):
         obs, _, _, truncated, final_obs = env.step_arrays(np.zeros((3, 1)))
         np.testing.assert_array_equal(truncated, [True] * 3)
         assert not np.array_equal(obs, final_obs)
+
+
+def test_train_and_eval_envs_fit_side_by_side(local_ray):
+    # Issue 12: a trainer's training and eval envs each take one actor per CPU by default;
+    # at a whole CPU per actor the second env's actors could never be placed and it hung.
+    with RayBatchEnv(fns()) as train_env, RayBatchEnv(fns()[:2]) as eval_env:
+        assert len(train_env._actors) == len(eval_env._actors) == 2
+        assert train_env.reset(seed=0)[0].shape[0] == 3
+        assert eval_env.reset(seed=0)[0].shape[0] == 2
+
+
+def test_unplaceable_actors_raise_a_typed_error_within_the_timeout(local_ray):
+    start = time.monotonic()
+    with pytest.raises(RayResourcesError, match=r"need \{CPU: 3\}.*did not start within 1 s"):
+        RayBatchEnv(fns(), num_workers=1, num_cpus=3, startup_timeout=1.0)
+    assert time.monotonic() - start < 10  # not the 5 s close() gives actors that started
+    # The queued actor was killed, not left to grab the CPUs later: a full-size env fits.
+    with RayBatchEnv(fns(), num_workers=2, num_cpus=1, startup_timeout=30) as env:
+        env.reset(seed=0)
+
+
+def test_bad_resource_settings():
+    with pytest.raises(ValueError, match="startup_timeout"):
+        RayBatchEnv(fns(), startup_timeout=0)
+    with pytest.raises(ValueError, match="num_cpus"):
+        RayBatchEnv(fns(), num_cpus=-1)
