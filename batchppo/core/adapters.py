@@ -10,8 +10,9 @@
   inside ``jit`` and ``lax.scan``: the ``InGraphBatchEnv`` of the original Batch PPO.
 * :func:`make_env`: the one factory the trainer uses, by backend name.
 
-Range normalisation (``normalize_ranges``) follows the host wrappers' formulas so presets
-transfer between backends: each observation dimension with both bounds finite is mapped by
+Range normalisation (``normalize_ranges``) applies the maps of :mod:`batchppo.envs.ranges`,
+which the host wrapper ``RangeNormalize`` uses too, so presets transfer between backends: each
+observation dimension with a finite range (in float32) is mapped by
 ``2 * (obs - low) / (high - low) - 1``; Box actions are clipped to ``[-1, 1]`` and mapped by
 ``low + (a + 1) / 2 * (high - low)``.
 """
@@ -29,6 +30,7 @@ from flax import struct
 from jax.experimental import io_callback
 
 from batchppo.core.env import Env, EnvSpec, StepResult
+from batchppo.envs.ranges import range_map
 
 HOST_BACKENDS = ("process", "sync", "ray")
 BACKENDS = ("gymnax", "brax", *HOST_BACKENDS)
@@ -39,36 +41,17 @@ _NO_LIMIT = 2**30
 
 
 # ---------------------------------------------------------------------------------------------
-# Range normalisation (shared formulas)
+# Range normalisation (the rule and maps live in batchppo.envs.ranges)
 # ---------------------------------------------------------------------------------------------
 
 
-def bounded_dims(low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """Mask of the dimensions that range normalisation rescales.
+def range_normalize_obs(obs: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
+    """Maps the bounded dims of ``obs`` from ``[low, high]`` to ``[-1, 1]`` (range normalisation).
 
-    A dimension is bounded when both bounds are finite and so is its float32 range
-    ``high - low``: spaces such as CartPole's mark "unbounded" with ``float32.max``, whose
-    range overflows, and rescaling by it would erase the observation.
-
-    Args:
-        low: Lower bounds.
-        high: Upper bounds (same shape).
-
-    Returns:
-        A bool array of the bounds' shape.
-    """
-    low = np.asarray(low, np.float64)
-    high = np.asarray(high, np.float64)
-    span = high - low
-    with np.errstate(over="ignore", invalid="ignore"):
-        span32 = span.astype(np.float32)
-    return np.isfinite(low) & np.isfinite(high) & np.isfinite(span32) & (span > 0)
-
-
-def normalize_obs(obs: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
-    """Maps the bounded dimensions of ``obs`` from ``[low, high]`` to ``[-1, 1]``.
-
-    Dimensions without two finite bounds pass unchanged. Computed in float32.
+    Applies the float32 arrays of :func:`batchppo.envs.ranges.range_map`, the rule and maps the
+    host wrapper ``RangeNormalize`` uses: ``2 * (obs - low) / (high - low) - 1`` on dims with
+    a finite range; other dims pass unchanged. Not to be confused with ``PPO.normalize_obs``
+    (running statistics).
 
     Args:
         obs: Observations of shape ``(..., *low.shape)``.
@@ -78,22 +61,20 @@ def normalize_obs(obs: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Arra
     Returns:
         float32 observations of the same shape.
     """
-    mask = bounded_dims(low, high)
+    ranges = range_map(low, high, np.float32)
     obs = jnp.asarray(obs, jnp.float32)
-    if not mask.any():
+    if not ranges.any:
         return obs
-    # Unbounded dimensions get a harmless dummy range so no inf/nan is ever computed there.
-    lo = np.where(mask, low, 0.0).astype(np.float32)
-    span = np.where(mask, np.asarray(high, np.float64) - np.asarray(low, np.float64), 2.0)
-    span = span.astype(np.float32)
-    scaled = 2.0 * (obs - lo) / span - 1.0
-    return jnp.where(mask, scaled, obs)
+    return (obs - ranges.low) / ranges.half_span - ranges.one
 
 
 def denormalize_action(action: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
-    """Clips an agent's Box action to ``[-1, 1]`` and maps it to ``[low, high]``.
+    """Clips an agent's Box action to the normalised bounds and maps it to ``[low, high]``.
 
-    Dimensions without two finite bounds pass unchanged (and unclipped).
+    Applies the float32 arrays of :func:`batchppo.envs.ranges.range_map`, as the host wrapper
+    ``RangeNormalize`` does: actions are clipped to ``[-1, 1]`` on dims with a finite range
+    and to the env's own bounds elsewhere, then mapped by ``low + (a + 1) / 2 * (high - low)``
+    on dims with a finite range.
 
     Args:
         action: Actions of shape ``(..., *low.shape)``.
@@ -103,24 +84,18 @@ def denormalize_action(action: jax.Array, low: np.ndarray, high: np.ndarray) -> 
     Returns:
         float32 actions in the env's range.
     """
-    mask = bounded_dims(low, high)
+    ranges = range_map(low, high, np.float32)
     action = jnp.asarray(action, jnp.float32)
-    if not mask.any():
+    if not ranges.any:
         return action
-    lo = np.where(mask, low, -1.0).astype(np.float32)
-    span = np.where(mask, np.asarray(high, np.float64) - np.asarray(low, np.float64), 2.0)
-    span = span.astype(np.float32)
-    mapped = lo + (jnp.clip(action, -1.0, 1.0) + 1.0) / 2.0 * span
-    return jnp.where(mask, mapped, action)
+    action = jnp.clip(action, ranges.unit_low, ranges.unit_high)
+    return ranges.low + (action + ranges.one) * ranges.half_span
 
 
 def _normalized_bounds(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The bounds after normalisation: [-1, 1] on bounded dims, unchanged elsewhere."""
-    mask = bounded_dims(low, high)
-    return (
-        np.where(mask, -1.0, low).astype(np.float32),
-        np.where(mask, 1.0, high).astype(np.float32),
-    )
+    ranges = range_map(low, high, np.float32)
+    return ranges.unit_low, ranges.unit_high
 
 
 def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
@@ -329,7 +304,7 @@ class GymnaxEnv(_PureJaxEnv):
     def _observe(self, obs: jax.Array) -> jax.Array:
         obs = jnp.asarray(obs, jnp.float32).reshape((-1, *self._spec.obs_shape))
         if self._normalize:
-            obs = normalize_obs(obs, *self._raw_obs_bounds)
+            obs = range_normalize_obs(obs, *self._raw_obs_bounds)
         return obs
 
     def _env_action(self, action: jax.Array) -> jax.Array:

@@ -5,10 +5,11 @@ Gymnasium already has ``TimeLimit`` (the original's LimitDuration), ``ClipAction
 are written here:
 
 * :class:`RangeNormalize`: finite observation bounds to ``[-1, 1]``; actions from ``[-1, 1]``
-  to the env's finite bounds. The formulas are part of the contract (a pure-JAX adapter
-  reproduces them): ``obs' = 2 * (obs - low) / (high - low) - 1`` on every observation dim with
-  both bounds finite, and ``action = low + (a + 1) / 2 * (high - low)`` on every action dim with
-  both bounds finite; other dims pass unchanged. (Gymnasium's ``RescaleAction`` and
+  to the env's finite bounds. The formulas are part of the contract (the pure-JAX adapters
+  apply the same maps): ``obs' = 2 * (obs - low) / (high - low) - 1`` on every observation dim
+  with a finite range, and ``action = low + (a + 1) / 2 * (high - low)`` on every such action
+  dim; other dims pass unchanged. Which dims have a finite range, and the maps themselves, are
+  defined once in :mod:`batchppo.envs.ranges`. (Gymnasium's ``RescaleAction`` and
   ``RescaleObservation`` need all bounds finite, so they cannot express this.)
 * :class:`ConvertTo32Bit`: float64 -> float32 and int64 -> int32 observations, float32 rewards,
   int32 discrete actions; non-finite observations or rewards raise ``ValueError``.
@@ -26,6 +27,8 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import FrameStackObservation
 
+from batchppo.envs.ranges import RangeMap, range_map
+
 __all__ = [
     "ActionRepeat",
     "ConvertTo32Bit",
@@ -36,61 +39,31 @@ __all__ = [
 ]
 
 
-def _finite_dims(space: spaces.Box) -> np.ndarray:
-    """Dims with both bounds finite and a non-empty range (those that get normalised)."""
-    low, high = space.low, space.high
-    return np.isfinite(low) & np.isfinite(high) & (high > low)
-
-
-def _unit_map(
-    space: gymnasium.Space,
-) -> tuple[np.ndarray | None, np.ndarray, np.ndarray, spaces.Box] | None:
-    """The affine map of a Box's finite dims onto ``[-1, 1]``, or None if there is nothing to map.
-
-    Returns:
-        ``(mask, low, span, unit_space)``: ``mask`` is None when every dim is mapped; ``low`` and
-        ``span`` are 0 and 1 on the unmapped dims; ``unit_space`` has ``[-1, 1]`` bounds on the
-        mapped dims and the original bounds elsewhere.
-    """
+def _box_map(space: gymnasium.Space) -> RangeMap | None:
+    """The range map of a Box in its own dtype, or None if it normalises no dim."""
     if not isinstance(space, spaces.Box):
         return None
-    mask = _finite_dims(space)
-    if not mask.any():
-        return None
-    dtype = space.dtype
-    unit_space = spaces.Box(
-        np.where(mask, -1, space.low).astype(dtype),
-        np.where(mask, 1, space.high).astype(dtype),
-        dtype=dtype,
-    )
-    return (
-        None if mask.all() else mask,
-        np.where(mask, space.low, 0).astype(dtype),
-        np.where(mask, space.high - space.low, 1).astype(dtype),
-        unit_space,
-    )
+    ranges = range_map(space.low, space.high, space.dtype)
+    return ranges if ranges.any else None
 
 
-def _affine(
-    mask: np.ndarray | None, low: np.ndarray, span: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(low, half_span, one)`` of the maps: ``span / 2`` and 1 on mapped dims; 0, 1, 0 else."""
-    if mask is None:
-        return low, span / 2, np.ones_like(low)
-    return low, np.where(mask, span / 2, 1).astype(low.dtype), mask.astype(low.dtype)
+def _unit_space(ranges: RangeMap, dtype: np.dtype) -> spaces.Box:
+    """The Box after normalisation: ``[-1, 1]`` on normalised dims, the old bounds elsewhere."""
+    return spaces.Box(ranges.unit_low, ranges.unit_high, dtype=dtype)
 
 
 class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """Normalises finite observation bounds to ``[-1, 1]`` and maps actions from ``[-1, 1]``.
 
-    See the module docstring for the exact formulas. Non-Box spaces and dims with an infinite
-    bound pass unchanged. With ``clip_actions`` (default), actions are first clipped to the
-    wrapper's action space, as Gymnasium's ``ClipAction`` outside this wrapper would, and the
-    action space keeps its finite ``[-1, 1]`` bounds.
+    See the module docstring for the exact formulas. Non-Box spaces and dims without a finite
+    range (an infinite bound, or a span that overflows float32, such as CartPole's
+    ``±float32.max``) pass unchanged. With ``clip_actions`` (default), actions are first
+    clipped to the wrapper's action space, as Gymnasium's ``ClipAction`` outside this wrapper
+    would, and the action space keeps its finite ``[-1, 1]`` bounds.
 
-    The maps are precomputed per dim so that a step costs a few NumPy calls, with results
-    bitwise equal to the formulas: ``(obs - low) / (span / 2) - 1`` is ``2 (obs - low) / span
-    - 1`` (halving is exact), and unmapped dims go through ``(x - 0) / 1 - 0``, which is ``x``.
+    The maps are :class:`batchppo.envs.ranges.RangeMap` arrays precomputed per dim in the
+    space's dtype, so that a step costs a few NumPy calls, with results bitwise equal to the
+    formulas.
 
     Args:
         env: The env to wrap.
@@ -110,37 +83,30 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
             self, observations=observations, actions=actions, clip_actions=clip_actions
         )
         gymnasium.Wrapper.__init__(self, env)
-        obs_map = _unit_map(env.observation_space) if observations else None
-        self._normalise_obs = obs_map is not None
-        if obs_map is not None:
-            mask, low, span, self.observation_space = obs_map
-            self._obs_low, self._obs_half_span, self._obs_one = _affine(mask, low, span)
-        act_map = _unit_map(env.action_space) if actions else None
-        self._rescale_actions = act_map is not None
+        self._obs_map = _box_map(env.observation_space) if observations else None
+        if self._obs_map is not None:
+            self.observation_space = _unit_space(self._obs_map, env.observation_space.dtype)
+        self._act_map = _box_map(env.action_space) if actions else None
         self._clip_actions = bool(clip_actions)
-        if act_map is not None:
-            mask, low, span, self.action_space = act_map
-            self._act_low, self._act_half_span, self._act_one = _affine(mask, low, span)
-            self._act_clip = (self.action_space.low, self.action_space.high)
+        if self._act_map is not None:
+            self.action_space = _unit_space(self._act_map, env.action_space.dtype)
 
     @property
     def rescales_actions(self) -> bool:
         """Whether actions are rescaled (and, with ``clip_actions``, clipped) here."""
-        return self._rescale_actions
+        return self._act_map is not None
 
     def observation(self, obs: np.ndarray) -> np.ndarray:
-        """``2 * (obs - low) / (high - low) - 1`` on the finite dims."""
-        if not self._normalise_obs:
+        """``2 * (obs - low) / (high - low) - 1`` on the dims with a finite range."""
+        if self._obs_map is None:
             return obs
-        return (obs - self._obs_low) / self._obs_half_span - self._obs_one
+        return self._obs_map.normalize(obs)
 
     def action(self, action: np.ndarray) -> np.ndarray:
-        """``low + (a + 1) / 2 * (high - low)`` on the finite dims, after clipping."""
-        if not self._rescale_actions:
+        """``low + (a + 1) / 2 * (high - low)`` on the dims with a finite range, after clipping."""
+        if self._act_map is None:
             return action
-        if self._clip_actions:
-            action = np.minimum(np.maximum(action, self._act_clip[0]), self._act_clip[1])
-        return self._act_low + (action + self._act_one) * self._act_half_span
+        return self._act_map.denormalize(action, clip=self._clip_actions)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps with the rescaled action; returns the normalised observation."""

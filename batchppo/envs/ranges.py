@@ -1,0 +1,142 @@
+"""Range normalisation: the one rule every backend uses, as precomputed per-dim arrays.
+
+Both the host wrapper (:class:`batchppo.envs.wrappers.RangeNormalize`) and the pure-JAX
+adapters (:mod:`batchppo.core.adapters`) build a :class:`RangeMap` here and apply its arrays,
+the wrapper with NumPy and the adapters with ``jnp``, so a policy trained on one backend sees
+the same observations and sends the same actions on another.
+
+The rule:
+
+* A dim is *normalised* when, in float32, both bounds are finite, ``high > low`` and the
+  span ``high - low`` is at most ``2**127`` (:func:`bounded_dims`). The test is made in
+  float32, the precision the learner works in, so every backend agrees whatever the space's
+  dtype. Wider spans mark "unbounded": CartPole's ``±float32.max``, whose span overflows, or
+  ``[0, float32.max]``. Rescaling by them would erase the observation, and beyond ``2**127``
+  the reciprocal ``2 / span``, which XLA multiplies by in place of dividing, is a subnormal
+  that CPUs flush to zero.
+* Observations: ``2 * (x - low) / (high - low) - 1`` on normalised dims, unchanged elsewhere.
+* Actions: clipped to the normalised action space (``[-1, 1]`` on normalised dims, the env's
+  own bounds elsewhere), then ``low + (a + 1) / 2 * (high - low)`` on normalised dims.
+
+The arrays make both maps one expression over all dims, with no per-dim select:
+``(x - low) / half_span - one`` and ``low + (a + one) * half_span``, where ``half_span`` is
+``(high - low) / 2`` and ``one`` is 1 on normalised dims, and ``low``, ``half_span``, ``one``
+are 0, 1, 0 elsewhere, so other dims go through ``(x - 0) / 1 - 0``, which is ``x``. In NumPy
+this is bitwise the formulas above: halving is exact, so ``(x - low) / (span / 2)`` is
+``2 * (x - low) / span`` and ``(a + 1) * (span / 2)`` is ``(a + 1) / 2 * span``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["RangeMap", "bounded_dims", "range_map"]
+
+# The widest span that is normalised: 2 / span is then still a normal float32.
+_MAX_SPAN = np.float32(2.0**127)
+
+
+def bounded_dims(low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Mask of the dims that range normalisation rescales.
+
+    A dim is bounded when, in float32, both bounds are finite, ``high > low`` and the span
+    ``high - low`` is at most ``2**127`` (see the module docstring).
+
+    Args:
+        low: Lower bounds (any float or int dtype).
+        high: Upper bounds (same shape).
+
+    Returns:
+        A bool array of the bounds' shape.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        low32 = np.asarray(low).astype(np.float32)
+        high32 = np.asarray(high).astype(np.float32)
+        span32 = high32 - low32
+    return np.isfinite(low32) & np.isfinite(high32) & (high32 > low32) & (span32 <= _MAX_SPAN)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RangeMap:
+    """The per-dim affine maps of range normalisation for one Box (see the module docstring).
+
+    Every array has the Box's shape and the dtype the map was built for.
+
+    Attributes:
+        mask: bool, the dims that are normalised.
+        low: The lower bound on normalised dims, 0 elsewhere.
+        half_span: ``(high - low) / 2`` on normalised dims, 1 elsewhere.
+        one: 1 on normalised dims, 0 elsewhere.
+        unit_low: Lower bounds after normalisation: -1 on normalised dims, ``low`` elsewhere.
+        unit_high: Upper bounds after normalisation: 1 on normalised dims, ``high`` elsewhere.
+    """
+
+    mask: np.ndarray
+    low: np.ndarray
+    half_span: np.ndarray
+    one: np.ndarray
+    unit_low: np.ndarray
+    unit_high: np.ndarray
+
+    @property
+    def any(self) -> bool:
+        """Whether any dim is normalised (otherwise both maps are the identity)."""
+        return bool(self.mask.any())
+
+    def normalize(self, x: np.ndarray) -> np.ndarray:
+        """``2 * (x - low) / (high - low) - 1`` on normalised dims; ``x`` elsewhere.
+
+        Args:
+            x: Values of shape ``(..., *mask.shape)``.
+
+        Returns:
+            The normalised values (NumPy's result dtype of ``x`` and the map's arrays).
+        """
+        return (x - self.low) / self.half_span - self.one
+
+    def denormalize(self, a: np.ndarray, clip: bool = True) -> np.ndarray:
+        """Clips ``a`` to ``[unit_low, unit_high]``, then ``low + (a + 1) / 2 * (high - low)``.
+
+        Args:
+            a: Agent actions of shape ``(..., *mask.shape)``.
+            clip: Whether to clip to the normalised bounds first.
+
+        Returns:
+            Actions in the env's range on normalised dims; ``a`` (clipped) elsewhere.
+        """
+        if clip:
+            a = np.minimum(np.maximum(a, self.unit_low), self.unit_high)
+        return self.low + (a + self.one) * self.half_span
+
+
+def range_map(low: np.ndarray, high: np.ndarray, dtype: npt.DTypeLike = None) -> RangeMap:
+    """Builds the :class:`RangeMap` of a Box with bounds ``low`` and ``high``.
+
+    Args:
+        low: Lower bounds.
+        high: Upper bounds (same shape).
+        dtype: dtype of the map's arrays (and of the span, computed as ``high - low`` in it);
+            None: the dtype of ``low``. A host wrapper passes the space's dtype, the JAX
+            adapters float32.
+
+    Returns:
+        The map; ``RangeMap.any`` is False when no dim is normalised.
+    """
+    low, high = np.asarray(low), np.asarray(high)
+    dtype = low.dtype if dtype is None else np.dtype(dtype)
+    mask = bounded_dims(low, high)
+    # Unmapped dims get the range [0, 2] (low 0, half span 1): the maps are then exact
+    # identities there and never compute with an infinite or overflowing bound.
+    lo = np.where(mask, low, 0).astype(dtype)
+    hi = np.where(mask, high, 2).astype(dtype)
+    return RangeMap(
+        mask=mask,
+        low=lo,
+        half_span=((hi - lo) / 2).astype(dtype),
+        one=mask.astype(dtype),
+        unit_low=np.where(mask, -1, low).astype(dtype),
+        unit_high=np.where(mask, 1, high).astype(dtype),
+    )
