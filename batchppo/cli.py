@@ -1,7 +1,8 @@
 """The ``batchppo`` command line: ``train``, ``visualize``, ``plot`` and ``list``.
 
 Bad input (an unknown config, a bad ``--set``, a missing or corrupt run dir or checkpoint, an
-unknown env id) prints one line ``batchppo: error: ...`` on stderr and exits with status 2.
+unknown env id) prints one line ``batchppo: error: ...`` on stderr and exits with status 2; so
+does a Ray cluster that cannot place the env actors (``RayResourcesError``).
 
 Examples::
 
@@ -196,6 +197,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("batchppo: aborted; the last checkpoint is kept (resume continues from it)",
               file=sys.stderr)  # fmt: skip
         return 130
+    except RuntimeError as error:
+        # Imported only here: the common path never pays for importing the Ray env module.
+        from batchppo.envs.ray_env import RayResourcesError
+
+        if not isinstance(error, RayResourcesError):
+            raise
+        print(f"batchppo: error: {error}", file=sys.stderr)  # a set-up problem: one line
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":
