@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from batchppo import envs
 from batchppo.core.adapters import (
     GymnaxEnv,
     HostEnv,
@@ -20,7 +21,7 @@ from batchppo.core.adapters import (
     range_normalize_obs,
 )
 from batchppo.core.env import Env
-from batchppo.core.mock import make_mock_vector_env, random_policy
+from batchppo.core.mock import MockGymEnv, make_mock_vector_env, random_policy
 from batchppo.core.simulate import init_sim_state, rollout
 from batchppo.envs.ranges import bounded_dims
 from batchppo.envs.wrappers import RangeNormalize
@@ -267,9 +268,6 @@ def _pendulum_vec(kind: str, num_envs: int, max_steps: int):
             [lambda: gym.make("Pendulum-v1", max_episode_steps=max_steps)] * num_envs,
             autoreset_mode=AutoresetMode.SAME_STEP,
         )
-    envs = pytest.importorskip("batchppo.envs")
-    if not hasattr(envs, "make"):
-        pytest.skip("batchppo.envs.make is not available yet")
     return envs.make("Pendulum-v1", num_envs, backend=kind, num_workers=2, max_length=max_steps)
 
 
@@ -378,8 +376,6 @@ def test_host_env_prefers_step_arrays():
                 final[i] = infos["final_obs"][i]
             return obs, reward, term, trunc, final
 
-    from batchppo.core.mock import MockGymEnv
-
     vec = WithStepArrays(
         [lambda: MockGymEnv(2, 0), lambda: MockGymEnv(3, 1, terminate=False)],
         autoreset_mode=AutoresetMode.SAME_STEP,
@@ -409,9 +405,6 @@ def test_make_env_gymnax_and_errors():
 
 @pytest.mark.timeout(120)
 def test_make_env_host_backend_sync():
-    envs = pytest.importorskip("batchppo.envs")
-    if not hasattr(envs, "make"):
-        pytest.skip("batchppo.envs.make is not available yet")
     env = make_env("Pendulum-v1", 3, "sync", max_length=4, seed=0)
     try:
         assert isinstance(env, HostEnv)
@@ -429,13 +422,6 @@ def test_make_env_host_backend_sync():
 
 @pytest.mark.timeout(120)
 def test_host_env_over_batch_env_process_worker_error_surfaces():
-    envs = pytest.importorskip("batchppo.envs")
-    if not hasattr(envs, "BatchEnv"):
-        pytest.skip("batchppo.envs.BatchEnv is not available yet")
-    from functools import partial
-
-    from batchppo.core.mock import MockGymEnv
-
     # Two units: the parent steps env 0, a worker process steps env 1, which fails at step 4.
     fns = [partial(MockGymEnv, 2, 0), partial(MockGymEnv, 3, 1, fail_at_step=4)]
     batch = envs.BatchEnv(fns, num_workers=2)

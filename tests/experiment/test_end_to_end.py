@@ -14,11 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import loop, plot, visualize
 from batchppo.experiment.logging import read_metrics, read_scalars
-
-pytest.importorskip("batchppo.algorithms.ppo.ppo")
 
 # 8 envs x 32 steps = 256 env steps per iteration; tiny networks, one epoch.
 TINY = [
