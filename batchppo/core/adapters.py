@@ -30,6 +30,7 @@ from flax import struct
 from jax.experimental import io_callback
 
 from batchppo.core.env import Env, EnvSpec, StepResult
+from batchppo.envs import make as make_host_envs
 from batchppo.envs.ranges import range_map
 
 HOST_BACKENDS = ("process", "sync", "ray")
@@ -699,13 +700,7 @@ def make_env(
     if backend == "brax":
         return BraxEnv(env_id, num_envs, max_length=1000 if max_length is None else max_length)
     if backend in HOST_BACKENDS:
-        from batchppo import envs as host_envs
-
-        if not hasattr(host_envs, "make"):
-            raise ImportError(
-                f"backend {backend!r} needs batchppo.envs.make, which this install lacks."
-            )
-        vector_env = host_envs.make(
+        vector_env = make_host_envs(
             env_id,
             num_envs,
             seed=seed,

@@ -71,7 +71,6 @@ class StepResult:
         terminated: bool, the episode reached a terminal state (no bootstrap).
         truncated: bool, the episode was cut, e.g. by a time limit (bootstrap from final_obs).
         final_obs: The last observation of the episode where one ended, else equal to ``obs``.
-        info: A pytree of extra per-env arrays (may be an empty dict).
     """
 
     state: PyTree
@@ -80,7 +79,6 @@ class StepResult:
     terminated: jax.Array
     truncated: jax.Array
     final_obs: jax.Array
-    info: PyTree = struct.field(default_factory=dict)
 
 
 @runtime_checkable

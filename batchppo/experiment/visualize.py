@@ -67,13 +67,12 @@ def make_render_env(config: PPOConfig, env_id: str) -> Any:
     except ImportError as error:
         raise UserError(f"batchppo.envs.make_env_fn is unavailable: {error}") from None
     try:
-        made = make_env_fn(
+        env = make_env_fn(
             env_id,
             max_length=config.max_length,
             normalize_ranges=config.normalize_ranges,
             render_mode="rgb_array",
-        )
-        env = made() if callable(made) and not hasattr(made, "step") else made
+        )()
         env.reset(seed=0)
         frame = env.render()
     except Exception as error:  # Missing extras and GL failures surface as many types.

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import warnings
 
+import gymnasium
 import jax
+import numpy as np
 import pytest
 
 from batchppo.experiment import checkpoint as ckpt
@@ -26,6 +28,20 @@ def test_render_env_id():
     catch = dataclasses.replace(configs.get_preset("cartpole_jax"), env="Catch-bsuite")
     with pytest.raises(UserError, match="cannot render 'Catch-bsuite'"):
         visualize.render_env_id(catch)
+
+
+def test_make_render_env_returns_the_run_stack_ready_to_render():
+    env = visualize.make_render_env(configs.get_preset("pendulum_jax"), "Pendulum-v1")
+    try:
+        assert isinstance(env, gymnasium.Env)
+        # The run's stack: range normalisation maps Pendulum's bounds (1, 1, 8) to 1.
+        np.testing.assert_array_equal(env.observation_space.high, [1.0, 1.0, 1.0])
+        obs, *_ = env.step(np.zeros(1, np.float32))
+        assert obs.dtype == np.float32
+        frame = env.render()
+        assert frame.ndim == 3 and frame.shape[2] == 3
+    finally:
+        env.close()
 
 
 def _egl_available() -> bool:
