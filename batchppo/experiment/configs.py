@@ -528,10 +528,11 @@ def check_env_id(config: PPOConfig) -> None:
             )
 
 
-GYMNASIUM_TWIN = {"Pendulum-v1": "Pendulum-v1", "CartPole-v1": "CartPole-v1",
-                  "Acrobot-v1": "Acrobot-v1", "MountainCar-v0": "MountainCar-v0",
-                  "MountainCarContinuous-v0": "MountainCarContinuous-v0"}  # fmt: skip
-"""gymnax ids whose Gymnasium env has the same dynamics (used to render gymnax policies)."""
+GYMNASIUM_TWINS = frozenset(
+    {"Pendulum-v1", "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"}
+)
+"""gymnax ids whose Gymnasium env of the same id has the same dynamics (used to render gymnax
+policies)."""
 
 
 def describe(name: str, config: PPOConfig) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core.adapters import HOST_BACKENDS
-from batchppo.experiment.configs import GYMNASIUM_TWIN
+from batchppo.experiment.configs import GYMNASIUM_TWINS
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loop import TrainerFactory, load_run
 
@@ -39,11 +39,11 @@ def render_env_id(config: PPOConfig) -> str:
     """
     if config.backend in HOST_BACKENDS:
         return config.env
-    if config.backend == "gymnax" and config.env in GYMNASIUM_TWIN:
-        return GYMNASIUM_TWIN[config.env]
+    if config.backend == "gymnax" and config.env in GYMNASIUM_TWINS:
+        return config.env
     raise UserError(
         f"cannot render {config.env!r} (backend {config.backend}): visualize supports "
-        f"Gymnasium envs and the gymnax envs {sorted(GYMNASIUM_TWIN)}"
+        f"Gymnasium envs and the gymnax envs {sorted(GYMNASIUM_TWINS)}"
     )
 
 
