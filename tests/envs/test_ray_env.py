@@ -18,34 +18,13 @@ from batchppo.envs.ray_env import RayBatchEnv, RayResourcesError  # noqa: E402
 pytestmark = pytest.mark.timeout(90)
 
 
-def ray_children() -> list[str]:
-    """Names of this process's Ray daemons and workers still running."""
-    psutil = pytest.importorskip("psutil")
-    names = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            name = " ".join(child.cmdline()) or child.name()
-        except psutil.Error:
-            continue
-        if any(part in name for part in ("raylet", "gcs_server", "ray::", "default_worker")):
-            names.append(name)
-    return names
-
-
-def wait_no_ray_children(timeout: float = 10.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while (left := ray_children()) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
-
-
 @pytest.fixture(scope="module")
-def local_ray():
+def local_ray(ray_processes_left):
     assert not ray.is_initialized(), "an earlier test left Ray running"
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
-    assert not wait_no_ray_children(), "Ray processes outlived ray.shutdown()"
+    assert not ray_processes_left(), "Ray processes outlived ray.shutdown()"
 
 
 def fns():

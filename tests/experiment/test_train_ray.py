@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import time
 
+import psutil
 import pytest
 
 ray = pytest.importorskip("ray")
-psutil = pytest.importorskip("psutil")
 
 import batchppo  # noqa: E402
 from batchppo import cli  # noqa: E402
@@ -33,29 +33,13 @@ TINY_RAY = [
 ]
 
 
-def ray_children() -> list[str]:
-    """Command lines of this process's Ray daemons and workers still running."""
-    names = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            name = " ".join(child.cmdline()) or child.name()
-        except psutil.Error:
-            continue
-        if any(part in name for part in ("raylet", "gcs_server", "ray::", "default_worker")):
-            names.append(name)
-    return names
-
-
 @pytest.fixture(scope="module")
-def own_ray():
+def own_ray(ray_processes_left):
     """No Ray at the start (the run starts its own, as the CLI does); none left at the end."""
     assert not ray.is_initialized(), "an earlier test left Ray running"
     yield
     ray.shutdown()
-    deadline = time.monotonic() + 10
-    while ray_children() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not ray_children(), "Ray processes outlived ray.shutdown()"
+    assert not ray_processes_left(), "Ray processes outlived ray.shutdown()"
 
 
 def test_train_on_ray_with_train_and_eval_envs(own_ray):
