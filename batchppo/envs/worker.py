@@ -414,13 +414,7 @@ class EnvGroup:
         except BaseException:
             self.current = j
             raise
-        self.obs[...] = obs
-        self.reward[:] = rewards
-        self.terminated[:] = terms
-        self.truncated[:] = truncs
-        if not any_info:
-            return {}
-        return batch_infos(infos)
+        return self._publish(any_info)
 
     def _step_next_or_disabled(self, want_info: bool) -> dict[str, Any]:
         """The ``NEXT_STEP`` and ``DISABLED`` loop, as ``AsyncVectorEnv``'s worker steps.
@@ -457,13 +451,15 @@ class EnvGroup:
         except BaseException:
             self.current = j
             raise
-        self.obs[...] = obs
-        self.reward[:] = rewards
-        self.terminated[:] = terms
-        self.truncated[:] = truncs
-        if not any_info:
-            return {}
-        return batch_infos(infos)
+        return self._publish(any_info)
+
+    def _publish(self, any_info: bool) -> dict[str, Any]:
+        """Stores a step's per-env lists in the shared arrays; returns the batched infos."""
+        self.obs[...] = self._obs_list
+        self.reward[:] = self._rewards
+        self.terminated[:] = self._terms
+        self.truncated[:] = self._truncs
+        return batch_infos(self._infos) if any_info else {}
 
     def reset(
         self,
