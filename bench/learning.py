@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -163,7 +164,8 @@ def main() -> None:
         else:
             print(
                 f"{runner}: return {res['score']:.0f} (std over episodes "
-                f"{_std(res['returns']):.0f}), wall-clock {res['seconds'] / 60:.1f} min",
+                f"{statistics.pstdev(res['returns']):.0f}), "
+                f"wall-clock {res['seconds'] / 60:.1f} min",
                 flush=True,
             )
     if all(r in results and "score" in results[r] for r in RUNNERS):
@@ -172,11 +174,6 @@ def main() -> None:
         print(f"ratio wall-clock batchppo / sb3 = {ours['seconds'] / sb3['seconds']:.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
-
-
-def _std(values: list[float]) -> float:
-    mean = sum(values) / len(values)
-    return (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
 
 
 if __name__ == "__main__":
