@@ -19,8 +19,9 @@ observation dimension with a finite range (in float32) is mapped by
 
 from __future__ import annotations
 
+import dataclasses
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -214,6 +215,11 @@ class GymnaxEnv(_PureJaxEnv):
         max_length: Time limit in steps; None uses the env's ``max_steps_in_episode``.
         normalize_ranges: Rescale bounded observation dims and Box actions to [-1, 1].
         env_params: gymnax ``EnvParams`` to use instead of the env's defaults.
+        param_changes: Fields of the ``EnvParams`` to change (by name).
+
+    Raises:
+        ValueError: Unknown env id, or a name in ``param_changes`` that is not a field of the
+            env's ``EnvParams``.
     """
 
     def __init__(
@@ -224,6 +230,7 @@ class GymnaxEnv(_PureJaxEnv):
         max_length: int | None = None,
         normalize_ranges: bool = True,
         env_params: Any = None,
+        param_changes: Mapping[str, Any] | None = None,
     ) -> None:
         from batchppo.core.lazy import import_gymnax
 
@@ -238,6 +245,8 @@ class GymnaxEnv(_PureJaxEnv):
                 f" (tested with batchppo: {list(GYMNAX_TESTED_IDS)})."
             ) from None
         params = default_params if env_params is None else env_params
+        if param_changes:
+            params = _replace_params(env_id, params, param_changes)
         self._env = env
         self._env_id = env_id
         self._num_envs = _check_num_envs(num_envs)
@@ -669,6 +678,18 @@ class HostEnv:
 # ---------------------------------------------------------------------------------------------
 
 
+def _replace_params(env_id: str, params: Any, changes: Mapping[str, Any]) -> Any:
+    """``params`` (a gymnax ``EnvParams`` dataclass) with the fields in ``changes`` replaced."""
+    fields = [f.name for f in dataclasses.fields(params)]
+    unknown = sorted(set(changes) - set(fields))
+    if unknown:
+        raise ValueError(
+            f"env_kwargs {unknown} are not EnvParams fields of gymnax {env_id!r}; "
+            f"its fields are {fields}"
+        )
+    return params.replace(**changes)
+
+
 def make_env(
     env_id: str,
     num_envs: int,
@@ -678,6 +699,7 @@ def make_env(
     normalize_ranges: bool = True,
     seed: int = 0,
     num_workers: int | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> Env:
     """Builds a batched Env by backend name: the one factory the trainer uses.
 
@@ -691,14 +713,26 @@ def make_env(
             (Brax actions are in [-1, 1] already; its observations are unbounded).
         seed: Seed of the host envs (pure-JAX envs draw from the key given to ``reset``).
         num_workers: Worker processes for the ``process`` backend; None means one per core.
+        env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
+            ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields
+            (``gymnax``).
 
     Returns:
         An :class:`~batchppo.core.env.Env` (with a ``close()`` method).
     """
+    env_kwargs = dict(env_kwargs or {})
     if backend == "gymnax":
-        return GymnaxEnv(env_id, num_envs, max_length=max_length, normalize_ranges=normalize_ranges)
+        return GymnaxEnv(
+            env_id,
+            num_envs,
+            max_length=max_length,
+            normalize_ranges=normalize_ranges,
+            param_changes=env_kwargs,
+        )
     if backend == "brax":
-        return BraxEnv(env_id, num_envs, max_length=1000 if max_length is None else max_length)
+        return BraxEnv(
+            env_id, num_envs, max_length=1000 if max_length is None else max_length, **env_kwargs
+        )
     if backend in HOST_BACKENDS:
         vector_env = make_host_envs(
             env_id,
@@ -708,6 +742,7 @@ def make_env(
             num_workers=num_workers,
             max_length=max_length,
             normalize_ranges=normalize_ranges,
+            **env_kwargs,
         )
         try:
             return HostEnv(vector_env)

@@ -257,6 +257,8 @@ def type_name(annotation: Any) -> str:
         return " or ".join(type_name(a) for a in args)
     if typing.get_origin(annotation) is tuple:
         return f"list of {type_name(args[0])}"
+    if typing.get_origin(annotation) is dict:
+        return "mapping of names to values"
     if annotation is type(None):
         return "None"
     return annotation.__name__
@@ -285,6 +287,11 @@ def _coerce(value: Any, annotation: Any) -> Any:
         if isinstance(value, (list, tuple)):
             return tuple(_coerce(v, item) for v in value)
         raise TypeError
+    if typing.get_origin(annotation) is dict:
+        names_ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
+        if names_ok and all(_is_plain(v) for v in value.values()):
+            return dict(value)
+        raise TypeError
     if annotation is bool:
         if isinstance(value, bool):
             return value
@@ -308,6 +315,13 @@ def _coerce(value: Any, annotation: Any) -> Any:
             return value
         raise TypeError
     raise TypeError
+
+
+def _is_plain(value: Any) -> bool:
+    """Whether ``value`` is a YAML scalar or a list of them (what env options may hold)."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def _unknown_key(key: str) -> ConfigError:

@@ -40,6 +40,11 @@ def render_env_id(config: PPOConfig) -> str:
     if config.backend in HOST_BACKENDS:
         return config.env
     if config.backend == "gymnax" and config.env in GYMNASIUM_TWINS:
+        if config.env_kwargs:
+            raise UserError(
+                f"cannot render gymnax {config.env!r} with env_kwargs {config.env_kwargs}: its "
+                "Gymnasium twin has the default parameters; train without env_kwargs to render"
+            )
         return config.env
     raise UserError(
         f"cannot render {config.env!r} (backend {config.backend}): visualize supports "
@@ -72,6 +77,7 @@ def make_render_env(config: PPOConfig, env_id: str) -> Any:
             max_length=config.max_length,
             normalize_ranges=config.normalize_ranges,
             render_mode="rgb_array",
+            **config.env_kwargs,
         )()
         env.reset(seed=0)
         frame = env.render()

@@ -167,6 +167,23 @@ def test_gymnax_pendulum_action_mapped_to_torque_range():
     assert raw.spec.action_low.tolist() == [-2.0]
 
 
+def test_env_kwargs_reach_every_backend_kind():
+    def action_high(env_kwargs):
+        env = make_env("Pendulum-v1", 2, "gymnax", normalize_ranges=False, env_kwargs=env_kwargs)
+        return env.spec.action_high.tolist()
+
+    assert action_high(None) == [2.0]
+    assert action_high({"max_torque": 1.0}) == [1.0]
+    with pytest.raises(ValueError, match=r"env_kwargs \['max_torq'\] are not EnvParams fields"):
+        action_high({"max_torq": 1.0})
+    for include, obs_shape in ((True, (105,)), (False, (27,))):
+        host_env = make_env(
+            "Ant-v5", 1, "sync", env_kwargs={"include_cfrc_ext_in_observation": include}
+        )
+        host_env.close()
+        assert host_env.spec.obs_shape == obs_shape
+
+
 @pytest.mark.parametrize(
     ("env_id", "obs_shape", "discrete", "num_actions", "act_shape"),
     [

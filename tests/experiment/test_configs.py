@@ -121,6 +121,17 @@ def test_brax_preset_without_brax_is_a_clear_error():
         ("value_layers=[]", "value_layers", ()),
         ("env=CartPole-v1", "env", "CartPole-v1"),
         ("objective = clip", "objective", "clip"),
+        ("env_kwargs={}", "env_kwargs", {}),
+        (
+            "env_kwargs={include_cfrc_ext_in_observation: false, frame_skip: 5}",
+            "env_kwargs",
+            {"include_cfrc_ext_in_observation": False, "frame_skip": 5},
+        ),
+        (
+            "env_kwargs={sizes: [1, 2.5], name: null}",
+            "env_kwargs",
+            {"sizes": [1, 2.5], "name": None},
+        ),
     ],
 )
 def test_parse_override_converts_to_the_field_type(text, key, value):
@@ -143,6 +154,9 @@ def test_parse_override_converts_to_the_field_type(text, key, value):
         ("policy_layers=64", "'policy_layers' expects list of int, got 64"),
         ("policy_layers=[64, 1.5]", "'policy_layers' expects list of int, got [64, 1.5]"),
         ("env=3", "'env' expects str, got 3"),
+        ("env_kwargs=[1]", "'env_kwargs' expects mapping of names to values, got [1]"),
+        ("env_kwargs={1: 2}", "'env_kwargs' expects mapping of names to values, got {1: 2}"),
+        ("env_kwargs={a: {b: 1}}", "'env_kwargs' expects mapping of names to values"),
     ],
 )
 def test_parse_override_rejects_wrong_types(text, expected):
@@ -184,6 +198,21 @@ def test_yaml_round_trip_is_plain_data():
     assert list(data) == [f.name for f in dataclasses.fields(PPOConfig)]
     assert "!!python" not in text
     assert configs.config_from_yaml(text) == config
+
+
+def test_env_kwargs_round_trip_and_configs_stored_without_them_load(tmp_path):
+    config = configs.apply_overrides(
+        configs.get_preset("ant_fast"), ["env_kwargs={include_cfrc_ext_in_observation: true}"]
+    )
+    path = tmp_path / "config.yaml"
+    configs.save_config(config, path)
+    assert configs.load_config(path) == config
+    data = configs.config_to_dict(config)
+    del data["env_kwargs"]
+    path.write_text(yaml.safe_dump(data))
+    assert configs.load_config(path).env_kwargs == {}
+    with pytest.raises(ConfigError, match="cannot change a resumed run's meaning: env_kwargs"):
+        configs.check_resume_overrides(config, {"env_kwargs": {}})
 
 
 def test_stored_config_with_unknown_or_mistyped_keys_is_an_error(tmp_path):

@@ -8,6 +8,7 @@ its presets read the same. Named presets live in :mod:`batchppo.experiment.confi
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from batchppo.core.adapters import HOST_BACKENDS
 
@@ -40,6 +41,11 @@ class PPOConfig:
     backend: str = "process"
     """Where envs run: ``process`` (BatchEnv workers), ``sync`` (in-process), ``ray``
     (Ray actors), ``gymnax`` or ``brax`` (pure JAX, fused with the learner)."""
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Env construction options: keyword arguments of ``gymnasium.make`` for host backends
+    (e.g. ``{include_cfrc_ext_in_observation: false}`` for Ant-v5), of
+    ``brax.envs.get_environment`` for ``brax``, and ``EnvParams`` fields for ``gymnax``.
+    Values are YAML scalars or lists of them."""
     max_length: int | None = 200
     """Episode time limit in steps (truncation); None keeps the env's own limit."""
     normalize_ranges: bool = True

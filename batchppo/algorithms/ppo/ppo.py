@@ -500,6 +500,7 @@ def _make_env(config: PPOConfig, num_envs: int, seed: int) -> Env:
         normalize_ranges=config.normalize_ranges,
         seed=seed,
         num_workers=config.num_workers,
+        env_kwargs=config.env_kwargs,
     )
 
 
