@@ -85,6 +85,8 @@ def test_locomotion_presets_share_one_recipe():
         config = configs.get_preset(name)
         assert (config.env, config.backend, config.steps) == (env, "process", 1_000_000)
         assert config.objective == "clip" and config.anneal_lr
+        want_kwargs = {"include_cfrc_ext_in_observation": False} if env == "Ant-v5" else {}
+        assert config.env_kwargs == want_kwargs
 
 
 def test_unknown_preset_lists_valid_names_and_suggests():
