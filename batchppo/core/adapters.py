@@ -529,7 +529,9 @@ class HostEnv:
 
     Observations and rewards become float32, discrete actions int32. Non-finite observations
     or rewards raise ``ValueError`` naming the env index and the field; any exception of the
-    env surfaces from the compiled call (as JAX's runtime error) with its type and message.
+    env surfaces from the compiled call (as JAX's runtime error) with its type and message,
+    unless a ``BatchEnv`` with ``max_restarts`` restarts the env instead (its episode ends
+    truncated; :attr:`restarts` counts the restarts).
 
     ``reset(key)`` reseeds the vector env with a seed drawn from ``key``
     (:meth:`seed_from_key`), so runs are reproducible from the key alone.
@@ -578,6 +580,11 @@ class HostEnv:
     def vector_env(self) -> Any:
         """The wrapped vector env."""
         return self._env
+
+    @property
+    def restarts(self) -> int:
+        """Envs the vector env restarted so far (``BatchEnv.restarts``; 0 if it has none)."""
+        return int(getattr(self._env, "restarts", 0))
 
     def close(self) -> None:
         """Closes the wrapped vector env."""
@@ -700,6 +707,7 @@ def make_env(
     seed: int = 0,
     num_workers: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
+    max_restarts: int = 0,
 ) -> Env:
     """Builds a batched Env by backend name: the one factory the trainer uses.
 
@@ -716,10 +724,22 @@ def make_env(
         env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
             ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields
             (``gymnax``).
+        max_restarts: ``process`` and ``sync`` only: the ``BatchEnv``'s restart budget (envs
+            whose step raised or whose worker died are rebuilt, their episodes truncated, up
+            to this many times; :attr:`HostEnv.restarts` counts them); 0 fails fast.
 
     Returns:
         An :class:`~batchppo.core.env.Env` (with a ``close()`` method).
+
+    Raises:
+        ValueError: An unknown backend, or ``max_restarts`` with a backend other than
+            ``process`` and ``sync``.
     """
+    if max_restarts and backend not in ("process", "sync"):
+        raise ValueError(
+            f"max_restarts={max_restarts}: env restarts are for the process and sync backends "
+            f"only; got backend={backend!r}."
+        )
     env_kwargs = dict(env_kwargs or {})
     if backend == "gymnax":
         return GymnaxEnv(
@@ -742,6 +762,7 @@ def make_env(
             num_workers=num_workers,
             max_length=max_length,
             normalize_ranges=normalize_ranges,
+            max_restarts=max_restarts,
             **env_kwargs,
         )
         try:

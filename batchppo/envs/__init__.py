@@ -2,7 +2,8 @@
 
 * :class:`BatchEnv`: a ``gymnasium.vector.VectorEnv`` stepping envs in worker processes, a
   drop-in for ``AsyncVectorEnv`` (all autoreset modes, Dict/Tuple spaces; by default
-  same-step autoreset with a dense ``final_obs`` and the ``step_arrays`` fast path).
+  same-step autoreset with a dense ``final_obs`` and the ``step_arrays`` fast path; with
+  ``max_restarts``, envs that crash are rebuilt and their episodes truncated).
 * :func:`make` / :func:`make_env_fn`: the standard wrapper stack and the batch env.
 * :mod:`batchppo.envs.wrappers`: the wrappers Gymnasium lacks.
 """
@@ -10,6 +11,7 @@
 from batchppo.envs.batch_env import (
     BatchEnv,
     BatchState,
+    EnvRestartWarning,
     InvalidArgumentError,
     WorkerDiedError,
     WorkerError,
@@ -30,6 +32,7 @@ __all__ = [
     "BatchEnv",
     "BatchState",
     "ConvertTo32Bit",
+    "EnvRestartWarning",
     "FrameDelta",
     "FrameHistory",
     "InvalidArgumentError",

@@ -21,6 +21,10 @@ Gymnasium, ``step`` reports the info of every finished episode in ``infos["final
 (batched, ``{}`` when the envs returned none) with the mask ``infos["_final_info"]``.
 ``NEXT_STEP`` and ``DISABLED`` behave exactly as in ``AsyncVectorEnv``; ``step_arrays``, the
 learner's fast path, exists in ``SAME_STEP`` mode only.
+
+Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, or whose worker
+dies, is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
+:class:`BatchEnv`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
@@ -55,15 +60,25 @@ from batchppo.envs.worker import (
     CMD_STEP,
     CMD_STEP_INFO,
     STATUS_ERROR,
-    STATUS_INFO,
+    STATUS_OK,
+    STATUS_RESTART,
     EnvGroup,
     Layout,
+    batch_infos,
     build_envs,
     merge_info_parts,
     spin_acquire,
 )
 
-__all__ = ["BatchEnv", "BatchState", "InvalidArgumentError", "WorkerDiedError", "WorkerError"]
+__all__ = [
+    "BatchEnv",
+    "BatchState",
+    "EnvRestartWarning",
+    "InvalidArgumentError",
+    "WorkerDiedError",
+    "WorkerError",
+    "restart_seed",
+]
 
 _POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
 _LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
@@ -96,6 +111,11 @@ class WorkerError(RuntimeError):
 
 class WorkerDiedError(RuntimeError):
     """A worker process died (killed, crashed or exited) while the batch env needed it."""
+
+
+class EnvRestartWarning(RuntimeWarning):
+    """A :class:`BatchEnv` with ``max_restarts`` restarted an env (its step raised or its
+    worker died); the message names the error."""
 
 
 class InvalidArgumentError(ValueError, AssertionError):
@@ -179,6 +199,30 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             when the other side answers quickly; blocking costs no CPU on long waits.
         autoreset_mode: A ``gymnasium.vector.AutoresetMode`` or its value (``"SameStep"``,
             ``"NextStep"``, ``"Disabled"``); default ``SAME_STEP``.
+        max_restarts: How many env restarts this batch env may make over its life (see
+            *Restarts* below); 0 (the default) fails fast: the env's error (or
+            :class:`WorkerDiedError`) is raised.
+
+    **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step``
+    raises, or a worker process dies during a step, :meth:`step` (and :meth:`step_arrays`)
+    does not raise. The env is built again from its env function (for a dead worker: the
+    worker is respawned and builds all its envs) and reset with a fresh seed
+    (:func:`restart_seed` of the env's last reset seed and the restart's number). For that
+    step each such env reports ``truncated=True``, ``terminated=False``, reward 0, the last
+    obs it returned as its final obs, and the new episode's first obs as its obs; the envs of
+    a dead worker that did not cause its death are restarted in the same way. Each restarted
+    env counts once in :attr:`restarts`, is marked in ``infos["env_restarted"]`` (with the
+    mask ``infos["_env_restarted"]``; its ``final_info`` is ``{}``), and gets a
+    :class:`EnvRestartWarning` naming the error. When a step would take :attr:`restarts`
+    past ``max_restarts``, nothing is restarted and the step raises the error (the env's
+    type, or ``WorkerDiedError``) as with ``max_restarts=0``, its message naming the budget.
+    Errors and worker deaths outside a step (construction, ``reset``, ``call``) raise as with
+    ``max_restarts=0``; a rebuild or reset that fails in a restart raises and breaks the batch
+    env (it then accepts only ``close``).
+
+    Attributes:
+        max_restarts: The restart budget given at construction.
+        restarts: Envs restarted so far (see *Restarts*), at most ``max_restarts``.
 
     A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``:
     its workers then do not run the script again (see :mod:`batchppo.envs.processes`).
@@ -201,6 +245,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         start_method: str = "forkserver",
         spin_us: float = 50.0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        max_restarts: int = 0,
     ):
         self._procs: list[Any] = []
         self._conns: list[Any] = []
@@ -225,6 +270,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             )
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
+            raise ValueError(f"max_restarts must be an int >= 0; got {max_restarts!r}.")
+        if max_restarts and not self._same_step:
+            raise ValueError(
+                f"max_restarts={max_restarts} needs autoreset_mode=SAME_STEP (a restarted env "
+                f"reports its cut episode as a same-step truncation); got {self.autoreset_mode}."
+            )
+        self.max_restarts = max_restarts
+        self.restarts = 0
+        self._seeds: list[int | None] = [None] * num_envs  # each env's last reset seed
         workers = num_workers or available_cpus()
         per = envs_per_worker or math.ceil(num_envs / workers)
         ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
@@ -256,7 +311,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
         if local_range is not None:
             self._local = EnvGroup(
-                local_envs, 0, self._v, self._discrete, None, self.autoreset_mode
+                local_envs,
+                0,
+                self._v,
+                self._discrete,
+                None,
+                self.autoreset_mode,
+                env_fns[: len(local_envs)] if max_restarts else None,
             )
         _LIVE.add(self)
         if ranges:
@@ -347,39 +408,20 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             # ``__main__``: the server must not run a main script without a main guard.
             ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.worker"])
         self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
-        self._cmd_sems = [ctx.Semaphore(0) for _ in ranges]
-        self._done_sems = [ctx.Semaphore(0) for _ in ranges]
-        child_conns = []
+        self._layout = layout
+        restartable = self.max_restarts > 0
+        self._payloads = [
+            cloudpickle.dumps(
+                (env_fns[start:stop], spaces, self._discrete, self.autoreset_mode, restartable)
+            )
+            for start, stop in ranges
+        ]
+        self._cmd_sems, self._done_sems = [], []
         try:
-            for slot, (start, stop) in enumerate(ranges):
-                payload = cloudpickle.dumps(
-                    (env_fns[start:stop], spaces, self._discrete, self.autoreset_mode)
-                )
-                parent_conn, child_conn = ctx.Pipe()
-                proc = self._process_class(
-                    target=_worker.worker_main,
-                    name=f"batchppo-env-worker-{slot}",
-                    args=(
-                        slot,
-                        payload,
-                        start,
-                        layout,
-                        self._buffer,
-                        self._cmd_sems[slot],
-                        self._done_sems[slot],
-                        child_conn,
-                        self._alive_r,
-                        self._spin,
-                    ),
-                    daemon=True,
-                )
-                proc.start()
-                self._procs.append(proc)
-                self._conns.append(parent_conn)
-                child_conns.append(child_conn)
-            for conn in child_conns:
-                conn.close()
-            self._alive_r.close()
+            for slot in range(len(ranges)):
+                self._spawn(slot)
+            if not restartable:  # a respawned worker needs the read end; otherwise it can go
+                self._alive_r.close()
             error = None
             for slot in range(len(ranges)):
                 kind, data = self._recv(slot)
@@ -393,6 +435,45 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         except BaseException:
             self.close(terminate=True)
             raise
+
+    def _spawn(self, slot: int) -> None:
+        """Starts the process of worker ``slot`` with its own semaphores and pipe.
+
+        Used at construction and to respawn a dead worker (restarts): the new process takes
+        the place of the old one. Its first message on the pipe says whether it is ready.
+        """
+        ctx = self._ctx
+        cmd_sem, done_sem = ctx.Semaphore(0), ctx.Semaphore(0)
+        parent_conn, child_conn = ctx.Pipe()
+        proc = self._process_class(
+            target=_worker.worker_main,
+            name=f"batchppo-env-worker-{slot}",
+            args=(
+                slot,
+                self._payloads[slot],
+                self._ranges[slot][0],
+                self._layout,
+                self._buffer,
+                cmd_sem,
+                done_sem,
+                child_conn,
+                self._alive_r,
+                self._spin,
+            ),
+            daemon=True,
+        )
+        try:
+            proc.start()
+        finally:
+            child_conn.close()
+        if slot < len(self._procs):
+            self._procs[slot], self._conns[slot] = proc, parent_conn
+            self._cmd_sems[slot], self._done_sems[slot] = cmd_sem, done_sem
+        else:
+            self._procs.append(proc)
+            self._conns.append(parent_conn)
+            self._cmd_sems.append(cmd_sem)
+            self._done_sems.append(done_sem)
 
     def _describe_worker(self, slot: int) -> str:
         start, stop = self._ranges[slot]
@@ -441,13 +522,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     "step_wait again to keep waiting."
                 )
 
-    def _remote_error(self, slot: int | None, report: dict[str, Any]) -> BaseException:
+    def _remote_error(
+        self, slot: int | None, report: dict[str, Any], note: str = ""
+    ) -> BaseException:
         where = f"worker {slot} (pid {self._procs[slot].pid})" if slot is not None else "the parent"
         index = report["env_index"]
         env = f"env {index}" if index is not None else "a worker"
         message = (
             f"{report['message']}\n[batchppo] {report['type_name']} raised by {env} in {where}."
-            f" Worker traceback:\n{report['traceback']}"
+            f"{' ' + note if note else ''} Worker traceback:\n{report['traceback']}"
         )
         exc = None
         for field in ("exc", "type"):
@@ -583,6 +666,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         deadline = None if timeout is None else time.monotonic() + timeout
         local_exc = None
         parts: list[tuple[int, int, dict[str, Any]]] = []
+        failures: list[tuple[int | None, list[dict[str, Any]]]] = []  # (slot, env reports)
+        dead: list[tuple[int, str]] = []  # (slot, how the worker died)
         try:
             if self._local is not None and not self._local_stepped:
                 self._local_stepped = True
@@ -594,19 +679,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     local_exc = self._local_error(exc)
             remote_exc = None
             for slot in range(len(self._procs)):
-                self._wait_done(slot, deadline)
-                status = self._status[slot]
-                if status == STATUS_ERROR:
-                    _, report = self._recv(slot)
-                    if remote_exc is None:
-                        remote_exc = self._remote_error(slot, report)
-                elif status == STATUS_INFO:
-                    start, stop = self._ranges[slot]
-                    info = self._recv(slot)
-                    if isinstance(info, tuple):  # the infos could not be sent
-                        remote_exc = remote_exc or self._remote_error(slot, info[1])
-                    else:
-                        parts.append((start, stop - start, info))
+                try:
+                    error = self._gather(slot, deadline, parts, failures)
+                    remote_exc = remote_exc or error
+                except WorkerDiedError:
+                    if not self.max_restarts:
+                        raise
+                    dead.append((slot, self._broken_reason))
         except mp.TimeoutError:
             raise  # the step stays pending: step_wait may be called again
         except KeyboardInterrupt:
@@ -616,11 +695,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         except BaseException:
             self._end_wait(_WAITING_STEP)
             raise
-        self._state = _DEFAULT
+        self._state = BatchState.BROKEN if dead else _DEFAULT
         if local_exc is not None:
             raise local_exc
         if remote_exc is not None:
             raise remote_exc
+        if self._local is not None and self._local.failures:
+            failures.insert(0, (None, self._local.failures))
+        if failures or dead:
+            parts += self._restart(failures, dead)
         done = np.logical_or(self._terminated, self._truncated, out=self._done)
         if self._same_step:
             np.logical_not(done[:, None], out=self._not_done)
@@ -630,6 +713,38 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             infos = merge_info_parts(parts, self.num_envs) if parts else {}
             return infos
         return {}
+
+    def _gather(
+        self,
+        slot: int,
+        deadline: float | None,
+        parts: list[tuple[int, int, dict[str, Any]]],
+        failures: list[tuple[int | None, list[dict[str, Any]]]],
+    ) -> BaseException | None:
+        """Waits for worker ``slot``'s step; adds its infos to ``parts``, its failed envs'
+        reports (restartable workers) to ``failures``; returns the error it reported, if any.
+
+        Raises:
+            WorkerDiedError: The worker died.
+            multiprocessing.TimeoutError: ``deadline`` passed.
+        """
+        self._wait_done(slot, deadline)
+        status = self._status[slot]
+        if status == STATUS_OK:
+            return None
+        start, stop = self._ranges[slot]
+        if status == STATUS_ERROR:
+            _, report = self._recv(slot)
+            return self._remote_error(slot, report)
+        message = self._recv(slot)
+        if status == STATUS_RESTART and message[0] == "failures":
+            _, reports, message = message
+            failures.append((slot, reports))
+        if isinstance(message, tuple):  # ("error", report): the infos could not be sent
+            return self._remote_error(slot, message[1])
+        if message:
+            parts.append((start, stop - start, message))
+        return None
 
     def step_wait(
         self, timeout: float | None = None
@@ -704,6 +819,146 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 copy(self._final_obs),
             )
         return self._obs, self._reward, self._terminated, self._truncated, self._final_obs
+
+    # ------------------------------------------------------------------ restarts
+
+    def _restart(
+        self, failures: list[tuple[int | None, list[dict[str, Any]]]], dead: list[tuple[int, str]]
+    ) -> list[tuple[int, int, dict[str, Any]]]:
+        """Restarts the envs that raised in this step and the envs of the workers that died.
+
+        See *Restarts* in the class docstring for the contract. Dead workers are respawned
+        first; then every affected group rebuilds (where the env raised) and resets its envs.
+
+        Args:
+            failures: ``(slot, reports)``: the error reports of the envs that raised, by worker
+                (slot None: the parent's share).
+            dead: ``(slot, how it died)`` of each worker that died.
+
+        Returns:
+            One batched info part ``(env index, 1, info)`` per restarted env: its reset info,
+            ``final_info`` ``{}`` and ``env_restarted`` True.
+
+        Raises:
+            Exception: Over budget: the first env's error (its own type), or
+                :class:`WorkerDiedError` for a dead worker, naming the budget. Otherwise what
+                rebuilding or resetting an env raised; the batch env is then broken.
+        """
+        targets: dict[int | None, list[int]] = {}  # slot -> global indices to restart
+        for slot, reports in failures:
+            targets[slot] = [report["env_index"] for report in reports]
+        for slot, _ in dead:
+            targets[slot] = list(range(*self._ranges[slot]))
+        count = sum(len(indices) for indices in targets.values())
+        if self.restarts + count > self.max_restarts:
+            raise self._over_budget(failures, dead, count)
+        order = sorted(i for indices in targets.values() for i in indices)
+        number = {i: self.restarts + k + 1 for k, i in enumerate(order)}
+        try:
+            infos = self._restart_groups(targets, dead, number)
+        except BaseException as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self._broken_reason = f"restarting envs {order} failed ({first})"
+            self._state = BatchState.BROKEN
+            raise
+        self.restarts += count
+        self._state = _DEFAULT
+        self._warn_restarts(failures, dead, number)
+        return [
+            (i, 1, batch_infos([{**infos[i], "final_info": {}, "env_restarted": True}]))
+            for i in order
+        ]
+
+    def _restart_groups(
+        self,
+        targets: dict[int | None, list[int]],
+        dead: list[tuple[int, str]],
+        number: dict[int, int],
+    ) -> dict[int, dict[str, Any]]:
+        """Respawns the dead workers, then has each group restart its targets; their infos."""
+        for slot, _ in dead:
+            start, stop = self._ranges[slot]
+            # The rows still hold the last obs the worker's envs returned: their final obs.
+            for obs2d, final2d in self._dense_pairs:
+                final2d[start:stop] = obs2d[start:stop]
+            self._respawn(slot)
+        seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}
+        for slot, indices in targets.items():
+            if slot is not None:
+                start = self._ranges[slot][0]
+                rows = [i - start for i in indices]
+                self._send(slot, ("restart", rows, [seeds[i] for i in indices]))
+        infos: dict[int, dict[str, Any]] = {}
+        for slot, indices in targets.items():
+            if slot is None:
+                try:
+                    result = self._local.restart(indices, [seeds[i] for i in indices])
+                except Exception as exc:
+                    raise self._local_error(exc) from None
+            else:
+                kind, result = self._recv(slot)
+                if kind == "error":
+                    raise self._remote_error(slot, result)
+            infos.update(zip(indices, result, strict=True))
+        return infos
+
+    def _respawn(self, slot: int) -> None:
+        """Replaces dead worker ``slot`` by a new process that builds its envs again."""
+        self._procs[slot].join(1.0)
+        self._conns[slot].close()
+        self._spawn(slot)
+        kind, data = self._recv(slot)
+        if kind == "error":
+            raise self._remote_error(slot, data)
+        _processes.unlink_semaphores([self._cmd_sems[slot], self._done_sems[slot]])
+
+    def _over_budget(
+        self,
+        failures: list[tuple[int | None, list[dict[str, Any]]]],
+        dead: list[tuple[int, str]],
+        count: int,
+    ) -> BaseException:
+        """The error a step raises when its restarts would exceed :attr:`max_restarts`."""
+        note = (
+            f"Not restarted: the restart budget is used up (max_restarts={self.max_restarts}, "
+            f"{self.restarts} restarts done, this step needs {count} more; in a PPOConfig the "
+            "setting is max_env_restarts)."
+        )
+        if dead:  # the batch env stays broken
+            return WorkerDiedError(
+                f"{dead[0][1]}. {note} The batch env cannot continue; close it and build a new one."
+            )
+        slot, reports = failures[0]
+        return self._remote_error(slot, reports[0], note)
+
+    def _warn_restarts(
+        self,
+        failures: list[tuple[int | None, list[dict[str, Any]]]],
+        dead: list[tuple[int, str]],
+        number: dict[int, int],
+    ) -> None:
+        """One :class:`EnvRestartWarning` per env that raised and per worker that died."""
+        budget = f"of max_restarts={self.max_restarts}"
+        for _, reports in failures:
+            for report in reports:
+                index = report["env_index"]
+                tail = "\n".join(report["traceback"].rstrip().splitlines()[-3:])
+                warnings.warn(
+                    f"BatchEnv: env {index} raised {report['type_name']}: {report['message']}; "
+                    f"rebuilt and reset it, its episode reported as truncated (restart "
+                    f"{number[index]} {budget}). Traceback, last lines:\n{tail}",
+                    EnvRestartWarning,
+                    stacklevel=4,
+                )
+        for slot, how in dead:
+            start, stop = self._ranges[slot]
+            warnings.warn(
+                f"BatchEnv: {how}; respawned it as pid {self._procs[slot].pid} and reset its "
+                f"envs {start}..{stop - 1}, their episodes reported as truncated (restarts "
+                f"{number[start]}..{number[stop - 1]} {budget}).",
+                EnvRestartWarning,
+                stacklevel=4,
+            )
 
     # ------------------------------------------------------------------ pipe requests
 
@@ -798,6 +1053,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
         def rows(start: int, stop: int) -> list[bool] | None:
             return None if mask is None else mask[start:stop].tolist()
+
+        for i, env_seed in enumerate(seeds):  # what a restart derives its seed from
+            if env_seed is not None and (mask is None or mask[i]):
+                self._seeds[i] = env_seed
 
         self._request_async(
             BatchState.WAITING_RESET,
@@ -965,8 +1224,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 proc.join(max(0.0, end - time.monotonic()))
         for conn in self._conns:
             conn.close()
-        with contextlib.suppress(Exception):
-            self._alive_w.close()
+        for end in ("_alive_w", "_alive_r"):
+            with contextlib.suppress(Exception):
+                getattr(self, end).close()
 
     def __enter__(self) -> BatchEnv:
         return self
@@ -985,6 +1245,23 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             f"workers={len(getattr(self, '_procs', []))}, "
             f"in_parent={getattr(self._local, 'count', 0) if self._local else 0})"
         )
+
+
+def restart_seed(seed: int | None, restart: int) -> int | None:
+    """The seed of an env's first reset after a restart (see *Restarts* in :class:`BatchEnv`).
+
+    Args:
+        seed: The seed of the env's last seeded reset (``seed + i`` after ``reset(seed=seed)``),
+            or None when it was never reset with a seed.
+        restart: The restart's number in its batch env (1 for the first).
+
+    Returns:
+        A seed in ``[0, 2**32)`` drawn from both by NumPy's ``SeedSequence``, or None (an
+        unseeded reset) when ``seed`` is None.
+    """
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([int(seed) % 2**64, restart]).generate_state(1)[0])
 
 
 def available_cpus() -> int:

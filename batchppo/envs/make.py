@@ -14,6 +14,7 @@ The stack of one env, innermost first:
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +34,17 @@ def check_env_id(env_id: str) -> None:
     """Raises ValueError when ``env_id`` is not registered, suggesting close matches.
 
     Args:
-        env_id: A Gymnasium id such as ``"Pendulum-v1"``.
+        env_id: A Gymnasium id such as ``"Pendulum-v1"``, or ``"module:EnvName-v0"``, which
+            imports ``module`` (that registers the id) first, as ``gymnasium.make`` does.
     """
+    if ":" in env_id:
+        module, env_id = env_id.split(":", 1)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(
+                f"env id {module}:{env_id}: cannot import {module!r} ({exc})"
+            ) from None
     if env_id in gymnasium.registry:
         return
     close = difflib.get_close_matches(env_id, list(gymnasium.registry.keys()), n=5, cutoff=0.5)
@@ -97,6 +107,7 @@ def make(
     max_length: int | None = None,
     normalize_ranges: bool = True,
     render_mode: str | None = None,
+    max_restarts: int = 0,
     **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
@@ -126,10 +137,16 @@ def make(
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
 
     Raises:
-        ValueError: Unknown id or backend, bad counts. Raised before any worker starts.
+        ValueError: Unknown id or backend, bad counts, ``max_restarts`` with ``"ray"``.
+            Raised before any worker starts.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}.")
+    if max_restarts and backend == "ray":
+        raise ValueError(
+            f"max_restarts={max_restarts}: env restarts are for the process and sync backends "
+            "only; the ray backend fails fast."
+        )
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
     fn = make_env_fn(
@@ -141,9 +158,9 @@ def make(
     )
     fns = [fn] * num_envs
     if backend == "process":
-        env = BatchEnv(fns, num_workers=num_workers)
+        env = BatchEnv(fns, num_workers=num_workers, max_restarts=max_restarts)
     elif backend == "sync":
-        env = BatchEnv(fns, num_workers=1, step_in_parent=True)
+        env = BatchEnv(fns, num_workers=1, step_in_parent=True, max_restarts=max_restarts)
     else:
         from batchppo.envs.ray_env import RayBatchEnv
 

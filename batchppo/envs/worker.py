@@ -8,7 +8,10 @@ worker steps its envs, writes the results into shared memory and releases its do
 Both sides spin on a non-blocking ``acquire`` for a short while before blocking, so a step
 needs no blocking wait (and no wake-up latency) when both sides are busy. Everything rare
 (reset with seeds and options, ``call``, ``get_attr``, ``set_attr``, errors, infos) goes
-through a pipe, pickled.
+through a pipe, pickled. With restarts on (``BatchEnv(max_restarts=N)``) the worker's group
+steps on past an env that raises; the step then ends with ``STATUS_RESTART`` and the envs'
+error reports, and the parent either sends a ``restart`` message (rebuild and reset them) or
+raises.
 
 The same :class:`EnvGroup` steps the parent's own share of the envs and the envs of a Ray actor,
 so the autoreset logic exists once.
@@ -43,6 +46,7 @@ __all__ = [
     "STATUS_ERROR",
     "STATUS_INFO",
     "STATUS_OK",
+    "STATUS_RESTART",
     "EnvGroup",
     "Layout",
     "SpaceMismatchError",
@@ -60,6 +64,7 @@ CMD_PIPE = 3  # a pickled message is waiting on the pipe (reset, call, close, ..
 STATUS_OK = 0
 STATUS_INFO = 1  # step done; a batched info dict follows on the pipe
 STATUS_ERROR = 2  # an env raised; the error report follows on the pipe
+STATUS_RESTART = 3  # step done, but envs raised (restartable group); their reports follow
 
 ALIGN = 64  # cache line: arrays start on their own line
 
@@ -300,6 +305,10 @@ class TreeRows:
         for array, leaf in zip(self.arrays, self._flatten(value), strict=True):
             array[index] = leaf
 
+    def row(self, index: int) -> Any:
+        """A copy of row ``index`` as one nested value (a dict/tuple of arrays)."""
+        return unflatten(self.space, [array[index].copy() for array in self.arrays])
+
     def copy(self) -> list[Any]:
         """One fresh nested value per row (an env may keep what it was given)."""
         copies = [array.copy() for array in self.arrays]
@@ -311,6 +320,11 @@ def _rows(space: gymnasium.Space, arrays: Sequence[np.ndarray], rows: slice) -> 
     if is_leaf(space):
         return arrays[0][rows]
     return TreeRows(space, [array[rows] for array in arrays])
+
+
+def _row_copy(rows: Any, index: int) -> Any:
+    """A copy of row ``index`` of an array or a :class:`TreeRows`."""
+    return rows.row(index) if isinstance(rows, TreeRows) else rows[index].copy()
 
 
 class EnvGroup:
@@ -326,6 +340,11 @@ class EnvGroup:
             only this group's rows, as in a Ray actor).
         autoreset_mode: Gymnasium's autoreset mode (``SAME_STEP``, ``NEXT_STEP`` or
             ``DISABLED``), as ``AsyncVectorEnv``'s workers apply it.
+        env_fns: The functions that built ``envs`` (``SAME_STEP`` only). When given, the group
+            is *restartable*: an env whose ``step`` raises no longer ends the step. Its report
+            goes to :attr:`failures`, its row gets the last obs it returned (as obs and final
+            obs), reward 0 and ``truncated``, the other envs step on, and :meth:`restart`
+            rebuilds it later.
     """
 
     def __init__(
@@ -336,6 +355,7 @@ class EnvGroup:
         discrete: bool,
         row: int | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        env_fns: Sequence[Callable[[], gymnasium.Env]] | None = None,
     ):
         self.envs = list(envs)
         self.offset = offset
@@ -362,8 +382,16 @@ class EnvGroup:
         # NEXT_STEP: envs whose episode ended on the last step and are reset on the next.
         self._autoreset = [False] * self.count
         if self.autoreset_mode is not AutoresetMode.SAME_STEP:
+            if env_fns is not None:
+                raise ValueError(
+                    f"env restarts need autoreset_mode=SAME_STEP; got {self.autoreset_mode}."
+                )
             # Bound once here, so the same-step loop (the learner's) stays free of mode tests.
             self.step = self._step_next_or_disabled  # type: ignore[method-assign]
+        self._env_fns = None if env_fns is None else list(env_fns)
+        self._spaces = (obs_space, self.envs[0].action_space)
+        self.failures: list[dict[str, Any]] = []  # reports of the envs that raised this step
+        self._broken: set[int] = set()  # local indices of envs that raised, not yet rebuilt
 
     @property
     def current_global(self) -> int | None:
@@ -386,17 +414,33 @@ class EnvGroup:
         """
         # A fresh array: an env may keep a reference to the action it was given.
         actions = self.act.tolist() if self.discrete else self.act.copy()
-        resets, final_obs = self._resets, self.final_obs
+        if self._env_fns is None:
+            return self._publish(self._step_from(0, actions, want_info))
+        self.failures = []
+        any_info, start = False, 0
+        while start < self.count:
+            try:
+                any_info |= self._step_from(start, actions, want_info)
+                break
+            except Exception as exc:
+                start = self._fail(exc, want_info) + 1
+        return self._publish(any_info)
+
+    def _step_from(self, start: int, actions: Any, want_info: bool) -> bool:
+        """The ``SAME_STEP`` loop over envs ``start, start + 1, ...``; whether any gave info.
+
+        On an exception, :attr:`current` is the env that raised.
+        """
+        resets, final_obs, steps = self._resets, self.final_obs, self._steps
         # Per-env results go to Python lists first (cheaper than numpy item stores) and reach
         # the shared arrays in one vectorised store each.
         obs, rewards, terms, truncs = self._obs_list, self._rewards, self._terms, self._truncs
         infos = self._infos
         any_info = False
-        j = -1
+        j = start - 1
         try:
-            for step in self._steps:
-                j += 1
-                o, rewards[j], te, tr, info = step(actions[j])
+            for j in range(start, self.count):
+                o, rewards[j], te, tr, info = steps[j](actions[j])
                 terms[j] = te
                 truncs[j] = tr
                 if te or tr:
@@ -414,7 +458,65 @@ class EnvGroup:
         except BaseException:
             self.current = j
             raise
-        return self._publish(any_info)
+        return any_info
+
+    def _fail(self, exc: Exception, want_info: bool) -> int:
+        """Records that env :attr:`current` raised ``exc`` in a step; returns its index.
+
+        The env's row reports its last obs (still in the shared obs row) as obs and final obs,
+        reward 0, ``truncated``, and no info; the env waits for :meth:`restart`.
+        """
+        j = self.current
+        assert j is not None
+        self.failures.append(describe_exception(exc, self.offset + j))
+        self._broken.add(j)
+        last = _row_copy(self.obs, j)
+        self._obs_list[j] = last
+        self.final_obs[j] = last
+        self._rewards[j], self._terms[j], self._truncs[j] = 0.0, False, True
+        if want_info:
+            self._infos[j] = {}
+        self.current = None
+        return j
+
+    def restart(self, rows: Sequence[int], seeds: Sequence[int | None]) -> list[dict[str, Any]]:
+        """Starts a new episode in the envs ``rows`` (local indices): their restart.
+
+        An env that raised in the last step is closed (errors ignored) and built again first.
+        Each env is reset with its seed; its row gets the new episode's first obs, reward 0,
+        ``terminated`` False and ``truncated`` True. The final obs row is left alone: it holds
+        the last obs of the episode that was cut short.
+
+        Args:
+            rows: Local indices of the envs to restart.
+            seeds: One seed (or None) per env of ``rows``.
+
+        Returns:
+            The reset infos, one per env of ``rows``.
+
+        Raises:
+            RuntimeError: The group was built without ``env_fns`` and an env needs rebuilding.
+            Exception: What building or resetting an env raised (:attr:`current` names it).
+        """
+        infos = []
+        for j, seed in zip(rows, seeds, strict=True):
+            self.current = j
+            if j in self._broken:
+                if self._env_fns is None:
+                    raise RuntimeError("this EnvGroup was built without env_fns: no restarts")
+                with contextlib.suppress(Exception):
+                    self.envs[j].close()
+                env = build_envs(self._env_fns[j : j + 1], self.offset + j, self._spaces)[0]
+                self.envs[j], self._steps[j], self._resets[j] = env, env.step, env.reset
+                self._broken.discard(j)
+            o, info = self.envs[j].reset(seed=seed)
+            self.obs[j] = o
+            self.reward[j] = 0.0
+            self.terminated[j] = False
+            self.truncated[j] = True
+            infos.append(info)
+        self.current = None
+        return infos
 
     def _step_next_or_disabled(self, want_info: bool) -> dict[str, Any]:
         """The ``NEXT_STEP`` and ``DISABLED`` loop, as ``AsyncVectorEnv``'s worker steps.
@@ -673,7 +775,8 @@ def worker_main(
 
     Args:
         slot: Index of this worker (its command/status word).
-        payload: cloudpickled ``(env_fns, spaces, discrete, autoreset_mode)``.
+        payload: cloudpickled ``(env_fns, spaces, discrete, autoreset_mode, restartable)``;
+            a restartable worker's group keeps ``env_fns`` to rebuild envs that raise.
         offset: Global index of this worker's first env.
         layout: Layout of the shared buffer.
         buffer: The shared buffer (a ``RawArray``).
@@ -690,9 +793,17 @@ def worker_main(
     ).start()
     group: EnvGroup | None = None
     try:
-        env_fns, spaces, discrete, autoreset_mode = cloudpickle.loads(payload)
+        env_fns, spaces, discrete, autoreset_mode, restartable = cloudpickle.loads(payload)
         envs = build_envs(env_fns, offset, spaces)
-        group = EnvGroup(envs, offset, layout.views(buffer), discrete, None, autoreset_mode)
+        group = EnvGroup(
+            envs,
+            offset,
+            layout.views(buffer),
+            discrete,
+            None,
+            autoreset_mode,
+            env_fns if restartable else None,
+        )
     except BaseException as exc:
         index = getattr(exc, "batchppo_env_index", None)
         conn.send(("error", describe_exception(exc, index)))
@@ -714,8 +825,12 @@ def worker_main(
                     status[slot] = STATUS_ERROR
                     message = ("error", describe_exception(exc, group.current_global))
                 else:
-                    status[slot] = STATUS_INFO if info else STATUS_OK
-                    message = info or None
+                    if group.failures:  # envs raised; the parent decides on their restart
+                        status[slot] = STATUS_RESTART
+                        message = ("failures", group.failures, info)
+                    else:
+                        status[slot] = STATUS_INFO if info else STATUS_OK
+                        message = info or None
                 # Release first, then send: a message larger than the pipe's buffer must not
                 # block this worker while the parent still waits on the semaphore.
                 done_sem.release()
@@ -768,6 +883,8 @@ def _handle(message: tuple, group: EnvGroup, conn: Any) -> bool:
     try:
         if kind == "reset":
             result = group.reset(message[1], message[2], message[3])
+        elif kind == "restart":
+            result = group.restart(message[1], message[2])
         elif kind == "call":
             result = group.call(message[1], message[2], message[3])
         elif kind == "set_attr":

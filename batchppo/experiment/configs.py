@@ -470,9 +470,18 @@ def load_config(path: str | Path) -> PPOConfig:
 # --- Resume compatibility -------------------------------------------------------------------
 
 RESUME_MUTABLE = frozenset(
-    {"log_every", "eval_every", "checkpoint_every", "keep_checkpoints", "num_workers", "host_loop"}
+    {
+        "log_every",
+        "eval_every",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "num_workers",
+        "host_loop",
+        "max_env_restarts",
+    }
 )
-"""Fields a resumed run may change freely: they affect bookkeeping or speed, not what is learned."""
+"""Fields a resumed run may change freely: they affect bookkeeping, speed or how env faults
+are handled, not what is learned."""
 
 
 def check_resume_overrides(stored: PPOConfig, changes: Mapping[str, Any]) -> PPOConfig:

@@ -308,11 +308,17 @@ def _crossed(before: int, after: int, every: int) -> bool:
     return every > 0 and after // every > before // every
 
 
+RUNNING_TOTALS = frozenset({"env_restarts"})
+"""Trainer metrics that are running totals: a train report shows the latest value (not the
+window's mean), and a resumed run continues it from the last report it kept."""
+
+
 class _Window:
     """Aggregates the trainer's per-iteration metrics between two train reports."""
 
     def __init__(self) -> None:
         self.values: dict[str, list[float]] = {}
+        self.totals: dict[str, float] = {}
         self.steps = self.episodes = self.iterations = 0
         self.score_sum = self.length_sum = 0.0
         self.seconds = self.all_seconds = 0.0
@@ -332,7 +338,9 @@ class _Window:
             self.score_sum += episodes * float(metrics["score"])
             self.length_sum += episodes * float(metrics["length"])
         for key, value in metrics.items():
-            if key not in ("env_steps", "episodes", "score", "length"):
+            if key in RUNNING_TOTALS:
+                self.totals[key] = float(value)
+            elif key not in ("env_steps", "episodes", "score", "length"):
                 self.values.setdefault(key, []).append(float(value))
 
     def summary(self) -> dict[str, float]:
@@ -348,6 +356,7 @@ class _Window:
         for key, values in self.values.items():
             finite = [v for v in values if not math.isnan(v)]
             out[key] = float(np.mean(finite)) if finite else nan
+        out.update(self.totals)
         return out
 
 
@@ -441,6 +450,7 @@ class _Run:
         step = int(state.step)
         self.started = time.monotonic()
         self.logger = RunLogger(self.run_dir, resume_step)
+        self.totals_before = self._last_totals()
         self.progress = Progress(self.progress_mode, config.steps, step)
         if resume_step is not None:
             self.progress.message(f"resuming {self.run_dir} from step {step:,}")
@@ -463,6 +473,22 @@ class _Run:
         return TrainResult(
             state, score, step, self.run_dir, config, interrupted, self.stop_signal, self.records
         )
+
+    def _last_totals(self) -> dict[str, float]:
+        """The running totals of the last train report on disk (a resume continues them)."""
+        if self.run_dir is None:
+            return {}
+        train = [r for r in read_metrics(self.run_dir) if r["phase"] == "train"]
+        last = train[-1] if train else {}
+        return {key: float(last[key]) for key in RUNNING_TOTALS if last.get(key) is not None}
+
+    def _train_values(self, window: _Window) -> dict[str, float]:
+        """A train report's values: the window's summary, running totals continued."""
+        values = window.summary()
+        for key, before in self.totals_before.items():
+            if key in values:
+                values[key] += before
+        return values
 
     def _eval_on(self) -> bool:
         return self.config.eval_interval > 0 and self.config.eval_episodes > 0
@@ -488,7 +514,7 @@ class _Run:
             compiled = True
             self.progress.advance(step)
             if _crossed(before, step, config.log_interval) or step >= config.steps:
-                self.report("train", step, window.summary())
+                self.report("train", step, self._train_values(window))
                 window = _Window()
             if self._eval_on() and (
                 _crossed(before, step, config.eval_interval) or step >= config.steps
@@ -497,7 +523,7 @@ class _Run:
             if _crossed(before, step, config.checkpoint_interval):
                 self.save(state, step)
         if stop.signum is not None and window.iterations:
-            self.report("train", step, window.summary())
+            self.report("train", step, self._train_values(window))
         self.stop_signal = stop.signum
         return state, step, stop.signum is not None
 

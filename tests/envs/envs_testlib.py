@@ -237,3 +237,38 @@ class NestedEnv(gymnasium.Env):
         self.t += 1
         reward = float(np.sum(action[0])) + float(action[1])
         return self._obs(), reward, self.t >= self.terminate_at, False, {}
+
+
+class FaultyNestedEnv(NestedEnv):
+    """A NestedEnv whose step raises ZeroDivisionError at ``t == at`` in env ``bad_tag``."""
+
+    def __init__(self, tag: int, bad_tag: int, at: int = 2):
+        super().__init__(tag, terminate_at=100)
+        self.bad = tag == bad_tag
+        self.at = at
+
+    def step(self, action):
+        out = super().step(action)
+        if self.bad and self.t == self.at:
+            raise ZeroDivisionError(f"step of nested env {self.tag} failed on purpose")
+        return out
+
+
+class BuiltOnceEnv(CountEnv):
+    """In env ``bad_tag``: every step raises ValueError, and building it a second time in the
+    same process raises KeyError (an env that cannot be rebuilt)."""
+
+    builds = 0  # constructions of the bad env in this process
+
+    def __init__(self, tag: int, bad_tag: int):
+        super().__init__(tag)
+        self.bad = tag == bad_tag
+        if self.bad:
+            type(self).builds += 1
+            if type(self).builds > 1:
+                raise KeyError(f"env {tag} cannot be rebuilt")
+
+    def step(self, action):
+        if self.bad:
+            raise ValueError(f"step of env {self.tag} failed on purpose")
+        return super().step(action)

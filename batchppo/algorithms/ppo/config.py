@@ -59,6 +59,12 @@ class PPOConfig:
     step (:class:`~batchppo.core.host_loop.HostLoop`) instead of inside the compiled
     iteration through ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md
     compares the speed of the two."""
+    max_env_restarts: int = 0
+    """``process`` and ``sync`` backends: how many env restarts each env batch (training,
+    evaluation) may make in one training process. An env whose step raises, or whose worker
+    process dies, is then rebuilt and reset, its episode ending truncated, and training goes
+    on; the ``env_restarts`` train metric counts them. 0 (the default) fails fast: the env's
+    error ends the run. Past the budget the error is raised, naming this setting."""
 
     # --- Schedule ---------------------------------------------------------------------------
     steps: int = 1_000_000
@@ -201,6 +207,15 @@ class PPOConfig:
                 value is None or value >= 0,
                 f"{name}={value}: must be >= 0 (0 disables), or None for a fraction of steps",
             )
+        check(
+            self.max_env_restarts >= 0,
+            f"max_env_restarts={self.max_env_restarts}: must be >= 0 (0 fails fast)",
+        )
+        check(
+            not self.max_env_restarts or self.backend in ("process", "sync"),
+            f"max_env_restarts={self.max_env_restarts}: env restarts are for the process and "
+            f"sync backends only; backend={self.backend!r} fails fast (set max_env_restarts=0)",
+        )
         check(
             not self.host_loop or self.backend in HOST_BACKENDS,
             f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "

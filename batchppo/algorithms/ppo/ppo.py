@@ -500,6 +500,7 @@ def _make_env(config: PPOConfig, num_envs: int, seed: int) -> Env:
         normalize_ranges=config.normalize_ranges,
         seed=seed,
         num_workers=config.num_workers,
+        max_restarts=config.max_env_restarts,
         env_kwargs=config.env_kwargs,
     )
 
@@ -721,11 +722,26 @@ class Trainer:
         """
         if self._host_loop is None:
             ts, ss, metrics = self._call(("iterations", 1), train_state, sim_state)
-            return ts, ss, _to_python(metrics)
+            return ts, ss, self._with_env_restarts(_to_python(metrics))
         params = (train_state.params, train_state.obs_norm)
         ss, traj, stats = self._host_loop.rollout(params, sim_state, self.ppo.T)
         ts, metrics = self._call(("learn",), train_state, traj, stats)
-        return ts, ss, _to_python(metrics)
+        return ts, ss, self._with_env_restarts(_to_python(metrics))
+
+    @property
+    def env_restarts(self) -> int | None:
+        """Env restarts so far in the training and eval envs (``max_env_restarts``); None
+        for backends that cannot restart envs (pure-JAX ones)."""
+        counts = [getattr(env, "restarts", None) for env in (self.env, self._eval_env)]
+        counts = [count for count in counts if count is not None]
+        return sum(counts) if counts else None
+
+    def _with_env_restarts(self, metrics: dict[str, float]) -> dict[str, float]:
+        """``metrics`` with ``env_restarts`` (a running total) where the envs count them."""
+        restarts = self.env_restarts
+        if restarts is not None:
+            metrics["env_restarts"] = float(restarts)
+        return metrics
 
     def _rollout_shapes(self, ts: TrainState, ss: SimState) -> tuple[Transition, EpisodeStats]:
         params = (ts.params, ts.obs_norm)
@@ -751,7 +767,8 @@ class Trainer:
             return train_state, sim_state, metrics
         ts, ss, metrics = self._call(("iterations", n), train_state, sim_state)
         metrics = jax.device_get(metrics)
-        return ts, ss, [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
+        per_iteration = [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
+        return ts, ss, [self._with_env_restarts(m) for m in per_iteration]
 
     # --- evaluation and deployment ----------------------------------------------------------
 

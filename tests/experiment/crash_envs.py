@@ -1,0 +1,43 @@
+"""A Pendulum that crashes at random steps, for training runs with env restarts.
+
+Importing this module registers ``CrashingPendulum-v0``; ``batchppo`` reaches it as
+``crash_envs:CrashingPendulum-v0``, which imports the module first (in the worker processes
+too), as ``gymnasium.make`` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.envs.classic_control.pendulum import PendulumEnv
+
+ENV_ID = "CrashingPendulum-v0"
+
+
+class CrashingPendulumEnv(PendulumEnv):
+    """Pendulum-v1 whose ``step`` raises RuntimeError with probability ``crash_probability``.
+
+    The crashes are drawn from their own generator, seeded by the seed of the env's last
+    seeded reset, so a seeded run crashes at the same steps every time.
+    """
+
+    def __init__(self, crash_probability: float = 0.002, render_mode: str | None = None):
+        super().__init__(render_mode=render_mode)
+        self.crash_probability = crash_probability
+        self._crashes = np.random.default_rng()
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            self._crashes = np.random.default_rng([seed, 1])
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self._crashes.random() < self.crash_probability:
+            raise RuntimeError("CrashingPendulum: the simulator crashed")
+        return super().step(action)
+
+
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(ENV_ID, entry_point=CrashingPendulumEnv, max_episode_steps=200)

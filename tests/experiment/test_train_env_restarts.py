@@ -1,0 +1,129 @@
+"""A real ``batchppo train`` on envs that crash at random steps, with ``max_env_restarts``."""
+
+from __future__ import annotations
+
+import numpy as np
+import psutil
+import pytest
+from experiment_fakes import FakeTrainer, fake_config
+
+from batchppo import cli
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.core.adapters import make_env
+from batchppo.envs import EnvRestartWarning
+from batchppo.experiment import configs, loop
+from batchppo.experiment.logging import read_metrics
+
+pytestmark = pytest.mark.timeout(120)
+
+ENV = "crash_envs:CrashingPendulum-v0"  # each step crashes with probability 0.002
+# 8 envs x 64 steps = 512 env steps per iteration in 2 worker processes; tiny networks.
+TINY = [
+    f"env={ENV}",
+    "steps=4096",
+    "num_agents=8",
+    "num_workers=2",
+    "rollout_length=64",
+    "max_length=100",
+    "update_epochs=1",
+    "num_minibatches=1",
+    "policy_layers=[16]",
+    "value_layers=[16]",
+    "eval_episodes=4",
+    "eval_every=2048",
+    "log_every=1024",
+]
+
+
+def _argv(logdir, timestamp: str, *overrides: str) -> list[str]:
+    argv = ["train", "--config", "pendulum_fast", "--logdir", str(logdir), "--timestamp"]
+    argv += [timestamp, "--progress", "none"]
+    for override in (*TINY, *overrides):
+        argv += ["--set", override]
+    return argv
+
+
+def _workers() -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "env-worker" in " ".join(p.cmdline())
+    ]
+
+
+def test_training_goes_on_through_env_crashes_and_counts_the_restarts(tmp_path, capsys):
+    with pytest.warns(EnvRestartWarning, match="CrashingPendulum: the simulator crashed"):
+        code = cli.main(_argv(tmp_path, "R", "max_env_restarts=200"))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith("done: 4,096 steps")
+    records = read_metrics(tmp_path / "R-pendulum_fast")
+    train = [r for r in records if r["phase"] == "train"]
+    assert [r["step"] for r in train] == [1024, 2048, 3072, 4096]
+    restarts = [r["env_restarts"] for r in train]
+    assert restarts == sorted(restarts) and 0 < restarts[-1] <= 200, restarts
+    assert all(isinstance(r["score"], float) for r in train)
+    assert not _workers()
+
+
+class _RestartingFakeTrainer(FakeTrainer):
+    """A fake trainer whose envs restart once per iteration (counted from 0 in each process)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.restarts = 0
+
+    def iteration(self, ts, ss):
+        ts, ss, metrics = super().iteration(ts, ss)
+        self.restarts += 1
+        return ts, ss, {**metrics, "env_restarts": float(self.restarts)}
+
+
+def test_env_restarts_is_a_running_total_that_a_resume_continues(tmp_path):
+    # 100 steps per iteration; train reports at 300, 500, 800 and 1000, then 1300 and 1500.
+    def run(steps: int):
+        return loop.train(
+            fake_config(steps=steps), tmp_path, name="fake", timestamp="T", progress="none",
+            trainer_factory=_RestartingFakeTrainer,
+        )  # fmt: skip
+
+    run(1000)
+    run(1500)  # a new process's trainer counts from 0 again
+    train = [r for r in read_metrics(tmp_path / "T-fake") if r["phase"] == "train"]
+    assert [r["step"] for r in train] == [300, 500, 800, 1000, 1300, 1500]
+    assert [r["env_restarts"] for r in train] == [3, 5, 8, 10, 13, 15]
+
+
+def test_host_env_counts_restarts_of_the_sync_backend_and_stops_at_the_budget():
+    env = make_env(
+        ENV, 2, "sync", max_restarts=4, env_kwargs={"crash_probability": 1.0}, seed=0
+    )  # every step crashes
+    try:
+        obs = env.host_reset(0)
+        action = np.zeros((2, 1), np.float32)
+        for restarts in (2, 4):
+            with pytest.warns(EnvRestartWarning):
+                new_obs, reward, terminated, truncated, final_obs = env.host_step(action)
+            assert truncated.tolist() == [True, True] and not terminated.any()
+            assert reward.tolist() == [0.0, 0.0]
+            np.testing.assert_array_equal(final_obs, obs)  # the last obs before the crash
+            assert env.restarts == restarts
+            obs = new_obs
+        with pytest.raises(
+            RuntimeError, match=r"max_restarts=4, 4 restarts done.*max_env_restarts"
+        ):
+            env.host_step(action)
+    finally:
+        env.close()
+
+
+def test_config_checks_and_resume_accepts_a_new_budget():
+    with pytest.raises(ValueError, match="max_env_restarts=-1: must be >= 0"):
+        PPOConfig(max_env_restarts=-1)
+    for backend in ("gymnax", "ray"):
+        with pytest.raises(ValueError, match="process and sync backends only"):
+            PPOConfig(backend=backend, max_env_restarts=3)
+    with pytest.raises(ValueError, match="process and sync backends only"):
+        make_env("Pendulum-v1", 2, "gymnax", max_restarts=1)
+    stored = PPOConfig(backend="process")
+    assert configs.check_resume_overrides(stored, {"max_env_restarts": 7}).max_env_restarts == 7
