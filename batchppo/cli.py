@@ -2,7 +2,7 @@
 
 Bad input (an unknown config, a bad ``--set``, a missing or corrupt run dir or checkpoint, an
 unknown env id) prints one line ``batchppo: error: ...`` on stderr and exits with status 2; so
-does a Ray cluster that cannot place the env actors (``RayResourcesError``).
+does a Ray cluster that cannot be joined or cannot place the env actors (``RaySetupError``).
 
 Examples::
 
@@ -199,9 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except RuntimeError as error:
         # Imported only here: the common path never pays for importing the Ray env module.
-        from batchppo.envs.ray_env import RayResourcesError
+        from batchppo.envs.ray_env import RaySetupError
 
-        if not isinstance(error, RayResourcesError):
+        if not isinstance(error, RaySetupError):
             raise
         print(f"batchppo: error: {error}", file=sys.stderr)  # a set-up problem: one line
         return EXIT_USAGE

@@ -707,6 +707,7 @@ def make_env(
     seed: int = 0,
     num_workers: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
+    ray_options: Mapping[str, Any] | None = None,
     max_restarts: int = 0,
 ) -> Env:
     """Builds a batched Env by backend name: the one factory the trainer uses.
@@ -724,6 +725,9 @@ def make_env(
         env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
             ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields
             (``gymnax``).
+        ray_options: ``ray`` only: keyword arguments of
+            :class:`~batchppo.envs.ray_env.RayBatchEnv` (``address``, ``num_cpus``,
+            ``startup_timeout``).
         max_restarts: ``process`` and ``sync`` only: the ``BatchEnv``'s restart budget (envs
             whose step raised or whose worker died are rebuilt, their episodes truncated, up
             to this many times; :attr:`HostEnv.restarts` counts them); 0 fails fast.
@@ -732,9 +736,11 @@ def make_env(
         An :class:`~batchppo.core.env.Env` (with a ``close()`` method).
 
     Raises:
-        ValueError: An unknown backend, or ``max_restarts`` with a backend other than
-            ``process`` and ``sync``.
+        ValueError: An unknown backend, ``ray_options`` with a backend other than ``ray``, or
+            ``max_restarts`` with one other than ``process`` and ``sync``.
     """
+    if ray_options and backend != "ray":
+        raise ValueError(f"ray_options apply to backend='ray' only; got backend={backend!r}.")
     if max_restarts and backend not in ("process", "sync"):
         raise ValueError(
             f"max_restarts={max_restarts}: env restarts are for the process and sync backends "
@@ -762,6 +768,7 @@ def make_env(
             num_workers=num_workers,
             max_length=max_length,
             normalize_ranges=normalize_ranges,
+            ray_options=ray_options,
             max_restarts=max_restarts,
             **env_kwargs,
         )

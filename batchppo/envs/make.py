@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium
@@ -107,6 +107,7 @@ def make(
     max_length: int | None = None,
     normalize_ranges: bool = True,
     render_mode: str | None = None,
+    ray_options: Mapping[str, Any] | None = None,
     max_restarts: int = 0,
     **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
@@ -131,17 +132,25 @@ def make(
         max_length: Episode step limit; None keeps the registry's.
         normalize_ranges: Map finite bounds to ``[-1, 1]``.
         render_mode: Passed to ``gymnasium.make``.
+        ray_options: ``"ray"`` only: keyword arguments of
+            :class:`~batchppo.envs.ray_env.RayBatchEnv` (``address``, ``num_cpus``,
+            ``startup_timeout``, ``actor_options``).
+        max_restarts: ``BatchEnv``'s restart budget (``"process"`` and ``"sync"`` only): how
+            many times an env whose step raised, or whose worker died, is rebuilt and its
+            episode truncated; 0 fails fast.
         **env_kwargs: Passed to ``gymnasium.make``.
 
     Returns:
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
 
     Raises:
-        ValueError: Unknown id or backend, bad counts, ``max_restarts`` with ``"ray"``.
-            Raised before any worker starts.
+        ValueError: Unknown id or backend, bad counts, ``ray_options`` with another backend,
+            ``max_restarts`` with ``"ray"``. Raised before any worker starts.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}.")
+    if ray_options and backend != "ray":
+        raise ValueError(f"ray_options apply to backend='ray' only; got backend={backend!r}.")
     if max_restarts and backend == "ray":
         raise ValueError(
             f"max_restarts={max_restarts}: env restarts are for the process and sync backends "
@@ -164,7 +173,7 @@ def make(
     else:
         from batchppo.envs.ray_env import RayBatchEnv
 
-        env = RayBatchEnv(fns, num_workers=num_workers)
+        env = RayBatchEnv(fns, num_workers=num_workers, **(ray_options or {}))
     if seed is not None:
         env.reset(seed=seed)
     return env

@@ -5,8 +5,17 @@ BatchEnv worker (same-step autoreset, dense ``final_obs``); a step sends each ac
 of the actions and gathers its arrays through Ray's object store. Slower per step than
 :class:`~batchppo.envs.BatchEnv` on one machine; use it when the envs do not fit on one.
 
+Connection (:func:`connect`): an ``address`` (``"auto"`` or ``"host:port"``) joins that
+cluster; without one, ``RAY_ADDRESS`` is honoured when set, and otherwise a local Ray is
+started. A Ray already initialised in this process is reused. An address that does not answer
+raises :class:`RayConnectionError` within ``CONNECT_TIMEOUT`` seconds, where ``ray.init``
+would retry for minutes.
+
 Resources: each actor asks Ray for ``num_cpus`` (half a CPU by default) and the actors must
 start within ``startup_timeout``; otherwise :class:`RayResourcesError` names what is missing.
+
+Cost: a step is one round trip per actor (one remote call carrying its slice of the actions,
+whose result carries all its envs' arrays), never one per env.
 """
 
 from __future__ import annotations
@@ -14,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing as mp
+import os
+import socket
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -37,7 +48,16 @@ from batchppo.envs.batch_env import (
 from batchppo.envs.spaces import is_leaf
 from batchppo.envs.worker import EnvGroup, Layout, build_envs, merge_info_parts
 
-__all__ = ["DEFAULT_NUM_CPUS", "DEFAULT_STARTUP_TIMEOUT", "RayBatchEnv", "RayResourcesError"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "DEFAULT_NUM_CPUS",
+    "DEFAULT_STARTUP_TIMEOUT",
+    "RayBatchEnv",
+    "RayConnectionError",
+    "RayResourcesError",
+    "RaySetupError",
+    "connect",
+]
 
 # Half a CPU per actor. A trainer holds two RayBatchEnvs at once, the training env and the
 # eval env, each with one actor per CPU by default, and steps only one of them at a time: at
@@ -48,6 +68,9 @@ DEFAULT_NUM_CPUS = 0.5
 # Long enough for Ray to start worker processes on a loaded machine or a cluster to add a
 # node; short enough that a request the cluster cannot meet ends in an error, not a hang.
 DEFAULT_STARTUP_TIMEOUT = 60.0
+# Seconds to wait for a cluster's address to accept a connection. ``ray.init`` itself retries
+# an address that does not answer for minutes.
+CONNECT_TIMEOUT = 10.0
 
 # Ray clusters started by this module (their GCS addresses): no autoscaler serves them and only
 # this process uses them, so what the live RayBatchEnvs below hold is all that is taken.
@@ -58,9 +81,102 @@ _HELD: weakref.WeakKeyDictionary[RayBatchEnv, dict[str, float]] = weakref.WeakKe
 _HELD_LOCK = threading.Lock()
 
 
-class RayResourcesError(RuntimeError):
+class RaySetupError(RuntimeError):
+    """Ray could not be set up for a RayBatchEnv; the one-line message names the fix."""
+
+
+class RayResourcesError(RaySetupError):
     """The Ray cluster cannot place a RayBatchEnv's actors; the one-line message says what
     they ask for, what the cluster has and how to fit them."""
+
+
+class RayConnectionError(RaySetupError):
+    """The Ray cluster at the given address (or ``RAY_ADDRESS``) cannot be joined; the
+    one-line message names the address, where it came from and the fix."""
+
+
+def _bootstrap_address(address: str) -> str:
+    """``address`` as ``host:port``, resolved as ``ray.init`` resolves it.
+
+    ``"auto"`` becomes the address of the Ray started on this machine by ``ray start``, and a
+    loopback host the node's IP address (where Ray listens). Uses Ray's own resolver when
+    it is there (it is private); otherwise the address is taken as given.
+    """
+    if address.startswith("ray://"):  # Ray Client: its server's host:port (untested)
+        return address[len("ray://") :]
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:
+        return address
+    return canonicalize_bootstrap_address(address) or address
+
+
+def _probe(address: str, timeout: float) -> str | None:
+    """Why nothing answers at ``address`` within ``timeout`` seconds; None when it answers."""
+    try:
+        target = _bootstrap_address(address)
+    except ConnectionError:  # "auto" found no Ray
+        return "no Ray started by `ray start` runs on this machine"
+    except ValueError as exc:  # a malformed address
+        return str(exc).splitlines()[0].rstrip(".")
+    host, sep, port = target.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return f"{target!r} is not host:port"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as exc:
+        return f"nothing answers at {target} ({exc.strerror or exc})"
+
+
+def connect(address: str | None = None, *, timeout: float = CONNECT_TIMEOUT) -> str:
+    """Joins a Ray cluster, or starts a local Ray, for this process (once).
+
+    A Ray already initialised in this process is used as it is, whatever ``address`` says.
+    Otherwise ``address`` (``"auto"`` or ``"host:port"``) is joined; without one,
+    ``RAY_ADDRESS`` is, when it is set; and otherwise a new local Ray is started (never an
+    existing one picked up behind the caller's back).
+
+    Args:
+        address: The cluster to join; None: ``RAY_ADDRESS``, or a new local Ray.
+        timeout: Seconds to wait for the address to accept a connection.
+
+    Returns:
+        The GCS address of the Ray this process is now connected to.
+
+    Raises:
+        RayConnectionError: Nothing answers at the address, or ``ray.init`` failed there.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return ray.get_runtime_context().gcs_address
+    source = "ray_address"
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
+    if address is None:
+        ray.init(address="local")
+        gcs_address = ray.get_runtime_context().gcs_address
+        _OWN_CLUSTERS.add(gcs_address)
+        return gcs_address
+    fix = (
+        f"start Ray there (`ray start --head`), correct {source}, or unset "
+        "ray_address and RAY_ADDRESS to start a local Ray"
+    )
+    reason = _probe(address, timeout)
+    if reason is None:
+        try:
+            ray.init(address=address)
+        except Exception as exc:  # any failure to join is a set-up problem
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].rstrip(".")
+            with contextlib.suppress(Exception):
+                ray.shutdown()
+    if reason is not None:
+        raise RayConnectionError(
+            f"RayBatchEnv: cannot join the Ray cluster at {address!r} (from {source}): "
+            f"{reason}; {fix}"
+        )
+    return ray.get_runtime_context().gcs_address
 
 
 def _actor_demand(options: dict[str, Any]) -> dict[str, float]:
@@ -128,13 +244,23 @@ class _EnvActor:
     def close(self) -> None:
         self.group.close()
 
+    def location(self) -> tuple[str, int]:
+        """``(node id, pid)`` of this actor."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid()
+
 
 class RayBatchEnv(gymnasium.vector.VectorEnv):
     """The :class:`~batchppo.envs.BatchEnv` contract with workers as Ray actors.
 
     Same API and semantics as ``BatchEnv`` (same-step autoreset, dense ``infos["final_obs"]``,
     ``step_arrays``, seeds ``seed + i``, ``call``/``get_attr``/``set_attr``/``render``).
-    Calls ``ray.init()`` when Ray is not initialised yet.
+    Connects to Ray through :func:`connect` (``address``, else ``RAY_ADDRESS``, else a new
+    local Ray) when Ray is not initialised in this process yet. A step sends one remote call
+    to each actor, which steps all its envs: one round trip per actor. An actor that dies
+    (killed, its process crashed, its node lost) makes the next step raise
+    :class:`WorkerDiedError`, naming the actor and its envs, as soon as Ray reports it.
 
     Args:
         env_fns: One callable per env.
@@ -146,9 +272,16 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         startup_timeout: Seconds to wait for the actors to start (None: for ever); Ray
             queues an actor it cannot place rather than failing it.
         actor_options: Passed to ``ray.remote``; its ``num_cpus`` wins over ``num_cpus``.
+        address: The Ray cluster to join when Ray is not initialised yet (see
+            :func:`connect`); None: ``RAY_ADDRESS`` if set, else a new local Ray.
+
+    Attributes:
+        remote_calls: Remote calls sent to the actors so far: one per actor for each step,
+            reset or call (and for the start-up check), whatever the number of envs.
 
     Raises:
         ImportError: Ray is not installed (``pip install batchppo[ray]``).
+        RayConnectionError: ``address`` (or ``RAY_ADDRESS``) cannot be joined.
         RayResourcesError: The actors cannot be placed: at once when this env started the
             local Ray and the envs of this process already hold what it needs, otherwise
             after ``startup_timeout``.
@@ -164,11 +297,13 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         num_cpus: float = DEFAULT_NUM_CPUS,
         startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT,
         actor_options: dict[str, Any] | None = None,
+        address: str | None = None,
     ):
         import ray
 
         self._ray = ray
         self._actors: list[Any] = []
+        self.remote_calls = 0
         self.closed = False
         env_fns = list(env_fns)
         if not env_fns:
@@ -178,9 +313,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         options = {"num_cpus": num_cpus, **(actor_options or {})}
         if not options["num_cpus"] >= 0:
             raise ValueError(f"num_cpus must be >= 0; got {options['num_cpus']!r}.")
-        if not ray.is_initialized():
-            ray.init()
-            _OWN_CLUSTERS.add(ray.get_runtime_context().gcs_address)
+        connect(address)
         self.num_envs = n = len(env_fns)
         workers = num_workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         per = envs_per_worker or math.ceil(n / workers)
@@ -244,7 +377,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
     def _await_start(self, demand: dict[str, float], timeout: float | None) -> None:
         """Waits for every actor's construction, up to ``timeout`` seconds."""
         ray = self._ray
-        refs = [a.call.remote("spec", (), {}) for a in self._actors]
+        refs = self._send("call", lambda start, stop: ("spec", (), {}))
         try:
             self._get(refs, timeout)
         except mp.TimeoutError:
@@ -278,6 +411,19 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             "resources"
         )
 
+    def _send(self, method: str, args: Callable[[int, int], tuple]) -> list[Any]:
+        """Calls ``method`` once on each actor, with ``args(start, stop)`` of its env range.
+
+        Every remote call goes through here and is counted in ``remote_calls``: one per actor
+        for each step, reset or call, whatever the number of envs.
+        """
+        refs = [
+            getattr(actor, method).remote(*args(start, stop))
+            for actor, (start, stop) in zip(self._actors, self._ranges, strict=False)
+        ]
+        self.remote_calls += len(refs)
+        return refs
+
     def _get(self, refs: list[Any], timeout: float | None = None) -> list[Any]:
         ray = self._ray
         try:
@@ -285,9 +431,29 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         except ray.exceptions.GetTimeoutError:
             raise mp.TimeoutError("step_wait timed out; call it again to keep waiting.") from None
         except ray.exceptions.RayActorError as exc:
-            raise WorkerDiedError(f"A Ray env actor died: {exc}") from None
+            raise self._dead(exc) from None
         except ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None
+
+    def _dead(self, exc: Exception) -> WorkerDiedError:
+        """The one-line error for an actor that died: which actor, its envs, Ray's reason."""
+        dead = getattr(exc, "actor_id", None)
+        ids = [actor._actor_id.hex() for actor in self._actors]
+        if dead in ids:
+            slot = ids.index(dead)
+            start, stop = self._ranges[slot]
+            who = f"Ray env actor {slot} (envs {start}..{stop - 1})"
+        else:
+            who = "A Ray env actor"
+        reason = (str(exc).strip().splitlines() or ["no reason given"])[0].rstrip(".")
+        return WorkerDiedError(
+            f"{who} died: {reason}. The batch env cannot continue; close it and build a new one."
+        )
+
+    def actor_locations(self) -> tuple[tuple[str, int], ...]:
+        """``(node id, pid)`` of each actor, in env order: where the envs run."""
+        self._check()
+        return tuple(self._get(self._send("location", lambda start, stop: ())))
 
     def _check(self) -> None:
         if self.closed:
@@ -303,10 +469,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         check_action_dtype(actions.dtype, self._act_dtype, self._act_shape)
         actions = actions.astype(self._act_dtype, copy=False)
         self._want_info = want_info
-        self._pending = [
-            actor.step.remote(actions[start:stop], want_info)
-            for actor, (start, stop) in zip(self._actors, self._ranges, strict=True)
-        ]
+        self._pending = self._send("step", lambda start, stop: (actions[start:stop], want_info))
 
     def _wait_arrays(self, timeout: float | None) -> tuple[list[np.ndarray], dict[str, Any]]:
         if self._pending is None:
@@ -352,12 +515,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         """Resets every env; env ``i`` gets ``seed + i``."""
         self._check()
         seeds = parse_seeds(seed, self.num_envs)
-        results = self._get(
-            [
-                actor.reset.remote(seeds[start:stop], options)
-                for actor, (start, stop) in zip(self._actors, self._ranges, strict=True)
-            ]
-        )
+        results = self._get(self._send("reset", lambda start, stop: (seeds[start:stop], options)))
         parts = [
             (start, stop - start, r[1])
             for (start, stop), r in zip(self._ranges, results, strict=True)
@@ -377,7 +535,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Calls ``name`` on every env (or reads the attribute)."""
         self._check()
-        results = self._get([a.call.remote(name, args, kwargs) for a in self._actors])
+        results = self._get(self._send("call", lambda start, stop: (name, args, kwargs)))
         return tuple(x for r in results for x in r)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -391,12 +549,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr needs one value or {self.num_envs}; got {len(values)}.")
-        self._get(
-            [
-                a.set_attr.remote(name, list(values[start:stop]))
-                for a, (start, stop) in zip(self._actors, self._ranges, strict=True)
-            ]
-        )
+        self._get(self._send("set_attr", lambda start, stop: (name, list(values[start:stop]))))
 
     def render(self) -> tuple[Any, ...]:
         """One frame per env."""
@@ -406,7 +559,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         """Closes the envs and kills the actors (never hangs: 5 s for a clean close)."""
         ray = self._ray
         with contextlib.suppress(Exception):
-            ray.get([a.close.remote() for a in self._actors], timeout=5)
+            ray.get(self._send("close", lambda start, stop: ()), timeout=5)
         for actor in self._actors:
             with contextlib.suppress(Exception):
                 ray.kill(actor)

@@ -478,6 +478,9 @@ RESUME_MUTABLE = frozenset(
         "num_workers",
         "host_loop",
         "max_env_restarts",
+        "ray_address",
+        "ray_num_cpus",
+        "ray_startup_timeout",
     }
 )
 """Fields a resumed run may change freely: they affect bookkeeping, speed or how env faults

@@ -607,7 +607,7 @@ def train(
 def _loading_config(config: PPOConfig) -> PPOConfig:
     # Loading needs the networks, not parallel simulation: host envs run in-process.
     if config.backend in ("process", "ray"):
-        return dataclasses.replace(config, backend="sync", num_workers=None)
+        return dataclasses.replace(config, backend="sync", num_workers=None, ray_address=None)
     return config
 
 

@@ -103,3 +103,50 @@ def test_bad_resource_settings():
         RayBatchEnv(fns(), startup_timeout=0)
     with pytest.raises(ValueError, match="num_cpus"):
         RayBatchEnv(fns(), num_cpus=-1)
+    from batchppo.envs import make
+
+    with pytest.raises(ValueError, match="ray_options apply to backend='ray' only"):
+        make("Pendulum-v1", 2, backend="process", ray_options={"address": "auto"})
+
+
+class _CountingHandle:
+    """An actor handle that records the name of every remote call made through it."""
+
+    def __init__(self, handle, log: list[str]):
+        self._handle, self._log = handle, log
+
+    def __getattr__(self, name: str):
+        method = getattr(self._handle, name)
+        if not hasattr(method, "remote"):
+            return method
+        log = self._log
+
+        class _Method:
+            @staticmethod
+            def remote(*args, **kwargs):
+                log.append(name)
+                return method.remote(*args, **kwargs)
+
+        return _Method()
+
+
+def test_a_step_is_one_round_trip_per_actor(local_ray):
+    # 12 envs on 3 actors: every step, with infos or without, sends 3 remote calls (each
+    # actor steps its 4 envs), never 12.
+    env_fns = [lambda i=i: CountEnv(i, info=True) for i in range(12)]
+    with RayBatchEnv(env_fns, num_workers=3, num_cpus=0.25) as env:
+        env.reset(seed=0)
+        log: list[str] = []
+        env._actors = [_CountingHandle(a, log) for a in env._actors]
+        before = env.remote_calls
+        actions = np.arange(12, dtype=np.float32).reshape(12, 1)
+        for k in range(1, 4):
+            obs, reward, *_ = env.step(actions)
+            assert log == ["step"] * 3 * (2 * k - 1), log
+            obs, reward, *_ = env.step_arrays(actions)
+            assert log == ["step"] * 3 * (2 * k), log
+            # Every env stepped once per call, with its own action.
+            np.testing.assert_array_equal(obs[:, 0], np.arange(12))
+            np.testing.assert_array_equal(obs[:, 2], 2 * k)
+            np.testing.assert_array_equal(reward, 2 * k + np.arange(12))
+        assert env.remote_calls - before == len(log) == 18

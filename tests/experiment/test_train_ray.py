@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import psutil
@@ -12,6 +13,8 @@ ray = pytest.importorskip("ray")
 
 import batchppo  # noqa: E402
 from batchppo import cli  # noqa: E402
+from batchppo.experiment import configs  # noqa: E402
+from batchppo.experiment.errors import ConfigError  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -67,3 +70,37 @@ def test_cli_names_the_missing_cpus_in_one_line_at_once(own_ray, capsys, tmp_pat
     assert err.startswith("batchppo: error: RayBatchEnv:") and err.count("\n") == 1, err
     assert f"need {{CPU: {workers / 2:g}}}" in err and "lower num_workers" in err, err
     assert elapsed < 30  # seconds, where the start-up timeout is 60
+
+
+def test_cli_names_an_address_that_does_not_answer_in_one_line(own_ray, capsys, tmp_path):
+    ray.shutdown()  # joining happens only where this process has no Ray yet
+    argv = ["train", "--config", "pendulum_fast", "--logdir", str(tmp_path), "--progress",
+            "none", *(a for o in TINY_RAY for a in ("--set", o)),
+            "--set", "ray_address=127.0.0.1:1"]  # fmt: skip
+    start = time.monotonic()
+    code = cli.main(argv)
+    _, err = capsys.readouterr()
+    assert code == 2
+    head = "batchppo: error: RayBatchEnv: cannot join the Ray cluster at '127.0.0.1:1'"
+    assert err.startswith(f"{head} (from ray_address)") and err.count("\n") == 1, err
+    assert time.monotonic() - start < 30
+    assert not ray.is_initialized()
+
+
+def test_ray_settings_are_checked_and_mutable_on_resume():
+    config = configs.apply_overrides(configs.get_preset("pendulum_fast"), ["backend=ray"])
+    assert (config.ray_address, config.ray_num_cpus, config.ray_startup_timeout) == (None, 0.5, 60)
+    bad = {
+        "ray_address=auto": "set backend=ray, or drop ray_address",
+        "ray_num_cpus=-1": "ray_num_cpus=-1.0: must be >= 0",
+        "ray_startup_timeout=0": "ray_startup_timeout=0.0: must be > 0",
+    }
+    for override, message in bad.items():
+        backend = "backend=process" if override.startswith("ray_address") else "backend=ray"
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            configs.apply_overrides(config, [backend, override])
+    # Where the cluster is and how long its actors may take to start do not change what a
+    # run learns: a resumed run may change them.
+    changes = {"ray_address": "auto", "ray_num_cpus": 1.0, "ray_startup_timeout": 5.0}
+    resumed = configs.check_resume_overrides(config, changes)
+    assert {key: getattr(resumed, key) for key in changes} == changes

@@ -65,6 +65,16 @@ class PPOConfig:
     process dies, is then rebuilt and reset, its episode ending truncated, and training goes
     on; the ``env_restarts`` train metric counts them. 0 (the default) fails fast: the env's
     error ends the run. Past the budget the error is raised, naming this setting."""
+    ray_address: str | None = None
+    """``ray`` backend: the Ray cluster to join (``auto`` or ``host:port``); None:
+    ``RAY_ADDRESS`` if set, else a new local Ray. A Ray already initialised in the process is
+    used as it is."""
+    ray_num_cpus: float = 0.5
+    """``ray`` backend: CPUs each env actor books on the cluster (fractions share a CPU; half
+    of one lets the training and eval envs fit side by side)."""
+    ray_startup_timeout: float = 60.0
+    """``ray`` backend: seconds the env actors may take to start before ``RayResourcesError``
+    names what they need and what the cluster has."""
 
     # --- Schedule ---------------------------------------------------------------------------
     steps: int = 1_000_000
@@ -220,6 +230,23 @@ class PPOConfig:
             not self.host_loop or self.backend in HOST_BACKENDS,
             f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
             f"(set host_loop=False, or a host backend: {', '.join(HOST_BACKENDS)})",
+        )
+        check(
+            self.ray_address is None or self.backend == "ray",
+            f"ray_address={self.ray_address!r} is for Ray env actors; set backend=ray, or "
+            "drop ray_address",
+        )
+        check(
+            self.ray_address is None or self.ray_address.strip() != "",
+            "ray_address='': give host:port or auto, or None (RAY_ADDRESS, else a local Ray)",
+        )
+        check(
+            self.ray_num_cpus >= 0,
+            f"ray_num_cpus={self.ray_num_cpus}: must be >= 0 (CPUs per Ray env actor)",
+        )
+        check(
+            self.ray_startup_timeout > 0,
+            f"ray_startup_timeout={self.ray_startup_timeout}: must be > 0 (seconds)",
         )
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
         check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")

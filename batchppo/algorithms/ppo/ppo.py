@@ -502,7 +502,19 @@ def _make_env(config: PPOConfig, num_envs: int, seed: int) -> Env:
         num_workers=config.num_workers,
         max_restarts=config.max_env_restarts,
         env_kwargs=config.env_kwargs,
+        ray_options=_ray_options(config),
     )
+
+
+def _ray_options(config: PPOConfig) -> dict[str, Any] | None:
+    """The config's settings of the ``ray`` backend's RayBatchEnv; None for other backends."""
+    if config.backend != "ray":
+        return None
+    return {
+        "address": config.ray_address,
+        "num_cpus": config.ray_num_cpus,
+        "startup_timeout": config.ray_startup_timeout,
+    }
 
 
 def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dict]]:
