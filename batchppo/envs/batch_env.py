@@ -41,7 +41,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle
 import gymnasium
@@ -138,6 +138,21 @@ class _Request:
     local_result: Any = None
     local_exc: BaseException | None = None
     answers: dict[int, tuple[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+class _StepProgress(NamedTuple):
+    """What a ``step_wait`` that timed out had gathered of the pending step.
+
+    Workers ``0 .. next_slot - 1`` have answered (their done semaphores are taken), so the
+    next ``step_wait`` waits only on the others and keeps their infos, failures and errors.
+    """
+
+    next_slot: int
+    local_exc: BaseException | None
+    remote_exc: BaseException | None
+    parts: list[tuple[int, int, dict[str, Any]]]
+    failures: list[tuple[int | None, list[dict[str, Any]]]]
+    dead: list[tuple[int, str]]
 
 
 def _close_all_at_exit() -> None:
@@ -254,6 +269,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._broken_reason = ""
         self._want_info = False  # of the step in flight
         self._local_stepped = False  # the parent's share of the step in flight is done
+        # What a step_wait that timed out had gathered, so the next one goes on from there.
+        self._step_progress: _StepProgress | None = None
         self._request: _Request | None = None
 
         env_fns = list(env_fns)
@@ -664,10 +681,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             self._check_waiting(_WAITING_STEP, "step_wait")
         want_info = self._want_info
         deadline = None if timeout is None else time.monotonic() + timeout
-        local_exc = None
-        parts: list[tuple[int, int, dict[str, Any]]] = []
-        failures: list[tuple[int | None, list[dict[str, Any]]]] = []  # (slot, env reports)
-        dead: list[tuple[int, str]] = []  # (slot, how the worker died)
+        parts: list[tuple[int, int, dict[str, Any]]]
+        failures: list[tuple[int | None, list[dict[str, Any]]]]  # (slot, env reports)
+        dead: list[tuple[int, str]]  # (slot, how the worker died)
+        progress = self._step_progress
+        if progress is None:
+            first, local_exc, remote_exc, parts, failures, dead = 0, None, None, [], [], []
+        else:  # an earlier step_wait timed out: the workers before `first` have answered
+            self._step_progress = None
+            first, local_exc, remote_exc, parts, failures, dead = progress
+        slot = first
         try:
             if self._local is not None and not self._local_stepped:
                 self._local_stepped = True
@@ -677,8 +700,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                         parts.append((0, self._local.count, info))
                 except Exception as exc:
                     local_exc = self._local_error(exc)
-            remote_exc = None
-            for slot in range(len(self._procs)):
+            for slot in range(first, len(self._procs)):
                 try:
                     error = self._gather(slot, deadline, parts, failures)
                     remote_exc = remote_exc or error
@@ -687,7 +709,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                         raise
                     dead.append((slot, self._broken_reason))
         except mp.TimeoutError:
-            raise  # the step stays pending: step_wait may be called again
+            # The step stays pending: the next step_wait goes on from worker `slot`, which
+            # timed out before taking its answer.
+            self._step_progress = _StepProgress(slot, local_exc, remote_exc, parts, failures, dead)
+            if dead:  # a dead worker marked the batch env broken; the restarts come at the end
+                self._state = _WAITING_STEP
+            raise
         except KeyboardInterrupt:
             # Workers may be mid-step: the batch cannot be resynchronised, so close it.
             self.close(terminate=True)

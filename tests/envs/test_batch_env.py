@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import time
 
 import gymnasium
 import numpy as np
@@ -12,8 +13,10 @@ from envs_testlib import (
     BigInfoEnv,
     BoolActionEnv,
     CountEnv,
+    FaultyEnv,
     NestedEnv,
     OtherSpaceEnv,
+    SlowEnv,
     TextInDictObsEnv,
 )
 from gymnasium.error import AlreadyPendingCallError
@@ -402,3 +405,46 @@ def test_reset_wait_times_out_and_the_reset_stays_pending():
         np.testing.assert_array_equal(obs["pos"], [[0, 1, 0], [1, 1, 0]])
         env.call_async("tag")
         assert env.call_wait(timeout=5) == (0, 1)
+
+
+def test_step_wait_after_a_timeout_returns_that_step():
+    """Workers that answered before a ``step_wait`` timed out are not waited on again.
+
+    Issue 10: the second wait used to wait on the fast worker a second time and time out
+    again, although the slow one had finished. Envs 0 (the parent's share) and 1 (worker 0)
+    are fast, env 2 (worker 1) is slow; env 1 reports infos, which must survive the timeout.
+    """
+    fns = [
+        lambda: CountEnv(0),
+        lambda: CountEnv(1, info=True),
+        lambda: SlowEnv(2, delay=1.5),
+    ]
+    with BatchEnv(fns, num_workers=2, envs_per_worker=1, step_in_parent=True) as env:
+        env.reset(seed=0)
+        for t in (1, 2):
+            env.step_async(np.array([[0.5], [0.25], [0.0]], np.float32))
+            time.sleep(0.3)  # worker 0 has answered, worker 1 is still in its 1.5 s step
+            start = time.monotonic()
+            with pytest.raises(mp.TimeoutError):  # Gymnasium's type, as AsyncVectorEnv's
+                env.step_wait(timeout=0.2)
+            obs, reward, terminated, truncated, infos = env.step_wait(timeout=5)
+            assert time.monotonic() - start < 3.0
+            np.testing.assert_array_equal(obs, [[0, 1, t], [1, 1, t], [2, 1, t]])
+            np.testing.assert_array_equal(reward, [t + 0.5, t + 0.25, t])
+            assert not terminated.any() and not truncated.any()
+            np.testing.assert_array_equal(infos["t"], [0, t, 0])
+            np.testing.assert_array_equal(infos["_t"], [False, True, False])
+
+
+def test_step_wait_after_a_timeout_still_raises_an_earlier_workers_error():
+    fns = [lambda: FaultyEnv(0, 0, "step", at=1), lambda: SlowEnv(1, delay=1.5)]
+    with BatchEnv(fns, num_workers=2) as env:
+        env.reset(seed=0)
+        env.step_async(np.zeros((2, 1), np.float32))
+        time.sleep(0.3)  # worker 0 has reported its env's error
+        with pytest.raises(mp.TimeoutError):
+            env.step_wait(timeout=0.2)
+        with pytest.raises(ZeroDivisionError, match="step of env 0 failed on purpose"):
+            env.step_wait(timeout=5)
+        obs, _, _, _, _ = env.step(np.zeros((2, 1), np.float32))  # nothing left pending
+        assert obs[1].tolist() == [1, 1, 2]
