@@ -9,6 +9,7 @@ Examples::
     batchppo train --config pendulum_jax --logdir logdir
     batchppo train --config cartpole --logdir logdir --set steps=5e4 --set num_agents=8
     batchppo train --config pendulum_jax --logdir logdir --timestamp 20261121T113000  # resume
+    batchppo train --config pendulum_jax --logdir logdir --seeds 4  # seeds 0-3, one program
     batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
     batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
     batchppo list
@@ -53,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a config field (repeatable), e.g. --set steps=2e5 --set "
         "policy_layers=[64,64]",
+    )  # fmt: skip
+    train.add_argument(
+        "--seeds", type=int, metavar="N",
+        help="train N seeds together in one program: seeds are the config's seed + i for i "
+        "in 0..N-1, each written to its own run dir <timestamp>-<config>-s<i>; with "
+        "--timestamp, resumes all N (their checkpoints must be at one step); one seed's dir "
+        "resumes alone with --config <config>-s<i>",
     )  # fmt: skip
     train.add_argument(
         "--progress", choices=("auto", "bar", "lines", "none"), default="auto",
@@ -112,7 +120,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         timestamp=args.timestamp,
         overrides=args.overrides,
         progress=args.progress,
+        seeds=args.seeds,
     )
+    if isinstance(result, list):
+        return _report_seeds(args, result)
     if result.interrupted:
         timestamp = result.run_dir.name.split("-", 1)[0] if result.run_dir else None
         where = f"checkpoint saved at step {result.step:,}" if result.run_dir else ""
@@ -123,6 +134,26 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 128 + (result.stop_signal or 2)
     score = "n/a" if result.score is None else f"{result.score:.2f}"
     print(f"done: {result.step:,} steps, eval score {score}, run dir {result.run_dir}")
+    return 0
+
+
+def _report_seeds(args: argparse.Namespace, results: list) -> int:
+    """Prints the outcome of a ``--seeds`` run (one line per seed); the exit status."""
+    first = results[0]
+    if first.interrupted:
+        print(f"stopped at step {first.step:,}; checkpoints saved", file=sys.stderr)
+        if first.run_dir:
+            timestamp = first.run_dir.name.split("-", 1)[0]
+            command = ["batchppo", "train", "--config", args.config, "--logdir", args.logdir]
+            command += ["--seeds", str(args.seeds), "--timestamp", timestamp]
+            print(f"resume with: {shlex.join(command)}")
+        return 128 + (first.stop_signal or 2)
+    for result in results:
+        score = "n/a" if result.score is None else f"{result.score:.2f}"
+        print(
+            f"done: seed {result.config.seed}: {result.step:,} steps, eval score {score}, "
+            f"run dir {result.run_dir}"
+        )
     return 0
 
 

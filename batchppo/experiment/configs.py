@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import functools
 import importlib.util
+import re
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -217,11 +218,23 @@ def _suggest(name: str, choices: Iterable[str]) -> str:
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
+def seed_run_name(name: str, index: int) -> str:
+    """The config part of the run dir of seed ``index`` of a ``--seeds`` run: ``NAME-s<i>``."""
+    return f"{name}-s{index}"
+
+
+def preset_of_seed_run(name: str) -> str:
+    """``NAME`` for a seed's run name ``NAME-s<i>`` (see :func:`seed_run_name`); else ``name``."""
+    match = re.fullmatch(r"(.+)-s(\d+)", name)
+    return match.group(1) if match and match.group(1) in PRESETS else name
+
+
 def get_preset(name: str) -> PPOConfig:
     """Returns the preset ``name``.
 
     Args:
-        name: A key of :data:`PRESETS`.
+        name: A key of :data:`PRESETS`, or ``NAME-s<i>``, the run name of seed ``i`` of a
+            ``--seeds`` run of preset ``NAME`` (so that one seed's run resumes alone).
 
     Returns:
         The frozen config.
@@ -230,11 +243,12 @@ def get_preset(name: str) -> PPOConfig:
         ConfigError: Unknown name (the message lists the valid ones), or a Brax preset while
             ``brax`` is not installed.
     """
-    if name not in PRESETS:
+    preset = name if name in PRESETS else preset_of_seed_run(name)
+    if preset not in PRESETS:
         raise ConfigError(
             f"unknown config {name!r}.{_suggest(name, PRESETS)} Valid configs: {', '.join(PRESETS)}"
         )
-    config = PRESETS[name]
+    config = PRESETS[preset]
     if config.backend == "brax" and not brax_available():
         raise ConfigError(
             f"config {name!r} needs Brax, which is not installed: `pip install brax` "

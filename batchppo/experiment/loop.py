@@ -439,10 +439,21 @@ class _Run:
             return self._run()
 
     def _run(self) -> TrainResult:
+        state, step = self.start()
+        interrupted = False
+        try:
+            state, step, interrupted = self._train_phases(state, step)
+            self.save(state, step)
+        finally:
+            self.close()
+        return self.result(state, step, interrupted)
+
+    def start(self, precompile: bool = True) -> tuple[Any, int]:
+        """Compiles, restores (or initialises) the state and opens the logs; ``(state, step)``."""
         config = self.config
-        precompile = getattr(self.trainer, "precompile", None)
-        if precompile is not None:  # Compile every program side by side, in the background.
-            precompile(
+        precompile_fn = getattr(self.trainer, "precompile", None) if precompile else None
+        if precompile_fn is not None:  # Compile every program side by side, in the background.
+            precompile_fn(
                 iterations=(1,), eval_episodes=config.eval_episodes if self._eval_on() else None
             )
         state, resume_step, self.wall_offset = self.restore()
@@ -459,20 +470,23 @@ class _Run:
                 f"run already complete at step {step:,} (steps={config.steps:,}); "
                 "raise it with --set steps=N to continue"
             )
-        interrupted = False
-        try:
-            state, step, interrupted = self._train_phases(state, step)
-            self.save(state, step)
-        finally:
-            self.progress.close()
-            self.logger.close()
+        return state, step
+
+    def close(self) -> None:
+        """Closes the progress output and the logs."""
+        self.progress.close()
+        self.logger.close()
+
+    def result(self, state: Any, step: int, interrupted: bool) -> TrainResult:
+        """The :class:`TrainResult` of a run that ended at ``step``."""
         score = self.last_eval[1] if self.last_eval else None
         if score is None and self.run_dir is not None and self._eval_on():
             evals = [r for r in read_metrics(self.run_dir) if r["phase"] == "eval"]
             score = evals[-1]["score"] if evals else None
         return TrainResult(
-            state, score, step, self.run_dir, config, interrupted, self.stop_signal, self.records
-        )
+            state, score, step, self.run_dir, self.config, interrupted, self.stop_signal,
+            self.records,
+        )  # fmt: skip
 
     def _last_totals(self) -> dict[str, float]:
         """The running totals of the last train report on disk (a resume continues them)."""
@@ -510,22 +524,46 @@ class _Run:
             state, sim, metrics = self.trainer.iteration(state, sim)
             before, step = step, int(state.step)
             window.add(metrics, time.monotonic() - start, compiling=not compiled)
-            window.iterations += 1
             compiled = True
-            self.progress.advance(step)
-            if _crossed(before, step, config.log_interval) or step >= config.steps:
-                self.report("train", step, self._train_values(window))
-                window = _Window()
-            if self._eval_on() and (
-                _crossed(before, step, config.eval_interval) or step >= config.steps
-            ):
-                self.evaluate(state, step)
-            if _crossed(before, step, config.checkpoint_interval):
-                self.save(state, step)
-        if stop.signum is not None and window.iterations:
+            window = self.after_iteration(lambda state=state: state, before, step, window)
+        return state, step, self.stopped(step, window)
+
+    def after_iteration(
+        self, get_state: Callable[[], Any], before: int, step: int, window: _Window
+    ) -> _Window:
+        """The bookkeeping after an iteration took the run from ``before`` to ``step``.
+
+        Reports, evaluates and saves when their cadence is crossed.
+
+        Args:
+            get_state: Returns the state at ``step``; called only to evaluate or save.
+            before: The step before the iteration.
+            step: The step after it.
+            window: The train report's window, holding the iteration's metrics.
+
+        Returns:
+            The window to add the next iteration to (a new one after a train report).
+        """
+        config = self.config
+        window.iterations += 1
+        self.progress.advance(step)
+        if _crossed(before, step, config.log_interval) or step >= config.steps:
             self.report("train", step, self._train_values(window))
-        self.stop_signal = stop.signum
-        return state, step, stop.signum is not None
+            window = _Window()
+        if self._eval_on() and (
+            _crossed(before, step, config.eval_interval) or step >= config.steps
+        ):
+            self.evaluate(get_state(), step)
+        if _crossed(before, step, config.checkpoint_interval):
+            self.save(get_state(), step)
+        return window
+
+    def stopped(self, step: int, window: _Window) -> bool:
+        """Ends the train phases: reports the last window of a stopped run; True if stopped."""
+        if self.stop.signum is not None and window.iterations:
+            self.report("train", step, self._train_values(window))
+        self.stop_signal = self.stop.signum
+        return self.stop.signum is not None
 
 
 def _resolve(
@@ -559,8 +597,13 @@ def train(
     overrides: Sequence[str] = (),
     progress: str = "auto",
     trainer_factory: TrainerFactory | None = None,
-) -> TrainResult:
+    seeds: int | None = None,
+) -> TrainResult | list[TrainResult]:
     """Trains a policy; resumes when ``<logdir>/<timestamp>-<name>`` already exists.
+
+    With ``seeds=N``, seeds ``config.seed + i`` (``i < N``) train together in one program
+    into run dirs ``<timestamp>-<name>-s<i>`` (see :mod:`batchppo.experiment.seeds`), and
+    one result per seed comes back.
 
     Args:
         config: A :class:`PPOConfig` or a preset name (see ``batchppo list``). When a run
@@ -574,15 +617,27 @@ def train(
             :func:`configs.apply_overrides`). When resuming, only bookkeeping keys and a
             larger ``steps`` are accepted.
         progress: ``auto`` (bar on a terminal, lines otherwise), ``bar``, ``lines``, ``none``.
-        trainer_factory: Builds the trainer from the config (default: BatchPPO's Trainer).
+        trainer_factory: Builds the trainer from the config (default: BatchPPO's Trainer);
+            not with ``seeds``.
+        seeds: Train this many seeds together (see above); None: one run.
 
     Returns:
-        The final state, last eval score, step count and run dir.
+        The final state, last eval score, step count and run dir; with ``seeds``, a list of
+        them, one per seed.
 
     Raises:
         UserError: Unknown preset, bad override, unknown env id, unusable run dir or
             checkpoint (subclasses :class:`~batchppo.experiment.errors.UserError`).
     """
+    if seeds is not None:
+        if trainer_factory is not None:
+            raise TypeError("train: seeds= trains with BatchPPO's SeedsTrainer (no factory)")
+        from batchppo.experiment.seeds import train_seeds
+
+        return train_seeds(
+            config, logdir, seeds, name=name, timestamp=timestamp, overrides=overrides,
+            progress=progress,
+        )  # fmt: skip
     # With a preset, only the explicit overrides may differ from a resumed run's stored config
     # (the preset itself may have been retuned since); with a PPOConfig, every differing field.
     from_preset = isinstance(config, str)

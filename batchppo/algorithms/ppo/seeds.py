@@ -1,0 +1,304 @@
+"""Several seeds of one config trained together: one compiled program, one set of envs.
+
+:class:`SeedsTrainer` trains ``num_seeds`` seeds (``config.seed + i``) of one config at once.
+Its states are the single-seed :class:`~batchppo.algorithms.ppo.ppo.TrainState` and
+:class:`~batchppo.core.types.SimState` stacked on a leading seed axis, and each seed computes
+exactly what a separate run with its seed computes (to the last bits of vmapped matmuls):
+
+* pure-JAX backends (gymnax, brax): the whole training iteration, env included, is
+  ``jax.vmap``-ed over seeds into one compiled program;
+* host backends (process, sync, ray): one batch env of ``num_seeds x num_agents`` envs is
+  shared by all seeds (one set of worker processes). Env ``j`` of seed ``s`` is row
+  ``s * num_agents + j`` and is reset with the seed a separate run of seed ``s`` gives its
+  env ``j``. The rollout is one ``lax.scan`` whose step vmaps the policy over seeds, steps
+  all envs in one ``io_callback`` and vmaps the bookkeeping; the update is vmapped over seeds,
+  each seed learning from its own slice of envs only.
+
+Evaluation runs seed after seed through one single-seed eval program and one eval env (a
+seeded reset makes it exactly the evaluation of a separate run).
+
+Example:
+    >>> trainer = SeedsTrainer(config, num_seeds=4)
+    >>> ts = trainer.init(init_keys)           # (4, *key_shape) raw keys: one per seed
+    >>> ss = trainer.init_sim(ts, sim_keys)
+    >>> ts, ss, metrics = trainer.iteration(ts, ss)   # metrics: one dict per seed
+    >>> scores = [r["score"] for r in trainer.evaluate(ts, 10, eval_keys)]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental import io_callback
+
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.ppo.ppo import (
+    COMPILER_OPTIONS,
+    FUSED_BACKENDS,
+    PPO,
+    Trainer,
+    TrainState,
+    _make_env,
+    _strong,
+)
+from batchppo.core.env import Env, EnvSpec, StepResult
+from batchppo.core.keys import raw_key
+from batchppo.core.simulate import act, advance
+from batchppo.core.types import EpisodeStats, PyTree, SimState, Transition
+
+
+def seeds_of(config: PPOConfig, num_seeds: int) -> list[int]:
+    """The seeds of a multi-seed run: ``config.seed + i`` for ``i`` in ``range(num_seeds)``."""
+    if num_seeds < 1:
+        raise ValueError(f"seeds={num_seeds}: must be >= 1")
+    return [config.seed + i for i in range(num_seeds)]
+
+
+def stack(states: Sequence[Any]) -> Any:
+    """Single-seed pytrees stacked on a new leading seed axis."""
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
+def unstack(state: Any, index: int) -> Any:
+    """Seed ``index`` of a stacked pytree."""
+    return jax.tree.map(lambda x: x[index], state)
+
+
+class _SeedSlice:
+    """What the learner of one seed sees of a shared host env: its spec and its envs' count.
+
+    The learner (:class:`PPO`) reads ``spec`` and ``num_envs`` only; the shared env is
+    stepped by :class:`SeedsTrainer`'s own rollout, never through this view.
+    """
+
+    def __init__(self, spec: EnvSpec, num_envs: int) -> None:
+        self.spec = spec
+        self.num_envs = num_envs
+
+    def reset(self, key: jax.Array) -> tuple[PyTree, jax.Array]:
+        raise NotImplementedError("a seed's slice of a shared host env is not stepped alone")
+
+    def step(self, state: PyTree, action: jax.Array, key: jax.Array) -> StepResult:
+        raise NotImplementedError("a seed's slice of a shared host env is not stepped alone")
+
+    def close(self) -> None:
+        """Nothing to close: the shared env belongs to the :class:`SeedsTrainer`."""
+
+
+class SharedHostEnv:
+    """A host env of ``num_seeds x per_seed`` envs, reset and stepped per seed slice.
+
+    Args:
+        env: The :class:`~batchppo.core.adapters.HostEnv` of all seeds' envs.
+        num_seeds: Number of seeds; env ``j`` of seed ``s`` is row ``s * per_seed + j``.
+    """
+
+    def __init__(self, env: Any, num_seeds: int) -> None:
+        if env.num_envs % num_seeds:
+            raise ValueError(f"{env.num_envs} envs do not split into {num_seeds} seeds")
+        self.env = env
+        self.num_seeds = num_seeds
+        self.per_seed = env.num_envs // num_seeds
+        self.spec: EnvSpec = env.spec
+        n = env.num_envs
+        obs = jax.ShapeDtypeStruct((n, *self.spec.obs_shape), jnp.float32)
+        flag = jax.ShapeDtypeStruct((n,), jnp.bool_)
+        self._obs_struct = obs
+        self._step_structs = (obs, jax.ShapeDtypeStruct((n,), jnp.float32), flag, flag, obs)
+
+    def _host_reset(self, seeds: np.ndarray) -> np.ndarray:
+        # Env j of seed s gets what a separate run's reset(seed=seeds[s]) gives its env j.
+        per_env = [int(s) + j for s in np.asarray(seeds) for j in range(self.per_seed)]
+        obs, _ = self.env.vector_env.reset(seed=per_env)
+        obs = np.asarray(obs, np.float32)
+        if not np.isfinite(obs).all():
+            raise ValueError("SharedHostEnv: non-finite observation after reset")
+        return obs
+
+    def _split(self, x: jax.Array) -> jax.Array:
+        return x.reshape((self.num_seeds, self.per_seed, *x.shape[1:]))
+
+    def reset(self, keys: jax.Array) -> jax.Array:
+        """Resets every seed's envs from its key (as ``HostEnv.reset``); obs ``(S, B, ...)``."""
+        seeds = jax.vmap(self.env.seed_from_key)(keys)
+        obs = io_callback(self._host_reset, self._obs_struct, seeds, ordered=True)
+        return self._split(obs)
+
+    def step(self, state: jax.Array, action: jax.Array) -> StepResult:
+        """Steps all envs on actions ``(S, B, ...)``; every leaf comes back as ``(S, B, ...)``."""
+        flat = action.reshape((-1, *action.shape[2:])).astype(self.spec.action_dtype)
+        results = io_callback(self.env.host_step, self._step_structs, flat, ordered=True)
+        obs, reward, terminated, truncated, final_obs = (self._split(x) for x in results)
+        return StepResult(state + 1, obs, reward, terminated, truncated, final_obs)
+
+
+def _seeds_rollout(
+    env: SharedHostEnv, ppo: PPO, ts: TrainState, ss: SimState
+) -> tuple[SimState, Transition, EpisodeStats]:
+    """``rollout`` of every seed over the shared env; outputs ``(S, T, B, ...)``."""
+    seed_act = jax.vmap(functools.partial(act, ppo.policy_fn))
+    seed_advance = jax.vmap(advance)
+    params = (ts.params, ts.obs_norm)
+
+    def body(ss: SimState, _: None) -> tuple[SimState, tuple[Transition, EpisodeStats]]:
+        action, extras, carry, key, _ = seed_act(params, ss)
+        res = env.step(ss.env_state, action)
+        ss, transition, stats = seed_advance(ss, action, extras, carry, key, res)
+        return ss, (transition, stats)
+
+    ss, (traj, stats) = lax.scan(body, ss, None, length=ppo.T)
+    seed_first = functools.partial(jnp.swapaxes, axis1=0, axis2=1)
+    return ss, jax.tree.map(seed_first, traj), jax.tree.map(seed_first, stats)
+
+
+class SeedsTrainer:
+    """The :class:`~batchppo.algorithms.ppo.ppo.Trainer` of ``num_seeds`` seeds at once.
+
+    States carry a leading seed axis; keys are one raw key per seed, stacked. Iterations
+    donate their input states, as ``Trainer``'s do.
+
+    Args:
+        config: The config shared by the seeds; seed ``i`` is ``config.seed + i``.
+        num_seeds: Number of seeds (>= 1).
+    """
+
+    def __init__(self, config: PPOConfig, num_seeds: int) -> None:
+        self.config = config
+        self.seeds = seeds_of(config, num_seeds)
+        self.num_seeds = num_seeds
+        self.fused = config.backend in FUSED_BACKENDS
+        self.shared: SharedHostEnv | None = None
+        if self.fused:
+            env: Env = _make_env(config, config.num_agents, config.seed)
+            seed_env: Any = env
+        else:
+            host = _make_env(config, num_seeds * config.num_agents, config.seed)
+            self.shared = SharedHostEnv(host, num_seeds)
+            seed_env = _SeedSlice(host.spec, config.num_agents)
+        self.env = seed_env
+        self.spec: EnvSpec = seed_env.spec
+        self.ppo = PPO(config, seed_env)
+        # Evaluation: the single-seed programs of a Trainer over this seed's env view (its
+        # eval env is its own; each evaluation reseeds it, so one serves every seed).
+        self._eval = Trainer(dataclasses.replace(config, host_loop=False), env=seed_env)
+        self._programs: dict[str, Callable] = {}
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps of one seed in one iteration."""
+        return self.ppo.T * self.config.num_agents
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations needed for ``config.steps`` (per seed)."""
+        return self.ppo.num_iterations
+
+    def _program(self, name: str) -> Callable:
+        program = self._programs.get(name)
+        if program is None:
+            program = self._programs[name] = self._function(name)
+        return program
+
+    def _function(self, name: str) -> Callable:
+        ppo = self.ppo
+        if name == "init":
+            return jax.jit(jax.vmap(ppo.init))
+        if name == "init_sim":
+            return jax.jit(
+                jax.vmap(lambda key: ppo.init_sim(key)) if self.fused else self._init_sim
+            )
+        if name == "iteration":
+            fn = jax.vmap(ppo.iteration) if self.fused else self._iteration
+            return jax.jit(fn, donate_argnums=(0, 1), compiler_options=COMPILER_OPTIONS)
+        raise KeyError(name)
+
+    def _init_sim(self, keys: jax.Array) -> SimState:
+        assert self.shared is not None
+        key_reset, key_next = jax.vmap(jax.random.split, out_axes=1)(keys)
+        obs = self.shared.reset(key_reset)
+        S, B = self.num_seeds, self.config.num_agents
+        carry = jax.vmap(lambda _: self.ppo.network.initial_carry(B))(jnp.arange(S))
+        ss = SimState(
+            env_state=jnp.zeros((S,), jnp.int32),
+            obs=obs,
+            first=jnp.ones((S, B), jnp.bool_),
+            policy_carry=carry,
+            score=jnp.zeros((S, B), jnp.float32),
+            length=jnp.zeros((S, B), jnp.int32),
+            key=key_next,
+        )
+        return jax.tree.map(_strong, ss)
+
+    def _iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
+        assert self.shared is not None
+        ss, traj, stats = _seeds_rollout(self.shared, self.ppo, ts, ss)
+        ts, metrics = jax.vmap(self.ppo.learn)(ts, traj, stats)
+        return ts, ss, metrics
+
+    # --- the Trainer interface, over stacked states ------------------------------------------
+
+    def _keys(self, keys: Any) -> jax.Array:
+        keys = jnp.stack([raw_key(jnp.asarray(k)) for k in keys])
+        if keys.shape[0] != self.num_seeds:
+            raise ValueError(f"{keys.shape[0]} keys for {self.num_seeds} seeds")
+        return keys
+
+    def init(self, keys: Any) -> TrainState:
+        """Fresh states of every seed, stacked; ``keys``: one key per seed."""
+        return self._program("init")(self._keys(keys))
+
+    def init_sim(self, train_state: TrainState, keys: Any) -> SimState:
+        """Fresh episodes for every seed (as each seed's ``Trainer.init_sim``)."""
+        del train_state
+        return self._program("init_sim")(self._keys(keys))
+
+    def iteration(
+        self, train_state: TrainState, sim_state: SimState
+    ) -> tuple[TrainState, SimState, list[dict[str, float]]]:
+        """One collection + update of every seed in one compiled call.
+
+        Returns:
+            ``(train_state, sim_state, metrics)`` with one metrics dict per seed; with env
+            restarts on, each carries the shared envs' running total ``env_restarts``.
+        """
+        ts, ss, metrics = self._program("iteration")(train_state, sim_state)
+        metrics = jax.device_get(metrics)
+        per_seed = [{k: float(v[i]) for k, v in metrics.items()} for i in range(self.num_seeds)]
+        restarts = self.env_restarts
+        if restarts is not None:
+            for m in per_seed:
+                m["env_restarts"] = float(restarts)
+        return ts, ss, per_seed
+
+    @property
+    def env_restarts(self) -> int | None:
+        """Env restarts so far in the shared training env and the eval env; None for
+        backends that cannot restart envs."""
+        counts = [
+            getattr(env, "restarts", None)
+            for env in (self.shared.env if self.shared else None, self._eval._eval_env)
+        ]
+        counts = [count for count in counts if count is not None]
+        return sum(counts) if counts else None
+
+    def evaluate(self, train_state: TrainState, num_episodes: int, key: jax.Array) -> dict:
+        """Evaluates one seed's (unstacked) state, as ``Trainer.evaluate`` does."""
+        return self._eval.evaluate(train_state, num_episodes, key)
+
+    def policy(self, train_state: TrainState, deterministic: bool = True) -> Callable:
+        """One seed's (unstacked) policy on the host, as ``Trainer.policy``."""
+        return self._eval.policy(train_state, deterministic)
+
+    def close(self) -> None:
+        """Closes the shared env and the eval env."""
+        self._eval.close()
+        if self.shared is not None:
+            self.shared.env.close()
+            self.shared = None

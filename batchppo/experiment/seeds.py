@@ -1,0 +1,232 @@
+"""Several seeds in one program: ``batchppo train --seeds N`` and ``train(..., seeds=N)``.
+
+Seed ``i`` is ``config.seed + i``. The seeds train together in one
+:class:`~batchppo.algorithms.ppo.seeds.SeedsTrainer` (one compiled iteration; for host envs
+one shared batch env), and each writes an ordinary single-seed run dir
+``<logdir>/<timestamp>-<config>-s<i>/`` whose ``config.yaml`` holds its own seed. The
+bookkeeping of each seed (reports, evaluations, checkpoints, their cadence) is the
+single-run loop's (:class:`~batchppo.experiment.loop._Run`), driven per seed with its slice
+of the stacked state.
+
+Resume: ``--seeds N --timestamp T`` resumes all ``N`` dirs together when all exist and their
+newest checkpoints are at one step; otherwise it stops with a one-line error. One seed's dir
+resumes alone as any run: ``--config <config>-s<i> --timestamp T`` (without ``--seeds``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.core.keys import host_key
+from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment import configs, loop
+from batchppo.experiment.errors import ConfigError, RunDirError
+
+
+class _SeedView:
+    """One seed of a :class:`SeedsTrainer` as the single-run loop sees its trainer.
+
+    ``init`` hands out the seed's slice of the stacked fresh state (the loop restores a
+    checkpoint into it); evaluation and policies are the trainer's single-seed ones.
+    """
+
+    def __init__(self, trainer: Any, fresh: Any) -> None:
+        self._trainer = trainer
+        self._fresh = fresh
+
+    def init(self, key: Any) -> Any:
+        del key  # the stacked init used this seed's key already
+        return self._fresh
+
+    def init_sim(self, train_state: Any, key: Any) -> Any:
+        raise NotImplementedError("the seeds are simulated together")
+
+    def iteration(self, train_state: Any, sim_state: Any) -> tuple[Any, Any, dict]:
+        raise NotImplementedError("the seeds are trained together")
+
+    def evaluate(self, train_state: Any, num_episodes: int, key: Any) -> dict:
+        return self._trainer.evaluate(train_state, num_episodes, key)
+
+    def policy(self, train_state: Any, deterministic: bool = True) -> Any:
+        return self._trainer.policy(train_state, deterministic)
+
+    def close(self) -> None:
+        """The trainer is closed by its owner."""
+
+
+def _seed_configs(config: PPOConfig, num_seeds: int) -> list[PPOConfig]:
+    return [dataclasses.replace(config, seed=config.seed + i) for i in range(num_seeds)]
+
+
+def prepare_seed_dirs(
+    logdir: str | Path,
+    name: str,
+    config: PPOConfig,
+    num_seeds: int,
+    timestamp: str | None,
+    overrides: dict[str, Any] | None,
+) -> tuple[list[PPOConfig], list[Path]]:
+    """Creates (or reopens, to resume) the run dirs ``<timestamp>-<name>-s<i>``.
+
+    Returns:
+        Each seed's config (its own seed) and run dir.
+
+    Raises:
+        RunDirError: Only some of the dirs exist, their configs differ by more than the seed,
+            or their newest checkpoints are at different steps.
+    """
+    timestamp = timestamp or loop.make_timestamp()
+    names = [configs.seed_run_name(name, i) for i in range(num_seeds)]
+    exist = [(Path(logdir) / f"{timestamp}-{n}").exists() for n in names]
+    if any(exist) and not all(exist):
+        missing = [n for n, e in zip(names, exist, strict=True) if not e]
+        raise RunDirError(
+            f"--seeds {num_seeds} --timestamp {timestamp}: no run dir for {', '.join(missing)}; "
+            "resume with the number of seeds the run was started with"
+        )
+    run_configs, run_dirs = [], []
+    for seed_name, seed_config in zip(names, _seed_configs(config, num_seeds), strict=True):
+        explicit = overrides if all(exist) else None
+        seed_config, run_dir, _ = loop.prepare_run_dir(
+            logdir, seed_name, seed_config, timestamp, explicit
+        )
+        run_configs.append(seed_config)
+        run_dirs.append(run_dir)
+    if all(exist):
+        first = run_configs[0]
+        if run_configs != _seed_configs(first, num_seeds):
+            raise RunDirError(
+                f"{timestamp}: the {num_seeds} seed dirs' configs differ by more than their "
+                "seeds; resume each alone (--config NAME-s<i> without --seeds)"
+            )
+        steps = [ckpt.latest_checkpoint(d / loop.CHECKPOINT_DIR) for d in run_dirs]
+        found = [None if s is None else s[0] for s in steps]
+        if len(set(found)) > 1:
+            listed = ", ".join(f"s{i}: {s}" for i, s in enumerate(found))
+            raise RunDirError(
+                f"{timestamp}: the seeds' checkpoints are at different steps ({listed}); "
+                "resume each alone (--config NAME-s<i> without --seeds)"
+            )
+    return run_configs, run_dirs
+
+
+def _stop_message(text: str) -> None:
+    print(f"batchppo: {text}", flush=True)
+
+
+def run_seeds(
+    trainer: Any,
+    run_configs: Sequence[PPOConfig],
+    run_dirs: Sequence[Path | None],
+    progress: str,
+) -> list[loop.TrainResult]:
+    """Trains the seeds of ``trainer`` (a ``SeedsTrainer``) with one run loop per seed.
+
+    Seed 0 shows the progress (``progress``); each evaluation prints every seed's score.
+    """
+    from batchppo.algorithms.ppo.seeds import stack, unstack
+
+    n = len(run_configs)
+    steps = run_configs[0].steps
+    with loop._graceful_stop(_stop_message) as stop:
+        fresh = trainer.init([host_key(c.seed, loop._INIT_KEY) for c in run_configs])
+        runs = []
+        for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True)):
+            run = loop._Run(
+                _SeedView(trainer, unstack(fresh, i)), config, run_dir, "none" if i else progress
+            )
+            run.stop = stop
+            runs.append(run)
+        started = [run.start(precompile=False) for run in runs]
+        del fresh
+        state = stack([s for s, _ in started])
+        step = started[0][1]
+        interrupted = False
+        try:
+            sim_keys = [host_key(c.seed, loop._SIM_KEY, step) for c in run_configs]
+            sim = trainer.init_sim(state, sim_keys)
+            windows = [loop._Window() for _ in runs]
+            compiled = False
+            while step < steps and stop.signum is None:
+                start = time.monotonic()
+                state, sim, metrics = trainer.iteration(state, sim)
+                before, step = step, int(state.step[0])
+                seconds = time.monotonic() - start
+                for i, run in enumerate(runs):
+                    windows[i].add(metrics[i], seconds, compiling=not compiled)
+                    windows[i] = run.after_iteration(
+                        lambda i=i, state=state: unstack(state, i), before, step, windows[i]
+                    )
+                compiled = True
+                evals = [run.last_eval for run in runs]
+                if all(e is not None and e[0] == step for e in evals) and n > 1:
+                    scores = np.array([e[1] for e in evals])
+                    runs[0].progress.message(
+                        f"eval at step {step:,}, {n} seeds: "
+                        f"{' '.join(f'{s:.1f}' for s in scores)} "
+                        f"(mean {scores.mean():.1f} ± {scores.std():.1f})"
+                    )
+            interrupted = any([run.stopped(step, w) for run, w in zip(runs, windows, strict=True)])
+            for i, run in enumerate(runs):
+                run.save(unstack(state, i), step)
+        finally:
+            for run in runs:
+                run.close()
+    return [run.result(unstack(state, i), step, interrupted) for i, run in enumerate(runs)]
+
+
+def train_seeds(
+    config: PPOConfig | str,
+    logdir: str | Path | None,
+    num_seeds: int,
+    *,
+    name: str | None = None,
+    timestamp: str | None = None,
+    overrides: Sequence[str] = (),
+    progress: str = "auto",
+) -> list[loop.TrainResult]:
+    """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
+
+    Args:
+        config: A :class:`PPOConfig` or a preset name.
+        logdir: Parent directory of runs; None: no disk I/O.
+        num_seeds: Number of seeds (>= 1).
+        name: Run dir suffix before ``-s<i>``; defaults to the preset name, or ``custom``.
+        timestamp: Run dir prefix; existing dirs resume (all seeds at one checkpoint step).
+        overrides: ``KEY=VALUE`` strings, as :func:`~batchppo.experiment.loop.train`.
+        progress: ``auto``, ``bar``, ``lines`` or ``none`` (seed 0's progress).
+
+    Returns:
+        One :class:`~batchppo.experiment.loop.TrainResult` per seed, in seed order.
+
+    Raises:
+        UserError: As :func:`~batchppo.experiment.loop.train`, and a resume whose seed dirs
+            are incomplete, differ or stand at different checkpoint steps.
+    """
+    from batchppo.algorithms.ppo.seeds import SeedsTrainer
+
+    if num_seeds < 1:
+        raise ConfigError(f"--seeds {num_seeds}: must be >= 1")
+    from_preset = isinstance(config, str)
+    config, name, changes = loop._resolve(config, name, overrides)
+    configs.check_env_id(config)
+    if logdir is None:
+        run_configs, run_dirs = _seed_configs(config, num_seeds), [None] * num_seeds
+    else:
+        explicit = changes if from_preset else None
+        run_configs, run_dirs = prepare_seed_dirs(
+            logdir, name, config, num_seeds, timestamp, explicit
+        )
+        configs.check_env_id(run_configs[0])
+    trainer = loop._build_trainer(lambda c: SeedsTrainer(c, num_seeds), run_configs[0])
+    try:
+        return run_seeds(trainer, run_configs, run_dirs, progress)
+    finally:
+        trainer.close()

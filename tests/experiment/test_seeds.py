@@ -1,0 +1,73 @@
+"""Seeds in one program (``train(..., seeds=N)``, ``batchppo train --seeds N``).
+
+Each seed of a multi-seed run must compute what a separate run with its seed computes: the
+same train and eval reports to float tolerance (vmapped matmuls may differ in the last bits).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
+from batchppo import cli
+from batchppo.experiment import loop
+from batchppo.experiment.configs import load_config
+from batchppo.experiment.logging import read_metrics
+
+# 8 envs x 32 steps = 256 env steps per iteration; tiny networks.
+TINY = [
+    "num_agents=8",
+    "rollout_length=32",
+    "update_epochs=2",
+    "num_minibatches=2",
+    "policy_layers=[16]",
+    "value_layers=[16]",
+    "max_length=60",
+    "eval_episodes=2",
+    "log_every=256",
+    "eval_every=512",
+    "checkpoint_every=512",
+    "steps=1536",
+]
+COMPARED = ("score", "length", "policy_loss", "value_loss", "kl", "entropy", "obs_mean")
+
+
+def assert_same_reports(a: list[dict], b: list[dict]) -> None:
+    """The reports of two runs agree in step, phase and metrics (to float tolerance)."""
+    assert [(r["step"], r["phase"]) for r in a] == [(r["step"], r["phase"]) for r in b]
+    for ra, rb in zip(a, b, strict=True):
+        for key in COMPARED:
+            if key not in ra:
+                continue
+            x, y = ra[key], rb[key]
+            if x is None or (isinstance(x, float) and math.isnan(x)):
+                assert y is None or math.isnan(y), (ra["step"], key)
+                continue
+            np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6, err_msg=f"{ra['step']} {key}")
+
+
+@pytest.mark.parametrize(
+    "preset, extra",
+    [("pendulum_jax", []), ("pendulum_fast", ["num_workers=1"])],
+    ids=["gymnax", "process"],
+)
+def test_seeds_equal_separate_runs(tmp_path: Path, preset: str, extra: list[str]) -> None:
+    overrides = [*TINY, *extra, "seed=5"]
+    results = loop.train(
+        preset, tmp_path, timestamp="T", overrides=overrides, progress="none", seeds=2
+    )
+    assert [r.config.seed for r in results] == [5, 6]
+    for i, result in enumerate(results):
+        run_dir = tmp_path / f"T-{preset}-s{i}"
+        assert result.run_dir == run_dir and result.step == 1536
+        assert load_config(run_dir / "config.yaml").seed == 5 + i
+        alone = loop.train(
+            preset, overrides=[*TINY, *extra, f"seed={5 + i}"], progress="none"
+        )
+        assert_same_reports(result.records, alone.records)
+        assert_same_reports(read_metrics(run_dir), alone.records)
+        np.testing.assert_allclose(result.score, alone.score, rtol=1e-4)
