@@ -65,9 +65,18 @@ def test_seeds_equal_separate_runs(tmp_path: Path, preset: str, extra: list[str]
         run_dir = tmp_path / f"T-{preset}-s{i}"
         assert result.run_dir == run_dir and result.step == 1536
         assert load_config(run_dir / "config.yaml").seed == 5 + i
-        alone = loop.train(
-            preset, overrides=[*TINY, *extra, f"seed={5 + i}"], progress="none"
-        )
+        alone = loop.train(preset, overrides=[*TINY, *extra, f"seed={5 + i}"], progress="none")
         assert_same_reports(result.records, alone.records)
         assert_same_reports(read_metrics(run_dir), alone.records)
         np.testing.assert_allclose(result.score, alone.score, rtol=1e-4)
+
+
+def test_resume_needs_every_seed_dir(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from batchppo.experiment import configs
+
+    assert configs.get_preset("pendulum_jax-s1") == configs.get_preset("pendulum_jax")
+    loop.prepare_run_dir(tmp_path, "pendulum_jax-s0", configs.get_preset("pendulum_jax"), "T")
+    argv = ["train", "--config", "pendulum_jax", "--logdir", str(tmp_path), "--seeds", "2"]
+    assert cli.main([*argv, "--timestamp", "T"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no run dir for pendulum_jax-s1" in err
