@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,9 +31,13 @@ Curve = tuple[np.ndarray, np.ndarray]
 
 
 def run_group(run_dir: str | Path) -> str:
-    """The config name of a run dir ``<timestamp>-<config>`` (the whole name if no dash)."""
+    """The config name of a run dir ``<timestamp>-<config>`` (the whole name if no dash).
+
+    The seed dirs ``<timestamp>-<config>-s<i>`` of a ``--seeds`` run group under ``<config>``.
+    """
     name = Path(run_dir).resolve().name
-    return name.split("-", 1)[1] if "-" in name else name
+    name = name.split("-", 1)[1] if "-" in name else name
+    return re.sub(r"-s\d+$", "", name) or name
 
 
 def load_curves(run_dir: str | Path, x: str = "steps") -> dict[str, Curve]:
