@@ -200,7 +200,12 @@ class _EnvActor:
 
     def __init__(self, payload: bytes, offset: int):
         env_fns, spaces, discrete = cloudpickle.loads(payload)
-        envs = build_envs(env_fns, offset, spaces)
+        try:
+            envs = build_envs(env_fns, offset, spaces)
+        except Exception as exc:  # reaches the caller with its own type (see RayBatchEnv._get)
+            index = getattr(exc, "batchppo_env_index", offset)
+            message = f"{exc}\n[batchppo] raised by env {index} in a Ray actor."
+            raise _with_message(exc, message) from exc.__cause__
         obs_space, act_space = envs[0].observation_space, envs[0].action_space
         layout = Layout.for_spaces(len(envs), 0, obs_space, act_space)
         self.views = layout.views(bytearray(layout.nbytes))
@@ -431,6 +436,9 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         except ray.exceptions.GetTimeoutError:
             raise mp.TimeoutError("step_wait timed out; call it again to keep waiting.") from None
         except ray.exceptions.RayActorError as exc:
+            cause = exc.args[0] if exc.args else None
+            if isinstance(cause, ray.exceptions.RayTaskError):  # an env's constructor raised
+                raise cause.as_instanceof_cause() from None
             raise self._dead(exc) from None
         except ray.exceptions.RayTaskError as exc:
             raise exc.as_instanceof_cause() from None
@@ -445,7 +453,10 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             who = f"Ray env actor {slot} (envs {start}..{stop - 1})"
         else:
             who = "A Ray env actor"
-        reason = (str(exc).strip().splitlines() or ["no reason given"])[0].rstrip(".")
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        # Ray's first line says that the actor died, its last one why (killed, exit, node lost).
+        parts = [line.split(". ")[0].rstrip(".") for line in lines[:1] + lines[-1:]]
+        reason = "; ".join(dict.fromkeys(parts)) or "no reason given"
         return WorkerDiedError(
             f"{who} died: {reason}. The batch env cannot continue; close it and build a new one."
         )

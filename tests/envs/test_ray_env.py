@@ -67,6 +67,12 @@ def test_ray_step_error_keeps_type_and_names_env(local_ray):
     env.close()
 
 
+def test_env_constructor_error_keeps_type_and_names_env(local_ray):
+    # The actor's creation fails; the env's own error comes back, not a bare "actor died".
+    with pytest.raises(ZeroDivisionError, match=r"(?s)constructor of env 1 .*env 1 in a Ray actor"):
+        RayBatchEnv([lambda i=i: FaultyEnv(i, 1, "init") for i in range(2)], num_workers=2)
+
+
 def test_make_ray_backend(local_ray):
     from batchppo.envs import make
 
