@@ -26,6 +26,7 @@ import multiprocessing as mp
 import os
 import socket
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -132,7 +133,8 @@ def _probe(address: str, timeout: float) -> str | None:
 def connect(address: str | None = None, *, timeout: float = CONNECT_TIMEOUT) -> str:
     """Joins a Ray cluster, or starts a local Ray, for this process (once).
 
-    A Ray already initialised in this process is used as it is, whatever ``address`` says.
+    A Ray already initialised in this process is used as it is; a ``host:port`` ``address``
+    other than its own gets a warning that it was not joined.
     Otherwise ``address`` (``"auto"`` or ``"host:port"``) is joined; without one,
     ``RAY_ADDRESS`` is, when it is set; and otherwise a new local Ray is started (never an
     existing one picked up behind the caller's back).
@@ -150,7 +152,14 @@ def connect(address: str | None = None, *, timeout: float = CONNECT_TIMEOUT) -> 
     import ray
 
     if ray.is_initialized():
-        return ray.get_runtime_context().gcs_address
+        current = ray.get_runtime_context().gcs_address
+        if address not in (None, "auto", current):
+            warnings.warn(
+                f"Ray is already initialised in this process (cluster {current}); ray_address "
+                f"{address!r} is not joined. Call ray.shutdown() first to join it",
+                stacklevel=2,
+            )
+        return current
     source = "ray_address"
     if address is None and os.environ.get("RAY_ADDRESS"):
         address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"

@@ -136,8 +136,10 @@ def test_ray_address_is_honoured_and_a_running_ray_is_reused(joined, monkeypatch
     with RayBatchEnv(fns(2), num_workers=2) as env:
         assert ray.get_runtime_context().gcs_address == joined.address
         assert env.reset(seed=0)[0].shape == (2, 3)
-        # Ray is initialised now: another env uses it, whatever address it is given.
-        with RayBatchEnv(fns(2), num_workers=1, address=DEAD_ADDRESS) as other:
+        # Ray is initialised now: another env uses it, and says so when given another address.
+        with pytest.warns(UserWarning, match=r"ray_address '127\.0\.0\.1:1' is not joined"):
+            other = RayBatchEnv(fns(2), num_workers=1, address=DEAD_ADDRESS)
+        with other:
             assert other.reset(seed=0)[0].shape == (2, 3)
 
 
