@@ -80,3 +80,15 @@ def test_resume_needs_every_seed_dir(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert cli.main([*argv, "--timestamp", "T"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no run dir for pendulum_jax-s1" in err
+
+
+def test_host_loop_with_seeds_is_a_warning_not_a_silent_switch() -> None:
+    from batchppo.algorithms.ppo.seeds import SeedsTrainer
+    from batchppo.experiment import configs
+
+    config = configs.apply_overrides(
+        configs.get_preset("pendulum_fast"), ["backend=sync", "host_loop=true", *TINY]
+    )
+    with pytest.warns(UserWarning, match="host_loop=True is not used with several seeds"):
+        trainer = SeedsTrainer(config, 2)
+    trainer.close()

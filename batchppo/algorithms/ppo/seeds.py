@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -170,6 +171,13 @@ class SeedsTrainer:
     """
 
     def __init__(self, config: PPOConfig, num_seeds: int) -> None:
+        if config.host_loop:
+            warnings.warn(
+                "host_loop=True is not used with several seeds: their host envs are stepped "
+                "inside the compiled iteration (the same results); set host_loop=false to "
+                "silence this",
+                stacklevel=2,
+            )
         self.config = config
         self.seeds = seeds_of(config, num_seeds)
         self.num_seeds = num_seeds
