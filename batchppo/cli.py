@@ -4,6 +4,12 @@ Bad input (an unknown config, a bad ``--set``, a missing or corrupt run dir or c
 unknown env id) prints one line ``batchppo: error: ...`` on stderr and exits with status 2; so
 does a Ray cluster that cannot be joined or cannot place the env actors (``RaySetupError``).
 
+An env that fails during training (its exception or a dead worker, with ``max_env_restarts``
+0 or spent) stops the run with a checkpoint of its last completed iteration: ``train`` prints
+the checkpoint and the resume command on one line, then ``batchppo: error: the env raised
+<type>: <message>``, and exits with status 1; the full error, the env's traceback included,
+is in ``<run dir>/env_error.txt``.
+
 Examples::
 
     batchppo train --config pendulum_jax --logdir logdir
@@ -22,10 +28,15 @@ import os
 import shlex
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from batchppo.experiment.errors import UserError
 
+if TYPE_CHECKING:
+    from batchppo.experiment.loop import EnvFailure
+
 EXIT_USAGE = 2
+EXIT_FAILURE = 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -114,14 +125,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
         from batchppo.algorithms.ppo.ppo import enable_compilation_cache
 
         enable_compilation_cache()
-    result = loop.train(
-        args.config,
-        args.logdir,
-        timestamp=args.timestamp,
-        overrides=args.overrides,
-        progress=args.progress,
-        seeds=args.seeds,
-    )
+    try:
+        result = loop.train(
+            args.config,
+            args.logdir,
+            timestamp=args.timestamp,
+            overrides=args.overrides,
+            progress=args.progress,
+            seeds=args.seeds,
+        )
+    except Exception as error:
+        failure = loop.env_failure(error)  # an env error that stopped the run
+        if failure is None:
+            raise
+        return _report_env_failure(args, error, failure)
     if isinstance(result, list):
         return _report_seeds(args, result)
     if result.interrupted:
@@ -155,6 +172,37 @@ def _report_seeds(args: argparse.Namespace, results: list) -> int:
             f"run dir {result.run_dir}"
         )
     return 0
+
+
+def _report_env_failure(args: argparse.Namespace, error: BaseException, failure: EnvFailure) -> int:
+    """Prints where the checkpoint of a run that an env error stopped is, how to resume it and
+    the error, each on one line; returns the exit status (1).
+
+    Args:
+        args: The ``train`` command's arguments.
+        error: The env's exception.
+        failure: Its :class:`~batchppo.experiment.loop.EnvFailure`.
+    """
+    from batchppo.experiment.loop import CHECKPOINT_DIR
+
+    if failure.run_dir is not None:
+        timestamp = failure.run_dir.name.removesuffix(f"-{args.config}")
+        command = ["batchppo", "train", "--config", args.config, "--logdir", args.logdir]
+        command += ["--timestamp", timestamp]
+        saved = "no checkpoint"
+        if failure.checkpoint_step is not None:
+            where = failure.run_dir / CHECKPOINT_DIR
+            saved = f"checkpoint at step {failure.checkpoint_step:,} in {where}"
+        print(
+            f"batchppo: stopped at step {failure.step:,} by an env error; {saved}; resume "
+            f"with: {shlex.join(command)}",
+            file=sys.stderr,
+        )
+    lines = str(error).strip().splitlines()
+    message = f"{type(error).__name__}: {lines[0] if lines else '(no message)'}"
+    more = f" (full text: {failure.error_file})" if failure.error_file is not None else ""
+    print(f"batchppo: error: the env raised {message}{more}", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def _cmd_visualize(args: argparse.Namespace) -> int:
@@ -212,8 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: Arguments without the program name; None: ``sys.argv[1:]``.
 
     Returns:
-        0 on success, 2 for bad input (one-line message on stderr), 128 + signal number
-        when training was stopped by a signal (after saving a checkpoint).
+        0 on success, 2 for bad input (one-line message on stderr), 1 when an env error
+        stopped training (after saving a checkpoint; the resume command and a one-line error
+        on stderr), 128 + signal number when training was stopped by a signal (after saving
+        a checkpoint).
     """
     # Headless rendering for pygame (classic control) before anything imports it.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")

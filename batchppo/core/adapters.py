@@ -19,7 +19,9 @@ observation dimension with a finite range (in float32) is mapped by
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import logging
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -518,6 +520,69 @@ def _check_same_step(vector_env: Any) -> None:
         )
 
 
+_ENV_ERROR = "batchppo_env_error"  # the attribute that marks an env's exception
+_JAX_CALLBACK_LOGGER = "jax._src.callback"  # logs each failed io_callback with its traceback
+
+
+def mark_env_error(error: BaseException) -> BaseException:
+    """Marks ``error`` as raised by a host env's reset or step (see :func:`is_env_error`)."""
+    with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
+        setattr(error, _ENV_ERROR, True)
+    return error
+
+
+def is_env_error(error: BaseException) -> bool:
+    """Whether ``error`` was raised by a host env's reset or step, through a
+    :class:`HostEnv` (the env's own exception, ``WorkerDiedError``, a non-finite value)."""
+    return bool(getattr(error, _ENV_ERROR, False))
+
+
+def raise_env_error(error: BaseException, *envs: Any) -> None:
+    """Raises the exception a :class:`HostEnv` of ``envs`` kept, if one did; else returns.
+
+    Call it where a compiled program over host envs raised ``error``: an exception in an
+    ``io_callback`` reaches the caller as JAX's ``JaxRuntimeError``, its type lost, and this
+    raises the original (type, message and, for ``BatchEnv``, the worker's traceback) in its
+    place. The JAX error, whose text repeats the traceback, stays as its hidden
+    ``__context__``. Envs that are not HostEnvs (or None) are skipped.
+
+    Example:
+        >>> try:
+        ...     state = compiled_rollout(state)
+        ... except Exception as error:
+        ...     raise_env_error(error, env)
+        ...     raise
+    """
+    kept = None
+    for env in envs:
+        take = getattr(env, "take_error", None)
+        found = take() if take is not None else None
+        kept = kept or found
+    if kept is None or kept is error:
+        return
+    kept.__suppress_context__ = True
+    raise kept
+
+
+class _EnvErrorLogFilter(logging.Filter):
+    """Drops JAX's log of an ``io_callback`` that failed with a host env's exception.
+
+    JAX logs every callback exception with its traceback before the compiled call fails;
+    :func:`raise_env_error` raises that exception, traceback included, to the caller, and
+    its ``JaxRuntimeError`` repeats the traceback too, so the log would only print it twice.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or not is_env_error(error)
+
+
+def _quiet_jax_callback_log() -> None:
+    logger = logging.getLogger(_JAX_CALLBACK_LOGGER)
+    if not any(isinstance(f, _EnvErrorLogFilter) for f in logger.filters):
+        logger.addFilter(_EnvErrorLogFilter())
+
+
 class HostEnv:
     """A Gymnasium ``VectorEnv`` (same-step auto-reset) as a functional Env usable under jit.
 
@@ -528,10 +593,12 @@ class HostEnv:
     counter that only threads the data dependency; the real state lives on the host.
 
     Observations and rewards become float32, discrete actions int32. Non-finite observations
-    or rewards raise ``ValueError`` naming the env index and the field; any exception of the
-    env surfaces from the compiled call (as JAX's runtime error) with its type and message,
-    unless a ``BatchEnv`` with ``max_restarts`` restarts the env instead (its episode ends
-    truncated; :attr:`restarts` counts the restarts).
+    or rewards raise ``ValueError`` naming the env index and the field. An exception raised in
+    ``host_reset`` or ``host_step`` (the env's own, re-raised by ``BatchEnv`` with the worker's
+    traceback, or ``WorkerDiedError``) is marked (:func:`is_env_error`) and kept: a compiled
+    call reports it as JAX's ``JaxRuntimeError``, and :func:`raise_env_error` raises the kept
+    original in its place. A ``BatchEnv`` with ``max_restarts`` restarts the env instead (its
+    episode ends truncated; :attr:`restarts` counts the restarts).
 
     ``reset(key)`` reseeds the vector env with a seed drawn from ``key``
     (:meth:`seed_from_key`), so runs are reproducible from the key alone.
@@ -547,12 +614,14 @@ class HostEnv:
 
     def __init__(self, vector_env: Any, *, check_finite: bool = True) -> None:
         _check_same_step(vector_env)
+        _quiet_jax_callback_log()
         self._env = vector_env
         self._num_envs = _check_num_envs(vector_env.num_envs)
         self._spec = _spec_from_spaces(
             vector_env.single_observation_space, vector_env.single_action_space
         )
         self._check_finite = bool(check_finite)
+        self._error: Exception | None = None  # the last exception of a host call, untaken
         self._action_dtype = np.dtype(vector_env.single_action_space.dtype)
         step_arrays = getattr(vector_env, "step_arrays", None)
         self._step_arrays = step_arrays if callable(step_arrays) else None
@@ -590,6 +659,19 @@ class HostEnv:
         """Closes the wrapped vector env."""
         self._env.close()
 
+    def take_error(self) -> Exception | None:
+        """The exception the last failed ``host_reset`` / ``host_step`` raised, if not taken yet.
+
+        Inside a compiled program such an exception reaches the caller only as JAX's
+        ``JaxRuntimeError``; this is the original (see :func:`raise_env_error`).
+        """
+        error, self._error = self._error, None
+        return error
+
+    def _keep_error(self, error: Exception) -> None:
+        mark_env_error(error)
+        self._error = error
+
     def __repr__(self) -> str:
         return f"HostEnv({self._env!r}, num_envs={self._num_envs})"
 
@@ -611,7 +693,17 @@ class HostEnv:
         )
 
     def host_reset(self, seed: np.ndarray | int) -> np.ndarray:
-        """Resets the vector env on the host with ``seed``; returns float32 observations."""
+        """Resets the vector env on the host with ``seed``; returns float32 observations.
+
+        An exception it raises is marked and kept (see :meth:`take_error`).
+        """
+        try:
+            return self._host_reset(seed)
+        except Exception as error:
+            self._keep_error(error)
+            raise
+
+    def _host_reset(self, seed: np.ndarray | int) -> np.ndarray:
         obs, _ = self._env.reset(seed=int(seed))
         obs = np.asarray(obs, np.float32)
         if self._check_finite:
@@ -626,7 +718,20 @@ class HostEnv:
         Returns:
             ``(obs, reward, terminated, truncated, final_obs)`` NumPy arrays; float32
             observations and rewards, checked finite unless ``check_finite=False``.
+
+        Raises:
+            Exception: What the vector env raised (marked and kept, see :meth:`take_error`),
+                or ``ValueError`` for non-finite values.
         """
+        try:
+            return self._host_step(action)
+        except Exception as error:
+            self._keep_error(error)
+            raise
+
+    def _host_step(
+        self, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         action = np.asarray(action).astype(self._action_dtype, copy=False)
         if self._step_arrays is not None:
             obs, reward, terminated, truncated, final_obs = self._step_arrays(action)

@@ -9,6 +9,11 @@ episodes with the mean action. A checkpoint follows the reports of its step, eve
 at None is a fixed fraction of ``steps`` (``PPOConfig.eval_interval`` and its siblings), so a
 changed budget keeps its number of reports, evaluations and checkpoints.
 
+An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent)
+stops the run as Ctrl-C does, reports and checkpoint of the last completed iteration
+included, and then raises the env's own exception, which carries an :class:`EnvFailure`
+(:func:`env_failure`); its full text is in ``<run dir>/env_error.txt``.
+
 Example:
     >>> result = train("cartpole_jax", overrides=["steps=20000"])  # no logdir: no disk I/O
     >>> policy = load_policy("logdir/20261121T113000-cartpole_jax")  # obs batch -> actions
@@ -16,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import math
@@ -26,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +51,7 @@ from batchppo.experiment.logging import RunLogger, read_metrics
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
+ENV_ERROR_FILE = "env_error.txt"
 # What each of a run's PRNG keys is for (``host_key(seed, purpose, ...)``).
 _INIT_KEY, _SIM_KEY, _EVAL_KEY = 0, 1, 2
 
@@ -92,6 +100,47 @@ class TrainResult:
     interrupted: bool = False
     stop_signal: int | None = None
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvFailure:
+    """How an env error stopped a run: attached to the env's exception (:func:`env_failure`).
+
+    Attributes:
+        step: Training env steps of the last completed iteration; the run's state at this step
+            was checkpointed, unless ``checkpoint_step`` says otherwise.
+        checkpoint_step: Step of the run's newest checkpoint (``step`` unless saving failed);
+            None without one.
+        run_dir: The run directory; None without a logdir.
+        error_file: ``<run dir>/env_error.txt``, the error's full text (the env's traceback
+            included); None without a logdir.
+    """
+
+    step: int
+    checkpoint_step: int | None
+    run_dir: Path | None
+    error_file: Path | None
+
+
+_ENV_FAILURE = "batchppo_env_failure"  # the attribute of the env's exception
+
+
+def env_failure(error: BaseException) -> EnvFailure | None:
+    """The :class:`EnvFailure` of an env exception that stopped :func:`train`; else None."""
+    failure = getattr(error, _ENV_FAILURE, None)
+    return failure if isinstance(failure, EnvFailure) else None
+
+
+def _is_env_error(error: BaseException) -> bool:
+    from batchppo.core.adapters import is_env_error  # imported late: only after a failure
+
+    return is_env_error(error)
+
+
+def _deleted(state: Any) -> bool:
+    """Whether a buffer of ``state`` is gone (donated to a compiled call that failed)."""
+    leaves = jax.tree.leaves(state)
+    return any(isinstance(x, jax.Array) and x.is_deleted() for x in leaves)
 
 
 # --- Run directories --------------------------------------------------------------------------
@@ -507,16 +556,64 @@ class _Run:
     def _eval_on(self) -> bool:
         return self.config.eval_interval > 0 and self.config.eval_episodes > 0
 
+    def _env_failed(self, error: Exception, state: Any, step: int, window: _Window) -> None:
+        """Stops the run after an env error as Ctrl-C does, and marks ``error``.
+
+        Reports the window so far (unless an evaluation failed after its report) and
+        checkpoints ``state``, the newest state an iteration completed (the input of the
+        iteration that failed: host-env trainers do not donate it), writes the error's full
+        text to ``env_error.txt`` and attaches an :class:`EnvFailure` and a note saying where
+        the checkpoint is.
+        """
+        notes = []
+        last = self.records[-1] if self.records else {}
+        if window.iterations and (last.get("phase"), last.get("step")) != ("train", step):
+            self.report("train", step, self._train_values(window))
+        if self.ckpt_dir is not None:
+            if _deleted(state):
+                notes.append(f"the state at step {step:,} was lost with the failed call")
+            else:
+                try:
+                    self.save(state, step)
+                except Exception as save_error:  # the env's error stays the one raised
+                    notes.append(f"saving a checkpoint at step {step:,} failed: {save_error!r}")
+        saved = self.saved_step if self.saved_step >= 0 else None
+        error_file = None
+        if self.run_dir is not None:
+            error_file = self.run_dir / ENV_ERROR_FILE
+            with contextlib.suppress(OSError):
+                error_file.write_text("".join(traceback.format_exception(error)))
+        where = "no checkpoint" if saved is None else f"checkpoint at step {saved:,}"
+        if saved is not None and self.ckpt_dir is not None:
+            where += f" in {self.ckpt_dir}"
+        notes.append(f"batchppo: training stopped at step {step:,} by this env error; {where}")
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(error, _ENV_FAILURE, EnvFailure(step, saved, self.run_dir, error_file))
+        for note in notes:
+            error.add_note(note)
+
     def _train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
         """Iterates until the step budget or a stop request; returns (state, step, stopped).
 
         A KeyboardInterrupt (a second Ctrl-C) propagates without saving: the trainer donates
         its input buffers, so the state in hand may be gone; the last checkpoint stays valid
-        and resuming from it drops the reports written after it.
+        and resuming from it drops the reports written after it. An env error checkpoints
+        the last completed state and propagates (:meth:`_env_failed`).
         """
+        try:
+            return self._iterate(state, step)
+        except Exception as error:
+            if not _is_env_error(error):
+                raise
+            # The newest state that an iteration completed, its step and the open window.
+            self._env_failed(error, *self.completed)
+            raise
+
+    def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
         config = self.config
-        sim = self.trainer.init_sim(state, self._key(_SIM_KEY, step))
         window = _Window()
+        self.completed = (state, step, window)
+        sim = self.trainer.init_sim(state, self._key(_SIM_KEY, step))
         compiled = False  # The first iteration's time is mostly compilation: not a speed.
         stop = self.stop
         while step < config.steps and stop.signum is None:
@@ -525,7 +622,9 @@ class _Run:
             before, step = step, int(state.step)
             window.add(metrics, time.monotonic() - start, compiling=not compiled)
             compiled = True
+            self.completed = (state, step, window)  # an evaluation may still fail
             window = self.after_iteration(lambda state=state: state, before, step, window)
+            self.completed = (state, step, window)
         return state, step, self.stopped(step, window)
 
     def after_iteration(

@@ -1,12 +1,14 @@
-"""A Pendulum that crashes at random steps, for training runs with env restarts.
+"""Pendulums that crash, for training runs with env restarts and for fail-fast runs.
 
-Importing this module registers ``CrashingPendulum-v0``; ``batchppo`` reaches it as
+Importing this module registers ``CrashingPendulum-v0`` (crashes at random steps) and
+``FailingPendulum-v0`` (fails at a given step); ``batchppo`` reaches them as
 ``crash_envs:CrashingPendulum-v0``, which imports the module first (in the worker processes
 too), as ``gymnasium.make`` does.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import gymnasium
@@ -14,6 +16,7 @@ import numpy as np
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 ENV_ID = "CrashingPendulum-v0"
+FAILING_ID = "FailingPendulum-v0"
 
 
 class CrashingPendulumEnv(PendulumEnv):
@@ -39,5 +42,31 @@ class CrashingPendulumEnv(PendulumEnv):
         return super().step(action)
 
 
+class FailingError(RuntimeError):
+    """What a FailingPendulum raises (a type of the env's own, importable in the parent)."""
+
+
+class FailingPendulumEnv(PendulumEnv):
+    """Pendulum-v1 whose ``fail_at``-th step since construction fails.
+
+    ``how="raise"`` raises :class:`FailingError`; ``how="exit"`` ends the worker process
+    with ``os._exit(3)``.
+    """
+
+    def __init__(self, fail_at: int = 100, how: str = "raise", render_mode: str | None = None):
+        super().__init__(render_mode=render_mode)
+        self.fail_at, self.how, self.steps = fail_at, how, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.fail_at:
+            if self.how == "exit":
+                os._exit(3)
+            raise FailingError(f"FailingPendulum: step {self.steps} failed on purpose")
+        return super().step(action)
+
+
 if ENV_ID not in gymnasium.registry:
     gymnasium.register(ENV_ID, entry_point=CrashingPendulumEnv, max_episode_steps=200)
+if FAILING_ID not in gymnasium.registry:
+    gymnasium.register(FAILING_ID, entry_point=FailingPendulumEnv, max_episode_steps=200)

@@ -580,7 +580,14 @@ class Trainer:
         >>> trainer.evaluate(ts, 10, jax.random.key(2))["score"]
 
     Note: ``iteration``/``iterations`` donate their input states (the arrays are reused in
-    place); keep using the returned states, not the ones passed in.
+    place); keep using the returned states, not the ones passed in. Over host envs they
+    donate the sim state only, so the train state passed to an iteration that an env error
+    stopped stays valid (the experiment loop checkpoints it).
+
+    An exception of a host env (its own, re-raised by ``BatchEnv`` with the worker's
+    traceback, or ``WorkerDiedError``) reaches the caller of ``init_sim``, ``iteration``,
+    ``iterations`` and ``evaluate`` as itself, not as the ``JaxRuntimeError`` of the compiled
+    call it happened in (:func:`~batchppo.core.adapters.raise_env_error`).
     """
 
     def __init__(self, config: PPOConfig, env: Env | None = None) -> None:
@@ -633,7 +640,9 @@ class Trainer:
         if kind == "iterations":
             (n,) = args
             fn = ppo.iteration if n == 1 else _scan_iterations(ppo, n)
-            return jax.jit(fn, donate_argnums=(0, 1), compiler_options=COMPILER_OPTIONS)
+            # Host envs can fail mid-rollout: the train state they were given must survive.
+            donate = (0, 1) if self.fused else (1,)
+            return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
         if kind in ("eval_start", "eval_more"):
             num_envs, chunk = args
             env = self._get_eval_env(num_envs)
@@ -722,7 +731,17 @@ class Trainer:
     def init_sim(self, train_state: TrainState, key: jax.Array) -> SimState:
         """Fresh episodes in the training env (start of a run and after resume)."""
         del train_state
-        return self._call("init_sim", raw_key(key))
+        try:
+            return self._call("init_sim", raw_key(key))
+        except Exception as error:
+            self._raise_env_error(error)
+            raise
+
+    def _raise_env_error(self, error: Exception) -> None:
+        """Raises the host env exception that ``error`` (JAX's runtime error) carries, if any."""
+        from batchppo.core.adapters import raise_env_error  # imported late, as in _make_env
+
+        raise_env_error(error, self.env, self._eval_env)
 
     def iteration(
         self, train_state: TrainState, sim_state: SimState
@@ -731,14 +750,22 @@ class Trainer:
 
         With ``host_loop``, the collection is a Python loop (:class:`HostLoop`) and the update
         one compiled call.
+
+        Raises:
+            Exception: A host env's own exception (see the class docstring); ``train_state``
+                is then still valid.
         """
-        if self._host_loop is None:
-            ts, ss, metrics = self._call(("iterations", 1), train_state, sim_state)
+        try:
+            if self._host_loop is None:
+                ts, ss, metrics = self._call(("iterations", 1), train_state, sim_state)
+                return ts, ss, self._with_env_restarts(_to_python(metrics))
+            params = (train_state.params, train_state.obs_norm)
+            ss, traj, stats = self._host_loop.rollout(params, sim_state, self.ppo.T)
+            ts, metrics = self._call(("learn",), train_state, traj, stats)
             return ts, ss, self._with_env_restarts(_to_python(metrics))
-        params = (train_state.params, train_state.obs_norm)
-        ss, traj, stats = self._host_loop.rollout(params, sim_state, self.ppo.T)
-        ts, metrics = self._call(("learn",), train_state, traj, stats)
-        return ts, ss, self._with_env_restarts(_to_python(metrics))
+        except Exception as error:
+            self._raise_env_error(error)
+            raise
 
     @property
     def env_restarts(self) -> int | None:
@@ -777,8 +804,12 @@ class Trainer:
                 train_state, sim_state, m = self.iteration(train_state, sim_state)
                 metrics.append(m)
             return train_state, sim_state, metrics
-        ts, ss, metrics = self._call(("iterations", n), train_state, sim_state)
-        metrics = jax.device_get(metrics)
+        try:
+            ts, ss, metrics = self._call(("iterations", n), train_state, sim_state)
+            metrics = jax.device_get(metrics)
+        except Exception as error:
+            self._raise_env_error(error)
+            raise
         per_iteration = [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
         return ts, ss, [self._with_env_restarts(m) for m in per_iteration]
 
@@ -818,7 +849,17 @@ class Trainer:
 
         Returns:
             ``{"score", "length"}`` means and ``"returns"``, ``"lengths"`` arrays.
+
+        Raises:
+            Exception: An eval env's own exception (see the class docstring).
         """
+        try:
+            return self._evaluate(train_state, num_episodes, key)
+        except Exception as error:
+            self._raise_env_error(error)
+            raise
+
+    def _evaluate(self, train_state: TrainState, num_episodes: int, key: jax.Array) -> dict:
         num_envs, chunk = self._eval_layout(num_episodes)
         self._get_eval_env(num_envs)
         per_env = math.ceil(num_episodes / num_envs)

@@ -1,0 +1,229 @@
+"""Fail-fast training (issue 10): an env error stops ``batchppo train`` with the env's own
+exception type, a checkpoint of the last completed iteration and a resume command, and
+leaves no worker process behind."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import psutil
+import pytest
+from crash_envs import FailingError
+from experiment_fakes import FakeTrainer, fake_config
+
+from batchppo import cli
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.ppo.ppo import Trainer
+from batchppo.core.adapters import is_env_error, make_env, mark_env_error
+from batchppo.envs import EnvRestartWarning
+from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment import loop
+from batchppo.experiment.logging import read_metrics
+
+pytestmark = pytest.mark.timeout(180)
+
+ENV = "crash_envs:FailingPendulum-v0"  # its step number `fail_at` fails
+# 8 envs x 64 steps = 512 env steps per iteration in 2 worker processes; tiny networks; no
+# checkpoint but the one the failure writes.
+TINY = [
+    f"env={ENV}",
+    "steps=4096",
+    "num_agents=8",
+    "num_workers=2",
+    "rollout_length=64",
+    "max_length=100",
+    "update_epochs=1",
+    "num_minibatches=1",
+    "policy_layers=[16]",
+    "value_layers=[16]",
+    "eval_episodes=4",
+    "eval_every=2048",
+    "log_every=1024",
+    "checkpoint_every=0",
+]
+
+
+def _argv(logdir, timestamp: str, *overrides: str) -> list[str]:
+    argv = ["train", "--config", "pendulum_fast", "--logdir", str(logdir), "--timestamp"]
+    argv += [timestamp, "--progress", "none"]
+    for override in (*TINY, *overrides):
+        argv += ["--set", override]
+    return argv
+
+
+def _workers() -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "env-worker" in " ".join(p.cmdline())
+    ]
+
+
+def _train_steps(run_dir) -> list[int]:
+    return [r["step"] for r in read_metrics(run_dir) if r["phase"] == "train"]
+
+
+def test_an_env_error_stops_train_with_its_type_a_checkpoint_and_the_resume_command(
+    tmp_path, capsys
+):
+    # Each env's 200th step (in the 4th iteration, 1536 -> 2048) raises FailingError.
+    code = cli.main(_argv(tmp_path, "F", "env_kwargs={fail_at: 200}"))
+    out, err = capsys.readouterr()
+    run_dir = tmp_path / "F-pendulum_fast"
+    assert code == 1, err
+    lines = err.strip().splitlines()
+    assert lines[-2] == (
+        f"batchppo: stopped at step 1,536 by an env error; checkpoint at step 1,536 in "
+        f"{run_dir / 'checkpoints'}; resume with: batchppo train --config pendulum_fast "
+        f"--logdir {tmp_path} --timestamp F"
+    )
+    assert lines[-1] == (
+        "batchppo: error: the env raised FailingError: FailingPendulum: step 200 failed on "
+        f"purpose (full text: {run_dir / 'env_error.txt'})"
+    )
+    assert not out
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [1536]
+    assert _train_steps(run_dir) == [1024, 1536]  # the open window, as after Ctrl-C
+    text = (run_dir / "env_error.txt").read_text()
+    assert "FailingError: FailingPendulum: step 200 failed on purpose" in text
+    assert "Worker traceback" in text and "in step" in text  # the worker's traceback
+    assert "JaxRuntimeError" not in text
+    assert not _workers()
+
+    # The printed command resumes from the checkpoint; envs that fail now restart.
+    with pytest.warns(EnvRestartWarning, match="step 200 failed on purpose"):
+        code = cli.main(_argv(tmp_path, "F", "max_env_restarts=16"))
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith("done: 4,096 steps")
+    assert _train_steps(run_dir) == [1024, 1536, 2048, 3072, 4096]
+    train = [r for r in read_metrics(run_dir) if r["phase"] == "train"]
+    assert train[-1]["env_restarts"] >= 8  # each env failed again at its 200th step
+    assert not _workers()
+
+
+def test_a_worker_that_exits_stops_train_with_worker_died_error(tmp_path, capsys):
+    # Each env's 70th step (in the 2nd iteration) ends its worker with os._exit(3).
+    code = cli.main(_argv(tmp_path, "X", "env_kwargs={fail_at: 70, how: exit}"))
+    _, err = capsys.readouterr()
+    run_dir = tmp_path / "X-pendulum_fast"
+    assert code == 1, err
+    lines = err.strip().splitlines()
+    assert "stopped at step 512 by an env error; checkpoint at step 512" in lines[-2]
+    assert lines[-1].startswith("batchppo: error: the env raised WorkerDiedError: worker ")
+    assert "died (exit code 3)" in lines[-1]
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [512]
+    assert not _workers()
+
+
+def _config(**changes) -> PPOConfig:
+    base = PPOConfig(
+        env=ENV, backend="process", num_agents=4, num_workers=2, rollout_length=16,
+        max_length=50, update_epochs=1, num_minibatches=1, policy_layers=(16,),
+        value_layers=(16,), steps=640, checkpoint_every=0,
+    )  # fmt: skip
+    return dataclasses.replace(base, **changes)
+
+
+def test_the_host_loop_driver_raises_the_envs_own_error_and_checkpoints(tmp_path):
+    # 64 steps per iteration; each env's 40th step fails: in the 3rd iteration (128 -> 192).
+    config = _config(host_loop=True, env_kwargs={"fail_at": 40}, eval_every=0)
+    with pytest.raises(FailingError, match="step 40 failed on purpose") as raised:
+        loop.train(config, tmp_path, name="hl", timestamp="H", progress="none")
+    assert is_env_error(raised.value)
+    failure = loop.env_failure(raised.value)
+    assert failure == loop.EnvFailure(
+        128, 128, tmp_path / "H-hl", tmp_path / "H-hl" / loop.ENV_ERROR_FILE
+    )
+    assert any(
+        "training stopped at step 128 by this env error" in n for n in raised.value.__notes__
+    )
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "H-hl" / "checkpoints")] == [128]
+    assert not _workers()
+
+
+def test_the_eval_env_raises_its_own_error_not_jax_runtime_error():
+    # The training env never fails; the eval env (built from the config) fails at step 5.
+    config = _config(env_kwargs={"fail_at": 5})
+    env = make_env(ENV, config.num_agents, "process", num_workers=2, seed=0, max_length=50)
+    trainer = Trainer(config, env=env)
+    try:
+        ts = trainer.init(jax.random.key(0))
+        ss = trainer.init_sim(ts, jax.random.key(1))
+        ts, ss, _ = trainer.iteration(ts, ss)
+        with pytest.raises(FailingError, match=r"(?s)step 5 failed on purpose.*Worker traceback"):
+            trainer.evaluate(ts, 2, jax.random.key(2))
+    finally:
+        trainer.close()
+    assert not _workers()
+
+
+class _FailingFakeTrainer(FakeTrainer):
+    """A fake trainer whose env fails in the iteration reaching ``at`` steps, or in the
+    evaluation at ``eval_at`` steps."""
+
+    at: int | None = None
+    eval_at: int | None = None
+
+    def iteration(self, ts, ss):
+        if int(ts.step) + self.steps_per_iteration == self.at:
+            raise mark_env_error(FailingError("the env failed in the iteration"))
+        return super().iteration(ts, ss)
+
+    def evaluate(self, ts, num_episodes, key):
+        if int(ts.step) == self.eval_at:
+            raise mark_env_error(FailingError("the eval env failed"))
+        return super().evaluate(ts, num_episodes, key)
+
+
+def _fake_run(tmp_path, at=None, eval_at=None):
+    # 100 steps per iteration; train reports every 250, evals every 400, checkpoints every 300.
+    factory = type("Factory", (_FailingFakeTrainer,), {"at": at, "eval_at": eval_at})
+    return loop.train(
+        fake_config(), tmp_path, name="fake", timestamp="T", progress="none",
+        trainer_factory=factory,
+    )  # fmt: skip
+
+
+def test_an_iteration_that_fails_checkpoints_the_one_before_and_resume_continues(tmp_path):
+    run_dir = tmp_path / "T-fake"
+    with pytest.raises(FailingError):
+        _fake_run(tmp_path, at=500)  # the iteration 400 -> 500 fails
+    assert _train_steps(run_dir) == [300, 400]  # 400: the open window
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [300, 400]
+    result = _fake_run(tmp_path)
+    assert float(result.train_state.params["w"][0]) == 10.0  # 4 iterations, then 6 more
+    records = read_metrics(run_dir)
+    assert _train_steps(run_dir) == [300, 400, 500, 800, 1000]
+    assert [r["step"] for r in records if r["phase"] == "eval"] == [400, 800, 1000]
+
+
+def test_an_evaluation_that_fails_checkpoints_its_iteration_without_a_second_report(tmp_path):
+    run_dir = tmp_path / "T-fake"
+    with pytest.raises(FailingError) as raised:
+        _fake_run(tmp_path, eval_at=800)  # the train report at 800 came before
+    assert loop.env_failure(raised.value).checkpoint_step == 800
+    assert _train_steps(run_dir) == [300, 500, 800]
+    np.testing.assert_array_equal(
+        [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")], [600, 800]
+    )
+    _fake_run(tmp_path)
+    assert _train_steps(run_dir) == [300, 500, 800, 1000]
+    evals = [r["step"] for r in read_metrics(run_dir) if r["phase"] == "eval"]
+    assert evals == [400, 1000]  # the failed evaluation is not run again
+
+
+def test_other_errors_propagate_unchanged_without_a_checkpoint(tmp_path):
+    class Broken(FakeTrainer):
+        def iteration(self, ts, ss):
+            if int(ts.step) == 400:
+                raise RuntimeError("a bug in the learner")
+            return super().iteration(ts, ss)
+
+    with pytest.raises(RuntimeError, match="a bug in the learner") as raised:
+        loop.train(fake_config(), tmp_path, name="fake", timestamp="T", progress="none",
+                   trainer_factory=Broken)  # fmt: skip
+    assert loop.env_failure(raised.value) is None
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "T-fake" / "checkpoints")] == [300]
