@@ -232,15 +232,17 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
+    from batchppo.core.backends import get_backend
     from batchppo.experiment import configs
 
     print(f"{'config':<14} {'env':<16} {'backend':<8} {'steps':>12}")
     for name, config in configs.PRESETS.items():
         note = ""
+        backend = get_backend(config.backend)
         if name == configs.DEFAULT_PRESET:
             note = "  (default)"
-        elif config.backend == "brax" and not configs.brax_available():
-            note = "  (needs brax)"
+        elif not backend.available():
+            note = f"  (needs {backend.requires})"
         print(configs.describe(name, config) + note)
     return 0
 

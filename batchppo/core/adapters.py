@@ -8,7 +8,9 @@
 * :class:`HostEnv`: a Gymnasium ``VectorEnv`` in same-step auto-reset mode (such as
   ``batchppo.envs.BatchEnv``) called through ``jax.experimental.io_callback`` so that it runs
   inside ``jit`` and ``lax.scan``: the ``InGraphBatchEnv`` of the original Batch PPO.
-* :func:`make_env`: the one factory the trainer uses, by backend name.
+* :func:`make_env`: the one factory the trainer uses, by backend name: it looks the backend up
+  in the registry of :mod:`batchppo.core.backends`, whose records point at the builders here
+  (:func:`make_gymnax_env`, :func:`make_brax_env`, :func:`make_host_env`).
 
 Range normalisation (``normalize_ranges``) applies the maps of :mod:`batchppo.envs.ranges`,
 which the host wrapper ``RangeNormalize`` uses too, so presets transfer between backends: each
@@ -32,13 +34,17 @@ import numpy as np
 from flax import struct
 from jax.experimental import io_callback
 
+from batchppo.core.backends import (
+    BACKENDS,
+    check_gymnax_id,
+    get_backend,
+    names,
+    prose,
+    unknown_id_message,
+)
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.envs import make as make_host_envs
 from batchppo.envs.ranges import range_map
-
-HOST_BACKENDS = ("process", "sync", "ray")
-BACKENDS = ("gymnax", "brax", *HOST_BACKENDS)
-GYMNAX_TESTED_IDS = ("Pendulum-v1", "CartPole-v1", "MountainCarContinuous-v0", "Acrobot-v1")
 
 # gymnax's time limit is switched off (we count steps ourselves) by a limit never reached.
 _NO_LIMIT = 2**30
@@ -239,13 +245,8 @@ class GymnaxEnv(_PureJaxEnv):
         gymnax = import_gymnax()
         from gymnax.environments import spaces
 
-        try:
-            env, default_params = gymnax.make(env_id)
-        except ValueError:
-            raise ValueError(
-                f"unknown gymnax env id {env_id!r}; gymnax registers {list(gymnax.registered_envs)}"
-                f" (tested with batchppo: {list(GYMNAX_TESTED_IDS)})."
-            ) from None
+        check_gymnax_id(env_id)
+        env, default_params = gymnax.make(env_id)
         params = default_params if env_params is None else env_params
         if param_changes:
             params = _replace_params(env_id, params, param_changes)
@@ -409,7 +410,9 @@ class BraxEnv(_PureJaxEnv):
             self._env = brax_envs.get_environment(env_name, **env_kwargs)
         except KeyError:
             known = sorted(getattr(brax_envs, "_envs", {}))
-            raise ValueError(f"unknown Brax env {env_name!r}; Brax registers {known}.") from None
+            raise ValueError(
+                unknown_id_message("Brax env", env_name, known, f"Valid envs: {', '.join(known)}")
+            ) from None
         self._env_name = env_name
         self._num_envs = _check_num_envs(num_envs)
         max_length = _check_max_length(max_length)
@@ -812,16 +815,20 @@ def make_env(
     seed: int = 0,
     num_workers: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
     ray_options: Mapping[str, Any] | None = None,
     max_restarts: int = 0,
 ) -> Env:
     """Builds a batched Env by backend name: the one factory the trainer uses.
 
+    The backend is looked up in the registry (:mod:`batchppo.core.backends`), whose record
+    builds the env.
+
     Args:
         env_id: Env id: a gymnax id (``gymnax``), a Brax env name (``brax``) or a Gymnasium id
             (``process``, ``sync``, ``ray``).
         num_envs: Batch size.
-        backend: ``gymnax``, ``brax``, ``process``, ``sync`` or ``ray``.
+        backend: A registered backend: ``process``, ``sync``, ``ray``, ``gymnax``, ``brax``.
         max_length: Time limit in steps; None keeps the env's own (1000 for Brax).
         normalize_ranges: Rescale finite observation bounds and action bounds to [-1, 1]
             (Brax actions are in [-1, 1] already; its observations are unbounded).
@@ -830,56 +837,141 @@ def make_env(
         env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
             ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields
             (``gymnax``).
-        ray_options: ``ray`` only: keyword arguments of
-            :class:`~batchppo.envs.ray_env.RayBatchEnv` (``address``, ``num_cpus``,
-            ``startup_timeout``).
-        max_restarts: ``process`` and ``sync`` only: the ``BatchEnv``'s restart budget (envs
-            whose step raised or whose worker died are rebuilt, their episodes truncated, up
-            to this many times; :attr:`HostEnv.restarts` counts them); 0 fails fast.
+        options: The backend's own settings, for a backend that takes some
+            (:attr:`Backend.config_options <batchppo.core.backends.Backend.config_options>`):
+            for ``ray``, keyword arguments of :class:`~batchppo.envs.ray_env.RayBatchEnv`
+            (``address``, ``num_cpus``, ``startup_timeout``).
+        ray_options: The same as ``options`` (its earlier name).
+        max_restarts: For backends that support restarts (``process``, ``sync``): the
+            ``BatchEnv``'s restart budget (envs whose step raised or whose worker died are
+            rebuilt, their episodes truncated, up to this many times;
+            :attr:`HostEnv.restarts` counts them); 0 fails fast.
 
     Returns:
         An :class:`~batchppo.core.env.Env` (with a ``close()`` method).
 
     Raises:
-        ValueError: An unknown backend, ``ray_options`` with a backend other than ``ray``, or
-            ``max_restarts`` with one other than ``process`` and ``sync``.
+        ValueError: An unknown backend, ``options`` for a backend that takes none, or
+            ``max_restarts`` for one without restarts.
     """
-    if ray_options and backend != "ray":
-        raise ValueError(f"ray_options apply to backend='ray' only; got backend={backend!r}.")
-    if max_restarts and backend not in ("process", "sync"):
+    record = get_backend(backend)
+    options = {**(ray_options or {}), **(options or {})}
+    if options and record.config_options is None:
+        takers = prose(b.name for b in BACKENDS.values() if b.config_options is not None)
         raise ValueError(
-            f"max_restarts={max_restarts}: env restarts are for the process and sync backends "
-            f"only; got backend={backend!r}."
+            f"options {sorted(options)}: backend {backend!r} takes none (backends with options:"
+            f" {takers})."
         )
-    env_kwargs = dict(env_kwargs or {})
-    if backend == "gymnax":
-        return GymnaxEnv(
-            env_id,
-            num_envs,
-            max_length=max_length,
-            normalize_ranges=normalize_ranges,
-            param_changes=env_kwargs,
+    if max_restarts and not record.supports_restarts:
+        raise ValueError(
+            f"max_restarts={max_restarts}: env restarts are for the "
+            f"{prose(names(supports_restarts=True))} backends only; got backend={backend!r}."
         )
-    if backend == "brax":
-        return BraxEnv(
-            env_id, num_envs, max_length=1000 if max_length is None else max_length, **env_kwargs
-        )
-    if backend in HOST_BACKENDS:
-        vector_env = make_host_envs(
-            env_id,
-            num_envs,
-            seed=seed,
-            backend=backend,
-            num_workers=num_workers,
-            max_length=max_length,
-            normalize_ranges=normalize_ranges,
-            ray_options=ray_options,
-            max_restarts=max_restarts,
-            **env_kwargs,
-        )
-        try:
-            return HostEnv(vector_env)
-        except Exception:
-            vector_env.close()
-            raise
-    raise ValueError(f"unknown backend {backend!r}; choose one of {list(BACKENDS)}.")
+    return record.make(
+        env_id,
+        num_envs,
+        max_length=max_length,
+        normalize_ranges=normalize_ranges,
+        seed=seed,
+        num_workers=num_workers,
+        env_kwargs=dict(env_kwargs or {}),
+        max_restarts=max_restarts,
+        options=options,
+    )
+
+
+def make_gymnax_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    max_length: int | None,
+    normalize_ranges: bool,
+    env_kwargs: Mapping[str, Any],
+    **_: Any,
+) -> GymnaxEnv:
+    """The ``gymnax`` backend's builder (:class:`~batchppo.core.backends.MakeEnv`).
+
+    ``env_kwargs`` are ``EnvParams`` fields; the host-side arguments are ignored.
+    """
+    return GymnaxEnv(
+        env_id,
+        num_envs,
+        max_length=max_length,
+        normalize_ranges=normalize_ranges,
+        param_changes=env_kwargs,
+    )
+
+
+def make_brax_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    max_length: int | None,
+    env_kwargs: Mapping[str, Any],
+    **_: Any,
+) -> BraxEnv:
+    """The ``brax`` backend's builder (:class:`~batchppo.core.backends.MakeEnv`).
+
+    ``max_length`` None is Brax's 1000 steps; ``env_kwargs`` go to
+    ``brax.envs.get_environment``; the host-side arguments are ignored (Brax observations
+    are unbounded and its actions in [-1, 1] already, so ``normalize_ranges`` changes nothing).
+    """
+    return BraxEnv(
+        env_id, num_envs, max_length=1000 if max_length is None else max_length, **env_kwargs
+    )
+
+
+def make_host_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    batch_env: str,
+    max_length: int | None,
+    normalize_ranges: bool,
+    seed: int,
+    num_workers: int | None,
+    env_kwargs: Mapping[str, Any],
+    max_restarts: int,
+    options: Mapping[str, Any],
+) -> HostEnv:
+    """The host backends' builder: ``batchppo.envs.make(backend=batch_env)`` in a HostEnv.
+
+    Args:
+        env_id: Gymnasium id.
+        num_envs: Batch size.
+        batch_env: The batch env of :func:`batchppo.envs.make` (its ``backend``):
+            ``process``, ``sync`` or ``ray``.
+        max_length: Time limit in steps; None keeps the registry's.
+        normalize_ranges: Rescale finite bounds to [-1, 1].
+        seed: The envs are reset with ``seed`` (env ``i`` with ``seed + i``).
+        num_workers: Worker processes (or actors).
+        env_kwargs: ``gymnasium.make`` keywords.
+        max_restarts: ``BatchEnv``'s restart budget.
+        options: ``ray_options`` of :func:`batchppo.envs.make`.
+
+    Returns:
+        The :class:`HostEnv` (it closes the batch env on ``close()``).
+    """
+    vector_env = make_host_envs(
+        env_id,
+        num_envs,
+        seed=seed,
+        backend=batch_env,
+        num_workers=num_workers,
+        max_length=max_length,
+        normalize_ranges=normalize_ranges,
+        ray_options=options or None,
+        max_restarts=max_restarts,
+        **env_kwargs,
+    )
+    return wrap_host_env(vector_env)
+
+
+def wrap_host_env(vector_env: Any) -> HostEnv:
+    """``HostEnv(vector_env)``, closing ``vector_env`` when that fails (a host backend's
+    builder owns the batch env it starts)."""
+    try:
+        return HostEnv(vector_env)
+    except Exception:
+        vector_env.close()
+        raise

@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import importlib.util
 import re
 import types
 import typing
@@ -27,7 +26,7 @@ from typing import Any
 import yaml
 
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.core.adapters import HOST_BACKENDS
+from batchppo.core.backends import get_backend
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
 
@@ -210,7 +209,7 @@ def preset_names() -> list[str]:
 
 def brax_available() -> bool:
     """Whether the optional ``brax`` package is importable."""
-    return importlib.util.find_spec("brax") is not None
+    return get_backend("brax").available()
 
 
 def _suggest(name: str, choices: Iterable[str]) -> str:
@@ -249,9 +248,10 @@ def get_preset(name: str) -> PPOConfig:
             f"unknown config {name!r}.{_suggest(name, PRESETS)} Valid configs: {', '.join(PRESETS)}"
         )
     config = PRESETS[preset]
-    if config.backend == "brax" and not brax_available():
+    backend = get_backend(config.backend)
+    if not backend.available():
         raise ConfigError(
-            f"config {name!r} needs Brax, which is not installed: `pip install brax` "
+            f"config {name!r} needs {backend.title}, which is not installed: `{backend.install}` "
             "(or pick a config from `batchppo list`)"
         )
     return config
@@ -533,49 +533,21 @@ def check_resume_overrides(stored: PPOConfig, changes: Mapping[str, Any]) -> PPO
 
 
 def check_env_id(config: PPOConfig) -> None:
-    """Fails fast when the config's env id is unknown to its backend.
+    """Fails fast when the config's env id is unknown to its backend (the backend's check).
 
     Raises:
-        ConfigError: Naming the id, a close match if any, and where the valid ids come from.
+        ConfigError: Naming the id, a close match if any, and where the valid ids come from;
+            or the backend needs a package that is not installed.
     """
-    env = config.env
-    if config.backend in HOST_BACKENDS:
-        if ":" in env:  # "module:EnvName-v0" registers itself on import; Gymnasium checks it.
-            return
-        import gymnasium
-
-        known = list(gymnasium.envs.registry)
-        if env not in gymnasium.envs.registry:
-            raise ConfigError(
-                f"unknown Gymnasium env id {env!r}.{_suggest(env, known)} "
-                "See `gymnasium.pprint_registry()` for the valid ids"
-            )
-    elif config.backend == "gymnax":
-        from batchppo.core.lazy import import_gymnax
-
-        known = list(import_gymnax().registered_envs)
-        if env not in known:
-            raise ConfigError(
-                f"unknown gymnax env id {env!r}.{_suggest(env, known)} "
-                f"Valid ids: {', '.join(known)}"
-            )
-    elif config.backend == "brax":
-        if not brax_available():
-            raise ConfigError("backend 'brax' needs Brax, not installed: `pip install brax`")
-        from brax import envs as brax_envs
-
-        known = list(getattr(brax_envs, "_envs", {}))
-        if known and env not in known:
-            raise ConfigError(
-                f"unknown Brax env {env!r}.{_suggest(env, known)} Valid envs: {', '.join(known)}"
-            )
-
-
-GYMNASIUM_TWINS = frozenset(
-    {"Pendulum-v1", "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"}
-)
-"""gymnax ids whose Gymnasium env of the same id has the same dynamics (used to render gymnax
-policies)."""
+    backend = get_backend(config.backend)
+    if not backend.available():
+        raise ConfigError(
+            f"backend {backend.name!r} needs {backend.title}, not installed: `{backend.install}`"
+        )
+    try:
+        backend.check_env_id(config.env)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def describe(name: str, config: PPOConfig) -> str:

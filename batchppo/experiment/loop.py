@@ -42,6 +42,7 @@ import jax
 import numpy as np
 
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.core.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
@@ -759,10 +760,13 @@ def train(
 
 
 def _loading_config(config: PPOConfig) -> PPOConfig:
-    # Loading needs the networks, not parallel simulation: host envs run in-process.
-    if config.backend in ("process", "ray"):
-        return dataclasses.replace(config, backend="sync", num_workers=None, ray_address=None)
-    return config
+    # Loading needs the networks, not parallel simulation: a backend that runs its envs away
+    # from the caller (workers, actors) loads with its in-process twin (``load_with``).
+    backend = get_backend(config.backend)
+    if backend.load_with is None or backend.load_with == backend.name:
+        return config
+    dropped = dict.fromkeys(backend.config_fields)  # the old backend's own fields, unset
+    return dataclasses.replace(config, backend=backend.load_with, num_workers=None, **dropped)
 
 
 def load_run(

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.core.adapters import HOST_BACKENDS
-from batchppo.experiment.configs import GYMNASIUM_TWINS
+from batchppo.core.backends import BACKENDS, get_backend
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loop import TrainerFactory, load_run
 
@@ -32,24 +31,25 @@ STATS_FILE = "stats.json"
 
 
 def render_env_id(config: PPOConfig) -> str:
-    """The Gymnasium id to render a run of ``config`` in.
+    """The Gymnasium id to render a run of ``config`` in (its backend's ``render_id``).
 
     Raises:
-        UserError: Backends without a Gymnasium twin (Brax, gymnax ids without one).
+        UserError: Backends without a Gymnasium twin (Brax, gymnax ids without one, gymnax
+            with ``env_kwargs``), with the reason.
     """
-    if config.backend in HOST_BACKENDS:
-        return config.env
-    if config.backend == "gymnax" and config.env in GYMNASIUM_TWINS:
-        if config.env_kwargs:
-            raise UserError(
-                f"cannot render gymnax {config.env!r} with env_kwargs {config.env_kwargs}: its "
-                "Gymnasium twin has the default parameters; train without env_kwargs to render"
+    backend = get_backend(config.backend)
+    try:
+        if backend.render_id is None:
+            renderable = [b.name for b in BACKENDS.values() if b.render_id is not None]
+            raise ValueError(
+                f"its envs have no Gymnasium twin; visualize renders the backends "
+                f"{', '.join(renderable)}"
             )
-        return config.env
-    raise UserError(
-        f"cannot render {config.env!r} (backend {config.backend}): visualize supports "
-        f"Gymnasium envs and the gymnax envs {sorted(GYMNASIUM_TWINS)}"
-    )
+        return backend.render_id(config.env, config.env_kwargs)
+    except ValueError as error:
+        raise UserError(
+            f"cannot render {config.env!r} (backend {config.backend}): {error}"
+        ) from None
 
 
 def _headless_defaults() -> None:

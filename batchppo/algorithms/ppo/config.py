@@ -10,12 +10,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from batchppo.core.adapters import HOST_BACKENDS
+from batchppo.core import backends
 
 NETWORKS = ("feed_forward_gaussian", "feed_forward_categorical", "recurrent_gaussian")
 OBJECTIVES = ("kl_penalty", "clip")
 REWARD_SCALES = ("reward", "return")
-BACKENDS = (*HOST_BACKENDS, "gymnax", "brax")
 
 
 EVALS_PER_RUN = 20
@@ -40,7 +39,8 @@ class PPOConfig:
     env name for ``brax``."""
     backend: str = "process"
     """Where envs run: ``process`` (BatchEnv workers), ``sync`` (in-process), ``ray``
-    (Ray actors), ``gymnax`` or ``brax`` (pure JAX, fused with the learner)."""
+    (Ray actors), ``gymnax`` or ``brax`` (pure JAX, fused with the learner); any backend of
+    the registry :mod:`batchppo.core.backends`."""
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Env construction options: keyword arguments of ``gymnasium.make`` for host backends
     (e.g. ``{include_cfrc_ext_in_observation: false}`` for Ant-v5), of
@@ -190,7 +190,9 @@ class PPOConfig:
             if not ok:
                 raise ValueError(msg)
 
-        check(self.backend in BACKENDS, f"backend={self.backend!r}: choose one of {BACKENDS}")
+        known = tuple(backends.BACKENDS)
+        check(self.backend in known, f"backend={self.backend!r}: choose one of {known}")
+        backend = backends.BACKENDS[self.backend]
         check(self.network in NETWORKS, f"network={self.network!r}: choose one of {NETWORKS}")
         check(
             self.objective in OBJECTIVES,
@@ -222,20 +224,24 @@ class PPOConfig:
             f"max_env_restarts={self.max_env_restarts}: must be >= 0 (0 fails fast)",
         )
         check(
-            not self.max_env_restarts or self.backend in ("process", "sync"),
-            f"max_env_restarts={self.max_env_restarts}: env restarts are for the process and "
-            f"sync backends only; backend={self.backend!r} fails fast (set max_env_restarts=0)",
+            not self.max_env_restarts or backend.supports_restarts,
+            f"max_env_restarts={self.max_env_restarts}: env restarts are for the "
+            f"{backends.prose(backends.names(supports_restarts=True))} backends only; "
+            f"backend={self.backend!r} fails fast (set max_env_restarts=0)",
         )
         check(
-            not self.host_loop or self.backend in HOST_BACKENDS,
+            not self.host_loop or backend.host,
             f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
-            f"(set host_loop=False, or a host backend: {', '.join(HOST_BACKENDS)})",
+            f"(set host_loop=False, or a host backend: {', '.join(backends.names(host=True))})",
         )
-        check(
-            self.ray_address is None or self.backend == "ray",
-            f"ray_address={self.ray_address!r} is for Ray env actors; set backend=ray, or "
-            "drop ray_address",
-        )
+        for other in backends.BACKENDS.values():
+            for name in other.config_fields if other is not backend else ():
+                value = getattr(self, name)
+                check(
+                    value is None,
+                    f"{name}={value!r} is for {other.description}; set backend={other.name}, "
+                    f"or drop {name}",
+                )
         check(
             self.ray_address is None or self.ray_address.strip() != "",
             "ray_address='': give host:port or auto, or None (RAY_ADDRESS, else a local Ray)",

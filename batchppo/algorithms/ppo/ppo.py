@@ -47,6 +47,7 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.networks import Network, make_network
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
+from batchppo.core.backends import get_backend, names
 from batchppo.core.env import Env, EnvSpec
 from batchppo.core.keys import key_data_aval, raw_key
 from batchppo.core.simulate import init_sim_state, rollout
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
     from batchppo.core.host_loop import HostLoop
 
 PyTree = Any
-FUSED_BACKENDS = ("gymnax", "brax")
 _EVAL_SEED_OFFSET = 10_007
 # LLVM optimisation level 1 instead of 2: measured 20 % less XLA CPU compile time for the
 # training iteration at unchanged run time (the matmuls are library calls either way).
@@ -502,19 +502,8 @@ def _make_env(config: PPOConfig, num_envs: int, seed: int) -> Env:
         num_workers=config.num_workers,
         max_restarts=config.max_env_restarts,
         env_kwargs=config.env_kwargs,
-        ray_options=_ray_options(config),
+        options=get_backend(config.backend).options(config),
     )
-
-
-def _ray_options(config: PPOConfig) -> dict[str, Any] | None:
-    """The config's settings of the ``ray`` backend's RayBatchEnv; None for other backends."""
-    if config.backend != "ray":
-        return None
-    return {
-        "address": config.ray_address,
-        "num_cpus": config.ray_num_cpus,
-        "startup_timeout": config.ray_startup_timeout,
-    }
 
 
 def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dict]]:
@@ -534,10 +523,10 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dic
     Raises:
         ValueError: for host backends, which cannot run inside a pure function.
     """
-    if config.backend not in FUSED_BACKENDS:
+    if not get_backend(config.backend).fused:
         raise ValueError(
-            f"make_train needs a pure-JAX backend {FUSED_BACKENDS}, got backend={config.backend!r};"
-            " use Trainer for host envs"
+            f"make_train needs a pure-JAX backend {names(host=False)}, got "
+            f"backend={config.backend!r}; use Trainer for host envs"
         )
     ppo = PPO(config, _make_env(config, config.num_agents, config.seed))
 
@@ -602,7 +591,7 @@ class Trainer:
         self.spec: EnvSpec = self.env.spec
         self.ppo = PPO(config, self.env)
         self.network = self.ppo.network
-        self.fused = config.backend in FUSED_BACKENDS
+        self.fused = get_backend(config.backend).fused
         self._host_loop: HostLoop | None = None
         if config.host_loop:
             from batchppo.core.host_loop import HostLoop

@@ -42,13 +42,13 @@ from jax.experimental import io_callback
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import (
     COMPILER_OPTIONS,
-    FUSED_BACKENDS,
     PPO,
     Trainer,
     TrainState,
     _make_env,
     _strong,
 )
+from batchppo.core.backends import get_backend
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.core.keys import raw_key
 from batchppo.core.simulate import act, advance
@@ -181,7 +181,7 @@ class SeedsTrainer:
         self.config = config
         self.seeds = seeds_of(config, num_seeds)
         self.num_seeds = num_seeds
-        self.fused = config.backend in FUSED_BACKENDS
+        self.fused = get_backend(config.backend).fused
         self.shared: SharedHostEnv | None = None
         if self.fused:
             env: Env = _make_env(config, config.num_agents, config.seed)

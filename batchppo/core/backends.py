@@ -1,0 +1,396 @@
+"""The env backends: one :class:`Backend` record each, in the registry :data:`BACKENDS`.
+
+Every list of backend names, check and branch of the package is derived from these records:
+``PPOConfig``'s validation, :func:`~batchppo.core.adapters.make_env`, the trainer's choice
+between a fused (pure-JAX) and a host rollout, the experiment's env-id check, the backend a
+trained policy is loaded with and the env ``batchppo visualize`` renders. A record points at
+the code of its backend (the adapters of :mod:`batchppo.core.adapters`, the batch envs of
+:mod:`batchppo.envs`) through lazy references, so this module imports nothing heavy: no JAX,
+Flax, gymnax, Gymnasium or Ray until a backend is used, and parsing a config stays light.
+
+Adding a backend is one module with its code plus one record: :func:`register` it (here for a
+built-in backend, from anywhere for a plug-in), and every check and branch takes it up.
+
+Example:
+    >>> get_backend("gymnax").fused
+    True
+    >>> names(host=True)
+    ('process', 'sync', 'ray')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import importlib.util
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from batchppo.core.env import Env
+
+__all__ = [
+    "BACKENDS",
+    "GYMNASIUM_TWINS",
+    "GYMNAX_TESTED_IDS",
+    "Backend",
+    "MakeEnv",
+    "check_brax_id",
+    "check_gymnasium_id",
+    "check_gymnax_id",
+    "get_backend",
+    "lazy",
+    "names",
+    "prose",
+    "register",
+    "unknown_id_message",
+]
+
+GYMNAX_TESTED_IDS = ("Pendulum-v1", "CartPole-v1", "MountainCarContinuous-v0", "Acrobot-v1")
+"""gymnax ids that batchppo's tests train on."""
+
+GYMNASIUM_TWINS = frozenset(
+    {"Pendulum-v1", "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"}
+)
+"""gymnax ids whose Gymnasium env of the same id has the same dynamics (used to render gymnax
+policies)."""
+
+
+class MakeEnv(Protocol):
+    """Builds a backend's batched :class:`~batchppo.core.env.Env` (the ``make`` of a record).
+
+    Every argument is passed by :func:`~batchppo.core.adapters.make_env`; a backend ignores
+    those that mean nothing to it (a pure-JAX env has no ``seed`` or workers).
+    """
+
+    def __call__(
+        self,
+        env_id: str,
+        num_envs: int,
+        *,
+        max_length: int | None,
+        normalize_ranges: bool,
+        seed: int,
+        num_workers: int | None,
+        env_kwargs: Mapping[str, Any],
+        max_restarts: int,
+        options: Mapping[str, Any],
+    ) -> Env:
+        """Returns the env (with a ``close()`` method)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lazy:
+    """A callable that imports ``module:name`` on its first call (and binds ``kwargs``)."""
+
+    ref: str
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module, _, name = self.ref.partition(":")
+        function = getattr(importlib.import_module(module), name)
+        return function(*args, **self.kwargs, **kwargs)
+
+
+def lazy(ref: str, **kwargs: Any) -> Callable[..., Any]:
+    """A callable that calls ``module:name`` (imported at call time) with ``kwargs`` bound.
+
+    Records point at their backend's code this way, so the registry imports nothing heavy.
+
+    Args:
+        ref: ``"package.module:function"``.
+        **kwargs: Keyword arguments bound to every call.
+
+    Returns:
+        The lazy callable.
+    """
+    if ":" not in ref:
+        raise ValueError(f"lazy reference {ref!r}: expected 'package.module:name'")
+    return _Lazy(ref, dict(kwargs))
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """What the package knows of one env backend.
+
+    Attributes:
+        name: The ``backend`` value of a config.
+        make: Builds the batched env (:class:`MakeEnv`).
+        check_env_id: Raises a one-line ``ValueError`` (with close matches) for an env id the
+            backend does not know; cheap, since it runs before a run dir is made.
+        host: True when its envs step on the host, outside the compiled program (through
+            ``io_callback`` or the ``host_loop`` driver); False for pure-JAX envs, which fuse
+            with the learner into one program (:attr:`fused`).
+        description: What steps the envs, for messages (``"Ray env actors"``).
+        title: Its name in prose (``"Brax"``); the name by default.
+        supports_restarts: Honours ``max_env_restarts`` (crashed envs are rebuilt).
+        config_options: The backend's own settings from a config (duck-typed: its
+            ``ray_*`` fields, say), passed to ``make`` as ``options``; None takes no options.
+        config_fields: Config fields that only this backend reads and that must stay None
+            with any other backend.
+        load_with: The backend to load a trained policy with, when this one runs its envs
+            away from the caller (workers, actors); None loads with this one.
+        render_id: ``render_id(env_id, env_kwargs)``: the Gymnasium id to render a policy of
+            this backend in, or ``ValueError`` with the reason; None renders nothing.
+        requires: A module the backend needs that may be missing (an optional extra).
+        install: How to install ``requires``.
+    """
+
+    name: str
+    make: MakeEnv
+    check_env_id: Callable[[str], None]
+    host: bool
+    description: str
+    title: str = ""
+    supports_restarts: bool = False
+    config_options: Callable[[Any], Mapping[str, Any]] | None = None
+    config_fields: tuple[str, ...] = ()
+    load_with: str | None = None
+    render_id: Callable[[str, Mapping[str, Any]], str] | None = None
+    requires: str | None = None
+    install: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.title:
+            object.__setattr__(self, "title", self.name)
+        if self.requires and not self.install:
+            object.__setattr__(self, "install", f"pip install {self.requires}")
+
+    @property
+    def fused(self) -> bool:
+        """Whether the envs fuse with the learner into one compiled program (pure JAX)."""
+        return not self.host
+
+    def available(self) -> bool:
+        """Whether the modules the backend needs are importable (checked without importing)."""
+        return self.requires is None or importlib.util.find_spec(self.requires) is not None
+
+    def options(self, config: Any) -> dict[str, Any]:
+        """The backend's own settings from ``config`` (empty for a backend without any)."""
+        return dict(self.config_options(config)) if self.config_options else {}
+
+
+BACKENDS: dict[str, Backend] = {}
+"""The registry: every backend by name, in the order messages list them."""
+
+
+def register(backend: Backend) -> Backend:
+    """Adds ``backend`` to :data:`BACKENDS` (a plug-in backend, or a test's).
+
+    Args:
+        backend: The record; its name must be new.
+
+    Returns:
+        ``backend``.
+
+    Raises:
+        ValueError: A backend of that name is registered already.
+    """
+    if backend.name in BACKENDS:
+        raise ValueError(f"backend {backend.name!r} is registered already")
+    BACKENDS[backend.name] = backend
+    return backend
+
+
+def get_backend(name: str) -> Backend:
+    """The registered backend ``name``.
+
+    Raises:
+        ValueError: An unknown name, with a close match and the valid names.
+    """
+    backend = BACKENDS.get(name)
+    if backend is None:
+        close = _did_you_mean(name, BACKENDS)
+        raise ValueError(f"unknown backend {name!r}.{close} Choose one of {list(BACKENDS)}.")
+    return backend
+
+
+def names(*, host: bool | None = None, supports_restarts: bool | None = None) -> tuple[str, ...]:
+    """Registered backend names, in registry order, optionally filtered.
+
+    Args:
+        host: Only host (True) or only pure-JAX (False) backends; None: both.
+        supports_restarts: Only those that do (True) or do not (False) honour
+            ``max_env_restarts``; None: both.
+    """
+    return tuple(
+        b.name
+        for b in BACKENDS.values()
+        if (host is None or b.host == host)
+        and (supports_restarts is None or b.supports_restarts == supports_restarts)
+    )
+
+
+def prose(items: Iterable[str]) -> str:
+    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
+    items = list(items)
+    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+# --- Env ids ----------------------------------------------------------------------------------
+
+
+def _did_you_mean(name: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def unknown_id_message(what: str, env_id: str, known: Iterable[str], where: str) -> str:
+    """The one-line error of an unknown env id: ``unknown <what> <id>. Did you mean ...? <where>``.
+
+    Args:
+        what: The kind of id (``"gymnax env id"``).
+        env_id: The id asked for.
+        known: The valid ids (for the suggestion).
+        where: Where the valid ids come from, or the list itself.
+    """
+    return f"unknown {what} {env_id!r}.{_did_you_mean(env_id, known)} {where}"
+
+
+def check_gymnasium_id(env_id: str) -> None:
+    """Raises ValueError when ``env_id`` is not in Gymnasium's registry.
+
+    An id ``"module:EnvName-v0"`` registers itself when ``module`` is imported, at env
+    construction (``gymnasium.make`` checks it then), and passes here.
+    """
+    if ":" in env_id:
+        return
+    import gymnasium
+
+    if env_id not in gymnasium.envs.registry:
+        raise ValueError(
+            unknown_id_message(
+                "Gymnasium env id",
+                env_id,
+                gymnasium.envs.registry,
+                "See `gymnasium.pprint_registry()` for the valid ids",
+            )
+        )
+
+
+def check_gymnax_id(env_id: str) -> None:
+    """Raises ValueError when ``env_id`` is not a gymnax id (imports gymnax)."""
+    from batchppo.core.lazy import import_gymnax
+
+    known = list(import_gymnax().registered_envs)
+    if env_id not in known:
+        raise ValueError(
+            unknown_id_message(
+                "gymnax env id",
+                env_id,
+                known,
+                f"Valid ids: {', '.join(known)} (tested with batchppo: "
+                f"{', '.join(GYMNAX_TESTED_IDS)})",
+            )
+        )
+
+
+def check_brax_id(env_id: str) -> None:
+    """Raises ValueError when ``env_id`` is not a Brax env name (imports Brax)."""
+    from brax import envs as brax_envs
+
+    known = sorted(getattr(brax_envs, "_envs", {}))
+    if known and env_id not in known:
+        raise ValueError(
+            unknown_id_message("Brax env", env_id, known, f"Valid envs: {', '.join(known)}")
+        )
+
+
+# --- Rendering --------------------------------------------------------------------------------
+
+
+def _render_gymnasium(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    del env_kwargs  # the render env is built with them
+    return env_id
+
+
+def _render_gymnax_twin(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    if env_id not in GYMNASIUM_TWINS:
+        raise ValueError(
+            f"gymnax envs render through their Gymnasium twin, which only "
+            f"{sorted(GYMNASIUM_TWINS)} have"
+        )
+    if env_kwargs:
+        raise ValueError(
+            f"its Gymnasium twin has the default parameters, not env_kwargs {dict(env_kwargs)};"
+            " train without env_kwargs to render"
+        )
+    return env_id
+
+
+# --- Backend-specific settings of a config ----------------------------------------------------
+
+
+def _ray_options(config: Any) -> dict[str, Any]:
+    """The config's settings of the ray backend: keyword arguments of ``RayBatchEnv``."""
+    return {
+        "address": config.ray_address,
+        "num_cpus": config.ray_num_cpus,
+        "startup_timeout": config.ray_startup_timeout,
+    }
+
+
+# --- The built-in backends --------------------------------------------------------------------
+
+_MAKE_HOST = "batchppo.core.adapters:make_host_env"
+
+register(
+    Backend(
+        name="process",
+        make=lazy(_MAKE_HOST, batch_env="process"),
+        check_env_id=check_gymnasium_id,
+        host=True,
+        description="BatchEnv worker processes",
+        supports_restarts=True,
+        load_with="sync",
+        render_id=_render_gymnasium,
+    )
+)
+register(
+    Backend(
+        name="sync",
+        make=lazy(_MAKE_HOST, batch_env="sync"),
+        check_env_id=check_gymnasium_id,
+        host=True,
+        description="envs stepped in the calling process",
+        supports_restarts=True,
+        render_id=_render_gymnasium,
+    )
+)
+register(
+    Backend(
+        name="ray",
+        make=lazy(_MAKE_HOST, batch_env="ray"),
+        check_env_id=check_gymnasium_id,
+        host=True,
+        description="Ray env actors",
+        title="Ray",
+        config_options=_ray_options,
+        config_fields=("ray_address",),
+        load_with="sync",
+        render_id=_render_gymnasium,
+    )
+)
+register(
+    Backend(
+        name="gymnax",
+        make=lazy("batchppo.core.adapters:make_gymnax_env"),
+        check_env_id=check_gymnax_id,
+        host=False,
+        description="gymnax envs in JAX, fused with the learner",
+        render_id=_render_gymnax_twin,
+    )
+)
+register(
+    Backend(
+        name="brax",
+        make=lazy("batchppo.core.adapters:make_brax_env"),
+        check_env_id=check_brax_id,
+        host=False,
+        description="Brax envs in JAX, fused with the learner",
+        title="Brax",
+        requires="brax",
+    )
+)
