@@ -8,7 +8,8 @@ An env that fails during training (its exception or a dead worker, with ``max_en
 0 or spent) stops the run with a checkpoint of its last completed iteration: ``train`` prints
 the checkpoint and the resume command on one line, then ``batchppo: error: the env raised
 <type>: <message>``, and exits with status 1; the full error, the env's traceback included,
-is in ``<run dir>/env_error.txt``.
+is in ``<run dir>/env_error.txt``. A ``--seeds`` run does the same for every seed's run dir
+and prints the ``--seeds N --timestamp T`` command that resumes them all.
 
 Examples::
 
@@ -33,6 +34,8 @@ from typing import TYPE_CHECKING
 from batchppo.experiment.errors import UserError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from batchppo.experiment.loop import EnvFailure
 
 EXIT_USAGE = 2
@@ -142,16 +145,32 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if isinstance(result, list):
         return _report_seeds(args, result)
     if result.interrupted:
-        timestamp = result.run_dir.name.split("-", 1)[0] if result.run_dir else None
         where = f"checkpoint saved at step {result.step:,}" if result.run_dir else ""
         print(f"stopped at step {result.step:,}; {where}", file=sys.stderr)
-        if timestamp:
-            command = ["batchppo", "train", "--config", args.config, "--logdir", args.logdir]
-            print(f"resume with: {shlex.join([*command, '--timestamp', timestamp])}")
+        if result.run_dir:
+            print(f"resume with: {_resume_command(args, result.run_dir)}")
         return 128 + (result.stop_signal or 2)
     score = "n/a" if result.score is None else f"{result.score:.2f}"
     print(f"done: {result.step:,} steps, eval score {score}, run dir {result.run_dir}")
     return 0
+
+
+def _resume_command(args: argparse.Namespace, run_dir: Path) -> str:
+    """The command that resumes a stopped ``train`` run, shell-quoted.
+
+    Args:
+        args: The ``train`` command's arguments.
+        run_dir: The run's dir; with ``--seeds``, seed 0's (``<timestamp>-<config>-s0``),
+            and the command resumes every seed (``--seeds N --timestamp T``).
+    """
+    from batchppo.experiment import configs, loop
+
+    command = ["batchppo", "train", "--config", args.config, "--logdir", args.logdir]
+    name = args.config
+    if args.seeds is not None:
+        name = configs.seed_run_name(args.config, 0)
+        command += ["--seeds", str(args.seeds)]
+    return shlex.join([*command, "--timestamp", loop.run_timestamp(run_dir, name)])
 
 
 def _report_seeds(args: argparse.Namespace, results: list) -> int:
@@ -160,10 +179,7 @@ def _report_seeds(args: argparse.Namespace, results: list) -> int:
     if first.interrupted:
         print(f"stopped at step {first.step:,}; checkpoints saved", file=sys.stderr)
         if first.run_dir:
-            timestamp = first.run_dir.name.split("-", 1)[0]
-            command = ["batchppo", "train", "--config", args.config, "--logdir", args.logdir]
-            command += ["--seeds", str(args.seeds), "--timestamp", timestamp]
-            print(f"resume with: {shlex.join(command)}")
+            print(f"resume with: {_resume_command(args, first.run_dir)}")
         return 128 + (first.stop_signal or 2)
     for result in results:
         score = "n/a" if result.score is None else f"{result.score:.2f}"
@@ -178,29 +194,26 @@ def _report_env_failure(args: argparse.Namespace, error: BaseException, failure:
     """Prints where the checkpoint of a run that an env error stopped is, how to resume it and
     the error, each on one line; returns the exit status (1).
 
+    With ``--seeds``, the first line names every seed's checkpoint and the command that
+    resumes them all; the full text is in each seed's run dir (seed 0's is named).
+
     Args:
         args: The ``train`` command's arguments.
         error: The env's exception.
         failure: Its :class:`~batchppo.experiment.loop.EnvFailure`.
     """
-    from batchppo.experiment.loop import CHECKPOINT_DIR
-
     if failure.run_dir is not None:
-        timestamp = failure.run_dir.name.removesuffix(f"-{args.config}")
-        command = ["batchppo", "train", "--config", args.config, "--logdir", args.logdir]
-        command += ["--timestamp", timestamp]
-        saved = "no checkpoint"
-        if failure.checkpoint_step is not None:
-            where = failure.run_dir / CHECKPOINT_DIR
-            saved = f"checkpoint at step {failure.checkpoint_step:,} in {where}"
         print(
-            f"batchppo: stopped at step {failure.step:,} by an env error; {saved}; resume "
-            f"with: {shlex.join(command)}",
+            f"batchppo: stopped at step {failure.step:,} by an env error; "
+            f"{failure.checkpoints()}; resume with: {_resume_command(args, failure.run_dir)}",
             file=sys.stderr,
         )
     lines = str(error).strip().splitlines()
     message = f"{type(error).__name__}: {lines[0] if lines else '(no message)'}"
-    more = f" (full text: {failure.error_file})" if failure.error_file is not None else ""
+    more = ""
+    if failure.error_file is not None:
+        others = " and the other seeds' run dirs" if len(failure.seeds) > 1 else ""
+        more = f" (full text: {failure.error_file}{others})"
     print(f"batchppo: error: the env raised {message}{more}", file=sys.stderr)
     return EXIT_FAILURE
 

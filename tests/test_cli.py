@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
 
 sys.path.insert(0, str(Path(__file__).parent / "experiment"))
-from experiment_fakes import FakeTrainer
+from experiment_fakes import FakeSeedsTrainer, FakeTrainer
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -175,6 +176,44 @@ def test_train_success_and_ctrl_c_exit_codes(capsys, tmp_path, monkeypatch):
     assert out.strip() == (
         f"resume with: batchppo train --config cartpole_jax --logdir {tmp_path} --timestamp T"
     )
+
+
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "2"]], ids=["one-run", "seeds"])
+def test_ctrl_c_prints_the_resume_command_of_a_timestamp_with_dashes(
+    capsys, tmp_path, monkeypatch, seeds
+):
+    from batchppo.algorithms.ppo import seeds as ppo_seeds
+    from batchppo.experiment import loop
+
+    def trainers(signal_at: int | None) -> None:
+        monkeypatch.setattr(
+            loop, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at, signal.SIGINT)
+        )
+        monkeypatch.setattr(
+            ppo_seeds, "SeedsTrainer", lambda c, n: FakeSeedsTrainer(c, n, signal_at, signal.SIGINT)
+        )
+
+    timestamp = "2026-11-22T10-00-a"
+    argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--progress", "none",
+            *seeds, "--timestamp", timestamp, "--set", "num_agents=10",
+            "--set", "rollout_length=10", "--set", "steps=1000"]  # fmt: skip
+    trainers(signal_at=3)
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 128 + signal.SIGINT
+    assert "stopped at step 300; checkpoint" in err
+    assert out.strip().splitlines()[-1] == (
+        f"resume with: batchppo train --config cartpole_jax --logdir {tmp_path} "
+        f"{' '.join(seeds)}{' ' if seeds else ''}--timestamp {timestamp}"
+    )
+
+    trainers(signal_at=None)  # the printed command resumes the run (every seed) to its end
+    resume = shlex.split(out.strip().splitlines()[-1].removeprefix("resume with: "))[1:]
+    code, out, err = run_cli(capsys, *resume, "--progress", "none")
+    assert code == 0, err
+    names = [f"cartpole_jax-s{i}" for i in range(2)] if seeds else ["cartpole_jax"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"{timestamp}-{n}" for n in names]
+    assert all(f"1,000 steps, eval score 1000.00, run dir {tmp_path}/{timestamp}-" in line
+               for line in out.strip().splitlines()), out  # fmt: skip
 
 
 @pytest.mark.timeout(60)

@@ -12,7 +12,8 @@ changed budget keeps its number of reports, evaluations and checkpoints.
 An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent)
 stops the run as Ctrl-C does, reports and checkpoint of the last completed iteration
 included, and then raises the env's own exception, which carries an :class:`EnvFailure`
-(:func:`env_failure`); its full text is in ``<run dir>/env_error.txt``.
+(:func:`env_failure`); its full text is in ``<run dir>/env_error.txt``. In a ``--seeds``
+run every seed's run dir gets both (:mod:`batchppo.experiment.seeds`).
 
 Example:
     >>> result = train("cartpole_jax", overrides=["steps=20000"])  # no logdir: no disk I/O
@@ -115,12 +116,37 @@ class EnvFailure:
         run_dir: The run directory; None without a logdir.
         error_file: ``<run dir>/env_error.txt``, the error's full text (the env's traceback
             included); None without a logdir.
+        seeds: In a ``--seeds`` run, each seed's own failure, in seed order (the fields above
+            are then seed 0's); empty for a single run.
     """
 
     step: int
     checkpoint_step: int | None
     run_dir: Path | None
     error_file: Path | None
+    seeds: tuple[EnvFailure, ...] = ()
+
+    def checkpoints(self) -> str:
+        """Where the run's checkpoint is, for messages.
+
+        Returns:
+            ``checkpoint at step S in DIR`` (``no checkpoint`` without one); for a ``--seeds``
+            run ``checkpoints at step S in DIR, DIR, ...`` when the seeds' checkpoints are at
+            one step, else each seed's ``s<i>: ...``.
+        """
+        if not self.seeds:
+            if self.checkpoint_step is None:
+                return "no checkpoint"
+            where = f" in {self.run_dir / CHECKPOINT_DIR}" if self.run_dir is not None else ""
+            return f"checkpoint at step {self.checkpoint_step:,}{where}"
+        steps = {seed.checkpoint_step for seed in self.seeds}
+        if steps == {None}:
+            return "no checkpoints"
+        if len(steps) > 1:
+            return "; ".join(f"s{i}: {seed.checkpoints()}" for i, seed in enumerate(self.seeds))
+        dirs = [seed.run_dir / CHECKPOINT_DIR for seed in self.seeds if seed.run_dir is not None]
+        where = f" in {', '.join(map(str, dirs))}" if dirs else ""
+        return f"checkpoints at step {self.checkpoint_step:,}{where}"
 
 
 _ENV_FAILURE = "batchppo_env_failure"  # the attribute of the env's exception
@@ -138,6 +164,31 @@ def _is_env_error(error: BaseException) -> bool:
     return is_env_error(error)
 
 
+@contextmanager
+def _stop_on_env_error(stopped: Callable[[Exception], None]) -> Iterator[None]:
+    """Calls ``stopped(error)`` on an env error (:func:`_is_env_error`), which propagates.
+
+    Other exceptions propagate untouched.
+    """
+    try:
+        yield
+    except Exception as error:
+        if not _is_env_error(error):
+            raise
+        stopped(error)
+        raise
+
+
+def _mark_env_failure(error: Exception, failure: EnvFailure) -> None:
+    """Attaches ``failure`` to the env's ``error`` and notes where its checkpoint is."""
+    error.add_note(
+        f"batchppo: training stopped at step {failure.step:,} by this env error; "
+        f"{failure.checkpoints()}"
+    )
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(error, _ENV_FAILURE, failure)
+
+
 def _deleted(state: Any) -> bool:
     """Whether a buffer of ``state`` is gone (donated to a compiled call that failed)."""
     leaves = jax.tree.leaves(state)
@@ -150,6 +201,20 @@ def _deleted(state: Any) -> bool:
 def make_timestamp() -> str:
     """The current UTC time as used in run dir names, e.g. ``20261121T113000``."""
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+
+
+def run_timestamp(run_dir: str | Path, name: str) -> str:
+    """The timestamp of run dir ``<timestamp>-<name>`` (:func:`prepare_run_dir`), whatever
+    it holds (``-`` included): what ``--timestamp`` resumes it with.
+
+    Raises:
+        ValueError: The dir's name is not ``<timestamp>-<name>``.
+    """
+    dir_name = Path(run_dir).name
+    timestamp = dir_name.removesuffix(f"-{name}")
+    if not timestamp or timestamp == dir_name:
+        raise ValueError(f"{dir_name!r} is not a run dir <timestamp>-{name}")
+    return timestamp
 
 
 def prepare_run_dir(
@@ -376,6 +441,7 @@ class _Window:
 
     def add(self, metrics: Mapping[str, Any], seconds: float, compiling: bool = False) -> None:
         """Adds one iteration; one that compiled counts for speed only if it is alone."""
+        self.iterations += 1
         steps = int(metrics.get("env_steps", 0))
         self.all_seconds += seconds
         self.all_steps += steps
@@ -558,20 +624,39 @@ class _Run:
         return self.config.eval_interval > 0 and self.config.eval_episodes > 0
 
     def _env_failed(self, error: Exception, state: Any, step: int, window: _Window) -> None:
-        """Stops the run after an env error as Ctrl-C does, and marks ``error``.
+        """Stops the run after an env error as Ctrl-C does (:meth:`stop_by_env_error`) and
+        marks ``error``: an :class:`EnvFailure` and a note saying where the checkpoint is."""
+        failure, notes = self.stop_by_env_error(error, state, step, window)
+        for note in notes:
+            error.add_note(note)
+        _mark_env_failure(error, failure)
+
+    def stop_by_env_error(
+        self, error: Exception, state: Any, step: int, window: _Window
+    ) -> tuple[EnvFailure, list[str]]:
+        """Stops the run after an env error as Ctrl-C does.
 
         Reports the window so far (unless an evaluation failed after its report) and
         checkpoints ``state``, the newest state an iteration completed (the input of the
-        iteration that failed: host-env trainers do not donate it), writes the error's full
-        text to ``env_error.txt`` and attaches an :class:`EnvFailure` and a note saying where
-        the checkpoint is.
+        iteration that failed: host-env trainers do not donate it), and writes the error's
+        full text to ``env_error.txt``.
+
+        Args:
+            error: The env's exception.
+            state: The state at ``step``; None or deleted buffers: lost with the failed call.
+            step: The step of the last completed iteration.
+            window: The open train report's window.
+
+        Returns:
+            The run's :class:`EnvFailure` and notes on what went wrong on the way (a lost
+            state, a failed save), for ``error``.
         """
         notes = []
         last = self.records[-1] if self.records else {}
         if window.iterations and (last.get("phase"), last.get("step")) != ("train", step):
             self.report("train", step, self._train_values(window))
         if self.ckpt_dir is not None:
-            if _deleted(state):
+            if state is None or _deleted(state):
                 notes.append(f"the state at step {step:,} was lost with the failed call")
             else:
                 try:
@@ -584,14 +669,7 @@ class _Run:
             error_file = self.run_dir / ENV_ERROR_FILE
             with contextlib.suppress(OSError):
                 error_file.write_text("".join(traceback.format_exception(error)))
-        where = "no checkpoint" if saved is None else f"checkpoint at step {saved:,}"
-        if saved is not None and self.ckpt_dir is not None:
-            where += f" in {self.ckpt_dir}"
-        notes.append(f"batchppo: training stopped at step {step:,} by this env error; {where}")
-        with contextlib.suppress(AttributeError, TypeError):
-            setattr(error, _ENV_FAILURE, EnvFailure(step, saved, self.run_dir, error_file))
-        for note in notes:
-            error.add_note(note)
+        return EnvFailure(step, saved, self.run_dir, error_file), notes
 
     def _train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
         """Iterates until the step budget or a stop request; returns (state, step, stopped).
@@ -601,14 +679,9 @@ class _Run:
         and resuming from it drops the reports written after it. An env error checkpoints
         the last completed state and propagates (:meth:`_env_failed`).
         """
-        try:
+        # On an env error: the newest state an iteration completed, its step, the open window.
+        with _stop_on_env_error(lambda error: self._env_failed(error, *self.completed)):
             return self._iterate(state, step)
-        except Exception as error:
-            if not _is_env_error(error):
-                raise
-            # The newest state that an iteration completed, its step and the open window.
-            self._env_failed(error, *self.completed)
-            raise
 
     def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
         config = self.config
@@ -645,7 +718,6 @@ class _Run:
             The window to add the next iteration to (a new one after a train report).
         """
         config = self.config
-        window.iterations += 1
         self.progress.advance(step)
         if _crossed(before, step, config.log_interval) or step >= config.steps:
             self.report("train", step, self._train_values(window))

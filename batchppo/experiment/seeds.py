@@ -11,6 +11,12 @@ of the stacked state.
 Resume: ``--seeds N --timestamp T`` resumes all ``N`` dirs together when all exist and their
 newest checkpoints are at one step; otherwise it stops with a one-line error. One seed's dir
 resumes alone as any run: ``--config <config>-s<i> --timestamp T`` (without ``--seeds``).
+
+An env error (host backends: the seeds share their envs) stops every seed as a single run's
+loop stops: each seed's open report, a checkpoint of its last completed iteration (all at
+one step, so ``--seeds N --timestamp T`` resumes them) and its ``env_error.txt``; the env's
+exception then propagates with an :class:`~batchppo.experiment.loop.EnvFailure` whose
+``seeds`` hold each seed's failure.
 """
 
 from __future__ import annotations
@@ -121,6 +127,84 @@ def _stop_message(text: str) -> None:
     print(f"batchppo: {text}", flush=True)
 
 
+class _SeedRuns:
+    """The train phases of every seed's run loop, driven over one stacked state.
+
+    Args:
+        trainer: The ``SeedsTrainer``.
+        runs: Each seed's started :class:`~batchppo.experiment.loop._Run`.
+        stop: The stop flag of the runs.
+    """
+
+    def __init__(self, trainer: Any, runs: Sequence[loop._Run], stop: Any) -> None:
+        self.trainer, self.runs, self.stop = trainer, runs, stop
+        # The newest stacked state an iteration completed, its step and each seed's window.
+        self.completed: tuple[Any, int, list[loop._Window]] | None = None
+
+    def train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
+        """Iterates until the step budget or a stop request; returns (state, step, stopped).
+
+        An env error stops every seed (:meth:`_env_failed`) and propagates, as in
+        ``_Run._train_phases``.
+        """
+        with loop._stop_on_env_error(lambda error: self._env_failed(error, *self.completed)):
+            return self._iterate(state, step)
+
+    def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
+        from batchppo.algorithms.ppo.seeds import unstack
+
+        runs, n = self.runs, len(self.runs)
+        windows = [loop._Window() for _ in runs]
+        self.completed = (state, step, windows)  # `windows` is updated in place
+        keys = [host_key(run.config.seed, loop._SIM_KEY, step) for run in runs]
+        sim = self.trainer.init_sim(state, keys)
+        compiled = False
+        while step < runs[0].config.steps and self.stop.signum is None:
+            start = time.monotonic()
+            state, sim, metrics = self.trainer.iteration(state, sim)
+            before, step = step, int(state.step[0])
+            seconds = time.monotonic() - start
+            for window, seed_metrics in zip(windows, metrics, strict=True):
+                window.add(seed_metrics, seconds, compiling=not compiled)
+            compiled = True
+            self.completed = (state, step, windows)  # an evaluation may still fail
+            for i, run in enumerate(runs):
+                windows[i] = run.after_iteration(
+                    lambda i=i, state=state: unstack(state, i), before, step, windows[i]
+                )
+            evals = [run.last_eval for run in runs]
+            if all(e is not None and e[0] == step for e in evals) and n > 1:
+                scores = np.array([e[1] for e in evals])
+                runs[0].progress.message(
+                    f"eval at step {step:,}, {n} seeds: "
+                    f"{' '.join(f'{s:.1f}' for s in scores)} "
+                    f"(mean {scores.mean():.1f} ± {scores.std():.1f})"
+                )
+        interrupted = any([run.stopped(step, w) for run, w in zip(runs, windows, strict=True)])
+        return state, step, interrupted
+
+    def _env_failed(
+        self, error: Exception, state: Any, step: int, windows: Sequence[loop._Window]
+    ) -> None:
+        """Stops every seed's run after an env error (``_Run.stop_by_env_error``) and marks
+        ``error`` with an :class:`~batchppo.experiment.loop.EnvFailure` of all seeds.
+
+        An evaluation that failed stops the seeds after it before their bookkeeping of that
+        step: their open windows are reported at ``step`` and checkpointed with the rest.
+        """
+        from batchppo.algorithms.ppo.seeds import unstack
+
+        lost = loop._deleted(state)
+        failures = []
+        for i, (run, window) in enumerate(zip(self.runs, windows, strict=True)):
+            seed_state = None if lost else unstack(state, i)
+            failure, notes = run.stop_by_env_error(error, seed_state, step, window)
+            for note in notes:
+                error.add_note(f"seed dir s{i}: {note}")
+            failures.append(failure)
+        loop._mark_env_failure(error, dataclasses.replace(failures[0], seeds=tuple(failures)))
+
+
 def run_seeds(
     trainer: Any,
     run_configs: Sequence[PPOConfig],
@@ -130,11 +214,13 @@ def run_seeds(
     """Trains the seeds of ``trainer`` (a ``SeedsTrainer``) with one run loop per seed.
 
     Seed 0 shows the progress (``progress``); each evaluation prints every seed's score.
+
+    Raises:
+        Exception: An env's own exception, after every seed's run dir got its checkpoint and
+            ``env_error.txt`` (see the module docstring).
     """
     from batchppo.algorithms.ppo.seeds import stack, unstack
 
-    n = len(run_configs)
-    steps = run_configs[0].steps
     with loop._graceful_stop(_stop_message) as stop:
         fresh = trainer.init([host_key(c.seed, loop._INIT_KEY) for c in run_configs])
         runs = []
@@ -150,30 +236,7 @@ def run_seeds(
         step = started[0][1]
         interrupted = False
         try:
-            sim_keys = [host_key(c.seed, loop._SIM_KEY, step) for c in run_configs]
-            sim = trainer.init_sim(state, sim_keys)
-            windows = [loop._Window() for _ in runs]
-            compiled = False
-            while step < steps and stop.signum is None:
-                start = time.monotonic()
-                state, sim, metrics = trainer.iteration(state, sim)
-                before, step = step, int(state.step[0])
-                seconds = time.monotonic() - start
-                for i, run in enumerate(runs):
-                    windows[i].add(metrics[i], seconds, compiling=not compiled)
-                    windows[i] = run.after_iteration(
-                        lambda i=i, state=state: unstack(state, i), before, step, windows[i]
-                    )
-                compiled = True
-                evals = [run.last_eval for run in runs]
-                if all(e is not None and e[0] == step for e in evals) and n > 1:
-                    scores = np.array([e[1] for e in evals])
-                    runs[0].progress.message(
-                        f"eval at step {step:,}, {n} seeds: "
-                        f"{' '.join(f'{s:.1f}' for s in scores)} "
-                        f"(mean {scores.mean():.1f} ± {scores.std():.1f})"
-                    )
-            interrupted = any([run.stopped(step, w) for run, w in zip(runs, windows, strict=True)])
+            state, step, interrupted = _SeedRuns(trainer, runs, stop).train_phases(state, step)
             for i, run in enumerate(runs):
                 run.save(unstack(state, i), step)
         finally:

@@ -98,6 +98,54 @@ class FakeTrainer:
         self.closed = True
 
 
+class FakeSeedsTrainer:
+    """``SeedsTrainer``'s API over one :class:`FakeTrainer`: states stacked over seeds, one
+    metrics dict per seed, each seed computing what a separate FakeTrainer run computes.
+
+    Args:
+        config: The seeds' config (as :class:`FakeTrainer`'s).
+        num_seeds: Number of seeds.
+        signal_at: Send this process ``signal_num`` (once) during the iteration that reaches
+            this many updates.
+    """
+
+    def __init__(
+        self,
+        config: PPOConfig,
+        num_seeds: int,
+        signal_at: int | None = None,
+        signal_num: int = signal.SIGTERM,
+    ) -> None:
+        self.one, self.num_seeds = FakeTrainer(config), num_seeds
+        self.signal_at, self.signal_num = signal_at, signal_num
+
+    def init(self, keys: Any) -> FakeState:
+        return _stack([self.one.init(key) for key in keys])
+
+    def init_sim(self, train_state: FakeState, keys: Any) -> dict:
+        return {}
+
+    def iteration(self, ts: FakeState, ss: dict) -> tuple[FakeState, dict, list[dict[str, float]]]:
+        if self.signal_at is not None and int(ts.updates[0]) + 1 == self.signal_at:
+            os.kill(os.getpid(), self.signal_num)
+        out = [self.one.iteration(jax.tree.map(lambda x, i=i: x[i], ts), ss)
+               for i in range(self.num_seeds)]  # fmt: skip
+        return _stack([ts for ts, _, _ in out]), ss, [metrics for _, _, metrics in out]
+
+    def evaluate(self, ts: FakeState, num_episodes: int, key: jax.Array) -> dict:
+        return self.one.evaluate(ts, num_episodes, key)
+
+    def policy(self, ts: FakeState, deterministic: bool = True) -> Any:
+        return self.one.policy(ts, deterministic)
+
+    def close(self) -> None:
+        self.one.close()
+
+
+def _stack(states: list[FakeState]) -> FakeState:
+    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+
+
 def fake_config(**changes: Any) -> PPOConfig:
     """A config whose iterations are 100 steps, with a tight reporting cadence."""
     base = PPOConfig(

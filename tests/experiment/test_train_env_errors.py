@@ -5,13 +5,14 @@ leaves no worker process behind."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 
 import jax
 import numpy as np
 import psutil
 import pytest
 from crash_envs import FailingError
-from experiment_fakes import FakeTrainer, fake_config
+from experiment_fakes import FakeSeedsTrainer, FakeTrainer, fake_config
 
 from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
@@ -19,7 +20,7 @@ from batchppo.algorithms.ppo.ppo import Trainer
 from batchppo.core.adapters import is_env_error, make_env, mark_env_error
 from batchppo.envs import EnvRestartWarning
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import loop
+from batchppo.experiment import loop, seeds
 from batchppo.experiment.logging import read_metrics
 
 pytestmark = pytest.mark.timeout(180)
@@ -227,3 +228,120 @@ def test_other_errors_propagate_unchanged_without_a_checkpoint(tmp_path):
                    trainer_factory=Broken)  # fmt: skip
     assert loop.env_failure(raised.value) is None
     assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "T-fake" / "checkpoints")] == [300]
+
+
+def test_an_env_error_stops_every_seed_of_a_seeds_run_and_the_resume_command_resumes_them(
+    tmp_path, capsys
+):
+    # Two seeds share 16 envs in 2 workers; each env's 200th step (in the 4th iteration,
+    # 1536 -> 2048) raises. The timestamp holds '-', which the resume command must keep.
+    timestamp = "2026-11-22T10-00"
+    argv = [*_argv(tmp_path, timestamp, "steps=2048"), "--seeds", "2"]
+    code = cli.main([*argv, "--set", "env_kwargs={fail_at: 200}"])
+    out, err = capsys.readouterr()
+    run_dirs = [tmp_path / f"{timestamp}-pendulum_fast-s{i}" for i in range(2)]
+    assert code == 1, err
+    lines = err.strip().splitlines()
+    where = ", ".join(str(d / "checkpoints") for d in run_dirs)
+    assert lines[-2] == (
+        f"batchppo: stopped at step 1,536 by an env error; checkpoints at step 1,536 in "
+        f"{where}; resume with: batchppo train --config pendulum_fast --logdir {tmp_path} "
+        f"--seeds 2 --timestamp {timestamp}"
+    )
+    assert lines[-1] == (
+        "batchppo: error: the env raised FailingError: FailingPendulum: step 200 failed on "
+        f"purpose (full text: {run_dirs[0] / 'env_error.txt'} and the other seeds' run dirs)"
+    )
+    assert "eval at step" not in out  # no evaluation before the failure
+    for run_dir in run_dirs:
+        assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [1536]
+        assert _train_steps(run_dir) == [1024, 1536]  # the open window, as after Ctrl-C
+        text = (run_dir / "env_error.txt").read_text()
+        assert "FailingError: FailingPendulum: step 200 failed on purpose" in text
+        assert "Worker traceback" in text and "JaxRuntimeError" not in text
+    assert not _workers()
+
+    # The printed command resumes both seeds from their checkpoints and completes.
+    resume = shlex.split(lines[-2].split("resume with: ", 1)[1])[1:]  # without "batchppo"
+    assert resume == [*argv[:5], "--seeds", "2", "--timestamp", timestamp]
+    with pytest.warns(EnvRestartWarning, match="step 200 failed on purpose"):  # eval envs
+        code = cli.main([*resume, "--progress", "none", "--set", "max_env_restarts=16"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    done = out.strip().splitlines()
+    assert len(done) == 2 and all(line.startswith("done: seed ") for line in done), out
+    assert all(": 2,048 steps, eval score" in line for line in done), out
+    for run_dir in run_dirs:
+        assert _train_steps(run_dir) == [1024, 1536, 2048]
+        assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")][-1] == 2048
+    assert not _workers()
+
+
+class _FailingFakeSeedsTrainer(FakeSeedsTrainer):
+    """A fake seeds trainer whose iteration reaching ``at`` steps fails, or the evaluation of
+    seed ``eval_seed`` at ``eval_at`` steps (the seeds evaluate in seed order)."""
+
+    def __init__(self, config, num_seeds, at=None, eval_at=None, eval_seed=0):
+        super().__init__(config, num_seeds)
+        self.at, self.eval_at, self.eval_seed = at, eval_at, eval_seed
+        self.evaluated = 0  # evaluations at eval_at so far
+
+    def iteration(self, ts, ss):
+        if int(ts.step[0]) + self.one.steps_per_iteration == self.at:
+            raise mark_env_error(FailingError("the env failed in the iteration"))
+        return super().iteration(ts, ss)
+
+    def evaluate(self, ts, num_episodes, key):
+        if int(ts.step) == self.eval_at:
+            if self.evaluated == self.eval_seed:
+                raise mark_env_error(FailingError("the eval env failed"))
+            self.evaluated += 1
+        return super().evaluate(ts, num_episodes, key)
+
+
+def _fake_seeds_run(tmp_path, **fail):
+    run_configs, run_dirs = seeds.prepare_seed_dirs(tmp_path, "fake", fake_config(), 2, "T", None)
+    trainer = _FailingFakeSeedsTrainer(run_configs[0], 2, **fail)
+    return seeds.run_seeds(trainer, run_configs, run_dirs, "none")
+
+
+@pytest.mark.parametrize(
+    "fail, step, train_steps, evals",
+    [
+        # The iteration 400 -> 500 fails: the open window (400) is reported and saved.
+        ({"at": 500}, 400, [300, 400], [[400], [400]]),
+        # Seed 0's evaluation at 800 fails; seed 1's bookkeeping at 800 was not done yet.
+        ({"eval_at": 800, "eval_seed": 0}, 800, [300, 500, 800], [[400], [400]]),
+        # Seed 1's evaluation at 800 fails after seed 0's succeeded.
+        ({"eval_at": 800, "eval_seed": 1}, 800, [300, 500, 800], [[400, 800], [400]]),
+    ],
+    ids=["iteration", "eval-seed-0", "eval-seed-1"],
+)
+def test_an_env_error_in_a_seeds_run_checkpoints_every_seed_at_one_step(
+    tmp_path, fail, step, train_steps, evals
+):
+    run_dirs = [tmp_path / f"T-fake-s{i}" for i in range(2)]
+    with pytest.raises(FailingError) as raised:
+        _fake_seeds_run(tmp_path, **fail)
+    failure = loop.env_failure(raised.value)
+    assert [s.run_dir for s in failure.seeds] == run_dirs
+    assert [s.error_file for s in failure.seeds] == [d / loop.ENV_ERROR_FILE for d in run_dirs]
+    assert (failure.step, failure.checkpoint_step, failure.run_dir) == (step, step, run_dirs[0])
+    where = ", ".join(str(d / "checkpoints") for d in run_dirs)
+    assert failure.checkpoints() == f"checkpoints at step {step:,} in {where}"
+    assert raised.value.__notes__ == [
+        f"batchppo: training stopped at step {step:,} by this env error; {failure.checkpoints()}"
+    ]
+    for run_dir, seed_evals in zip(run_dirs, evals, strict=True):
+        assert _train_steps(run_dir) == train_steps
+        assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")][-1] == step
+        assert [r["step"] for r in read_metrics(run_dir) if r["phase"] == "eval"] == seed_evals
+        assert "FailingError" in (run_dir / loop.ENV_ERROR_FILE).read_text()
+
+    results = _fake_seeds_run(tmp_path)  # resumes both seeds at `step` and completes
+    for result, run_dir, seed_evals in zip(results, run_dirs, evals, strict=True):
+        assert result.step == 1000 and float(result.train_state.params["w"][0]) == 10.0
+        assert _train_steps(run_dir) == [*train_steps, *(s for s in (500, 800, 1000) if s > step)]
+        assert [r["step"] for r in read_metrics(run_dir) if r["phase"] == "eval"] == [
+            *seed_evals, *(s for s in (800, 1000) if s > step)
+        ]  # fmt: skip

@@ -554,6 +554,16 @@ def _scan_iterations(ppo: PPO, n: int) -> Callable:
     return many
 
 
+def _iteration_donation(fused: bool) -> tuple[int, ...]:
+    """The arguments of a compiled ``iteration(train_state, sim_state)`` that it donates.
+
+    Over pure-JAX envs both. Host envs can fail mid-rollout, and the train state they were
+    given must survive the failed call (the experiment loop checkpoints it): the sim state
+    only.
+    """
+    return (0, 1) if fused else (1,)
+
+
 def _to_python(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in jax.device_get(metrics).items()}
 
@@ -629,8 +639,7 @@ class Trainer:
         if kind == "iterations":
             (n,) = args
             fn = ppo.iteration if n == 1 else _scan_iterations(ppo, n)
-            # Host envs can fail mid-rollout: the train state they were given must survive.
-            donate = (0, 1) if self.fused else (1,)
+            donate = _iteration_donation(self.fused)
             return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
         if kind in ("eval_start", "eval_more"):
             num_envs, chunk = args

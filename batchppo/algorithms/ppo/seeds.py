@@ -17,6 +17,10 @@ exactly what a separate run with its seed computes (to the last bits of vmapped 
 Evaluation runs seed after seed through one single-seed eval program and one eval env (a
 seeded reset makes it exactly the evaluation of a separate run).
 
+An env's exception reaches the caller as itself, as with ``Trainer`` (not as JAX's
+``JaxRuntimeError``), and over host envs an iteration donates only the sim state, so the
+train state passed to an iteration that an env error stopped stays valid.
+
 Example:
     >>> trainer = SeedsTrainer(config, num_seeds=4)
     >>> ts = trainer.init(init_keys)           # (4, *key_shape) raw keys: one per seed
@@ -27,10 +31,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
@@ -45,6 +50,7 @@ from batchppo.algorithms.ppo.ppo import (
     PPO,
     Trainer,
     TrainState,
+    _iteration_donation,
     _make_env,
     _strong,
 )
@@ -96,6 +102,9 @@ class _SeedSlice:
 class SharedHostEnv:
     """A host env of ``num_seeds x per_seed`` envs, reset and stepped per seed slice.
 
+    An exception of its reset or step is marked and kept as ``HostEnv`` keeps its own
+    (:meth:`take_error`, :func:`~batchppo.core.adapters.raise_env_error`).
+
     Args:
         env: The :class:`~batchppo.core.adapters.HostEnv` of all seeds' envs.
         num_seeds: Number of seeds; env ``j`` of seed ``s`` is row ``s * per_seed + j``.
@@ -113,8 +122,24 @@ class SharedHostEnv:
         flag = jax.ShapeDtypeStruct((n,), jnp.bool_)
         self._obs_struct = obs
         self._step_structs = (obs, jax.ShapeDtypeStruct((n,), jnp.float32), flag, flag, obs)
+        self._error: Exception | None = None  # the last exception of _host_reset, untaken
+
+    def take_error(self) -> Exception | None:
+        """The exception the last failed host reset or step raised, if not taken yet."""
+        error, self._error = self._error, None
+        return self.env.take_error() or error  # the step's is kept by the HostEnv
 
     def _host_reset(self, seeds: np.ndarray) -> np.ndarray:
+        try:
+            return self._reset_seeds(seeds)
+        except Exception as error:
+            from batchppo.core.adapters import mark_env_error  # as _make_env, imported late
+
+            mark_env_error(error)
+            self._error = error
+            raise
+
+    def _reset_seeds(self, seeds: np.ndarray) -> np.ndarray:
         # Env j of seed s gets what a separate run's reset(seed=seeds[s]) gives its env j.
         per_env = [int(s) + j for s in np.asarray(seeds) for j in range(self.per_seed)]
         obs, _ = self.env.vector_env.reset(seed=per_env)
@@ -163,7 +188,7 @@ class SeedsTrainer:
     """The :class:`~batchppo.algorithms.ppo.ppo.Trainer` of ``num_seeds`` seeds at once.
 
     States carry a leading seed axis; keys are one raw key per seed, stacked. Iterations
-    donate their input states, as ``Trainer``'s do.
+    donate their input states as ``Trainer``'s do (over host envs the sim state only).
 
     Args:
         config: The config shared by the seeds; seed ``i`` is ``config.seed + i``.
@@ -224,7 +249,8 @@ class SeedsTrainer:
             )
         if name == "iteration":
             fn = jax.vmap(ppo.iteration) if self.fused else self._iteration
-            return jax.jit(fn, donate_argnums=(0, 1), compiler_options=COMPILER_OPTIONS)
+            donate = _iteration_donation(self.fused)
+            return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
         raise KeyError(name)
 
     def _init_sim(self, keys: jax.Array) -> SimState:
@@ -262,10 +288,26 @@ class SeedsTrainer:
         """Fresh states of every seed, stacked; ``keys``: one key per seed."""
         return self._program("init")(self._keys(keys))
 
+    @contextlib.contextmanager
+    def _env_errors(self) -> Iterator[None]:
+        """Raises the exception a host env (training or eval) kept in place of JAX's."""
+        try:
+            yield
+        except Exception as error:
+            from batchppo.core.adapters import raise_env_error  # as _make_env, imported late
+
+            raise_env_error(error, self.shared, self._eval._eval_env)
+            raise
+
     def init_sim(self, train_state: TrainState, keys: Any) -> SimState:
-        """Fresh episodes for every seed (as each seed's ``Trainer.init_sim``)."""
+        """Fresh episodes for every seed (as each seed's ``Trainer.init_sim``).
+
+        Raises:
+            Exception: A host env's own exception (as ``Trainer.init_sim``).
+        """
         del train_state
-        return self._program("init_sim")(self._keys(keys))
+        with self._env_errors():
+            return self._program("init_sim")(self._keys(keys))
 
     def iteration(
         self, train_state: TrainState, sim_state: SimState
@@ -275,9 +317,14 @@ class SeedsTrainer:
         Returns:
             ``(train_state, sim_state, metrics)`` with one metrics dict per seed; with env
             restarts on, each carries the shared envs' running total ``env_restarts``.
+
+        Raises:
+            Exception: A host env's own exception (as ``Trainer.iteration``); ``train_state``
+                is then still valid.
         """
-        ts, ss, metrics = self._program("iteration")(train_state, sim_state)
-        metrics = jax.device_get(metrics)
+        with self._env_errors():
+            ts, ss, metrics = self._program("iteration")(train_state, sim_state)
+            metrics = jax.device_get(metrics)
         per_seed = [{k: float(v[i]) for k, v in metrics.items()} for i in range(self.num_seeds)]
         restarts = self.env_restarts
         if restarts is not None:
@@ -297,7 +344,8 @@ class SeedsTrainer:
         return sum(counts) if counts else None
 
     def evaluate(self, train_state: TrainState, num_episodes: int, key: jax.Array) -> dict:
-        """Evaluates one seed's (unstacked) state, as ``Trainer.evaluate`` does."""
+        """Evaluates one seed's (unstacked) state, as ``Trainer.evaluate`` does (an eval
+        env's exception included)."""
         return self._eval.evaluate(train_state, num_episodes, key)
 
     def policy(self, train_state: TrainState, deterministic: bool = True) -> Callable:
