@@ -1,9 +1,33 @@
-"""Pure-JAX core: the functional batched env API, env adapters and the fused simulate loop."""
+"""Pure-JAX core: the functional batched env API, env adapters and the fused simulate loop.
 
-from batchppo.core.adapters import BraxEnv, GymnaxEnv, HostEnv, make_env
-from batchppo.core.env import Env, EnvSpec, StepResult
-from batchppo.core.simulate import init_sim_state, rollout, simulate
-from batchppo.core.types import EpisodeStats, PolicyFn, SimState, Transition
+The names below are imported on first use, so that the light modules of the package (the
+backend registry :mod:`batchppo.core.backends`, which a config's validation reads) can be
+imported without JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+_LAZY = {
+    "BraxEnv": "batchppo.core.adapters",
+    "GymnaxEnv": "batchppo.core.adapters",
+    "HostEnv": "batchppo.core.adapters",
+    "make_env": "batchppo.core.adapters",
+    "Env": "batchppo.core.env",
+    "EnvSpec": "batchppo.core.env",
+    "StepResult": "batchppo.core.env",
+    "init_sim_state": "batchppo.core.simulate",
+    "rollout": "batchppo.core.simulate",
+    "simulate": "batchppo.core.simulate",
+    "EpisodeStats": "batchppo.core.types",
+    "PolicyFn": "batchppo.core.types",
+    "SimState": "batchppo.core.types",
+    "Transition": "batchppo.core.types",
+}
 
 __all__ = [
     "BraxEnv",
@@ -21,3 +45,37 @@ __all__ = [
     "rollout",
     "simulate",
 ]
+
+if TYPE_CHECKING:
+    from batchppo.core.adapters import BraxEnv, GymnaxEnv, HostEnv, make_env
+    from batchppo.core.env import Env, EnvSpec, StepResult
+    from batchppo.core.simulate import init_sim_state, rollout, simulate
+    from batchppo.core.types import EpisodeStats, PolicyFn, SimState, Transition
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'batchppo.core' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """``batchppo.core.simulate`` is the function, as when this package imported it eagerly.
+
+    Importing the submodule of the same name binds the module to the package attribute; the
+    function takes its place again.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "simulate" and isinstance(value, types.ModuleType):
+            value = value.simulate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
