@@ -19,8 +19,9 @@ def host_key(*words: int) -> np.ndarray:
     """A PRNG key (raw key data of JAX's default implementation) derived from ``words``.
 
     Computed with NumPy's ``SeedSequence``, so it runs no JAX operation: each eager JAX op
-    (``jax.random.split``, ``fold_in``...) costs an XLA compilation, about 0.1 s, on its first
-    call in a process. Distinct ``words`` (say ``(seed, purpose, step)``) give independent keys.
+    (``jax.random.split``, ``fold_in``...) costs an XLA compilation on its first call in a
+    process, on the critical path of a run's start. Distinct ``words`` (say ``(seed,
+    purpose, step)``) give independent keys.
 
     Args:
         *words: Non-negative integers.

@@ -2,8 +2,8 @@
 
 ``import gymnax`` imports every gymnax env, and a few of them (Pong, Catch, the mazes) import
 seaborn and ``matplotlib.pyplot`` at module level for their ``render`` methods. That pulls in
-pandas and scipy.stats too: about 1 s of a 1.3 s import on a 2-core CPU, on the critical path
-of every fused run's start (bench/train.py measures time to a score from process launch).
+pandas and scipy.stats too, most of the import's time, on the critical path of every fused
+run's start (bench/train.py measures time to a score from process launch).
 
 :func:`import_gymnax` imports gymnax with those modules *deferred*: while gymnax's modules
 execute, ``import seaborn`` binds a placeholder module that imports the real one the first

@@ -62,9 +62,9 @@ _EVAL_SEED_OFFSET = 10_007
 # training iteration at unchanged run time (the matmuls are library calls either way).
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 # The programs that run once or rarely (init, env resets, evaluation) compile on CPU without
-# LLVM optimisation and with XLA's older, quicker fusion emitters: a quarter of the compile CPU
-# time (Pendulum: 0.6 s instead of 2.4 s for the three), which at start-up is taken from the
-# training iteration compiling beside them; they run about 2x slower, milliseconds in all.
+# LLVM optimisation and with XLA's older, quicker fusion emitters: their compilation at
+# start-up takes CPU from the training iteration compiling beside them, and they run too
+# rarely for their slower code to matter (bench/train.py measures start-up).
 COLD_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 
 
