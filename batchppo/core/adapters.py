@@ -775,9 +775,22 @@ class HostEnv:
         expected = (self._num_envs, *self._spec.action_shape)
         if action.shape != expected:
             raise ValueError(f"HostEnv.step: action shape {action.shape}, expected {expected}.")
-        obs, reward, terminated, truncated, final_obs = io_callback(
-            self.host_step, self._step_structs, action, ordered=True
-        )
+        host_result = io_callback(self.host_step, self._step_structs, action, ordered=True)
+        return self.step_result(state, host_result)
+
+    @staticmethod
+    def step_result(state: jax.Array, host_result: tuple[Any, ...]) -> StepResult:
+        """The :class:`StepResult` of a step that ``host_step`` made from ``state``.
+
+        The one home of the env state's meaning (a step counter), for :meth:`step` and for
+        drivers that call ``host_step`` themselves (:class:`~batchppo.core.host_loop.HostLoop`).
+
+        Args:
+            state: The env state before the step.
+            host_result: What ``host_step`` returned, ``(obs, reward, terminated, truncated,
+                final_obs)``.
+        """
+        obs, reward, terminated, truncated, final_obs = host_result
         return StepResult(
             state=state + 1,
             obs=obs,

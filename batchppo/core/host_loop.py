@@ -19,7 +19,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchppo.core.adapters import HostEnv
-from batchppo.core.env import StepResult
 from batchppo.core.simulate import act, advance
 from batchppo.core.types import EpisodeStats, PolicyFn, PyTree, SimState, Transition
 
@@ -32,9 +31,7 @@ def _advance_host(
     key: jax.Array,
     host_result: tuple[np.ndarray, ...],
 ) -> tuple[SimState, Transition, EpisodeStats]:
-    obs, reward, terminated, truncated, final_obs = host_result
-    # The env state of a HostEnv is its step counter, as HostEnv.step advances it.
-    res = StepResult(state.env_state + 1, obs, reward, terminated, truncated, final_obs)
+    res = HostEnv.step_result(state.env_state, host_result)
     return advance(state, action, extras, policy_carry, key, res)
 
 
