@@ -393,9 +393,19 @@ class _StopFlag:
 
 
 @contextmanager
-def _graceful_stop(message: Callable[[str], None]) -> Iterator[_StopFlag]:
-    """Turns the first SIGINT/SIGTERM into a flag (finish the step, save); a 2nd SIGINT aborts."""
-    flag = _StopFlag()
+def _graceful_stop(
+    message: Callable[[str], None], flag: _StopFlag | None = None
+) -> Iterator[_StopFlag]:
+    """Turns the first SIGINT/SIGTERM into a flag (finish the step, save); a 2nd SIGINT aborts.
+
+    Args:
+        message: Tells the user that the run stops after this iteration.
+        flag: The flag to raise; None: a new one.
+
+    Yields:
+        The flag, raised by the signal handlers while the context is open.
+    """
+    flag = flag if flag is not None else _StopFlag()
     if threading.current_thread() is not threading.main_thread():
         yield flag  # Signal handlers can only be installed from the main thread.
         return
@@ -477,18 +487,47 @@ class _Window:
 
 
 class _Run:
-    """One call of :func:`train`: state, cadence and bookkeeping, phase by phase."""
+    """One call of :func:`train`: state, cadence and bookkeeping, phase by phase.
+
+    :meth:`run` runs it all; a driver of several runs (:mod:`batchppo.experiment.seeds`)
+    calls :meth:`start`, :meth:`after_iteration`, :meth:`stopped`, :meth:`close` and
+    :meth:`result` itself.
+
+    Args:
+        trainer: Trains and evaluates.
+        config: The run's config.
+        run_dir: The run directory; None: no disk I/O.
+        progress: Progress output mode (:class:`Progress`).
+        stop: The stop flag of a driver that installs the signal handlers itself (the
+            ``--seeds`` driver, one flag for all its runs); None: a flag of this run's own,
+            raised by the handlers that :meth:`run` installs.
+    """
 
     def __init__(
-        self, trainer: TrainerLike, config: PPOConfig, run_dir: Path | None, progress: str
+        self,
+        trainer: TrainerLike,
+        config: PPOConfig,
+        run_dir: Path | None,
+        progress: str,
+        stop: _StopFlag | None = None,
     ) -> None:
         self.trainer, self.config, self.run_dir = trainer, config, run_dir
         self.ckpt_dir = run_dir / CHECKPOINT_DIR if run_dir is not None else None
+        self.stop = stop if stop is not None else _StopFlag()
         self.records: list[dict[str, Any]] = []
         self.last_eval: tuple[int, float] | None = None
         self.saved_step = -1
         self.progress_mode = progress
         self.stop_signal: int | None = None
+        # Opened by start(): the wall time of earlier sessions (resume), this session's start
+        # on the monotonic clock, the logs, the running totals to continue, the progress.
+        self.wall_offset = 0.0
+        self.started: float | None = None
+        self.logger: RunLogger | None = None
+        self.totals_before: dict[str, float] = {}
+        self.progress: Progress | None = None
+        # While training: the newest state an iteration completed, its step, the open window.
+        self.completed: tuple[Any, int, _Window] | None = None
 
     def restore(self) -> tuple[Any, int | None, float]:
         """The initial TrainState, the step it was restored from (None if fresh), wall time."""
@@ -504,13 +543,24 @@ class _Run:
         """The run's PRNG key for ``purpose`` (init, env resets, evaluation) at ``words``."""
         return host_key(self.config.seed, purpose, *words)
 
+    def _opened(self) -> tuple[RunLogger, Progress]:
+        """The logs and progress output that :meth:`start` opened."""
+        if self.logger is None or self.progress is None:
+            raise RuntimeError("_Run: start() opens the logs and the progress output first")
+        return self.logger, self.progress
+
     def wall_time(self) -> float:
+        """Seconds of training wall time, earlier sessions of a resumed run included."""
+        if self.started is None:
+            raise RuntimeError("_Run: start() starts the clock first")
         return self.wall_offset + time.monotonic() - self.started
 
     def save(self, state: Any, step: int) -> None:
+        """Checkpoints ``state`` at ``step`` (not twice at one step; not without a logdir)."""
         if self.ckpt_dir is None or step == self.saved_step:
             return
-        self.logger.flush()  # Reports up to `step` must be on disk before the checkpoint.
+        logger, _ = self._opened()
+        logger.flush()  # Reports up to `step` must be on disk before the checkpoint.
         ckpt.save_checkpoint(
             self.ckpt_dir, state, step, keep=self.config.keep_checkpoints,
             meta={"wall_time": self.wall_time()},
@@ -518,9 +568,11 @@ class _Run:
         self.saved_step = step
 
     def report(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
-        record = self.logger.log(phase, step, {**values, "wall_time": self.wall_time()})
+        """Writes a report (a metrics.jsonl record) and shows it."""
+        logger, progress = self._opened()
+        record = logger.log(phase, step, {**values, "wall_time": self.wall_time()})
         self.records.append(record)
-        self.progress.report(record)
+        progress.report(record)
         if phase == "eval":
             self.last_eval = (step, record["score"])
 
@@ -541,17 +593,18 @@ class _Run:
             },
         )  # fmt: skip
 
-    def _message(self, text: str) -> None:
-        progress = getattr(self, "progress", None)
-        if progress is not None:
-            progress.message(text)
+    def message(self, text: str) -> None:
+        """Prints a line: through the progress output once open, else on stderr."""
+        if self.progress is not None:
+            self.progress.message(text)
         else:
             print(f"batchppo: {text}", file=sys.stderr, flush=True)
 
     def run(self) -> TrainResult:
+        """Runs the whole training call: start, train phases, final checkpoint, close."""
         # The stop flag covers start-up too: a Ctrl-C while programs compile or envs start
         # stops the run cleanly before its first iteration.
-        with _graceful_stop(self._message) as self.stop:
+        with _graceful_stop(self.message, self.stop):
             return self._run()
 
     def _run(self) -> TrainResult:
@@ -580,18 +633,20 @@ class _Run:
         self.totals_before = self._last_totals()
         self.progress = Progress(self.progress_mode, config.steps, step)
         if resume_step is not None:
-            self.progress.message(f"resuming {self.run_dir} from step {step:,}")
+            self.message(f"resuming {self.run_dir} from step {step:,}")
         if step >= config.steps:
-            self.progress.message(
+            self.message(
                 f"run already complete at step {step:,} (steps={config.steps:,}); "
                 "raise it with --set steps=N to continue"
             )
         return state, step
 
     def close(self) -> None:
-        """Closes the progress output and the logs."""
-        self.progress.close()
-        self.logger.close()
+        """Closes the progress output and the logs that :meth:`start` opened."""
+        if self.progress is not None:
+            self.progress.close()
+        if self.logger is not None:
+            self.logger.close()
 
     def result(self, state: Any, step: int, interrupted: bool) -> TrainResult:
         """The :class:`TrainResult` of a run that ended at ``step``."""
@@ -680,8 +735,13 @@ class _Run:
         the last completed state and propagates (:meth:`_env_failed`).
         """
         # On an env error: the newest state an iteration completed, its step, the open window.
-        with _stop_on_env_error(lambda error: self._env_failed(error, *self.completed)):
+        with _stop_on_env_error(self._env_failed_in_training):
             return self._iterate(state, step)
+
+    def _env_failed_in_training(self, error: Exception) -> None:
+        """:meth:`_env_failed` with the newest completed state of :meth:`_iterate`."""
+        assert self.completed is not None, "_iterate sets it before its first trainer call"
+        self._env_failed(error, *self.completed)
 
     def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
         config = self.config
@@ -718,7 +778,8 @@ class _Run:
             The window to add the next iteration to (a new one after a train report).
         """
         config = self.config
-        self.progress.advance(step)
+        _, progress = self._opened()
+        progress.advance(step)
         if _crossed(before, step, config.log_interval) or step >= config.steps:
             self.report("train", step, self._train_values(window))
             window = _Window()

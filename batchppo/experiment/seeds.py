@@ -175,7 +175,7 @@ class _SeedRuns:
             evals = [run.last_eval for run in runs]
             if all(e is not None and e[0] == step for e in evals) and n > 1:
                 scores = np.array([e[1] for e in evals])
-                runs[0].progress.message(
+                runs[0].message(
                     f"eval at step {step:,}, {n} seeds: "
                     f"{' '.join(f'{s:.1f}' for s in scores)} "
                     f"(mean {scores.mean():.1f} ± {scores.std():.1f})"
@@ -225,11 +225,8 @@ def run_seeds(
         fresh = trainer.init([host_key(c.seed, loop._INIT_KEY) for c in run_configs])
         runs = []
         for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True)):
-            run = loop._Run(
-                _SeedView(trainer, unstack(fresh, i)), config, run_dir, "none" if i else progress
-            )
-            run.stop = stop
-            runs.append(run)
+            view = _SeedView(trainer, unstack(fresh, i))
+            runs.append(loop._Run(view, config, run_dir, "none" if i else progress, stop))
         started = [run.start(precompile=False) for run in runs]
         del fresh
         state = stack([s for s, _ in started])

@@ -220,3 +220,24 @@ def test_window_leaves_the_compiling_iteration_out_of_the_speed():
     summary = window.summary()
     assert summary["sps"] == 50.0
     assert np.isnan(summary["score"]) and summary["episodes"] == 0
+
+
+def test_a_run_sets_every_attribute_in_its_constructor(tmp_path):
+    # Its methods never probe for attributes that a later phase may or may not have set.
+    run_ = loop._Run(FakeTrainer(fake_config()), fake_config(), None, "none")
+    before = set(vars(run_))
+    assert run_.progress is None and run_.logger is None and run_.completed is None
+    run_.message("before start")  # no progress output yet: stderr
+    result = run_.run()
+    assert result.step == 1000 and set(vars(run_)) == before
+
+
+def test_a_run_stops_on_the_flag_its_driver_gives_it():
+    # A driver of several runs (--seeds) installs the signal handlers once and hands each
+    # run the flag; a raised flag stops the run before its first iteration.
+    flag = loop._StopFlag()
+    flag.signum = signal.SIGTERM
+    run_ = loop._Run(FakeTrainer(fake_config()), fake_config(), None, "none", stop=flag)
+    assert run_.stop is flag
+    result = run_.run()
+    assert result.interrupted and result.stop_signal == signal.SIGTERM and result.step == 0
