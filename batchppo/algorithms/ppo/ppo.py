@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -564,6 +565,15 @@ def _iteration_donation(fused: bool) -> tuple[int, ...]:
     return (0, 1) if fused else (1,)
 
 
+def _warn_recompile(name: Hashable, why: str) -> None:
+    """Warns that precompiled program ``name`` is compiled again in the foreground."""
+    warnings.warn(
+        f"Trainer: the precompiled program {name!r} is compiled again on first use: {why}",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
 def _to_python(metrics: dict[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in jax.device_get(metrics).items()}
 
@@ -658,23 +668,31 @@ class Trainer:
         raise KeyError(name)
 
     def _call(self, name: Hashable, *args: Any) -> Any:
-        """Runs program ``name``: precompiled when ``precompile`` built it, else jitted."""
+        """Runs program ``name``: precompiled when ``precompile`` built it, else jitted.
+
+        A precompiled program that cannot be used (its background compilation failed, or it
+        does not take these inputs) is replaced by the jitted function, which compiles again
+        in the foreground; a ``RuntimeWarning`` says so, as the compilation it was to save is
+        then paid on the critical path.
+        """
         program = self._programs.get(name)
         if isinstance(program, Future):
             try:
                 program = program.result()
-            except Exception:  # compiled again below, in the foreground, where it raises
+            except Exception as error:  # compiled again below, in the foreground
+                _warn_recompile(name, f"its background compilation failed: {error!r}")
                 program = None
             self._programs[name] = program = program or self._function(name)
         elif program is None:
             self._programs[name] = program = self._function(name)
         try:
             return program(*args)
-        except TypeError:
+        except TypeError as error:
             # An AOT program only takes the exact input types it was compiled for (a state
             # restored with other dtypes, say): the jitted function takes anything.
             if not isinstance(program, jax.stages.Compiled):
                 raise
+            _warn_recompile(name, f"it does not take these inputs: {error}")
             self._programs[name] = program = self._function(name)
             return program(*args)
 

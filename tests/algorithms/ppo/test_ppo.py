@@ -129,14 +129,28 @@ def test_precompiled_programs_compute_what_the_jitted_ones_do():
     assert ("eval_start", 4, 20) not in pre._programs and ("eval_start", 3, 20) in pre._programs
     with pytest.raises(ValueError, match="iterations=0 must be >= 1"):
         pre.precompile(iterations=(0, 2))
-    # Arguments of other types than the precompiled ones fall back to the jitted program.
+    # Arguments of other types than the precompiled ones fall back to the jitted program,
+    # and say so: the compilation is then paid on first use.
     ts = pre.init(host_key(0, 0))
     ss = pre.init_sim(ts, host_key(0, 1))
-    ts, _, m = pre.iteration(ts.replace(beta=jnp.asarray(1, jnp.int32)), ss)
+    with pytest.warns(RuntimeWarning, match=r"\('iterations', 1\).*does not take these"):
+        ts, _, m = pre.iteration(ts.replace(beta=jnp.asarray(1, jnp.int32)), ss)
     assert isinstance(pre._programs[("iterations", 1)], jax.stages.Wrapped)
     assert min(abs(m["beta"] - b) for b in (1.0, 1.5, 1 / 1.5)) < 1e-6 and int(ts.updates) == 1
     pre.close()
     lazy.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_failed_background_compilation_compiles_again_with_a_warning():
+    trainer = Trainer(TINY)
+    failed = Future()
+    failed.set_exception(RuntimeError("out of memory while compiling"))
+    trainer._programs["init"] = failed
+    with pytest.warns(RuntimeWarning, match="'init'.*background compilation failed.*memory"):
+        ts = trainer.init(host_key(0, 0))
+    assert int(ts.step) == 0 and isinstance(trainer._programs["init"], jax.stages.Wrapped)
+    trainer.close()
 
 
 @pytest.mark.timeout(180)
