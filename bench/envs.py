@@ -9,11 +9,23 @@ and batch size N:
 * ``batch``: ``batchppo.envs.BatchEnv.step`` (with infos); ``batch_arr``:
   ``BatchEnv.step_arrays`` (no infos, ``copy=False``: the path of the in-graph adapter).
 * ``envpool``: EnvPool's own C++ env of the same id, when envpool is installed.
+* ``make``: ``batchppo.envs.make(env_id, N)``, the standard stack (range normalisation, action
+  clipping, float32, the finiteness check), through ``step``; ``make_arr``: the same through
+  ``step_arrays`` with ``copy=False``. ``make/batch`` is the better of the two over the better
+  of ``batch`` and ``batch_arr`` (BatchEnv over the raw envs): what the stack costs.
 
-Every peer steps the same ``gymnasium.make(env_id)`` envs (EnvPool excepted) with the same
-pre-drawn random actions, in one run, so the ratios are comparable on a loaded machine.
+Every peer but ``make`` steps the same ``gymnasium.make(env_id)`` envs (EnvPool excepted) with
+the same pre-drawn random actions, in one run, so the ratios are comparable on a loaded
+machine. Every BatchEnv (``batch``, ``make``) isolates the caller: its default
+``step_in_parent=False``, so the parent steps no env.
 
     python bench/envs.py --seconds 2 --rounds 3 --sizes 8,32 --envs Pendulum-v1,HalfCheetah-v5
+
+``--stack-cpu`` prints instead what the wrapper stack costs in CPU time per env step, with
+every env in one process: raw envs, the stack around each env, and ``make()``'s batch-wise
+stack (robust to load from other processes):
+
+    python bench/envs.py --stack-cpu --seconds 2 --rounds 10 --sizes 16
 """
 
 from __future__ import annotations
@@ -90,6 +102,11 @@ def _build(peer: str, env_id: str, n: int):
         env = BatchEnv(fns)
     elif peer == "batch_arr":
         env = BatchEnv(fns, copy=False)
+    elif peer in ("make", "make_arr"):
+        from batchppo.envs import make
+
+        env = make(env_id, n)
+        env.copy = peer == "make"
     elif peer == "envpool":
         try:
             import envpool
@@ -103,7 +120,7 @@ def _build(peer: str, env_id: str, n: int):
     else:
         raise ValueError(f"unknown peer {peer!r}")
     env.reset(seed=0)
-    step = env.step_arrays if peer == "batch_arr" else env.step
+    step = env.step_arrays if peer in ("batch_arr", "make_arr") else env.step
     return env, step, _actions(env.single_action_space, n), n
 
 
@@ -168,6 +185,46 @@ def cpu_efficiency(env_id: str, n: int, steps: int) -> tuple[float, float, float
     return single_us, parent_us, worker_us
 
 
+def stack_cpu(env_id: str, n: int, steps: int, rounds: int) -> dict[str, float]:
+    """CPU time per env step of ``n`` envs stepped in this process, with and without the stack.
+
+    ``raw``: ``BatchEnv`` over ``gymnasium.make(env_id)``; ``per_env``: over
+    ``make_env_fn(env_id)`` (the wrapper stack around each env); ``make``: ``make(env_id, n)``.
+    All three use ``backend="sync"`` (every env stepped in the calling process, no worker to
+    signal) and ``step_arrays`` with ``copy=False``, so the differences are what the stack
+    costs. Best of ``rounds`` interleaved rounds of ``steps`` batch steps each.
+
+    Returns:
+        CPU microseconds per env step of each.
+    """
+    from batchppo.envs import make, make_env_fn
+
+    envs = {
+        "raw": BatchEnv([_env_fn(env_id)] * n, num_workers=1, step_in_parent=True),
+        "per_env": BatchEnv([make_env_fn(env_id)] * n, num_workers=1, step_in_parent=True),
+        "make": make(env_id, n, backend="sync"),
+    }
+    best = dict.fromkeys(envs, float("inf"))
+    try:
+        actions = {}
+        for name, env in envs.items():
+            env.copy = False
+            env.reset(seed=0)
+            actions[name] = _actions(env.single_action_space, n)
+        for _ in range(rounds):
+            for name, env in envs.items():
+                a = actions[name]
+                start = time.process_time()
+                for i in range(steps):
+                    env.step_arrays(a[i % len(a)])
+                used = (time.process_time() - start) / steps / n * 1e6
+                best[name] = min(best[name], used)
+    finally:
+        for env in envs.values():
+            env.close()
+    return best
+
+
 def main(argv: list[str] | None = None) -> None:
     """Runs the benchmark and prints the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -177,17 +234,40 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best kept)")
     parser.add_argument(
         "--peers",
-        default="sync,async,batch,batch_arr,envpool",
-        help="comma-separated subset of sync,async,batch,batch_arr,envpool",
+        default="sync,async,batch,batch_arr,envpool,make,make_arr",
+        help="comma-separated subset of sync,async,batch,batch_arr,envpool,make,make_arr",
     )
     parser.add_argument(
         "--cpu",
         action="store_true",
         help="print CPU time per env step instead (robust to load from other processes)",
     )
+    parser.add_argument(
+        "--stack-cpu",
+        action="store_true",
+        help="print the CPU time per env step of raw envs, the per-env wrapper stack and "
+        "make(), all in this process (what the stack costs; robust to load)",
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     cores = os.cpu_count() or 1
+    if args.stack_cpu:
+        print(
+            f"{'env':16s} {'N':>3s} {'raw':>9s} {'per_env':>9s} {'make':>9s}  per_env/raw make/raw"
+        )
+        for env_id in args.envs.split(","):
+            for n in [int(s) for s in args.sizes.split(",")]:
+                steps = max(1, int(args.seconds * (20000 if "Pendulum" in env_id else 5000)) // n)
+                us = stack_cpu(env_id, n, steps, args.rounds)
+                print(
+                    f"{env_id:16s} {n:3d} {us['raw']:7.2f}us {us['per_env']:7.2f}us "
+                    f"{us['make']:7.2f}us {us['per_env'] / us['raw']:11.2f}x "
+                    f"{us['make'] / us['raw']:8.2f}x",
+                    flush=True,
+                )
+        print("CPU us per env step, every env in this process (backend sync), step_arrays;")
+        print("best of rounds. per_env = the wrapper stack around each env (make_env_fn).")
+        return
     if args.cpu:
         print(f"{'env':16s} {'N':>3s} {'single':>9s} {'parent':>9s} {'worker':>9s}  fraction")
         for env_id in args.envs.split(","):
@@ -213,17 +293,18 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"{'env':16s} {'N':>3s} {'single':>8s} {'limit':>8s} "
         + " ".join(f"{p:>9s}" for p in peers)
-        + "  batch/async batch/limit batch/envpool"
+        + "  batch/async batch/limit batch/envpool make/batch make/limit make/envpool"
     )
     for env_id in args.envs.split(","):
         for n in sizes:
             rates = measure(env_id, n, peers, args.seconds, args.rounds)
             limit = cores * rates["single"]
             best = max((rates.get(p) or 0.0) for p in ("batch", "batch_arr"))
+            made = max((rates.get(p) or 0.0) for p in ("make", "make_arr"))
 
             def ratio(peer: str, best: float = best, rates: dict = rates) -> str:
                 value = rates.get(peer)
-                return f"{best / value:10.2f}x" if value else f"{'-':>11s}"
+                return f"{best / value:10.2f}x" if value and best else f"{'-':>11s}"
 
             cells = " ".join(
                 f"{rates[p] / 1e3:8.1f}k" if rates.get(p) else f"{'-':>9s}" for p in peers
@@ -231,12 +312,15 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"{env_id:16s} {n:3d} {rates['single'] / 1e3:7.1f}k {limit / 1e3:7.1f}k {cells} "
                 f"{ratio('async')} {best / limit:10.2f}x {ratio('envpool')}"
+                f"{made / best if made and best else 0:10.2f}x {made / limit:10.2f}x"
+                f"{ratio('envpool', made)}"
                 f"  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     print("batch = BatchEnv.step (infos); batch_arr = BatchEnv.step_arrays (copy=False); the")
-    print("ratios use the better of the two. limit = cores x single. load = 1-min load average")
-    print("after the row (other processes competing for the cores distort every figure).")
+    print("ratios use the better of the two (make: of make and make_arr). limit = cores x")
+    print("single. load = 1-min load average after the row (other processes competing for the")
+    print("cores distort every figure).")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
   drop-in for ``AsyncVectorEnv`` (all autoreset modes, Dict/Tuple spaces; by default
   same-step autoreset with a dense ``final_obs`` and the ``step_arrays`` fast path; with
   ``max_restarts``, envs that crash are rebuilt and their episodes truncated).
-* :func:`make` / :func:`make_env_fn`: the standard wrapper stack and the batch env.
+* :func:`make` / :func:`make_env_fn`: the standard wrapper stack and the batch env;
+  :func:`batch_transform`: that stack as a :class:`BatchTransform`, which a ``BatchEnv``
+  applies to all the envs of a worker at once (what ``make`` does).
 * :mod:`batchppo.envs.wrappers`: the wrappers Gymnasium lacks.
 """
 
@@ -16,7 +18,8 @@ from batchppo.envs.batch_env import (
     WorkerDiedError,
     WorkerError,
 )
-from batchppo.envs.make import make, make_env_fn
+from batchppo.envs.batch_transform import BatchTransform
+from batchppo.envs.make import batch_transform, make, make_env_fn
 from batchppo.envs.worker import SpaceMismatchError
 from batchppo.envs.wrappers import (
     ActionRepeat,
@@ -31,6 +34,7 @@ __all__ = [
     "ActionRepeat",
     "BatchEnv",
     "BatchState",
+    "BatchTransform",
     "ConvertTo32Bit",
     "EnvRestartWarning",
     "FrameDelta",
@@ -41,6 +45,7 @@ __all__ = [
     "SpaceMismatchError",
     "WorkerDiedError",
     "WorkerError",
+    "batch_transform",
     "make",
     "make_env_fn",
 ]

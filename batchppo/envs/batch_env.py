@@ -41,7 +41,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import cloudpickle
 import gymnasium
@@ -67,8 +67,12 @@ from batchppo.envs.worker import (
     batch_infos,
     build_envs,
     merge_info_parts,
+    space_difference,
     spin_acquire,
 )
+
+if TYPE_CHECKING:
+    from batchppo.envs.batch_transform import BatchTransform
 
 __all__ = [
     "BatchEnv",
@@ -217,6 +221,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         max_restarts: How many env restarts this batch env may make over its life (see
             *Restarts* below); 0 (the default) fails fast: the env's error (or
             :class:`WorkerDiedError`) is raised.
+        transform: A :class:`~batchppo.envs.batch_transform.BatchTransform` (what
+            :func:`~batchppo.envs.make` passes): a standard wrapper stack that the workers
+            apply to all their envs at once instead of per env. The env functions then build
+            raw envs with ``transform.raw_spaces``; the batch env reports
+            ``transform.spaces`` (and so does ``get_attr`` of ``observation_space`` and
+            ``action_space``), and behaves exactly as over envs wrapped in that stack.
 
     **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step``
     raises, or a worker process dies during a step, :meth:`step` (and :meth:`step_arrays`)
@@ -261,8 +271,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         spin_us: float = 50.0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
         max_restarts: int = 0,
+        transform: BatchTransform | None = None,
     ):
         self._procs: list[Any] = []
+        self._transform = transform
         self._conns: list[Any] = []
         self._local: EnvGroup | None = None
         self._state = BatchState.DEFAULT
@@ -313,7 +325,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._spin = float(spin_us) * 1e-6
         self._ranges = ranges
 
-        local_envs = self._probe(env_fns, local_range)
+        local_envs, env_spaces = self._probe(env_fns, local_range)
         obs_space, act_space = self.single_observation_space, self.single_action_space
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.observation_space = batch_space(obs_space, num_envs)
@@ -335,24 +347,36 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 None,
                 self.autoreset_mode,
                 env_fns[: len(local_envs)] if max_restarts else None,
+                transform,
             )
         _LIVE.add(self)
         if ranges:
-            self._start_workers(env_fns, ranges, layout, (obs_space, act_space))
+            self._start_workers(env_fns, ranges, layout, env_spaces)
 
     def _probe(
         self, env_fns: list[Callable[[], gymnasium.Env]], local_range: tuple[int, int] | None
-    ) -> list[gymnasium.Env]:
-        """Builds env 0 in the parent for the spaces and metadata; returns the parent's envs.
+    ) -> tuple[list[gymnasium.Env], tuple[gymnasium.Space, gymnasium.Space]]:
+        """Builds env 0 in the parent for the spaces and metadata.
 
         Env 0 is kept when the parent steps a share (then the rest of that share is built
         too), and closed otherwise.
+
+        Returns:
+            The parent's envs, and the envs' own spaces (observation, action), which every
+            env must have (the batch env's are the transform's, when there is one).
         """
         local_envs: list[gymnasium.Env] = []
         try:
             probe = build_envs(env_fns[:1], 0, None)[0]
             local_envs = [probe] if local_range is not None else []
             obs_space, act_space = probe.observation_space, probe.action_space
+            if self._transform is not None:
+                try:
+                    _check_transform_spaces(self._transform, probe)
+                except Exception:
+                    if local_range is None:
+                        probe.close()
+                    raise
             self.metadata = dict(getattr(probe, "metadata", {}) or {})
             self.render_mode = getattr(probe, "render_mode", None)
             if local_range is not None:
@@ -366,6 +390,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ) from None
         if local_range is None:
             probe.close()
+        env_spaces = (obs_space, act_space)
+        if self._transform is not None:
+            obs_space, act_space = self._transform.spaces
         for label, space in (("observation", obs_space), ("action", act_space)):
             try:
                 space_leaves(space)
@@ -375,7 +402,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 raise ValueError(f"The {label} space is not supported. {exc}") from None
         self.single_observation_space = obs_space
         self.single_action_space = act_space
-        return local_envs
+        return local_envs, env_spaces
 
     def _bind_views(self, v: dict[str, Any]) -> None:
         """Keeps the shared arrays: single arrays for flat spaces, dict/tuple trees otherwise."""
@@ -429,7 +456,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         restartable = self.max_restarts > 0
         self._payloads = [
             cloudpickle.dumps(
-                (env_fns[start:stop], spaces, self._discrete, self.autoreset_mode, restartable)
+                (
+                    env_fns[start:stop],
+                    spaces,
+                    self._discrete,
+                    self.autoreset_mode,
+                    restartable,
+                    self._transform,
+                )
             )
             for start, stop in ranges
         ]
@@ -1272,6 +1306,21 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             f"workers={len(getattr(self, '_procs', []))}, "
             f"in_parent={getattr(self._local, 'count', 0) if self._local else 0})"
         )
+
+
+def _check_transform_spaces(transform: BatchTransform, env: gymnasium.Env) -> None:
+    """Raises ``SpaceMismatchError`` unless ``env`` has the spaces ``transform`` applies to."""
+    for label, space, expected in zip(
+        ("observation", "action"),
+        (env.observation_space, env.action_space),
+        transform.raw_spaces,
+        strict=True,
+    ):
+        if space != expected:
+            raise _worker.SpaceMismatchError(
+                f"env 0 has {label} space {space}, but the transform applies to {expected} "
+                f"({space_difference(space, expected)}); build the transform for these envs."
+            )
 
 
 def restart_seed(seed: int | None, restart: int) -> int | None:

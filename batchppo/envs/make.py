@@ -9,6 +9,13 @@ The stack of one env, innermost first:
    env's own bounds;
 4. :class:`~batchppo.envs.wrappers.ConvertTo32Bit` (float32 obs and reward, int32 discrete
    actions, non-finite values raise).
+
+:func:`make_env_fn` builds this stack around each env. :func:`make` builds the envs without
+layers 2-4 and has the batch env apply them to all the envs of a worker at once, as array
+operations (a :class:`~batchppo.envs.batch_transform.BatchTransform` read off the same stack),
+with bitwise the same results; only envs whose spaces it does not cover (Dict or Tuple
+spaces, integer observations, ``MultiDiscrete`` actions) and the ``"ray"`` backend get the
+per-env stack.
 """
 
 from __future__ import annotations
@@ -22,10 +29,11 @@ import gymnasium
 from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
-from batchppo.envs.batch_env import BatchEnv
+from batchppo.envs.batch_env import BatchEnv, _with_message
+from batchppo.envs.batch_transform import BatchTransform
 from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
 
-__all__ = ["check_env_id", "make", "make_env_fn"]
+__all__ = ["batch_transform", "check_env_id", "make", "make_env_fn"]
 
 BACKENDS = ("process", "sync", "ray")
 
@@ -82,19 +90,68 @@ def make_env_fn(
     if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
         raise ValueError(f"max_length must be a positive int or None; got {max_length!r}.")
 
+    raw_fn = _raw_env_fn(env_id, max_length, render_mode, env_kwargs)
+
     def env_fn() -> gymnasium.Env:
-        env = gymnasium.make(
-            env_id, max_episode_steps=max_length, render_mode=render_mode, **env_kwargs
-        )
-        clipped = False
-        if normalize_ranges:
-            env = RangeNormalize(env)
-            clipped = env.rescales_actions  # it clips the actions it rescales to [-1, 1]
-        if isinstance(env.action_space, spaces.Box) and not clipped:
-            env = ClipAction(env)
-        return ConvertTo32Bit(env, env_id=env_id)
+        return _stack(raw_fn(), env_id, normalize_ranges)
 
     return env_fn
+
+
+def _raw_env_fn(
+    env_id: str, max_length: int | None, render_mode: str | None, env_kwargs: dict[str, Any]
+) -> Callable[[], gymnasium.Env]:
+    """A function that builds one env without the stack (``gymnasium.make``'s own layers)."""
+
+    def raw_fn() -> gymnasium.Env:
+        return gymnasium.make(
+            env_id, max_episode_steps=max_length, render_mode=render_mode, **env_kwargs
+        )
+
+    return raw_fn
+
+
+def _stack(env: gymnasium.Env, env_id: str, normalize_ranges: bool) -> gymnasium.Env:
+    """The standard stack (layers 2-4 of the module docstring) around ``env``."""
+    clipped = False
+    if normalize_ranges:
+        env = RangeNormalize(env)
+        clipped = env.rescales_actions  # it clips the actions it rescales to [-1, 1]
+    if isinstance(env.action_space, spaces.Box) and not clipped:
+        env = ClipAction(env)
+    return ConvertTo32Bit(env, env_id=env_id)
+
+
+class _SpacesOnly(gymnasium.Env):
+    """An env that has only spaces: what :func:`batch_transform` builds the stack over."""
+
+    def __init__(self, observation_space: gymnasium.Space, action_space: gymnasium.Space):
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+
+def batch_transform(
+    env_id: str,
+    observation_space: gymnasium.Space,
+    action_space: gymnasium.Space,
+    normalize_ranges: bool = True,
+) -> BatchTransform | None:
+    """The standard stack of :func:`make_env_fn` as a transform a batch env applies at once.
+
+    Args:
+        env_id: The id the stack's errors name.
+        observation_space: The raw envs' observation space.
+        action_space: The raw envs' action space.
+        normalize_ranges: As in :func:`make_env_fn`.
+
+    Returns:
+        The :class:`~batchppo.envs.batch_transform.BatchTransform` for
+        ``BatchEnv(raw_env_fns, transform=...)``, or None for spaces it does not cover.
+    """
+    if not BatchTransform.covers(observation_space, action_space):
+        return None
+    stack = _stack(_SpacesOnly(observation_space, action_space), env_id, normalize_ranges)
+    return BatchTransform.of_stack(stack)
 
 
 def make(
@@ -140,6 +197,10 @@ def make(
             episode truncated; 0 fails fast.
         **env_kwargs: Passed to ``gymnasium.make``.
 
+    The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the
+    module docstring); to read the spaces it is built for, one env is built (and closed) here
+    first.
+
     Returns:
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
 
@@ -166,10 +227,33 @@ def make(
         **env_kwargs,
     )
     fns = [fn] * num_envs
+    transform = None
+    if backend != "ray":
+        raw_fn = _raw_env_fn(env_id, max_length, render_mode, env_kwargs)
+        try:
+            probe = raw_fn()
+        except Exception as exc:  # as BatchEnv reports its own probe's failure
+            raise _with_message(
+                exc, f"{exc}\n[batchppo] raised while building env 0 in the parent process."
+            ) from None
+        try:
+            transform = batch_transform(
+                env_id, probe.observation_space, probe.action_space, normalize_ranges
+            )
+        finally:
+            probe.close()
+        if transform is not None:
+            fns = [raw_fn] * num_envs
     if backend == "process":
-        env = BatchEnv(fns, num_workers=num_workers, max_restarts=max_restarts)
+        env = BatchEnv(fns, num_workers=num_workers, max_restarts=max_restarts, transform=transform)
     elif backend == "sync":
-        env = BatchEnv(fns, num_workers=1, step_in_parent=True, max_restarts=max_restarts)
+        env = BatchEnv(
+            fns,
+            num_workers=1,
+            step_in_parent=True,
+            max_restarts=max_restarts,
+            transform=transform,
+        )
     else:
         from batchppo.envs.ray_env import RayBatchEnv
 

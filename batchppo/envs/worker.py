@@ -20,6 +20,8 @@ so the autoreset logic exists once.
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 import os
 import signal
 import sys
@@ -28,7 +30,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cloudpickle
 import gymnasium
@@ -37,6 +39,9 @@ from gymnasium.vector import AutoresetMode
 
 from batchppo.envs.spaces import flattener, is_leaf, unflatten
 from batchppo.envs.spaces import leaves as space_leaves
+
+if TYPE_CHECKING:
+    from batchppo.envs.batch_transform import BatchTransform
 
 __all__ = [
     "ALIGN",
@@ -327,6 +332,9 @@ def _row_copy(rows: Any, index: int) -> Any:
     return rows.row(index) if isinstance(rows, TreeRows) else rows[index].copy()
 
 
+_SPACE_NAMES = ("observation_space", "action_space")
+
+
 class EnvGroup:
     """``K`` envs stepped in a loop, writing into (shared) numpy arrays, with autoreset.
 
@@ -345,6 +353,11 @@ class EnvGroup:
             goes to :attr:`failures`, its row gets the last obs it returned (as obs and final
             obs), reward 0 and ``truncated``, the other envs step on, and :meth:`restart`
             rebuilds it later.
+        transform: A standard wrapper stack to apply to all the group's envs at once (see
+            :mod:`batchppo.envs.batch_transform`): the envs are the raw ones, ``views`` has
+            the transformed spaces. A non-finite observation or reward raises in the group
+            as in the stack, from the env that returned it (:attr:`current`), or, when the
+            group is restartable, fails that env as an exception in its step would.
     """
 
     def __init__(
@@ -356,6 +369,7 @@ class EnvGroup:
         row: int | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
         env_fns: Sequence[Callable[[], gymnasium.Env]] | None = None,
+        transform: BatchTransform | None = None,
     ):
         self.envs = list(envs)
         self.offset = offset
@@ -392,6 +406,20 @@ class EnvGroup:
         self._spaces = (obs_space, self.envs[0].action_space)
         self.failures: list[dict[str, Any]] = []  # reports of the envs that raised this step
         self._broken: set[int] = set()  # local indices of envs that raised, not yet rebuilt
+        self._transform = transform
+        # The step loops write the final obs of an episode that ended here: into the shared
+        # rows, or, with a transform, raw into a dict {local index: obs} mapped after the loop.
+        self._final_sink: Any = self.final_obs
+        if transform is not None:
+            self._actions = functools.partial(transform.actions, self.act)
+            self._final_sink = {}
+            self._t = 0  # steps taken by the group (for the step of an episode in errors)
+            self._episode_start = [0] * self.count  # ``_t`` at each env's last reset
+        elif discrete:
+            self._actions = self.act.tolist
+        else:
+            # A fresh array: an env may keep a reference to the action it was given.
+            self._actions = self.act.copy
 
     @property
     def current_global(self) -> int | None:
@@ -412,10 +440,9 @@ class EnvGroup:
         Returns:
             The batched infos of this group (``{}`` when none or not wanted).
         """
-        # A fresh array: an env may keep a reference to the action it was given.
-        actions = self.act.tolist() if self.discrete else self.act.copy()
+        actions = self._actions()
         if self._env_fns is None:
-            return self._publish(self._step_from(0, actions, want_info))
+            return self._publish(self._step_from(0, actions, want_info), want_info)
         self.failures = []
         any_info, start = False, 0
         while start < self.count:
@@ -424,14 +451,14 @@ class EnvGroup:
                 break
             except Exception as exc:
                 start = self._fail(exc, want_info) + 1
-        return self._publish(any_info)
+        return self._publish(any_info, want_info)
 
     def _step_from(self, start: int, actions: Any, want_info: bool) -> bool:
         """The ``SAME_STEP`` loop over envs ``start, start + 1, ...``; whether any gave info.
 
         On an exception, :attr:`current` is the env that raised.
         """
-        resets, final_obs, steps = self._resets, self.final_obs, self._steps
+        resets, final_obs, steps = self._resets, self._final_sink, self._steps
         # Per-env results go to Python lists first (cheaper than numpy item stores) and reach
         # the shared arrays in one vectorised store each.
         obs, rewards, terms, truncs = self._obs_list, self._rewards, self._terms, self._truncs
@@ -510,6 +537,9 @@ class EnvGroup:
                 self.envs[j], self._steps[j], self._resets[j] = env, env.step, env.reset
                 self._broken.discard(j)
             o, info = self.envs[j].reset(seed=seed)
+            if self._transform is not None:
+                o = self._transform.observation(o)
+                self._episode_start[j] = self._t
             self.obs[j] = o
             self.reward[j] = 0.0
             self.terminated[j] = False
@@ -526,9 +556,11 @@ class EnvGroup:
         False. ``DISABLED``: every env is stepped, ended or not; resetting is the caller's
         job (``reset(options={"reset_mask": mask})``). No final obs is written.
         """
-        actions = self.act.tolist() if self.discrete else self.act.copy()
+        actions = self._actions()
         next_step = self.autoreset_mode is AutoresetMode.NEXT_STEP
         autoreset, resets = self._autoreset, self._resets
+        # With a transform: the envs reset instead of stepped (their obs is a reset obs).
+        fresh = [j for j, a in enumerate(autoreset) if a] if self._transform is not None else None
         obs, rewards, terms, truncs = self._obs_list, self._rewards, self._terms, self._truncs
         infos = self._infos
         any_info = False
@@ -553,15 +585,113 @@ class EnvGroup:
         except BaseException:
             self.current = j
             raise
-        return self._publish(any_info)
+        return self._publish(any_info, want_info, fresh)
 
-    def _publish(self, any_info: bool) -> dict[str, Any]:
-        """Stores a step's per-env lists in the shared arrays; returns the batched infos."""
-        self.obs[...] = self._obs_list
-        self.reward[:] = self._rewards
+    def _publish(
+        self, any_info: bool, want_info: bool, fresh: list[int] | None = None
+    ) -> dict[str, Any]:
+        """Stores a step's per-env lists in the shared arrays; returns the batched infos.
+
+        Args:
+            any_info: Whether an env returned an info.
+            want_info: Whether infos are collected (for the envs a transform fails).
+            fresh: With a transform, in ``NEXT_STEP`` mode: the envs reset instead of
+                stepped.
+        """
+        if self._transform is None:
+            self.obs[...] = self._obs_list
+            self.reward[:] = self._rewards
+        else:
+            self._publish_transformed(want_info, fresh or [])
         self.terminated[:] = self._terms
         self.truncated[:] = self._truncs
         return batch_infos(self._infos) if any_info else {}
+
+    def _publish_transformed(self, want_info: bool, fresh: list[int]) -> None:
+        """Maps and checks a step's observations and rewards at once; stores them.
+
+        Raises:
+            ValueError: An env returned a non-finite observation or reward (not restartable;
+                :attr:`current` is that env). A restartable group fails such envs instead.
+        """
+        transform = self._transform
+        self._t += 1
+        finals = self._final_sink  # {j: raw final obs} of the episodes that ended
+        skip = {report["env_index"] - self.offset for report in self.failures}
+        for j in skip:  # envs that raised: their rows already hold what they report
+            finals.pop(j, None)
+        obs = transform.observations(np.asarray(self._obs_list))
+        total = float(obs.sum()) + sum(self._rewards)
+        rows = list(finals)
+        final = None
+        if rows:
+            final = transform.observations(np.asarray([finals[j] for j in rows]))
+            total += float(final.sum())
+        finals.clear()
+        if not math.isfinite(total):  # NaN and inf survive a sum: look env by env
+            ended = dict(zip(rows, final, strict=True)) if rows else {}
+            starts = rows or fresh
+            failed = self._fail_non_finite(obs, ended, starts, skip, want_info)
+            if failed:
+                skip |= failed
+                if rows:
+                    keep = [k for k, j in enumerate(rows) if j not in failed]
+                    rows, final = [rows[k] for k in keep], final[keep]
+        for j in skip:
+            obs[j] = self._obs_list[j]
+        self.obs[...] = obs
+        if rows:
+            self.final_obs[rows] = final
+        self.reward[:] = self._rewards
+        start = self._episode_start
+        for j in rows or fresh:
+            start[j] = self._t
+
+    def _fail_non_finite(
+        self,
+        obs: np.ndarray,
+        ended: dict[int, np.ndarray],
+        starts: list[int],
+        skip: set[int],
+        want_info: bool,
+    ) -> set[int]:
+        """The slow path of the finiteness check: finds the envs that returned NaN or inf.
+
+        Args:
+            obs: The normalised obs of every env (reset obs where an episode started).
+            ended: The normalised final obs of the envs whose episode ended (``SAME_STEP``).
+            starts: The envs whose obs is a reset obs.
+            skip: Envs that raised in this step.
+            want_info: Whether infos are collected.
+
+        Returns:
+            The envs failed (restartable group); empty when every value was finite.
+
+        Raises:
+            ValueError: The first such env's error (not restartable; :attr:`current` is it).
+        """
+        starts_set = set(starts)
+        # The obs each env's step returned: its final obs where its episode ended; none where
+        # it was reset instead of stepped (NEXT_STEP).
+        step_obs = [
+            ended[j] if j in ended else None if j in starts_set else obs[j]
+            for j in range(self.count)
+        ]
+        reset_obs = {j: obs[j] for j in starts}
+        steps = [self._t - s for s in self._episode_start]
+        errors = self._transform.first_error(self._rewards, step_obs, reset_obs, steps, skip)
+        if errors and self._env_fns is None:
+            self.current = errors[0][0]
+            raise ValueError(errors[0][1])
+        for j, message in errors:
+            self.current = j
+            try:
+                raise ValueError(message)
+            except ValueError as exc:  # raised, so that its report has a traceback
+                self._fail(exc, want_info)
+        if errors:
+            self.failures.sort(key=lambda report: report["env_index"])
+        return {j for j, _ in errors}
 
     def reset(
         self,
@@ -586,6 +716,9 @@ class EnvGroup:
                 continue
             self.current = j
             o, infos[j] = env.reset(seed=seeds[j], options=options)
+            if self._transform is not None:
+                o = self._transform.observation(o)
+                self._episode_start[j] = self._t
             self.obs[j] = o
             self.final_obs[j] = o
             self.reward[j] = 0.0
@@ -598,6 +731,9 @@ class EnvGroup:
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:
         """Calls method ``name`` (or reads attribute ``name``) on every env (through wrappers)."""
         results = []
+        if self._transform is not None and name in _SPACE_NAMES:
+            # The envs are raw; the spaces they have in the batch are the transform's.
+            return [self._transform.spaces[_SPACE_NAMES.index(name)]] * self.count
         for j, env in enumerate(self.envs):
             self.current = j
             attr = env.get_wrapper_attr(name)
@@ -775,8 +911,9 @@ def worker_main(
 
     Args:
         slot: Index of this worker (its command/status word).
-        payload: cloudpickled ``(env_fns, spaces, discrete, autoreset_mode, restartable)``;
-            a restartable worker's group keeps ``env_fns`` to rebuild envs that raise.
+        payload: cloudpickled ``(env_fns, spaces, discrete, autoreset_mode, restartable,
+            transform)``; a restartable worker's group keeps ``env_fns`` to rebuild envs that
+            raise; ``spaces`` are the envs' own (the raw ones under a ``transform``).
         offset: Global index of this worker's first env.
         layout: Layout of the shared buffer.
         buffer: The shared buffer (a ``RawArray``).
@@ -793,7 +930,9 @@ def worker_main(
     ).start()
     group: EnvGroup | None = None
     try:
-        env_fns, spaces, discrete, autoreset_mode, restartable = cloudpickle.loads(payload)
+        env_fns, spaces, discrete, autoreset_mode, restartable, transform = cloudpickle.loads(
+            payload
+        )
         envs = build_envs(env_fns, offset, spaces)
         group = EnvGroup(
             envs,
@@ -803,6 +942,7 @@ def worker_main(
             None,
             autoreset_mode,
             env_fns if restartable else None,
+            transform,
         )
     except BaseException as exc:
         index = getattr(exc, "batchppo_env_index", None)

@@ -36,6 +36,8 @@ __all__ = [
     "FrameHistory",
     "RandomStart",
     "RangeNormalize",
+    "non_finite_obs_message",
+    "non_finite_reward_message",
 ]
 
 
@@ -96,6 +98,21 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         """Whether actions are rescaled (and, with ``clip_actions``, clipped) here."""
         return self._act_map is not None
 
+    @property
+    def obs_map(self) -> RangeMap | None:
+        """The observation map (None: observations pass unchanged)."""
+        return self._obs_map
+
+    @property
+    def act_map(self) -> RangeMap | None:
+        """The action map (None: actions pass unchanged)."""
+        return self._act_map
+
+    @property
+    def clip_actions(self) -> bool:
+        """Whether actions are clipped to ``[-1, 1]`` (on the rescaled dims) first."""
+        return self._clip_actions
+
     def observation(self, obs: np.ndarray) -> np.ndarray:
         """``2 * (obs - low) / (high - low) - 1`` on the dims with a finite range."""
         if self._obs_map is None:
@@ -119,6 +136,34 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         """Resets; returns the normalised observation."""
         obs, info = self.env.reset(seed=seed, options=options)
         return self.observation(obs), info
+
+
+def non_finite_obs_message(env_id: str, step: int, obs: Any) -> str:
+    """The message of the ``ValueError`` a non-finite observation raises (:class:`ConvertTo32Bit`).
+
+    Args:
+        env_id: The env's name.
+        step: The step of the episode (0: the observation of a reset).
+        obs: The observation, as checked (after range normalisation, before conversion).
+    """
+    return (
+        f"{env_id}: non-finite observation at step {step} of the episode (0 = reset): "
+        f"{obs!r}. The env diverged; check its inputs."
+    )
+
+
+def non_finite_reward_message(env_id: str, step: int, reward: Any) -> str:
+    """The message of the ``ValueError`` a non-finite reward raises (:class:`ConvertTo32Bit`).
+
+    Args:
+        env_id: The env's name.
+        step: The step of the episode.
+        reward: The reward the env returned.
+    """
+    return (
+        f"{env_id}: non-finite reward {reward!r} at step {step} of the episode. The env "
+        "diverged; check its inputs."
+    )
 
 
 class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
@@ -172,12 +217,19 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
                 dtype=np.float32,
             )
 
+    @property
+    def env_id(self) -> str:
+        """The name its error messages use."""
+        return self._env_id
+
+    @property
+    def act_dtype(self) -> np.dtype | None:
+        """The inner env's action dtype actions are converted to (None: no conversion)."""
+        return self._act_dtype
+
     def _observation(self, obs: Any) -> Any:
         if self._check_obs and not np.isfinite(obs).all():
-            raise ValueError(
-                f"{self._env_id}: non-finite observation at step {self._episode_step} of the "
-                f"episode (0 = reset): {obs!r}. The env diverged; check its inputs."
-            )
+            raise ValueError(non_finite_obs_message(self._env_id, self._episode_step, obs))
         if self._obs_dtype is not None:
             return np.asarray(obs, dtype=self._obs_dtype)
         return obs
@@ -189,10 +241,7 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._episode_step += 1
         if not math.isfinite(reward):  # math: 20x cheaper than np.isfinite on a scalar
-            raise ValueError(
-                f"{self._env_id}: non-finite reward {reward!r} at step {self._episode_step} "
-                "of the episode. The env diverged; check its inputs."
-            )
+            raise ValueError(non_finite_reward_message(self._env_id, self._episode_step, reward))
         return self._observation(obs), np.float32(reward), terminated, truncated, info
 
     def reset(

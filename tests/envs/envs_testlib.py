@@ -272,3 +272,58 @@ class BuiltOnceEnv(CountEnv):
         if self.bad:
             raise ValueError(f"step of env {self.tag} failed on purpose")
         return super().step(action)
+
+
+class DivergingEnv(gymnasium.Env):
+    """float64 spaces with finite and infinite bounds; random dynamics; optional bad values.
+
+    Observations live in a Box with finite bounds on dims 0 and 2 only; actions in a Box with
+    finite bounds on dim 0 only, so range normalisation and the float32 conversion both have
+    work in float64. Episodes terminate at random. Env ``bad_tag`` returns, at step ``at`` of
+    its second episode: a NaN observation (``fault="obs"``), an infinite reward
+    (``"reward"``), a NaN observation as it terminates (``"final_obs"``), a NaN observation
+    from the reset that starts its third episode (``"reset_obs"``), or a finite float64
+    observation and reward beyond float32's range (``"overflow"``).
+    """
+
+    def __init__(self, tag: int = 0, bad_tag: int = -1, fault: str | None = None, at: int = 3):
+        self.observation_space = spaces.Box(
+            np.array([-1.0, -np.inf, 0.0]), np.array([1.0, np.inf, 1e3]), dtype=np.float64
+        )
+        self.action_space = spaces.Box(
+            np.array([-2.0, -np.inf]), np.array([2.0, np.inf]), dtype=np.float64
+        )
+        self.tag = tag
+        self.fault = fault if tag == bad_tag else None
+        self.at = at
+        self.episode = 0
+        self.t = 0
+        self.x = np.zeros(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode += 1
+        self.t = 0
+        self.x = self.np_random.uniform(-1.5, 1.5, 3) * [1.0, 100.0, 500.0] + [0, 0, 500]
+        obs = self.x.copy()
+        if self.fault == "reset_obs" and self.episode == 3:
+            obs[2] = np.nan
+        return obs, {}
+
+    def step(self, action):
+        self.t += 1
+        a = np.asarray(action, dtype=np.float64)
+        self.x = self.x * 0.9 + [a[0] / 3, a[1], a[0] * 7] + self.np_random.normal(0, 0.1, 3)
+        obs = self.x.copy()
+        reward = float(-np.abs(self.x).sum() / 7)
+        terminated = bool(self.np_random.random() < 0.02)
+        if self.episode == 2 and self.t == self.at:
+            if self.fault == "obs":
+                obs[0] = np.nan
+            elif self.fault == "reward":
+                reward = float("inf")
+            elif self.fault == "final_obs":
+                obs[1], terminated = np.nan, True
+            elif self.fault == "overflow":
+                obs[1], reward = 1e300, -1e300
+        return obs, reward, terminated, False, {}
