@@ -241,3 +241,19 @@ def test_a_run_stops_on_the_flag_its_driver_gives_it():
     assert run_.stop is flag
     result = run_.run()
     assert result.interrupted and result.stop_signal == signal.SIGTERM and result.step == 0
+
+
+def test_window_refuses_missing_or_changing_metrics():
+    metrics = {"env_steps": 100, "episodes": 1, "score": 5.0, "length": 10, "kl": 0.5}
+    window = loop._Window()
+    with pytest.raises(ValueError, match="lack 'episodes'"):
+        window.add({k: v for k, v in metrics.items() if k != "episodes"}, 1.0)
+    window.add(metrics, 1.0)
+    # A metric missing from one iteration is not averaged over fewer iterations (or as 0).
+    with pytest.raises(ValueError, match="missing: kl; new: none"):
+        window.add({k: v for k, v in metrics.items() if k != "kl"}, 1.0)
+    with pytest.raises(ValueError, match="missing: none; new: grad_norm"):
+        window.add({**metrics, "grad_norm": 1.0}, 1.0)
+    window.add({**metrics, "kl": 1.5}, 1.0)
+    summary = window.summary()
+    assert window.iterations == 2 and summary["kl"] == 1.0 and summary["episodes"] == 2
