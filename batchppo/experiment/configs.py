@@ -489,6 +489,7 @@ RESUME_MUTABLE = frozenset(
         "eval_every",
         "checkpoint_every",
         "keep_checkpoints",
+        "eval_max_steps",
         "num_workers",
         "host_loop",
         "max_env_restarts",

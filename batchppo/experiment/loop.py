@@ -635,6 +635,7 @@ class _Run:
                 "episodes": int(lengths.size) or self.config.eval_episodes,
                 "sps": float(lengths.sum()) / seconds if seconds > 0 and lengths.size else None,
                 "score_std": float(np.std(result["returns"])) if "returns" in result else None,
+                "cut": int(result["cut"]) if "cut" in result else None,
             },
         )  # fmt: skip
 

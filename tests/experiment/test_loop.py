@@ -257,3 +257,18 @@ def test_window_refuses_missing_or_changing_metrics():
     window.add({**metrics, "kl": 1.5}, 1.0)
     summary = window.summary()
     assert window.iterations == 2 and summary["kl"] == 1.0 and summary["episodes"] == 2
+
+
+def test_eval_reports_count_the_episodes_that_eval_max_steps_cut(tmp_path):
+    class CuttingTrainer(FakeTrainer):
+        def evaluate(self, ts, num_episodes, key):
+            return {**super().evaluate(ts, num_episodes, key), "cut": 1}
+
+    run(tmp_path, factory=CuttingTrainer)
+    evals = [r for r in read_metrics(tmp_path / "T-fake") if r["phase"] == "eval"]
+    assert [r["cut"] for r in evals] == [1, 1, 1]
+    assert read_scalars(tmp_path / "T-fake" / "eval")["cut"] == [
+        (400, 1.0),
+        (800, 1.0),
+        (1000, 1.0),
+    ]

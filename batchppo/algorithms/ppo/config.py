@@ -158,6 +158,11 @@ class PPOConfig:
     # --- Evaluation, logging, checkpoints ---------------------------------------------------
     eval_episodes: int = 30
     """Episodes per evaluation phase (mean action)."""
+    eval_max_steps: int = 100_000
+    """Steps each eval env may run in one evaluation phase. Episodes that have not ended by
+    then are cut there and counted with their return and length so far: the eval report's
+    ``cut`` counts them and a warning names this setting. At the default only episodes
+    without a time limit (``max_length`` None and none of the env's own) reach it."""
     eval_every: int | None = None
     """Training steps between evaluation phases; 0 disables evaluation; None: ``steps / 20``
     (see :attr:`eval_interval`), so that a changed ``steps`` keeps 20 evaluations."""
@@ -260,6 +265,7 @@ class PPOConfig:
         check(0.0 <= self.gae_lambda <= 1.0, f"gae_lambda={self.gae_lambda}: must be in [0, 1]")
         check(self.learning_rate > 0, f"learning_rate={self.learning_rate}: must be > 0")
         check(self.init_std > 0, f"init_std={self.init_std}: must be > 0")
+        check(self.eval_max_steps >= 1, f"eval_max_steps={self.eval_max_steps}: must be >= 1")
         check(
             self.max_length is None or self.max_length >= 1,
             f"max_length={self.max_length}: must be >= 1 or None",

@@ -1,6 +1,7 @@
 """PPO training state, one iteration, layout, schedule, vmapped seeds, host policy."""
 
 import dataclasses
+import warnings
 from concurrent.futures import Future
 
 import jax
@@ -101,6 +102,26 @@ def test_evaluate_and_host_policy():
     np.testing.assert_array_equal(act, policy(obs))  # deterministic
     with pytest.raises(ValueError, match="do not match"):
         policy(np.zeros((3, 5), np.float32))
+
+
+@pytest.mark.timeout(180)
+def test_evaluation_counts_and_warns_of_episodes_cut_by_eval_max_steps():
+    # Episodes of 20 steps, each env may run 30: its first episode ends, its second is cut
+    # at 10 steps; of the 6 episodes taken (2 per env, env by env), the last 2 are cut.
+    config = dataclasses.replace(TINY, max_length=20, eval_max_steps=30)
+    trainer = Trainer(config)
+    ts = trainer.init(jax.random.key(0))
+    with pytest.warns(RuntimeWarning, match="2 of 6 eval episodes were cut at eval_max_steps=30"):
+        ev = trainer.evaluate(ts, 6, jax.random.key(3))
+    assert ev["cut"] == 2 and ev["lengths"].tolist() == [20, 20, 20, 20, 10, 10]
+    assert ev["score"] == pytest.approx(ev["returns"].mean())
+    # Within the bound nothing is cut.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert trainer.evaluate(ts, 4, jax.random.key(3))["cut"] == 0
+    trainer.close()
+    with pytest.raises(ValueError, match="eval_max_steps=0: must be >= 1"):
+        dataclasses.replace(config, eval_max_steps=0)
 
 
 @pytest.mark.timeout(180)
