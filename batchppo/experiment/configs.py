@@ -491,6 +491,7 @@ RESUME_MUTABLE = frozenset(
         "keep_checkpoints",
         "eval_max_steps",
         "num_workers",
+        "devices",
         "host_loop",
         "max_env_restarts",
         "ray_address",

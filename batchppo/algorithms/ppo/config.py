@@ -59,6 +59,12 @@ class PPOConfig:
     step (:class:`~batchppo.core.host_loop.HostLoop`) instead of inside the compiled
     iteration through ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md
     compares the speed of the two."""
+    devices: int | None = None
+    """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded,
+    parameters and normaliser statistics replicated; :mod:`batchppo.algorithms.ppo.sharding`).
+    None takes every device for pure-JAX backends (one device where only one exists: the
+    unsharded program) and one device for host backends, which cannot shard. ``num_agents``
+    must be a multiple of the device count. It may change on resume."""
     max_env_restarts: int = 0
     """``process`` and ``sync`` backends: how many env restarts each env batch (training,
     evaluation) may make in one training process. An env whose step raises, or whose worker
@@ -233,6 +239,21 @@ class PPOConfig:
             f"max_env_restarts={self.max_env_restarts}: env restarts are for the "
             f"{backends.prose(backends.names(supports_restarts=True))} backends only; "
             f"backend={self.backend!r} fails fast (set max_env_restarts=0)",
+        )
+        check(
+            self.devices is None or self.devices >= 1,
+            f"devices={self.devices}: must be >= 1, or None for every device",
+        )
+        check(
+            self.devices in (None, 1) or backend.fused,
+            f"devices={self.devices}: backend={self.backend!r} steps its envs on the host and "
+            "its learner runs on one device; set devices=1 (or None), or use a pure-JAX "
+            f"backend ({', '.join(backends.names(host=False))})",
+        )
+        check(
+            self.devices is None or self.num_agents % self.devices == 0,
+            f"num_agents={self.num_agents} does not split over devices={self.devices}: set "
+            f"num_agents to a multiple of {self.devices}, or devices to a divisor of it",
         )
         check(
             not self.host_loop or backend.host,

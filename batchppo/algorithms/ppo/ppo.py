@@ -9,7 +9,9 @@ The agent is a set of pure functions over a :class:`TrainState` (``PPO``); the d
   them in one ``lax.scan``. With ``host_loop`` the host envs are stepped instead from a Python
   loop around the compiled policy (:class:`~batchppo.core.host_loop.HostLoop`), and the
   update (``PPO.learn``) is one compiled call. ``precompile`` compiles a run's programs side
-  by side in the background, which halves a cold start on CPU.
+  by side in the background, which halves a cold start on CPU. With several JAX devices and a
+  pure-JAX backend, its programs run data-parallel over all of them (``config.devices``;
+  :mod:`batchppo.algorithms.ppo.sharding`).
 * :func:`make_train`: ``config -> train_fn(key) -> (TrainState, metrics)``, a pure function of
   the whole run for pure-JAX envs; ``jax.vmap(train_fn)(keys)`` trains several seeds in one
   program.
@@ -46,6 +48,7 @@ from jax import lax
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.networks import Network, make_network
+from batchppo.algorithms.ppo.sharding import Sharding, learner_devices
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core.backends import get_backend, names
@@ -596,6 +599,11 @@ class Trainer:
     donate the sim state only, so the train state passed to an iteration that an env error
     stopped stays valid (the experiment loop checkpoints it).
 
+    With several devices (``config.devices``, default all, pure-JAX backends) the init, env
+    reset and training programs run over a 1-D mesh: the sim state's envs sharded, the train
+    state replicated (``sharding``; :mod:`batchppo.algorithms.ppo.sharding`). Evaluation and
+    ``policy`` run on one device.
+
     An exception of a host env (its own, re-raised by ``BatchEnv`` with the worker's
     traceback, or ``WorkerDiedError``) reaches the caller of ``init_sim``, ``iteration``,
     ``iterations`` and ``evaluate`` as itself, not as the ``JaxRuntimeError`` of the compiled
@@ -626,6 +634,44 @@ class Trainer:
         self._programs: dict[Hashable, Callable | Future] = {}
         self._compiler: ThreadPoolExecutor | None = None
         self._key_aval = key_data_aval()
+        # Several devices: the programs run data-parallel over a 1-D mesh (sharding.py);
+        # one device: no mesh, the unsharded programs.
+        devices = learner_devices(config)
+        self.sharding: Sharding | None = None
+        self._ts_sharding: PyTree = None
+        self._ss_sharding: PyTree = None
+        if len(devices) > 1:
+            self.sharding = Sharding(devices, self.env.num_envs)
+            self._ts_sharding = self.sharding.train_state(
+                jax.eval_shape(self.ppo.init, self._key_aval)
+            )
+            self._ss_sharding = self.sharding.sim_state(
+                jax.eval_shape(lambda key: self.ppo.init_sim(key), self._key_aval)
+            )
+
+    @property
+    def num_devices(self) -> int:
+        """Devices the training iteration runs on (data-parallel when more than one)."""
+        return 1 if self.sharding is None else self.sharding.num_devices
+
+    def _place(self, train_state: TrainState, sim_state: SimState) -> tuple[TrainState, SimState]:
+        """The states laid out over the mesh (a restored checkpoint comes on one device); a
+        no-op without a mesh or where they are laid out already."""
+        if self.sharding is None:
+            return train_state, sim_state
+        return (
+            self.sharding.put(train_state, self._ts_sharding),
+            self.sharding.put(sim_state, self._ss_sharding),
+        )
+
+    def _one_device(self, tree: PyTree) -> PyTree:
+        """A replicated pytree as one local device's copy: evaluation and deployment run
+        unsharded on one device."""
+        if self.sharding is None:
+            return tree
+        return jax.tree.map(
+            lambda x: x.addressable_data(0) if isinstance(x, jax.Array) else x, tree
+        )
 
     @property
     def steps_per_iteration(self) -> int:
@@ -642,10 +688,15 @@ class Trainer:
     def _function(self, name: Hashable) -> Callable:
         """The jitted function of program ``name`` (see :meth:`precompile`)."""
         ppo = self.ppo
+        # Over a mesh, programs that make states lay them out; on one device, no shardings.
         if name == "init":
-            return jax.jit(ppo.init, compiler_options=_cold_compiler_options())
+            placed = {} if self.sharding is None else {"out_shardings": self._ts_sharding}
+            return jax.jit(ppo.init, compiler_options=_cold_compiler_options(), **placed)
         if name == "init_sim":
-            return jax.jit(lambda key: ppo.init_sim(key), compiler_options=_cold_compiler_options())
+            placed = {} if self.sharding is None else {"out_shardings": self._ss_sharding}
+            return jax.jit(
+                lambda key: ppo.init_sim(key), compiler_options=_cold_compiler_options(), **placed
+            )
         kind, *args = name  # type: ignore[misc]
         if kind == "learn":
             return jax.jit(ppo.learn, donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
@@ -653,6 +704,15 @@ class Trainer:
             (n,) = args
             fn = ppo.iteration if n == 1 else _scan_iterations(ppo, n)
             donate = _iteration_donation(self.fused)
+            if self.sharding is not None:
+                states = (self._ts_sharding, self._ss_sharding)
+                return jax.jit(
+                    fn,
+                    in_shardings=states,
+                    out_shardings=(*states, self.sharding.replicated),
+                    donate_argnums=donate,
+                    compiler_options=COMPILER_OPTIONS,
+                )
             return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
         if kind in ("eval_start", "eval_more"):
             num_envs, chunk = args
@@ -733,7 +793,10 @@ class Trainer:
         ss = submit("init_sim", key)
         if eval_episodes:
             layout = self._eval_layout(eval_episodes)
-            submit(("eval_start", *layout), (ts.params, ts.obs_norm), key)
+            params = (ts.params, ts.obs_norm)
+            if self.sharding is not None:  # evaluation runs on one device
+                params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), params)
+            submit(("eval_start", *layout), params, key)
         if self._host_loop is not None:  # the loop's own steps compile on first use
             traj, stats = jax.eval_shape(self._rollout_shapes, ts, ss)
             submit(("learn",), ts, traj, stats)
@@ -776,6 +839,7 @@ class Trainer:
         """
         try:
             if self._host_loop is None:
+                train_state, sim_state = self._place(train_state, sim_state)
                 ts, ss, metrics = self._call(("iterations", 1), train_state, sim_state)
                 return ts, ss, self._with_env_restarts(_to_python(metrics))
             params = (train_state.params, train_state.obs_norm)
@@ -824,6 +888,7 @@ class Trainer:
                 metrics.append(m)
             return train_state, sim_state, metrics
         try:
+            train_state, sim_state = self._place(train_state, sim_state)
             ts, ss, metrics = self._call(("iterations", n), train_state, sim_state)
             metrics = jax.device_get(metrics)
         except Exception as error:
@@ -890,7 +955,7 @@ class Trainer:
         num_envs, chunk = self._eval_layout(num_episodes)
         self._get_eval_env(num_envs)
         per_env = math.ceil(num_episodes / num_envs)
-        params = (train_state.params, train_state.obs_norm)
+        params = self._one_device((train_state.params, train_state.obs_norm))
         # Each env's episodes in order: (return, length, cut by eval_max_steps).
         episodes: list[list[tuple[float, int, bool]]] = [[] for _ in range(num_envs)]
         max_steps = self.config.eval_max_steps
@@ -940,6 +1005,8 @@ class Trainer:
         state across calls (call ``.reset()`` at episode starts). Sampling (``deterministic=
         False``) draws from a key seeded by ``config.seed``.
         """
+        acting = self._one_device({"params": train_state.params, "obs_norm": train_state.obs_norm})
+        train_state = train_state.replace(**acting)
         return _HostPolicy(self.ppo, train_state, deterministic, self.config.seed)
 
     def close(self) -> None:

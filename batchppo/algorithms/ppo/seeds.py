@@ -15,7 +15,8 @@ exactly what a separate run with its seed computes (to the last bits of vmapped 
   each seed learning from its own slice of envs only.
 
 Evaluation runs seed after seed through one single-seed eval program and one eval env (a
-seeded reset makes it exactly the evaluation of a separate run).
+seeded reset makes it exactly the evaluation of a separate run). Several seeds train on one
+device: ``config.devices`` must be None or 1.
 
 An env's exception reaches the caller as itself, as with ``Trainer`` (not as JAX's
 ``JaxRuntimeError``), and over host envs an iteration donates only the sim state, so the
@@ -203,6 +204,11 @@ class SeedsTrainer:
                 "silence this",
                 stacklevel=2,
             )
+        if config.devices not in (None, 1):
+            raise ValueError(
+                f"devices={config.devices}: several seeds train on one device (vmapped); set "
+                "devices=1 (or None), or train the seeds as separate runs"
+            )
         self.config = config
         self.seeds = seeds_of(config, num_seeds)
         self.num_seeds = num_seeds
@@ -220,7 +226,7 @@ class SeedsTrainer:
         self.ppo = PPO(config, seed_env)
         # Evaluation: the single-seed programs of a Trainer over this seed's env view (its
         # eval env is its own; each evaluation reseeds it, so one serves every seed).
-        self._eval = Trainer(dataclasses.replace(config, host_loop=False), env=seed_env)
+        self._eval = Trainer(dataclasses.replace(config, host_loop=False, devices=1), env=seed_env)
         self._programs: dict[str, Callable] = {}
 
     @property
