@@ -220,6 +220,10 @@ class PPO:
             chain.append(optax.clip_by_global_norm(config.max_grad_norm))
         chain.append(optax.adam(self.schedule, eps=1e-5))
         self.optimizer = optax.chain(*chain)
+        self.minibatch_sharding: jax.sharding.Sharding | None = None
+        """Over a device mesh (``Trainer`` sets it): the layout of each epoch's shuffled
+        minibatches ``(M, sequences / M, ...)``, their sequences split over the devices, so
+        that each device takes the gradient of its share; None on one device."""
 
     # --- state ------------------------------------------------------------------------------
 
@@ -423,6 +427,8 @@ class PPO:
                 return x.reshape((M, self.num_sequences // M, *x.shape[1:]))
 
             minibatches = jax.tree.map(shuffle, batch)
+            if self.minibatch_sharding is not None:
+                minibatches = lax.with_sharding_constraint(minibatches, self.minibatch_sharding)
             return lax.scan(minibatch_step, carry, minibatches)
 
         (params, opt_state, _), metrics = lax.scan(
@@ -642,6 +648,7 @@ class Trainer:
         self._ss_sharding: PyTree = None
         if len(devices) > 1:
             self.sharding = Sharding(devices, self.env.num_envs)
+            self.ppo.minibatch_sharding = self.sharding.minibatches
             self._ts_sharding = self.sharding.train_state(
                 jax.eval_shape(self.ppo.init, self._key_aval)
             )

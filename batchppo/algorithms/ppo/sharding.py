@@ -14,8 +14,10 @@ With several JAX devices (GPUs, TPU cores, or CPU devices forced with
 
 The program is the single-device one: under GSPMD, every mean over the batch (the loss and so
 the gradients, the normaliser updates, the metrics) becomes a reduction across the devices, and
-the minibatch permutation a gather across them. So a sharded run computes what the unsharded
-run computes, up to the order of floating-point sums
+the minibatch permutation a gather across them. One constraint is added
+(``PPO.minibatch_sharding``): each epoch's shuffled minibatches are split over the devices
+again, so that the update, not only the rollout, is data-parallel. So a sharded run computes
+what the unsharded run computes, up to the order of floating-point sums
 (``tests/algorithms/ppo/test_sharding.py``).
 
 On one device (the default on a machine with one) no mesh is built and the programs are
@@ -91,6 +93,8 @@ class Sharding:
         self.num_envs = num_envs
         self.replicated = NamedSharding(self.mesh, PartitionSpec())
         self.batch = NamedSharding(self.mesh, PartitionSpec(AXIS))
+        # Shuffled minibatches (M, sequences / M, ...): each device takes a share of every one.
+        self.minibatches = NamedSharding(self.mesh, PartitionSpec(None, AXIS))
 
     @property
     def num_devices(self) -> int:
