@@ -968,7 +968,9 @@ def load_run(
     """
     config, run_dir = open_run_dir(run_dir)
     step, path = ckpt.find_checkpoint(run_dir / CHECKPOINT_DIR, checkpoint)
-    trainer = _build_trainer(trainer_factory, _loading_config(config))
+    # One device: the policy acts unsharded, and any num_agents loads on a machine of several.
+    loading = dataclasses.replace(_loading_config(config), devices=1)
+    trainer = _build_trainer(trainer_factory, loading)
     try:
         template = trainer.init(host_key(config.seed, _INIT_KEY))
         state, _ = ckpt.restore_checkpoint(path, template)
