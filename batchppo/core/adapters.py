@@ -44,6 +44,7 @@ from batchppo.core.backends import (
 )
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.envs import make as make_host_envs
+from batchppo.envs.final_obs import final_obs_from_infos
 from batchppo.envs.ranges import range_map
 
 # gymnax's time limit is switched off (we count steps ourselves) by a limit never reached.
@@ -740,12 +741,7 @@ class HostEnv:
             obs, reward, terminated, truncated, final_obs = self._step_arrays(action)
         else:
             obs, reward, terminated, truncated, infos = self._env.step(action)
-            final_obs = obs
-            mask = infos.get("_final_obs")
-            if mask is not None and np.any(mask):
-                final_obs = np.array(obs, np.float32)  # copy: do not write into env buffers
-                rows = np.flatnonzero(mask)
-                final_obs[rows] = np.stack([np.asarray(infos["final_obs"][i]) for i in rows])
+            final_obs = final_obs_from_infos(obs, infos, np.float32)
         obs = np.asarray(obs, np.float32)
         reward = np.asarray(reward, np.float32)
         final_obs = np.asarray(final_obs, np.float32)

@@ -53,6 +53,7 @@ from gymnasium.vector.utils import batch_space
 
 from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
+from batchppo.envs.final_obs import fill_final_obs
 from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
 from batchppo.envs.spaces import leaves as space_leaves
 from batchppo.envs.worker import (
@@ -421,11 +422,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             v["truncated"],
         )
         self._cmd, self._status = v["cmd"], v["status"]
-        # Row-wise pairs (obs, final obs) per leaf: where no episode ended, final = obs.
-        self._dense_pairs = [
-            (o.reshape(n, -1), f.reshape(n, -1))
-            for o, f in zip(v["obs"], v["final_obs"], strict=True)
-        ]
+        # Per leaf, (n, -1) views of the obs and the final obs (final_obs.fill_final_obs).
+        self._obs_rows = [o.reshape(n, -1) for o in v["obs"]]
+        self._final_rows = [f.reshape(n, -1) for f in v["final_obs"]]
         self._done = np.zeros(n, dtype=bool)
         self._not_done = np.zeros((n, 1), dtype=bool)
         self._act_shape = (n, *act_space.shape) if self._act is not None else None
@@ -767,9 +766,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             parts += self._restart(failures, dead)
         done = np.logical_or(self._terminated, self._truncated, out=self._done)
         if self._same_step:
-            np.logical_not(done[:, None], out=self._not_done)
-            for obs2d, final2d in self._dense_pairs:
-                np.copyto(final2d, obs2d, where=self._not_done)
+            fill_final_obs(self._final_rows, self._obs_rows, done, self._not_done)
         if want_info:
             infos = merge_info_parts(parts, self.num_envs) if parts else {}
             return infos
@@ -940,7 +937,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         for slot, _ in dead:
             start, stop = self._ranges[slot]
             # The rows still hold the last obs the worker's envs returned: their final obs.
-            for obs2d, final2d in self._dense_pairs:
+            for obs2d, final2d in zip(self._obs_rows, self._final_rows, strict=True):
                 final2d[start:stop] = obs2d[start:stop]
             self._respawn(slot)
         seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}

@@ -46,6 +46,7 @@ from batchppo.envs.batch_env import (
     check_action_shape,
     parse_seeds,
 )
+from batchppo.envs.final_obs import dense_final_obs
 from batchppo.envs.spaces import is_leaf
 from batchppo.envs.worker import EnvGroup, Layout, build_envs, merge_info_parts
 
@@ -234,8 +235,7 @@ class _EnvActor:
         obs, final_obs = v["obs"][0], v["final_obs"][0]  # flat spaces: one leaf each
         v["act"][0][...] = actions
         info = self._run(lambda: self.group.step(want_info))
-        done = v["terminated"] | v["truncated"]
-        final = np.where(done.reshape((-1,) + (1,) * (obs.ndim - 1)), final_obs, obs)
+        final = dense_final_obs(obs, final_obs, v["terminated"] | v["truncated"])
         return (
             obs.copy(),
             v["reward"].copy(),
