@@ -19,8 +19,8 @@ from batchppo.envs.batch_env import (
     WorkerError,
 )
 from batchppo.envs.batch_transform import BatchTransform
+from batchppo.envs.errors import SpaceMismatchError
 from batchppo.envs.make import batch_transform, make, make_env_fn
-from batchppo.envs.worker import SpaceMismatchError
 from batchppo.envs.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,

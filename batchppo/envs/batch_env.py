@@ -8,7 +8,7 @@ by default one per available core, and the calling process steps none, so an env
 fewer), giving up that isolation. Observations, actions, rewards, terminated, truncated and
 final observations live in one shared buffer, one array per leaf of a nested Dict/Tuple space
 (:mod:`batchppo.envs.spaces`); a step moves no Python object between processes (see
-:mod:`batchppo.envs.worker` for the protocol).
+:mod:`batchppo.envs.protocol` for the protocol).
 
 Autoreset follows Gymnasium's ``AutoresetMode``, chosen with ``autoreset_mode=`` and reported
 in ``metadata["autoreset_mode"]``. The default is ``SAME_STEP``: where an episode ended, the
@@ -53,24 +53,22 @@ from gymnasium.vector.utils import batch_space
 
 from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
+from batchppo.envs.env_group import EnvGroup, build_envs, space_difference
+from batchppo.envs.errors import SpaceMismatchError, WorkerDiedError, WorkerError, with_message
 from batchppo.envs.final_obs import fill_final_obs
-from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
-from batchppo.envs.spaces import leaves as space_leaves
-from batchppo.envs.worker import (
+from batchppo.envs.infos import batch_infos, merge_info_parts
+from batchppo.envs.protocol import (
     CMD_PIPE,
     CMD_STEP,
     CMD_STEP_INFO,
     STATUS_ERROR,
     STATUS_OK,
     STATUS_RESTART,
-    EnvGroup,
     Layout,
-    batch_infos,
-    build_envs,
-    merge_info_parts,
-    space_difference,
     spin_acquire,
 )
+from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
+from batchppo.envs.spaces import leaves as space_leaves
 
 if TYPE_CHECKING:
     from batchppo.envs.batch_transform import BatchTransform
@@ -108,14 +106,6 @@ class BatchState(Enum):
 
 _DEFAULT = BatchState.DEFAULT
 _WAITING_STEP = BatchState.WAITING_STEP
-
-
-class WorkerError(RuntimeError):
-    """An env raised in a worker and its exception type could not be rebuilt in the parent."""
-
-
-class WorkerDiedError(RuntimeError):
-    """A worker process died (killed, crashed or exited) while the batch env needed it."""
 
 
 class EnvRestartWarning(RuntimeWarning):
@@ -167,17 +157,6 @@ def _close_all_at_exit() -> None:
 
 
 atexit.register(_close_all_at_exit)
-
-
-def _with_message(exc: BaseException, message: str) -> BaseException:
-    """Returns ``exc`` (or an equivalent of the same type) whose message is ``message``."""
-    with contextlib.suppress(Exception):
-        exc.args = (message,)
-        return exc
-    try:
-        return type(exc)(message)
-    except Exception:
-        return WorkerError(message)
 
 
 class BatchEnv(gymnasium.vector.VectorEnv):
@@ -386,7 +365,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             for env in local_envs:
                 env.close()
             index = getattr(exc, "batchppo_env_index", 0)
-            raise _with_message(
+            raise with_message(
                 exc, f"{exc}\n[batchppo] raised while building env {index} in the parent process."
             ) from None
         if local_range is None:
@@ -590,7 +569,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 obj = cloudpickle.loads(report[field])
             except Exception:
                 continue
-            exc = _with_message(obj if field == "exc" else obj(message), message)
+            exc = with_message(obj if field == "exc" else obj(message), message)
             break
         if exc is None:
             exc = WorkerError(message)
@@ -610,7 +589,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         index = self._local.current_global if self._local is not None else None
         if self._local is not None:
             self._local.current = None
-        return _with_message(
+        return with_message(
             exc, f"{exc}\n[batchppo] raised by env {index}, stepped in the parent process."
         )
 
@@ -1314,7 +1293,7 @@ def _check_transform_spaces(transform: BatchTransform, env: gymnasium.Env) -> No
         strict=True,
     ):
         if space != expected:
-            raise _worker.SpaceMismatchError(
+            raise SpaceMismatchError(
                 f"env 0 has {label} space {space}, but the transform applies to {expected} "
                 f"({space_difference(space, expected)}); build the transform for these envs."
             )

@@ -4,7 +4,7 @@ Per env, the stack (:class:`~batchppo.envs.wrappers.RangeNormalize`, Gymnasium's
 ``ClipAction``, :class:`~batchppo.envs.wrappers.ConvertTo32Bit`) costs a few Python calls and
 small NumPy calls at every step of every env: on Pendulum about half of what the env's own
 step costs. A :class:`BatchTransform` holds the same maps, read off such a stack, and
-:class:`~batchppo.envs.worker.EnvGroup` applies them to all the envs of a worker at once: one
+:class:`~batchppo.envs.env_group.EnvGroup` applies them to all the envs of a worker at once: one
 NumPy expression maps (and clips) the actions of all its envs before they step, one maps the
 observations of all of them after, and one sum checks them and the rewards for non-finite
 values. The results are bitwise those of the per-env stack: the same
@@ -47,7 +47,7 @@ class BatchTransform:
 
     Built by :meth:`of_stack` from a stack over an env with the raw envs' spaces; picklable,
     so that it travels to the worker processes with the env functions. Applied to ``K`` envs
-    at once by :class:`~batchppo.envs.worker.EnvGroup` (see the module docstring).
+    at once by :class:`~batchppo.envs.env_group.EnvGroup` (see the module docstring).
 
     Attributes:
         env_id: The name the errors use (``ConvertTo32Bit``'s).

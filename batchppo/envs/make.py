@@ -29,8 +29,9 @@ import gymnasium
 from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
-from batchppo.envs.batch_env import BatchEnv, _with_message
+from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform
+from batchppo.envs.errors import with_message
 from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
 
 __all__ = ["batch_transform", "check_env_id", "make", "make_env_fn"]
@@ -233,7 +234,7 @@ def make(
         try:
             probe = raw_fn()
         except Exception as exc:  # as BatchEnv reports its own probe's failure
-            raise _with_message(
+            raise with_message(
                 exc, f"{exc}\n[batchppo] raised while building env 0 in the parent process."
             ) from None
         try:

@@ -1,6 +1,6 @@
 """RayBatchEnv: the BatchEnv contract with the workers as Ray actors (beyond one machine).
 
-Each actor holds ``K`` envs stepped by the same :class:`~batchppo.envs.worker.EnvGroup` as a
+Each actor holds ``K`` envs stepped by the same :class:`~batchppo.envs.env_group.EnvGroup` as a
 BatchEnv worker (same-step autoreset, dense ``final_obs``); a step sends each actor its slice
 of the actions and gathers its arrays through Ray's object store. Slower per step than
 :class:`~batchppo.envs.BatchEnv` on one machine; use it when the envs do not fit on one.
@@ -40,15 +40,16 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from batchppo.envs.batch_env import (
-    WorkerDiedError,
-    _with_message,
     check_action_dtype,
     check_action_shape,
     parse_seeds,
 )
+from batchppo.envs.env_group import EnvGroup, build_envs
+from batchppo.envs.errors import WorkerDiedError, with_message
 from batchppo.envs.final_obs import dense_final_obs
+from batchppo.envs.infos import merge_info_parts
+from batchppo.envs.protocol import Layout
 from batchppo.envs.spaces import is_leaf
-from batchppo.envs.worker import EnvGroup, Layout, build_envs, merge_info_parts
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -215,7 +216,7 @@ class _EnvActor:
         except Exception as exc:  # reaches the caller with its own type (see RayBatchEnv._get)
             index = getattr(exc, "batchppo_env_index", offset)
             message = f"{exc}\n[batchppo] raised by env {index} in a Ray actor."
-            raise _with_message(exc, message) from exc.__cause__
+            raise with_message(exc, message) from exc.__cause__
         obs_space, act_space = envs[0].observation_space, envs[0].action_space
         layout = Layout.for_spaces(len(envs), 0, obs_space, act_space)
         self.views = layout.views(bytearray(layout.nbytes))
@@ -228,7 +229,7 @@ class _EnvActor:
             index = self.group.current_global
             self.group.current = None
             message = f"{exc}\n[batchppo] raised by env {index} in a Ray actor."
-            raise _with_message(exc, message) from exc.__cause__
+            raise with_message(exc, message) from exc.__cause__
 
     def step(self, actions: np.ndarray, want_info: bool) -> tuple:
         v = self.views

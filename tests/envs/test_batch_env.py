@@ -334,7 +334,7 @@ def test_differing_spaces_name_the_env_and_what_differs(step_in_parent):
         assert message.endswith("\n[batchppo] raised while building env 1 in the parent process.")
     else:
         assert (
-            "\n[batchppo] batchppo.envs.worker.SpaceMismatchError raised by env 1 in worker 0 (pid "
+            "\n[batchppo] batchppo.envs.errors.SpaceMismatchError raised by env 1 in worker 0 (pid "
             in message
         )
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from batchppo.envs.worker import Layout, batch_infos, merge_info_parts
+from batchppo.envs.infos import batch_infos, merge_info_parts
+from batchppo.envs.protocol import Layout
 
 
 def test_batch_infos_fast_path_scalars():
