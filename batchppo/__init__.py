@@ -9,8 +9,9 @@ The public entry points are imported lazily (``import batchppo`` stays cheap):
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from batchppo._exports import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -27,9 +28,4 @@ if TYPE_CHECKING:
     from batchppo.experiment.loop import load_policy, train
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'batchppo' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -7,10 +7,11 @@ imported without JAX.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from batchppo._exports import lazy_exports
 
 _LAZY = {
     "BraxEnv": "batchppo.core.adapters",
@@ -53,16 +54,7 @@ if TYPE_CHECKING:
     from batchppo.core.types import EpisodeStats, PolicyFn, SimState, Transition
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'batchppo.core' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 class _Package(types.ModuleType):

@@ -6,8 +6,9 @@ no JAX, the trainer does.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from batchppo._exports import lazy_exports
 
 _LAZY = {
     "PPOConfig": "batchppo.algorithms.ppo.config",
@@ -24,13 +25,4 @@ if TYPE_CHECKING:
     from batchppo.algorithms.ppo.ppo import PPO, Trainer, TrainState, make_train
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'batchppo.algorithms.ppo' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
