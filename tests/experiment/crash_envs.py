@@ -3,7 +3,8 @@
 Importing this module registers ``CrashingPendulum-v0`` (crashes at random steps) and
 ``FailingPendulum-v0`` (fails at a given step); ``batchppo`` reaches them as
 ``crash_envs:CrashingPendulum-v0``, which imports the module first (in the worker processes
-too), as ``gymnasium.make`` does.
+too), as ``gymnasium.make`` does. :func:`train_argv` and :func:`env_workers` run them through
+``batchppo train`` and find the worker processes left behind.
 """
 
 from __future__ import annotations
@@ -13,10 +14,45 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+import psutil
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 ENV_ID = "CrashingPendulum-v0"
 FAILING_ID = "FailingPendulum-v0"
+
+# 8 envs x 64 steps = 512 env steps per iteration in 2 worker processes; tiny networks.
+TINY_RUN = (
+    "steps=4096",
+    "num_agents=8",
+    "num_workers=2",
+    "rollout_length=64",
+    "max_length=100",
+    "update_epochs=1",
+    "num_minibatches=1",
+    "policy_layers=[16]",
+    "value_layers=[16]",
+    "eval_episodes=4",
+    "eval_every=2048",
+    "log_every=1024",
+)
+
+
+def train_argv(logdir: Any, timestamp: str, env: str, *overrides: str) -> list[str]:
+    """``batchppo train`` arguments of a :data:`TINY_RUN` of ``env`` (``pendulum_fast``)."""
+    argv = ["train", "--config", "pendulum_fast", "--logdir", str(logdir), "--timestamp"]
+    argv += [timestamp, "--progress", "none"]
+    for override in (f"env={env}", *TINY_RUN, *overrides):
+        argv += ["--set", override]
+    return argv
+
+
+def env_workers() -> list[psutil.Process]:
+    """The env worker processes below this one (none once every batch env is closed)."""
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "env-worker" in " ".join(p.cmdline())
+    ]
 
 
 class CrashingPendulumEnv(PendulumEnv):

@@ -9,9 +9,8 @@ import shlex
 
 import jax
 import numpy as np
-import psutil
 import pytest
-from crash_envs import FailingError
+from crash_envs import FailingError, env_workers, train_argv
 from experiment_fakes import FakeSeedsTrainer, FakeTrainer, fake_config
 
 from batchppo import cli
@@ -26,40 +25,12 @@ from batchppo.experiment.logging import read_metrics
 pytestmark = pytest.mark.timeout(180)
 
 ENV = "crash_envs:FailingPendulum-v0"  # its step number `fail_at` fails
-# 8 envs x 64 steps = 512 env steps per iteration in 2 worker processes; tiny networks; no
-# checkpoint but the one the failure writes.
-TINY = [
-    f"env={ENV}",
-    "steps=4096",
-    "num_agents=8",
-    "num_workers=2",
-    "rollout_length=64",
-    "max_length=100",
-    "update_epochs=1",
-    "num_minibatches=1",
-    "policy_layers=[16]",
-    "value_layers=[16]",
-    "eval_episodes=4",
-    "eval_every=2048",
-    "log_every=1024",
-    "checkpoint_every=0",
-]
+# No checkpoint but the one the failure writes.
+NO_CHECKPOINTS = "checkpoint_every=0"
 
 
 def _argv(logdir, timestamp: str, *overrides: str) -> list[str]:
-    argv = ["train", "--config", "pendulum_fast", "--logdir", str(logdir), "--timestamp"]
-    argv += [timestamp, "--progress", "none"]
-    for override in (*TINY, *overrides):
-        argv += ["--set", override]
-    return argv
-
-
-def _workers() -> list[psutil.Process]:
-    return [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "env-worker" in " ".join(p.cmdline())
-    ]
+    return train_argv(logdir, timestamp, ENV, NO_CHECKPOINTS, *overrides)
 
 
 def _train_steps(run_dir) -> list[int]:
@@ -91,7 +62,7 @@ def test_an_env_error_stops_train_with_its_type_a_checkpoint_and_the_resume_comm
     assert "FailingError: FailingPendulum: step 200 failed on purpose" in text
     assert "Worker traceback" in text and "in step" in text  # the worker's traceback
     assert "JaxRuntimeError" not in text
-    assert not _workers()
+    assert not env_workers()
 
     # The printed command resumes from the checkpoint; envs that fail now restart.
     with pytest.warns(EnvRestartWarning, match="step 200 failed on purpose"):
@@ -102,7 +73,7 @@ def test_an_env_error_stops_train_with_its_type_a_checkpoint_and_the_resume_comm
     assert _train_steps(run_dir) == [1024, 1536, 2048, 3072, 4096]
     train = [r for r in read_metrics(run_dir) if r["phase"] == "train"]
     assert train[-1]["env_restarts"] >= 8  # each env failed again at its 200th step
-    assert not _workers()
+    assert not env_workers()
 
 
 def test_a_worker_that_exits_stops_train_with_worker_died_error(tmp_path, capsys):
@@ -116,7 +87,7 @@ def test_a_worker_that_exits_stops_train_with_worker_died_error(tmp_path, capsys
     assert lines[-1].startswith("batchppo: error: the env raised WorkerDiedError: worker ")
     assert "died (exit code 3)" in lines[-1]
     assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [512]
-    assert not _workers()
+    assert not env_workers()
 
 
 def _config(**changes) -> PPOConfig:
@@ -142,7 +113,7 @@ def test_the_host_loop_driver_raises_the_envs_own_error_and_checkpoints(tmp_path
         "training stopped at step 128 by this env error" in n for n in raised.value.__notes__
     )
     assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "H-hl" / "checkpoints")] == [128]
-    assert not _workers()
+    assert not env_workers()
 
 
 def test_the_eval_env_raises_its_own_error_not_jax_runtime_error():
@@ -158,7 +129,7 @@ def test_the_eval_env_raises_its_own_error_not_jax_runtime_error():
             trainer.evaluate(ts, 2, jax.random.key(2))
     finally:
         trainer.close()
-    assert not _workers()
+    assert not env_workers()
 
 
 class _FailingFakeTrainer(FakeTrainer):
@@ -259,7 +230,7 @@ def test_an_env_error_stops_every_seed_of_a_seeds_run_and_the_resume_command_res
         text = (run_dir / "env_error.txt").read_text()
         assert "FailingError: FailingPendulum: step 200 failed on purpose" in text
         assert "Worker traceback" in text and "JaxRuntimeError" not in text
-    assert not _workers()
+    assert not env_workers()
 
     # The printed command resumes both seeds from their checkpoints and completes.
     resume = shlex.split(lines[-2].split("resume with: ", 1)[1])[1:]  # without "batchppo"
@@ -274,7 +245,7 @@ def test_an_env_error_stops_every_seed_of_a_seeds_run_and_the_resume_command_res
     for run_dir in run_dirs:
         assert _train_steps(run_dir) == [1024, 1536, 2048]
         assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")][-1] == 2048
-    assert not _workers()
+    assert not env_workers()
 
 
 class _FailingFakeSeedsTrainer(FakeSeedsTrainer):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import psutil
 import pytest
+from crash_envs import env_workers, train_argv
 from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo import cli
@@ -17,38 +17,10 @@ from batchppo.experiment.logging import read_metrics
 pytestmark = pytest.mark.timeout(120)
 
 ENV = "crash_envs:CrashingPendulum-v0"  # each step crashes with probability 0.002
-# 8 envs x 64 steps = 512 env steps per iteration in 2 worker processes; tiny networks.
-TINY = [
-    f"env={ENV}",
-    "steps=4096",
-    "num_agents=8",
-    "num_workers=2",
-    "rollout_length=64",
-    "max_length=100",
-    "update_epochs=1",
-    "num_minibatches=1",
-    "policy_layers=[16]",
-    "value_layers=[16]",
-    "eval_episodes=4",
-    "eval_every=2048",
-    "log_every=1024",
-]
 
 
 def _argv(logdir, timestamp: str, *overrides: str) -> list[str]:
-    argv = ["train", "--config", "pendulum_fast", "--logdir", str(logdir), "--timestamp"]
-    argv += [timestamp, "--progress", "none"]
-    for override in (*TINY, *overrides):
-        argv += ["--set", override]
-    return argv
-
-
-def _workers() -> list[psutil.Process]:
-    return [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "env-worker" in " ".join(p.cmdline())
-    ]
+    return train_argv(logdir, timestamp, ENV, *overrides)
 
 
 def test_training_goes_on_through_env_crashes_and_counts_the_restarts(tmp_path, capsys):
@@ -63,7 +35,7 @@ def test_training_goes_on_through_env_crashes_and_counts_the_restarts(tmp_path, 
     restarts = [r["env_restarts"] for r in train]
     assert restarts == sorted(restarts) and 0 < restarts[-1] <= 200, restarts
     assert all(isinstance(r["score"], float) for r in train)
-    assert not _workers()
+    assert not env_workers()
 
 
 class _RestartingFakeTrainer(FakeTrainer):
