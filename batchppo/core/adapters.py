@@ -973,14 +973,16 @@ def make_host_env(
         max_restarts=max_restarts,
         **env_kwargs,
     )
-    return wrap_host_env(vector_env)
+    # make()'s stack (ConvertTo32Bit, per env or applied to the batch in the workers) already
+    # rejects every non-finite observation and reward, naming the env: no second check here.
+    return wrap_host_env(vector_env, check_finite=False)
 
 
-def wrap_host_env(vector_env: Any) -> HostEnv:
-    """``HostEnv(vector_env)``, closing ``vector_env`` when that fails (a host backend's
-    builder owns the batch env it starts)."""
+def wrap_host_env(vector_env: Any, *, check_finite: bool = True) -> HostEnv:
+    """``HostEnv(vector_env, check_finite=...)``, closing ``vector_env`` when that fails (a
+    host backend's builder owns the batch env it starts)."""
     try:
-        return HostEnv(vector_env)
+        return HostEnv(vector_env, check_finite=check_finite)
     except Exception:
         vector_env.close()
         raise
