@@ -119,6 +119,12 @@ class PPOConfig:
     """Adam learning rate."""
     anneal_lr: bool = False
     """Linearly anneal the learning rate to 0 over ``steps``."""
+    lr_kl_cap: float | None = None
+    """Bound on the KL per update, held through the learning rate (as rsl_rl's adaptive
+    schedule, with a desired KL of half the cap): after an update whose KL, the mean over its
+    minibatch steps, exceeds the cap, a scale on the learning rate is divided by 1.5; after one
+    under a quarter of the cap it is multiplied by 1.5, up to 1. An update under the cap leaves
+    the schedule exactly as it is. None never scales."""
     max_grad_norm: float | None = None
     """Clip gradients to this global norm; None disables clipping (the original)."""
     discount: float = 0.995
@@ -216,6 +222,10 @@ class PPOConfig:
         check(
             self.target_kl is None or self.target_kl > 0,
             f"target_kl={self.target_kl}: must be > 0, or None to never stop early",
+        )
+        check(
+            self.lr_kl_cap is None or self.lr_kl_cap > 0,
+            f"lr_kl_cap={self.lr_kl_cap}: must be > 0, or None to never scale the learning rate",
         )
         check(
             self.activation in ("relu", "tanh"),

@@ -206,6 +206,22 @@ def adapt_beta(beta: jax.Array, kl: jax.Array, kl_target: float) -> jax.Array:
     return jnp.where(kl < 0.7 * kl_target, beta / 1.5, beta)
 
 
+def adapt_lr_scale(scale: jax.Array, kl: jax.Array, cap: float) -> jax.Array:
+    """The learning rate's scale under ``lr_kl_cap``: ``/1.5`` if ``kl > cap``, ``x1.5`` (to at
+    most 1) if ``kl < cap / 4``, else unchanged.
+
+    Args:
+        scale: Current factor on the scheduled learning rate, in (0, 1].
+        kl: Mean KL(pi_old || pi) of the update's minibatch steps.
+        cap: ``lr_kl_cap``.
+
+    Returns:
+        The new scale.
+    """
+    scale = jnp.where(kl > cap, scale / 1.5, scale)
+    return jnp.where(kl < 0.25 * cap, jnp.minimum(scale * 1.5, 1.0), scale)
+
+
 def ppo_loss(
     params: PyTree,
     batch: Batch,

@@ -116,11 +116,14 @@ class TrainState:
         reward_return: Running discounted return of each env's current episode, float32
             ``(num_envs,)``; feeds ``reward_norm`` when ``reward_scale="return"``. A checkpoint
             written before it existed restores it as zeros (:data:`RESTORE_DEFAULTS`).
+        lr_scale: Factor on the scheduled learning rate kept by ``lr_kl_cap`` (float32 scalar,
+            1 without it). A checkpoint written before it existed restores it as 1.
     """
 
-    RESTORE_DEFAULTS: ClassVar[tuple[str, ...]] = ("reward_return",)
+    RESTORE_DEFAULTS: ClassVar[tuple[str, ...]] = ("reward_return", "lr_scale")
     """Fields a checkpoint may lack; restoring takes them from the fresh state. Resumed runs
-    start fresh episodes, so a zero running return is exact."""
+    start fresh episodes, so a zero running return is exact; checkpoints without ``lr_scale``
+    come from runs that never scaled the learning rate."""
 
     params: PyTree
     opt_state: PyTree
@@ -131,6 +134,7 @@ class TrainState:
     step: jax.Array
     updates: jax.Array
     reward_return: jax.Array
+    lr_scale: jax.Array
 
 
 def rollout_length(config: PPOConfig) -> int:
@@ -215,15 +219,24 @@ class PPO:
             )
         else:
             self.schedule = optax.constant_schedule(config.learning_rate)
-        chain = []
-        if config.max_grad_norm is not None:
-            chain.append(optax.clip_by_global_norm(config.max_grad_norm))
-        chain.append(optax.adam(self.schedule, eps=1e-5))
-        self.optimizer = optax.chain(*chain)
+        self.optimizer = self.make_optimizer(1.0)
         self.minibatch_sharding: jax.sharding.Sharding | None = None
         """Over a device mesh (``Trainer`` sets it): the layout of each epoch's shuffled
         minibatches ``(M, sequences / M, ...)``, their sequences split over the devices, so
         that each device takes the gradient of its share; None on one device."""
+
+    def make_optimizer(self, lr_scale: float | jax.Array) -> optax.GradientTransformation:
+        """Gradient clipping and Adam at the schedule's learning rate times ``lr_scale``.
+
+        The scale enters the scalar step size, so the transformation (and its state) is the
+        same for every scale and a scale of 1 computes exactly what the schedule alone does.
+        """
+        config = self.config
+        chain = []
+        if config.max_grad_norm is not None:
+            chain.append(optax.clip_by_global_norm(config.max_grad_norm))
+        chain.append(optax.adam(lambda count: self.schedule(count) * lr_scale, eps=1e-5))
+        return optax.chain(*chain)
 
     # --- state ------------------------------------------------------------------------------
 
@@ -241,6 +254,7 @@ class PPO:
             step=jnp.zeros((), jnp.int32),
             updates=jnp.zeros((), jnp.int32),
             reward_return=jnp.zeros((self.env.num_envs,), jnp.float32),
+            lr_scale=jnp.ones((), jnp.float32),
         )
 
     def init_sim(self, key: jax.Array, env: Env | None = None) -> SimState:
@@ -391,6 +405,7 @@ class PPO:
         M = config.num_minibatches
         key, k_epochs = jax.random.split(ts.key)
         grad_fn = jax.value_and_grad(losses.ppo_loss, has_aux=True)
+        optimizer = self.make_optimizer(ts.lr_scale)
 
         kl_limit = None
         if config.target_kl is not None and config.objective == "clip":
@@ -401,7 +416,7 @@ class PPO:
         ) -> tuple[tuple[PyTree, PyTree, jax.Array], dict[str, jax.Array]]:
             params, opt_state, stopped = carry
             (loss, metrics), grads = grad_fn(params, mb, ts.beta, self.network, config)
-            updates, new_opt_state = self.optimizer.update(grads, opt_state, params)
+            updates, new_opt_state = optimizer.update(grads, opt_state, params)
             new_params = optax.apply_updates(params, updates)
             if kl_limit is not None:
                 # The KL is measured at the params before this step, as SB3's early stop.
@@ -446,7 +461,10 @@ class PPO:
             )
             metrics["kl"] = losses._masked_mean(kl, batch.mask)
             beta = losses.adapt_beta(beta, metrics["kl"], config.kl_target)
-        ts = ts.replace(params=params, opt_state=opt_state, beta=beta, key=key)
+        lr_scale = ts.lr_scale
+        if config.lr_kl_cap is not None:
+            lr_scale = losses.adapt_lr_scale(lr_scale, metrics["kl"], config.lr_kl_cap)
+        ts = ts.replace(params=params, opt_state=opt_state, beta=beta, key=key, lr_scale=lr_scale)
         return ts, metrics
 
     def iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
@@ -464,7 +482,7 @@ class PPO:
             The new state (normalisers absorb the rollout after the update) and scalar metrics.
         """
         config = self.config
-        lr = self.schedule(ts.updates * config.update_epochs * config.num_minibatches)
+        lr = self.schedule(ts.updates * config.update_epochs * config.num_minibatches) * ts.lr_scale
         batch, ts, data_metrics = self.make_batch(ts, traj)
         ts, metrics = self.update(ts, batch)
         obs_norm = ts.obs_norm

@@ -22,6 +22,22 @@ def test_adapt_beta_thresholds():
     assert float(b) == pytest.approx(1.5**3)
 
 
+def test_adapt_lr_scale_thresholds_and_ceiling():
+    cap = 0.02
+    one = jnp.asarray(1.0)
+    assert float(losses.adapt_lr_scale(one, jnp.asarray(0.0201), cap)) == pytest.approx(1 / 1.5)
+    assert float(losses.adapt_lr_scale(one, jnp.asarray(0.0199), cap)) == 1.0
+    half = jnp.asarray(0.5)
+    assert float(losses.adapt_lr_scale(half, jnp.asarray(0.0051), cap)) == 0.5
+    assert float(losses.adapt_lr_scale(half, jnp.asarray(0.0049), cap)) == pytest.approx(0.75)
+    # The scale never exceeds 1: the schedule stays the ceiling.
+    assert float(losses.adapt_lr_scale(jnp.asarray(0.9), jnp.asarray(0.0), cap)) == 1.0
+    s = one
+    for _ in range(3):
+        s = losses.adapt_lr_scale(s, jnp.asarray(1.0), cap)
+    assert float(s) == pytest.approx(1.5**-3)
+
+
 def test_kl_penalty_loss_by_hand():
     # Two sequences of length 2; the second is past the cutoff (threshold 2 * 0.01 = 0.02).
     log_prob = jnp.log(jnp.array([[1.0, 2.0], [1.0, 1.0]]))

@@ -300,3 +300,34 @@ def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
     assert stopped["steps_taken"] == pytest.approx(1 / 8)
     trainer.close()
     stopping.close()
+
+
+@pytest.mark.timeout(120)
+def test_lr_kl_cap_scales_the_learning_rate_and_is_exact_under_the_cap():
+    config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, steps=96)
+    states, metrics = {}, {}
+    for cap in (None, 1e6, 1e-6):
+        trainer = Trainer(dataclasses.replace(config, lr_kl_cap=cap))
+        ts = trainer.init(jax.random.key(0))
+        ss = trainer.init_sim(ts, jax.random.key(1))
+        metrics[cap] = []
+        for _ in range(3):
+            ts, ss, m = trainer.iteration(ts, ss)
+            metrics[cap].append({k: float(v) for k, v in m.items()})
+        states[cap] = ts
+        trainer.close()
+    # A cap no update reaches changes nothing, bit for bit.
+    jax.tree.map(np.testing.assert_array_equal, states[None], states[1e6])
+    # A cap every update passes divides the scale by 1.5 per update; the logged learning
+    # rate is the scheduled one times the scale the update used.
+    assert float(states[1e-6].lr_scale) == pytest.approx(1.5**-3)
+    lrs = [m["learning_rate"] for m in metrics[1e-6]]
+    np.testing.assert_allclose(lrs, [0.05, 0.05 / 1.5, 0.05 / 1.5**2], rtol=1e-6)
+    free, capped = (jax.tree.leaves(states[c].params) for c in (None, 1e-6))
+    leaves = zip(free, capped, strict=True)
+    assert not all(np.allclose(a, b) for a, b in leaves)
+
+
+def test_lr_kl_cap_must_be_positive():
+    with pytest.raises(ValueError, match="lr_kl_cap=0"):
+        dataclasses.replace(TINY, lr_kl_cap=0)
