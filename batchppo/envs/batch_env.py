@@ -49,11 +49,11 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
-from batchppo.envs.env_group import EnvGroup, build_envs, space_difference
+from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces, space_difference
 from batchppo.envs.errors import SpaceMismatchError, WorkerDiedError, WorkerError, with_message
 from batchppo.envs.final_obs import fill_final_obs
 from batchppo.envs.infos import batch_infos, merge_info_parts
@@ -183,16 +183,39 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ``step_in_parent``; default: the CPUs available (``os.sched_getaffinity``).
         envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When
             given, the number of units is ``ceil(num_envs / K)``.
+        shared_memory: ``AsyncVectorEnv``'s keyword. BatchEnv always passes observations
+            through shared memory, so only True is accepted; False raises a ``ValueError``
+            (use ``AsyncVectorEnv`` for spaces shared memory cannot hold).
+        copy: As in ``AsyncVectorEnv``: with True (the default) ``step`` and ``reset``
+            return fresh observation arrays; with False the observations they return (and
+            ``infos["final_obs"]``) are views into shared memory that the next step or reset
+            overwrites. Rewards, terminated and truncated are fresh arrays either way. With
+            False, :meth:`step_arrays` returns views for all five arrays.
+        context: ``AsyncVectorEnv``'s name for the workers' multiprocessing start method:
+            ``"forkserver"`` (None, the default) or ``"spawn"``. ``"fork"`` raises a
+            ``ValueError``: a worker forked from a process that runs threads (JAX's) can
+            deadlock. Reported in :attr:`context`.
+        daemon: As in ``AsyncVectorEnv``: the workers' ``daemon`` flag (default True). A
+            daemonic worker cannot start child processes of its own; set False for envs
+            that do (``close``, Ctrl-C and the parent's death still end the workers).
+        worker: ``AsyncVectorEnv``'s custom worker function; BatchEnv's workers run their
+            own protocol, so only None is accepted (a function raises a ``ValueError``
+            naming the alternatives: a ``gymnasium.Wrapper`` per env, or ``AsyncVectorEnv``).
+        observation_mode: As in ``AsyncVectorEnv``. ``"same"`` (the default): every env's
+            observation space equals env 0's. ``"different"``: the spaces may differ in
+            their bounds but share env 0's shape and dtype; ``single_observation_space``
+            is env 0's and ``observation_space`` batches them all
+            (``batch_differing_spaces``). A tuple ``(observation_space,
+            single_observation_space)`` sets both; every env's space must share the single
+            one's shape and dtype. Other modes than ``"same"`` do not combine with
+            ``transform``.
         step_in_parent: Opt-in: the parent steps the first ``K`` envs itself while the
             workers step the others (saves one process and its signalling), in ``step_wait``,
             so ``step_async`` still returns at once. This gives up crash isolation: an env of
             the parent's share that calls ``os._exit`` or segfaults ends the calling process.
             With ``num_workers=1`` no process is started at all (the ``"sync"`` backend of
             :func:`~batchppo.envs.make`).
-        copy: Return copies of the arrays. With ``copy=False`` the arrays returned by
-            ``step``/``step_arrays``/``reset`` are views into shared memory, valid until the
-            next call that steps or resets.
-        start_method: ``"forkserver"`` (default) or ``"spawn"``; never ``fork`` (JAX threads).
+        start_method: BatchEnv's older name for ``context`` (give one of the two).
         spin_us: Microseconds a wait spins (non-blocking tries, then ``sched_yield``) before
             it blocks on its semaphore. Spinning saves the wake-up latency of a blocked process
             when the other side answers quickly; blocking costs no CPU on long waits.
@@ -226,6 +249,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     env (it then accepts only ``close``).
 
     Attributes:
+        shared_memory, copy, context, daemon, worker, observation_mode: As in
+            ``AsyncVectorEnv`` (``context`` is the start method in use, ``worker`` None).
         max_restarts: The restart budget given at construction.
         restarts: Envs restarted so far (see *Restarts*), at most ``max_restarts``.
 
@@ -245,9 +270,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         num_workers: int | None = None,
         envs_per_worker: int | None = None,
         *,
-        step_in_parent: bool = False,
+        shared_memory: bool = True,
         copy: bool = True,
-        start_method: str = "forkserver",
+        context: str | None = None,
+        daemon: bool = True,
+        worker: Callable[..., None] | None = None,
+        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space] = "same",
+        step_in_parent: bool = False,
+        start_method: str | None = None,
         spin_us: float = 50.0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
         max_restarts: int = 0,
@@ -272,11 +302,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         for name, value in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
-        if start_method not in ("forkserver", "spawn"):
-            raise ValueError(
-                f"start_method must be 'forkserver' or 'spawn' (fork can deadlock with JAX's "
-                f"threads); got {start_method!r}."
-            )
+        start_method, self._obs_rule = _check_async_options(
+            shared_memory, copy, context, start_method, daemon, worker, observation_mode, transform
+        )
+        # AsyncVectorEnv's attributes of the same names.
+        self.shared_memory = True
+        self.context = start_method
+        self.daemon = daemon
+        self.worker = None
+        self.observation_mode = observation_mode
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
@@ -305,7 +339,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._spin = float(spin_us) * 1e-6
         self._ranges = ranges
 
-        local_envs, env_spaces = self._probe(env_fns, local_range)
+        local_envs, env_spaces = self._probe(env_fns, local_range, observation_mode)
         obs_space, act_space = self.single_observation_space, self.single_action_space
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.observation_space = batch_space(obs_space, num_envs)
@@ -330,11 +364,23 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 transform,
             )
         _LIVE.add(self)
+        # Every env's observation space, by env index ("different" mode only).
+        self._env_obs_spaces: dict[int, list[gymnasium.Space]] = {}
+        if local_range is not None and self._obs_rule == "different":
+            self._env_obs_spaces[0] = [env.observation_space for env in local_envs]
         if ranges:
             self._start_workers(env_fns, ranges, layout, env_spaces)
+        if self._obs_rule == "different":
+            spaces = [s for _, group in sorted(self._env_obs_spaces.items()) for s in group]
+            self.observation_space = batch_differing_spaces(spaces)
+        elif self._obs_rule == "custom":
+            self.observation_space = observation_mode[0]
 
     def _probe(
-        self, env_fns: list[Callable[[], gymnasium.Env]], local_range: tuple[int, int] | None
+        self,
+        env_fns: list[Callable[[], gymnasium.Env]],
+        local_range: tuple[int, int] | None,
+        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
     ) -> tuple[list[gymnasium.Env], tuple[gymnasium.Space, gymnasium.Space]]:
         """Builds env 0 in the parent for the spaces and metadata.
 
@@ -342,28 +388,32 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         too), and closed otherwise.
 
         Returns:
-            The parent's envs, and the envs' own spaces (observation, action), which every
-            env must have (the batch env's are the transform's, when there is one).
+            The parent's envs, and the spaces every env must match (observation, action) as
+            ``self._obs_rule`` says: env 0's own (the batch env's are the transform's, when
+            there is one), or under a custom ``observation_mode`` its single space.
         """
         local_envs: list[gymnasium.Env] = []
+        probe = None
         try:
             probe = build_envs(env_fns[:1], 0, None)[0]
             local_envs = [probe] if local_range is not None else []
             obs_space, act_space = probe.observation_space, probe.action_space
+            if self._obs_rule == "custom":
+                obs_space = observation_mode[1]
+                check_spaces(probe, 0, (obs_space, act_space), "custom")
             if self._transform is not None:
-                try:
-                    _check_transform_spaces(self._transform, probe)
-                except Exception:
-                    if local_range is None:
-                        probe.close()
-                    raise
+                _check_transform_spaces(self._transform, probe)
             self.metadata = dict(getattr(probe, "metadata", {}) or {})
             self.render_mode = getattr(probe, "render_mode", None)
             if local_range is not None:
-                local_envs += build_envs(env_fns[1 : local_range[1]], 1, (obs_space, act_space))
+                local_envs += build_envs(
+                    env_fns[1 : local_range[1]], 1, (obs_space, act_space), self._obs_rule
+                )
         except Exception as exc:
             for env in local_envs:
                 env.close()
+            if local_range is None and probe is not None:
+                probe.close()
             index = getattr(exc, "batchppo_env_index", 0)
             raise with_message(
                 exc, f"{exc}\n[batchppo] raised while building env {index} in the parent process."
@@ -437,6 +487,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 (
                     env_fns[start:stop],
                     spaces,
+                    self._obs_rule,
                     self._discrete,
                     self.autoreset_mode,
                     restartable,
@@ -456,6 +507,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 kind, data = self._recv(slot)
                 if kind == "error" and error is None:
                     error = self._remote_error(slot, data)
+                elif kind == "ready" and data[1] is not None:
+                    self._env_obs_spaces[ranges[slot][0]] = data[1]
             if error is not None:
                 raise error
             # Every worker has opened the semaphores (it answered): their names can go, so
@@ -489,7 +542,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 self._alive_r,
                 self._spin,
             ),
-            daemon=True,
+            daemon=self.daemon,
         )
         try:
             proc.start()
@@ -808,8 +861,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         if self._same_step:
             infos["final_obs"] = copy(self._final_obs)
             infos["_final_obs"] = self._done.copy()
-        c = np.copy if self.copy else _identity
-        return copy(self._obs), c(self._reward), c(self._terminated), c(self._truncated), infos
+        # As in AsyncVectorEnv, `copy` is about observations: the rest is always fresh.
+        return (
+            copy(self._obs),
+            self._reward.copy(),
+            self._terminated.copy(),
+            self._truncated.copy(),
+            infos,
+        )
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Steps every env; ended episodes autoreset as ``autoreset_mode`` says.
@@ -1282,6 +1341,83 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             f"workers={len(getattr(self, '_procs', []))}, "
             f"in_parent={getattr(self._local, 'count', 0) if self._local else 0})"
         )
+
+
+_START_METHODS = ("forkserver", "spawn")
+
+
+def _check_async_options(
+    shared_memory: bool,
+    copy: bool,
+    context: str | None,
+    start_method: str | None,
+    daemon: bool,
+    worker: Callable[..., None] | None,
+    observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
+    transform: BatchTransform | None,
+) -> tuple[str, str]:
+    """Checks the keywords BatchEnv shares with ``AsyncVectorEnv`` (see :class:`BatchEnv`).
+
+    Returns:
+        The start method of the workers, and how env observation spaces must match
+        (``"same"``, ``"different"`` or ``"custom"``; see
+        :func:`~batchppo.envs.env_group.check_spaces`).
+
+    Raises:
+        ValueError: A keyword BatchEnv cannot honour, or a bad value; one line naming why
+            and what to use instead.
+    """
+    for name, value in (("shared_memory", shared_memory), ("copy", copy), ("daemon", daemon)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ValueError(f"{name} must be a bool; got {value!r}.")
+    if not shared_memory:
+        raise ValueError(
+            "BatchEnv(shared_memory=False) cannot be honoured: BatchEnv always returns "
+            "observations through shared memory (Box, Discrete, MultiDiscrete and MultiBinary "
+            "spaces, nested in Dict/Tuple); leave shared_memory=True (the results are the "
+            "same), or use gymnasium.vector.AsyncVectorEnv for spaces shared memory cannot hold."
+        )
+    if worker is not None:
+        raise ValueError(
+            f"BatchEnv(worker={getattr(worker, '__name__', worker)!r}) cannot run a custom "
+            "worker function: its workers run BatchEnv's own shared-memory protocol "
+            "(batchppo.envs.worker); change what an env does with a gymnasium.Wrapper in its "
+            "env function, or use gymnasium.vector.AsyncVectorEnv for a custom worker."
+        )
+    if context is not None and start_method is not None and context != start_method:
+        raise ValueError(
+            f"context={context!r} and start_method={start_method!r} disagree; they are the "
+            "same setting (start_method is BatchEnv's older name), so give one."
+        )
+    name, method = ("context", context) if context is not None else ("start_method", start_method)
+    method = "forkserver" if method is None else method
+    if method not in _START_METHODS:
+        raise ValueError(
+            f"{name} must be 'forkserver' (the default) or 'spawn'; got {method!r} ('fork' can "
+            "deadlock a worker forked from a process that runs threads, such as JAX's)."
+        )
+    if isinstance(observation_mode, tuple):
+        if len(observation_mode) != 2 or not all(
+            isinstance(space, gymnasium.Space) for space in observation_mode
+        ):
+            raise ValueError(
+                "observation_mode as a tuple must be (observation_space, "
+                f"single_observation_space), two gymnasium Spaces; got {observation_mode!r}."
+            )
+        rule = "custom"
+    elif isinstance(observation_mode, str) and observation_mode in ("same", "different"):
+        rule = observation_mode
+    else:
+        raise ValueError(
+            "observation_mode must be 'same', 'different' or a tuple (observation_space, "
+            f"single_observation_space), as in AsyncVectorEnv; got {observation_mode!r}."
+        )
+    if transform is not None and rule != "same":
+        raise ValueError(
+            f"observation_mode={observation_mode!r} does not apply with a transform (the batch "
+            "env's spaces are the transform's); leave observation_mode='same'."
+        )
+    return method, rule
 
 
 def _check_transform_spaces(transform: BatchTransform, env: gymnasium.Env) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium
 import numpy as np
+from gymnasium.spaces.utils import is_space_dtype_shape_equiv
 from gymnasium.vector import AutoresetMode
 
 from batchppo.envs.errors import SpaceMismatchError, describe_exception
@@ -25,7 +26,14 @@ from batchppo.envs.spaces import flattener, is_leaf, unflatten
 if TYPE_CHECKING:
     from batchppo.envs.batch_transform import BatchTransform
 
-__all__ = ["EnvGroup", "TreeRows", "build_envs", "check_spaces", "space_difference"]
+__all__ = [
+    "OBS_RULES",
+    "EnvGroup",
+    "TreeRows",
+    "build_envs",
+    "check_spaces",
+    "space_difference",
+]
 
 
 class TreeRows:
@@ -149,7 +157,6 @@ class EnvGroup:
             # Bound once here, so the same-step loop (the learner's) stays free of mode tests.
             self.step = self._step_next_or_disabled  # type: ignore[method-assign]
         self._env_fns = None if env_fns is None else list(env_fns)
-        self._spaces = (obs_space, self.envs[0].action_space)
         self.failures: list[dict[str, Any]] = []  # reports of the envs that raised this step
         self._broken: set[int] = set()  # local indices of envs that raised, not yet rebuilt
         self._transform = transform
@@ -277,9 +284,11 @@ class EnvGroup:
             if j in self._broken:
                 if self._env_fns is None:
                     raise RuntimeError("this EnvGroup was built without env_fns: no restarts")
+                old = self.envs[j]
                 with contextlib.suppress(Exception):
-                    self.envs[j].close()
-                env = build_envs(self._env_fns[j : j + 1], self.offset + j, self._spaces)[0]
+                    old.close()
+                spaces = (old.observation_space, old.action_space)  # the env it replaces
+                env = build_envs(self._env_fns[j : j + 1], self.offset + j, spaces)[0]
                 self.envs[j], self._steps[j], self._resets[j] = env, env.step, env.reset
                 self._broken.discard(j)
             o, info = self.envs[j].reset(seed=seed)
@@ -505,15 +514,21 @@ def build_envs(
     env_fns: Sequence[Callable[[], gymnasium.Env]],
     offset: int,
     spaces: tuple[gymnasium.Space, gymnasium.Space] | None,
+    obs_rule: str = "same",
 ) -> list[gymnasium.Env]:
-    """Builds envs, checking that their spaces equal ``spaces`` (observation, action).
+    """Builds envs, checking that their spaces match ``spaces`` (observation, action).
 
     An exception raised while building env ``offset + j`` carries that index in its attribute
     ``batchppo_env_index``; the envs built so far are closed.
 
+    Args:
+        env_fns: One function per env.
+        offset: Global index of the first env (named in errors).
+        spaces: The expected ``(observation_space, action_space)``; None checks nothing.
+        obs_rule: How observation spaces must match (see :func:`check_spaces`).
+
     Raises:
-        SpaceMismatchError: An env's spaces differ from the expected ones (names the env
-            index).
+        SpaceMismatchError: An env's spaces do not match (names the env index).
     """
     envs: list[gymnasium.Env] = []
     index = offset
@@ -523,7 +538,7 @@ def build_envs(
             env = fn()
             envs.append(env)
             if spaces is not None:
-                check_spaces(env, index, spaces)
+                check_spaces(env, index, spaces, obs_rule)
     except BaseException as exc:
         for env in envs:
             with contextlib.suppress(Exception):
@@ -534,28 +549,55 @@ def build_envs(
     return envs
 
 
+# How an env's observation space must match the expected one, by BatchEnv's observation_mode:
+# "same": equal to env 0's; "different": env 0's shape and dtype; "custom": the shape and
+# dtype of the single space given in observation_mode.
+OBS_RULES = ("same", "different", "custom")
+
+
 def check_spaces(
-    env: gymnasium.Env, index: int, spaces: tuple[gymnasium.Space, gymnasium.Space]
+    env: gymnasium.Env,
+    index: int,
+    spaces: tuple[gymnasium.Space, gymnasium.Space],
+    obs_rule: str = "same",
 ) -> None:
-    """Raises SpaceMismatchError if ``env``'s observation or action space differs from ``spaces``.
+    """Raises SpaceMismatchError if ``env``'s spaces do not match ``spaces``.
+
+    The action space must equal the expected one; the observation space must equal it
+    (``obs_rule="same"``) or share its shape and dtype (``"different"``, ``"custom"``:
+    Gymnasium's ``is_space_dtype_shape_equiv``, as ``AsyncVectorEnv`` checks these modes).
 
     Args:
         env: The env to check.
         index: Its global index (named in the message).
-        spaces: Env 0's ``(observation_space, action_space)``.
+        spaces: The expected ``(observation_space, action_space)``: env 0's, or under
+            ``"custom"`` the single observation space given in ``observation_mode``.
+        obs_rule: One of :data:`OBS_RULES`.
 
     Raises:
         SpaceMismatchError: Naming the env, both spaces and what differs between them.
     """
-    for label, space, expected in (
-        ("observation", env.observation_space, spaces[0]),
-        ("action", env.action_space, spaces[1]),
-    ):
+    reference = "observation_mode gives" if obs_rule == "custom" else "env 0 has"
+    space, expected = env.observation_space, spaces[0]
+    if obs_rule == "same":
         if space != expected:
             raise SpaceMismatchError(
-                f"env {index} has {label} space {space}, but env 0 has {expected} "
-                f"({space_difference(space, expected)}); all envs of a batch need equal spaces."
+                f"env {index} has observation space {space}, but env 0 has {expected} "
+                f"({space_difference(space, expected)}); all envs of a batch need equal spaces. "
+                "observation_mode='different' takes observation spaces of one shape and dtype."
             )
+    elif not is_space_dtype_shape_equiv(space, expected):
+        raise SpaceMismatchError(
+            f"env {index} has observation space {space}, but {reference} {expected} "
+            f"({space_difference(space, expected)}); observation_mode={obs_rule!r} needs "
+            "every env's observation space to have the same shape and dtype."
+        )
+    space, expected = env.action_space, spaces[1]
+    if space != expected:
+        raise SpaceMismatchError(
+            f"env {index} has action space {space}, but env 0 has {expected} "
+            f"({space_difference(space, expected)}); all envs of a batch need equal spaces."
+        )
 
 
 def space_difference(space: gymnasium.Space, expected: gymnasium.Space) -> str:

@@ -65,9 +65,12 @@ def worker_main(
 
     Args:
         slot: Index of this worker (its command/status word).
-        payload: cloudpickled ``(env_fns, spaces, discrete, autoreset_mode, restartable,
-            transform)``; a restartable worker's group keeps ``env_fns`` to rebuild envs that
-            raise; ``spaces`` are the envs' own (the raw ones under a ``transform``).
+        payload: cloudpickled ``(env_fns, spaces, obs_rule, discrete, autoreset_mode,
+            restartable, transform)``; a restartable worker's group keeps ``env_fns`` to
+            rebuild envs that raise; ``spaces`` are the envs' own (the raw ones under a
+            ``transform``), matched as ``obs_rule`` says (see
+            :func:`~batchppo.envs.env_group.check_spaces`). Unless ``obs_rule`` is
+            ``"same"``, the ready message carries every env's observation space.
         offset: Global index of this worker's first env.
         layout: Layout of the shared buffer.
         buffer: The shared buffer (a ``RawArray``).
@@ -84,10 +87,10 @@ def worker_main(
     ).start()
     group: EnvGroup | None = None
     try:
-        env_fns, spaces, discrete, autoreset_mode, restartable, transform = cloudpickle.loads(
-            payload
+        (env_fns, spaces, obs_rule, discrete, autoreset_mode, restartable, transform) = (
+            cloudpickle.loads(payload)
         )
-        envs = build_envs(env_fns, offset, spaces)
+        envs = build_envs(env_fns, offset, spaces, obs_rule)
         group = EnvGroup(
             envs,
             offset,
@@ -103,7 +106,8 @@ def worker_main(
         conn.send(("error", describe_exception(exc, index)))
         conn.close()
         return
-    conn.send(("ready", os.getpid()))
+    obs_spaces = None if obs_rule == "same" else [env.observation_space for env in envs]
+    conn.send(("ready", (os.getpid(), obs_spaces)))
     views = layout.views(buffer)
     cmd, status = views["cmd"], views["status"]
     try:

@@ -5,13 +5,17 @@ BatchEnv layouts (envs in worker processes only; a share stepped in the parent),
 the same assertions for each: exact observation, reward and flag sequences across episode
 boundaries in every autoreset mode and for every space kind BatchEnv supports, seeds,
 ``reset_mask``, ``final_obs``/``final_info``, the errors of out-of-order calls and
-``np_random_seed``. The one place where BatchEnv differs on purpose (a dense ``final_obs``,
-float32 rewards, the caller's ``options`` left alone) is asserted in the last test.
+``np_random_seed``, and AsyncVectorEnv's constructor keywords (``shared_memory``, ``copy``,
+``context``, ``daemon``, ``worker``, ``observation_mode``). Where BatchEnv differs on purpose (a
+dense ``final_obs``, float32 rewards, the caller's ``options`` left alone, the keyword values it
+refuses) is asserted in the last tests.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import os
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +27,14 @@ import pytest
 from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+from gymnasium.vector.async_vector_env import _async_worker
+from gymnasium.vector.utils import (
+    batch_differing_spaces,
+    batch_space,
+    concatenate,
+    create_empty_array,
+    iterate,
+)
 
 from batchppo.envs import BatchEnv
 
@@ -146,18 +157,65 @@ class CountingEnv(gymnasium.Env):
         obs = self._encode(self.tag, self.episode, self.t)
         return obs, reward, terminated, truncated, {"t": self.t}
 
+    def parent_pid(self) -> int:
+        """The pid of the process that started this env's process."""
+        return os.getppid()
+
+    def start_child(self) -> int:
+        """Starts a child process and returns its exit code (a daemonic process cannot)."""
+        child = multiprocessing.get_context("fork").Process(target=os._exit, args=(0,))
+        child.start()
+        child.join(60)
+        return child.exitcode
+
+
+class BoundsEnv(gymnasium.Env):
+    """Env ``tag``'s observation space depends on its tag: its bounds, or (``shape``) its shape.
+
+    The obs is ``[tag, episode]`` (``"box"``) or ``tag`` (``"discrete"``, in ``Discrete(tag +
+    2)``); any action does.
+    """
+
+    def __init__(self, kind: str, tag: int, shape: bool = False):
+        if kind == "box":
+            size = 2 + (tag if shape else 0)
+            self.observation_space = spaces.Box(-1.0 - tag, 1.0 + tag, (size,), np.float32)
+        else:
+            self.observation_space = spaces.Discrete(tag + 2)
+        self.action_space = spaces.Discrete(2)
+        self.kind, self.tag, self.episode = kind, tag, 0
+
+    def _obs(self) -> Any:
+        if self.kind == "box":
+            obs = np.zeros(self.observation_space.shape, np.float32)
+            obs[:2] = [self.tag, self.episode]
+            return obs
+        return self.tag
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.episode += 1
+        return self._obs(), {}
+
+    def step(self, action: Any):
+        return self._obs(), 0.0, False, False, {}
+
 
 # The test process runs JAX's threads (other tests import it), and forking a multithreaded
 # process can deadlock the child: Gymnasium's default context on Linux is fork.
 _CONTEXT = "forkserver"
 
 IMPLS = {
-    "AsyncVectorEnv": lambda fns, mode: AsyncVectorEnv(fns, autoreset_mode=mode, context=_CONTEXT),
-    "BatchEnv": lambda fns, mode: BatchEnv(fns, num_workers=2, autoreset_mode=mode),
-    "BatchEnv-parent": lambda fns, mode: BatchEnv(
-        fns, num_workers=2, step_in_parent=True, autoreset_mode=mode
+    "AsyncVectorEnv": lambda fns, mode, **kw: AsyncVectorEnv(
+        fns, autoreset_mode=mode, **{"context": _CONTEXT, **kw}
+    ),
+    "BatchEnv": lambda fns, mode, **kw: BatchEnv(fns, num_workers=2, autoreset_mode=mode, **kw),
+    "BatchEnv-parent": lambda fns, mode, **kw: BatchEnv(
+        fns, num_workers=2, step_in_parent=True, autoreset_mode=mode, **kw
     ),
 }
+# The implementations whose every env runs in a worker process (for the checks of workers).
+WORKER_IMPLS = ["AsyncVectorEnv", "BatchEnv"]
 
 
 @pytest.fixture(params=list(IMPLS))
@@ -166,9 +224,11 @@ def impl(request: pytest.FixtureRequest) -> str:
 
 
 @contextlib.contextmanager
-def open_vec(impl: str, kind: str = "box", mode: AutoresetMode = SAME) -> Iterator[Any]:
+def open_vec(
+    impl: str, kind: str = "box", mode: AutoresetMode = SAME, **kwargs: Any
+) -> Iterator[Any]:
     fns = [lambda i=i: CountingEnv(kind, i) for i in range(NUM_ENVS)]
-    env = IMPLS[impl](fns, mode)
+    env = IMPLS[impl](fns, mode, **kwargs)
     try:
         yield env
     finally:
@@ -514,7 +574,163 @@ def test_differing_spaces_are_a_runtime_error(impl):
         IMPLS[impl](fns, SAME).close()
 
 
+# --------------------------------------------------------------------------- keywords
+
+
+def test_async_vector_env_keywords_at_their_defaults(impl):
+    keywords = {
+        "shared_memory": True,
+        "copy": True,
+        "context": "forkserver",
+        "daemon": True,
+        "worker": None,
+        "observation_mode": "same",
+    }
+    with open_vec(impl, **keywords) as env:
+        for name, value in keywords.items():
+            assert getattr(env, name) == value, name
+        obs, _ = env.reset(seed=0)
+        assert_tree_equal(obs, expected_obs("box", [(1, 0)] * NUM_ENVS))
+
+
+@pytest.mark.parametrize("kind", ["box", "dict"])
+def test_copy_false_returns_views_that_the_next_step_overwrites(impl, kind):
+    with open_vec(impl, kind, copy=False) as env:
+        reset_obs, _ = env.reset(seed=0)
+        obs1, reward1, terminated1, _, _ = env.step(actions_for(kind, 0))
+        kept = reward1.copy(), terminated1.copy()
+        obs2, reward2, terminated2, _, _ = env.step(actions_for(kind, 1))
+        for first, second, third in zip(
+            _leaf_values(reset_obs), _leaf_values(obs1), _leaf_values(obs2), strict=True
+        ):
+            assert np.shares_memory(first, third) and np.shares_memory(second, third)
+        # The obs of the first step now holds the second step's.
+        assert_tree_equal(obs1, expected_obs(kind, [(1, 2)] * NUM_ENVS))
+        assert_tree_equal(reset_obs, expected_obs(kind, [(1, 2)] * NUM_ENVS))
+        # Rewards and flags are fresh arrays whatever `copy` says.
+        np.testing.assert_array_equal(reward1, kept[0])
+        np.testing.assert_array_equal(terminated1, kept[1])
+        assert not np.shares_memory(reward1, reward2)
+        assert not np.shares_memory(terminated1, terminated2)
+
+
+@pytest.mark.parametrize("kind", ["box", "dict"])
+def test_copy_true_returns_fresh_arrays(impl, kind):
+    with open_vec(impl, kind, copy=True) as env:
+        reset_obs, _ = env.reset(seed=0)
+        obs1, *_ = env.step(actions_for(kind, 0))
+        obs2, *_ = env.step(actions_for(kind, 1))
+        for first, second, third in zip(
+            _leaf_values(reset_obs), _leaf_values(obs1), _leaf_values(obs2), strict=True
+        ):
+            assert not np.shares_memory(first, third) and not np.shares_memory(second, third)
+        assert_tree_equal(reset_obs, expected_obs(kind, [(1, 0)] * NUM_ENVS))
+        assert_tree_equal(obs1, expected_obs(kind, [(1, 1)] * NUM_ENVS))
+        assert_tree_equal(obs2, expected_obs(kind, [(1, 2)] * NUM_ENVS))
+
+
+@pytest.mark.parametrize("context", ["forkserver", "spawn"])
+@pytest.mark.parametrize("impl", WORKER_IMPLS)
+def test_context_is_the_workers_start_method(impl, context):
+    with open_vec(impl, context=context) as env:
+        assert env.context == context
+        # A spawned worker is the caller's child; a forkserver's is the server's.
+        parents = env.call("parent_pid")
+        assert all((pid == os.getpid()) == (context == "spawn") for pid in parents), parents
+        obs, _ = env.reset(seed=0)
+        assert_tree_equal(obs, expected_obs("box", [(1, 0)] * NUM_ENVS))
+
+
+# AsyncVectorEnv logs the error of `call("start_child")` in its workers as warnings.
+@pytest.mark.filterwarnings("ignore:.*(error|Traceback|exception).*:UserWarning")
+@pytest.mark.parametrize("daemon", [True, False])
+@pytest.mark.parametrize("impl", WORKER_IMPLS)
+def test_daemon_workers_cannot_start_children(impl, daemon):
+    with open_vec(impl, daemon=daemon) as env:
+        assert env.daemon is daemon
+        if daemon:
+            with pytest.raises(AssertionError, match="daemonic processes are not allowed"):
+                env.call("start_child")
+        else:
+            assert env.call("start_child") == (0,) * NUM_ENVS
+
+
+@pytest.mark.parametrize("kind", ["box", "discrete"])
+def test_observation_mode_different_batches_differing_bounds(impl, kind):
+    fns = [lambda i=i: BoundsEnv(kind, i) for i in range(NUM_ENVS)]
+    env_spaces = [BoundsEnv(kind, i).observation_space for i in range(NUM_ENVS)]
+    env = IMPLS[impl](fns, SAME, observation_mode="different")
+    try:
+        assert env.observation_mode == "different"
+        assert env.single_observation_space == env_spaces[0]
+        assert env.observation_space == batch_differing_spaces(env_spaces)
+        obs, _ = env.reset(seed=0)
+        assert env.observation_space.contains(obs)
+        expected = [[i, 1] for i in range(NUM_ENVS)] if kind == "box" else list(range(NUM_ENVS))
+        np.testing.assert_array_equal(obs, expected)
+        obs, *_ = env.step(np.zeros(NUM_ENVS, np.int64))
+        np.testing.assert_array_equal(obs, expected)
+    finally:
+        env.close()
+    with pytest.raises(RuntimeError):  # "same" wants equal spaces
+        IMPLS[impl](fns, SAME, observation_mode="same").close()
+
+
+def test_observation_mode_different_needs_one_shape(impl):
+    fns = [lambda i=i: BoundsEnv("box", i, shape=True) for i in range(NUM_ENVS)]
+    # AsyncVectorEnv's batch_differing_spaces asserts before its own RuntimeError check can
+    # run; BatchEnv raises its SpaceMismatchError (a RuntimeError) naming the env.
+    with pytest.raises((AssertionError, RuntimeError), match=r"shape"):
+        IMPLS[impl](fns, SAME, observation_mode="different").close()
+
+
+def test_observation_mode_tuple_gives_both_spaces(impl):
+    single = spaces.Box(-5.0, 5.0, (2,), np.float32)
+    batched = batch_space(single, NUM_ENVS)
+    fns = [lambda i=i: BoundsEnv("box", i) for i in range(NUM_ENVS)]
+    env = IMPLS[impl](fns, SAME, observation_mode=(batched, single))
+    try:
+        assert env.single_observation_space == single
+        assert env.observation_space == batched
+        obs, _ = env.reset(seed=0)
+        np.testing.assert_array_equal(obs, [[i, 1] for i in range(NUM_ENVS)])
+    finally:
+        env.close()
+    wrong = spaces.Box(-5.0, 5.0, (3,), np.float32)
+    with pytest.raises(RuntimeError):  # the envs' spaces must share its shape and dtype
+        IMPLS[impl](fns, SAME, observation_mode=(batch_space(wrong, NUM_ENVS), wrong)).close()
+
+
+def test_unknown_observation_mode_is_a_value_error(impl):
+    with pytest.raises(ValueError, match="observation_mode"), open_vec(impl, observation_mode="x"):
+        pass
+
+
 # --------------------------------------------------------------------------- differences
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"shared_memory": False}, r"shared_memory=False\) cannot be honoured.*AsyncVectorEnv"),
+        ({"worker": _async_worker}, r"cannot run a custom worker function.*gymnasium\.Wrapper"),
+    ],
+)
+def test_keywords_batch_env_cannot_honour_raise_naming_the_alternative(keywords, message):
+    """AsyncVectorEnv honours these; BatchEnv raises one line saying why and what to use."""
+    with open_vec("AsyncVectorEnv", **keywords) as env:
+        obs, _ = env.reset(seed=0)
+        assert_tree_equal(obs, expected_obs("box", [(1, 0)] * NUM_ENVS))
+        obs, *_ = env.step(actions_for("box", 0))
+        assert_tree_equal(obs, expected_obs("box", [(1, 1)] * NUM_ENVS))
+    for impl in ("BatchEnv", "BatchEnv-parent"):
+        with pytest.raises(ValueError, match=message) as info, open_vec(impl, **keywords):
+            pass
+        assert "\n" not in str(info.value)
+    # context="fork" (not run for AsyncVectorEnv: this process runs JAX's threads).
+    fork = r"^context must be 'forkserver'.*'fork' can deadlock"
+    with pytest.raises(ValueError, match=fork), open_vec("BatchEnv", context="fork"):
+        pass
 
 
 def test_documented_differences_from_async_vector_env():
