@@ -125,7 +125,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     configs.get_preset(args.config)  # Unknown names fail before anything is created.
     if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
         # Repeat runs of a config then skip XLA compilation (most of a short run's start-up).
-        from batchppo.algorithms.ppo.ppo import enable_compilation_cache
+        from batchppo.algorithms.common.programs import enable_compilation_cache
 
         enable_compilation_cache()
     try:

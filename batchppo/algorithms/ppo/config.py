@@ -61,7 +61,7 @@ class PPOConfig:
     compares the speed of the two."""
     devices: int | None = None
     """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded,
-    parameters and normaliser statistics replicated; :mod:`batchppo.algorithms.ppo.sharding`).
+    parameters and normaliser statistics replicated; :mod:`batchppo.algorithms.common.sharding`).
     None takes every device for pure-JAX backends (one device where only one exists: the
     unsharded program) and one device for host backends, which cannot shard. ``num_agents``
     must be a multiple of the device count. It may change on resume."""

@@ -45,16 +45,10 @@ import numpy as np
 from jax import lax
 from jax.experimental import io_callback
 
+from batchppo.algorithms.common.programs import COMPILER_OPTIONS, Program, iteration_donation
+from batchppo.algorithms.common.trainer import make_env, strong
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.algorithms.ppo.ppo import (
-    COMPILER_OPTIONS,
-    PPO,
-    Trainer,
-    TrainState,
-    _iteration_donation,
-    _make_env,
-    _strong,
-)
+from batchppo.algorithms.ppo.ppo import PPO, Trainer, TrainState
 from batchppo.core.backends import get_backend
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.core.keys import raw_key
@@ -134,7 +128,7 @@ class SharedHostEnv:
         try:
             return self._reset_seeds(seeds)
         except Exception as error:
-            from batchppo.core.adapters import mark_env_error  # as _make_env, imported late
+            from batchppo.core.adapters import mark_env_error  # as make_env, imported late
 
             mark_env_error(error)
             self._error = error
@@ -215,10 +209,10 @@ class SeedsTrainer:
         self.fused = get_backend(config.backend).fused
         self.shared: SharedHostEnv | None = None
         if self.fused:
-            env: Env = _make_env(config, config.num_agents, config.seed)
+            env: Env = make_env(config, config.num_agents, config.seed)
             seed_env: Any = env
         else:
-            host = _make_env(config, num_seeds * config.num_agents, config.seed)
+            host = make_env(config, num_seeds * config.num_agents, config.seed)
             self.shared = SharedHostEnv(host, num_seeds)
             seed_env = _SeedSlice(host.spec, config.num_agents)
         self.env = seed_env
@@ -227,7 +221,9 @@ class SeedsTrainer:
         # Evaluation: the single-seed programs of a Trainer over this seed's env view (its
         # eval env is its own; each evaluation reseeds it, so one serves every seed).
         self._eval = Trainer(dataclasses.replace(config, host_loop=False, devices=1), env=seed_env)
-        self._programs: dict[str, Callable] = {}
+        self._init_program = Program("init", self._build_init, owner="SeedsTrainer")
+        self._init_sim_program = Program("init_sim", self._build_init_sim, owner="SeedsTrainer")
+        self._iteration_program = Program("iteration", self._build_iteration, owner="SeedsTrainer")
 
     @property
     def steps_per_iteration(self) -> int:
@@ -239,25 +235,17 @@ class SeedsTrainer:
         """Iterations needed for ``config.steps`` (per seed)."""
         return self.ppo.num_iterations
 
-    def _program(self, name: str) -> Callable:
-        program = self._programs.get(name)
-        if program is None:
-            program = self._programs[name] = self._function(name)
-        return program
+    def _build_init(self) -> Callable:
+        return jax.jit(jax.vmap(self.ppo.init))
 
-    def _function(self, name: str) -> Callable:
+    def _build_init_sim(self) -> Callable:
         ppo = self.ppo
-        if name == "init":
-            return jax.jit(jax.vmap(ppo.init))
-        if name == "init_sim":
-            return jax.jit(
-                jax.vmap(lambda key: ppo.init_sim(key)) if self.fused else self._init_sim
-            )
-        if name == "iteration":
-            fn = jax.vmap(ppo.iteration) if self.fused else self._iteration
-            donate = _iteration_donation(self.fused)
-            return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
-        raise KeyError(name)
+        return jax.jit(jax.vmap(lambda key: ppo.init_sim(key)) if self.fused else self._init_sim)
+
+    def _build_iteration(self) -> Callable:
+        fn = jax.vmap(self.ppo.iteration) if self.fused else self._iteration
+        donate = iteration_donation(self.fused)
+        return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
 
     def _init_sim(self, keys: jax.Array) -> SimState:
         assert self.shared is not None
@@ -274,7 +262,7 @@ class SeedsTrainer:
             length=jnp.zeros((S, B), jnp.int32),
             key=key_next,
         )
-        return jax.tree.map(_strong, ss)
+        return jax.tree.map(strong, ss)
 
     def _iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
         assert self.shared is not None
@@ -292,7 +280,7 @@ class SeedsTrainer:
 
     def init(self, keys: Any) -> TrainState:
         """Fresh states of every seed, stacked; ``keys``: one key per seed."""
-        return self._program("init")(self._keys(keys))
+        return self._init_program(self._keys(keys))
 
     @contextlib.contextmanager
     def _env_errors(self) -> Iterator[None]:
@@ -300,9 +288,9 @@ class SeedsTrainer:
         try:
             yield
         except Exception as error:
-            from batchppo.core.adapters import raise_env_error  # as _make_env, imported late
+            from batchppo.core.adapters import raise_env_error  # as make_env, imported late
 
-            raise_env_error(error, self.shared, self._eval._eval_env)
+            raise_env_error(error, self.shared, self._eval.eval_env)
             raise
 
     def init_sim(self, train_state: TrainState, keys: Any) -> SimState:
@@ -313,7 +301,7 @@ class SeedsTrainer:
         """
         del train_state
         with self._env_errors():
-            return self._program("init_sim")(self._keys(keys))
+            return self._init_sim_program(self._keys(keys))
 
     def iteration(
         self, train_state: TrainState, sim_state: SimState
@@ -329,7 +317,7 @@ class SeedsTrainer:
                 is then still valid.
         """
         with self._env_errors():
-            ts, ss, metrics = self._program("iteration")(train_state, sim_state)
+            ts, ss, metrics = self._iteration_program(train_state, sim_state)
             metrics = jax.device_get(metrics)
         per_seed = [{k: float(v[i]) for k, v in metrics.items()} for i in range(self.num_seeds)]
         restarts = self.env_restarts
@@ -344,7 +332,7 @@ class SeedsTrainer:
         backends that cannot restart envs."""
         counts = [
             getattr(env, "restarts", None)
-            for env in (self.shared.env if self.shared else None, self._eval._eval_env)
+            for env in (self.shared.env if self.shared else None, self._eval.eval_env)
         ]
         counts = [count for count in counts if count is not None]
         return sum(counts) if counts else None

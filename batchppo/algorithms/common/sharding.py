@@ -2,7 +2,7 @@
 
 With several JAX devices (GPUs, TPU cores, or CPU devices forced with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N``) and a pure-JAX backend, the
-:class:`~batchppo.algorithms.ppo.ppo.Trainer` compiles its programs over a 1-D
+:class:`~batchppo.algorithms.common.trainer.Trainer` compiles its programs over a 1-D
 :class:`jax.sharding.Mesh` with the axis ``"data"``:
 
 * the env batch is sharded: every :class:`~batchppo.core.types.SimState` leaf with a leading
@@ -33,7 +33,6 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core.backends import get_backend
 
 AXIS = "data"
@@ -42,7 +41,7 @@ AXIS = "data"
 PyTree = Any
 
 
-def learner_devices(config: PPOConfig) -> list[jax.Device]:
+def learner_devices(config: Any) -> list[jax.Device]:
     """The devices the learner of ``config`` runs on, checked against the config.
 
     ``config.devices`` None takes every device (``jax.devices()``: all local devices, and

@@ -1,0 +1,243 @@
+"""Evaluation and deployment of a trained policy, for any algorithm.
+
+* :class:`Evaluator` runs the deterministic policy in a separate eval env of the run's
+  backend, in compiled chunks of steps, and takes each env's first episodes (no bias towards
+  short ones).
+* :class:`HostPolicy` is ``obs -> action`` on the host, for deployment and visualisation.
+
+Both see the agent only through its pure functions: ``act(params, carry, obs, first, key) ->
+(action, extras, carry)`` (``simulate``'s policy signature), ``init_sim(key, env)`` and
+``initial_carry(batch)``; ``params`` is whatever the agent acts with (for PPO the network
+parameters and the observation statistics).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchppo.algorithms.common.programs import Compiler, Program, cold_compiler_options
+from batchppo.core.env import Env
+from batchppo.core.keys import raw_key
+from batchppo.core.simulate import rollout
+from batchppo.core.types import EpisodeStats, SimState
+
+PyTree = Any
+PolicyFn = Callable[..., tuple[jax.Array, dict[str, Any], PyTree]]
+
+EVAL_SEED_OFFSET = 10_007
+"""The eval env's seed is the run's seed plus this offset."""
+EVAL_CHUNK = 500
+"""Steps per compiled eval call when episodes have no time limit of ours (``max_length``
+None): few calls (each syncs with the host), and little overshoot past the last episode."""
+
+
+class Evaluator:
+    """Episodes of the deterministic policy in an eval env of its own.
+
+    Args:
+        make_env: ``num_envs -> Env``, the eval env (seeded; built on first use, and again
+            when an evaluation needs another number of envs).
+        init_sim: ``(key, env) -> SimState``, fresh episodes in ``env``.
+        act: The deterministic policy (``simulate``'s signature).
+        max_envs: At most this many eval envs (the run's ``num_agents``).
+        max_length: The run's time limit; the steps of one compiled eval call (else
+            :data:`EVAL_CHUNK`).
+        max_steps: Steps each eval env may run in one evaluation (``eval_max_steps``).
+        compiler: Compiles the programs that :meth:`precompile` lowers.
+    """
+
+    def __init__(
+        self,
+        *,
+        make_env: Callable[[int], Env],
+        init_sim: Callable[[jax.Array, Env], SimState],
+        act: PolicyFn,
+        max_envs: int,
+        max_length: int | None,
+        max_steps: int,
+        compiler: Compiler,
+    ) -> None:
+        self._make_env = make_env
+        self._init_sim = init_sim
+        self._act = act
+        self._max_envs = max_envs
+        self._max_length = max_length
+        self._max_steps = max_steps
+        self._compiler = compiler
+        self.env: Env | None = None
+        """The eval env, once built; None before the first evaluation and after close."""
+        # The programs over the current eval env: its start, and its continuations by length.
+        self._start: Program | None = None
+        self._more: dict[int, Program] = {}
+
+    def layout(self, num_episodes: int) -> tuple[int, int]:
+        """``(num_envs, chunk)``: envs of the eval env and steps per compiled eval call
+        (``max_length``, else :data:`EVAL_CHUNK`; at most ``max_steps``)."""
+        if num_episodes < 1:
+            raise ValueError(f"evaluate: num_episodes={num_episodes} must be >= 1")
+        chunk = min(self._max_length or EVAL_CHUNK, self._max_steps)
+        return min(num_episodes, self._max_envs), int(chunk)
+
+    def _env(self, num_envs: int) -> Env:
+        """The eval env of ``num_envs`` envs; another count replaces it and its programs."""
+        if self.env is None or self.env.num_envs != num_envs:
+            self.close()
+            self.env = self._make_env(num_envs)
+        return self.env
+
+    def _start_program(self, num_envs: int, chunk: int) -> Program:
+        """Fresh episodes and their first ``chunk`` steps: ``(params, key) -> (ss, stats)``."""
+        env = self._env(num_envs)
+        if self._start is None:
+            more = self._rollout(env, chunk)
+
+            def start(params: PyTree, key: jax.Array) -> tuple[SimState, EpisodeStats]:
+                return more(params, self._init_sim(key, env))
+
+            build = lambda: jax.jit(start, compiler_options=cold_compiler_options())  # noqa: E731
+            self._start = Program(f"eval_start({num_envs}, {chunk})", build)
+        return self._start
+
+    def _more_program(self, num_envs: int, chunk: int) -> Program:
+        """``chunk`` more steps: ``(params, ss) -> (ss, stats)``."""
+        env = self._env(num_envs)
+        if chunk not in self._more:
+            more = self._rollout(env, chunk)
+            build = lambda: jax.jit(more, compiler_options=cold_compiler_options())  # noqa: E731
+            self._more[chunk] = Program(f"eval_more({num_envs}, {chunk})", build)
+        return self._more[chunk]
+
+    def _rollout(self, env: Env, chunk: int) -> Callable:
+        def more(params: PyTree, ss: SimState) -> tuple[SimState, EpisodeStats]:
+            ss, _, stats = rollout(env, self._act, params, ss, chunk)
+            return ss, stats
+
+        return more
+
+    def precompile(self, num_episodes: int, params: PyTree, key: jax.Array) -> None:
+        """Lowers the first eval call for ``params`` and ``key`` (shapes will do) and compiles
+        it in the background; builds the eval env."""
+        num_envs, chunk = self.layout(num_episodes)
+        self._start_program(num_envs, chunk).precompile(self._compiler, params, key)
+
+    def evaluate(self, params: PyTree, num_episodes: int, key: jax.Array) -> dict:
+        """Runs the deterministic policy with ``params`` until each env has its episodes.
+
+        ``min(num_episodes, max_envs)`` envs run until each has finished enough episodes,
+        and the first episodes of each env are kept. The first ``chunk`` steps (reset
+        included) are one compiled call, which suffices when every episode ends within the
+        time limit. Each env runs at most ``max_steps`` steps: an episode still running then
+        is cut and kept with its return and length so far, and a ``RuntimeWarning`` says how
+        many were cut.
+
+        Returns:
+            ``{"score", "length"}`` means, ``"returns"`` and ``"lengths"`` arrays and
+            ``"cut"``, the number of cut episodes among them.
+        """
+        num_envs, chunk = self.layout(num_episodes)
+        per_env = math.ceil(num_episodes / num_envs)
+        # Each env's episodes in order: (return, length, cut by max_steps).
+        episodes: list[list[tuple[float, int, bool]]] = [[] for _ in range(num_envs)]
+        max_steps = self._max_steps
+        ss, stats = self._start_program(num_envs, chunk)(params, raw_key(key))
+        steps = chunk
+        while True:
+            done, score, length = jax.device_get((stats.done, stats.score, stats.length))
+            for t, i in zip(*np.nonzero(done), strict=True):
+                episodes[i].append((float(score[t, i]), int(length[t, i]), False))
+            if min(len(e) for e in episodes) >= per_env or steps >= max_steps:
+                break
+            more = min(chunk, max_steps - steps)  # the last call stops at the bound exactly
+            ss, stats = self._more_program(num_envs, more)(params, ss)
+            steps += more
+        running = jax.device_get((ss.score, ss.length))
+        for i, env_episodes in enumerate(episodes):
+            if len(env_episodes) < per_env and running[1][i] > 0:
+                env_episodes.append((float(running[0][i]), int(running[1][i]), True))
+        ordered = [e[k] for k in range(per_env) for e in episodes if k < len(e)]
+        ordered = ordered[:num_episodes]
+        cut = sum(c for _, _, c in ordered)
+        if cut:
+            warnings.warn(
+                f"evaluate: {cut} of {len(ordered)} eval episodes were cut at "
+                f"eval_max_steps={max_steps} steps per env before they ended; they count "
+                "with their return so far. Raise eval_max_steps, or bound episodes with "
+                "max_length",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        rets = np.array([s for s, _, _ in ordered], np.float64)
+        lens = np.array([n for _, n, _ in ordered], np.int64)
+        return {
+            "score": float(rets.mean()),
+            "length": float(lens.mean()),
+            "returns": rets,
+            "lengths": lens,
+            "cut": cut,
+        }
+
+    def close(self) -> None:
+        """Closes the eval env (worker processes of host backends) and drops its programs."""
+        if self.env is not None and hasattr(self.env, "close"):
+            self.env.close()
+        self.env = None
+        self._start = None
+        self._more = {}
+
+
+class HostPolicy:
+    """``obs -> action`` on the host for deployment and visualisation.
+
+    Recurrent policies carry their state across calls (call :meth:`reset` at episode
+    starts). Sampling policies draw from a key seeded by ``seed``.
+
+    Args:
+        act: The policy (``simulate``'s signature), jitted here.
+        params: What it acts with.
+        initial_carry: ``batch -> carry``, the recurrent state at an episode start.
+        obs_shape: Shape of one observation.
+        seed: Seed of the sampling key.
+    """
+
+    def __init__(
+        self,
+        act: PolicyFn,
+        params: PyTree,
+        initial_carry: Callable[[int], PyTree],
+        obs_shape: tuple[int, ...],
+        seed: int,
+    ) -> None:
+        self._params = params
+        self._fn = jax.jit(act)
+        self._initial_carry = initial_carry
+        self._obs_shape = tuple(obs_shape)
+        self._key = jax.random.key(seed)
+        self._carry: PyTree = None
+
+    def reset(self) -> None:
+        """Forgets the recurrent state; the next call starts new episodes."""
+        self._carry = None
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Actions ``(B, *action_shape)`` for observations ``(B, *obs_shape)``."""
+        obs = jnp.asarray(obs, jnp.float32)
+        if obs.shape[1:] != self._obs_shape:
+            raise ValueError(
+                f"policy: observations of shape {obs.shape} do not match (B, "
+                f"*{self._obs_shape}); pass a batch"
+            )
+        batch = obs.shape[0]
+        first = self._carry is None
+        if first:
+            self._carry = self._initial_carry(batch)
+        self._key, key = jax.random.split(self._key)
+        first_arr = jnp.full((batch,), first)
+        action, _, self._carry = self._fn(self._params, self._carry, obs, first_arr, key)
+        return np.asarray(action)

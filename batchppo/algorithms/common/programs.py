@@ -1,0 +1,163 @@
+"""Compiled programs: XLA options, the persistent compilation cache, and ahead-of-time builds.
+
+A trainer holds one :class:`Program` per compiled function it runs (init, env reset, the
+training iteration, evaluation). A program is jitted on first use, as usual; or
+:meth:`Program.precompile` lowers it at once and compiles it in a background thread of a
+:class:`Compiler`, so that the programs of a run compile side by side, overlapping each
+other's lowering (on CPU a cold start is mostly XLA compilation). Calling a program waits
+for its own compilation.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
+
+import jax
+
+COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
+"""XLA options of the hot programs (the training iteration): LLVM optimisation level 1
+instead of 2 compiles the training iteration faster at an unchanged run time (the matmuls are
+library calls either way)."""
+
+COLD_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+"""XLA options on CPU of the programs that run once or rarely (init, env resets, evaluation):
+no LLVM optimisation and XLA's older, quicker fusion emitters. Their compilation at start-up
+takes CPU from the training iteration compiling beside them, and they run too rarely for
+their slower code to matter (bench/train.py measures start-up)."""
+
+
+def cold_compiler_options() -> dict[str, Any]:
+    """XLA options of the programs that run rarely: compiled fast on CPU, as usual elsewhere."""
+    return COLD_COMPILER_OPTIONS if jax.default_backend() == "cpu" else COMPILER_OPTIONS
+
+
+def enable_compilation_cache(path: str | None = None) -> str:
+    """Turns on JAX's persistent compilation cache for this process.
+
+    Later runs of the same config then skip XLA compilation (seconds on CPU).
+
+    Args:
+        path: Cache directory; default ``$BATCHPPO_CACHE_DIR`` or ``~/.cache/batchppo/jax``.
+
+    Returns:
+        The directory used.
+    """
+    path = (
+        path or os.environ.get("BATCHPPO_CACHE_DIR") or os.path.expanduser("~/.cache/batchppo/jax")
+    )
+    os.makedirs(path, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return path
+
+
+def iteration_donation(fused: bool) -> tuple[int, ...]:
+    """The arguments of a compiled ``iteration(train_state, sim_state)`` that it donates.
+
+    Over pure-JAX envs both. Host envs can fail mid-rollout, and the train state they were
+    given must survive the failed call (the experiment loop checkpoints it): the sim state
+    only.
+    """
+    return (0, 1) if fused else (1,)
+
+
+class Compiler:
+    """The background threads that compile a trainer's precompiled programs.
+
+    Args:
+        executor: Runs the compilations; default a thread pool made on first use (tests pass
+            their own).
+    """
+
+    def __init__(self, executor: Executor | None = None) -> None:
+        self._executor = executor
+
+    def submit(self, compile_fn: Callable[[], Any]) -> Future:
+        """Starts ``compile_fn`` in the background; its Future."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(thread_name_prefix="batchppo-compile")
+        return self._executor.submit(compile_fn)
+
+    def shutdown(self) -> None:
+        """Drops the compilations that have not started; running ones finish unwatched."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
+class Program:
+    """One compiled program: its jitted function, or an AOT build made by :meth:`precompile`.
+
+    Args:
+        name: Names the program in warnings (e.g. ``iterations(2)``).
+        build: Returns the jitted function (``jax.jit(...)``); called when the program is first
+            needed, and again for a foreground compilation after a failed precompiled one.
+        owner: Names the program's owner in warnings (e.g. ``Trainer``).
+    """
+
+    def __init__(self, name: str, build: Callable[[], Any], owner: str = "Trainer") -> None:
+        self.name = name
+        self.owner = owner
+        self._build = build
+        # The jitted function, a compiled one, or a Future of one while it compiles.
+        self._stage: Callable | Future | None = None
+
+    @property
+    def stage(self) -> Callable | Future | None:
+        """What runs the next call: None (not built yet), a ``Future`` (compiling in the
+        background), a ``jax.stages.Compiled`` (precompiled) or a jitted function."""
+        return self._stage
+
+    def precompile(self, compiler: Compiler, *args: Any) -> Any:
+        """Lowers the program for ``args`` (arrays or shapes) now and compiles it in the
+        background (unless it was built already).
+
+        Returns:
+            The shapes of its outputs (``out_info``), to lower the programs that take them.
+        """
+        lowered = self._build().lower(*args)
+        if self._stage is None:
+            self._stage = compiler.submit(lowered.compile)
+        return lowered.out_info
+
+    def __call__(self, *args: Any) -> Any:
+        """Runs the program: precompiled when :meth:`precompile` built it, else jitted.
+
+        A precompiled program that cannot be used (its background compilation failed, or it
+        does not take these inputs) is replaced by the jitted function, which compiles again
+        in the foreground; a ``RuntimeWarning`` says so, as the compilation it was to save is
+        then paid on the critical path.
+        """
+        program = self._stage
+        if isinstance(program, Future):
+            try:
+                program = program.result()
+            except Exception as error:  # compiled again below, in the foreground
+                self._warn(f"its background compilation failed: {error!r}")
+                program = None
+            self._stage = program = program or self._build()
+        elif program is None:
+            self._stage = program = self._build()
+        try:
+            return program(*args)
+        except TypeError as error:
+            # An AOT program only takes the exact input types it was compiled for (a state
+            # restored with other dtypes, say): the jitted function takes anything.
+            if not isinstance(program, jax.stages.Compiled):
+                raise
+            self._warn(f"it does not take these inputs: {error}")
+            self._stage = program = self._build()
+            return program(*args)
+
+    def _warn(self, why: str) -> None:
+        """Warns that this precompiled program is compiled again in the foreground."""
+        warnings.warn(
+            f"{self.owner}: the precompiled program {self.name!r} is compiled again on first "
+            f"use: {why}",
+            RuntimeWarning,
+            stacklevel=4,
+        )

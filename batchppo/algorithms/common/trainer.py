@@ -1,0 +1,479 @@
+"""The driver of a training run, for any agent: the object API the experiment loop uses.
+
+An algorithm supplies an *agent* (:class:`Agent`): pure, jittable functions over its own
+train state (``init``, ``init_sim``, ``iteration``, ``learn``, a sampling and a deterministic
+policy). :class:`Trainer` compiles and runs them:
+
+* ``iteration`` is one compiled call (rollout + update) for every backend: pure-JAX envs fuse
+  with the learner, host envs (Gymnasium in processes) enter the same compiled rollout
+  through ``io_callback`` (:class:`~batchppo.core.adapters.HostEnv`). ``iterations(n)`` runs
+  ``n`` of them in one ``lax.scan``. With ``host_loop`` the host envs are stepped instead from
+  a Python loop around the compiled policy (:class:`~batchppo.core.host_loop.HostLoop`), and
+  the update (``agent.learn``) is one compiled call.
+* ``precompile`` compiles a run's programs side by side in the background
+  (:mod:`~batchppo.algorithms.common.programs`), which halves a cold start on CPU.
+* With several JAX devices and a pure-JAX backend, the programs run data-parallel over all of
+  them (``config.devices``; :mod:`~batchppo.algorithms.common.sharding`).
+* ``evaluate`` and ``policy`` run the deterministic policy in an eval env and on the host
+  (:mod:`~batchppo.algorithms.common.evaluation`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from batchppo.algorithms.common.evaluation import EVAL_SEED_OFFSET, Evaluator, HostPolicy
+from batchppo.algorithms.common.programs import (
+    COMPILER_OPTIONS,
+    Compiler,
+    Program,
+    cold_compiler_options,
+    iteration_donation,
+)
+from batchppo.algorithms.common.sharding import Sharding, learner_devices
+from batchppo.core.backends import get_backend
+from batchppo.core.env import Env, EnvSpec
+from batchppo.core.keys import key_data_aval, raw_key
+from batchppo.core.simulate import rollout
+from batchppo.core.types import EpisodeStats, SimState, Transition
+
+if TYPE_CHECKING:
+    from batchppo.core.host_loop import HostLoop
+
+PyTree = Any
+
+
+class Agent(Protocol):
+    """What :class:`Trainer` needs of an algorithm: pure functions over its train state.
+
+    The train state is the algorithm's own pytree; it must have a ``step`` counter (env steps
+    so far), which the experiment loop reads. ``T`` is the rollout length of one iteration.
+    ``minibatch_sharding`` is set by the trainer over a device mesh (None on one device); an
+    agent that shuffles its batch into minibatches constrains them with it.
+    """
+
+    env: Env
+    spec: EnvSpec
+    T: int
+    num_iterations: int
+    minibatch_sharding: jax.sharding.Sharding | None
+
+    def init(self, key: jax.Array) -> Any: ...
+    def init_sim(self, key: jax.Array, env: Env | None = None) -> SimState: ...
+    def iteration(self, ts: Any, ss: SimState) -> tuple[Any, SimState, dict]: ...
+    def learn(self, ts: Any, traj: Transition, stats: EpisodeStats) -> tuple[Any, dict]: ...
+    def acting_params(self, ts: Any) -> PyTree: ...
+    def initial_carry(self, batch: int) -> PyTree: ...
+    def policy_fn(self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array,
+                  key: jax.Array) -> tuple[jax.Array, dict, PyTree]: ...  # fmt: skip
+    def mode_fn(self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array,
+                key: jax.Array) -> tuple[jax.Array, dict, PyTree]: ...  # fmt: skip
+
+
+def make_env(config: Any, num_envs: int, seed: int) -> Env:
+    """The env of a run's config: ``num_envs`` envs of ``config.env`` on ``config.backend``."""
+    from batchppo.core.adapters import make_env as make  # imported late: host envs are heavy
+
+    return make(
+        config.env,
+        num_envs,
+        config.backend,
+        max_length=config.max_length,
+        normalize_ranges=config.normalize_ranges,
+        seed=seed,
+        num_workers=config.num_workers,
+        max_restarts=config.max_env_restarts,
+        env_kwargs=config.env_kwargs,
+        options=get_backend(config.backend).options(config),
+    )
+
+
+def strong(x: Any) -> Any:
+    """``x`` with a strong dtype where it is a weakly typed array (else ``x``).
+
+    Some envs reset to weakly typed arrays and step to strong ones; a sim state made of
+    strong types keeps a compiled iteration from being compiled a second time.
+    """
+    if isinstance(x, jax.Array) and getattr(x, "weak_type", False):
+        return x.astype(x.dtype)
+    return x
+
+
+def mean_where(x: jax.Array, w: jax.Array) -> jax.Array:
+    """Mean of ``x`` weighted by ``w``; nan where ``w`` sums to 0."""
+    n = w.sum()
+    return jnp.where(n > 0, (x * w).sum() / jnp.maximum(n, 1), jnp.nan)
+
+
+def episode_metrics(stats: EpisodeStats) -> dict[str, jax.Array]:
+    """Count and means of the episodes that ended in a rollout (nan means when none did)."""
+    done = stats.done.astype(jnp.float32)
+    return {
+        "episodes": done.sum(),
+        "score": mean_where(stats.score, done),
+        "length": mean_where(stats.length.astype(jnp.float32), done),
+    }
+
+
+def scan_iterations(agent: Agent, n: int) -> Callable:
+    """``n`` training iterations under one ``lax.scan``; metrics stacked per iteration."""
+
+    def many(ts: Any, ss: SimState) -> tuple[Any, SimState, dict]:
+        def body(carry: tuple[Any, SimState], _: None) -> tuple[Any, dict]:
+            ts, ss, metrics = agent.iteration(*carry)
+            return (ts, ss), metrics
+
+        (ts, ss), metrics = lax.scan(body, (ts, ss), None, length=n)
+        return ts, ss, metrics
+
+    return many
+
+
+def to_python(metrics: dict[str, Any]) -> dict[str, float]:
+    """Scalar metrics as Python floats (one host transfer)."""
+    return {k: float(v) for k, v in jax.device_get(metrics).items()}
+
+
+class Trainer:
+    """The object API of a run (used by the experiment loop), over an algorithm's agent.
+
+    Example:
+        >>> trainer = Trainer(config, PPO)
+        >>> ts = trainer.init(jax.random.key(config.seed))
+        >>> ss = trainer.init_sim(ts, jax.random.key(1))
+        >>> ts, ss, metrics = trainer.iteration(ts, ss)
+        >>> trainer.evaluate(ts, 10, jax.random.key(2))["score"]
+
+    Note: ``iteration``/``iterations`` donate their input states (the arrays are reused in
+    place); keep using the returned states, not the ones passed in. Over host envs they
+    donate the sim state only, so the train state passed to an iteration that an env error
+    stopped stays valid (the experiment loop checkpoints it).
+
+    With several devices (``config.devices``, default all, pure-JAX backends) the init, env
+    reset and training programs run over a 1-D mesh: the sim state's envs sharded, the train
+    state replicated (``sharding``; :mod:`batchppo.algorithms.common.sharding`). Evaluation
+    and ``policy`` run on one device.
+
+    An exception of a host env (its own, re-raised by ``BatchEnv`` with the worker's
+    traceback, or ``WorkerDiedError``) reaches the caller of ``init_sim``, ``iteration``,
+    ``iterations`` and ``evaluate`` as itself, not as the ``JaxRuntimeError`` of the compiled
+    call it happened in (:func:`~batchppo.core.adapters.raise_env_error`).
+
+    Args:
+        config: The run's config (an algorithm's config with the run-level fields: env,
+            backend, num_agents, seed, max_length, eval_max_steps, devices, host_loop...).
+        make_agent: ``(config, env) -> Agent``, the algorithm's pure functions.
+        env: Optional prebuilt training env (tests); built from the config otherwise.
+    """
+
+    def __init__(
+        self, config: Any, make_agent: Callable[[Any, Env], Agent], env: Env | None = None
+    ) -> None:
+        self.config = config
+        self.env = env if env is not None else make_env(config, config.num_agents, config.seed)
+        self.spec: EnvSpec = self.env.spec
+        self.agent = make_agent(config, self.env)
+        self.fused = get_backend(config.backend).fused
+        self._host_loop: HostLoop | None = None
+        if config.host_loop:
+            from batchppo.core.host_loop import HostLoop
+
+            self._host_loop = HostLoop(self.env, self.agent.policy_fn)
+        self._compiler = Compiler()
+        self._evaluator = Evaluator(
+            make_env=lambda n: make_env(config, n, config.seed + EVAL_SEED_OFFSET),
+            init_sim=lambda key, env: self.agent.init_sim(key, env),
+            act=self.agent.mode_fn,
+            max_envs=config.num_agents,
+            max_length=config.max_length,
+            max_steps=config.eval_max_steps,
+            compiler=self._compiler,
+        )
+        self._key_aval = key_data_aval()
+        # Several devices: the programs run data-parallel over a 1-D mesh (sharding.py);
+        # one device: no mesh, the unsharded programs.
+        devices = learner_devices(config)
+        self.sharding: Sharding | None = None
+        self._ts_sharding: PyTree = None
+        self._ss_sharding: PyTree = None
+        if len(devices) > 1:
+            self.sharding = Sharding(devices, self.env.num_envs)
+            self.agent.minibatch_sharding = self.sharding.minibatches
+            self._ts_sharding = self.sharding.train_state(
+                jax.eval_shape(self.agent.init, self._key_aval)
+            )
+            self._ss_sharding = self.sharding.sim_state(
+                jax.eval_shape(lambda key: self.agent.init_sim(key), self._key_aval)
+            )
+        self._init_program = Program("init", self._build_init)
+        self._init_sim_program = Program("init_sim", self._build_init_sim)
+        self._learn_program = Program("learn", self._build_learn)
+        self._iterations_programs: dict[int, Program] = {}
+
+    @property
+    def num_devices(self) -> int:
+        """Devices the training iteration runs on (data-parallel when more than one)."""
+        return 1 if self.sharding is None else self.sharding.num_devices
+
+    @property
+    def steps_per_iteration(self) -> int:
+        """Env steps (summed over envs) collected by one iteration."""
+        return self.agent.T * self.env.num_envs
+
+    @property
+    def num_iterations(self) -> int:
+        """Iterations needed for ``config.steps``."""
+        return self.agent.num_iterations
+
+    @property
+    def eval_env(self) -> Env | None:
+        """The eval env, once an evaluation (or ``precompile``) built it."""
+        return self._evaluator.env
+
+    def _place(self, train_state: Any, sim_state: SimState) -> tuple[Any, SimState]:
+        """The states laid out over the mesh (a restored checkpoint comes on one device); a
+        no-op without a mesh or where they are laid out already."""
+        if self.sharding is None:
+            return train_state, sim_state
+        return (
+            self.sharding.put(train_state, self._ts_sharding),
+            self.sharding.put(sim_state, self._ss_sharding),
+        )
+
+    def _one_device(self, tree: PyTree) -> PyTree:
+        """A replicated pytree as one local device's copy: evaluation and deployment run
+        unsharded on one device."""
+        if self.sharding is None:
+            return tree
+        return jax.tree.map(
+            lambda x: x.addressable_data(0) if isinstance(x, jax.Array) else x, tree
+        )
+
+    # --- compiled programs ------------------------------------------------------------------
+    # Over a mesh, programs that make states lay them out; on one device, no shardings.
+
+    def _build_init(self) -> Callable:
+        placed = {} if self.sharding is None else {"out_shardings": self._ts_sharding}
+        return jax.jit(self.agent.init, compiler_options=cold_compiler_options(), **placed)
+
+    def _build_init_sim(self) -> Callable:
+        placed = {} if self.sharding is None else {"out_shardings": self._ss_sharding}
+        agent = self.agent
+        return jax.jit(
+            lambda key: agent.init_sim(key), compiler_options=cold_compiler_options(), **placed
+        )
+
+    def _build_learn(self) -> Callable:
+        return jax.jit(self.agent.learn, donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
+
+    def _iterations_program(self, n: int) -> Program:
+        """``n`` training iterations in one compiled call (``lax.scan`` for ``n > 1``)."""
+        if n not in self._iterations_programs:
+
+            def build() -> Callable:
+                agent = self.agent
+                fn = agent.iteration if n == 1 else scan_iterations(agent, n)
+                donate = iteration_donation(self.fused)
+                if self.sharding is not None:
+                    states = (self._ts_sharding, self._ss_sharding)
+                    return jax.jit(
+                        fn,
+                        in_shardings=states,
+                        out_shardings=(*states, self.sharding.replicated),
+                        donate_argnums=donate,
+                        compiler_options=COMPILER_OPTIONS,
+                    )
+                return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
+
+            self._iterations_programs[n] = Program(f"iterations({n})", build)
+        return self._iterations_programs[n]
+
+    def precompile(
+        self, iterations: Sequence[int] = (1,), eval_episodes: int | None = None
+    ) -> None:
+        """Starts compiling the run's programs in background threads and returns at once.
+
+        Start-up of a fresh process is mostly XLA compilation (seconds on CPU). Tracing runs
+        here, in order; the XLA compilations then run side by side, and overlap with whatever
+        the caller does next. Each program waits for its own compilation when first called.
+        Calling programs that were not precompiled compiles them on first use, as usual.
+
+        Args:
+            iterations: The ``n`` of the ``iterations(n)`` calls to come (1: ``iteration``).
+            eval_episodes: The ``num_episodes`` of the ``evaluate`` calls to come; None skips.
+        """
+        counts = sorted({int(n) for n in iterations}, reverse=True)
+        if counts and counts[-1] < 1:
+            raise ValueError(f"precompile: iterations={counts[-1]} must be >= 1")
+        key, compiler = self._key_aval, self._compiler
+        # Lowering runs here, on one core; each compilation starts as soon as its program is
+        # lowered, so the small ones fill the other core while the training iteration (the
+        # longest compilation by far) is lowered.
+        ts = self._init_program.precompile(compiler, key)
+        ss = self._init_sim_program.precompile(compiler, key)
+        if eval_episodes:
+            params = self.agent.acting_params(ts)
+            if self.sharding is not None:  # evaluation runs on one device
+                params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), params)
+            self._evaluator.precompile(eval_episodes, params, key)
+        if self._host_loop is not None:  # the loop's own steps compile on first use
+            traj, stats = jax.eval_shape(self._rollout_shapes, ts, ss)
+            self._learn_program.precompile(compiler, ts, traj, stats)
+        else:
+            for n in counts:
+                self._iterations_program(n).precompile(compiler, ts, ss)
+
+    def _rollout_shapes(self, ts: Any, ss: SimState) -> tuple[Transition, EpisodeStats]:
+        params = self.agent.acting_params(ts)
+        _, traj, stats = rollout(self.env, self.agent.policy_fn, params, ss, self.agent.T)
+        return traj, stats
+
+    # --- training -----------------------------------------------------------------------------
+
+    def init(self, key: jax.Array) -> Any:
+        """A fresh train state (parameters from ``key``)."""
+        return self._init_program(raw_key(key))
+
+    def init_sim(self, train_state: Any, key: jax.Array) -> SimState:
+        """Fresh episodes in the training env (start of a run and after resume)."""
+        del train_state
+        try:
+            return self._init_sim_program(raw_key(key))
+        except Exception as error:
+            self._raise_env_error(error)
+            raise
+
+    def _raise_env_error(self, error: Exception) -> None:
+        """Raises the host env exception that ``error`` (JAX's runtime error) carries, if any."""
+        from batchppo.core.adapters import raise_env_error  # imported late, as in make_env
+
+        raise_env_error(error, self.env, self._evaluator.env)
+
+    def iteration(self, train_state: Any, sim_state: SimState) -> tuple[Any, SimState, dict]:
+        """One collection + update, one compiled call. Returns Python-float metrics.
+
+        With ``host_loop``, the collection is a Python loop (:class:`HostLoop`) and the update
+        one compiled call.
+
+        Raises:
+            Exception: A host env's own exception (see the class docstring); ``train_state``
+                is then still valid.
+        """
+        try:
+            if self._host_loop is None:
+                train_state, sim_state = self._place(train_state, sim_state)
+                ts, ss, metrics = self._iterations_program(1)(train_state, sim_state)
+                return ts, ss, self._with_env_restarts(to_python(metrics))
+            params = self.agent.acting_params(train_state)
+            ss, traj, stats = self._host_loop.rollout(params, sim_state, self.agent.T)
+            ts, metrics = self._learn_program(train_state, traj, stats)
+            return ts, ss, self._with_env_restarts(to_python(metrics))
+        except Exception as error:
+            self._raise_env_error(error)
+            raise
+
+    def iterations(
+        self, train_state: Any, sim_state: SimState, n: int
+    ) -> tuple[Any, SimState, list[dict[str, float]]]:
+        """``n`` iterations in one compiled ``lax.scan`` (one host sync for all of them).
+
+        Returns:
+            ``(train_state, sim_state, metrics)`` with one metrics dict per iteration.
+        """
+        n = int(n)
+        if n < 1:
+            raise ValueError(f"iterations: n={n} must be >= 1")
+        if n == 1 or self._host_loop is not None:
+            metrics = []
+            for _ in range(n):
+                train_state, sim_state, m = self.iteration(train_state, sim_state)
+                metrics.append(m)
+            return train_state, sim_state, metrics
+        try:
+            train_state, sim_state = self._place(train_state, sim_state)
+            ts, ss, metrics = self._iterations_program(n)(train_state, sim_state)
+            metrics = jax.device_get(metrics)
+        except Exception as error:
+            self._raise_env_error(error)
+            raise
+        per_iteration = [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
+        return ts, ss, [self._with_env_restarts(m) for m in per_iteration]
+
+    @property
+    def env_restarts(self) -> int | None:
+        """Env restarts so far in the training and eval envs (``max_env_restarts``); None
+        for backends that cannot restart envs (pure-JAX ones)."""
+        counts = [getattr(env, "restarts", None) for env in (self.env, self._evaluator.env)]
+        counts = [count for count in counts if count is not None]
+        return sum(counts) if counts else None
+
+    def _with_env_restarts(self, metrics: dict[str, float]) -> dict[str, float]:
+        """``metrics`` with ``env_restarts`` (a running total) where the envs count them."""
+        restarts = self.env_restarts
+        if restarts is not None:
+            metrics["env_restarts"] = float(restarts)
+        return metrics
+
+    # --- evaluation and deployment ----------------------------------------------------------
+
+    def evaluate(self, train_state: Any, num_episodes: int, key: jax.Array) -> dict:
+        """Runs the deterministic policy in a separate eval env of the same backend.
+
+        Episodes are taken fairly: ``min(num_episodes, num_agents)`` envs run until each has
+        finished enough episodes, and the first episodes of each env are kept (no bias towards
+        short episodes). The first ``max_length`` steps (reset included) are one compiled
+        call, which suffices when every episode ends within the time limit.
+
+        Each env runs at most ``config.eval_max_steps`` steps: an episode still running then
+        is cut and kept with its return and length so far, ``"cut"`` counts such episodes
+        among those returned, and a ``RuntimeWarning`` says how many were cut.
+
+        Args:
+            train_state: The state whose params (and observation statistics) act.
+            num_episodes: Episodes to collect (>= 1).
+            key: PRNG key of the env resets.
+
+        Returns:
+            ``{"score", "length"}`` means, ``"returns"`` and ``"lengths"`` arrays (fewer than
+            ``num_episodes`` when an env's episodes were cut) and ``"cut"``, the number of
+            cut episodes.
+
+        Raises:
+            Exception: An eval env's own exception (see the class docstring).
+        """
+        params = self._one_device(self.agent.acting_params(train_state))
+        try:
+            return self._evaluator.evaluate(params, num_episodes, key)
+        except Exception as error:
+            self._raise_env_error(error)
+            raise
+
+    def policy(self, train_state: Any, deterministic: bool = True) -> Callable:
+        """A host callable ``obs (B, *obs_shape) -> actions (B, *action_shape)``.
+
+        It normalises observations with the state's statistics where the agent does;
+        recurrent policies carry their state across calls (call ``.reset()`` at episode
+        starts). Sampling (``deterministic=False``) draws from a key seeded by
+        ``config.seed``.
+        """
+        agent = self.agent
+        return HostPolicy(
+            agent.mode_fn if deterministic else agent.policy_fn,
+            self._one_device(agent.acting_params(train_state)),
+            agent.initial_carry,
+            tuple(self.spec.obs_shape),
+            self.config.seed,
+        )
+
+    def close(self) -> None:
+        """Closes the training and evaluation envs (worker processes of host backends)."""
+        self._compiler.shutdown()
+        close = getattr(self.env, "close", None)
+        if close is not None:
+            close()
+        self._evaluator.close()
