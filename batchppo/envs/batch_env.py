@@ -33,15 +33,18 @@ import atexit
 import contextlib
 import dataclasses
 import math
+import mmap
 import multiprocessing as mp
 import os
 import signal
+import tempfile
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, NamedTuple
+from multiprocessing import reduction
+from typing import Any, NamedTuple
 
 import cloudpickle
 import gymnasium
@@ -53,6 +56,12 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
+from batchppo.envs.batch_transform import (
+    BatchTransform,
+    SpacesOnly,
+    TransformFactory,
+    wrapped_env_fn,
+)
 from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces, space_difference
 from batchppo.envs.errors import SpaceMismatchError, WorkerDiedError, WorkerError, with_message
 from batchppo.envs.final_obs import fill_final_obs
@@ -69,9 +78,6 @@ from batchppo.envs.protocol import (
 )
 from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
 from batchppo.envs.spaces import leaves as space_leaves
-
-if TYPE_CHECKING:
-    from batchppo.envs.batch_transform import BatchTransform
 
 __all__ = [
     "BatchEnv",
@@ -224,12 +230,20 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         max_restarts: How many env restarts this batch env may make over its life (see
             *Restarts* below); 0 (the default) fails fast: the env's error (or
             :class:`WorkerDiedError`) is raised.
-        transform: A :class:`~batchppo.envs.batch_transform.BatchTransform` (what
-            :func:`~batchppo.envs.make` passes): a standard wrapper stack that the workers
-            apply to all their envs at once instead of per env. The env functions then build
-            raw envs with ``transform.raw_spaces``; the batch env reports
-            ``transform.spaces`` (and so does ``get_attr`` of ``observation_space`` and
-            ``action_space``), and behaves exactly as over envs wrapped in that stack.
+        transform: A :class:`~batchppo.envs.batch_transform.BatchTransform`: a standard
+            wrapper stack that the workers apply to all their envs at once instead of per
+            env. The env functions then build raw envs with ``transform.raw_spaces``; the
+            batch env reports ``transform.spaces`` (and so does ``get_attr`` of
+            ``observation_space`` and ``action_space``), and behaves exactly as over envs
+            wrapped in that stack. Or a
+            :class:`~batchppo.envs.batch_transform.TransformFactory` (what
+            :func:`~batchppo.envs.make` passes), asked for the transform once env 0's raw
+            spaces are known; where it has none, every env gets its per-env stack.
+
+    **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces
+    and metadata, then the parent lays out the shared memory and hands it to them. No env is
+    built in the calling process unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there
+    once more).
 
     **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step``
     raises, or a worker process dies during a step, :meth:`step` (and :meth:`step_arrays`)
@@ -284,7 +298,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         transform: BatchTransform | None = None,
     ):
         self._procs: list[Any] = []
-        self._transform = transform
+        self._transform_arg = transform
+        self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
+        self._wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None
         self._conns: list[Any] = []
         self._local: EnvGroup | None = None
         self._state = BatchState.DEFAULT
@@ -339,100 +355,123 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._spin = float(spin_us) * 1e-6
         self._ranges = ranges
 
-        local_envs, env_spaces = self._probe(env_fns, local_range, observation_mode)
-        obs_space, act_space = self.single_observation_space, self.single_action_space
+        self._buffer_fd: int | None = None
+        self._local_envs: list[gymnasium.Env] = []  # built, not yet in self._local
+        # Every env's observation space, by the index of its unit's first env ("different").
+        self._env_obs_spaces: dict[int, list[gymnasium.Space]] = {}
+        _LIVE.add(self)
+        try:
+            if local_range is not None:
+                self._build_local(env_fns, local_range, observation_mode)
+            reports = self._start_workers(env_fns) if ranges else []
+            self._setup(env_fns, reports, observation_mode)
+        except BaseException:
+            for env in self._local_envs:
+                with contextlib.suppress(Exception):
+                    env.close()
+            self.close(terminate=True)
+            raise
+        self._local_envs = []
+
+    def _build_local(
+        self,
+        env_fns: list[Callable[[], gymnasium.Env]],
+        local_range: tuple[int, int],
+        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
+    ) -> None:
+        """Builds the parent's share (``step_in_parent``), env 0 first, checking the spaces."""
+        try:
+            self._local_envs = build_envs(env_fns[:1], 0, None)
+            env0 = self._local_envs[0]
+            expected = (env0.observation_space, env0.action_space)
+            if self._obs_rule == "custom":
+                expected = (observation_mode[1], env0.action_space)
+                check_spaces(env0, 0, expected, "custom")
+            self._local_envs += build_envs(env_fns[1 : local_range[1]], 1, expected, self._obs_rule)
+        except Exception as exc:
+            index = getattr(exc, "batchppo_env_index", 0)
+            raise with_message(
+                exc, f"{exc}\n[batchppo] raised while building env {index} in the parent process."
+            ) from None
+        if self._obs_rule == "different":
+            self._env_obs_spaces[0] = [env.observation_space for env in self._local_envs]
+
+    def _setup(
+        self,
+        env_fns: list[Callable[[], gymnasium.Env]],
+        reports: list[dict[str, Any]],
+        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
+    ) -> None:
+        """Decides the spaces and the transform from env 0, lays out the shared memory, and
+        has the parent's group and the workers' (:meth:`_connect_workers`) take their rows.
+
+        Args:
+            env_fns: The env functions.
+            reports: What each worker said of its envs (:func:`~batchppo.envs.worker.
+                describe_envs`); env 0 is the first env of the parent's share, or of worker 0.
+            observation_mode: As given to the constructor.
+        """
+        if self._local_envs:
+            env0 = self._local_envs[0]
+            raw = (env0.observation_space, env0.action_space)
+            self.metadata = dict(getattr(env0, "metadata", {}) or {})
+            self.render_mode = getattr(env0, "render_mode", None)
+        else:
+            raw = (reports[0]["observation_space"], reports[0]["action_space"])
+            self.metadata = dict(reports[0]["metadata"])
+            self.render_mode = reports[0]["render_mode"]
+        # The spaces every env must match (env 0's, or the single space of a custom mode).
+        self._expected = (observation_mode[1], raw[1]) if self._obs_rule == "custom" else raw
+        self._transform, self._wrap = _resolve_transform(self._transform_arg, raw)
+        if self._transform is not None:
+            obs_space, act_space = self._transform.spaces
+        elif self._wrap is not None:
+            wrapped = self._wrap(SpacesOnly(*raw))
+            obs_space, act_space = wrapped.observation_space, wrapped.action_space
+        else:
+            obs_space, act_space = self._expected
+        for label, space in (("observation", obs_space), ("action", act_space)):
+            try:
+                space_leaves(space)
+            except ValueError as exc:
+                raise ValueError(f"The {label} space is not supported. {exc}") from None
+        self.single_observation_space = obs_space
+        self.single_action_space = act_space
+        num_envs = self.num_envs
         self.metadata["autoreset_mode"] = self.autoreset_mode
         self.observation_space = batch_space(obs_space, num_envs)
         self.action_space = batch_space(act_space, num_envs)
         self._discrete = isinstance(act_space, gym_spaces.Discrete)
-        layout = Layout.for_spaces(num_envs, len(ranges), obs_space, act_space)
-        if ranges:
-            self._buffer = self._ctx.RawArray("B", layout.nbytes)
+        self._layout = layout = Layout.for_spaces(num_envs, len(self._ranges), obs_space, act_space)
+        if self._ranges:
+            self._buffer_fd, self._buffer = _shared_buffer(layout.nbytes)
         else:
             self._buffer = bytearray(layout.nbytes)
         self._bind_views(layout.views(self._buffer))
 
-        if local_range is not None:
+        if self._local_envs:
+            envs, fns = self._local_envs, env_fns[: len(self._local_envs)]
+            if self._wrap is not None:
+                envs = [self._wrap(env) for env in envs]
+                fns = [wrapped_env_fn(fn, self._wrap) for fn in fns]
             self._local = EnvGroup(
-                local_envs,
+                envs,
                 0,
                 self._v,
                 self._discrete,
                 None,
                 self.autoreset_mode,
-                env_fns[: len(local_envs)] if max_restarts else None,
-                transform,
+                fns if self.max_restarts else None,
+                self._transform,
             )
-        _LIVE.add(self)
-        # Every env's observation space, by env index ("different" mode only).
-        self._env_obs_spaces: dict[int, list[gymnasium.Space]] = {}
-        if local_range is not None and self._obs_rule == "different":
-            self._env_obs_spaces[0] = [env.observation_space for env in local_envs]
-        if ranges:
-            self._start_workers(env_fns, ranges, layout, env_spaces)
+            self._local_envs = []
+        if self._ranges:
+            self._connect_workers()
         if self._obs_rule == "different":
             spaces = [s for _, group in sorted(self._env_obs_spaces.items()) for s in group]
             self.observation_space = batch_differing_spaces(spaces)
         elif self._obs_rule == "custom":
             self.observation_space = observation_mode[0]
-
-    def _probe(
-        self,
-        env_fns: list[Callable[[], gymnasium.Env]],
-        local_range: tuple[int, int] | None,
-        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
-    ) -> tuple[list[gymnasium.Env], tuple[gymnasium.Space, gymnasium.Space]]:
-        """Builds env 0 in the parent for the spaces and metadata.
-
-        Env 0 is kept when the parent steps a share (then the rest of that share is built
-        too), and closed otherwise.
-
-        Returns:
-            The parent's envs, and the spaces every env must match (observation, action) as
-            ``self._obs_rule`` says: env 0's own (the batch env's are the transform's, when
-            there is one), or under a custom ``observation_mode`` its single space.
-        """
-        local_envs: list[gymnasium.Env] = []
-        probe = None
-        try:
-            probe = build_envs(env_fns[:1], 0, None)[0]
-            local_envs = [probe] if local_range is not None else []
-            obs_space, act_space = probe.observation_space, probe.action_space
-            if self._obs_rule == "custom":
-                obs_space = observation_mode[1]
-                check_spaces(probe, 0, (obs_space, act_space), "custom")
-            if self._transform is not None:
-                _check_transform_spaces(self._transform, probe)
-            self.metadata = dict(getattr(probe, "metadata", {}) or {})
-            self.render_mode = getattr(probe, "render_mode", None)
-            if local_range is not None:
-                local_envs += build_envs(
-                    env_fns[1 : local_range[1]], 1, (obs_space, act_space), self._obs_rule
-                )
-        except Exception as exc:
-            for env in local_envs:
-                env.close()
-            if local_range is None and probe is not None:
-                probe.close()
-            index = getattr(exc, "batchppo_env_index", 0)
-            raise with_message(
-                exc, f"{exc}\n[batchppo] raised while building env {index} in the parent process."
-            ) from None
-        if local_range is None:
-            probe.close()
-        env_spaces = (obs_space, act_space)
-        if self._transform is not None:
-            obs_space, act_space = self._transform.spaces
-        for label, space in (("observation", obs_space), ("action", act_space)):
-            try:
-                space_leaves(space)
-            except ValueError as exc:
-                for env in local_envs:
-                    env.close()
-                raise ValueError(f"The {label} space is not supported. {exc}") from None
-        self.single_observation_space = obs_space
-        self.single_action_space = act_space
-        return local_envs, env_spaces
 
     def _bind_views(self, v: dict[str, Any]) -> None:
         """Keeps the shared arrays: single arrays for flat spaces, dict/tuple trees otherwise."""
@@ -461,6 +500,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._ok_dtypes: set[np.dtype] = set()
 
     @property
+    def transform(self) -> BatchTransform | None:
+        """The batch transform the envs' groups apply (see ``transform`` in the constructor):
+        the one given, or the one a ``TransformFactory`` chose; None when there is none or
+        the envs got the factory's per-env stack."""
+        return self._transform
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` has run (Gymnasium's ``VectorEnv.closed``)."""
         return self._state is BatchState.CLOSED
@@ -473,56 +519,99 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
     # ------------------------------------------------------------------ processes
 
-    def _start_workers(self, env_fns, ranges, layout, spaces) -> None:
+    def _start_workers(self, env_fns: list[Callable[[], gymnasium.Env]]) -> list[dict[str, Any]]:
+        """Starts the workers, which build their envs; returns what each says of its envs.
+
+        The first half of a worker's start: the shared memory is laid out only once env 0's
+        spaces are known, and :meth:`_connect_workers` hands it over.
+
+        Raises:
+            Exception: What building an env raised (the first worker's to fail), with the
+                env index and the worker's traceback.
+        """
         ctx = self._ctx
+        ranges = self._ranges
         if ctx.get_start_method() == "forkserver":
             # Workers fork from a server that already imported these (fast start). Not
             # ``__main__``: the server must not run a main script without a main guard.
             ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.worker"])
         self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
-        self._layout = layout
         restartable = self.max_restarts > 0
         self._payloads = [
             cloudpickle.dumps(
                 (
                     env_fns[start:stop],
-                    spaces,
                     self._obs_rule,
-                    self._discrete,
                     self.autoreset_mode,
                     restartable,
-                    self._transform,
+                    self._transform_arg,
                 )
             )
             for start, stop in ranges
         ]
         self._cmd_sems, self._done_sems = [], []
+        for slot in range(len(ranges)):
+            self._spawn(slot)
+        if not restartable:  # a respawned worker needs the read end; otherwise it can go
+            self._alive_r.close()
+        error, reports = None, []
+        for slot in range(len(ranges)):
+            kind, data = self._recv(slot)
+            if kind == "error" and error is None:
+                error = self._remote_error(slot, data)
+            reports.append(data)
+        if error is not None:
+            raise error
+        for slot, report in enumerate(reports):
+            if report["obs_spaces"] is not None:
+                self._env_obs_spaces[ranges[slot][0]] = report["obs_spaces"]
+        return reports
+
+    def _connect_workers(self) -> None:
+        """Hands every worker the shared memory and the decided spaces and transform; each
+        checks its envs' spaces and takes its rows.
+
+        Raises:
+            SpaceMismatchError: An env's spaces do not match env 0's (with its index).
+        """
+        for slot in range(len(self._ranges)):
+            self._send_start(slot)
+        error = None
+        for slot in range(len(self._ranges)):
+            kind, data = self._recv(slot)
+            if kind == "error" and error is None:
+                error = self._remote_error(slot, data)
+        if error is not None:
+            raise error
+        # Every worker has opened the semaphores (it answered): their names can go, so none
+        # is left behind however this process ends.
+        _processes.unlink_semaphores(self._cmd_sems + self._done_sems)
+
+    def _send_start(self, slot: int) -> None:
+        """Sends worker ``slot`` what it needs to step (see :func:`~batchppo.envs.worker.
+        worker_main`), then the shared memory's file descriptor."""
+        conn = self._conns[slot]
         try:
-            for slot in range(len(ranges)):
-                self._spawn(slot)
-            if not restartable:  # a respawned worker needs the read end; otherwise it can go
-                self._alive_r.close()
-            error = None
-            for slot in range(len(ranges)):
-                kind, data = self._recv(slot)
-                if kind == "error" and error is None:
-                    error = self._remote_error(slot, data)
-                elif kind == "ready" and data[1] is not None:
-                    self._env_obs_spaces[ranges[slot][0]] = data[1]
-            if error is not None:
-                raise error
-            # Every worker has opened the semaphores (it answered): their names can go, so
-            # none is left behind however this process ends.
-            _processes.unlink_semaphores(self._cmd_sems + self._done_sems)
-        except BaseException:
-            self.close(terminate=True)
-            raise
+            conn.send(
+                (
+                    "start",
+                    self._expected,
+                    self._layout,
+                    self._discrete,
+                    self._transform,
+                    self._wrap is not None,
+                )
+            )
+            reduction.send_handle(conn, self._buffer_fd, self._procs[slot].pid)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            raise self._dead(slot) from None
 
     def _spawn(self, slot: int) -> None:
         """Starts the process of worker ``slot`` with its own semaphores and pipe.
 
         Used at construction and to respawn a dead worker (restarts): the new process takes
-        the place of the old one. Its first message on the pipe says whether it is ready.
+        the place of the old one. Its first message on the pipe reports its envs (or the
+        error that building them raised).
         """
         ctx = self._ctx
         cmd_sem, done_sem = ctx.Semaphore(0), ctx.Semaphore(0)
@@ -534,8 +623,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 slot,
                 self._payloads[slot],
                 self._ranges[slot][0],
-                self._layout,
-                self._buffer,
                 cmd_sem,
                 done_sem,
                 child_conn,
@@ -1003,9 +1090,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._procs[slot].join(1.0)
         self._conns[slot].close()
         self._spawn(slot)
-        kind, data = self._recv(slot)
-        if kind == "error":
-            raise self._remote_error(slot, data)
+        for _ in range(2):  # its envs are built; then they took their rows
+            kind, data = self._recv(slot)
+            if kind == "error":
+                raise self._remote_error(slot, data)
+            if kind == "built":
+                self._send_start(slot)
         _processes.unlink_semaphores([self._cmd_sems[slot], self._done_sems[slot]])
 
     def _over_budget(
@@ -1295,6 +1385,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         if self._local is not None:
             self._local.close()
             self._local = None
+        if self._buffer_fd is not None:  # the mapping stays, for the arrays handed out
+            os.close(self._buffer_fd)
+            self._buffer_fd = None
 
     def _stop_workers(self, timeout: float, terminate: bool) -> None:
         procs = self._procs
@@ -1420,14 +1513,59 @@ def _check_async_options(
     return method, rule
 
 
-def _check_transform_spaces(transform: BatchTransform, env: gymnasium.Env) -> None:
-    """Raises ``SpaceMismatchError`` unless ``env`` has the spaces ``transform`` applies to."""
-    for label, space, expected in zip(
-        ("observation", "action"),
-        (env.observation_space, env.action_space),
-        transform.raw_spaces,
-        strict=True,
-    ):
+def _resolve_transform(
+    transform: BatchTransform | TransformFactory | None,
+    raw: tuple[gymnasium.Space, gymnasium.Space],
+) -> tuple[BatchTransform | None, Callable[[gymnasium.Env], gymnasium.Env] | None]:
+    """The batch transform, or the per-env wrapper, for raw envs with spaces ``raw``.
+
+    Raises:
+        SpaceMismatchError: A ``BatchTransform`` built for other spaces than env 0's.
+        ValueError: ``transform`` is neither a ``BatchTransform`` nor a ``TransformFactory``.
+    """
+    if transform is None:
+        return None, None
+    if isinstance(transform, BatchTransform):
+        _check_transform_spaces(transform, raw)
+        return transform, None
+    if isinstance(transform, TransformFactory):
+        batch = transform.for_spaces(*raw)
+        return (batch, None) if batch is not None else (None, transform.wrap)
+    raise ValueError(
+        "transform must be a BatchTransform or a TransformFactory (such as "
+        f"batchppo.envs.make.StandardStack); got {type(transform).__name__}."
+    )
+
+
+def _shared_buffer(nbytes: int) -> tuple[int, mmap.mmap]:
+    """A zeroed shared-memory buffer and its file descriptor, which the workers map.
+
+    The descriptor reaches each worker over its pipe (``multiprocessing.reduction``), once
+    env 0's spaces, so the buffer's size, are known: no env has to be built in the parent
+    for them.
+    """
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("batchppo-batch-env", os.MFD_CLOEXEC)
+    else:  # an unlinked file, in memory where the system has /dev/shm
+        fd, path = tempfile.mkstemp(
+            prefix="batchppo-batch-env-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
+        os.unlink(path)
+    try:
+        os.ftruncate(fd, nbytes)
+        return fd, mmap.mmap(fd, nbytes)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _check_transform_spaces(
+    transform: BatchTransform, raw: tuple[gymnasium.Space, gymnasium.Space]
+) -> None:
+    """Raises ``SpaceMismatchError`` unless env 0's spaces ``raw`` are those ``transform``
+    applies to."""
+    labels = ("observation", "action")
+    for label, space, expected in zip(labels, raw, transform.raw_spaces, strict=True):
         if space != expected:
             raise SpaceMismatchError(
                 f"env 0 has {label} space {space}, but the transform applies to {expected} "

@@ -21,9 +21,10 @@ over the whole batch; only when that check fails are the envs looked at one by o
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
 import numpy as np
@@ -38,7 +39,55 @@ from batchppo.envs.wrappers import (
     non_finite_reward_message,
 )
 
-__all__ = ["BatchTransform"]
+__all__ = ["BatchTransform", "SpacesOnly", "TransformFactory", "wrapped_env_fn"]
+
+
+class SpacesOnly(gymnasium.Env):
+    """An env that has only spaces: what a wrapper stack is built over to read its spaces.
+
+    Args:
+        observation_space: The observation space it reports.
+        action_space: The action space it reports.
+    """
+
+    def __init__(self, observation_space: gymnasium.Space, action_space: gymnasium.Space):
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+
+@runtime_checkable
+class TransformFactory(Protocol):
+    """A wrapper stack chosen once the raw envs' spaces are known (what ``make()`` passes).
+
+    :class:`~batchppo.envs.BatchEnv` reads the raw envs' spaces from the envs its workers
+    build (no env is built for it in the calling process), then asks :meth:`for_spaces` for
+    the :class:`BatchTransform` to apply to the batch. Where that is None (spaces a transform
+    does not cover), every env is wrapped in :meth:`wrap` instead, as the per-env stack. It
+    travels to the workers with cloudpickle.
+    """
+
+    def for_spaces(
+        self, observation_space: gymnasium.Space, action_space: gymnasium.Space
+    ) -> BatchTransform | None:
+        """The batch transform for raw envs with these spaces, or None: use :meth:`wrap`."""
+        ...
+
+    def wrap(self, env: gymnasium.Env) -> gymnasium.Env:
+        """The per-env stack around ``env``."""
+        ...
+
+
+def _build_wrapped(
+    env_fn: Callable[[], gymnasium.Env], wrap: Callable[[gymnasium.Env], gymnasium.Env]
+) -> gymnasium.Env:
+    return wrap(env_fn())
+
+
+def wrapped_env_fn(
+    env_fn: Callable[[], gymnasium.Env], wrap: Callable[[gymnasium.Env], gymnasium.Env]
+) -> Callable[[], gymnasium.Env]:
+    """A function that builds ``env_fn()`` wrapped in ``wrap`` (to rebuild a wrapped env)."""
+    return functools.partial(_build_wrapped, env_fn, wrap)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

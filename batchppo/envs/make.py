@@ -20,6 +20,7 @@ per-env stack.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 from collections.abc import Callable, Mapping
@@ -30,11 +31,10 @@ from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
 from batchppo.envs.batch_env import BatchEnv
-from batchppo.envs.batch_transform import BatchTransform
-from batchppo.envs.errors import with_message
+from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
 from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
 
-__all__ = ["batch_transform", "check_env_id", "make", "make_env_fn"]
+__all__ = ["StandardStack", "batch_transform", "check_env_id", "make", "make_env_fn"]
 
 BACKENDS = ("process", "sync", "ray")
 
@@ -92,9 +92,10 @@ def make_env_fn(
         raise ValueError(f"max_length must be a positive int or None; got {max_length!r}.")
 
     raw_fn = _raw_env_fn(env_id, max_length, render_mode, env_kwargs)
+    stack = StandardStack(env_id, normalize_ranges)
 
     def env_fn() -> gymnasium.Env:
-        return _stack(raw_fn(), env_id, normalize_ranges)
+        return stack.wrap(raw_fn())
 
     return env_fn
 
@@ -123,12 +124,30 @@ def _stack(env: gymnasium.Env, env_id: str, normalize_ranges: bool) -> gymnasium
     return ConvertTo32Bit(env, env_id=env_id)
 
 
-class _SpacesOnly(gymnasium.Env):
-    """An env that has only spaces: what :func:`batch_transform` builds the stack over."""
+@dataclasses.dataclass(frozen=True)
+class StandardStack:
+    """The standard stack of :func:`make_env_fn` as a
+    :class:`~batchppo.envs.batch_transform.TransformFactory` (what :func:`make` gives
+    ``BatchEnv``): the batch transform where it covers the raw envs' spaces, else the per-env
+    stack.
 
-    def __init__(self, observation_space: gymnasium.Space, action_space: gymnasium.Space):
-        self.observation_space = observation_space
-        self.action_space = action_space
+    Attributes:
+        env_id: The id the stack's errors name.
+        normalize_ranges: As in :func:`make_env_fn`.
+    """
+
+    env_id: str
+    normalize_ranges: bool = True
+
+    def for_spaces(
+        self, observation_space: gymnasium.Space, action_space: gymnasium.Space
+    ) -> BatchTransform | None:
+        """The batch transform for raw envs with these spaces (see :func:`batch_transform`)."""
+        return batch_transform(self.env_id, observation_space, action_space, self.normalize_ranges)
+
+    def wrap(self, env: gymnasium.Env) -> gymnasium.Env:
+        """The per-env stack (layers 2-4 of the module docstring) around ``env``."""
+        return _stack(env, self.env_id, self.normalize_ranges)
 
 
 def batch_transform(
@@ -151,7 +170,7 @@ def batch_transform(
     """
     if not BatchTransform.covers(observation_space, action_space):
         return None
-    stack = _stack(_SpacesOnly(observation_space, action_space), env_id, normalize_ranges)
+    stack = _stack(SpacesOnly(observation_space, action_space), env_id, normalize_ranges)
     return BatchTransform.of_stack(stack)
 
 
@@ -199,8 +218,8 @@ def make(
         **env_kwargs: Passed to ``gymnasium.make``.
 
     The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the
-    module docstring); to read the spaces it is built for, one env is built (and closed) here
-    first.
+    module docstring), read off the spaces of the envs the workers build: every env is built
+    once, and none in the calling process unless ``backend="sync"``.
 
     Returns:
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
@@ -227,24 +246,11 @@ def make(
         render_mode=render_mode,
         **env_kwargs,
     )
-    fns = [fn] * num_envs
-    transform = None
-    if backend != "ray":
-        raw_fn = _raw_env_fn(env_id, max_length, render_mode, env_kwargs)
-        try:
-            probe = raw_fn()
-        except Exception as exc:  # as BatchEnv reports its own probe's failure
-            raise with_message(
-                exc, f"{exc}\n[batchppo] raised while building env 0 in the parent process."
-            ) from None
-        try:
-            transform = batch_transform(
-                env_id, probe.observation_space, probe.action_space, normalize_ranges
-            )
-        finally:
-            probe.close()
-        if transform is not None:
-            fns = [raw_fn] * num_envs
+    if backend == "ray":
+        fns, transform = [fn] * num_envs, None
+    else:  # BatchEnv reads the raw spaces off its workers' envs and picks the transform
+        fns = [_raw_env_fn(env_id, max_length, render_mode, env_kwargs)] * num_envs
+        transform = StandardStack(env_id, normalize_ranges)
     if backend == "process":
         env = BatchEnv(fns, num_workers=num_workers, max_restarts=max_restarts, transform=transform)
     elif backend == "sync":

@@ -12,16 +12,20 @@ and reset them) or raises. A worker exits when its parent dies.
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import signal
 import sys
 import threading
 import time
+from multiprocessing import reduction
 from typing import Any
 
 import cloudpickle
 
-from batchppo.envs.env_group import EnvGroup, build_envs
+from batchppo.envs.batch_transform import wrapped_env_fn
+from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces
 from batchppo.envs.errors import describe_exception
 from batchppo.envs.protocol import (
     CMD_PIPE,
@@ -31,11 +35,10 @@ from batchppo.envs.protocol import (
     STATUS_INFO,
     STATUS_OK,
     STATUS_RESTART,
-    Layout,
     spin_acquire,
 )
 
-__all__ = ["worker_main"]
+__all__ = ["describe_envs", "worker_main"]
 
 
 def _wait(sem: Any, spin_s: float, alive_r: Any) -> bool:
@@ -53,8 +56,6 @@ def worker_main(
     slot: int,
     payload: bytes,
     offset: int,
-    layout: Layout,
-    buffer: Any,
     cmd_sem: Any,
     done_sem: Any,
     conn: Any,
@@ -63,17 +64,22 @@ def worker_main(
 ) -> None:
     """Entry point of a worker process (see the module docstring for the protocol).
 
+    The worker starts in two halves. It builds its envs and reports them
+    (``("built", describe_envs(...))``, or ``("error", report)``); env 0's spaces decide the
+    layout of the shared memory, so no env needs building in the parent. The parent then
+    sends ``("start", spaces, layout, discrete, transform, wrap)`` and the shared buffer's
+    file descriptor; the worker checks its envs' spaces against ``spaces``, wraps them in
+    the factory's per-env stack when ``wrap``, maps the buffer and answers
+    ``("ready", pid)`` (or ``("error", report)``).
+
     Args:
         slot: Index of this worker (its command/status word).
-        payload: cloudpickled ``(env_fns, spaces, obs_rule, discrete, autoreset_mode,
-            restartable, transform)``; a restartable worker's group keeps ``env_fns`` to
-            rebuild envs that raise; ``spaces`` are the envs' own (the raw ones under a
-            ``transform``), matched as ``obs_rule`` says (see
-            :func:`~batchppo.envs.env_group.check_spaces`). Unless ``obs_rule`` is
-            ``"same"``, the ready message carries every env's observation space.
+        payload: cloudpickled ``(env_fns, obs_rule, autoreset_mode, restartable,
+            transform)``; a restartable worker's group keeps ``env_fns`` to rebuild envs that
+            raise; ``obs_rule`` says how the envs' spaces must match (see
+            :func:`~batchppo.envs.env_group.check_spaces`); ``transform`` is the batch env's
+            (a ``TransformFactory`` when ``wrap`` may be asked).
         offset: Global index of this worker's first env.
-        layout: Layout of the shared buffer.
-        buffer: The shared buffer (a ``RawArray``).
         cmd_sem: Released by the parent when a command is waiting.
         done_sem: Released by this worker when a command is done.
         conn: This worker's end of its pipe to the parent.
@@ -86,11 +92,26 @@ def worker_main(
         target=_exit_when_parent_dies, args=(alive_r,), name="batchppo-parent-watch", daemon=True
     ).start()
     group: EnvGroup | None = None
+    envs: list[Any] = []
+    index: int | None = None
     try:
-        (env_fns, spaces, obs_rule, discrete, autoreset_mode, restartable, transform) = (
-            cloudpickle.loads(payload)
-        )
-        envs = build_envs(env_fns, offset, spaces, obs_rule)
+        env_fns, obs_rule, autoreset_mode, restartable, factory = cloudpickle.loads(payload)
+        envs = build_envs(env_fns, offset, None)
+        conn.send(("built", describe_envs(envs, obs_rule)))
+        message = conn.recv()
+        fd = reduction.recv_handle(conn)
+        _, spaces, layout, discrete, transform, wrap = message
+        try:
+            buffer = mmap.mmap(fd, layout.nbytes)
+        finally:
+            os.close(fd)
+        for j, env in enumerate(envs):
+            index = offset + j
+            check_spaces(env, index, spaces, obs_rule)
+        index = None
+        if wrap:
+            envs = [factory.wrap(env) for env in envs]
+            env_fns = [wrapped_env_fn(fn, factory.wrap) for fn in env_fns]
         group = EnvGroup(
             envs,
             offset,
@@ -101,13 +122,16 @@ def worker_main(
             env_fns if restartable else None,
             transform,
         )
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        _close_envs(envs)  # the parent gave up on this batch env
+        return
     except BaseException as exc:
-        index = getattr(exc, "batchppo_env_index", None)
+        _close_envs(envs)
+        index = getattr(exc, "batchppo_env_index", index)
         conn.send(("error", describe_exception(exc, index)))
         conn.close()
         return
-    obs_spaces = None if obs_rule == "same" else [env.observation_space for env in envs]
-    conn.send(("ready", (os.getpid(), obs_spaces)))
+    conn.send(("ready", os.getpid()))
     views = layout.views(buffer)
     cmd, status = views["cmd"], views["status"]
     try:
@@ -149,6 +173,28 @@ def worker_main(
         return
     finally:
         group.close()
+
+
+def describe_envs(envs: list[Any], obs_rule: str) -> dict[str, Any]:
+    """What a worker reports of its envs once built: its first env's spaces, metadata and
+    render mode (env 0's decide the batch env's), and under ``obs_rule="different"`` every
+    env's observation space."""
+    first = envs[0]
+    return {
+        "observation_space": first.observation_space,
+        "action_space": first.action_space,
+        "metadata": dict(getattr(first, "metadata", {}) or {}),
+        "render_mode": getattr(first, "render_mode", None),
+        "obs_spaces": (
+            [env.observation_space for env in envs] if obs_rule == "different" else None
+        ),
+    }
+
+
+def _close_envs(envs: list[Any]) -> None:
+    for env in envs:
+        with contextlib.suppress(Exception):
+            env.close()
 
 
 _PARENT_DEATH_GRACE_S = 1.0  # for the main thread to close the envs and return by itself

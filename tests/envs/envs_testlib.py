@@ -327,3 +327,29 @@ class DivergingEnv(gymnasium.Env):
             elif self.fault == "overflow":
                 obs[1], reward = 1e300, -1e300
         return obs, reward, terminated, False, {}
+
+
+class ConstructionCountingEnv(CountEnv):
+    """A CountEnv that appends the id of the process building it to the file ``path``.
+
+    Counts env constructions over every process. ``int_obs`` gives it an integer observation
+    space, which ``make()``'s batch transform does not cover (its envs get the per-env stack).
+    """
+
+    def __init__(
+        self, path: str, tag: int = 0, int_obs: bool = False, render_mode: str | None = None
+    ):
+        with open(path, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        super().__init__(tag, render_mode=render_mode)
+        self.int_obs = int_obs
+        if int_obs:
+            self.observation_space = spaces.Box(0, 100, (3,), np.int64)
+
+    def _obs(self) -> np.ndarray:
+        obs = super()._obs()
+        return obs.astype(np.int64) if self.int_obs else obs
+
+
+# make("envs_testlib:ConstructionCounting-v0", ...) imports this module, in the workers too.
+gymnasium.register("ConstructionCounting-v0", entry_point=ConstructionCountingEnv)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import multiprocessing as mp
+import os
 import time
 
 import gymnasium
@@ -12,6 +14,7 @@ import pytest
 from envs_testlib import (
     BigInfoEnv,
     BoolActionEnv,
+    ConstructionCountingEnv,
     CountEnv,
     FaultyEnv,
     NestedEnv,
@@ -448,3 +451,29 @@ def test_step_wait_after_a_timeout_still_raises_an_earlier_workers_error():
             env.step_wait(timeout=5)
         obs, _, _, _, _ = env.step(np.zeros((2, 1), np.float32))  # nothing left pending
         assert obs[1].tolist() == [1, 1, 2]
+
+
+def builders(path) -> list[int]:
+    """The id of the process that built each env, from a ConstructionCountingEnv's file."""
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.parametrize("observation_mode", ["same", "different"])
+@pytest.mark.parametrize("step_in_parent", [False, True])
+def test_each_env_is_built_once_and_in_the_parent_only_when_asked(
+    tmp_path, step_in_parent, observation_mode
+):
+    path = tmp_path / "builds"
+    fns = [functools.partial(ConstructionCountingEnv, str(path), i) for i in range(4)]
+    with BatchEnv(
+        fns, num_workers=2, step_in_parent=step_in_parent, observation_mode=observation_mode
+    ) as env:
+        assert env.single_observation_space == CountEnv().observation_space
+        assert env.metadata["render_modes"] == ["rgb_array"]  # env 0's, read in its worker
+        obs, _ = env.reset(seed=0)
+        obs, *_ = env.step(np.zeros((4, 1), np.float32))
+        np.testing.assert_array_equal(obs[:, 0], [0, 1, 2, 3])
+        built = builders(path)
+    assert len(built) == 4, built
+    # By default no env is built in the calling process; step_in_parent builds its share.
+    assert built.count(os.getpid()) == (2 if step_in_parent else 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import gymnasium
 import numpy as np
@@ -103,3 +104,24 @@ def test_render_for_videos():
     env.reset(seed=0)
     frame = env.render()
     assert frame.ndim == 3 and frame.shape[2] == 3
+
+
+@pytest.mark.parametrize("int_obs", [False, True])
+@pytest.mark.parametrize("backend", ["process", "sync"])
+def test_make_builds_each_env_once(tmp_path, backend, int_obs):
+    """make() reads the spaces for its batch transform off the envs the batch env builds:
+    4 envs, 4 constructions, none in the calling process unless the backend is "sync"."""
+    path = tmp_path / "builds"
+    env_id = "envs_testlib:ConstructionCounting-v0"
+    with make(
+        env_id, 4, seed=0, backend=backend, num_workers=2, path=str(path), int_obs=int_obs
+    ) as env:
+        built = [int(line) for line in path.read_text().split()]
+        assert len(built) == 4, built
+        assert built.count(os.getpid()) == (4 if backend == "sync" else 0)
+        # The batch transform covers float observations; integer ones get the per-env stack.
+        assert (env.transform is not None) != int_obs
+        expected = make_env_fn(env_id, path=os.devnull, int_obs=int_obs)().observation_space
+        assert env.single_observation_space == expected
+        env.step(np.zeros((4, 1), np.float32))
+    assert len(path.read_text().split()) == 4
