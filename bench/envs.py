@@ -21,6 +21,16 @@ machine. Every BatchEnv (``batch``, ``make``) isolates the caller: its default
 
     python bench/envs.py --seconds 2 --rounds 3 --sizes 8,32 --envs Pendulum-v1,HalfCheetah-v5
 
+``--cpu`` prints the same table in CPU time per env step instead of steps/s: the CPU time of
+this process (all its threads: EnvPool's) and of its child processes (the workers of every
+BatchEnv and AsyncVectorEnv), so each peer's whole cost, measured over the same interleaved
+rounds. CPU time depends far less on what else runs on the machine than wall time. The ratio
+columns compare the rates the peers would reach with the cores to themselves, ``cores / CPU
+per env step`` (``single`` and ``sync`` run on one core: ``1 / CPU per env step``), so
+``batch/limit`` is ``single / batch``: an upper estimate that ignores wake-up latencies:
+
+    python bench/envs.py --cpu --seconds 1 --rounds 3 --sizes 32
+
 ``--stack-cpu`` prints instead what the wrapper stack costs in CPU time per env step, with
 every env in one process: raw envs, the stack around each env, and ``make()``'s batch-wise
 stack (robust to load from other processes):
@@ -31,6 +41,8 @@ stack (robust to load from other processes):
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import sys
 import time
@@ -39,6 +51,7 @@ from collections.abc import Callable
 
 import gymnasium
 import numpy as np
+import psutil
 
 from batchppo.envs import BatchEnv
 
@@ -124,65 +137,70 @@ def _build(peer: str, env_id: str, n: int):
     return env, step, _actions(env.single_action_space, n), n
 
 
-def measure(env_id: str, n: int, peers: list[str], seconds: float, rounds: int) -> dict:
-    """Steps/s of every peer: best of ``rounds`` interleaved rounds of ``seconds`` each.
+def _cpu_seconds(me: psutil.Process) -> float:
+    """CPU seconds used so far by this process (every thread) and its live descendants.
 
-    Interleaving and best-of make the ratios robust to load from other processes.
+    This process's own time is ``time.process_time``'s (fine-grained); its children's is
+    psutil's, in clock ticks (10 ms): a round of a second or more keeps that error small.
+    """
+    total = time.process_time()
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += sum(child.cpu_times()[:2])
+    return total
+
+
+def _timed_cpu(
+    step: Callable[[np.ndarray], object], actions: list[np.ndarray], n: int, seconds: float
+) -> float:
+    """CPU microseconds per env step of ``step`` (this process and its children), stepped for
+    ``seconds`` of wall time."""
+    for a in actions[:8]:  # warm-up
+        step(a)
+    me = psutil.Process()
+    steps, count = 0, len(actions)
+    cpu, start = _cpu_seconds(me), time.perf_counter()
+    while True:
+        for i in range(64):
+            step(actions[(steps + i) % count])
+        steps += 64
+        if time.perf_counter() - start >= seconds:
+            return (_cpu_seconds(me) - cpu) / (steps * n) * 1e6
+
+
+def measure(
+    env_id: str, n: int, peers: list[str], seconds: float, rounds: int, cpu: bool = False
+) -> dict[str, float | None]:
+    """Every peer's steps/s, or with ``cpu`` its CPU microseconds per env step (this process
+    and its children): the best of ``rounds`` interleaved rounds of ``seconds`` each.
+
+    Interleaving and best-of make the ratios robust to load from other processes. A peer
+    that is unavailable (EnvPool not installed, or without this env) gets None.
     """
     built = {p: _build(p, env_id, n) for p in ["single", *peers]}
-    rates: dict[str, float | None] = {p: None if b is None else 0.0 for p, b in built.items()}
+    timed, better = (_timed_cpu, min) if cpu else (_timed, max)
+    worst = math.inf if cpu else 0.0
+    values: dict[str, float | None] = {p: None if b is None else worst for p, b in built.items()}
     try:
         for _ in range(rounds):
             for peer, b in built.items():
                 if b is not None:
                     _, step, actions, width = b
-                    rates[peer] = max(rates[peer], _timed(step, actions, width, seconds))
+                    values[peer] = better(values[peer], timed(step, actions, width, seconds))
     finally:
         for b in built.values():
             if b is not None:
                 b[0].close()
-    return rates
+    return values
 
 
-def cpu_efficiency(env_id: str, n: int, steps: int) -> tuple[float, float, float]:
-    """CPU time per env step: single env, and BatchEnv's parent and worker (``step_arrays``).
-
-    CPU time barely depends on what else runs on the machine, unlike wall time; the ratio
-    ``single / max(parent, worker)`` is what fraction of the limit the default BatchEnv (the
-    parent and ``cores - 1`` workers stepping equal shares) would reach with the cores to
-    itself, minus wake-up latencies (an upper estimate).
-
-    Returns:
-        ``(single_us, parent_us, worker_us)`` CPU microseconds per env step.
-    """
-    import psutil
-
-    single = _Single(env_id)
-    actions = _actions(single.single_action_space, None)
-    start = time.process_time()
-    for i in range(steps):
-        single.step(actions[i % len(actions)])
-    single_us = (time.process_time() - start) / steps * 1e6
-    single.close()
-    env = BatchEnv([_env_fn(env_id)] * n, copy=False)
-    env.reset(seed=0)
-    actions = _actions(env.single_action_space, n)
-    local = env._local.count if env._local is not None else 0
-    workers = [psutil.Process(p.pid) for p in env._procs]
-    batches = max(1, steps // n)
-    for i in range(20):
-        env.step_arrays(actions[i % len(actions)])
-    cpu = [sum(w.cpu_times()[:2]) for w in workers]
-    start = time.process_time()
-    for i in range(batches):
-        env.step_arrays(actions[i % len(actions)])
-    parent_us = (time.process_time() - start) / batches / max(local, 1) * 1e6
-    worker_us = max(
-        (sum(w.cpu_times()[:2]) - c) / batches / (stop - begin) * 1e6
-        for w, c, (begin, stop) in zip(workers, cpu, env._ranges, strict=True)
-    )
-    env.close()
-    return single_us, parent_us, worker_us
+def rates_of_cpu(us: dict[str, float | None], cores: int) -> dict[str, float | None]:
+    """The steps/s each peer would reach with the cores to itself, from its CPU microseconds
+    per env step: ``cores / us`` (``single`` and ``sync`` step in one thread: ``1 / us``)."""
+    return {
+        peer: None if not value else (1 if peer in ("single", "sync") else cores) * 1e6 / value
+        for peer, value in us.items()
+    }
 
 
 def stack_cpu(env_id: str, n: int, steps: int, rounds: int) -> dict[str, float]:
@@ -240,7 +258,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--cpu",
         action="store_true",
-        help="print CPU time per env step instead (robust to load from other processes)",
+        help="print the same table in CPU time per env step of this process and its workers "
+        "instead of steps/s (robust to load from other processes)",
     )
     parser.add_argument(
         "--stack-cpu",
@@ -268,27 +287,12 @@ def main(argv: list[str] | None = None) -> None:
         print("CPU us per env step, every env in this process (backend sync), step_arrays;")
         print("best of rounds. per_env = the wrapper stack around each env (make_env_fn).")
         return
-    if args.cpu:
-        print(f"{'env':16s} {'N':>3s} {'single':>9s} {'parent':>9s} {'worker':>9s}  fraction")
-        for env_id in args.envs.split(","):
-            for n in [int(s) for s in args.sizes.split(",")]:
-                steps = (
-                    int(args.seconds * 20000) if "Pendulum" in env_id else int(args.seconds * 5000)
-                )
-                single, parent, worker = cpu_efficiency(env_id, n, steps)
-                print(
-                    f"{env_id:16s} {n:3d} {single:7.2f}us {parent:7.2f}us {worker:7.2f}us"
-                    f"  {single / max(parent, worker):8.2f}",
-                    flush=True,
-                )
-        print("CPU us per env step; fraction = single / max(parent, worker): the share of the")
-        print("limit the default BatchEnv reaches with the cores to itself (upper estimate).")
-        return
     peers = args.peers.split(",")
     sizes = [int(s) for s in args.sizes.split(",")]
+    unit = "CPU us per env step, best of rounds" if args.cpu else "steps/s, best of rounds"
     print(
         f"cores={cores} seconds/round={args.seconds} rounds={args.rounds} "
-        f"python={sys.version.split()[0]} (steps/s, best of rounds)"
+        f"python={sys.version.split()[0]} ({unit})"
     )
     print(
         f"{'env':16s} {'N':>3s} {'single':>8s} {'limit':>8s} "
@@ -297,7 +301,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     for env_id in args.envs.split(","):
         for n in sizes:
-            rates = measure(env_id, n, peers, args.seconds, args.rounds)
+            values = measure(env_id, n, peers, args.seconds, args.rounds, cpu=args.cpu)
+            rates = rates_of_cpu(values, cores) if args.cpu else values
             limit = cores * rates["single"]
             best = max((rates.get(p) or 0.0) for p in ("batch", "batch_arr"))
             made = max((rates.get(p) or 0.0) for p in ("make", "make_arr"))
@@ -306,11 +311,18 @@ def main(argv: list[str] | None = None) -> None:
                 value = rates.get(peer)
                 return f"{best / value:10.2f}x" if value and best else f"{'-':>11s}"
 
-            cells = " ".join(
-                f"{rates[p] / 1e3:8.1f}k" if rates.get(p) else f"{'-':>9s}" for p in peers
-            )
+            def cell(value: float | None, width: int) -> str:
+                if not value:
+                    return f"{'-':>{width}s}"
+                if args.cpu:
+                    return f"{value:{width - 2}.2f}us"
+                return f"{value / 1e3:{width - 1}.1f}k"
+
+            # --cpu: at the limit every env step costs what a single env's does.
+            limit_cell = cell(values["single"] if args.cpu else limit, 8)
+            cells = " ".join(cell(values.get(p), 9) for p in peers)
             print(
-                f"{env_id:16s} {n:3d} {rates['single'] / 1e3:7.1f}k {limit / 1e3:7.1f}k {cells} "
+                f"{env_id:16s} {n:3d} {cell(values['single'], 8)} {limit_cell} {cells} "
                 f"{ratio('async')} {best / limit:10.2f}x {ratio('envpool')}"
                 f"{made / best if made and best else 0:10.2f}x {made / limit:10.2f}x"
                 f"{ratio('envpool', made)}"
@@ -321,6 +333,11 @@ def main(argv: list[str] | None = None) -> None:
     print("ratios use the better of the two (make: of make and make_arr). limit = cores x")
     print("single. load = 1-min load average after the row (other processes competing for the")
     print("cores distort every figure).")
+    if args.cpu:
+        print("--cpu: CPU time of this process and its children (the workers); at the limit")
+        print("each env step costs single's. The ratios compare cores / CPU per env step")
+        print("(single and sync: 1 / CPU per env step): upper estimates that ignore wake-up")
+        print("latencies.")
 
 
 if __name__ == "__main__":

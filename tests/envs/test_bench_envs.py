@@ -1,0 +1,41 @@
+"""bench/envs.py runs in each of its modes with a tiny step count (no timing is asserted)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "envs.py")
+
+
+def _bench_envs():
+    spec = importlib.util.spec_from_file_location("bench_envs", _PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PEERS = ["sync", "batch", "batch_arr", "make", "make_arr"]
+TINY = ["--seconds", "0.02", "--rounds", "1", "--sizes", "2", "--envs", "Pendulum-v1"]
+
+
+@pytest.mark.parametrize("cpu", [False, True])
+def test_cpu_mode_prints_the_table_the_default_mode_prints(capsys, cpu):
+    """--cpu reports every peer (BatchEnv, make(), ...) in the default mode's columns."""
+    _bench_envs().main([*TINY, "--peers", ",".join(PEERS), *(["--cpu"] if cpu else [])])
+    lines = capsys.readouterr().out.splitlines()
+    unit = "CPU us per env step" if cpu else "steps/s"
+    assert unit in lines[0]
+    header = lines[1].split()
+    assert header[:4] == ["env", "N", "single", "limit"]
+    assert header[4 : 4 + len(PEERS)] == PEERS
+    assert "make/batch" in header and "batch/limit" in header
+    row = lines[2].split()
+    assert row[:2] == ["Pendulum-v1", "2"]
+    suffix = "us" if cpu else "k"
+    cells = row[2 : 4 + len(PEERS)]  # single, limit and every peer: each measured
+    assert all(cell.endswith(suffix) and float(cell[: -len(suffix)]) >= 0 for cell in cells), row
