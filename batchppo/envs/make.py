@@ -8,7 +8,7 @@ The stack of one env, innermost first:
 3. Gymnasium's ``ClipAction`` (Box actions, only without range normalisation): clips to the
    env's own bounds;
 4. :class:`~batchppo.envs.wrappers.ConvertTo32Bit` (float32 obs and reward, int32 discrete
-   actions, non-finite values raise).
+   actions, non-finite values raise; leaf by leaf for Dict and Tuple observations).
 
 :func:`make_env_fn` builds this stack around each env. :func:`make` builds the envs without
 layers 2-4 and has the batch env apply them to all the envs of a worker at once, as array

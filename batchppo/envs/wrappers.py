@@ -12,14 +12,15 @@ are written here:
   defined once in :mod:`batchppo.envs.ranges`. (Gymnasium's ``RescaleAction`` and
   ``RescaleObservation`` need all bounds finite, so they cannot express this.)
 * :class:`ConvertTo32Bit`: float64 -> float32 and int64 -> int32 observations, float32 rewards,
-  int32 discrete actions; non-finite observations or rewards raise ``ValueError``.
+  int32 discrete actions; non-finite observations or rewards raise ``ValueError``. Dict and
+  Tuple observations are converted and checked leaf by leaf.
 * :class:`FrameHistory`, :class:`FrameDelta`, :class:`ActionRepeat`, :class:`RandomStart`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium
@@ -28,6 +29,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import FrameStackObservation
 
 from batchppo.envs.ranges import RangeMap, range_map
+from batchppo.envs.spaces import flattener, is_leaf, leaf_paths, leaves, unflatten
 
 __all__ = [
     "ActionRepeat",
@@ -138,16 +140,20 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         return self.observation(obs), info
 
 
-def non_finite_obs_message(env_id: str, step: int, obs: Any) -> str:
+def non_finite_obs_message(env_id: str, step: int, obs: Any, path: str = "") -> str:
     """The message of the ``ValueError`` a non-finite observation raises (:class:`ConvertTo32Bit`).
 
     Args:
         env_id: The env's name.
         step: The step of the episode (0: the observation of a reset).
-        obs: The observation, as checked (after range normalisation, before conversion).
+        obs: The observation, as checked (after range normalisation, before conversion); for
+            a Dict/Tuple observation, the leaf that is not finite.
+        path: Where that leaf sits in a Dict/Tuple observation (``"['pos']"``, ``"[1]"``:
+            :func:`~batchppo.envs.spaces.leaf_paths`); ``""`` for a flat observation.
     """
+    what = f"observation leaf obs{path}" if path else "observation"
     return (
-        f"{env_id}: non-finite observation at step {step} of the episode (0 = reset): "
+        f"{env_id}: non-finite {what} at step {step} of the episode (0 = reset): "
         f"{obs!r}. The env diverged; check its inputs."
     )
 
@@ -166,11 +172,52 @@ def non_finite_reward_message(env_id: str, step: int, reward: Any) -> str:
     )
 
 
+_TO_32_BIT = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
+
+
+def _leaf_conversion(space: gymnasium.Space) -> tuple[np.dtype | None, bool, spaces.Box | None]:
+    """What :class:`ConvertTo32Bit` does to observations of one space (a leaf, or any flat one).
+
+    Returns:
+        ``(dtype, check, converted)``: the dtype observations become (None: left as they
+        are), whether they are checked for non-finite values (float ``Box`` only: the other
+        spaces hold integers, or values that are not numbers), and the space they then have
+        (None: unchanged).
+    """
+    if not isinstance(space, spaces.Box):
+        return None, False, None
+    # Integer observations are always finite: skip the check.
+    check = space.dtype.kind not in "iub"
+    dtype = _TO_32_BIT.get(space.dtype)
+    if dtype is None:
+        return None, check, None
+    low, high = space.low, space.high
+    if dtype.kind == "i":
+        info = np.iinfo(dtype)
+        low, high = np.clip(low, info.min, info.max), np.clip(high, info.min, info.max)
+    return dtype, check, spaces.Box(low.astype(dtype), high.astype(dtype), dtype=dtype)
+
+
+def _rebuild_space(space: gymnasium.Space, converted: Iterator[gymnasium.Space]) -> gymnasium.Space:
+    """``space`` with its leaves replaced, in order, by ``converted`` (Dict keys kept in order)."""
+    if is_leaf(space):
+        return next(converted)
+    if isinstance(space, spaces.Dict):
+        return spaces.Dict([(k, _rebuild_space(sub, converted)) for k, sub in space.spaces.items()])
+    return spaces.Tuple([_rebuild_space(sub, converted) for sub in space.spaces])
+
+
 class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """32-bit observations, rewards and actions; non-finite observations or rewards raise.
 
     float64 observations become float32 and int64 become int32; rewards become
     ``np.float32``; Discrete actions become int32 and float64 Box actions float32.
+
+    Dict and Tuple observation spaces (nestings of ``Box``, ``Discrete``, ``MultiDiscrete``
+    and ``MultiBinary``) get the same per leaf: each ``Box`` leaf is converted and its space
+    replaced as a flat ``Box`` observation would be, and each float leaf is checked; the error
+    names the leaf's path (``obs['pos']``). The other leaves are integers: always finite, and
+    left as they are.
 
     Args:
         env: The env to wrap.
@@ -178,7 +225,8 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
 
     Raises:
         ValueError: (from ``reset``/``step``) an observation or reward is NaN or infinite; the
-            message names the env id, the step of the episode and what was non-finite.
+            message names the env id, the step of the episode and what was non-finite. (At
+            construction) a Dict/Tuple observation space holds a space other than those above.
     """
 
     def __init__(self, env: gymnasium.Env, env_id: str | None = None):
@@ -189,20 +237,15 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
             env_id = spec.id if spec is not None else type(env.unwrapped).__name__
         self._env_id = env_id
         self._episode_step = 0
-        self._obs_dtype = None
         obs_space = env.observation_space
-        # Integer observations are always finite: skip the check.
-        self._check_obs = not (isinstance(obs_space, spaces.Box) and obs_space.dtype.kind in "iub")
-        target = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
-        if isinstance(obs_space, spaces.Box) and obs_space.dtype in target:
-            self._obs_dtype = np.dtype(target[obs_space.dtype])
-            low, high = obs_space.low, obs_space.high
-            if self._obs_dtype.kind == "i":
-                info = np.iinfo(self._obs_dtype)
-                low, high = np.clip(low, info.min, info.max), np.clip(high, info.min, info.max)
-            self.observation_space = spaces.Box(
-                low.astype(self._obs_dtype), high.astype(self._obs_dtype), dtype=self._obs_dtype
-            )
+        # Flat observations: one leaf, checked and converted without walking a tree.
+        self._nested = isinstance(obs_space, (spaces.Dict, spaces.Tuple))
+        if self._nested:
+            self._init_nested(obs_space)
+        else:
+            self._obs_dtype, self._check_obs, converted = _leaf_conversion(obs_space)
+            if converted is not None:
+                self.observation_space = converted
         act_space = env.action_space
         self._act_dtype = None
         if isinstance(act_space, spaces.Discrete) and act_space.dtype != np.int32:
@@ -227,12 +270,59 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         """The inner env's action dtype actions are converted to (None: no conversion)."""
         return self._act_dtype
 
+    def _init_nested(self, obs_space: spaces.Dict | spaces.Tuple) -> None:
+        """Plans the per-leaf check and conversion of a Dict/Tuple observation space."""
+        try:
+            leaf_spaces, paths = leaves(obs_space), leaf_paths(obs_space)
+        except ValueError:
+            raise ValueError(
+                f"ConvertTo32Bit ({self._env_id}): the observation space {obs_space} holds a "
+                "space other than Box, Discrete, MultiDiscrete or MultiBinary in its Dict/Tuple "
+                "nesting; flatten that part (gymnasium.wrappers.FlattenObservation) or drop it."
+            ) from None
+        plans = [_leaf_conversion(leaf) for leaf in leaf_spaces]
+        self._flatten = flattener(obs_space)
+        self._leaf_dtypes = [dtype for dtype, _, _ in plans]
+        self._checked_leaves = [(i, paths[i]) for i, (_, check, _) in enumerate(plans) if check]
+        self._converts = any(dtype is not None for dtype in self._leaf_dtypes)
+        if self._converts:
+            converted = [
+                new if new is not None else leaf
+                for leaf, (_, _, new) in zip(leaf_spaces, plans, strict=True)
+            ]
+            self.observation_space = _rebuild_space(obs_space, iter(converted))
+
     def _observation(self, obs: Any) -> Any:
+        if self._nested:
+            return self._nested_observation(obs)
         if self._check_obs and not np.isfinite(obs).all():
             raise ValueError(non_finite_obs_message(self._env_id, self._episode_step, obs))
         if self._obs_dtype is not None:
             return np.asarray(obs, dtype=self._obs_dtype)
         return obs
+
+    def _nested_observation(self, obs: Any) -> Any:
+        """Checks the float leaves of a Dict/Tuple observation and converts its Box leaves."""
+        try:
+            values = self._flatten(obs)
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ValueError(
+                f"{self._env_id}: the observation does not have the structure of the "
+                f"observation space {self.env.observation_space} ({exc!r}); return a dict for "
+                "each Dict and a tuple for each Tuple, with every key."
+            ) from None
+        for i, path in self._checked_leaves:
+            if not np.isfinite(values[i]).all():
+                raise ValueError(
+                    non_finite_obs_message(self._env_id, self._episode_step, values[i], path)
+                )
+        if not self._converts:
+            return obs
+        converted = [
+            v if dtype is None else np.asarray(v, dtype=dtype)
+            for v, dtype in zip(values, self._leaf_dtypes, strict=True)
+        ]
+        return unflatten(self.observation_space, converted)
 
     def step(self, action: Any) -> tuple[Any, np.float32, bool, bool, dict[str, Any]]:
         """Steps; checks and converts observation and reward."""

@@ -353,3 +353,81 @@ class ConstructionCountingEnv(CountEnv):
 
 # make("envs_testlib:ConstructionCounting-v0", ...) imports this module, in the workers too.
 gymnasium.register("ConstructionCounting-v0", entry_point=ConstructionCountingEnv)
+
+
+class NestedObsEnv(gymnasium.Env):
+    """Nested Dict/Tuple observations of every leaf kind, for ``make()``'s per-env stack.
+
+    ``obs = {"pos": [tag, last action] (float64), "inner": {"count": [t] (int64),
+    "flags": [t % 2, 1, 0] (MultiBinary)}, "extra": (t (Discrete), [episode % 3, t % 4]
+    (MultiDiscrete), [0.25, 0.75 + tag] (float32))}``; ``reward = tag + t``; the episode
+    terminates at ``t == terminate_at``. Actions are ``Box(-2, 2, (1,), float64)``. ``tag``
+    is the seed of the last seeded reset (``make(..., seed=0)`` gives env ``i`` the tag
+    ``i``). The env of tag ``nan_tag`` returns NaN in ``obs["extra"][2]`` at step
+    ``nan_step`` of an episode.
+    """
+
+    def __init__(
+        self,
+        terminate_at: int = 2,
+        nan_tag: int = -1,
+        nan_step: int = 1,
+        render_mode: str | None = None,
+    ):
+        self.tag = 0
+        self.terminate_at = terminate_at
+        self.nan_tag, self.nan_step = nan_tag, nan_step
+        self.render_mode = render_mode
+        self.observation_space = spaces.Dict(
+            {
+                "pos": spaces.Box(-np.inf, np.inf, (2,), np.float64),
+                "inner": spaces.Dict(
+                    {
+                        "count": spaces.Box(0, 2**40, (1,), np.int64),
+                        "flags": spaces.MultiBinary(3),
+                    }
+                ),
+                "extra": spaces.Tuple(
+                    (
+                        spaces.Discrete(8),
+                        spaces.MultiDiscrete([3, 4]),
+                        spaces.Box(-np.inf, np.inf, (2,), np.float32),
+                    )
+                ),
+            }
+        )
+        self.action_space = spaces.Box(-2.0, 2.0, (1,), np.float64)
+        self.episode = 0
+        self.t = 0
+        self.action = 0.0
+
+    def _obs(self) -> dict[str, Any]:
+        last = np.array([0.25, 0.75 + self.tag], np.float32)
+        if self.tag == self.nan_tag and self.t == self.nan_step:
+            last[0] = np.nan
+        return {
+            "pos": np.array([self.tag, self.action], np.float64),
+            "inner": {
+                "count": np.array([self.t], np.int64),
+                "flags": np.array([self.t % 2, 1, 0], np.int8),
+            },
+            "extra": (self.t, np.array([self.episode % 3, self.t % 4], np.int64), last),
+        }
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.tag = seed
+        self.episode += 1
+        self.t = 0
+        self.action = 0.0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        self.action = float(action[0])
+        return self._obs(), float(self.tag + self.t), self.t >= self.terminate_at, False, {}
+
+
+# make("envs_testlib:NestedObs-v0", ...) imports this module, in the workers too.
+gymnasium.register("NestedObs-v0", entry_point=NestedObsEnv)

@@ -8,6 +8,7 @@ import os
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium import spaces
 from gymnasium.wrappers import ClipAction, TimeLimit
 
 from batchppo.envs import BatchEnv, ConvertTo32Bit, RangeNormalize, make, make_env_fn
@@ -125,3 +126,75 @@ def test_make_builds_each_env_once(tmp_path, backend, int_obs):
         assert env.single_observation_space == expected
         env.step(np.zeros((4, 1), np.float32))
     assert len(path.read_text().split()) == 4
+
+
+def nested_batch(tags, t, episode, action):
+    """What make()'s stack returns for NestedObsEnvs of ``tags`` (see envs_testlib)."""
+    n = len(tags)
+    return {
+        "extra": (
+            np.full(n, t),
+            np.array([[episode % 3, t % 4]] * n),
+            np.array([[0.25, 0.75 + tag] for tag in tags], np.float32),
+        ),
+        "inner": {
+            "count": np.full((n, 1), t, np.int32),
+            "flags": np.array([[t % 2, 1, 0]] * n, np.int8),
+        },
+        "pos": np.array([[tag, action] for tag in tags], np.float32),
+    }
+
+
+def assert_tree_equal(actual, expected):
+    """Equal Dict/Tuple trees of arrays: same structure, dtypes and values at every leaf."""
+    if isinstance(expected, dict):
+        assert list(actual) == list(expected)
+        for key in expected:
+            assert_tree_equal(actual[key], expected[key])
+    elif isinstance(expected, tuple):
+        assert isinstance(actual, tuple) and len(actual) == len(expected)
+        for a, e in zip(actual, expected, strict=True):
+            assert_tree_equal(a, e)
+    else:
+        assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+        np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.filterwarnings("ignore:.*not within the observation space:UserWarning")
+@pytest.mark.parametrize("backend", ["process", "sync"])
+def test_make_with_nested_observations(backend):
+    """Dict/Tuple observations get the per-env stack: every leaf converted and checked."""
+    env_id = "envs_testlib:NestedObs-v0"
+    with make(env_id, 3, backend=backend, num_workers=2) as env:
+        assert env.transform is None  # the batch transform covers flat spaces only
+        space = env.single_observation_space
+        assert space["pos"] == spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        assert space["inner"]["count"] == spaces.Box(0, np.iinfo(np.int32).max, (1,), np.int32)
+        assert env.single_action_space == spaces.Box(-1, 1, (1,), np.float32)
+        obs, _ = env.reset(seed=0)  # env i gets seed i, its tag
+        tags = [0, 1, 2]
+        assert_tree_equal(obs, nested_batch(tags, t=0, episode=1, action=0))
+        # RangeNormalize maps the action 0.5 in [-1, 1] to 1.0 in the env's [-2, 2].
+        action = np.full((3, 1), 0.5, np.float32)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        assert_tree_equal(obs, nested_batch(tags, t=1, episode=1, action=1.0))
+        assert_tree_equal(reward, np.array([1, 2, 3], np.float32))
+        assert not terminated.any() and not truncated.any()
+        # t == 2 ends the episodes: same-step autoreset, the last obs as final_obs.
+        obs, reward, terminated, truncated, infos = env.step(action)
+        assert_tree_equal(obs, nested_batch(tags, t=0, episode=2, action=0))
+        assert_tree_equal(infos["final_obs"], nested_batch(tags, t=2, episode=1, action=1.0))
+        assert_tree_equal(reward, np.array([2, 3, 4], np.float32))
+        assert terminated.all() and not truncated.any()
+        obs, reward, terminated, truncated, final_obs = env.step_arrays(action)
+        assert_tree_equal(obs, nested_batch(tags, t=1, episode=2, action=1.0))
+        assert_tree_equal(final_obs, obs)
+
+    with make(env_id, 3, backend=backend, num_workers=2, nan_tag=1) as env:
+        env.reset(seed=0)
+        with pytest.raises(
+            ValueError,
+            match=r"(?s)^envs_testlib:NestedObs-v0: non-finite observation leaf "
+            r"obs\['extra'\]\[2\] at step 1 of the episode .*env 1",
+        ):
+            env.step(np.zeros((3, 1), np.float32))

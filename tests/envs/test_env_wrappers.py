@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import pytest
-from envs_testlib import BoundedEnv, CountEnv
+from envs_testlib import BoundedEnv, CountEnv, NestedObsEnv, TextInDictObsEnv
 from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
@@ -121,6 +121,37 @@ def test_convert_to_32bit_rejects_non_finite_values(bad, what):
     inner.bad = bad
     with pytest.raises(ValueError, match=f"Bounded-v0: non-finite {what}.*step 2"):
         env.step(np.zeros(2, np.float32))
+
+
+def test_convert_to_32bit_converts_and_checks_each_leaf_of_nested_observations():
+    env = ConvertTo32Bit(NestedObsEnv(nan_tag=3, nan_step=0), env_id="Nested-v0")
+    space = env.observation_space
+    assert space["pos"] == spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    # int64 to int32 as a flat Box: the bounds are clipped to int32's.
+    assert space["inner"]["count"] == spaces.Box(0, np.iinfo(np.int32).max, (1,), np.int32)
+    assert list(space.spaces) == ["extra", "inner", "pos"]  # Dict keys stay in their order
+    inner_space = env.env.observation_space
+    assert space["inner"]["flags"] == inner_space["inner"]["flags"]
+    assert space["extra"] == inner_space["extra"]  # no Box leaf to convert: as it was
+    obs, _ = env.reset(seed=0)
+    assert obs["pos"].dtype == np.float32 and obs["inner"]["count"].dtype == np.int32
+    assert obs["extra"][2].dtype == np.float32 and obs["extra"][0] == 0
+    assert obs in space
+    obs, reward, *_ = env.step(np.array([1.5]))
+    np.testing.assert_array_equal(obs["pos"], [0.0, 1.5])
+    assert obs["inner"]["count"].tolist() == [1] and type(reward) is np.float32
+    # The NaN leaf sits in a Tuple inside the Dict: its path is named, at reset too.
+    with pytest.raises(
+        ValueError,
+        match=r"^Nested-v0: non-finite observation leaf obs\['extra'\]\[2\] at step 0 of the "
+        r"episode \(0 = reset\): array\(\[ *nan, 3\.75\]",
+    ):
+        env.reset(seed=3)
+
+
+def test_convert_to_32bit_refuses_unsupported_leaves_of_nested_observations():
+    with pytest.raises(ValueError, match=r"ConvertTo32Bit \(TextEnv\).*Text.*FlattenObservation"):
+        ConvertTo32Bit(TextInDictObsEnv(), env_id="TextEnv")
 
 
 def test_frame_history_picks_past_frames():
