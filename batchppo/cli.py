@@ -248,7 +248,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from batchppo.core.backends import get_backend
     from batchppo.experiment import configs
 
-    print(f"{'config':<14} {'env':<16} {'backend':<8} {'steps':>12}")
+    print(f"{'config':<14} {'env':<16} {'backend':<8} {'steps':>12} {'algorithm':>9}")
     for name, config in configs.PRESETS.items():
         note = ""
         backend = get_backend(config.backend)

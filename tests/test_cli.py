@@ -44,10 +44,10 @@ def test_list(capsys):
     code, out, _ = run_cli(capsys, "list")
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["config", "env", "backend", "steps"]
+    assert lines[0].split() == ["config", "env", "backend", "steps", "algorithm"]
     assert len(lines) == 1 + len(configs.PRESETS)
     assert any(line.startswith("pendulum_jax") and "(default)" in line for line in lines)
-    assert any(line.split()[:4] == ["humanoid", "Humanoid-v5", "process", "50,000,000"]
+    assert any(line.split()[:5] == ["humanoid", "Humanoid-v5", "process", "50,000,000", "ppo"]
                for line in lines)  # fmt: skip
 
 

@@ -1,9 +1,9 @@
 """Named presets, validated ``--set`` overrides and the plain-YAML round trip of a config.
 
-A preset is a :class:`~batchppo.algorithms.ppo.config.PPOConfig` instance. The tasks of the
-original Batch PPO keep its hyperparameters (see the fact sheet of the original); the ``*_jax``
-presets run gymnax envs fused with the learner and are tuned for speed; the ``*_brax`` presets
-need the optional ``brax`` package.
+A preset is a config of one of the algorithms of :mod:`batchppo.algorithms.registry` (a
+:class:`~batchppo.algorithms.common.run_config.RunConfig` subclass); each algorithm keeps its
+presets in its package (:mod:`batchppo.algorithms.ppo.presets`). A ``config.yaml`` names its
+algorithm (``algorithm: ppo``); one written before that field existed is read as PPO's.
 
 Example:
     >>> config = apply_overrides(get_preset("cartpole_jax"), ["steps=2000", "seed=3"])
@@ -25,7 +25,8 @@ from typing import Any
 
 import yaml
 
-from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 from batchppo.core.backends import get_backend
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
@@ -33,173 +34,10 @@ from batchppo.experiment.fileio import atomic_write_bytes
 DEFAULT_PRESET = "pendulum_jax"
 """The preset the README's first command trains: the fastest to a good result."""
 
-_BASE = PPOConfig()
-
-
-def _preset(**changes: Any) -> PPOConfig:
-    return dataclasses.replace(_BASE, **changes)
-
-
-def _mujoco(env: str, steps: int, **changes: Any) -> PPOConfig:
-    # The original's MuJoCo tasks: 1000-step episodes, its defaults otherwise.
-    return _preset(
-        env=env,
-        max_length=1000,
-        steps=steps,
-        **changes,
-    )
-
-
-def _brax(env: str, steps: int, **changes: Any) -> PPOConfig:
-    # Massively parallel on-device simulation: thousands of envs, short rollouts, clipped PPO.
-    return _preset(
-        env=env,
-        backend="brax",
-        max_length=1000,
-        num_agents=2048,
-        rollout_length=16,
-        update_epochs=4,
-        num_minibatches=32,
-        objective="clip",
-        learning_rate=3e-4,
-        max_grad_norm=1.0,
-        discount=0.97,
-        gae_lambda=0.95,
-        entropy_coef=1e-3,
-        policy_layers=(128, 128, 128, 128),
-        value_layers=(256, 256, 256, 256, 256),
-        activation="tanh",
-        init_std=1.0,
-        init_mean_factor=0.01,
-        steps=steps,
-        eval_episodes=128,
-        **changes,
-    )
-
-
-# What the modern (clipped) presets share: small tanh networks, GAE 0.95, gradient clipping.
-_CLIP: dict[str, Any] = dict(
-    objective="clip",
-    max_grad_norm=0.5,
-    gae_lambda=0.95,
-    policy_layers=(64, 64),
-    value_layers=(64, 64),
-    activation="tanh",
-)
-
-# Clipped PPO tuned for Pendulum: 64 envs x 32 steps, 10 epochs x 16 minibatches of 128, lr 1e-3
-# annealed to 0 over the budget. An update stops early once a minibatch's KL passes 1.5 x 0.02:
-# without that, the policy's std shrinks until each update moves it by a KL of 1-5 and the evals
-# swing between -150 and -900, the more the longer the budget. Rewards are scaled by the spread
-# of the discounted return. Final evals of pendulum_jax over seeds 0-2 (docs/benchmarks.md):
-# -154/-231/-165 at 100k steps, -137/-168/-180 at 400k.
-_PENDULUM_CLIP = _preset(
-    **_CLIP,
-    env="Pendulum-v1",
-    backend="gymnax",
-    max_length=200,
-    num_agents=64,
-    rollout_length=32,
-    update_epochs=10,
-    num_minibatches=16,
-    learning_rate=1e-3,
-    anneal_lr=True,
-    target_kl=0.02,
-    reward_scale="return",
-    discount=0.9,
-    init_std=1.0,
-    steps=100_000,
-    eval_episodes=16,
-)
-
-
-# Clipped PPO for the MuJoCo locomotion tasks at a 1M-step budget (docs/benchmarks.md): the
-# settings of Tianshou's MuJoCo PPO benchmark (many small updates per sample: 10 epochs of
-# minibatches of 64 over each 2048-step batch; 64x64 tanh networks; initial std 0.6; value
-# loss weight 0.25), over 16 envs in worker processes. Rewards are scaled by the spread of the
-# discounted return, which keeps value targets near unit scale; the learning rate anneals over
-# the budget.
-_LOCOMOTION: dict[str, Any] = dict(
-    _CLIP,
-    max_length=1000,
-    steps=1_000_000,
-    num_agents=16,
-    rollout_length=128,
-    update_epochs=10,
-    num_minibatches=32,
-    learning_rate=3e-4,
-    anneal_lr=True,
-    discount=0.99,
-    init_std=0.6,
-    reward_scale="return",
-    value_coef=0.25,
-    eval_episodes=16,
-)
-
-
-def _locomotion(env: str, **changes: Any) -> PPOConfig:
-    return _preset(**{**_LOCOMOTION, "env": env, **changes})
-
-
-_LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
-    "cheetah_fast": _locomotion("HalfCheetah-v5"),
-    "hopper_fast": _locomotion("Hopper-v5"),
-    "walker_fast": _locomotion("Walker2d-v5"),
-    # Ant-v5 observes 78 contact-force terms by default; Ant-v4 did not, and under MuJoCo >= 2
-    # the v2/v3 ones were all zero (openai/gym#1541), so the peers' Ant figures were learned
-    # without them. Without them Ant learns faster (docs/benchmarks.md section 4).
-    "ant_fast": _locomotion("Ant-v5", env_kwargs={"include_cfrc_ext_in_observation": False}),
-    "humanoid_fast": _locomotion("Humanoid-v5"),
-    "reacher_fast": _locomotion("Reacher-v5", max_length=50),
+PRESETS: dict[str, RunConfig] = {
+    name: config for algorithm in ALGORITHMS.values() for name, config in algorithm.presets.items()
 }
-
-
-PRESETS: dict[str, PPOConfig] = {
-    # --- Pure JAX (gymnax): env and learner in one compiled program. ------------------------
-    "pendulum_jax": _PENDULUM_CLIP,
-    "cartpole_jax": _preset(
-        **_CLIP,
-        env="CartPole-v1",
-        backend="gymnax",
-        max_length=500,
-        normalize_ranges=False,
-        network="feed_forward_categorical",
-        num_agents=16,
-        rollout_length=64,
-        update_epochs=4,
-        num_minibatches=4,
-        learning_rate=1e-3,
-        discount=0.99,
-        init_mean_factor=0.01,
-        steps=300_000,
-        eval_episodes=16,
-    ),
-    # --- The original's tasks (Gymnasium envs in worker processes). -------------------------
-    # batch_size 20 sequences of chunk_length 50 out of 30 episodes x 200 steps: 6 minibatches.
-    "pendulum": _preset(
-        env="Pendulum-v1", max_length=200, steps=1_000_000, chunk_length=50, num_minibatches=6
-    ),
-    "cartpole": _preset(
-        env="CartPole-v1",
-        max_length=500,
-        steps=200_000,
-        network="feed_forward_categorical",
-        normalize_ranges=False,
-    ),
-    # --- Clipped PPO on Gymnasium envs in processes: the fastest host presets. ---------------
-    "pendulum_fast": dataclasses.replace(_PENDULUM_CLIP, backend="process"),
-    **_LOCOMOTION_PRESETS,
-    "reacher": _mujoco("Reacher-v5", 5_000_000, discount=0.985, update_every=60),
-    "cheetah": _mujoco("HalfCheetah-v5", 10_000_000, discount=0.99),
-    "walker": _mujoco("Walker2d-v5", 10_000_000),
-    "hopper": _mujoco("Hopper-v5", 10_000_000, update_every=60),
-    "ant": _mujoco("Ant-v5", 20_000_000),
-    "humanoid": _mujoco("Humanoid-v5", 50_000_000, update_every=60),
-    # --- Brax (optional extra): locomotion simulated on the accelerator. --------------------
-    "ant_brax": _brax("ant", 50_000_000),
-    "cheetah_brax": _brax("halfcheetah", 50_000_000),
-    "humanoid_brax": _brax("humanoid", 50_000_000),
-}
+"""Every algorithm's presets, by name (in registry order)."""
 
 
 def preset_names() -> list[str]:
@@ -228,7 +66,7 @@ def preset_of_seed_run(name: str) -> str:
     return match.group(1) if match and match.group(1) in PRESETS else name
 
 
-def get_preset(name: str) -> PPOConfig:
+def get_preset(name: str) -> RunConfig:
     """Returns the preset ``name``.
 
     Args:
@@ -261,10 +99,15 @@ def get_preset(name: str) -> PPOConfig:
 
 
 @functools.cache
-def field_types() -> dict[str, Any]:
-    """The resolved type annotation of every :class:`PPOConfig` field, by name."""
-    hints = typing.get_type_hints(PPOConfig)
-    return {f.name: hints[f.name] for f in dataclasses.fields(PPOConfig)}
+def field_types(config_class: type | None = None) -> dict[str, Any]:
+    """The resolved type annotation of every field of ``config_class``, by name.
+
+    Args:
+        config_class: An algorithm's config class; None: the default algorithm's (PPO).
+    """
+    config_class = config_class or get_algorithm(DEFAULT_ALGORITHM).config
+    hints = typing.get_type_hints(config_class)
+    return {f.name: hints[f.name] for f in dataclasses.fields(config_class)}
 
 
 def type_name(annotation: Any) -> str:
@@ -341,23 +184,23 @@ def _is_plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
 
 
-def _unknown_key(key: str) -> ConfigError:
-    names = list(field_types())
+def _unknown_key(key: str, config_class: type | None) -> ConfigError:
+    names = list(field_types(config_class))
     return ConfigError(
         f"unknown config key {key!r}.{_suggest(key, names)} Allowed keys: {', '.join(names)}"
     )
 
 
-def coerce_field(key: str, value: Any) -> Any:
-    """Checks and converts one value for the field ``key``.
+def coerce_field(key: str, value: Any, config_class: type | None = None) -> Any:
+    """Checks and converts one value for the field ``key`` of ``config_class`` (None: PPO's).
 
     Raises:
         ConfigError: Unknown key (lists the allowed keys) or a value of the wrong type (names
             the expected type and the given value).
     """
-    types_ = field_types()
+    types_ = field_types(config_class)
     if key not in types_:
-        raise _unknown_key(key)
+        raise _unknown_key(key, config_class)
     try:
         return _coerce(value, types_[key])
     except TypeError:
@@ -366,8 +209,12 @@ def coerce_field(key: str, value: Any) -> Any:
         ) from None
 
 
-def parse_override(text: str) -> tuple[str, Any]:
+def parse_override(text: str, config_class: type | None = None) -> tuple[str, Any]:
     """Parses ``KEY=VALUE`` (VALUE read as YAML, then checked against the field's type).
+
+    Args:
+        text: The override.
+        config_class: The config it applies to; None: the default algorithm's (PPO).
 
     Raises:
         ConfigError: No ``=``, unknown key, unparseable or mistyped value.
@@ -380,10 +227,10 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw  # Not YAML: checked as a plain string below.
-    return key, coerce_field(key, value)
+    return key, coerce_field(key, value, config_class)
 
 
-def replace_config(config: PPOConfig, changes: Mapping[str, Any]) -> PPOConfig:
+def replace_config(config: RunConfig, changes: Mapping[str, Any]) -> RunConfig:
     """``dataclasses.replace`` that reports invalid combinations as :class:`ConfigError`."""
     try:
         return dataclasses.replace(config, **changes)
@@ -391,7 +238,7 @@ def replace_config(config: PPOConfig, changes: Mapping[str, Any]) -> PPOConfig:
         raise ConfigError(f"invalid config: {error}") from None
 
 
-def apply_overrides(config: PPOConfig, overrides: Iterable[str]) -> PPOConfig:
+def apply_overrides(config: RunConfig, overrides: Iterable[str]) -> RunConfig:
     """Applies ``KEY=VALUE`` overrides (later ones win) to ``config``.
 
     Args:
@@ -405,50 +252,61 @@ def apply_overrides(config: PPOConfig, overrides: Iterable[str]) -> PPOConfig:
     Raises:
         ConfigError: See :func:`parse_override`; also values the config itself rejects.
     """
-    changes = dict(parse_override(text) for text in overrides)
+    changes = dict(parse_override(text, type(config)) for text in overrides)
     return replace_config(config, changes)
 
 
 # --- Plain YAML round trip ------------------------------------------------------------------
 
 
-def config_to_dict(config: PPOConfig) -> dict[str, Any]:
-    """The config as plain data (tuples become lists), in field order."""
-    return {
+def config_to_dict(config: RunConfig) -> dict[str, Any]:
+    """The config as plain data: ``algorithm`` first, then its fields in order (tuples
+    become lists)."""
+    fields = {
         k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()
     }
+    return {"algorithm": algorithm_of(config).name, **fields}
 
 
-def config_from_dict(data: Any, source: str = "config") -> PPOConfig:
+def config_from_dict(data: Any, source: str = "config") -> RunConfig:
     """Builds a config from plain data, checking every key and type.
 
+    ``algorithm`` names the config's algorithm; data without it (configs written before it
+    existed) are PPO's.
+
     Raises:
-        ConfigError: Not a mapping, unknown keys, or values of the wrong type.
+        ConfigError: Not a mapping, an unknown algorithm, unknown keys, or values of the
+            wrong type.
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
-    names = field_types()
+    data = dict(data)
+    try:
+        config_class = get_algorithm(str(data.pop("algorithm", DEFAULT_ALGORITHM))).config
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    names = field_types(config_class)
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise ConfigError(
             f"{source}: unknown config keys {unknown}. Allowed keys: {', '.join(names)}"
         )
     try:
-        changes = {k: coerce_field(k, v) for k, v in data.items()}
+        changes = {k: coerce_field(k, v, config_class) for k, v in data.items()}
     except ConfigError as error:
         raise ConfigError(f"{source}: {error}") from None
     try:
-        return PPOConfig(**changes)
+        return config_class(**changes)
     except ValueError as error:
         raise ConfigError(f"{source}: invalid config: {error}") from None
 
 
-def config_to_yaml(config: PPOConfig) -> str:
+def config_to_yaml(config: RunConfig) -> str:
     """Serialises ``config`` to plain YAML (``yaml.safe_dump``; no Python objects)."""
     return yaml.safe_dump(config_to_dict(config), sort_keys=False)
 
 
-def config_from_yaml(text: str, source: str = "config") -> PPOConfig:
+def config_from_yaml(text: str, source: str = "config") -> RunConfig:
     """Parses YAML written by :func:`config_to_yaml` (``yaml.safe_load``).
 
     Raises:
@@ -462,12 +320,12 @@ def config_from_yaml(text: str, source: str = "config") -> PPOConfig:
     return config_from_dict(data, source)
 
 
-def save_config(config: PPOConfig, path: str | Path) -> None:
+def save_config(config: RunConfig, path: str | Path) -> None:
     """Writes ``config`` as YAML to ``path``."""
     atomic_write_bytes(path, config_to_yaml(config).encode())
 
 
-def load_config(path: str | Path) -> PPOConfig:
+def load_config(path: str | Path) -> RunConfig:
     """Reads a config written by :func:`save_config`.
 
     Raises:
@@ -503,12 +361,12 @@ RESUME_MUTABLE = frozenset(
 are handled, not what is learned."""
 
 
-def check_resume_overrides(stored: PPOConfig, changes: Mapping[str, Any]) -> PPOConfig:
+def check_resume_overrides(stored: RunConfig, changes: Mapping[str, Any]) -> RunConfig:
     """Applies overrides given when resuming, refusing those that change the run's meaning.
 
-    ``steps`` may be raised (not lowered; and not when the learning rate anneals over it);
-    bookkeeping fields in :data:`RESUME_MUTABLE` may change; anything else that differs from
-    the stored config is refused.
+    ``steps`` may be raised (not lowered; and not when a schedule spans it, such as PPO's
+    ``anneal_lr``: ``schedule_spans_steps``); bookkeeping fields in :data:`RESUME_MUTABLE`
+    may change; anything else that differs from the stored config is refused.
 
     Raises:
         ConfigError: Naming the refused keys.
@@ -517,14 +375,14 @@ def check_resume_overrides(stored: PPOConfig, changes: Mapping[str, Any]) -> PPO
     for key, value in changes.items():
         if getattr(stored, key) == value or key in RESUME_MUTABLE:
             continue
-        if key == "steps" and value > stored.steps and not stored.anneal_lr:
+        if key == "steps" and value > stored.steps and not stored.schedule_spans_steps:
             continue
         refused.append(f"{key}={value!r} (stored {getattr(stored, key)!r})")
     if refused:
         raise ConfigError(
             "cannot change a resumed run's meaning: "
             + ", ".join(refused)
-            + ". Only raising `steps` (without anneal_lr) and "
+            + ". Only raising `steps` (unless a schedule spans it, as anneal_lr does) and "
             + ", ".join(sorted(RESUME_MUTABLE))
             + " are allowed; start a new run (another --timestamp) instead"
         )
@@ -534,7 +392,7 @@ def check_resume_overrides(stored: PPOConfig, changes: Mapping[str, Any]) -> PPO
 # --- Env ids --------------------------------------------------------------------------------
 
 
-def check_env_id(config: PPOConfig) -> None:
+def check_env_id(config: RunConfig) -> None:
     """Fails fast when the config's env id is unknown to its backend (the backend's check).
 
     Raises:
@@ -552,6 +410,7 @@ def check_env_id(config: PPOConfig) -> None:
         raise ConfigError(str(error)) from None
 
 
-def describe(name: str, config: PPOConfig) -> str:
+def describe(name: str, config: RunConfig) -> str:
     """One line for ``batchppo list``."""
-    return f"{name:<14} {config.env:<16} {config.backend:<8} {config.steps:>12,}"
+    algorithm = algorithm_of(config).name
+    return f"{name:<14} {config.env:<16} {config.backend:<8} {config.steps:>12,} {algorithm:>9}"

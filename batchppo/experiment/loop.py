@@ -6,7 +6,7 @@ the *train* phase runs ``trainer.iteration`` (collect a rollout, update) and rep
 episodes with the mean action. A checkpoint follows the reports of its step, every
 ``checkpoint_every`` steps, at the end and on Ctrl-C / SIGTERM, so resuming from checkpoint S
 (dropping records after S) continues every curve without a gap or a duplicate. A cadence left
-at None is a fixed fraction of ``steps`` (``PPOConfig.eval_interval`` and its siblings), so a
+at None is a fixed fraction of ``steps`` (``RunConfig.eval_interval`` and its siblings), so a
 changed budget keeps its number of reports, evaluations and checkpoints.
 
 An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent)
@@ -42,12 +42,13 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.registry import algorithm_of
 from batchppo.core.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
-from batchppo.experiment.errors import RunDirError, UserError
+from batchppo.experiment.errors import ConfigError, RunDirError, UserError
 from batchppo.experiment.fileio import fsync_dir
 from batchppo.experiment.logging import RunLogger, read_metrics
 
@@ -59,7 +60,7 @@ _INIT_KEY, _SIM_KEY, _EVAL_KEY = 0, 1, 2
 
 
 class TrainerLike(Protocol):
-    """What the loop needs of a trainer (``batchppo.algorithms.ppo.ppo.Trainer``).
+    """What the loop needs of a trainer (``batchppo.algorithms.common.trainer.Trainer``).
 
     ``iteration`` reports the same metrics every iteration, :data:`EPISODE_METRICS` among
     them.
@@ -73,14 +74,12 @@ class TrainerLike(Protocol):
     def close(self) -> None: ...
 
 
-TrainerFactory = Callable[[PPOConfig], TrainerLike]
+TrainerFactory = Callable[[RunConfig], TrainerLike]
 
 
-def default_trainer_factory(config: PPOConfig) -> TrainerLike:
-    """Builds the BatchPPO trainer for ``config``."""
-    from batchppo.algorithms.ppo.ppo import Trainer
-
-    return Trainer(config)
+def default_trainer_factory(config: RunConfig) -> TrainerLike:
+    """Builds the trainer of ``config``'s algorithm (:mod:`batchppo.algorithms.registry`)."""
+    return algorithm_of(config).trainer(config)
 
 
 @dataclasses.dataclass
@@ -102,7 +101,7 @@ class TrainResult:
     score: float | None
     step: int
     run_dir: Path | None
-    config: PPOConfig
+    config: RunConfig
     interrupted: bool = False
     stop_signal: int | None = None
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -224,10 +223,10 @@ def run_timestamp(run_dir: str | Path, name: str) -> str:
 def prepare_run_dir(
     logdir: str | Path,
     name: str,
-    config: PPOConfig,
+    config: RunConfig,
     timestamp: str | None = None,
     overrides: Mapping[str, Any] | None = None,
-) -> tuple[PPOConfig, Path, bool]:
+) -> tuple[RunConfig, Path, bool]:
     """Creates ``<logdir>/<timestamp>-<name>/`` or reopens it to resume.
 
     Args:
@@ -254,10 +253,11 @@ def prepare_run_dir(
         if not config_path.is_file():
             raise RunDirError(f"{run_dir} exists but holds no {CONFIG_FILE}: not a batchppo run")
         stored = configs.load_config(config_path)
+        _check_same_algorithm(stored, config, run_dir)
         if overrides is None:
             overrides = {
                 f.name: getattr(config, f.name)
-                for f in dataclasses.fields(PPOConfig)
+                for f in dataclasses.fields(stored)
                 if getattr(config, f.name) != getattr(stored, f.name)
             }
         config = configs.check_resume_overrides(stored, overrides)
@@ -278,7 +278,21 @@ def prepare_run_dir(
     return config, run_dir, False
 
 
-def open_run_dir(run_dir: str | Path) -> tuple[PPOConfig, Path]:
+def _check_same_algorithm(stored: RunConfig, config: RunConfig, run_dir: Path) -> None:
+    """Refuses to resume a run of one algorithm with a config of another.
+
+    Raises:
+        ConfigError: Naming both algorithms and the fix.
+    """
+    have, want = algorithm_of(stored).name, algorithm_of(config).name
+    if have != want:
+        raise ConfigError(
+            f"{run_dir} holds a run of algorithm {have!r}, not {want!r}: resume it with a "
+            f"{have} config, or start a new run (another --timestamp)"
+        )
+
+
+def open_run_dir(run_dir: str | Path) -> tuple[RunConfig, Path]:
     """Checks that ``run_dir`` is a run and returns its stored config.
 
     Raises:
@@ -551,7 +565,7 @@ class _Run:
     def __init__(
         self,
         trainer: TrainerLike,
-        config: PPOConfig,
+        config: RunConfig,
         run_dir: Path | None,
         progress: str,
         stop: _StopFlag | None = None,
@@ -846,17 +860,17 @@ class _Run:
 
 
 def _resolve(
-    config: PPOConfig | str, name: str | None, overrides: Sequence[str]
-) -> tuple[PPOConfig, str, dict[str, Any]]:
+    config: RunConfig | str, name: str | None, overrides: Sequence[str]
+) -> tuple[RunConfig, str, dict[str, Any]]:
     if isinstance(config, str):
         name, config = name or config, configs.get_preset(config)
-    elif not isinstance(config, PPOConfig):
-        raise TypeError(f"config must be a PPOConfig or a preset name, got {type(config).__name__}")
-    changes = dict(configs.parse_override(o) for o in overrides)
+    else:
+        algorithm_of(config)  # a TypeError naming the config classes, for anything else
+    changes = dict(configs.parse_override(o, type(config)) for o in overrides)
     return configs.replace_config(config, changes), name or "custom", changes
 
 
-def _build_trainer(factory: TrainerFactory | None, config: PPOConfig) -> TrainerLike:
+def _build_trainer(factory: TrainerFactory | None, config: RunConfig) -> TrainerLike:
     import gymnasium
 
     try:
@@ -868,7 +882,7 @@ def _build_trainer(factory: TrainerFactory | None, config: PPOConfig) -> Trainer
 
 
 def train(
-    config: PPOConfig | str,
+    config: RunConfig | str,
     logdir: str | Path | None = None,
     *,
     name: str | None = None,
@@ -885,10 +899,11 @@ def train(
     one result per seed comes back.
 
     Args:
-        config: A :class:`PPOConfig` or a preset name (see ``batchppo list``). When a run
-            resumes, a preset name checks only ``overrides`` against the stored config (the
-            preset may have been retuned since); a PPOConfig must match it field by field
-            (up to the changes a resume allows).
+        config: An algorithm's config (``PPOConfig``, ``A2CConfig``; see
+            :mod:`batchppo.algorithms.registry`) or a preset name (see ``batchppo list``).
+            When a run resumes, a preset name checks only ``overrides`` against the stored
+            config (the preset may have been retuned since); a config must match it field by
+            field (up to the changes a resume allows).
         logdir: Parent directory of runs; None: no disk I/O (no logs, no checkpoints).
         name: Run dir suffix; defaults to the preset name, or ``custom``.
         timestamp: Run dir prefix; an existing run resumes with its stored config.
@@ -896,8 +911,8 @@ def train(
             :func:`configs.apply_overrides`). When resuming, only bookkeeping keys and a
             larger ``steps`` are accepted.
         progress: ``auto`` (bar on a terminal, lines otherwise), ``bar``, ``lines``, ``none``.
-        trainer_factory: Builds the trainer from the config (default: BatchPPO's Trainer);
-            not with ``seeds``.
+        trainer_factory: Builds the trainer from the config (default: the trainer of the
+            config's algorithm); not with ``seeds``.
         seeds: Train this many seeds together (see above); None: one run.
 
     Returns:
@@ -910,7 +925,7 @@ def train(
     """
     if seeds is not None:
         if trainer_factory is not None:
-            raise TypeError("train: seeds= trains with BatchPPO's SeedsTrainer (no factory)")
+            raise TypeError("train: seeds= trains with the algorithm's SeedsTrainer (no factory)")
         from batchppo.experiment.seeds import train_seeds
 
         return train_seeds(
@@ -918,7 +933,7 @@ def train(
             progress=progress,
         )  # fmt: skip
     # With a preset, only the explicit overrides may differ from a resumed run's stored config
-    # (the preset itself may have been retuned since); with a PPOConfig, every differing field.
+    # (the preset itself may have been retuned since); with a config, every differing field.
     from_preset = isinstance(config, str)
     config, name, changes = _resolve(config, name, overrides)
     run_dir = None
@@ -938,7 +953,7 @@ def train(
 # --- Loading trained policies -----------------------------------------------------------------
 
 
-def _loading_config(config: PPOConfig) -> PPOConfig:
+def _loading_config(config: RunConfig) -> RunConfig:
     # Loading needs the networks, not parallel simulation: a backend that runs its envs away
     # from the caller (workers, actors) loads with its in-process twin (``load_with``).
     backend = get_backend(config.backend)
@@ -952,13 +967,13 @@ def load_run(
     run_dir: str | Path,
     checkpoint: int | None = None,
     trainer_factory: TrainerFactory | None = None,
-) -> tuple[PPOConfig, TrainerLike, Any, int]:
+) -> tuple[RunConfig, TrainerLike, Any, int]:
     """Restores a run's checkpoint.
 
     Args:
         run_dir: A run directory written by :func:`train`.
         checkpoint: Env step of the checkpoint; None: the newest.
-        trainer_factory: Builds the trainer (default: BatchPPO's Trainer).
+        trainer_factory: Builds the trainer (default: the config's algorithm's).
 
     Returns:
         ``(config, trainer, train_state, step)``; the caller closes the trainer.
@@ -990,7 +1005,7 @@ def load_policy(
     Args:
         run_dir: A run directory written by :func:`train`.
         checkpoint: Env step of the checkpoint; None: the newest.
-        trainer_factory: Builds the trainer (default: BatchPPO's Trainer).
+        trainer_factory: Builds the trainer (default: the config's algorithm's).
 
     Returns:
         A function mapping observations of shape ``(batch, *obs_shape)`` (raw env

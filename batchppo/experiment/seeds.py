@@ -1,7 +1,7 @@
 """Several seeds in one program: ``batchppo train --seeds N`` and ``train(..., seeds=N)``.
 
 Seed ``i`` is ``config.seed + i``. The seeds train together in one
-:class:`~batchppo.algorithms.ppo.seeds.SeedsTrainer` (one compiled iteration; for host envs
+:class:`~batchppo.algorithms.common.seeds.SeedsTrainer` (one compiled iteration; for host envs
 one shared batch env), and each writes an ordinary single-seed run dir
 ``<logdir>/<timestamp>-<config>-s<i>/`` whose ``config.yaml`` holds its own seed. The
 bookkeeping of each seed (reports, evaluations, checkpoints, their cadence) is the
@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.registry import algorithm_of
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, loop
@@ -67,18 +68,18 @@ class _SeedView:
         """The trainer is closed by its owner."""
 
 
-def _seed_configs(config: PPOConfig, num_seeds: int) -> list[PPOConfig]:
+def _seed_configs(config: RunConfig, num_seeds: int) -> list[RunConfig]:
     return [dataclasses.replace(config, seed=config.seed + i) for i in range(num_seeds)]
 
 
 def prepare_seed_dirs(
     logdir: str | Path,
     name: str,
-    config: PPOConfig,
+    config: RunConfig,
     num_seeds: int,
     timestamp: str | None,
     overrides: dict[str, Any] | None,
-) -> tuple[list[PPOConfig], list[Path]]:
+) -> tuple[list[RunConfig], list[Path]]:
     """Creates (or reopens, to resume) the run dirs ``<timestamp>-<name>-s<i>``.
 
     Returns:
@@ -151,7 +152,7 @@ class _SeedRuns:
             return self._iterate(state, step)
 
     def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
-        from batchppo.algorithms.ppo.seeds import unstack
+        from batchppo.algorithms.common.seeds import unstack
 
         runs, n = self.runs, len(self.runs)
         windows = [loop._Window() for _ in runs]
@@ -192,7 +193,7 @@ class _SeedRuns:
         An evaluation that failed stops the seeds after it before their bookkeeping of that
         step: their open windows are reported at ``step`` and checkpointed with the rest.
         """
-        from batchppo.algorithms.ppo.seeds import unstack
+        from batchppo.algorithms.common.seeds import unstack
 
         lost = loop._deleted(state)
         failures = []
@@ -207,7 +208,7 @@ class _SeedRuns:
 
 def run_seeds(
     trainer: Any,
-    run_configs: Sequence[PPOConfig],
+    run_configs: Sequence[RunConfig],
     run_dirs: Sequence[Path | None],
     progress: str,
 ) -> list[loop.TrainResult]:
@@ -219,7 +220,7 @@ def run_seeds(
         Exception: An env's own exception, after every seed's run dir got its checkpoint and
             ``env_error.txt`` (see the module docstring).
     """
-    from batchppo.algorithms.ppo.seeds import stack, unstack
+    from batchppo.algorithms.common.seeds import stack, unstack
 
     with loop._graceful_stop(_stop_message) as stop:
         fresh = trainer.init([host_key(c.seed, loop._INIT_KEY) for c in run_configs])
@@ -243,7 +244,7 @@ def run_seeds(
 
 
 def train_seeds(
-    config: PPOConfig | str,
+    config: RunConfig | str,
     logdir: str | Path | None,
     num_seeds: int,
     *,
@@ -255,7 +256,7 @@ def train_seeds(
     """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
 
     Args:
-        config: A :class:`PPOConfig` or a preset name.
+        config: An algorithm's config or a preset name.
         logdir: Parent directory of runs; None: no disk I/O.
         num_seeds: Number of seeds (>= 1).
         name: Run dir suffix before ``-s<i>``; defaults to the preset name, or ``custom``.
@@ -270,12 +271,17 @@ def train_seeds(
         UserError: As :func:`~batchppo.experiment.loop.train`, and a resume whose seed dirs
             are incomplete, differ or stand at different checkpoint steps.
     """
-    from batchppo.algorithms.ppo.seeds import SeedsTrainer
-
     if num_seeds < 1:
         raise ConfigError(f"--seeds {num_seeds}: must be >= 1")
     from_preset = isinstance(config, str)
     config, name, changes = loop._resolve(config, name, overrides)
+    algorithm = algorithm_of(config)
+    make_seeds_trainer = algorithm.seeds_trainer
+    if make_seeds_trainer is None:
+        raise ConfigError(
+            f"--seeds {num_seeds}: {algorithm.title} trains one seed per run; drop --seeds and "
+            "start one run per seed (--set seed=N)"
+        )
     configs.check_env_id(config)
     if logdir is None:
         run_configs, run_dirs = _seed_configs(config, num_seeds), [None] * num_seeds
@@ -285,7 +291,7 @@ def train_seeds(
             logdir, name, config, num_seeds, timestamp, explicit
         )
         configs.check_env_id(run_configs[0])
-    trainer = loop._build_trainer(lambda c: SeedsTrainer(c, num_seeds), run_configs[0])
+    trainer = loop._build_trainer(lambda c: make_seeds_trainer(c, num_seeds), run_configs[0])
     try:
         return run_seeds(trainer, run_configs, run_dirs, progress)
     finally:

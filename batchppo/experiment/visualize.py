@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.core.backends import BACKENDS, get_backend
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loop import TrainerFactory, load_run
@@ -30,7 +30,7 @@ from batchppo.experiment.loop import TrainerFactory, load_run
 STATS_FILE = "stats.json"
 
 
-def render_env_id(config: PPOConfig) -> str:
+def render_env_id(config: RunConfig) -> str:
     """The Gymnasium id to render a run of ``config`` in (its backend's ``render_id``).
 
     Raises:
@@ -59,7 +59,7 @@ def _headless_defaults() -> None:
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 
-def make_render_env(config: PPOConfig, env_id: str) -> Any:
+def make_render_env(config: RunConfig, env_id: str) -> Any:
     """One Gymnasium env of the run's wrapper stack that renders ``rgb_array`` frames.
 
     Raises:
@@ -145,7 +145,7 @@ def visualize(
         checkpoint: Env step of the checkpoint; None: the newest.
         num_episodes: Episodes to record.
         seed: Episode ``i`` starts from ``env.reset(seed=seed + i)``.
-        trainer_factory: Builds the trainer (default: BatchPPO's Trainer).
+        trainer_factory: Builds the trainer (default: the trainer of the run's algorithm).
 
     Returns:
         The content of ``stats.json``: ``returns``, ``lengths``, ``mean_return``,

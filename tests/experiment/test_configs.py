@@ -197,7 +197,8 @@ def test_yaml_round_trip_is_plain_data():
     data = yaml.safe_load(text)
     assert data["policy_layers"] == [8, 4]
     assert data["max_grad_norm"] is None
-    assert list(data) == [f.name for f in dataclasses.fields(PPOConfig)]
+    assert list(data) == ["algorithm", *(f.name for f in dataclasses.fields(PPOConfig))]
+    assert data["algorithm"] == "ppo"
     assert "!!python" not in text
     assert configs.config_from_yaml(text) == config
 

@@ -2,89 +2,48 @@
 
 Field names follow the original Batch PPO configs (``steps``, ``num_agents``, ``max_length``,
 ``update_every``, ``update_epochs``, ``learning_rate``, ``discount``, ``kl_target``, ...), so
-its presets read the same. Named presets live in :mod:`batchppo.experiment.configs`.
+its presets read the same. Named presets live in :mod:`batchppo.algorithms.ppo.presets`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-from batchppo.core import backends
+from batchppo.algorithms.common.run_config import RunConfig, check
 
 NETWORKS = ("feed_forward_gaussian", "feed_forward_categorical", "recurrent_gaussian")
 OBJECTIVES = ("kl_penalty", "clip")
 REWARD_SCALES = ("reward", "return")
-
-
-EVALS_PER_RUN = 20
-"""Evaluations over a run's budget when ``eval_every`` is None."""
-LOGS_PER_RUN = 100
-"""Train reports over a run's budget when ``log_every`` is None."""
-CHECKPOINTS_PER_RUN = 10
-"""Checkpoints over a run's budget when ``checkpoint_every`` is None."""
-
-
-def _interval(explicit: int | None, steps: int, per_run: int) -> int:
-    return explicit if explicit is not None else max(1, steps // per_run)
+METRICS = (
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "kl",
+    "loss",
+    "grad_norm",
+    "steps_taken",
+    "clip_fraction",
+    "value_mean",
+    "return_mean",
+    "beta",
+    "learning_rate",
+    "obs_mean",
+    "obs_std",
+    "reward_std",
+)
+"""The train metrics of every PPO iteration (the objective adds its own, such as
+``kl_cutoff`` or ``approx_kl``), besides the episode metrics every trainer reports."""
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
-    """Everything that defines a BatchPPO training run. Invalid values raise ``ValueError``."""
+class PPOConfig(RunConfig):
+    """Everything that defines a BatchPPO training run. Invalid values raise ``ValueError``.
 
-    # --- Environment -----------------------------------------------------------------------
-    env: str = "Pendulum-v1"
-    """Environment id: a Gymnasium id for host backends, a gymnax id for ``gymnax``, a Brax
-    env name for ``brax``."""
-    backend: str = "process"
-    """Where envs run: ``process`` (BatchEnv workers), ``sync`` (in-process), ``ray``
-    (Ray actors), ``gymnax`` or ``brax`` (pure JAX, fused with the learner); any backend of
-    the registry :mod:`batchppo.core.backends`."""
-    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Env construction options: keyword arguments of ``gymnasium.make`` for host backends
-    (e.g. ``{include_cfrc_ext_in_observation: false}`` for Ant-v5), of
-    ``brax.envs.get_environment`` for ``brax``, and ``EnvParams`` fields for ``gymnax``.
-    Values are YAML scalars or lists of them."""
-    max_length: int | None = 200
-    """Episode time limit in steps (truncation); None keeps the env's own limit."""
-    normalize_ranges: bool = True
-    """Rescale finite observation bounds and action bounds to [-1, 1]."""
-    num_agents: int = 30
-    """Number of parallel environments."""
-    num_workers: int | None = None
-    """Worker processes for the ``process`` backend; None means one per core."""
-    host_loop: bool = False
-    """Host backends only: collect rollouts with a Python loop around the compiled policy
-    step (:class:`~batchppo.core.host_loop.HostLoop`) instead of inside the compiled
-    iteration through ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md
-    compares the speed of the two."""
-    devices: int | None = None
-    """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded,
-    parameters and normaliser statistics replicated; :mod:`batchppo.algorithms.common.sharding`).
-    None takes every device for pure-JAX backends (one device where only one exists: the
-    unsharded program) and one device for host backends, which cannot shard. ``num_agents``
-    must be a multiple of the device count. It may change on resume."""
-    max_env_restarts: int = 0
-    """``process`` and ``sync`` backends: how many env restarts each env batch (training,
-    evaluation) may make in one training process. An env whose step raises, or whose worker
-    process dies, is then rebuilt and reset, its episode ending truncated, and training goes
-    on; the ``env_restarts`` train metric counts them. 0 (the default) fails fast: the env's
-    error ends the run. Past the budget the error is raised, naming this setting."""
-    ray_address: str | None = None
-    """``ray`` backend: the Ray cluster to join (``auto`` or ``host:port``); None:
-    ``RAY_ADDRESS`` if set, else a new local Ray. A Ray already initialised in the process is
-    used as it is."""
-    ray_num_cpus: float = 0.5
-    """``ray`` backend: CPUs each env actor books on the cluster (fractions share a CPU; half
-    of one lets the training and eval envs fit side by side)."""
-    ray_startup_timeout: float = 60.0
-    """``ray`` backend: seconds the env actors may take to start before ``RayResourcesError``
-    names what they need and what the cluster has."""
+    The run-level fields (env, backend, num_agents, steps, cadences, seed...) are
+    :class:`~batchppo.algorithms.common.run_config.RunConfig`'s; the fields below are PPO's.
+    """
 
     # --- Schedule ---------------------------------------------------------------------------
-    steps: int = 1_000_000
-    """Training-phase env transitions, summed over agents (evaluation comes on top)."""
     update_every: int = 30
     """Episodes per update (the original's schedule). Used when ``rollout_length`` is None:
     each update then collects ``ceil(update_every / num_agents) * max_length`` steps per env."""
@@ -167,49 +126,14 @@ class PPOConfig:
     reward_clip: float = 10.0
     """Clip scaled rewards to [-reward_clip, reward_clip]."""
 
-    # --- Evaluation, logging, checkpoints ---------------------------------------------------
-    eval_episodes: int = 30
-    """Episodes per evaluation phase (mean action)."""
-    eval_max_steps: int = 100_000
-    """Steps each eval env may run in one evaluation phase. Episodes that have not ended by
-    then are cut there and counted with their return and length so far: the eval report's
-    ``cut`` counts them and a warning names this setting. At the default only episodes
-    without a time limit (``max_length`` None and none of the env's own) reach it."""
-    eval_every: int | None = None
-    """Training steps between evaluation phases; 0 disables evaluation; None: ``steps / 20``
-    (see :attr:`eval_interval`), so that a changed ``steps`` keeps 20 evaluations."""
-    log_every: int | None = None
-    """Training steps between log reports; None: ``steps / 100``."""
-    checkpoint_every: int | None = None
-    """Training steps between checkpoints; None: ``steps / 10``."""
-    keep_checkpoints: int = 3
-    """How many checkpoints to keep."""
-    seed: int = 0
-    """Seed of the run (params, env seeds, sampling)."""
-
     @property
-    def eval_interval(self) -> int:
-        """Steps between evaluations: ``eval_every``, or 1/20 of ``steps`` when it is None."""
-        return _interval(self.eval_every, self.steps, EVALS_PER_RUN)
-
-    @property
-    def log_interval(self) -> int:
-        """Steps between train reports: ``log_every``, or 1/100 of ``steps`` when it is None."""
-        return _interval(self.log_every, self.steps, LOGS_PER_RUN)
-
-    @property
-    def checkpoint_interval(self) -> int:
-        """Steps between checkpoints: ``checkpoint_every``, or 1/10 of ``steps`` when None."""
-        return _interval(self.checkpoint_every, self.steps, CHECKPOINTS_PER_RUN)
+    def schedule_spans_steps(self) -> bool:
+        """True with ``anneal_lr``: the learning rate anneals over ``steps``, so a resumed
+        run may not raise them."""
+        return self.anneal_lr
 
     def __post_init__(self) -> None:
-        def check(ok: bool, msg: str) -> None:
-            if not ok:
-                raise ValueError(msg)
-
-        known = tuple(backends.BACKENDS)
-        check(self.backend in known, f"backend={self.backend!r}: choose one of {known}")
-        backend = backends.BACKENDS[self.backend]
+        self.check_run()
         check(self.network in NETWORKS, f"network={self.network!r}: choose one of {NETWORKS}")
         check(
             self.objective in OBJECTIVES,
@@ -231,76 +155,12 @@ class PPOConfig:
             self.activation in ("relu", "tanh"),
             f"activation={self.activation!r}: use relu or tanh",
         )
-        check(self.num_agents >= 1, f"num_agents={self.num_agents}: must be >= 1")
-        check(self.steps >= 1, f"steps={self.steps}: must be >= 1")
-        check(self.seed >= 0, f"seed={self.seed}: must be >= 0")
-        for name in ("eval_every", "log_every", "checkpoint_every"):
-            value = getattr(self, name)
-            check(
-                value is None or value >= 0,
-                f"{name}={value}: must be >= 0 (0 disables), or None for a fraction of steps",
-            )
-        check(
-            self.max_env_restarts >= 0,
-            f"max_env_restarts={self.max_env_restarts}: must be >= 0 (0 fails fast)",
-        )
-        check(
-            not self.max_env_restarts or backend.supports_restarts,
-            f"max_env_restarts={self.max_env_restarts}: env restarts are for the "
-            f"{backends.prose(backends.names(supports_restarts=True))} backends only; "
-            f"backend={self.backend!r} fails fast (set max_env_restarts=0)",
-        )
-        check(
-            self.devices is None or self.devices >= 1,
-            f"devices={self.devices}: must be >= 1, or None for every device",
-        )
-        check(
-            self.devices in (None, 1) or backend.fused,
-            f"devices={self.devices}: backend={self.backend!r} steps its envs on the host and "
-            "its learner runs on one device; set devices=1 (or None), or use a pure-JAX "
-            f"backend ({', '.join(backends.names(host=False))})",
-        )
-        check(
-            self.devices is None or self.num_agents % self.devices == 0,
-            f"num_agents={self.num_agents} does not split over devices={self.devices}: set "
-            f"num_agents to a multiple of {self.devices}, or devices to a divisor of it",
-        )
-        check(
-            not self.host_loop or backend.host,
-            f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
-            f"(set host_loop=False, or a host backend: {', '.join(backends.names(host=True))})",
-        )
-        for other in backends.BACKENDS.values():
-            for name in other.config_fields if other is not backend else ():
-                value = getattr(self, name)
-                check(
-                    value is None,
-                    f"{name}={value!r} is for {other.description}; set backend={other.name}, "
-                    f"or drop {name}",
-                )
-        check(
-            self.ray_address is None or self.ray_address.strip() != "",
-            "ray_address='': give host:port or auto, or None (RAY_ADDRESS, else a local Ray)",
-        )
-        check(
-            self.ray_num_cpus >= 0,
-            f"ray_num_cpus={self.ray_num_cpus}: must be >= 0 (CPUs per Ray env actor)",
-        )
-        check(
-            self.ray_startup_timeout > 0,
-            f"ray_startup_timeout={self.ray_startup_timeout}: must be > 0 (seconds)",
-        )
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
         check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")
         check(0.0 < self.discount <= 1.0, f"discount={self.discount}: must be in (0, 1]")
         check(0.0 <= self.gae_lambda <= 1.0, f"gae_lambda={self.gae_lambda}: must be in [0, 1]")
         check(self.learning_rate > 0, f"learning_rate={self.learning_rate}: must be > 0")
         check(self.init_std > 0, f"init_std={self.init_std}: must be > 0")
-        check(self.eval_max_steps >= 1, f"eval_max_steps={self.eval_max_steps}: must be >= 1")
-        check(
-            self.max_length is None or self.max_length >= 1,
-            f"max_length={self.max_length}: must be >= 1 or None",
-        )
         check(
             self.rollout_length is not None or self.max_length is not None,
             "set rollout_length, or max_length so that update_every (episodes) gives a length",

@@ -1,0 +1,181 @@
+"""The PPO presets: :data:`PRESETS`, by name (``batchppo list`` shows them all).
+
+The tasks of the original Batch PPO keep its hyperparameters (see the fact sheet of the
+original); the ``*_jax`` presets run gymnax envs fused with the learner and are tuned for
+speed; the ``*_brax`` presets need the optional ``brax`` package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from batchppo.algorithms.ppo.config import PPOConfig
+
+_BASE = PPOConfig()
+
+
+def _preset(**changes: Any) -> PPOConfig:
+    return dataclasses.replace(_BASE, **changes)
+
+
+def _mujoco(env: str, steps: int, **changes: Any) -> PPOConfig:
+    # The original's MuJoCo tasks: 1000-step episodes, its defaults otherwise.
+    return _preset(
+        env=env,
+        max_length=1000,
+        steps=steps,
+        **changes,
+    )
+
+
+def _brax(env: str, steps: int, **changes: Any) -> PPOConfig:
+    # Massively parallel on-device simulation: thousands of envs, short rollouts, clipped PPO.
+    return _preset(
+        env=env,
+        backend="brax",
+        max_length=1000,
+        num_agents=2048,
+        rollout_length=16,
+        update_epochs=4,
+        num_minibatches=32,
+        objective="clip",
+        learning_rate=3e-4,
+        max_grad_norm=1.0,
+        discount=0.97,
+        gae_lambda=0.95,
+        entropy_coef=1e-3,
+        policy_layers=(128, 128, 128, 128),
+        value_layers=(256, 256, 256, 256, 256),
+        activation="tanh",
+        init_std=1.0,
+        init_mean_factor=0.01,
+        steps=steps,
+        eval_episodes=128,
+        **changes,
+    )
+
+
+# What the modern (clipped) presets share: small tanh networks, GAE 0.95, gradient clipping.
+_CLIP: dict[str, Any] = dict(
+    objective="clip",
+    max_grad_norm=0.5,
+    gae_lambda=0.95,
+    policy_layers=(64, 64),
+    value_layers=(64, 64),
+    activation="tanh",
+)
+
+# Clipped PPO tuned for Pendulum: 64 envs x 32 steps, 10 epochs x 16 minibatches of 128, lr 1e-3
+# annealed to 0 over the budget. An update stops early once a minibatch's KL passes 1.5 x 0.02:
+# without that, the policy's std shrinks until each update moves it by a KL of 1-5 and the evals
+# swing between -150 and -900, the more the longer the budget. Rewards are scaled by the spread
+# of the discounted return. Final evals of pendulum_jax over seeds 0-2 (docs/benchmarks.md):
+# -154/-231/-165 at 100k steps, -137/-168/-180 at 400k.
+_PENDULUM_CLIP = _preset(
+    **_CLIP,
+    env="Pendulum-v1",
+    backend="gymnax",
+    max_length=200,
+    num_agents=64,
+    rollout_length=32,
+    update_epochs=10,
+    num_minibatches=16,
+    learning_rate=1e-3,
+    anneal_lr=True,
+    target_kl=0.02,
+    reward_scale="return",
+    discount=0.9,
+    init_std=1.0,
+    steps=100_000,
+    eval_episodes=16,
+)
+
+
+# Clipped PPO for the MuJoCo locomotion tasks at a 1M-step budget (docs/benchmarks.md): the
+# settings of Tianshou's MuJoCo PPO benchmark (many small updates per sample: 10 epochs of
+# minibatches of 64 over each 2048-step batch; 64x64 tanh networks; initial std 0.6; value
+# loss weight 0.25), over 16 envs in worker processes. Rewards are scaled by the spread of the
+# discounted return, which keeps value targets near unit scale; the learning rate anneals over
+# the budget.
+_LOCOMOTION: dict[str, Any] = dict(
+    _CLIP,
+    max_length=1000,
+    steps=1_000_000,
+    num_agents=16,
+    rollout_length=128,
+    update_epochs=10,
+    num_minibatches=32,
+    learning_rate=3e-4,
+    anneal_lr=True,
+    discount=0.99,
+    init_std=0.6,
+    reward_scale="return",
+    value_coef=0.25,
+    eval_episodes=16,
+)
+
+
+def _locomotion(env: str, **changes: Any) -> PPOConfig:
+    return _preset(**{**_LOCOMOTION, "env": env, **changes})
+
+
+_LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
+    "cheetah_fast": _locomotion("HalfCheetah-v5"),
+    "hopper_fast": _locomotion("Hopper-v5"),
+    "walker_fast": _locomotion("Walker2d-v5"),
+    # Ant-v5 observes 78 contact-force terms by default; Ant-v4 did not, and under MuJoCo >= 2
+    # the v2/v3 ones were all zero (openai/gym#1541), so the peers' Ant figures were learned
+    # without them. Without them Ant learns faster (docs/benchmarks.md section 4).
+    "ant_fast": _locomotion("Ant-v5", env_kwargs={"include_cfrc_ext_in_observation": False}),
+    "humanoid_fast": _locomotion("Humanoid-v5"),
+    "reacher_fast": _locomotion("Reacher-v5", max_length=50),
+}
+
+
+PRESETS: dict[str, PPOConfig] = {
+    # --- Pure JAX (gymnax): env and learner in one compiled program. ------------------------
+    "pendulum_jax": _PENDULUM_CLIP,
+    "cartpole_jax": _preset(
+        **_CLIP,
+        env="CartPole-v1",
+        backend="gymnax",
+        max_length=500,
+        normalize_ranges=False,
+        network="feed_forward_categorical",
+        num_agents=16,
+        rollout_length=64,
+        update_epochs=4,
+        num_minibatches=4,
+        learning_rate=1e-3,
+        discount=0.99,
+        init_mean_factor=0.01,
+        steps=300_000,
+        eval_episodes=16,
+    ),
+    # --- The original's tasks (Gymnasium envs in worker processes). -------------------------
+    # batch_size 20 sequences of chunk_length 50 out of 30 episodes x 200 steps: 6 minibatches.
+    "pendulum": _preset(
+        env="Pendulum-v1", max_length=200, steps=1_000_000, chunk_length=50, num_minibatches=6
+    ),
+    "cartpole": _preset(
+        env="CartPole-v1",
+        max_length=500,
+        steps=200_000,
+        network="feed_forward_categorical",
+        normalize_ranges=False,
+    ),
+    # --- Clipped PPO on Gymnasium envs in processes: the fastest host presets. ---------------
+    "pendulum_fast": dataclasses.replace(_PENDULUM_CLIP, backend="process"),
+    **_LOCOMOTION_PRESETS,
+    "reacher": _mujoco("Reacher-v5", 5_000_000, discount=0.985, update_every=60),
+    "cheetah": _mujoco("HalfCheetah-v5", 10_000_000, discount=0.99),
+    "walker": _mujoco("Walker2d-v5", 10_000_000),
+    "hopper": _mujoco("Hopper-v5", 10_000_000, update_every=60),
+    "ant": _mujoco("Ant-v5", 20_000_000),
+    "humanoid": _mujoco("Humanoid-v5", 50_000_000, update_every=60),
+    # --- Brax (optional extra): locomotion simulated on the accelerator. --------------------
+    "ant_brax": _brax("ant", 50_000_000),
+    "cheetah_brax": _brax("halfcheetah", 50_000_000),
+    "humanoid_brax": _brax("humanoid", 50_000_000),
+}

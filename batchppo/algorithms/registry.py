@@ -1,0 +1,117 @@
+"""The algorithms: one :class:`Algorithm` record each, in the registry :data:`ALGORITHMS`.
+
+The experiment layer (loop, checkpoints, resume rules, visualize, plot, presets, config
+files) and the CLI know an algorithm only through its record: the config class it is
+configured by, the trainer it is trained by, its presets and the train metrics it reports.
+A run's ``config.yaml`` names its algorithm (``algorithm: ppo``); files written before that
+field existed are PPO runs.
+
+A record points at the algorithm's trainer through a lazy reference, so this module imports
+nothing heavy (no JAX): the config classes and preset tables it imports are plain data.
+Adding an algorithm is one package under ``batchppo/algorithms/`` plus one record here
+(docs/new_algorithm.md).
+
+Example:
+    >>> get_algorithm("ppo").config.__name__
+    'PPOConfig'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from batchppo.algorithms.ppo import config as ppo_config
+from batchppo.algorithms.ppo import presets as ppo_presets
+from batchppo.core.backends import lazy
+
+DEFAULT_ALGORITHM = "ppo"
+"""The algorithm of a ``config.yaml`` that names none (written before the field existed)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Algorithm:
+    """What the experiment layer knows of one algorithm.
+
+    Attributes:
+        name: The ``algorithm`` value of a ``config.yaml``.
+        title: Its name in prose, for messages and ``batchppo list``.
+        config: Its config class, a frozen dataclass that subclasses
+            :class:`~batchppo.algorithms.common.run_config.RunConfig`.
+        presets: Its presets, by name.
+        trainer: ``config -> trainer``, the object the loop drives (see
+            :class:`~batchppo.experiment.loop.TrainerLike`).
+        seeds_trainer: ``(config, num_seeds) -> trainer`` over stacked states, for
+            ``--seeds``; None where the algorithm trains seeds as separate runs only.
+        metrics: The train metrics each iteration reports besides
+            :data:`~batchppo.experiment.loop.EPISODE_METRICS` (and ``env_restarts``).
+    """
+
+    name: str
+    title: str
+    config: type
+    presets: Mapping[str, Any]
+    trainer: Callable[[Any], Any]
+    seeds_trainer: Callable[[Any, int], Any] | None = None
+    metrics: tuple[str, ...] = ()
+
+
+ALGORITHMS: dict[str, Algorithm] = {}
+"""The algorithms by name, in registration order."""
+
+
+def register(algorithm: Algorithm) -> Algorithm:
+    """Adds ``algorithm`` to :data:`ALGORITHMS`.
+
+    Raises:
+        ValueError: A record of that name exists already.
+    """
+    if algorithm.name in ALGORITHMS:
+        raise ValueError(f"algorithm {algorithm.name!r} is registered already")
+    ALGORITHMS[algorithm.name] = algorithm
+    return algorithm
+
+
+def get_algorithm(name: str) -> Algorithm:
+    """The record of algorithm ``name``.
+
+    Raises:
+        ValueError: Unknown name, in one line with a close match and the known names.
+    """
+    if name not in ALGORITHMS:
+        close = difflib.get_close_matches(name, list(ALGORITHMS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"unknown algorithm {name!r}.{hint} Known algorithms: {', '.join(ALGORITHMS)}"
+        )
+    return ALGORITHMS[name]
+
+
+def algorithm_of(config: Any) -> Algorithm:
+    """The record whose config class ``config`` is an instance of.
+
+    Raises:
+        TypeError: ``config`` is no algorithm's config, naming the config classes.
+    """
+    for algorithm in ALGORITHMS.values():
+        if type(config) is algorithm.config:
+            return algorithm
+    classes = ", ".join(a.config.__name__ for a in ALGORITHMS.values())
+    raise TypeError(
+        f"config must be one of {classes} (or a preset name), got {type(config).__name__}"
+    )
+
+
+register(
+    Algorithm(
+        name="ppo",
+        title="PPO",
+        config=ppo_config.PPOConfig,
+        presets=ppo_presets.PRESETS,
+        trainer=lazy("batchppo.algorithms.ppo.ppo:Trainer"),
+        seeds_trainer=lazy("batchppo.algorithms.ppo.seeds:SeedsTrainer"),
+        metrics=ppo_config.METRICS,
+    )
+)
