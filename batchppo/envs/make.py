@@ -219,7 +219,8 @@ def make(
 
     The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the
     module docstring), read off the spaces of the envs the workers build: every env is built
-    once, and none in the calling process unless ``backend="sync"``.
+    once, and none in the calling process unless ``backend="sync"``. The ``"ray"`` backend
+    builds each env once too, in its actor, in the per-env stack.
 
     Returns:
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.

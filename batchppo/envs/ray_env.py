@@ -14,6 +14,10 @@ would retry for minutes.
 Resources: each actor asks Ray for ``num_cpus`` (half a CPU by default) and the actors must
 start within ``startup_timeout``; otherwise :class:`RayResourcesError` names what is missing.
 
+Start-up: each env is built once, in its actor, and none in the calling process. The actors
+report their envs' spaces once built; env 0's are the batch env's, and every other env's are
+checked against them before any step.
+
 Cost: a step is one round trip per actor (one remote call carrying its slice of the actions,
 whose result carries all its envs' arrays), never one per env.
 """
@@ -44,7 +48,8 @@ from batchppo.envs.batch_env import (
     check_action_shape,
     parse_seeds,
 )
-from batchppo.envs.env_group import EnvGroup, build_envs
+from batchppo.envs.batch_transform import SpacesOnly
+from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces
 from batchppo.envs.errors import WorkerDiedError, with_message
 from batchppo.envs.final_obs import dense_final_obs
 from batchppo.envs.infos import merge_info_parts
@@ -207,20 +212,38 @@ def _fmt(resources: dict[str, float]) -> str:
 
 
 class _EnvActor:
-    """Holds ``K`` envs in a Ray actor; every method returns plain numpy/picklable data."""
+    """Holds ``K`` envs in a Ray actor; every method returns plain numpy/picklable data.
+
+    Its envs' spaces are checked by the caller (:meth:`describe`, before any step): the
+    actor lays out its arrays after its own first env's spaces, and only when they are flat
+    spaces a ``RayBatchEnv`` can step.
+    """
 
     def __init__(self, payload: bytes, offset: int):
-        env_fns, spaces, discrete = cloudpickle.loads(payload)
+        env_fns = cloudpickle.loads(payload)
         try:
-            envs = build_envs(env_fns, offset, spaces)
+            self.envs = build_envs(env_fns, offset, None)
         except Exception as exc:  # reaches the caller with its own type (see RayBatchEnv._get)
             index = getattr(exc, "batchppo_env_index", offset)
             message = f"{exc}\n[batchppo] raised by env {index} in a Ray actor."
             raise with_message(exc, message) from exc.__cause__
-        obs_space, act_space = envs[0].observation_space, envs[0].action_space
-        layout = Layout.for_spaces(len(envs), 0, obs_space, act_space)
-        self.views = layout.views(bytearray(layout.nbytes))
-        self.group = EnvGroup(envs, offset, self.views, discrete, row=0)
+        obs_space, act_space = self.envs[0].observation_space, self.envs[0].action_space
+        self.group: EnvGroup | None = None
+        if is_leaf(obs_space) and is_leaf(act_space):
+            layout = Layout.for_spaces(len(self.envs), 0, obs_space, act_space)
+            self.views = layout.views(bytearray(layout.nbytes))
+            discrete = isinstance(act_space, gym_spaces.Discrete)
+            self.group = EnvGroup(self.envs, offset, self.views, discrete, row=0)
+
+    def describe(self) -> dict[str, Any]:
+        """Every env's ``(observation_space, action_space)``, and the first env's metadata and
+        render mode (env 0's are the batch env's)."""
+        first = self.envs[0]
+        return {
+            "spaces": [(env.observation_space, env.action_space) for env in self.envs],
+            "metadata": dict(getattr(first, "metadata", {}) or {}),
+            "render_mode": getattr(first, "render_mode", None),
+        }
 
     def _run(self, fn: Callable[[], Any]) -> Any:
         try:
@@ -257,7 +280,9 @@ class _EnvActor:
         self._run(lambda: self.group.set_attr(name, values))
 
     def close(self) -> None:
-        self.group.close()
+        for env in self.envs:
+            with contextlib.suppress(Exception):
+                env.close()
 
     def location(self) -> tuple[str, int]:
         """``(node id, pid)`` of this actor."""
@@ -272,7 +297,9 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
     Same API and semantics as ``BatchEnv`` (same-step autoreset, dense ``infos["final_obs"]``,
     ``step_arrays``, seeds ``seed + i``, ``call``/``get_attr``/``set_attr``/``render``).
     Connects to Ray through :func:`connect` (``address``, else ``RAY_ADDRESS``, else a new
-    local Ray) when Ray is not initialised in this process yet. A step sends one remote call
+    local Ray) when Ray is not initialised in this process yet. Each env is built once, in
+    its actor; the spaces are those the actors report of their envs (env 0's, checked against
+    every other env's), so no env is built in the calling process. A step sends one remote call
     to each actor, which steps all its envs: one round trip per actor. An actor that dies
     (killed, its process crashed, its node lost) makes the next step raise
     :class:`WorkerDiedError`, naming the actor and its envs, as soon as Ray reports it.
@@ -296,6 +323,8 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
 
     Raises:
         ImportError: Ray is not installed (``pip install batchppo[ray]``).
+        ValueError: Env 0 has a Dict or Tuple space (use ``BatchEnv``).
+        SpaceMismatchError: An env's spaces differ from env 0's (names the env).
         RayConnectionError: ``address`` (or ``RAY_ADDRESS``) cannot be joined.
         RayResourcesError: The actors cannot be placed: at once when this env started the
             local Ray and the envs of this process already hold what it needs, otherwise
@@ -333,40 +362,49 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         workers = num_workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
         per = envs_per_worker or math.ceil(n / workers)
         self._ranges = [(i, min(i + per, n)) for i in range(0, n, per)]
-        probe = env_fns[0]()
-        obs_space, act_space = probe.observation_space, probe.action_space
-        self.metadata = dict(getattr(probe, "metadata", {}) or {})
-        self.render_mode = getattr(probe, "render_mode", None)
-        probe.close()
-        for label, space in (("observation", obs_space), ("action", act_space)):
-            if not is_leaf(space):
-                raise ValueError(
-                    f"RayBatchEnv supports Box, Discrete, MultiDiscrete and MultiBinary spaces; "
-                    f"the {label} space is {space}. Use BatchEnv for Dict and Tuple spaces."
-                )
-        self.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
-        self.single_observation_space, self.single_action_space = obs_space, act_space
-        self.observation_space = batch_space(obs_space, n)
-        self.action_space = batch_space(act_space, n)
         self.copy = copy
-        discrete = isinstance(act_space, gym_spaces.Discrete)
+        self._pending: list[Any] | None = None
+        self._want_info = False
         demand = {k: v * len(self._ranges) for k, v in _actor_demand(options).items()}
         self._check_resources(demand)
         actor_cls = ray.remote(**options)(_EnvActor)
         with _HELD_LOCK:
             _HELD[self] = demand
         for start, stop in self._ranges:
-            payload = cloudpickle.dumps((env_fns[start:stop], (obs_space, act_space), discrete))
-            self._actors.append(actor_cls.remote(payload, start))
-        self._act_shape = (n, *act_space.shape)
-        self._act_dtype = np.dtype(act_space.dtype)
-        self._pending: list[Any] | None = None
-        self._want_info = False
+            self._actors.append(actor_cls.remote(cloudpickle.dumps(env_fns[start:stop]), start))
         try:
-            self._await_start(demand, startup_timeout)
+            self._set_spaces(self._await_start(demand, startup_timeout))
         except BaseException:
             self.close()
             raise
+
+    def _set_spaces(self, reports: list[dict[str, Any]]) -> None:
+        """Takes env 0's spaces, metadata and render mode from the actors' reports
+        (:meth:`_EnvActor.describe`), after checking every env's spaces against env 0's.
+
+        Raises:
+            ValueError: Env 0 has a space other than Box/Discrete/MultiDiscrete/MultiBinary.
+            SpaceMismatchError: An env's spaces differ from env 0's (names the env).
+        """
+        obs_space, act_space = reports[0]["spaces"][0]
+        for label, space in (("observation", obs_space), ("action", act_space)):
+            if not is_leaf(space):
+                raise ValueError(
+                    f"RayBatchEnv supports Box, Discrete, MultiDiscrete and MultiBinary spaces; "
+                    f"the {label} space is {space}. Use BatchEnv for Dict and Tuple spaces."
+                )
+        for (start, _), report in zip(self._ranges, reports, strict=True):
+            for j, spaces in enumerate(report["spaces"]):
+                check_spaces(SpacesOnly(*spaces), start + j, (obs_space, act_space))
+        n = self.num_envs
+        self.metadata = dict(reports[0]["metadata"])
+        self.render_mode = reports[0]["render_mode"]
+        self.metadata["autoreset_mode"] = AutoresetMode.SAME_STEP
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.observation_space = batch_space(obs_space, n)
+        self.action_space = batch_space(act_space, n)
+        self._act_shape = (n, *act_space.shape)
+        self._act_dtype = np.dtype(act_space.dtype)
 
     def _check_resources(self, demand: dict[str, float]) -> None:
         """Fails at once when the actors can never be placed on a Ray this module started.
@@ -389,12 +427,16 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
                 f"of this process leave {_fmt(free)}; {self._hint()}"
             )
 
-    def _await_start(self, demand: dict[str, float], timeout: float | None) -> None:
-        """Waits for every actor's construction, up to ``timeout`` seconds."""
+    def _await_start(self, demand: dict[str, float], timeout: float | None) -> list[dict[str, Any]]:
+        """Waits for every actor's construction, up to ``timeout`` seconds.
+
+        Returns:
+            What each actor says of its envs (:meth:`_EnvActor.describe`), in actor order.
+        """
         ray = self._ray
-        refs = self._send("call", lambda start, stop: ("spec", (), {}))
+        refs = self._send("describe", lambda start, stop: ())
         try:
-            self._get(refs, timeout)
+            return self._get(refs, timeout)
         except mp.TimeoutError:
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
             # Actors still waiting for resources would never answer ``close``: kill them now

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 import pytest
-from envs_testlib import CountEnv, FaultyEnv
+from envs_testlib import CountEnv, FaultyEnv, NestedEnv, OtherSpaceEnv
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import TimeLimit
 
 ray = pytest.importorskip("ray")
 
-from batchppo.envs import BatchEnv  # noqa: E402
+from batchppo.envs import BatchEnv, make, make_env_fn  # noqa: E402
+from batchppo.envs.errors import SpaceMismatchError  # noqa: E402
 from batchppo.envs.ray_env import RayBatchEnv, RayResourcesError  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
@@ -156,3 +158,43 @@ def test_a_step_is_one_round_trip_per_actor(local_ray):
             np.testing.assert_array_equal(obs[:, 2], 2 * k)
             np.testing.assert_array_equal(reward, 2 * k + np.arange(12))
         assert env.remote_calls - before == len(log) == 18
+
+
+def builders(path) -> list[int]:
+    """The id of the process that built each env, from a ConstructionCountingEnv's file."""
+    return [int(line) for line in path.read_text().split()] if path.exists() else []
+
+
+def test_each_env_is_built_once_in_its_actor(local_ray, tmp_path):
+    """Issue 10: the spaces are those the actors report; no env is built in this process
+    (make(backend="ray") built 5 envs for 4, env 0 once more here to read the spaces)."""
+    path = tmp_path / "builds"
+    env_id = "envs_testlib:ConstructionCounting-v0"
+    # The actors import envs_testlib (make() builds the env by its id): put it on their path.
+    here = os.path.dirname(os.path.abspath(__file__))
+    ray_options = {"actor_options": {"runtime_env": {"env_vars": {"PYTHONPATH": here}}}}
+    with make(
+        env_id, 4, seed=0, backend="ray", num_workers=2, ray_options=ray_options, path=str(path)
+    ) as env:
+        assert isinstance(env, RayBatchEnv)
+        built = builders(path)
+        assert len(built) == 4, built
+        assert os.getpid() not in built
+        assert len(set(built)) == 2  # one process per actor
+        # The spaces and metadata of make()'s per-env stack over env 0, read in its actor.
+        expected = make_env_fn(env_id, path=os.devnull)()
+        assert env.single_observation_space == expected.observation_space
+        assert env.single_action_space == expected.action_space
+        assert env.metadata["render_modes"] == ["rgb_array"]
+        obs, *_ = env.step_arrays(np.zeros((4, 1), np.float32))
+        np.testing.assert_array_equal(obs, [[0, 1, 1]] * 4)  # [tag, episode, t]
+    assert len(builders(path)) == 4
+
+
+def test_spaces_are_checked_against_env_0s(local_ray):
+    # Env 2 is in the second actor: the actors' reports are checked across actors.
+    fns = [CountEnv, CountEnv, OtherSpaceEnv]
+    with pytest.raises(SpaceMismatchError, match=r"env 2 has observation space .*\(4,\)"):
+        RayBatchEnv(fns, num_workers=2)
+    with pytest.raises(ValueError, match=r"the observation space is Dict.*Use BatchEnv"):
+        RayBatchEnv([NestedEnv], num_workers=1)
