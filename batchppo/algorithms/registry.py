@@ -23,6 +23,8 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from batchppo.algorithms.a2c import config as a2c_config
+from batchppo.algorithms.a2c import presets as a2c_presets
 from batchppo.algorithms.ppo import config as ppo_config
 from batchppo.algorithms.ppo import presets as ppo_presets
 from batchppo.core.backends import lazy
@@ -113,5 +115,16 @@ register(
         trainer=lazy("batchppo.algorithms.ppo.ppo:Trainer"),
         seeds_trainer=lazy("batchppo.algorithms.ppo.seeds:SeedsTrainer"),
         metrics=ppo_config.METRICS,
+    )
+)
+register(
+    Algorithm(
+        name="a2c",
+        title="A2C",
+        config=a2c_config.A2CConfig,
+        presets=a2c_presets.PRESETS,
+        trainer=lazy("batchppo.algorithms.a2c.a2c:Trainer"),
+        seeds_trainer=lazy("batchppo.algorithms.a2c.a2c:SeedsTrainer"),
+        metrics=a2c_config.METRICS,
     )
 )

@@ -1,0 +1,209 @@
+"""A2C: synchronous advantage actor-critic (Mnih et al. 2016; SB3's ``A2C``).
+
+Each iteration collects ``rollout_length`` steps from every env with the sampling policy and
+takes one gradient step on the whole rollout: the policy gradient ``-A log pi(a|s)``, plus
+``value_coef`` times the squared error of ``V(s)`` against the (GAE-)returns, minus
+``entropy_coef`` times the entropy. No importance ratio, no clipping, no epochs.
+Advantages bootstrap from ``V(final_obs)`` where an episode was truncated, and from the last
+observation of the rollout, as PPO's do. The networks are PPO's
+(:mod:`batchppo.algorithms.ppo.networks`); the driver is the shared
+:class:`~batchppo.algorithms.common.trainer.Trainer`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from batchppo.algorithms.a2c.config import A2CConfig
+from batchppo.algorithms.common import seeds as common_seeds
+from batchppo.algorithms.common import trainer as common
+from batchppo.algorithms.common.trainer import episode_metrics, strong
+from batchppo.algorithms.ppo.networks import make_network
+from batchppo.core import normalize as norm
+from batchppo.core import returns as returns_lib
+from batchppo.core.env import Env
+from batchppo.core.simulate import init_sim_state, rollout
+from batchppo.core.types import EpisodeStats, SimState, Transition
+
+PyTree = Any
+
+
+@struct.dataclass
+class TrainState:
+    """What an A2C checkpoint carries: params, optimiser state, observation statistics and
+    the counters (env steps, updates)."""
+
+    params: PyTree
+    opt_state: PyTree
+    obs_norm: norm.NormState
+    step: jax.Array
+    updates: jax.Array
+
+
+class A2C:
+    """The pure functions of A2C for one config and env (an
+    :class:`~batchppo.algorithms.common.trainer.Agent`)."""
+
+    def __init__(self, config: A2CConfig, env: Env) -> None:
+        self.config = config
+        self.env = env
+        self.spec = env.spec
+        self.network = make_network(config, self.spec)
+        self.T = config.rollout_length
+        self.num_iterations = math.ceil(config.steps / (self.T * config.num_agents))
+        self.minibatch_sharding: jax.sharding.Sharding | None = None  # one batch: unused
+        lr = config.learning_rate
+        self.schedule = (
+            optax.linear_schedule(lr, 0.0, max(self.num_iterations, 1))
+            if config.anneal_lr
+            else optax.constant_schedule(lr)
+        )
+        if config.optimizer == "rmsprop":
+            step = optax.rmsprop(self.schedule, decay=0.99, eps=config.optimizer_eps)
+        else:
+            step = optax.adam(self.schedule, eps=config.optimizer_eps)
+        clip = (
+            []
+            if config.max_grad_norm is None
+            else [optax.clip_by_global_norm(config.max_grad_norm)]
+        )
+        self.optimizer = optax.chain(*clip, step)
+
+    def init(self, key: jax.Array) -> TrainState:
+        """Fresh parameters and optimiser state, empty statistics, zero counters."""
+        params = self.network.init(key)
+        return TrainState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            obs_norm=norm.init(self.spec.obs_shape),
+            step=jnp.zeros((), jnp.int32),
+            updates=jnp.zeros((), jnp.int32),
+        )
+
+    def init_sim(self, key: jax.Array, env: Env | None = None) -> SimState:
+        """Fresh episodes in ``env`` (the training env by default)."""
+        env = env or self.env
+        return jax.tree.map(strong, init_sim_state(env, self.initial_carry(env.num_envs), key))
+
+    def acting_params(self, ts: TrainState) -> PyTree:
+        """What the policies act with: ``(params, obs_norm)``."""
+        return (ts.params, ts.obs_norm)
+
+    def initial_carry(self, batch: int) -> PyTree:
+        """The policy's state at episode starts (``()``: feed-forward)."""
+        return self.network.initial_carry(batch)
+
+    def _normalize(self, obs_norm: norm.NormState, obs: jax.Array) -> jax.Array:
+        if not self.config.normalize_observations:
+            return obs.astype(jnp.float32)
+        return norm.normalize(obs_norm, obs, clip=self.config.obs_clip)
+
+    def policy_fn(
+        self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, dict[str, Any], PyTree]:
+        """The sampling policy; keeps ``V(obs)`` for the returns."""
+        net_params, obs_norm = params
+        nobs = self._normalize(obs_norm, obs)
+        dist_params, carry = self.network.policy_step(net_params, carry, nobs, first)
+        action = self.network.distribution(dist_params).sample(seed=key)
+        extras = {"value": self.network.value(net_params, nobs)}
+        return action.astype(self.spec.action_dtype), extras, carry
+
+    def mode_fn(
+        self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
+    ) -> tuple[jax.Array, dict[str, Any], PyTree]:
+        """The deterministic policy (mean or argmax action)."""
+        del key
+        net_params, obs_norm = params
+        nobs = self._normalize(obs_norm, obs)
+        dist_params, carry = self.network.policy_step(net_params, carry, nobs, first)
+        return self.network.mode(dist_params).astype(self.spec.action_dtype), {}, carry
+
+    def iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
+        """One rollout and one gradient step; pure and jittable."""
+        ss, traj, stats = rollout(self.env, self.policy_fn, self.acting_params(ts), ss, self.T)
+        ts, metrics = self.learn(ts, traj, stats)
+        return ts, ss, metrics
+
+    def returns(self, ts: TrainState, traj: Transition) -> tuple[jax.Array, jax.Array]:
+        """``(advantages, targets)`` of a rollout ``(T, B)``, from the values it kept."""
+        config = self.config
+        next_values = self.network.value(ts.params, self._normalize(ts.obs_norm, traj.final_obs))
+        advantages, targets = returns_lib.gae(
+            traj.reward * config.reward_factor,
+            traj.extras["value"],
+            next_values,
+            traj.terminated,
+            traj.truncated,
+            config.discount,
+            config.gae_lambda,
+        )
+        if config.normalize_advantages:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        return advantages, targets
+
+    def loss(
+        self, params: PyTree, obs: jax.Array, traj: Transition, advantages: jax.Array,
+        targets: jax.Array,
+    ) -> tuple[jax.Array, dict[str, jax.Array]]:  # fmt: skip
+        """The A2C loss of one rollout and its parts."""
+        config = self.config
+        dist_params = self.network.policy_sequence(params, (), obs, traj.first)
+        dist = self.network.distribution(dist_params)
+        policy_loss = -(advantages * dist.log_prob(traj.action)).mean()
+        value_loss = jnp.square(targets - self.network.value(params, obs)).mean()
+        entropy = dist.entropy().mean()
+        loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}
+
+    def learn(
+        self, ts: TrainState, traj: Transition, stats: EpisodeStats
+    ) -> tuple[TrainState, dict]:
+        """One gradient step on a rollout; then the statistics absorb its observations."""
+        obs = self._normalize(ts.obs_norm, traj.obs)
+        advantages, targets = self.returns(ts, traj)
+        grad_fn = jax.value_and_grad(self.loss, has_aux=True)
+        (loss, metrics), grads = grad_fn(ts.params, obs, traj, advantages, targets)
+        updates, opt_state = self.optimizer.update(grads, ts.opt_state, ts.params)
+        obs_norm = ts.obs_norm
+        if self.config.normalize_observations:
+            obs_norm = norm.update(obs_norm, traj.obs)
+        env_steps = self.T * self.env.num_envs
+        metrics = {
+            **metrics,
+            **episode_metrics(stats),
+            "loss": loss,
+            "grad_norm": optax.global_norm(grads),
+            "value_mean": traj.extras["value"].mean(),
+            "return_mean": targets.mean(),
+            "learning_rate": jnp.asarray(self.schedule(ts.updates), jnp.float32),
+            "env_steps": jnp.asarray(env_steps, jnp.float32),
+        }
+        ts = ts.replace(
+            params=optax.apply_updates(ts.params, updates),
+            opt_state=opt_state,
+            obs_norm=obs_norm,
+            step=ts.step + env_steps,
+            updates=ts.updates + 1,
+        )
+        return ts, metrics
+
+
+class Trainer(common.Trainer):
+    """The object API of an A2C run: the shared driver over :class:`A2C`."""
+
+    def __init__(self, config: A2CConfig, env: Env | None = None) -> None:
+        super().__init__(config, A2C, env)
+
+
+class SeedsTrainer(common_seeds.SeedsTrainer):
+    """Several seeds of one A2C config in one program (``--seeds``)."""
+
+    def __init__(self, config: A2CConfig, num_seeds: int) -> None:
+        super().__init__(config, num_seeds, A2C)
