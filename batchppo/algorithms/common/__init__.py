@@ -8,4 +8,9 @@
 * :mod:`~batchppo.algorithms.common.trainer`: :class:`Trainer`, the object API the experiment
   loop drives, over any agent of the :class:`~batchppo.algorithms.common.trainer.Agent`
   protocol.
+* :mod:`~batchppo.algorithms.common.seeds`: :class:`SeedsTrainer`, several seeds of one
+  config in one program, over any agent.
+* :mod:`~batchppo.algorithms.common.sharding`: the device mesh of a data-parallel learner.
+* :mod:`~batchppo.algorithms.common.run_config`: :class:`RunConfig`, the run-level fields
+  every algorithm's config subclasses (imports no JAX).
 """
