@@ -72,12 +72,15 @@ def test_stored_runs_of_the_docs_load():
 
 
 def _imported_modules(path: Path) -> set[str]:
+    package = path.relative_to(PACKAGE.parent).parent.parts  # relative imports resolve here
     modules = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             modules |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            modules |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            modules |= {module, *(f"{module}.{a.name}" for a in node.names)}
     return modules
 
 
@@ -87,6 +90,31 @@ def test_the_experiment_layer_and_the_cli_import_no_algorithm():
     for path in paths:
         found = [m for m in _imported_modules(path) if m.startswith(algorithms)]
         assert not found, f"{path.name} imports {found}"
+
+
+def _is_in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_no_algorithm_imports_another_algorithms_package():
+    # What two algorithms share (networks, the driver) lives in algorithms/common/.
+    packages = sorted(
+        p for p in (PACKAGE / "algorithms").iterdir() if (p / "__init__.py").is_file()
+    )
+    algorithms = [p.name for p in packages if p.name != "common"]
+    assert {"ppo", "a2c"} <= set(algorithms) and set(registry.ALGORITHMS) <= set(algorithms)
+    for name in algorithms:
+        others = [f"batchppo.algorithms.{o}" for o in algorithms if o != name]
+        for path in sorted((PACKAGE / "algorithms" / name).rglob("*.py")):
+            found = [m for m in _imported_modules(path) if any(_is_in(m, o) for o in others)]
+            assert not found, f"algorithms/{name}/{path.name} imports {found}"
+    for path in sorted((PACKAGE / "algorithms" / "common").rglob("*.py")):
+        found = [
+            m
+            for m in _imported_modules(path)
+            if any(_is_in(m, f"batchppo.algorithms.{o}") for o in algorithms)
+        ]
+        assert not found, f"algorithms/common/{path.name} imports {found}"
 
 
 @pytest.mark.timeout(180)

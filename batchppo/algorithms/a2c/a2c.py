@@ -5,9 +5,9 @@ takes one gradient step on the whole rollout: the policy gradient ``-A log pi(a|
 ``value_coef`` times the squared error of ``V(s)`` against the (GAE-)returns, minus
 ``entropy_coef`` times the entropy. No importance ratio, no clipping, no epochs.
 Advantages bootstrap from ``V(final_obs)`` where an episode was truncated, and from the last
-observation of the rollout, as PPO's do. The networks are PPO's
-(:mod:`batchppo.algorithms.ppo.networks`); the driver is the shared
-:class:`~batchppo.algorithms.common.trainer.Trainer`.
+observation of the rollout, as PPO's do. The networks are the shared ones
+(:mod:`batchppo.algorithms.common.networks`), as is the driver
+(:class:`~batchppo.algorithms.common.trainer.Trainer`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from flax import struct
 from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.common import seeds as common_seeds
 from batchppo.algorithms.common import trainer as common
+from batchppo.algorithms.common.networks import make_network
 from batchppo.algorithms.common.trainer import episode_metrics, strong
-from batchppo.algorithms.ppo.networks import make_network
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core.env import Env

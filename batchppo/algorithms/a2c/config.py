@@ -33,7 +33,7 @@ class A2CConfig(RunConfig):
     rollout_length: int = 5
     """Steps per env per update (SB3's ``n_steps``)."""
     network: str = "feed_forward_gaussian"
-    """``feed_forward_gaussian`` or ``feed_forward_categorical`` (PPO's networks)."""
+    """``feed_forward_gaussian`` or ``feed_forward_categorical`` (``common/networks.py``)."""
     policy_layers: tuple[int, ...] = (64, 64)
     """Hidden sizes of the policy MLP."""
     value_layers: tuple[int, ...] = (64, 64)

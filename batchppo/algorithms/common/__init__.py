@@ -13,4 +13,6 @@
 * :mod:`~batchppo.algorithms.common.sharding`: the device mesh of a data-parallel learner.
 * :mod:`~batchppo.algorithms.common.run_config`: :class:`RunConfig`, the run-level fields
   every algorithm's config subclasses (imports no JAX).
+* :mod:`~batchppo.algorithms.common.networks`: the policy and value networks
+  (:func:`make_network`, from any config with the fields of :class:`NetworkConfig`).
 """

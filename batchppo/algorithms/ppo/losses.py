@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from batchppo.algorithms.common.networks import DistParams, Network
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.algorithms.ppo.networks import DistParams, Network
 
 PyTree = Any
 Metrics = dict[str, jax.Array]

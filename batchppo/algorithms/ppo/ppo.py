@@ -35,10 +35,10 @@ from flax import struct
 from jax import lax
 
 from batchppo.algorithms.common import trainer as common
+from batchppo.algorithms.common.networks import Network, make_network
 from batchppo.algorithms.common.trainer import episode_metrics, make_env, scan_iterations, strong
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.algorithms.ppo.networks import Network, make_network
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core.backends import get_backend, names

@@ -1,5 +1,7 @@
-"""Networks and distributions: closed-form log-prob/KL/entropy, init, recurrent resets."""
+"""Networks and distributions: closed-form log-prob/KL/entropy, init, recurrent resets, and
+any config with the network fields."""
 
+import dataclasses
 import math
 
 import jax
@@ -7,13 +9,28 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.algorithms.ppo.networks import (
+from batchppo.algorithms.a2c.config import A2CConfig
+from batchppo.algorithms.common.networks import (
+    NetworkConfig,
     categorical_distribution,
     gaussian_distribution,
     make_network,
 )
+from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core.env import EnvSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class NetConfig:
+    """The network fields alone (PPOConfig's defaults): no algorithm's config."""
+
+    network: str = "feed_forward_gaussian"
+    policy_layers: tuple[int, ...] = (200, 100)
+    value_layers: tuple[int, ...] = (200, 100)
+    activation: str = "relu"
+    init_std: float = 0.35
+    init_mean_factor: float = 0.1
+
 
 CONT = EnvSpec((3,), jnp.float32, (2,), jnp.float32, False)
 DISC = EnvSpec((4,), jnp.float32, (), jnp.int32, True, num_actions=3)
@@ -44,7 +61,7 @@ def test_categorical_closed_forms():
 
 
 def test_gaussian_network_init_and_shapes():
-    config = PPOConfig(init_std=0.35, policy_layers=(8, 8), value_layers=(8,))
+    config = NetConfig(init_std=0.35, policy_layers=(8, 8), value_layers=(8,))
     net = make_network(config, CONT)
     params = net.init(jax.random.key(0))
     obs = jax.random.normal(jax.random.key(1), (5, 3))
@@ -58,19 +75,19 @@ def test_gaussian_network_init_and_shapes():
 
 
 def test_categorical_network_and_mismatch_errors():
-    net = make_network(PPOConfig(network="feed_forward_categorical"), DISC)
+    net = make_network(NetConfig(network="feed_forward_categorical"), DISC)
     params = net.init(jax.random.key(0))
     dist, _ = net.policy_step(params, (), jnp.ones((2, 4)), jnp.zeros(2, bool))
     assert dist["logits"].shape == (2, 3)
     assert net.mode(dist).dtype == jnp.int32
     with pytest.raises(ValueError, match="discrete"):
-        make_network(PPOConfig(network="feed_forward_categorical"), CONT)
+        make_network(NetConfig(network="feed_forward_categorical"), CONT)
     with pytest.raises(ValueError, match="continuous"):
-        make_network(PPOConfig(), DISC)
+        make_network(NetConfig(), DISC)
 
 
 def test_recurrent_state_resets_at_episode_starts():
-    config = PPOConfig(network="recurrent_gaussian", policy_layers=(8, 6))
+    config = NetConfig(network="recurrent_gaussian", policy_layers=(8, 6))
     net = make_network(config, CONT)
     params = net.init(jax.random.key(0))
     assert net.recurrent
@@ -93,3 +110,23 @@ def test_recurrent_state_resets_at_episode_starts():
         d, carry = net.policy_step(params, carry, obs[:, t], first[:, t])
         np.testing.assert_allclose(d["mean"], full["mean"][:, t], rtol=1e-5, atol=1e-6)
     assert math.prod(carry.shape) == 6
+
+
+@pytest.mark.parametrize("network", ["feed_forward_gaussian", "feed_forward_categorical"])
+def test_any_config_with_the_network_fields_builds_the_same_network(network):
+    fields = {f.name for f in dataclasses.fields(NetConfig)}
+    assert fields == {n for n in dir(NetworkConfig) if not n.startswith("_")}
+    spec = DISC if network == "feed_forward_categorical" else CONT
+    a2c = A2CConfig(network=network, policy_layers=(8, 4), value_layers=(5,))
+    ppo = PPOConfig(**{name: getattr(a2c, name) for name in fields})
+    plain = NetConfig(**{name: getattr(a2c, name) for name in fields})
+    obs = jax.random.normal(jax.random.key(1), (3, *spec.obs_shape))
+    outputs = []
+    for config in (plain, ppo, a2c):
+        net = make_network(config, spec)
+        params = net.init(jax.random.key(0))
+        dist, _ = net.policy_step(params, (), obs, jnp.zeros(3, bool))
+        outputs.append(jax.tree.leaves((params, dist, net.value(params, obs))))
+    for leaves in outputs[1:]:
+        for a, b in zip(outputs[0], leaves, strict=True):
+            np.testing.assert_array_equal(a, b)

@@ -1,4 +1,6 @@
-"""Policy and value networks of BatchPPO (Flax linen) and their distributions (distrax).
+"""Policy and value networks (Flax linen) and their distributions (distrax), shared by the
+algorithms: :func:`make_network` builds one from any config with the fields of
+:class:`NetworkConfig` (PPO's and A2C's configs have them).
 
 Three networks, as in the original Batch PPO:
 
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import distrax
 import flax.linen as nn
@@ -27,7 +29,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core.env import EnvSpec
 
 PyTree = Any
@@ -125,8 +126,42 @@ class RecurrentPolicy(nn.Module):
         return carry, self.head(x)
 
 
+class NetworkConfig(Protocol):
+    """The fields of a config that :func:`make_network` reads, and no others."""
+
+    @property
+    def network(self) -> str:
+        """``feed_forward_gaussian``, ``feed_forward_categorical`` or ``recurrent_gaussian``."""
+        ...
+
+    @property
+    def policy_layers(self) -> Sequence[int]:
+        """Hidden sizes of the policy MLP (the last one is the GRU's for ``recurrent_gaussian``)."""
+        ...
+
+    @property
+    def value_layers(self) -> Sequence[int]:
+        """Hidden sizes of the value MLP."""
+        ...
+
+    @property
+    def activation(self) -> str:
+        """Hidden activation: ``relu`` or ``tanh``."""
+        ...
+
+    @property
+    def init_std(self) -> float:
+        """Initial standard deviation of the Gaussian policies."""
+        ...
+
+    @property
+    def init_mean_factor(self) -> float:
+        """Scale of the policy head's initialisation."""
+        ...
+
+
 class Network(NamedTuple):
-    """Pure functions of one BatchPPO network.
+    """Pure functions of one policy and value network.
 
     Attributes:
         init: ``key -> params`` (``{"policy": ..., "value": ...}``).
@@ -161,11 +196,12 @@ def categorical_distribution(params: DistParams) -> distrax.Distribution:
     return distrax.Categorical(logits=params["logits"])
 
 
-def make_network(config: PPOConfig, spec: EnvSpec) -> Network:
+def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
     """Builds the network named by ``config.network`` for an environment.
 
     Args:
-        config: The run's config (network, layers, activation, init_std, init_mean_factor).
+        config: Any config with the fields of :class:`NetworkConfig` (network, policy_layers,
+            value_layers, activation, init_std, init_mean_factor); PPO's and A2C's have them.
         spec: The environment's spec; must be discrete for ``feed_forward_categorical`` and
             continuous (1-D actions) for the Gaussian networks.
 
