@@ -23,12 +23,13 @@ from flax import struct
 from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.common import seeds as common_seeds
 from batchppo.algorithms.common import trainer as common
+from batchppo.algorithms.common.acting import ActorCriticActing
 from batchppo.algorithms.common.networks import make_network
-from batchppo.algorithms.common.trainer import episode_metrics, strong
+from batchppo.algorithms.common.trainer import episode_metrics
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core.env import Env
-from batchppo.core.simulate import init_sim_state, rollout
+from batchppo.core.simulate import rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
 
 PyTree = Any
@@ -46,9 +47,13 @@ class TrainState:
     updates: jax.Array
 
 
-class A2C:
+class A2C(ActorCriticActing):
     """The pure functions of A2C for one config and env (an
-    :class:`~batchppo.algorithms.common.trainer.Agent`)."""
+    :class:`~batchppo.algorithms.common.trainer.Agent`); its acting functions besides
+    ``policy_fn`` are the shared ones of
+    :class:`~batchppo.algorithms.common.acting.ActorCriticActing`."""
+
+    config: A2CConfig
 
     def __init__(self, config: A2CConfig, env: Env) -> None:
         self.config = config
@@ -86,44 +91,16 @@ class A2C:
             updates=jnp.zeros((), jnp.int32),
         )
 
-    def init_sim(self, key: jax.Array, env: Env | None = None) -> SimState:
-        """Fresh episodes in ``env`` (the training env by default)."""
-        env = env or self.env
-        return jax.tree.map(strong, init_sim_state(env, self.initial_carry(env.num_envs), key))
-
-    def acting_params(self, ts: TrainState) -> PyTree:
-        """What the policies act with: ``(params, obs_norm)``."""
-        return (ts.params, ts.obs_norm)
-
-    def initial_carry(self, batch: int) -> PyTree:
-        """The policy's state at episode starts (``()``: feed-forward)."""
-        return self.network.initial_carry(batch)
-
-    def _normalize(self, obs_norm: norm.NormState, obs: jax.Array) -> jax.Array:
-        if not self.config.normalize_observations:
-            return obs.astype(jnp.float32)
-        return norm.normalize(obs_norm, obs, clip=self.config.obs_clip)
-
     def policy_fn(
         self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
     ) -> tuple[jax.Array, dict[str, Any], PyTree]:
         """The sampling policy; keeps ``V(obs)`` for the returns."""
         net_params, obs_norm = params
-        nobs = self._normalize(obs_norm, obs)
+        nobs = self.normalize_obs(obs_norm, obs)
         dist_params, carry = self.network.policy_step(net_params, carry, nobs, first)
         action = self.network.distribution(dist_params).sample(seed=key)
         extras = {"value": self.network.value(net_params, nobs)}
         return action.astype(self.spec.action_dtype), extras, carry
-
-    def mode_fn(
-        self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
-    ) -> tuple[jax.Array, dict[str, Any], PyTree]:
-        """The deterministic policy (mean or argmax action)."""
-        del key
-        net_params, obs_norm = params
-        nobs = self._normalize(obs_norm, obs)
-        dist_params, carry = self.network.policy_step(net_params, carry, nobs, first)
-        return self.network.mode(dist_params).astype(self.spec.action_dtype), {}, carry
 
     def iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
         """One rollout and one gradient step; pure and jittable."""
@@ -134,7 +111,7 @@ class A2C:
     def returns(self, ts: TrainState, traj: Transition) -> tuple[jax.Array, jax.Array]:
         """``(advantages, targets)`` of a rollout ``(T, B)``, from the values it kept."""
         config = self.config
-        next_values = self.network.value(ts.params, self._normalize(ts.obs_norm, traj.final_obs))
+        next_values = self.network.value(ts.params, self.normalize_obs(ts.obs_norm, traj.final_obs))
         advantages, targets = returns_lib.gae(
             traj.reward * config.reward_factor,
             traj.extras["value"],
@@ -166,7 +143,7 @@ class A2C:
         self, ts: TrainState, traj: Transition, stats: EpisodeStats
     ) -> tuple[TrainState, dict]:
         """One gradient step on a rollout; then the statistics absorb its observations."""
-        obs = self._normalize(ts.obs_norm, traj.obs)
+        obs = self.normalize_obs(ts.obs_norm, traj.obs)
         advantages, targets = self.returns(ts, traj)
         grad_fn = jax.value_and_grad(self.loss, has_aux=True)
         (loss, metrics), grads = grad_fn(ts.params, obs, traj, advantages, targets)

@@ -15,4 +15,7 @@
   every algorithm's config subclasses (imports no JAX).
 * :mod:`~batchppo.algorithms.common.networks`: the policy and value networks
   (:func:`make_network`, from any config with the fields of :class:`NetworkConfig`).
+* :mod:`~batchppo.algorithms.common.acting`: :class:`ActorCriticActing`, the acting functions
+  of an agent over those networks and streaming observation statistics (``init_sim``,
+  ``acting_params``, ``initial_carry``, ``normalize_obs``, ``mode_fn``), PPO's and A2C's.
 """

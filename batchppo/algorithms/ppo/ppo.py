@@ -35,15 +35,16 @@ from flax import struct
 from jax import lax
 
 from batchppo.algorithms.common import trainer as common
+from batchppo.algorithms.common.acting import ActorCriticActing
 from batchppo.algorithms.common.networks import Network, make_network
-from batchppo.algorithms.common.trainer import episode_metrics, make_env, scan_iterations, strong
+from batchppo.algorithms.common.trainer import episode_metrics, make_env, scan_iterations
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core.backends import get_backend, names
 from batchppo.core.env import Env, EnvSpec
-from batchppo.core.simulate import init_sim_state, rollout
+from batchppo.core.simulate import rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
 
 PyTree = Any
@@ -133,8 +134,15 @@ def check_layout(config: PPOConfig, recurrent: bool) -> tuple[int, int, int]:
     return T, L, n
 
 
-class PPO:
-    """The pure functions of BatchPPO for one config, env and network (no state of its own)."""
+class PPO(ActorCriticActing):
+    """The pure functions of BatchPPO for one config, env and network (no state of its own).
+
+    The acting functions besides ``policy_fn`` (``init_sim``, ``acting_params``,
+    ``initial_carry``, ``normalize_obs``, ``mode_fn``) are the shared ones of
+    :class:`~batchppo.algorithms.common.acting.ActorCriticActing`.
+    """
+
+    config: PPOConfig
 
     def __init__(self, config: PPOConfig, env: Env, network: Network | None = None) -> None:
         """Builds the optimiser and the batch layout.
@@ -195,29 +203,7 @@ class PPO:
             lr_scale=jnp.ones((), jnp.float32),
         )
 
-    def init_sim(self, key: jax.Array, env: Env | None = None) -> SimState:
-        """Fresh episodes in ``env`` (the training env by default) with a zero policy carry."""
-        env = env or self.env
-        ss = init_sim_state(env, self.network.initial_carry(env.num_envs), key)
-        # Some envs reset to weakly typed arrays and step to strong ones; make the types
-        # stable so that the compiled iteration is not compiled a second time.
-        return jax.tree.map(strong, ss)
-
-    # --- acting -----------------------------------------------------------------------------
-
-    def acting_params(self, ts: TrainState) -> PyTree:
-        """What the policies act with: ``(params, obs_norm)``."""
-        return (ts.params, ts.obs_norm)
-
-    def initial_carry(self, batch: int) -> PyTree:
-        """The policy's recurrent state at episode starts (``()`` for feed-forward ones)."""
-        return self.network.initial_carry(batch)
-
-    def normalize_obs(self, obs_norm: norm.NormState, obs: jax.Array) -> jax.Array:
-        """Observation normalisation as the policy and value networks see it."""
-        if not self.config.normalize_observations:
-            return obs.astype(jnp.float32)
-        return norm.normalize(obs_norm, obs, clip=self.config.obs_clip)
+    # --- acting (the rest is ActorCriticActing's) -------------------------------------------
 
     def policy_fn(
         self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
@@ -237,16 +223,6 @@ class PPO:
         if self.network.recurrent:
             extras["carry"] = carry
         return action.astype(self.spec.action_dtype), extras, new_carry
-
-    def mode_fn(
-        self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
-    ) -> tuple[jax.Array, dict[str, Any], PyTree]:
-        """The deterministic policy (mean / argmax action) for evaluation; same signature."""
-        del key
-        net_params, obs_norm = params
-        nobs = self.normalize_obs(obs_norm, obs)
-        dist_params, new_carry = self.network.policy_step(net_params, carry, nobs, first)
-        return self.network.mode(dist_params).astype(self.spec.action_dtype), {}, new_carry
 
     # --- learning ---------------------------------------------------------------------------
 
