@@ -222,9 +222,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             With ``num_workers=1`` no process is started at all (the ``"sync"`` backend of
             :func:`~batchppo.envs.make`).
         start_method: BatchEnv's older name for ``context`` (give one of the two).
-        spin_us: Microseconds a wait spins (non-blocking tries, then ``sched_yield``) before
-            it blocks on its semaphore. Spinning saves the wake-up latency of a blocked process
-            when the other side answers quickly; blocking costs no CPU on long waits.
+        spin_us: Microseconds the parent's wait for the workers spins (non-blocking tries,
+            then ``sched_yield``) before it blocks on their semaphores. Spinning saves the
+            wake-up latency of a blocked process when the other side answers quickly;
+            blocking costs no CPU on long waits.
+        worker_spin_us: Microseconds a worker spins, the same way, waiting for its next
+            command after answering one. A worker still spinning when the next step comes
+            starts it without a wake-up; one that spins longer than the caller takes between
+            steps spends up to this much CPU per step.
         autoreset_mode: A ``gymnasium.vector.AutoresetMode`` or its value (``"SameStep"``,
             ``"NextStep"``, ``"Disabled"``); default ``SAME_STEP``.
         max_restarts: How many env restarts this batch env may make over its life (see
@@ -293,6 +298,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         step_in_parent: bool = False,
         start_method: str | None = None,
         spin_us: float = 50.0,
+        worker_spin_us: float = 1000.0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
         max_restarts: int = 0,
         transform: BatchTransform | None = None,
@@ -353,6 +359,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.num_envs = num_envs
         self.copy = copy
         self._spin = float(spin_us) * 1e-6
+        self._worker_spin = float(worker_spin_us) * 1e-6
         self._ranges = ranges
 
         self._buffer_fd: int | None = None
@@ -627,7 +634,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 done_sem,
                 child_conn,
                 self._alive_r,
-                self._spin,
+                self._worker_spin,
             ),
             daemon=self.daemon,
         )

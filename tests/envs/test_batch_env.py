@@ -80,6 +80,22 @@ def test_same_step_autoreset_exact_sequence():
     np.testing.assert_array_equal(obs[2:], [[2, 2, 0], [3, 3, 0]])
 
 
+@pytest.mark.parametrize("spin_us, worker_spin_us", [(0.0, 0.0), (0.0, 1000.0), (1000.0, 0.0)])
+def test_spinning_or_blocking_waits_give_the_same_steps(spin_us, worker_spin_us):
+    # 0 blocks on every wait; the parent or the workers spinning only changes who waits how.
+    def run(**spin):
+        with BatchEnv(count_fns(), num_workers=2, **spin) as env:
+            env.reset(seed=0)
+            action = np.full((4, 1), 0.5, np.float32)
+            return [env.step_arrays(action) for _ in range(5)]
+
+    expected = run()
+    got = run(spin_us=spin_us, worker_spin_us=worker_spin_us)
+    for want, have in zip(expected, got, strict=True):
+        for a, b in zip(want, have, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_matches_gymnasium_same_step_on_pendulum():
     """Step for step equal to SyncVectorEnv(SAME_STEP), from the same seeds."""
     fns = [lambda: gymnasium.make("Pendulum-v1", max_episode_steps=3)] * 5

@@ -336,3 +336,17 @@ def test_parent_blocks_instead_of_spinning_while_workers_step():
     assert wall >= 0.6
     # A spinning parent would use about as much CPU time as wall time.
     assert cpu < 0.1 * wall, (cpu, wall)
+
+
+def test_idle_workers_stop_spinning_after_worker_spin_us():
+    # Workers spin up to worker_spin_us for the next command, then block: a caller that
+    # takes long between steps costs them no CPU.
+    with BatchEnv(faulty_fns(2, -1, "none"), num_workers=2, worker_spin_us=1000.0) as env:
+        env.reset(seed=0)
+        env.step(np.zeros((2, 1), np.float32))
+        workers = [psutil.Process(proc.pid) for proc in env._procs]
+        time.sleep(0.05)  # well past the spin
+        before = [sum(w.cpu_times()[:2]) for w in workers]
+        time.sleep(0.5)
+        used = [sum(w.cpu_times()[:2]) - b for w, b in zip(workers, before, strict=True)]
+    assert max(used) < 0.05, used
