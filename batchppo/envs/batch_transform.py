@@ -151,6 +151,8 @@ class BatchTransform:
             elif type(layer) is RangeNormalize:
                 if layer.act_map is not None:
                     act_steps.append(("range", layer.act_map, layer.clip_actions))
+                if layer.leaf_maps is not None:  # per-leaf maps of a Dict/Tuple space
+                    return None
                 if layer.obs_map is not None:
                     obs_maps.insert(0, layer.obs_map)
             elif type(layer) is ClipAction:

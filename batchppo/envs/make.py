@@ -4,11 +4,15 @@ The stack of one env, innermost first:
 
 1. ``gymnasium.make(env_id, max_episode_steps=max_length, ...)`` (Gymnasium's ``TimeLimit``);
 2. :class:`~batchppo.envs.wrappers.RangeNormalize` (when ``normalize_ranges``), which clips
-   actions to ``[-1, 1]`` before mapping them to the env's bounds;
+   actions to ``[-1, 1]`` before mapping them to the env's bounds; float ``Box``
+   observations, and each float ``Box`` leaf of Dict and Tuple ones, map to ``[-1, 1]`` on
+   their finite dims; integer, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` ones pass
+   unchanged;
 3. Gymnasium's ``ClipAction`` (Box actions, only without range normalisation): clips to the
    env's own bounds;
 4. :class:`~batchppo.envs.wrappers.ConvertTo32Bit` (float32 obs and reward, int32 discrete
-   actions, non-finite values raise; leaf by leaf for Dict and Tuple observations).
+   actions, non-finite values raise; leaf by leaf for Dict and Tuple observations, as for a
+   flat observation of each leaf's kind).
 
 :func:`make_env_fn` builds this stack around each env. :func:`make` builds the envs without
 layers 2-4 and has the batch env apply them to all the envs of a worker at once, as array

@@ -10,11 +10,19 @@ are written here:
   with a finite range, and ``action = low + (a + 1) / 2 * (high - low)`` on every such action
   dim; other dims pass unchanged. Which dims have a finite range, and the maps themselves, are
   defined once in :mod:`batchppo.envs.ranges`. (Gymnasium's ``RescaleAction`` and
-  ``RescaleObservation`` need all bounds finite, so they cannot express this.)
-* :class:`ConvertTo32Bit`: float64 -> float32 and int64 -> int32 observations, float32 rewards,
-  int32 discrete actions; non-finite observations or rewards raise ``ValueError``. Dict and
-  Tuple observations are converted and checked leaf by leaf.
+  ``RescaleObservation`` need all bounds finite, so they cannot express this.) Only float
+  ``Box`` spaces are mapped; integer ``Box``, ``Discrete``, ``MultiDiscrete`` and
+  ``MultiBinary`` spaces pass unchanged.
+* :class:`ConvertTo32Bit`: float64 -> float32 and int64 -> int32 ``Box`` observations, float32
+  rewards, int32 discrete actions; non-finite observations or rewards raise ``ValueError``.
+  ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` observations pass unchanged.
 * :class:`FrameHistory`, :class:`FrameDelta`, :class:`ActionRepeat`, :class:`RandomStart`.
+
+:class:`RangeNormalize` and :class:`ConvertTo32Bit` treat each leaf of a Dict/Tuple
+observation space (a nesting of ``Box``, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary``)
+as they treat a flat observation space of that kind, through the same per-space rule
+(:func:`_box_map`, :func:`_leaf_conversion`); a space of another kind in the nesting raises
+``ValueError`` at construction, naming where it sits.
 """
 
 from __future__ import annotations
@@ -44,11 +52,56 @@ __all__ = [
 
 
 def _box_map(space: gymnasium.Space) -> RangeMap | None:
-    """The range map of a Box in its own dtype, or None if it normalises no dim."""
-    if not isinstance(space, spaces.Box):
+    """The range map of a float Box in its own dtype, or None if it normalises no dim.
+
+    The one rule of which spaces :class:`RangeNormalize` maps, for a flat space and for each
+    leaf of a nested one alike. Integer Boxes (and Discrete, MultiDiscrete, MultiBinary) get
+    None: their values cannot hold ``[-1, 1]`` in their own dtype, so they pass unchanged.
+    """
+    if not isinstance(space, spaces.Box) or space.dtype.kind != "f":
         return None
     ranges = range_map(space.low, space.high, space.dtype)
     return ranges if ranges.any else None
+
+
+def _nested_leaves(space: spaces.Dict | spaces.Tuple, owner: str) -> tuple[list[Any], list[str]]:
+    """The leaf spaces of a Dict/Tuple observation space and their paths (``"['pos']"``).
+
+    Args:
+        space: The observation space.
+        owner: Who asks, for the error (``"RangeNormalize"``, ``"ConvertTo32Bit (Env-v0)"``).
+
+    Raises:
+        ValueError: A part of the nesting is not a Box, Discrete, MultiDiscrete or
+            MultiBinary; the one-line message names where it sits and what to do.
+    """
+    try:
+        return leaves(space), leaf_paths(space)
+    except ValueError:
+        path, part = _unsupported_part(space, "") or ("", space)
+        raise ValueError(
+            f"{owner}: observation leaf obs{path} is {part}, not a Box, Discrete, "
+            "MultiDiscrete or MultiBinary (nested in Dict/Tuple spaces); flatten that part "
+            "(gymnasium.wrappers.FlattenObservation) or drop it."
+        ) from None
+
+
+def _unsupported_part(space: gymnasium.Space, path: str) -> tuple[str, gymnasium.Space] | None:
+    """``(path, space)`` of the first part of a nesting that is neither a leaf nor a
+    Dict/Tuple (paths as :func:`~batchppo.envs.spaces.leaf_paths` writes them), or None."""
+    if is_leaf(space):
+        return None
+    if isinstance(space, spaces.Dict):
+        items = [(repr(key), sub) for key, sub in space.spaces.items()]
+    elif isinstance(space, spaces.Tuple):
+        items = [(str(i), sub) for i, sub in enumerate(space.spaces)]
+    else:
+        return path, space
+    for key, sub in items:
+        found = _unsupported_part(sub, f"{path}[{key}]")
+        if found is not None:
+            return found
+    return None
 
 
 def _unit_space(ranges: RangeMap, dtype: np.dtype) -> spaces.Box:
@@ -56,14 +109,28 @@ def _unit_space(ranges: RangeMap, dtype: np.dtype) -> spaces.Box:
     return spaces.Box(ranges.unit_low, ranges.unit_high, dtype=dtype)
 
 
+def _rebuild_space(space: gymnasium.Space, converted: Iterator[gymnasium.Space]) -> gymnasium.Space:
+    """``space`` with its leaves replaced, in order, by ``converted`` (Dict keys kept in order)."""
+    if is_leaf(space):
+        return next(converted)
+    if isinstance(space, spaces.Dict):
+        return spaces.Dict([(k, _rebuild_space(sub, converted)) for k, sub in space.spaces.items()])
+    return spaces.Tuple([_rebuild_space(sub, converted) for sub in space.spaces])
+
+
 class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """Normalises finite observation bounds to ``[-1, 1]`` and maps actions from ``[-1, 1]``.
 
-    See the module docstring for the exact formulas. Non-Box spaces and dims without a finite
-    range (an infinite bound, or a span that overflows float32, such as CartPole's
-    ``±float32.max``) pass unchanged. With ``clip_actions`` (default), actions are first
-    clipped to the wrapper's action space, as Gymnasium's ``ClipAction`` outside this wrapper
-    would, and the action space keeps its finite ``[-1, 1]`` bounds.
+    See the module docstring for the exact formulas. Only float ``Box`` spaces are mapped:
+    integer ``Box``, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` spaces pass unchanged,
+    and so do dims without a finite range (an infinite bound, or a span that overflows
+    float32, such as CartPole's ``±float32.max``). With ``clip_actions`` (default), actions are
+    first clipped to the wrapper's action space, as Gymnasium's ``ClipAction`` outside this
+    wrapper would, and the action space keeps its finite ``[-1, 1]`` bounds.
+
+    A Dict/Tuple observation space is normalised leaf by leaf: each float ``Box`` leaf gets
+    the map a flat observation space like it would get (and its space the same ``[-1, 1]``
+    bounds), the other leaves pass unchanged. Dict/Tuple action spaces pass unchanged.
 
     The maps are :class:`batchppo.envs.ranges.RangeMap` arrays precomputed per dim in the
     space's dtype, so that a step costs a few NumPy calls, with results bitwise equal to the
@@ -74,6 +141,10 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         observations: Whether to normalise observations.
         actions: Whether to rescale actions.
         clip_actions: Whether to clip actions to ``[-1, 1]`` (on the rescaled dims) first.
+
+    Raises:
+        ValueError: (With ``observations``) a Dict/Tuple observation space holds a space
+            other than those above; the message names where it sits.
     """
 
     def __init__(
@@ -87,13 +158,33 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
             self, observations=observations, actions=actions, clip_actions=clip_actions
         )
         gymnasium.Wrapper.__init__(self, env)
-        self._obs_map = _box_map(env.observation_space) if observations else None
-        if self._obs_map is not None:
-            self.observation_space = _unit_space(self._obs_map, env.observation_space.dtype)
+        obs_space = env.observation_space
+        self._obs_map: RangeMap | None = None
+        self._leaf_maps: list[RangeMap | None] | None = None
+        if observations and isinstance(obs_space, (spaces.Dict, spaces.Tuple)):
+            self._init_nested(obs_space)
+        elif observations:
+            self._obs_map = _box_map(obs_space)
+            if self._obs_map is not None:
+                self.observation_space = _unit_space(self._obs_map, obs_space.dtype)
         self._act_map = _box_map(env.action_space) if actions else None
         self._clip_actions = bool(clip_actions)
         if self._act_map is not None:
             self.action_space = _unit_space(self._act_map, env.action_space.dtype)
+
+    def _init_nested(self, obs_space: spaces.Dict | spaces.Tuple) -> None:
+        """Plans the per-leaf maps of a Dict/Tuple observation space (None: no leaf mapped)."""
+        leaf_spaces, _ = _nested_leaves(obs_space, "RangeNormalize")
+        maps = [_box_map(leaf) for leaf in leaf_spaces]
+        if not any(m is not None for m in maps):
+            return
+        self._leaf_maps = maps
+        self._flatten = flattener(obs_space)
+        unit = [
+            leaf if m is None else _unit_space(m, leaf.dtype)
+            for leaf, m in zip(leaf_spaces, maps, strict=True)
+        ]
+        self.observation_space = _rebuild_space(obs_space, iter(unit))
 
     @property
     def rescales_actions(self) -> bool:
@@ -102,8 +193,14 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
 
     @property
     def obs_map(self) -> RangeMap | None:
-        """The observation map (None: observations pass unchanged)."""
+        """The map of a flat observation space (None: not flat, or observations unchanged)."""
         return self._obs_map
+
+    @property
+    def leaf_maps(self) -> list[RangeMap | None] | None:
+        """The map of each leaf of a Dict/Tuple observation space, in the order of
+        :func:`~batchppo.envs.spaces.leaves` (None: flat, or no leaf mapped)."""
+        return self._leaf_maps
 
     @property
     def act_map(self) -> RangeMap | None:
@@ -115,11 +212,28 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         """Whether actions are clipped to ``[-1, 1]`` (on the rescaled dims) first."""
         return self._clip_actions
 
-    def observation(self, obs: np.ndarray) -> np.ndarray:
-        """``2 * (obs - low) / (high - low) - 1`` on the dims with a finite range."""
-        if self._obs_map is None:
+    def observation(self, obs: Any) -> Any:
+        """``2 * (obs - low) / (high - low) - 1`` on the dims with a finite range.
+
+        Of a Dict/Tuple observation, on those of each float ``Box`` leaf (a new ``dict`` /
+        ``tuple`` nesting; the other leaves are the same objects).
+        """
+        if self._obs_map is not None:
+            return self._obs_map.normalize(obs)
+        if self._leaf_maps is None:
             return obs
-        return self._obs_map.normalize(obs)
+        try:
+            values = self._flatten(obs)
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ValueError(
+                f"RangeNormalize: the observation does not have the structure of the "
+                f"observation space {self.env.observation_space} ({exc!r}); return a dict for "
+                "each Dict and a tuple for each Tuple, with every key."
+            ) from None
+        mapped = [
+            v if m is None else m.normalize(v) for v, m in zip(values, self._leaf_maps, strict=True)
+        ]
+        return unflatten(self.observation_space, mapped)
 
     def action(self, action: np.ndarray) -> np.ndarray:
         """``low + (a + 1) / 2 * (high - low)`` on the dims with a finite range, after clipping."""
@@ -198,26 +312,20 @@ def _leaf_conversion(space: gymnasium.Space) -> tuple[np.dtype | None, bool, spa
     return dtype, check, spaces.Box(low.astype(dtype), high.astype(dtype), dtype=dtype)
 
 
-def _rebuild_space(space: gymnasium.Space, converted: Iterator[gymnasium.Space]) -> gymnasium.Space:
-    """``space`` with its leaves replaced, in order, by ``converted`` (Dict keys kept in order)."""
-    if is_leaf(space):
-        return next(converted)
-    if isinstance(space, spaces.Dict):
-        return spaces.Dict([(k, _rebuild_space(sub, converted)) for k, sub in space.spaces.items()])
-    return spaces.Tuple([_rebuild_space(sub, converted) for sub in space.spaces])
-
-
 class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """32-bit observations, rewards and actions; non-finite observations or rewards raise.
 
-    float64 observations become float32 and int64 become int32; rewards become
-    ``np.float32``; Discrete actions become int32 and float64 Box actions float32.
+    float64 ``Box`` observations become float32 and int64 ``Box`` observations int32 (their
+    bounds clipped to int32's); float ``Box`` observations are checked for NaN and infinite
+    values. ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` observations hold integers,
+    always finite: they pass unchanged, int64 included. Rewards become ``np.float32``;
+    Discrete actions become int32 and float64 Box actions float32.
 
     Dict and Tuple observation spaces (nestings of ``Box``, ``Discrete``, ``MultiDiscrete``
-    and ``MultiBinary``) get the same per leaf: each ``Box`` leaf is converted and its space
-    replaced as a flat ``Box`` observation would be, and each float leaf is checked; the error
-    names the leaf's path (``obs['pos']``). The other leaves are integers: always finite, and
-    left as they are.
+    and ``MultiBinary``) get the same per leaf, by the same rule (:func:`_leaf_conversion`):
+    each ``Box`` leaf is converted and its space replaced as a flat ``Box`` observation would
+    be, each float leaf is checked, with the flat observation's error naming the leaf's path
+    (``obs['pos']``), and the other leaves pass unchanged.
 
     Args:
         env: The env to wrap.
@@ -272,14 +380,7 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
 
     def _init_nested(self, obs_space: spaces.Dict | spaces.Tuple) -> None:
         """Plans the per-leaf check and conversion of a Dict/Tuple observation space."""
-        try:
-            leaf_spaces, paths = leaves(obs_space), leaf_paths(obs_space)
-        except ValueError:
-            raise ValueError(
-                f"ConvertTo32Bit ({self._env_id}): the observation space {obs_space} holds a "
-                "space other than Box, Discrete, MultiDiscrete or MultiBinary in its Dict/Tuple "
-                "nesting; flatten that part (gymnasium.wrappers.FlattenObservation) or drop it."
-            ) from None
+        leaf_spaces, paths = _nested_leaves(obs_space, f"ConvertTo32Bit ({self._env_id})")
         plans = [_leaf_conversion(leaf) for leaf in leaf_spaces]
         self._flatten = flattener(obs_space)
         self._leaf_dtypes = [dtype for dtype, _, _ in plans]

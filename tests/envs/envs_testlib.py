@@ -431,3 +431,79 @@ class NestedObsEnv(gymnasium.Env):
 
 # make("envs_testlib:NestedObs-v0", ...) imports this module, in the workers too.
 gymnasium.register("NestedObs-v0", entry_point=NestedObsEnv)
+
+
+class BoundedNestedObsEnv(gymnasium.Env):
+    """Nested observations with bounded, partly bounded and unbounded float leaves.
+
+    ``obs = {"b": [(tag + 0.3 t) % 4, cos(tag + t), 7 + t] (float64, bounds [0, -1, 0] to
+    [4, 1, inf]), "d": t % 5 (Discrete), "t": ([0.1 t - 1, 0.7 (tag % 3)] (float32 in [-2, 2]),
+    [episode % 3, t % 4] (int64 MultiDiscrete), [t] (int64 Box in [0, 10])), "u": [tag / 3]
+    (float64, unbounded)}``; ``reward = tag + t``; the episode terminates at
+    ``t == terminate_at``. Actions are ``Box(-2, 2, (1,), float64)``; ``tag`` is the seed of
+    the last seeded reset. The env of tag ``nan_tag`` returns NaN in ``obs["b"][0]`` (a
+    bounded leaf) at step ``nan_step`` of an episode.
+    """
+
+    def __init__(
+        self,
+        terminate_at: int = 3,
+        nan_tag: int = -1,
+        nan_step: int = 1,
+        render_mode: str | None = None,
+    ):
+        self.tag = 0
+        self.render_mode = render_mode
+        self.terminate_at = terminate_at
+        self.nan_tag, self.nan_step = nan_tag, nan_step
+        self.observation_space = spaces.Dict(
+            {
+                "b": spaces.Box(
+                    np.array([0.0, -1.0, 0.0]), np.array([4.0, 1.0, np.inf]), dtype=np.float64
+                ),
+                "d": spaces.Discrete(5),
+                "t": spaces.Tuple(
+                    (
+                        spaces.Box(-2.0, 2.0, (2,), np.float32),
+                        spaces.MultiDiscrete([3, 4]),
+                        spaces.Box(0, 10, (1,), np.int64),
+                    )
+                ),
+                "u": spaces.Box(-np.inf, np.inf, (1,), np.float64),
+            }
+        )
+        self.action_space = spaces.Box(-2.0, 2.0, (1,), np.float64)
+        self.episode = 0
+        self.t = 0
+
+    def _obs(self) -> dict[str, Any]:
+        tag, t = self.tag, self.t
+        b = np.array([(tag + 0.3 * t) % 4, np.cos(tag + t), 7.0 + t], np.float64)
+        if tag == self.nan_tag and t == self.nan_step:
+            b[0] = np.nan
+        return {
+            "b": b,
+            "d": t % 5,
+            "t": (
+                np.array([0.1 * t - 1, 0.7 * (tag % 3)], np.float32),
+                np.array([self.episode % 3, t % 4], np.int64),
+                np.array([t], np.int64),
+            ),
+            "u": np.array([tag / 3], np.float64),
+        }
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.tag = seed
+        self.episode += 1
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(self.tag + self.t), self.t >= self.terminate_at, False, {}
+
+
+# make("envs_testlib:BoundedNestedObs-v0", ...) imports this module, in the workers too.
+gymnasium.register("BoundedNestedObs-v0", entry_point=BoundedNestedObsEnv)

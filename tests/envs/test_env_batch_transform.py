@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import pytest
-from envs_testlib import DivergingEnv, NestedEnv
+from envs_testlib import BoundedNestedObsEnv, DivergingEnv, NestedEnv
 from gymnasium import spaces
 from gymnasium.wrappers import TimeLimit
 
@@ -18,6 +18,7 @@ from batchppo.envs import (
     make,
     make_env_fn,
 )
+from batchppo.envs.spaces import flattener, leaves
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -57,9 +58,14 @@ def _assert_same_steps(a: BatchEnv, b: BatchEnv, steps: int, seed: int = 0) -> i
 
 def _assert_equal(x, y) -> None:
     if isinstance(x, dict):
-        assert x.keys() == y.keys()
+        assert list(x) == list(y)
         for key in x:
             _assert_equal(x[key], y[key])
+        return
+    if isinstance(x, tuple):
+        assert isinstance(y, tuple) and len(x) == len(y)
+        for a, b in zip(x, y, strict=True):
+            _assert_equal(a, b)
         return
     x, y = np.asarray(x), np.asarray(y)
     assert x.dtype == y.dtype and x.shape == y.shape
@@ -93,6 +99,52 @@ def test_make_without_range_normalisation_clips_to_the_env_bounds():
         with BatchEnv(fns, num_workers=2) as slow:
             assert fast.single_action_space.high[0] == np.inf  # ClipAction's space
             _assert_same_steps(fast, slow, 60)
+
+
+@pytest.mark.filterwarnings("ignore:.*not within the observation space:UserWarning")
+@pytest.mark.parametrize("backend", ["process", "sync"])
+def test_make_on_nested_observations_is_bitwise_the_per_env_stack(backend):
+    """Dict/Tuple observations: make() gives exactly make_env_fn's per-env stack, whose float
+    Box leaves are range-normalised (the batch transform covers flat spaces only, so make()
+    wraps each env in that stack)."""
+    env_id = "envs_testlib:BoundedNestedObs-v0"
+    kwargs = {"num_workers": 2} if backend == "process" else {}
+    step_in_parent = backend == "sync"
+    fns = [make_env_fn(env_id)] * 4
+    with (
+        make(env_id, 4, backend=backend, **kwargs) as fast,
+        BatchEnv(fns, num_workers=2 - step_in_parent, step_in_parent=step_in_parent) as slow,
+    ):
+        assert fast.transform is None
+        assert fast.single_observation_space["b"].high.tolist() == [1, 1, np.inf]
+        assert _assert_same_steps(fast, slow, 12) >= 4
+        obs, _ = fast.reset(seed=0)
+        assert np.all(np.abs(obs["b"][:, :2]) <= 1) and np.all(obs["b"][:, 2] == 7)
+
+
+def test_nested_float_leaves_are_bitwise_the_batch_transform_of_flat_spaces():
+    """A bounded float leaf of a nested observation comes out of the per-env stack bitwise as
+    the same values of a flat space like it come out of make()'s batch transform."""
+    raw = BoundedNestedObsEnv()
+    stack = make_env_fn("envs_testlib:BoundedNestedObs-v0")()
+    nested_obs = [stack.reset(seed=5)[0]]
+    raw_obs = [raw.reset(seed=5)[0]]
+    for _ in range(2):
+        nested_obs.append(stack.step(np.zeros(1, np.float32))[0])
+        raw_obs.append(raw.step(np.zeros(1))[0])
+    raw_flat, out_flat = flattener(raw.observation_space), flattener(stack.observation_space)
+    checked = 0
+    for i, leaf in enumerate(leaves(raw.observation_space)):
+        if not (isinstance(leaf, spaces.Box) and leaf.dtype.kind == "f"):
+            continue
+        transform = batch_transform("x", leaf, spaces.Box(-2.0, 2.0, (1,), np.float64))
+        assert transform is not None
+        assert leaves(stack.observation_space)[i] == transform.spaces[0]
+        batch = transform.observations(np.stack([raw_flat(o)[i] for o in raw_obs]))
+        stored = np.asarray(batch, transform.spaces[0].dtype)  # as BatchEnv stores it
+        _assert_equal(np.stack([out_flat(o)[i] for o in nested_obs]), stored)
+        checked += 1
+    assert checked == 3
 
 
 def _diverging(fault: str | None = None, at: int = 3, stacked: bool = False):

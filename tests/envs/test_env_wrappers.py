@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 import gymnasium
 import numpy as np
 import pytest
-from envs_testlib import BoundedEnv, CountEnv, NestedObsEnv, TextInDictObsEnv
+from envs_testlib import (
+    BoundedEnv,
+    BoundedNestedObsEnv,
+    ConstructionCountingEnv,
+    CountEnv,
+    NestedObsEnv,
+    TextInDictObsEnv,
+)
 from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
+from batchppo.envs.make import StandardStack
+from batchppo.envs.spaces import flattener, leaves
 from batchppo.envs.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,
@@ -152,6 +163,109 @@ def test_convert_to_32bit_converts_and_checks_each_leaf_of_nested_observations()
 def test_convert_to_32bit_refuses_unsupported_leaves_of_nested_observations():
     with pytest.raises(ValueError, match=r"ConvertTo32Bit \(TextEnv\).*Text.*FlattenObservation"):
         ConvertTo32Bit(TextInDictObsEnv(), env_id="TextEnv")
+
+
+class _FlatEnv(gymnasium.Env):
+    """An env with one given observation space that returns the values it is told to."""
+
+    def __init__(self, observation_space: gymnasium.Space):
+        self.observation_space = observation_space
+        self.action_space = spaces.Box(-2.0, 2.0, (1,), np.float64)
+        self.value: object = None
+
+    def reset(self, *, seed=None, options=None):
+        return self.value, {}
+
+    def step(self, action):
+        return self.value, 0.0, False, False, {}
+
+
+def _bitwise_equal(actual, expected) -> None:
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if actual.dtype.kind == "f":
+        actual, expected = actual.view(f"u{actual.itemsize}"), expected.view(f"u{actual.itemsize}")
+    np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("layers", ["range_normalize", "standard_stack"])
+def test_each_leaf_of_a_nested_observation_is_treated_as_a_flat_observation(layers):
+    """Every leaf gets what a flat observation space like it gets: float Box leaves with
+    finite bounds range-normalised (and float64 ones made float32 by the stack), the rest
+    unchanged; spaces and values bitwise those of the flat space through the same layers."""
+
+    def wrap(env: gymnasium.Env) -> gymnasium.Env:
+        return RangeNormalize(env) if layers == "range_normalize" else StandardStack("N").wrap(env)
+
+    raw = BoundedNestedObsEnv()
+    env = wrap(raw)
+    nested_leaves = leaves(env.observation_space)
+    obs, _ = env.reset(seed=1)
+    raw_values = flattener(raw.observation_space)(raw._obs())
+    values = flattener(env.observation_space)(obs)
+    for raw_leaf, leaf, raw_value, value in zip(
+        leaves(raw.observation_space), nested_leaves, raw_values, values, strict=True
+    ):
+        flat = _FlatEnv(raw_leaf)
+        flat.value = raw_value
+        flat_env = wrap(flat)
+        assert leaf == flat_env.observation_space
+        _bitwise_equal(value, flat_env.reset()[0])
+    # The rule at work: bounded dims in [-1, 1], unbounded and integer leaves as they were.
+    b = obs["b"]
+    np.testing.assert_allclose(b[:2], [2 * 1 / 4 - 1, np.cos(1)], rtol=1e-6)
+    assert b[2] == 7.0 and obs["u"][0] == np.float64(1 / 3).astype(b.dtype)
+    assert env.observation_space["b"].low.tolist() == [-1, -1, 0]
+    assert env.observation_space["b"].high.tolist() == [1, 1, np.inf]
+    np.testing.assert_allclose(obs["t"][0], [(0.1 * 0 - 1) / 2, 0.7 / 2], rtol=1e-6)
+    assert obs["d"] == 0 and obs["t"][1].dtype == np.int64  # Discrete, MultiDiscrete: as is
+    assert env.observation_space["t"][2] == spaces.Box(
+        0, 10, (1,), np.int64 if layers == "range_normalize" else np.int32
+    )
+    assert obs in env.observation_space
+
+
+def test_flat_integer_observations_pass_range_normalisation_unchanged():
+    """Integer Boxes (even bounded ones), Discrete and MultiDiscrete pass unchanged: they
+    cannot hold [-1, 1] in their dtype (an int64 Box(0, 100) came out truncated to -1/0/1, a
+    uint8 Box(0, 255) failed at construction)."""
+    int_env = ConstructionCountingEnv(os.devnull, tag=40, int_obs=True)
+    env = StandardStack("I").wrap(int_env)
+    assert env.observation_space == spaces.Box(0, 100, (3,), np.int32)
+    obs, _ = env.reset(seed=0)
+    assert obs.dtype == np.int32 and obs.tolist() == int_env._obs().tolist()
+    for space, value in [
+        (spaces.Box(0, 255, (2,), np.uint8), np.array([7, 255], np.uint8)),
+        (spaces.MultiDiscrete([3, 4]), np.array([2, 3], np.int64)),
+        (spaces.Discrete(5), np.int64(4)),
+    ]:
+        flat = _FlatEnv(space)
+        flat.value = value
+        wrapped = StandardStack("I").wrap(flat)
+        assert wrapped.observation_space == space
+        obs, _ = wrapped.reset()
+        assert obs is value  # passed through, int64 included
+
+
+def test_non_finite_bounded_leaf_raises_the_flat_error_naming_the_leaf():
+    env = StandardStack("N-v0").wrap(BoundedNestedObsEnv(nan_tag=2, nan_step=1))
+    env.reset(seed=2)
+    with pytest.raises(
+        ValueError,
+        match=r"^N-v0: non-finite observation leaf obs\['b'\] at step 1 of the episode "
+        r"\(0 = reset\): array\(\[ *nan, ",
+    ):
+        env.step(np.zeros(1, np.float32))
+
+
+def test_range_normalize_refuses_unsupported_leaves_naming_them():
+    with pytest.raises(
+        ValueError,
+        match=r"^RangeNormalize: observation leaf obs\['name'\] is Text\(.*\), not a Box.*"
+        r"FlattenObservation",
+    ):
+        RangeNormalize(TextInDictObsEnv())
+    assert RangeNormalize(TextInDictObsEnv(), observations=False)  # nothing to walk
 
 
 def test_frame_history_picks_past_frames():
