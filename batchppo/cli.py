@@ -11,11 +11,15 @@ the checkpoint and the resume command on one line, then ``batchppo: error: the e
 is in ``<run dir>/env_error.txt``. A ``--seeds`` run does the same for every seed's run dir
 and prints the ``--seeds N --timestamp T`` command that resumes them all.
 
+``train --timestamp T`` resumes the run ``T`` if it exists and starts it otherwise; the
+resume commands ``train`` prints add ``--resume``, under which a run that is not there (a
+typo, another ``--logdir``) is an error instead of a fresh run.
+
 Examples::
 
     batchppo train --config pendulum_jax --logdir logdir
     batchppo train --config cartpole --logdir logdir --set steps=5e4 --set num_agents=8
-    batchppo train --config pendulum_jax --logdir logdir --timestamp 20261121T113000  # resume
+    batchppo train --config pendulum_jax --logdir logdir --timestamp 20261121T113000 --resume
     batchppo train --config pendulum_jax --logdir logdir --seeds 4  # seeds 0-3, one program
     batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
     batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
@@ -68,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
         help="override a config field (repeatable), e.g. --set steps=2e5 --set "
         "policy_layers=[64,64]",
+    )  # fmt: skip
+    train.add_argument(
+        "--resume", action="store_true",
+        help="the run must exist (what the printed resume commands use): a missing run dir "
+        "is an error instead of a new run",
     )  # fmt: skip
     train.add_argument(
         "--seeds", type=int, metavar="N",
@@ -136,6 +145,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             overrides=args.overrides,
             progress=args.progress,
             seeds=args.seeds,
+            resume=args.resume,
         )
     except Exception as error:
         failure = loop.env_failure(error)  # an env error that stopped the run
@@ -170,7 +180,7 @@ def _resume_command(args: argparse.Namespace, run_dir: Path) -> str:
     if args.seeds is not None:
         name = configs.seed_run_name(args.config, 0)
         command += ["--seeds", str(args.seeds)]
-    return shlex.join([*command, "--timestamp", loop.run_timestamp(run_dir, name)])
+    return shlex.join([*command, "--timestamp", loop.run_timestamp(run_dir, name), "--resume"])
 
 
 def _report_seeds(args: argparse.Namespace, results: list) -> int:

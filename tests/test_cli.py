@@ -174,7 +174,8 @@ def test_train_success_and_ctrl_c_exit_codes(capsys, tmp_path, monkeypatch):
     assert code == 128 + signal.SIGINT
     assert "stopped at step 700; checkpoint saved at step 700" in err
     assert out.strip() == (
-        f"resume with: batchppo train --config cartpole_jax --logdir {tmp_path} --timestamp T"
+        f"resume with: batchppo train --config cartpole_jax --logdir {tmp_path} --timestamp T "
+        "--resume"
     )
 
 
@@ -203,7 +204,7 @@ def test_ctrl_c_prints_the_resume_command_of_a_timestamp_with_dashes(
     assert "stopped at step 300; checkpoint" in err
     assert out.strip().splitlines()[-1] == (
         f"resume with: batchppo train --config cartpole_jax --logdir {tmp_path} "
-        f"{' '.join(seeds)}{' ' if seeds else ''}--timestamp {timestamp}"
+        f"{' '.join(seeds)}{' ' if seeds else ''}--timestamp {timestamp} --resume"
     )
 
     trainers(signal_at=None)  # the printed command resumes the run (every seed) to its end
@@ -214,6 +215,19 @@ def test_ctrl_c_prints_the_resume_command_of_a_timestamp_with_dashes(
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{timestamp}-{n}" for n in names]
     assert all(f"1,000 steps, eval score 1000.00, run dir {tmp_path}/{timestamp}-" in line
                for line in out.strip().splitlines()), out  # fmt: skip
+
+
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "2"]], ids=["one-run", "seeds"])
+def test_resume_of_a_run_that_is_not_there_is_an_error_not_a_new_run(capsys, tmp_path, seeds):
+    argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), *seeds,
+            "--timestamp", "T", "--resume"]  # fmt: skip
+    code, _, err = run_cli(capsys, *argv)
+    missing = "no run dir for cartpole_jax-s0, cartpole_jax-s1" if seeds else "there is no run"
+    assert_one_line_error(code, err, missing)
+    assert list(tmp_path.iterdir()) == []  # nothing was started
+    code, _, err = run_cli(capsys, "train", "--config", "cartpole_jax", "--logdir", str(tmp_path),
+                           "--resume")  # fmt: skip
+    assert_one_line_error(code, err, "--resume needs --logdir and --timestamp")
 
 
 @pytest.mark.timeout(60)

@@ -226,6 +226,7 @@ def prepare_run_dir(
     config: RunConfig,
     timestamp: str | None = None,
     overrides: Mapping[str, Any] | None = None,
+    resume: bool = False,
 ) -> tuple[RunConfig, Path, bool]:
     """Creates ``<logdir>/<timestamp>-<name>/`` or reopens it to resume.
 
@@ -236,12 +237,15 @@ def prepare_run_dir(
         timestamp: Names the run; an existing one resumes. None: now.
         overrides: When resuming, the explicit changes asked for (e.g. ``--set``); None
             compares ``config`` with the stored one instead.
+        resume: The run must exist (``--resume``): a missing directory is an error, not a
+            new run.
 
     Returns:
         ``(config, run_dir, resumed)``; when resuming, the stored config with allowed changes.
 
     Raises:
-        RunDirError: The directory exists but is not a run (no readable config.yaml).
+        RunDirError: The directory exists but is not a run (no readable config.yaml), or
+            ``resume`` and it does not exist.
         ConfigError: Changes that would alter a resumed run's meaning.
     """
     timestamp = timestamp or make_timestamp()
@@ -249,6 +253,11 @@ def prepare_run_dir(
         raise RunDirError(f"--timestamp {timestamp!r}: use a plain name such as 20261121T113000")
     run_dir = Path(logdir) / f"{timestamp}-{name}"
     config_path = run_dir / CONFIG_FILE
+    if resume and not run_dir.exists():
+        raise RunDirError(
+            f"--resume: there is no run {run_dir}; check --logdir, --timestamp and --config, "
+            "or drop --resume to start a new run"
+        )
     if run_dir.exists():
         if not config_path.is_file():
             raise RunDirError(f"{run_dir} exists but holds no {CONFIG_FILE}: not a batchppo run")
@@ -891,6 +900,7 @@ def train(
     progress: str = "auto",
     trainer_factory: TrainerFactory | None = None,
     seeds: int | None = None,
+    resume: bool = False,
 ) -> TrainResult | list[TrainResult]:
     """Trains a policy; resumes when ``<logdir>/<timestamp>-<name>`` already exists.
 
@@ -914,6 +924,8 @@ def train(
         trainer_factory: Builds the trainer from the config (default: the trainer of the
             config's algorithm); not with ``seeds``.
         seeds: Train this many seeds together (see above); None: one run.
+        resume: The run (every seed's) must exist: a missing run dir raises
+            :class:`~batchppo.experiment.errors.RunDirError` instead of starting a new run.
 
     Returns:
         The final state, last eval score, step count and run dir; with ``seeds``, a list of
@@ -923,6 +935,8 @@ def train(
         UserError: Unknown preset, bad override, unknown env id, unusable run dir or
             checkpoint (subclasses :class:`~batchppo.experiment.errors.UserError`).
     """
+    if resume and (logdir is None or timestamp is None):
+        raise RunDirError("--resume needs --logdir and --timestamp: the run to resume")
     if seeds is not None:
         if trainer_factory is not None:
             raise TypeError("train: seeds= trains with the algorithm's SeedsTrainer (no factory)")
@@ -930,7 +944,7 @@ def train(
 
         return train_seeds(
             config, logdir, seeds, name=name, timestamp=timestamp, overrides=overrides,
-            progress=progress,
+            progress=progress, resume=resume,
         )  # fmt: skip
     # With a preset, only the explicit overrides may differ from a resumed run's stored config
     # (the preset itself may have been retuned since); with a config, every differing field.
@@ -940,7 +954,9 @@ def train(
     configs.check_env_id(config)  # Before a run dir is made for it.
     if logdir is not None:
         explicit = changes if from_preset else None
-        config, run_dir, resumed = prepare_run_dir(logdir, name, config, timestamp, explicit)
+        config, run_dir, resumed = prepare_run_dir(
+            logdir, name, config, timestamp, explicit, resume=resume
+        )
         if resumed:
             configs.check_env_id(config)
     trainer = _build_trainer(trainer_factory, config)

@@ -79,6 +79,7 @@ def prepare_seed_dirs(
     num_seeds: int,
     timestamp: str | None,
     overrides: dict[str, Any] | None,
+    resume: bool = False,
 ) -> tuple[list[RunConfig], list[Path]]:
     """Creates (or reopens, to resume) the run dirs ``<timestamp>-<name>-s<i>``.
 
@@ -86,17 +87,19 @@ def prepare_seed_dirs(
         Each seed's config (its own seed) and run dir.
 
     Raises:
-        RunDirError: Only some of the dirs exist, their configs differ by more than the seed,
-            or their newest checkpoints are at different steps.
+        RunDirError: Only some of the dirs exist (or, with ``resume``, not all of them), their
+            configs differ by more than the seed, or their newest checkpoints are at different
+            steps.
     """
     timestamp = timestamp or loop.make_timestamp()
     names = [configs.seed_run_name(name, i) for i in range(num_seeds)]
     exist = [(Path(logdir) / f"{timestamp}-{n}").exists() for n in names]
-    if any(exist) and not all(exist):
+    if (resume or any(exist)) and not all(exist):
         missing = [n for n, e in zip(names, exist, strict=True) if not e]
         raise RunDirError(
-            f"--seeds {num_seeds} --timestamp {timestamp}: no run dir for {', '.join(missing)}; "
-            "resume with the number of seeds the run was started with"
+            f"--seeds {num_seeds} --timestamp {timestamp}: no run dir for {', '.join(missing)} "
+            f"in {logdir}; resume with the --logdir, --config and number of seeds the run was "
+            "started with"
         )
     run_configs, run_dirs = [], []
     for seed_name, seed_config in zip(names, _seed_configs(config, num_seeds), strict=True):
@@ -252,6 +255,7 @@ def train_seeds(
     timestamp: str | None = None,
     overrides: Sequence[str] = (),
     progress: str = "auto",
+    resume: bool = False,
 ) -> list[loop.TrainResult]:
     """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
 
@@ -263,6 +267,7 @@ def train_seeds(
         timestamp: Run dir prefix; existing dirs resume (all seeds at one checkpoint step).
         overrides: ``KEY=VALUE`` strings, as :func:`~batchppo.experiment.loop.train`.
         progress: ``auto``, ``bar``, ``lines`` or ``none`` (seed 0's progress).
+        resume: Every seed's run dir must exist (``--resume``).
 
     Returns:
         One :class:`~batchppo.experiment.loop.TrainResult` per seed, in seed order.
@@ -288,7 +293,7 @@ def train_seeds(
     else:
         explicit = changes if from_preset else None
         run_configs, run_dirs = prepare_seed_dirs(
-            logdir, name, config, num_seeds, timestamp, explicit
+            logdir, name, config, num_seeds, timestamp, explicit, resume
         )
         configs.check_env_id(run_configs[0])
     trainer = loop._build_trainer(lambda c: make_seeds_trainer(c, num_seeds), run_configs[0])

@@ -49,7 +49,7 @@ def test_an_env_error_stops_train_with_its_type_a_checkpoint_and_the_resume_comm
     assert lines[-2] == (
         f"batchppo: stopped at step 1,536 by an env error; checkpoint at step 1,536 in "
         f"{run_dir / 'checkpoints'}; resume with: batchppo train --config pendulum_fast "
-        f"--logdir {tmp_path} --timestamp F"
+        f"--logdir {tmp_path} --timestamp F --resume"
     )
     assert lines[-1] == (
         "batchppo: error: the env raised FailingError: FailingPendulum: step 200 failed on "
@@ -217,7 +217,7 @@ def test_an_env_error_stops_every_seed_of_a_seeds_run_and_the_resume_command_res
     assert lines[-2] == (
         f"batchppo: stopped at step 1,536 by an env error; checkpoints at step 1,536 in "
         f"{where}; resume with: batchppo train --config pendulum_fast --logdir {tmp_path} "
-        f"--seeds 2 --timestamp {timestamp}"
+        f"--seeds 2 --timestamp {timestamp} --resume"
     )
     assert lines[-1] == (
         "batchppo: error: the env raised FailingError: FailingPendulum: step 200 failed on "
@@ -234,7 +234,7 @@ def test_an_env_error_stops_every_seed_of_a_seeds_run_and_the_resume_command_res
 
     # The printed command resumes both seeds from their checkpoints and completes.
     resume = shlex.split(lines[-2].split("resume with: ", 1)[1])[1:]  # without "batchppo"
-    assert resume == [*argv[:5], "--seeds", "2", "--timestamp", timestamp]
+    assert resume == [*argv[:5], "--seeds", "2", "--timestamp", timestamp, "--resume"]
     with pytest.warns(EnvRestartWarning, match="step 200 failed on purpose"):  # eval envs
         code = cli.main([*resume, "--progress", "none", "--set", "max_env_restarts=16"])
     out, err = capsys.readouterr()
