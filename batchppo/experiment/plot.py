@@ -217,6 +217,8 @@ def plot_runs(
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    # A legend wider than a narrow grid (one panel, long config names) widens the image
+    # instead of being cut at its edges.
+    fig.savefig(out, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return out
