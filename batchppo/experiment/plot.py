@@ -206,7 +206,9 @@ def plot_runs(
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(grouped) :]:
         ax.set_visible(False)
-    ncol = min(len(legend), 2 if cols == 1 else 3)
+    # One legend column under a single panel: two columns of "config: eval (mean action),
+    # 3 runs" labels are wider than the panel and were cut at the image's edges.
+    ncol = min(len(legend), 1 if cols == 1 else 3)
     fig.legend(
         list(legend.values()), list(legend), loc="lower center", ncol=ncol, fontsize="small",
         frameon=False,
@@ -217,8 +219,6 @@ def plot_runs(
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    # A legend wider than a narrow grid (one panel, long config names) widens the image
-    # instead of being cut at its edges.
-    fig.savefig(out, dpi=110, bbox_inches="tight")
+    fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
