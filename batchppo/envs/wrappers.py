@@ -28,7 +28,7 @@ as they treat a flat observation space of that kind, through the same per-space 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium
@@ -102,6 +102,25 @@ def _unsupported_part(space: gymnasium.Space, path: str) -> tuple[str, gymnasium
         if found is not None:
             return found
     return None
+
+
+def _flatten_leaves(
+    flatten: Callable[[Any], list[Any]], obs: Any, owner: str, space: gymnasium.Space
+) -> list[Any]:
+    """The leaves of a Dict/Tuple observation, in ``space``'s leaf order.
+
+    Raises:
+        ValueError: ``obs`` does not have ``space``'s structure; the one-line message starts
+            with ``owner`` and says what to return.
+    """
+    try:
+        return flatten(obs)
+    except (KeyError, IndexError, TypeError) as exc:
+        raise ValueError(
+            f"{owner}: the observation does not have the structure of the observation space "
+            f"{space} ({exc!r}); return a dict for each Dict and a tuple for each Tuple, with "
+            "every key."
+        ) from None
 
 
 def _unit_space(ranges: RangeMap, dtype: np.dtype) -> spaces.Box:
@@ -222,14 +241,7 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
             return self._obs_map.normalize(obs)
         if self._leaf_maps is None:
             return obs
-        try:
-            values = self._flatten(obs)
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ValueError(
-                f"RangeNormalize: the observation does not have the structure of the "
-                f"observation space {self.env.observation_space} ({exc!r}); return a dict for "
-                "each Dict and a tuple for each Tuple, with every key."
-            ) from None
+        values = _flatten_leaves(self._flatten, obs, "RangeNormalize", self.env.observation_space)
         mapped = [
             v if m is None else m.normalize(v) for v, m in zip(values, self._leaf_maps, strict=True)
         ]
@@ -404,14 +416,7 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
 
     def _nested_observation(self, obs: Any) -> Any:
         """Checks the float leaves of a Dict/Tuple observation and converts its Box leaves."""
-        try:
-            values = self._flatten(obs)
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ValueError(
-                f"{self._env_id}: the observation does not have the structure of the "
-                f"observation space {self.env.observation_space} ({exc!r}); return a dict for "
-                "each Dict and a tuple for each Tuple, with every key."
-            ) from None
+        values = _flatten_leaves(self._flatten, obs, self._env_id, self.env.observation_space)
         for i, path in self._checked_leaves:
             if not np.isfinite(values[i]).all():
                 raise ValueError(
