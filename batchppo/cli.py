@@ -1,4 +1,4 @@
-"""The ``batchppo`` command line: ``train``, ``visualize``, ``plot`` and ``list``.
+"""The ``batchppo`` command line: ``train``, ``evaluate``, ``visualize``, ``plot`` and ``list``.
 
 Bad input (an unknown config, a bad ``--set``, a missing or corrupt run dir or checkpoint, an
 unknown env id) prints one line ``batchppo: error: ...`` on stderr and exits with status 2; so
@@ -21,6 +21,7 @@ Examples::
     batchppo train --config cartpole --logdir logdir --set steps=5e4 --set num_agents=8
     batchppo train --config pendulum_jax --logdir logdir --timestamp 20261121T113000 --resume
     batchppo train --config pendulum_jax --logdir logdir --seeds 4  # seeds 0-3, one program
+    batchppo evaluate --logdir logdir/20261121T113000-pendulum_jax --episodes 1000
     batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
     batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
     batchppo list
@@ -50,7 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     from batchppo.experiment.configs import DEFAULT_PRESET
 
     parser = argparse.ArgumentParser(
-        prog="batchppo", description="Batched PPO on JAX: train, visualize and plot runs."
+        prog="batchppo", description="Batched PPO on JAX: train, evaluate, visualize and plot runs."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -89,6 +90,19 @@ def _parser() -> argparse.ArgumentParser:
         "--progress", choices=("auto", "bar", "lines", "none"), default="auto",
         help="progress bar on a terminal, plain lines otherwise (default auto)",
     )  # fmt: skip
+
+    ev = sub.add_parser(
+        "evaluate",
+        help="evaluate a trained policy over many episodes",
+        description="Run episodes of a run's checkpoint with the mean action, in the run's own "
+        "eval env (as its training evals), and print the mean return, its spread and its "
+        "standard error; no videos.",
+    )
+    ev.add_argument("--logdir", required=True, help="the run directory <logdir>/<ts>-<config>")
+    ev.add_argument("--checkpoint", type=int, help="env step of the checkpoint (default newest)")
+    ev.add_argument("--episodes", type=int, default=100, help="episodes (default 100)")
+    ev.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
+    ev.add_argument("--json", help="also write the returns and lengths to this JSON file")
 
     vis = sub.add_parser(
         "visualize",
@@ -228,6 +242,24 @@ def _report_env_failure(args: argparse.Namespace, error: BaseException, failure:
     return EXIT_FAILURE
 
 
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from batchppo.experiment import evaluate
+
+    stats = evaluate.evaluate_run(
+        args.logdir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed
+    )
+    cut = f", {stats['cut']} cut by eval_max_steps" if stats["cut"] else ""
+    print(
+        f"{stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
+        f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; episodes' "
+        f"std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean length "
+        f"{stats['mean_length']:.1f}{cut}"
+    )
+    if args.json:
+        print(f"wrote {evaluate.write_stats(stats, args.json)}")
+    return 0
+
+
 def _cmd_visualize(args: argparse.Namespace) -> int:
     from batchppo.experiment import visualize
 
@@ -272,6 +304,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "train": _cmd_train,
+    "evaluate": _cmd_evaluate,
     "visualize": _cmd_visualize,
     "plot": _cmd_plot,
     "list": _cmd_list,

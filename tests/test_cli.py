@@ -127,6 +127,18 @@ def test_visualize_missing_run_dir_and_checkpoints(capsys, tmp_path):
     assert_one_line_error(code, err, "--num_episodes 0: must be >= 1")
 
 
+def test_evaluate_bad_input(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(tmp_path / "nope"))
+    assert_one_line_error(code, err, "run dir", "does not exist")
+    run_dir = make_run(tmp_path)
+    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir))
+    assert_one_line_error(code, err, "no checkpoint in")
+    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir), "--episodes", "0")
+    assert_one_line_error(code, err, "--episodes 0: must be >= 1")
+    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir), "--seed", "-1")
+    assert_one_line_error(code, err, "--seed -1: must be >= 0")
+
+
 @pytest.mark.timeout(60)
 def test_visualize_corrupt_or_absent_checkpoint(capsys, tmp_path):
     run_dir = make_run(tmp_path)

@@ -1,4 +1,4 @@
-"""End to end with the real BatchPPO trainer: train, resume, kill -9, visualize, plot."""
+"""End to end with the real BatchPPO trainer: train, resume, kill -9, evaluate, visualize, plot."""
 
 from __future__ import annotations
 
@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
+from batchppo import cli
+from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import loop, plot, visualize
+from batchppo.experiment import evaluate, loop, plot, visualize
 from batchppo.experiment.logging import read_metrics, read_scalars
 
 # 8 envs x 32 steps = 256 env steps per iteration; tiny networks, one epoch.
@@ -106,6 +108,42 @@ def test_load_policy_and_visualize_writes_playable_videos(tiny_run, tmp_path):
         reader.close()
         assert len(frames) == length + 1
         assert frames[0].shape == (400, 600, 3) and frames[0].std() > 0
+
+
+@pytest.mark.timeout(120)
+def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_path, capsys):
+    logdir, _ = tiny_run
+    run_dir = logdir / "T1-cartpole_jax"
+    stats = evaluate.evaluate_run(run_dir, checkpoint=1536, num_episodes=11, seed=4)
+    # The same episodes as the run's own evaluator from the documented key.
+    config, trainer, state, step = loop.load_run(run_dir, 1536)
+    try:
+        key = host_key(config.seed, evaluate.EVALUATE_KEY, 4)
+        expected = trainer.evaluate(state, 11, key)
+    finally:
+        trainer.close()
+    returns = np.asarray(expected["returns"], np.float64)
+    assert step == stats["checkpoint"] == 1536 and stats["env"] == "CartPole-v1"
+    assert stats["episodes"] == 11 and stats["cut"] == 0
+    assert stats["returns"] == returns.tolist()
+    assert stats["returns"] == [float(n) for n in stats["lengths"]]  # CartPole: +1 per step
+    assert stats["mean_return"] == pytest.approx(returns.mean(), abs=1e-12)
+    assert stats["std_return"] == pytest.approx(returns.std(), abs=1e-12)
+    assert stats["stderr_return"] == pytest.approx(returns.std() / np.sqrt(11), abs=1e-12)
+    assert stats["mean_length"] == pytest.approx(np.mean(stats["lengths"]), abs=1e-12)
+
+    out_file = tmp_path / "eval" / "stats.json"
+    argv = ["evaluate", "--logdir", str(run_dir), "--checkpoint", "1536", "--episodes", "11"]
+    code = cli.main([*argv, "--seed", "4", "--json", str(out_file)])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    assert json.loads(out_file.read_text()) == stats
+    assert out.splitlines() == [
+        f"CartPole-v1 checkpoint 1,536: mean return {stats['mean_return']:.2f} ± "
+        f"{stats['stderr_return']:.2f} (standard error; episodes' std {stats['std_return']:.2f}) "
+        f"over 11 episodes, mean length {stats['mean_length']:.1f}",
+        f"wrote {out_file}",
+    ]
 
 
 @pytest.mark.timeout(60)
