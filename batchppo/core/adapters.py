@@ -45,7 +45,7 @@ from batchppo.core.backends import (
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.envs import make as make_host_envs
 from batchppo.envs.final_obs import final_obs_from_infos
-from batchppo.envs.ranges import range_map
+from batchppo.envs.ranges import maps_dtype, range_map
 
 # gymnax's time limit is switched off (we count steps ourselves) by a limit never reached.
 _NO_LIMIT = 2**30
@@ -266,11 +266,14 @@ class GymnaxEnv(_PureJaxEnv):
         self._normalize = bool(normalize_ranges)
 
         obs_space = env.observation_space(params)
+        # Float Boxes only, as on the host (batchppo.envs.ranges.maps_dtype): Catch-bsuite's
+        # int32 board passes unchanged.
+        self._normalize_obs = self._normalize and maps_dtype(obs_space.dtype)
         obs_shape = tuple(int(s) for s in obs_space.shape)
         obs_low = np.broadcast_to(np.asarray(obs_space.low, np.float32), obs_shape).copy()
         obs_high = np.broadcast_to(np.asarray(obs_space.high, np.float32), obs_shape).copy()
         self._raw_obs_bounds = (obs_low, obs_high)
-        if self._normalize:
+        if self._normalize_obs:
             obs_low, obs_high = _normalized_bounds(obs_low, obs_high)
 
         act_space = env.action_space(params)
@@ -317,7 +320,7 @@ class GymnaxEnv(_PureJaxEnv):
 
     def _observe(self, obs: jax.Array) -> jax.Array:
         obs = jnp.asarray(obs, jnp.float32).reshape((-1, *self._spec.obs_shape))
-        if self._normalize:
+        if self._normalize_obs:
             obs = range_normalize_obs(obs, *self._raw_obs_bounds)
         return obs
 

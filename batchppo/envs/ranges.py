@@ -7,6 +7,10 @@ the same observations and sends the same actions on another.
 
 The rule:
 
+* Only Boxes of a float dtype are mapped (:func:`maps_dtype`). Integer and bool Boxes pass
+  unchanged on every backend: in their own dtype their values cannot hold ``[-1, 1]``, and a
+  JAX adapter, which could map them in float32, must give the policy what the host wrapper
+  gives it.
 * A dim is *normalised* when, in float32, both bounds are finite, ``high > low`` and the
   span ``high - low`` is at most ``2**127`` (:func:`bounded_dims`). The test is made in
   float32, the precision the learner works in, so every backend agrees whatever the space's
@@ -33,10 +37,16 @@ import dataclasses
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RangeMap", "bounded_dims", "range_map"]
+__all__ = ["RangeMap", "bounded_dims", "maps_dtype", "range_map"]
 
 # The widest span that is normalised: 2 / span is then still a normal float32.
 _MAX_SPAN = np.float32(2.0**127)
+
+
+def maps_dtype(dtype: npt.DTypeLike) -> bool:
+    """Whether range normalisation maps a Box of ``dtype``: float dtypes only (NumPy's or
+    JAX's); integer and bool Boxes pass unchanged (see the module docstring)."""
+    return np.dtype(dtype).kind == "f"
 
 
 def bounded_dims(low: np.ndarray, high: np.ndarray) -> np.ndarray:

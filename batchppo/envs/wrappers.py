@@ -36,7 +36,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import FrameStackObservation
 
-from batchppo.envs.ranges import RangeMap, range_map
+from batchppo.envs.ranges import RangeMap, maps_dtype, range_map
 from batchppo.envs.spaces import flattener, is_leaf, leaf_paths, leaves, unflatten
 
 __all__ = [
@@ -58,7 +58,7 @@ def _box_map(space: gymnasium.Space) -> RangeMap | None:
     leaf of a nested one alike. Integer Boxes (and Discrete, MultiDiscrete, MultiBinary) get
     None: their values cannot hold ``[-1, 1]`` in their own dtype, so they pass unchanged.
     """
-    if not isinstance(space, spaces.Box) or space.dtype.kind != "f":
+    if not isinstance(space, spaces.Box) or not maps_dtype(space.dtype):
         return None
     ranges = range_map(space.low, space.high, space.dtype)
     return ranges if ranges.any else None

@@ -148,6 +148,27 @@ def test_gymnax_mountaincar_obs_normalised_like_host_formula():
     np.testing.assert_array_equal(raw.spec.action_high, [1.0])
 
 
+def test_gymnax_integer_box_obs_pass_unchanged_as_on_the_host():
+    # Catch-bsuite observes an int32 Box [0, 1]; RangeNormalize leaves integer Boxes alone, so
+    # the adapter must too (the board stays 0/1, not -1/1), bounds included.
+    raw = GymnaxEnv("Catch-bsuite", 3, normalize_ranges=False)
+    norm = GymnaxEnv("Catch-bsuite", 3)
+    key = jax.random.key(1)
+    raw_state, raw_obs = jax.jit(raw.reset)(key)
+    norm_state, norm_obs = jax.jit(norm.reset)(key)
+    np.testing.assert_array_equal(norm_obs, raw_obs)
+    assert norm_obs.dtype == jnp.float32 and set(np.unique(norm_obs)) == {0.0, 1.0}
+    np.testing.assert_array_equal(norm.spec.obs_low, raw.spec.obs_low)
+    np.testing.assert_array_equal(norm.spec.obs_high, np.ones((10, 5)))
+    action = jnp.array([0, 1, 2], jnp.int32)
+    raw_next = jax.jit(raw.step)(raw_state, action, key)
+    norm_next = jax.jit(norm.step)(norm_state, action, key)
+    np.testing.assert_array_equal(norm_next.obs, raw_next.obs)
+    np.testing.assert_array_equal(norm_next.final_obs, raw_next.final_obs)
+    wrapper = RangeNormalize(_BoxEnv(np.zeros(3, np.int32), np.ones(3, np.int32)))
+    assert wrapper.observation_space == wrapper.env.observation_space
+
+
 def test_gymnax_pendulum_action_mapped_to_torque_range():
     raw = GymnaxEnv("Pendulum-v1", 3, normalize_ranges=False)
     norm = GymnaxEnv("Pendulum-v1", 3)
