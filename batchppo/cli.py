@@ -21,7 +21,7 @@ Examples::
     batchppo train --config cartpole --logdir logdir --set steps=5e4 --set num_agents=8
     batchppo train --config pendulum_jax --logdir logdir --timestamp 20261121T113000 --resume
     batchppo train --config pendulum_jax --logdir logdir --seeds 4  # seeds 0-3, one program
-    batchppo evaluate --logdir logdir/20261121T113000-pendulum_jax --episodes 1000
+    batchppo evaluate --logdir logdir/*-pendulum_jax --episodes 100
     batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
     batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
     batchppo list
@@ -98,11 +98,19 @@ def _parser() -> argparse.ArgumentParser:
         "eval env (as its training evals), and print the mean return, its spread and its "
         "standard error; no videos.",
     )
-    ev.add_argument("--logdir", required=True, help="the run directory <logdir>/<ts>-<config>")
-    ev.add_argument("--checkpoint", type=int, help="env step of the checkpoint (default newest)")
-    ev.add_argument("--episodes", type=int, default=100, help="episodes (default 100)")
+    ev.add_argument(
+        "--logdir", required=True, nargs="+", metavar="RUN",
+        help="run directories <logdir>/<ts>-<config>; several (say the seeds of a config) "
+        "also print the mean and std of their means",
+    )  # fmt: skip
+    ev.add_argument(
+        "--checkpoint", type=int, help="env step of the checkpoint (default newest; one run only)"
+    )
+    ev.add_argument("--episodes", type=int, default=100, help="episodes per run (default 100)")
     ev.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
-    ev.add_argument("--json", help="also write the returns and lengths to this JSON file")
+    ev.add_argument(
+        "--json", help="also write each run's returns and lengths to this JSON file (a list)"
+    )
 
     vis = sub.add_parser(
         "visualize",
@@ -245,18 +253,30 @@ def _report_env_failure(args: argparse.Namespace, error: BaseException, failure:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from batchppo.experiment import evaluate
 
-    stats = evaluate.evaluate_run(
-        args.logdir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed
-    )
-    cut = f", {stats['cut']} cut by eval_max_steps" if stats["cut"] else ""
-    print(
-        f"{stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
-        f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; episodes' "
-        f"std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean length "
-        f"{stats['mean_length']:.1f}{cut}"
-    )
+    if args.checkpoint is not None and len(args.logdir) > 1:
+        raise UserError("--checkpoint picks one run's checkpoint: pass one --logdir with it")
+    results = []
+    for run_dir in args.logdir:
+        stats = evaluate.evaluate_run(
+            run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed
+        )
+        results.append({"run_dir": str(run_dir), **stats})
+        cut = f", {stats['cut']} cut by eval_max_steps" if stats["cut"] else ""
+        print(
+            f"{run_dir}: {stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
+            f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; "
+            f"episodes' std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean "
+            f"length {stats['mean_length']:.1f}{cut}",
+            flush=True,
+        )
+    if len(results) > 1:
+        summary = evaluate.summarize(results)
+        print(
+            f"mean over {summary['runs']} runs: {summary['mean']:.2f} ± {summary['std']:.2f} "
+            f"(std of the runs' means)"
+        )
     if args.json:
-        print(f"wrote {evaluate.write_stats(stats, args.json)}")
+        print(f"wrote {evaluate.write_stats(results, args.json)}")
     return 0
 
 

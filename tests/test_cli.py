@@ -137,6 +137,9 @@ def test_evaluate_bad_input(capsys, tmp_path):
     assert_one_line_error(code, err, "--episodes 0: must be >= 1")
     code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir), "--seed", "-1")
     assert_one_line_error(code, err, "--seed -1: must be >= 0")
+    argv = ["evaluate", "--logdir", str(run_dir), str(run_dir), "--checkpoint", "512"]
+    code, _, err = run_cli(capsys, *argv)
+    assert_one_line_error(code, err, "--checkpoint picks one run's checkpoint")
 
 
 @pytest.mark.timeout(60)

@@ -77,7 +77,20 @@ def evaluate_run(
     }
 
 
-def write_stats(stats: dict[str, Any], path: str | Path) -> Path:
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean and (population) std over runs of their ``mean_return``, as papers report seeds.
+
+    Args:
+        results: :func:`evaluate_run` results, one per run.
+
+    Returns:
+        ``runs`` (their number), ``mean`` and ``std``.
+    """
+    means = np.asarray([r["mean_return"] for r in results], np.float64)
+    return {"runs": int(means.size), "mean": float(means.mean()), "std": float(means.std())}
+
+
+def write_stats(stats: Any, path: str | Path) -> Path:
     """Writes ``stats`` as JSON to ``path`` (its parent directories created)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

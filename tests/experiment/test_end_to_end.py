@@ -137,13 +137,30 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     code = cli.main([*argv, "--seed", "4", "--json", str(out_file)])
     out, _ = capsys.readouterr()
     assert code == 0
-    assert json.loads(out_file.read_text()) == stats
+    assert json.loads(out_file.read_text()) == [{"run_dir": str(run_dir), **stats}]
     assert out.splitlines() == [
-        f"CartPole-v1 checkpoint 1,536: mean return {stats['mean_return']:.2f} ± "
+        f"{run_dir}: CartPole-v1 checkpoint 1,536: mean return {stats['mean_return']:.2f} ± "
         f"{stats['stderr_return']:.2f} (standard error; episodes' std {stats['std_return']:.2f}) "
         f"over 11 episodes, mean length {stats['mean_length']:.1f}",
         f"wrote {out_file}",
     ]
+
+    # Several runs (here the same run twice):
+    # each is reported, then the mean and std of their means.
+    code = cli.main(["evaluate", "--logdir", str(run_dir), str(run_dir), "--episodes", "3"])
+    out, _ = capsys.readouterr()
+    newest = evaluate.evaluate_run(run_dir, num_episodes=3)
+    assert code == 0 and newest["checkpoint"] == 2048
+    lines = out.splitlines()
+    assert len(lines) == 3 and lines[0] == lines[1]
+    assert lines[0].startswith(f"{run_dir}: CartPole-v1 checkpoint 2,048: mean return ")
+    summary = evaluate.summarize([newest, newest])
+    assert summary == {"runs": 2, "mean": newest["mean_return"], "std": 0.0}
+    assert lines[2] == (
+        f"mean over 2 runs: {newest['mean_return']:.2f} ± 0.00 (std of the runs' means)"
+    )
+    two = evaluate.summarize([{"mean_return": 10.0}, {"mean_return": 14.0}])
+    assert two == {"runs": 2, "mean": 12.0, "std": 2.0}
 
 
 @pytest.mark.timeout(60)
