@@ -16,7 +16,7 @@ log_std_init -2, 256x256 ReLU without orthogonal init); the zoo reports 5819 +- 
 core.
 
 Examples:
-    python bench/learning.py                                  # 1M steps each (SB3: about an hour)
+    python bench/learning.py                    # 1M steps each (SB3: about 25 min on 2 cores)
     python bench/learning.py --steps 20000 --episodes 2       # smoke test
     python bench/learning.py --only batchppo --json out.json
 """
