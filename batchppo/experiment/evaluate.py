@@ -19,11 +19,7 @@ import numpy as np
 
 from batchppo.core.keys import host_key
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.loop import TrainerFactory, load_run
-
-EVALUATE_KEY = 3
-"""The key purpose of these evaluations: distinct from the training loop's (init, simulation
-and eval keys 0, 1, 2), so no training eval's episodes are repeated."""
+from batchppo.experiment.loop import EVALUATE_RUN_KEY, TrainerFactory, load_run
 
 
 def evaluate_run(
@@ -56,21 +52,22 @@ def evaluate_run(
         raise UserError(f"--seed {seed}: must be >= 0")
     config, trainer, state, step = load_run(run_dir, checkpoint, trainer_factory)
     try:
-        result = trainer.evaluate(state, num_episodes, host_key(config.seed, EVALUATE_KEY, seed))
+        key = host_key(config.seed, EVALUATE_RUN_KEY, seed)
+        result = trainer.evaluate(state, num_episodes, key)
     finally:
         trainer.close()
+    # At least one episode per eval env: one that the step bound cut still counts.
     returns = np.asarray(result["returns"], np.float64)
     lengths = np.asarray(result["lengths"], np.int64)
-    count = int(returns.size)
-    std = float(returns.std()) if count else math.nan
+    std = float(returns.std())
     return {
         "env": config.env,
         "checkpoint": step,
-        "episodes": count,
-        "mean_return": float(returns.mean()) if count else math.nan,
+        "episodes": int(returns.size),
+        "mean_return": float(returns.mean()),
         "std_return": std,
-        "stderr_return": std / math.sqrt(count) if count else math.nan,
-        "mean_length": float(lengths.mean()) if count else math.nan,
+        "stderr_return": std / math.sqrt(returns.size),
+        "mean_length": float(lengths.mean()),
         "cut": int(result.get("cut", 0)),
         "returns": returns.tolist(),
         "lengths": lengths.tolist(),

@@ -55,8 +55,10 @@ from batchppo.experiment.logging import RunLogger, read_metrics
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 ENV_ERROR_FILE = "env_error.txt"
-# What each of a run's PRNG keys is for (``host_key(seed, purpose, ...)``).
-_INIT_KEY, _SIM_KEY, _EVAL_KEY = 0, 1, 2
+# What each of a run's PRNG keys is for (``host_key(seed, purpose, ...)``): init, env resets of
+# training, training evals, and the evaluations of a saved run (``batchppo evaluate``), which
+# therefore never repeat a training eval's episodes.
+_INIT_KEY, _SIM_KEY, _EVAL_KEY, EVALUATE_RUN_KEY = 0, 1, 2, 3
 
 
 class TrainerLike(Protocol):

@@ -119,7 +119,7 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     # The same episodes as the run's own evaluator from the documented key.
     config, trainer, state, step = loop.load_run(run_dir, 2048)
     try:
-        key = host_key(config.seed, evaluate.EVALUATE_KEY, 4)
+        key = host_key(config.seed, loop.EVALUATE_RUN_KEY, 4)
         expected = trainer.evaluate(state, 11, key)
     finally:
         trainer.close()
