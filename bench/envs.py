@@ -4,6 +4,10 @@ Steps per second (env transitions summed over the batch) with random actions, fo
 and batch size N:
 
 * ``single``: one ``gymnasium.make(env_id)`` env stepped in a loop; ``limit`` = cores x that.
+* ``parallel``: ``cores`` processes, each stepping its own single env in a loop, at the same
+  time, with nothing shared: what the cores reach together when no process ever waits for
+  another. ``limit`` assumes each core steps as fast as one alone; ``parallel`` shows what
+  the machine's cores (hyperthreads, a VM's shared host) really give together.
 * ``sync``: ``gymnasium.vector.SyncVectorEnv``.
 * ``async``: ``gymnasium.vector.AsyncVectorEnv(shared_memory=True)``.
 * ``batch``: ``batchppo.envs.BatchEnv.step`` (with infos); ``batch_arr``:
@@ -43,6 +47,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import multiprocessing as mp
 import os
 import sys
 import time
@@ -101,12 +106,63 @@ class _Single:
         self.env.close()
 
 
+def _parallel_worker(env_id: str, conn: mp.connection.Connection) -> None:
+    """A process of ``parallel``: steps a single env for each ``seconds`` the parent sends,
+    answering ``(steps, CPU seconds used)``; exits on None."""
+    env = _Single(env_id)
+    actions = _actions(env.single_action_space, None)
+    for a in actions[:8]:  # warm-up
+        env.step(a)
+    count = len(actions)
+    while (seconds := conn.recv()) is not None:
+        steps, cpu, end = 0, time.process_time(), time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for i in range(64):
+                env.step(actions[(steps + i) % count])
+            steps += 64
+        conn.send((steps, time.process_time() - cpu))
+    env.close()
+
+
+class _Parallel:
+    """``cores`` processes stepping a single env each, timed together (see the module doc)."""
+
+    def __init__(self, env_id: str, processes: int):
+        ctx = mp.get_context("spawn")
+        self.conns, self.procs = [], []
+        for _ in range(processes):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_parallel_worker, args=(env_id, child), daemon=True)
+            proc.start()
+            self.conns.append(parent)
+            self.procs.append(proc)
+
+    def run(self, seconds: float, cpu: bool) -> float:
+        """Steps/s of all the processes together, or with ``cpu`` their CPU us per env step."""
+        start = time.perf_counter()
+        for conn in self.conns:
+            conn.send(seconds)
+        results = [conn.recv() for conn in self.conns]
+        elapsed = time.perf_counter() - start
+        steps = sum(r[0] for r in results)
+        return sum(r[1] for r in results) / steps * 1e6 if cpu else steps / elapsed
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.send(None)
+        for proc in self.procs:
+            proc.join(5)
+
+
 def _build(peer: str, env_id: str, n: int):
     """The env of ``peer`` and its step function (None when the peer is unavailable)."""
     fns = [_env_fn(env_id)] * n
     if peer == "single":
         env = _Single(env_id)
         return env, env.step, _actions(env.single_action_space, None), 1
+    if peer == "parallel":
+        env = _Parallel(env_id, os.cpu_count() or 1)
+        return env, None, None, None
     if peer == "sync":
         env = gymnasium.vector.SyncVectorEnv(fns)
     elif peer == "async":
@@ -184,9 +240,14 @@ def measure(
     try:
         for _ in range(rounds):
             for peer, b in built.items():
-                if b is not None:
-                    _, step, actions, width = b
-                    values[peer] = better(values[peer], timed(step, actions, width, seconds))
+                if b is None:
+                    continue
+                env, step, actions, width = b
+                if isinstance(env, _Parallel):
+                    value = env.run(seconds, cpu)
+                else:
+                    value = timed(step, actions, width, seconds)
+                values[peer] = better(values[peer], value)
     finally:
         for b in built.values():
             if b is not None:
@@ -252,8 +313,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best kept)")
     parser.add_argument(
         "--peers",
-        default="sync,async,batch,batch_arr,envpool,make,make_arr",
-        help="comma-separated subset of sync,async,batch,batch_arr,envpool,make,make_arr",
+        default="parallel,sync,async,batch,batch_arr,envpool,make,make_arr",
+        help="comma-separated subset of parallel,sync,async,batch,batch_arr,envpool,make,make_arr",
     )
     parser.add_argument(
         "--cpu",
@@ -297,7 +358,8 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"{'env':16s} {'N':>3s} {'single':>8s} {'limit':>8s} "
         + " ".join(f"{p:>9s}" for p in peers)
-        + "  batch/async batch/limit batch/envpool make/batch make/limit make/envpool"
+        + "  batch/async batch/limit batch/par batch/envpool make/batch make/limit make/par"
+        + " make/envpool"
     )
     for env_id in args.envs.split(","):
         for n in sizes:
@@ -323,16 +385,17 @@ def main(argv: list[str] | None = None) -> None:
             cells = " ".join(cell(values.get(p), 9) for p in peers)
             print(
                 f"{env_id:16s} {n:3d} {cell(values['single'], 8)} {limit_cell} {cells} "
-                f"{ratio('async')} {best / limit:10.2f}x {ratio('envpool')}"
+                f"{ratio('async')} {best / limit:10.2f}x {ratio('parallel')}{ratio('envpool')}"
                 f"{made / best if made and best else 0:10.2f}x {made / limit:10.2f}x"
-                f"{ratio('envpool', made)}"
+                f"{ratio('parallel', made)}{ratio('envpool', made)}"
                 f"  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
     print("batch = BatchEnv.step (infos); batch_arr = BatchEnv.step_arrays (copy=False); the")
     print("ratios use the better of the two (make: of make and make_arr). limit = cores x")
-    print("single. load = 1-min load average after the row (other processes competing for the")
-    print("cores distort every figure).")
+    print("single; par = parallel, cores processes stepping a single env each, at once. load =")
+    print("1-min load average after the row (other processes competing for the cores distort")
+    print("every figure).")
     if args.cpu:
         print("--cpu: CPU time of this process and its children (the workers); at the limit")
         print("each env step costs single's. The ratios compare cores / CPU per env step")
