@@ -49,6 +49,7 @@ import contextlib
 import math
 import multiprocessing as mp
 import os
+import runpy
 import sys
 import time
 import warnings
@@ -106,6 +107,9 @@ class _Single:
         self.env.close()
 
 
+_CHILD_NAME = "bench_envs_parallel_child"
+
+
 def _parallel_worker(env_id: str, conn: mp.connection.Connection) -> None:
     """A process of ``parallel``: steps a single env for each ``seconds`` the parent sends,
     answering ``(steps, CPU seconds used)``; exits on None."""
@@ -128,11 +132,19 @@ class _Parallel:
     """``cores`` processes stepping a single env each, timed together (see the module doc)."""
 
     def __init__(self, env_id: str, processes: int):
+        # Each child runs this file afresh (spawn) under a name of its own, whose last lines
+        # start the worker loop: that works whether the bench runs as a script or is loaded
+        # from its path (the tests), where a function of this module cannot be pickled.
         ctx = mp.get_context("spawn")
         self.conns, self.procs = [], []
         for _ in range(processes):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_parallel_worker, args=(env_id, child), daemon=True)
+            proc = ctx.Process(
+                target=runpy.run_path,
+                args=(os.path.abspath(__file__),),
+                kwargs={"init_globals": {"_CHILD": (env_id, child)}, "run_name": _CHILD_NAME},
+                daemon=True,
+            )
             proc.start()
             self.conns.append(parent)
             self.procs.append(proc)
@@ -405,3 +417,5 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+elif __name__ == _CHILD_NAME:  # a process of the parallel peer (see _Parallel)
+    _parallel_worker(*globals()["_CHILD"])

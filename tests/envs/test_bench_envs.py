@@ -19,7 +19,7 @@ def _bench_envs():
     return module
 
 
-PEERS = ["sync", "batch", "batch_arr", "make", "make_arr"]
+PEERS = ["parallel", "sync", "batch", "batch_arr", "make", "make_arr"]
 TINY = ["--seconds", "0.02", "--rounds", "1", "--sizes", "2", "--envs", "Pendulum-v1"]
 
 
