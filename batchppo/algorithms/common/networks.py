@@ -196,6 +196,126 @@ def categorical_distribution(params: DistParams) -> distrax.Distribution:
     return distrax.Categorical(logits=params["logits"])
 
 
+def _policy_head(
+    config: NetworkConfig, spec: EnvSpec
+) -> tuple[nn.Module, Callable[[DistParams], distrax.Distribution], Callable[..., jax.Array]]:
+    """The head of ``config.network`` for ``spec``'s actions, its distribution and its mode."""
+    if config.network == "feed_forward_categorical":
+        if not spec.discrete:
+            raise ValueError(
+                "network='feed_forward_categorical' needs a discrete action space; use "
+                "feed_forward_gaussian or recurrent_gaussian for continuous actions"
+            )
+        head = CategoricalHead(spec.num_actions, config.init_mean_factor)
+        return head, categorical_distribution, _categorical_mode
+    if spec.discrete:
+        raise ValueError(
+            f"network={config.network!r} needs a continuous action space; use "
+            "feed_forward_categorical for discrete actions"
+        )
+    if len(spec.action_shape) != 1:
+        raise ValueError(
+            f"Gaussian networks need 1-D actions, got action_shape {spec.action_shape}; "
+            "flatten the action space with a wrapper"
+        )
+    head = GaussianHead(spec.action_shape[0], config.init_std, config.init_mean_factor)
+    return head, gaussian_distribution, _gaussian_mode
+
+
+def _categorical_mode(p: DistParams) -> jax.Array:
+    return jnp.argmax(p["logits"], axis=-1).astype(jnp.int32)
+
+
+def _gaussian_mode(p: DistParams) -> jax.Array:
+    return p["mean"]
+
+
+class _Policy(NamedTuple):
+    """The policy half of a :class:`Network` (``init`` takes the value net's params too)."""
+
+    init: Callable[[jax.Array], PyTree]
+    initial_carry: Callable[[int], PyTree]
+    policy_step: Callable[..., tuple[DistParams, PyTree]]
+    policy_sequence: Callable[..., DistParams]
+
+
+def _feed_forward(
+    config: NetworkConfig, head: nn.Module, init_value: Callable[[jax.Array, jax.Array], PyTree]
+) -> _Policy:
+    policy_net = FeedForwardPolicy(tuple(config.policy_layers), config.activation, head)
+
+    def flat(obs: jax.Array, batch_ndim: int) -> jax.Array:
+        return obs.reshape((math.prod(obs.shape[:batch_ndim]), -1))
+
+    def init(key: jax.Array, dummy: jax.Array) -> PyTree:
+        kp, kv = jax.random.split(key)
+        return {"policy": policy_net.init(kp, dummy)["params"], "value": init_value(kv, dummy)}
+
+    def policy_step(
+        params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
+    ) -> tuple[DistParams, PyTree]:
+        del first
+        return policy_net.apply({"params": params["policy"]}, flat(obs, 1)), carry
+
+    def policy_sequence(
+        params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
+    ) -> DistParams:
+        del carry0, first
+        # One (N * L, D) matmul per layer: XLA:CPU runs rank-3 dots slower.
+        dist = policy_net.apply({"params": params["policy"]}, flat(obs, 2))
+        return jax.tree.map(lambda x: x.reshape((*obs.shape[:2], *x.shape[1:])), dist)
+
+    def initial_carry(batch_size: int) -> PyTree:
+        del batch_size
+        return ()
+
+    return _Policy(init, initial_carry, policy_step, policy_sequence)
+
+
+def _recurrent(
+    config: NetworkConfig, head: nn.Module, init_value: Callable[[jax.Array, jax.Array], PyTree]
+) -> _Policy:
+    if len(config.policy_layers) < 1:
+        raise ValueError("recurrent_gaussian needs at least one policy layer (the GRU size)")
+    rnn = RecurrentPolicy(tuple(config.policy_layers), config.activation, head)
+    hidden = int(config.policy_layers[-1])
+
+    def initial_carry(batch_size: int) -> PyTree:
+        return jnp.zeros((batch_size, hidden), jnp.float32)
+
+    def init(key: jax.Array, dummy: jax.Array) -> PyTree:
+        kp, kv = jax.random.split(key)
+        return {
+            "policy": rnn.init(kp, initial_carry(1), dummy)["params"],
+            "value": init_value(kv, dummy),
+        }
+
+    def policy_step(
+        params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
+    ) -> tuple[DistParams, PyTree]:
+        carry = jnp.where(first[:, None], 0.0, carry)
+        obs = obs.reshape((*obs.shape[:1], -1))
+        carry, dist = rnn.apply({"params": params["policy"]}, carry, obs)
+        return dist, carry
+
+    def policy_sequence(
+        params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
+    ) -> DistParams:
+        # Batch-major (N, L, ...) -> time-major scan over L.
+        obs_t = jnp.swapaxes(obs.reshape((*obs.shape[:2], -1)), 0, 1)
+        first_t = jnp.swapaxes(first, 0, 1)
+
+        def step(carry: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
+            o, f = inp
+            dist, carry = policy_step(params, carry, o, f)
+            return carry, dist
+
+        _, dists = lax.scan(step, carry0, (obs_t, first_t))
+        return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), dists)
+
+    return _Policy(init, initial_carry, policy_step, policy_sequence)
+
+
 def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
     """Builds the network named by ``config.network`` for an environment.
 
@@ -212,123 +332,29 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         ValueError: if the network does not fit the action space.
     """
     obs_shape = tuple(spec.obs_shape)
+    head, distribution, mode = _policy_head(config, spec)
     value_net = ValueNet(tuple(config.value_layers), config.activation)
-    if config.network == "feed_forward_categorical":
-        if not spec.discrete:
-            raise ValueError(
-                "network='feed_forward_categorical' needs a discrete action space; use "
-                "feed_forward_gaussian or recurrent_gaussian for continuous actions"
-            )
-        head: nn.Module = CategoricalHead(spec.num_actions, config.init_mean_factor)
-        distribution: Callable[[DistParams], distrax.Distribution] = categorical_distribution
 
-        def mode(p: DistParams) -> jax.Array:
-            return jnp.argmax(p["logits"], axis=-1).astype(jnp.int32)
+    def init_value(key: jax.Array, dummy: jax.Array) -> PyTree:
+        return value_net.init(key, dummy)["params"]
 
-    else:
-        if spec.discrete:
-            raise ValueError(
-                f"network={config.network!r} needs a continuous action space; use "
-                "feed_forward_categorical for discrete actions"
-            )
-        if len(spec.action_shape) != 1:
-            raise ValueError(
-                f"Gaussian networks need 1-D actions, got action_shape {spec.action_shape}; "
-                "flatten the action space with a wrapper"
-            )
-        head = GaussianHead(spec.action_shape[0], config.init_std, config.init_mean_factor)
-        distribution = gaussian_distribution
+    recurrent = config.network == "recurrent_gaussian"
+    policy = (_recurrent if recurrent else _feed_forward)(config, head, init_value)
+    dummy_obs = (1, int(math.prod(obs_shape)))
 
-        def mode(p: DistParams) -> jax.Array:
-            return p["mean"]
-
-    flat_obs = (1, int(math.prod(obs_shape)))
-
-    if config.network != "recurrent_gaussian":
-        policy_net = FeedForwardPolicy(tuple(config.policy_layers), config.activation, head)
-
-        def init(key: jax.Array) -> PyTree:
-            kp, kv = jax.random.split(key)
-            dummy = jnp.zeros(flat_obs, jnp.float32)
-            return {
-                "policy": policy_net.init(kp, dummy)["params"],
-                "value": value_net.init(kv, dummy)["params"],
-            }
-
-        def flat(obs: jax.Array, batch_ndim: int) -> jax.Array:
-            return obs.reshape((math.prod(obs.shape[:batch_ndim]), -1))
-
-        def policy_step(
-            params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
-        ) -> tuple[DistParams, PyTree]:
-            del first
-            return policy_net.apply({"params": params["policy"]}, flat(obs, 1)), carry
-
-        def policy_sequence(
-            params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
-        ) -> DistParams:
-            del carry0, first
-            # One (N * L, D) matmul per layer: XLA:CPU runs rank-3 dots slower.
-            dist = policy_net.apply({"params": params["policy"]}, flat(obs, 2))
-            return jax.tree.map(lambda x: x.reshape((*obs.shape[:2], *x.shape[1:])), dist)
-
-        def initial_carry(batch_size: int) -> PyTree:
-            del batch_size
-            return ()
-
-        recurrent = False
-    else:
-        if len(config.policy_layers) < 1:
-            raise ValueError("recurrent_gaussian needs at least one policy layer (the GRU size)")
-        rnn = RecurrentPolicy(tuple(config.policy_layers), config.activation, head)
-        hidden = int(config.policy_layers[-1])
-
-        def initial_carry(batch_size: int) -> PyTree:
-            return jnp.zeros((batch_size, hidden), jnp.float32)
-
-        def init(key: jax.Array) -> PyTree:
-            kp, kv = jax.random.split(key)
-            dummy = jnp.zeros(flat_obs, jnp.float32)
-            return {
-                "policy": rnn.init(kp, initial_carry(1), dummy)["params"],
-                "value": value_net.init(kv, dummy)["params"],
-            }
-
-        def policy_step(
-            params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
-        ) -> tuple[DistParams, PyTree]:
-            carry = jnp.where(first[:, None], 0.0, carry)
-            obs = obs.reshape((*obs.shape[:1], -1))
-            carry, dist = rnn.apply({"params": params["policy"]}, carry, obs)
-            return dist, carry
-
-        def policy_sequence(
-            params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
-        ) -> DistParams:
-            # Batch-major (N, L, ...) -> time-major scan over L.
-            obs_t = jnp.swapaxes(obs.reshape((*obs.shape[:2], -1)), 0, 1)
-            first_t = jnp.swapaxes(first, 0, 1)
-
-            def step(carry: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
-                o, f = inp
-                dist, carry = policy_step(params, carry, o, f)
-                return carry, dist
-
-            _, dists = lax.scan(step, carry0, (obs_t, first_t))
-            return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), dists)
-
-        recurrent = True
+    def init(key: jax.Array) -> PyTree:
+        return policy.init(key, jnp.zeros(dummy_obs, jnp.float32))
 
     def value(params: PyTree, obs: jax.Array) -> jax.Array:
         batch_shape = obs.shape[: obs.ndim - len(obs_shape)]
-        x = obs.reshape((math.prod(batch_shape), -1))  # 2-D dots (see policy_sequence)
+        x = obs.reshape((math.prod(batch_shape), -1))  # 2-D dots (see _feed_forward)
         return value_net.apply({"params": params["value"]}, x).reshape(batch_shape)
 
     return Network(
         init=init,
-        initial_carry=initial_carry,
-        policy_step=policy_step,
-        policy_sequence=policy_sequence,
+        initial_carry=policy.initial_carry,
+        policy_step=policy.policy_step,
+        policy_sequence=policy.policy_sequence,
         value=value,
         distribution=distribution,
         mode=mode,
