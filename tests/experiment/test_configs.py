@@ -84,7 +84,7 @@ def test_locomotion_presets_share_one_recipe():
     for name, env in zip(names, envs, strict=True):
         config = configs.get_preset(name)
         assert (config.env, config.backend, config.steps) == (env, "process", 1_000_000)
-        assert config.objective == "clip" and config.anneal_lr
+        assert config.objective == "clip" and config.anneal_lr and config.lr_kl_cap == 0.03
         want_kwargs = {"include_cfrc_ext_in_observation": False} if env == "Ant-v5" else {}
         assert config.env_kwargs == want_kwargs
 

@@ -131,9 +131,7 @@ _LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
     # the v2/v3 ones were all zero (openai/gym#1541), so the peers' Ant figures were learned
     # without them. Without them Ant learns faster (docs/benchmarks.md section 4).
     "ant_fast": _locomotion("Ant-v5", env_kwargs={"include_cfrc_ext_in_observation": False}),
-    # Humanoid's 1M-step runs take updates of KL 0.04-0.07 as they learn; the shared cap would
-    # slow them, and its 4x-budget check is not yet run (docs/benchmarks.md section 4).
-    "humanoid_fast": _locomotion("Humanoid-v5", lr_kl_cap=None),
+    "humanoid_fast": _locomotion("Humanoid-v5"),
     "reacher_fast": _locomotion("Reacher-v5", max_length=50),
 }
 
