@@ -111,20 +111,14 @@ _CHILD_NAME = "bench_envs_parallel_child"
 
 
 def _parallel_worker(env_id: str, conn: mp.connection.Connection) -> None:
-    """A process of ``parallel``: steps a single env for each ``seconds`` the parent sends,
-    answering ``(steps, CPU seconds used)``; exits on None."""
+    """A process of ``parallel``: for each ``(seconds, cpu)`` the parent sends, steps a single
+    env as ``single`` is timed and answers its steps/s (with ``cpu``: its CPU us per step);
+    exits on None."""
     env = _Single(env_id)
     actions = _actions(env.single_action_space, None)
-    for a in actions[:8]:  # warm-up
-        env.step(a)
-    count = len(actions)
-    while (seconds := conn.recv()) is not None:
-        steps, cpu, end = 0, time.process_time(), time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            for i in range(64):
-                env.step(actions[(steps + i) % count])
-            steps += 64
-        conn.send((steps, time.process_time() - cpu))
+    while (message := conn.recv()) is not None:
+        seconds, cpu = message
+        conn.send((_timed_cpu if cpu else _timed)(env.step, actions, 1, seconds))
     env.close()
 
 
@@ -150,14 +144,12 @@ class _Parallel:
             self.procs.append(proc)
 
     def run(self, seconds: float, cpu: bool) -> float:
-        """Steps/s of all the processes together, or with ``cpu`` their CPU us per env step."""
-        start = time.perf_counter()
+        """Steps/s of all the processes together (the sum of theirs, timed at once), or with
+        ``cpu`` their mean CPU us per env step."""
         for conn in self.conns:
-            conn.send(seconds)
-        results = [conn.recv() for conn in self.conns]
-        elapsed = time.perf_counter() - start
-        steps = sum(r[0] for r in results)
-        return sum(r[1] for r in results) / steps * 1e6 if cpu else steps / elapsed
+            conn.send((seconds, cpu))
+        values = [conn.recv() for conn in self.conns]
+        return sum(values) / len(values) if cpu else sum(values)
 
     def close(self) -> None:
         for conn in self.conns:
