@@ -91,7 +91,23 @@ def worker_main(
     threading.Thread(
         target=_exit_when_parent_dies, args=(alive_r,), name="batchppo-parent-watch", daemon=True
     ).start()
-    group: EnvGroup | None = None
+    started = _start(payload, offset, conn)
+    if started is None:
+        return
+    group, views = started
+    conn.send(("ready", os.getpid()))
+    try:
+        _serve(slot, group, views, cmd_sem, done_sem, conn, alive_r, spin_s)
+    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
+        return
+    finally:
+        group.close()
+
+
+def _start(payload: bytes, offset: int, conn: Any) -> tuple[EnvGroup, dict[str, Any]] | None:
+    """The worker's start (both halves, see :func:`worker_main`): its env group over the
+    shared buffer and the buffer's views; None when it reported an error or the parent gave up
+    on the batch env (the envs built are closed then)."""
     envs: list[Any] = []
     index: int | None = None
     try:
@@ -109,13 +125,14 @@ def worker_main(
             index = offset + j
             check_spaces(env, index, spaces, obs_rule)
         index = None
+        views = layout.views(buffer)
         if wrap:
             envs = [factory.wrap(env) for env in envs]
             env_fns = [wrapped_env_fn(fn, factory.wrap) for fn in env_fns]
         group = EnvGroup(
             envs,
             offset,
-            layout.views(buffer),
+            views,
             discrete,
             None,
             autoreset_mode,
@@ -124,55 +141,69 @@ def worker_main(
         )
     except (EOFError, BrokenPipeError, ConnectionResetError):
         _close_envs(envs)  # the parent gave up on this batch env
-        return
+        return None
     except BaseException as exc:
         _close_envs(envs)
         index = getattr(exc, "batchppo_env_index", index)
         conn.send(("error", describe_exception(exc, index)))
         conn.close()
-        return
-    conn.send(("ready", os.getpid()))
-    views = layout.views(buffer)
+        return None
+    return group, views
+
+
+def _serve(
+    slot: int,
+    group: EnvGroup,
+    views: dict[str, Any],
+    cmd_sem: Any,
+    done_sem: Any,
+    conn: Any,
+    alive_r: Any,
+    spin_s: float,
+) -> None:
+    """The worker's loop: runs the parent's commands until a ``close`` or the parent's death."""
     cmd, status = views["cmd"], views["status"]
-    try:
-        while True:
-            if not _wait(cmd_sem, spin_s, alive_r):
+    while True:
+        if not _wait(cmd_sem, spin_s, alive_r):
+            return
+        command = int(cmd[slot])
+        if command in (CMD_STEP, CMD_STEP_INFO):
+            _step(slot, group, status, done_sem, conn, command == CMD_STEP_INFO)
+        elif command == CMD_PIPE:
+            if _handle(conn.recv(), group, conn):
                 return
-            command = int(cmd[slot])
-            if command in (CMD_STEP, CMD_STEP_INFO):
-                message = None
-                try:
-                    info = group.step(command == CMD_STEP_INFO)
-                except Exception as exc:
-                    status[slot] = STATUS_ERROR
-                    message = ("error", describe_exception(exc, group.current_global))
-                else:
-                    if group.failures:  # envs raised; the parent decides on their restart
-                        status[slot] = STATUS_RESTART
-                        message = ("failures", group.failures, info)
-                    else:
-                        status[slot] = STATUS_INFO if info else STATUS_OK
-                        message = info or None
-                # Release first, then send: a message larger than the pipe's buffer must not
-                # block this worker while the parent still waits on the semaphore.
-                done_sem.release()
-                if message is not None:
-                    try:
-                        conn.send(message)
-                    except (EOFError, BrokenPipeError, ConnectionResetError):
-                        raise
-                    except Exception as exc:  # e.g. an info that cannot be pickled
-                        conn.send(("error", describe_exception(exc, None)))
-            elif command == CMD_PIPE:
-                message = conn.recv()
-                if _handle(message, group, conn):
-                    return
-            else:  # pragma: no cover - protocol violation
-                raise RuntimeError(f"worker {slot}: unknown command word {command}")
-    except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
-        return
-    finally:
-        group.close()
+        else:  # pragma: no cover - protocol violation
+            raise RuntimeError(f"worker {slot}: unknown command word {command}")
+
+
+def _step(
+    slot: int, group: EnvGroup, status: Any, done_sem: Any, conn: Any, with_info: bool
+) -> None:
+    """One step command: steps the group, sets this worker's status word, releases the
+    parent, then sends what the status word announces (infos, failures or an error)."""
+    message = None
+    try:
+        info = group.step(with_info)
+    except Exception as exc:
+        status[slot] = STATUS_ERROR
+        message = ("error", describe_exception(exc, group.current_global))
+    else:
+        if group.failures:  # envs raised; the parent decides on their restart
+            status[slot] = STATUS_RESTART
+            message = ("failures", group.failures, info)
+        else:
+            status[slot] = STATUS_INFO if info else STATUS_OK
+            message = info or None
+    # Release first, then send: a message larger than the pipe's buffer must not block this
+    # worker while the parent still waits on the semaphore.
+    done_sem.release()
+    if message is not None:
+        try:
+            conn.send(message)
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            raise
+        except Exception as exc:  # e.g. an info that cannot be pickled
+            conn.send(("error", describe_exception(exc, None)))
 
 
 def describe_envs(envs: list[Any], obs_rule: str) -> dict[str, Any]:
