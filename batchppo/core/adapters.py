@@ -34,6 +34,7 @@ import numpy as np
 from flax import struct
 from jax.experimental import io_callback
 
+from batchppo.core import spaces
 from batchppo.core.backends import (
     BACKENDS,
     check_gymnax_id,
@@ -479,41 +480,51 @@ class BraxEnv(_PureJaxEnv):
 
 
 def _spec_from_spaces(obs_space: Any, act_space: Any) -> EnvSpec:
-    """EnvSpec of one env of a Gymnasium vector env (Box obs; Box or Discrete actions)."""
-    from gymnasium import spaces
+    """EnvSpec of one env of a Gymnasium vector env (any space of :mod:`batchppo.core.spaces`).
 
-    if not isinstance(obs_space, spaces.Box):
-        raise ValueError(
-            f"HostEnv supports Box observation spaces only, got {obs_space!r}; flatten the "
-            "observations with a Gymnasium wrapper (e.g. FlattenObservation) first."
-        )
-    obs_shape = tuple(int(s) for s in obs_space.shape)
-    common = dict(
-        obs_shape=obs_shape,
-        obs_dtype=jnp.float32,
-        obs_low=np.asarray(obs_space.low, np.float32),
-        obs_high=np.asarray(obs_space.high, np.float32),
+    Raises:
+        UnsupportedSpaceError: A space the env API does not carry (one line naming it).
+    """
+    return EnvSpec.from_spaces(
+        spaces.from_gymnasium(obs_space, "HostEnv observation space"),
+        spaces.from_gymnasium(act_space, "HostEnv action space"),
     )
-    if isinstance(act_space, spaces.Discrete):
-        if int(act_space.start) != 0:
-            raise ValueError(f"HostEnv needs Discrete actions starting at 0, got {act_space!r}.")
-        return EnvSpec(
-            action_shape=(),
-            action_dtype=jnp.int32,
-            discrete=True,
-            num_actions=int(act_space.n),
-            **common,
-        )
-    if isinstance(act_space, spaces.Box):
-        return EnvSpec(
-            action_shape=tuple(int(s) for s in act_space.shape),
-            action_dtype=jnp.float32,
-            discrete=False,
-            action_low=np.asarray(act_space.low, np.float32),
-            action_high=np.asarray(act_space.high, np.float32),
-            **common,
-        )
-    raise ValueError(f"HostEnv supports Box or Discrete action spaces, got {act_space!r}.")
+
+
+def _final_obs_tree(space: Any, obs: Any, infos: Mapping[str, Any]) -> Any:
+    """The dense final obs of a Dict/Tuple observation from Gymnasium's same-step infos.
+
+    :func:`~batchppo.envs.final_obs.final_obs_from_infos` per leaf: ``obs`` where no episode
+    ended, else a copy whose ended rows hold the leaf of ``infos["final_obs"][i]``.
+    """
+    if spaces.is_leaf(space):
+        return final_obs_from_infos(obs, infos, space.dtype)
+    mask = infos.get("_final_obs")
+    if mask is None or not np.any(mask):
+        return obs
+    rows = np.flatnonzero(mask)
+
+    def fill(sub: Any, batch: Any, finals: list[Any]) -> Any:
+        if spaces.is_leaf(sub):
+            out = np.array(batch, sub.dtype)
+            out[rows] = np.stack([np.asarray(f, sub.dtype) for f in finals])
+            return out
+        keys = sub.keys() if isinstance(sub, dict) else range(len(sub))
+        filled = {k: fill(sub[k], batch[k], [f[k] for f in finals]) for k in keys}
+        return filled if isinstance(sub, dict) else tuple(filled[k] for k in keys)
+
+    return fill(space, obs, [infos["final_obs"][i] for i in rows])
+
+
+def _host_action_dtypes(space: Any) -> Any:
+    """The tree of a Gymnasium action space with each leaf replaced by a dtype-only spec."""
+    from gymnasium import spaces as gs
+
+    if isinstance(space, gs.Dict):
+        return {k: _host_action_dtypes(s) for k, s in space.spaces.items()}
+    if isinstance(space, gs.Tuple):
+        return tuple(_host_action_dtypes(s) for s in space.spaces)
+    return spaces.DtypeOnly(np.dtype(space.dtype))
 
 
 def _check_same_step(vector_env: Any) -> None:
@@ -599,13 +610,16 @@ class HostEnv:
     ``InGraphBatchEnv`` put host envs into the TensorFlow graph. The env state is a step
     counter that only threads the data dependency; the real state lives on the host.
 
-    Observations and rewards become float32, discrete actions int32. Non-finite observations
-    or rewards raise ``ValueError`` naming the env index and the field. An exception raised in
-    ``host_reset`` or ``host_step`` (the env's own, re-raised by ``BatchEnv`` with the worker's
-    traceback, or ``WorkerDiedError``) is marked (:func:`is_env_error`) and kept: a compiled
-    call reports it as JAX's ``JaxRuntimeError``, and :func:`raise_env_error` raises the kept
-    original in its place. A ``BatchEnv`` with ``max_restarts`` restarts the env instead (its
-    episode ends truncated; :attr:`restarts` counts the restarts).
+    Observation and action spaces are trees (:mod:`batchppo.core.spaces`): every observation
+    leaf keeps its dtype (64-bit narrowed to 32-bit), so a uint8 frame crosses the
+    ``io_callback`` as uint8; rewards become float32, actions each leaf's dtype. Non-finite
+    float observations or rewards raise ``ValueError`` naming the env index and the field.
+    An exception raised in ``host_reset`` or ``host_step`` (the env's own, re-raised by
+    ``BatchEnv`` with the worker's traceback, or ``WorkerDiedError``) is marked
+    (:func:`is_env_error`) and kept: a compiled call reports it as JAX's ``JaxRuntimeError``,
+    and :func:`raise_env_error` raises the kept original in its place. A ``BatchEnv`` with
+    ``max_restarts`` restarts the env instead (its episode ends truncated; :attr:`restarts`
+    counts the restarts).
 
     ``reset(key)`` reseeds the vector env with a seed drawn from ``key``
     (:meth:`seed_from_key`), so runs are reproducible from the key alone.
@@ -629,11 +643,21 @@ class HostEnv:
         )
         self._check_finite = bool(check_finite)
         self._error: Exception | None = None  # the last exception of a host call, untaken
-        self._action_dtype = np.dtype(vector_env.single_action_space.dtype)
+        self._obs_space = self._spec.obs_space
+        self._nested_obs = not spaces.is_leaf(self._obs_space)
+        self._float_leaves = [
+            (i, path)
+            for i, (leaf, path) in enumerate(
+                zip(spaces.leaves(self._obs_space), spaces.leaf_paths(self._obs_space), strict=True)
+            )
+            if np.issubdtype(leaf.dtype, np.floating)
+        ]
+        # The vector env's own action dtypes (int64 Discrete, say), leaf by leaf.
+        self._action_dtypes = _host_action_dtypes(vector_env.single_action_space)
         step_arrays = getattr(vector_env, "step_arrays", None)
         self._step_arrays = step_arrays if callable(step_arrays) else None
-        n, shape = self._num_envs, self._spec.obs_shape
-        self._obs_struct = jax.ShapeDtypeStruct((n, *shape), jnp.float32)
+        n = self._num_envs
+        self._obs_struct = spaces.structs(self._obs_space, (n,))
         self._step_structs = (
             self._obs_struct,
             jax.ShapeDtypeStruct((n,), jnp.float32),
@@ -710,11 +734,24 @@ class HostEnv:
             self._keep_error(error)
             raise
 
-    def _host_reset(self, seed: np.ndarray | int) -> np.ndarray:
+    def _observations(self, obs: Any) -> Any:
+        """``obs`` in the observation space's structure and leaf dtypes."""
+        return spaces.cast(self._obs_space, obs)
+
+    def _finite_obs(self, name: str, obs: Any) -> None:
+        if not self._nested_obs:
+            if self._float_leaves:
+                self._finite(name, obs)
+            return
+        flat = spaces.flatten(self._obs_space, obs)
+        for i, path in self._float_leaves:
+            self._finite(f"{name}{path}", flat[i])
+
+    def _host_reset(self, seed: np.ndarray | int) -> Any:
         obs, _ = self._env.reset(seed=int(seed))
-        obs = np.asarray(obs, np.float32)
+        obs = self._observations(obs)
         if self._check_finite:
-            self._finite("observation", obs)
+            self._finite_obs("observation", obs)
         return obs
 
     def host_step(
@@ -739,18 +776,18 @@ class HostEnv:
     def _host_step(
         self, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        action = np.asarray(action).astype(self._action_dtype, copy=False)
+        action = spaces.cast(self._action_dtypes, action)
         if self._step_arrays is not None:
             obs, reward, terminated, truncated, final_obs = self._step_arrays(action)
         else:
             obs, reward, terminated, truncated, infos = self._env.step(action)
-            final_obs = final_obs_from_infos(obs, infos, np.float32)
-        obs = np.asarray(obs, np.float32)
+            final_obs = _final_obs_tree(self._obs_space, obs, infos)
+        obs = self._observations(obs)
         reward = np.asarray(reward, np.float32)
-        final_obs = np.asarray(final_obs, np.float32)
+        final_obs = self._observations(final_obs)
         if self._check_finite:
-            self._finite("observation", obs)
-            self._finite("final observation", final_obs)
+            self._finite_obs("observation", obs)
+            self._finite_obs("final observation", final_obs)
             self._finite("reward", reward)
         return (
             obs,
@@ -762,18 +799,15 @@ class HostEnv:
 
     # -- traced side ---------------------------------------------------------------------------
 
-    def reset(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def reset(self, key: jax.Array) -> tuple[jax.Array, Any]:
         """Resets the vector env with a seed drawn from ``key``; returns ``(state, obs)``."""
         obs = io_callback(self.host_reset, self._obs_struct, self.seed_from_key(key), ordered=True)
         return jnp.zeros((), jnp.int32), obs
 
-    def step(self, state: jax.Array, action: jax.Array, key: jax.Array) -> StepResult:
+    def step(self, state: jax.Array, action: Any, key: jax.Array) -> StepResult:
         """Steps the vector env on the host (the key is unused: host envs own their RNG)."""
         del key
-        action = jnp.asarray(action, self._spec.action_dtype)
-        expected = (self._num_envs, *self._spec.action_shape)
-        if action.shape != expected:
-            raise ValueError(f"HostEnv.step: action shape {action.shape}, expected {expected}.")
+        action = spaces.cast_actions(self._spec.action_space, action, self._num_envs, "HostEnv")
         host_result = io_callback(self.host_step, self._step_structs, action, ordered=True)
         return self.step_result(state, host_result)
 

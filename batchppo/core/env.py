@@ -28,6 +28,8 @@ import jax
 import numpy as np
 from flax import struct
 
+from batchppo.core import spaces
+
 PyTree = Any
 
 
@@ -35,29 +37,94 @@ PyTree = Any
 class EnvSpec:
     """Static description of one environment of a batch (shapes exclude the batch axis).
 
+    The spaces are trees (:mod:`batchppo.core.spaces`): ``obs_space`` and ``action_space`` are
+    a leaf spec (``Box`` of any dtype and rank, ``Discrete``, ``MultiDiscrete``,
+    ``MultiBinary``) or a dict/tuple nesting of them, and observations and actions are
+    pytrees of that structure. The flat fields describe the common case of one observation
+    leaf and one Box or Discrete action; they are derived from the spaces (build a spec with
+    :meth:`from_spaces`), or the spaces from them (the positional constructor, for a flat
+    float observation). Where the spaces are not flat they are None (``obs_shape``,
+    ``obs_dtype``, ``action_shape``, ``action_dtype``) or False/0 (``discrete``,
+    ``num_actions``).
+
     Attributes:
-        obs_shape: Shape of one observation.
-        obs_dtype: Dtype of observations (float32 after conversion).
-        action_shape: Shape of one action; ``()`` for discrete actions.
-        action_dtype: ``float32`` for continuous, ``int32`` for discrete actions.
-        discrete: Whether actions are integers in ``[0, num_actions)``.
-        num_actions: Number of discrete actions (0 for continuous spaces).
-        action_low: Lower action bounds (continuous only), shape ``action_shape``, or None.
-        action_high: Upper action bounds (continuous only), shape ``action_shape``, or None.
-        obs_low: Lower observation bounds or None when unknown.
-        obs_high: Upper observation bounds or None when unknown.
+        obs_shape: Shape of one observation (a single leaf), else None.
+        obs_dtype: Dtype of observations (a single leaf), else None.
+        action_shape: Shape of one action (a single leaf); ``()`` for discrete actions.
+        action_dtype: Dtype of actions (a single leaf): ``float32`` Box, ``int32`` Discrete.
+        discrete: Whether the action is one integer in ``[0, num_actions)``.
+        num_actions: Number of discrete actions (0 for other action spaces).
+        action_low: Lower action bounds (a single Box action), or None.
+        action_high: Upper action bounds (a single Box action), or None.
+        obs_low: Lower observation bounds (a single Box observation) or None when unknown.
+        obs_high: Upper observation bounds (a single Box observation) or None when unknown.
+        obs_space: The observation space tree.
+        action_space: The action space tree.
     """
 
-    obs_shape: tuple[int, ...] = struct.field(pytree_node=False)
-    obs_dtype: Any = struct.field(pytree_node=False)
-    action_shape: tuple[int, ...] = struct.field(pytree_node=False)
-    action_dtype: Any = struct.field(pytree_node=False)
-    discrete: bool = struct.field(pytree_node=False)
+    obs_shape: tuple[int, ...] | None = struct.field(pytree_node=False, default=None)
+    obs_dtype: Any = struct.field(pytree_node=False, default=None)
+    action_shape: tuple[int, ...] | None = struct.field(pytree_node=False, default=None)
+    action_dtype: Any = struct.field(pytree_node=False, default=None)
+    discrete: bool = struct.field(pytree_node=False, default=False)
     num_actions: int = struct.field(pytree_node=False, default=0)
     action_low: np.ndarray | None = struct.field(pytree_node=False, default=None)
     action_high: np.ndarray | None = struct.field(pytree_node=False, default=None)
     obs_low: np.ndarray | None = struct.field(pytree_node=False, default=None)
     obs_high: np.ndarray | None = struct.field(pytree_node=False, default=None)
+    obs_space: Any = struct.field(pytree_node=False, default=None)
+    action_space: Any = struct.field(pytree_node=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.obs_space is None:
+            if self.obs_shape is None or self.obs_dtype is None:
+                raise ValueError("EnvSpec needs obs_space, or obs_shape and obs_dtype")
+            object.__setattr__(
+                self,
+                "obs_space",
+                spaces.box(
+                    self.obs_shape,
+                    self.obs_dtype,
+                    -np.inf if self.obs_low is None else self.obs_low,
+                    np.inf if self.obs_high is None else self.obs_high,
+                ),
+            )
+        if self.action_space is None:
+            if self.discrete:
+                action_space: Any = spaces.Discrete(int(self.num_actions))
+            elif self.action_shape is not None and self.action_dtype is not None:
+                action_space = spaces.box(
+                    self.action_shape,
+                    self.action_dtype,
+                    -np.inf if self.action_low is None else self.action_low,
+                    np.inf if self.action_high is None else self.action_high,
+                )
+            else:
+                raise ValueError("EnvSpec needs action_space, or action_shape and action_dtype")
+            object.__setattr__(self, "action_space", action_space)
+
+    @classmethod
+    def from_spaces(cls, obs_space: Any, action_space: Any) -> EnvSpec:
+        """The spec of an env with these space trees; the flat fields are derived.
+
+        Args:
+            obs_space: The observation space tree (:mod:`batchppo.core.spaces`).
+            action_space: The action space tree.
+        """
+        fields: dict[str, Any] = {}
+        obs = spaces.single(obs_space)
+        if obs is not None:
+            fields.update(obs_shape=tuple(obs.shape), obs_dtype=obs.dtype)
+            if isinstance(obs, spaces.Box):
+                fields.update(obs_low=obs.low, obs_high=obs.high)
+        act = spaces.single(action_space)
+        if isinstance(act, spaces.Discrete):
+            fields.update(action_shape=(), action_dtype=act.dtype, discrete=True, num_actions=act.n)
+        elif act is not None:
+            fields.update(action_shape=tuple(act.shape), action_dtype=act.dtype)
+            if isinstance(act, spaces.Box):
+                fields.update(action_low=act.low, action_high=act.high)
+        return cls(obs_space=obs_space, action_space=action_space, **fields)
 
 
 @struct.dataclass
@@ -66,7 +133,7 @@ class StepResult:
 
     Attributes:
         state: The env state after the step (and after auto-reset where an episode ended).
-        obs: The observation to act on next.
+        obs: The observation to act on next (a pytree of the observation space's structure).
         reward: float32 rewards of the step.
         terminated: bool, the episode reached a terminal state (no bootstrap).
         truncated: bool, the episode was cut, e.g. by a time limit (bootstrap from final_obs).
@@ -74,11 +141,11 @@ class StepResult:
     """
 
     state: PyTree
-    obs: jax.Array
+    obs: PyTree
     reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
-    final_obs: jax.Array
+    final_obs: PyTree
 
 
 @runtime_checkable

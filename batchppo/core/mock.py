@@ -24,6 +24,7 @@ import numpy as np
 from flax import struct
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from batchppo.core import spaces
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.types import PolicyFn, PyTree
 
@@ -305,3 +306,154 @@ def random_policy(spec: EnvSpec) -> PolicyFn:
         return action, {}, carry
 
     return continuous_policy
+
+
+# ---------------------------------------------------------------------------------------------
+# Cue envs: tiny pure-JAX tasks over composite spaces, for learning and dtype tests
+# ---------------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class CueState:
+    """State of a cue env: the cue the agent sees, and steps taken in the episode, per env."""
+
+    cue: jax.Array
+    t: jax.Array
+
+
+class _CueEnv:
+    """A batched pure-JAX task: each step shows a random cue and rewards the action that
+    matches it (a contextual bandit); episodes are cut after ``length`` steps (truncated).
+
+    Subclasses set ``_spec`` and ``cue_shape``/``cue_high`` and define ``_obs`` and
+    ``_reward``; the best return is ``length`` (reward 1 per step).
+    """
+
+    _spec: EnvSpec
+    cue_high: tuple[int, ...]
+
+    def __init__(self, num_envs: int, length: int = 8) -> None:
+        self._num_envs = int(num_envs)
+        self._length = int(length)
+
+    @property
+    def spec(self) -> EnvSpec:
+        """The env's spaces."""
+        return self._spec
+
+    @property
+    def num_envs(self) -> int:
+        """Batch size."""
+        return self._num_envs
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def _cue(self, key: jax.Array) -> jax.Array:
+        keys = jax.random.split(key, len(self.cue_high))
+        return jnp.stack(
+            [
+                jax.random.randint(k, (self._num_envs,), 0, high, jnp.int32)
+                for k, high in zip(keys, self.cue_high, strict=True)
+            ],
+            axis=-1,
+        )
+
+    def _obs(self, cue: jax.Array) -> PyTree:
+        raise NotImplementedError
+
+    def _reward(self, cue: jax.Array, action: PyTree) -> jax.Array:
+        raise NotImplementedError
+
+    def reset(self, key: jax.Array) -> tuple[CueState, PyTree]:
+        """Fresh episodes with random cues."""
+        cue = self._cue(key)
+        return CueState(cue=cue, t=jnp.zeros((self._num_envs,), jnp.int32)), self._obs(cue)
+
+    def step(self, state: CueState, action: PyTree, key: jax.Array) -> StepResult:
+        """Rewards the action against the cue shown, then shows a new cue."""
+        reward = self._reward(state.cue, action).astype(jnp.float32)
+        t = state.t + 1
+        truncated = t >= self._length
+        cue = self._cue(key)
+        obs = self._obs(cue)
+        return StepResult(
+            state=CueState(cue=cue, t=jnp.where(truncated, 0, t)),
+            obs=obs,
+            reward=reward,
+            terminated=jnp.zeros((self._num_envs,), jnp.bool_),
+            truncated=truncated,
+            final_obs=obs,
+        )
+
+
+class DictCueEnv(_CueEnv):
+    """Dict observation ``{"bit": Discrete(2), "x": Box((2,), float32)}``, Discrete(2) actions.
+
+    The rewarded action is ``bit XOR (x[0] > 0)``: neither leaf alone tells it, so a policy
+    that gets more than half the reward reads both. ``x[0]`` is ±1 and ``x[1]`` is 0.
+    """
+
+    cue_high = (2, 2)
+
+    def __init__(self, num_envs: int, length: int = 8) -> None:
+        super().__init__(num_envs, length)
+        obs_space = {
+            "bit": spaces.Discrete(2),
+            "x": spaces.box((2,), np.float32, -1.0, 1.0),
+        }
+        self._spec = EnvSpec.from_spaces(obs_space, spaces.Discrete(2))
+
+    def _obs(self, cue: jax.Array) -> PyTree:
+        sign = 2.0 * cue[:, 1].astype(jnp.float32) - 1.0
+        x = jnp.stack([sign, jnp.zeros_like(sign)], axis=-1)
+        return {"bit": cue[:, 0], "x": x}
+
+    def _reward(self, cue: jax.Array, action: PyTree) -> jax.Array:
+        return action == jnp.bitwise_xor(cue[:, 0], cue[:, 1])
+
+
+class MultiDiscreteCueEnv(_CueEnv):
+    """One-hot cues ``Box((5,), float32)`` (2 + 3 entries), ``MultiDiscrete([2, 3])`` actions.
+
+    Each entry of the action that equals its cue earns half a point; a uniform policy earns
+    ``0.5 / 2 + 0.5 / 3`` per step.
+    """
+
+    cue_high = (2, 3)
+
+    def __init__(self, num_envs: int, length: int = 8) -> None:
+        super().__init__(num_envs, length)
+        obs_space = spaces.box((5,), np.float32, 0.0, 1.0)
+        self._spec = EnvSpec.from_spaces(obs_space, spaces.MultiDiscrete((2, 3)))
+
+    def _obs(self, cue: jax.Array) -> jax.Array:
+        return jnp.concatenate(
+            [jax.nn.one_hot(cue[:, 0], 2), jax.nn.one_hot(cue[:, 1], 3)], axis=-1
+        )
+
+    def _reward(self, cue: jax.Array, action: jax.Array) -> jax.Array:
+        return 0.5 * (action[:, 0] == cue[:, 0]) + 0.5 * (action[:, 1] == cue[:, 1])
+
+
+class ImageCueEnv(_CueEnv):
+    """uint8 image observations ``Box((6, 6, 2), uint8)`` showing the cue as a bright left or
+    right half of channel 0 (255 against 0), ``Discrete(2)`` actions: the cue's side earns 1.
+    For the tests that frames reach the network as uint8."""
+
+    cue_high = (2,)
+
+    def __init__(self, num_envs: int, length: int = 8) -> None:
+        super().__init__(num_envs, length)
+        obs_space = spaces.box((6, 6, 2), np.uint8, 0, 255)
+        self._spec = EnvSpec.from_spaces(obs_space, spaces.Discrete(2))
+
+    def _obs(self, cue: jax.Array) -> jax.Array:
+        left = jnp.arange(6) < 3
+        side = jnp.where(cue[:, :1] == 0, left[None, :], ~left[None, :])  # (B, 6) columns
+        bright = jnp.broadcast_to(side[:, None, :], (cue.shape[0], 6, 6))
+        frame = jnp.stack([bright, jnp.zeros_like(bright)], axis=-1)
+        return (frame * 255).astype(jnp.uint8)
+
+    def _reward(self, cue: jax.Array, action: jax.Array) -> jax.Array:
+        return action == cue[:, 0]

@@ -26,7 +26,6 @@ from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
 from batchppo.algorithms.common.networks import make_network
 from batchppo.algorithms.common.trainer import episode_metrics
-from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core.env import Env
 from batchppo.core.simulate import rollout
@@ -42,7 +41,7 @@ class TrainState:
 
     params: PyTree
     opt_state: PyTree
-    obs_norm: norm.NormState
+    obs_norm: PyTree
     step: jax.Array
     updates: jax.Array
 
@@ -86,7 +85,7 @@ class A2C(ActorCriticActing):
         return TrainState(
             params=params,
             opt_state=self.optimizer.init(params),
-            obs_norm=norm.init(self.spec.obs_shape),
+            obs_norm=self.init_obs_norm(),
             step=jnp.zeros((), jnp.int32),
             updates=jnp.zeros((), jnp.int32),
         )
@@ -100,7 +99,7 @@ class A2C(ActorCriticActing):
         dist_params, carry = self.network.policy_step(net_params, carry, nobs, first)
         action = self.network.distribution(dist_params).sample(seed=key)
         extras = {"value": self.network.value(net_params, nobs)}
-        return action.astype(self.spec.action_dtype), extras, carry
+        return self.cast_action(action), extras, carry
 
     def iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
         """One rollout and one gradient step; pure and jittable."""
@@ -149,8 +148,7 @@ class A2C(ActorCriticActing):
         (loss, metrics), grads = grad_fn(ts.params, obs, traj, advantages, targets)
         updates, opt_state = self.optimizer.update(grads, ts.opt_state, ts.params)
         obs_norm = ts.obs_norm
-        if self.config.normalize_observations:
-            obs_norm = norm.update(obs_norm, traj.obs)
+        obs_norm = self.update_obs_norm(obs_norm, traj.obs)
         env_steps = self.T * self.env.num_envs
         metrics = {
             **metrics,

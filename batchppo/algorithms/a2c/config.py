@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from batchppo.algorithms.common.run_config import RunConfig, check
+from batchppo.algorithms.common.run_config import RunConfig, check, check_image_fields
 
-NETWORKS = ("feed_forward_gaussian", "feed_forward_categorical")
+NETWORKS = ("feed_forward", "feed_forward_gaussian", "feed_forward_categorical")
 OPTIMIZERS = ("rmsprop", "adam")
 METRICS = (
     "policy_loss",
@@ -33,7 +33,8 @@ class A2CConfig(RunConfig):
     rollout_length: int = 5
     """Steps per env per update (SB3's ``n_steps``)."""
     network: str = "feed_forward_gaussian"
-    """``feed_forward_gaussian`` or ``feed_forward_categorical`` (``common/networks.py``)."""
+    """``feed_forward`` (the action head chosen from the action space),
+    ``feed_forward_gaussian`` or ``feed_forward_categorical`` (``common/networks.py``)."""
     policy_layers: tuple[int, ...] = (64, 64)
     """Hidden sizes of the policy MLP."""
     value_layers: tuple[int, ...] = (64, 64)
@@ -44,6 +45,19 @@ class A2CConfig(RunConfig):
     """Initial standard deviation of the Gaussian policy (state-independent)."""
     init_mean_factor: float = 0.01
     """Scale of the policy head's initialisation."""
+    cnn: str = "nature"
+    """The CNN torso of image observations (rank-3 Box leaves): ``nature`` (Mnih et al. 2015;
+    images of at least 36x36), ``impala`` (the IMPALA ResNet) or ``minatar`` (one 3x3 conv,
+    for small grids such as MinAtar's 10x10)."""
+    cnn_dense: int = 512
+    """Width of the dense layer that ends the CNN torso."""
+    image_layout: str = "auto"
+    """How image observations' axes are read: ``hwc``, ``chw`` or ``auto`` (the smaller of the
+    first and last axes is the channels; the last on a tie)."""
+    shared_torso: bool = False
+    """Policy and value networks share one observation encoder (the CNNs, the norm for
+    pixels) instead of each having its own. One vector observation has no encoder: it goes
+    straight into the MLPs, so the setting changes nothing there."""
     optimizer: str = "rmsprop"
     """``rmsprop`` (decay 0.99, as SB3 and the paper) or ``adam``."""
     learning_rate: float = 7e-4
@@ -79,6 +93,7 @@ class A2CConfig(RunConfig):
     def __post_init__(self) -> None:
         self.check_run()
         check(self.network in NETWORKS, f"network={self.network!r}: choose one of {NETWORKS}")
+        check_image_fields(self)
         check(
             self.optimizer in OPTIMIZERS,
             f"optimizer={self.optimizer!r}: choose one of {OPTIMIZERS}",

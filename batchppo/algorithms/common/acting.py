@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from batchppo.algorithms.common.networks import Network
 from batchppo.algorithms.common.trainer import strong
 from batchppo.core import normalize as norm
+from batchppo.core import spaces
 from batchppo.core.env import Env, EnvSpec
 from batchppo.core.simulate import init_sim_state
 from batchppo.core.types import SimState
@@ -77,20 +78,74 @@ class ActorCriticActing:
         """The policy's recurrent state at episode starts (``()`` for feed-forward ones)."""
         return self.network.initial_carry(batch)
 
-    def normalize_obs(self, obs_norm: norm.NormState, obs: jax.Array) -> jax.Array:
+    def init_obs_norm(self) -> PyTree:
+        """Empty observation statistics: a :class:`~batchppo.core.normalize.NormState` when the
+        observation is one float vector leaf, else a tuple with one per leaf in tree order
+        (None for leaves that are not float vectors: images, integer leaves).
+
+        Only float vector leaves (:func:`~batchppo.core.spaces.is_float_vector`) are
+        normalised: uint8 images are scaled by 1/255 inside the network and integer leaves
+        are one-hot encoded or cast there.
+        """
+        space = self.spec.obs_space
+        if spaces.is_leaf(space) and spaces.is_float_vector(space):
+            return norm.init(space.shape)
+        return tuple(
+            norm.init(leaf.shape) if spaces.is_float_vector(leaf) else None
+            for leaf in spaces.leaves(space)
+        )
+
+    def _per_leaf(self, fn: Any, obs_norm: PyTree, obs: PyTree) -> PyTree:
+        """``fn(state, leaf)`` on each float vector leaf of ``obs``; other leaves unchanged."""
+        if isinstance(obs_norm, norm.NormState):
+            return fn(obs_norm, obs)
+        flat, treedef = jax.tree.flatten(obs)
+        out = [
+            x if state is None else fn(state, x) for state, x in zip(obs_norm, flat, strict=True)
+        ]
+        return jax.tree.unflatten(treedef, out)
+
+    def normalize_obs(self, obs_norm: PyTree, obs: PyTree) -> PyTree:
         """Observation normalisation as the policy and value networks see it.
 
         Args:
-            obs_norm: The streaming observation statistics.
-            obs: Observations of any batch shape.
+            obs_norm: The streaming observation statistics (:meth:`init_obs_norm`).
+            obs: Observations of any batch shape (a pytree of the observation space).
 
         Returns:
-            ``obs`` centred, scaled and clipped to ``obs_clip`` with ``normalize_observations``,
-            else ``obs`` as float32.
+            ``obs`` with each float vector leaf centred, scaled and clipped to ``obs_clip``
+            with ``normalize_observations`` (else as float32); other leaves unchanged, in
+            their own dtype (the network converts them).
         """
         if not self.config.normalize_observations:
-            return obs.astype(jnp.float32)
-        return norm.normalize(obs_norm, obs, clip=self.config.obs_clip)
+            return self._per_leaf(lambda _, x: x.astype(jnp.float32), obs_norm, obs)
+        clip = self.config.obs_clip
+        return self._per_leaf(lambda s, x: norm.normalize(s, x, clip=clip), obs_norm, obs)
+
+    def update_obs_norm(self, obs_norm: PyTree, obs: PyTree) -> PyTree:
+        """The statistics after absorbing ``obs`` (unchanged without ``normalize_observations``)."""
+        if not self.config.normalize_observations:
+            return obs_norm
+        if isinstance(obs_norm, norm.NormState):
+            return norm.update(obs_norm, obs)
+        flat = jax.tree.leaves(obs)
+        return tuple(
+            None if state is None else norm.update(state, x)
+            for state, x in zip(obs_norm, flat, strict=True)
+        )
+
+    @staticmethod
+    def obs_norm_summary(obs_norm: PyTree) -> tuple[jax.Array, jax.Array]:
+        """``(mean, std)`` averaged over every normalised dim (0 and 1 where none is)."""
+        states = [obs_norm] if isinstance(obs_norm, norm.NormState) else obs_norm
+        states = [s for s in states if s is not None]
+        if not states:
+            return jnp.zeros((), jnp.float32), jnp.ones((), jnp.float32)
+        if len(states) == 1:
+            return states[0].mean.mean(), norm.std(states[0]).mean()
+        means = jnp.concatenate([s.mean.reshape(-1) for s in states])
+        stds = jnp.concatenate([norm.std(s).reshape(-1) for s in states])
+        return means.mean(), stds.mean()
 
     def mode_fn(
         self, params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array, key: jax.Array
@@ -111,4 +166,8 @@ class ActorCriticActing:
         net_params, obs_norm = params
         nobs = self.normalize_obs(obs_norm, obs)
         dist_params, new_carry = self.network.policy_step(net_params, carry, nobs, first)
-        return self.network.mode(dist_params).astype(self.spec.action_dtype), {}, new_carry
+        return self.cast_action(self.network.mode(dist_params)), {}, new_carry
+
+    def cast_action(self, action: PyTree) -> PyTree:
+        """``action`` with each leaf in its action-space leaf's dtype."""
+        return jax.tree.map(lambda a, leaf: a.astype(leaf.dtype), action, self.spec.action_space)

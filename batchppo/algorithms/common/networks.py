@@ -1,20 +1,33 @@
 """Policy and value networks (Flax linen) and their distributions (distrax), shared by the
 algorithms: :func:`make_network` builds one from any config with the fields of
-:class:`NetworkConfig` (PPO's and A2C's configs have them).
+:class:`NetworkConfig` (PPO's and A2C's configs have them) and the env's spaces.
 
-Three networks, as in the original Batch PPO:
+How a network is chosen from the spaces:
 
-* ``feed_forward_gaussian``: separate policy and value MLPs; the mean head is ``tanh`` with a
-  small initialisation (``init_mean_factor``); the standard deviation is state-independent,
-  ``softplus(p)`` with ``p`` initialised so that it starts at ``init_std``.
-* ``feed_forward_categorical``: the same with a logits head for discrete actions.
-* ``recurrent_gaussian``: the policy's last hidden layer is a GRU whose state is carried through
-  ``simulate`` and reset where ``first`` is True (the first observation of an episode). The value
-  network stays feed-forward, as in the original.
+* **Observations.** One float or integer vector ``Box`` (rank 0-2), the common case, goes
+  straight into the MLPs (flattened), exactly as the original Batch PPO's networks. Any other
+  observation space goes through an :class:`~batchppo.algorithms.common.encoders.ObsEncoder`
+  first: images (rank-3 ``Box``) through a CNN torso (``cnn``), vectors flattened,
+  ``Discrete``/``MultiDiscrete`` one-hot encoded, the leaves of a Dict/Tuple encoded one by
+  one and concatenated. With ``shared_torso`` the policy and the value network share one
+  encoder (its parameters are ``params["torso"]``); otherwise each has its own.
+* **Actions.** The heads of :mod:`~batchppo.algorithms.common.heads`: Gaussian (``Box``),
+  categorical (``Discrete``), independent categoricals (``MultiDiscrete``), Bernoulli
+  (``MultiBinary``), and their product over the leaves of a Dict/Tuple action.
+* **Recurrence.** ``network`` names the policy: ``feed_forward`` or ``recurrent`` (the policy's
+  last hidden layer is a GRU whose state is carried through ``simulate`` and reset where
+  ``first`` is True; the value network stays feed-forward, as in the original), with the head
+  chosen from the action space. The original's names stay: ``feed_forward_gaussian`` and
+  ``recurrent_gaussian`` (one Box action), ``feed_forward_categorical`` (one Discrete action).
+
+The policy MLP's layers follow the encoder; the Gaussian mean head is ``tanh`` with a small
+initialisation (``init_mean_factor``) and a state-independent standard deviation
+``softplus(p)`` that starts at ``init_std``.
 
 A network is used through :class:`Network`, a bundle of pure functions. Distribution parameters
-travel as plain dicts (``{"mean", "std"}`` or ``{"logits"}``) so they can be stored in the
-rollout and rebuilt into distrax distributions for log-probs, KL and entropy.
+travel as plain dicts (``{"mean", "std"}`` or ``{"logits"}``; a tree of them for a Dict/Tuple
+action) so they can be stored in the rollout and rebuilt into distrax distributions for
+log-probs, KL and entropy.
 """
 
 from __future__ import annotations
@@ -29,10 +42,23 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from batchppo.algorithms.common.encoders import ObsEncoder, check_cnn
+from batchppo.algorithms.common.heads import (
+    BernoulliHead,
+    CategoricalHead,
+    DistParams,
+    GaussianHead,
+    MultiCategoricalHead,
+    action_head,
+    bernoulli_distribution,
+    categorical_distribution,
+    gaussian_distribution,
+    multi_categorical_distribution,
+)
+from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
 PyTree = Any
-DistParams = dict[str, jax.Array]
 
 _ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {"relu": nn.relu, "tanh": nn.tanh}
 
@@ -57,86 +83,80 @@ class MLP(nn.Module):
 
 
 class ValueNet(nn.Module):
-    """Feed-forward value network ``obs -> V(obs)`` (scalar per observation)."""
+    """Feed-forward value network ``obs -> V(obs)`` (scalar per observation); an optional
+    encoder first (a list of observation leaves in, features out)."""
 
     layers: Sequence[int]
     activation: str = "relu"
+    encoder: nn.Module | None = None
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> jax.Array:
-        x = MLP(self.layers, self.activation)(obs)
+    def __call__(self, obs: Any) -> jax.Array:
+        x = obs if self.encoder is None else self.encoder(obs)
+        x = MLP(self.layers, self.activation)(x)
         return nn.Dense(1, kernel_init=_hidden_init())(x)[..., 0]
 
 
-class GaussianHead(nn.Module):
-    """tanh mean with small init and a state-independent softplus standard deviation."""
-
-    action_size: int
-    init_std: float
-    init_mean_factor: float
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> DistParams:
-        mean_init = nn.initializers.variance_scaling(
-            self.init_mean_factor, "fan_in", "truncated_normal"
-        )
-        mean = jnp.tanh(nn.Dense(self.action_size, kernel_init=mean_init)(x))
-        # softplus^-1(init_std) so that the std starts exactly at init_std.
-        raw0 = math.log(math.expm1(self.init_std))
-        raw = self.param("std_param", nn.initializers.constant(raw0), (self.action_size,))
-        std = jnp.broadcast_to(nn.softplus(raw), mean.shape)
-        return {"mean": mean, "std": std}
-
-
-class CategoricalHead(nn.Module):
-    """Logits head with small init."""
-
-    num_actions: int
-    init_mean_factor: float
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> DistParams:
-        init = nn.initializers.variance_scaling(self.init_mean_factor, "fan_in", "truncated_normal")
-        return {"logits": nn.Dense(self.num_actions, kernel_init=init)(x)}
-
-
 class FeedForwardPolicy(nn.Module):
-    """``obs -> dist params`` through an MLP and a head."""
+    """``obs -> dist params`` through an optional encoder, an MLP and a head."""
 
     layers: Sequence[int]
     activation: str
     head: nn.Module
+    encoder: nn.Module | None = None
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> DistParams:
-        return self.head(MLP(self.layers, self.activation)(obs))
+    def __call__(self, obs: Any) -> Any:
+        x = obs if self.encoder is None else self.encoder(obs)
+        return self.head(MLP(self.layers, self.activation)(x))
 
 
 class RecurrentPolicy(nn.Module):
-    """MLP, then a GRU cell (the last policy layer), then the Gaussian head; one step."""
+    """An optional encoder, an MLP, then a GRU cell (the last policy layer), then the head;
+    one step."""
 
     layers: Sequence[int]
     activation: str
     head: nn.Module
+    encoder: nn.Module | None = None
 
     @nn.compact
-    def __call__(self, carry: jax.Array, obs: jax.Array) -> tuple[jax.Array, DistParams]:
-        x = MLP(self.layers[:-1], self.activation)(obs)
+    def __call__(self, carry: jax.Array, obs: Any) -> tuple[jax.Array, Any]:
+        x = obs if self.encoder is None else self.encoder(obs)
+        x = MLP(self.layers[:-1], self.activation)(x)
         carry, x = nn.GRUCell(self.layers[-1], name="gru")(carry, x)
         return carry, self.head(x)
 
 
+NETWORKS = (
+    "feed_forward",
+    "recurrent",
+    "feed_forward_gaussian",
+    "feed_forward_categorical",
+    "recurrent_gaussian",
+)
+"""The policies: ``feed_forward`` and ``recurrent`` take their head from the action space; the
+original's three names fix it (one Box action: ``*_gaussian``; one Discrete:
+``feed_forward_categorical``)."""
+RECURRENT = ("recurrent", "recurrent_gaussian")
+
+
 class NetworkConfig(Protocol):
-    """The fields of a config that :func:`make_network` reads, and no others."""
+    """The fields of a config that :func:`make_network` reads, and no others.
+
+    ``cnn``, ``cnn_dense`` and ``image_layout`` are read only when the observation has an
+    image leaf, and ``shared_torso`` only when the observation is not one vector ``Box``,
+    so a config for vector observations may lack them.
+    """
 
     @property
     def network(self) -> str:
-        """``feed_forward_gaussian``, ``feed_forward_categorical`` or ``recurrent_gaussian``."""
+        """One of :data:`NETWORKS`."""
         ...
 
     @property
     def policy_layers(self) -> Sequence[int]:
-        """Hidden sizes of the policy MLP (the last one is the GRU's for ``recurrent_gaussian``)."""
+        """Hidden sizes of the policy MLP (the last one is the GRU's for recurrent policies)."""
         ...
 
     @property
@@ -163,8 +183,13 @@ class NetworkConfig(Protocol):
 class Network(NamedTuple):
     """Pure functions of one policy and value network.
 
+    Observations are pytrees of the env's observation space (arrays for the common one-leaf
+    case) with leading batch axes; dist params are a dict per action leaf, in a tree of the
+    action space's structure for a Dict/Tuple action.
+
     Attributes:
-        init: ``key -> params`` (``{"policy": ..., "value": ...}``).
+        init: ``key -> params`` (``{"policy": ..., "value": ...}``, plus ``"torso"`` with a
+            shared torso).
         initial_carry: ``batch_size -> carry`` (``()`` for feed-forward networks).
         policy_step: ``(params, carry, obs[B], first[B]) -> (dist_params[B], carry)``; resets
             the carry where ``first`` is True before using it.
@@ -172,140 +197,168 @@ class Network(NamedTuple):
             (batch-major sequences, resets inside at ``first``).
         value: ``(params, obs[...]) -> V[...]``.
         distribution: ``dist_params -> distrax distribution`` (batched over leading axes).
-        mode: ``dist_params -> deterministic action`` (mean or argmax).
+        mode: ``dist_params -> deterministic action`` (mean, argmax or the likelier bit).
         recurrent: Whether the policy carries state.
     """
 
     init: Callable[[jax.Array], PyTree]
     initial_carry: Callable[[int], PyTree]
-    policy_step: Callable[..., tuple[DistParams, PyTree]]
-    policy_sequence: Callable[..., DistParams]
-    value: Callable[[PyTree, jax.Array], jax.Array]
-    distribution: Callable[[DistParams], distrax.Distribution]
-    mode: Callable[[DistParams], jax.Array]
+    policy_step: Callable[..., tuple[PyTree, PyTree]]
+    policy_sequence: Callable[..., PyTree]
+    value: Callable[[PyTree, PyTree], jax.Array]
+    distribution: Callable[[PyTree], distrax.Distribution]
+    mode: Callable[[PyTree], PyTree]
     recurrent: bool
 
 
-def gaussian_distribution(params: DistParams) -> distrax.Distribution:
-    """Diagonal Gaussian over the last axis (log-probs/KL/entropy summed over action dims)."""
-    return distrax.MultivariateNormalDiag(params["mean"], params["std"])
-
-
-def categorical_distribution(params: DistParams) -> distrax.Distribution:
-    """Categorical over the last axis of ``logits``."""
-    return distrax.Categorical(logits=params["logits"])
-
-
-def _policy_head(
-    config: NetworkConfig, spec: EnvSpec
-) -> tuple[nn.Module, Callable[[DistParams], distrax.Distribution], Callable[..., jax.Array]]:
-    """The head of ``config.network`` for ``spec``'s actions, its distribution and its mode."""
-    if config.network == "feed_forward_categorical":
-        if not spec.discrete:
-            raise ValueError(
-                "network='feed_forward_categorical' needs a discrete action space; use "
-                "feed_forward_gaussian or recurrent_gaussian for continuous actions"
-            )
-        head = CategoricalHead(spec.num_actions, config.init_mean_factor)
-        return head, categorical_distribution, _categorical_mode
-    if spec.discrete:
+def _check_network(network: str, action_space: PyTree) -> None:
+    """The original's network names fix their head: refuse an action space they do not fit."""
+    leaf = spaces.single(action_space)
+    if network == "feed_forward_categorical" and not isinstance(leaf, spaces.Discrete):
         raise ValueError(
-            f"network={config.network!r} needs a continuous action space; use "
+            "network='feed_forward_categorical' needs a discrete action space; use "
+            "feed_forward_gaussian or recurrent_gaussian for continuous actions, or "
+            f"feed_forward for {spaces.describe(action_space)}"
+        )
+    if network.endswith("_gaussian") and not isinstance(leaf, spaces.Box):
+        fix = (
             "feed_forward_categorical for discrete actions"
+            if isinstance(leaf, spaces.Discrete)
+            else f"feed_forward or recurrent for {spaces.describe(action_space)}"
         )
-    if len(spec.action_shape) != 1:
-        raise ValueError(
-            f"Gaussian networks need 1-D actions, got action_shape {spec.action_shape}; "
-            "flatten the action space with a wrapper"
+        raise ValueError(f"network={network!r} needs a continuous action space; use {fix}")
+
+
+def _is_vector(obs_space: PyTree) -> bool:
+    """One Box that is not an image: it enters the MLPs flattened, with no encoder."""
+    return isinstance(obs_space, spaces.Box) and not spaces.is_image(obs_space)
+
+
+def _encoder(config: NetworkConfig, obs_space: PyTree) -> ObsEncoder:
+    """The encoder of every leaf; refuses a CNN that does not fit an image."""
+    leaves = tuple(spaces.leaves(obs_space))
+    paths = spaces.leaf_paths(obs_space)
+    images = [
+        (leaf, path) for leaf, path in zip(leaves, paths, strict=True) if spaces.is_image(leaf)
+    ]
+    if not images:
+        return ObsEncoder(leaves)
+    for leaf, path in images:
+        check_cnn(
+            config.cnn,
+            leaf.shape,
+            config.image_layout,
+            f" {leaf.shape} at {path}" if path else f" {leaf.shape}",
         )
-    head = GaussianHead(spec.action_shape[0], config.init_std, config.init_mean_factor)
-    return head, gaussian_distribution, _gaussian_mode
+    return ObsEncoder(leaves, config.cnn, int(config.cnn_dense), config.image_layout)
 
 
-def _categorical_mode(p: DistParams) -> jax.Array:
-    return jnp.argmax(p["logits"], axis=-1).astype(jnp.int32)
+class _Inputs:
+    """How observations enter the network: one vector flattened to ``(B, D)`` float32, or
+    the list of leaves (tree order) with their batch axes merged into one."""
+
+    def __init__(self, obs_space: PyTree) -> None:
+        self.vector = _is_vector(obs_space)
+        first = spaces.leaves(obs_space)[0]
+        self.first_rank = len(first.shape)
+        if self.vector:
+            self.dummy: Any = jnp.zeros((1, int(math.prod(first.shape))), jnp.float32)
+        else:
+            self.dummy = [jnp.zeros((1, *s.shape), s.dtype) for s in spaces.leaves(obs_space)]
+
+    def batch_shape(self, obs: PyTree) -> tuple[int, ...]:
+        """The batch axes of ``obs``."""
+        leaf = jax.tree.leaves(obs)[0]
+        return tuple(leaf.shape[: leaf.ndim - self.first_rank])
+
+    def __call__(self, obs: PyTree, batch_ndim: int) -> Any:
+        if self.vector:
+            # One (N * L, D) matmul per layer: XLA:CPU runs rank-3 dots slower.
+            return obs.reshape((math.prod(obs.shape[:batch_ndim]), -1)).astype(jnp.float32)
+        return [
+            x.reshape((math.prod(x.shape[:batch_ndim]), *x.shape[batch_ndim:]))
+            for x in jax.tree.leaves(obs)
+        ]
 
 
-def _gaussian_mode(p: DistParams) -> jax.Array:
-    return p["mean"]
+def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
+    """Builds the network for an env's spaces (see the module docstring for how).
 
+    Args:
+        config: Any config with the fields of :class:`NetworkConfig`; PPO's and A2C's have them.
+        spec: The environment's spec (its ``obs_space`` and ``action_space`` trees).
 
-class _Policy(NamedTuple):
-    """The policy half of a :class:`Network` (``init`` takes the value net's params too)."""
+    Returns:
+        The :class:`Network` of pure functions.
 
-    init: Callable[[jax.Array], PyTree]
-    initial_carry: Callable[[int], PyTree]
-    policy_step: Callable[..., tuple[DistParams, PyTree]]
-    policy_sequence: Callable[..., DistParams]
+    Raises:
+        ValueError: The network does not fit the action space, or a recurrent network has no
+            policy layer.
+        UnsupportedSpaceError: A space no encoder or head takes (one line naming it).
+    """
+    _check_network(config.network, spec.action_space)
+    head = action_head(spec.action_space, config.init_std, config.init_mean_factor)
+    recurrent = config.network in RECURRENT
+    if recurrent and len(config.policy_layers) < 1:
+        raise ValueError(f"{config.network} needs at least one policy layer (the GRU size)")
+    inputs = _Inputs(spec.obs_space)
+    torso: ObsEncoder | None = None
+    encoder: ObsEncoder | None = None
+    if not inputs.vector:
+        encoder = _encoder(config, spec.obs_space)
+        if config.shared_torso:
+            torso, encoder = encoder, None
+    value_net = ValueNet(tuple(config.value_layers), config.activation, encoder)
+    layers = tuple(config.policy_layers)
+    if recurrent:
+        policy_net: nn.Module = RecurrentPolicy(layers, config.activation, head.module, encoder)
+        hidden = int(layers[-1])
+    else:
+        policy_net = FeedForwardPolicy(layers, config.activation, head.module, encoder)
+        hidden = 0
 
-
-def _feed_forward(
-    config: NetworkConfig, head: nn.Module, init_value: Callable[[jax.Array, jax.Array], PyTree]
-) -> _Policy:
-    policy_net = FeedForwardPolicy(tuple(config.policy_layers), config.activation, head)
-
-    def flat(obs: jax.Array, batch_ndim: int) -> jax.Array:
-        return obs.reshape((math.prod(obs.shape[:batch_ndim]), -1))
-
-    def init(key: jax.Array, dummy: jax.Array) -> PyTree:
-        kp, kv = jax.random.split(key)
-        return {"policy": policy_net.init(kp, dummy)["params"], "value": init_value(kv, dummy)}
-
-    def policy_step(
-        params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
-    ) -> tuple[DistParams, PyTree]:
-        del first
-        return policy_net.apply({"params": params["policy"]}, flat(obs, 1)), carry
-
-    def policy_sequence(
-        params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
-    ) -> DistParams:
-        del carry0, first
-        # One (N * L, D) matmul per layer: XLA:CPU runs rank-3 dots slower.
-        dist = policy_net.apply({"params": params["policy"]}, flat(obs, 2))
-        return jax.tree.map(lambda x: x.reshape((*obs.shape[:2], *x.shape[1:])), dist)
+    def features(params: PyTree, x: Any) -> Any:
+        if torso is None:
+            return x
+        return torso.apply({"params": params["torso"]}, x)
 
     def initial_carry(batch_size: int) -> PyTree:
-        del batch_size
-        return ()
-
-    return _Policy(init, initial_carry, policy_step, policy_sequence)
-
-
-def _recurrent(
-    config: NetworkConfig, head: nn.Module, init_value: Callable[[jax.Array, jax.Array], PyTree]
-) -> _Policy:
-    if len(config.policy_layers) < 1:
-        raise ValueError("recurrent_gaussian needs at least one policy layer (the GRU size)")
-    rnn = RecurrentPolicy(tuple(config.policy_layers), config.activation, head)
-    hidden = int(config.policy_layers[-1])
-
-    def initial_carry(batch_size: int) -> PyTree:
+        if not recurrent:
+            return ()
         return jnp.zeros((batch_size, hidden), jnp.float32)
 
-    def init(key: jax.Array, dummy: jax.Array) -> PyTree:
+    def init(key: jax.Array) -> PyTree:
         kp, kv = jax.random.split(key)
-        return {
-            "policy": rnn.init(kp, initial_carry(1), dummy)["params"],
-            "value": init_value(kv, dummy),
-        }
+        params: dict[str, Any] = {}
+        x = inputs.dummy
+        if torso is not None:
+            params["torso"] = torso.init(jax.random.fold_in(key, 2), x)["params"]
+            x = features(params, x)
+        policy_args = (initial_carry(1), x) if recurrent else (x,)
+        params["policy"] = policy_net.init(kp, *policy_args)["params"]
+        params["value"] = value_net.init(kv, x)["params"]
+        return params
 
     def policy_step(
-        params: PyTree, carry: PyTree, obs: jax.Array, first: jax.Array
-    ) -> tuple[DistParams, PyTree]:
+        params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
+    ) -> tuple[PyTree, PyTree]:
+        x = features(params, inputs(obs, 1))
+        if not recurrent:
+            return head.to_tree(policy_net.apply({"params": params["policy"]}, x)), carry
         carry = jnp.where(first[:, None], 0.0, carry)
-        obs = obs.reshape((*obs.shape[:1], -1))
-        carry, dist = rnn.apply({"params": params["policy"]}, carry, obs)
-        return dist, carry
+        carry, dist = policy_net.apply({"params": params["policy"]}, carry, x)
+        return head.to_tree(dist), carry
 
-    def policy_sequence(
-        params: PyTree, carry0: PyTree, obs: jax.Array, first: jax.Array
-    ) -> DistParams:
+    def policy_sequence(params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array) -> PyTree:
+        if not recurrent:
+            x = features(params, inputs(obs, 2))
+            dist = head.to_tree(policy_net.apply({"params": params["policy"]}, x))
+            return jax.tree.map(lambda d: d.reshape((*first.shape, *d.shape[1:])), dist)
         # Batch-major (N, L, ...) -> time-major scan over L.
-        obs_t = jnp.swapaxes(obs.reshape((*obs.shape[:2], -1)), 0, 1)
+        obs_t = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), obs)
         first_t = jnp.swapaxes(first, 0, 1)
 
-        def step(carry: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
+        def step(carry: jax.Array, inp: tuple[Any, jax.Array]) -> tuple[Any, Any]:
             o, f = inp
             dist, carry = policy_step(params, carry, o, f)
             return carry, dist
@@ -313,50 +366,39 @@ def _recurrent(
         _, dists = lax.scan(step, carry0, (obs_t, first_t))
         return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), dists)
 
-    return _Policy(init, initial_carry, policy_step, policy_sequence)
-
-
-def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
-    """Builds the network named by ``config.network`` for an environment.
-
-    Args:
-        config: Any config with the fields of :class:`NetworkConfig` (network, policy_layers,
-            value_layers, activation, init_std, init_mean_factor); PPO's and A2C's have them.
-        spec: The environment's spec; must be discrete for ``feed_forward_categorical`` and
-            continuous (1-D actions) for the Gaussian networks.
-
-    Returns:
-        The :class:`Network` of pure functions.
-
-    Raises:
-        ValueError: if the network does not fit the action space.
-    """
-    obs_shape = tuple(spec.obs_shape)
-    head, distribution, mode = _policy_head(config, spec)
-    value_net = ValueNet(tuple(config.value_layers), config.activation)
-
-    def init_value(key: jax.Array, dummy: jax.Array) -> PyTree:
-        return value_net.init(key, dummy)["params"]
-
-    recurrent = config.network == "recurrent_gaussian"
-    policy = (_recurrent if recurrent else _feed_forward)(config, head, init_value)
-    dummy_obs = (1, int(math.prod(obs_shape)))
-
-    def init(key: jax.Array) -> PyTree:
-        return policy.init(key, jnp.zeros(dummy_obs, jnp.float32))
-
-    def value(params: PyTree, obs: jax.Array) -> jax.Array:
-        batch_shape = obs.shape[: obs.ndim - len(obs_shape)]
-        x = obs.reshape((math.prod(batch_shape), -1))  # 2-D dots (see _feed_forward)
+    def value(params: PyTree, obs: PyTree) -> jax.Array:
+        batch_shape = inputs.batch_shape(obs)
+        x = features(params, inputs(obs, len(batch_shape)))
         return value_net.apply({"params": params["value"]}, x).reshape(batch_shape)
 
     return Network(
         init=init,
-        initial_carry=policy.initial_carry,
-        policy_step=policy.policy_step,
-        policy_sequence=policy.policy_sequence,
+        initial_carry=initial_carry,
+        policy_step=policy_step,
+        policy_sequence=policy_sequence,
         value=value,
-        distribution=distribution,
-        mode=mode,
+        distribution=head.distribution,
+        mode=head.mode,
         recurrent=recurrent,
     )
+
+
+__all__ = [
+    "MLP",
+    "NETWORKS",
+    "BernoulliHead",
+    "CategoricalHead",
+    "DistParams",
+    "FeedForwardPolicy",
+    "GaussianHead",
+    "MultiCategoricalHead",
+    "Network",
+    "NetworkConfig",
+    "RecurrentPolicy",
+    "ValueNet",
+    "bernoulli_distribution",
+    "categorical_distribution",
+    "gaussian_distribution",
+    "make_network",
+    "multi_categorical_distribution",
+]

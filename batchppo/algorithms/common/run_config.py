@@ -207,3 +207,25 @@ class RunConfig:
             self.max_length is None or self.max_length >= 1,
             f"max_length={self.max_length}: must be >= 1 or None",
         )
+
+
+CNNS = ("nature", "impala", "minatar")
+"""The CNN torsos for image observations (``algorithms/common/encoders.py``)."""
+IMAGE_LAYOUTS = ("auto", "hwc", "chw")
+"""How an image observation's axes are read; ``auto`` takes the smaller of the first and last
+axes as the channels (the last on a tie)."""
+
+
+def check_image_fields(config: Any) -> None:
+    """Validates the image-network fields an algorithm's config shares (``cnn``,
+    ``cnn_dense``, ``image_layout``).
+
+    Raises:
+        ValueError: One line naming the field, its value and the fix.
+    """
+    check(config.cnn in CNNS, f"cnn={config.cnn!r}: choose one of {CNNS}")
+    check(config.cnn_dense >= 1, f"cnn_dense={config.cnn_dense}: must be >= 1")
+    check(
+        config.image_layout in IMAGE_LAYOUTS,
+        f"image_layout={config.image_layout!r}: choose one of {IMAGE_LAYOUTS}",
+    )

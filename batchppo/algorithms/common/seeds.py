@@ -48,6 +48,7 @@ from jax.experimental import io_callback
 
 from batchppo.algorithms.common.programs import COMPILER_OPTIONS, Program, iteration_donation
 from batchppo.algorithms.common.trainer import Agent, Trainer, make_env, strong
+from batchppo.core import spaces
 from batchppo.core.backends import get_backend
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.core.keys import raw_key
@@ -112,7 +113,7 @@ class SharedHostEnv:
         self.per_seed = env.num_envs // num_seeds
         self.spec: EnvSpec = env.spec
         n = env.num_envs
-        obs = jax.ShapeDtypeStruct((n, *self.spec.obs_shape), jnp.float32)
+        obs = spaces.structs(self.spec.obs_space, (n,))
         flag = jax.ShapeDtypeStruct((n,), jnp.bool_)
         self._obs_struct = obs
         self._step_structs = (obs, jax.ShapeDtypeStruct((n,), jnp.float32), flag, flag, obs)
@@ -137,13 +138,15 @@ class SharedHostEnv:
         # Env j of seed s gets what a separate run's reset(seed=seeds[s]) gives its env j.
         per_env = [int(s) + j for s in np.asarray(seeds) for j in range(self.per_seed)]
         obs, _ = self.env.vector_env.reset(seed=per_env)
-        obs = np.asarray(obs, np.float32)
-        if not np.isfinite(obs).all():
+        obs = spaces.cast(self.spec.obs_space, obs)
+        if not all(np.isfinite(x).all() for x in spaces.flatten(self.spec.obs_space, obs)):
             raise ValueError("SharedHostEnv: non-finite observation after reset")
         return obs
 
-    def _split(self, x: jax.Array) -> jax.Array:
-        return x.reshape((self.num_seeds, self.per_seed, *x.shape[1:]))
+    def _split(self, tree: PyTree) -> PyTree:
+        return jax.tree.map(
+            lambda x: x.reshape((self.num_seeds, self.per_seed, *x.shape[1:])), tree
+        )
 
     def reset(self, keys: jax.Array) -> jax.Array:
         """Resets every seed's envs from its key (as ``HostEnv.reset``); obs ``(S, B, ...)``."""
@@ -153,7 +156,11 @@ class SharedHostEnv:
 
     def step(self, state: jax.Array, action: jax.Array) -> StepResult:
         """Steps all envs on actions ``(S, B, ...)``; every leaf comes back as ``(S, B, ...)``."""
-        flat = action.reshape((-1, *action.shape[2:])).astype(self.spec.action_dtype)
+        flat = jax.tree.map(
+            lambda a, leaf: a.reshape((-1, *a.shape[2:])).astype(leaf.dtype),
+            action,
+            self.spec.action_space,
+        )
         results = io_callback(self.env.host_step, self._step_structs, flat, ordered=True)
         obs, reward, terminated, truncated, final_obs = (self._split(x) for x in results)
         return StepResult(state + 1, obs, reward, terminated, truncated, final_obs)

@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from batchppo.algorithms.common.run_config import RunConfig, check
+from batchppo.algorithms.common.run_config import RunConfig, check, check_image_fields
 
-NETWORKS = ("feed_forward_gaussian", "feed_forward_categorical", "recurrent_gaussian")
+NETWORKS = (
+    "feed_forward",
+    "recurrent",
+    "feed_forward_gaussian",
+    "feed_forward_categorical",
+    "recurrent_gaussian",
+)
 OBJECTIVES = ("kl_penalty", "clip")
 REWARD_SCALES = ("reward", "return")
 METRICS = (
@@ -59,7 +65,11 @@ class PPOConfig(RunConfig):
 
     # --- Networks ---------------------------------------------------------------------------
     network: str = "feed_forward_gaussian"
-    """One of ``feed_forward_gaussian``, ``feed_forward_categorical``, ``recurrent_gaussian``."""
+    """``feed_forward`` or ``recurrent`` (a GRU as the last policy layer), with the action
+    head chosen from the action space (Gaussian, categorical, independent categoricals,
+    Bernoulli, their product for Dict/Tuple actions); or the original's
+    ``feed_forward_gaussian``, ``feed_forward_categorical``, ``recurrent_gaussian``, which
+    need one Box / one Discrete action (``algorithms/common/networks.py``)."""
     policy_layers: tuple[int, ...] = (200, 100)
     """Hidden sizes of the policy MLP."""
     value_layers: tuple[int, ...] = (200, 100)
@@ -70,6 +80,19 @@ class PPOConfig(RunConfig):
     """Initial standard deviation of the Gaussian policy (state-independent, softplus)."""
     init_mean_factor: float = 0.1
     """Scale of the mean head's initialisation (small, as in the original)."""
+    cnn: str = "nature"
+    """The CNN torso of image observations (rank-3 Box leaves): ``nature`` (Mnih et al. 2015;
+    images of at least 36x36), ``impala`` (the IMPALA ResNet) or ``minatar`` (one 3x3 conv,
+    for small grids such as MinAtar's 10x10)."""
+    cnn_dense: int = 512
+    """Width of the dense layer that ends the CNN torso."""
+    image_layout: str = "auto"
+    """How image observations' axes are read: ``hwc``, ``chw`` or ``auto`` (the smaller of the
+    first and last axes is the channels; the last on a tie)."""
+    shared_torso: bool = False
+    """Policy and value networks share one observation encoder (the CNNs, the norm for
+    pixels) instead of each having its own. One vector observation has no encoder: it goes
+    straight into the MLPs, so the setting changes nothing there."""
 
     # --- Losses -----------------------------------------------------------------------------
     objective: str = "kl_penalty"
@@ -135,6 +158,7 @@ class PPOConfig(RunConfig):
     def __post_init__(self) -> None:
         self.check_run()
         check(self.network in NETWORKS, f"network={self.network!r}: choose one of {NETWORKS}")
+        check_image_fields(self)
         check(
             self.objective in OBJECTIVES,
             f"objective={self.objective!r}: choose one of {OBJECTIVES}",

@@ -32,8 +32,9 @@ class Batch(NamedTuple):
     """Training data as sequences, every leaf with leading axes ``(N, L)`` (except ``carry0``).
 
     Attributes:
-        obs: Normalised observations.
-        action: Actions taken.
+        obs: Observations as the network takes them (float vector leaves normalised, others
+            in their own dtype: a uint8 image stays uint8).
+        action: Actions taken (a pytree of the action space).
         first: True where ``obs`` starts an episode (recurrent state resets there).
         old_dist: Distribution parameters of the behaviour policy.
         old_log_prob: Log-probabilities of ``action`` under the behaviour policy.
@@ -44,8 +45,8 @@ class Batch(NamedTuple):
         carry0: Recurrent state at the start of each sequence, ``(N, ...)``; ``()`` if none.
     """
 
-    obs: jax.Array
-    action: jax.Array
+    obs: PyTree
+    action: PyTree
     first: jax.Array
     old_dist: DistParams
     old_log_prob: jax.Array

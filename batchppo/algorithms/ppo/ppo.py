@@ -57,7 +57,8 @@ class TrainState:
     Attributes:
         params: Network parameters ``{"policy": ..., "value": ...}``.
         opt_state: Optax state.
-        obs_norm: Streaming observation statistics.
+        obs_norm: Streaming observation statistics (``ActorCriticActing.init_obs_norm``: one
+            ``NormState`` for a float vector observation, else one per leaf or None).
         reward_norm: Streaming reward statistics.
         beta: KL penalty coefficient (float32 scalar).
         key: PRNG key of the learner (minibatch shuffling).
@@ -77,7 +78,7 @@ class TrainState:
 
     params: PyTree
     opt_state: PyTree
-    obs_norm: norm.NormState
+    obs_norm: PyTree
     reward_norm: norm.NormState
     beta: jax.Array
     key: jax.Array
@@ -193,7 +194,7 @@ class PPO(ActorCriticActing):
         return TrainState(
             params=params,
             opt_state=self.optimizer.init(params),
-            obs_norm=norm.init(self.spec.obs_shape),
+            obs_norm=self.init_obs_norm(),
             reward_norm=norm.init(()),
             beta=jnp.asarray(self.config.kl_init_penalty, jnp.float32),
             key=k_state,
@@ -222,7 +223,7 @@ class PPO(ActorCriticActing):
         }
         if self.network.recurrent:
             extras["carry"] = carry
-        return action.astype(self.spec.action_dtype), extras, new_carry
+        return self.cast_action(action), extras, new_carry
 
     # --- learning ---------------------------------------------------------------------------
 
@@ -232,7 +233,7 @@ class PPO(ActorCriticActing):
         return x.reshape((self.num_sequences, self.L, *x.shape[2:]))
 
     def next_values(
-        self, params: PyTree, values: jax.Array, final_obs: jax.Array, truncated: jax.Array
+        self, params: PyTree, values: jax.Array, final_obs: PyTree, truncated: jax.Array
     ) -> jax.Array:
         """``V(final_obs_t)`` for every step, without a value pass over the whole rollout.
 
@@ -241,7 +242,7 @@ class PPO(ActorCriticActing):
         needs a new value pass, and the truncated steps, which are rare: their pass runs only
         in rollouts that contain one.
         """
-        last = self.network.value(params, final_obs[-1])
+        last = self.network.value(params, jax.tree.map(lambda x: x[-1], final_obs))
         shifted = jnp.concatenate([values[1:], last[None]], axis=0)
         return lax.cond(
             jnp.any(truncated[:-1]),
@@ -305,8 +306,8 @@ class PPO(ActorCriticActing):
             carry0 = ()
         seq = self._to_sequences
         batch = losses.Batch(
-            obs=seq(obs),
-            action=seq(traj.action),
+            obs=jax.tree.map(seq, obs),
+            action=jax.tree.map(seq, traj.action),
             first=seq(traj.first),
             old_dist=jax.tree.map(seq, traj.extras["dist"]),
             old_log_prob=seq(traj.extras["log_prob"]),
@@ -408,9 +409,9 @@ class PPO(ActorCriticActing):
         batch, ts, data_metrics = self.make_batch(ts, traj)
         ts, metrics = self.update(ts, batch)
         obs_norm = ts.obs_norm
-        if config.normalize_observations:
-            obs_norm = norm.update(obs_norm, traj.obs)
+        obs_norm = self.update_obs_norm(obs_norm, traj.obs)
         env_steps = self.T * self.env.num_envs
+        obs_mean, obs_std = self.obs_norm_summary(obs_norm)
         ts = ts.replace(
             obs_norm=obs_norm,
             step=ts.step + env_steps,
@@ -423,8 +424,8 @@ class PPO(ActorCriticActing):
             "env_steps": jnp.asarray(env_steps, jnp.float32),
             "beta": ts.beta,
             "learning_rate": jnp.asarray(lr, jnp.float32),
-            "obs_mean": obs_norm.mean.mean(),
-            "obs_std": norm.std(obs_norm).mean(),
+            "obs_mean": obs_mean,
+            "obs_std": obs_std,
             "reward_std": norm.std(ts.reward_norm).mean(),
         }
         if "clip_fraction" not in metrics:

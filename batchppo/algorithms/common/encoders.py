@@ -1,0 +1,189 @@
+"""Observation encoders: each leaf of an observation space to a flat float feature vector.
+
+:class:`ObsEncoder` encodes every leaf of an observation (a pytree of the observation space,
+flattened to a list of leaves in tree order) by its kind and concatenates the features:
+
+* images (rank-3 ``Box``, HWC or CHW): a CNN torso (:data:`CNNS`: the Nature CNN of Mnih et
+  al. 2015, the IMPALA ResNet of Espeholt et al. 2018, or the one-layer network of the MinAtar
+  paper, Young and Tian 2019, for small grids). uint8 frames are scaled by 1/255 here, inside
+  the network; bool and other integer images are cast to float;
+* other ``Box`` leaves: flattened and cast to float32 (float leaves arrive normalised);
+* ``Discrete``: one-hot; ``MultiDiscrete``: the one-hots of its entries, concatenated;
+* ``MultiBinary``: the bits as floats.
+
+A CNN that does not fit its image (the Nature CNN on a 10x10 grid) is refused when the network
+is built, in one line naming the image and the torsos that fit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchppo.algorithms.common.run_config import CNNS, IMAGE_LAYOUTS
+from batchppo.core import spaces
+
+__all__ = ["CNNS", "IMAGE_LAYOUTS", "ImpalaCNN", "MinAtarCNN", "NatureCNN", "ObsEncoder"]
+
+# auto reads (84, 84, 4) and (10, 10, 4) as HWC, (4, 84, 84) as CHW.
+
+
+def _conv_init() -> nn.initializers.Initializer:
+    return nn.initializers.orthogonal(math.sqrt(2.0))
+
+
+def image_layout(shape: tuple[int, ...], layout: str) -> str:
+    """``hwc`` or ``chw`` for an image of ``shape`` (see :data:`IMAGE_LAYOUTS`)."""
+    if layout != "auto":
+        return layout
+    return "chw" if shape[0] < shape[-1] else "hwc"
+
+
+def hwc_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int, int]:
+    """The ``(height, width, channels)`` of an image of ``shape`` read in ``layout``."""
+    if image_layout(shape, layout) == "chw":
+        return (shape[1], shape[2], shape[0])
+    return (shape[0], shape[1], shape[2])
+
+
+def _valid(size: int, kernel: int, stride: int) -> int:
+    return (size - kernel) // stride + 1
+
+
+def check_cnn(cnn: str, shape: tuple[int, ...], layout: str, where: str) -> None:
+    """Raises ``UnsupportedSpaceError`` when torso ``cnn`` does not fit an image of ``shape``."""
+    h, w, _ = hwc_shape(shape, layout)
+    sizes = {
+        "nature": min(_valid(_valid(_valid(s, 8, 4), 4, 2), 3, 1) for s in (h, w)),
+        "minatar": min(_valid(s, 3, 1) for s in (h, w)),
+        "impala": 1,
+    }
+    if sizes[cnn] < 1:
+        fits = [name for name, size in sizes.items() if size >= 1]
+        raise spaces.UnsupportedSpaceError(
+            f"cnn={cnn!r} does not fit the {h}x{w} image observation{where}; "
+            f"use cnn={fits[0]!r} (fits: {fits})."
+        )
+
+
+class NatureCNN(nn.Module):
+    """Conv 32 8x8/4, conv 64 4x4/2, conv 64 3x3/1 (VALID), then a dense layer; ReLUs."""
+
+    dense: int = 512
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
+            x = nn.Conv(
+                features, (kernel, kernel), (stride, stride), "VALID", kernel_init=_conv_init()
+            )(x)
+            x = nn.relu(x)
+        x = x.reshape((x.shape[0], -1))
+        return nn.relu(nn.Dense(self.dense, kernel_init=_conv_init())(x))
+
+
+class MinAtarCNN(nn.Module):
+    """The MinAtar paper's network: conv 16 3x3/1 (VALID), ReLU, then a dense layer."""
+
+    dense: int = 128
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = nn.relu(nn.Conv(16, (3, 3), (1, 1), "VALID", kernel_init=_conv_init())(x))
+        x = x.reshape((x.shape[0], -1))
+        return nn.relu(nn.Dense(self.dense, kernel_init=_conv_init())(x))
+
+
+class _ResidualBlock(nn.Module):
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        channels = x.shape[-1]
+        y = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=_conv_init())(nn.relu(x))
+        y = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=_conv_init())(nn.relu(y))
+        return x + y
+
+
+class ImpalaCNN(nn.Module):
+    """The IMPALA ResNet: per stage a 3x3 conv, a 3x3/2 max-pool and two residual blocks
+    (channels 16, 32, 32), then ReLU and a dense layer."""
+
+    dense: int = 256
+    channels: Sequence[int] = (16, 32, 32)
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        for channels in self.channels:
+            x = nn.Conv(channels, (3, 3), padding="SAME", kernel_init=_conv_init())(x)
+            x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
+            x = _ResidualBlock()(x)
+            x = _ResidualBlock()(x)
+        x = nn.relu(x).reshape((x.shape[0], -1))
+        return nn.relu(nn.Dense(self.dense, kernel_init=_conv_init())(x))
+
+
+_CNN_CLASSES: dict[str, type[nn.Module]] = {
+    "nature": NatureCNN,
+    "impala": ImpalaCNN,
+    "minatar": MinAtarCNN,
+}
+
+
+def image_to_float(x: jax.Array, layout: str) -> jax.Array:
+    """An image batch ``(B, ...)`` as float32 HWC: uint8 scaled by 1/255, others cast."""
+    if image_layout(x.shape[1:], layout) == "chw":
+        x = jnp.moveaxis(x, 1, -1)
+    if x.dtype == jnp.uint8:
+        return x.astype(jnp.float32) / 255.0
+    return x.astype(jnp.float32)
+
+
+def encode_leaf(leaf: spaces.Leaf, x: jax.Array) -> jax.Array:
+    """The parameter-free encoding ``(B, F)`` of a non-image leaf ``x`` of shape ``(B, ...)``."""
+    batch = x.shape[0]
+    if isinstance(leaf, spaces.Discrete):
+        return jax.nn.one_hot(x, leaf.n, dtype=jnp.float32)
+    if isinstance(leaf, spaces.MultiDiscrete):
+        parts = [jax.nn.one_hot(x[:, i], n, dtype=jnp.float32) for i, n in enumerate(leaf.nvec)]
+        return jnp.concatenate(parts, axis=-1)
+    return x.reshape((batch, -1)).astype(jnp.float32)
+
+
+def encoded_size(leaf: spaces.Leaf) -> int:
+    """Features :func:`encode_leaf` gives a non-image leaf."""
+    if isinstance(leaf, spaces.Discrete):
+        return leaf.n
+    if isinstance(leaf, spaces.MultiDiscrete):
+        return int(sum(leaf.nvec))
+    return int(np.prod(leaf.shape, dtype=np.int64))
+
+
+class ObsEncoder(nn.Module):
+    """Every leaf of an observation to features, concatenated in tree order.
+
+    Attributes:
+        leaves: The observation space's leaf specs, in tree order.
+        cnn: The image torso (:data:`CNNS`).
+        cnn_dense: Width of the CNN's final dense layer.
+        layout: How image axes are read (:data:`IMAGE_LAYOUTS`).
+    """
+
+    leaves: tuple[spaces.Leaf, ...]
+    cnn: str = "nature"
+    cnn_dense: int = 512
+    layout: str = "auto"
+
+    @nn.compact
+    def __call__(self, obs: Sequence[jax.Array]) -> jax.Array:
+        features = []
+        for i, (leaf, x) in enumerate(zip(self.leaves, obs, strict=True)):
+            if spaces.is_image(leaf):
+                torso = _CNN_CLASSES[self.cnn](dense=self.cnn_dense, name=f"cnn_{i}")
+                features.append(torso(image_to_float(x, self.layout)))
+            else:
+                features.append(encode_leaf(leaf, x))
+        return features[0] if len(features) == 1 else jnp.concatenate(features, axis=-1)

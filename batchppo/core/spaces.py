@@ -1,0 +1,313 @@
+"""Observation and action spaces of the env API: trees of array leaves.
+
+A space is a *leaf* (:class:`Box`, :class:`Discrete`, :class:`MultiDiscrete`,
+:class:`MultiBinary`) or a ``dict`` / ``tuple`` nesting of leaves: a JAX pytree whose leaves
+are the leaf specs (they are not registered as pytree nodes, so ``jax.tree.leaves`` stops at
+them). Observations and actions are pytrees of the same structure whose leaves are arrays of
+shape ``(*batch, *leaf.shape)`` and dtype ``leaf.dtype``. Every leaf keeps its dtype from the
+env to the network: a uint8 frame stays uint8 through ``io_callback``, the rollout buffer and
+the minibatches, and becomes float only inside the network.
+
+Spaces come from Gymnasium spaces (:func:`from_gymnasium`, host envs) or gymnax spaces
+(:func:`from_gymnax`, pure-JAX envs); anything else raises :class:`UnsupportedSpaceError`
+naming the space, where it sits and what is supported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+PyTree = Any
+
+SUPPORTED = (
+    "Box (any dtype and rank), Discrete (start 0), MultiDiscrete and MultiBinary, nested in "
+    "Dict and Tuple"
+)
+"""What the env API carries, for error messages."""
+
+
+class UnsupportedSpaceError(ValueError):
+    """A space the env API or the networks cannot carry (one line: the space, where, what works)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Box:
+    """An array of any rank and dtype, with bounds (float32 copies; ±inf where unbounded).
+
+    Attributes:
+        shape: Shape of one value.
+        dtype: NumPy dtype of the values (32-bit or narrower; 64-bit spaces are narrowed).
+        low: Lower bounds, float32 of ``shape``.
+        high: Upper bounds, float32 of ``shape``.
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    low: np.ndarray
+    high: np.ndarray
+
+    @property
+    def is_float(self) -> bool:
+        """Whether the values are floating point."""
+        return bool(np.issubdtype(self.dtype, np.floating))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Discrete:
+    """One integer in ``[0, n)`` (shape ``()``, int32)."""
+
+    n: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``()``: one integer per env."""
+        return ()
+
+    @property
+    def dtype(self) -> np.dtype:
+        """int32."""
+        return np.dtype(np.int32)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MultiDiscrete:
+    """Independent integers, entry ``i`` in ``[0, nvec[i])`` (1-D, int32)."""
+
+    nvec: tuple[int, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(len(nvec),)``."""
+        return (len(self.nvec),)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """int32."""
+        return np.dtype(np.int32)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class MultiBinary:
+    """``n`` independent bits, 0 or 1 (1-D, int8 as Gymnasium's)."""
+
+    n: int
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """``(n,)``."""
+        return (self.n,)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """int8."""
+        return np.dtype(np.int8)
+
+
+LEAVES = (Box, Discrete, MultiDiscrete, MultiBinary)
+Leaf = Box | Discrete | MultiDiscrete | MultiBinary
+
+
+def is_leaf(x: Any) -> bool:
+    """Whether ``x`` is a leaf spec."""
+    return isinstance(x, LEAVES)
+
+
+def leaves(space: PyTree) -> list[Leaf]:
+    """The leaf specs of ``space`` in JAX's tree order (dict keys sorted)."""
+    return jax.tree.leaves(space)
+
+
+def leaf_paths(space: PyTree) -> list[str]:
+    """Where each leaf sits (``"['pos']"``, ``"[1]"``; ``""`` for a single leaf), tree order."""
+    paths, _ = jax.tree_util.tree_flatten_with_path(space)
+    return ["".join(str(k) for k in path) for path, _ in paths]
+
+
+def map_leaves(fn: Callable[..., Any], space: PyTree, *trees: PyTree) -> PyTree:
+    """``fn(leaf_spec, *values)`` over the leaves of ``space`` and trees of its structure."""
+    return jax.tree.map(fn, space, *trees)
+
+
+def single(space: PyTree) -> Leaf | None:
+    """The leaf when ``space`` is one leaf (not nested), else None."""
+    return space if is_leaf(space) else None
+
+
+def box(shape: tuple[int, ...], dtype: Any, low: Any = -np.inf, high: Any = np.inf) -> Box:
+    """A :class:`Box` with bounds broadcast to ``shape`` (float32)."""
+    shape = tuple(int(s) for s in shape)
+    low_f = np.broadcast_to(np.asarray(low, np.float32), shape).copy()
+    high_f = np.broadcast_to(np.asarray(high, np.float32), shape).copy()
+    return Box(shape, narrow_dtype(dtype), low_f, high_f)
+
+
+def narrow_dtype(dtype: Any) -> np.dtype:
+    """The dtype a leaf of ``dtype`` has in JAX: 64-bit floats and integers become 32-bit."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float64:
+        return np.dtype(np.float32)
+    if dtype == np.int64:
+        return np.dtype(np.int32)
+    if dtype == np.uint64:
+        return np.dtype(np.uint32)
+    return dtype
+
+
+def _unsupported(space: Any, path: str, origin: str) -> UnsupportedSpaceError:
+    where = f" at {path}" if path else ""
+    return UnsupportedSpaceError(
+        f"{origin}: space {space}{where} is not supported; supported: {SUPPORTED}."
+    )
+
+
+def from_gymnasium(space: Any, origin: str = "env", path: str = "") -> PyTree:
+    """The space tree of a Gymnasium space.
+
+    Args:
+        space: A Gymnasium space.
+        origin: Who asks, for the error message (``"observation space"``, ...).
+        path: Where ``space`` sits in an enclosing space (recursion).
+
+    Returns:
+        A leaf spec or a dict/tuple of them (Dict keys keep their names).
+
+    Raises:
+        UnsupportedSpaceError: Text, Graph, Sequence, OneOf, a Discrete with ``start != 0``
+            or a MultiDiscrete of rank other than 1 (one line naming it and its path).
+    """
+    from gymnasium import spaces as gs
+
+    if isinstance(space, gs.Box):
+        return box(space.shape, space.dtype, space.low, space.high)
+    if isinstance(space, gs.Discrete):
+        if int(space.start) != 0:
+            raise _unsupported(space, path, origin)
+        return Discrete(int(space.n))
+    if isinstance(space, gs.MultiDiscrete):
+        if space.nvec.ndim != 1 or np.any(np.asarray(space.start) != 0):
+            raise _unsupported(space, path, origin)
+        return MultiDiscrete(tuple(int(n) for n in space.nvec))
+    if isinstance(space, gs.MultiBinary):
+        if len(space.shape) != 1:
+            raise _unsupported(space, path, origin)
+        return MultiBinary(int(space.shape[0]))
+    if isinstance(space, gs.Dict):
+        return {k: from_gymnasium(s, origin, f"{path}[{k!r}]") for k, s in space.spaces.items()}
+    if isinstance(space, gs.Tuple):
+        return tuple(from_gymnasium(s, origin, f"{path}[{i}]") for i, s in enumerate(space))
+    raise _unsupported(space, path, origin)
+
+
+def from_gymnax(space: Any, origin: str = "env", path: str = "") -> PyTree:
+    """The space tree of a gymnax space (Box, Discrete, Dict, Tuple).
+
+    Raises:
+        UnsupportedSpaceError: Any other space (one line naming it and its path).
+    """
+    from gymnax.environments import spaces as xs
+
+    if isinstance(space, xs.Box):
+        return box(space.shape, space.dtype, space.low, space.high)
+    if isinstance(space, xs.Discrete):
+        return Discrete(int(space.n))
+    if isinstance(space, xs.Dict):
+        return {k: from_gymnax(s, origin, f"{path}[{k!r}]") for k, s in space.spaces.items()}
+    if isinstance(space, xs.Tuple):
+        return tuple(from_gymnax(s, origin, f"{path}[{i}]") for i, s in enumerate(space.spaces))
+    raise _unsupported(space, path, origin)
+
+
+def structs(space: PyTree, batch: tuple[int, ...]) -> PyTree:
+    """``jax.ShapeDtypeStruct`` of each leaf with leading ``batch`` axes (for ``io_callback``)."""
+    return jax.tree.map(lambda s: jax.ShapeDtypeStruct((*batch, *s.shape), s.dtype), space)
+
+
+def zeros(space: PyTree, batch: tuple[int, ...]) -> PyTree:
+    """Zero arrays of each leaf's shape and dtype with leading ``batch`` axes."""
+    import jax.numpy as jnp
+
+    return jax.tree.map(lambda s: jnp.zeros((*batch, *s.shape), s.dtype), space)
+
+
+def describe(space: PyTree) -> str:
+    """A short text of a space tree, for messages: ``{'pos': Box((3,), float32), ...}``."""
+
+    def leaf(s: Leaf) -> str:
+        if isinstance(s, Box):
+            return f"Box({s.shape}, {s.dtype})"
+        if isinstance(s, Discrete):
+            return f"Discrete({s.n})"
+        if isinstance(s, MultiDiscrete):
+            return f"MultiDiscrete({list(s.nvec)})"
+        return f"MultiBinary({s.n})"
+
+    return str(jax.tree.map(leaf, space))
+
+
+@dataclasses.dataclass(frozen=True)
+class DtypeOnly:
+    """A leaf known only by its dtype (a host env's own action dtypes, for :func:`cast`)."""
+
+    dtype: np.dtype
+
+
+def _children(space: dict | tuple) -> list[Any]:
+    # JAX's tree order: dict keys sorted, tuples in order.
+    return sorted(space) if isinstance(space, dict) else list(range(len(space)))
+
+
+def cast(space: PyTree, value: Any) -> PyTree:
+    """``value`` (host arrays of the structure of ``space``) with each leaf as a NumPy array of
+    its leaf's dtype; no copy where the dtype already matches. Dicts come back as plain dicts."""
+    if isinstance(space, dict | tuple):
+        out = {k: cast(space[k], value[k]) for k in _children(space)}
+        return out if isinstance(space, dict) else tuple(out[i] for i in range(len(space)))
+    return np.asarray(value, space.dtype)
+
+
+def flatten(space: PyTree, value: Any) -> list[Any]:
+    """The leaves of ``value`` (any mapping/sequence of the structure of ``space``), tree order."""
+    if isinstance(space, dict | tuple):
+        return [leaf for k in _children(space) for leaf in flatten(space[k], value[k])]
+    return [value]
+
+
+def cast_actions(space: PyTree, action: Any, num_envs: int, who: str) -> PyTree:
+    """Traced actions as the env takes them: each leaf of dtype ``leaf.dtype``, checked to be
+    ``(num_envs, *leaf.shape)``.
+
+    Raises:
+        ValueError: The action's structure or a leaf's shape does not match (one line).
+    """
+    import jax.numpy as jnp
+
+    if jax.tree.structure(space) != jax.tree.structure(action):
+        raise ValueError(
+            f"{who}.step: action of structure {jax.tree.structure(action)} does not match the "
+            f"action space {describe(space)}."
+        )
+
+    def leaf(spec: Leaf, a: Any) -> jax.Array:
+        a = jnp.asarray(a, spec.dtype)
+        expected = (num_envs, *spec.shape)
+        if a.shape != expected:
+            raise ValueError(f"{who}.step: action shape {a.shape}, expected {expected}.")
+        return a
+
+    return jax.tree.map(leaf, space, action)
+
+
+def is_image(leaf: Leaf) -> bool:
+    """Whether the networks take ``leaf`` as an image: a rank-3 Box (HWC or CHW)."""
+    return isinstance(leaf, Box) and len(leaf.shape) == 3
+
+
+def is_float_vector(leaf: Leaf) -> bool:
+    """Whether ``leaf`` is a float Box that is not an image: what running observation
+    normalisation applies to (images are scaled in the network, integer leaves encoded)."""
+    return isinstance(leaf, Box) and leaf.is_float and not is_image(leaf)
