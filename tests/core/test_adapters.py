@@ -474,3 +474,70 @@ def test_host_env_over_batch_env_process_worker_error_surfaces():
         assert "MockGymEnv 1: injected failure at step 4" in str(info.value)
     finally:
         batch.close()
+
+
+# -- composite spaces through io_callback ------------------------------------------------------
+
+
+class _DictEnv(gym.Env):
+    """Dict observations (a uint8 frame and a float64 vector) and Dict actions; episodes of 3
+    steps. The frame is filled with ``10 * t + the last move``; ``pos`` is ``[t, bits sum]``."""
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Dict(
+            {
+                "frame": gym.spaces.Box(0, 255, (4, 4, 1), np.uint8),
+                "pos": gym.spaces.Box(-np.inf, np.inf, (2,), np.float64),
+            }
+        )
+        self.action_space = gym.spaces.Dict(
+            {"move": gym.spaces.Discrete(3), "bits": gym.spaces.MultiBinary(2)}
+        )
+        self._t = 0
+
+    def _obs(self, move: int = 0, bits: int = 0) -> dict:
+        frame = np.full((4, 4, 1), 10 * self._t + move, np.uint8)
+        return {"frame": frame, "pos": np.array([self._t, bits], np.float64)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self._t += 1
+        obs = self._obs(int(action["move"]), int(np.sum(action["bits"])))
+        return obs, 1.0, self._t >= 3, False, {}
+
+
+@pytest.mark.parametrize("batch", ["sync", "batch_env"])
+def test_host_env_carries_dict_spaces_with_their_dtypes(batch):
+    fns = [_DictEnv, _DictEnv]
+    if batch == "sync":
+        vector_env = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    else:
+        vector_env = envs.BatchEnv(fns, num_workers=1)
+    env = HostEnv(vector_env)
+    try:
+        spec = env.spec
+        assert spec.obs_shape is None and sorted(spec.obs_space) == ["frame", "pos"]
+        assert spec.obs_space["frame"].dtype == np.uint8
+        assert spec.obs_space["pos"].dtype == np.float32
+        assert sorted(spec.action_space) == ["bits", "move"]
+        state, obs = jax.jit(env.reset)(jax.random.key(0))
+        assert obs["frame"].dtype == jnp.uint8 and obs["frame"].shape == (2, 4, 4, 1)
+        assert obs["pos"].dtype == jnp.float32
+        action = {"move": jnp.array([1, 2]), "bits": jnp.array([[1, 1], [0, 1]])}
+        step = jax.jit(env.step)
+        for _ in range(3):
+            result = step(state, action, jax.random.key(1))
+            state = result.state
+        # The third step ends both episodes: obs restarts, final_obs keeps the last frame.
+        assert result.terminated.tolist() == [True, True]
+        assert result.obs["frame"].dtype == jnp.uint8
+        np.testing.assert_array_equal(result.obs["frame"][:, 0, 0, 0], [0, 0])
+        np.testing.assert_array_equal(result.final_obs["frame"][:, 0, 0, 0], [31, 32])
+        np.testing.assert_array_equal(result.final_obs["pos"], [[3.0, 2.0], [3.0, 1.0]])
+        assert result.final_obs["frame"].dtype == jnp.uint8
+    finally:
+        env.close()

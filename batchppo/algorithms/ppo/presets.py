@@ -136,6 +136,40 @@ _LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
 }
 
 
+# Clipped PPO on gymnax's MinAtar games (10x10xC 0/1 grids, fused with the learner): the
+# MinAtar paper's network (one 3x3 conv of 16 channels, a dense layer of 128) shared by policy
+# and value, then one tanh layer of 64 each; PureJaxRL's / Pgx's MinAtar PPO settings otherwise
+# (lr 5e-4 annealed, gamma 0.99, GAE 0.95, clip 0.2, entropy 0.01, 4 epochs, 128-step
+# rollouts), over 128 envs. The grid stays 0/1 (no range normalisation); rewards are unscaled.
+_MINATAR: dict[str, Any] = dict(
+    _CLIP,
+    backend="gymnax",
+    max_length=None,
+    normalize_ranges=False,
+    network="feed_forward",
+    cnn="minatar",
+    cnn_dense=128,
+    shared_torso=True,
+    policy_layers=(64,),
+    value_layers=(64,),
+    num_agents=128,
+    rollout_length=128,
+    update_epochs=4,
+    num_minibatches=8,
+    learning_rate=5e-4,
+    anneal_lr=True,
+    discount=0.99,
+    entropy_coef=0.01,
+    init_mean_factor=0.01,
+    normalize_rewards=False,
+    steps=10_000_000,
+    eval_episodes=32,
+)
+
+
+def _minatar(game: str, **changes: Any) -> PPOConfig:
+    return _preset(**{**_MINATAR, "env": f"{game}-MinAtar", **changes})
+
 PRESETS: dict[str, PPOConfig] = {
     # --- Pure JAX (gymnax): env and learner in one compiled program. ------------------------
     "pendulum_jax": _PENDULUM_CLIP,
@@ -156,6 +190,10 @@ PRESETS: dict[str, PPOConfig] = {
         steps=300_000,
         eval_episodes=16,
     ),
+    "breakout_minatar": _minatar("Breakout"),
+    "asterix_minatar": _minatar("Asterix"),
+    "freeway_minatar": _minatar("Freeway"),
+    "space_invaders_minatar": _minatar("SpaceInvaders"),
     # --- The original's tasks (Gymnasium envs in worker processes). -------------------------
     # batch_size 20 sequences of chunk_length 50 out of 30 episodes x 200 steps: 6 minibatches.
     "pendulum": _preset(

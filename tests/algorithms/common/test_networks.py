@@ -17,6 +17,7 @@ from batchppo.algorithms.common.networks import (
     make_network,
 )
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
 
@@ -130,3 +131,91 @@ def test_any_config_with_the_network_fields_builds_the_same_network(network):
     for leaves in outputs[1:]:
         for a, b in zip(outputs[0], leaves, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageNetConfig(NetConfig):
+    """The network fields with those read for image and composite observations."""
+
+    network: str = "feed_forward"
+    cnn: str = "minatar"
+    cnn_dense: int = 16
+    image_layout: str = "auto"
+    shared_torso: bool = False
+
+
+DICT_OBS = {
+    "grid": spaces.box((10, 10, 3), np.bool_, 0, 1),
+    "frame": spaces.box((2, 8, 8), np.uint8, 0, 255),
+    "mode": spaces.Discrete(3),
+    "pos": spaces.box((2,), np.float32),
+}
+
+
+def _dict_obs(batch):
+    return {
+        "grid": jnp.zeros((*batch, 10, 10, 3), jnp.bool_),
+        "frame": jnp.full((*batch, 2, 8, 8), 255, jnp.uint8),
+        "mode": jnp.ones(batch, jnp.int32),
+        "pos": jnp.ones((*batch, 2), jnp.float32),
+    }
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_dict_observation_network_shapes_and_torso_sharing(shared):
+    action = (spaces.MultiDiscrete((2, 3)), spaces.box((1,), np.float32, -1.0, 1.0))
+    spec = EnvSpec.from_spaces(DICT_OBS, action)
+    config = ImageNetConfig(shared_torso=shared, policy_layers=(8,), value_layers=(4,))
+    net = make_network(config, spec)
+    params = net.init(jax.random.key(0))
+    assert sorted(params) == (["policy", "torso", "value"] if shared else ["policy", "value"])
+    cnns = ["cnn_0", "cnn_1"]  # tree order: frame, grid
+    if shared:
+        assert sorted(params["torso"]) == cnns and "encoder" not in params["policy"]
+    else:
+        assert sorted(params["policy"]["encoder"]) == cnns
+        assert sorted(params["value"]["encoder"]) == cnns
+    dist, carry = net.policy_step(params, (), _dict_obs((5,)), jnp.zeros(5, bool))
+    assert isinstance(dist, tuple) and carry == ()
+    assert dist[0]["logits"].shape == (5, 2, 3) and dist[1]["mean"].shape == (5, 1)
+    assert net.value(params, _dict_obs((4, 6))).shape == (4, 6)
+    seq = net.policy_sequence(params, (), _dict_obs((2, 3)), jnp.zeros((2, 3), bool))
+    assert seq[0]["logits"].shape == (2, 3, 2, 3) and seq[1]["std"].shape == (2, 3, 1)
+    mode = net.mode(dist)
+    assert mode[0].shape == (5, 2) and mode[0].dtype == jnp.int32 and mode[1].shape == (5, 1)
+
+
+def test_recurrent_policy_on_an_image_encoder():
+    spec = EnvSpec.from_spaces(spaces.box((10, 10, 4), np.float32, 0, 1), spaces.Discrete(3))
+    config = ImageNetConfig(network="recurrent", policy_layers=(8, 6), shared_torso=True)
+    net = make_network(config, spec)
+    params = net.init(jax.random.key(0))
+    obs = jax.random.uniform(jax.random.key(1), (2, 4, 10, 10, 4))
+    first = jnp.array([[True, False, True, False]] * 2)
+    seq = net.policy_sequence(params, net.initial_carry(2), obs, first)
+    assert seq["logits"].shape == (2, 4, 3) and net.recurrent
+    carry = net.initial_carry(2)
+    for t in range(4):
+        dist, carry = net.policy_step(params, carry, obs[:, t], first[:, t])
+        np.testing.assert_allclose(dist["logits"], seq["logits"][:, t], rtol=1e-5, atol=1e-6)
+    assert carry.shape == (2, 6)
+
+
+def test_original_network_names_refuse_other_action_spaces():
+    multi = EnvSpec.from_spaces(spaces.box((3,), np.float32), spaces.MultiDiscrete((2, 2)))
+    with pytest.raises(ValueError) as info:
+        make_network(NetConfig(network="feed_forward_categorical"), multi)
+    assert str(info.value) == (
+        "network='feed_forward_categorical' needs a discrete action space; use "
+        "feed_forward_gaussian or recurrent_gaussian for continuous actions, or feed_forward "
+        "for MultiDiscrete([2, 2])"
+    )
+    with pytest.raises(ValueError) as info:
+        make_network(NetConfig(), multi)
+    assert str(info.value) == (
+        "network='feed_forward_gaussian' needs a continuous action space; use feed_forward or "
+        "recurrent for MultiDiscrete([2, 2])"
+    )
+    image = EnvSpec.from_spaces(spaces.box((10, 10, 4), np.float32), spaces.Discrete(3))
+    with pytest.raises(spaces.UnsupportedSpaceError, match=r"^cnn='nature' does not fit"):
+        make_network(ImageNetConfig(cnn="nature"), image)

@@ -9,10 +9,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchppo.algorithms.common.networks import make_network
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
-from batchppo.algorithms.ppo.ppo import check_layout, num_iterations, rollout_length
+from batchppo.algorithms.ppo.ppo import PPO, check_layout, num_iterations, rollout_length
 from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
+from batchppo.core.mock import ImageCueEnv
 from batchppo.core.simulate import rollout
 
 TINY = PPOConfig(
@@ -325,3 +327,59 @@ def test_lr_kl_cap_scales_the_learning_rate_and_is_exact_under_the_cap():
 def test_lr_kl_cap_must_be_positive():
     with pytest.raises(ValueError, match="lr_kl_cap=0"):
         dataclasses.replace(TINY, lr_kl_cap=0)
+
+
+def test_uint8_frames_reach_the_network_as_uint8():
+    # A pure-JAX env with uint8 image observations: the frames stay uint8 in the rollout's
+    # Transition, the training batch and every network call (scaled to [0, 1] only inside).
+    env = ImageCueEnv(4)
+    config = PPOConfig(
+        backend="gymnax",
+        network="feed_forward",
+        objective="clip",
+        cnn="minatar",
+        cnn_dense=8,
+        shared_torso=True,
+        policy_layers=(8,),
+        value_layers=(8,),
+        num_agents=4,
+        rollout_length=8,
+        update_epochs=1,
+        num_minibatches=2,
+        max_length=None,
+    )
+    network = make_network(config, env.spec)
+    seen = []
+
+    def record(fn):
+        def wrapped(params, *args):
+            obs = args[-2] if len(args) == 3 else args[-1]
+            seen.append((fn.__name__, obs.dtype, obs.shape))
+            return fn(params, *args)
+
+        wrapped.__name__ = fn.__name__
+        return wrapped
+
+    network = network._replace(
+        policy_step=record(network.policy_step),
+        policy_sequence=record(network.policy_sequence),
+        value=record(network.value),
+    )
+    ppo = PPO(config, env, network)
+    ts = ppo.init(jax.random.key(0))
+    ss = ppo.init_sim(jax.random.key(1))
+    assert ts.obs_norm == (None,)  # images are not normalised
+    _, traj, _ = jax.jit(
+        lambda ts, ss: rollout(env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, 8)
+    )(ts, ss)
+    assert traj.obs.dtype == jnp.uint8 and traj.obs.shape == (8, 4, 6, 6, 2)
+    assert traj.final_obs.dtype == jnp.uint8
+    batch, _, _ = jax.jit(ppo.make_batch)(ts, traj)
+    assert batch.obs.dtype == jnp.uint8 and batch.obs.shape == (32, 1, 6, 6, 2)
+    seen.clear()
+    new_ts, _, metrics = jax.jit(ppo.iteration)(ts, ss)
+    names = {name for name, _, _ in seen}
+    assert names == {"policy_step", "policy_sequence", "value"}
+    assert {dtype for _, dtype, _ in seen} == {jnp.dtype(jnp.uint8)}
+    assert ("policy_sequence", jnp.dtype(jnp.uint8), (16, 1, 6, 6, 2)) in seen  # a minibatch
+    assert np.isfinite(float(metrics["loss"])) and int(new_ts.step) == 32
