@@ -10,7 +10,7 @@ import pytest
 
 from batchppo.algorithms.common.trainer import scan_iterations
 from batchppo.algorithms.ppo import PPOConfig, Trainer
-from batchppo.algorithms.ppo.ppo import PPO
+from batchppo.algorithms.ppo.ppo import PPO, make_train
 from batchppo.core.mock import DictCueEnv, MultiDiscreteCueEnv
 from batchppo.experiment.configs import get_preset
 
@@ -113,3 +113,26 @@ def test_dict_observation_and_multidiscrete_action_envs_learn(env_class):
     scores = _train_scores(env_class(16), seed=0)
     assert scores[:3].mean() < 5.5, scores
     assert scores[-3:].mean() >= 7.5, scores
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_minatar_breakout_improves_in_40k_steps():
+    # The shipped preset, fused (gymnax), cut to 20 iterations of 64 envs x 32 steps with a
+    # smaller dense layer and fewer epochs so that it fits CI. Breakout-MinAtar's first
+    # iterations score 0.2-0.5 per episode; seeds 0-2 end at 0.92, 0.73 and 0.68 (mean of
+    # the last three iterations).
+    config = dataclasses.replace(
+        get_preset("breakout_minatar"),
+        steps=40_960,
+        num_agents=64,
+        rollout_length=32,
+        update_epochs=2,
+        num_minibatches=2,
+        cnn_dense=64,
+        learning_rate=2e-3,
+    )
+    _, metrics = jax.jit(make_train(config))(jax.random.key(0))
+    scores = np.asarray(metrics["score"])
+    assert scores[:3].mean() < 0.5, scores
+    assert scores[-3:].mean() >= 0.6, scores
