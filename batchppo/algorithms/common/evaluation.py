@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchppo.algorithms.common.programs import Compiler, Program, cold_compiler_options
+from batchppo.core import spaces
 from batchppo.core.env import Env
 from batchppo.core.keys import raw_key
 from batchppo.core.simulate import rollout
@@ -202,7 +203,8 @@ class HostPolicy:
         act: The policy (``simulate``'s signature), jitted here.
         params: What it acts with.
         initial_carry: ``batch -> carry``, the recurrent state at an episode start.
-        obs_shape: Shape of one observation.
+        obs_shape: The observation space tree (:mod:`batchppo.core.spaces`); a shape tuple
+            stands for one float32 ``Box`` of that shape.
         seed: Seed of the sampling key.
     """
 
@@ -211,13 +213,15 @@ class HostPolicy:
         act: PolicyFn,
         params: PyTree,
         initial_carry: Callable[[int], PyTree],
-        obs_shape: tuple[int, ...],
+        obs_shape: Any,
         seed: int,
     ) -> None:
         self._params = params
         self._fn = jax.jit(act)
         self._initial_carry = initial_carry
-        self._obs_shape = tuple(obs_shape)
+        if isinstance(obs_shape, tuple) and not any(map(spaces.is_leaf, obs_shape)):
+            obs_shape = spaces.box(obs_shape, np.float32)
+        self._obs_space = obs_shape
         self._key = jax.random.key(seed)
         self._carry: PyTree = None
 
@@ -225,19 +229,23 @@ class HostPolicy:
         """Forgets the recurrent state; the next call starts new episodes."""
         self._carry = None
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
-        """Actions ``(B, *action_shape)`` for observations ``(B, *obs_shape)``."""
-        obs = jnp.asarray(obs, jnp.float32)
-        if obs.shape[1:] != self._obs_shape:
-            raise ValueError(
-                f"policy: observations of shape {obs.shape} do not match (B, "
-                f"*{self._obs_shape}); pass a batch"
-            )
-        batch = obs.shape[0]
+    def __call__(self, obs: Any) -> Any:
+        """Actions ``(B, *action_shape)`` for observations ``(B, *obs_shape)`` (pytrees of
+        those for Dict/Tuple spaces); each observation leaf is cast to its space's dtype."""
+        obs = spaces.cast(self._obs_space, obs)
+        for leaf, x in zip(
+            spaces.leaves(self._obs_space), spaces.flatten(self._obs_space, obs), strict=True
+        ):
+            if x.shape[1:] != leaf.shape:
+                raise ValueError(
+                    f"policy: observations of shape {x.shape} do not match (B, "
+                    f"*{leaf.shape}); pass a batch"
+                )
+        batch = spaces.flatten(self._obs_space, obs)[0].shape[0]
         first = self._carry is None
         if first:
             self._carry = self._initial_carry(batch)
         self._key, key = jax.random.split(self._key)
         first_arr = jnp.full((batch,), first)
         action, _, self._carry = self._fn(self._params, self._carry, obs, first_arr, key)
-        return np.asarray(action)
+        return jax.tree.map(np.asarray, action)

@@ -466,7 +466,7 @@ class Trainer:
             agent.mode_fn if deterministic else agent.policy_fn,
             self._one_device(agent.acting_params(train_state)),
             agent.initial_carry,
-            tuple(self.spec.obs_shape),
+            self.spec.obs_space,
             self.config.seed,
         )
 

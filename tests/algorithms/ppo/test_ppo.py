@@ -9,12 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchppo.algorithms.common.evaluation import HostPolicy
 from batchppo.algorithms.common.networks import make_network
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
 from batchppo.algorithms.ppo.ppo import PPO, check_layout, num_iterations, rollout_length
 from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
-from batchppo.core.mock import ImageCueEnv
+from batchppo.core.mock import DictCueEnv, ImageCueEnv
 from batchppo.core.simulate import rollout
 
 TINY = PPOConfig(
@@ -383,3 +384,22 @@ def test_uint8_frames_reach_the_network_as_uint8():
     assert {dtype for _, dtype, _ in seen} == {jnp.dtype(jnp.uint8)}
     assert ("policy_sequence", jnp.dtype(jnp.uint8), (16, 1, 6, 6, 2)) in seen  # a minibatch
     assert np.isfinite(float(metrics["loss"])) and int(new_ts.step) == 32
+
+
+@pytest.mark.parametrize("env_class", [ImageCueEnv, DictCueEnv])
+def test_host_policy_takes_observations_in_their_spaces_dtypes(env_class):
+    env = env_class(3)
+    config = PPOConfig(
+        backend="gymnax", network="feed_forward", cnn="minatar", cnn_dense=8, rollout_length=8
+    )
+    ppo = PPO(config, env)
+    ts = ppo.init(jax.random.key(0))
+    _, obs = env.reset(jax.random.key(1))
+    policy = HostPolicy(
+        ppo.mode_fn, ppo.acting_params(ts), ppo.initial_carry, env.spec.obs_space, 0
+    )
+    host_obs = jax.tree.map(lambda x: np.asarray(x).tolist(), obs)  # plain lists, no dtype
+    action = policy(host_obs)
+    want, _, _ = ppo.mode_fn(ppo.acting_params(ts), (), obs, jnp.ones(3, bool), None)
+    assert action.dtype == np.int32 and action.shape == (3,)
+    np.testing.assert_array_equal(action, want)
