@@ -81,7 +81,7 @@ class HostLoop:
         steps = []
         for _ in range(num_steps):
             action, extras, carry, key, _ = self._act(params, state)
-            host_result = self.env.host_step(np.asarray(action))
+            host_result = self.env.host_step(jax.tree.map(np.asarray, action))
             state, transition, stats = self._advance(state, action, extras, carry, key, host_result)
             steps.append((transition, stats))
         transitions, stats = self._stack(steps)
