@@ -16,7 +16,6 @@ naming the space, where it sits and what is supported.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -128,11 +127,6 @@ def leaf_paths(space: PyTree) -> list[str]:
     return ["".join(str(k) for k in path) for path, _ in paths]
 
 
-def map_leaves(fn: Callable[..., Any], space: PyTree, *trees: PyTree) -> PyTree:
-    """``fn(leaf_spec, *values)`` over the leaves of ``space`` and trees of its structure."""
-    return jax.tree.map(fn, space, *trees)
-
-
 def single(space: PyTree) -> Leaf | None:
     """The leaf when ``space`` is one leaf (not nested), else None."""
     return space if is_leaf(space) else None
@@ -225,13 +219,6 @@ def from_gymnax(space: Any, origin: str = "env", path: str = "") -> PyTree:
 def structs(space: PyTree, batch: tuple[int, ...]) -> PyTree:
     """``jax.ShapeDtypeStruct`` of each leaf with leading ``batch`` axes (for ``io_callback``)."""
     return jax.tree.map(lambda s: jax.ShapeDtypeStruct((*batch, *s.shape), s.dtype), space)
-
-
-def zeros(space: PyTree, batch: tuple[int, ...]) -> PyTree:
-    """Zero arrays of each leaf's shape and dtype with leading ``batch`` axes."""
-    import jax.numpy as jnp
-
-    return jax.tree.map(lambda s: jnp.zeros((*batch, *s.shape), s.dtype), space)
 
 
 def describe(space: PyTree) -> str:

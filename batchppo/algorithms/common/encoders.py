@@ -23,7 +23,6 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from batchppo.algorithms.common.run_config import CNNS, IMAGE_LAYOUTS
 from batchppo.core import spaces
@@ -151,15 +150,6 @@ def encode_leaf(leaf: spaces.Leaf, x: jax.Array) -> jax.Array:
         parts = [jax.nn.one_hot(x[:, i], n, dtype=jnp.float32) for i, n in enumerate(leaf.nvec)]
         return jnp.concatenate(parts, axis=-1)
     return x.reshape((batch, -1)).astype(jnp.float32)
-
-
-def encoded_size(leaf: spaces.Leaf) -> int:
-    """Features :func:`encode_leaf` gives a non-image leaf."""
-    if isinstance(leaf, spaces.Discrete):
-        return leaf.n
-    if isinstance(leaf, spaces.MultiDiscrete):
-        return int(sum(leaf.nvec))
-    return int(np.prod(leaf.shape, dtype=np.int64))
 
 
 class ObsEncoder(nn.Module):
