@@ -170,6 +170,7 @@ _MINATAR: dict[str, Any] = dict(
 def _minatar(game: str, **changes: Any) -> PPOConfig:
     return _preset(**{**_MINATAR, "env": f"{game}-MinAtar", **changes})
 
+
 PRESETS: dict[str, PPOConfig] = {
     # --- Pure JAX (gymnax): env and learner in one compiled program. ------------------------
     "pendulum_jax": _PENDULUM_CLIP,
