@@ -96,9 +96,11 @@ class A2C(ActorCriticActing):
         """The sampling policy; keeps ``V(obs)`` for the returns."""
         net_params, obs_norm = params
         nobs = self.normalize_obs(obs_norm, obs)
-        dist_params, carry = self.network.policy_step(net_params, carry, nobs, first)
+        dist_params, carry, value = self.network.policy_step_and_value(
+            net_params, carry, nobs, first
+        )
         action = self.network.distribution(dist_params).sample(seed=key)
-        extras = {"value": self.network.value(net_params, nobs)}
+        extras = {"value": value}
         return self.cast_action(action), extras, carry
 
     def iteration(self, ts: TrainState, ss: SimState) -> tuple[TrainState, SimState, dict]:
@@ -130,10 +132,10 @@ class A2C(ActorCriticActing):
     ) -> tuple[jax.Array, dict[str, jax.Array]]:  # fmt: skip
         """The A2C loss of one rollout and its parts."""
         config = self.config
-        dist_params = self.network.policy_sequence(params, (), obs, traj.first)
+        dist_params, value = self.network.policy_sequence_and_value(params, (), obs, traj.first)
         dist = self.network.distribution(dist_params)
         policy_loss = -(advantages * dist.log_prob(traj.action)).mean()
-        value_loss = jnp.square(targets - self.network.value(params, obs)).mean()
+        value_loss = jnp.square(targets - value).mean()
         entropy = dist.entropy().mean()
         loss = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy}

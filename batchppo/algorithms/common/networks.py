@@ -199,6 +199,11 @@ class Network(NamedTuple):
         distribution: ``dist_params -> distrax distribution`` (batched over leading axes).
         mode: ``dist_params -> deterministic action`` (mean, argmax or the likelier bit).
         recurrent: Whether the policy carries state.
+        policy_step_and_value: ``(params, carry, obs[B], first[B]) -> (dist_params[B], carry,
+            V[B])``: ``policy_step`` and ``value`` of the same observations, the shared torso
+            run once.
+        policy_sequence_and_value: ``(params, carry0[N], obs[N, L], first[N, L]) ->
+            (dist_params[N, L], V[N, L])``: ``policy_sequence`` and ``value`` likewise.
     """
 
     init: Callable[[jax.Array], PyTree]
@@ -209,6 +214,8 @@ class Network(NamedTuple):
     distribution: Callable[[PyTree], distrax.Distribution]
     mode: Callable[[PyTree], PyTree]
     recurrent: bool
+    policy_step_and_value: Callable[..., tuple[PyTree, PyTree, jax.Array]]
+    policy_sequence_and_value: Callable[..., tuple[PyTree, jax.Array]]
 
 
 def _check_network(network: str, action_space: PyTree) -> None:
@@ -339,15 +346,21 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         params["value"] = value_net.init(kv, x)["params"]
         return params
 
-    def policy_step(
-        params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
-    ) -> tuple[PyTree, PyTree]:
-        x = features(params, inputs(obs, 1))
+    def policy_on(params: PyTree, carry: PyTree, x: Any, first: jax.Array) -> tuple[PyTree, PyTree]:
+        # The policy on one step's features (the torso's output, or the inputs without one).
         if not recurrent:
             return head.to_tree(policy_net.apply({"params": params["policy"]}, x)), carry
         carry = jnp.where(first[:, None], 0.0, carry)
         carry, dist = policy_net.apply({"params": params["policy"]}, carry, x)
         return head.to_tree(dist), carry
+
+    def value_on(params: PyTree, x: Any, batch_shape: tuple[int, ...]) -> jax.Array:
+        return value_net.apply({"params": params["value"]}, x).reshape(batch_shape)
+
+    def policy_step(
+        params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
+    ) -> tuple[PyTree, PyTree]:
+        return policy_on(params, carry, features(params, inputs(obs, 1)), first)
 
     def policy_sequence(params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array) -> PyTree:
         if not recurrent:
@@ -368,8 +381,36 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
 
     def value(params: PyTree, obs: PyTree) -> jax.Array:
         batch_shape = inputs.batch_shape(obs)
-        x = features(params, inputs(obs, len(batch_shape)))
-        return value_net.apply({"params": params["value"]}, x).reshape(batch_shape)
+        return value_on(params, features(params, inputs(obs, len(batch_shape))), batch_shape)
+
+    def policy_step_and_value(
+        params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
+    ) -> tuple[PyTree, PyTree, jax.Array]:
+        if torso is None:
+            dist, new_carry = policy_step(params, carry, obs, first)
+            return dist, new_carry, value(params, obs)
+        x = features(params, inputs(obs, 1))
+        dist, new_carry = policy_on(params, carry, x, first)
+        return dist, new_carry, value_on(params, x, first.shape)
+
+    def policy_sequence_and_value(
+        params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array
+    ) -> tuple[PyTree, jax.Array]:
+        if torso is None:
+            return policy_sequence(params, carry0, obs, first), value(params, obs)
+        x = features(params, inputs(obs, 2))  # (N * L, F): the torso once for every step
+        values = value_on(params, x, first.shape)
+        if not recurrent:
+            dist = head.to_tree(policy_net.apply({"params": params["policy"]}, x))
+            return jax.tree.map(lambda d: d.reshape((*first.shape, *d.shape[1:])), dist), values
+        x_t = jnp.swapaxes(x.reshape((*first.shape, -1)), 0, 1)
+
+        def step(carry: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
+            dist, carry = policy_on(params, carry, *inp)
+            return carry, dist
+
+        _, dists = lax.scan(step, carry0, (x_t, jnp.swapaxes(first, 0, 1)))
+        return jax.tree.map(lambda d: jnp.swapaxes(d, 0, 1), dists), values
 
     return Network(
         init=init,
@@ -380,6 +421,8 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         distribution=head.distribution,
         mode=head.mode,
         recurrent=recurrent,
+        policy_step_and_value=policy_step_and_value,
+        policy_sequence_and_value=policy_sequence_and_value,
     )
 
 

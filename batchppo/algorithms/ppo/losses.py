@@ -243,7 +243,9 @@ def ppo_loss(
         ``(loss, metrics)``; metrics hold ``policy_loss``, ``value_loss``, ``entropy``, ``kl``
         (exact mean KL(pi_old || pi)), ``clip_fraction`` and the objective's own terms.
     """
-    dist_params = network.policy_sequence(params, batch.carry0, batch.obs, batch.first)
+    dist_params, value = network.policy_sequence_and_value(
+        params, batch.carry0, batch.obs, batch.first
+    )
     dist = network.distribution(dist_params)
     old_dist = network.distribution(batch.old_dist)
     log_prob = dist.log_prob(batch.action)
@@ -281,7 +283,6 @@ def ppo_loss(
             config.entropy_coef,
         )
         pol_metrics["kl"] = _masked_mean(kl, batch.mask)
-    value = network.value(params, batch.obs)
     v_loss = value_loss(value, batch.old_value, batch.target, batch.mask, config.value_clip)
     loss = pol_loss + config.value_coef * v_loss
     metrics = {"policy_loss": pol_loss, "value_loss": v_loss, **pol_metrics}

@@ -214,13 +214,11 @@ class PPO(ActorCriticActing):
         nobs = self.normalize_obs(obs_norm, obs)
         if self.network.recurrent:
             carry = jnp.where(first[:, None], 0.0, carry)
-        dist_params, new_carry = self.network.policy_step(net_params, carry, nobs, first)
+        dist_params, new_carry, value = self.network.policy_step_and_value(
+            net_params, carry, nobs, first
+        )
         action, log_prob = self.network.distribution(dist_params).sample_and_log_prob(seed=key)
-        extras = {
-            "log_prob": log_prob,
-            "value": self.network.value(net_params, nobs),
-            "dist": dist_params,
-        }
+        extras = {"log_prob": log_prob, "value": value, "dist": dist_params}
         if self.network.recurrent:
             extras["carry"] = carry
         return self.cast_action(action), extras, new_carry

@@ -219,3 +219,27 @@ def test_original_network_names_refuse_other_action_spaces():
     image = EnvSpec.from_spaces(spaces.box((10, 10, 4), np.float32), spaces.Discrete(3))
     with pytest.raises(spaces.UnsupportedSpaceError, match=r"^cnn='nature' does not fit"):
         make_network(ImageNetConfig(cnn="nature"), image)
+
+
+@pytest.mark.parametrize("network", ["feed_forward", "recurrent"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_policy_and_value_together_equal_them_apart(network, shared):
+    spec = EnvSpec.from_spaces(DICT_OBS, spaces.Discrete(3))
+    config = ImageNetConfig(network=network, shared_torso=shared, policy_layers=(8, 6))
+    net = make_network(config, spec)
+    params = net.init(jax.random.key(0))
+    first = jnp.array([[True, False, False], [True, True, False]])
+    carry0 = net.initial_carry(2)
+    obs = _dict_obs((2, 3))
+    obs["pos"] = jax.random.normal(jax.random.key(1), (2, 3, 2))
+    dist, values = net.policy_sequence_and_value(params, carry0, obs, first)
+    np.testing.assert_allclose(
+        dist["logits"], net.policy_sequence(params, carry0, obs, first)["logits"], rtol=1e-5
+    )
+    np.testing.assert_allclose(values, net.value(params, obs), rtol=1e-5)
+    step_obs = jax.tree.map(lambda x: x[:, 0], obs)
+    d, c, v = net.policy_step_and_value(params, carry0, step_obs, first[:, 0])
+    d2, c2 = net.policy_step(params, carry0, step_obs, first[:, 0])
+    np.testing.assert_allclose(d["logits"], d2["logits"], rtol=1e-5)
+    np.testing.assert_allclose(v, net.value(params, step_obs), rtol=1e-5)
+    assert jax.tree.structure(c) == jax.tree.structure(c2)

@@ -354,7 +354,7 @@ def test_uint8_frames_reach_the_network_as_uint8():
 
     def record(fn):
         def wrapped(params, *args):
-            obs = args[-2] if len(args) == 3 else args[-1]
+            obs = args[1] if len(args) == 3 else args[0]
             seen.append((fn.__name__, obs.dtype, obs.shape))
             return fn(params, *args)
 
@@ -362,9 +362,16 @@ def test_uint8_frames_reach_the_network_as_uint8():
         return wrapped
 
     network = network._replace(
-        policy_step=record(network.policy_step),
-        policy_sequence=record(network.policy_sequence),
-        value=record(network.value),
+        **{
+            name: record(getattr(network, name))
+            for name in (
+                "policy_step",
+                "policy_sequence",
+                "value",
+                "policy_step_and_value",
+                "policy_sequence_and_value",
+            )
+        }
     )
     ppo = PPO(config, env, network)
     ts = ppo.init(jax.random.key(0))
@@ -380,9 +387,12 @@ def test_uint8_frames_reach_the_network_as_uint8():
     seen.clear()
     new_ts, _, metrics = jax.jit(ppo.iteration)(ts, ss)
     names = {name for name, _, _ in seen}
-    assert names == {"policy_step", "policy_sequence", "value"}
+    # Acting and the loss run the shared torso once for the policy and the value; the
+    # bootstrap value of the rollout's last step is a value call of its own.
+    assert names == {"policy_step_and_value", "policy_sequence_and_value", "value"}
     assert {dtype for _, dtype, _ in seen} == {jnp.dtype(jnp.uint8)}
-    assert ("policy_sequence", jnp.dtype(jnp.uint8), (16, 1, 6, 6, 2)) in seen  # a minibatch
+    minibatch = ("policy_sequence_and_value", jnp.dtype(jnp.uint8), (16, 1, 6, 6, 2))
+    assert minibatch in seen
     assert np.isfinite(float(metrics["loss"])) and int(new_ts.step) == 32
 
 
