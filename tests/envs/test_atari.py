@@ -177,10 +177,12 @@ def _layers(env):
 
 def test_sticky_actions_are_a_setting():
     assert AtariStack().repeat_action_probability == 0.0
-    env = make_env_fn(
-        "ALE/Breakout-v5", preprocess={"name": "atari", "repeat_action_probability": 0.25}
-    )()
-    assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.25
+    for preprocess in (
+        {"name": "atari", "repeat_action_probability": 0.25},
+        AtariStack(repeat_action_probability=0.25),
+    ):
+        env = make_env_fn("ALE/Breakout-v5", preprocess=preprocess)()
+        assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.25
 
 
 def test_bad_settings_are_one_line_errors():
