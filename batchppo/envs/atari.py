@@ -78,10 +78,11 @@ def import_ale() -> None:
 class EpisodicLife(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """A lost life ends the episode (``terminated``) for the learner; the game goes on.
 
-    The next ``reset`` continues the same game with one no-op step instead of restarting it
-    (unless the game is over or a seed is given), so each life is an episode of the learner's
-    and the game's true end still reaches the wrappers inside this one (its
-    ``RecordEpisodeStatistics`` reports whole games). Gymnasium's
+    The ``reset`` that follows a lost life continues the same game with one no-op step
+    instead of restarting it, so each life is an episode of the learner's and the game's true
+    end still reaches the wrappers inside this one (its ``RecordEpisodeStatistics`` reports
+    whole games). Any other reset (after the game's end, with a seed, or in the middle of a
+    life) restarts the game. Gymnasium's
     ``AtariPreprocessing(terminal_on_life_loss=True)`` restarts the game at the first lost
     life, which is why this wrapper exists.
 
@@ -93,14 +94,14 @@ class EpisodicLife(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         gymnasium.utils.RecordConstructorArgs.__init__(self)
         gymnasium.Wrapper.__init__(self, env)
         self._lives = 0
-        self._game_over = True
+        self._life_lost = False  # the last step lost a life and the game goes on
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps; ``terminated`` also where the step lost a life."""
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._game_over = bool(terminated or truncated)
         lives = self.env.unwrapped.ale.lives()
-        if 0 < lives < self._lives:
+        self._life_lost = 0 < lives < self._lives and not (terminated or truncated)
+        if self._life_lost:
             terminated = True
         self._lives = lives
         return obs, reward, terminated, truncated, info
@@ -108,14 +109,14 @@ class EpisodicLife(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
-        """Restarts the game if it is over (or with a seed); else one no-op step goes on."""
-        if self._game_over or seed is not None:
-            obs, info = self.env.reset(seed=seed, options=options)
-        else:
+        """After a lost life (and no seed), one no-op step goes on; else restarts the game."""
+        if self._life_lost and seed is None:
             obs, _, terminated, truncated, info = self.env.step(0)
             if terminated or truncated:
                 obs, info = self.env.reset(options=options)
-        self._game_over = False
+        else:
+            obs, info = self.env.reset(seed=seed, options=options)
+        self._life_lost = False
         self._lives = self.env.unwrapped.ale.lives()
         return obs, info
 

@@ -138,6 +138,25 @@ def test_episodic_life_is_a_setting_and_the_game_return_stays_whole(episodic_lif
     assert steps[-1][3] == sum(rewards) > 0
 
 
+def test_a_reset_continues_the_game_only_after_a_lost_life():
+    env = make_env_fn("ALE/Breakout-v5", preprocess="atari")()
+    _, info = env.reset(seed=3)
+    start = info["episode_frame_number"]
+    for _ in range(5):
+        env.step(0)
+    _, info = env.reset()  # in the middle of a life: a new game (no-ops and FIRE again)
+    assert info["lives"] == 5 and info["episode_frame_number"] <= 30 * 1 + 4
+    rng = np.random.default_rng(3)
+    while True:
+        _, _, terminated, _, info = env.step(int(rng.integers(4)))
+        if terminated:
+            break
+    frames = info["episode_frame_number"]
+    assert info["lives"] == 4 and frames > start
+    _, info = env.reset()  # after the lost life: the same game, one no-op and FIRE later
+    assert info["lives"] == 4 and info["episode_frame_number"] == frames + 4 + 4
+
+
 def test_wrapper_order_and_fire_reset():
     env = make_env_fn("ALE/Breakout-v5", preprocess="atari")()
     chain = []
