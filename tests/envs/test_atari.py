@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import gymnasium
 import numpy as np
 import pytest
@@ -223,3 +225,20 @@ def test_bad_settings_are_one_line_errors():
         make_env_fn("ALE/Breakout-v5", preprocess={"name": "atari", "frames": 4})
     with pytest.raises(ValueError, match=r"^FireReset: action 1 of ALE/Freeway-v5 is 'UP'"):
         FireReset(gymnasium.make("ALE/Freeway-v5"))
+
+
+def test_ale_ids_import_ale_py_and_say_how_to_install_it(monkeypatch):
+    with pytest.raises(ValueError, match=r"^Unknown env id 'ALE/Breakot-v5'.*ALE/Breakout-v5"):
+        make_env_fn("ALE/Breakot-v5", preprocess="atari")
+    atari_module = importlib.import_module("batchppo.envs.atari")
+
+    def no_ale(name):
+        raise ImportError(f"No module named {name!r}")
+
+    monkeypatch.setattr(atari_module.importlib, "import_module", no_ale)
+    with pytest.raises(
+        ValueError,
+        match=r"^Atari envs need ale-py \(No module named 'ale_py'\); install it with pip "
+        r"install 'batchppo\[atari\]'\.$",
+    ):
+        make_env_fn("ALE/Breakot-v5")
