@@ -89,14 +89,14 @@ def preprocessing(value: str | Mapping[str, Any] | Preprocessing | None) -> Prep
     """
     if value is None or isinstance(value, Preprocessing):
         return value
-    settings: dict[str, Any] = {}
+    given, settings = value, {}
     if isinstance(value, Mapping):
         settings = dict(value)
         value = settings.pop("name", None)
     if not isinstance(value, str) or value not in PREPROCESSING:
         raise ValueError(
             f"preprocess must be None, one of {sorted(PREPROCESSING)}, a mapping "
-            f"{{'name': NAME, **settings}} or a Preprocessing object; got {value!r}."
+            f"{{'name': NAME, **settings}} or a Preprocessing object; got {given!r}."
         )
     try:
         return PREPROCESSING[value](**settings)
