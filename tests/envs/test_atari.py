@@ -104,19 +104,23 @@ def test_rewards_are_clipped_and_the_raw_return_is_in_the_episode_info():
 
 def play(env, seed, until_games=1):
     """Steps a batch env of one env with seeded random actions until ``until_games`` games
-    ended; returns per step ``(terminated, truncated, lives, episode return or None, reward)``.
+    ended; returns per step ``(terminated, truncated, lives, episode return or None, reward,
+    whether the obs is one frame repeated 4 times)``.
     """
     env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     steps, games = [], 0
     while games < until_games:
-        _, reward, terminated, truncated, infos = env.step(
+        obs, reward, terminated, truncated, infos = env.step(
             rng.integers(4, size=1).astype(np.int32)
         )
         final = infos.get("final_info", {})
         episode = final["episode"]["r"][0] if final.get("_episode", [False])[0] else None
         lives = final["lives"][0] if "lives" in final else infos["lives"][0]
-        steps.append((bool(terminated[0]), bool(truncated[0]), int(lives), episode, reward[0]))
+        repeated = all(np.array_equal(obs[0, 0], obs[0, k]) for k in range(1, 4))
+        steps.append(
+            (bool(terminated[0]), bool(truncated[0]), int(lives), episode, reward[0], repeated)
+        )
         games += episode is not None
     return steps
 
@@ -130,7 +134,11 @@ def test_episodic_life_is_a_setting_and_the_game_return_stays_whole(episodic_lif
     settings = {"name": "atari", "episodic_life": episodic_life, "clip_rewards": False}
     with make("ALE/Breakout-v5", 1, backend="sync", preprocess=settings) as env:
         steps = play(env, seed=3)
-    ends = [(lives, episode is not None) for te, _, lives, episode, _ in steps if te]
+    ends = [(lives, episode is not None) for te, _, lives, episode, _, _ in steps if te]
+    # Same-step autoreset: the obs of an ending step is the next episode's first, its 4
+    # frames the one frame after the reset (and the FIRE), life lost or game over.
+    assert all(step[5] for step in steps if step[0])
+    assert not all(step[5] for step in steps)
     if episodic_life:
         assert ends == [(4, False), (3, False), (2, False), (1, False), (0, True)]
     else:
