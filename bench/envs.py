@@ -13,6 +13,8 @@ and batch size N:
 * ``batch``: ``batchppo.envs.BatchEnv.step`` (with infos); ``batch_arr``:
   ``BatchEnv.step_arrays`` (no infos, ``copy=False``: the path of the in-graph adapter).
 * ``envpool``: EnvPool's own C++ env of the same id, when envpool is installed.
+* ``ale_vector``: ale-py's own vector env (``ale_py.vector_env.AtariVectorEnv``, C++ threads),
+  for ``ALE/`` ids.
 * ``make``: ``batchppo.envs.make(env_id, N)``, the standard stack (range normalisation, action
   clipping, float32, the finiteness check), through ``step``; ``make_arr``: the same through
   ``step_arrays`` with ``copy=False``. ``make/batch`` is the better of the two over the better
@@ -24,6 +26,14 @@ machine. Every BatchEnv (``batch``, ``make``) isolates the caller: its default
 ``step_in_parent=False``, so the parent steps no env.
 
     python bench/envs.py --seconds 2 --rounds 3 --sizes 8,32 --envs Pendulum-v1,HalfCheetah-v5
+
+For an ``ALE/`` id every env is the preprocessed one (``AtariStack().make``: frame skip 4
+with max-pooling, 84x84 grey, no-op starts, episodic life, fire reset, reward clipping, a
+stack of 4 uint8 frames), ``make`` is ``make(env_id, N, preprocess="atari")``, and EnvPool and
+``AtariVectorEnv`` are set to the same preprocessing:
+
+    python bench/envs.py --envs ALE/Breakout-v5 --sizes 8,16,32 --seconds 3 --rounds 2 \
+        --peers parallel,batch,batch_arr,envpool,ale_vector,make,make_arr
 
 ``--cpu`` prints the same table in CPU time per env step instead of steps/s: the CPU time of
 this process (all its threads: EnvPool's) and of its child processes (the workers of every
@@ -63,6 +73,10 @@ from batchppo.envs import BatchEnv
 
 
 def _env_fn(env_id: str) -> Callable[[], gymnasium.Env]:
+    if env_id.startswith("ALE/"):  # the preprocessed env, without make()'s standard stack
+        from batchppo.envs import AtariStack
+
+        return lambda: AtariStack().make(env_id, None, {})
     return lambda: gymnasium.make(env_id)
 
 
@@ -94,7 +108,7 @@ class _Single:
     """One env stepped in a loop (reset where an episode ends)."""
 
     def __init__(self, env_id: str):
-        self.env = gymnasium.make(env_id)
+        self.env = _env_fn(env_id)()
         self.env.reset(seed=0)
         self.single_action_space = self.env.action_space
 
@@ -178,18 +192,37 @@ def _build(peer: str, env_id: str, n: int):
     elif peer in ("make", "make_arr"):
         from batchppo.envs import make
 
-        env = make(env_id, n)
+        atari = {"preprocess": "atari"} if env_id.startswith("ALE/") else {}
+        env = make(env_id, n, **atari)
         env.copy = peer == "make"
     elif peer == "envpool":
         try:
             import envpool
         except ImportError:
             return None
-        if env_id not in envpool.list_all_envs():
+        pool_id = env_id.removeprefix("ALE/")
+        if pool_id not in envpool.list_all_envs():
             return None
-        env = envpool.make_gymnasium(env_id, num_envs=n, num_threads=os.cpu_count(), seed=0)
+        # EnvPool's Atari defaults match AtariStack's but for these two (off by default).
+        atari = {"episodic_life": True, "reward_clip": True} if env_id.startswith("ALE/") else {}
+        env = envpool.make_gymnasium(
+            pool_id, num_envs=n, num_threads=os.cpu_count(), seed=0, **atari
+        )
         env.reset()
         return env, env.step, _actions(env.action_space, n), n
+    elif peer == "ale_vector":
+        if not env_id.startswith("ALE/"):
+            return None
+        from ale_py.vector_env import AtariVectorEnv
+
+        # Its defaults are AtariStack's (no-ops, skip 4, max-pool, 84x84 grey, stack 4, fire
+        # reset, clipping, no sticky actions) but for the life signal.
+        game = gymnasium.spec(env_id).kwargs["game"]  # the ROM's name: "breakout"
+        env = AtariVectorEnv(
+            game, n, num_threads=os.cpu_count(), episodic_life=True, autoreset_mode="SameStep"
+        )
+        env.reset(seed=0)
+        return env, env.step, _actions(env.single_action_space, n), n
     else:
         raise ValueError(f"unknown peer {peer!r}")
     env.reset(seed=0)
@@ -318,7 +351,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--peers",
         default="parallel,sync,async,batch,batch_arr,envpool,make,make_arr",
-        help="comma-separated subset of parallel,sync,async,batch,batch_arr,envpool,make,make_arr",
+        help="comma-separated subset of parallel,sync,async,batch,batch_arr,envpool,ale_vector,"
+        "make,make_arr",
     )
     parser.add_argument(
         "--cpu",
@@ -363,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{'env':16s} {'N':>3s} {'single':>8s} {'limit':>8s} "
         + " ".join(f"{p:>9s}" for p in peers)
         + "  batch/async batch/limit batch/par batch/envpool make/batch make/limit make/par"
-        + " make/envpool"
+        + " make/envpool make/alevec"
     )
     for env_id in args.envs.split(","):
         for n in sizes:
@@ -391,7 +425,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{env_id:16s} {n:3d} {cell(values['single'], 8)} {limit_cell} {cells} "
                 f"{ratio('async')} {best / limit:10.2f}x {ratio('parallel')}{ratio('envpool')}"
                 f"{made / best if made and best else 0:10.2f}x {made / limit:10.2f}x"
-                f"{ratio('parallel', made)}{ratio('envpool', made)}"
+                f"{ratio('parallel', made)}{ratio('envpool', made)}{ratio('ale_vector', made)}"
                 f"  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )

@@ -8,8 +8,11 @@
   :func:`batch_transform`: that stack as a :class:`BatchTransform`, which a ``BatchEnv``
   applies to all the envs of a worker at once (what ``make`` does).
 * :mod:`batchppo.envs.wrappers`: the wrappers Gymnasium lacks.
+* :class:`AtariStack` (:mod:`batchppo.envs.atari`): the standard Atari preprocessing, run in
+  the workers by ``make(env_id, n, preprocess="atari")``.
 """
 
+from batchppo.envs.atari import AtariStack
 from batchppo.envs.batch_env import (
     BatchEnv,
     BatchState,
@@ -32,6 +35,7 @@ from batchppo.envs.wrappers import (
 
 __all__ = [
     "ActionRepeat",
+    "AtariStack",
     "BatchEnv",
     "BatchState",
     "BatchTransform",

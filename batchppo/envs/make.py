@@ -2,7 +2,9 @@
 
 The stack of one env, innermost first:
 
-1. ``gymnasium.make(env_id, max_episode_steps=max_length, ...)`` (Gymnasium's ``TimeLimit``);
+1. ``gymnasium.make(env_id, max_episode_steps=max_length, ...)`` (Gymnasium's ``TimeLimit``),
+   or, with ``preprocess=``, the env that preprocessing builds (``"atari"``:
+   :mod:`batchppo.envs.atari`);
 2. :class:`~batchppo.envs.wrappers.RangeNormalize` (when ``normalize_ranges``), which clips
    actions to ``[-1, 1]`` before mapping them to the env's bounds; float ``Box``
    observations, and each float ``Box`` leaf of Dict and Tuple ones, map to ``[-1, 1]`` on
@@ -10,8 +12,9 @@ The stack of one env, innermost first:
    unchanged;
 3. Gymnasium's ``ClipAction`` (Box actions, only without range normalisation): clips to the
    env's own bounds;
-4. :class:`~batchppo.envs.wrappers.ConvertTo32Bit` (float32 obs and reward, int32 discrete
-   actions, non-finite values raise; leaf by leaf for Dict and Tuple observations, as for a
+4. :class:`~batchppo.envs.wrappers.ConvertTo32Bit` (float64 obs to float32 and int64 obs to
+   int32, every other dtype kept: uint8 frames stay uint8; float32 rewards, int32 discrete
+   actions; non-finite values raise; leaf by leaf for Dict and Tuple observations, as for a
    flat observation of each leaf's kind).
 
 :func:`make_env_fn` builds this stack around each env. :func:`make` builds the envs without
@@ -28,19 +31,77 @@ import dataclasses
 import difflib
 import importlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
 from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
+from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
 from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
 
-__all__ = ["StandardStack", "batch_transform", "check_env_id", "make", "make_env_fn"]
+__all__ = [
+    "Preprocessing",
+    "StandardStack",
+    "batch_transform",
+    "check_env_id",
+    "make",
+    "make_env_fn",
+    "preprocessing",
+]
 
 BACKENDS = ("process", "sync", "ray")
+
+# Id namespaces whose envs register when a package is imported: imported on first use, as
+# "module:id" would be.
+_NAMESPACE_IMPORTS = {"ALE": import_ale}
+
+
+@runtime_checkable
+class Preprocessing(Protocol):
+    """A preprocessing that builds each raw env of :func:`make` (e.g.
+    :class:`~batchppo.envs.atari.AtariStack`): it runs where the env lives, under the
+    standard stack. It travels to the workers with cloudpickle."""
+
+    def check(self, env_id: str, max_length: int | None, env_kwargs: Mapping[str, Any]) -> None:
+        """Raises ValueError for an id, a time limit or keywords it cannot take."""
+        ...
+
+    def make(
+        self, env_id: str, render_mode: str | None, env_kwargs: Mapping[str, Any]
+    ) -> gymnasium.Env:
+        """Builds one env with the preprocessing."""
+        ...
+
+
+def preprocessing(value: str | Mapping[str, Any] | Preprocessing | None) -> Preprocessing | None:
+    """The preprocessing ``make(preprocess=value)`` applies.
+
+    Args:
+        value: None (none), a name (``"atari"``: :class:`~batchppo.envs.atari.AtariStack`
+            with its defaults), a mapping ``{"name": "atari", **settings}`` (the form a
+            config's ``env_kwargs`` can hold) or a :class:`Preprocessing` object.
+
+    Raises:
+        ValueError: An unknown name, a mapping without ``name``, or bad settings.
+    """
+    if value is None or isinstance(value, Preprocessing):
+        return value
+    given, settings = value, {}
+    if isinstance(value, Mapping):
+        settings = dict(value)
+        value = settings.pop("name", None)
+    if not isinstance(value, str) or value not in PREPROCESSING:
+        raise ValueError(
+            f"preprocess must be None, one of {sorted(PREPROCESSING)}, a mapping "
+            f"{{'name': NAME, **settings}} or a Preprocessing object; got {given!r}."
+        )
+    try:
+        return PREPROCESSING[value](**settings)
+    except TypeError as exc:
+        raise ValueError(f"preprocess={value!r}: {exc}.") from None
 
 
 def check_env_id(env_id: str) -> None:
@@ -49,6 +110,7 @@ def check_env_id(env_id: str) -> None:
     Args:
         env_id: A Gymnasium id such as ``"Pendulum-v1"``, or ``"module:EnvName-v0"``, which
             imports ``module`` (that registers the id) first, as ``gymnasium.make`` does.
+            ``ALE/`` ids import ``ale_py`` (the ``atari`` extra) the same way.
     """
     if ":" in env_id:
         module, env_id = env_id.split(":", 1)
@@ -58,6 +120,9 @@ def check_env_id(env_id: str) -> None:
             raise ValueError(
                 f"env id {module}:{env_id}: cannot import {module!r} ({exc})"
             ) from None
+    namespace = env_id.split("/", 1)[0] if "/" in env_id else None
+    if namespace in _NAMESPACE_IMPORTS and env_id not in gymnasium.registry:
+        _NAMESPACE_IMPORTS[namespace]()
     if env_id in gymnasium.registry:
         return
     close = difflib.get_close_matches(env_id, list(gymnasium.registry.keys()), n=5, cutoff=0.5)
@@ -74,6 +139,7 @@ def make_env_fn(
     max_length: int | None = None,
     normalize_ranges: bool = True,
     render_mode: str | None = None,
+    preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
     **env_kwargs: Any,
 ) -> Callable[[], gymnasium.Env]:
     """A function that builds ONE env with the standard wrapper stack (see module docstring).
@@ -83,19 +149,25 @@ def make_env_fn(
         max_length: Episode step limit (Gymnasium ``TimeLimit``); None keeps the registry's.
         normalize_ranges: Apply :class:`RangeNormalize` (finite bounds to ``[-1, 1]``).
         render_mode: Passed to ``gymnasium.make`` (e.g. ``"rgb_array"`` for videos).
+        preprocess: What builds each env in place of ``gymnasium.make`` (see
+            :func:`preprocessing`): ``"atari"`` for the standard Atari preprocessing.
         **env_kwargs: Passed to ``gymnasium.make``.
 
     Returns:
         A picklable zero-argument callable returning the wrapped env.
 
     Raises:
-        ValueError: Unknown ``env_id`` (with suggestions) or a bad ``max_length``.
+        ValueError: Unknown ``env_id`` (with suggestions), a bad ``max_length`` or a
+            preprocessing that does not take this id, limit or keywords.
     """
     check_env_id(env_id)
     if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
         raise ValueError(f"max_length must be a positive int or None; got {max_length!r}.")
+    pre = preprocessing(preprocess)
+    if pre is not None:
+        pre.check(env_id, max_length, env_kwargs)
 
-    raw_fn = _raw_env_fn(env_id, max_length, render_mode, env_kwargs)
+    raw_fn = _raw_env_fn(env_id, max_length, render_mode, env_kwargs, pre)
     stack = StandardStack(env_id, normalize_ranges)
 
     def env_fn() -> gymnasium.Env:
@@ -105,11 +177,18 @@ def make_env_fn(
 
 
 def _raw_env_fn(
-    env_id: str, max_length: int | None, render_mode: str | None, env_kwargs: dict[str, Any]
+    env_id: str,
+    max_length: int | None,
+    render_mode: str | None,
+    env_kwargs: dict[str, Any],
+    pre: Preprocessing | None = None,
 ) -> Callable[[], gymnasium.Env]:
-    """A function that builds one env without the stack (``gymnasium.make``'s own layers)."""
+    """A function that builds one env without the stack (``gymnasium.make``'s own layers, or
+    the preprocessing's env)."""
 
     def raw_fn() -> gymnasium.Env:
+        if pre is not None:
+            return pre.make(env_id, render_mode, env_kwargs)
         return gymnasium.make(
             env_id, max_episode_steps=max_length, render_mode=render_mode, **env_kwargs
         )
@@ -190,6 +269,7 @@ def make(
     render_mode: str | None = None,
     ray_options: Mapping[str, Any] | None = None,
     max_restarts: int = 0,
+    preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
     **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
@@ -219,6 +299,10 @@ def make(
         max_restarts: ``BatchEnv``'s restart budget (``"process"`` and ``"sync"`` only): how
             many times an env whose step raised, or whose worker died, is rebuilt and its
             episode truncated; 0 fails fast.
+        preprocess: What builds each env in the workers in place of ``gymnasium.make``,
+            under the standard stack: ``"atari"`` (or ``{"name": "atari", **settings}``, or
+            an :class:`~batchppo.envs.atari.AtariStack`) for the standard Atari
+            preprocessing, uint8 ``(4, 84, 84)`` frames; see :func:`preprocessing`.
         **env_kwargs: Passed to ``gymnasium.make``.
 
     The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the
@@ -249,12 +333,14 @@ def make(
         max_length=max_length,
         normalize_ranges=normalize_ranges,
         render_mode=render_mode,
+        preprocess=preprocess,
         **env_kwargs,
     )
     if backend == "ray":
         fns, transform = [fn] * num_envs, None
     else:  # BatchEnv reads the raw spaces off its workers' envs and picks the transform
-        fns = [_raw_env_fn(env_id, max_length, render_mode, env_kwargs)] * num_envs
+        pre = preprocessing(preprocess)
+        fns = [_raw_env_fn(env_id, max_length, render_mode, env_kwargs, pre)] * num_envs
         transform = StandardStack(env_id, normalize_ranges)
     if backend == "process":
         env = BatchEnv(fns, num_workers=num_workers, max_restarts=max_restarts, transform=transform)

@@ -13,9 +13,11 @@ are written here:
   ``RescaleObservation`` need all bounds finite, so they cannot express this.) Only float
   ``Box`` spaces are mapped; integer ``Box``, ``Discrete``, ``MultiDiscrete`` and
   ``MultiBinary`` spaces pass unchanged.
-* :class:`ConvertTo32Bit`: float64 -> float32 and int64 -> int32 ``Box`` observations, float32
-  rewards, int32 discrete actions; non-finite observations or rewards raise ``ValueError``.
-  ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` observations pass unchanged.
+* :class:`ConvertTo32Bit`: float64 -> float32 and int64 -> int32 ``Box`` observations (an int64
+  value outside int32's range raises), float32 rewards, int32 discrete actions; non-finite
+  observations or rewards raise ``ValueError``. Every other dtype keeps its own: uint8 frames
+  stay uint8, bool stays bool, float32 and int32 as they are. ``Discrete``, ``MultiDiscrete``
+  and ``MultiBinary`` observations pass unchanged.
 * :class:`FrameHistory`, :class:`FrameDelta`, :class:`ActionRepeat`, :class:`RandomStart`.
 
 :class:`RangeNormalize` and :class:`ConvertTo32Bit` treat each leaf of a Dict/Tuple
@@ -46,6 +48,7 @@ __all__ = [
     "FrameHistory",
     "RandomStart",
     "RangeNormalize",
+    "int_overflow_message",
     "non_finite_obs_message",
     "non_finite_reward_message",
 ]
@@ -298,6 +301,30 @@ def non_finite_reward_message(env_id: str, step: int, reward: Any) -> str:
     )
 
 
+def int_overflow_message(
+    env_id: str, step: int, obs: Any, dtype: np.dtype, path: str = ""
+) -> str:
+    """The message of the ``ValueError`` an int64 observation outside ``dtype``'s range raises
+    (:class:`ConvertTo32Bit` converts int64 to int32 and never wraps a value around).
+
+    Args:
+        env_id: The env's name.
+        step: The step of the episode (0: the observation of a reset).
+        obs: The observation (or the Dict/Tuple leaf) that does not fit.
+        dtype: The dtype it is converted to.
+        path: Where that leaf sits in a Dict/Tuple observation; ``""`` for a flat one.
+    """
+    what = f"observation leaf obs{path}" if path else "observation"
+    info = np.iinfo(dtype)
+    obs = np.asarray(obs)
+    value = obs.max() if obs.max() > info.max else obs.min()
+    return (
+        f"{env_id}: int64 {what} at step {step} of the episode (0 = reset) holds {value}, "
+        f"outside {dtype.name}'s range [{info.min}, {info.max}], the dtype int64 observations "
+        "are converted to; return values in that range, or a float Box."
+    )
+
+
 _TO_32_BIT = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np.dtype(np.int32)}
 
 
@@ -328,10 +355,12 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     """32-bit observations, rewards and actions; non-finite observations or rewards raise.
 
     float64 ``Box`` observations become float32 and int64 ``Box`` observations int32 (their
-    bounds clipped to int32's); float ``Box`` observations are checked for NaN and infinite
-    values. ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` observations hold integers,
-    always finite: they pass unchanged, int64 included. Rewards become ``np.float32``;
-    Discrete actions become int32 and float64 Box actions float32.
+    bounds clipped to int32's; a value outside int32's range raises instead of wrapping
+    around); float ``Box`` observations are checked for NaN and infinite values. Boxes of any
+    other dtype keep it (uint8 frames stay uint8: a quarter of float32's bytes in shared
+    memory and in every copy). ``Discrete``, ``MultiDiscrete`` and ``MultiBinary``
+    observations hold integers, always finite: they pass unchanged, int64 included. Rewards
+    become ``np.float32``; Discrete actions become int32 and float64 Box actions float32.
 
     Dict and Tuple observation spaces (nestings of ``Box``, ``Discrete``, ``MultiDiscrete``
     and ``MultiBinary``) get the same per leaf, by the same rule (:func:`_leaf_conversion`):
@@ -344,8 +373,9 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         env_id: Name used in error messages (default: ``env.spec.id`` when there is one).
 
     Raises:
-        ValueError: (from ``reset``/``step``) an observation or reward is NaN or infinite; the
-            message names the env id, the step of the episode and what was non-finite. (At
+        ValueError: (from ``reset``/``step``) an observation or reward is NaN or infinite, or
+            an int64 observation does not fit int32; the message names the env id, the step
+            of the episode and the value. (At
             construction) a Dict/Tuple observation space holds a space other than those above.
     """
 
@@ -396,6 +426,7 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         plans = [_leaf_conversion(leaf) for leaf in leaf_spaces]
         self._flatten = flattener(obs_space)
         self._leaf_dtypes = [dtype for dtype, _, _ in plans]
+        self._leaf_paths = paths
         self._checked_leaves = [(i, paths[i]) for i, (_, check, _) in enumerate(plans) if check]
         self._converts = any(dtype is not None for dtype in self._leaf_dtypes)
         if self._converts:
@@ -411,8 +442,19 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         if self._check_obs and not np.isfinite(obs).all():
             raise ValueError(non_finite_obs_message(self._env_id, self._episode_step, obs))
         if self._obs_dtype is not None:
-            return np.asarray(obs, dtype=self._obs_dtype)
+            return self._convert(obs, self._obs_dtype)
         return obs
+
+    def _convert(self, value: Any, dtype: np.dtype, path: str = "") -> np.ndarray:
+        """``value`` in ``dtype``; an int64 value outside int32's range raises (no wrap-around)."""
+        if dtype.kind == "i":
+            value = np.asarray(value)
+            info = np.iinfo(dtype)
+            if value.size and (value.min() < info.min or value.max() > info.max):
+                raise ValueError(
+                    int_overflow_message(self._env_id, self._episode_step, value, dtype, path)
+                )
+        return np.asarray(value, dtype=dtype)
 
     def _nested_observation(self, obs: Any) -> Any:
         """Checks the float leaves of a Dict/Tuple observation and converts its Box leaves."""
@@ -425,8 +467,8 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         if not self._converts:
             return obs
         converted = [
-            v if dtype is None else np.asarray(v, dtype=dtype)
-            for v, dtype in zip(values, self._leaf_dtypes, strict=True)
+            v if dtype is None else self._convert(v, dtype, path)
+            for v, dtype, path in zip(values, self._leaf_dtypes, self._leaf_paths, strict=True)
         ]
         return unflatten(self.observation_space, converted)
 

@@ -507,3 +507,38 @@ class BoundedNestedObsEnv(gymnasium.Env):
 
 # make("envs_testlib:BoundedNestedObs-v0", ...) imports this module, in the workers too.
 gymnasium.register("BoundedNestedObs-v0", entry_point=BoundedNestedObsEnv)
+
+
+class DtypeEnv(gymnasium.Env):
+    """A flat Box observation of any dtype: ``obs = base + t`` in the space's dtype, for the
+    dtype rule of ``make()``'s stack (``bool``: ``t % 2``). Discrete(2) actions; reward t."""
+
+    def __init__(self, dtype: str = "uint8", base: int = 7, render_mode: str | None = None):
+        self.dtype = np.dtype(dtype)
+        self.base = base
+        if self.dtype == np.bool_:
+            self.observation_space = spaces.Box(0, 1, (2, 3), np.bool_)
+        elif self.dtype.kind == "f":
+            self.observation_space = spaces.Box(-np.inf, np.inf, (2, 3), self.dtype)
+        else:
+            info = np.iinfo(self.dtype)
+            self.observation_space = spaces.Box(info.min, info.max, (2, 3), self.dtype)
+        self.action_space = spaces.Discrete(2)
+        self.t = 0
+
+    def _obs(self) -> np.ndarray:
+        if self.dtype == np.bool_:
+            return np.full((2, 3), self.t % 2, np.bool_)
+        return np.full((2, 3), self.base + self.t, self.dtype)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(self.t), False, False, {}
+
+
+gymnasium.register("Dtype-v0", entry_point=DtypeEnv)

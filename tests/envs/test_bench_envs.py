@@ -39,3 +39,19 @@ def test_cpu_mode_prints_the_table_the_default_mode_prints(capsys, cpu):
     suffix = "us" if cpu else "k"
     cells = row[2 : 4 + len(PEERS)]  # single, limit and every peer: each measured
     assert all(cell.endswith(suffix) and float(cell[: -len(suffix)]) >= 0 for cell in cells), row
+
+
+def test_atari_peers_step_the_same_preprocessing(capsys):
+    """For an ALE id every peer steps the preprocessed env: BatchEnv, make(preprocess=...)
+    and ale-py's own vector env are measured (EnvPool too when the bench extra is in)."""
+    peers = ["batch_arr", "ale_vector", "make_arr"]
+    _bench_envs().main(
+        ["--seconds", "0.02", "--rounds", "1", "--sizes", "2", "--envs", "ALE/Breakout-v5",
+         "--peers", ",".join(peers)]
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert "make/alevec" in lines[1].split()
+    row = lines[2].split()
+    assert row[:2] == ["ALE/Breakout-v5", "2"]
+    cells = row[2 : 4 + len(peers)]
+    assert all(cell.endswith("k") and float(cell[:-1]) > 0 for cell in cells), row

@@ -198,3 +198,40 @@ def test_make_with_nested_observations(backend):
             r"obs\['extra'\]\[2\] at step 1 of the episode .*env 1",
         ):
             env.step(np.zeros((3, 1), np.float32))
+
+
+@pytest.mark.parametrize(
+    ("dtype", "kept"),
+    [("uint8", "uint8"), ("bool", "bool"), ("int32", "int32"), ("int64", "int32"),
+     ("float64", "float32"), ("float32", "float32"), ("int8", "int8")],
+)
+def test_observation_dtypes_in_shared_memory(dtype, kept):
+    """Integer and bool observations keep their dtype from the workers' envs to the arrays
+    returned (uint8 stays uint8 in shared memory); float64 becomes float32, int64 int32."""
+    with make("envs_testlib:Dtype-v0", 3, backend="process", num_workers=2, dtype=dtype) as env:
+        assert env.single_observation_space.dtype == np.dtype(kept)
+        assert env._layout.obs_leaves == (((2, 3), np.dtype(kept).str),)
+        obs, _ = env.reset(seed=0)
+        assert obs.dtype == np.dtype(kept) and obs.shape == (3, 2, 3)
+        obs, reward, _, _, final_obs = env.step_arrays(np.zeros(3, np.int32))
+        expected = np.full((3, 2, 3), 1 if dtype == "bool" else 8, np.dtype(kept))
+        assert obs.dtype == final_obs.dtype == np.dtype(kept)
+        np.testing.assert_array_equal(obs, expected)
+        assert reward.dtype == np.float32 and reward.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_int64_observation_outside_int32_raises():
+    """int64 becomes int32 without wrapping around: a value int32 cannot hold raises."""
+    base = 2**31 - 2  # the reset's obs fits, the second step's does not
+    with make("envs_testlib:Dtype-v0", 2, backend="sync", dtype="int64", base=base) as env:
+        obs, _ = env.reset(seed=0)
+        assert obs.dtype == np.int32 and obs.max() == base
+        env.step(np.zeros(2, np.int32))
+        with pytest.raises(
+            ValueError,
+            match=r"^envs_testlib:Dtype-v0: int64 observation at step 2 of the episode "
+            r"\(0 = reset\) holds 2147483648, outside int32's range \[-2147483648, 2147483647\], "
+            r"the dtype int64 observations are converted to; return values in that range, or a "
+            r"float Box\.\n",
+        ):
+            env.step(np.zeros(2, np.int32))

@@ -160,6 +160,29 @@ def test_convert_to_32bit_converts_and_checks_each_leaf_of_nested_observations()
         env.reset(seed=3)
 
 
+class _BigCountEnv(NestedObsEnv):
+    """NestedObsEnv whose int64 leaf ``obs['inner']['count']`` is ``2**31 + t``."""
+
+    def _obs(self):
+        obs = super()._obs()
+        obs["inner"]["count"] = np.array([2**31 + self.t], np.int64)
+        return obs
+
+
+def test_convert_to_32bit_refuses_int64_leaf_values_int32_cannot_hold():
+    """int64 leaves become int32 by a checked conversion: no value wraps around."""
+    env = ConvertTo32Bit(_BigCountEnv(), env_id="Big-v0")
+    assert env.observation_space["inner"]["count"].dtype == np.int32
+    with pytest.raises(
+        ValueError,
+        match=r"^Big-v0: int64 observation leaf obs\['inner'\]\['count'\] at step 0 of the "
+        r"episode \(0 = reset\) holds 2147483648, outside int32's range \[-2147483648, "
+        r"2147483647\], the dtype int64 observations are converted to; return values in that "
+        r"range, or a float Box\.$",
+    ):
+        env.reset(seed=0)
+
+
 def test_convert_to_32bit_refuses_unsupported_leaves_of_nested_observations():
     with pytest.raises(ValueError, match=r"ConvertTo32Bit \(TextEnv\).*Text.*FlattenObservation"):
         ConvertTo32Bit(TextInDictObsEnv(), env_id="TextEnv")
