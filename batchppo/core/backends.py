@@ -250,24 +250,14 @@ def unknown_id_message(what: str, env_id: str, known: Iterable[str], where: str)
 
 
 def check_gymnasium_id(env_id: str) -> None:
-    """Raises ValueError when ``env_id`` is not in Gymnasium's registry.
+    """Raises a one-line ValueError when ``env_id`` names no Gymnasium env.
 
-    An id ``"module:EnvName-v0"`` registers itself when ``module`` is imported, at env
-    construction (``gymnasium.make`` checks it then), and passes here.
+    The rule has one home, :func:`batchppo.envs.make.check_env_id` (imported on the call): a
+    registered id, ``"module:EnvId"`` or ``"module:factory"``, whose module is imported here.
     """
-    if ":" in env_id:
-        return
-    import gymnasium
+    from batchppo.envs.make import check_env_id
 
-    if env_id not in gymnasium.envs.registry:
-        raise ValueError(
-            unknown_id_message(
-                "Gymnasium env id",
-                env_id,
-                gymnasium.envs.registry,
-                "See `gymnasium.pprint_registry()` for the valid ids",
-            )
-        )
+    check_env_id(env_id)
 
 
 def check_gymnax_id(env_id: str) -> None:

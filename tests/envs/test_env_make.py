@@ -21,9 +21,9 @@ make_module = importlib.import_module("batchppo.envs.make")
 
 def test_unknown_id_suggests_close_matches_before_starting_workers(monkeypatch):
     monkeypatch.setattr(make_module, "BatchEnv", lambda *a, **k: pytest.fail("workers built"))
-    with pytest.raises(ValueError, match=r"'Pendulm-v1'.*Did you mean: Pendulum-v1"):
+    with pytest.raises(ValueError, match=r"'Pendulm-v1'\. Did you mean 'Pendulum-v1'\?"):
         make("Pendulm-v1", 4)
-    with pytest.raises(ValueError, match="Unknown env id 'NoSuchEnv-v0'"):
+    with pytest.raises(ValueError, match="unknown Gymnasium env id 'NoSuchEnv-v0'"):
         make_env_fn("NoSuchEnv-v0")
     with pytest.raises(ValueError, match="backend"):
         make("Pendulum-v1", 4, backend="threads")
