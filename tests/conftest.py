@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
@@ -147,3 +148,15 @@ def user_envs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
         (root / "brokenenvs.py").write_text("import gymnasium\nraise NameError('oops')\n")
     monkeypatch.chdir(root)
     return root
+
+
+@pytest.fixture(autouse=True)
+def forget_user_modules() -> Iterator[None]:
+    """Each test imports ``myenvs`` and ``brokenenvs`` afresh (tests write modules of those
+    names with other contents): they leave ``sys.modules``, and the id ``myenvs`` registers
+    leaves Gymnasium's registry, when the test ends."""
+    yield
+    for name in ("myenvs", "brokenenvs"):
+        sys.modules.pop(name, None)
+    if "gymnasium" in sys.modules:
+        sys.modules["gymnasium"].registry.pop("MyReach-v0", None)

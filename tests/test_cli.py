@@ -348,9 +348,7 @@ def test_env_alone_picks_a_recipe_from_the_spaces(capsys, tmp_path, user_envs, m
     assert stored == dataclasses.replace(
         cheetah, env="myenvs:MyReach-v0", max_length=None, steps=1000
     )
-    code, _, err = train_own(
-        capsys, tmp_path, "--env", "myenvs:make_choose", "--set", "steps=500"
-    )
+    code, _, err = train_own(capsys, tmp_path, "--env", "myenvs:make_choose", "--set", "steps=500")
     assert code == 0, err
     assert (
         "has discrete actions (vector observations, Discrete actions), so the run starts "
