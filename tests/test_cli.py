@@ -450,3 +450,32 @@ def test_a_failed_resume_keeps_the_run_dir(capsys, tmp_path, user_envs, monkeypa
     assert_one_line_error(code, err, "env 'myenvs:make_broken': its constructor raised")
     assert (run_dir / "config.yaml").is_file()
     assert ckpt.latest_checkpoint(run_dir / "checkpoints")[0] == 100_352  # kept
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["--env", "myenvs:make_reach"], "make_reach"),
+        (["--config", "pendulum_fast", "--env", "myenvs:make_reach"], "pendulum_fast-make_reach"),
+        (["--env", "myenvs:make_reach", "--name", "mine"], "mine"),
+        (["--config", "part.yaml"], "part"),
+    ],
+)
+def test_ctrl_c_prints_a_resume_command_that_names_the_same_run(
+    capsys, tmp_path, user_envs, monkeypatch, argv, name
+):
+    Path("part.yaml").write_text("base: pendulum_fast\nenv: myenvs:make_reach\n")
+    monkeypatch.setattr(
+        loop, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at=2, signal_num=2)
+    )
+    code, out, _ = train_own(capsys, tmp_path, *argv, "--timestamp", "T")
+    assert code == 128 + signal.SIGINT
+    assert (tmp_path / f"T-{name}").is_dir()
+    command = out.strip().removeprefix("resume with: ")
+    assert command == shlex.join(
+        ["batchppo", "train", *argv, "--logdir", str(tmp_path), "--timestamp", "T", "--resume"]
+    )
+    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    code, out, err = run_cli(capsys, *shlex.split(command)[1:], "--progress", "none")
+    assert code == 0, err
+    assert out.endswith(f"run dir {tmp_path / f'T-{name}'}\n")

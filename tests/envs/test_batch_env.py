@@ -86,7 +86,7 @@ def test_same_step_autoreset_exact_sequence():
 def test_spinning_or_blocking_waits_give_the_same_steps(spin_us, worker_spin_us):
     # 0 blocks on every wait; the parent or the workers spinning only changes who waits how.
     def run(**spin):
-        with BatchEnv(count_fns(), num_workers=2, **spin) as env:
+        with BatchEnv(count_fns(), num_workers=2, autoreset_mode="SameStep", **spin) as env:
             env.reset(seed=0)
             action = np.full((4, 1), 0.5, np.float32)
             return [env.step_arrays(action) for _ in range(5)]

@@ -181,8 +181,10 @@ def _transform():
 def test_float64_envs_and_every_autoreset_mode(autoreset_mode):
     kwargs = {"num_workers": 2, "autoreset_mode": autoreset_mode}
     with (
-        BatchEnv(_diverging("overflow"), transform=_transform(), **kwargs) as fast,
-        BatchEnv(_diverging("overflow", stacked=True), **kwargs) as slow,
+        BatchEnv(
+            _diverging("overflow"), transform=_transform(), autoreset_mode="SameStep", **kwargs
+        ) as fast,
+        BatchEnv(_diverging("overflow", stacked=True), autoreset_mode="SameStep", **kwargs) as slow,
     ):
         assert fast.single_observation_space.dtype == np.float32
         assert fast.single_action_space.dtype == np.float32
@@ -227,7 +229,7 @@ def test_non_finite_values_raise_as_in_the_stack(fault, expected, step_in_parent
         (_diverging(fault), _transform()),
         (_diverging(fault, stacked=True), None),
     ]:
-        with BatchEnv(fns, transform=transform, **kwargs) as env:
+        with BatchEnv(fns, transform=transform, autoreset_mode="SameStep", **kwargs) as env:
             env.reset(seed=0)
             with pytest.raises(ValueError) as excinfo:
                 for _ in range(40):
@@ -243,8 +245,10 @@ def test_non_finite_values_raise_as_in_the_stack(fault, expected, step_in_parent
 def test_non_finite_values_restart_the_env_as_in_the_stack(fault):
     kwargs = {"num_workers": 2, "max_restarts": 10}
     with (
-        BatchEnv(_diverging(fault), transform=_transform(), **kwargs) as fast,
-        BatchEnv(_diverging(fault, stacked=True), **kwargs) as slow,
+        BatchEnv(
+            _diverging(fault), transform=_transform(), autoreset_mode="SameStep", **kwargs
+        ) as fast,
+        BatchEnv(_diverging(fault, stacked=True), autoreset_mode="SameStep", **kwargs) as slow,
     ):
         fast.reset(seed=0), slow.reset(seed=0)
         rng = np.random.default_rng(0)
