@@ -1001,7 +1001,8 @@ def train(
     from_preset = config is None or isinstance(config, str)
     config, name, changes = _resolve(config, name, overrides, env)
     run_dir = None
-    configs.check_env(config)  # Before a run dir is made for it.
+    if logdir is None or timestamp is None or not (Path(logdir) / f"{timestamp}-{name}").exists():
+        configs.check_env(config)  # Before a run dir is made for it (a resume checks its own).
     resumed = False
     if logdir is not None:
         explicit = changes if from_preset else None
