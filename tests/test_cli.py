@@ -479,3 +479,20 @@ def test_ctrl_c_prints_a_resume_command_that_names_the_same_run(
     code, out, err = run_cli(capsys, *shlex.split(command)[1:], "--progress", "none")
     assert code == 0, err
     assert out.endswith(f"run dir {tmp_path / f'T-{name}'}\n")
+
+
+def test_evaluating_a_run_whose_env_module_is_not_importable_is_one_line(
+    capsys, tmp_path, monkeypatch
+):
+    run_dir = make_run(tmp_path, "T-reach")
+    config = configs.load_config(run_dir / "config.yaml")
+    stored = dataclasses.replace(config, env="reachenvs:make_reach", backend="process")
+    configs.save_config(stored, run_dir / "config.yaml")
+    ckpt.save_checkpoint(run_dir / "checkpoints", {"x": 0}, 10)
+    monkeypatch.chdir(tmp_path)  # no reachenvs.py here
+    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir))
+    assert_one_line_error(code, err)
+    assert err == (
+        "batchppo: error: env 'reachenvs:make_reach': cannot import 'reachenvs' (No module "
+        "named 'reachenvs'): put reachenvs.py in the working directory or on PYTHONPATH\n"
+    )
