@@ -1,8 +1,13 @@
-"""The ``batchppo`` command line: ``train``, ``evaluate``, ``visualize``, ``plot`` and ``list``.
+"""The ``batchppo`` command line: ``train``, ``evaluate``, ``visualize``, ``plot``, ``list`` and
+``show``.
 
-Bad input (an unknown config, a bad ``--set``, a missing or corrupt run dir or checkpoint, an
-unknown env id) prints one line ``batchppo: error: ...`` on stderr and exits with status 2; so
-does a Ray cluster that cannot be joined or cannot place the env actors (``RaySetupError``).
+Bad input (an unknown config, a bad config file or ``--set``, a missing or corrupt run dir or
+checkpoint, an env that fails its start-up check: its id, module, constructor, keyword
+arguments or spaces) prints one line ``batchppo: error: ...`` on stderr and exits with status
+2, leaving no run dir behind; ``--debug`` prints the traceback instead. So does a Ray cluster
+that cannot be joined or cannot place the env actors (``RaySetupError``). The working
+directory is importable, as under ``python -m``, so ``--env myenvs:MyEnv-v0`` finds
+``./myenvs.py``.
 
 An env that fails during training (its exception or a dead worker, with ``max_env_restarts``
 0 or spent) stops the run with a checkpoint of its last completed iteration: ``train`` prints
@@ -19,12 +24,15 @@ Examples::
 
     batchppo train --config pendulum_jax --logdir logdir
     batchppo train --config cartpole --logdir logdir --set steps=5e4 --set num_agents=8
+    batchppo train --env myenvs:MyReach-v0 --logdir logdir  # a recipe from the env's spaces
+    batchppo show pendulum_fast > my.yaml  # edit, then: batchppo train --config my.yaml ...
     batchppo train --config pendulum_jax --logdir logdir --timestamp 20261121T113000 --resume
     batchppo train --config pendulum_jax --logdir logdir --seeds 4  # seeds 0-3, one program
     batchppo evaluate --logdir logdir/*-pendulum_jax --episodes 100
     batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
     batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
     batchppo list
+    batchppo show cheetah_fast
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import argparse
 import os
 import shlex
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -53,17 +62,36 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="batchppo", description="Batched PPO on JAX: train, evaluate, visualize and plot runs."
     )
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument(
+        "--debug", action="store_true",
+        help="on bad input, print the traceback instead of the one-line error",
+    )  # fmt: skip
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     train = sub.add_parser(
         "train",
-        help="train a preset (or resume a run)",
-        description="Train a preset into <logdir>/<timestamp>-<config>/; an existing "
-        "timestamp resumes that run from its last checkpoint with its stored config.",
+        parents=[debug],
+        help="train a preset, a config file or an env (or resume a run)",
+        description="Train into <logdir>/<timestamp>-<name>/; an existing timestamp resumes "
+        "that run from its last checkpoint with its stored config.",
     )
     train.add_argument(
-        "--config", default=DEFAULT_PRESET, help=f"preset name (default {DEFAULT_PRESET}; "
-        "see `batchppo list`)",
+        "--config",
+        help=f"a preset name (`batchppo list`; default {DEFAULT_PRESET}, or a recipe chosen "
+        "from the env's spaces with --env), or a YAML config file: a full config (a run's "
+        "config.yaml, `batchppo show PRESET`) or `base: PRESET` plus the keys that change",
+    )  # fmt: skip
+    train.add_argument(
+        "--env",
+        help="the env to train on: a Gymnasium id, module:EnvId (the module registers it) or "
+        "module:factory (a callable returning a gymnasium.Env); the working directory is "
+        "importable. Without --config a starting recipe is chosen from its spaces",
+    )  # fmt: skip
+    train.add_argument(
+        "--name",
+        help="run dir name after the timestamp (default: the preset, the config file's stem, "
+        "or <preset>-<env> with --env)",
     )  # fmt: skip
     train.add_argument("--logdir", required=True, help="parent directory of runs")
     train.add_argument(
@@ -147,13 +175,50 @@ def _parser() -> argparse.ArgumentParser:
     plot.add_argument("--columns", type=int, default=3, help="panels per row (default 3)")
 
     sub.add_parser("list", help="list the presets", description="List the presets.")
+    show = sub.add_parser(
+        "show",
+        parents=[debug],
+        help="print a preset (or config file) as YAML",
+        description="Print a config as the YAML of a run's config.yaml: a full config to "
+        "copy, edit and train with --config FILE.",
+    )
+    show.add_argument("config", metavar="CONFIG", help="a preset name or a YAML config file")
     return parser
 
 
-def _cmd_train(args: argparse.Namespace) -> int:
-    from batchppo.experiment import configs, loop
+def _run_name(args: argparse.Namespace, config_name: str | None) -> str | None:
+    """The run dir's name: ``--name``; else the config's name, with the env's after it when
+    ``--env`` replaced the config's env; None for a recipe (the env's name)."""
+    if args.name:
+        return args.name
+    if config_name is None:
+        return None
+    if args.env:
+        return f"{config_name}-{args.env.rpartition(':')[2]}"
+    return config_name
 
+
+def _train_config(args: argparse.Namespace) -> tuple[object, str | None]:
+    """What ``train`` trains: a preset name, a config read from a file, or None (a recipe
+    chosen from ``--env``'s spaces), and the run's name."""
+    from batchppo.experiment import configs
+
+    if args.config is None and args.env is None:
+        args.config = configs.DEFAULT_PRESET
+    if args.config is None:
+        return None, _run_name(args, None)
+    if configs.is_config_file(args.config):
+        config, stem = configs.resolve_config(args.config)
+        return config, _run_name(args, stem)
     configs.get_preset(args.config)  # Unknown names fail before anything is created.
+    name = _run_name(args, args.config)
+    return args.config, None if name == args.config else name
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from batchppo.experiment import loop
+
+    config, name = _train_config(args)
     if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
         # Repeat runs of a config then skip XLA compilation (most of a short run's start-up).
         from batchppo.algorithms.common.programs import enable_compilation_cache
@@ -161,8 +226,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
         enable_compilation_cache()
     try:
         result = loop.train(
-            args.config,
+            config,
             args.logdir,
+            env=args.env,
+            name=name,
             timestamp=args.timestamp,
             overrides=args.overrides,
             progress=args.progress,
@@ -197,12 +264,26 @@ def _resume_command(args: argparse.Namespace, run_dir: Path) -> str:
     """
     from batchppo.experiment import configs, loop
 
-    command = ["batchppo", "train", "--config", args.config, "--logdir", args.logdir]
-    name = args.config
+    command = ["batchppo", "train"]
+    for flag, value in (("--config", args.config), ("--env", args.env), ("--name", args.name)):
+        if value is not None:
+            command += [flag, value]
+    command += ["--logdir", args.logdir]
+    name = _run_name(args, _config_name(args)) or args.env.rpartition(":")[2]
     if args.seeds is not None:
-        name = configs.seed_run_name(args.config, 0)
+        name = configs.seed_run_name(name, 0)
         command += ["--seeds", str(args.seeds)]
     return shlex.join([*command, "--timestamp", loop.run_timestamp(run_dir, name), "--resume"])
+
+
+def _config_name(args: argparse.Namespace) -> str | None:
+    from pathlib import Path
+
+    from batchppo.experiment import configs
+
+    if args.config is None:
+        return None
+    return Path(args.config).stem if configs.is_config_file(args.config) else args.config
 
 
 def _report_seeds(args: argparse.Namespace, results: list) -> int:
@@ -322,13 +403,28 @@ def _cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_show(args: argparse.Namespace) -> int:
+    from batchppo.experiment import configs
+
+    config, _ = configs.resolve_config(args.config)
+    print(configs.config_to_yaml(config), end="")
+    return 0
+
+
 COMMANDS = {
     "train": _cmd_train,
     "evaluate": _cmd_evaluate,
     "visualize": _cmd_visualize,
     "plot": _cmd_plot,
     "list": _cmd_list,
+    "show": _cmd_show,
 }
+
+
+def _shows_cause(args: argparse.Namespace, error: BaseException) -> bool:
+    """Whether ``--debug`` would show more than ``error``: a command with the flag, and an
+    error raised from another exception (an env's, say)."""
+    return hasattr(args, "debug") and error.__cause__ is not None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -347,10 +443,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     args = _parser().parse_args(argv)
+    # The working directory is importable, as under `python -m`: `--env myenvs:MyEnv-v0` finds
+    # ./myenvs.py (a console script's sys.path[0] is its bin directory instead).
+    cwd = os.getcwd()
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
     try:
         return COMMANDS[args.command](args)
     except UserError as error:
-        print(f"batchppo: error: {error}", file=sys.stderr)
+        if getattr(args, "debug", False):
+            traceback.print_exception(error)
+        else:
+            # The traceback of what the env raised is one flag away.
+            more = " (--debug shows the traceback)" if _shows_cause(args, error) else ""
+            print(f"batchppo: error: {error}{more}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("batchppo: aborted; the last checkpoint is kept (resume continues from it)",
@@ -364,6 +471,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"batchppo: error: {error}", file=sys.stderr)  # a set-up problem: one line
         return EXIT_USAGE
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
 
 
 if __name__ == "__main__":

@@ -186,9 +186,9 @@ def _build(peer: str, env_id: str, n: int):
     elif peer == "async":
         env = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True)
     elif peer == "batch":
-        env = BatchEnv(fns)
+        env = BatchEnv(fns, autoreset_mode="SameStep")
     elif peer == "batch_arr":
-        env = BatchEnv(fns, copy=False)
+        env = BatchEnv(fns, copy=False, autoreset_mode="SameStep")
     elif peer in ("make", "make_arr"):
         from batchppo.envs import make
 
@@ -316,8 +316,12 @@ def stack_cpu(env_id: str, n: int, steps: int, rounds: int) -> dict[str, float]:
     from batchppo.envs import make, make_env_fn
 
     envs = {
-        "raw": BatchEnv([_env_fn(env_id)] * n, num_workers=1, step_in_parent=True),
-        "per_env": BatchEnv([make_env_fn(env_id)] * n, num_workers=1, step_in_parent=True),
+        "raw": BatchEnv(
+            [_env_fn(env_id)] * n, num_workers=1, step_in_parent=True, autoreset_mode="SameStep"
+        ),
+        "per_env": BatchEnv(
+            [make_env_fn(env_id)] * n, num_workers=1, step_in_parent=True, autoreset_mode="SameStep"
+        ),
         "make": make(env_id, n, backend="sync"),
     }
     best = dict.fromkeys(envs, float("inf"))

@@ -40,7 +40,7 @@ PEERS = ("process", "ray", "ray_1")
 def _build(peer: str, env_id: str, n: int, workers: int):
     fns = [_env_fn(env_id)] * n
     if peer == "process":
-        env = BatchEnv(fns, num_workers=workers, copy=False)
+        env = BatchEnv(fns, num_workers=workers, copy=False, autoreset_mode="SameStep")
     elif peer == "ray":
         env = RayBatchEnv(fns, num_workers=workers)
     elif peer == "ray_1":

@@ -47,7 +47,10 @@ def single_rate(env_id: str, seconds: float) -> float:
 def batch_rate(env_id: str, num_envs: int, worker_spin_us: float, seconds: float) -> float:
     """Steps/s (summed over the batch) of ``BatchEnv.step_arrays`` with ``copy=False``."""
     with BatchEnv(
-        [lambda: gymnasium.make(env_id)] * num_envs, worker_spin_us=worker_spin_us, copy=False
+        [lambda: gymnasium.make(env_id)] * num_envs,
+        worker_spin_us=worker_spin_us,
+        copy=False,
+        autoreset_mode="SameStep",
     ) as env:
         env.reset(seed=0)
         actions = np.stack([env.single_action_space.sample() for _ in range(num_envs)])

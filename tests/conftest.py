@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import psutil
 import pytest
@@ -36,3 +37,126 @@ def wait_no_ray_children(timeout: float = 10.0) -> list[str]:
 def ray_processes_left() -> Callable[[], list[str]]:
     """:func:`wait_no_ray_children`, for fixtures that check Ray shut down completely."""
     return wait_no_ray_children
+
+
+# A user's own envs, as a new user writes them in ./myenvs.py: none takes ``render_mode``
+# unless it renders, one registers an id, the others are reached through factories.
+USER_ENVS = '''
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+
+class Reach(gymnasium.Env):
+    """Move a point to the origin: reward -|p|^2."""
+
+    def __init__(self, size=1.0):
+        self.size = size
+        self.observation_space = spaces.Box(-size, size, (2,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.p = self.np_random.uniform(-self.size, self.size, 2).astype(np.float32)
+        return self.p, {}
+
+    def step(self, action):
+        self.p = np.clip(self.p + 0.1 * np.asarray(action), -self.size, self.size)
+        self.p = self.p.astype(np.float32)
+        return self.p, -float(np.sum(self.p**2)), False, False, {}
+
+
+class RenderingReach(Reach):
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, size=1.0, render_mode=None):
+        super().__init__(size)
+        self.render_mode = render_mode
+
+    def render(self):
+        return np.zeros((8, 8, 3), np.uint8)
+
+
+class Choose(gymnasium.Env):
+    """Pick the action the observation shows: reward 1 if right; episodes of 10 steps."""
+
+    observation_space = spaces.Box(0.0, 1.0, (2,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.right = 0, int(self.np_random.integers(2))
+        return np.eye(2, dtype=np.float32)[self.right], {}
+
+    def step(self, action):
+        reward = float(int(action) == self.right)
+        self.t, self.right = self.t + 1, int(self.np_random.integers(2))
+        obs = np.eye(2, dtype=np.float32)[self.right]
+        return obs, reward, False, self.t >= 10, {}
+
+
+class Pixels(Choose):
+    observation_space = spaces.Box(0, 255, (8, 8, 3), np.uint8)
+
+
+class Nested(Choose):
+    observation_space = spaces.Dict({"x": spaces.Box(0.0, 1.0, (2,), np.float32)})
+
+
+def make_reach(size=1.0):
+    return Reach(size)
+
+
+def make_choose():
+    return Choose()
+
+
+def make_pixels():
+    return Pixels()
+
+
+def make_nested():
+    return Nested()
+
+
+def make_broken():
+    raise RuntimeError("the simulator licence expired")
+
+
+def make_nothing():
+    return 3
+
+
+def needs_size(size):
+    return Reach(size)
+
+
+NUMBER = 3
+
+gymnasium.register("MyReach-v0", entry_point=Reach, max_episode_steps=50)
+'''
+
+
+@pytest.fixture
+def user_envs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
+    """A working directory holding ``myenvs.py`` (:data:`USER_ENVS`) and ``brokenenvs.py``
+    (whose import fails), made the cwd, as a user's project is; yields its path."""
+    root = tmp_path_factory.getbasetemp() / "user_envs"
+    if not root.exists():
+        root.mkdir()
+        (root / "myenvs.py").write_text(USER_ENVS)
+        (root / "brokenenvs.py").write_text("import gymnasium\nraise NameError('oops')\n")
+    monkeypatch.chdir(root)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def forget_user_modules() -> Iterator[None]:
+    """Each test imports ``myenvs`` and ``brokenenvs`` afresh (tests write modules of those
+    names with other contents): they leave ``sys.modules``, and the id ``myenvs`` registers
+    leaves Gymnasium's registry, when the test ends."""
+    yield
+    for name in ("myenvs", "brokenenvs"):
+        sys.modules.pop(name, None)
+    if "gymnasium" in sys.modules:
+        sys.modules["gymnasium"].registry.pop("MyReach-v0", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import signal
@@ -13,7 +14,7 @@ import pytest
 
 from batchppo import cli
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs
+from batchppo.experiment import configs, loop
 
 sys.path.insert(0, str(Path(__file__).parent / "experiment"))
 from experiment_fakes import FakeSeedsTrainer, FakeTrainer
@@ -258,3 +259,240 @@ def test_python_dash_m_entry_point(tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.startswith("batchppo: error: unknown config 'nope'")
     assert bad.stderr.count("\n") == 1
+
+
+# --- Your env, your config ---------------------------------------------------------------------
+
+
+def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
+    return run_cli(capsys, "train", "--logdir", str(logdir), "--progress", "none", *argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--env", "nomodule:MyEnv-v0"],
+            "env 'nomodule:MyEnv-v0': cannot import 'nomodule' (No module named 'nomodule'): "
+            "put nomodule.py in the working directory or on PYTHONPATH (--debug shows the "
+            "traceback)",
+        ),
+        (
+            ["--config", "pendulum_fast", "--set", "env=myenvs:make_reach", "--set",
+             "env_kwargs={speed: 2}"],
+            "env 'myenvs:make_reach': its constructor does not take an argument of env_kwargs "
+            "{'speed': 2} (TypeError: make_reach() got an unexpected keyword argument 'speed'): "
+            "fix env_kwargs (--set 'env_kwargs={...}') (--debug shows the traceback)",
+        ),
+        (
+            ["--env", "myenvs:make_broken"],
+            "env 'myenvs:make_broken': its constructor raised RuntimeError: the simulator "
+            "licence expired; fix the env (or env_kwargs) (--debug shows the traceback)",
+        ),
+        (
+            ["--env", "myenvs:make_pixels"],
+            "env 'myenvs:make_pixels' has image observations (Box(0, 255, (8, 8, 3), uint8)): "
+            "batchppo has no starting recipe for them yet; pick a config with --config "
+            "(`batchppo list`)",
+        ),
+        (
+            ["--env", "myenvs:make_nested"],
+            "env 'myenvs:make_nested': HostEnv supports Box observation spaces only, got "
+            "Dict('x': Box(-1.0, 1.0, (2,), float32)); flatten the observations with a "
+            "Gymnasium wrapper (e.g. FlattenObservation) first. (--debug shows the traceback)",
+        ),
+        (
+            ["--config", "my.yaml"],
+            "--config my.yaml: cannot read it (No such file or directory); give a preset name "
+            "(`batchppo list`) or the path of a YAML config file",
+        ),
+    ],
+)  # fmt: skip
+def test_start_up_failures_are_one_line_exit_2_and_leave_no_run_dir(
+    capsys, tmp_path, user_envs, argv, message
+):
+    code, _, err = train_own(capsys, tmp_path / "logs", *argv)
+    assert_one_line_error(code, err)
+    assert err == f"batchppo: error: {message}\n"
+    assert not (tmp_path / "logs").exists()  # nothing made
+
+
+def test_debug_shows_the_traceback_of_what_the_env_raised(capsys, tmp_path, user_envs):
+    code, _, err = train_own(capsys, tmp_path, "--env", "myenvs:make_broken", "--debug")
+    assert code == 2
+    assert "Traceback" in err and "RuntimeError: the simulator licence expired" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_working_directory_is_importable_only_while_the_command_runs(capsys, user_envs):
+    import sys as system
+
+    assert str(user_envs) not in system.path
+    assert run_cli(capsys, "show", "pendulum_fast")[0] == 0
+    assert str(user_envs) not in system.path
+
+
+def test_env_alone_picks_a_recipe_from_the_spaces(capsys, tmp_path, user_envs, monkeypatch):
+    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    code, _, err = train_own(
+        capsys, tmp_path, "--env", "myenvs:MyReach-v0", "--timestamp", "T", "--set", "steps=1000"
+    )
+    assert code == 0, err
+    assert err == (
+        "batchppo: no --config: myenvs:MyReach-v0 has continuous control (vector observations, "
+        "Box actions), so the run starts from the cheetah_fast recipe (1,000,000 steps); the "
+        "env's own time limit (50 steps) ends episodes\n"
+    )
+    stored = configs.load_config(tmp_path / "T-MyReach-v0" / "config.yaml")
+    cheetah = configs.get_preset("cheetah_fast")
+    assert stored == dataclasses.replace(
+        cheetah, env="myenvs:MyReach-v0", max_length=None, steps=1000
+    )
+    code, _, err = train_own(capsys, tmp_path, "--env", "myenvs:make_choose", "--set", "steps=500")
+    assert code == 0, err
+    assert (
+        "has discrete actions (vector observations, Discrete actions), so the run starts "
+        "from the cartpole_jax recipe (300,000 steps); the env has no time limit of its own: "
+        "max_length=500 (--set max_length=N)" in err
+    )
+    (run_dir,) = tmp_path.glob("*-make_choose")
+    stored = configs.load_config(run_dir / "config.yaml")
+    assert stored == dataclasses.replace(
+        configs.get_preset("cartpole_jax"), env="myenvs:make_choose", backend="process", steps=500
+    )
+
+
+def test_config_files_full_and_partial_with_set_on_top(capsys, tmp_path, user_envs, monkeypatch):
+    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    code, shown, _ = run_cli(capsys, "show", "pendulum_fast")
+    assert code == 0
+    assert configs.config_from_yaml(shown) == configs.get_preset("pendulum_fast")
+    # A full config: show's output, edited.
+    full = Path("full.yaml")
+    full.write_text(shown.replace("env: Pendulum-v1", "env: myenvs:make_reach"))
+    code, out, err = train_own(capsys, tmp_path, "--config", "full.yaml", "--timestamp", "T",
+                               "--set", "steps=1000")  # fmt: skip
+    assert code == 0, err
+    assert out.endswith(f"run dir {tmp_path / 'T-full'}\n")
+    stored = configs.load_config(tmp_path / "T-full" / "config.yaml")
+    expected = dataclasses.replace(
+        configs.get_preset("pendulum_fast"), env="myenvs:make_reach", steps=1000
+    )
+    assert stored == expected
+    # A partial one: a preset and the keys that change; --name names the run.
+    Path("part.yaml").write_text("base: pendulum_fast\nenv: myenvs:make_reach\nsteps: 2000\n")
+    code, _, err = train_own(capsys, tmp_path, "--config", "part.yaml", "--name", "reach",
+                               "--timestamp", "T", "--set", "steps=1000")  # fmt: skip
+    assert code == 0, err
+    assert configs.load_config(tmp_path / "T-reach" / "config.yaml") == expected
+    # A run's own config.yaml trains again as a config file.
+    code, out, err = train_own(capsys, tmp_path, "--config", str(tmp_path / "T-reach" /
+                               "config.yaml"), "--timestamp", "U")  # fmt: skip
+    assert code == 0, err
+    assert configs.load_config(tmp_path / "U-config" / "config.yaml") == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("base: pendulum_fast\nlr: 0.1\n",
+         "part.yaml: unknown config keys ['lr']. Did you mean 'learning_rate'? Allowed keys: "),
+        ("base: pendulum_fast\nenv_kwarg: {}\n",
+         "part.yaml: unknown config keys ['env_kwarg']. Did you mean 'env_kwargs'? Allowed "
+         "keys: "),
+        ("env: Pendulum-v1\nsteps: 1000\n",
+         "part.yaml: missing config keys ['backend', 'env_kwargs', "),
+        ("base: pendulm\n", "part.yaml: base: unknown config 'pendulm'. Did you mean 'pendulum'?"),
+        ("base: pendulum_fast\nalgorithm: a2c\n",
+         "part.yaml: algorithm 'a2c' differs from base 'pendulum_fast''s (ppo): drop the "
+         "algorithm key or pick a base of a2c"),
+        ("base: pendulum_fast\nsteps: many\n",
+         "part.yaml: config key 'steps' expects int, got 'many'"),
+    ],
+)  # fmt: skip
+def test_bad_config_files_are_one_line(capsys, tmp_path, user_envs, text, message):
+    Path("part.yaml").write_text(text)
+    code, _, err = train_own(capsys, tmp_path / "logs", "--config", "part.yaml")
+    assert_one_line_error(code, err)
+    assert err.startswith(f"batchppo: error: {message}")
+    assert not (tmp_path / "logs").exists()
+    code, _, err = run_cli(capsys, "show", "part.yaml")
+    assert_one_line_error(code, err)
+    assert err.startswith(f"batchppo: error: {message}")
+
+
+def test_set_names_the_nearest_key_even_when_it_is_far(capsys, tmp_path):
+    code, _, err = train_own(capsys, tmp_path, "--config", "cartpole_jax", "--set", "lr=0.1")
+    assert_one_line_error(code, err, "unknown config key 'lr'. Did you mean 'learning_rate'?")
+
+
+def test_preset_with_env_names_the_run_after_both_and_resumes(capsys, tmp_path, user_envs,
+                                                              monkeypatch):  # fmt: skip
+    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    argv = ["--config", "pendulum_fast", "--env", "myenvs:make_reach", "--timestamp", "T"]
+    code, out, err = train_own(capsys, tmp_path, *argv, "--set", "steps=1000")
+    assert code == 0, err
+    run_dir = tmp_path / "T-pendulum_fast-make_reach"
+    assert out == f"done: 2,048 steps, eval score 2048.00, run dir {run_dir}\n"
+    code, again, err = train_own(capsys, tmp_path, *argv, "--resume")  # complete already
+    assert (code, again, err) == (0, out, "")
+
+
+def test_a_failed_resume_keeps_the_run_dir(capsys, tmp_path, user_envs, monkeypatch):
+    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    argv = ["--config", "pendulum_fast", "--timestamp", "T"]
+    assert train_own(capsys, tmp_path, *argv, "--set", "env=myenvs:make_reach")[0] == 0
+    run_dir = tmp_path / "T-pendulum_fast"
+    config = configs.load_config(run_dir / "config.yaml")
+    configs.save_config(dataclasses.replace(config, env="myenvs:make_broken"), run_dir /
+                        "config.yaml")  # fmt: skip
+    code, _, err = train_own(capsys, tmp_path, *argv, "--resume")
+    assert_one_line_error(code, err, "env 'myenvs:make_broken': its constructor raised")
+    assert (run_dir / "config.yaml").is_file()
+    assert ckpt.latest_checkpoint(run_dir / "checkpoints")[0] == 100_352  # kept
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["--env", "myenvs:make_reach"], "make_reach"),
+        (["--config", "pendulum_fast", "--env", "myenvs:make_reach"], "pendulum_fast-make_reach"),
+        (["--env", "myenvs:make_reach", "--name", "mine"], "mine"),
+        (["--config", "part.yaml"], "part"),
+    ],
+)
+def test_ctrl_c_prints_a_resume_command_that_names_the_same_run(
+    capsys, tmp_path, user_envs, monkeypatch, argv, name
+):
+    Path("part.yaml").write_text("base: pendulum_fast\nenv: myenvs:make_reach\n")
+    monkeypatch.setattr(
+        loop, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at=2, signal_num=2)
+    )
+    code, out, _ = train_own(capsys, tmp_path, *argv, "--timestamp", "T")
+    assert code == 128 + signal.SIGINT
+    assert (tmp_path / f"T-{name}").is_dir()
+    command = out.strip().removeprefix("resume with: ")
+    assert command == shlex.join(
+        ["batchppo", "train", *argv, "--logdir", str(tmp_path), "--timestamp", "T", "--resume"]
+    )
+    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    code, out, err = run_cli(capsys, *shlex.split(command)[1:], "--progress", "none")
+    assert code == 0, err
+    assert out.endswith(f"run dir {tmp_path / f'T-{name}'}\n")
+
+
+def test_evaluating_a_run_whose_env_module_is_not_importable_is_one_line(
+    capsys, tmp_path, monkeypatch
+):
+    run_dir = make_run(tmp_path, "T-reach")
+    config = configs.load_config(run_dir / "config.yaml")
+    stored = dataclasses.replace(config, env="reachenvs:make_reach", backend="process")
+    configs.save_config(stored, run_dir / "config.yaml")
+    ckpt.save_checkpoint(run_dir / "checkpoints", {"x": 0}, 10)
+    monkeypatch.chdir(tmp_path)  # no reachenvs.py here
+    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir))
+    assert_one_line_error(code, err)
+    assert err == (
+        "batchppo: error: env 'reachenvs:make_reach': cannot import 'reachenvs' (No module "
+        "named 'reachenvs'): put reachenvs.py in the working directory or on PYTHONPATH\n"
+    )

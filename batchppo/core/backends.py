@@ -136,6 +136,12 @@ class Backend:
             this backend in, or ``ValueError`` with the reason; None renders nothing.
         requires: A module the backend needs that may be missing (an optional extra).
         install: How to install ``requires``.
+        probe: ``probe(env_id, *, normalize_ranges, env_kwargs)``: builds one env and closes
+            it, returning its spaces (an ``EnvProbe``) or raising a one-line ``ValueError``:
+            the start-up check of a run, before its run dir is made
+            (``experiment.configs.check_env``); None: only ``check_env_id`` runs.
+        check_spaces: ``check_spaces(observation_space, action_space)``: raises a one-line
+            ``ValueError`` for spaces the learners cannot take (run on the probe's spaces).
     """
 
     name: str
@@ -151,6 +157,8 @@ class Backend:
     render_id: Callable[[str, Mapping[str, Any]], str] | None = None
     requires: str | None = None
     install: str = ""
+    probe: Callable[..., Any] | None = None
+    check_spaces: Callable[[Any, Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.title:
@@ -250,24 +258,14 @@ def unknown_id_message(what: str, env_id: str, known: Iterable[str], where: str)
 
 
 def check_gymnasium_id(env_id: str) -> None:
-    """Raises ValueError when ``env_id`` is not in Gymnasium's registry.
+    """Raises a one-line ValueError when ``env_id`` names no Gymnasium env.
 
-    An id ``"module:EnvName-v0"`` registers itself when ``module`` is imported, at env
-    construction (``gymnasium.make`` checks it then), and passes here.
+    The rule has one home, :func:`batchppo.envs.make.check_env_id` (imported on the call): a
+    registered id, ``"module:EnvId"`` or ``"module:factory"``, whose module is imported here.
     """
-    if ":" in env_id:
-        return
-    import gymnasium
+    from batchppo.envs.make import check_env_id
 
-    if env_id not in gymnasium.envs.registry:
-        raise ValueError(
-            unknown_id_message(
-                "Gymnasium env id",
-                env_id,
-                gymnasium.envs.registry,
-                "See `gymnasium.pprint_registry()` for the valid ids",
-            )
-        )
+    check_env_id(env_id)
 
 
 def check_gymnax_id(env_id: str) -> None:
@@ -335,6 +333,9 @@ def _ray_options(config: Any) -> dict[str, Any]:
 # --- The built-in backends --------------------------------------------------------------------
 
 _MAKE_HOST = "batchppo.core.adapters:make_host_env"
+_PROBE_GYMNASIUM = lazy("batchppo.envs.make:probe_env")
+# The spaces HostEnv takes (the EnvSpec of a Gymnasium env's spaces, or its one-line error).
+_HOST_SPACES = lazy("batchppo.core.adapters:_spec_from_spaces")
 
 register(
     Backend(
@@ -346,6 +347,8 @@ register(
         supports_restarts=True,
         load_with="sync",
         render_id=_render_gymnasium,
+        probe=_PROBE_GYMNASIUM,
+        check_spaces=_HOST_SPACES,
     )
 )
 register(
@@ -357,6 +360,8 @@ register(
         description="envs stepped in the calling process",
         supports_restarts=True,
         render_id=_render_gymnasium,
+        probe=_PROBE_GYMNASIUM,
+        check_spaces=_HOST_SPACES,
     )
 )
 register(
@@ -371,6 +376,8 @@ register(
         config_fields=("ray_address",),
         load_with="sync",
         render_id=_render_gymnasium,
+        probe=_PROBE_GYMNASIUM,
+        check_spaces=_HOST_SPACES,
     )
 )
 register(

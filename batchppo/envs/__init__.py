@@ -1,12 +1,13 @@
 """Host-side environments: Gymnasium envs batched in worker processes over shared memory.
 
 * :class:`BatchEnv`: a ``gymnasium.vector.VectorEnv`` stepping envs in worker processes, a
-  drop-in for ``AsyncVectorEnv`` (all autoreset modes, Dict/Tuple spaces; by default
-  same-step autoreset with a dense ``final_obs`` and the ``step_arrays`` fast path; with
-  ``max_restarts``, envs that crash are rebuilt and their episodes truncated).
+  drop-in for ``AsyncVectorEnv`` (all autoreset modes, Gymnasium's ``NEXT_STEP`` by default,
+  Dict/Tuple spaces; in same-step mode a dense ``final_obs`` and the ``step_arrays`` fast
+  path; with ``max_restarts``, envs that crash are rebuilt and their episodes truncated).
 * :func:`make` / :func:`make_env_fn`: the standard wrapper stack and the batch env;
   :func:`batch_transform`: that stack as a :class:`BatchTransform`, which a ``BatchEnv``
-  applies to all the envs of a worker at once (what ``make`` does).
+  applies to all the envs of a worker at once (what ``make`` does);
+  :func:`register_vector_env`: an id whose ``gymnasium.make_vec`` builds ``make``'s env.
 * :mod:`batchppo.envs.wrappers`: the wrappers Gymnasium lacks.
 * :class:`AtariStack` (:mod:`batchppo.envs.atari`): the standard Atari preprocessing, run in
   the workers by ``make(env_id, n, preprocess="atari")``.
@@ -23,7 +24,7 @@ from batchppo.envs.batch_env import (
 )
 from batchppo.envs.batch_transform import BatchTransform
 from batchppo.envs.errors import SpaceMismatchError
-from batchppo.envs.make import batch_transform, make, make_env_fn
+from batchppo.envs.make import batch_transform, make, make_env_fn, register_vector_env
 from batchppo.envs.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,
@@ -52,4 +53,5 @@ __all__ = [
     "batch_transform",
     "make",
     "make_env_fn",
+    "register_vector_env",
 ]

@@ -11,16 +11,19 @@ final observations live in one shared buffer, one array per leaf of a nested Dic
 :mod:`batchppo.envs.protocol` for the protocol).
 
 Autoreset follows Gymnasium's ``AutoresetMode``, chosen with ``autoreset_mode=`` and reported
-in ``metadata["autoreset_mode"]``. The default is ``SAME_STEP``: where an episode ended, the
-returned obs is the first obs of the next episode and ``infos["final_obs"]`` holds the
-episode's last obs. Unlike Gymnasium (an object array holding obs only where an episode
-ended), ``infos["final_obs"]`` is *dense*: the batch's structure and shapes, equal to ``obs``
-where no episode ended, present at every step, with the mask ``infos["_final_obs"]``. That
-costs no per-step allocation, and a learner can bootstrap ``V(final_obs)`` vectorised. As in
-Gymnasium, ``step`` reports the info of every finished episode in ``infos["final_info"]``
-(batched, ``{}`` when the envs returned none) with the mask ``infos["_final_info"]``.
+in ``metadata["autoreset_mode"]``. The default is Gymnasium's own, ``NEXT_STEP``, so that
+``BatchEnv(env_fns)`` stands where ``AsyncVectorEnv(env_fns)`` stood, under Gymnasium's vector
+wrappers too. The learners and :func:`~batchppo.envs.make` ask for ``SAME_STEP``: where an
+episode ended, the returned obs is the first obs of the next episode and
+``infos["final_obs"]`` holds the episode's last obs. Unlike Gymnasium (an object array
+holding obs only where an episode ended), ``infos["final_obs"]`` is *dense*: the batch's
+structure and shapes, equal to ``obs`` where no episode ended, present at every step, with
+the mask ``infos["_final_obs"]``. That costs no per-step allocation, and a learner can
+bootstrap ``V(final_obs)`` vectorised. As in Gymnasium, ``step`` reports the info of every
+finished episode in ``infos["final_info"]`` (batched, ``{}`` when the envs returned none)
+with the mask ``infos["_final_info"]``.
 ``NEXT_STEP`` and ``DISABLED`` behave exactly as in ``AsyncVectorEnv``; ``step_arrays``, the
-learner's fast path, exists in ``SAME_STEP`` mode only.
+learner's fast path, and env restarts exist in ``SAME_STEP`` mode only.
 
 Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, or whose worker
 dies, is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
@@ -178,7 +181,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     Example:
         >>> import gymnasium
         >>> from batchppo.envs import BatchEnv
-        >>> with BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 8) as env:
+        >>> with BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 8) as env:  # NEXT_STEP
         ...     obs, infos = env.reset(seed=0)
         ...     obs, reward, terminated, truncated, infos = env.step(env.action_space.sample())
 
@@ -231,7 +234,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             starts it without a wake-up; one that spins longer than the caller takes between
             steps spends up to this much CPU per step.
         autoreset_mode: A ``gymnasium.vector.AutoresetMode`` or its value (``"SameStep"``,
-            ``"NextStep"``, ``"Disabled"``); default ``SAME_STEP``.
+            ``"NextStep"``, ``"Disabled"``); default ``NEXT_STEP``, as in ``AsyncVectorEnv``.
+            ``SAME_STEP`` is what the learners use, and what :meth:`step_arrays` and
+            ``max_restarts`` need.
         max_restarts: How many env restarts this batch env may make over its life (see
             *Restarts* below); 0 (the default) fails fast: the env's error (or
             :class:`WorkerDiedError`) is raised.
@@ -299,7 +304,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         start_method: str | None = None,
         spin_us: float = 50.0,
         worker_spin_us: float = 1000.0,
-        autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         max_restarts: int = 0,
         transform: BatchTransform | None = None,
     ):
@@ -333,14 +338,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.daemon = daemon
         self.worker = None
         self.observation_mode = observation_mode
-        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
             raise ValueError(f"max_restarts must be an int >= 0; got {max_restarts!r}.")
         if max_restarts and not self._same_step:
             raise ValueError(
                 f"max_restarts={max_restarts} needs autoreset_mode=SAME_STEP (a restarted env "
-                f"reports its cut episode as a same-step truncation); got {self.autoreset_mode}."
+                f"reports its cut episode as a same-step truncation); got {self.autoreset_mode}: "
+                "pass autoreset_mode='SameStep'."
             )
         self.max_restarts = max_restarts
         self.restarts = 0
@@ -802,7 +808,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         else:
             actions = np.asarray(actions)
             if actions.shape != self._act_shape:
-                check_action_shape(actions.shape, self._act_shape)
+                check_action_batch(actions, self._act_shape)
             if actions.dtype not in self._ok_dtypes:
                 self._check_action_dtype(actions.dtype)
             np.copyto(self._act, actions, casting="unsafe")
@@ -1381,13 +1387,19 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     def close_extras(self, timeout: float = 1.0, terminate: bool = False, **kwargs: Any) -> None:
         """Stops the workers: asks them to close, then terminates, then kills. Never hangs.
 
-        A pending step, reset or call is abandoned (the workers finish it, then close).
+        A pending step, reset or call is abandoned (the workers finish it, then close), with
+        the ``UserWarning`` that ``AsyncVectorEnv`` gives (which waits for the call instead).
 
         Args:
             timeout: Seconds the workers get to close their envs and exit on their own.
             terminate: Skip asking; terminate at once.
         """
         _LIVE.discard(self)
+        if self._state.value in ("reset", "step", "call"):
+            gymnasium.logger.warn(
+                f"Calling `close` while waiting for a pending call to `{self._state.value}` to "
+                "complete."
+            )
         self._stop_workers(timeout, terminate)
         if self._local is not None:
             self._local.close()
@@ -1631,6 +1643,33 @@ def check_action_dtype(dtype: np.dtype, space_dtype: np.dtype, shape: tuple[int,
         raise ValueError(f"actions must have {expected}, shape {shape}; got dtype {dtype}.")
 
 
+def check_action_batch(actions: np.ndarray, expected: tuple[int, ...]) -> None:
+    """Raises as Gymnasium's vector envs do for an action batch of the wrong shape.
+
+    Raises:
+        TypeError: A scalar where a batch is expected (Gymnasium's class and words: it cannot
+            iterate over it), naming the shape expected.
+        ValueError: Another shape (see :func:`check_action_shape`).
+    """
+    if actions.ndim == 0 and expected:
+        raise TypeError(
+            f"Unable to iterate over the following elements: {actions}: actions must be a "
+            f"batch of shape {expected} (num_envs, *action_shape), one action per env."
+        )
+    check_action_shape(actions.shape, expected)
+
+
+def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    """``AutoresetMode(mode)``; a one-line ``ValueError`` naming the valid values otherwise."""
+    try:
+        return AutoresetMode(mode)
+    except ValueError:
+        valid = ", ".join(repr(m.value) for m in AutoresetMode)
+        raise ValueError(
+            f"autoreset_mode={mode!r}: use a gymnasium.vector.AutoresetMode or one of {valid}."
+        ) from None
+
+
 def check_action_shape(shape: tuple[int, ...], expected: tuple[int, ...]) -> None:
     """Raises ValueError naming the expected shape when ``shape`` differs."""
     if shape != expected:
@@ -1684,7 +1723,7 @@ def split_reset_mask(
     elif mask.dtype != np.bool_:
         problem = f"must have `dtype=np.bool_`, got {mask.dtype}"
     elif not mask.any():
-        problem = f"must reset at least one env, got reset_mask={mask}"
+        problem = f"must contain a boolean array, got reset_mask={mask}"  # Gymnasium's words
     else:
         return rest, mask
     raise InvalidArgumentError(f"`options['reset_mask': mask]` {problem}")

@@ -27,15 +27,19 @@ per-env stack.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import importlib
+import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium
 from gymnasium import spaces
-from gymnasium.wrappers import ClipAction
+from gymnasium.vector import AutoresetMode
+from gymnasium.wrappers import ClipAction, TimeLimit
 
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
@@ -43,13 +47,20 @@ from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
 from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
 
 __all__ = [
+    "EnvProbe",
+    "EnvSource",
     "Preprocessing",
     "StandardStack",
     "batch_transform",
     "check_env_id",
+    "env_source",
+    "factory_env_id",
     "make",
     "make_env_fn",
     "preprocessing",
+    "probe_env",
+    "register_vector_env",
+    "vector_entry_point",
 ]
 
 BACKENDS = ("process", "sync", "ray")
@@ -104,33 +115,298 @@ def preprocessing(value: str | Mapping[str, Any] | Preprocessing | None) -> Prep
         raise ValueError(f"preprocess={value!r}: {exc}.") from None
 
 
-def check_env_id(env_id: str) -> None:
-    """Raises ValueError when ``env_id`` is not registered, suggesting close matches.
+# --- Env ids: the one home of the rule -------------------------------------------------------
 
-    Args:
-        env_id: A Gymnasium id such as ``"Pendulum-v1"``, or ``"module:EnvName-v0"``, which
-            imports ``module`` (that registers the id) first, as ``gymnasium.make`` does.
-            ``ALE/`` ids import ``ale_py`` (the ``atari`` extra) the same way.
+
+@dataclasses.dataclass(frozen=True)
+class EnvSource:
+    """What an env id names, resolved: a registered id or a factory (see :func:`env_source`).
+
+    Picklable, so a batch env's workers build their envs from it.
+
+    Attributes:
+        env_id: The id as given.
+        factory: ``"module:name"`` of a callable that returns a ``gymnasium.Env``; None for a
+            registered id (built by ``gymnasium.make(env_id)``).
+        path: The ``sys.path`` entry the id's module was imported from in the resolving
+            process (None without a module): a worker process adds it before importing.
     """
-    if ":" in env_id:
-        module, env_id = env_id.split(":", 1)
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ValueError(
-                f"env id {module}:{env_id}: cannot import {module!r} ({exc})"
-            ) from None
+
+    env_id: str
+    factory: str | None = None
+    path: str | None = None
+
+    def build(
+        self,
+        *,
+        max_length: int | None = None,
+        render_mode: str | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
+    ) -> gymnasium.Env:
+        """One env, without the standard stack.
+
+        ``render_mode`` reaches the constructor only when given: envs need not accept it
+        unless they render. A factory's env gets Gymnasium's ``TimeLimit`` for
+        ``max_length``, as ``gymnasium.make`` gives a registered one.
+
+        Raises:
+            TypeError: A factory returned something else than a ``gymnasium.Env``.
+        """
+        kwargs = dict(env_kwargs or {})
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        if self.path is not None and self.path not in sys.path:
+            sys.path.append(self.path)
+        if self.factory is None:
+            _import_namespace(self.env_id)
+            return gymnasium.make(self.env_id, max_episode_steps=max_length, **kwargs)
+        env = _attribute(*self.factory.split(":", 1))(**kwargs)
+        if not isinstance(env, gymnasium.Env):
+            raise TypeError(
+                f"env {self.env_id!r}: {self.factory} returned {type(env).__name__}, not a "
+                "gymnasium.Env: return the env instance"
+            )
+        return env if max_length is None else TimeLimit(env, max_length)
+
+
+def _import_namespace(env_id: str) -> None:
+    """Imports the package that registers ``env_id``'s namespace (``ALE/``: ``ale_py``) when
+    the id is not registered yet, as ``module:EnvId`` would."""
     namespace = env_id.split("/", 1)[0] if "/" in env_id else None
     if namespace in _NAMESPACE_IMPORTS and env_id not in gymnasium.registry:
         _NAMESPACE_IMPORTS[namespace]()
-    if env_id in gymnasium.registry:
-        return
-    close = difflib.get_close_matches(env_id, list(gymnasium.registry.keys()), n=5, cutoff=0.5)
-    hint = f" Did you mean: {', '.join(close)}?" if close else ""
-    raise ValueError(
-        f"Unknown env id {env_id!r}: not in gymnasium.registry.{hint} (Ids of packages that "
-        "register on import, e.g. MuJoCo's, need that package installed.)"
+
+
+def _attribute(module: str, qualname: str) -> Any:
+    value: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _import_root(module: Any, name: str) -> str | None:
+    """The ``sys.path`` entry that ``module`` (imported as ``name``) was found under."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return None
+    path = Path(file).resolve()
+    depth = name.count(".") + (2 if path.stem == "__init__" else 1)
+    return str(path.parents[depth - 1])
+
+
+def _unknown_id(env_id: str) -> ValueError:
+    close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ValueError(
+        f"unknown Gymnasium env id {env_id!r}.{hint} See `gymnasium.pprint_registry()` for the "
+        "valid ids; an id that a module registers is given as 'module:EnvId', and an "
+        "unregistered env as 'module:factory'"
     )
+
+
+def env_source(env_id: str) -> EnvSource:
+    """Resolves an env id; raises a one-line ``ValueError`` naming the problem and the fix.
+
+    An id is one of:
+
+    * a registered Gymnasium id, ``"Pendulum-v1"``;
+    * ``"module:EnvId"``: ``module`` is imported first (it registers ``EnvId``), as
+      ``gymnasium.make`` does;
+    * ``"module:factory"``: a callable of ``module`` (a function, or a ``gymnasium.Env``
+      class) that returns a ``gymnasium.Env``, for envs that are not registered; it is called
+      with ``env_kwargs``.
+
+    The module is imported here, in the calling process; ``batchppo train`` makes the
+    working directory importable first, as ``python -m`` does.
+
+    Raises:
+        ValueError: An unknown id, a module that cannot be imported, a name that is neither
+            a registered id nor a callable of the module.
+    """
+    if not isinstance(env_id, str) or not env_id:
+        raise ValueError(f"env {env_id!r}: give an env id string (e.g. 'Pendulum-v1')")
+    if ":" not in env_id:
+        _import_namespace(env_id)
+        if env_id in gymnasium.registry:
+            return EnvSource(env_id)
+        raise _unknown_id(env_id)
+    module_name, _, name = env_id.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.split(".")[0] == error.name.split(".")[0]:
+            raise ValueError(
+                f"env {env_id!r}: cannot import {module_name!r} ({error}): put "
+                f"{module_name.replace('.', '/')}.py in the working directory or on PYTHONPATH"
+            ) from error
+        raise ValueError(
+            f"env {env_id!r}: importing {module_name!r} failed: {_first_line(error)}"
+        ) from error
+    except Exception as error:
+        raise ValueError(
+            f"env {env_id!r}: importing {module_name!r} failed: {_first_line(error)}"
+        ) from error
+    path = _import_root(module, module_name)
+    if name in gymnasium.registry:
+        return EnvSource(env_id, path=path)
+    try:
+        value = _attribute(module_name, name)
+    except AttributeError:
+        known = [k for k in gymnasium.registry if gymnasium.registry[k].namespace is None]
+        choices = [*dir(module), *known]
+        close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"env {env_id!r}: {name!r} is neither an env id that {module_name} registers nor "
+            f"a name in {module_name}.{hint} Give 'module:EnvId' or 'module:factory'"
+        ) from None
+    if not callable(value):
+        raise ValueError(
+            f"env {env_id!r}: {module_name}.{name} is a {type(value).__name__}, not a callable "
+            "that returns a gymnasium.Env"
+        )
+    return EnvSource(env_id, factory=f"{module_name}:{name}", path=path)
+
+
+def check_env_id(env_id: str) -> None:
+    """Raises a one-line ``ValueError`` when ``env_id`` names no env (see :func:`env_source`).
+
+    The one check of Gymnasium env ids: the host backends' record
+    (:func:`batchppo.core.backends.check_gymnasium_id`) calls it too.
+    """
+    env_source(env_id)
+
+
+def factory_env_id(factory: Callable[..., Any]) -> str:
+    """The env id ``"module:qualname"`` of an env factory, for a run's ``config.yaml``.
+
+    A run records its env as a string that a resume (or ``batchppo evaluate``) imports
+    again, so the factory must be reachable by name: a function or class at the top level of
+    an importable module. A factory of a script run as ``python -m pkg.script`` is recorded
+    under ``pkg.script``.
+
+    Raises:
+        ValueError: A factory that cannot be imported again by name (a lambda, a nested
+            function, a ``functools.partial``, a function of a script run as a file).
+    """
+    module = getattr(factory, "__module__", None)
+    qualname = getattr(factory, "__qualname__", None)
+    if module == "__main__":
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        module = spec.name if spec is not None else None
+    shown = qualname or repr(factory)
+    fix = (
+        "define it at the top level of a module (e.g. myenvs.py) and pass it, or pass "
+        "'module:name'; options go in env_kwargs"
+    )
+    if not module or not qualname or "<" in qualname:
+        raise ValueError(
+            f"env factory {shown}: cannot be recorded in the run's config.yaml (a lambda, a "
+            f"nested function, a partial or a function of a script run as a file cannot be "
+            f"imported again): {fix}"
+        )
+    try:
+        found = _attribute(module, qualname)
+    except (ImportError, AttributeError):
+        found = None
+    if found is not factory:
+        raise ValueError(
+            f"env factory {shown}: {module}:{qualname} does not import back to it: {fix}"
+        )
+    return f"{module}:{qualname}"
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+# --- Start-up checks -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvProbe:
+    """One env of an id, built and closed to check it before a run starts.
+
+    Attributes:
+        observation_space: Its observation space under the standard stack.
+        action_space: Its action space under the standard stack.
+        time_limit: Its own episode step limit (registry or ``TimeLimit``), None without one.
+    """
+
+    observation_space: gymnasium.Space
+    action_space: gymnasium.Space
+    time_limit: int | None
+
+
+def _time_limit(env: gymnasium.Env) -> int | None:
+    layer: Any = env
+    while True:
+        if isinstance(layer, TimeLimit):
+            return int(layer._max_episode_steps)
+        if not isinstance(layer, gymnasium.Wrapper):
+            spec = getattr(layer, "spec", None)
+            return getattr(spec, "max_episode_steps", None)
+        layer = layer.env
+
+
+def probe_env(
+    env_id: str,
+    *,
+    normalize_ranges: bool = True,
+    env_kwargs: Mapping[str, Any] | None = None,
+) -> EnvProbe:
+    """Builds one env of ``env_id`` (its own time limit, the standard stack), reads its
+    spaces and closes it: the start-up check of a run, before anything else is made.
+
+    Raises:
+        ValueError: One line naming the problem and its fix: the id (:func:`env_source`), the
+            constructor (keyword arguments it does not take, arguments it lacks, its own
+            exception), a factory that returns no ``gymnasium.Env``, a missing optional
+            package. The original exception is the ``__cause__``.
+    """
+    source = env_source(env_id)
+    kwargs = dict(env_kwargs or {})
+    try:
+        raw = source.build(env_kwargs=kwargs)
+    except gymnasium.error.DependencyNotInstalled as error:
+        raise ValueError(f"cannot build {env_id!r}: {_first_line(error)}") from error
+    except TypeError as error:
+        raise ValueError(_constructor_type_error(env_id, kwargs, error)) from error
+    except Exception as error:
+        raise ValueError(
+            f"env {env_id!r}: its constructor raised {_first_line(error)}; fix the env (or "
+            "env_kwargs)"
+        ) from error
+    try:
+        limit = _time_limit(raw)
+        env = StandardStack(env_id, normalize_ranges).wrap(raw)
+        return EnvProbe(env.observation_space, env.action_space, limit)
+    except Exception as error:
+        raise ValueError(
+            f"env {env_id!r}: its spaces are not supported: {_first_line(error)}"
+        ) from error
+    finally:
+        # A failing close says nothing about the run: not the error raised.
+        with contextlib.suppress(Exception):
+            raw.close()
+
+
+def _constructor_type_error(env_id: str, kwargs: Mapping[str, Any], error: TypeError) -> str:
+    text = str(error)
+    if str(error).startswith(f"env {env_id!r}:"):  # a factory that returned no env
+        return text
+    if "unexpected keyword argument" in text:
+        return (
+            f"env {env_id!r}: its constructor does not take an argument of env_kwargs "
+            f"{kwargs} ({_first_line(error)}): fix env_kwargs (--set 'env_kwargs={{...}}')"
+        )
+    if "missing" in text and "required" in text:
+        return (
+            f"env {env_id!r}: its constructor needs arguments that env_kwargs {kwargs} does not "
+            f"give ({_first_line(error)}): set them, e.g. --set 'env_kwargs={{name: value}}'"
+        )
+    return f"env {env_id!r}: its constructor raised {_first_line(error)}; fix the env or env_kwargs"
 
 
 def make_env_fn(
@@ -145,13 +421,15 @@ def make_env_fn(
     """A function that builds ONE env with the standard wrapper stack (see module docstring).
 
     Args:
-        env_id: Gymnasium id.
-        max_length: Episode step limit (Gymnasium ``TimeLimit``); None keeps the registry's.
+        env_id: A Gymnasium id, ``"module:EnvId"`` or ``"module:factory"`` (see
+            :func:`env_source`).
+        max_length: Episode step limit (Gymnasium ``TimeLimit``); None keeps the env's own.
         normalize_ranges: Apply :class:`RangeNormalize` (finite bounds to ``[-1, 1]``).
-        render_mode: Passed to ``gymnasium.make`` (e.g. ``"rgb_array"`` for videos).
+        render_mode: Passed to the env's constructor when given (e.g. ``"rgb_array"`` for
+            videos); None passes nothing, since envs need not take it unless they render.
         preprocess: What builds each env in place of ``gymnasium.make`` (see
             :func:`preprocessing`): ``"atari"`` for the standard Atari preprocessing.
-        **env_kwargs: Passed to ``gymnasium.make``.
+        **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     Returns:
         A picklable zero-argument callable returning the wrapped env.
@@ -160,14 +438,14 @@ def make_env_fn(
         ValueError: Unknown ``env_id`` (with suggestions), a bad ``max_length`` or a
             preprocessing that does not take this id, limit or keywords.
     """
-    check_env_id(env_id)
+    source = env_source(env_id)
     if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
         raise ValueError(f"max_length must be a positive int or None; got {max_length!r}.")
     pre = preprocessing(preprocess)
     if pre is not None:
         pre.check(env_id, max_length, env_kwargs)
 
-    raw_fn = _raw_env_fn(env_id, max_length, render_mode, env_kwargs, pre)
+    raw_fn = _raw_env_fn(source, max_length, render_mode, env_kwargs, pre)
     stack = StandardStack(env_id, normalize_ranges)
 
     def env_fn() -> gymnasium.Env:
@@ -177,7 +455,7 @@ def make_env_fn(
 
 
 def _raw_env_fn(
-    env_id: str,
+    source: EnvSource,
     max_length: int | None,
     render_mode: str | None,
     env_kwargs: dict[str, Any],
@@ -188,10 +466,8 @@ def _raw_env_fn(
 
     def raw_fn() -> gymnasium.Env:
         if pre is not None:
-            return pre.make(env_id, render_mode, env_kwargs)
-        return gymnasium.make(
-            env_id, max_episode_steps=max_length, render_mode=render_mode, **env_kwargs
-        )
+            return pre.make(source.env_id, render_mode, env_kwargs)
+        return source.build(max_length=max_length, render_mode=render_mode, env_kwargs=env_kwargs)
 
     return raw_fn
 
@@ -270,6 +546,7 @@ def make(
     ray_options: Mapping[str, Any] | None = None,
     max_restarts: int = 0,
     preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
     **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
@@ -282,7 +559,8 @@ def make(
         >>> env.close()
 
     Args:
-        env_id: Gymnasium id.
+        env_id: A Gymnasium id, ``"module:EnvId"`` or ``"module:factory"`` (see
+            :func:`env_source`).
         num_envs: Number of envs.
         seed: When given, the envs are reset once with ``seed`` (env ``i`` gets ``seed + i``);
             otherwise call ``reset`` yourself before stepping.
@@ -304,6 +582,11 @@ def make(
             an :class:`~batchppo.envs.atari.AtariStack`) for the standard Atari
             preprocessing, uint8 ``(4, 84, 84)`` frames; see :func:`preprocessing`.
         **env_kwargs: Passed to ``gymnasium.make``.
+        autoreset_mode: ``BatchEnv``'s autoreset mode: ``SAME_STEP`` (the default here, what
+            the learners use, with the dense ``final_obs`` and ``step_arrays``), or Gymnasium's
+            ``NEXT_STEP`` (which its observation wrappers such as ``NormalizeObservation``
+            need) or ``DISABLED``. The ``"ray"`` backend has ``SAME_STEP`` only.
+        **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the
     module docstring), read off the spaces of the envs the workers build: every env is built
@@ -328,6 +611,12 @@ def make(
         )
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
+    mode = AutoresetMode(autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode
+    if backend == "ray" and mode is not AutoresetMode.SAME_STEP:
+        raise ValueError(
+            f"autoreset_mode={autoreset_mode!r}: the ray backend has SAME_STEP only; use "
+            "backend='process' or 'sync' for another autoreset mode."
+        )
     fn = make_env_fn(
         env_id,
         max_length=max_length,
@@ -340,10 +629,17 @@ def make(
         fns, transform = [fn] * num_envs, None
     else:  # BatchEnv reads the raw spaces off its workers' envs and picks the transform
         pre = preprocessing(preprocess)
-        fns = [_raw_env_fn(env_id, max_length, render_mode, env_kwargs, pre)] * num_envs
+        fns = [_raw_env_fn(env_source(env_id), max_length, render_mode, env_kwargs, pre)]
+        fns = fns * num_envs
         transform = StandardStack(env_id, normalize_ranges)
     if backend == "process":
-        env = BatchEnv(fns, num_workers=num_workers, max_restarts=max_restarts, transform=transform)
+        env = BatchEnv(
+            fns,
+            num_workers=num_workers,
+            max_restarts=max_restarts,
+            transform=transform,
+            autoreset_mode=autoreset_mode,
+        )
     elif backend == "sync":
         env = BatchEnv(
             fns,
@@ -351,6 +647,7 @@ def make(
             step_in_parent=True,
             max_restarts=max_restarts,
             transform=transform,
+            autoreset_mode=autoreset_mode,
         )
     else:
         from batchppo.envs.ray_env import RayBatchEnv
@@ -359,3 +656,90 @@ def make(
     if seed is not None:
         env.reset(seed=seed)
     return env
+
+
+# --- gymnasium.make_vec ----------------------------------------------------------------------
+
+VECTOR_NAMESPACE = "batchppo"
+"""The Gymnasium namespace of the ids :func:`register_vector_env` registers."""
+
+
+def register_vector_env(env_id: str, vector_id: str | None = None) -> str:
+    """Registers a Gymnasium id whose ``gymnasium.make_vec`` builds :func:`make`'s batch env.
+
+    Example:
+        >>> vector_id = register_vector_env("CartPole-v1")  # "batchppo/CartPole-v1"
+        >>> env = gymnasium.make_vec(vector_id, num_envs=8, num_workers=2)
+        >>> env.metadata["autoreset_mode"]
+        <AutoresetMode.NEXT_STEP: 'NextStep'>
+
+    The id's ``vector_entry_point`` is :func:`vector_entry_point`: ``make_vec``'s keyword
+    arguments go to :func:`make` (``seed``, ``backend``, ``num_workers``,
+    ``normalize_ranges``, ``autoreset_mode``, ...) and the others to the env, as
+    ``gymnasium.make``'s do. The autoreset mode defaults to Gymnasium's ``NEXT_STEP`` here, so
+    Gymnasium's vector wrappers take the env as they take ``make_vec``'s own; pass
+    ``autoreset_mode="SameStep"`` for batchppo's. ``max_episode_steps`` is the time limit
+    (the env's own by default). Registering an id twice is allowed (the spec is replaced).
+
+    Args:
+        env_id: What :func:`make` takes (checked here: :func:`env_source`).
+        vector_id: The id to register; default ``"batchppo/<env_id>"`` (the part after
+            ``module:`` for ``module:name`` ids).
+
+    Returns:
+        The registered id.
+
+    Raises:
+        ValueError: ``env_id`` names no env.
+    """
+    env_source(env_id)
+    vector_id = vector_id or f"{VECTOR_NAMESPACE}/{env_id.rpartition(':')[2]}"
+    gymnasium.registry.pop(vector_id, None)
+    gymnasium.register(
+        vector_id,
+        entry_point=None,
+        vector_entry_point=f"{__name__}:vector_entry_point",
+        kwargs={"env_id": env_id},
+    )
+    return vector_id
+
+
+_MAKE_KEYWORDS = frozenset(
+    {
+        "seed",
+        "backend",
+        "num_workers",
+        "normalize_ranges",
+        "ray_options",
+        "max_restarts",
+        "preprocess",
+    }
+)
+
+
+def vector_entry_point(
+    env_id: str,
+    num_envs: int = 1,
+    *,
+    max_episode_steps: int | None = None,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    **kwargs: Any,
+) -> gymnasium.vector.VectorEnv:
+    """The ``vector_entry_point`` of :func:`register_vector_env`'s ids: :func:`make`.
+
+    Args:
+        env_id: The env (the registered spec's ``kwargs``).
+        num_envs: ``make_vec``'s ``num_envs``.
+        max_episode_steps: The time limit (``make``'s ``max_length``).
+        autoreset_mode: As in :func:`make`; Gymnasium's ``NEXT_STEP`` by default.
+        **kwargs: :func:`make`'s keywords, and the env's constructor's.
+    """
+    make_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _MAKE_KEYWORDS}
+    return make(
+        env_id,
+        num_envs,
+        max_length=max_episode_steps,
+        autoreset_mode=autoreset_mode,
+        **make_kwargs,
+        **kwargs,
+    )

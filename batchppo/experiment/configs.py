@@ -184,10 +184,25 @@ def _is_plain(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
 
 
+def nearest_key(key: str, names: Iterable[str]) -> str:
+    """The valid key nearest to ``key``: one whose words' initials spell it (``lr`` for
+    ``learning_rate``), else the closest spelling (``difflib``)."""
+    names = list(names)
+    initials = [n for n in names if "_" in n and "".join(w[0] for w in n.split("_")) == key]
+    if initials:
+        return initials[0]
+    for cutoff in (0.6, 0.0):
+        close = difflib.get_close_matches(key, names, n=1, cutoff=cutoff)
+        if close:
+            return close[0]
+    return names[0]
+
+
 def _unknown_key(key: str, config_class: type | None) -> ConfigError:
     names = list(field_types(config_class))
     return ConfigError(
-        f"unknown config key {key!r}.{_suggest(key, names)} Allowed keys: {', '.join(names)}"
+        f"unknown config key {key!r}. Did you mean {nearest_key(key, names)!r}? Allowed keys: "
+        f"{', '.join(names)}"
     )
 
 
@@ -268,15 +283,37 @@ def config_to_dict(config: RunConfig) -> dict[str, Any]:
     return {"algorithm": algorithm_of(config).name, **fields}
 
 
-def config_from_dict(data: Any, source: str = "config") -> RunConfig:
+def _unknown_keys(unknown: list[str], names: Iterable[str], source: str) -> ConfigError:
+    """One line naming the unknown keys, the nearest valid key of each and the valid keys."""
+    names = list(names)
+    hints = [
+        repr(nearest_key(key, names))
+        if len(unknown) == 1
+        else f"{nearest_key(key, names)!r} for {key!r}"
+        for key in unknown
+    ]
+    return ConfigError(
+        f"{source}: unknown config keys {unknown}. Did you mean {', '.join(hints)}? Allowed "
+        f"keys: {', '.join(names)}"
+    )
+
+
+def config_from_dict(data: Any, source: str = "config", complete: bool = False) -> RunConfig:
     """Builds a config from plain data, checking every key and type.
 
     ``algorithm`` names the config's algorithm; data without it (configs written before it
     existed) are PPO's.
 
+    Args:
+        data: The mapping (a ``config.yaml``'s content).
+        source: Where it comes from, for messages.
+        complete: Every field must be given (a full config file of ``--config``); otherwise
+            missing fields take the config class's defaults (a stored ``config.yaml``
+            written before a field existed).
+
     Raises:
-        ConfigError: Not a mapping, an unknown algorithm, unknown keys, or values of the
-            wrong type.
+        ConfigError: Not a mapping, an unknown algorithm, unknown keys (the nearest valid key
+            named), missing keys (with ``complete``), or values of the wrong type.
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
@@ -288,8 +325,13 @@ def config_from_dict(data: Any, source: str = "config") -> RunConfig:
     names = field_types(config_class)
     unknown = sorted(set(data) - set(names))
     if unknown:
+        raise _unknown_keys(unknown, names, source)
+    missing = [name for name in names if name not in data]
+    if complete and missing:
         raise ConfigError(
-            f"{source}: unknown config keys {unknown}. Allowed keys: {', '.join(names)}"
+            f"{source}: missing config keys {missing}: a full config gives every key (a run's "
+            "config.yaml, or the output of `batchppo show PRESET`); or start the file from a "
+            "preset with `base: PRESET` and give only the keys that change"
         )
     try:
         changes = {k: coerce_field(k, v, config_class) for k, v in data.items()}
@@ -318,6 +360,85 @@ def config_from_yaml(text: str, source: str = "config") -> RunConfig:
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ConfigError(f"{source}: not valid YAML ({first})") from None
     return config_from_dict(data, source)
+
+
+BASE_KEY = "base"
+"""The key of a partial config file that names the preset it starts from."""
+
+CONFIG_SUFFIXES = (".yaml", ".yml")
+
+
+def is_config_file(value: str) -> bool:
+    """Whether a ``--config`` value names a YAML file (a ``.yaml``/``.yml`` suffix or a path
+    with a directory) rather than a preset."""
+    return value.endswith(CONFIG_SUFFIXES) or "/" in value or Path(value).is_file()
+
+
+def config_from_file(path: str | Path) -> RunConfig:
+    """Reads a config file of ``--config``: a full config or a partial one.
+
+    A full config gives every key (a run's ``config.yaml``, or ``batchppo show PRESET``'s
+    output). A partial one names a preset under ``base`` and gives the keys that change::
+
+        base: pendulum_fast
+        env: myenvs:MyReach-v0
+        steps: 200000
+
+    Raises:
+        ConfigError: A missing or invalid file, an unknown preset, unknown keys (the nearest
+            valid key named), missing keys in a full config, mistyped values.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise ConfigError(
+            f"--config {path}: cannot read it ({error.strerror or error}); give a preset name "
+            "(`batchppo list`) or the path of a YAML config file"
+        ) from None
+    source = str(path)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(f"{source}: not valid YAML ({first})") from None
+    if not isinstance(data, dict) or BASE_KEY not in data:
+        return config_from_dict(data, source, complete=True)
+    data = dict(data)
+    base_name = data.pop(BASE_KEY)
+    try:
+        base = get_preset(str(base_name))
+    except ConfigError as error:
+        raise ConfigError(f"{source}: base: {error}") from None
+    algorithm = data.pop("algorithm", algorithm_of(base).name)
+    if algorithm != algorithm_of(base).name:
+        raise ConfigError(
+            f"{source}: algorithm {algorithm!r} differs from base {base_name!r}'s "
+            f"({algorithm_of(base).name}): drop the algorithm key or pick a base of {algorithm}"
+        )
+    unknown = sorted(set(data) - set(field_types(type(base))))
+    if unknown:
+        raise _unknown_keys(unknown, field_types(type(base)), source)
+    try:
+        changes = {k: coerce_field(k, v, type(base)) for k, v in data.items()}
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    try:
+        return dataclasses.replace(base, **changes)
+    except ValueError as error:
+        raise ConfigError(f"{source}: invalid config: {error}") from None
+
+
+def resolve_config(value: str) -> tuple[RunConfig, str]:
+    """The config and run name of a ``--config`` value: a preset name, or a YAML file
+    (:func:`config_from_file`) whose stem names the run.
+
+    Raises:
+        ConfigError: See :func:`get_preset` and :func:`config_from_file`.
+    """
+    if is_config_file(value):
+        return config_from_file(value), Path(value).stem
+    return get_preset(value), value
 
 
 def save_config(config: RunConfig, path: str | Path) -> None:
@@ -407,7 +528,137 @@ def check_env_id(config: RunConfig) -> None:
     try:
         backend.check_env_id(config.env)
     except ValueError as error:
-        raise ConfigError(str(error)) from None
+        raise ConfigError(str(error)) from error.__cause__  # what the env's module raised
+
+
+def check_env(config: RunConfig) -> Any:
+    """The start-up check of a run's env, before its run dir is made: the id
+    (:func:`check_env_id`), then, for a backend with a ``probe`` (the Gymnasium ones), one
+    env built with the config's ``env_kwargs`` and closed (its constructor, its spaces).
+
+    Returns:
+        The backend's probe of the env (:class:`batchppo.envs.make.EnvProbe`), or None.
+
+    Raises:
+        ConfigError: One line naming the problem and the fix; the original exception is its
+            ``__cause__`` (``batchppo train --debug`` shows its traceback).
+    """
+    check_env_id(config)
+    backend = get_backend(config.backend)
+    if backend.probe is None:
+        return None
+    try:
+        probe = backend.probe(
+            config.env, normalize_ranges=config.normalize_ranges, env_kwargs=config.env_kwargs
+        )
+        check_spaces = backend.check_spaces
+        if check_spaces is not None:
+            check_spaces(probe.observation_space, probe.action_space)
+    except ValueError as error:
+        message = str(error)
+        if not message.startswith(("env ", "cannot build", "unknown")):
+            message = f"env {config.env!r}: {message}"
+        raise ConfigError(message) from error
+    return probe
+
+
+# --- Starting recipes -----------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """A preset to start from for an env whose spaces match (``batchppo train --env ID``).
+
+    Attributes:
+        kind: What the spaces are, for messages (``"continuous control"``).
+        preset: The preset whose hyperparameters the run takes (its env replaced).
+        matches: ``matches(observation_space, action_space)``: whether the recipe fits.
+        changes: Fields set on top of the preset (e.g. a host backend for a gymnax preset).
+    """
+
+    kind: str
+    preset: str | None
+    matches: Any
+    changes: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _is_image(obs: Any) -> bool:
+    shape = getattr(obs, "shape", None)
+    return type(obs).__name__ == "Box" and shape is not None and len(shape) == 3
+
+
+def _is_vector(obs: Any) -> bool:
+    shape = getattr(obs, "shape", None)
+    return type(obs).__name__ == "Box" and shape is not None and len(shape) == 1
+
+
+RECIPE_BACKEND = "process"
+"""The backend of every recipe: a user's env is a Gymnasium env, stepped in worker processes."""
+
+RECIPES: list[Recipe] = [
+    Recipe(
+        "continuous control (vector observations, Box actions)",
+        "cheetah_fast",
+        lambda obs, act: _is_vector(obs) and type(act).__name__ == "Box",
+    ),
+    Recipe(
+        "discrete actions (vector observations, Discrete actions)",
+        "cartpole_jax",
+        lambda obs, act: _is_vector(obs) and type(act).__name__ == "Discrete",
+        {"backend": "process"},
+    ),
+    # Pixel observations: no recipe yet. A pixel preset (a CNN policy) becomes the recipe by
+    # naming it here; until then `batchppo train --env` says so in one line.
+    Recipe("image observations", None, lambda obs, act: _is_image(obs)),
+]
+"""Starting recipes, tried in order; the first that matches the env's spaces is taken."""
+
+
+def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[RunConfig, str]:
+    """A starting config for ``env`` chosen from its spaces (:data:`RECIPES`).
+
+    The env is built once (:func:`check_env`) to read its spaces and time limit. The config
+    is the recipe's preset with ``env`` (and ``env_kwargs``); when the env has a time limit of
+    its own, ``max_length`` is None (the env's limit ends episodes), otherwise the preset's.
+
+    Returns:
+        ``(config, message)``: the message says which recipe was chosen and why, in one line.
+
+    Raises:
+        ConfigError: The env fails its start-up check, or no recipe fits its spaces (one
+            line naming the spaces and what to do).
+    """
+    probe = check_env(RunConfig(env=env, backend=RECIPE_BACKEND, env_kwargs=dict(env_kwargs or {})))
+    obs, act = probe.observation_space, probe.action_space
+    for recipe in RECIPES:
+        if not recipe.matches(obs, act):
+            continue
+        if recipe.preset is None:
+            raise ConfigError(
+                f"env {env!r} has {recipe.kind} ({obs}): batchppo has no starting recipe for "
+                "them yet; pick a config with --config (`batchppo list`)"
+            )
+        base = get_preset(recipe.preset)
+        changes = {"env": env, "env_kwargs": dict(env_kwargs or {}), **recipe.changes}
+        if probe.time_limit is not None:
+            changes["max_length"] = None
+            limit = f"the env's own time limit ({probe.time_limit} steps) ends episodes"
+        else:
+            limit = (
+                f"the env has no time limit of its own: max_length={base.max_length} "
+                "(--set max_length=N)"
+            )
+        config = replace_config(base, changes)
+        message = (
+            f"no --config: {env} has {recipe.kind}, so the run starts from the "
+            f"{recipe.preset} recipe ({config.steps:,} steps); {limit}"
+        )
+        return config, message
+    raise ConfigError(
+        f"env {env!r}: no starting recipe fits observation space {obs} and action space {act} "
+        "(recipes: vector observations with Box or Discrete actions): pick a config with "
+        "--config, or flatten the spaces in your env (gymnasium.wrappers.FlattenObservation)"
+    )
 
 
 def describe(name: str, config: RunConfig) -> str:

@@ -870,14 +870,50 @@ class _Run:
         return self.stop.signum is not None
 
 
+EnvArg = str | Callable[..., Any]
+"""An env for :func:`train`: an env id (``"Pendulum-v1"``, ``"module:EnvId"``,
+``"module:factory"``) or a factory (a callable returning a ``gymnasium.Env``)."""
+
+
+def env_id_of(env: EnvArg) -> str:
+    """The env id a run records for ``env``: the id itself, or a factory's
+    ``"module:qualname"`` (:func:`batchppo.envs.make.factory_env_id`).
+
+    Raises:
+        ConfigError: A factory that cannot be recorded (a lambda, a nested function, a
+            function of a script run as a file), naming the fix.
+    """
+    if isinstance(env, str):
+        return env
+    from batchppo.envs.make import factory_env_id
+
+    try:
+        return factory_env_id(env)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+
+
 def _resolve(
-    config: RunConfig | str, name: str | None, overrides: Sequence[str]
+    config: RunConfig | str | None,
+    name: str | None,
+    overrides: Sequence[str],
+    env: EnvArg | None = None,
 ) -> tuple[RunConfig, str, dict[str, Any]]:
-    if isinstance(config, str):
+    if config is None:
+        if env is None:
+            raise ConfigError("train: give a config (a preset name or a config), or an env")
+        # The env is built with the env_kwargs of the overrides to read its spaces.
+        env_kwargs = dict(configs.parse_override(o) for o in overrides).get("env_kwargs")
+        config, message = configs.recipe_for_env(env_id_of(env), env_kwargs)
+        print(f"batchppo: {message}", file=sys.stderr, flush=True)
+        name = name or config.env.rpartition(":")[2]
+    elif isinstance(config, str):
         name, config = name or config, configs.get_preset(config)
     else:
         algorithm_of(config)  # a TypeError naming the config classes, for anything else
     changes = dict(configs.parse_override(o, type(config)) for o in overrides)
+    if env is not None:
+        changes = {"env": env_id_of(env), **changes}
     return configs.replace_config(config, changes), name or "custom", changes
 
 
@@ -893,9 +929,10 @@ def _build_trainer(factory: TrainerFactory | None, config: RunConfig) -> Trainer
 
 
 def train(
-    config: RunConfig | str,
+    config: RunConfig | str | None = None,
     logdir: str | Path | None = None,
     *,
+    env: EnvArg | None = None,
     name: str | None = None,
     timestamp: str | None = None,
     overrides: Sequence[str] = (),
@@ -915,9 +952,17 @@ def train(
             :mod:`batchppo.algorithms.registry`) or a preset name (see ``batchppo list``).
             When a run resumes, a preset name checks only ``overrides`` against the stored
             config (the preset may have been retuned since); a config must match it field by
-            field (up to the changes a resume allows).
+            field (up to the changes a resume allows). None with ``env``: a starting recipe
+            chosen from the env's spaces (:func:`configs.recipe_for_env`; the choice is
+            printed on stderr).
         logdir: Parent directory of runs; None: no disk I/O (no logs, no checkpoints).
-        name: Run dir suffix; defaults to the preset name, or ``custom``.
+        env: The env to train on, replacing the config's: an env id (``"Pendulum-v1"``,
+            ``"module:EnvId"``, ``"module:factory"``) or a factory, a callable returning a
+            ``gymnasium.Env`` (called with ``env_kwargs``). The run's ``config.yaml``
+            records a factory as ``"module:qualname"``, which a resume imports again, so it
+            must be defined at the top level of an importable module.
+        name: Run dir suffix; defaults to the preset name (the env's name for a recipe), or
+            ``custom``.
         timestamp: Run dir prefix; an existing run resumes with its stored config.
         overrides: ``KEY=VALUE`` strings applied to the config (typed; see
             :func:`configs.apply_overrides`). When resuming, only bookkeeping keys and a
@@ -934,8 +979,10 @@ def train(
         them, one per seed.
 
     Raises:
-        UserError: Unknown preset, bad override, unknown env id, unusable run dir or
-            checkpoint (subclasses :class:`~batchppo.experiment.errors.UserError`).
+        UserError: Unknown preset, bad override, an env that fails its start-up check (its
+            id, module, constructor or spaces: :func:`configs.check_env`, run before a run
+            dir is made), unusable run dir or checkpoint (subclasses of
+            :class:`~batchppo.experiment.errors.UserError`).
     """
     if resume and (logdir is None or timestamp is None):
         raise RunDirError("--resume needs --logdir and --timestamp: the run to resume")
@@ -946,22 +993,30 @@ def train(
 
         return train_seeds(
             config, logdir, seeds, name=name, timestamp=timestamp, overrides=overrides,
-            progress=progress, resume=resume,
+            progress=progress, resume=resume, env=env,
         )  # fmt: skip
     # With a preset, only the explicit overrides may differ from a resumed run's stored config
     # (the preset itself may have been retuned since); with a config, every differing field.
-    from_preset = isinstance(config, str)
-    config, name, changes = _resolve(config, name, overrides)
+    # A recipe is a preset too: only the explicit overrides count on resume.
+    from_preset = config is None or isinstance(config, str)
+    config, name, changes = _resolve(config, name, overrides, env)
     run_dir = None
-    configs.check_env_id(config)  # Before a run dir is made for it.
+    if logdir is None or timestamp is None or not (Path(logdir) / f"{timestamp}-{name}").exists():
+        configs.check_env(config)  # Before a run dir is made for it (a resume checks its own).
+    resumed = False
     if logdir is not None:
         explicit = changes if from_preset else None
         config, run_dir, resumed = prepare_run_dir(
             logdir, name, config, timestamp, explicit, resume=resume
         )
         if resumed:
-            configs.check_env_id(config)
-    trainer = _build_trainer(trainer_factory, config)
+            configs.check_env(config)
+    try:
+        trainer = _build_trainer(trainer_factory, config)
+    except BaseException:
+        if run_dir is not None and not resumed:  # a failed start leaves no run dir behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     try:
         return _Run(trainer, config, run_dir, progress).run()
     finally:
@@ -1003,6 +1058,7 @@ def load_run(
     step, path = ckpt.find_checkpoint(run_dir / CHECKPOINT_DIR, checkpoint)
     # One device: the policy acts unsharded, and any num_agents loads on a machine of several.
     loading = dataclasses.replace(_loading_config(config), devices=1)
+    configs.check_env_id(loading)  # e.g. a module:factory that is not importable from here
     trainer = _build_trainer(trainer_factory, loading)
     try:
         template = trainer.init(host_key(config.seed, _INIT_KEY))

@@ -22,6 +22,7 @@ exception then propagates with an :class:`~batchppo.experiment.loop.EnvFailure` 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -256,6 +257,7 @@ def train_seeds(
     overrides: Sequence[str] = (),
     progress: str = "auto",
     resume: bool = False,
+    env: loop.EnvArg | None = None,
 ) -> list[loop.TrainResult]:
     """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
 
@@ -268,6 +270,7 @@ def train_seeds(
         overrides: ``KEY=VALUE`` strings, as :func:`~batchppo.experiment.loop.train`.
         progress: ``auto``, ``bar``, ``lines`` or ``none`` (seed 0's progress).
         resume: Every seed's run dir must exist (``--resume``).
+        env: The env, replacing the config's (as :func:`~batchppo.experiment.loop.train`).
 
     Returns:
         One :class:`~batchppo.experiment.loop.TrainResult` per seed, in seed order.
@@ -278,8 +281,8 @@ def train_seeds(
     """
     if num_seeds < 1:
         raise ConfigError(f"--seeds {num_seeds}: must be >= 1")
-    from_preset = isinstance(config, str)
-    config, name, changes = loop._resolve(config, name, overrides)
+    from_preset = config is None or isinstance(config, str)
+    config, name, changes = loop._resolve(config, name, overrides, env)
     algorithm = algorithm_of(config)
     make_seeds_trainer = algorithm.seeds_trainer
     if make_seeds_trainer is None:
@@ -287,16 +290,24 @@ def train_seeds(
             f"--seeds {num_seeds}: {algorithm.title} trains one seed per run; drop --seeds and "
             "start one run per seed (--set seed=N)"
         )
-    configs.check_env_id(config)
+    configs.check_env(config)  # before a run dir is made for it
+    before: set[Path] = set()
     if logdir is None:
         run_configs, run_dirs = _seed_configs(config, num_seeds), [None] * num_seeds
     else:
+        before = set(Path(logdir).iterdir()) if Path(logdir).is_dir() else set()
         explicit = changes if from_preset else None
         run_configs, run_dirs = prepare_seed_dirs(
             logdir, name, config, num_seeds, timestamp, explicit, resume
         )
-        configs.check_env_id(run_configs[0])
-    trainer = loop._build_trainer(lambda c: make_seeds_trainer(c, num_seeds), run_configs[0])
+        configs.check_env(run_configs[0])
+    try:
+        trainer = loop._build_trainer(lambda c: make_seeds_trainer(c, num_seeds), run_configs[0])
+    except BaseException:
+        for run_dir in run_dirs:  # a failed start leaves no new run dir behind
+            if run_dir is not None and run_dir not in before:
+                shutil.rmtree(run_dir, ignore_errors=True)
+        raise
     try:
         return run_seeds(trainer, run_configs, run_dirs, progress)
     finally:

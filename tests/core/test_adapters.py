@@ -462,7 +462,7 @@ def test_make_env_host_backend_sync():
 def test_host_env_over_batch_env_process_worker_error_surfaces():
     # Two units: the parent steps env 0, a worker process steps env 1, which fails at step 4.
     fns = [partial(MockGymEnv, 2, 0), partial(MockGymEnv, 3, 1, fail_at_step=4)]
-    batch = envs.BatchEnv(fns, num_workers=2)
+    batch = envs.BatchEnv(fns, num_workers=2, autoreset_mode="SameStep")
     try:
         host = HostEnv(batch)
         state = init_sim_state(host, (), jax.random.key(0))
@@ -516,7 +516,7 @@ def test_host_env_carries_dict_spaces_with_their_dtypes(batch):
     if batch == "sync":
         vector_env = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     else:
-        vector_env = envs.BatchEnv(fns, num_workers=1)
+        vector_env = envs.BatchEnv(fns, num_workers=1, autoreset_mode="SameStep")
     env = HostEnv(vector_env)
     try:
         spec = env.spec

@@ -46,7 +46,9 @@ def test_register_refuses_a_taken_name_and_lazy_refs_bind_arguments():
 
 def test_env_id_checks_are_one_line_with_close_matches():
     backends.check_gymnasium_id("Pendulum-v1")
-    backends.check_gymnasium_id("some_module:Anything-v0")  # checked when the env is built
+    # module:EnvId imports the module (envs/make.py's rule, the one home of it).
+    with pytest.raises(ValueError, match=r"^env 'some_module:Anything-v0': cannot import"):
+        backends.check_gymnasium_id("some_module:Anything-v0")
     with pytest.raises(ValueError, match=r"unknown Gymnasium env id 'Pendulum-v9'\. Did you"):
         backends.check_gymnasium_id("Pendulum-v9")
     with pytest.raises(ValueError, match=r"unknown gymnax env id 'Cartpole'.*CartPole-v1"):

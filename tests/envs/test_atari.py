@@ -238,7 +238,7 @@ def test_bad_settings_are_one_line_errors():
 
 
 def test_ale_ids_import_ale_py_and_say_how_to_install_it(monkeypatch):
-    with pytest.raises(ValueError, match=r"^Unknown env id 'ALE/Breakot-v5'.*ALE/Breakout-v5"):
+    with pytest.raises(ValueError, match=r"^unknown Gymnasium env id 'ALE/Breakot-v5'\. Did you mean 'ALE/Breakout-v5'\?"):
         make_env_fn("ALE/Breakot-v5", preprocess="atari")
     atari_module = importlib.import_module("batchppo.envs.atari")
 

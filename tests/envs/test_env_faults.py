@@ -55,7 +55,12 @@ def assert_all_gone(pids, within: float = 10.0):
 @pytest.mark.parametrize("bad", [1, 3])
 def test_constructor_error_keeps_type_and_names_env(bad):
     with pytest.raises(ZeroDivisionError, match=f"env {bad}") as info:
-        BatchEnv(faulty_fns(4, bad, "init"), num_workers=2, step_in_parent=bad == 1)
+        BatchEnv(
+            faulty_fns(4, bad, "init"),
+            num_workers=2,
+            step_in_parent=bad == 1,
+            autoreset_mode="SameStep",
+        )
     assert "constructor of env" in str(info.value)
     if bad == 3:
         assert "Traceback" in str(info.value) and "FaultyEnv" in str(info.value)
@@ -64,7 +69,12 @@ def test_constructor_error_keeps_type_and_names_env(bad):
 @pytest.mark.parametrize("bad", [1, 3])
 def test_reset_error_keeps_type_and_names_env(bad):
     with (
-        BatchEnv(faulty_fns(4, bad, "reset"), num_workers=2, step_in_parent=bad == 1) as env,
+        BatchEnv(
+            faulty_fns(4, bad, "reset"),
+            num_workers=2,
+            step_in_parent=bad == 1,
+            autoreset_mode="SameStep",
+        ) as env,
         pytest.raises(KeyError, match=f"env {bad}"),
     ):
         env.reset(seed=0)
@@ -72,7 +82,12 @@ def test_reset_error_keeps_type_and_names_env(bad):
 
 @pytest.mark.parametrize("bad", [1, 3])
 def test_step_error_keeps_type_names_env_and_carries_traceback(bad):
-    with BatchEnv(faulty_fns(4, bad, "step"), num_workers=2, step_in_parent=bad == 1) as env:
+    with BatchEnv(
+        faulty_fns(4, bad, "step"),
+        num_workers=2,
+        step_in_parent=bad == 1,
+        autoreset_mode="SameStep",
+    ) as env:
         env.reset(seed=0)
         action = np.zeros((4, 1), np.float32)
         env.step(action)
@@ -88,7 +103,9 @@ def test_step_error_keeps_type_names_env_and_carries_traceback(bad):
 
 @pytest.mark.parametrize("fault", ["exit", "kill", "segfault"])
 def test_dead_worker_is_an_error_not_a_hang(fault):
-    env = BatchEnv(faulty_fns(4, 3, fault), num_workers=2, step_in_parent=True)
+    env = BatchEnv(
+        faulty_fns(4, 3, fault), num_workers=2, step_in_parent=True, autoreset_mode="SameStep"
+    )
     pids = worker_pids(env)
     env.reset(seed=0)
     action = np.zeros((4, 1), np.float32)
@@ -102,7 +119,7 @@ def test_dead_worker_is_an_error_not_a_hang(fault):
 
 
 def test_hanging_step_times_out_and_close_terminates():
-    env = BatchEnv(faulty_fns(4, 2, "hang", at=1), num_workers=2)
+    env = BatchEnv(faulty_fns(4, 2, "hang", at=1), num_workers=2, autoreset_mode="SameStep")
     pids = worker_pids(env)
     env.reset(seed=0)
     env.step_async(np.zeros((4, 1), np.float32))
@@ -114,14 +131,14 @@ def test_hanging_step_times_out_and_close_terminates():
 
 
 def test_hanging_env_close_is_escalated():
-    env = BatchEnv(faulty_fns(4, 3, "hang_close"), num_workers=2)
+    env = BatchEnv(faulty_fns(4, 3, "hang_close"), num_workers=2, autoreset_mode="SameStep")
     pids = worker_pids(env)
     env.close(timeout=0.2)
     assert_all_gone(pids, within=3.0)
 
 
 def test_close_twice_and_use_after_close():
-    env = BatchEnv(faulty_fns(2, -1, "none"), num_workers=2)
+    env = BatchEnv(faulty_fns(2, -1, "none"), num_workers=2, autoreset_mode="SameStep")
     pids = worker_pids(env)
     env.close()
     env.close()
@@ -223,7 +240,7 @@ def test_no_child_outlives_ctrl_c(tmp_path):
 def test_unpicklable_info_is_an_error_not_a_dead_worker():
     from envs_testlib import LockInfoEnv
 
-    with BatchEnv([LockInfoEnv] * 2, num_workers=2) as env:
+    with BatchEnv([LockInfoEnv] * 2, num_workers=2, autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         env.step(np.zeros((2, 1), np.float32))
         with pytest.raises(TypeError, match="lock"):
@@ -304,14 +321,16 @@ def test_step_in_parent_opt_in_exit_takes_the_caller_but_leaks_nothing():
 
 def test_default_is_one_worker_process_per_available_core(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
-    with BatchEnv(faulty_fns(7, -1, "none")) as env:
+    with BatchEnv(faulty_fns(7, -1, "none"), autoreset_mode="SameStep") as env:
         assert env._local is None
         assert len(env._procs) == 3
         assert env._ranges == [(0, 3), (3, 6), (6, 7)]
         assert repr(env) == "BatchEnv(num_envs=7, workers=3, in_parent=0)"
         env.reset(seed=0)
         assert env.get_attr("tag") == tuple(range(7))
-    with BatchEnv(faulty_fns(4, -1, "none"), num_workers=2, step_in_parent=True) as env:
+    with BatchEnv(
+        faulty_fns(4, -1, "none"), num_workers=2, step_in_parent=True, autoreset_mode="SameStep"
+    ) as env:
         # The opt-in: num_workers counts the parent, which steps the first share.
         assert env._local is not None and env._local.count == 2 and len(env._procs) == 1
 
@@ -319,7 +338,9 @@ def test_default_is_one_worker_process_per_available_core(monkeypatch):
 def test_parent_blocks_instead_of_spinning_while_workers_step():
     from envs_testlib import SlowEnv
 
-    with BatchEnv([lambda: SlowEnv(delay=0.2)] * 2, num_workers=2) as env:
+    with BatchEnv(
+        [lambda: SlowEnv(delay=0.2)] * 2, num_workers=2, autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         action = np.zeros((2, 1), np.float32)
         env.step(action)
@@ -335,7 +356,9 @@ def test_parent_blocks_instead_of_spinning_while_workers_step():
 def test_idle_workers_stop_spinning_after_worker_spin_us():
     # Workers spin up to worker_spin_us for the next command, then block: a caller that
     # takes long between steps costs them no CPU.
-    with BatchEnv(faulty_fns(2, -1, "none"), num_workers=2, worker_spin_us=1000.0) as env:
+    with BatchEnv(
+        faulty_fns(2, -1, "none"), num_workers=2, worker_spin_us=1000.0, autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         env.step(np.zeros((2, 1), np.float32))
         workers = [psutil.Process(proc.pid) for proc in env._procs]

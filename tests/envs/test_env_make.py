@@ -21,9 +21,9 @@ make_module = importlib.import_module("batchppo.envs.make")
 
 def test_unknown_id_suggests_close_matches_before_starting_workers(monkeypatch):
     monkeypatch.setattr(make_module, "BatchEnv", lambda *a, **k: pytest.fail("workers built"))
-    with pytest.raises(ValueError, match=r"'Pendulm-v1'.*Did you mean: Pendulum-v1"):
+    with pytest.raises(ValueError, match=r"'Pendulm-v1'\. Did you mean 'Pendulum-v1'\?"):
         make("Pendulm-v1", 4)
-    with pytest.raises(ValueError, match="Unknown env id 'NoSuchEnv-v0'"):
+    with pytest.raises(ValueError, match="unknown Gymnasium env id 'NoSuchEnv-v0'"):
         make_env_fn("NoSuchEnv-v0")
     with pytest.raises(ValueError, match="backend"):
         make("Pendulum-v1", 4, backend="threads")
@@ -202,8 +202,15 @@ def test_make_with_nested_observations(backend):
 
 @pytest.mark.parametrize(
     ("dtype", "kept"),
-    [("uint8", "uint8"), ("bool", "bool"), ("int32", "int32"), ("int64", "int32"),
-     ("float64", "float32"), ("float32", "float32"), ("int8", "int8")],
+    [
+        ("uint8", "uint8"),
+        ("bool", "bool"),
+        ("int32", "int32"),
+        ("int64", "int32"),
+        ("float64", "float32"),
+        ("float32", "float32"),
+        ("int8", "int8"),
+    ],
 )
 def test_observation_dtypes_in_shared_memory(dtype, kept):
     """Integer and bool observations keep their dtype from the workers' envs to the arrays
@@ -235,3 +242,151 @@ def test_int64_observation_outside_int32_raises():
             r"float Box\.\n",
         ):
             env.step(np.zeros(2, np.int32))
+
+
+# --- A user's own envs: module:EnvId, module:factory, render_mode, start-up checks -----------
+
+
+def _errors(fn, *args, **kwargs) -> str:
+    with pytest.raises(ValueError) as info:
+        fn(*args, **kwargs)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_env_ids_name_registered_envs_module_ids_and_factories(user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    source = make_module.env_source("Pendulum-v1")
+    assert (source.factory, source.path) == (None, None)
+    source = make_module.env_source("myenvs:MyReach-v0")
+    assert (source.factory, source.path) == (None, str(user_envs.resolve()))
+    assert make_module.env_source("myenvs:make_reach").factory == "myenvs:make_reach"
+    assert make_module.env_source("myenvs:Reach").factory == "myenvs:Reach"  # a class
+    # A factory's env gets the TimeLimit of max_length; its own limit otherwise (none here).
+    env = make_env_fn("myenvs:make_reach", max_length=3, size=2.0)()
+    assert env.unwrapped.size == 2.0
+    env.reset(seed=0)
+    truncated = [env.step(np.zeros(2, np.float32))[3] for _ in range(3)]
+    assert truncated == [False, False, True]
+    assert make_module.probe_env("myenvs:make_reach").time_limit is None
+    assert make_module.probe_env("myenvs:MyReach-v0").time_limit == 50
+
+
+def test_env_id_errors_are_one_line_naming_the_fix(user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    source = make_module.env_source
+    assert _errors(source, "nomodule:MyEnv-v0") == (
+        "env 'nomodule:MyEnv-v0': cannot import 'nomodule' (No module named 'nomodule'): put "
+        "nomodule.py in the working directory or on PYTHONPATH"
+    )
+    assert _errors(source, "brokenenvs:X") == (
+        "env 'brokenenvs:X': importing 'brokenenvs' failed: NameError: oops"
+    )
+    assert _errors(source, "myenvs:make_reech") == (
+        "env 'myenvs:make_reech': 'make_reech' is neither an env id that myenvs registers nor "
+        "a name in myenvs. Did you mean 'make_reach'? Give 'module:EnvId' or 'module:factory'"
+    )
+    assert _errors(source, "myenvs:NUMBER") == (
+        "env 'myenvs:NUMBER': myenvs.NUMBER is a int, not a callable that returns a gymnasium.Env"
+    )
+
+
+def test_start_up_errors_of_the_constructor_are_one_line(user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    probe = make_module.probe_env
+    assert _errors(probe, "myenvs:make_reach", env_kwargs={"speed": 1}) == (
+        "env 'myenvs:make_reach': its constructor does not take an argument of env_kwargs "
+        "{'speed': 1} (TypeError: make_reach() got an unexpected keyword argument 'speed'): "
+        "fix env_kwargs (--set 'env_kwargs={...}')"
+    )
+    assert _errors(probe, "myenvs:needs_size") == (
+        "env 'myenvs:needs_size': its constructor needs arguments that env_kwargs {} does not "
+        "give (TypeError: needs_size() missing 1 required positional argument: 'size'): set "
+        "them, e.g. --set 'env_kwargs={name: value}'"
+    )
+    assert _errors(probe, "myenvs:make_broken") == (
+        "env 'myenvs:make_broken': its constructor raised RuntimeError: the simulator licence "
+        "expired; fix the env (or env_kwargs)"
+    )
+    assert _errors(probe, "myenvs:make_nothing") == (
+        "env 'myenvs:make_nothing': myenvs:make_nothing returned int, not a gymnasium.Env: "
+        "return the env instance"
+    )
+    with pytest.raises(ValueError) as info:
+        probe("myenvs:make_broken")
+    assert isinstance(info.value.__cause__, RuntimeError)  # what --debug shows
+
+
+def test_render_mode_reaches_the_constructor_only_when_rendering(user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    # Reach takes no render_mode: make() and make_env_fn() build it (gymnasium.make would
+    # not, given render_mode=None).
+    with make("myenvs:MyReach-v0", 2, seed=0, num_workers=1) as env:
+        obs, *_ = env.step_arrays(np.zeros((2, 2), np.float32))
+        assert obs.shape == (2, 2)
+    assert make_env_fn("myenvs:Reach")().unwrapped.size == 1.0
+    env = make_env_fn("myenvs:RenderingReach", render_mode="rgb_array")()
+    assert env.unwrapped.render_mode == "rgb_array"
+    assert make_env_fn("myenvs:RenderingReach")().unwrapped.render_mode is None
+
+
+def test_a_factory_is_recorded_by_module_and_name(user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    import myenvs
+
+    assert make_module.factory_env_id(myenvs.make_reach) == "myenvs:make_reach"
+    assert make_module.factory_env_id(myenvs.Reach) == "myenvs:Reach"
+    expected = (
+        "env factory test_a_factory_is_recorded_by_module_and_name.<locals>.<lambda>: cannot be "
+        "recorded in the run's config.yaml (a lambda, a nested function, a partial or a "
+        "function of a script run as a file cannot be imported again): define it at the top "
+        "level of a module (e.g. myenvs.py) and pass it, or pass 'module:name'; options go in "
+        "env_kwargs"
+    )
+    assert _errors(make_module.factory_env_id, lambda: myenvs.Reach()) == expected
+
+    def local_factory():
+        return myenvs.Reach()
+
+    assert "<locals>.local_factory: cannot be recorded" in _errors(
+        make_module.factory_env_id, local_factory
+    )
+
+
+def test_make_takes_an_autoreset_mode():
+    from gymnasium.vector import AutoresetMode
+
+    with make("CartPole-v1", 2, seed=0, backend="sync") as env:
+        assert env.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    with make("CartPole-v1", 2, seed=0, backend="sync", autoreset_mode="NextStep") as env:
+        assert env.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+        # Gymnasium's observation wrappers need NEXT_STEP, and take this env.
+        wrapped = gymnasium.wrappers.vector.NormalizeObservation(env)
+        obs, _ = wrapped.reset(seed=0)
+        assert obs.shape == (2, 4)
+    with pytest.raises(ValueError, match=r"^autoreset_mode='NextStep': the ray backend"):
+        make("CartPole-v1", 2, backend="ray", autoreset_mode="NextStep")
+
+
+def test_gymnasium_make_vec_builds_make_s_env_through_a_registered_id(user_envs, monkeypatch):
+    from gymnasium.vector import AutoresetMode
+
+    monkeypatch.syspath_prepend(str(user_envs))
+    vector_id = make_module.register_vector_env("myenvs:MyReach-v0")
+    assert vector_id == "batchppo/MyReach-v0"
+    env = gymnasium.make_vec(vector_id, num_envs=3, num_workers=1, max_episode_steps=2, size=2.0)
+    try:
+        assert isinstance(env, BatchEnv) and env.num_envs == 3
+        assert env.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+        assert env.get_attr("size") == (2.0, 2.0, 2.0)
+        env.reset(seed=0)
+        flags = [env.step(np.zeros((3, 2), np.float32))[3].tolist() for _ in range(3)]
+        assert flags == [[False] * 3, [True] * 3, [False] * 3]  # NEXT_STEP: a reset step
+    finally:
+        env.close()
+    same = gymnasium.make_vec(vector_id, num_envs=2, backend="sync", autoreset_mode="SameStep")
+    try:
+        assert same.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    finally:
+        same.close()
+        gymnasium.registry.pop(vector_id)

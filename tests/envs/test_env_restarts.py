@@ -55,7 +55,9 @@ def stepper(env: BatchEnv, method: str):
 @pytest.mark.parametrize(("bad", "method"), [(1, "step"), (3, "step"), (3, "step_arrays")], ids=str)
 def test_env_that_raises_is_rebuilt_and_its_episode_truncated(bad, method):
     fns = faulty_fns(4, bad, "step", at=2)
-    with BatchEnv(fns, num_workers=2, step_in_parent=bad == 1, max_restarts=3) as env:
+    with BatchEnv(
+        fns, num_workers=2, step_in_parent=bad == 1, max_restarts=3, autoreset_mode="SameStep"
+    ) as env:
         step = stepper(env, method)
         env.reset(seed=10)
         obs, reward, terminated, truncated, final_obs, infos = step(ACTION)
@@ -104,7 +106,9 @@ def test_dead_worker_is_respawned_and_all_its_envs_truncated(how):
     # Worker 1 steps envs 2 and 3; env 3 (or a SIGKILL from outside) kills it. Env 2 did not
     # cause the death and is restarted too.
     fault = "kill" if how == "env_kills_its_worker_in_step" else "none"
-    env = BatchEnv(faulty_fns(4, 3, fault, at=2), num_workers=2, max_restarts=4)
+    env = BatchEnv(
+        faulty_fns(4, 3, fault, at=2), num_workers=2, max_restarts=4, autoreset_mode="SameStep"
+    )
     old = worker_pids(env)
     env.reset(seed=0)
     env.step(ACTION)
@@ -139,7 +143,7 @@ def test_dead_worker_is_respawned_and_all_its_envs_truncated(how):
 
 def test_nested_observations_restart_leaf_by_leaf():
     fns = [lambda i=i: FaultyNestedEnv(i, 1, at=2) for i in range(2)]
-    with BatchEnv(fns, num_workers=2, max_restarts=1) as env:
+    with BatchEnv(fns, num_workers=2, max_restarts=1, autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         actions = (np.zeros((2, 2), np.float32), np.zeros(2, np.int64))
         env.step(actions)
@@ -153,7 +157,9 @@ def test_nested_observations_restart_leaf_by_leaf():
 
 def test_used_up_budget_raises_the_envs_own_error_naming_the_setting():
     # Env 3 raises at its first step of every episode: restart 1 is allowed, the next is not.
-    with BatchEnv(faulty_fns(4, 3, "step", at=1), num_workers=2, max_restarts=1) as env:
+    with BatchEnv(
+        faulty_fns(4, 3, "step", at=1), num_workers=2, max_restarts=1, autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         with pytest.warns(EnvRestartWarning):
             env.step(ACTION)
@@ -169,7 +175,9 @@ def test_used_up_budget_raises_the_envs_own_error_naming_the_setting():
 
 
 def test_used_up_budget_on_a_dead_worker_raises_worker_died_error():
-    env = BatchEnv(faulty_fns(4, 3, "kill", at=1), num_workers=2, max_restarts=1)
+    env = BatchEnv(
+        faulty_fns(4, 3, "kill", at=1), num_workers=2, max_restarts=1, autoreset_mode="SameStep"
+    )
     pids = worker_pids(env)
     env.reset(seed=0)
     # The dead worker holds 2 envs: 2 restarts, where the budget allows 1.
@@ -187,7 +195,7 @@ def test_used_up_budget_on_a_dead_worker_raises_worker_died_error():
 def test_default_fails_fast_and_never_restarts():
     with warnings.catch_warnings():
         warnings.simplefilter("error", EnvRestartWarning)
-        with BatchEnv(faulty_fns(4, 3, "step"), num_workers=2) as env:
+        with BatchEnv(faulty_fns(4, 3, "step"), num_workers=2, autoreset_mode="SameStep") as env:
             assert env.max_restarts == 0
             env.reset(seed=0)
             env.step(ACTION)
@@ -195,7 +203,7 @@ def test_default_fails_fast_and_never_restarts():
                 env.step(ACTION)
             assert "restart" not in str(info.value)
             assert env.restarts == 0
-        env = BatchEnv(faulty_fns(4, 3, "kill"), num_workers=2)
+        env = BatchEnv(faulty_fns(4, 3, "kill"), num_workers=2, autoreset_mode="SameStep")
         pids = worker_pids(env)
         env.reset(seed=0)
         env.step(ACTION)
@@ -209,7 +217,10 @@ def test_default_fails_fast_and_never_restarts():
 def test_failed_rebuild_is_raised_and_breaks_the_batch_env():
     # Env 1 (alone in worker 1) raises in step, then cannot be built again.
     env = BatchEnv(
-        [lambda i=i: BuiltOnceEnv(i, 1) for i in range(2)], num_workers=2, max_restarts=5
+        [lambda i=i: BuiltOnceEnv(i, 1) for i in range(2)],
+        num_workers=2,
+        max_restarts=5,
+        autoreset_mode="SameStep",
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -224,7 +235,13 @@ def test_failed_rebuild_is_raised_and_breaks_the_batch_env():
 def test_bad_settings_are_refused_at_construction():
     for bad in (-1, 1.5, True):
         with pytest.raises(ValueError, match="max_restarts must be an int >= 0"):
-            BatchEnv([CountEnv], num_workers=1, step_in_parent=True, max_restarts=bad)
+            BatchEnv(
+                [CountEnv],
+                num_workers=1,
+                step_in_parent=True,
+                max_restarts=bad,
+                autoreset_mode="SameStep",
+            )
     with pytest.raises(ValueError, match="max_restarts=2 needs autoreset_mode=SAME_STEP"):
         BatchEnv(
             [CountEnv],

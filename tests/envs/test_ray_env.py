@@ -37,7 +37,10 @@ def fns():
 
 
 def test_ray_matches_batch_env(local_ray):
-    with RayBatchEnv(fns(), num_workers=2) as renv, BatchEnv(fns(), num_workers=2) as benv:
+    with (
+        RayBatchEnv(fns(), num_workers=2) as renv,
+        BatchEnv(fns(), num_workers=2, autoreset_mode="SameStep") as benv,
+    ):
         assert renv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         r_obs, _ = renv.reset(seed=4)
         b_obs, _ = benv.reset(seed=4)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -495,6 +496,64 @@ def test_bad_reset_mask_is_an_assertion_error(impl, mask):
         env.reset(seed=0)
         with pytest.raises(AssertionError, match="reset_mask"):
             env.reset(options={"reset_mask": mask})
+
+
+@pytest.mark.parametrize(
+    ("mask", "words"),
+    [
+        ([True, False, True], "must be a numpy array, got <class 'list'>"),
+        (np.array([True, False]), "must have shape `(3,)`, got (2,)"),
+        (np.array([1, 0, 1]), "must have `dtype=np.bool_`, got int64"),
+        (np.zeros(3, bool), "must contain a boolean array, got reset_mask=[False False False]"),
+    ],
+)
+def test_bad_reset_mask_has_gymnasiums_words(impl, mask, words):
+    with open_vec(impl) as env:
+        env.reset(seed=0)
+        with pytest.raises(AssertionError) as info:
+            env.reset(options={"reset_mask": mask})
+    assert str(info.value) == f"`options['reset_mask': mask]` {words}"
+
+
+def test_a_scalar_action_for_a_batch_is_a_type_error(impl):
+    with open_vec(impl) as env:
+        env.reset(seed=0)
+        with pytest.raises(TypeError, match=r"^Unable to iterate over the following elements: 0"):
+            env.step(0)
+        obs, *_ = env.step(actions_for("box", 0))  # the env is still usable
+        assert_tree_equal(obs, expected_obs("box", [(1, 1)] * NUM_ENVS))
+
+
+def test_close_with_a_call_pending_warns(impl):
+    env = IMPLS[impl]([lambda i=i: CountingEnv("box", i) for i in range(NUM_ENVS)], SAME)
+    env.reset(seed=0)
+    env.step_async(actions_for("box", 0))
+    expected = "Calling `close` while waiting for a pending call to `step` to complete."
+    with pytest.warns(UserWarning, match=re.escape(expected)):
+        env.close()
+    assert env.closed
+
+
+def test_the_default_autoreset_is_gymnasiums_so_its_wrappers_take_batch_env():
+    """``BatchEnv(fns)`` where ``AsyncVectorEnv(fns)`` was, with no keyword: NEXT_STEP, and
+    Gymnasium's observation wrappers that need it take it and step as over AsyncVectorEnv."""
+    from gymnasium.wrappers.vector import FlattenObservation, NormalizeObservation
+
+    fns = [lambda i=i: CountingEnv("dict", i) for i in range(NUM_ENVS)]
+    results = {}
+    for name, cls in (("AsyncVectorEnv", AsyncVectorEnv), ("BatchEnv", BatchEnv)):
+        kwargs = {"context": _CONTEXT} if cls is AsyncVectorEnv else {"num_workers": 2}
+        env = NormalizeObservation(FlattenObservation(cls(fns, **kwargs)))
+        assert env.metadata["autoreset_mode"] is NEXT
+        obs, _ = env.reset(seed=0)
+        rows = [obs]
+        for k in range(6):
+            obs, reward, terminated, truncated, _ = env.step(actions_for("dict", k))
+            rows.append(np.concatenate([obs.ravel(), reward, terminated, truncated]))
+        env.close()
+        results[name] = rows
+    for ours, theirs in zip(results["BatchEnv"], results["AsyncVectorEnv"], strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
 
 def test_seeds_and_np_random_seed(impl):

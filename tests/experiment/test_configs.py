@@ -267,3 +267,41 @@ def test_check_env_id():
         configs.check_env_id(
             dataclasses.replace(configs.get_preset("pendulum_jax"), env="Pendulum")
         )
+
+
+# --- Config files, nearest keys, recipes ------------------------------------------------------
+
+
+def test_nearest_key_by_initials_then_spelling():
+    names = list(configs.field_types())
+    assert configs.nearest_key("lr", names) == "learning_rate"
+    assert configs.nearest_key("gae", names) == "gae_lambda"
+    assert configs.nearest_key("stepz", names) == "steps"
+    assert configs.nearest_key("qqqqqq", ["alpha", "beta"]) in ("alpha", "beta")
+
+
+def test_config_file_or_preset():
+    assert configs.is_config_file("my.yaml") and configs.is_config_file("runs/x/config.yaml")
+    assert configs.is_config_file("my.yml") and not configs.is_config_file("pendulum_fast")
+
+
+def test_a_config_records_an_env_id_not_a_callable():
+    with pytest.raises(ValueError) as info:
+        PPOConfig(env=print)
+    assert str(info.value) == (
+        "env=<built-in function print>: a config records an env id (a string); pass an env "
+        "factory as batchppo.train(config, env=factory), or its id 'module:name'"
+    )
+
+
+def test_recipes_by_spaces(user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    config, message = configs.recipe_for_env("myenvs:make_reach", {"size": 2.0})
+    assert config == dataclasses.replace(
+        configs.get_preset("cheetah_fast"), env="myenvs:make_reach", env_kwargs={"size": 2.0}
+    )
+    assert message.endswith("max_length=1000 (--set max_length=N)")
+    # A pixel recipe is one entry of RECIPES away: today image spaces get one line.
+    assert [r.preset for r in configs.RECIPES] == ["cheetah_fast", "cartpole_jax", None]
+    with pytest.raises(ConfigError, match=r"has image observations .*no starting recipe"):
+        configs.recipe_for_env("myenvs:make_pixels")

@@ -272,3 +272,43 @@ def test_eval_reports_count_the_episodes_that_eval_max_steps_cut(tmp_path):
         (800, 1.0),
         (1000, 1.0),
     ]
+
+
+# --- Your env: a factory from Python, start-up failures ---------------------------------------
+
+
+def test_train_takes_an_env_factory_and_records_it_by_name(tmp_path, user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    import myenvs
+
+    config = fake_config(backend="process", num_workers=1)
+    result = run(tmp_path, config, env=myenvs.make_reach)
+    assert result.config.env == "myenvs:make_reach"
+    assert configs.load_config(tmp_path / "T-fake" / "config.yaml").env == "myenvs:make_reach"
+    with pytest.raises(ConfigError, match=r"^env factory .*<lambda>: cannot be recorded"):
+        run(tmp_path, config, timestamp="U", env=lambda: myenvs.make_reach())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["T-fake"]
+
+
+def test_train_with_only_an_env_starts_from_a_recipe(tmp_path, user_envs, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(user_envs))
+    result = loop.train(
+        env="myenvs:make_choose", logdir=tmp_path, timestamp="T", progress="none",
+        overrides=["steps=200"], trainer_factory=FakeTrainer,
+    )  # fmt: skip
+    assert result.run_dir == tmp_path / "T-make_choose"
+    assert result.config.network == "feed_forward_categorical"
+    assert "starts from the cartpole_jax recipe" in capsys.readouterr().err
+
+
+def test_a_start_that_fails_after_the_run_dir_was_made_removes_it(tmp_path):
+    def failing_factory(config):
+        raise ConfigError("no trainer today")
+
+    with pytest.raises(ConfigError, match="no trainer today"):
+        run(tmp_path, factory=failing_factory)
+    assert list(tmp_path.iterdir()) == []
+    run(tmp_path)  # a run that exists is resumed: a failed resume keeps it
+    with pytest.raises(ConfigError, match="no trainer today"):
+        run(tmp_path, factory=failing_factory)
+    assert [p.name for p in tmp_path.iterdir()] == ["T-fake"]

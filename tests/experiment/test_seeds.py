@@ -92,3 +92,16 @@ def test_host_loop_with_seeds_is_a_warning_not_a_silent_switch() -> None:
     with pytest.warns(UserWarning, match="host_loop=True is not used with several seeds"):
         trainer = SeedsTrainer(config, 2)
     trainer.close()
+
+
+def test_a_failed_start_removes_only_the_seed_dirs_it_made(tmp_path: Path, monkeypatch) -> None:
+    from batchppo.experiment.errors import ConfigError
+
+    def no_trainer(factory, config):
+        raise ConfigError("no trainer today")
+
+    monkeypatch.setattr(loop, "_build_trainer", no_trainer)
+    (tmp_path / "other").mkdir()  # not this run's: kept
+    with pytest.raises(ConfigError, match="no trainer today"):
+        loop.train("cartpole_jax", tmp_path, seeds=2, timestamp="T", progress="none")
+    assert [p.name for p in tmp_path.iterdir()] == ["other"]

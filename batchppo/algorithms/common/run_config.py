@@ -37,8 +37,10 @@ class RunConfig:
 
     # --- Environment -----------------------------------------------------------------------
     env: str = "Pendulum-v1"
-    """Environment id: a Gymnasium id for host backends, a gymnax id for ``gymnax``, a Brax
-    env name for ``brax``."""
+    """Environment id: for host backends a Gymnasium id, ``module:EnvId`` (the module, which
+    registers the id, is imported first) or ``module:factory`` (a callable of the module that
+    returns a ``gymnasium.Env``, for envs that are not registered); a gymnax id for
+    ``gymnax``, a Brax env name for ``brax``."""
     backend: str = "process"
     """Where envs run: ``process`` (BatchEnv workers), ``sync`` (in-process), ``ray``
     (Ray actors), ``gymnax`` or ``brax`` (pure JAX, fused with the learner); any backend of
@@ -140,6 +142,11 @@ class RunConfig:
         Raises:
             ValueError: One line naming the field, its value and the fix.
         """
+        check(
+            isinstance(self.env, str),
+            f"env={self.env!r}: a config records an env id (a string); pass an env factory as "
+            "batchppo.train(config, env=factory), or its id 'module:name'",
+        )
         known = tuple(backends.BACKENDS)
         check(self.backend in known, f"backend={self.backend!r}: choose one of {known}")
         backend = backends.BACKENDS[self.backend]

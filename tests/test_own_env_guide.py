@@ -1,0 +1,88 @@
+"""docs/own_env.md, run: its files written, its commands and Python blocks run in order.
+
+A block after ``<!-- file: NAME -->`` is written to ``NAME``; each ``batchppo`` line of a
+``shell`` block runs through :func:`batchppo.cli.main` (``> FILE`` captures its output) and
+must exit 0; ``python`` blocks run in one namespace; ``text`` blocks are output, not run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from batchppo import cli
+from batchppo.experiment import configs
+
+GUIDE = Path(__file__).parents[1] / "docs" / "own_env.md"
+BLOCK = re.compile(r"(?:<!-- file: (?P<file>\S+) -->\n)?```(?P<lang>\w+)\n(?P<body>.*?)```", re.S)
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def blocks() -> list[tuple[str | None, str, str]]:
+    """``(file, language, body)`` of every fenced block of the guide, in order."""
+    return [(m["file"], m["lang"], m["body"]) for m in BLOCK.finditer(GUIDE.read_text())]
+
+
+def run_command(line: str) -> None:
+    command, _, target = line.partition(" > ")
+    argv = shlex.split(command, comments=True)
+    assert argv[0] == "batchppo", line
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(argv[1:])
+    assert code == 0, (line, out.getvalue())
+    if target:
+        Path(target.strip()).write_text(out.getvalue())
+
+
+def test_the_guide_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # a script's directory is importable
+    monkeypatch.setenv("BATCHPPO_COMPILATION_CACHE", "0")
+    namespace: dict = {}
+    kinds = []
+    for file, lang, body in blocks():
+        if file is not None:
+            Path(file).write_text(body)
+        elif lang == "shell":
+            for line in filter(None, body.splitlines()):
+                run_command(line)
+        elif lang == "python":
+            exec(compile(body, str(GUIDE), "exec"), namespace)
+        kinds.append(file or lang)
+    assert kinds == [
+        "myenvs.py", "shell", "text", "shell", "reach.yaml", "shell", "shell", "python", "text",
+        "python",
+    ]  # fmt: skip
+    # What the blocks made: the runs the guide names, the files it writes.
+    logs = tmp_path / "logs"
+    assert (logs / "first-reach" / "config.yaml").is_file()
+    assert configs.load_config(logs / "first-reach" / "config.yaml").policy_layers == (32, 32)
+    assert len(list(logs.glob("*-MyReach-v0"))) == 1
+    assert len(list(logs.glob("*-pendulum_fast-make_reach"))) == 1
+    assert len(list(logs.glob("*-reach-py"))) == 1
+    assert (tmp_path / "reach.png").stat().st_size > 0
+    full = configs.load_config(tmp_path / "pendulum_full.yaml")
+    assert full == configs.get_preset("pendulum_fast")
+    assert namespace["result"].config.env == "myenvs:make_reach"
+
+
+def test_the_guide_shows_the_messages_batchppo_prints(tmp_path, monkeypatch, capsys):
+    """The ``text`` blocks quote batchppo's output: the recipe line and a start-up error."""
+    monkeypatch.chdir(tmp_path)
+    texts = [body for _, lang, body in blocks() if lang == "text"]
+    (myenvs,) = [body for file, _, body in blocks() if file == "myenvs.py"]
+    Path("myenvs.py").write_text(myenvs)
+    command, printed = texts[1].splitlines()
+    argv = shlex.split(command.removeprefix("$ "))[1:]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == printed + "\n"
+    assert not Path("logs").exists()
+    recipe = configs.recipe_for_env("myenvs:MyReach-v0")[1]
+    assert texts[0] == f"batchppo: {recipe}\n"
