@@ -44,6 +44,7 @@ from batchppo.core.backends import (
 )
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.envs import make as make_host_envs
+from batchppo.envs.episode_metrics import EpisodeInfoRecorder
 from batchppo.envs.final_obs import final_obs_from_infos
 from batchppo.envs.ranges import maps_dtype, range_map
 
@@ -632,6 +633,7 @@ class HostEnv:
         self._action_dtype = np.dtype(vector_env.single_action_space.dtype)
         step_arrays = getattr(vector_env, "step_arrays", None)
         self._step_arrays = step_arrays if callable(step_arrays) else None
+        self._recorder: EpisodeInfoRecorder | None = None
         n, shape = self._num_envs, self._spec.obs_shape
         self._obs_struct = jax.ShapeDtypeStruct((n, *shape), jnp.float32)
         self._step_structs = (
@@ -665,6 +667,14 @@ class HostEnv:
     def close(self) -> None:
         """Closes the wrapped vector env."""
         self._env.close()
+
+    def record_infos(self, recorder: EpisodeInfoRecorder | None) -> None:
+        """Feeds the vector env's infos to ``recorder`` from the next reset on; None stops.
+
+        While a recorder is set, steps go through the vector env's ``step`` (infos included)
+        instead of its ``step_arrays`` fast path.
+        """
+        self._recorder = recorder
 
     def take_error(self) -> Exception | None:
         """The exception the last failed ``host_reset`` / ``host_step`` raised, if not taken yet.
@@ -711,7 +721,9 @@ class HostEnv:
             raise
 
     def _host_reset(self, seed: np.ndarray | int) -> np.ndarray:
-        obs, _ = self._env.reset(seed=int(seed))
+        obs, infos = self._env.reset(seed=int(seed))
+        if self._recorder is not None:
+            self._recorder.reset(infos)
         obs = np.asarray(obs, np.float32)
         if self._check_finite:
             self._finite("observation", obs)
@@ -740,11 +752,13 @@ class HostEnv:
         self, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         action = np.asarray(action).astype(self._action_dtype, copy=False)
-        if self._step_arrays is not None:
+        if self._step_arrays is not None and self._recorder is None:
             obs, reward, terminated, truncated, final_obs = self._step_arrays(action)
         else:
             obs, reward, terminated, truncated, infos = self._env.step(action)
             final_obs = final_obs_from_infos(obs, infos, np.float32)
+            if self._recorder is not None:
+                self._recorder.step(infos, terminated, truncated)
         obs = np.asarray(obs, np.float32)
         reward = np.asarray(reward, np.float32)
         final_obs = np.asarray(final_obs, np.float32)
