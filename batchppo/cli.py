@@ -100,8 +100,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     ev.add_argument(
         "--logdir", required=True, nargs="+", metavar="RUN",
-        help="run directories <logdir>/<ts>-<config>; several (say the seeds of a config) "
-        "also print the mean and std of their means",
+        help="run directories <logdir>/<ts>-<config>, or JSON files of an earlier --json "
+        "(their runs are read, not evaluated again); several runs (say the seeds of a "
+        "config) also print the mean and std of their means and their aggregate statistics",
+    )  # fmt: skip
+    ev.add_argument(
+        "--compare", nargs="+", metavar="RUN",
+        help="a second group of runs (run dirs or JSON files): both groups' statistics and "
+        "the probability that a run of the first beats one of the second",
+    )  # fmt: skip
+    ev.add_argument(
+        "--labels", nargs="+", metavar="NAME",
+        help="names of the groups (default: their presets when they differ, else A and B)",
+    )  # fmt: skip
+    ev.add_argument(
+        "--reference", action="append", default=[], metavar="SPEC",
+        help="a task's reference score for normalised aggregates: ENV=HIGH or ENV=LOW:HIGH "
+        "(HIGH scores 1, LOW 0; default LOW 0), or a set: "
+        "sac-1m (SAC's 1M-step returns), targets-1m (issue 23's targets); repeatable; needed "
+        "for the runs of several envs",
+    )  # fmt: skip
+    ev.add_argument(
+        "--bootstrap", type=int, default=50_000, metavar="N",
+        help="bootstrap resamples of the confidence intervals (default 50000)",
+    )  # fmt: skip
+    ev.add_argument(
+        "--bootstrap-seed", type=int, default=0, metavar="S",
+        help="seed of the bootstrap (default 0)",
     )  # fmt: skip
     ev.add_argument(
         "--checkpoint", type=int, help="env step of the checkpoint (default newest; one run only)"
@@ -109,8 +134,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=100, help="episodes per run (default 100)")
     ev.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
     ev.add_argument(
-        "--json", help="also write each run's returns and lengths to this JSON file (a list)"
-    )
+        "--json", help="also write each run's results (returns, lengths, task metrics) to "
+        "this JSON file (a list)",
+    )  # fmt: skip
+    ev.add_argument("--csv", help="also write one row per run to this CSV file")
+    ev.add_argument("--stats-json", help="also write the aggregate statistics to this JSON file")
 
     vis = sub.add_parser(
         "visualize",
@@ -251,33 +279,98 @@ def _report_env_failure(args: argparse.Namespace, error: BaseException, failure:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from batchppo.experiment import evaluate, stats
+
+    inputs = [args.logdir] + ([args.compare] if args.compare else [])
+    if args.checkpoint is not None and (
+        len(args.logdir) > 1 or args.compare or evaluate.is_results_file(args.logdir[0])
+    ):
+        raise UserError("--checkpoint picks one run's checkpoint: pass one --logdir with it")
+    if args.labels is not None and len(args.labels) != len(inputs):
+        raise UserError(f"--labels: {len(args.labels)} names for {len(inputs)} groups")
+    if args.labels is not None and len(set(args.labels)) != len(args.labels):
+        raise UserError(f"--labels: the names {' '.join(args.labels)} must differ")
+    if args.bootstrap < 1:
+        raise UserError(f"--bootstrap {args.bootstrap}: must be >= 1")
+    references = stats.parse_references(args.reference)
+    loaded = [_load_group(runs) for runs in inputs]
+    labels = args.labels or evaluate.default_labels(
+        [[preset for _, preset, _, _ in group] for group in loaded]
+    )
+    evaluate.check_groups(
+        {label: [env for _, _, env, _ in g] for label, g in zip(labels, loaded, strict=True)},
+        references,
+    )
+    groups: dict[str, list[dict]] = {}
+    for label, group in zip(labels, loaded, strict=True):
+        results = groups.setdefault(label, [])
+        for run_dir, _, _, saved in group:
+            if saved is None:
+                saved = {"run_dir": str(run_dir), **evaluate.evaluate_run(
+                    run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes,
+                    seed=args.seed,
+                )}  # fmt: skip
+            results.append(saved)
+            _print_run(saved)
+    runs = [r for results in groups.values() for r in results]
+    for label, results in groups.items():
+        if len(results) > 1:
+            summary = evaluate.summarize(results)
+            where = f"group {label}: " if len(groups) > 1 else ""
+            print(
+                f"{where}mean over {summary['runs']} runs: {summary['mean']:.2f} ± "
+                f"{summary['std']:.2f} (std of the runs' means)"
+            )
+    statistics = None
+    if len(runs) > 1:
+        statistics = evaluate.group_statistics(
+            groups, references, resamples=args.bootstrap, seed=args.bootstrap_seed
+        )
+        print("\n".join(evaluate.format_statistics(statistics)))
+    if args.json:
+        entries = [{**r, "group": label} for label, rs in groups.items() for r in rs]
+        print(f"wrote {evaluate.write_stats(entries, args.json)}")
+    if args.csv:
+        print(f"wrote {evaluate.write_csv(groups, args.csv)}")
+    if args.stats_json:
+        if statistics is None:
+            raise UserError("--stats-json: aggregate statistics need at least 2 runs")
+        print(f"wrote {evaluate.write_stats(statistics, args.stats_json)}")
+    return 0
+
+
+def _load_group(runs: list[str]) -> list[tuple[str, str, str, dict | None]]:
+    """``(run dir, preset, env, saved results or None)`` per run of a group, read before
+    anything is evaluated; an ``evaluate --json`` file stands for its runs, with their saved
+    results.
+    """
+    from batchppo.experiment import evaluate, loop, plot
+
+    group: list[tuple[str, str, str, dict | None]] = []
+    for run in runs:
+        if evaluate.is_results_file(run):
+            for e in evaluate.load_results(run):
+                preset = e.get("preset") or plot.run_group(e["run_dir"])
+                group.append((e["run_dir"], preset, e["env"], e))
+        else:
+            config, _ = loop.open_run_dir(run)
+            group.append((run, plot.run_group(run), config.env, None))
+    return group
+
+
+def _print_run(stats: dict) -> None:
     from batchppo.experiment import evaluate
 
-    if args.checkpoint is not None and len(args.logdir) > 1:
-        raise UserError("--checkpoint picks one run's checkpoint: pass one --logdir with it")
-    results = []
-    for run_dir in args.logdir:
-        stats = evaluate.evaluate_run(
-            run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed
-        )
-        results.append({"run_dir": str(run_dir), **stats})
-        cut = f", {stats['cut']} cut by eval_max_steps" if stats["cut"] else ""
-        print(
-            f"{run_dir}: {stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
-            f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; "
-            f"episodes' std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean "
-            f"length {stats['mean_length']:.1f}{cut}",
-            flush=True,
-        )
-    if len(results) > 1:
-        summary = evaluate.summarize(results)
-        print(
-            f"mean over {summary['runs']} runs: {summary['mean']:.2f} ± {summary['std']:.2f} "
-            f"(std of the runs' means)"
-        )
-    if args.json:
-        print(f"wrote {evaluate.write_stats(results, args.json)}")
-    return 0
+    cut = f", {stats['cut']} cut by eval_max_steps" if stats.get("cut") else ""
+    print(
+        f"{stats['run_dir']}: {stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
+        f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; "
+        f"episodes' std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean "
+        f"length {stats['mean_length']:.1f}{cut}",
+        flush=True,
+    )
+    if "terminated" in stats:
+        print(evaluate.format_run(stats), flush=True)
 
 
 def _cmd_visualize(args: argparse.Namespace) -> int:
