@@ -23,7 +23,9 @@ Examples::
     batchppo train --config pendulum_jax --logdir logdir --seeds 4  # seeds 0-3, one program
     batchppo evaluate --logdir logdir/*-pendulum_jax --episodes 100
     batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
+    batchppo evaluate --logdir logdir/*-hopper_fast-s* --compare old/*-hopper_fast-s* --csv s.csv
     batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
+    batchppo plot --profile results.json --reference sac-1m --out profile.png
     batchppo list
 """
 
@@ -161,7 +163,10 @@ def _parser() -> argparse.ArgumentParser:
         "of each config) from the runs' metrics.jsonl: one panel per env (or per config), "
         "configs side by side, one shared legend.",
     )
-    plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    plot.add_argument(
+        "runs", nargs="+", metavar="RUN",
+        help="run directories; with --profile, JSON files of `batchppo evaluate --json`",
+    )  # fmt: skip
     plot.add_argument("--out", required=True, help="output PNG file")
     plot.add_argument("--x", choices=("steps", "hours"), default="steps", help="x-axis")
     plot.add_argument(
@@ -173,6 +178,17 @@ def _parser() -> argparse.ArgumentParser:
         help="curves to draw: eval (mean action), train (sampled) or both (default)",
     )  # fmt: skip
     plot.add_argument("--columns", type=int, default=3, help="panels per row (default 3)")
+    plot.add_argument(
+        "--profile", action="store_true",
+        help="draw performance profiles instead (Agarwal et al. 2021): per group of evaluated "
+        "runs (the entries' group, else the file's name), the fraction of runs whose score "
+        "exceeds each threshold, with 95%% stratified-bootstrap bands (2000 resamples)",
+    )  # fmt: skip
+    plot.add_argument(
+        "--reference", action="append", default=[], metavar="SPEC",
+        help="with --profile: normalise scores as `batchppo evaluate --reference` does "
+        "(needed for runs of several envs)",
+    )  # fmt: skip
 
     sub.add_parser("list", help="list the presets", description="List the presets.")
     return parser
@@ -391,6 +407,14 @@ def _cmd_visualize(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from batchppo.experiment import plot
 
+    if args.reference and not args.profile:
+        raise UserError("--reference applies to --profile only")
+    if args.profile:
+        from batchppo.experiment import stats
+
+        references = stats.parse_references(args.reference)
+        print(f"wrote {plot.plot_profile(args.runs, args.out, references)}")
+        return 0
     phases = plot.PHASES if args.phase == "both" else (args.phase,)
     out = plot.plot_runs(
         args.runs, args.out, x=args.x, panels=args.panels, phases=phases, columns=args.columns
