@@ -15,10 +15,21 @@ log_std_init -2, 256x256 ReLU without orthogonal init); the zoo reports 5819 +- 
 1M steps on v3 (rl-baselines3-zoo benchmark.md). torch runs on the CPU with one thread per
 core.
 
+``--against-sac RUN_DIR`` compares wall-clock with SB3's SAC on Hopper-v5 instead. SAC runs
+rl-baselines3-zoo's settings for Hopper (``hyperparams/sac.yml``: the MuJoCo defaults, that is
+SB3's SAC defaults with ``learning_starts`` 10000; lr 3e-4, buffer 1M, batch 256, tau 0.005,
+gamma 0.99, one gradient step per env step, automatic entropy, 256x256) for its 10,000 random
+warm-up steps and ``--sac-steps`` learning steps, timed apart, and its time for 1M steps is
+*extrapolated* linearly from them (the warm-up as measured, the learning steps at the measured
+rate): a full SAC run costs hours on 2 cores. Our side is read off a finished run of ours
+(``hopper_fast``): the wall-clock of its first eval at or above SAC's published 1M-step return
+on Hopper, 2787 (the mean of 10 seeds in SimbaV2's baseline CSVs, Gym v4).
+
 Examples:
     python bench/learning.py                    # 1M steps each (SB3: about 25 min on 2 cores)
     python bench/learning.py --steps 20000 --episodes 2       # smoke test
     python bench/learning.py --only batchppo --json out.json
+    python bench/learning.py --against-sac docs/runs/s0-hopper_fast --sac-steps 20000
 """
 
 from __future__ import annotations
@@ -37,6 +48,13 @@ import psutil
 ENV_ID = "HalfCheetah-v5"
 PRESET = "cheetah_fast"
 RUNNERS = ("sb3", "batchppo")
+SAC_ENV_ID = "Hopper-v5"
+SAC_LEARNING_STARTS = 10_000
+"""rl-baselines3-zoo's ``learning_starts`` for the MuJoCo tasks: random actions before SAC
+learns."""
+SAC_1M_RETURN = 2787.0
+"""SAC's Hopper return at 1M steps: the mean of 10 seeds in SimbaV2's baseline CSVs (Gym v4)."""
+SAC_BUDGET = 1_000_000
 
 
 def worker_sb3(steps: int, seed: int, episodes: int) -> dict:
@@ -117,6 +135,106 @@ def worker_batchppo(steps: int, seed: int, episodes: int) -> dict:
     }
 
 
+def worker_sac(steps: int, seed: int, episodes: int) -> dict:
+    """Times SB3's SAC with the zoo's Hopper settings: its random warm-up, then ``steps``
+    learning steps; returns both times (``episodes`` is unused: nothing is scored)."""
+    del episodes
+    import torch
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    class Clock(BaseCallback):
+        """Notes the wall-clock when the warm-up ends."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.warmup_end: float | None = None
+
+        def _on_step(self) -> bool:
+            if self.warmup_end is None and self.num_timesteps >= SAC_LEARNING_STARTS:
+                self.warmup_end = time.monotonic()
+            return True
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    env = make_vec_env(SAC_ENV_ID, n_envs=1, seed=seed)
+    model = SAC("MlpPolicy", env, learning_starts=SAC_LEARNING_STARTS, seed=seed, device="cpu")
+    clock = Clock()
+    start = time.monotonic()
+    model.learn(total_timesteps=SAC_LEARNING_STARTS + steps, callback=clock)
+    end = time.monotonic()
+    return {
+        "warmup_steps": SAC_LEARNING_STARTS,
+        "warmup_seconds": clock.warmup_end - start,
+        "learn_steps": steps,
+        "learn_seconds": end - clock.warmup_end,
+    }
+
+
+def extrapolate_seconds(
+    warmup_seconds: float, warmup_steps: int, learn_seconds: float, learn_steps: int, total: int
+) -> float:
+    """Wall-clock of ``total`` steps: the warm-up as measured, then every further step at the
+    measured learning rate (``learn_seconds / learn_steps``)."""
+    return warmup_seconds + learn_seconds / learn_steps * (total - warmup_steps)
+
+
+def first_crossing(records: list[dict], threshold: float) -> dict | None:
+    """The first eval report (by step) whose score is at least ``threshold``; None if none.
+
+    Args:
+        records: A run's ``metrics.jsonl`` records.
+        threshold: The return to reach.
+
+    Raises:
+        ValueError: The crossing report carries no ``wall_time``.
+    """
+    evals = sorted((r for r in records if r.get("phase") == "eval"), key=lambda r: r["step"])
+    for record in evals:
+        if record.get("score") is not None and record["score"] >= threshold:
+            if "wall_time" not in record:
+                raise ValueError(f"the eval at step {record['step']} carries no wall_time")
+            return record
+    return None
+
+
+def against_sac(args: argparse.Namespace) -> dict:
+    """Prints SAC's extrapolated 1M-step wall-clock, our run's time to SAC's 1M return, and
+    their ratio; returns the figures."""
+    from batchppo.experiment.logging import read_metrics
+
+    records = read_metrics(Path(args.against_sac))
+    crossing = first_crossing(records, SAC_1M_RETURN)
+    sac = _spawn("sac", argparse.Namespace(**{**vars(args), "steps": args.sac_steps}))
+    if "error" in sac:
+        print(f"sac: FAILED after {sac['seconds']:.0f} s: {sac['error']}", flush=True)
+        return {"sac": sac}
+    sac_1m = extrapolate_seconds(
+        sac["warmup_seconds"], sac["warmup_steps"], sac["learn_seconds"], sac["learn_steps"],
+        SAC_BUDGET,
+    )  # fmt: skip
+    rate = sac["learn_seconds"] / sac["learn_steps"] * 1000
+    print(
+        f"SAC (SB3, rl-zoo Hopper settings) on {SAC_ENV_ID}: {sac['warmup_steps']:,} warm-up "
+        f"steps in {sac['warmup_seconds']:.1f} s, {sac['learn_steps']:,} learning steps in "
+        f"{sac['learn_seconds']:.1f} s ({rate:.2f} ms/step); 1M steps EXTRAPOLATED linearly "
+        f"from these: {sac_1m / 60:.1f} min",
+        flush=True,
+    )
+    out = {"sac": {**sac, "extrapolated_1m_seconds": sac_1m}, "batchppo": None}
+    if crossing is None:
+        print(f"{args.against_sac}: no eval reached SAC's 1M return {SAC_1M_RETURN:.0f}")
+        return out
+    ours = crossing["wall_time"]
+    print(
+        f"{args.against_sac}: eval return {crossing['score']:.0f} >= {SAC_1M_RETURN:.0f} (SAC's "
+        f"1M return) first at step {crossing['step']:,}, wall-clock {ours / 60:.1f} min"
+    )
+    print(f"ratio SAC 1M (extrapolated) / batchppo to SAC's 1M return = {sac_1m / ours:.1f}")
+    out["batchppo"] = {"step": crossing["step"], "score": crossing["score"], "seconds": ours}
+    return out
+
+
 def _key(seed: int):
     import jax
 
@@ -164,7 +282,7 @@ def _spawn(runner: str, args: argparse.Namespace) -> dict:
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_worker":
         runner, steps, seed, episodes = sys.argv[2:]
-        worker = worker_sb3 if runner == "sb3" else worker_batchppo
+        worker = {"sb3": worker_sb3, "batchppo": worker_batchppo, "sac": worker_sac}[runner]
         print(json.dumps(worker(int(steps), int(seed), int(episodes))), flush=True)
         return
     parser = argparse.ArgumentParser(
@@ -176,7 +294,23 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(RUNNERS), help="runners: sb3,batchppo")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="per-run timeout (s)")
     parser.add_argument("--json", default="", help="also write the results to this file")
+    parser.add_argument(
+        "--against-sac", metavar="RUN_DIR",
+        help="instead: SB3 SAC's extrapolated 1M-step wall-clock on Hopper-v5 against this "
+        "run's wall-clock to SAC's 1M return",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sac-steps", type=int, default=20_000,
+        help="SAC learning steps timed after its 10,000 warm-up steps (default 20000)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.against_sac:
+        if args.sac_steps < 1:
+            parser.error(f"--sac-steps {args.sac_steps}: must be >= 1")
+        results = against_sac(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+        return
     runners = args.only.split(",")
     unknown = sorted(set(runners) - set(RUNNERS))
     if unknown:
