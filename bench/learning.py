@@ -18,12 +18,13 @@ core.
 ``--against-sac RUN_DIR`` compares wall-clock with SB3's SAC on Hopper-v5 instead. SAC runs
 rl-baselines3-zoo's settings for Hopper (``hyperparams/sac.yml``: the MuJoCo defaults, that is
 SB3's SAC defaults with ``learning_starts`` 10000; lr 3e-4, buffer 1M, batch 256, tau 0.005,
-gamma 0.99, one gradient step per env step, automatic entropy, 256x256) for its 10,000 random
-warm-up steps and ``--sac-steps`` learning steps, timed apart, and its time for 1M steps is
-*extrapolated* linearly from them (the warm-up as measured, the learning steps at the measured
-rate): a full SAC run costs hours on 2 cores. Our side is read off a finished run of ours
-(``hopper_fast``): the wall-clock of its first eval at or above SAC's published 1M-step return
-on Hopper, 2787 (the mean of 10 seeds in SimbaV2's baseline CSVs, Gym v4).
+gamma 0.99, one gradient step per env step, automatic entropy, 256x256). Its random warm-up
+(``--sac-warmup``, 10,000 steps) and ``--sac-steps`` learning steps are timed apart, and its
+time for 1M steps is *extrapolated* linearly from them (the warm-up as measured, every later
+step at the measured learning rate): a full SAC run costs hours on 2 cores. Our side is read
+off a finished run of ours (``hopper_fast``): the wall-clock of its first eval at or above
+SAC's published 1M-step return on Hopper, 2787 (the mean of 10 seeds in SimbaV2's baseline
+CSVs, Gym v4).
 
 Examples:
     python bench/learning.py                    # 1M steps each (SB3: about 25 min on 2 cores)
@@ -41,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -135,10 +137,10 @@ def worker_batchppo(steps: int, seed: int, episodes: int) -> dict:
     }
 
 
-def worker_sac(steps: int, seed: int, episodes: int) -> dict:
-    """Times SB3's SAC with the zoo's Hopper settings: its random warm-up, then ``steps``
-    learning steps; returns both times (``episodes`` is unused: nothing is scored)."""
-    del episodes
+def worker_sac(steps: int, seed: int, warmup: int, threads: int) -> dict:
+    """Times SB3's SAC with the zoo's Hopper settings: ``warmup`` random steps (the zoo's
+    ``learning_starts``), then ``steps`` learning steps, with ``threads`` torch threads;
+    returns the wall-clock and CPU seconds of both phases."""
     import torch
     from stable_baselines3 import SAC
     from stable_baselines3.common.callbacks import BaseCallback
@@ -150,24 +152,29 @@ def worker_sac(steps: int, seed: int, episodes: int) -> dict:
         def __init__(self) -> None:
             super().__init__()
             self.warmup_end: float | None = None
+            self.warmup_cpu: float | None = None
 
         def _on_step(self) -> bool:
-            if self.warmup_end is None and self.num_timesteps >= SAC_LEARNING_STARTS:
+            if self.warmup_end is None and self.num_timesteps >= warmup:
                 self.warmup_end = time.monotonic()
+                self.warmup_cpu = time.process_time()
             return True
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(threads)
     env = make_vec_env(SAC_ENV_ID, n_envs=1, seed=seed)
-    model = SAC("MlpPolicy", env, learning_starts=SAC_LEARNING_STARTS, seed=seed, device="cpu")
+    model = SAC("MlpPolicy", env, learning_starts=warmup, seed=seed, device="cpu")
     clock = Clock()
-    start = time.monotonic()
-    model.learn(total_timesteps=SAC_LEARNING_STARTS + steps, callback=clock)
-    end = time.monotonic()
+    start, start_cpu = time.monotonic(), time.process_time()
+    model.learn(total_timesteps=warmup + steps, callback=clock)
+    end, end_cpu = time.monotonic(), time.process_time()
     return {
-        "warmup_steps": SAC_LEARNING_STARTS,
+        "warmup_steps": warmup,
         "warmup_seconds": clock.warmup_end - start,
+        "warmup_cpu_seconds": clock.warmup_cpu - start_cpu,
         "learn_steps": steps,
         "learn_seconds": end - clock.warmup_end,
+        "learn_cpu_seconds": end_cpu - clock.warmup_cpu,
+        "threads": threads,
     }
 
 
@@ -205,7 +212,8 @@ def against_sac(args: argparse.Namespace) -> dict:
 
     records = read_metrics(Path(args.against_sac))
     crossing = first_crossing(records, SAC_1M_RETURN)
-    sac = _spawn("sac", argparse.Namespace(**{**vars(args), "steps": args.sac_steps}))
+    sac_args = (args.sac_steps, args.seed, args.sac_warmup, args.sac_threads)
+    sac = _spawn("sac", args, sac_args)
     if "error" in sac:
         print(f"sac: FAILED after {sac['seconds']:.0f} s: {sac['error']}", flush=True)
         return {"sac": sac}
@@ -214,11 +222,13 @@ def against_sac(args: argparse.Namespace) -> dict:
         SAC_BUDGET,
     )  # fmt: skip
     rate = sac["learn_seconds"] / sac["learn_steps"] * 1000
+    cpu_rate = sac["learn_cpu_seconds"] / sac["learn_steps"] * 1000
     print(
-        f"SAC (SB3, rl-zoo Hopper settings) on {SAC_ENV_ID}: {sac['warmup_steps']:,} warm-up "
-        f"steps in {sac['warmup_seconds']:.1f} s, {sac['learn_steps']:,} learning steps in "
-        f"{sac['learn_seconds']:.1f} s ({rate:.2f} ms/step); 1M steps EXTRAPOLATED linearly "
-        f"from these: {sac_1m / 60:.1f} min",
+        f"SAC (SB3, rl-zoo Hopper settings, {sac['threads']} torch thread(s)) on {SAC_ENV_ID}: "
+        f"{sac['warmup_steps']:,} random steps in {sac['warmup_seconds']:.1f} s, "
+        f"{sac['learn_steps']:,} learning steps in {sac['learn_seconds']:.1f} s ({rate:.2f} "
+        f"ms/step, CPU {cpu_rate:.2f} ms/step); 1M steps EXTRAPOLATED linearly from these: "
+        f"{sac_1m / 60:.1f} min",
         flush=True,
     )
     out = {"sac": {**sac, "extrapolated_1m_seconds": sac_1m}, "batchppo": None}
@@ -255,9 +265,11 @@ def _tree_cpu_seconds(root: psutil.Process, seen: dict[int, float]) -> None:
         seen[proc.pid] = max(seen.get(proc.pid, 0.0), times.user + times.system)
 
 
-def _spawn(runner: str, args: argparse.Namespace) -> dict:
+def _spawn(runner: str, args: argparse.Namespace, worker_args: Sequence[int] = ()) -> dict:
+    """Runs ``runner``'s worker in a fresh process (its arguments: ``worker_args``, else
+    steps, seed and eval episodes); its result with wall-clock and CPU seconds."""
     command = [sys.executable, __file__, "_worker", runner]
-    command += [str(args.steps), str(args.seed), str(args.episodes)]
+    command += [str(a) for a in worker_args or (args.steps, args.seed, args.episodes)]
     start = time.monotonic()
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -281,9 +293,9 @@ def _spawn(runner: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_worker":
-        runner, steps, seed, episodes = sys.argv[2:]
+        runner, *numbers = sys.argv[2:]
         worker = {"sb3": worker_sb3, "batchppo": worker_batchppo, "sac": worker_sac}[runner]
-        print(json.dumps(worker(int(steps), int(seed), int(episodes))), flush=True)
+        print(json.dumps(worker(*map(int, numbers))), flush=True)
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -301,12 +313,22 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument(
         "--sac-steps", type=int, default=20_000,
-        help="SAC learning steps timed after its 10,000 warm-up steps (default 20000)",
+        help="SAC learning steps timed after its warm-up (default 20000)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sac-warmup", type=int, default=SAC_LEARNING_STARTS,
+        help="SAC's random steps before it learns (default 10000, the zoo's learning_starts; "
+        "fewer only for a smoke test)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sac-threads", type=int, default=1,
+        help="torch threads of SAC (default 1: its small matrices gain little from more, "
+        "and threads that spin for cores other processes hold slow each step down badly)",
     )  # fmt: skip
     args = parser.parse_args()
     if args.against_sac:
-        if args.sac_steps < 1:
-            parser.error(f"--sac-steps {args.sac_steps}: must be >= 1")
+        if args.sac_steps < 1 or not 0 < args.sac_warmup < SAC_BUDGET:
+            parser.error("--sac-steps must be >= 1 and --sac-warmup in 1..999999")
         results = against_sac(args)
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
