@@ -314,9 +314,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         [[preset for _, preset, _, _ in group] for group in loaded]
     )
     evaluate.check_groups(
-        {label: [env for _, _, env, _ in g] for label, g in zip(labels, loaded, strict=True)},
-        references,
+        {label: [env for _, _, env, _ in g] for label, g in zip(labels, loaded, strict=True)}
     )
+    if args.stats_json and sum(map(len, loaded)) < 2:
+        raise UserError("--stats-json: aggregate statistics need at least 2 runs")
     groups: dict[str, list[dict]] = {}
     for label, group in zip(labels, loaded, strict=True):
         results = groups.setdefault(label, [])
@@ -349,8 +350,6 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.csv:
         print(f"wrote {evaluate.write_csv(groups, args.csv)}")
     if args.stats_json:
-        if statistics is None:
-            raise UserError("--stats-json: aggregate statistics need at least 2 runs")
         print(f"wrote {evaluate.write_stats(statistics, args.stats_json)}")
     return 0
 

@@ -195,28 +195,31 @@ def default_labels(presets: Sequence[Sequence[str]]) -> list[str]:
     return ["A", "B"][: len(presets)]
 
 
-def check_groups(
-    envs: Mapping[str, Sequence[str]], references: Mapping[str, stats.Reference]
-) -> None:
-    """Checks that the groups can be aggregated and compared, before anything is evaluated.
+def missing_references(
+    name: str, envs: Sequence[str], references: Mapping[str, stats.Reference]
+) -> str | None:
+    """Why group ``name``'s runs of ``envs`` cannot be aggregated across envs (a line), or
+    None: one env, or a reference for each."""
+    tasks = sorted(set(envs))
+    missing = [t for t in tasks if t not in references]
+    if len(tasks) < 2 or not missing:
+        return None
+    return (
+        f"group {name} spans {len(tasks)} envs: aggregates across envs need a reference score "
+        f"for {', '.join(missing)} (--reference ENV=HIGH, or a set: "
+        f"{', '.join(stats.REFERENCE_SETS)})"
+    )
+
+
+def check_groups(envs: Mapping[str, Sequence[str]]) -> None:
+    """Checks that two groups can be compared, before anything is evaluated.
 
     Args:
         envs: Each group's runs' env ids, by group name.
-        references: The reference scores by env.
 
     Raises:
-        UserError: A group of several envs without a reference for each, or two groups that
-            cover different envs.
+        UserError: Two groups that cover different envs.
     """
-    for name, group in envs.items():
-        tasks = sorted(set(group))
-        missing = [t for t in tasks if t not in references]
-        if len(tasks) > 1 and missing:
-            raise UserError(
-                f"group {name} spans {len(tasks)} envs: aggregates across envs need a "
-                f"reference score for {', '.join(missing)} (--reference ENV=HIGH, or a set: "
-                f"{', '.join(stats.REFERENCE_SETS)})"
-            )
     covered = [sorted(set(group)) for group in envs.values()]
     if len(covered) == 2 and covered[0] != covered[1]:
         a, b = envs
@@ -256,14 +259,15 @@ def group_statistics(
 
     Returns:
         ``{"groups": {name: {"runs", "envs": {env: aggregates or None},
-        "normalized": aggregates or None}}, "improvement": {"x", "y", "value", "low",
-        "high"} or None}``, aggregates as :func:`stats.aggregate_intervals` returns them;
-        None where some env has fewer than 2 runs.
+        "normalized": aggregates or None, "note": why not across envs, or None}},
+        "improvement": {"x", "y", "value", "low", "high"} or None}``, aggregates as
+        :func:`stats.aggregate_intervals` returns them; None where some env has fewer than 2
+        runs.
 
     Raises:
         UserError: See :func:`check_groups`.
     """
-    check_groups({n: [r["env"] for r in g] for n, g in groups.items()}, references)
+    check_groups({n: [r["env"] for r in g] for n, g in groups.items()})
     out: dict[str, Any] = {"groups": {}, "improvement": None}
     enough = {}
     for name, results in groups.items():
@@ -283,7 +287,10 @@ def group_statistics(
                 stats.normalize_scores(scores, references), normalized=True,
                 resamples=resamples, seed=seed,
             )  # fmt: skip
-        out["groups"][name] = {"runs": len(results), "envs": per_env, "normalized": normalized}
+        out["groups"][name] = {
+            "runs": len(results), "envs": per_env, "normalized": normalized,
+            "note": missing_references(name, list(scores), references),
+        }  # fmt: skip
     if len(groups) == 2 and all(enough.values()):
         (x, rx), (y, ry) = groups.items()
         estimate = stats.improvement_interval(
@@ -315,6 +322,8 @@ def format_statistics(result: Mapping[str, Any]) -> list[str]:
                 lines.append(f"  {env} return: {_aggregates_line(aggregates, 1)}")
         if group["normalized"] is not None:
             lines.append(f"  normalised score: {_aggregates_line(group['normalized'], 3)}")
+        elif group["note"] is not None:
+            lines.append(f"  no aggregate across envs: {group['note']}")
     improvement = result["improvement"]
     if improvement is not None:
         lines.append(

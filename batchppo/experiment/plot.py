@@ -268,12 +268,15 @@ def plot_profile(
         UserError: Files that are not ``evaluate --json`` files, runs of several envs without
             references, or a group with fewer than 2 runs of an env.
     """
-    from batchppo.experiment.evaluate import check_groups
+    from batchppo.experiment.evaluate import missing_references
 
     references = dict(references or {})
     groups = profile_groups(result_files)
     envs = sorted({r["env"] for runs in groups.values() for r in runs})
-    check_groups({name: envs for name in groups} if len(envs) > 1 else {}, references)
+    for name in groups:
+        problem = missing_references(name, envs, references)
+        if problem is not None:
+            raise UserError(problem)
     normalized = all(env in references for env in envs)
     scores = {}
     for name, runs in groups.items():

@@ -73,7 +73,9 @@ def test_group_statistics_and_their_lines():
     direct = stats.aggregate_intervals(
         {"Hopper-v5": np.array([1.0, 2.0, 3.0])}, normalized=False, resamples=1000, seed=3
     )
-    assert result["groups"]["a"] == {"runs": 3, "envs": {"Hopper-v5": direct}, "normalized": None}
+    assert result["groups"]["a"] == {
+        "runs": 3, "envs": {"Hopper-v5": direct}, "normalized": None, "note": None
+    }  # fmt: skip
     assert result["improvement"]["value"] == 0.5 and result["improvement"]["x"] == "a"
     refs = {"Hopper-v5": stats.Reference(4.0)}
     normalized = evaluate.group_statistics({"a": a}, refs, resamples=1000, seed=3)
@@ -89,14 +91,29 @@ def test_group_statistics_and_their_lines():
     one = evaluate.format_statistics(evaluate.group_statistics({"a": a[:1]}, {}))
     assert one == ["group a: 1 runs (95% stratified-bootstrap intervals)",
                    "  Hopper-v5: one run; an interval needs at least 2"]  # fmt: skip
+    # Runs of two envs without references: per env only, and a line that says why.
+    two = [*a, run("c", "Ant-v5", 7.0), run("c", "Ant-v5", 9.0)]
+    lines = evaluate.format_statistics(evaluate.group_statistics({"x": two}, {}, resamples=100))
+    assert lines[0] == "group x: 5 runs (95% stratified-bootstrap intervals)"
+    assert lines[2].startswith("  Ant-v5 return: mean 8.0 [")
+    assert lines[3] == (
+        "  no aggregate across envs: group x spans 2 envs: aggregates across envs need a "
+        "reference score for Ant-v5, Hopper-v5 (--reference ENV=HIGH, or a set: sac-1m, "
+        "targets-1m)"
+    )
 
 
 def test_groups_are_checked_before_evaluation():
-    with pytest.raises(UserError, match=r"^group A spans 2 envs: .* reference score for Ant-v5 "):
-        evaluate.check_groups({"A": ["Hopper-v5", "Ant-v5"]}, {"Hopper-v5": stats.Reference(1)})
     with pytest.raises(UserError, match=r"^groups A and B cover different envs \(Ant-v5 against"):
-        evaluate.check_groups({"A": ["Ant-v5"], "B": ["Hopper-v5"]}, {})
-    evaluate.check_groups({"A": ["Ant-v5", "Ant-v5"], "B": ["Ant-v5"]}, {})
+        evaluate.check_groups({"A": ["Ant-v5"], "B": ["Hopper-v5"]})
+    evaluate.check_groups({"A": ["Ant-v5", "Ant-v5"], "B": ["Ant-v5"]})
+    refs = {"Hopper-v5": stats.Reference(1)}
+    assert evaluate.missing_references("A", ["Hopper-v5", "Ant-v5"], refs) == (
+        "group A spans 2 envs: aggregates across envs need a reference score for Ant-v5 "
+        "(--reference ENV=HIGH, or a set: sac-1m, targets-1m)"
+    )
+    assert evaluate.missing_references("A", ["Ant-v5", "Ant-v5"], {}) is None
+    assert evaluate.missing_references("A", ["Hopper-v5"], refs) is None
     assert evaluate.default_labels([["x", "x"], ["y"]]) == ["x", "y"]
     assert evaluate.default_labels([["x"], ["x"]]) == ["A", "B"]
     assert evaluate.default_labels([["x", "y"]]) == ["A"]
@@ -150,6 +167,7 @@ def test_cli_aggregates_results_files(tmp_path, capsys):
         (["--compare", "NEW", "--labels", "x", "x"], "--labels: the names x x must differ"),
         (["--bootstrap", "0"], "--bootstrap 0: must be >= 1"),
         (["--checkpoint", "5"], "--checkpoint picks one run's checkpoint"),
+        (["--stats-json", "s.json"], "--stats-json: aggregate statistics need at least 2 runs"),
     ],
 )
 def test_cli_bad_group_options(tmp_path, capsys, extra, message):
