@@ -98,7 +98,9 @@ def _parser() -> argparse.ArgumentParser:
         help="evaluate a trained policy over many episodes",
         description="Run episodes of a run's checkpoint with the mean action, in the run's own "
         "eval env (as its training evals), and print the mean return, its spread and its "
-        "standard error; no videos.",
+        "standard error, the episodes that terminated and the task metrics the env's infos "
+        "carry (forward velocity, distance); no videos. Over several runs: mean, median, IQM "
+        "and optimality gap with stratified-bootstrap 95% intervals (Agarwal et al. 2021).",
     )
     ev.add_argument(
         "--logdir", required=True, nargs="+", metavar="RUN",
@@ -119,8 +121,8 @@ def _parser() -> argparse.ArgumentParser:
         "--reference", action="append", default=[], metavar="SPEC",
         help="a task's reference score for normalised aggregates: ENV=HIGH or ENV=LOW:HIGH "
         "(HIGH scores 1, LOW 0; default LOW 0), or a set: "
-        "sac-1m (SAC's 1M-step returns), targets-1m (issue 23's targets); repeatable; needed "
-        "for the runs of several envs",
+        "sac-1m (SAC's 1M-step returns), targets-1m (issue 23's targets); repeatable; the "
+        "aggregates across the runs of several envs need one for each env",
     )  # fmt: skip
     ev.add_argument(
         "--bootstrap", type=int, default=50_000, metavar="N",

@@ -117,3 +117,15 @@ def test_profile_bad_input(tmp_path):
         plot.plot_profile([mixed], tmp_path / "p.png", refs)
     with pytest.raises(UserError, match=r"not a readable JSON file"):
         plot.plot_profile([tmp_path], tmp_path / "p.png")
+
+
+def test_profile_from_the_command_line(tmp_path, capsys):
+    from batchppo import cli
+
+    path = results_file(tmp_path / "r.json", [("a", "Hopper-v5", s) for s in (1.0, 2.0)])
+    out = tmp_path / "p.png"
+    argv = ["plot", "--profile", str(path), "--reference", "Hopper-v5=2", "--out", str(out)]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == f"wrote {out}\n" and out.is_file()
+    assert cli.main(["plot", str(path), "--reference", "sac-1m", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == "batchppo: error: --reference applies to --profile only\n"
