@@ -76,7 +76,6 @@ def test_task_metrics_read_their_keys():
 
 
 def test_recorder_on_hopper_distance_is_the_x_position_difference():
-    pytest.importorskip("mujoco")
     env = SyncVectorEnv(
         [lambda: gymnasium.make("Hopper-v5")] * 2, autoreset_mode=AutoresetMode.SAME_STEP
     )
