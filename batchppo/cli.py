@@ -30,7 +30,9 @@ Examples::
     batchppo train --config pendulum_jax --logdir logdir --seeds 4  # seeds 0-3, one program
     batchppo evaluate --logdir logdir/*-pendulum_jax --episodes 100
     batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
+    batchppo evaluate --logdir logdir/*-hopper_fast-s* --compare old/*-hopper_fast-s* --csv s.csv
     batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
+    batchppo plot --profile results.json --reference sac-1m --out profile.png
     batchppo list
     batchppo show cheetah_fast
 """
@@ -124,12 +126,39 @@ def _parser() -> argparse.ArgumentParser:
         help="evaluate a trained policy over many episodes",
         description="Run episodes of a run's checkpoint with the mean action, in the run's own "
         "eval env (as its training evals), and print the mean return, its spread and its "
-        "standard error; no videos.",
+        "standard error, the episodes that terminated and the task metrics the env's infos "
+        "carry (forward velocity, distance); no videos. Over several runs: mean, median, IQM "
+        "and optimality gap with stratified-bootstrap 95% intervals (Agarwal et al. 2021).",
     )
     ev.add_argument(
         "--logdir", required=True, nargs="+", metavar="RUN",
-        help="run directories <logdir>/<ts>-<config>; several (say the seeds of a config) "
-        "also print the mean and std of their means",
+        help="run directories <logdir>/<ts>-<config>, or JSON files of an earlier --json "
+        "(their runs are read, not evaluated again); several runs (say the seeds of a "
+        "config) also print the mean and std of their means and their aggregate statistics",
+    )  # fmt: skip
+    ev.add_argument(
+        "--compare", nargs="+", metavar="RUN",
+        help="a second group of runs (run dirs or JSON files): both groups' statistics and "
+        "the probability that a run of the first beats one of the second",
+    )  # fmt: skip
+    ev.add_argument(
+        "--labels", nargs="+", metavar="NAME",
+        help="names of the groups (default: their presets when they differ, else A and B)",
+    )  # fmt: skip
+    ev.add_argument(
+        "--reference", action="append", default=[], metavar="SPEC",
+        help="a task's reference score for normalised aggregates: ENV=HIGH or ENV=LOW:HIGH "
+        "(HIGH scores 1, LOW 0; default LOW 0), or a set: "
+        "sac-1m (SAC's 1M-step returns), targets-1m (issue 23's targets); repeatable; the "
+        "aggregates across the runs of several envs need one for each env",
+    )  # fmt: skip
+    ev.add_argument(
+        "--bootstrap", type=int, default=50_000, metavar="N",
+        help="bootstrap resamples of the confidence intervals (default 50000)",
+    )  # fmt: skip
+    ev.add_argument(
+        "--bootstrap-seed", type=int, default=0, metavar="S",
+        help="seed of the bootstrap (default 0)",
     )  # fmt: skip
     ev.add_argument(
         "--checkpoint", type=int, help="env step of the checkpoint (default newest; one run only)"
@@ -137,8 +166,11 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=100, help="episodes per run (default 100)")
     ev.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
     ev.add_argument(
-        "--json", help="also write each run's returns and lengths to this JSON file (a list)"
-    )
+        "--json", help="also write each run's results (returns, lengths, task metrics) to "
+        "this JSON file (a list)",
+    )  # fmt: skip
+    ev.add_argument("--csv", help="also write one row per run to this CSV file")
+    ev.add_argument("--stats-json", help="also write the aggregate statistics to this JSON file")
 
     vis = sub.add_parser(
         "visualize",
@@ -161,7 +193,10 @@ def _parser() -> argparse.ArgumentParser:
         "of each config) from the runs' metrics.jsonl: one panel per env (or per config), "
         "configs side by side, one shared legend.",
     )
-    plot.add_argument("runs", nargs="+", metavar="RUN", help="run directories")
+    plot.add_argument(
+        "runs", nargs="+", metavar="RUN",
+        help="run directories; with --profile, JSON files of `batchppo evaluate --json`",
+    )  # fmt: skip
     plot.add_argument("--out", required=True, help="output PNG file")
     plot.add_argument("--x", choices=("steps", "hours"), default="steps", help="x-axis")
     plot.add_argument(
@@ -173,6 +208,17 @@ def _parser() -> argparse.ArgumentParser:
         help="curves to draw: eval (mean action), train (sampled) or both (default)",
     )  # fmt: skip
     plot.add_argument("--columns", type=int, default=3, help="panels per row (default 3)")
+    plot.add_argument(
+        "--profile", action="store_true",
+        help="draw performance profiles instead (Agarwal et al. 2021): per group of evaluated "
+        "runs (the entries' group, else the file's name), the fraction of runs whose score "
+        "exceeds each threshold, with 95%% stratified-bootstrap bands (2000 resamples)",
+    )  # fmt: skip
+    plot.add_argument(
+        "--reference", action="append", default=[], metavar="SPEC",
+        help="with --profile: normalise scores as `batchppo evaluate --reference` does "
+        "(needed for runs of several envs)",
+    )  # fmt: skip
 
     sub.add_parser("list", help="list the presets", description="List the presets.")
     show = sub.add_parser(
@@ -332,33 +378,97 @@ def _report_env_failure(args: argparse.Namespace, error: BaseException, failure:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from batchppo.experiment import evaluate, stats
+
+    inputs = [args.logdir] + ([args.compare] if args.compare else [])
+    if args.checkpoint is not None and (
+        len(args.logdir) > 1 or args.compare or evaluate.is_results_file(args.logdir[0])
+    ):
+        raise UserError("--checkpoint picks one run's checkpoint: pass one --logdir with it")
+    if args.labels is not None and len(args.labels) != len(inputs):
+        raise UserError(f"--labels: {len(args.labels)} names for {len(inputs)} groups")
+    if args.labels is not None and len(set(args.labels)) != len(args.labels):
+        raise UserError(f"--labels: the names {' '.join(args.labels)} must differ")
+    if args.bootstrap < 1:
+        raise UserError(f"--bootstrap {args.bootstrap}: must be >= 1")
+    references = stats.parse_references(args.reference)
+    loaded = [_load_group(runs) for runs in inputs]
+    labels = args.labels or evaluate.default_labels(
+        [[preset for _, preset, _, _ in group] for group in loaded]
+    )
+    evaluate.check_groups(
+        {label: [env for _, _, env, _ in g] for label, g in zip(labels, loaded, strict=True)}
+    )
+    if args.stats_json and sum(map(len, loaded)) < 2:
+        raise UserError("--stats-json: aggregate statistics need at least 2 runs")
+    groups: dict[str, list[dict]] = {}
+    for label, group in zip(labels, loaded, strict=True):
+        results = groups.setdefault(label, [])
+        for run_dir, _, _, saved in group:
+            if saved is None:
+                saved = {"run_dir": str(run_dir), **evaluate.evaluate_run(
+                    run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes,
+                    seed=args.seed,
+                )}  # fmt: skip
+            results.append(saved)
+            _print_run(saved)
+    runs = [r for results in groups.values() for r in results]
+    for label, results in groups.items():
+        if len(results) > 1:
+            summary = evaluate.summarize(results)
+            where = f"group {label}: " if len(groups) > 1 else ""
+            print(
+                f"{where}mean over {summary['runs']} runs: {summary['mean']:.2f} ± "
+                f"{summary['std']:.2f} (std of the runs' means)"
+            )
+    statistics = None
+    if len(runs) > 1:
+        statistics = evaluate.group_statistics(
+            groups, references, resamples=args.bootstrap, seed=args.bootstrap_seed
+        )
+        print("\n".join(evaluate.format_statistics(statistics)))
+    if args.json:
+        entries = [{**r, "group": label} for label, rs in groups.items() for r in rs]
+        print(f"wrote {evaluate.write_stats(entries, args.json)}")
+    if args.csv:
+        print(f"wrote {evaluate.write_csv(groups, args.csv)}")
+    if args.stats_json:
+        print(f"wrote {evaluate.write_stats(statistics, args.stats_json)}")
+    return 0
+
+
+def _load_group(runs: list[str]) -> list[tuple[str, str, str, dict | None]]:
+    """``(run dir, preset, env, saved results or None)`` per run of a group, read before
+    anything is evaluated; an ``evaluate --json`` file stands for its runs, with their saved
+    results.
+    """
+    from batchppo.experiment import evaluate, loop, plot
+
+    group: list[tuple[str, str, str, dict | None]] = []
+    for run in runs:
+        if evaluate.is_results_file(run):
+            for e in evaluate.load_results(run):
+                preset = e.get("preset") or plot.run_group(e["run_dir"])
+                group.append((e["run_dir"], preset, e["env"], e))
+        else:
+            config, _ = loop.open_run_dir(run)
+            group.append((run, plot.run_group(run), config.env, None))
+    return group
+
+
+def _print_run(stats: dict) -> None:
     from batchppo.experiment import evaluate
 
-    if args.checkpoint is not None and len(args.logdir) > 1:
-        raise UserError("--checkpoint picks one run's checkpoint: pass one --logdir with it")
-    results = []
-    for run_dir in args.logdir:
-        stats = evaluate.evaluate_run(
-            run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed
-        )
-        results.append({"run_dir": str(run_dir), **stats})
-        cut = f", {stats['cut']} cut by eval_max_steps" if stats["cut"] else ""
-        print(
-            f"{run_dir}: {stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
-            f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; "
-            f"episodes' std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean "
-            f"length {stats['mean_length']:.1f}{cut}",
-            flush=True,
-        )
-    if len(results) > 1:
-        summary = evaluate.summarize(results)
-        print(
-            f"mean over {summary['runs']} runs: {summary['mean']:.2f} ± {summary['std']:.2f} "
-            f"(std of the runs' means)"
-        )
-    if args.json:
-        print(f"wrote {evaluate.write_stats(results, args.json)}")
-    return 0
+    cut = f", {stats['cut']} cut by eval_max_steps" if stats.get("cut") else ""
+    print(
+        f"{stats['run_dir']}: {stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
+        f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; "
+        f"episodes' std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean "
+        f"length {stats['mean_length']:.1f}{cut}",
+        flush=True,
+    )
+    if "terminated" in stats:
+        print(evaluate.format_run(stats), flush=True)
 
 
 def _cmd_visualize(args: argparse.Namespace) -> int:
@@ -379,6 +489,14 @@ def _cmd_visualize(args: argparse.Namespace) -> int:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from batchppo.experiment import plot
 
+    if args.reference and not args.profile:
+        raise UserError("--reference applies to --profile only")
+    if args.profile:
+        from batchppo.experiment import stats
+
+        references = stats.parse_references(args.reference)
+        print(f"wrote {plot.plot_profile(args.runs, args.out, references)}")
+        return 0
     phases = plot.PHASES if args.phase == "both" else (args.phase,)
     out = plot.plot_runs(
         args.runs, args.out, x=args.x, panels=args.panels, phases=phases, columns=args.columns

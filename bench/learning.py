@@ -15,10 +15,22 @@ log_std_init -2, 256x256 ReLU without orthogonal init); the zoo reports 5819 +- 
 1M steps on v3 (rl-baselines3-zoo benchmark.md). torch runs on the CPU with one thread per
 core.
 
+``--against-sac RUN_DIR`` compares wall-clock with SB3's SAC on Hopper-v5 instead. SAC runs
+rl-baselines3-zoo's settings for Hopper (``hyperparams/sac.yml``: the MuJoCo defaults, that is
+SB3's SAC defaults with ``learning_starts`` 10000; lr 3e-4, buffer 1M, batch 256, tau 0.005,
+gamma 0.99, one gradient step per env step, automatic entropy, 256x256). Its random warm-up
+(``--sac-warmup``, 10,000 steps) and ``--sac-steps`` learning steps are timed apart, and its
+time for 1M steps is *extrapolated* linearly from them (the warm-up as measured, every later
+step at the measured learning rate): a full SAC run costs hours on 2 cores. Our side is read
+off a finished run of ours (``hopper_fast``): the wall-clock of its first eval at or above
+SAC's published 1M-step return on Hopper, 2787 (the mean of 10 seeds in SimbaV2's baseline
+CSVs, Gym v4).
+
 Examples:
     python bench/learning.py                    # 1M steps each (SB3: about 25 min on 2 cores)
     python bench/learning.py --steps 20000 --episodes 2       # smoke test
     python bench/learning.py --only batchppo --json out.json
+    python bench/learning.py --against-sac docs/runs/s0-hopper_fast --sac-steps 20000
 """
 
 from __future__ import annotations
@@ -30,6 +42,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -37,6 +50,13 @@ import psutil
 ENV_ID = "HalfCheetah-v5"
 PRESET = "cheetah_fast"
 RUNNERS = ("sb3", "batchppo")
+SAC_ENV_ID = "Hopper-v5"
+SAC_LEARNING_STARTS = 10_000
+"""rl-baselines3-zoo's ``learning_starts`` for the MuJoCo tasks: random actions before SAC
+learns."""
+SAC_1M_RETURN = 2787.0
+"""SAC's Hopper return at 1M steps: the mean of 10 seeds in SimbaV2's baseline CSVs (Gym v4)."""
+SAC_BUDGET = 1_000_000
 
 
 def worker_sb3(steps: int, seed: int, episodes: int) -> dict:
@@ -117,6 +137,114 @@ def worker_batchppo(steps: int, seed: int, episodes: int) -> dict:
     }
 
 
+def worker_sac(steps: int, seed: int, warmup: int, threads: int) -> dict:
+    """Times SB3's SAC with the zoo's Hopper settings: ``warmup`` random steps (the zoo's
+    ``learning_starts``), then ``steps`` learning steps, with ``threads`` torch threads;
+    returns the wall-clock and CPU seconds of both phases."""
+    import torch
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    class Clock(BaseCallback):
+        """Notes the wall-clock when the warm-up ends."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.warmup_end: float | None = None
+            self.warmup_cpu: float | None = None
+
+        def _on_step(self) -> bool:
+            if self.warmup_end is None and self.num_timesteps >= warmup:
+                self.warmup_end = time.monotonic()
+                self.warmup_cpu = time.process_time()
+            return True
+
+    torch.set_num_threads(threads)
+    env = make_vec_env(SAC_ENV_ID, n_envs=1, seed=seed)
+    model = SAC("MlpPolicy", env, learning_starts=warmup, seed=seed, device="cpu")
+    clock = Clock()
+    start, start_cpu = time.monotonic(), time.process_time()
+    model.learn(total_timesteps=warmup + steps, callback=clock)
+    end, end_cpu = time.monotonic(), time.process_time()
+    return {
+        "warmup_steps": warmup,
+        "warmup_seconds": clock.warmup_end - start,
+        "warmup_cpu_seconds": clock.warmup_cpu - start_cpu,
+        "learn_steps": steps,
+        "learn_seconds": end - clock.warmup_end,
+        "learn_cpu_seconds": end_cpu - clock.warmup_cpu,
+        "threads": threads,
+    }
+
+
+def extrapolate_seconds(
+    warmup_seconds: float, warmup_steps: int, learn_seconds: float, learn_steps: int, total: int
+) -> float:
+    """Wall-clock of ``total`` steps: the warm-up as measured, then every further step at the
+    measured learning rate (``learn_seconds / learn_steps``)."""
+    return warmup_seconds + learn_seconds / learn_steps * (total - warmup_steps)
+
+
+def first_crossing(records: list[dict], threshold: float) -> dict | None:
+    """The first eval report (by step) whose score is at least ``threshold``; None if none.
+
+    Args:
+        records: A run's ``metrics.jsonl`` records.
+        threshold: The return to reach.
+
+    Raises:
+        ValueError: The crossing report carries no ``wall_time``.
+    """
+    evals = sorted((r for r in records if r.get("phase") == "eval"), key=lambda r: r["step"])
+    for record in evals:
+        if record.get("score") is not None and record["score"] >= threshold:
+            if "wall_time" not in record:
+                raise ValueError(f"the eval at step {record['step']} carries no wall_time")
+            return record
+    return None
+
+
+def against_sac(args: argparse.Namespace) -> dict:
+    """Prints SAC's extrapolated 1M-step wall-clock, our run's time to SAC's 1M return, and
+    their ratio; returns the figures."""
+    from batchppo.experiment.logging import read_metrics
+
+    records = read_metrics(Path(args.against_sac))
+    crossing = first_crossing(records, SAC_1M_RETURN)
+    sac_args = (args.sac_steps, args.seed, args.sac_warmup, args.sac_threads)
+    sac = _spawn("sac", args, sac_args)
+    if "error" in sac:
+        print(f"sac: FAILED after {sac['seconds']:.0f} s: {sac['error']}", flush=True)
+        return {"sac": sac}
+    sac_1m = extrapolate_seconds(
+        sac["warmup_seconds"], sac["warmup_steps"], sac["learn_seconds"], sac["learn_steps"],
+        SAC_BUDGET,
+    )  # fmt: skip
+    rate = sac["learn_seconds"] / sac["learn_steps"] * 1000
+    cpu_rate = sac["learn_cpu_seconds"] / sac["learn_steps"] * 1000
+    print(
+        f"SAC (SB3, rl-zoo Hopper settings, {sac['threads']} torch thread(s)) on {SAC_ENV_ID}: "
+        f"{sac['warmup_steps']:,} random steps in {sac['warmup_seconds']:.1f} s, "
+        f"{sac['learn_steps']:,} learning steps in {sac['learn_seconds']:.1f} s ({rate:.2f} "
+        f"ms/step, CPU {cpu_rate:.2f} ms/step); 1M steps EXTRAPOLATED linearly from these: "
+        f"{sac_1m / 60:.1f} min",
+        flush=True,
+    )
+    out = {"sac": {**sac, "extrapolated_1m_seconds": sac_1m}, "batchppo": None}
+    if crossing is None:
+        print(f"{args.against_sac}: no eval reached SAC's 1M return {SAC_1M_RETURN:.0f}")
+        return out
+    ours = crossing["wall_time"]
+    print(
+        f"{args.against_sac}: eval return {crossing['score']:.0f} >= {SAC_1M_RETURN:.0f} (SAC's "
+        f"1M return) first at step {crossing['step']:,}, wall-clock {ours / 60:.1f} min"
+    )
+    print(f"ratio SAC 1M (extrapolated) / batchppo to SAC's 1M return = {sac_1m / ours:.1f}")
+    out["batchppo"] = {"step": crossing["step"], "score": crossing["score"], "seconds": ours}
+    return out
+
+
 def _key(seed: int):
     import jax
 
@@ -137,9 +265,11 @@ def _tree_cpu_seconds(root: psutil.Process, seen: dict[int, float]) -> None:
         seen[proc.pid] = max(seen.get(proc.pid, 0.0), times.user + times.system)
 
 
-def _spawn(runner: str, args: argparse.Namespace) -> dict:
+def _spawn(runner: str, args: argparse.Namespace, worker_args: Sequence[int] = ()) -> dict:
+    """Runs ``runner``'s worker in a fresh process (its arguments: ``worker_args``, else
+    steps, seed and eval episodes); its result with wall-clock and CPU seconds."""
     command = [sys.executable, __file__, "_worker", runner]
-    command += [str(args.steps), str(args.seed), str(args.episodes)]
+    command += [str(a) for a in worker_args or (args.steps, args.seed, args.episodes)]
     start = time.monotonic()
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -163,9 +293,9 @@ def _spawn(runner: str, args: argparse.Namespace) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_worker":
-        runner, steps, seed, episodes = sys.argv[2:]
-        worker = worker_sb3 if runner == "sb3" else worker_batchppo
-        print(json.dumps(worker(int(steps), int(seed), int(episodes))), flush=True)
+        runner, *numbers = sys.argv[2:]
+        worker = {"sb3": worker_sb3, "batchppo": worker_batchppo, "sac": worker_sac}[runner]
+        print(json.dumps(worker(*map(int, numbers))), flush=True)
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -176,7 +306,33 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(RUNNERS), help="runners: sb3,batchppo")
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="per-run timeout (s)")
     parser.add_argument("--json", default="", help="also write the results to this file")
+    parser.add_argument(
+        "--against-sac", metavar="RUN_DIR",
+        help="instead: SB3 SAC's extrapolated 1M-step wall-clock on Hopper-v5 against this "
+        "run's wall-clock to SAC's 1M return",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sac-steps", type=int, default=20_000,
+        help="SAC learning steps timed after its warm-up (default 20000)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sac-warmup", type=int, default=SAC_LEARNING_STARTS,
+        help="SAC's random steps before it learns (default 10000, the zoo's learning_starts; "
+        "fewer only for a smoke test)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sac-threads", type=int, default=1,
+        help="torch threads of SAC (default 1: its small matrices gain little from more, "
+        "and threads that spin for cores other processes hold slow each step down badly)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.against_sac:
+        if args.sac_steps < 1 or not 0 < args.sac_warmup < SAC_BUDGET:
+            parser.error("--sac-steps must be >= 1 and --sac-warmup in 1..999999")
+        results = against_sac(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+        return
     runners = args.only.split(",")
     unknown = sorted(set(runners) - set(RUNNERS))
     if unknown:

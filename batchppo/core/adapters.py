@@ -45,6 +45,7 @@ from batchppo.core.backends import (
 )
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.envs import make as make_host_envs
+from batchppo.envs.episode_metrics import EpisodeInfoRecorder
 from batchppo.envs.final_obs import final_obs_from_infos
 from batchppo.envs.ranges import maps_dtype, range_map
 
@@ -656,6 +657,7 @@ class HostEnv:
         self._action_dtypes = _host_action_dtypes(vector_env.single_action_space)
         step_arrays = getattr(vector_env, "step_arrays", None)
         self._step_arrays = step_arrays if callable(step_arrays) else None
+        self._recorder: EpisodeInfoRecorder | None = None
         n = self._num_envs
         self._obs_struct = spaces.structs(self._obs_space, (n,))
         self._step_structs = (
@@ -689,6 +691,14 @@ class HostEnv:
     def close(self) -> None:
         """Closes the wrapped vector env."""
         self._env.close()
+
+    def record_infos(self, recorder: EpisodeInfoRecorder | None) -> None:
+        """Feeds the vector env's infos to ``recorder`` from the next reset on; None stops.
+
+        While a recorder is set, steps go through the vector env's ``step`` (infos included)
+        instead of its ``step_arrays`` fast path.
+        """
+        self._recorder = recorder
 
     def take_error(self) -> Exception | None:
         """The exception the last failed ``host_reset`` / ``host_step`` raised, if not taken yet.
@@ -748,7 +758,9 @@ class HostEnv:
             self._finite(f"{name}{path}", flat[i])
 
     def _host_reset(self, seed: np.ndarray | int) -> Any:
-        obs, _ = self._env.reset(seed=int(seed))
+        obs, infos = self._env.reset(seed=int(seed))
+        if self._recorder is not None:
+            self._recorder.reset(infos)
         obs = self._observations(obs)
         if self._check_finite:
             self._finite_obs("observation", obs)
@@ -777,11 +789,13 @@ class HostEnv:
         self, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         action = spaces.cast(self._action_dtypes, action)
-        if self._step_arrays is not None:
+        if self._step_arrays is not None and self._recorder is None:
             obs, reward, terminated, truncated, final_obs = self._step_arrays(action)
         else:
             obs, reward, terminated, truncated, infos = self._env.step(action)
             final_obs = _final_obs_tree(self._obs_space, obs, infos)
+            if self._recorder is not None:
+                self._recorder.step(infos, terminated, truncated)
         obs = self._observations(obs)
         reward = np.asarray(reward, np.float32)
         final_obs = self._observations(final_obs)

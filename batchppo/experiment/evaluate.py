@@ -5,21 +5,33 @@ to follow a curve but not to tell two final policies apart on a task whose retur
 from episode to episode (Reacher's targets are random). :func:`evaluate_run` restores a
 checkpoint and runs the run's own evaluator (the same eval env, backend and mean action as the
 training evals) for as many episodes as asked, from a key of its own, and reports their mean,
-spread and standard error.
+spread and standard error, with the task metrics the eval env's infos carry
+(:data:`~batchppo.envs.episode_metrics.TASK_METRICS`: forward velocity and distance on
+MuJoCo's locomotion tasks) and the fraction of episodes that ended in a terminal state (a
+fall, on the tasks that end episodes on unhealthy states).
+
+:func:`group_statistics` aggregates the runs of one or two groups with
+:mod:`~batchppo.experiment.stats` (IQM and the rest with stratified-bootstrap intervals, the
+probability of improvement); :func:`write_csv` writes one row per run.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from batchppo.core.keys import host_key
+from batchppo.envs.episode_metrics import TASK_METRICS, episode_task_metrics
+from batchppo.experiment import stats
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loop import EVALUATE_RUN_KEY, TrainerFactory, load_run
+from batchppo.experiment.plot import run_group
 
 
 def evaluate_run(
@@ -41,7 +53,12 @@ def evaluate_run(
     Returns:
         ``env``, ``checkpoint``, ``episodes``, ``mean_return``, ``std_return`` (of the
         episodes), ``stderr_return`` (of the mean), ``mean_length``, ``cut`` (episodes cut by
-        ``eval_max_steps``, counted with their return so far), ``returns`` and ``lengths``.
+        ``eval_max_steps``, counted with their return so far), ``returns`` and ``lengths``;
+        ``preset`` (the config name of the run dir), ``seed``, ``terminated_fraction`` and
+        ``terminated`` (per episode), ``metrics`` (the means over the episodes of the task
+        metrics that every episode has), ``episode_metrics`` (their per-episode values) and
+        ``info_means`` (the mean over the episodes of each numeric info key's per-episode
+        mean).
 
     Raises:
         UserError: ``num_episodes`` < 1, or a missing or corrupt run dir or checkpoint.
@@ -53,7 +70,7 @@ def evaluate_run(
     config, trainer, state, step = load_run(run_dir, checkpoint, trainer_factory)
     try:
         key = host_key(config.seed, EVALUATE_RUN_KEY, seed)
-        result = trainer.evaluate(state, num_episodes, key)
+        result = trainer.evaluate(state, num_episodes, key, task_metrics=True)
     finally:
         trainer.close()
     # At least one episode per eval env: one that the step bound cut still counts.
@@ -71,6 +88,39 @@ def evaluate_run(
         "cut": int(result.get("cut", 0)),
         "returns": returns.tolist(),
         "lengths": lengths.tolist(),
+        "preset": run_group(run_dir),
+        "seed": config.seed,
+        **episode_summary(result["terminated"], result["infos"]),
+    }
+
+
+def episode_summary(
+    terminated: Sequence[bool], infos: Sequence[Mapping[str, Mapping[str, float]]]
+) -> dict[str, Any]:
+    """Falls and task metrics of evaluated episodes.
+
+    Args:
+        terminated: Per episode, whether it ended in a terminal state.
+        infos: Per episode, its :class:`~batchppo.envs.episode_metrics.EpisodeInfoRecorder`
+            summary.
+
+    Returns:
+        ``terminated_fraction``, ``terminated`` (a list), ``metrics`` (the mean over the
+        episodes of each task metric every episode has), ``episode_metrics`` (their
+        per-episode values) and ``info_means`` (per numeric info key that every episode has,
+        the mean over the episodes of its per-episode mean).
+    """
+    terminated = [bool(t) for t in terminated]
+    per_episode = [episode_task_metrics(info) for info in infos]
+    names = [m.name for m in TASK_METRICS if per_episode and all(m.name in e for e in per_episode)]
+    episode_metrics = {name: [e[name] for e in per_episode] for name in names}
+    keys = sorted(set.intersection(*(set(i) for i in infos))) if infos else []
+    return {
+        "terminated_fraction": float(np.mean(terminated)),
+        "terminated": terminated,
+        "metrics": {name: float(np.mean(v)) for name, v in episode_metrics.items()},
+        "episode_metrics": episode_metrics,
+        "info_means": {k: float(np.mean([i[k]["mean"] for i in infos])) for k in keys},
     }
 
 
@@ -92,4 +142,227 @@ def write_stats(stats: Any, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(stats, indent=2) + "\n")
+    return path
+
+
+# --- several runs: results files, groups, aggregate statistics, CSV ---------------------------
+
+RESULT_KEYS = ("run_dir", "env", "checkpoint", "episodes", "mean_return", "std_return")
+"""What every run's entry of an ``evaluate --json`` file holds."""
+CSV_COLUMNS = (
+    "group", "run_dir", "preset", "env", "seed", "step", "episodes", "mean_return",
+    "std_return", "stderr_return", "mean_length", "terminated_fraction",
+    *(m.name for m in TASK_METRICS), "cut",
+)  # fmt: skip
+"""The columns of :func:`write_csv`, one row per run."""
+
+
+def is_results_file(path: str | Path) -> bool:
+    """Whether a RUN argument names an ``evaluate --json`` file rather than a run dir."""
+    path = Path(path)
+    return path.suffix == ".json" and path.is_file()
+
+
+def load_results(path: str | Path) -> list[dict[str, Any]]:
+    """The run entries of a file written by ``batchppo evaluate --json``.
+
+    Raises:
+        UserError: The file is not such a file (no list of entries with :data:`RESULT_KEYS`).
+    """
+    try:
+        entries = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as error:
+        raise UserError(f"{path}: not a readable JSON file ({error})") from None
+    if (
+        not isinstance(entries, list)
+        or not entries
+        or not all(isinstance(e, dict) and all(k in e for k in RESULT_KEYS) for e in entries)
+    ):
+        raise UserError(
+            f"{path}: not a file of `batchppo evaluate --json` (a list of runs with "
+            f"{', '.join(RESULT_KEYS)})"
+        )
+    return entries
+
+
+def default_labels(presets: Sequence[Sequence[str]]) -> list[str]:
+    """Group names from each group's runs' presets: the preset when each group has one and
+    they differ, else A, B."""
+    distinct = [set(group) for group in presets]
+    names = [next(iter(p)) for p in distinct if len(p) == 1]
+    if len(names) == len(presets) and len(set(names)) == len(names):
+        return names
+    return ["A", "B"][: len(presets)]
+
+
+def missing_references(
+    name: str, envs: Sequence[str], references: Mapping[str, stats.Reference]
+) -> str | None:
+    """Why group ``name``'s runs of ``envs`` cannot be aggregated across envs (a line), or
+    None: one env, or a reference for each."""
+    tasks = sorted(set(envs))
+    missing = [t for t in tasks if t not in references]
+    if len(tasks) < 2 or not missing:
+        return None
+    return (
+        f"group {name} spans {len(tasks)} envs: aggregates across envs need a reference score "
+        f"for {', '.join(missing)} (--reference ENV=HIGH, or a set: "
+        f"{', '.join(stats.REFERENCE_SETS)})"
+    )
+
+
+def check_groups(envs: Mapping[str, Sequence[str]]) -> None:
+    """Checks that two groups can be compared, before anything is evaluated.
+
+    Args:
+        envs: Each group's runs' env ids, by group name.
+
+    Raises:
+        UserError: Two groups that cover different envs.
+    """
+    covered = [sorted(set(group)) for group in envs.values()]
+    if len(covered) == 2 and covered[0] != covered[1]:
+        a, b = envs
+        raise UserError(
+            f"groups {a} and {b} cover different envs ({', '.join(covered[0])} against "
+            f"{', '.join(covered[1])}): compare runs of the same envs"
+        )
+
+
+def _scores(results: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Each env's runs' mean returns, in order of first appearance."""
+    by_env: dict[str, list[float]] = {}
+    for r in results:
+        by_env.setdefault(r["env"], []).append(float(r["mean_return"]))
+    return {env: np.asarray(v, np.float64) for env, v in by_env.items()}
+
+
+def group_statistics(
+    groups: Mapping[str, Sequence[Mapping[str, Any]]],
+    references: Mapping[str, stats.Reference],
+    *,
+    resamples: int = stats.DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Aggregate statistics of one or two groups of evaluated runs.
+
+    A run's score is its ``mean_return``. Per group and env with at least 2 runs: the
+    aggregates of the raw returns (no optimality gap). Where every env of a group has a
+    reference: the aggregates of the normalised scores across its envs, stratified by env.
+    With two groups: the probability that a run of the first beats one of the second.
+
+    Args:
+        groups: :func:`evaluate_run` results by group name (one or two groups).
+        references: Reference scores by env (may be empty).
+        resamples: Bootstrap resamples.
+        seed: Seed of the bootstrap.
+
+    Returns:
+        ``{"groups": {name: {"runs", "envs": {env: aggregates or None},
+        "normalized": aggregates or None, "note": why not across envs, or None}},
+        "improvement": {"x", "y", "value", "low", "high"} or None}``, aggregates as
+        :func:`stats.aggregate_intervals` returns them; None where some env has fewer than 2
+        runs.
+
+    Raises:
+        UserError: See :func:`check_groups`.
+    """
+    check_groups({n: [r["env"] for r in g] for n, g in groups.items()})
+    out: dict[str, Any] = {"groups": {}, "improvement": None}
+    enough = {}
+    for name, results in groups.items():
+        scores = _scores(results)
+        enough[name] = min(v.size for v in scores.values()) >= 2
+        per_env = {
+            env: stats.aggregate_intervals(
+                {env: v}, normalized=False, resamples=resamples, seed=seed
+            )
+            if v.size >= 2
+            else None
+            for env, v in scores.items()
+        }
+        normalized = None
+        if enough[name] and all(env in references for env in scores):
+            normalized = stats.aggregate_intervals(
+                stats.normalize_scores(scores, references), normalized=True,
+                resamples=resamples, seed=seed,
+            )  # fmt: skip
+        out["groups"][name] = {
+            "runs": len(results), "envs": per_env, "normalized": normalized,
+            "note": missing_references(name, list(scores), references),
+        }  # fmt: skip
+    if len(groups) == 2 and all(enough.values()):
+        (x, rx), (y, ry) = groups.items()
+        estimate = stats.improvement_interval(
+            _scores(rx), _scores(ry), resamples=resamples, seed=seed
+        )
+        out["improvement"] = {"x": x, "y": y, **estimate}
+    return out
+
+
+def _interval(a: Mapping[str, float | None], digits: int) -> str:
+    return f"{a['value']:.{digits}f} [{a['low']:.{digits}f}, {a['high']:.{digits}f}]"
+
+
+def _aggregates_line(aggregates: Mapping[str, Mapping[str, float | None]], digits: int) -> str:
+    names = {"mean": "mean", "median": "median", "iqm": "IQM", "optimality_gap": "optimality gap"}
+    shown = [(k, v) for k, v in aggregates.items() if v["value"] is not None]
+    return ", ".join(f"{names[k]} {_interval(v, digits)}" for k, v in shown)
+
+
+def format_statistics(result: Mapping[str, Any]) -> list[str]:
+    """The lines ``batchppo evaluate`` prints for :func:`group_statistics`' result."""
+    lines = []
+    for name, group in result["groups"].items():
+        lines.append(f"group {name}: {group['runs']} runs (95% stratified-bootstrap intervals)")
+        for env, aggregates in group["envs"].items():
+            if aggregates is None:
+                lines.append(f"  {env}: one run; an interval needs at least 2")
+            else:
+                lines.append(f"  {env} return: {_aggregates_line(aggregates, 1)}")
+        if group["normalized"] is not None:
+            lines.append(f"  normalised score: {_aggregates_line(group['normalized'], 3)}")
+        elif group["note"] is not None:
+            lines.append(f"  no aggregate across envs: {group['note']}")
+    improvement = result["improvement"]
+    if improvement is not None:
+        lines.append(
+            f"P({improvement['x']} > {improvement['y']}) = {_interval(improvement, 3)} "
+            "(probability of improvement)"
+        )
+    return lines
+
+
+def format_run(result: Mapping[str, Any]) -> str:
+    """The line of falls and task metrics that ``batchppo evaluate`` prints under a run's."""
+    falls = sum(result.get("terminated", []))
+    parts = [f"terminated {falls} of {result['episodes']} episodes"]
+    for metric in TASK_METRICS:
+        value = result.get("metrics", {}).get(metric.name)
+        if value is not None:
+            parts.append(f"{metric.description} {value:.3f} {metric.unit}")
+    return "  " + "; ".join(parts)
+
+
+def write_csv(groups: Mapping[str, Sequence[Mapping[str, Any]]], path: str | Path) -> Path:
+    """Writes one row per run (:data:`CSV_COLUMNS`; empty where a run has no such value).
+
+    Args:
+        groups: :func:`evaluate_run` results (with ``run_dir``) by group name.
+        path: The CSV file (its parent directories created).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(CSV_COLUMNS)
+        for name, results in groups.items():
+            for r in results:
+                metrics = r.get("metrics", {})
+                row = {
+                    **r, "group": name, "step": r["checkpoint"],
+                    "preset": r.get("preset", run_group(r["run_dir"])),
+                    **{m.name: metrics.get(m.name) for m in TASK_METRICS},
+                }  # fmt: skip
+                writer.writerow(["" if row.get(c) is None else row[c] for c in CSV_COLUMNS])
     return path

@@ -7,6 +7,9 @@ action, solid) and the train score (sampled actions, dashed) over env steps or w
 time: the mean over its runs as a line and their standard deviation as a band. A config keeps
 its colour in every panel, and one legend below the grid names them all.
 
+:func:`plot_profile` draws the performance profiles of runs evaluated by ``batchppo evaluate
+--json`` (the fraction of runs above each score, with bootstrap bands).
+
 Example:
     >>> plot_runs(glob("logdir/*-cheetah_fast") + glob("logdir/*-cheetah"), "curves.png")
 """
@@ -15,12 +18,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from batchppo.experiment import configs
+from batchppo.experiment import configs, stats
 from batchppo.experiment.errors import RunDirError, UserError
 from batchppo.experiment.logging import METRICS_FILE, read_metrics
 
@@ -217,6 +220,92 @@ def plot_runs(
     legend_inches = 0.15 + 0.2 * math.ceil(len(legend) / ncol)
     fig.set_figheight(3.4 * rows + legend_inches)
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+PROFILE_RESAMPLES = 2000
+"""Bootstrap resamples of a performance profile's bands."""
+PROFILE_POINTS = 101
+"""Thresholds ``tau`` a profile is drawn at, evenly spaced over the scores' range."""
+
+
+def profile_groups(result_files: Sequence[str | Path]) -> dict[str, list[dict]]:
+    """Runs of ``evaluate --json`` files by curve: each entry's ``group``, else its file's
+    name; in order of first appearance."""
+    from batchppo.experiment.evaluate import load_results
+
+    groups: dict[str, list[dict]] = {}
+    for path in result_files:
+        for entry in load_results(path):
+            groups.setdefault(entry.get("group") or Path(path).stem, []).append(entry)
+    return groups
+
+
+def plot_profile(
+    result_files: Sequence[str | Path],
+    out: str | Path,
+    references: Mapping[str, stats.Reference] | None = None,
+) -> Path:
+    """Draws the performance profiles of evaluated runs into the PNG ``out``.
+
+    A profile is the fraction of runs whose score (``mean_return``, normalised by its env's
+    reference where references are given) exceeds each threshold, averaged over envs, with a
+    95 % stratified-bootstrap band (Agarwal et al. 2021).
+
+    Args:
+        result_files: Files written by ``batchppo evaluate --json``.
+        out: Output image path (``.png``).
+        references: Reference scores by env; needed when the runs span several envs.
+
+    Returns:
+        The path written.
+
+    Raises:
+        UserError: Files that are not ``evaluate --json`` files, runs of several envs without
+            references, or a group with fewer than 2 runs of an env.
+    """
+    from batchppo.experiment.evaluate import missing_references
+
+    references = dict(references or {})
+    groups = profile_groups(result_files)
+    envs = sorted({r["env"] for runs in groups.values() for r in runs})
+    for name in groups:
+        problem = missing_references(name, envs, references)
+        if problem is not None:
+            raise UserError(problem)
+    normalized = all(env in references for env in envs)
+    scores = {}
+    for name, runs in groups.items():
+        by_env: dict[str, list[float]] = {}
+        for r in runs:
+            by_env.setdefault(r["env"], []).append(float(r["mean_return"]))
+        raw = {env: np.asarray(v, np.float64) for env, v in by_env.items()}
+        scores[name] = stats.normalize_scores(raw, references) if normalized else raw
+    values = np.concatenate([v for s in scores.values() for v in s.values()])
+    taus = np.linspace(min(values.min(), 0.0), values.max(), PROFILE_POINTS)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for i, (name, group_scores) in enumerate(scores.items()):
+        profile = stats.performance_profile(group_scores, taus, resamples=PROFILE_RESAMPLES)
+        runs = len(groups[name])
+        ax.plot(taus, profile.value, color=f"C{i % 10}", lw=1.6, label=f"{name} ({runs} runs)")
+        ax.fill_between(taus, profile.low, profile.high, color=f"C{i % 10}", alpha=0.2, lw=0)
+    what = "normalised score" if normalized else f"{envs[0]} return"
+    ax.set_xlabel(f"{what} (τ)")
+    ax.set_ylabel("fraction of runs with score > τ")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", frameon=False)
+    fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)

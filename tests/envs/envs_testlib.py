@@ -542,3 +542,29 @@ class DtypeEnv(gymnasium.Env):
 
 
 gymnasium.register("Dtype-v0", entry_point=DtypeEnv)
+
+
+class WalkEnv(gymnasium.Env):
+    """A walker with known infos: ``x_position`` starts at ``tag`` (in the reset info) and
+    grows by 0.5 per step, ``x_velocity`` is the step's number ``t`` (1, 2, ...), ``note`` is
+    text. Reward 1 per step; the episode ends after ``3 + tag`` steps, terminated for odd
+    tags and truncated for even ones.
+    """
+
+    def __init__(self, tag: int = 0):
+        self.tag = tag
+        self.t = 0
+        self.observation_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {"x_position": float(self.tag), "note": "start"}
+
+    def step(self, action):
+        self.t += 1
+        end = self.t >= 3 + self.tag
+        info = {"x_position": self.tag + 0.5 * self.t, "x_velocity": float(self.t), "note": "go"}
+        obs = np.array([self.t], np.float32)
+        return obs, 1.0, end and self.tag % 2 == 1, end and self.tag % 2 == 0, info

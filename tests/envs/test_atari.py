@@ -81,9 +81,7 @@ def test_rewards_are_clipped_and_the_raw_return_is_in_the_episode_info():
     settings = {"name": "atari", "episodic_life": False, "max_frames": 2000}
     runs = {}
     for clip in (True, False):
-        env = make_env_fn(
-            "ALE/SpaceInvaders-v5", preprocess={**settings, "clip_rewards": clip}
-        )()
+        env = make_env_fn("ALE/SpaceInvaders-v5", preprocess={**settings, "clip_rewards": clip})()
         env.reset(seed=0)
         rng = np.random.default_rng(0)
         rewards = []
@@ -238,7 +236,10 @@ def test_bad_settings_are_one_line_errors():
 
 
 def test_ale_ids_import_ale_py_and_say_how_to_install_it(monkeypatch):
-    with pytest.raises(ValueError, match=r"^unknown Gymnasium env id 'ALE/Breakot-v5'\. Did you mean 'ALE/Breakout-v5'\?"):
+    with pytest.raises(
+        ValueError,
+        match=r"^unknown Gymnasium env id 'ALE/Breakot-v5'\. Did you mean 'ALE/Breakout-v5'\?",
+    ):
         make_env_fn("ALE/Breakot-v5", preprocess="atari")
     atari_module = importlib.import_module("batchppo.envs.atari")
 

@@ -138,11 +138,18 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     code = cli.main([*argv, "--seed", "4", "--json", str(out_file)])
     out, _ = capsys.readouterr()
     assert code == 0
-    assert json.loads(out_file.read_text()) == [{"run_dir": str(run_dir), **stats}]
+    assert json.loads(out_file.read_text()) == [
+        {"run_dir": str(run_dir), **stats, "group": "cartpole_jax"}
+    ]
+    # CartPole's infos carry no task metrics: falls (terminated episodes) only.
+    assert stats["metrics"] == stats["info_means"] == {}
+    falls = int(sum(stats["terminated"]))
+    assert stats["terminated_fraction"] == falls / 11
     assert out.splitlines() == [
         f"{run_dir}: CartPole-v1 checkpoint 2,048: mean return {stats['mean_return']:.2f} ± "
         f"{stats['stderr_return']:.2f} (standard error; episodes' std {stats['std_return']:.2f}) "
         f"over 11 episodes, mean length {stats['mean_length']:.1f}",
+        f"  terminated {falls} of 11 episodes",
         f"wrote {out_file}",
     ]
 
@@ -154,13 +161,20 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     last = ckpt.latest_checkpoint(run_dir / "checkpoints")[0]
     assert code == 0 and newest["checkpoint"] == last
     lines = out.splitlines()
-    assert len(lines) == 3 and lines[0] == lines[1]
+    assert len(lines) == 7 and lines[:2] == lines[2:4]
     assert lines[0].startswith(f"{run_dir}: CartPole-v1 checkpoint {last:,}: mean return ")
+    assert lines[1] == evaluate.format_run(newest)
     summary = evaluate.summarize([newest, newest])
     assert summary == {"runs": 2, "mean": newest["mean_return"], "std": 0.0}
-    assert lines[2] == (
+    assert lines[4] == (
         f"mean over 2 runs: {newest['mean_return']:.2f} ± 0.00 (std of the runs' means)"
     )
+    r = newest["mean_return"]
+    assert lines[5:] == [
+        "group cartpole_jax: 2 runs (95% stratified-bootstrap intervals)",
+        f"  CartPole-v1 return: mean {r:.1f} [{r:.1f}, {r:.1f}], median {r:.1f} [{r:.1f}, "
+        f"{r:.1f}], IQM {r:.1f} [{r:.1f}, {r:.1f}]",
+    ]
     two = evaluate.summarize([{"mean_return": 10.0}, {"mean_return": 14.0}])
     assert two == {"runs": 2, "mean": 12.0, "std": 2.0}
 

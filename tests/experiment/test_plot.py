@@ -82,3 +82,50 @@ def test_bad_input(runs, tmp_path):
     with pytest.raises(RunDirError, match=r"holds no config\.yaml.*use --panels config"):
         plot.group_runs(runs)
     assert next(iter(plot.group_runs(runs, panels="config"))) == "cheetah_fast"
+
+
+def results_file(path: Path, runs: list[tuple[str, str, float]]) -> Path:
+    """An ``evaluate --json`` file of runs ``(group, env, mean return)``."""
+    entries = [
+        {"run_dir": f"l/T-x-s{i}", "env": env, "checkpoint": 1, "episodes": 1,
+         "mean_return": score, "std_return": 0.0, "group": group}
+        for i, (group, env, score) in enumerate(runs)
+    ]  # fmt: skip
+    path.write_text(json.dumps(entries))
+    return path
+
+
+def test_profile_groups_and_png(tmp_path):
+    new = results_file(tmp_path / "new.json", [("a", "Hopper-v5", s) for s in (1.0, 2.0, 3.0)])
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps([{k: v for k, v in e.items() if k != "group"}
+                               for e in json.loads(new.read_text())]))  # fmt: skip
+    groups = plot.profile_groups([new, old])
+    assert list(groups) == ["a", "old"] and len(groups["a"]) == len(groups["old"]) == 3
+    out = plot.plot_profile([new, old], tmp_path / "fig" / "profile.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_profile_bad_input(tmp_path):
+    mixed = results_file(
+        tmp_path / "m.json", [("a", "Hopper-v5", 1.0), ("a", "Ant-v5", 2.0), ("a", "Ant-v5", 3.0)]
+    )
+    with pytest.raises(UserError, match=r"^group a spans 2 envs: .* for Ant-v5, Hopper-v5 "):
+        plot.plot_profile([mixed], tmp_path / "p.png")
+    refs = {"Hopper-v5": plot.stats.Reference(2.0), "Ant-v5": plot.stats.Reference(4.0)}
+    with pytest.raises(UserError, match=r"^a confidence interval needs at least 2 runs"):
+        plot.plot_profile([mixed], tmp_path / "p.png", refs)
+    with pytest.raises(UserError, match=r"not a readable JSON file"):
+        plot.plot_profile([tmp_path], tmp_path / "p.png")
+
+
+def test_profile_from_the_command_line(tmp_path, capsys):
+    from batchppo import cli
+
+    path = results_file(tmp_path / "r.json", [("a", "Hopper-v5", s) for s in (1.0, 2.0)])
+    out = tmp_path / "p.png"
+    argv = ["plot", "--profile", str(path), "--reference", "Hopper-v5=2", "--out", str(out)]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == f"wrote {out}\n" and out.is_file()
+    assert cli.main(["plot", str(path), "--reference", "sac-1m", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == "batchppo: error: --reference applies to --profile only\n"

@@ -13,6 +13,7 @@ parameters and the observation statistics).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from batchppo.core.env import Env
 from batchppo.core.keys import raw_key
 from batchppo.core.simulate import rollout
 from batchppo.core.types import EpisodeStats, SimState
+from batchppo.envs.episode_metrics import EpisodeInfoRecorder
 
 PyTree = Any
 PolicyFn = Callable[..., tuple[jax.Array, dict[str, Any], PyTree]]
@@ -37,6 +39,28 @@ EVAL_SEED_OFFSET = 10_007
 EVAL_CHUNK = 500
 """Steps per compiled eval call when episodes have no time limit of ours (``max_length``
 None): few calls (each syncs with the host), and little overshoot past the last episode."""
+
+
+@dataclasses.dataclass
+class _Episode:
+    """One eval episode: its return and length, whether a cut ended it, which env ran it
+    (``env``) as its ``index``-th episode, and whether it ended in a terminal state."""
+
+    score: float
+    length: int
+    cut: bool
+    env: int
+    index: int
+    terminated: bool = False
+
+
+def _recorded(recorder: EpisodeInfoRecorder | None, episode: _Episode) -> dict:
+    """The recorder's summary of ``episode`` (its running one for a cut episode)."""
+    if recorder is None:
+        return {}
+    if episode.cut:
+        return recorder.running()[episode.env]
+    return recorder.episodes[episode.env][episode.index]
 
 
 class Evaluator:
@@ -94,12 +118,13 @@ class Evaluator:
         return self.env
 
     def _start_program(self, num_envs: int, chunk: int) -> Program:
-        """Fresh episodes and their first ``chunk`` steps: ``(params, key) -> (ss, stats)``."""
+        """Fresh episodes and their first ``chunk`` steps:
+        ``(params, key) -> (ss, stats, terminated)``."""
         env = self._env(num_envs)
         if self._start is None:
             more = self._rollout(env, chunk)
 
-            def start(params: PyTree, key: jax.Array) -> tuple[SimState, EpisodeStats]:
+            def start(params: PyTree, key: jax.Array) -> tuple[SimState, EpisodeStats, jax.Array]:
                 return more(params, self._init_sim(key, env))
 
             build = lambda: jax.jit(start, compiler_options=cold_compiler_options())  # noqa: E731
@@ -107,7 +132,7 @@ class Evaluator:
         return self._start
 
     def _more_program(self, num_envs: int, chunk: int) -> Program:
-        """``chunk`` more steps: ``(params, ss) -> (ss, stats)``."""
+        """``chunk`` more steps: ``(params, ss) -> (ss, stats, terminated)``."""
         env = self._env(num_envs)
         if chunk not in self._more:
             more = self._rollout(env, chunk)
@@ -116,9 +141,9 @@ class Evaluator:
         return self._more[chunk]
 
     def _rollout(self, env: Env, chunk: int) -> Callable:
-        def more(params: PyTree, ss: SimState) -> tuple[SimState, EpisodeStats]:
-            ss, _, stats = rollout(env, self._act, params, ss, chunk)
-            return ss, stats
+        def more(params: PyTree, ss: SimState) -> tuple[SimState, EpisodeStats, jax.Array]:
+            ss, transitions, stats = rollout(env, self._act, params, ss, chunk)
+            return ss, stats, transitions.terminated
 
         return more
 
@@ -128,7 +153,9 @@ class Evaluator:
         num_envs, chunk = self.layout(num_episodes)
         self._start_program(num_envs, chunk).precompile(self._compiler, params, key)
 
-    def evaluate(self, params: PyTree, num_episodes: int, key: jax.Array) -> dict:
+    def evaluate(
+        self, params: PyTree, num_episodes: int, key: jax.Array, task_metrics: bool = False
+    ) -> dict:
         """Runs the deterministic policy with ``params`` until each env has its episodes.
 
         ``min(num_episodes, max_envs)`` envs run until each has finished enough episodes,
@@ -138,51 +165,87 @@ class Evaluator:
         is cut and kept with its return and length so far, and a ``RuntimeWarning`` says how
         many were cut.
 
+        Args:
+            params: What the policy acts with.
+            num_episodes: Episodes to collect (>= 1).
+            key: PRNG key of the env resets.
+            task_metrics: Also record the eval env's infos per episode (host envs, through
+                their ``record_infos``; their steps then carry infos); pure-JAX envs have
+                none to record.
+
         Returns:
-            ``{"score", "length"}`` means, ``"returns"`` and ``"lengths"`` arrays and
-            ``"cut"``, the number of cut episodes among them.
+            ``{"score", "length"}`` means, ``"returns"``, ``"lengths"`` and ``"terminated"``
+            (the episode ended in a terminal state, not by a time limit or a cut) arrays,
+            ``"cut"``, the number of cut episodes among them, and with ``task_metrics`` the
+            list ``"infos"``: each episode's :class:`~batchppo.envs.episode_metrics.
+            EpisodeInfoRecorder` summary (``{}`` where the env records none).
         """
         num_envs, chunk = self.layout(num_episodes)
-        per_env = math.ceil(num_episodes / num_envs)
-        # Each env's episodes in order: (return, length, cut by max_steps).
-        episodes: list[list[tuple[float, int, bool]]] = [[] for _ in range(num_envs)]
-        max_steps = self._max_steps
-        ss, stats = self._start_program(num_envs, chunk)(params, raw_key(key))
-        steps = chunk
-        while True:
-            done, score, length = jax.device_get((stats.done, stats.score, stats.length))
-            for t, i in zip(*np.nonzero(done), strict=True):
-                episodes[i].append((float(score[t, i]), int(length[t, i]), False))
-            if min(len(e) for e in episodes) >= per_env or steps >= max_steps:
-                break
-            more = min(chunk, max_steps - steps)  # the last call stops at the bound exactly
-            ss, stats = self._more_program(num_envs, more)(params, ss)
-            steps += more
-        running = jax.device_get((ss.score, ss.length))
-        for i, env_episodes in enumerate(episodes):
-            if len(env_episodes) < per_env and running[1][i] > 0:
-                env_episodes.append((float(running[0][i]), int(running[1][i]), True))
-        ordered = [e[k] for k in range(per_env) for e in episodes if k < len(e)]
-        ordered = ordered[:num_episodes]
-        cut = sum(c for _, _, c in ordered)
+        env = self._env(num_envs)
+        recorder = None
+        if task_metrics and hasattr(env, "record_infos"):
+            recorder = EpisodeInfoRecorder(num_envs)
+            env.record_infos(recorder)
+        try:
+            ordered = self._episodes(params, num_episodes, key, num_envs, chunk)
+        finally:
+            if recorder is not None:
+                env.record_infos(None)
+        cut = sum(e.cut for e in ordered)
         if cut:
             warnings.warn(
                 f"evaluate: {cut} of {len(ordered)} eval episodes were cut at "
-                f"eval_max_steps={max_steps} steps per env before they ended; they count "
+                f"eval_max_steps={self._max_steps} steps per env before they ended; they count "
                 "with their return so far. Raise eval_max_steps, or bound episodes with "
                 "max_length",
                 RuntimeWarning,
                 stacklevel=3,
             )
-        rets = np.array([s for s, _, _ in ordered], np.float64)
-        lens = np.array([n for _, n, _ in ordered], np.int64)
-        return {
+        rets = np.array([e.score for e in ordered], np.float64)
+        lens = np.array([e.length for e in ordered], np.int64)
+        result = {
             "score": float(rets.mean()),
             "length": float(lens.mean()),
             "returns": rets,
             "lengths": lens,
+            "terminated": np.array([e.terminated for e in ordered], bool),
             "cut": cut,
         }
+        if task_metrics:
+            result["infos"] = [_recorded(recorder, e) for e in ordered]
+        return result
+
+    def _episodes(
+        self, params: PyTree, num_episodes: int, key: jax.Array, num_envs: int, chunk: int
+    ) -> list[_Episode]:
+        """The first ``ceil(num_episodes / num_envs)`` episodes of each env, taken env by
+        env in turn, ``num_episodes`` in all."""
+        per_env = math.ceil(num_episodes / num_envs)
+        episodes: list[list[_Episode]] = [[] for _ in range(num_envs)]
+        max_steps = self._max_steps
+        ss, stats, terminal = self._start_program(num_envs, chunk)(params, raw_key(key))
+        steps = chunk
+        while True:
+            done, score, length, terminal = jax.device_get(
+                (stats.done, stats.score, stats.length, terminal)
+            )
+            for t, i in zip(*np.nonzero(done), strict=True):
+                k = len(episodes[i])
+                episode = _Episode(float(score[t, i]), int(length[t, i]), False, i, k)
+                episode.terminated = bool(terminal[t, i])
+                episodes[i].append(episode)
+            if min(len(e) for e in episodes) >= per_env or steps >= max_steps:
+                break
+            more = min(chunk, max_steps - steps)  # the last call stops at the bound exactly
+            ss, stats, terminal = self._more_program(num_envs, more)(params, ss)
+            steps += more
+        running = jax.device_get((ss.score, ss.length))
+        for i, env_episodes in enumerate(episodes):
+            if len(env_episodes) < per_env and running[1][i] > 0:
+                k = len(env_episodes)
+                env_episodes.append(_Episode(float(running[0][i]), int(running[1][i]), True, i, k))
+        ordered = [e[k] for k in range(per_env) for e in episodes if k < len(e)]
+        return ordered[:num_episodes]
 
     def close(self) -> None:
         """Closes the eval env (worker processes of host backends) and drops its programs."""

@@ -347,10 +347,12 @@ class SeedsTrainer:
         counts = [count for count in counts if count is not None]
         return sum(counts) if counts else None
 
-    def evaluate(self, train_state: Any, num_episodes: int, key: jax.Array) -> dict:
+    def evaluate(
+        self, train_state: Any, num_episodes: int, key: jax.Array, task_metrics: bool = False
+    ) -> dict:
         """Evaluates one seed's (unstacked) state, as ``Trainer.evaluate`` does (an eval
         env's exception included)."""
-        return self._eval.evaluate(train_state, num_episodes, key)
+        return self._eval.evaluate(train_state, num_episodes, key, task_metrics)
 
     def policy(self, train_state: Any, deterministic: bool = True) -> Callable:
         """One seed's (unstacked) policy on the host, as ``Trainer.policy``."""

@@ -421,7 +421,9 @@ class Trainer:
 
     # --- evaluation and deployment ----------------------------------------------------------
 
-    def evaluate(self, train_state: Any, num_episodes: int, key: jax.Array) -> dict:
+    def evaluate(
+        self, train_state: Any, num_episodes: int, key: jax.Array, task_metrics: bool = False
+    ) -> dict:
         """Runs the deterministic policy in a separate eval env of the same backend.
 
         Episodes are taken fairly: ``min(num_episodes, num_agents)`` envs run until each has
@@ -437,18 +439,20 @@ class Trainer:
             train_state: The state whose params (and observation statistics) act.
             num_episodes: Episodes to collect (>= 1).
             key: PRNG key of the env resets.
+            task_metrics: Also record each episode's info summary (``"infos"``; host
+                backends: their steps then carry infos), see ``Evaluator.evaluate``.
 
         Returns:
-            ``{"score", "length"}`` means, ``"returns"`` and ``"lengths"`` arrays (fewer than
-            ``num_episodes`` when an env's episodes were cut) and ``"cut"``, the number of
-            cut episodes.
+            ``{"score", "length"}`` means, ``"returns"``, ``"lengths"`` and ``"terminated"``
+            arrays (fewer than ``num_episodes`` when an env's episodes were cut), ``"cut"``,
+            the number of cut episodes, and with ``task_metrics`` ``"infos"``.
 
         Raises:
             Exception: An eval env's own exception (see the class docstring).
         """
         params = self._one_device(self.agent.acting_params(train_state))
         try:
-            return self._evaluator.evaluate(params, num_episodes, key)
+            return self._evaluator.evaluate(params, num_episodes, key, task_metrics)
         except Exception as error:
             self._raise_env_error(error)
             raise

@@ -1,0 +1,52 @@
+"""bench/learning.py's SAC comparison: the extrapolation and the threshold read-off, exactly."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from batchppo.experiment.logging import read_metrics
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def bench_learning():
+    spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "bench" / "learning.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_extrapolation_keeps_the_warmup_and_scales_the_learning_steps():
+    learning = bench_learning()
+    # 10,000 warm-up steps in 20 s; 2,000 learning steps in 50 s: 25 ms for each of 990,000.
+    assert learning.extrapolate_seconds(20.0, 10_000, 50.0, 2_000, 1_000_000) == 24_770.0
+    assert learning.extrapolate_seconds(20.0, 10_000, 50.0, 2_000, 12_000) == 70.0
+
+
+def test_first_crossing_takes_the_first_eval_at_or_above():
+    learning = bench_learning()
+    records = [
+        {"phase": "eval", "step": 300, "score": 9.0, "wall_time": 30.0},
+        {"phase": "train", "step": 100, "score": 50.0, "wall_time": 10.0},
+        {"phase": "eval", "step": 200, "score": 5.0, "wall_time": 20.0},
+        {"phase": "eval", "step": 100, "score": 1.0, "wall_time": 10.0},
+        {"phase": "eval", "step": 400, "score": 12.0, "wall_time": 40.0},
+    ]
+    assert learning.first_crossing(records, 5.0) == records[2]  # at, not above
+    assert learning.first_crossing(records, 6.0) == records[0]
+    assert learning.first_crossing(records, 12.5) is None
+    with pytest.raises(ValueError, match="the eval at step 100 carries no wall_time"):
+        learning.first_crossing([{"phase": "eval", "step": 100, "score": 3.0}], 1.0)
+
+
+def test_first_crossing_of_the_committed_hopper_run():
+    learning = bench_learning()
+    records = read_metrics(ROOT / "docs" / "runs" / "s0-hopper_fast")
+    crossing = learning.first_crossing(records, learning.SAC_1M_RETURN)
+    assert crossing["step"] == 700_416
+    assert crossing["score"] >= 2787.0
+    evals = [r for r in records if r["phase"] == "eval" and r["step"] < 700_416]
+    assert max(r["score"] for r in evals) < 2787.0
