@@ -141,8 +141,13 @@ class BatchVecEnv(VecEnv):
         daemon: The workers' ``daemon`` flag; False for envs that start processes.
         max_restarts: BatchEnv's restart budget: an env whose step raises (or whose worker
             dies) is rebuilt and its episode reported as truncated, up to this many times.
-        **batch_env_kwargs: Other :class:`BatchEnv` keywords (``spin_us``,
-            ``worker_spin_us``).
+        spin_us: BatchEnv's ``spin_us``: how long the caller spins waiting for the workers
+            before it blocks.
+        worker_spin_us: BatchEnv's ``worker_spin_us``: how long a worker spins waiting for
+            the next step before it blocks.
+
+    The other BatchEnv settings are fixed by SB3's contract: ``SAME_STEP`` autoreset, fresh
+    observation arrays (``copy=True``), every env's observation space equal to env 0's.
 
     Raises:
         ValueError: Two env functions returned the same env instance (each must build its
@@ -159,7 +164,8 @@ class BatchVecEnv(VecEnv):
         step_in_parent: bool = False,
         daemon: bool = True,
         max_restarts: int = 0,
-        **batch_env_kwargs: Any,
+        spin_us: float = 50.0,
+        worker_spin_us: float = 1000.0,
     ):
         env_fns = list(env_fns)
         self.batch_env = BatchEnv(
@@ -170,7 +176,8 @@ class BatchVecEnv(VecEnv):
             step_in_parent=step_in_parent,
             daemon=daemon,
             max_restarts=max_restarts,
-            **batch_env_kwargs,
+            spin_us=spin_us,
+            worker_spin_us=worker_spin_us,
         )
         self.closed = False
         try:
