@@ -116,8 +116,10 @@ class BatchVecEnv(VecEnv):
     ``gymnasium.error.AlreadyPendingCallError`` (call ``step_wait`` first); when
     :meth:`set_options` gives different options to different envs, the envs are reset in
     one batch per distinct options, and envs whose options are ``{}`` then get ``{}``
-    instead of no options. ``env_fns`` must return ``gymnasium.Env`` instances (SB3's
-    conversion of old ``gym`` envs is not applied).
+    instead of no options; numeric info values come back as Python scalars (an env's
+    ``np.float64`` info is a ``float``: infos are batched in the workers and split again
+    here). ``env_fns`` must return ``gymnasium.Env`` instances (SB3's conversion of old
+    ``gym`` envs is not applied).
 
     Example:
         >>> import gymnasium
