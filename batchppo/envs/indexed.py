@@ -1,0 +1,76 @@
+"""Envs that know their index in a batch, for per-index calls (SB3's ``indices``).
+
+:class:`~batchppo.envs.BatchEnv` calls a method on every env of the batch; SB3's
+``env_method``, ``get_attr``, ``set_attr`` and ``env_is_wrapped`` name a subset of envs.
+:class:`~batchppo.envs.sb3.BatchVecEnv` builds each env through :class:`IndexedEnvFn`, so that
+one BatchEnv ``call`` reaches only the targets. This module does not import
+Stable-Baselines3, so the workers that unpickle these classes do not load it (nor torch).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium
+
+__all__ = ["IndexedEnv", "IndexedEnvFn"]
+
+
+class IndexedEnv(gymnasium.Wrapper):
+    """Wraps env ``index`` of a :class:`BatchVecEnv` so that SB3's per-index calls reach it.
+
+    BatchEnv calls a method on every env of the batch; SB3's ``env_method``, ``get_attr``,
+    ``set_attr`` and ``env_is_wrapped`` name a subset of envs (``indices``). Each env knows
+    its index here and acts only when it is among the targets. The wrapper stays off the hot
+    path: ``step`` and ``reset`` are the wrapped env's own bound methods.
+    """
+
+    def __init__(self, env: gymnasium.Env, index: int):
+        super().__init__(env)
+        self.batchppo_sb3_index = index
+        self.step = env.step  # type: ignore[method-assign]
+        self.reset = env.reset  # type: ignore[method-assign]
+
+    def batchppo_sb3_op(
+        self, op: str, targets: frozenset[int] | None, name: Any, args: tuple, kwargs: dict
+    ) -> Any:
+        """Runs SB3 operation ``op`` on the wrapped env if this env is among ``targets``.
+
+        The operations do what ``DummyVecEnv`` does to each of its envs.
+
+        Returns:
+            The operation's result, or None when this env is not a target.
+        """
+        if targets is not None and self.batchppo_sb3_index not in targets:
+            return None
+        env = self.env
+        if op == "get_attr":
+            return env.get_wrapper_attr(name)
+        if op == "set_attr":
+            setattr(env, name, args[0])
+            return None
+        if op == "env_method":
+            return env.get_wrapper_attr(name)(*args, **kwargs)
+        if op == "is_wrapped":
+            # SB3's env_util.is_wrapped, without importing SB3 (and torch) in the worker.
+            while isinstance(env, gymnasium.Wrapper):
+                if isinstance(env, name):
+                    return True
+                env = env.env
+            return False
+        if op == "identity":
+            return os.getpid(), id(env)
+        raise ValueError(f"unknown BatchVecEnv operation {op!r}")
+
+
+class IndexedEnvFn:
+    """Builds env ``index`` from the user's function and wraps it in :class:`IndexedEnv`."""
+
+    def __init__(self, env_fn: Callable[[], gymnasium.Env], index: int):
+        self.env_fn = env_fn
+        self.index = index
+
+    def __call__(self) -> gymnasium.Env:
+        return IndexedEnv(self.env_fn(), self.index)
