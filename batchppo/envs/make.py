@@ -190,6 +190,7 @@ def make(
     render_mode: str | None = None,
     ray_options: Mapping[str, Any] | None = None,
     max_restarts: int = 0,
+    step_timeout: float | None = None,
     **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
@@ -219,6 +220,10 @@ def make(
         max_restarts: ``BatchEnv``'s restart budget (``"process"`` and ``"sync"`` only): how
             many times an env whose step raised, or whose worker died, is rebuilt and its
             episode truncated; 0 fails fast.
+        step_timeout: ``"process"`` and ``"ray"``: seconds a worker (or actor) may take to
+            answer a step, reset or call before :class:`~batchppo.envs.EnvTimeoutError`
+            (see ``BatchEnv``); None waits for ever. ``"sync"`` refuses it: its envs step
+            in the calling process, which cannot bound them.
         **env_kwargs: Passed to ``gymnasium.make``.
 
     The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the
@@ -244,6 +249,11 @@ def make(
         )
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
+    if step_timeout is not None and backend == "sync":
+        raise ValueError(
+            f"step_timeout={step_timeout}: the sync backend steps its envs in this process, "
+            "which cannot bound them; use backend='process' (worker processes) for a timeout."
+        )
     fn = make_env_fn(
         env_id,
         max_length=max_length,
@@ -257,7 +267,13 @@ def make(
         fns = [_raw_env_fn(env_id, max_length, render_mode, env_kwargs)] * num_envs
         transform = StandardStack(env_id, normalize_ranges)
     if backend == "process":
-        env = BatchEnv(fns, num_workers=num_workers, max_restarts=max_restarts, transform=transform)
+        env = BatchEnv(
+            fns,
+            num_workers=num_workers,
+            max_restarts=max_restarts,
+            transform=transform,
+            step_timeout=step_timeout,
+        )
     elif backend == "sync":
         env = BatchEnv(
             fns,
@@ -269,7 +285,9 @@ def make(
     else:
         from batchppo.envs.ray_env import RayBatchEnv
 
-        env = RayBatchEnv(fns, num_workers=num_workers, **(ray_options or {}))
+        env = RayBatchEnv(
+            fns, num_workers=num_workers, step_timeout=step_timeout, **(ray_options or {})
+        )
     if seed is not None:
         env.reset(seed=seed)
     return env
