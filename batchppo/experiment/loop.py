@@ -51,6 +51,7 @@ from batchppo.experiment import configs
 from batchppo.experiment.errors import ConfigError, RunDirError, UserError
 from batchppo.experiment.fileio import fsync_dir
 from batchppo.experiment.logging import RunLogger, read_metrics
+from batchppo.experiment.runlock import RunDirLock
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
@@ -229,6 +230,7 @@ def prepare_run_dir(
     timestamp: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     resume: bool = False,
+    locks: contextlib.ExitStack | None = None,
 ) -> tuple[RunConfig, Path, bool]:
     """Creates ``<logdir>/<timestamp>-<name>/`` or reopens it to resume.
 
@@ -241,6 +243,9 @@ def prepare_run_dir(
             compares ``config`` with the stored one instead.
         resume: The run must exist (``--resume``): a missing directory is an error, not a
             new run.
+        locks: Where to hold the run dir's lock (:mod:`~batchppo.experiment.runlock`): it
+            is taken before anything in the dir is written (a new run's dir holds it from
+            its creation) and released when ``locks`` closes. None: no lock.
 
     Returns:
         ``(config, run_dir, resumed)``; when resuming, the stored config with allowed changes.
@@ -249,6 +254,7 @@ def prepare_run_dir(
         RunDirError: The directory exists but is not a run (no readable config.yaml), or
             ``resume`` and it does not exist.
         ConfigError: Changes that would alter a resumed run's meaning.
+        RunDirLockedError: Another process holds the run dir (a subclass of RunDirError).
     """
     timestamp = timestamp or make_timestamp()
     if not timestamp or "/" in timestamp or os.sep in timestamp or timestamp in (".", ".."):
@@ -263,6 +269,8 @@ def prepare_run_dir(
     if run_dir.exists():
         if not config_path.is_file():
             raise RunDirError(f"{run_dir} exists but holds no {CONFIG_FILE}: not a batchppo run")
+        if locks is not None:
+            locks.enter_context(RunDirLock(run_dir))
         stored = configs.load_config(config_path)
         _check_same_algorithm(stored, config, run_dir)
         if overrides is None:
@@ -278,13 +286,18 @@ def prepare_run_dir(
     # Built under a temporary name and renamed: a kill at any moment leaves no half-made run.
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}."))
+    lock = locks.enter_context(RunDirLock(staging)) if locks is not None else None
     (staging / CHECKPOINT_DIR).mkdir()
     configs.save_config(config, staging / CONFIG_FILE)
     try:
         staging.rename(run_dir)
     except OSError:
+        if lock is not None:
+            lock.release()
         shutil.rmtree(staging, ignore_errors=True)
         raise RunDirError(f"{run_dir} was created by another process meanwhile") from None
+    if lock is not None:
+        lock.moved(run_dir)
     fsync_dir(run_dir.parent)
     return config, run_dir, False
 
@@ -954,18 +967,19 @@ def train(
     config, name, changes = _resolve(config, name, overrides)
     run_dir = None
     configs.check_env_id(config)  # Before a run dir is made for it.
-    if logdir is not None:
-        explicit = changes if from_preset else None
-        config, run_dir, resumed = prepare_run_dir(
-            logdir, name, config, timestamp, explicit, resume=resume
-        )
-        if resumed:
-            configs.check_env_id(config)
-    trainer = _build_trainer(trainer_factory, config)
-    try:
-        return _Run(trainer, config, run_dir, progress).run()
-    finally:
-        trainer.close()
+    with contextlib.ExitStack() as locks:
+        if logdir is not None:
+            explicit = changes if from_preset else None
+            config, run_dir, resumed = prepare_run_dir(
+                logdir, name, config, timestamp, explicit, resume=resume, locks=locks
+            )
+            if resumed:
+                configs.check_env_id(config)
+        trainer = _build_trainer(trainer_factory, config)
+        try:
+            return _Run(trainer, config, run_dir, progress).run()
+        finally:
+            trainer.close()
 
 
 # --- Loading trained policies -----------------------------------------------------------------

@@ -21,6 +21,7 @@ exception then propagates with an :class:`~batchppo.experiment.loop.EnvFailure` 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -80,8 +81,12 @@ def prepare_seed_dirs(
     timestamp: str | None,
     overrides: dict[str, Any] | None,
     resume: bool = False,
+    locks: contextlib.ExitStack | None = None,
 ) -> tuple[list[RunConfig], list[Path]]:
     """Creates (or reopens, to resume) the run dirs ``<timestamp>-<name>-s<i>``.
+
+    With ``locks``, every dir's lock is held there (see
+    :func:`~batchppo.experiment.loop.prepare_run_dir`).
 
     Returns:
         Each seed's config (its own seed) and run dir.
@@ -105,7 +110,7 @@ def prepare_seed_dirs(
     for seed_name, seed_config in zip(names, _seed_configs(config, num_seeds), strict=True):
         explicit = overrides if all(exist) else None
         seed_config, run_dir, _ = loop.prepare_run_dir(
-            logdir, seed_name, seed_config, timestamp, explicit
+            logdir, seed_name, seed_config, timestamp, explicit, locks=locks
         )
         run_configs.append(seed_config)
         run_dirs.append(run_dir)
@@ -288,16 +293,17 @@ def train_seeds(
             "start one run per seed (--set seed=N)"
         )
     configs.check_env_id(config)
-    if logdir is None:
-        run_configs, run_dirs = _seed_configs(config, num_seeds), [None] * num_seeds
-    else:
-        explicit = changes if from_preset else None
-        run_configs, run_dirs = prepare_seed_dirs(
-            logdir, name, config, num_seeds, timestamp, explicit, resume
-        )
-        configs.check_env_id(run_configs[0])
-    trainer = loop._build_trainer(lambda c: make_seeds_trainer(c, num_seeds), run_configs[0])
-    try:
-        return run_seeds(trainer, run_configs, run_dirs, progress)
-    finally:
-        trainer.close()
+    with contextlib.ExitStack() as locks:
+        if logdir is None:
+            run_configs, run_dirs = _seed_configs(config, num_seeds), [None] * num_seeds
+        else:
+            explicit = changes if from_preset else None
+            run_configs, run_dirs = prepare_seed_dirs(
+                logdir, name, config, num_seeds, timestamp, explicit, resume, locks
+            )
+            configs.check_env_id(run_configs[0])
+        trainer = loop._build_trainer(lambda c: make_seeds_trainer(c, num_seeds), run_configs[0])
+        try:
+            return run_seeds(trainer, run_configs, run_dirs, progress)
+        finally:
+            trainer.close()
