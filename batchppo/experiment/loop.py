@@ -48,7 +48,7 @@ from batchppo.core.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
-from batchppo.experiment.errors import ConfigError, RunDirError, UserError
+from batchppo.experiment.errors import ConfigError, RunDirError, StorageError, UserError
 from batchppo.experiment.fileio import fsync_dir
 from batchppo.experiment.logging import RunLogger, read_metrics
 from batchppo.experiment.runlock import RunDirLock
@@ -613,14 +613,18 @@ class _Run:
         self.completed: tuple[Any, int, _Window] | None = None
 
     def restore(self) -> tuple[Any, int | None, float]:
-        """The initial TrainState, the step it was restored from (None if fresh), wall time."""
+        """The initial TrainState, the step it was restored from (None if fresh), wall time.
+
+        A resume takes the newest checkpoint that verifies; damaged ones are moved aside,
+        each named in a message (:func:`~batchppo.experiment.checkpoint.restore_newest`).
+        """
         state = self.trainer.init(self._key(_INIT_KEY))
-        found = ckpt.latest_checkpoint(self.ckpt_dir) if self.ckpt_dir else None
+        found = ckpt.restore_newest(self.ckpt_dir, state, self.message) if self.ckpt_dir else None
         if found is None:
             return state, None, 0.0
-        state, meta = ckpt.restore_checkpoint(found[1], state)
-        self.saved_step = found[0]
-        return state, found[0], float(meta.get("wall_time", 0.0))
+        state, meta, step = found
+        self.saved_step = step
+        return state, step, float(meta.get("wall_time", 0.0))
 
     def _key(self, purpose: int, *words: int) -> np.ndarray:
         """The run's PRNG key for ``purpose`` (init, env resets, evaluation) at ``words``."""
@@ -643,17 +647,36 @@ class _Run:
         if self.ckpt_dir is None or step == self.saved_step:
             return
         logger, _ = self._opened()
-        logger.flush()  # Reports up to `step` must be on disk before the checkpoint.
-        ckpt.save_checkpoint(
-            self.ckpt_dir, state, step, keep=self.config.keep_checkpoints,
-            meta={"wall_time": self.wall_time()},
-        )  # fmt: skip
+        try:
+            logger.flush()  # Reports up to `step` must be on disk before the checkpoint.
+            ckpt.save_checkpoint(
+                self.ckpt_dir, state, step, keep=self.config.keep_checkpoints,
+                meta={"wall_time": self.wall_time()},
+            )  # fmt: skip
+        except OSError as error:
+            raise self._storage_error(f"the checkpoint at step {step:,}", error) from None
         self.saved_step = step
+
+    def _storage_error(self, what: str, error: OSError) -> StorageError:
+        """The one-line error of a write into the run dir that failed (a full disk)."""
+        reason = f"[Errno {error.errno}] {error.strerror}" if error.errno else str(error)
+        kept = (
+            f"its checkpoint at step {self.saved_step:,} is intact"
+            if self.saved_step >= 0
+            else "it has no checkpoint yet"
+        )
+        return StorageError(
+            f"writing {what} into {self.run_dir} failed ({reason}); the run stopped and {kept}:"
+            " free some space, then resume it (the same train command with --resume)"
+        )
 
     def report(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
         """Writes a report (a metrics.jsonl record) and shows it."""
         logger, progress = self._opened()
-        record = logger.log(phase, step, {**values, "wall_time": self.wall_time()})
+        try:
+            record = logger.log(phase, step, {**values, "wall_time": self.wall_time()})
+        except OSError as error:
+            raise self._storage_error(f"the {phase} report at step {step:,}", error) from None
         self.records.append(record)
         progress.report(record)
         if phase == "eval":
@@ -697,8 +720,11 @@ class _Run:
         try:
             state, step, interrupted = self._train_phases(state, step)
             self.save(state, step)
-        finally:
-            self.close()
+        except BaseException:
+            with contextlib.suppress(StorageError):  # the error in flight is the one to show
+                self.close()
+            raise
+        self.close()
         return self.result(state, step, interrupted)
 
     def start(self, precompile: bool = True) -> tuple[Any, int]:
@@ -730,7 +756,11 @@ class _Run:
         if self.progress is not None:
             self.progress.close()
         if self.logger is not None:
-            self.logger.close()
+            logger, self.logger = self.logger, None
+            try:
+                logger.close()
+            except OSError as error:
+                raise self._storage_error("the last reports", error) from None
 
     def result(self, state: Any, step: int, interrupted: bool) -> TrainResult:
         """The :class:`TrainResult` of a run that ended at ``step``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import signal
 
@@ -13,7 +14,7 @@ from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, loop
-from batchppo.experiment.errors import ConfigError, RunDirError
+from batchppo.experiment.errors import ConfigError, RunDirError, StorageError
 from batchppo.experiment.logging import read_metrics, read_scalars
 
 # 100 steps per iteration, steps=1000, log_every=250, eval_every=400, checkpoint_every=300.
@@ -272,3 +273,75 @@ def test_eval_reports_count_the_episodes_that_eval_max_steps_cut(tmp_path):
         (800, 1.0),
         (1000, 1.0),
     ]
+
+
+# --- Faults of the disk (issue 24): a damaged newest checkpoint, a full disk -----------------
+
+
+def test_resume_skips_a_torn_newest_checkpoint_and_says_so(tmp_path, capsys):
+    config = fake_config(keep_checkpoints=3)
+    run(tmp_path, config)
+    ckpt_dir = tmp_path / "T-fake" / loop.CHECKPOINT_DIR
+    assert [s for s, _ in ckpt.list_checkpoints(ckpt_dir)] == [600, 900, 1000]
+    newest = ckpt.checkpoint_path(ckpt_dir, 1000)
+    newest.write_bytes(newest.read_bytes()[:-50])  # torn
+    capsys.readouterr()
+    result = run(tmp_path, config)
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"batchppo: skipped the checkpoint at step 1,000: corrupt or incompatible checkpoint "
+        f"{newest}: "
+    )
+    assert err.splitlines()[0].endswith(f"; moved it to {ckpt_dir / 'corrupt'}")
+    assert result.step == 1000 and int(result.train_state.updates) == 10  # 900 -> 1000 again
+    assert steps_of(read_metrics(tmp_path / "T-fake"), "train") == TRAIN_STEPS
+    assert [s for s, _ in ckpt.list_checkpoints(ckpt_dir / "corrupt")] == [1000]
+
+
+def _full_disk_at(monkeypatch, step):
+    real = ckpt.atomic_write_bytes
+
+    def write(path, data):
+        if path.name == ckpt.checkpoint_path(".", step).name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(path, data)
+
+    monkeypatch.setattr(ckpt, "atomic_write_bytes", write)
+
+
+FULL_DISK = (
+    "writing {what} into {run_dir} failed ([Errno 28] No space left on device); the run "
+    "stopped and its checkpoint at step 300 is intact: free some space, then resume it (the "
+    "same train command with --resume)"
+)
+
+
+def test_a_full_disk_during_a_checkpoint_stops_the_run_and_keeps_the_previous_one(
+    tmp_path, monkeypatch
+):
+    _full_disk_at(monkeypatch, 600)
+    with pytest.raises(StorageError) as info:
+        run(tmp_path)
+    run_dir = tmp_path / "T-fake"
+    assert str(info.value) == FULL_DISK.format(what="the checkpoint at step 600", run_dir=run_dir)
+    ckpt_dir = run_dir / loop.CHECKPOINT_DIR
+    assert sorted(p.name for p in ckpt_dir.iterdir()) == [ckpt.checkpoint_path(".", 300).name]
+    monkeypatch.undo()
+    result = run(tmp_path)  # once there is space again, the run resumes from 300
+    assert result.step == 1000 and steps_of(result.records, "train") == [500, 800, 1000]
+
+
+def test_a_full_disk_during_a_report_stops_the_run(tmp_path, monkeypatch):
+    real = loop.RunLogger.log
+
+    def log(self, phase, step, values):
+        if step == 500:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, phase, step, values)
+
+    monkeypatch.setattr(loop.RunLogger, "log", log)
+    with pytest.raises(StorageError) as info:
+        run(tmp_path)
+    run_dir = tmp_path / "T-fake"
+    assert str(info.value) == FULL_DISK.format(what="the train report at step 500", run_dir=run_dir)
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / loop.CHECKPOINT_DIR)] == [300]
