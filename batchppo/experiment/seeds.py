@@ -238,6 +238,14 @@ def run_seeds(
             runs.append(loop._Run(view, config, run_dir, "none" if i else progress, stop))
         started = [run.start(precompile=False) for run in runs]
         del fresh
+        if len({step for _, step in started}) > 1:  # a seed skipped a damaged checkpoint
+            for run in runs:
+                run.close()
+            listed = ", ".join(f"s{i}: {step:,}" for i, (_, step) in enumerate(started))
+            raise RunDirError(
+                f"the seeds resume from different steps ({listed}): damaged checkpoints were "
+                "skipped; resume each alone (--config NAME-s<i> without --seeds)"
+            )
         state = stack([s for s, _ in started])
         step = started[0][1]
         interrupted = False
