@@ -1,7 +1,8 @@
 """Soak test: a long host-env training whose envs crash, hang and leak, with restarts on.
 
-A child process trains PPO on ``soak:FlakyPendulum-v0`` (Pendulum-v1 in ``BatchEnv`` worker
-processes) with ``max_env_restarts`` and ``env_step_timeout`` set. Each env step, at random
+A child process trains PPO (preset ``pendulum_fast``) on ``soak:FlakyPendulum-v0``
+(Pendulum-v1 in ``BatchEnv`` worker processes) with ``max_env_restarts`` and
+``env_step_timeout`` set. Each env step, at random
 (its own generator, seeded from the env's reset seed):
 
 * raises ``RuntimeError`` with probability ``--crash`` (the env is rebuilt in its worker),
@@ -98,7 +99,7 @@ def _child(args: argparse.Namespace) -> int:
         "checkpoint_every=500000",
         "eval_episodes=8",
     ]
-    argv = ["train", "--config", "pendulum", "--logdir", args.logdir, "--progress", "lines"]
+    argv = ["train", "--config", "pendulum_fast", "--logdir", args.logdir, "--progress", "lines"]
     for override in overrides:
         argv += ["--set", override]
     return cli.main(argv)
@@ -144,17 +145,21 @@ def _watch(args: argparse.Namespace) -> int:
                     child.send_signal(signal.SIGTERM)
                     end = float("inf")
                 try:
-                    workers = learner.children(recursive=True)
+                    # The learner's children: multiprocessing's forkserver (and tensorboard's
+                    # or XLA's helpers, if any); the env workers are the forkserver's children.
+                    below = learner.children(recursive=True)
+                    workers = [w for c in learner.children() for w in c.children()]
                     sample = {
                         "t": round(time.monotonic() - start, 1),
                         "learner_mib": round(_rss_mib(learner), 1),
+                        "processes_below": len(below),
                         "workers": len(workers),
                         "workers_mib": round(sum(_rss_mib(w) for w in workers), 1),
                         "max_worker_mib": round(max((_rss_mib(w) for w in workers), default=0), 1),
                     }
                 except psutil.Error:
                     break  # the child is ending
-                seen |= {w.pid for w in workers}
+                seen |= {p.pid for p in below}
                 out.write(json.dumps(sample) + "\n")
                 out.flush()
                 time.sleep(args.every)
@@ -166,7 +171,7 @@ def _watch(args: argparse.Namespace) -> int:
         kind = _kind(line)
         if kind:
             kinds[kind] = kinds.get(kind, 0) + 1
-    runs = sorted(Path(args.logdir).glob("*-pendulum/metrics.jsonl"), key=os.path.getmtime)
+    runs = sorted(Path(args.logdir).glob("*-pendulum_fast/metrics.jsonl"), key=os.path.getmtime)
     records = [json.loads(line) for line in runs[-1].read_text().splitlines()] if runs else []
     train = [r for r in records if r["phase"] == "train"]
     summary = {
