@@ -104,3 +104,10 @@ def test_a_record_is_frozen_and_fills_its_defaults():
     assert record.title == "x" and record.install == "pip install xpkg" and record.fused
     with pytest.raises(AttributeError):
         record.host = True  # type: ignore[misc]
+
+
+def test_every_backend_is_installed_where_the_tests_run():
+    # The test extra installs every backend's optional package, so no backend (nor its
+    # presets in `batchppo list`) ships untested; a new backend's package joins the extra.
+    missing = [f"{b.name} ({b.requires})" for b in backends.BACKENDS.values() if not b.available()]
+    assert not missing, f"add these backends' packages to the test extra: {missing}"
