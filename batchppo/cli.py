@@ -2,7 +2,9 @@
 
 Bad input (an unknown config, a bad ``--set``, a missing or corrupt run dir or checkpoint, an
 unknown env id) prints one line ``batchppo: error: ...`` on stderr and exits with status 2; so
-does a Ray cluster that cannot be joined or cannot place the env actors (``RaySetupError``).
+does a Ray cluster that cannot be joined or cannot place the env actors (``RaySetupError``), a
+run dir that another process trains into (the line names it: pid, host, start time), and a
+write into the run dir that failed, such as on a full disk (the previous checkpoint intact).
 
 An env that fails during training (its exception or a dead worker, with ``max_env_restarts``
 0 or spent) stops the run with a checkpoint of its last completed iteration: ``train`` prints

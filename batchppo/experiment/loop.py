@@ -978,7 +978,10 @@ def train(
 
     Raises:
         UserError: Unknown preset, bad override, unknown env id, unusable run dir or
-            checkpoint (subclasses :class:`~batchppo.experiment.errors.UserError`).
+            checkpoint (subclasses :class:`~batchppo.experiment.errors.UserError`), a run dir
+            that another process holds (:class:`~batchppo.experiment.runlock.
+            RunDirLockedError`), a write into the run dir that failed
+            (:class:`~batchppo.experiment.errors.StorageError`).
     """
     if resume and (logdir is None or timestamp is None):
         raise RunDirError("--resume needs --logdir and --timestamp: the run to resume")
