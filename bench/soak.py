@@ -15,7 +15,8 @@ This process samples, every ``--every`` seconds, the resident memory of the lear
 child) and of its env workers (every process below it), and counts the restarts by kind from
 the child's ``EnvRestartWarning`` lines. After ``--minutes`` the child gets SIGTERM (the
 graceful stop: checkpoint, exit 143); then this process checks that no process the child
-started is still running and that ``/dev/shm`` holds nothing new (semaphores, shared memory).
+started is still running and that none of the ``/dev/shm`` entries (semaphores, shared memory)
+its processes mapped is left.
 
 Example (docs/benchmarks.md):
     nice -n 19 python bench/soak.py --minutes 60 --out soak.jsonl > soak.txt 2>&1
@@ -109,6 +110,22 @@ def _shm() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
+def _mapped_shm(pids: list[int]) -> set[str]:
+    """The ``/dev/shm`` entries (semaphores, shared memory) that processes ``pids`` map: the
+    run's own, told from those of other programs sharing the machine's ``/dev/shm``."""
+    names = set()
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as maps:
+                for line in maps:
+                    at = line.find("/dev/shm/")
+                    if at >= 0:
+                        names.add(line[at + 9 :].strip().removesuffix(" (deleted)"))
+        except OSError:
+            continue
+    return names
+
+
 def _rss_mib(proc: Any) -> float:
     return proc.memory_info().rss / 2**20
 
@@ -128,6 +145,7 @@ def _watch(args: argparse.Namespace) -> int:
     import psutil
 
     shm_before = _shm()
+    ours: set[str] = set()  # /dev/shm entries the run's processes mapped at some sample
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
     log_path = Path(args.out).with_suffix(".child.txt")
     with log_path.open("w") as child_log:
@@ -160,6 +178,7 @@ def _watch(args: argparse.Namespace) -> int:
                 except psutil.Error:
                     break  # the child is ending
                 seen |= {p.pid for p in below}
+                ours |= _mapped_shm([child.pid, *(p.pid for p in below)])
                 out.write(json.dumps(sample) + "\n")
                 out.flush()
                 time.sleep(args.every)
@@ -183,10 +202,12 @@ def _watch(args: argparse.Namespace) -> int:
         "restart_warnings_by_kind": kinds,
         "processes_started": len(seen),
         "orphans": orphans,
-        "new_in_dev_shm": sorted(_shm() - shm_before),
+        "dev_shm_entries_of_the_run": len(ours),
+        "leaked_dev_shm_entries_of_the_run": sorted(ours & _shm()),
+        "new_in_dev_shm_any_program": len(_shm() - shm_before),
     }
     print(json.dumps(summary, indent=1))
-    return 0 if not orphans and not summary["new_in_dev_shm"] else 1
+    return 0 if not orphans and not summary["leaked_dev_shm_entries_of_the_run"] else 1
 
 
 def main() -> int:
