@@ -86,7 +86,8 @@ def _child(args: argparse.Namespace) -> int:
 
     warnings.simplefilter("always", EnvRestartWarning)  # every restart on a line, to count
 
-    env_kwargs = f"{{crash: {args.crash}, hang: {args.hang}, leak: {args.leak}}}"
+    # Fixed-point numbers: YAML reads 3e-05 (no dot) as a string.
+    env_kwargs = f"{{crash: {args.crash:.12f}, hang: {args.hang:.12f}, leak: {args.leak}}}"
     overrides = [
         "env=soak:" + ENV_ID,
         f"env_kwargs={env_kwargs}",
