@@ -779,9 +779,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 proc.kill()
             proc.join(1.0)
         limit = f"step_timeout={self.step_timeout:g} s"
-        self._hung_reasons = {
-            slot: f"{described[slot]} did not answer {what} within {limit}; killed it. Its "
-            f"stacks:\n{stacks[slot]}"
+        self._hung_reasons = {  # one line, then the stacks
+            slot: f"{described[slot]} did not answer {what} within {limit} (killed)\nIts "
+            f"stacks, where it was stuck:\n{stacks[slot]}"
             for slot in slots
         }
         envs = "; ".join(self._envs_of(slot) for slot in slots)
@@ -1252,8 +1252,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         )
         if dead:  # the batch env stays broken
             error = EnvTimeoutError if any(s in self._hung_reasons for s, _ in dead) else None
+            how, _, stacks = dead[0][1].partition("\n")
             return (error or WorkerDiedError)(
-                f"{dead[0][1]}. {note} The batch env cannot continue; close it and build a new one."
+                f"{how}. {note} The batch env cannot continue; close it and build a new one."
+                f"{chr(10) if stacks else ''}{stacks}"
             )
         slot, reports = failures[0]
         return self._remote_error(slot, reports[0], note)
@@ -1279,10 +1281,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 )
         for slot, how in dead:
             start, stop = self._ranges[slot]
+            how, _, stacks = how.partition("\n")  # a hung worker's reason ends in its stacks
             warnings.warn(
                 f"BatchEnv: {how}; respawned it as pid {self._procs[slot].pid} and reset its "
                 f"envs {start}..{stop - 1}, their episodes reported as truncated (restarts "
-                f"{number[start]}..{number[stop - 1]} {budget}).",
+                f"{number[start]}..{number[stop - 1]} {budget}).{chr(10) if stacks else ''}"
+                f"{stacks}",
                 EnvRestartWarning,
                 stacklevel=4,
             )

@@ -402,12 +402,14 @@ def test_a_hung_worker_is_restarted_under_max_restarts_and_its_episodes_truncate
     assert env.restarts == 2
     assert infos["env_restarted"].tolist() == [False, False, True, True]
     text = str(warned[0].message)
+    new_pid = worker_pids(env)[1]
     assert text.startswith(
         f"BatchEnv: worker 1 (pid {pids[1]}, envs 2..3) did not answer a step within "
-        "step_timeout=1 s; killed it. Its stacks:\n"
+        f"step_timeout=1 s (killed); respawned it as pid {new_pid} and reset its envs 2..3, "
+        "their episodes reported as truncated (restarts 1..2 of max_restarts=2).\nIts "
+        "stacks, where it was stuck:\n"
     )
     assert re.search(SLEEPING_FRAME.format("step"), text)
-    new_pid = worker_pids(env)[1]
     assert new_pid != pids[1] and not _running(pids[1])
     obs, *_ = env.step(action)
     assert obs[:, 2].tolist() == [6, 6, 1, 1]  # the run goes on
@@ -423,8 +425,17 @@ def test_a_timeout_past_the_restart_budget_raises_env_timeout_error_naming_the_b
     env.reset(seed=0)
     action = np.zeros((4, 1), np.float32)
     env.step(action)
-    with pytest.raises(EnvTimeoutError, match=r"restart budget is used up \(max_restarts=1, 0 "):
+    with pytest.raises(EnvTimeoutError) as info:
         env.step(action)
+    lines = str(info.value).splitlines()
+    assert lines[0] == (
+        f"worker 1 (pid {pids[1]}, envs 2..3) did not answer a step within step_timeout=1 s "
+        "(killed). Not restarted: the restart budget is used up (max_restarts=1, 0 restarts "
+        "done, this step needs 2 more; in a PPOConfig the setting is max_env_restarts). The "
+        "batch env cannot continue; close it and build a new one."
+    )
+    assert lines[1] == "Its stacks, where it was stuck:"
+    assert re.search(SLEEPING_FRAME.format("step"), str(info.value))
     env.close()
     assert_all_gone(pids)
 
