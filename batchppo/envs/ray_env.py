@@ -575,10 +575,11 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         ray = self._ray
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         hung = [slot for slot, ref in enumerate(refs) if ref not in ready]
-        asks = {
-            slot: self._actors[slot].stacks.options(concurrency_group=_STACKS_GROUP).remote()
-            for slot in hung
-        }
+        asks = {}
+        for slot in hung:
+            with contextlib.suppress(Exception):  # actor_options may have replaced the group
+                stacks = self._actors[slot].stacks.options(concurrency_group=_STACKS_GROUP)
+                asks[slot] = stacks.remote()
         end = time.monotonic() + _STACKS_WAIT_S
         parts = []
         for slot in hung:
