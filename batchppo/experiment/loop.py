@@ -739,7 +739,10 @@ class _Run:
         self.stop.check_abort()
         step = int(state.step)
         self.started = time.monotonic()
-        self.logger = RunLogger(self.run_dir, resume_step)
+        try:
+            self.logger = RunLogger(self.run_dir, resume_step)
+        except OSError as error:  # opening the logs, or cutting them back to the checkpoint
+            raise self._storage_error("the reports", error) from None
         self.totals_before = self._last_totals()
         self.progress = Progress(self.progress_mode, config.steps, step)
         if resume_step is not None:
