@@ -48,7 +48,13 @@ from batchppo.core.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
-from batchppo.experiment.errors import ConfigError, RunDirError, StorageError, UserError
+from batchppo.experiment.errors import (
+    ConfigError,
+    CorruptCheckpointError,
+    RunDirError,
+    StorageError,
+    UserError,
+)
 from batchppo.experiment.fileio import fsync_dir
 from batchppo.experiment.logging import RunLogger, read_metrics
 from batchppo.experiment.runlock import RunDirLock
@@ -1057,6 +1063,14 @@ def load_run(
     try:
         template = trainer.init(host_key(config.seed, _INIT_KEY))
         state, _ = ckpt.restore_checkpoint(path, template)
+    except CorruptCheckpointError as error:
+        trainer.close()
+        older = [s for s, _ in ckpt.list_checkpoints(run_dir / CHECKPOINT_DIR) if s < step]
+        if not older:
+            raise
+        raise CorruptCheckpointError(
+            f"{error}; an older one may be intact: --checkpoint {older[-1]}"
+        ) from None
     except BaseException:
         trainer.close()
         raise

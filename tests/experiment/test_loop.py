@@ -14,7 +14,12 @@ from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, loop
-from batchppo.experiment.errors import ConfigError, RunDirError, StorageError
+from batchppo.experiment.errors import (
+    ConfigError,
+    CorruptCheckpointError,
+    RunDirError,
+    StorageError,
+)
 from batchppo.experiment.logging import read_metrics, read_scalars
 
 # 100 steps per iteration, steps=1000, log_every=250, eval_every=400, checkpoint_every=300.
@@ -345,3 +350,16 @@ def test_a_full_disk_during_a_report_stops_the_run(tmp_path, monkeypatch):
     run_dir = tmp_path / "T-fake"
     assert str(info.value) == FULL_DISK.format(what="the train report at step 500", run_dir=run_dir)
     assert [s for s, _ in ckpt.list_checkpoints(run_dir / loop.CHECKPOINT_DIR)] == [300]
+
+
+def test_loading_a_damaged_newest_checkpoint_names_an_older_one(tmp_path):
+    run(tmp_path, fake_config(keep_checkpoints=3))
+    run_dir = tmp_path / "T-fake"
+    newest = ckpt.checkpoint_path(run_dir / loop.CHECKPOINT_DIR, 1000)
+    newest.write_bytes(b"")
+    with pytest.raises(CorruptCheckpointError) as info:
+        loop.load_run(run_dir, trainer_factory=FakeTrainer)
+    assert str(info.value).endswith("; an older one may be intact: --checkpoint 900")
+    assert str(info.value).startswith(f"corrupt or incompatible checkpoint {newest}: ")
+    _, _, _, step = loop.load_run(run_dir, checkpoint=900, trainer_factory=FakeTrainer)
+    assert step == 900
