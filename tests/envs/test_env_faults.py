@@ -456,6 +456,19 @@ def test_a_reset_or_call_that_hangs_raises_env_timeout_error(call):
     assert_all_gone(pids)
 
 
+def test_a_step_wait_timeout_keeps_the_step_pending_until_step_timeout():
+    env = BatchEnv(faulty_fns(4, 2, "hang", at=1), num_workers=2, step_timeout=1.0)
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    env.step_async(np.zeros((4, 1), np.float32))
+    with pytest.raises(mp.TimeoutError):
+        env.step_wait(timeout=0.2)  # the caller's own limit: the step stays pending
+    with pytest.raises(EnvTimeoutError, match=r"^envs 2\.\.3 \(worker 1, pid \d+\) did not answer"):
+        env.step_wait()  # step_timeout counts from step_async
+    env.close()
+    assert_all_gone(pids)
+
+
 def test_a_slow_step_within_the_timeout_is_not_an_error():
     env = BatchEnv([lambda i=i: SlowEnv(i, 0.3) for i in range(2)], num_workers=2, step_timeout=1.0)
     env.reset(seed=0)
