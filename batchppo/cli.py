@@ -5,7 +5,9 @@ Bad input (an unknown config, a bad config file or ``--set``, a missing or corru
 checkpoint, an env that fails its start-up check: its id, module, constructor, keyword
 arguments or spaces) prints one line ``batchppo: error: ...`` on stderr and exits with status
 2, leaving no run dir behind; ``--debug`` prints the traceback instead. So does a Ray cluster
-that cannot be joined or cannot place the env actors (``RaySetupError``). The working
+that cannot be joined or cannot place the env actors (``RaySetupError``), a run dir that
+another process trains into (the line names it: pid, host, start time), and a write into the
+run dir that failed, such as on a full disk (the previous checkpoint intact). The working
 directory is importable, as under ``python -m``, so ``--env myenvs:MyEnv-v0`` finds
 ``./myenvs.py``.
 

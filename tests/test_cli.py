@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import shlex
 import signal
@@ -193,6 +194,32 @@ def test_train_success_and_ctrl_c_exit_codes(capsys, tmp_path, monkeypatch):
         f"resume with: batchppo train --config cartpole_jax --logdir {tmp_path} --timestamp T "
         "--resume"
     )
+
+
+def test_a_full_disk_stops_train_with_one_line_and_status_2(capsys, tmp_path, monkeypatch):
+    from batchppo.experiment import loop
+
+    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    real = ckpt.atomic_write_bytes
+
+    def write(path, data):  # the checkpoint at step 400 meets a full disk
+        if path.name == ckpt.checkpoint_path(".", 400).name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(path, data)
+
+    monkeypatch.setattr(ckpt, "atomic_write_bytes", write)
+    argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "T",
+            "--progress", "none", "--set", "num_agents=10", "--set", "rollout_length=10",
+            "--set", "steps=1000", "--set", "checkpoint_every=200"]  # fmt: skip
+    code, out, err = run_cli(capsys, *argv)
+    run_dir = tmp_path / "T-cartpole_jax"
+    assert code == 2 and not out
+    assert err == (
+        f"batchppo: error: writing the checkpoint at step 400 into {run_dir} failed ([Errno 28] "
+        "No space left on device); the run stopped and its checkpoint at step 200 is intact: "
+        "free some space, then resume it (the same train command with --resume)\n"
+    )
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [200]
 
 
 @pytest.mark.parametrize("seeds", [[], ["--seeds", "2"]], ids=["one-run", "seeds"])

@@ -899,8 +899,9 @@ def make_env(
             (``gymnax``).
         options: The backend's own settings, for a backend that takes some
             (:attr:`Backend.config_options <batchppo.core.backends.Backend.config_options>`):
-            for ``ray``, keyword arguments of :class:`~batchppo.envs.ray_env.RayBatchEnv`
-            (``address``, ``num_cpus``, ``startup_timeout``).
+            ``step_timeout`` for ``process`` and ``ray``, and for ``ray`` the other keyword
+            arguments of :class:`~batchppo.envs.ray_env.RayBatchEnv` (``address``,
+            ``num_cpus``, ``startup_timeout``).
         ray_options: The same as ``options`` (its earlier name).
         max_restarts: For backends that support restarts (``process``, ``sync``): the
             ``BatchEnv``'s restart budget (envs whose step raised or whose worker died are
@@ -1007,11 +1008,15 @@ def make_host_env(
         num_workers: Worker processes (or actors).
         env_kwargs: ``gymnasium.make`` keywords.
         max_restarts: ``BatchEnv``'s restart budget.
-        options: ``ray_options`` of :func:`batchppo.envs.make`.
+        options: The backend's settings (:attr:`Backend.config_options
+            <batchppo.core.backends.Backend.config_options>`): ``step_timeout`` and, for
+            ``ray``, the ``ray_options`` of :func:`batchppo.envs.make`.
 
     Returns:
         The :class:`HostEnv` (it closes the batch env on ``close()``).
     """
+    options = dict(options)
+    step_timeout = options.pop("step_timeout", None)
     vector_env = make_host_envs(
         env_id,
         num_envs,
@@ -1022,6 +1027,7 @@ def make_host_env(
         normalize_ranges=normalize_ranges,
         ray_options=options or None,
         max_restarts=max_restarts,
+        step_timeout=step_timeout,
         **env_kwargs,
     )
     # make()'s stack (ConvertTo32Bit, per env or applied to the batch in the workers) already

@@ -321,12 +321,18 @@ def _render_gymnax_twin(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
 # --- Backend-specific settings of a config ----------------------------------------------------
 
 
+def _process_options(config: Any) -> dict[str, Any]:
+    """The config's settings of the process backend: keyword arguments of ``BatchEnv``."""
+    return {"step_timeout": config.env_step_timeout}
+
+
 def _ray_options(config: Any) -> dict[str, Any]:
     """The config's settings of the ray backend: keyword arguments of ``RayBatchEnv``."""
     return {
         "address": config.ray_address,
         "num_cpus": config.ray_num_cpus,
         "startup_timeout": config.ray_startup_timeout,
+        "step_timeout": config.env_step_timeout,
     }
 
 
@@ -345,6 +351,7 @@ register(
         host=True,
         description="BatchEnv worker processes",
         supports_restarts=True,
+        config_options=_process_options,
         load_with="sync",
         render_id=_render_gymnasium,
         probe=_PROBE_GYMNASIUM,

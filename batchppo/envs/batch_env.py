@@ -39,6 +39,7 @@ import math
 import mmap
 import multiprocessing as mp
 import os
+import select
 import signal
 import tempfile
 import time
@@ -66,7 +67,13 @@ from batchppo.envs.batch_transform import (
     wrapped_env_fn,
 )
 from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces, space_difference
-from batchppo.envs.errors import SpaceMismatchError, WorkerDiedError, WorkerError, with_message
+from batchppo.envs.errors import (
+    EnvTimeoutError,
+    SpaceMismatchError,
+    WorkerDiedError,
+    WorkerError,
+    with_message,
+)
 from batchppo.envs.final_obs import fill_final_obs
 from batchppo.envs.infos import batch_infos, merge_info_parts
 from batchppo.envs.protocol import (
@@ -86,6 +93,7 @@ __all__ = [
     "BatchEnv",
     "BatchState",
     "EnvRestartWarning",
+    "EnvTimeoutError",
     "InvalidArgumentError",
     "WorkerDiedError",
     "WorkerError",
@@ -93,6 +101,10 @@ __all__ = [
 ]
 
 _POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
+# How long a hung worker gets to write its stacks after SIGUSR1, and the quiet gap that ends
+# the dump (faulthandler writes it in many small writes).
+_STACK_WAIT_S = 2.0
+_STACK_QUIET_S = 0.2
 _LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
 # Names ``call`` refuses, as AsyncVectorEnv's worker does: they have their own methods.
 _NOT_CALLABLE = ("reset", "step", "close", "_setattr", "_check_spaces")
@@ -128,6 +140,14 @@ class InvalidArgumentError(ValueError, AssertionError):
     It is a ``ValueError`` and, so that code written for ``AsyncVectorEnv`` catches it the
     same way, an ``AssertionError``: a seed list of the wrong length, a bad ``reset_mask``.
     """
+
+
+class _HungError(Exception):
+    """Internal: worker ``slot`` did not answer within the batch env's ``step_timeout``."""
+
+    def __init__(self, slot: int):
+        super().__init__(slot)
+        self.slot = slot
 
 
 @dataclasses.dataclass
@@ -249,6 +269,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             :class:`~batchppo.envs.batch_transform.TransformFactory` (what
             :func:`~batchppo.envs.make` passes), asked for the transform once env 0's raw
             spaces are known; where it has none, every env gets its per-env stack.
+        step_timeout: Seconds a worker may take to answer a step, reset or call (counted
+            from the command: :meth:`step_async`, :meth:`reset_async`, :meth:`call_async`);
+            None (the default) waits for ever. Past it the hung workers write their Python
+            stacks (``faulthandler``, on ``SIGUSR1``), are killed, and the call raises
+            :class:`EnvTimeoutError` naming their envs and showing the stacks; the batch env
+            is then broken, except in a step with restarts on, where the hung workers are
+            handled as dead ones (respawned, their envs' episodes truncated; see *Restarts*).
+            It bounds the worker processes only: envs stepped in the parent
+            (``step_in_parent``) and building or rebuilding envs are not timed.
 
     **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces
     and metadata, then the parent lays out the shared memory and hands it to them. No env is
@@ -259,7 +288,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     raises, or a worker process dies during a step, :meth:`step` (and :meth:`step_arrays`)
     does not raise. The env is built again from its env function (for a dead worker: the
     worker is respawned and builds all its envs) and reset with a fresh seed
-    (:func:`restart_seed` of the env's last reset seed and the restart's number). For that
+    (:func:`restart_seed` of the env's last reset seed and the restart's number); a worker
+    that did not answer within ``step_timeout`` is killed and handled as a dead one. For that
     step each such env reports ``truncated=True``, ``terminated=False``, reward 0, the last
     obs it returned as its final obs, and the new episode's first obs as its obs; the envs of
     a dead worker that did not cause its death are restarted in the same way. Each restarted
@@ -267,7 +297,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     mask ``infos["_env_restarted"]``; its ``final_info`` is ``{}``), and gets a
     :class:`EnvRestartWarning` naming the error. When a step would take :attr:`restarts`
     past ``max_restarts``, nothing is restarted and the step raises the error (the env's
-    type, or ``WorkerDiedError``) as with ``max_restarts=0``, its message naming the budget.
+    type, ``WorkerDiedError`` or ``EnvTimeoutError``) as with ``max_restarts=0``, its message
+    naming the budget.
     Errors and worker deaths outside a step (construction, ``reset``, ``call``) raise as with
     ``max_restarts=0``; a rebuild or reset that fails in a restart raises and breaks the batch
     env (it then accepts only ``close``).
@@ -276,6 +307,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         shared_memory, copy, context, daemon, worker, observation_mode: As in
             ``AsyncVectorEnv`` (``context`` is the start method in use, ``worker`` None).
         max_restarts: The restart budget given at construction.
+        step_timeout: The limit on a worker's answer given at construction (None: none).
         restarts: Envs restarted so far (see *Restarts*), at most ``max_restarts``.
 
     A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``:
@@ -307,8 +339,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         max_restarts: int = 0,
         transform: BatchTransform | None = None,
+        step_timeout: float | None = None,
     ):
         self._procs: list[Any] = []
+        self._stacks: list[Any] = []  # read ends of the workers' stack pipes (step_timeout)
+        self._hung_reasons: dict[int, str] = {}  # slot -> why, of the workers just killed
+        self._hard_deadline: float | None = None  # of the step or request in flight
         self._transform_arg = transform
         self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
         self._wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None
@@ -350,6 +386,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             )
         self.max_restarts = max_restarts
         self.restarts = 0
+        if step_timeout is not None and (
+            isinstance(step_timeout, bool)
+            or not isinstance(step_timeout, (int, float))
+            or not 0 < step_timeout < math.inf
+        ):
+            raise ValueError(
+                f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
+                f"{step_timeout!r}."
+            )
+        self.step_timeout = None if step_timeout is None else float(step_timeout)
         self._seeds: list[int | None] = [None] * num_envs  # each env's last reset seed
         workers = num_workers or available_cpus()
         per = envs_per_worker or math.ceil(num_envs / workers)
@@ -629,6 +675,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         ctx = self._ctx
         cmd_sem, done_sem = ctx.Semaphore(0), ctx.Semaphore(0)
         parent_conn, child_conn = ctx.Pipe()
+        stack_r, stack_w = ctx.Pipe(duplex=False) if self.step_timeout else (None, None)
         proc = self._process_class(
             target=_worker.worker_main,
             name=f"batchppo-env-worker-{slot}",
@@ -641,6 +688,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 child_conn,
                 self._alive_r,
                 self._worker_spin,
+                stack_w,
             ),
             daemon=self.daemon,
         )
@@ -648,14 +696,20 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             proc.start()
         finally:
             child_conn.close()
+            if stack_w is not None:
+                stack_w.close()
         if slot < len(self._procs):
             self._procs[slot], self._conns[slot] = proc, parent_conn
             self._cmd_sems[slot], self._done_sems[slot] = cmd_sem, done_sem
+            if self._stacks[slot] is not None:
+                self._stacks[slot].close()
+            self._stacks[slot] = stack_r
         else:
             self._procs.append(proc)
             self._conns.append(parent_conn)
             self._cmd_sems.append(cmd_sem)
             self._done_sems.append(done_sem)
+            self._stacks.append(stack_r)
 
     def _describe_worker(self, slot: int) -> str:
         start, stop = self._ranges[slot]
@@ -678,11 +732,20 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             f"{self._broken_reason}. The batch env cannot continue; close it and build a new one."
         )
 
-    def _recv(self, slot: int, deadline: float | None = None) -> Any:
+    def _recv(self, slot: int, deadline: float | None = None, hard: float | None = None) -> Any:
+        """The next message of worker ``slot``.
+
+        Raises:
+            WorkerDiedError: The worker died.
+            _HungError: ``hard`` (the ``step_timeout`` deadline) passed.
+            multiprocessing.TimeoutError: ``deadline`` (a ``*_wait`` timeout) passed.
+        """
         conn, proc = self._conns[slot], self._procs[slot]
         while not conn.poll(_POLL_S):
             if not proc.is_alive():
                 raise self._dead(slot)
+            if hard is not None and time.monotonic() > hard:
+                raise _HungError(slot)
             if deadline is not None and time.monotonic() > deadline:
                 raise mp.TimeoutError(f"{self._describe_worker(slot)} did not answer in time.")
         try:
@@ -695,14 +758,69 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             return
         acquire = self._done_sems[slot].acquire
         proc = self._procs[slot]
+        hard = self._hard_deadline
         while not acquire(True, _POLL_S):
             if not proc.is_alive():
                 raise self._dead(slot)
+            if hard is not None and time.monotonic() > hard:
+                raise _HungError(slot)
             if deadline is not None and time.monotonic() > deadline:
                 raise mp.TimeoutError(
                     f"step_wait timed out waiting for {self._describe_worker(slot)}; call "
                     "step_wait again to keep waiting."
                 )
+
+    def _hung_error(self, slots: list[int], what: str) -> EnvTimeoutError:
+        """Kills the workers ``slots`` that did not answer within ``step_timeout`` (after
+        asking each for its Python stacks), marks the batch env broken and returns the error.
+
+        Their reasons stay in :attr:`_hung_reasons` (a step with restarts respawns them as
+        dead workers and names them in its warnings).
+        """
+        described = {slot: self._describe_worker(slot) for slot in slots}
+        stacks = self._dump_stacks(slots)
+        for slot in slots:
+            proc = self._procs[slot]
+            with contextlib.suppress(Exception):
+                proc.kill()
+            proc.join(1.0)
+        limit = f"step_timeout={self.step_timeout:g} s"
+        self._hung_reasons = {  # one line, then the stacks
+            slot: f"{described[slot]} did not answer {what} within {limit} (killed)\nIts "
+            f"stacks, where it was stuck:\n{stacks[slot]}"
+            for slot in slots
+        }
+        envs = "; ".join(self._envs_of(slot) for slot in slots)
+        self._broken_reason = f"{envs} did not answer {what} within {limit} (killed)"
+        self._state = BatchState.BROKEN
+        where = "\n".join(
+            f"Stacks of {described[slot]}, where it was stuck:\n{stacks[slot]}" for slot in slots
+        )
+        workers = "its worker was" if len(slots) == 1 else "their workers were"
+        return EnvTimeoutError(
+            f"{envs} did not answer {what} within {limit}, so {workers} killed and the batch "
+            "env cannot continue (raise step_timeout, env_step_timeout in a config, if the env "
+            f"is only slow).\n{where}"
+        )
+
+    def _envs_of(self, slot: int) -> str:
+        """``envs 2..3 (worker 1, pid 123)``: the envs of worker ``slot``, for messages."""
+        start, stop = self._ranges[slot]
+        envs = f"env {start}" if stop - start == 1 else f"envs {start}..{stop - 1}"
+        return f"{envs} (worker {slot}, pid {self._procs[slot].pid})"
+
+    def _dump_stacks(self, slots: list[int]) -> dict[int, str]:
+        """Asks the workers ``slots`` for their threads' Python stacks (``SIGUSR1``, which
+        their :mod:`faulthandler` answers on their stack pipes); the text of each."""
+        for slot in slots:
+            with contextlib.suppress(OSError):
+                os.kill(self._procs[slot].pid, signal.SIGUSR1)
+        end = time.monotonic() + _STACK_WAIT_S
+        out = {}
+        for slot in slots:
+            text = _env_stacks(_read_until_quiet(self._stacks[slot].fileno(), end))
+            out[slot] = text or "(none came: the worker did not answer SIGUSR1 either)"
+        return out
 
     def _remote_error(
         self, slot: int | None, report: dict[str, Any], note: str = ""
@@ -813,6 +931,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 self._check_action_dtype(actions.dtype)
             np.copyto(self._act, actions, casting="unsafe")
         if self._procs:
+            self._start_clock()
             cmd = self._cmd
             for slot, sem in enumerate(self._cmd_sems):
                 cmd[slot] = command
@@ -820,6 +939,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._state = _WAITING_STEP
         self._want_info = command == CMD_STEP_INFO
         self._local_stepped = False
+
+    def _start_clock(self) -> None:
+        """Starts the ``step_timeout`` clock of the command being sent to the workers."""
+        if self.step_timeout is not None:
+            self._hard_deadline = time.monotonic() + self.step_timeout
 
     def _check_action_dtype(self, dtype: np.dtype) -> None:
         check_action_dtype(dtype, self._act_dtype, self._act_shape)
@@ -856,6 +980,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             self._step_progress = None
             first, local_exc, remote_exc, parts, failures, dead = progress
         slot = first
+        hung: list[int] = []
+        self._hung_reasons = {}
         try:
             if self._local is not None and not self._local_stepped:
                 self._local_stepped = True
@@ -873,6 +999,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     if not self.max_restarts:
                         raise
                     dead.append((slot, self._broken_reason))
+                except _HungError:
+                    hung.append(slot)
+            if hung:
+                timeout = self._hung_error(hung, "a step")
+                if not self.max_restarts:
+                    raise timeout
+                dead += [(slot, self._hung_reasons[slot]) for slot in hung]
         except mp.TimeoutError:
             # The step stays pending: the next step_wait goes on from worker `slot`, which
             # timed out before taking its answer.
@@ -1124,8 +1257,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             "setting is max_env_restarts)."
         )
         if dead:  # the batch env stays broken
-            return WorkerDiedError(
-                f"{dead[0][1]}. {note} The batch env cannot continue; close it and build a new one."
+            error = EnvTimeoutError if any(s in self._hung_reasons for s, _ in dead) else None
+            how, _, stacks = dead[0][1].partition("\n")
+            return (error or WorkerDiedError)(
+                f"{how}. {note} The batch env cannot continue; close it and build a new one."
+                f"{chr(10) if stacks else ''}{stacks}"
             )
         slot, reports = failures[0]
         return self._remote_error(slot, reports[0], note)
@@ -1151,10 +1287,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 )
         for slot, how in dead:
             start, stop = self._ranges[slot]
+            how, _, stacks = how.partition("\n")  # a hung worker's reason ends in its stacks
             warnings.warn(
                 f"BatchEnv: {how}; respawned it as pid {self._procs[slot].pid} and reset its "
                 f"envs {start}..{stop - 1}, their episodes reported as truncated (restarts "
-                f"{number[start]}..{number[stop - 1]} {budget}).",
+                f"{number[start]}..{number[stop - 1]} {budget}).{chr(10) if stacks else ''}"
+                f"{stacks}",
                 EnvRestartWarning,
                 stacklevel=4,
             )
@@ -1170,6 +1308,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     ) -> None:
         """Sends a message to every worker; the parent's share runs ``local`` in the wait."""
         self._check_idle(caller)
+        self._start_clock()
         try:
             for slot, (start, stop) in enumerate(self._ranges):
                 self._send(slot, make_message(start, stop))
@@ -1203,9 +1342,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     request.local_result = request.local(self._local)
                 except Exception as exc:
                     request.local_exc = self._local_error(exc)
+            hung = []
             for slot in range(len(self._procs)):
                 if slot not in request.answers:
-                    request.answers[slot] = self._recv(slot, deadline)
+                    try:
+                        request.answers[slot] = self._recv(slot, deadline, self._hard_deadline)
+                    except _HungError:
+                        hung.append(slot)
+            if hung:
+                raise self._hung_error(hung, f"a {state.value}")
         except mp.TimeoutError:
             raise
         except KeyboardInterrupt:
@@ -1430,7 +1575,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             end = time.monotonic() + 1.0
             for proc in alive:
                 proc.join(max(0.0, end - time.monotonic()))
-        for conn in self._conns:
+        for conn in self._conns + [s for s in self._stacks if s is not None]:
             conn.close()
         for end in ("_alive_w", "_alive_r"):
             with contextlib.suppress(Exception):
@@ -1554,6 +1699,43 @@ def _resolve_transform(
         "transform must be a BatchTransform or a TransformFactory (such as "
         f"batchppo.envs.make.StandardStack); got {type(transform).__name__}."
     )
+
+
+def _read_until_quiet(fd: int, end: float) -> str:
+    """What arrives on ``fd`` until ``end`` (monotonic) or until it stays quiet for
+    :data:`_STACK_QUIET_S` after the first bytes; decoded, undecodable bytes replaced."""
+    chunks: list[bytes] = []
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        wait = min(left, _STACK_QUIET_S) if chunks else left
+        readable, _, _ = select.select([fd], [], [], wait)
+        if not readable:
+            if chunks:
+                break
+            continue
+        data = os.read(fd, 65536)
+        if not data:  # EOF: the worker is gone
+            break
+        chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _env_stacks(dump: str) -> str:
+    """A worker's faulthandler dump without its parent-watch thread and without the frames
+    of multiprocessing's start-up below ``worker_main``: the stacks that show the envs."""
+    blocks = []
+    for block in dump.strip().split("\n\n"):
+        if "in _exit_when_parent_dies" in block:
+            continue
+        lines = block.splitlines()
+        for i, line in enumerate(lines):
+            if line.endswith(" in worker_main"):
+                lines = lines[: i + 1]
+                break
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
 
 
 def _shared_buffer(nbytes: int) -> tuple[int, mmap.mmap]:

@@ -15,6 +15,7 @@ from typing import Any
 import cloudpickle
 
 __all__ = [
+    "EnvTimeoutError",
     "SpaceMismatchError",
     "WorkerDiedError",
     "WorkerError",
@@ -29,6 +30,16 @@ class WorkerError(RuntimeError):
 
 class WorkerDiedError(RuntimeError):
     """A worker process died (killed, crashed or exited) while the batch env needed it."""
+
+
+class EnvTimeoutError(WorkerDiedError):
+    """Envs did not answer a step, reset or call within the batch env's ``step_timeout``.
+
+    The message names the envs and their worker processes and shows where each was stuck
+    (the worker's Python stacks, dumped by :mod:`faulthandler` before the worker was killed).
+    A :class:`WorkerDiedError` too: the hung workers are killed, so a batch env without
+    restarts is broken in the same way as by a dead worker.
+    """
 
 
 class SpaceMismatchError(ValueError, RuntimeError):

@@ -547,6 +547,7 @@ def make(
     max_restarts: int = 0,
     preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+    step_timeout: float | None = None,
     **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
@@ -581,7 +582,10 @@ def make(
             under the standard stack: ``"atari"`` (or ``{"name": "atari", **settings}``, or
             an :class:`~batchppo.envs.atari.AtariStack`) for the standard Atari
             preprocessing, uint8 ``(4, 84, 84)`` frames; see :func:`preprocessing`.
-        **env_kwargs: Passed to ``gymnasium.make``.
+        step_timeout: ``"process"`` and ``"ray"``: seconds a worker (or actor) may take to
+            answer a step, reset or call before :class:`~batchppo.envs.EnvTimeoutError`
+            (see ``BatchEnv``); None waits for ever. ``"sync"`` refuses it: its envs step
+            in the calling process, which cannot bound them.
         autoreset_mode: ``BatchEnv``'s autoreset mode: ``SAME_STEP`` (the default here, what
             the learners use, with the dense ``final_obs`` and ``step_arrays``), or Gymnasium's
             ``NEXT_STEP`` (which its observation wrappers such as ``NormalizeObservation``
@@ -617,6 +621,11 @@ def make(
             f"autoreset_mode={autoreset_mode!r}: the ray backend has SAME_STEP only; use "
             "backend='process' or 'sync' for another autoreset mode."
         )
+    if step_timeout is not None and backend == "sync":
+        raise ValueError(
+            f"step_timeout={step_timeout}: the sync backend steps its envs in this process, "
+            "which cannot bound them; use backend='process' (worker processes) for a timeout."
+        )
     fn = make_env_fn(
         env_id,
         max_length=max_length,
@@ -639,6 +648,7 @@ def make(
             max_restarts=max_restarts,
             transform=transform,
             autoreset_mode=autoreset_mode,
+            step_timeout=step_timeout,
         )
     elif backend == "sync":
         env = BatchEnv(
@@ -652,7 +662,9 @@ def make(
     else:
         from batchppo.envs.ray_env import RayBatchEnv
 
-        env = RayBatchEnv(fns, num_workers=num_workers, **(ray_options or {}))
+        env = RayBatchEnv(
+            fns, num_workers=num_workers, step_timeout=step_timeout, **(ray_options or {})
+        )
     if seed is not None:
         env.reset(seed=seed)
     return env
@@ -713,6 +725,7 @@ _MAKE_KEYWORDS = frozenset(
         "ray_options",
         "max_restarts",
         "preprocess",
+        "step_timeout",
     }
 )
 

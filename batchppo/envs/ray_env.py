@@ -29,7 +29,10 @@ import math
 import multiprocessing as mp
 import os
 import socket
+import sys
 import threading
+import time
+import traceback
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -50,7 +53,7 @@ from batchppo.envs.batch_env import (
 )
 from batchppo.envs.batch_transform import SpacesOnly
 from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces
-from batchppo.envs.errors import WorkerDiedError, with_message
+from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, with_message
 from batchppo.envs.final_obs import dense_final_obs
 from batchppo.envs.infos import merge_info_parts
 from batchppo.envs.protocol import Layout
@@ -76,6 +79,8 @@ DEFAULT_NUM_CPUS = 0.5
 # Long enough for Ray to start worker processes on a loaded machine or a cluster to add a
 # node; short enough that a request the cluster cannot meet ends in an error, not a hang.
 DEFAULT_STARTUP_TIMEOUT = 60.0
+_STACKS_GROUP = "stacks"  # the actors' concurrency group of ``stacks``, beside the steps
+_STACKS_WAIT_S = 2.0  # how long a hung actor gets to send its stacks before it is killed
 # Seconds to wait for a cluster's address to accept a connection. ``ray.init`` itself retries
 # an address that does not answer for minutes.
 CONNECT_TIMEOUT = 10.0
@@ -284,6 +289,23 @@ class _EnvActor:
             with contextlib.suppress(Exception):
                 env.close()
 
+    def stacks(self) -> str:
+        """The Python stacks of this actor's threads that are inside an env call.
+
+        Runs in its own concurrency group (:data:`_STACKS_GROUP`), so it answers while a
+        step hangs in the default group, unless the env holds the interpreter in C code.
+        """
+        me = threading.get_ident()
+        out = []
+        for ident, frame in sys._current_frames().items():
+            stack = traceback.extract_stack(frame)
+            ours = [i for i, f in enumerate(stack) if f.filename == __file__]
+            if ident != me and ours:  # from this actor's method down: Ray's frames left out
+                out.append(
+                    f"Thread {ident:#x}:\n{''.join(traceback.format_list(stack[ours[0] :]))}"
+                )
+        return "\n".join(out) or "(no thread of the actor is in an env call)"
+
     def location(self) -> tuple[str, int]:
         """``(node id, pid)`` of this actor."""
         import ray
@@ -316,6 +338,12 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         actor_options: Passed to ``ray.remote``; its ``num_cpus`` wins over ``num_cpus``.
         address: The Ray cluster to join when Ray is not initialised yet (see
             :func:`connect`); None: ``RAY_ADDRESS`` if set, else a new local Ray.
+        step_timeout: Seconds an actor may take to answer a step, reset or call (counted
+            from the call); None (the default) waits for ever. Past it the hung actors are
+            asked for their stacks (a method in a concurrency group of its own, so it runs
+            beside the hung step unless the env holds the interpreter in C code), killed, and
+            the call raises :class:`~batchppo.envs.errors.EnvTimeoutError` naming their envs
+            and showing the stacks; the batch env cannot continue after that.
 
     Attributes:
         remote_calls: Remote calls sent to the actors so far: one per actor for each step,
@@ -342,10 +370,18 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT,
         actor_options: dict[str, Any] | None = None,
         address: str | None = None,
+        step_timeout: float | None = None,
     ):
         import ray
 
         self._ray = ray
+        if step_timeout is not None and not 0 < step_timeout < math.inf:
+            raise ValueError(
+                f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
+                f"{step_timeout!r}."
+            )
+        self.step_timeout = step_timeout
+        self._started = 0.0  # when the call in flight was sent (step_timeout's clock)
         self._actors: list[Any] = []
         self.remote_calls = 0
         self.closed = False
@@ -354,7 +390,11 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             raise ValueError("RayBatchEnv needs at least one env function; got an empty list.")
         if startup_timeout is not None and not startup_timeout > 0:
             raise ValueError(f"startup_timeout must be > 0 or None; got {startup_timeout!r}.")
-        options = {"num_cpus": num_cpus, **(actor_options or {})}
+        options = {
+            "num_cpus": num_cpus,
+            "concurrency_groups": {_STACKS_GROUP: 1},
+            **(actor_options or {}),
+        }
         if not options["num_cpus"] >= 0:
             raise ValueError(f"num_cpus must be >= 0; got {options['num_cpus']!r}.")
         connect(address)
@@ -479,13 +519,31 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             for actor, (start, stop) in zip(self._actors, self._ranges, strict=False)
         ]
         self.remote_calls += len(refs)
+        self._started = time.monotonic()
         return refs
 
-    def _get(self, refs: list[Any], timeout: float | None = None) -> list[Any]:
+    def _get(
+        self, refs: list[Any], timeout: float | None = None, what: str | None = None
+    ) -> list[Any]:
+        """The results of ``refs``, one remote call per actor.
+
+        Args:
+            refs: What :meth:`_send` returned.
+            timeout: A ``*_wait`` timeout: past it ``multiprocessing.TimeoutError``.
+            what: The call, for an :class:`EnvTimeoutError` (``"a step"``); None: the call is
+                not bound by ``step_timeout``.
+        """
         ray = self._ray
+        hard = False  # whether the wait ends at the step_timeout deadline
+        if what is not None and self.step_timeout is not None:
+            left = max(0.0, self._started + self.step_timeout - time.monotonic())
+            hard = timeout is None or left <= timeout
+            timeout = left if hard else timeout
         try:
             return ray.get(refs, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
+            if hard:
+                raise self._hung_error(refs, what) from None
             raise mp.TimeoutError("step_wait timed out; call it again to keep waiting.") from None
         except ray.exceptions.RayActorError as exc:
             cause = exc.args[0] if exc.args else None
@@ -513,6 +571,37 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             f"{who} died: {reason}. The batch env cannot continue; close it and build a new one."
         )
 
+    def _hung_error(self, refs: list[Any], what: str) -> EnvTimeoutError:
+        """Asks the actors that did not answer ``refs`` in time for their stacks, kills them,
+        and returns the error naming their envs."""
+        ray = self._ray
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        hung = [slot for slot, ref in enumerate(refs) if ref not in ready]
+        asks = {}
+        for slot in hung:
+            with contextlib.suppress(Exception):  # actor_options may have replaced the group
+                stacks = self._actors[slot].stacks.options(concurrency_group=_STACKS_GROUP)
+                asks[slot] = stacks.remote()
+        end = time.monotonic() + _STACKS_WAIT_S
+        parts = []
+        for slot in hung:
+            try:
+                stacks = ray.get(asks[slot], timeout=max(0.0, end - time.monotonic()))
+            except Exception:
+                stacks = "(none came: the actor did not answer for its stacks either)"
+            start, stop = self._ranges[slot]
+            parts.append((f"envs {start}..{stop - 1} (Ray env actor {slot})", stacks))
+            with contextlib.suppress(Exception):
+                ray.kill(self._actors[slot])
+        envs = "; ".join(who for who, _ in parts)
+        where = "\n".join(f"Stacks of {who}, where it was stuck:\n{text}" for who, text in parts)
+        return EnvTimeoutError(
+            f"{envs} did not answer {what} within step_timeout={self.step_timeout:g} s, so "
+            f"{'its actor was' if len(parts) == 1 else 'their actors were'} killed and the "
+            "batch env cannot continue (raise step_timeout, env_step_timeout in a config, if "
+            f"the env is only slow).\n{where}"
+        )
+
     def actor_locations(self) -> tuple[tuple[str, int], ...]:
         """``(node id, pid)`` of each actor, in env order: where the envs run."""
         self._check()
@@ -538,7 +627,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         if self._pending is None:
             raise NoAsyncCallError("step_wait called without a pending step_async.", "step")
         try:
-            results = self._get(self._pending, timeout)
+            results = self._get(self._pending, timeout, "a step")
         except mp.TimeoutError:
             raise  # still pending: step_wait may be called again
         except BaseException:
@@ -578,7 +667,8 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         """Resets every env; env ``i`` gets ``seed + i``."""
         self._check()
         seeds = parse_seeds(seed, self.num_envs)
-        results = self._get(self._send("reset", lambda start, stop: (seeds[start:stop], options)))
+        refs = self._send("reset", lambda start, stop: (seeds[start:stop], options))
+        results = self._get(refs, what="a reset")
         parts = [
             (start, stop - start, r[1])
             for (start, stop), r in zip(self._ranges, results, strict=True)
@@ -598,7 +688,8 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Calls ``name`` on every env (or reads the attribute)."""
         self._check()
-        results = self._get(self._send("call", lambda start, stop: (name, args, kwargs)))
+        refs = self._send("call", lambda start, stop: (name, args, kwargs))
+        results = self._get(refs, what="a call")
         return tuple(x for r in results for x in r)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
@@ -612,7 +703,8 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr needs one value or {self.num_envs}; got {len(values)}.")
-        self._get(self._send("set_attr", lambda start, stop: (name, list(values[start:stop]))))
+        refs = self._send("set_attr", lambda start, stop: (name, list(values[start:stop])))
+        self._get(refs, what="a call")
 
     def render(self) -> tuple[Any, ...]:
         """One frame per env."""

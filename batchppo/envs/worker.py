@@ -13,6 +13,7 @@ and reset them) or raises. A worker exits when its parent dies.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import mmap
 import os
 import signal
@@ -61,6 +62,7 @@ def worker_main(
     conn: Any,
     alive_r: Any,
     spin_s: float,
+    stack_w: Any = None,
 ) -> None:
     """Entry point of a worker process (see the module docstring for the protocol).
 
@@ -85,9 +87,15 @@ def worker_main(
         conn: This worker's end of its pipe to the parent.
         alive_r: Read end of a pipe the parent never writes: EOF means the parent died.
         spin_s: Seconds of non-blocking tries before blocking on a semaphore.
+        stack_w: Write end of a pipe (a ``BatchEnv`` with ``step_timeout``): on ``SIGUSR1``
+            the worker writes every thread's Python stack there (:mod:`faulthandler`, which
+            works while an env holds the interpreter in C code), so that a parent about to
+            kill a hung worker can say where it was stuck.
     """
     # Ctrl-C reaches the whole process group; the parent decides what happens.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if stack_w is not None:
+        faulthandler.register(signal.SIGUSR1, file=stack_w.fileno(), all_threads=True)
     threading.Thread(
         target=_exit_when_parent_dies, args=(alive_r,), name="batchppo-parent-watch", daemon=True
     ).start()

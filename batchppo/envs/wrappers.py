@@ -301,9 +301,7 @@ def non_finite_reward_message(env_id: str, step: int, reward: Any) -> str:
     )
 
 
-def int_overflow_message(
-    env_id: str, step: int, obs: Any, dtype: np.dtype, path: str = ""
-) -> str:
+def int_overflow_message(env_id: str, step: int, obs: Any, dtype: np.dtype, path: str = "") -> str:
     """The message of the ``ValueError`` an int64 observation outside ``dtype``'s range raises
     (:class:`ConvertTo32Bit` converts int64 to int32 and never wraps a value around).
 

@@ -1,17 +1,26 @@
-"""Atomic checkpoints of the whole training state.
+"""Atomic, checksummed checkpoints of the whole training state.
 
-A checkpoint is one msgpack file ``ckpt-<step>.msgpack`` holding the TrainState's state dict
-(params, optimiser state, normalisers, KL penalty beta, RNG key, step counters; see
-``flax.serialization``) next to a small ``meta`` mapping (format version, step, wall time).
+A checkpoint is one msgpack file ``ckpt-<step>.msgpack``. Its body is the msgpack of the
+TrainState's state dict (params, optimiser state, normalisers, KL penalty beta, RNG key, step
+counters; see ``flax.serialization``) next to a small ``meta`` mapping (format version, step,
+wall time); the file wraps that body with its SHA-256 (``{"sha256": ..., "body": ...}``), so
+a file damaged after it was written (a torn copy, a flipped bit, a truncated sync) is told
+from a good one before anything is restored. Files written before checksums existed are the
+bare body: they still load, with an :class:`UnverifiedCheckpointWarning`.
+
 It is written to a temporary file in the same directory, fsynced and renamed over the final
-name, so a reader (or a run killed with SIGKILL at any moment) only ever sees complete files.
-Only the newest ``keep`` checkpoints are kept.
+name, so a reader (or a run killed with SIGKILL at any moment) only ever sees complete files,
+and a write that fails (a full disk) leaves the earlier checkpoints as they were. Only the
+newest ``keep`` checkpoints are kept. :func:`restore_newest` is what a resume uses: the
+newest checkpoint that verifies, the damaged ones moved aside into ``corrupt/``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
+import warnings
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,11 +29,19 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
-from batchppo.experiment.errors import CheckpointError
+from batchppo.experiment.errors import CheckpointError, CorruptCheckpointError
 from batchppo.experiment.fileio import atomic_write_bytes
 
 FORMAT_VERSION = 1
+"""Version of the body (``meta`` and ``state``); the checksummed wrapper does not change it."""
+CORRUPT_DIR = "corrupt"
+"""Where :func:`restore_newest` moves checkpoints that do not verify (inside their dir)."""
 _NAME = re.compile(r"^ckpt-(\d+)\.msgpack$")
+
+
+class UnverifiedCheckpointWarning(UserWarning):
+    """A checkpoint without a checksum (written before checksums existed) was loaded."""
+
 
 T = TypeVar("T")
 
@@ -121,7 +138,9 @@ def save_checkpoint(
         "state": serialization.to_state_dict(_to_host(state)),
     }
     path = checkpoint_path(directory, step)
-    atomic_write_bytes(path, serialization.msgpack_serialize(payload))
+    body = serialization.msgpack_serialize(payload)
+    digest = hashlib.sha256(body).hexdigest()
+    atomic_write_bytes(path, serialization.msgpack_serialize({"sha256": digest, "body": body}))
     # Leftovers of writes interrupted by a kill: never complete, safe to drop.
     for stale in directory.glob(".ckpt-*.tmp"):
         with contextlib.suppress(OSError):
@@ -156,16 +175,14 @@ def restore_checkpoint(path: str | Path, template: T) -> tuple[T, dict[str, Any]
         ``(state, meta)``.
 
     Raises:
-        CheckpointError: Missing, unreadable, corrupt, or of another structure or shape (e.g.
-            written by a run with other network sizes).
+        CorruptCheckpointError: Missing, unreadable or damaged (its checksum does not match,
+            or it does not unpack).
+        CheckpointError: Of another format, structure or shape (e.g. written by a run with
+            other network sizes).
     """
     path = Path(path)
+    payload = _read_payload(path)
     try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise CheckpointError(f"cannot read checkpoint {path}: {error.strerror or error}") from None
-    try:
-        payload = serialization.msgpack_restore(data)
         meta, state_dict = payload["meta"], payload["state"]
         if meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT_VERSION}")
@@ -183,3 +200,89 @@ def restore_checkpoint(path: str | Path, template: T) -> tuple[T, dict[str, Any]
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise CheckpointError(f"corrupt or incompatible checkpoint {path}: {reason}") from None
     return _like_template(template, restored), dict(meta)
+
+
+def _read_payload(path: Path) -> dict[str, Any]:
+    """The body of checkpoint ``path`` (``meta`` and ``state``), its checksum verified.
+
+    Raises:
+        CorruptCheckpointError: Unreadable, not msgpack, or its SHA-256 does not match.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise CorruptCheckpointError(
+            f"cannot read checkpoint {path}: {error.strerror or error}"
+        ) from None
+    try:
+        outer = serialization.msgpack_restore(data)
+        if not isinstance(outer, dict):
+            raise ValueError(f"a {type(outer).__name__}, not a map")
+        if "body" not in outer:  # written before checksums: the body itself
+            warnings.warn(
+                f"checkpoint {path} has no checksum (written before checkpoints carried one); "
+                "loaded unverified",
+                UnverifiedCheckpointWarning,
+                stacklevel=3,
+            )
+            return outer
+        body = outer["body"]
+        if hashlib.sha256(body).hexdigest() != outer.get("sha256"):
+            raise ValueError("its SHA-256 does not match the one stored with it")
+        payload = serialization.msgpack_restore(body)
+        if not isinstance(payload, dict):
+            raise ValueError(f"a body of {type(payload).__name__}, not a map")
+        return payload
+    except Exception as error:  # msgpack, KeyError, TypeError, ValueError: all mean damaged.
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise CorruptCheckpointError(
+            f"corrupt or incompatible checkpoint {path}: {reason}"
+        ) from None
+
+
+def restore_newest(
+    directory: str | Path, template: T, report: Any = None
+) -> tuple[T, dict[str, Any], int] | None:
+    """Restores the newest checkpoint in ``directory`` that verifies: what a resume uses.
+
+    Damaged checkpoints (:class:`CorruptCheckpointError`) are skipped and moved into
+    ``<directory>/corrupt/`` (never deleted), each named through ``report``. A checkpoint
+    that verifies but does not fit ``template`` raises at once: every older one would not fit
+    either.
+
+    Args:
+        directory: The checkpoint directory.
+        template: A state of the run's structure.
+        report: Called with one line per checkpoint skipped; None: no report.
+
+    Returns:
+        ``(state, meta, step)``, or None when the directory holds no checkpoint and none was
+        ever moved aside (a run that has not saved yet).
+
+    Raises:
+        CheckpointError: None verifies (or only moved-aside ones are left): one line naming
+            what was moved where and the fix; or the newest good one does not fit.
+    """
+    directory = Path(directory)
+    corrupt = directory / CORRUPT_DIR
+    skipped = []
+    for step, path in reversed(list_checkpoints(directory)):
+        try:
+            state, meta = restore_checkpoint(path, template)
+        except CorruptCheckpointError as error:
+            corrupt.mkdir(exist_ok=True)
+            path.replace(corrupt / path.name)
+            skipped.append(step)
+            if report is not None:
+                report(f"skipped the checkpoint at step {step:,}: {error}; moved it to {corrupt}")
+            continue
+        return state, meta, step
+    aside = list_checkpoints(corrupt)
+    if not aside:
+        return None
+    steps = ", ".join(f"{s:,}" for s, _ in aside)
+    raise CheckpointError(
+        f"no checkpoint in {directory} verifies (steps {steps} are damaged and were moved to "
+        f"{corrupt}); start a new run (another --timestamp), or delete {corrupt} to train this "
+        "run again from step 0"
+    )

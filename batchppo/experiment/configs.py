@@ -473,6 +473,7 @@ RESUME_MUTABLE = frozenset(
         "devices",
         "host_loop",
         "max_env_restarts",
+        "env_step_timeout",
         "ray_address",
         "ray_num_cpus",
         "ray_startup_timeout",

@@ -22,3 +22,13 @@ class RunDirError(UserError):
 
 class CheckpointError(UserError):
     """A missing, unreadable or corrupt checkpoint."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint that cannot be read or is damaged (it does not unpack, or its checksum
+    does not match): an older one may still be good."""
+
+
+class StorageError(UserError):
+    """A run's file could not be written (a full disk, a lost mount); what was written
+    before, the newest checkpoint included, is intact."""

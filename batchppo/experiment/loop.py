@@ -48,9 +48,16 @@ from batchppo.core.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
-from batchppo.experiment.errors import ConfigError, RunDirError, UserError
+from batchppo.experiment.errors import (
+    ConfigError,
+    CorruptCheckpointError,
+    RunDirError,
+    StorageError,
+    UserError,
+)
 from batchppo.experiment.fileio import fsync_dir
 from batchppo.experiment.logging import RunLogger, read_metrics
+from batchppo.experiment.runlock import RunDirLock
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
@@ -231,6 +238,7 @@ def prepare_run_dir(
     timestamp: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     resume: bool = False,
+    locks: contextlib.ExitStack | None = None,
 ) -> tuple[RunConfig, Path, bool]:
     """Creates ``<logdir>/<timestamp>-<name>/`` or reopens it to resume.
 
@@ -243,6 +251,9 @@ def prepare_run_dir(
             compares ``config`` with the stored one instead.
         resume: The run must exist (``--resume``): a missing directory is an error, not a
             new run.
+        locks: Where to hold the run dir's lock (:mod:`~batchppo.experiment.runlock`): it
+            is taken before anything in the dir is written (a new run's dir holds it from
+            its creation) and released when ``locks`` closes. None: no lock.
 
     Returns:
         ``(config, run_dir, resumed)``; when resuming, the stored config with allowed changes.
@@ -251,6 +262,7 @@ def prepare_run_dir(
         RunDirError: The directory exists but is not a run (no readable config.yaml), or
             ``resume`` and it does not exist.
         ConfigError: Changes that would alter a resumed run's meaning.
+        RunDirLockedError: Another process holds the run dir (a subclass of RunDirError).
     """
     timestamp = timestamp or make_timestamp()
     if not timestamp or "/" in timestamp or os.sep in timestamp or timestamp in (".", ".."):
@@ -265,6 +277,8 @@ def prepare_run_dir(
     if run_dir.exists():
         if not config_path.is_file():
             raise RunDirError(f"{run_dir} exists but holds no {CONFIG_FILE}: not a batchppo run")
+        if locks is not None:
+            locks.enter_context(RunDirLock(run_dir))
         stored = configs.load_config(config_path)
         _check_same_algorithm(stored, config, run_dir)
         if overrides is None:
@@ -280,13 +294,18 @@ def prepare_run_dir(
     # Built under a temporary name and renamed: a kill at any moment leaves no half-made run.
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}."))
+    lock = locks.enter_context(RunDirLock(staging)) if locks is not None else None
     (staging / CHECKPOINT_DIR).mkdir()
     configs.save_config(config, staging / CONFIG_FILE)
     try:
         staging.rename(run_dir)
     except OSError:
+        if lock is not None:
+            lock.release()
         shutil.rmtree(staging, ignore_errors=True)
         raise RunDirError(f"{run_dir} was created by another process meanwhile") from None
+    if lock is not None:
+        lock.moved(run_dir)
     fsync_dir(run_dir.parent)
     return config, run_dir, False
 
@@ -602,14 +621,18 @@ class _Run:
         self.completed: tuple[Any, int, _Window] | None = None
 
     def restore(self) -> tuple[Any, int | None, float]:
-        """The initial TrainState, the step it was restored from (None if fresh), wall time."""
+        """The initial TrainState, the step it was restored from (None if fresh), wall time.
+
+        A resume takes the newest checkpoint that verifies; damaged ones are moved aside,
+        each named in a message (:func:`~batchppo.experiment.checkpoint.restore_newest`).
+        """
         state = self.trainer.init(self._key(_INIT_KEY))
-        found = ckpt.latest_checkpoint(self.ckpt_dir) if self.ckpt_dir else None
+        found = ckpt.restore_newest(self.ckpt_dir, state, self.message) if self.ckpt_dir else None
         if found is None:
             return state, None, 0.0
-        state, meta = ckpt.restore_checkpoint(found[1], state)
-        self.saved_step = found[0]
-        return state, found[0], float(meta.get("wall_time", 0.0))
+        state, meta, step = found
+        self.saved_step = step
+        return state, step, float(meta.get("wall_time", 0.0))
 
     def _key(self, purpose: int, *words: int) -> np.ndarray:
         """The run's PRNG key for ``purpose`` (init, env resets, evaluation) at ``words``."""
@@ -632,17 +655,36 @@ class _Run:
         if self.ckpt_dir is None or step == self.saved_step:
             return
         logger, _ = self._opened()
-        logger.flush()  # Reports up to `step` must be on disk before the checkpoint.
-        ckpt.save_checkpoint(
-            self.ckpt_dir, state, step, keep=self.config.keep_checkpoints,
-            meta={"wall_time": self.wall_time()},
-        )  # fmt: skip
+        try:
+            logger.flush()  # Reports up to `step` must be on disk before the checkpoint.
+            ckpt.save_checkpoint(
+                self.ckpt_dir, state, step, keep=self.config.keep_checkpoints,
+                meta={"wall_time": self.wall_time()},
+            )  # fmt: skip
+        except OSError as error:
+            raise self._storage_error(f"the checkpoint at step {step:,}", error) from None
         self.saved_step = step
+
+    def _storage_error(self, what: str, error: OSError) -> StorageError:
+        """The one-line error of a write into the run dir that failed (a full disk)."""
+        reason = f"[Errno {error.errno}] {error.strerror}" if error.errno else str(error)
+        kept = (
+            f"its checkpoint at step {self.saved_step:,} is intact"
+            if self.saved_step >= 0
+            else "it has no checkpoint yet"
+        )
+        return StorageError(
+            f"writing {what} into {self.run_dir} failed ({reason}); the run stopped and {kept}:"
+            " free some space, then resume it (the same train command with --resume)"
+        )
 
     def report(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
         """Writes a report (a metrics.jsonl record) and shows it."""
         logger, progress = self._opened()
-        record = logger.log(phase, step, {**values, "wall_time": self.wall_time()})
+        try:
+            record = logger.log(phase, step, {**values, "wall_time": self.wall_time()})
+        except OSError as error:
+            raise self._storage_error(f"the {phase} report at step {step:,}", error) from None
         self.records.append(record)
         progress.report(record)
         if phase == "eval":
@@ -686,8 +728,11 @@ class _Run:
         try:
             state, step, interrupted = self._train_phases(state, step)
             self.save(state, step)
-        finally:
-            self.close()
+        except BaseException:
+            with contextlib.suppress(StorageError):  # the error in flight is the one to show
+                self.close()
+            raise
+        self.close()
         return self.result(state, step, interrupted)
 
     def start(self, precompile: bool = True) -> tuple[Any, int]:
@@ -702,7 +747,10 @@ class _Run:
         self.stop.check_abort()
         step = int(state.step)
         self.started = time.monotonic()
-        self.logger = RunLogger(self.run_dir, resume_step)
+        try:
+            self.logger = RunLogger(self.run_dir, resume_step)
+        except OSError as error:  # opening the logs, or cutting them back to the checkpoint
+            raise self._storage_error("the reports", error) from None
         self.totals_before = self._last_totals()
         self.progress = Progress(self.progress_mode, config.steps, step)
         if resume_step is not None:
@@ -719,7 +767,11 @@ class _Run:
         if self.progress is not None:
             self.progress.close()
         if self.logger is not None:
-            self.logger.close()
+            logger, self.logger = self.logger, None
+            try:
+                logger.close()
+            except OSError as error:
+                raise self._storage_error("the last reports", error) from None
 
     def result(self, state: Any, step: int, interrupted: bool) -> TrainResult:
         """The :class:`TrainResult` of a run that ended at ``step``."""
@@ -984,7 +1036,9 @@ def train(
         UserError: Unknown preset, bad override, an env that fails its start-up check (its
             id, module, constructor or spaces: :func:`configs.check_env`, run before a run
             dir is made), unusable run dir or checkpoint (subclasses of
-            :class:`~batchppo.experiment.errors.UserError`).
+            :class:`~batchppo.experiment.errors.UserError`), a run dir that another process
+            holds (:class:`~batchppo.experiment.runlock.RunDirLockedError`), a write into the
+            run dir that failed (:class:`~batchppo.experiment.errors.StorageError`).
     """
     if resume and (logdir is None or timestamp is None):
         raise RunDirError("--resume needs --logdir and --timestamp: the run to resume")
@@ -1006,23 +1060,24 @@ def train(
     if logdir is None or timestamp is None or not (Path(logdir) / f"{timestamp}-{name}").exists():
         configs.check_env(config)  # Before a run dir is made for it (a resume checks its own).
     resumed = False
-    if logdir is not None:
-        explicit = changes if from_preset else None
-        config, run_dir, resumed = prepare_run_dir(
-            logdir, name, config, timestamp, explicit, resume=resume
-        )
-        if resumed:
-            configs.check_env(config)
-    try:
-        trainer = _build_trainer(trainer_factory, config)
-    except BaseException:
-        if run_dir is not None and not resumed:  # a failed start leaves no run dir behind
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    try:
-        return _Run(trainer, config, run_dir, progress).run()
-    finally:
-        trainer.close()
+    with contextlib.ExitStack() as locks:
+        if logdir is not None:
+            explicit = changes if from_preset else None
+            config, run_dir, resumed = prepare_run_dir(
+                logdir, name, config, timestamp, explicit, resume=resume, locks=locks
+            )
+            if resumed:
+                configs.check_env(config)
+        try:
+            trainer = _build_trainer(trainer_factory, config)
+        except BaseException:
+            if run_dir is not None and not resumed:  # a failed start leaves no run dir behind
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        try:
+            return _Run(trainer, config, run_dir, progress).run()
+        finally:
+            trainer.close()
 
 
 # --- Loading trained policies -----------------------------------------------------------------
@@ -1065,6 +1120,14 @@ def load_run(
     try:
         template = trainer.init(host_key(config.seed, _INIT_KEY))
         state, _ = ckpt.restore_checkpoint(path, template)
+    except CorruptCheckpointError as error:
+        trainer.close()
+        older = [s for s, _ in ckpt.list_checkpoints(run_dir / CHECKPOINT_DIR) if s < step]
+        if not older:
+            raise
+        raise CorruptCheckpointError(
+            f"{error}; an older one may be intact: --checkpoint {older[-1]}"
+        ) from None
     except BaseException:
         trainer.close()
         raise

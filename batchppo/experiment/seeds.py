@@ -21,6 +21,7 @@ exception then propagates with an :class:`~batchppo.experiment.loop.EnvFailure` 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import time
@@ -81,8 +82,12 @@ def prepare_seed_dirs(
     timestamp: str | None,
     overrides: dict[str, Any] | None,
     resume: bool = False,
+    locks: contextlib.ExitStack | None = None,
 ) -> tuple[list[RunConfig], list[Path]]:
     """Creates (or reopens, to resume) the run dirs ``<timestamp>-<name>-s<i>``.
+
+    With ``locks``, every dir's lock is held there (see
+    :func:`~batchppo.experiment.loop.prepare_run_dir`).
 
     Returns:
         Each seed's config (its own seed) and run dir.
@@ -106,7 +111,7 @@ def prepare_seed_dirs(
     for seed_name, seed_config in zip(names, _seed_configs(config, num_seeds), strict=True):
         explicit = overrides if all(exist) else None
         seed_config, run_dir, _ = loop.prepare_run_dir(
-            logdir, seed_name, seed_config, timestamp, explicit
+            logdir, seed_name, seed_config, timestamp, explicit, locks=locks
         )
         run_configs.append(seed_config)
         run_dirs.append(run_dir)
@@ -234,6 +239,14 @@ def run_seeds(
             runs.append(loop._Run(view, config, run_dir, "none" if i else progress, stop))
         started = [run.start(precompile=False) for run in runs]
         del fresh
+        if len({step for _, step in started}) > 1:  # a seed skipped a damaged checkpoint
+            for run in runs:
+                run.close()
+            listed = ", ".join(f"s{i}: {step:,}" for i, (_, step) in enumerate(started))
+            raise RunDirError(
+                f"the seeds resume from different steps ({listed}): damaged checkpoints were "
+                "skipped; resume each alone (--config NAME-s<i> without --seeds)"
+            )
         state = stack([s for s, _ in started])
         step = started[0][1]
         interrupted = False
@@ -292,23 +305,26 @@ def train_seeds(
         )
     configs.check_env(config)  # before a run dir is made for it
     before: set[Path] = set()
-    if logdir is None:
-        run_configs, run_dirs = _seed_configs(config, num_seeds), [None] * num_seeds
-    else:
-        before = set(Path(logdir).iterdir()) if Path(logdir).is_dir() else set()
-        explicit = changes if from_preset else None
-        run_configs, run_dirs = prepare_seed_dirs(
-            logdir, name, config, num_seeds, timestamp, explicit, resume
-        )
-        configs.check_env(run_configs[0])
-    try:
-        trainer = loop._build_trainer(lambda c: make_seeds_trainer(c, num_seeds), run_configs[0])
-    except BaseException:
-        for run_dir in run_dirs:  # a failed start leaves no new run dir behind
-            if run_dir is not None and run_dir not in before:
-                shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    try:
-        return run_seeds(trainer, run_configs, run_dirs, progress)
-    finally:
-        trainer.close()
+    with contextlib.ExitStack() as locks:
+        if logdir is None:
+            run_configs, run_dirs = _seed_configs(config, num_seeds), [None] * num_seeds
+        else:
+            before = set(Path(logdir).iterdir()) if Path(logdir).is_dir() else set()
+            explicit = changes if from_preset else None
+            run_configs, run_dirs = prepare_seed_dirs(
+                logdir, name, config, num_seeds, timestamp, explicit, resume, locks
+            )
+            configs.check_env(run_configs[0])
+        try:
+            trainer = loop._build_trainer(
+                lambda c: make_seeds_trainer(c, num_seeds), run_configs[0]
+            )
+        except BaseException:
+            for run_dir in run_dirs:  # a failed start leaves no new run dir behind
+                if run_dir is not None and run_dir not in before:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        try:
+            return run_seeds(trainer, run_configs, run_dirs, progress)
+        finally:
+            trainer.close()

@@ -20,12 +20,17 @@ def test_builtin_records_and_derived_lists():
     assert all(get_backend(n).fused for n in ("gymnax", "brax"))
     assert not any(get_backend(n).fused for n in names(host=True))
     assert get_backend("process").load_with == "sync" and get_backend("sync").load_with is None
-    ray_config = types.SimpleNamespace(ray_address="auto", ray_num_cpus=1, ray_startup_timeout=5)
+    ray_config = types.SimpleNamespace(
+        ray_address="auto", ray_num_cpus=1, ray_startup_timeout=5, env_step_timeout=7.0
+    )
     assert get_backend("ray").options(ray_config) == {
         "address": "auto",
         "num_cpus": 1,
         "startup_timeout": 5,
+        "step_timeout": 7.0,
     }
+    assert get_backend("process").options(ray_config) == {"step_timeout": 7.0}
+    assert get_backend("sync").options(ray_config) == {}
     assert get_backend("gymnax").options(object()) == {}
     assert backends.prose(["a", "b", "c"]) == "a, b and c"
 
@@ -101,3 +106,10 @@ def test_a_record_is_frozen_and_fills_its_defaults():
     assert record.title == "x" and record.install == "pip install xpkg" and record.fused
     with pytest.raises(AttributeError):
         record.host = True  # type: ignore[misc]
+
+
+def test_every_backend_is_installed_where_the_tests_run():
+    # The test extra installs every backend's optional package, so no backend (nor its
+    # presets in `batchppo list`) ships untested; a new backend's package joins the extra.
+    missing = [f"{b.name} ({b.requires})" for b in backends.BACKENDS.values() if not b.available()]
+    assert not missing, f"add these backends' packages to the test extra: {missing}"

@@ -1,4 +1,5 @@
-"""BraxEnv: time limits as truncation, falls as termination, same-step reset. Needs brax."""
+"""BraxEnv: time limits as truncation, falls as termination, same-step reset (brax is in the
+test extra)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-pytest.importorskip("brax")
 
 from batchppo.core.adapters import BraxEnv, make_env
 from batchppo.core.env import Env

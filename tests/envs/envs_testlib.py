@@ -66,7 +66,8 @@ class CountEnv(gymnasium.Env):
 
 
 class FaultyEnv(CountEnv):
-    """A CountEnv that misbehaves: ``fault`` in init/reset/step/exit/kill/segfault/hang/hang_close.
+    """A CountEnv that misbehaves: ``fault`` in init/reset/step/exit/kill/segfault/hang/hang_close
+    /hang_reset (its resets after the first sleep), or its method ``stall`` sleeps when called.
 
     The fault happens in env ``bad_tag`` only, at step ``at`` (for step faults).
     """
@@ -82,7 +83,14 @@ class FaultyEnv(CountEnv):
     def reset(self, *, seed=None, options=None):
         if self.bad and self.fault == "reset":
             raise KeyError("reset failed on purpose")
+        if self.bad and self.fault == "hang_reset" and self.episode >= 1:
+            time.sleep(3600)
         return super().reset(seed=seed, options=options)
+
+    def stall(self):
+        if self.bad:
+            time.sleep(3600)
+        return self.tag
 
     def step(self, action):
         out = super().step(action)

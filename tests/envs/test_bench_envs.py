@@ -46,8 +46,18 @@ def test_atari_peers_step_the_same_preprocessing(capsys):
     and ale-py's own vector env are measured (EnvPool too when the bench extra is in)."""
     peers = ["batch_arr", "ale_vector", "make_arr"]
     _bench_envs().main(
-        ["--seconds", "0.02", "--rounds", "1", "--sizes", "2", "--envs", "ALE/Breakout-v5",
-         "--peers", ",".join(peers)]
+        [
+            "--seconds",
+            "0.02",
+            "--rounds",
+            "1",
+            "--sizes",
+            "2",
+            "--envs",
+            "ALE/Breakout-v5",
+            "--peers",
+            ",".join(peers),
+        ]
     )
     lines = capsys.readouterr().out.splitlines()
     assert "make/alevec" in lines[1].split()

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
-from envs_testlib import FaultyEnv
+from envs_testlib import FaultyEnv, SlowEnv
 
-from batchppo.envs import BatchEnv, WorkerDiedError
+from batchppo.envs import BatchEnv, EnvRestartWarning, EnvTimeoutError, WorkerDiedError
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -367,3 +367,164 @@ def test_idle_workers_stop_spinning_after_worker_spin_us():
         time.sleep(0.5)
         used = [sum(w.cpu_times()[:2]) - b for w, b in zip(workers, before, strict=True)]
     assert max(used) < 0.05, used
+
+
+# --- step_timeout: a hung env is killed and named, with where it was stuck -------------------
+
+TIMEOUT_HEAD = (
+    "envs 2..3 (worker 1, pid {pid}) did not answer {what} within step_timeout=1 s, so its "
+    "worker was killed and the batch env cannot continue (raise step_timeout, "
+    "env_step_timeout in a config, if the env is only slow)."
+)
+SLEEPING_FRAME = r'envs_testlib\.py", line \d+ in {}\n'
+
+
+def test_a_step_that_hangs_raises_env_timeout_error_naming_the_env_and_its_stack():
+    # The issue's reproduction: env 2 of 4 sleeps in its 5th step.
+    env = BatchEnv(
+        faulty_fns(4, 2, "hang", at=5), num_workers=2, autoreset_mode="SameStep", step_timeout=1.0
+    )
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    action = np.zeros((4, 1), np.float32)
+    for _ in range(4):
+        env.step(action)
+    with pytest.raises(EnvTimeoutError) as info:
+        env.step(action)
+    message = str(info.value)
+    lines = message.splitlines()
+    assert lines[0] == TIMEOUT_HEAD.format(pid=pids[1], what="a step")
+    assert lines[1] == f"Stacks of worker 1 (pid {pids[1]}, envs 2..3), where it was stuck:"
+    assert re.search(SLEEPING_FRAME.format("step"), message)
+    assert "_exit_when_parent_dies" not in message  # the worker's own watch thread is left out
+    assert lines[-1].endswith(" in worker_main")
+    assert isinstance(info.value, WorkerDiedError)  # the worker is gone
+    assert not _running(pids[1])
+    with pytest.raises(WorkerDiedError, match="did not answer a step within step_timeout=1 s"):
+        env.step(action)  # broken, as by a dead worker
+    env.close()
+    assert_all_gone(pids)
+
+
+def test_a_hung_worker_is_restarted_under_max_restarts_and_its_episodes_truncated():
+    env = BatchEnv(
+        faulty_fns(4, 2, "hang", at=5),
+        num_workers=2,
+        autoreset_mode="SameStep",
+        step_timeout=1.0,
+        max_restarts=2,
+    )
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    action = np.zeros((4, 1), np.float32)
+    for _ in range(4):
+        env.step(action)
+    with pytest.warns(EnvRestartWarning) as warned:
+        obs, reward, terminated, truncated, infos = env.step(action)
+    assert truncated.tolist() == [False, False, True, True]
+    assert terminated.tolist() == [False, False, False, False]
+    assert reward.tolist() == [5.0, 5.0, 0.0, 0.0]
+    # Envs 2 and 3 were rebuilt in a new worker: a first episode at t = 0; their final obs is
+    # the last obs they returned (t = 4).
+    assert obs[:, 1:].tolist() == [[1, 5], [1, 5], [1, 0], [1, 0]]
+    assert infos["final_obs"][:, 2].tolist() == [5, 5, 4, 4]
+    assert env.restarts == 2
+    assert infos["env_restarted"].tolist() == [False, False, True, True]
+    text = str(warned[0].message)
+    new_pid = worker_pids(env)[1]
+    assert text.startswith(
+        f"BatchEnv: worker 1 (pid {pids[1]}, envs 2..3) did not answer a step within "
+        f"step_timeout=1 s (killed); respawned it as pid {new_pid} and reset its envs 2..3, "
+        "their episodes reported as truncated (restarts 1..2 of max_restarts=2).\nIts "
+        "stacks, where it was stuck:\n"
+    )
+    assert re.search(SLEEPING_FRAME.format("step"), text)
+    assert new_pid != pids[1] and not _running(pids[1])
+    obs, *_ = env.step(action)
+    assert obs[:, 2].tolist() == [6, 6, 1, 1]  # the run goes on
+    env.close()
+    assert_all_gone([*pids, new_pid])
+
+
+def test_a_timeout_past_the_restart_budget_raises_env_timeout_error_naming_the_budget():
+    env = BatchEnv(
+        faulty_fns(4, 2, "hang", at=2),
+        num_workers=2,
+        autoreset_mode="SameStep",
+        step_timeout=1.0,
+        max_restarts=1,
+    )
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    action = np.zeros((4, 1), np.float32)
+    env.step(action)
+    with pytest.raises(EnvTimeoutError) as info:
+        env.step(action)
+    lines = str(info.value).splitlines()
+    assert lines[0] == (
+        f"worker 1 (pid {pids[1]}, envs 2..3) did not answer a step within step_timeout=1 s "
+        "(killed). Not restarted: the restart budget is used up (max_restarts=1, 0 restarts "
+        "done, this step needs 2 more; in a PPOConfig the setting is max_env_restarts). The "
+        "batch env cannot continue; close it and build a new one."
+    )
+    assert lines[1] == "Its stacks, where it was stuck:"
+    assert re.search(SLEEPING_FRAME.format("step"), str(info.value))
+    env.close()
+    assert_all_gone(pids)
+
+
+@pytest.mark.parametrize("call", ["reset", "call"])
+def test_a_reset_or_call_that_hangs_raises_env_timeout_error(call):
+    fault = "hang_reset" if call == "reset" else "none"
+    env = BatchEnv(
+        faulty_fns(4, 2, fault), num_workers=2, autoreset_mode="SameStep", step_timeout=1.0
+    )
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    with pytest.raises(EnvTimeoutError) as info:
+        env.reset(seed=1) if call == "reset" else env.call("stall")
+    lines = str(info.value).splitlines()
+    assert lines[0] == TIMEOUT_HEAD.format(pid=pids[1], what=f"a {call}")
+    frame = "reset" if call == "reset" else "stall"
+    assert re.search(SLEEPING_FRAME.format(frame), str(info.value))
+    env.close()
+    assert_all_gone(pids)
+
+
+def test_a_step_wait_timeout_keeps_the_step_pending_until_step_timeout():
+    env = BatchEnv(
+        faulty_fns(4, 2, "hang", at=1), num_workers=2, autoreset_mode="SameStep", step_timeout=1.0
+    )
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    env.step_async(np.zeros((4, 1), np.float32))
+    with pytest.raises(mp.TimeoutError):
+        env.step_wait(timeout=0.2)  # the caller's own limit: the step stays pending
+    with pytest.raises(EnvTimeoutError, match=r"^envs 2\.\.3 \(worker 1, pid \d+\) did not answer"):
+        env.step_wait()  # step_timeout counts from step_async
+    env.close()
+    assert_all_gone(pids)
+
+
+def test_a_slow_step_within_the_timeout_is_not_an_error():
+    env = BatchEnv(
+        [lambda i=i: SlowEnv(i, 0.3) for i in range(2)],
+        num_workers=2,
+        autoreset_mode="SameStep",
+        step_timeout=1.0,
+    )
+    env.reset(seed=0)
+    obs, *_ = env.step(np.zeros((2, 1), np.float32))
+    assert obs[:, 2].tolist() == [1, 1]
+    env.close()
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("inf"), "5", True])
+def test_step_timeout_must_be_positive_seconds(bad):
+    with pytest.raises(ValueError) as info:
+        BatchEnv(
+            faulty_fns(2, -1, "none"), num_workers=1, autoreset_mode="SameStep", step_timeout=bad
+        )
+    assert str(info.value) == (
+        f"step_timeout must be a number of seconds > 0, or None to wait for ever; got {bad!r}."
+    )

@@ -14,7 +14,11 @@ from gymnasium.wrappers import TimeLimit
 ray = pytest.importorskip("ray")
 
 from batchppo.envs import BatchEnv, make, make_env_fn  # noqa: E402
-from batchppo.envs.errors import SpaceMismatchError  # noqa: E402
+from batchppo.envs.errors import (  # noqa: E402
+    EnvTimeoutError,
+    SpaceMismatchError,
+    WorkerDiedError,
+)
 from batchppo.envs.ray_env import RayBatchEnv, RayResourcesError  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
@@ -76,6 +80,31 @@ def test_env_constructor_error_keeps_type_and_names_env(local_ray):
     # The actor's creation fails; the env's own error comes back, not a bare "actor died".
     with pytest.raises(ZeroDivisionError, match=r"(?s)constructor of env 1 .*env 1 in a Ray actor"):
         RayBatchEnv([lambda i=i: FaultyEnv(i, 1, "init") for i in range(2)], num_workers=2)
+
+
+def test_a_step_that_hangs_raises_env_timeout_error_with_the_actors_stack(local_ray):
+    env = RayBatchEnv(
+        [lambda i=i: FaultyEnv(i, 2, "hang", 5) for i in range(4)], num_workers=2,
+        step_timeout=2.0,
+    )  # fmt: skip
+    env.reset(seed=0)
+    action = np.zeros((4, 1), np.float32)
+    for _ in range(4):
+        env.step(action)
+    with pytest.raises(EnvTimeoutError) as info:
+        env.step(action)
+    lines = str(info.value).splitlines()
+    assert lines[0] == (
+        "envs 2..3 (Ray env actor 1) did not answer a step within step_timeout=2 s, so its "
+        "actor was killed and the batch env cannot continue (raise step_timeout, "
+        "env_step_timeout in a config, if the env is only slow)."
+    )
+    assert lines[1] == "Stacks of envs 2..3 (Ray env actor 1), where it was stuck:"
+    assert lines[-2].endswith(", in step") and "envs_testlib.py" in lines[-2]
+    assert lines[-1].strip() == "time.sleep(3600)"
+    with pytest.raises(WorkerDiedError, match=r"Ray env actor 1 \(envs 2\.\.3\) died"):
+        env.step(action)
+    env.close()
 
 
 def test_make_ray_backend(local_ray):

@@ -10,6 +10,7 @@ too), as ``gymnasium.make`` does. :func:`train_argv` and :func:`env_workers` run
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import gymnasium
@@ -86,7 +87,7 @@ class FailingPendulumEnv(PendulumEnv):
     """Pendulum-v1 whose ``fail_at``-th step since construction fails.
 
     ``how="raise"`` raises :class:`FailingError`; ``how="exit"`` ends the worker process
-    with ``os._exit(3)``.
+    with ``os._exit(3)``; ``how="hang"`` sleeps for an hour (a simulator that deadlocked).
     """
 
     def __init__(self, fail_at: int = 100, how: str = "raise", render_mode: str | None = None):
@@ -98,6 +99,8 @@ class FailingPendulumEnv(PendulumEnv):
         if self.steps == self.fail_at:
             if self.how == "exit":
                 os._exit(3)
+            if self.how == "hang":
+                time.sleep(3600)
             raise FailingError(f"FailingPendulum: step {self.steps} failed on purpose")
         return super().step(action)
 

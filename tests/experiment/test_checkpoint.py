@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from flax import struct
+from flax import serialization, struct
 
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import fileio
-from batchppo.experiment.errors import CheckpointError
+from batchppo.experiment.errors import CheckpointError, CorruptCheckpointError
 
 
 @struct.dataclass
@@ -167,3 +170,109 @@ def test_a_field_added_later_restores_from_the_fresh_state(tmp_path):
     strict = grown_state(())(**vars(make_state(0)), running=jnp.full((2,), 7.0))
     with pytest.raises(CheckpointError, match="corrupt or incompatible checkpoint"):
         ckpt.restore_checkpoint(path, strict)
+
+
+# --- Integrity (issue 24): checksums, the newest good checkpoint, a full disk ----------------
+
+
+def _flip_a_byte_of_a_param(path, seed):
+    """Damage that still unpacks: one byte of params.w's float data (of ``make_state(seed)``)
+    changes."""
+    data = bytearray(path.read_bytes())
+    at = bytes(data).find((np.arange(3, dtype=np.float32) + seed).tobytes())
+    assert at > 0
+    data[at + 1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_bit_is_caught_by_the_checksum(tmp_path):
+    path = ckpt.save_checkpoint(tmp_path, make_state(0), 10)
+    _flip_a_byte_of_a_param(path, 0)
+    with pytest.raises(CorruptCheckpointError) as info:
+        ckpt.restore_checkpoint(path, make_state(0))
+    assert str(info.value) == (
+        f"corrupt or incompatible checkpoint {path}: its SHA-256 does not match the one "
+        "stored with it"
+    )
+
+
+def test_a_checkpoint_written_before_checksums_loads_with_a_warning(tmp_path):
+    state = make_state(2)
+    payload = {
+        "meta": {"format": ckpt.FORMAT_VERSION, "step": 200},
+        "state": serialization.to_state_dict(ckpt._to_host(state)),
+    }
+    path = ckpt.checkpoint_path(tmp_path, 200)
+    path.write_bytes(serialization.msgpack_serialize(payload))  # the format before checksums
+    with pytest.warns(ckpt.UnverifiedCheckpointWarning) as warned:
+        restored, meta = ckpt.restore_checkpoint(path, make_state(0))
+    assert str(warned[0].message) == (
+        f"checkpoint {path} has no checksum (written before checkpoints carried one); loaded "
+        "unverified"
+    )
+    assert_same(restored, state)
+    assert meta == {"format": ckpt.FORMAT_VERSION, "step": 200}
+
+
+def test_resume_takes_the_newest_checkpoint_that_verifies_and_moves_the_others_aside(tmp_path):
+    for step in (10, 20, 30):
+        ckpt.save_checkpoint(tmp_path, make_state(step // 10), step)
+    newest = ckpt.checkpoint_path(tmp_path, 30)
+    newest.write_bytes(newest.read_bytes()[:100])  # torn
+    _flip_a_byte_of_a_param(ckpt.checkpoint_path(tmp_path, 20), 2)
+    lines = []
+    state, meta, step = ckpt.restore_newest(tmp_path, make_state(0), lines.append)
+    assert step == 10 and meta["step"] == 10
+    assert_same(state, make_state(1))
+    corrupt = tmp_path / "corrupt"
+    assert lines[0].startswith(
+        f"skipped the checkpoint at step 30: corrupt or incompatible checkpoint {newest}: "
+    )
+    assert lines[0].endswith(f"; moved it to {corrupt}")
+    assert lines[1] == (
+        "skipped the checkpoint at step 20: corrupt or incompatible checkpoint "
+        f"{ckpt.checkpoint_path(tmp_path, 20)}: its SHA-256 does not match the one stored "
+        f"with it; moved it to {corrupt}"
+    )
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path)] == [10]
+    assert [s for s, _ in ckpt.list_checkpoints(corrupt)] == [20, 30]  # moved, not deleted
+
+
+def test_when_no_checkpoint_verifies_resume_stops_with_one_line_naming_the_fix(tmp_path):
+    for step in (10, 20):
+        path = ckpt.save_checkpoint(tmp_path, make_state(1), step)
+        path.write_bytes(b"")
+    message = (
+        f"no checkpoint in {tmp_path} verifies (steps 10, 20 are damaged and were moved to "
+        f"{tmp_path / 'corrupt'}); start a new run (another --timestamp), or delete "
+        f"{tmp_path / 'corrupt'} to train this run again from step 0"
+    )
+    for _ in range(2):  # and again: the run does not silently start over from step 0
+        with pytest.raises(CheckpointError) as info:
+            ckpt.restore_newest(tmp_path, make_state(0))
+        assert str(info.value) == message
+    assert ckpt.restore_newest(tmp_path / "fresh", make_state(0)) is None  # nothing saved yet
+
+
+def test_a_checkpoint_that_verifies_but_does_not_fit_is_not_moved(tmp_path):
+    ckpt.save_checkpoint(tmp_path, make_state(1, width=5), 10)
+    with pytest.raises(CheckpointError, match=r"shape \(5,\) where \(3,\) expected"):
+        ckpt.restore_newest(tmp_path, make_state(0, width=3))
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path)] == [10]
+    assert not (tmp_path / "corrupt").exists()
+
+
+def test_a_full_disk_during_a_checkpoint_leaves_the_previous_one_intact(tmp_path, monkeypatch):
+    ckpt.save_checkpoint(tmp_path, make_state(1), 10)
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(fileio.os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        ckpt.save_checkpoint(tmp_path, make_state(2), 20, keep=1)
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000000010.msgpack"]
+    state, _, step = ckpt.restore_newest(tmp_path, make_state(0))
+    assert step == 10
+    assert_same(state, make_state(1))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import signal
 
@@ -13,7 +14,12 @@ from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, loop
-from batchppo.experiment.errors import ConfigError, RunDirError
+from batchppo.experiment.errors import (
+    ConfigError,
+    CorruptCheckpointError,
+    RunDirError,
+    StorageError,
+)
 from batchppo.experiment.logging import read_metrics, read_scalars
 
 # 100 steps per iteration, steps=1000, log_every=250, eval_every=400, checkpoint_every=300.
@@ -312,3 +318,88 @@ def test_a_start_that_fails_after_the_run_dir_was_made_removes_it(tmp_path):
     with pytest.raises(ConfigError, match="no trainer today"):
         run(tmp_path, factory=failing_factory)
     assert [p.name for p in tmp_path.iterdir()] == ["T-fake"]
+
+
+# --- Faults of the disk (issue 24): a damaged newest checkpoint, a full disk -----------------
+
+
+def test_resume_skips_a_torn_newest_checkpoint_and_says_so(tmp_path, capsys):
+    config = fake_config(keep_checkpoints=3)
+    run(tmp_path, config)
+    ckpt_dir = tmp_path / "T-fake" / loop.CHECKPOINT_DIR
+    assert [s for s, _ in ckpt.list_checkpoints(ckpt_dir)] == [600, 900, 1000]
+    newest = ckpt.checkpoint_path(ckpt_dir, 1000)
+    newest.write_bytes(newest.read_bytes()[:-50])  # torn
+    capsys.readouterr()
+    result = run(tmp_path, config)
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"batchppo: skipped the checkpoint at step 1,000: corrupt or incompatible checkpoint "
+        f"{newest}: "
+    )
+    assert err.splitlines()[0].endswith(f"; moved it to {ckpt_dir / 'corrupt'}")
+    assert result.step == 1000 and int(result.train_state.updates) == 10  # 900 -> 1000 again
+    assert steps_of(read_metrics(tmp_path / "T-fake"), "train") == TRAIN_STEPS
+    assert [s for s, _ in ckpt.list_checkpoints(ckpt_dir / "corrupt")] == [1000]
+
+
+def _full_disk_at(monkeypatch, step):
+    real = ckpt.atomic_write_bytes
+
+    def write(path, data):
+        if path.name == ckpt.checkpoint_path(".", step).name:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(path, data)
+
+    monkeypatch.setattr(ckpt, "atomic_write_bytes", write)
+
+
+FULL_DISK = (
+    "writing {what} into {run_dir} failed ([Errno 28] No space left on device); the run "
+    "stopped and its checkpoint at step 300 is intact: free some space, then resume it (the "
+    "same train command with --resume)"
+)
+
+
+def test_a_full_disk_during_a_checkpoint_stops_the_run_and_keeps_the_previous_one(
+    tmp_path, monkeypatch
+):
+    _full_disk_at(monkeypatch, 600)
+    with pytest.raises(StorageError) as info:
+        run(tmp_path)
+    run_dir = tmp_path / "T-fake"
+    assert str(info.value) == FULL_DISK.format(what="the checkpoint at step 600", run_dir=run_dir)
+    ckpt_dir = run_dir / loop.CHECKPOINT_DIR
+    assert sorted(p.name for p in ckpt_dir.iterdir()) == [ckpt.checkpoint_path(".", 300).name]
+    monkeypatch.undo()
+    result = run(tmp_path)  # once there is space again, the run resumes from 300
+    assert result.step == 1000 and steps_of(result.records, "train") == [500, 800, 1000]
+
+
+def test_a_full_disk_during_a_report_stops_the_run(tmp_path, monkeypatch):
+    real = loop.RunLogger.log
+
+    def log(self, phase, step, values):
+        if step == 500:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, phase, step, values)
+
+    monkeypatch.setattr(loop.RunLogger, "log", log)
+    with pytest.raises(StorageError) as info:
+        run(tmp_path)
+    run_dir = tmp_path / "T-fake"
+    assert str(info.value) == FULL_DISK.format(what="the train report at step 500", run_dir=run_dir)
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / loop.CHECKPOINT_DIR)] == [300]
+
+
+def test_loading_a_damaged_newest_checkpoint_names_an_older_one(tmp_path):
+    run(tmp_path, fake_config(keep_checkpoints=3))
+    run_dir = tmp_path / "T-fake"
+    newest = ckpt.checkpoint_path(run_dir / loop.CHECKPOINT_DIR, 1000)
+    newest.write_bytes(b"")
+    with pytest.raises(CorruptCheckpointError) as info:
+        loop.load_run(run_dir, trainer_factory=FakeTrainer)
+    assert str(info.value).endswith("; an older one may be intact: --checkpoint 900")
+    assert str(info.value).startswith(f"corrupt or incompatible checkpoint {newest}: ")
+    _, _, _, step = loop.load_run(run_dir, checkpoint=900, trainer_factory=FakeTrainer)
+    assert step == 900

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from experiment_fakes import FakeSeedsTrainer
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
@@ -105,3 +106,27 @@ def test_a_failed_start_removes_only_the_seed_dirs_it_made(tmp_path: Path, monke
     with pytest.raises(ConfigError, match="no trainer today"):
         loop.train("cartpole_jax", tmp_path, seeds=2, timestamp="T", progress="none")
     assert [p.name for p in tmp_path.iterdir()] == ["other"]
+
+
+def test_a_resume_whose_seeds_skip_to_different_steps_stops_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from batchppo.algorithms.ppo import seeds as ppo_seeds
+    from batchppo.experiment import checkpoint as ckpt
+
+    monkeypatch.setattr(ppo_seeds, "SeedsTrainer", FakeSeedsTrainer)
+    argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "T",
+            "--progress", "none", "--seeds", "2", "--set", "num_agents=10", "--set",
+            "rollout_length=10", "--set", "steps=500", "--set", "checkpoint_every=200"]  # fmt: skip
+    assert cli.main(argv) == 0
+    ckpt_dir = tmp_path / "T-cartpole_jax-s1" / "checkpoints"
+    newest = ckpt.checkpoint_path(ckpt_dir, 500)
+    newest.write_bytes(newest.read_bytes()[:40])  # seed 1's newest checkpoint is torn
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        "batchppo: error: the seeds resume from different steps (s0: 500, s1: 400): damaged "
+        "checkpoints were skipped; resume each alone (--config NAME-s<i> without --seeds)"
+    )
+    assert [s for s, _ in ckpt.list_checkpoints(ckpt_dir / "corrupt")] == [500]

@@ -5,6 +5,7 @@ leaves no worker process behind."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 
 import jax
@@ -316,3 +317,50 @@ def test_an_env_error_in_a_seeds_run_checkpoints_every_seed_at_one_step(
         assert [r["step"] for r in read_metrics(run_dir) if r["phase"] == "eval"] == [
             *seed_evals, *(s for s in (800, 1000) if s > step)
         ]  # fmt: skip
+
+
+def test_an_env_that_hangs_stops_train_after_env_step_timeout_as_an_env_error(tmp_path, capsys):
+    # Each env's 200th step (in the 4th iteration, 1536 -> 2048) sleeps for an hour.
+    argv = _argv(tmp_path, "H", "env_kwargs={fail_at: 200, how: hang}", "env_step_timeout=2")
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    run_dir = tmp_path / "H-pendulum_fast"
+    assert code == 1, err
+    lines = err.strip().splitlines()
+    assert lines[-2] == (
+        f"batchppo: stopped at step 1,536 by an env error; checkpoint at step 1,536 in "
+        f"{run_dir / 'checkpoints'}; resume with: batchppo train --config pendulum_fast "
+        f"--logdir {tmp_path} --timestamp H --resume"
+    )
+    assert re.fullmatch(
+        r"batchppo: error: the env raised EnvTimeoutError: envs 0\.\.3 \(worker 0, pid \d+\); "
+        r"envs 4\.\.7 \(worker 1, pid \d+\) did not answer a step within step_timeout=2 s, so "
+        r"their workers were killed and the batch env cannot continue \(raise step_timeout, "
+        r"env_step_timeout in a config, if the env is only slow\)\. \(full text: "
+        + re.escape(str(run_dir / "env_error.txt"))
+        + r"\)",
+        lines[-1],
+    )
+    text = (run_dir / "env_error.txt").read_text()
+    assert re.search(r'crash_envs\.py", line \d+ in step', text)  # where each was stuck
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [1536]
+    assert not out
+    assert not env_workers()
+
+
+def test_with_restarts_a_hung_worker_is_respawned_and_training_goes_on(tmp_path, capsys):
+    argv = _argv(
+        tmp_path, "HR", "env_kwargs={fail_at: 300, how: hang}", "env_step_timeout=1",
+        "max_env_restarts=40",
+    )  # fmt: skip
+    with pytest.warns(EnvRestartWarning, match="did not answer a step within step_timeout=1 s"):
+        code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith("done: 4,096 steps")
+    train = [r for r in read_metrics(tmp_path / "HR-pendulum_fast") if r["phase"] == "train"]
+    assert [r["step"] for r in train] == [1024, 2048, 3072, 4096]
+    # The 8 training envs hang at their 300th step (2400 env steps in), so both workers are
+    # respawned once: 8 restarts by the report at 3072.
+    assert [r["env_restarts"] for r in train] == [0, 0, 8, 8]
+    assert not env_workers()

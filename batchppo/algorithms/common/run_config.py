@@ -76,6 +76,15 @@ class RunConfig:
     process dies, is then rebuilt and reset, its episode ending truncated, and training goes
     on; the ``env_restarts`` train metric counts them. 0 (the default) fails fast: the env's
     error ends the run. Past the budget the error is raised, naming this setting."""
+    env_step_timeout: float | None = 60.0
+    """``process`` and ``ray`` backends: seconds an env worker process (or Ray actor) may
+    take to answer one step, reset or call of its envs. Past it the worker is asked for its
+    Python stacks and killed, and the run stops as on an env error, with
+    ``EnvTimeoutError`` naming the envs and where they were stuck; under
+    ``max_env_restarts`` the worker is respawned instead and its envs' episodes truncated.
+    None waits for ever. The default is far above any step or reset of the MuJoCo presets'
+    envs (docs/benchmarks.md); raise it for an env that is slow by nature. The ``sync``
+    backend steps its envs in the learner's process, which cannot bound them."""
     ray_address: str | None = None
     """``ray`` backend: the Ray cluster to join (``auto`` or ``host:port``); None:
     ``RAY_ADDRESS`` if set, else a new local Ray. A Ray already initialised in the process is
@@ -168,6 +177,11 @@ class RunConfig:
             f"max_env_restarts={self.max_env_restarts}: env restarts are for the "
             f"{backends.prose(backends.names(supports_restarts=True))} backends only; "
             f"backend={self.backend!r} fails fast (set max_env_restarts=0)",
+        )
+        check(
+            self.env_step_timeout is None or 0 < self.env_step_timeout < float("inf"),
+            f"env_step_timeout={self.env_step_timeout}: must be a number of seconds > 0, or "
+            "None to wait for ever",
         )
         check(
             self.devices is None or self.devices >= 1,
