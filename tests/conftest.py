@@ -102,6 +102,14 @@ class Pixels(Choose):
 class Nested(Choose):
     observation_space = spaces.Dict({"x": spaces.Box(0.0, 1.0, (2,), np.float32)})
 
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return {"x": obs}, info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return {"x": obs}, *rest
+
 
 def make_reach(size=1.0):
     return Reach(size)
@@ -117,6 +125,14 @@ def make_pixels():
 
 def make_nested():
     return Nested()
+
+
+class Worded(Choose):
+    observation_space = spaces.Text(5)
+
+
+def make_worded():
+    return Worded()
 
 
 def make_broken():

@@ -323,10 +323,11 @@ def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
             "(`batchppo list`)",
         ),
         (
-            ["--env", "myenvs:make_nested"],
-            "env 'myenvs:make_nested': HostEnv supports Box observation spaces only, got "
-            "Dict('x': Box(-1.0, 1.0, (2,), float32)); flatten the observations with a "
-            "Gymnasium wrapper (e.g. FlattenObservation) first. (--debug shows the traceback)",
+            ["--env", "myenvs:make_worded"],
+            "env 'myenvs:make_worded': HostEnv observation space: space Text(1, 5, charset="
+            "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz) is not supported; "
+            "supported: Box (any dtype and rank), Discrete (start 0), MultiDiscrete and "
+            "MultiBinary, nested in Dict and Tuple. (--debug shows the traceback)",
         ),
         (
             ["--config", "my.yaml"],

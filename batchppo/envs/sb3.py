@@ -180,6 +180,7 @@ class BatchVecEnv(VecEnv):
             max_restarts=max_restarts,
             spin_us=spin_us,
             worker_spin_us=worker_spin_us,
+            autoreset_mode="SameStep",  # SB3's terminal_observation comes from final_obs
         )
         self.closed = False
         try:

@@ -583,6 +583,15 @@ class Recipe:
     changes: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
+def _leaves(space: Any) -> list[Any]:
+    """The leaf spaces of a Gymnasium space (Dict and Tuple are walked)."""
+    inner = getattr(space, "spaces", None)
+    if type(space).__name__ in ("Dict", "Tuple") and inner is not None:
+        values = inner.values() if isinstance(inner, Mapping) else inner
+        return [leaf for sub in values for leaf in _leaves(sub)]
+    return [space]
+
+
 def _is_image(obs: Any) -> bool:
     shape = getattr(obs, "shape", None)
     return type(obs).__name__ == "Box" and shape is not None and len(shape) == 3
@@ -591,6 +600,14 @@ def _is_image(obs: Any) -> bool:
 def _is_vector(obs: Any) -> bool:
     shape = getattr(obs, "shape", None)
     return type(obs).__name__ == "Box" and shape is not None and len(shape) == 1
+
+
+def _has_image(obs: Any) -> bool:
+    return any(_is_image(leaf) for leaf in _leaves(obs))
+
+
+def _all_box(act: Any) -> bool:
+    return all(type(leaf).__name__ == "Box" for leaf in _leaves(act))
 
 
 RECIPE_BACKEND = "process"
@@ -610,7 +627,21 @@ RECIPES: list[Recipe] = [
     ),
     # Pixel observations: no recipe yet. A pixel preset (a CNN policy) becomes the recipe by
     # naming it here; until then `batchppo train --env` says so in one line.
-    Recipe("image observations", None, lambda obs, act: _is_image(obs)),
+    Recipe("image observations", None, lambda obs, act: _has_image(obs)),
+    # Other space trees: the generic network picks an encoder per observation leaf and a head
+    # per action leaf; the hyperparameters follow the action leaves' kind.
+    Recipe(
+        "structured spaces with continuous actions (Dict/Tuple, every action leaf a Box)",
+        "cheetah_fast",
+        lambda obs, act: _all_box(act),
+        {"network": "feed_forward"},
+    ),
+    Recipe(
+        "structured spaces (Dict/Tuple observations, MultiDiscrete/MultiBinary/composite actions)",
+        "cartpole_jax",
+        lambda obs, act: True,
+        {"backend": "process", "network": "feed_forward"},
+    ),
 ]
 """Starting recipes, tried in order; the first that matches the env's spaces is taken."""
 
@@ -656,9 +687,8 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
         )
         return config, message
     raise ConfigError(
-        f"env {env!r}: no starting recipe fits observation space {obs} and action space {act} "
-        "(recipes: vector observations with Box or Discrete actions): pick a config with "
-        "--config, or flatten the spaces in your env (gymnasium.wrappers.FlattenObservation)"
+        f"env {env!r}: no starting recipe fits observation space {obs} and action space {act}: "
+        "pick a config with --config (`batchppo list`)"
     )
 
 

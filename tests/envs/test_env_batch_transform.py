@@ -181,10 +181,8 @@ def _transform():
 def test_float64_envs_and_every_autoreset_mode(autoreset_mode):
     kwargs = {"num_workers": 2, "autoreset_mode": autoreset_mode}
     with (
-        BatchEnv(
-            _diverging("overflow"), transform=_transform(), autoreset_mode="SameStep", **kwargs
-        ) as fast,
-        BatchEnv(_diverging("overflow", stacked=True), autoreset_mode="SameStep", **kwargs) as slow,
+        BatchEnv(_diverging("overflow"), transform=_transform(), **kwargs) as fast,
+        BatchEnv(_diverging("overflow", stacked=True), **kwargs) as slow,
     ):
         assert fast.single_observation_space.dtype == np.float32
         assert fast.single_action_space.dtype == np.float32

@@ -44,7 +44,7 @@ def test_recorder_summarises_each_episode(backend):
     if backend == "gymnasium":
         env = SyncVectorEnv(walk_fns(2), autoreset_mode=AutoresetMode.SAME_STEP)
     else:
-        env = BatchEnv(walk_fns(2), num_workers=1)
+        env = BatchEnv(walk_fns(2), num_workers=1, autoreset_mode="SameStep")
     recorder = EpisodeInfoRecorder(2)
     try:
         _, infos = env.reset(seed=0)

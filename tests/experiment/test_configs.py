@@ -308,6 +308,17 @@ def test_recipes_by_spaces(user_envs, monkeypatch):
     )
     assert message.endswith("max_length=1000 (--set max_length=N)")
     # A pixel recipe is one entry of RECIPES away: today image spaces get one line.
-    assert [r.preset for r in configs.RECIPES] == ["cheetah_fast", "cartpole_jax", None]
+    assert [r.preset for r in configs.RECIPES] == [
+        "cheetah_fast", "cartpole_jax", None, "cheetah_fast", "cartpole_jax"
+    ]  # fmt: skip
     with pytest.raises(ConfigError, match=r"has image observations .*no starting recipe"):
         configs.recipe_for_env("myenvs:make_pixels")
+    # A Dict observation with a Discrete action: the generic network, per-leaf encoders.
+    config, message = configs.recipe_for_env("myenvs:make_nested")
+    assert config == dataclasses.replace(
+        configs.get_preset("cartpole_jax"),
+        env="myenvs:make_nested",
+        backend="process",
+        network="feed_forward",
+    )
+    assert message.startswith("no --config: myenvs:make_nested has structured spaces (Dict/Tuple")
