@@ -793,7 +793,7 @@ def test_keywords_batch_env_cannot_honour_raise_naming_the_alternative(keywords,
 
 
 def test_documented_differences_from_async_vector_env():
-    """Where BatchEnv differs from AsyncVectorEnv on purpose (README, "Autoreset contract")."""
+    """Where BatchEnv differs from AsyncVectorEnv on purpose (docs/batch_env.md, autoreset)."""
     options = {"reset_mask": np.array([True, False, True])}
     results = {}
     for impl in ("AsyncVectorEnv", "BatchEnv"):

@@ -22,7 +22,7 @@ what the unsharded run computes, up to the order of floating-point sums
 
 On one device (the default on a machine with one) no mesh is built and the programs are
 exactly the unsharded ones. Several processes (hosts) form one mesh over all their devices
-when :func:`jax.distributed.initialize` ran first (see README, "Devices").
+when :func:`jax.distributed.initialize` ran first (see docs/scale_out.md, "Devices").
 """
 
 from __future__ import annotations
