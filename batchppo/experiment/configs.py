@@ -14,9 +14,9 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import difflib
 import functools
+import importlib.util
 import re
 import types
 import typing

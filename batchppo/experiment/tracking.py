@@ -31,7 +31,7 @@ from typing import Any
 
 from batchppo.experiment.errors import UserError
 
-__all__ = ["ID_FILE", "DEFAULT_PROJECT", "WandbTracker", "open_tracker"]
+__all__ = ["DEFAULT_PROJECT", "ID_FILE", "WandbTracker", "open_tracker"]
 
 ID_FILE = "wandb_id"
 """The file of a run dir that holds its W&B run id."""
