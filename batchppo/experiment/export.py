@@ -278,20 +278,20 @@ class ExportInfo:
 def _import_jax2onnx() -> Any:
     try:
         import jax2onnx
-    except ImportError as error:
+    except ImportError:
         raise ExportError(
             "export needs jax2onnx and onnxruntime: pip install 'batchppo[onnx]'"
-        ) from error
+        ) from None
     return jax2onnx
 
 
 def _session(path: Path) -> Any:
     try:
         import onnxruntime
-    except ImportError as error:
+    except ImportError:
         raise ExportError(
             "export needs jax2onnx and onnxruntime: pip install 'batchppo[onnx]'"
-        ) from error
+        ) from None
     return onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
 
 

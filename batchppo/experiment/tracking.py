@@ -43,11 +43,11 @@ _ID_CHARS = string.ascii_lowercase + string.digits
 def _import_wandb() -> Any:
     try:
         import wandb
-    except ImportError as error:
+    except ImportError:
         raise UserError(
             "track=wandb needs the wandb package: pip install 'batchppo[wandb]' (or drop "
             "track=wandb)"
-        ) from error
+        ) from None
     return wandb
 
 
