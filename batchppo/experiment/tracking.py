@@ -22,7 +22,6 @@ twice (each with its ``step``). ``WANDB_MODE=offline`` keeps everything on disk
 
 from __future__ import annotations
 
-import os
 import secrets
 import string
 from collections.abc import Mapping, Sequence
@@ -154,7 +153,6 @@ def open_tracker(
 
     from batchppo.experiment import configs
 
-    os.environ.setdefault("WANDB_SILENT", "true")
     return WandbTracker(
         run_dir,
         yaml.safe_load(configs.config_to_yaml(config)),
