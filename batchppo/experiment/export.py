@@ -191,7 +191,7 @@ def _check_supported(config: Any, trainer: Any) -> tuple[spaces.Box, Any]:
     if agent.network.recurrent:
         raise ExportError(
             f"export: network {config.network!r} is recurrent; only feed-forward policies "
-            "export (jax2onnx 0.17.1 converts the step, but the export has no state input yet)"
+            "export (a recurrent one needs its state as an input and an output: not done yet)"
         )
     obs_leaf = spaces.single(obs_space)
     if obs_leaf is None or not isinstance(obs_leaf, spaces.Box) or not obs_leaf.is_float:

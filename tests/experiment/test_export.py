@@ -223,7 +223,7 @@ def fake(network_recurrent=False, obs=None, action=None, config=None):
         obs_space=obs if obs is not None else spaces.box((3,), np.float32),
         action_space=action if action is not None else spaces.box((1,), np.float32),
     )
-    return config or types.SimpleNamespace(network="gru"), types.SimpleNamespace(
+    return config or types.SimpleNamespace(network="recurrent"), types.SimpleNamespace(
         agent=agent, spec=spec
     )
 
@@ -233,7 +233,7 @@ def fake(network_recurrent=False, obs=None, action=None, config=None):
     [
         (
             {"network_recurrent": True},
-            "export: network 'gru' is recurrent; only feed-forward policies export",
+            "export: network 'recurrent' is recurrent; only feed-forward policies export",
         ),
         (
             {"obs": {"pos": spaces.box((2,), np.float32), "img": spaces.box((8, 8, 1), np.uint8)}},
