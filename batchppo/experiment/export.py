@@ -102,7 +102,7 @@ class EnvMapping:
         return action
 
 
-def _host_mapping(config: Any, obs_space: Any, action_space: Any) -> EnvMapping:
+def _host_mapping(config: Any) -> EnvMapping:
     """The env stack of a host backend, read off one env of the run's id (built, then closed)."""
     import gymnasium
     from gymnasium.wrappers import ClipAction
@@ -173,7 +173,7 @@ def env_mapping(config: Any, trainer: Any) -> EnvMapping:
 
     obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
     if get_backend(config.backend).host:
-        return _host_mapping(config, obs_space, action_space)
+        return _host_mapping(config)
     if isinstance(trainer.env, GymnaxEnv):
         return _gymnax_mapping(trainer.env, obs_space, action_space)
     raise ExportError(
