@@ -195,7 +195,7 @@ def _parser() -> argparse.ArgumentParser:
         help="export a run's policy to ONNX (needs the onnx extra)",
         description="Write the run's policy, from the env's own observation to the env's own "
         "action (range maps and observation normalisation inside), as one ONNX file, and "
-        "check it in onnxruntime against load_policy on 256 observations.",
+        "check it in onnxruntime against load_policy on 3 x 256 observations.",
     )
     exp.add_argument("run_dir", metavar="RUN_DIR", help="the run directory <logdir>/<ts>-<config>")
     exp.add_argument(
@@ -516,9 +516,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
     )
     kind = "sampled" if info.sampled else "mean-action"
     print(f"wrote {info.path}: {kind} policy of step {info.step:,}")
-    print(f"inputs: {'; '.join(info.inputs)}; output: {info.output} (the env's own spaces)")
-    print(f"checked against load_policy on {export.CHECK_BATCH} observations: max abs "
-          f"difference {info.max_abs_diff:.3g}")  # fmt: skip
+    print(f"inputs: {'; '.join(info.inputs)}; outputs: {'; '.join(info.outputs)} (the env's own "
+          "spaces)")  # fmt: skip
+    print(f"checked against load_policy on {export.CHECK_STEPS} x {export.CHECK_BATCH} "
+          f"observations: max abs difference {info.max_abs_diff:.3g}")  # fmt: skip
     return 0
 
 

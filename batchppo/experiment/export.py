@@ -17,21 +17,24 @@ The model is made by converting the jitted JAX function with ``jax2onnx``. Input
 (float32, ``(batch, *obs_shape)``, the env's own observation; a float64 env observation is
 cast to float32 first, as the env stack's ``ConvertTo32Bit`` does) and, for a sampled
 policy (``sampled=True``), ``noise``. Output: ``action`` (float32 for a Box, int32 for a
-Discrete action). ``jax2onnx`` 0.17.1 cannot convert ``jax.random``'s samplers (a shape
-built from a traced value), so a sampled model takes its randomness as an input: standard
+Discrete action). A recurrent policy also takes its state, ``state`` (float32,
+``(batch, size)``, zeros at an episode start), and returns the next one, ``state_out``.
+``jax2onnx`` 0.17.1 cannot convert ``jax.random``'s samplers (a shape built from a traced
+value), so a sampled model takes its randomness as an input: standard
 normal ``noise`` of the action's shape for a Gaussian (action ``mean + std * noise``), or
 standard Gumbel ``noise`` of shape ``(batch, num_actions)`` for a categorical (action
 ``argmax(logits + noise)``, the Gumbel-max trick, which samples the same distribution).
 
-Supported: feed-forward policies over one float ``Box`` observation, with one 1-D ``Box``
-action (Gaussian) or one ``Discrete`` action (categorical), trained on the host backends
-(``process``, ``sync``, ``ray``) or ``gymnax``. Anything else raises an :class:`ExportError`
-naming what is not supported. :func:`check_export` runs the file in onnxruntime against
-``load_policy`` (with the same env mapping applied around it) on a batch of observations.
+Supported: feed-forward and recurrent (GRU) policies over one float ``Box`` observation,
+with one 1-D ``Box`` action (Gaussian) or one ``Discrete`` action (categorical), trained on
+the host backends (``process``, ``sync``, ``ray``) or ``gymnax``. Anything else raises an
+:class:`ExportError` naming what is not supported. :func:`check_export` runs the file in
+onnxruntime against ``load_policy`` (with the same env mapping applied around it) on three
+calls of 256 observations.
 
 Example:
     >>> info = export_run("logdir/T-pendulum_jax", "policy.onnx")
-    >>> info.max_abs_diff  # ONNX against load_policy on 256 observations
+    >>> info.max_abs_diff  # ONNX against load_policy on 3 x 256 observations
 """
 
 from __future__ import annotations
@@ -56,7 +59,9 @@ __all__ = ["EnvMapping", "ExportError", "ExportInfo", "check_export", "export_ru
 OPSET = 17
 """The ONNX opset of exported models (onnxruntime 1.16 and newer run it)."""
 CHECK_BATCH = 256
-"""Observations :func:`export_run` checks the file on."""
+"""Observations per call that :func:`export_run` checks the file on."""
+CHECK_STEPS = 3
+"""Calls :func:`export_run` checks the file on (a recurrent state carried through them)."""
 TOLERANCE = 1e-4
 """Largest difference of a Box action to ``load_policy``'s that the check accepts."""
 
@@ -189,10 +194,12 @@ def _check_supported(config: Any, trainer: Any) -> tuple[spaces.Box, Any]:
     if getattr(agent, "network", None) is None or not hasattr(agent, "normalize_obs"):
         raise ExportError(f"export: algorithm {type(agent).__name__} has no exportable policy")
     if agent.network.recurrent:
-        raise ExportError(
-            f"export: network {config.network!r} is recurrent; only feed-forward policies "
-            "export (a recurrent one needs its state as an input and an output: not done yet)"
-        )
+        carry = agent.initial_carry(1)
+        if not (isinstance(carry, jax.Array) and carry.ndim == 2):
+            raise ExportError(
+                f"export: network {config.network!r} keeps a recurrent state that is not one "
+                "(batch, size) array; only such states export"
+            )
     obs_leaf = spaces.single(obs_space)
     if obs_leaf is None or not isinstance(obs_leaf, spaces.Box) or not obs_leaf.is_float:
         raise ExportError(
@@ -213,39 +220,46 @@ def _check_supported(config: Any, trainer: Any) -> tuple[spaces.Box, Any]:
 
 def policy_function(
     trainer: Any, state: Any, mapping: EnvMapping, sampled: bool = False
-) -> Callable[..., jax.Array]:
-    """The exported function: ``obs -> action`` (``(obs, noise) -> action`` when ``sampled``),
-    from the env's own observation to the env's own action (see the module docstring)."""
+) -> Callable[..., Any]:
+    """The exported function, from the env's own observation to the env's own action (see
+    the module docstring): ``(obs[, state][, noise]) -> action`` or, for a recurrent policy,
+    ``-> (action, state_out)``; ``state`` is the recurrent state (zeros at an episode start)."""
     agent = trainer.agent
     net_params, obs_norm = agent.acting_params(state)
     act_leaf = spaces.single(trainer.spec.action_space)
     discrete = isinstance(act_leaf, spaces.Discrete)
-
-    def dist_params(obs: jax.Array) -> Any:
-        nobs = agent.normalize_obs(obs_norm, mapping.observation(obs))
-        first = jnp.ones(obs.shape[:1], bool)
-        params, _ = agent.network.policy_step(net_params, (), nobs, first)
-        return params
+    recurrent = agent.network.recurrent
 
     def finish(action: jax.Array) -> jax.Array:
         if discrete:
             return action.astype(jnp.int32)
         return mapping.action(action.astype(jnp.float32))
 
-    if not sampled:
-
-        def mean_action(obs: jax.Array) -> jax.Array:
-            return finish(agent.network.mode(dist_params(obs)))
-
-        return mean_action
-
-    def sampled_action(obs: jax.Array, noise: jax.Array) -> jax.Array:
-        p = dist_params(obs)
+    def act(obs: jax.Array, carry: Any, noise: jax.Array | None) -> tuple[jax.Array, Any]:
+        nobs = agent.normalize_obs(obs_norm, mapping.observation(obs))
+        # A zero state is an episode start: the network's own reset is to zeros.
+        first = jnp.zeros(obs.shape[:1], bool)
+        p, new_carry = agent.network.policy_step(net_params, carry, nobs, first)
+        if noise is None:
+            return finish(agent.network.mode(p)), new_carry
         if discrete:
-            return finish(jnp.argmax(p["logits"] + noise, axis=-1))
-        return finish(p["mean"] + p["std"] * noise)
+            return finish(jnp.argmax(p["logits"] + noise, axis=-1)), new_carry
+        return finish(p["mean"] + p["std"] * noise), new_carry
 
-    return sampled_action
+    if recurrent and sampled:
+        return lambda obs, carry, noise: act(obs, carry, noise)
+    if recurrent:
+        return lambda obs, carry: act(obs, carry, None)
+    if sampled:
+        return lambda obs, noise: act(obs, (), noise)[0]
+    return lambda obs: act(obs, (), None)[0]
+
+
+def state_shape(trainer: Any) -> tuple[int, ...] | None:
+    """Shape of one observation's recurrent ``state`` (None for a feed-forward policy)."""
+    if not trainer.agent.network.recurrent:
+        return None
+    return tuple(trainer.agent.initial_carry(1).shape[1:])
 
 
 def noise_shape(trainer: Any) -> tuple[int, ...]:
@@ -263,7 +277,8 @@ class ExportInfo:
         step: The checkpoint's env step.
         sampled: Whether the model samples (takes ``noise``).
         inputs: ``name: shape dtype`` of each input.
-        output: ``name: shape dtype`` of the output.
+        outputs: ``name: shape dtype`` of each output (``action``, and ``state_out`` for a
+            recurrent policy).
         max_abs_diff: Largest difference to ``load_policy`` on the check batch.
     """
 
@@ -271,7 +286,7 @@ class ExportInfo:
     step: int
     sampled: bool
     inputs: tuple[str, ...]
-    output: str
+    outputs: tuple[str, ...]
     max_abs_diff: float
 
 
@@ -310,16 +325,22 @@ def check_observations(mapping: EnvMapping, batch: int, seed: int = 0) -> np.nda
 
 
 def check_export(
-    path: str | Path, policy: Callable[[np.ndarray], np.ndarray], mapping: EnvMapping,
+    path: str | Path,
+    policy: Callable[[np.ndarray], np.ndarray],
+    mapping: EnvMapping,
     batch: int = CHECK_BATCH,
-) -> float:  # fmt: skip
-    """Runs the (deterministic) model at ``path`` in onnxruntime against ``load_policy``.
+    steps: int = CHECK_STEPS,
+) -> float:
+    """Runs the model at ``path`` in onnxruntime against ``load_policy``, ``steps`` calls of
+    ``batch`` observations each (a recurrent model's ``state`` carried from zeros, as the
+    policy carries its own); a sampled model gets zero ``noise`` (its mean action).
 
     Args:
         path: The ONNX file.
-        policy: The run's ``load_policy`` (agent observations to agent actions).
+        policy: A fresh ``load_policy`` (agent observations to agent actions).
         mapping: The env mapping the model folds in; applied around ``policy`` here.
-        batch: Observations to compare on.
+        batch: Observations per call.
+        steps: Calls.
 
     Returns:
         The largest absolute difference of the actions (0 for identical Discrete actions).
@@ -328,21 +349,37 @@ def check_export(
         ExportError: A Discrete action differs, or a Box action by more than
             :data:`TOLERANCE`.
     """
-    obs = check_observations(mapping, batch)
     session = _session(Path(path))
-    got = session.run(["action"], {"obs": obs})[0]
-    want = mapping.action(np.asarray(policy(np.asarray(mapping.observation(obs)))), xp=np)
-    if got.shape != want.shape:
-        raise ExportError(f"export check: ONNX actions {got.shape}, load_policy's {want.shape}")
-    diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)), initial=0.0))
-    if np.issubdtype(want.dtype, np.integer) and diff != 0:
-        raise ExportError(
-            f"export check: {int((got != want).sum())} of {batch} discrete actions differ from "
-            "load_policy's"
-        )
-    if diff > TOLERANCE:
-        raise ExportError(f"export check: actions differ from load_policy's by {diff:.3g}")
-    return diff
+    inputs = {i.name: i for i in session.get_inputs()}
+    carry = None
+    if "state" in inputs:
+        carry = np.zeros((batch, *inputs["state"].shape[1:]), np.float32)
+    worst = 0.0
+    for step in range(steps):
+        obs = check_observations(mapping, batch, seed=step)
+        feed = {"obs": obs}
+        if carry is not None:
+            feed["state"] = carry
+        if "noise" in inputs:
+            feed["noise"] = np.zeros((batch, *inputs["noise"].shape[1:]), np.float32)
+        got, *rest = session.run(None, feed)
+        if carry is not None:
+            (carry,) = rest
+        want = mapping.action(np.asarray(policy(np.asarray(mapping.observation(obs)))), xp=np)
+        if got.shape != want.shape:
+            raise ExportError(f"export check: ONNX actions {got.shape}, load_policy's {want.shape}")
+        diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+        if np.issubdtype(want.dtype, np.integer) and diff != 0:
+            raise ExportError(
+                f"export check: {int((got != want).sum())} of {batch} discrete actions differ "
+                f"from load_policy's at call {step + 1}"
+            )
+        if diff > TOLERANCE:
+            raise ExportError(
+                f"export check: actions differ from load_policy's by {diff:.3g} at call {step + 1}"
+            )
+        worst = max(worst, diff)
+    return worst
 
 
 def export_run(
@@ -360,9 +397,8 @@ def export_run(
         out: The ONNX file to write; None: ``<run_dir>/policy.onnx`` (``policy-sampled.onnx``
             with ``sampled``).
         checkpoint: Env step of the checkpoint; None: the newest.
-        sampled: Export the sampling policy (inputs ``obs`` and ``noise``) instead of the
-            deterministic one. The check compares the deterministic file only; a sampled
-            file is checked with zero noise against the mean for a Gaussian.
+        sampled: Export the sampling policy (a ``noise`` input) instead of the deterministic
+            one. The check gives a sampled file zero noise: its mean action.
         trainer_factory: Builds the trainer (default: the config's algorithm's).
 
     Returns:
@@ -381,51 +417,28 @@ def export_run(
         name = "policy-sampled.onnx" if sampled else "policy.onnx"
         path = Path(out) if out is not None else Path(run_dir) / name
         specs: list[Any] = [("B", *obs_leaf.shape)]
-        names = ["obs"]
+        names, outputs = ["obs"], ["action"]
+        carry_shape = state_shape(trainer)
+        if carry_shape is not None:
+            specs.append(("B", *carry_shape))
+            names.append("state")
+            outputs.append("state_out")
         if sampled:
             specs.append(("B", *noise_shape(trainer)))
             names.append("noise")
         model = jax2onnx.to_onnx(
             fn, specs, model_name="batchppo_policy", opset=OPSET,
-            input_names=names, output_names=["action"],
+            input_names=names, output_names=outputs,
         )  # fmt: skip
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(model.SerializeToString())
-        if sampled:
-            diff = _check_sampled(path, trainer, state, mapping)
-        else:
-            diff = check_export(path, trainer.policy(state, deterministic=True), mapping)
+        diff = check_export(path, trainer.policy(state, deterministic=True), mapping)
         session = _session(path)
         described = tuple(f"{i.name}: {_shape(i.shape)} {i.type}" for i in session.get_inputs())
-        o = session.get_outputs()[0]
-        return ExportInfo(path, step, sampled, described, f"{o.name}: {_shape(o.shape)} {o.type}",
-                          diff)  # fmt: skip
+        produced = tuple(f"{o.name}: {_shape(o.shape)} {o.type}" for o in session.get_outputs())
+        return ExportInfo(path, step, sampled, described, produced, diff)
     finally:
         trainer.close()
-
-
-def _check_sampled(path: Path, trainer: Any, state: Any, mapping: EnvMapping) -> float:
-    """A sampled file with zero noise (Gaussian) is the mean action; with Gumbel noise
-    (categorical) it is ``argmax(logits + noise)`` of the policy's own logits."""
-    obs = check_observations(mapping, CHECK_BATCH)
-    session = _session(path)
-    leaf = spaces.single(trainer.spec.action_space)
-    if isinstance(leaf, spaces.Discrete):
-        noise = np.random.default_rng(1).gumbel(size=(CHECK_BATCH, leaf.n)).astype(np.float32)
-        agent = trainer.agent
-        net_params, obs_norm = agent.acting_params(state)
-        nobs = agent.normalize_obs(obs_norm, jnp.asarray(mapping.observation(obs)))
-        p, _ = agent.network.policy_step(net_params, (), nobs, jnp.ones(CHECK_BATCH, bool))
-        want = np.argmax(np.asarray(p["logits"]) + noise, axis=-1)
-    else:
-        noise = np.zeros((CHECK_BATCH, *leaf.shape), np.float32)
-        mean = trainer.policy(state, deterministic=True)
-        want = mapping.action(np.asarray(mean(np.asarray(mapping.observation(obs)))), xp=np)
-    got = session.run(["action"], {"obs": obs, "noise": noise})[0]
-    diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
-    if diff > TOLERANCE:
-        raise ExportError(f"export check: sampled actions differ from the policy's by {diff:.3g}")
-    return diff
 
 
 def _shape(shape: list[Any]) -> str:

@@ -41,6 +41,7 @@ RUNS = {
     "gaussian-gymnax": ("pendulum_jax", []),
     "gaussian-host": ("pendulum_fast", ["backend=sync", "num_workers=1"]),
     "categorical-host": ("cartpole", ["backend=sync", "num_workers=1", "normalize_ranges=true"]),
+    "recurrent-gymnax": ("pendulum_jax", ["network=recurrent"]),
 }
 
 
@@ -102,7 +103,7 @@ def test_gaussian_gymnax_outputs_the_envs_own_action_range(runs, tmp_path):
     run_dir = runs["gaussian-gymnax"]
     info = export.export_run(run_dir, tmp_path / "p.onnx")
     assert info.inputs == ("obs: (B, 3) tensor(float)",)
-    assert info.output == "action: (B, 1) tensor(float)"
+    assert info.outputs == ("action: (B, 1) tensor(float)",)
     assert info.step == 256 and not info.sampled and info.max_abs_diff < 1e-5
     env, params = gymnax.make("Pendulum-v1")
     box = env.observation_space(params)
@@ -134,7 +135,7 @@ def test_categorical_host_argmax_equals_load_policy(runs, tmp_path):
     run_dir = runs["categorical-host"]
     info = export.export_run(run_dir, tmp_path / "p.onnx")
     assert info.inputs == ("obs: (B, 4) tensor(float)",)
-    assert info.output == "action: (B) tensor(int32)" and info.max_abs_diff == 0.0
+    assert info.outputs == ("action: (B) tensor(int32)",) and info.max_abs_diff == 0.0
     space = gymnasium.make("CartPole-v1").observation_space
     obs = env_observations("CartPole-v1", 200)
     want = loop.load_policy(run_dir)(to_unit(obs, space.low, space.high))
@@ -142,6 +143,27 @@ def test_categorical_host_argmax_equals_load_policy(runs, tmp_path):
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
     assert set(np.unique(got)) <= {0, 1}
+
+
+def test_recurrent_state_is_an_input_and_an_output(runs, tmp_path):
+    run_dir = runs["recurrent-gymnax"]
+    info = export.export_run(run_dir, tmp_path / "r.onnx")
+    assert info.inputs == ("obs: (B, 3) tensor(float)", "state: (B, 16) tensor(float)")
+    assert info.outputs == ("action: (B, 1) tensor(float)", "state_out: (B, 16) tensor(float)")
+    space = gymnasium.make("Pendulum-v1").observation_space
+    session = onnxruntime.InferenceSession(str(info.path), providers=["CPUExecutionProvider"])
+    policy = loop.load_policy(run_dir)  # carries its own state across calls
+    obs = env_observations("Pendulum-v1", 6 * 8).reshape(6, 8, 3)
+    state = np.zeros((8, 16), np.float32)
+    for t in range(6):
+        if t == 3:  # new episodes: zero state here, reset() there
+            state[:] = 0
+            policy.reset()
+        got, new_state = session.run(["action", "state_out"], {"obs": obs[t], "state": state})
+        want = 2.0 * np.clip(policy(to_unit(obs[t], space.low, space.high)), -1, 1)
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
+        assert np.abs(new_state - state).max() > 1e-4  # the state moves
+        state = new_state
 
 
 def test_sampled_gaussian_is_mean_plus_std_times_noise(runs, tmp_path):
@@ -178,9 +200,9 @@ def test_cli_export_default_path_and_sampled(runs, capsys):
     assert code == 0, err
     assert out.splitlines() == [
         f"wrote {run_dir / 'policy.onnx'}: mean-action policy of step 256",
-        "inputs: obs: (B, 4) tensor(float); output: action: (B) tensor(int32) (the env's own "
+        "inputs: obs: (B, 4) tensor(float); outputs: action: (B) tensor(int32) (the env's own "
         "spaces)",
-        "checked against load_policy on 256 observations: max abs difference 0",
+        "checked against load_policy on 3 x 256 observations: max abs difference 0",
     ]
     assert cli.main(["export", str(run_dir), "--sampled"]) == 0
     out, _ = capsys.readouterr()
@@ -215,9 +237,12 @@ def test_cli_without_jax2onnx_names_the_extra(runs, capsys, monkeypatch):
 
 
 def fake(network_recurrent=False, obs=None, action=None, config=None):
-    """A trainer-shaped object for the checks of what exports."""
+    """A trainer-shaped object for the checks of what exports (a recurrent one's state is a
+    pair of arrays, as an LSTM's would be)."""
     agent = types.SimpleNamespace(
-        network=types.SimpleNamespace(recurrent=network_recurrent), normalize_obs=None
+        network=types.SimpleNamespace(recurrent=network_recurrent),
+        normalize_obs=None,
+        initial_carry=lambda b: (np.zeros((b, 4)), np.zeros((b, 4))),
     )
     spec = types.SimpleNamespace(
         obs_space=obs if obs is not None else spaces.box((3,), np.float32),
@@ -233,7 +258,8 @@ def fake(network_recurrent=False, obs=None, action=None, config=None):
     [
         (
             {"network_recurrent": True},
-            "export: network 'recurrent' is recurrent; only feed-forward policies export",
+            "export: network 'recurrent' keeps a recurrent state that is not one (batch, size) "
+            "array; only such states export",
         ),
         (
             {"obs": {"pos": spaces.box((2,), np.float32), "img": spaces.box((8, 8, 1), np.uint8)}},
@@ -245,7 +271,7 @@ def fake(network_recurrent=False, obs=None, action=None, config=None):
             "one 1-D Box (Gaussian) or one Discrete (categorical) action exports",
         ),
     ],
-    ids=["recurrent", "dict-obs", "uint8-image", "multidiscrete"],
+    ids=["two-state-arrays", "dict-obs", "uint8-image", "multidiscrete"],
 )
 def test_unsupported_policies_name_what_is_unsupported(kwargs, message):
     config, trainer = fake(**kwargs)
