@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import secrets
 import string
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -137,7 +138,8 @@ class WandbTracker:
 def open_tracker(
     config: Any, run_dir: Path | None, group: str | None = None, job_type: str = "train"
 ) -> WandbTracker | None:
-    """The tracker of ``config.track`` for a run dir; None without one (or without a run dir).
+    """The tracker of ``config.track`` for a run dir; None without one (and, with a warning,
+    without a run dir).
 
     Args:
         config: The run's config (``track``, ``wandb_*``).
@@ -145,7 +147,14 @@ def open_tracker(
         group: The group to use when ``config.wandb_group`` is None (a ``--seeds`` run's).
         job_type: W&B job type.
     """
-    if config.track is None or run_dir is None:
+    if config.track is None:
+        return None
+    if run_dir is None:
+        warnings.warn(
+            f"track={config.track}: the run has no logdir, so nothing is tracked (W&B keeps its "
+            "run id and files in the run dir); give a logdir",
+            stacklevel=2,
+        )
         return None
     if config.track != "wandb":  # RunConfig refuses other values; a guard for subclasses
         raise UserError(f"track={config.track!r}: unknown tracker")

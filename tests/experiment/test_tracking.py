@@ -200,6 +200,13 @@ def test_visualize_sends_the_videos_to_the_tracked_run(offline):
     assert len(stats["videos"]) == 2
 
 
+def test_no_logdir_tracks_nothing_and_says_so(offline):
+    with pytest.warns(UserWarning, match="track=wandb: the run has no logdir, so nothing is"):
+        result = loop.train(fake_config(track="wandb"), progress="none",
+                            trainer_factory=FakeTrainer)  # fmt: skip
+    assert result.run_dir is None and result.step == 1000
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
