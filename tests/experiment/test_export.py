@@ -278,3 +278,21 @@ def test_unsupported_policies_name_what_is_unsupported(kwargs, message):
     with pytest.raises(export.ExportError, match=None) as info:
         export._check_supported(config, trainer)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_host_mapping_without_range_normalisation_clips_to_the_env_bounds():
+    config = types.SimpleNamespace(env="Pendulum-v1", env_kwargs={}, normalize_ranges=False)
+    mapping = export._host_mapping(config)
+    assert mapping.obs_map is None and mapping.act_map is None
+    np.testing.assert_array_equal(mapping.act_clip[0], [-2.0])
+    np.testing.assert_array_equal(mapping.act_clip[1], [2.0])
+    actions = np.array([[-3.0], [-0.5], [2.5]], np.float32)
+    np.testing.assert_array_equal(mapping.action(actions, xp=np), [[-2.0], [-0.5], [2.0]])
+    obs = np.array([[0.5, -0.5, 9.0]], np.float32)
+    np.testing.assert_array_equal(mapping.observation(obs), obs)
+    with_ranges = export._host_mapping(
+        types.SimpleNamespace(**{**vars(config), "normalize_ranges": True})
+    )
+    assert with_ranges.act_clip is None  # RangeNormalize clips to [-1, 1] itself
+    np.testing.assert_allclose(with_ranges.action(actions, xp=np), [[-2.0], [-1.0], [2.0]])
+    np.testing.assert_allclose(with_ranges.observation(obs), [[0.5, -0.5, 9.0 / 8.0]])
