@@ -314,6 +314,16 @@ class GymnaxEnv(_PureJaxEnv):
                 f"{env_id}: action space {act_space!r} is not supported (Discrete or Box only)."
             )
 
+    @property
+    def raw_bounds(self) -> tuple[tuple[np.ndarray, np.ndarray] | None, ...]:
+        """What range normalisation maps here: ``(obs_bounds, action_bounds)``, each the env's
+        own float32 ``(low, high)`` where this adapter maps that side, else None (a
+        ``Discrete`` action, a non-float observation, or ``normalize_ranges`` off). The
+        ONNX export (:mod:`batchppo.experiment.export`) folds the same maps into its model."""
+        obs = self._raw_obs_bounds if self._normalize_obs else None
+        act = self._raw_action_bounds if self._normalize else None
+        return obs, act
+
     def __repr__(self) -> str:
         return (
             f"GymnaxEnv({self._env_id!r}, num_envs={self._num_envs}, "

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import importlib.util
 import re
 import types
 import typing
@@ -477,6 +478,10 @@ RESUME_MUTABLE = frozenset(
         "ray_address",
         "ray_num_cpus",
         "ray_startup_timeout",
+        "track",
+        "wandb_project",
+        "wandb_entity",
+        "wandb_group",
     }
 )
 """Fields a resumed run may change freely: they affect bookkeeping, speed or how env faults
@@ -532,6 +537,19 @@ def check_env_id(config: RunConfig) -> None:
         raise ConfigError(str(error)) from error.__cause__  # what the env's module raised
 
 
+def check_tracker(config: RunConfig) -> None:
+    """Fails fast when ``track`` names a tracker whose package is not installed.
+
+    Raises:
+        ConfigError: One line naming the extra to install.
+    """
+    if config.track == "wandb" and importlib.util.find_spec("wandb") is None:
+        raise ConfigError(
+            "track=wandb needs the wandb package: pip install 'batchppo[wandb]' (or drop "
+            "track=wandb)"
+        )
+
+
 def check_env(config: RunConfig) -> Any:
     """The start-up check of a run's env, before its run dir is made: the id
     (:func:`check_env_id`), then, for a backend with a ``probe`` (the Gymnasium ones), one
@@ -545,6 +563,7 @@ def check_env(config: RunConfig) -> Any:
             ``__cause__`` (``batchppo train --debug`` shows its traceback).
     """
     check_env_id(config)
+    check_tracker(config)
     backend = get_backend(config.backend)
     if backend.probe is None:
         return None

@@ -3,7 +3,8 @@
 Each report is one JSON object per line in ``<run>/metrics.jsonl`` (``step``, ``phase``,
 ``score``, ``length``, ``sps``, ``wall_time`` and the trainer's metrics; NaN is written as
 ``null``) and one scalar per metric in the TensorBoard writer of its phase (``<run>/train``,
-``<run>/eval``), so train and eval curves share a chart and an x-axis (env steps).
+``<run>/eval``), so train and eval curves share a chart and an x-axis (env steps). A tracker
+(``track=wandb``: :mod:`batchppo.experiment.tracking`) gets the same scalars.
 
 Resuming from the checkpoint at step S first drops every record with step > S, from
 ``metrics.jsonl`` and from the event files, so the curves continue without a gap or a
@@ -19,7 +20,7 @@ import struct
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from batchppo.experiment.fileio import atomic_write_bytes
 
@@ -163,6 +164,14 @@ class _EventFile:
         self._writer.close()
 
 
+class ScalarSink(Protocol):
+    """Another place reports go, beside TensorBoard (:mod:`batchppo.experiment.tracking`)."""
+
+    def write(self, phase: str, step: int, scalars: Mapping[str, float]) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class RunLogger:
     """Writes reports of a run to ``metrics.jsonl`` and TensorBoard (nothing when disabled).
 
@@ -170,12 +179,20 @@ class RunLogger:
         run_dir: The run directory, or None for no disk I/O at all.
         resume_step: Step of the checkpoint the run resumes from; records after it are
             dropped first. None for a fresh run.
+        tracker: Also gets each report's TensorBoard scalars (an experiment tracker such as
+            :class:`~batchppo.experiment.tracking.WandbTracker`); closed by :meth:`close`.
     """
 
-    def __init__(self, run_dir: str | Path | None, resume_step: int | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: str | Path | None,
+        resume_step: int | None = None,
+        tracker: ScalarSink | None = None,
+    ) -> None:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self._writers: dict[str, _EventFile] = {}
         self._file = None
+        self.tracker = tracker
         if self.run_dir is None:
             return
         if resume_step is not None:
@@ -204,6 +221,8 @@ class RunLogger:
                 and not isinstance(v, bool)
             }
             writer.write(int(step), scalars)
+            if self.tracker is not None:
+                self.tracker.write(phase, int(step), scalars)
         return record
 
     def flush(self) -> None:
@@ -213,6 +232,8 @@ class RunLogger:
             os.fsync(self._file.fileno())
         for writer in self._writers.values():
             writer.flush()
+        if self.tracker is not None:
+            self.tracker.flush()
 
     def close(self) -> None:
         """Flushes and closes the files."""
@@ -223,3 +244,6 @@ class RunLogger:
         if self._file is not None:
             self._file.close()
             self._file = None
+        if self.tracker is not None:
+            tracker, self.tracker = self.tracker, None
+            tracker.close()

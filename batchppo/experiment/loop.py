@@ -58,6 +58,7 @@ from batchppo.experiment.errors import (
 from batchppo.experiment.fileio import fsync_dir
 from batchppo.experiment.logging import RunLogger, read_metrics
 from batchppo.experiment.runlock import RunDirLock
+from batchppo.experiment.tracking import open_tracker
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
@@ -592,6 +593,8 @@ class _Run:
         stop: The stop flag of a driver that installs the signal handlers itself (the
             ``--seeds`` driver, one flag for all its runs); None: a flag of this run's own,
             raised by the handlers that :meth:`run` installs.
+        group: The W&B group of a tracked run when ``wandb_group`` is None (a ``--seeds``
+            run's common name).
     """
 
     def __init__(
@@ -601,8 +604,10 @@ class _Run:
         run_dir: Path | None,
         progress: str,
         stop: _StopFlag | None = None,
+        group: str | None = None,
     ) -> None:
         self.trainer, self.config, self.run_dir = trainer, config, run_dir
+        self.group = group
         self.ckpt_dir = run_dir / CHECKPOINT_DIR if run_dir is not None else None
         self.stop = stop if stop is not None else _StopFlag()
         self.records: list[dict[str, Any]] = []
@@ -751,6 +756,12 @@ class _Run:
             self.logger = RunLogger(self.run_dir, resume_step)
         except OSError as error:  # opening the logs, or cutting them back to the checkpoint
             raise self._storage_error("the reports", error) from None
+        try:  # W&B (track=wandb) gets the reports from the logger, on the host side
+            self.logger.tracker = open_tracker(config, self.run_dir, self.group)
+        except BaseException:
+            self.logger.close()
+            self.logger = None
+            raise
         self.totals_before = self._last_totals()
         self.progress = Progress(self.progress_mode, config.steps, step)
         if resume_step is not None:

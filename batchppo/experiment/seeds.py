@@ -234,9 +234,12 @@ def run_seeds(
     with loop._graceful_stop(_stop_message) as stop:
         fresh = trainer.init([host_key(c.seed, loop._INIT_KEY) for c in run_configs])
         runs = []
+        # A tracked --seeds run groups its seeds: <timestamp>-<name> of <timestamp>-<name>-s<i>.
+        group = None if run_dirs[0] is None else run_dirs[0].name.rpartition("-s")[0]
         for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True)):
             view = _SeedView(trainer, unstack(fresh, i))
-            runs.append(loop._Run(view, config, run_dir, "none" if i else progress, stop))
+            progress_i = "none" if i else progress
+            runs.append(loop._Run(view, config, run_dir, progress_i, stop, group=group))
         started = [run.start(precompile=False) for run in runs]
         del fresh
         if len({step for _, step in started}) > 1:  # a seed skipped a damaged checkpoint

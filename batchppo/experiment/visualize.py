@@ -26,6 +26,7 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.core.backends import BACKENDS, get_backend
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loop import TrainerFactory, load_run
+from batchppo.experiment.tracking import open_tracker
 
 STATS_FILE = "stats.json"
 
@@ -137,7 +138,8 @@ def visualize(
     seed: int = 0,
     trainer_factory: TrainerFactory | None = None,
 ) -> dict[str, Any]:
-    """Records ``num_episodes`` episodes of a run's policy (mean action).
+    """Records ``num_episodes`` episodes of a run's policy (mean action); a tracked run
+    (``track=wandb``) also sends the videos to its W&B run.
 
     Args:
         run_dir: A run directory written by ``batchppo train``.
@@ -186,4 +188,11 @@ def visualize(
         "videos": videos,
     }
     (outdir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
+    # A tracked run (track=wandb) gets the videos in its own W&B run (its id in the run dir).
+    tracker = open_tracker(config, Path(run_dir), job_type="visualize")
+    if tracker is not None:
+        try:
+            tracker.videos(videos, fps)
+        finally:
+            tracker.close()
     return stats

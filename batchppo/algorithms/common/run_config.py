@@ -21,6 +21,10 @@ CHECKPOINTS_PER_RUN = 10
 """Checkpoints over a run's budget when ``checkpoint_every`` is None."""
 
 
+TRACKERS = (None, "wandb")
+"""The values of ``track``: None (TensorBoard and ``metrics.jsonl`` only) or a tracker."""
+
+
 def _interval(explicit: int | None, steps: int, per_run: int) -> int:
     return explicit if explicit is not None else max(1, steps // per_run)
 
@@ -119,6 +123,18 @@ class RunConfig:
     """How many checkpoints to keep."""
     seed: int = 0
     """Seed of the run (params, env seeds, sampling)."""
+
+    # --- Experiment tracking (docs/tracking.md) ---------------------------------------------
+    track: str | None = None
+    """Also send the run's config and reports to an experiment tracker: ``wandb`` (Weights &
+    Biases, the ``wandb`` extra); None: TensorBoard and ``metrics.jsonl`` only."""
+    wandb_project: str | None = None
+    """``track=wandb``: the W&B project (None: ``batchppo``)."""
+    wandb_entity: str | None = None
+    """``track=wandb``: the W&B entity (user or team; None: the account's default)."""
+    wandb_group: str | None = None
+    """``track=wandb``: the W&B group (None: a ``--seeds`` run groups its seeds by its
+    timestamp and name, a single run has none)."""
 
     @property
     def eval_interval(self) -> int:
@@ -223,6 +239,17 @@ class RunConfig:
             self.ray_startup_timeout > 0,
             f"ray_startup_timeout={self.ray_startup_timeout}: must be > 0 (seconds)",
         )
+        check(
+            self.track in TRACKERS,
+            f"track={self.track!r}: choose one of {TRACKERS[1:]}, or None (TensorBoard only)",
+        )
+        for name in ("wandb_project", "wandb_entity", "wandb_group"):
+            value = getattr(self, name)
+            check(
+                value is None or self.track == "wandb",
+                f"{name}={value!r} is for track=wandb; set track=wandb, or drop {name}",
+            )
+            check(value is None or value.strip() != "", f"{name}='': give a name, or None")
         check(self.eval_max_steps >= 1, f"eval_max_steps={self.eval_max_steps}: must be >= 1")
         check(
             self.max_length is None or self.max_length >= 1,
