@@ -49,7 +49,14 @@ from gymnasium.wrappers import (
     RecordEpisodeStatistics,
 )
 
-__all__ = ["PREPROCESSING", "AtariStack", "EpisodicLife", "FireReset", "import_ale"]
+__all__ = [
+    "PREPROCESSING",
+    "AtariStack",
+    "EpisodicLife",
+    "FireReset",
+    "import_ale",
+    "whole_games",
+]
 
 _ALE_ENTRY_POINT = "ale_py.env:AtariEnv"
 # The ALE's keywords that the preprocessing sets itself, with the setting that replaces each.
@@ -127,14 +134,20 @@ class FireReset(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     The FIRE step's reward is not returned (inner wrappers, such as
     ``RecordEpisodeStatistics``, still count it).
 
+    With ``on_life_loss``, FIRE is also pressed in the step that lost a life while the game
+    goes on (that step returns the FIRE step's observation and the sum of both rewards): what
+    training's FIRE reset does after each life under :class:`EpisodicLife`, for an env that
+    plays whole games (the evaluation of a score).
+
     Args:
         env: An ALE env (possibly wrapped) whose action 1 is FIRE.
+        on_life_loss: Also press FIRE after each lost life.
 
     Raises:
         ValueError: The game's action 1 is not FIRE.
     """
 
-    def __init__(self, env: gymnasium.Env):
+    def __init__(self, env: gymnasium.Env, on_life_loss: bool = False):
         meanings = env.unwrapped.get_action_meanings()
         if len(meanings) < 2 or meanings[1] != "FIRE":
             raise ValueError(
@@ -142,13 +155,34 @@ class FireReset(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
                 f"is {meanings[1] if len(meanings) > 1 else None!r}, not FIRE; leave fire_reset "
                 "off for this game."
             )
-        gymnasium.utils.RecordConstructorArgs.__init__(self)
+        gymnasium.utils.RecordConstructorArgs.__init__(self, on_life_loss=on_life_loss)
         gymnasium.Wrapper.__init__(self, env)
+        self._on_life_loss = on_life_loss
+        self._lives = 0
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps; with ``on_life_loss``, a step that lost a life is followed by FIRE."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if not self._on_life_loss:
+            return obs, reward, terminated, truncated, info
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self._lives and not (terminated or truncated):
+            obs, fire_reward, terminated, truncated, fire_info = self.env.step(1)
+            reward = float(reward) + float(fire_reward)
+            info = {**info, **fire_info}
+            lives = self.env.unwrapped.ale.lives()
+        self._lives = lives
+        return obs, reward, terminated, truncated, info
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Resets, then steps FIRE once (resetting again if that ended the game)."""
+        obs, info = self._reset(seed, options)
+        self._lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+    def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
         obs, info = self.env.reset(seed=seed, options=options)
         obs, _, terminated, truncated, step_info = self.env.step(1)
         if terminated or truncated:
@@ -180,6 +214,8 @@ class AtariStack:
             this probability at each frame.
         max_frames: Emulator frames after which a game is truncated.
         full_action_space: All 18 actions instead of the game's minimal set.
+        fire_on_life_loss: With ``fire_reset``, FIRE after each lost life too (for envs that
+            play whole games: :func:`whole_games`).
     """
 
     noop_max: int = 30
@@ -192,6 +228,7 @@ class AtariStack:
     repeat_action_probability: float = 0.0
     max_frames: int = 108_000
     full_action_space: bool = False
+    fire_on_life_loss: bool = False
 
     def __post_init__(self) -> None:
         for name in ("frame_skip", "screen_size", "stack", "max_frames"):
@@ -274,11 +311,20 @@ class AtariStack:
         if self.episodic_life:
             env = EpisodicLife(env)
         if self.fire_reset and _needs_fire(env):
-            env = FireReset(env)
+            env = FireReset(env, on_life_loss=self.fire_on_life_loss)
         if self.clip_rewards:
             env = ClipReward(env, -1.0, 1.0)
         return FrameStackObservation(env, self.stack, padding_type="reset")
 
 
+def whole_games(**settings: Any) -> AtariStack:
+    """The Atari preprocessing for scoring whole games: no episodic life, no reward clipping,
+    FIRE after each lost life (as training's FIRE reset presses it after each life): an
+    episode is a game and its return the game's score, on the observations training sees.
+    The ``eval_env_kwargs`` of the Atari presets name it (``preprocess: atari_game``)."""
+    defaults = {"episodic_life": False, "clip_rewards": False, "fire_on_life_loss": True}
+    return AtariStack(**{**defaults, **settings})
+
+
 # The named preprocessings of make(preprocess=NAME) (and of a config's env_kwargs).
-PREPROCESSING: dict[str, type[AtariStack]] = {"atari": AtariStack}
+PREPROCESSING: dict[str, Any] = {"atari": AtariStack, "atari_game": whole_games}

@@ -367,8 +367,11 @@ def probe_env(
     """
     source = env_source(env_id)
     kwargs = dict(env_kwargs or {})
+    pre = preprocessing(kwargs.pop("preprocess", None))
+    if pre is not None:
+        pre.check(env_id, None, kwargs)
     try:
-        raw = source.build(env_kwargs=kwargs)
+        raw = source.build(env_kwargs=kwargs) if pre is None else pre.make(env_id, None, kwargs)
     except gymnasium.error.DependencyNotInstalled as error:
         raise ValueError(f"cannot build {env_id!r}: {_first_line(error)}") from error
     except TypeError as error:

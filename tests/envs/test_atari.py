@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
 import gymnasium
@@ -11,7 +12,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import AtariPreprocessing
 
 from batchppo.envs import AtariStack, make, make_env_fn
-from batchppo.envs.atari import EpisodicLife, FireReset
+from batchppo.envs.atari import EpisodicLife, FireReset, whole_games
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -223,7 +224,9 @@ def test_bad_settings_are_one_line_errors():
         make_env_fn("ALE/Breakout-v5", preprocess="atari", frameskip=4)
     with pytest.raises(ValueError, match=r"^preprocess='atari' needs an ALE env id"):
         make_env_fn("CartPole-v1", preprocess="atari")
-    with pytest.raises(ValueError, match=r"^preprocess must be None, one of \['atari'\]"):
+    with pytest.raises(
+        ValueError, match=r"^preprocess must be None, one of \['atari', 'atari_game'\]"
+    ):
         make_env_fn("ALE/Breakout-v5", preprocess="atrai")
     with pytest.raises(ValueError, match=r"; got \{'stack': 2\}\.$"):
         make_env_fn("ALE/Breakout-v5", preprocess={"stack": 2})
@@ -253,3 +256,74 @@ def test_ale_ids_import_ale_py_and_say_how_to_install_it(monkeypatch):
         r"install 'batchppo\[atari\]'\.$",
     ):
         make_env_fn("ALE/Breakot-v5")
+
+
+def test_whole_games_score_every_life_with_raw_rewards():
+    """``preprocess="atari_game"`` (the Atari presets' eval env): one episode is one game,
+    FIRE is pressed after each lost life, and the return is the raw score that
+    RecordEpisodeStatistics reports; its steps are the agent's plus one FIRE per life."""
+    env = make_env_fn("ALE/Breakout-v5", normalize_ranges=False, preprocess="atari_game")()
+    assert AtariStack().episodic_life and not whole_games().episodic_life
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    total, steps, lives = 0.0, 0, []
+    while True:
+        action = int(rng.integers(0, 4)) if rng.random() < 0.5 else 0
+        _, reward, terminated, truncated, info = env.step(action)
+        total, steps = total + float(reward), steps + 1
+        lives.append(env.unwrapped.ale.lives())
+        if terminated or truncated:
+            break
+    assert (terminated, truncated) == (True, False)
+    assert sorted(set(lives)) == [0, 1, 2, 3, 4, 5]  # every life in one episode
+    assert total == info["episode"]["r"] == 2.0
+    assert info["episode"]["l"] == steps + 5  # FIRE after the reset and after 4 lost lives
+    env.close()
+
+
+def test_the_atari_presets_evaluate_whole_games():
+    from batchppo.experiment.configs import get_preset
+
+    for name, game in (("breakout_atari", "Breakout"), ("pong_atari", "Pong")):
+        config = get_preset(name)
+        assert (config.env, config.backend, config.max_length) == (
+            f"ALE/{game}-v5",
+            "process",
+            None,
+        )
+        assert config.env_kwargs == {"preprocess": "atari"}
+        assert config.eval_env_kwargs == {"preprocess": "atari_game"}
+        assert (config.num_agents, config.rollout_length, config.update_epochs) == (8, 128, 4)
+        assert (config.num_minibatches, config.clip_epsilon, config.value_clip) == (4, 0.1, 0.1)
+        assert (config.learning_rate, config.anneal_lr, config.entropy_coef) == (2.5e-4, True, 0.01)
+        assert (config.cnn, config.shared_torso, config.policy_layers) == ("nature", True, ())
+        assert not config.normalize_observations and not config.normalize_rewards
+
+
+def test_the_eval_env_takes_eval_env_kwargs_over_env_kwargs(monkeypatch):
+    from batchppo.algorithms.common import trainer
+    from batchppo.experiment.configs import get_preset
+
+    built = []
+    monkeypatch.setattr(trainer, "make_env", lambda c, n, seed: built.append((c, n, seed)))
+    config = dataclasses.replace(
+        get_preset("breakout_atari"), env_kwargs={"preprocess": "atari", "mode": 0}
+    )
+    trainer.make_eval_env(config, 2, 7)
+    trainer.make_eval_env(dataclasses.replace(config, eval_env_kwargs={}), 3, 8)
+    assert [(c.env_kwargs, n, seed) for c, n, seed in built] == [
+        ({"preprocess": "atari_game", "mode": 0}, 2, 7),
+        ({"preprocess": "atari", "mode": 0}, 3, 8),
+    ]
+    assert built[0][0].eval_env_kwargs == {"preprocess": "atari_game"}
+
+
+def test_the_start_up_probe_builds_a_preprocessed_env():
+    from batchppo.envs.make import probe_env
+
+    probe = probe_env("ALE/Pong-v5", normalize_ranges=False, env_kwargs={"preprocess": "atari"})
+    assert probe.observation_space == spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    assert probe.action_space == spaces.Discrete(6, dtype=np.int32)
+    assert probe.time_limit is None
+    with pytest.raises(ValueError, match=r"^ALE/Pong-v5: frameskip is set by the Atari"):
+        probe_env("ALE/Pong-v5", env_kwargs={"preprocess": "atari", "frameskip": 2})

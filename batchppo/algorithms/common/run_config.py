@@ -54,6 +54,10 @@ class RunConfig:
     (e.g. ``{include_cfrc_ext_in_observation: false}`` for Ant-v5), of
     ``brax.envs.get_environment`` for ``brax``, and ``EnvParams`` fields for ``gymnax``.
     Values are YAML scalars or lists of them."""
+    eval_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Options of the evaluation env only, over ``env_kwargs``: e.g. the Atari presets'
+    ``{preprocess: atari_game}`` scores whole games (all lives, unclipped rewards) where
+    training sees lives as episodes and clipped rewards."""
     max_length: int | None = 200
     """Episode time limit in steps (truncation); None keeps the env's own limit."""
     normalize_ranges: bool = True

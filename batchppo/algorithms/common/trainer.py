@@ -20,6 +20,7 @@ policy). :class:`Trainer` compiles and runs them:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -91,6 +92,15 @@ def make_env(config: Any, num_envs: int, seed: int) -> Env:
         env_kwargs=config.env_kwargs,
         options=get_backend(config.backend).options(config),
     )
+
+
+def make_eval_env(config: Any, num_envs: int, seed: int) -> Env:
+    """The evaluation env of a run's config: :func:`make_env` with ``config.eval_env_kwargs``
+    over ``config.env_kwargs``."""
+    if not config.eval_env_kwargs:
+        return make_env(config, num_envs, seed)
+    env_kwargs = {**config.env_kwargs, **config.eval_env_kwargs}
+    return make_env(dataclasses.replace(config, env_kwargs=env_kwargs), num_envs, seed)
 
 
 def strong(x: Any) -> Any:
@@ -186,7 +196,7 @@ class Trainer:
             self._host_loop = HostLoop(self.env, self.agent.policy_fn)
         self._compiler = Compiler()
         self._evaluator = Evaluator(
-            make_env=lambda n: make_env(config, n, config.seed + EVAL_SEED_OFFSET),
+            make_env=lambda n: make_eval_env(config, n, config.seed + EVAL_SEED_OFFSET),
             init_sim=lambda key, env: self.agent.init_sim(key, env),
             act=self.agent.mode_fn,
             max_envs=config.num_agents,

@@ -171,6 +171,47 @@ def _minatar(game: str, **changes: Any) -> PPOConfig:
     return _preset(**{**_MINATAR, "env": f"{game}-MinAtar", **changes})
 
 
+# CleanRL's PPO Atari settings (ppo_atari.py; Huang et al. 2022, "The 37 implementation
+# details of PPO"): 8 envs x 128 steps, 4 epochs of 4 minibatches, clip 0.1 (value clip too),
+# lr 2.5e-4 annealed, entropy 0.01, the Nature CNN shared by policy and value with linear heads.
+# Training sees the standard preprocessing (lives as episodes, clipped rewards: envs/atari.py);
+# evaluations play whole games with raw rewards (preprocess atari_game), the score papers
+# report. steps counts agent steps (4 frames each), as CleanRL's total_timesteps does.
+_ATARI: dict[str, Any] = dict(
+    _CLIP,
+    backend="process",
+    max_length=None,
+    normalize_ranges=False,
+    env_kwargs={"preprocess": "atari"},
+    eval_env_kwargs={"preprocess": "atari_game"},
+    network="feed_forward",
+    cnn="nature",
+    shared_torso=True,
+    policy_layers=(),
+    value_layers=(),
+    num_agents=8,
+    rollout_length=128,
+    update_epochs=4,
+    num_minibatches=4,
+    clip_epsilon=0.1,
+    value_clip=0.1,
+    learning_rate=2.5e-4,
+    anneal_lr=True,
+    discount=0.99,
+    entropy_coef=0.01,
+    value_coef=0.5,
+    init_mean_factor=0.01,
+    normalize_observations=False,
+    normalize_rewards=False,
+    steps=10_000_000,
+    eval_episodes=8,
+)
+
+
+def _atari(game: str, **changes: Any) -> PPOConfig:
+    return _preset(**{**_ATARI, "env": f"ALE/{game}-v5", **changes})
+
+
 PRESETS: dict[str, PPOConfig] = {
     # --- Pure JAX (gymnax): env and learner in one compiled program. ------------------------
     "pendulum_jax": _PENDULUM_CLIP,
@@ -195,6 +236,9 @@ PRESETS: dict[str, PPOConfig] = {
     "asterix_minatar": _minatar("Asterix"),
     "freeway_minatar": _minatar("Freeway"),
     "space_invaders_minatar": _minatar("SpaceInvaders"),
+    # --- Atari (ALE envs in worker processes, uint8 frames in shared memory). ---------------
+    "breakout_atari": _atari("Breakout"),
+    "pong_atari": _atari("Pong"),
     # --- The original's tasks (Gymnasium envs in worker processes). -------------------------
     # batch_size 20 sequences of chunk_length 50 out of 30 episodes x 200 steps: 6 minibatches.
     "pendulum": _preset(
