@@ -96,7 +96,33 @@ class Choose(gymnasium.Env):
 
 
 class Pixels(Choose):
+    """Choose, shown as an HWC image: the right action's channel is lit."""
+
     observation_space = spaces.Box(0, 255, (8, 8, 3), np.uint8)
+
+    def _image(self, onehot):
+        lit = np.zeros(self.observation_space.shape, np.uint8)
+        lit[..., int(np.argmax(onehot))] = 255
+        return lit
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return self._image(obs), info
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return self._image(obs), *rest
+
+
+class Frames(Pixels):
+    """Choose as CHW frames of 84x84 (Atari's size)."""
+
+    observation_space = spaces.Box(0, 255, (4, 84, 84), np.uint8)
+
+    def _image(self, onehot):
+        lit = np.zeros(self.observation_space.shape, np.uint8)
+        lit[int(np.argmax(onehot))] = 255
+        return lit
 
 
 class Nested(Choose):
@@ -121,6 +147,10 @@ def make_choose():
 
 def make_pixels():
     return Pixels()
+
+
+def make_frames():
+    return Frames()
 
 
 def make_nested():

@@ -317,10 +317,26 @@ def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
             "licence expired; fix the env (or env_kwargs) (--debug shows the traceback)",
         ),
         (
-            ["--env", "myenvs:make_pixels"],
-            "env 'myenvs:make_pixels' has image observations (Box(0, 255, (8, 8, 3), uint8)): "
-            "batchppo has no starting recipe for them yet; pick a config with --config "
-            "(`batchppo list`)",
+            ["--env", "brokenenvs:X"],
+            "env 'brokenenvs:X': importing 'brokenenvs' failed: NameError: oops (--debug shows "
+            "the traceback)",
+        ),
+        (
+            ["--env", "myenvs:make_reech"],
+            "env 'myenvs:make_reech': 'make_reech' is neither an env id that myenvs registers "
+            "nor a name in myenvs. Did you mean 'make_reach'? Give 'module:EnvId' or "
+            "'module:factory'",
+        ),
+        (
+            ["--env", "myenvs:make_nothing"],
+            "env 'myenvs:make_nothing': myenvs:make_nothing returned int, not a gymnasium.Env: "
+            "return the env instance (--debug shows the traceback)",
+        ),
+        (
+            ["--env", "myenvs:needs_size"],
+            "env 'myenvs:needs_size': its constructor needs arguments that env_kwargs {} does "
+            "not give (TypeError: needs_size() missing 1 required positional argument: 'size'): "
+            "set them, e.g. --set 'env_kwargs={name: value}' (--debug shows the traceback)",
         ),
         (
             ["--env", "myenvs:make_worded"],
@@ -388,6 +404,12 @@ def test_env_alone_picks_a_recipe_from_the_spaces(capsys, tmp_path, user_envs, m
     assert stored == dataclasses.replace(
         configs.get_preset("cartpole_jax"), env="myenvs:make_choose", backend="process", steps=500
     )
+    code, _, err = train_own(capsys, tmp_path, "--env", "myenvs:make_frames", "--set", "steps=64")
+    assert code == 0, err
+    assert "has image observations (36 px or more a side), so the run starts from the " in err
+    (run_dir,) = tmp_path.glob("*-make_frames")
+    stored = configs.load_config(run_dir / "config.yaml")
+    assert (stored.cnn, stored.eval_env_kwargs, stored.steps) == ("nature", {}, 64)
 
 
 def test_config_files_full_and_partial_with_set_on_top(capsys, tmp_path, user_envs, monkeypatch):

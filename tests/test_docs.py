@@ -174,6 +174,12 @@ def test_readme_links_resolve(site: Path) -> None:
             assert anchor in _ids(_page_html(site, page)), link
 
 
+def test_readme_links_the_own_env_guide_from_its_top() -> None:
+    """The guide is linked before the results, outside the snippet the site's home reuses."""
+    top = README.split("## Results")[0]
+    assert "](docs/own_env.md)" in top.split("[end:about]")[1]
+
+
 def test_strict_build_fails_on_a_broken_link(tmp_path: Path) -> None:
     """The build above would catch a dead link: strict mode is in force."""
     docs = tmp_path / "docs"

@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from batchppo.algorithms.common.encoders import hwc_shape
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 from batchppo.core.backends import get_backend
@@ -597,7 +598,7 @@ class Recipe:
     """
 
     kind: str
-    preset: str | None
+    preset: str
     matches: Any
     changes: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -625,12 +626,25 @@ def _has_image(obs: Any) -> bool:
     return any(_is_image(leaf) for leaf in _leaves(obs))
 
 
+NATURE_CNN_MIN_SIDE = 36
+"""The smallest image side the Nature CNN takes (8x8/4, 4x4/2 and 3x3/1 valid convolutions)."""
+
+
+def _smallest_image_side(obs: Any) -> int:
+    """The shortest height or width over the image leaves of ``obs`` (axes read as ``auto``)."""
+    sides = [hwc_shape(leaf.shape, "auto")[:2] for leaf in _leaves(obs) if _is_image(leaf)]
+    return min(min(hw) for hw in sides)
+
+
 def _all_box(act: Any) -> bool:
     return all(type(leaf).__name__ == "Box" for leaf in _leaves(act))
 
 
 RECIPE_BACKEND = "process"
 """The backend of every recipe: a user's env is a Gymnasium env, stepped in worker processes."""
+RECIPE_MAX_LENGTH = 1000
+"""The episode limit of a recipe whose preset keeps its env's own (``max_length=None``, as the
+Atari and MinAtar presets do) when the user's env has no time limit of its own."""
 
 RECIPES: list[Recipe] = [
     Recipe(
@@ -644,9 +658,21 @@ RECIPES: list[Recipe] = [
         lambda obs, act: _is_vector(obs) and type(act).__name__ == "Discrete",
         {"backend": "process"},
     ),
-    # Pixel observations: no recipe yet. A pixel preset (a CNN policy) becomes the recipe by
-    # naming it here; until then `batchppo train --env` says so in one line.
-    Recipe("image observations", None, lambda obs, act: _has_image(obs)),
+    # Pixel observations: the Atari recipe (Nature CNN shared by policy and value) where the
+    # images are large enough for it, else the MinAtar recipe (one 3x3 conv). Neither keeps
+    # its preset's Atari-only evaluation preprocessing or its gymnax backend.
+    Recipe(
+        f"image observations ({NATURE_CNN_MIN_SIDE} px or more a side)",
+        "breakout_atari",
+        lambda obs, act: _has_image(obs) and _smallest_image_side(obs) >= NATURE_CNN_MIN_SIDE,
+        {"eval_env_kwargs": {}},
+    ),
+    Recipe(
+        f"small image observations (under {NATURE_CNN_MIN_SIDE} px a side, e.g. grids)",
+        "breakout_minatar",
+        lambda obs, act: _has_image(obs),
+        {"backend": "process"},
+    ),
     # Other space trees: the generic network picks an encoder per observation leaf and a head
     # per action leaf; the hyperparameters follow the action leaves' kind.
     Recipe(
@@ -670,7 +696,8 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
 
     The env is built once (:func:`check_env`) to read its spaces and time limit. The config
     is the recipe's preset with ``env`` (and ``env_kwargs``); when the env has a time limit of
-    its own, ``max_length`` is None (the env's limit ends episodes), otherwise the preset's.
+    its own, ``max_length`` is None (the env's limit ends episodes), otherwise the preset's
+    (:data:`RECIPE_MAX_LENGTH` where the preset has none).
 
     Returns:
         ``(config, message)``: the message says which recipe was chosen and why, in one line.
@@ -684,19 +711,15 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
     for recipe in RECIPES:
         if not recipe.matches(obs, act):
             continue
-        if recipe.preset is None:
-            raise ConfigError(
-                f"env {env!r} has {recipe.kind} ({obs}): batchppo has no starting recipe for "
-                "them yet; pick a config with --config (`batchppo list`)"
-            )
         base = get_preset(recipe.preset)
         changes = {"env": env, "env_kwargs": dict(env_kwargs or {}), **recipe.changes}
         if probe.time_limit is not None:
             changes["max_length"] = None
             limit = f"the env's own time limit ({probe.time_limit} steps) ends episodes"
         else:
+            changes["max_length"] = base.max_length or RECIPE_MAX_LENGTH
             limit = (
-                f"the env has no time limit of its own: max_length={base.max_length} "
+                f"the env has no time limit of its own: max_length={changes['max_length']} "
                 "(--set max_length=N)"
             )
         config = replace_config(base, changes)

@@ -18,12 +18,14 @@ import multiprocessing
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle
 import gymnasium
 import numpy as np
+import psutil
 import pytest
 from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
@@ -532,6 +534,31 @@ def test_close_with_a_call_pending_warns(impl):
     with pytest.warns(UserWarning, match=re.escape(expected)):
         env.close()
     assert env.closed
+
+
+class StuckEnv(CountingEnv):
+    """A CountingEnv whose step never returns."""
+
+    def step(self, action: Any):
+        time.sleep(3600)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def test_close_abandons_a_pending_call_where_gymnasium_waits_for_it():
+    """A documented difference: BatchEnv's close() with a step pending warns as Gymnasium's
+    does, then ends the workers without waiting for the step (Gymnasium's close waits for
+    the pending call, here for ever)."""
+    env = BatchEnv([lambda i=i: StuckEnv("box", i) for i in range(NUM_ENVS)], num_workers=2)
+    env.reset(seed=0)
+    pids = set(env.call("pid"))
+    env.step_async(actions_for("box", 0))
+    with pytest.warns(UserWarning, match="while waiting for a pending call to `step`"):
+        env.close()
+    assert env.closed and len(pids) == 2
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
 
 
 def test_the_default_autoreset_is_gymnasiums_so_its_wrappers_take_batch_env():

@@ -307,12 +307,34 @@ def test_recipes_by_spaces(user_envs, monkeypatch):
         configs.get_preset("cheetah_fast"), env="myenvs:make_reach", env_kwargs={"size": 2.0}
     )
     assert message.endswith("max_length=1000 (--set max_length=N)")
-    # A pixel recipe is one entry of RECIPES away: today image spaces get one line.
     assert [r.preset for r in configs.RECIPES] == [
-        "cheetah_fast", "cartpole_jax", None, "cheetah_fast", "cartpole_jax"
+        "cheetah_fast", "cartpole_jax", "breakout_atari", "breakout_minatar", "cheetah_fast",
+        "cartpole_jax",
     ]  # fmt: skip
-    with pytest.raises(ConfigError, match=r"has image observations .*no starting recipe"):
-        configs.recipe_for_env("myenvs:make_pixels")
+    # Images of Atari's size: the Atari recipe without its whole-game evaluation env. The env
+    # has no TimeLimit, and the preset keeps the env's own: max_length is the recipes' 1000.
+    config, message = configs.recipe_for_env("myenvs:make_frames")
+    assert config == dataclasses.replace(
+        configs.get_preset("breakout_atari"),
+        env="myenvs:make_frames",
+        env_kwargs={},
+        eval_env_kwargs={},
+        max_length=1000,
+    )
+    assert message == (
+        "no --config: myenvs:make_frames has image observations (36 px or more a side), so "
+        "the run starts from the breakout_atari recipe (10,000,000 steps); the env has no time "
+        "limit of its own: max_length=1000 (--set max_length=N)"
+    )
+    # Images too small for the Nature CNN (8x8): the MinAtar recipe, in worker processes.
+    config, message = configs.recipe_for_env("myenvs:make_pixels")
+    assert config == dataclasses.replace(
+        configs.get_preset("breakout_minatar"),
+        env="myenvs:make_pixels",
+        backend="process",
+        max_length=1000,
+    )
+    assert message.startswith("no --config: myenvs:make_pixels has small image observations")
     # A Dict observation with a Discrete action: the generic network, per-leaf encoders.
     config, message = configs.recipe_for_env("myenvs:make_nested")
     assert config == dataclasses.replace(
