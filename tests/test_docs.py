@@ -195,6 +195,18 @@ def test_names_the_pages_point_to_are_in_the_api_reference(site: Path) -> None:
     assert "batchppo.experiment.export.export_run" in checked
 
 
+def test_getting_started_names_every_extra() -> None:
+    """The extras paragraph of getting started names each extra of pyproject.toml."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    section = re.search(r"\[project\.optional-dependencies\]\n(.*?)\n\[", pyproject, re.S)
+    extras = set(re.findall(r"^(\w+) = \[", section.group(1), re.M))
+    assert {"sb3", "onnx", "wandb", "test", "bench"} <= extras
+    page = (ROOT / "docs" / "getting_started.md").read_text()
+    paragraph = re.search(r"## Extras\n\n(.*?)\n\n", page, re.S).group(1)
+    named = set(re.findall(r"`(\w+)` \(", paragraph)) | {"test"}
+    assert named == extras, paragraph
+
+
 def test_readme_links_resolve(site: Path) -> None:
     links = re.findall(r"\]\(([^)\s]+)\)", README)
     assert len(links) >= 10
