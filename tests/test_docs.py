@@ -7,12 +7,14 @@ from __future__ import annotations
 import html
 import html.parser
 import importlib
+import inspect
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -159,6 +161,50 @@ def test_api_reference_documents_every_public_name(site: Path) -> None:
                 module != "batchppo"
                 or f"#{sorted(where & everywhere)[0]}" in (site / page / "index.html").read_text()
             ), f"{module}.{name}"
+
+
+def _resolve(dotted: str) -> Any:
+    """The object a dotted ``batchppo....`` path names (its longest importable module, then
+    attributes), or None."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            obj = getattr(obj, part, None)
+        return obj
+    return None
+
+
+def test_names_the_pages_point_to_are_in_the_api_reference(site: Path) -> None:
+    """Each function or class a page or the README names in full (```batchppo.x.name```) has
+    an entry in the API reference, under that name or where it is defined."""
+    ids = set().union(*(_ids(site / page / "index.html") for page in set(API_PAGES.values())))
+    texts = [README] + [page.read_text() for page in (ROOT / "docs").glob("*.md")]
+    names = {m for text in texts for m in re.findall(r"`(batchppo(?:\.\w+)+)", text)}
+    checked = []
+    for name in sorted(names):
+        obj = _resolve(name)
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue  # a module, or a method named through its class
+        home = f"{obj.__module__}.{obj.__qualname__}"
+        assert {name, home} & ids, f"the docs name {name}, which is not in the API reference"
+        checked.append(name)
+    assert "batchppo.experiment.export.export_run" in checked
+
+
+def test_getting_started_names_every_extra() -> None:
+    """The extras paragraph of getting started names each extra of pyproject.toml."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    section = re.search(r"\[project\.optional-dependencies\]\n(.*?)\n\[", pyproject, re.S)
+    extras = set(re.findall(r"^(\w+) = \[", section.group(1), re.M))
+    assert {"sb3", "onnx", "wandb", "test", "bench"} <= extras
+    page = (ROOT / "docs" / "getting_started.md").read_text()
+    paragraph = re.search(r"## Extras\n\n(.*?)\n\n", page, re.S).group(1)
+    named = set(re.findall(r"`(\w+)` \(", paragraph)) | {"test"}
+    assert named == extras, paragraph
 
 
 def test_readme_links_resolve(site: Path) -> None:

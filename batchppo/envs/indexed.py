@@ -9,13 +9,14 @@ Stable-Baselines3, so the workers that unpickle these classes do not load it (no
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 
-__all__ = ["IndexedEnv", "IndexedEnvFn"]
+__all__ = ["IndexedEnv", "IndexedEnvFn", "missing_reset_keywords"]
 
 
 class IndexedEnv(gymnasium.Wrapper):
@@ -60,9 +61,36 @@ class IndexedEnv(gymnasium.Wrapper):
                     return True
                 env = env.env
             return False
-        if op == "identity":
-            return os.getpid(), id(env)
+        if op == "describe":
+            return os.getpid(), id(env), missing_reset_keywords(env)
         raise ValueError(f"unknown BatchVecEnv operation {op!r}")
+
+
+def missing_reset_keywords(env: gymnasium.Env) -> list[str]:
+    """Which of ``seed`` and ``options`` the env's ``reset`` cannot take as keywords.
+
+    BatchEnv resets an env with ``reset(seed=..., options=...)``, as Gymnasium's vector envs
+    do. An env whose ``reset`` has no such parameter (nor ``**kwargs``), as old ``gym`` envs
+    had, would fail there with a ``TypeError``; a ``reset`` whose signature cannot be read
+    is taken to accept both.
+
+    Args:
+        env: The env (its outermost wrapper: the ``reset`` BatchEnv calls).
+
+    Returns:
+        The missing keywords, in the order ``seed``, ``options``; empty when both are taken.
+    """
+    try:
+        parameters = inspect.signature(env.reset).parameters
+    except (TypeError, ValueError):
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return []
+    return [
+        name
+        for name in ("seed", "options")
+        if name not in parameters or parameters[name].kind is inspect.Parameter.POSITIONAL_ONLY
+    ]
 
 
 class IndexedEnvFn:

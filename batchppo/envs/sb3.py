@@ -119,7 +119,10 @@ class BatchVecEnv(VecEnv):
     instead of no options; numeric info values come back as Python scalars (an env's
     ``np.float64`` info is a ``float``: infos are batched in the workers and split again
     here). ``env_fns`` must return ``gymnasium.Env`` instances (SB3's conversion of old
-    ``gym`` envs is not applied).
+    ``gym`` envs is not applied) whose ``reset`` takes the keywords ``seed`` and
+    ``options``, as Gymnasium's does: every reset passes both (``DummyVecEnv`` passes
+    ``options`` only once :meth:`set_options` gave some), and an env whose ``reset`` lacks
+    either is refused when the workers start.
 
     Example:
         >>> import gymnasium
@@ -153,7 +156,8 @@ class BatchVecEnv(VecEnv):
 
     Raises:
         ValueError: Two env functions returned the same env instance (each must build its
-            own), or a bad BatchEnv argument.
+            own), an env's ``reset`` takes no ``seed`` or ``options`` keyword, or a bad
+            BatchEnv argument.
     """
 
     def __init__(
@@ -184,7 +188,7 @@ class BatchVecEnv(VecEnv):
         )
         self.closed = False
         try:
-            self._check_distinct_envs()
+            self._check_envs()
             super().__init__(
                 len(env_fns),
                 self.batch_env.single_observation_space,
@@ -194,9 +198,11 @@ class BatchVecEnv(VecEnv):
             self.close()
             raise
 
-    def _check_distinct_envs(self) -> None:
+    def _check_envs(self) -> None:
+        """Each env is its own instance, and its ``reset`` takes ``seed`` and ``options``."""
         seen: dict[tuple[int, int], int] = {}
-        for i, key in enumerate(self._op("identity", None)):
+        for i, (pid, env_id, missing) in enumerate(self._op("describe", None)):
+            key = (pid, env_id)
             if key in seen:
                 raise ValueError(
                     f"env_fns[{seen[key]}] and env_fns[{i}] returned the same env instance; "
@@ -204,6 +210,13 @@ class BatchVecEnv(VecEnv):
                     "not `lambda: env`)."
                 )
             seen[key] = i
+            if missing:
+                names = " or ".join(f"`{name}`" for name in missing)
+                raise ValueError(
+                    f"env_fns[{i}] returned an env whose reset() takes no {names} argument, "
+                    "which BatchVecEnv passes; give it Gymnasium's signature "
+                    "`reset(self, *, seed=None, options=None)`."
+                )
 
     # ------------------------------------------------------------------ stepping
 

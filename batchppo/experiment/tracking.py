@@ -36,8 +36,8 @@ __all__ = ["DEFAULT_PROJECT", "ID_FILE", "WandbTracker", "open_tracker"]
 ID_FILE = "wandb_id"
 """The file of a run dir that holds its W&B run id."""
 DEFAULT_PROJECT = "batchppo"
-_ID_CHARS = string.ascii_lowercase + string.digits
 """The W&B project of ``wandb_project=None``."""
+_ID_CHARS = string.ascii_lowercase + string.digits
 
 
 def _import_wandb() -> Any:

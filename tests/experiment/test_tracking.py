@@ -122,9 +122,12 @@ def offline(tmp_path, monkeypatch):
 
 
 def train_fake(logdir, config=None, **kwargs):
+    if config is None:
+        config = fake_config(
+            track="wandb", wandb_project="proj", wandb_entity="ent", wandb_group="grp"
+        )
     return loop.train(
-        config or fake_config(track="wandb", wandb_project="proj", wandb_group="grp"),
-        logdir, name="fake", timestamp="T", progress="none", trainer_factory=FakeTrainer,
+        config, logdir, name="fake", timestamp="T", progress="none", trainer_factory=FakeTrainer,
         **kwargs,
     )  # fmt: skip
 
@@ -134,12 +137,12 @@ def test_offline_run_has_the_config_and_every_report_of_metrics_jsonl(offline):
     run_dir = result.run_dir
     run_id = (run_dir / tracking.ID_FILE).read_text().strip()
     [(run, config, history)] = offline_runs(run_dir)
-    assert (run.run_id, run.project, run.run_group, run.display_name, run.job_type) == (
-        run_id, "proj", "grp", "T-fake", "train"
-    )  # fmt: skip
+    assert (run.run_id, run.entity, run.project, run.run_group, run.display_name,
+            run.job_type) == (run_id, "ent", "proj", "grp", "T-fake", "train")  # fmt: skip
     config.pop("_wandb")
     assert config == yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["track"] == "wandb" and config["steps"] == 1000
+    assert config["wandb_entity"] == "ent"
     records = read_metrics(run_dir)
     assert [(r["phase"], r["step"]) for r in records] == [
         ("train", 300), ("eval", 400), ("train", 500), ("train", 800), ("eval", 800),
