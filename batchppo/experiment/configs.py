@@ -26,7 +26,6 @@ from typing import Any
 
 import yaml
 
-from batchppo.algorithms.common.encoders import hwc_shape
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 from batchppo.core.backends import get_backend
@@ -632,6 +631,8 @@ NATURE_CNN_MIN_SIDE = 36
 
 def _smallest_image_side(obs: Any) -> int:
     """The shortest height or width over the image leaves of ``obs`` (axes read as ``auto``)."""
+    from batchppo.algorithms.common.encoders import hwc_shape  # Flax: only when a recipe runs
+
     sides = [hwc_shape(leaf.shape, "auto")[:2] for leaf in _leaves(obs) if _is_image(leaf)]
     return min(min(hw) for hw in sides)
 
