@@ -29,7 +29,7 @@ import numpy as np
 
 from batchppo.core.adapters import GymnaxEnv, HostEnv
 from batchppo.core.host_loop import HostLoop
-from batchppo.core.simulate import init_sim_state, rollout
+from batchppo.core.simulation import init_sim_state, rollout
 
 
 def mlp_params(key: jax.Array, obs_size: int, act_size: int, hidden: int) -> list:

@@ -7,9 +7,7 @@ imported without JAX.
 
 from __future__ import annotations
 
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from batchppo._exports import lazy_exports
 
@@ -21,9 +19,9 @@ _LAZY = {
     "Env": "batchppo.core.env",
     "EnvSpec": "batchppo.core.env",
     "StepResult": "batchppo.core.env",
-    "init_sim_state": "batchppo.core.simulate",
-    "rollout": "batchppo.core.simulate",
-    "simulate": "batchppo.core.simulate",
+    "init_sim_state": "batchppo.core.simulation",
+    "rollout": "batchppo.core.simulation",
+    "simulate": "batchppo.core.simulation",
     "EpisodeStats": "batchppo.core.types",
     "PolicyFn": "batchppo.core.types",
     "SimState": "batchppo.core.types",
@@ -50,24 +48,9 @@ __all__ = [
 if TYPE_CHECKING:
     from batchppo.core.adapters import BraxEnv, GymnaxEnv, HostEnv, make_env
     from batchppo.core.env import Env, EnvSpec, StepResult
-    from batchppo.core.simulate import init_sim_state, rollout, simulate
+    from batchppo.core.simulation import init_sim_state, rollout, simulate
     from batchppo.core.types import EpisodeStats, PolicyFn, SimState, Transition
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
-
-class _Package(types.ModuleType):
-    """``batchppo.core.simulate`` is the function, as when this package imported it eagerly.
-
-    Importing the submodule of the same name binds the module to the package attribute; the
-    function takes its place again.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "simulate" and isinstance(value, types.ModuleType):
-            value = value.simulate
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

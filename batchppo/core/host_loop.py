@@ -1,10 +1,10 @@
 """The other host driver: ``rollout`` as a Python loop around the compiled halves of a step.
 
-:func:`~batchppo.core.simulate.rollout` over a :class:`~batchppo.core.adapters.HostEnv` is one
+:func:`~batchppo.core.simulation.rollout` over a :class:`~batchppo.core.adapters.HostEnv` is one
 compiled program that calls back into the host envs at every step (``io_callback``).
 :class:`HostLoop` runs the same steps the other way round: a Python loop that calls the
-compiled policy step (:func:`~batchppo.core.simulate.act`), steps the vector env directly, and
-calls the compiled bookkeeping (:func:`~batchppo.core.simulate.advance`). Both give the same
+compiled policy step (:func:`~batchppo.core.simulation.act`), steps the vector env directly, and
+calls the compiled bookkeeping (:func:`~batchppo.core.simulation.advance`). Both give the same
 transitions, episode statistics and final state; which is faster depends on the env and the
 machine (``bench/train.py`` measures both), so the trainer offers both (``host_loop``).
 """
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchppo.core.adapters import HostEnv
-from batchppo.core.simulate import act, advance
+from batchppo.core.simulation import act, advance
 from batchppo.core.types import EpisodeStats, PolicyFn, PyTree, SimState, Transition
 
 

@@ -22,7 +22,7 @@ from batchppo.core.adapters import (
 )
 from batchppo.core.env import Env
 from batchppo.core.mock import MockGymEnv, make_mock_vector_env, random_policy
-from batchppo.core.simulate import init_sim_state, rollout
+from batchppo.core.simulation import init_sim_state, rollout
 from batchppo.envs.ranges import bounded_dims
 from batchppo.envs.wrappers import RangeNormalize
 

@@ -11,7 +11,7 @@ import pytest
 from batchppo.core.adapters import BraxEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.mock import random_policy
-from batchppo.core.simulate import init_sim_state, rollout
+from batchppo.core.simulation import init_sim_state, rollout
 
 run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4))
 

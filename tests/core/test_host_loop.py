@@ -7,7 +7,7 @@ import pytest
 from batchppo.core.adapters import HostEnv
 from batchppo.core.host_loop import HostLoop
 from batchppo.core.mock import MockEnv, make_mock_vector_env, random_policy
-from batchppo.core.simulate import init_sim_state, rollout
+from batchppo.core.simulation import init_sim_state, rollout
 
 
 def _raw(state):

@@ -28,7 +28,7 @@ from batchppo.algorithms.common.networks import make_network
 from batchppo.algorithms.common.trainer import episode_metrics
 from batchppo.core import returns as returns_lib
 from batchppo.core.env import Env
-from batchppo.core.simulate import rollout
+from batchppo.core.simulation import rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
 
 PyTree = Any

@@ -22,7 +22,7 @@ from batchppo.algorithms.common.trainer import strong
 from batchppo.core import normalize as norm
 from batchppo.core import spaces
 from batchppo.core.env import Env, EnvSpec
-from batchppo.core.simulate import init_sim_state
+from batchppo.core.simulation import init_sim_state
 from batchppo.core.types import SimState
 
 PyTree = Any

@@ -27,7 +27,7 @@ from batchppo.algorithms.common.programs import Compiler, Program, cold_compiler
 from batchppo.core import spaces
 from batchppo.core.env import Env
 from batchppo.core.keys import raw_key
-from batchppo.core.simulate import rollout
+from batchppo.core.simulation import rollout
 from batchppo.core.types import EpisodeStats, SimState
 from batchppo.envs.episode_metrics import EpisodeInfoRecorder
 

@@ -52,7 +52,7 @@ from batchppo.core import spaces
 from batchppo.core.backends import get_backend
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.core.keys import raw_key
-from batchppo.core.simulate import act, advance
+from batchppo.core.simulation import act, advance
 from batchppo.core.types import EpisodeStats, PyTree, SimState, Transition
 
 

@@ -40,7 +40,7 @@ from batchppo.algorithms.common.sharding import Sharding, learner_devices
 from batchppo.core.backends import get_backend
 from batchppo.core.env import Env, EnvSpec
 from batchppo.core.keys import key_data_aval, raw_key
-from batchppo.core.simulate import rollout
+from batchppo.core.simulation import rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
 
 if TYPE_CHECKING:

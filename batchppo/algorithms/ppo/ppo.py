@@ -44,7 +44,7 @@ from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core.backends import get_backend, names
 from batchppo.core.env import Env, EnvSpec
-from batchppo.core.simulate import rollout
+from batchppo.core.simulation import rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
 
 PyTree = Any

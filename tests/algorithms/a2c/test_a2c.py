@@ -12,7 +12,7 @@ from batchppo.algorithms.a2c.a2c import A2C, Trainer
 from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.registry import get_algorithm
 from batchppo.core.keys import host_key
-from batchppo.core.simulate import rollout
+from batchppo.core.simulation import rollout
 from batchppo.experiment.loop import EPISODE_METRICS
 
 TINY = A2CConfig(

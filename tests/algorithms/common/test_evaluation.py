@@ -12,7 +12,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from batchppo.algorithms.common.evaluation import Evaluator
 from batchppo.algorithms.common.programs import Compiler
 from batchppo.core.adapters import HostEnv
-from batchppo.core.simulate import init_sim_state
+from batchppo.core.simulation import init_sim_state
 
 
 class Walk(gymnasium.Env):

@@ -16,7 +16,7 @@ from batchppo.algorithms.ppo.ppo import PPO, check_layout, num_iterations, rollo
 from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
 from batchppo.core.mock import DictCueEnv, ImageCueEnv
-from batchppo.core.simulate import rollout
+from batchppo.core.simulation import rollout
 
 TINY = PPOConfig(
     env="Pendulum-v1",
@@ -213,7 +213,7 @@ def test_make_train_rejects_host_backends():
 
 @pytest.mark.timeout(120)
 def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
-    from batchppo.core.simulate import rollout
+    from batchppo.core.simulation import rollout
 
     trainer = Trainer(dataclasses.replace(TINY, max_length=3))  # truncations at t = 2, 5
     ppo = trainer.ppo
