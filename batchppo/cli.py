@@ -18,6 +18,10 @@ the checkpoint and the resume command on one line, then ``batchppo: error: the e
 is in ``<run dir>/env_error.txt``. A ``--seeds`` run does the same for every seed's run dir
 and prints the ``--seeds N --timestamp T`` command that resumes them all.
 
+The warnings of a run dir (a lock left by a process that died, taken over; a checkpoint
+without a checksum, loaded unverified) print as one line ``batchppo: warning: ...`` on
+stderr, without Python's file and source line.
+
 ``train --timestamp T`` resumes the run ``T`` if it exists and starts it otherwise; the
 resume commands ``train`` prints add ``--resume``, under which a run that is not there (a
 typo, another ``--logdir``) is an error instead of a fresh run.
@@ -47,8 +51,9 @@ import os
 import shlex
 import sys
 import traceback
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from batchppo.experiment.errors import UserError
 
@@ -59,6 +64,27 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+# Warning classes defined here are the run dir's (StaleLockWarning, UnverifiedCheckpointWarning):
+# printed as one `batchppo: warning:` line, as the command line's errors are.
+_ONE_LINE_WARNINGS_FROM = "batchppo.experiment."
+
+
+def _one_line_warnings(fallback: Callable[..., str]) -> Callable[..., str]:
+    """A ``warnings.formatwarning`` that writes the run dir's warnings as one line
+    ``batchppo: warning: <message>`` and leaves the others to ``fallback``."""
+
+    def format_warning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        line: str | None = None,
+    ) -> str:
+        if category.__module__.startswith(_ONE_LINE_WARNINGS_FROM):
+            return f"batchppo: warning: {message}\n"
+        return fallback(message, category, filename, lineno, line)
+
+    return format_warning
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -605,6 +631,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     added = cwd not in sys.path and "" not in sys.path
     if added:
         sys.path.insert(0, cwd)
+    # Only printing changes: a caller that records warnings (catch_warnings) still gets them.
+    formatter: Any = warnings.formatwarning
+    warnings.formatwarning = _one_line_warnings(formatter)
     try:
         return COMMANDS[args.command](args)
     except UserError as error:
@@ -628,6 +657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"batchppo: error: {error}", file=sys.stderr)  # a set-up problem: one line
         return EXIT_USAGE
     finally:
+        warnings.formatwarning = formatter
         if added and cwd in sys.path:
             sys.path.remove(cwd)
 

@@ -276,8 +276,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             :class:`EnvTimeoutError` naming their envs and showing the stacks; the batch env
             is then broken, except in a step with restarts on, where the hung workers are
             handled as dead ones (respawned, their envs' episodes truncated; see *Restarts*).
+            A restart's respawn and its rebuild and reset are bounded too (see *Restarts*).
             It bounds the worker processes only: envs stepped in the parent
-            (``step_in_parent``) and building or rebuilding envs are not timed.
+            (``step_in_parent``) are not timed, nor is building the envs at construction
+            (building may legitimately take long, and the caller sees it happen).
 
     **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces
     and metadata, then the parent lays out the shared memory and hands it to them. No env is
@@ -302,6 +304,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     Errors and worker deaths outside a step (construction, ``reset``, ``call``) raise as with
     ``max_restarts=0``; a rebuild or reset that fails in a restart raises and breaks the batch
     env (it then accepts only ``close``).
+    With ``step_timeout`` each wait of a restart is bounded by it, counted from its own
+    command: a respawned worker's start (building its envs, taking their rows), then the
+    restart proper (rebuilding the envs that raised, resetting every restarted env). A worker
+    that does not answer in time is killed and :class:`EnvTimeoutError` is raised naming its
+    envs and showing its stacks; the batch env is broken. This is a failed restart, treated
+    as a failed rebuild or reset is: not retried and not counted in :attr:`restarts`, because
+    an env that hangs in its restart would most likely hang in the next one too, and every
+    try would hold the run for another ``step_timeout`` without progress.
 
     Attributes:
         shared_memory, copy, context, daemon, worker, observation_mode: As in
@@ -1204,7 +1214,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         dead: list[tuple[int, str]],
         number: dict[int, int],
     ) -> dict[int, dict[str, Any]]:
-        """Respawns the dead workers, then has each group restart its targets; their infos."""
+        """Respawns the dead workers, then has each group restart its targets; their infos.
+
+        Every wait here is bounded by ``step_timeout``, counted from its own command: each
+        respawn (see :meth:`_respawn`), then the workers' restart command (rebuilding the envs
+        that raised, resetting all targets). The parent's own share is not timed.
+
+        Raises:
+            EnvTimeoutError: A worker did not answer its restart in time (it is killed).
+            Exception: What rebuilding or resetting an env raised.
+        """
         for slot, _ in dead:
             start, stop = self._ranges[slot]
             # The rows still hold the last obs the worker's envs returned: their final obs.
@@ -1212,32 +1231,61 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 final2d[start:stop] = obs2d[start:stop]
             self._respawn(slot)
         seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}
+        self._start_clock()
         for slot, indices in targets.items():
             if slot is not None:
                 start = self._ranges[slot][0]
                 rows = [i - start for i in indices]
                 self._send(slot, ("restart", rows, [seeds[i] for i in indices]))
         infos: dict[int, dict[str, Any]] = {}
+        if None in targets:
+            indices = targets[None]
+            try:
+                result = self._local.restart(indices, [seeds[i] for i in indices])
+            except Exception as exc:
+                raise self._local_error(exc) from None
+            infos.update(zip(indices, result, strict=True))
+        hung: list[int] = []
+        error: BaseException | None = None
         for slot, indices in targets.items():
             if slot is None:
-                try:
-                    result = self._local.restart(indices, [seeds[i] for i in indices])
-                except Exception as exc:
-                    raise self._local_error(exc) from None
+                continue
+            try:
+                kind, result = self._recv(slot, None, self._hard_deadline)
+            except _HungError:
+                hung.append(slot)
+                continue
+            if kind == "error":
+                error = error or self._remote_error(slot, result)
             else:
-                kind, result = self._recv(slot)
-                if kind == "error":
-                    raise self._remote_error(slot, result)
-            infos.update(zip(indices, result, strict=True))
+                infos.update(zip(indices, result, strict=True))
+        if hung:
+            envs = [i for slot in hung for i in targets[slot]]
+            raise self._hung_error(hung, f"a restart of {_env_list(envs)}")
+        if error is not None:
+            raise error
         return infos
 
     def _respawn(self, slot: int) -> None:
-        """Replaces dead worker ``slot`` by a new process that builds its envs again."""
+        """Replaces dead worker ``slot`` by a new process that builds its envs again.
+
+        The new worker's start (building its envs, then taking their rows) is bounded by
+        ``step_timeout`` counted from its spawn.
+
+        Raises:
+            EnvTimeoutError: The new worker did not finish its start in time (it is killed).
+            WorkerDiedError: The new worker died.
+            Exception: What building an env raised.
+        """
         self._procs[slot].join(1.0)
         self._conns[slot].close()
         self._spawn(slot)
+        self._start_clock()
         for _ in range(2):  # its envs are built; then they took their rows
-            kind, data = self._recv(slot)
+            try:
+                kind, data = self._recv(slot, None, self._hard_deadline)
+            except _HungError:
+                raise self._hung_error([slot], "a respawn (building its envs again)") from None
             if kind == "error":
                 raise self._remote_error(slot, data)
             if kind == "built":
@@ -1699,6 +1747,15 @@ def _resolve_transform(
         "transform must be a BatchTransform or a TransformFactory (such as "
         f"batchppo.envs.make.StandardStack); got {type(transform).__name__}."
     )
+
+
+def _env_list(indices: list[int]) -> str:
+    """``env 2``, ``envs 2..3`` or ``envs [1, 4]``: env indices, for messages."""
+    if len(indices) == 1:
+        return f"env {indices[0]}"
+    if indices == list(range(indices[0], indices[-1] + 1)):
+        return f"envs {indices[0]}..{indices[-1]}"
+    return f"envs {indices}"
 
 
 def _read_until_quiet(fd: int, end: float) -> str:

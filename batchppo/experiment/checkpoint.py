@@ -240,13 +240,26 @@ def _read_payload(path: Path) -> dict[str, Any]:
         ) from None
 
 
+def _aside_path(corrupt: Path, path: Path) -> Path:
+    """Where damaged checkpoint ``path`` goes in ``corrupt``: under its own name, or, when an
+    earlier damaged copy holds that name, ``ckpt-<step>-<n>.msgpack`` with the first free
+    ``n`` from 2 (a name :func:`list_checkpoints` does not list, so each step counts once)."""
+    target = corrupt / path.name
+    n = 2
+    while target.exists():
+        target = corrupt / f"{path.stem}-{n}{path.suffix}"
+        n += 1
+    return target
+
+
 def restore_newest(
     directory: str | Path, template: T, report: Any = None
 ) -> tuple[T, dict[str, Any], int] | None:
     """Restores the newest checkpoint in ``directory`` that verifies: what a resume uses.
 
     Damaged checkpoints (:class:`CorruptCheckpointError`) are skipped and moved into
-    ``<directory>/corrupt/`` (never deleted), each named through ``report``. A checkpoint
+    ``<directory>/corrupt/`` (never deleted: a copy whose name an earlier damaged one holds
+    gets a free name, ``ckpt-<step>-<n>.msgpack``), each named through ``report``. A checkpoint
     that verifies but does not fit ``template`` raises at once: every older one would not fit
     either.
 
@@ -271,10 +284,19 @@ def restore_newest(
             state, meta = restore_checkpoint(path, template)
         except CorruptCheckpointError as error:
             corrupt.mkdir(exist_ok=True)
-            path.replace(corrupt / path.name)
+            target = _aside_path(corrupt, path)
+            path.replace(target)
             skipped.append(step)
             if report is not None:
-                report(f"skipped the checkpoint at step {step:,}: {error}; moved it to {corrupt}")
+                renamed = (
+                    ""
+                    if target.name == path.name
+                    else f" as {target.name} (an earlier damaged copy has its name)"
+                )
+                report(
+                    f"skipped the checkpoint at step {step:,}: {error}; moved it to "
+                    f"{corrupt}{renamed}"
+                )
             continue
         return state, meta, step
     aside = list_checkpoints(corrupt)

@@ -112,6 +112,42 @@ class FaultyEnv(CountEnv):
             time.sleep(3600)
 
 
+class HangAfterRestartEnv(CountEnv):
+    """A CountEnv whose env ``bad_tag`` fails in step ``at`` (``first``: ``"exit"`` ends its
+    worker, ``"step"`` raises), then, once rebuilt, hangs (``then``: ``"reset"`` in its
+    reset, ``"init"`` in its constructor). The file ``marker``, written before the failure,
+    tells a rebuilt env (in a respawned worker too) that the failure has happened.
+    """
+
+    def __init__(self, tag: int, bad_tag: int, first: str, then: str, marker: str, at: int = 2):
+        super().__init__(tag)
+        self.bad = tag == bad_tag
+        self.first = first
+        self.then = then
+        self.marker = marker
+        self.at = at
+        if self._rebuilt() and then == "init":
+            time.sleep(3600)
+
+    def _rebuilt(self) -> bool:
+        return self.bad and os.path.exists(self.marker)
+
+    def reset(self, *, seed=None, options=None):
+        if self._rebuilt() and self.then == "reset":
+            time.sleep(3600)
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        out = super().step(action)
+        if self.bad and self.t == self.at and not os.path.exists(self.marker):
+            with open(self.marker, "w"):
+                pass
+            if self.first == "exit":
+                os._exit(3)
+            raise ZeroDivisionError(f"step of env {self.tag} failed on purpose")
+        return out
+
+
 class TextInDictObsEnv(CountEnv):
     """A CountEnv whose Dict observation space holds a Text space (unsupported by BatchEnv)."""
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
-from envs_testlib import FaultyEnv, SlowEnv
+from envs_testlib import FaultyEnv, HangAfterRestartEnv, SlowEnv
 
 from batchppo.envs import BatchEnv, EnvRestartWarning, EnvTimeoutError, WorkerDiedError
 
@@ -471,6 +471,53 @@ def test_a_timeout_past_the_restart_budget_raises_env_timeout_error_naming_the_b
     assert re.search(SLEEPING_FRAME.format("step"), str(info.value))
     env.close()
     assert_all_gone(pids)
+
+
+# (how env 2 fails first, where its rebuilt self hangs, what the worker did not answer, envs
+# restarted, the frame it was stuck in)
+RESTART_HANGS = [
+    pytest.param("exit", "reset", "a restart of envs 2..3", [2, 3], "reset", id="exit-reset"),
+    pytest.param(
+        "exit", "init", "a respawn (building its envs again)", [2, 3], "__init__", id="exit-init"
+    ),
+    pytest.param("step", "reset", "a restart of env 2", [2], "reset", id="raise-reset"),
+    pytest.param("step", "init", "a restart of env 2", [2], "__init__", id="raise-init"),
+]
+
+
+@pytest.mark.parametrize(("first", "then", "what", "envs", "frame"), RESTART_HANGS)
+def test_a_restart_that_hangs_raises_env_timeout_error_and_breaks_the_batch_env(
+    tmp_path, first, then, what, envs, frame
+):
+    marker = str(tmp_path / "failed")
+    env = BatchEnv(
+        [lambda i=i: HangAfterRestartEnv(i, 2, first, then, marker) for i in range(4)],
+        num_workers=2,
+        autoreset_mode="SameStep",
+        step_timeout=1.0,
+        max_restarts=4,
+    )
+    pids = worker_pids(env)
+    env.reset(seed=0)
+    action = np.zeros((4, 1), np.float32)
+    env.step(action)
+    began = time.monotonic()
+    with pytest.raises(EnvTimeoutError) as info:
+        env.step(action)  # env 2 fails; its restart hangs
+    assert time.monotonic() - began < 10
+    hung_pid = worker_pids(env)[1]  # the respawned worker after an exit, else the first
+    assert (hung_pid != pids[1]) == (first == "exit")
+    lines = str(info.value).splitlines()
+    assert lines[0] == TIMEOUT_HEAD.format(pid=hung_pid, what=what)
+    assert lines[1] == f"Stacks of worker 1 (pid {hung_pid}, envs 2..3), where it was stuck:"
+    assert re.search(SLEEPING_FRAME.format(frame), str(info.value))
+    assert env.restarts == 0  # a failed restart is not counted
+    assert not _running(hung_pid)
+    with pytest.raises(WorkerDiedError) as broken:
+        env.step(action)
+    assert str(broken.value).startswith(f"restarting envs {envs} failed (envs 2..3 (worker 1, ")
+    env.close()
+    assert_all_gone([*pids, hung_pid])
 
 
 @pytest.mark.parametrize("call", ["reset", "call"])

@@ -107,6 +107,31 @@ def test_a_step_that_hangs_raises_env_timeout_error_with_the_actors_stack(local_
     env.close()
 
 
+@pytest.mark.parametrize(("call", "frame"), [("reset", "reset"), ("call", "stall")])
+def test_a_reset_or_call_that_hangs_raises_env_timeout_error_with_the_actors_stack(
+    local_ray, call, frame
+):
+    fault = "hang_reset" if call == "reset" else "none"  # hang_reset: resets after the first
+    env = RayBatchEnv(
+        [lambda i=i: FaultyEnv(i, 2, fault) for i in range(4)], num_workers=2, step_timeout=2.0
+    )
+    env.reset(seed=0)
+    with pytest.raises(EnvTimeoutError) as info:
+        env.reset(seed=1) if call == "reset" else env.call("stall")
+    lines = str(info.value).splitlines()
+    assert lines[0] == (
+        f"envs 2..3 (Ray env actor 1) did not answer a {call} within step_timeout=2 s, so its "
+        "actor was killed and the batch env cannot continue (raise step_timeout, "
+        "env_step_timeout in a config, if the env is only slow)."
+    )
+    assert lines[1] == "Stacks of envs 2..3 (Ray env actor 1), where it was stuck:"
+    assert lines[-2].endswith(f", in {frame}") and "envs_testlib.py" in lines[-2]
+    assert lines[-1].strip() == "time.sleep(3600)"
+    with pytest.raises(WorkerDiedError, match=r"Ray env actor 1 \(envs 2\.\.3\) died"):
+        env.reset(seed=2)
+    env.close()
+
+
 def test_make_ray_backend(local_ray):
     from batchppo.envs import make
 

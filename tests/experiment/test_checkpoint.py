@@ -238,6 +238,36 @@ def test_resume_takes_the_newest_checkpoint_that_verifies_and_moves_the_others_a
     assert [s for s, _ in ckpt.list_checkpoints(corrupt)] == [20, 30]  # moved, not deleted
 
 
+def test_a_damaged_checkpoint_whose_name_is_taken_in_corrupt_gets_a_free_name(tmp_path):
+    # A run resumed from step 10 saves step 20 again, and that copy is damaged too: the copy
+    # moved aside first stays as it was.
+    ckpt.save_checkpoint(tmp_path, make_state(1), 10)
+    corrupt = tmp_path / "corrupt"
+    copies = []
+    for n in range(3):
+        path = ckpt.save_checkpoint(tmp_path, make_state(2), 20)
+        path.write_bytes(f"damaged copy {n}".encode())
+        lines = []
+        _, _, step = ckpt.restore_newest(tmp_path, make_state(0), lines.append)
+        assert step == 10
+        copies.append(lines[0])
+    name = ckpt.checkpoint_path(tmp_path, 20).name  # ckpt-<step, zero-padded>.msgpack
+    second, third = name.replace(".msgpack", "-2.msgpack"), name.replace(".msgpack", "-3.msgpack")
+    assert copies[0].endswith(f"; moved it to {corrupt}")
+    assert copies[1].endswith(
+        f"; moved it to {corrupt} as {second} (an earlier damaged copy has its name)"
+    )
+    assert copies[2].endswith(
+        f"; moved it to {corrupt} as {third} (an earlier damaged copy has its name)"
+    )
+    assert {p.name: p.read_bytes() for p in corrupt.iterdir()} == {
+        name: b"damaged copy 0",
+        second: b"damaged copy 1",
+        third: b"damaged copy 2",
+    }
+    assert [s for s, _ in ckpt.list_checkpoints(corrupt)] == [20]  # each step counted once
+
+
 def test_when_no_checkpoint_verifies_resume_stops_with_one_line_naming_the_fix(tmp_path):
     for step in (10, 20):
         path = ckpt.save_checkpoint(tmp_path, make_state(1), step)

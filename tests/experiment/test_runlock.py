@@ -4,6 +4,7 @@ exit status 2; a lock left by a process that died is taken over with a warning."
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import socket
@@ -38,6 +39,17 @@ DIE_HOLDING = (
     "from batchppo.experiment.runlock import lock_run_dir\n"
     "lock_run_dir(sys.argv[1])\n"
     "os._exit(0)  # no release: the lock file keeps this process as its holder\n"
+)
+
+# `batchppo train` with the fake trainer (no env, no learning), in a process of its own: the
+# warnings reach stderr as the command line prints them (pytest would record them instead).
+FAKE_TRAIN = (
+    "import sys\n"
+    "from experiment_fakes import FakeTrainer\n"
+    "from batchppo import cli\n"
+    "from batchppo.experiment import loop\n"
+    "loop.default_trainer_factory = FakeTrainer\n"
+    "sys.exit(cli.main(sys.argv[1:]))\n"
 )
 
 
@@ -115,6 +127,30 @@ def test_a_lock_left_by_a_dead_process_is_taken_over_with_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a clean release leaves nothing to take over
         lock_run_dir(run_dir).release()
+
+
+def test_train_takes_over_a_stale_lock_with_one_warning_line(tmp_path):
+    config = dataclasses.replace(
+        configs.get_preset("cartpole_jax"), num_agents=10, rollout_length=10, steps=500,
+        eval_every=200,
+    )  # fmt: skip
+    run_dir = loop.prepare_run_dir(tmp_path, "cartpole_jax", config, "T")[1]  # not trained yet
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", DIE_HOLDING, str(run_dir)], env=env, check=True)
+    left = json.loads((run_dir / LOCK_FILE).read_text())
+    argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "T",
+            "--progress", "none", "--set", "num_agents=10", "--set", "rollout_length=10",
+            "--set", "steps=500", "--set", "eval_every=200"]  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", FAKE_TRAIN, *argv], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        f"batchppo: warning: {run_dir}: taking over the lock left by pid {left['pid']} on host "
+        f"{left['host']}, started {left['started']}, which ended without releasing it\n"
+    )
+    assert done.stdout == f"done: 500 steps, eval score 500.00, run dir {run_dir}\n"
+    assert not (run_dir / LOCK_FILE).exists()  # released at the end
 
 
 def test_this_process_cannot_lock_a_run_dir_twice(tmp_path):

@@ -1,13 +1,23 @@
-"""A Brax preset trains end to end on CPU (the ``brax`` extra is part of the test extra)."""
+"""The Brax presets on CPU (the ``brax`` extra is part of the test extra): one trains end to
+end, and every one that ``batchppo list`` lists builds its env and steps it."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from batchppo import cli
+from batchppo.algorithms.common.trainer import make_env
+from batchppo.experiment import configs
 from batchppo.experiment.logging import read_metrics
+
+# Every preset on the brax backend, from the registry that `batchppo list` prints.
+BRAX_PRESETS = sorted(name for name, c in configs.PRESETS.items() if c.backend == "brax")
 
 # cheetah_brax's networks and physics at a CI size: 64 envs x 16 steps = 1024 env steps per
 # iteration, two iterations, an evaluation of 4 episodes of 100 steps after each. Most of the
@@ -44,3 +54,31 @@ def test_cheetah_brax_trains_on_cpu(tmp_path, capsys):
     evals = [r for r in records if r["phase"] == "eval"]
     assert [(r["length"], r["episodes"]) for r in evals] == [(100.0, 4), (100.0, 4)]
     assert all(math.isfinite(r["score"]) for r in records if r["score"] is not None)
+
+
+def test_the_brax_presets_are_found():
+    assert BRAX_PRESETS, "no preset on the brax backend: the env test below would test nothing"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("name", BRAX_PRESETS)
+def test_each_brax_preset_builds_its_env_and_steps_it_on_cpu(name):
+    # The preset's env as training builds it, at 2 envs; reset and one step of zero actions,
+    # compiled as one program (compiling the Brax physics is most of the time).
+    config = dataclasses.replace(configs.PRESETS[name], num_agents=2)
+    env = make_env(config, config.num_agents, config.seed)
+    spec = env.spec
+    action = jnp.zeros((2, *spec.action_shape), spec.action_dtype)
+
+    def reset_and_step(key):
+        state, obs = env.reset(key)
+        return obs, env.step(state, action, key)
+
+    obs, result = jax.jit(reset_and_step)(jax.random.key(0))
+    assert obs.shape == result.obs.shape == (2, *spec.obs_shape)
+    assert obs.dtype == result.obs.dtype == jnp.float32
+    assert result.reward.shape == (2,) and result.reward.dtype == jnp.float32
+    assert np.isfinite(np.asarray(result.obs)).all() and np.isfinite(result.reward).all()
+    assert not np.array_equal(result.obs, obs)  # the physics moved
+    # One step from a reset neither ends an episode nor reaches the time limit.
+    assert result.terminated.tolist() == result.truncated.tolist() == [False, False]
