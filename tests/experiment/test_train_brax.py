@@ -61,8 +61,9 @@ def test_the_brax_presets_are_found():
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("name", BRAX_PRESETS)
+@pytest.mark.parametrize("name", [n for n in BRAX_PRESETS if n != "cheetah_brax"])
 def test_each_brax_preset_builds_its_env_and_steps_it_on_cpu(name):
+    # cheetah_brax trains end to end above; each other one's physics compiles here.
     # The preset's env as training builds it, at 2 envs; reset and one step of zero actions,
     # compiled as one program (compiling the Brax physics is most of the time).
     config = dataclasses.replace(configs.PRESETS[name], num_agents=2)
