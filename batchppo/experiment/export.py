@@ -8,7 +8,7 @@ what the env itself takes, so that a deployment needs onnxruntime and nothing of
 2. the run's streaming observation normalisation (its mean and std at the checkpoint, clipped
    to ``obs_clip``), where the run normalises observations;
 3. the policy network and its deterministic action (the Gaussian's mean, the categorical's
-   argmax), as :func:`batchppo.experiment.loop.load_policy` computes it;
+   argmax), as :func:`batchppo.experiment.loading.load_policy` computes it;
 4. the action mapping back into the env's own action space: a ``Box`` action clipped to
    ``[-1, 1]`` and mapped to the env's bounds (``normalize_ranges``), or clipped to the env's
    bounds without it (Gymnasium's ``ClipAction``, which the env stack applies).
@@ -52,7 +52,8 @@ from batchppo.core import spaces
 from batchppo.core.backends import get_backend
 from batchppo.envs.ranges import RangeMap, range_map
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.loop import TrainerFactory, load_run
+from batchppo.experiment.loading import load_run
+from batchppo.experiment.trainers import TrainerFactory
 
 __all__ = ["EnvMapping", "ExportError", "ExportInfo", "check_export", "export_run"]
 

@@ -5,7 +5,7 @@ Seed ``i`` is ``config.seed + i``. The seeds train together in one
 one shared batch env), and each writes an ordinary single-seed run dir
 ``<logdir>/<timestamp>-<config>-s<i>/`` whose ``config.yaml`` holds its own seed. The
 bookkeeping of each seed (reports, evaluations, checkpoints, their cadence) is the
-single-run loop's (:class:`~batchppo.experiment.loop._Run`), driven per seed with its slice
+single-run loop's (:class:`~batchppo.experiment.run.Run`), driven per seed with its slice
 of the stacked state.
 
 Resume: ``--seeds N --timestamp T`` resumes all ``N`` dirs together when all exist and their
@@ -15,7 +15,7 @@ resumes alone as any run: ``--config <config>-s<i> --timestamp T`` (without ``--
 An env error (host backends: the seeds share their envs) stops every seed as a single run's
 loop stops: each seed's open report, a checkpoint of its last completed iteration (all at
 one step, so ``--seeds N --timestamp T`` resumes them) and its ``env_error.txt``; the env's
-exception then propagates with an :class:`~batchppo.experiment.loop.EnvFailure` whose
+exception then propagates with an :class:`~batchppo.experiment.env_failures.EnvFailure` whose
 ``seeds`` hold each seed's failure.
 """
 
@@ -35,8 +35,15 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, loop
+from batchppo.experiment import configs, trainers
+from batchppo.experiment.env_failures import mark_env_failure, state_deleted, stop_on_env_error
 from batchppo.experiment.errors import ConfigError, RunDirError
+from batchppo.experiment.launch import EnvArg, resolve_config
+from batchppo.experiment.run import Run, TrainResult
+from batchppo.experiment.rundir import CHECKPOINT_DIR, make_timestamp, prepare_run_dir
+from batchppo.experiment.stopping import graceful_stop
+from batchppo.experiment.trainers import INIT_KEY, SIM_KEY
+from batchppo.experiment.window import MetricWindow
 
 
 class _SeedView:
@@ -87,7 +94,7 @@ def prepare_seed_dirs(
     """Creates (or reopens, to resume) the run dirs ``<timestamp>-<name>-s<i>``.
 
     With ``locks``, every dir's lock is held there (see
-    :func:`~batchppo.experiment.loop.prepare_run_dir`).
+    :func:`~batchppo.experiment.rundir.prepare_run_dir`).
 
     Returns:
         Each seed's config (its own seed) and run dir.
@@ -97,7 +104,7 @@ def prepare_seed_dirs(
             configs differ by more than the seed, or their newest checkpoints are at different
             steps.
     """
-    timestamp = timestamp or loop.make_timestamp()
+    timestamp = timestamp or make_timestamp()
     names = [configs.seed_run_name(name, i) for i in range(num_seeds)]
     exist = [(Path(logdir) / f"{timestamp}-{n}").exists() for n in names]
     if (resume or any(exist)) and not all(exist):
@@ -110,7 +117,7 @@ def prepare_seed_dirs(
     run_configs, run_dirs = [], []
     for seed_name, seed_config in zip(names, _seed_configs(config, num_seeds), strict=True):
         explicit = overrides if all(exist) else None
-        seed_config, run_dir, _ = loop.prepare_run_dir(
+        seed_config, run_dir, _ = prepare_run_dir(
             logdir, seed_name, seed_config, timestamp, explicit, locks=locks
         )
         run_configs.append(seed_config)
@@ -122,7 +129,7 @@ def prepare_seed_dirs(
                 f"{timestamp}: the {num_seeds} seed dirs' configs differ by more than their "
                 "seeds; resume each alone (--config NAME-s<i> without --seeds)"
             )
-        steps = [ckpt.latest_checkpoint(d / loop.CHECKPOINT_DIR) for d in run_dirs]
+        steps = [ckpt.latest_checkpoint(d / CHECKPOINT_DIR) for d in run_dirs]
         found = [None if s is None else s[0] for s in steps]
         if len(set(found)) > 1:
             listed = ", ".join(f"s{i}: {s}" for i, s in enumerate(found))
@@ -142,31 +149,31 @@ class _SeedRuns:
 
     Args:
         trainer: The ``SeedsTrainer``.
-        runs: Each seed's started :class:`~batchppo.experiment.loop._Run`.
+        runs: Each seed's started :class:`~batchppo.experiment.run.Run`.
         stop: The stop flag of the runs.
     """
 
-    def __init__(self, trainer: Any, runs: Sequence[loop._Run], stop: Any) -> None:
+    def __init__(self, trainer: Any, runs: Sequence[Run], stop: Any) -> None:
         self.trainer, self.runs, self.stop = trainer, runs, stop
         # The newest stacked state an iteration completed, its step and each seed's window.
-        self.completed: tuple[Any, int, list[loop._Window]] | None = None
+        self.completed: tuple[Any, int, list[MetricWindow]] | None = None
 
     def train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
         """Iterates until the step budget or a stop request; returns (state, step, stopped).
 
         An env error stops every seed (:meth:`_env_failed`) and propagates, as in
-        ``_Run._train_phases``.
+        ``Run._train_phases``.
         """
-        with loop._stop_on_env_error(lambda error: self._env_failed(error, *self.completed)):
+        with stop_on_env_error(lambda error: self._env_failed(error, *self.completed)):
             return self._iterate(state, step)
 
     def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
         from batchppo.algorithms.common.seeds import unstack
 
         runs, n = self.runs, len(self.runs)
-        windows = [loop._Window() for _ in runs]
+        windows = [MetricWindow() for _ in runs]
         self.completed = (state, step, windows)  # `windows` is updated in place
-        keys = [host_key(run.config.seed, loop._SIM_KEY, step) for run in runs]
+        keys = [host_key(run.config.seed, SIM_KEY, step) for run in runs]
         sim = self.trainer.init_sim(state, keys)
         compiled = False
         while step < runs[0].config.steps and self.stop.signum is None:
@@ -194,17 +201,17 @@ class _SeedRuns:
         return state, step, interrupted
 
     def _env_failed(
-        self, error: Exception, state: Any, step: int, windows: Sequence[loop._Window]
+        self, error: Exception, state: Any, step: int, windows: Sequence[MetricWindow]
     ) -> None:
-        """Stops every seed's run after an env error (``_Run.stop_by_env_error``) and marks
-        ``error`` with an :class:`~batchppo.experiment.loop.EnvFailure` of all seeds.
+        """Stops every seed's run after an env error (``Run.stop_by_env_error``) and marks
+        ``error`` with an :class:`~batchppo.experiment.env_failures.EnvFailure` of all seeds.
 
         An evaluation that failed stops the seeds after it before their bookkeeping of that
         step: their open windows are reported at ``step`` and checkpointed with the rest.
         """
         from batchppo.algorithms.common.seeds import unstack
 
-        lost = loop._deleted(state)
+        lost = state_deleted(state)
         failures = []
         for i, (run, window) in enumerate(zip(self.runs, windows, strict=True)):
             seed_state = None if lost else unstack(state, i)
@@ -212,7 +219,7 @@ class _SeedRuns:
             for note in notes:
                 error.add_note(f"seed dir s{i}: {note}")
             failures.append(failure)
-        loop._mark_env_failure(error, dataclasses.replace(failures[0], seeds=tuple(failures)))
+        mark_env_failure(error, dataclasses.replace(failures[0], seeds=tuple(failures)))
 
 
 def run_seeds(
@@ -220,7 +227,7 @@ def run_seeds(
     run_configs: Sequence[RunConfig],
     run_dirs: Sequence[Path | None],
     progress: str,
-) -> list[loop.TrainResult]:
+) -> list[TrainResult]:
     """Trains the seeds of ``trainer`` (a ``SeedsTrainer``) with one run loop per seed.
 
     Seed 0 shows the progress (``progress``); each evaluation prints every seed's score.
@@ -231,15 +238,15 @@ def run_seeds(
     """
     from batchppo.algorithms.common.seeds import stack, unstack
 
-    with loop._graceful_stop(_stop_message) as stop:
-        fresh = trainer.init([host_key(c.seed, loop._INIT_KEY) for c in run_configs])
+    with graceful_stop(_stop_message) as stop:
+        fresh = trainer.init([host_key(c.seed, INIT_KEY) for c in run_configs])
         runs = []
         # A tracked --seeds run groups its seeds: <timestamp>-<name> of <timestamp>-<name>-s<i>.
         group = None if run_dirs[0] is None else run_dirs[0].name.rpartition("-s")[0]
         for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True)):
             view = _SeedView(trainer, unstack(fresh, i))
             progress_i = "none" if i else progress
-            runs.append(loop._Run(view, config, run_dir, progress_i, stop, group=group))
+            runs.append(Run(view, config, run_dir, progress_i, stop, group=group))
         started = [run.start(precompile=False) for run in runs]
         del fresh
         if len({step for _, step in started}) > 1:  # a seed skipped a damaged checkpoint
@@ -273,8 +280,8 @@ def train_seeds(
     overrides: Sequence[str] = (),
     progress: str = "auto",
     resume: bool = False,
-    env: loop.EnvArg | None = None,
-) -> list[loop.TrainResult]:
+    env: EnvArg | None = None,
+) -> list[TrainResult]:
     """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
 
     Args:
@@ -289,7 +296,7 @@ def train_seeds(
         env: The env, replacing the config's (as :func:`~batchppo.experiment.loop.train`).
 
     Returns:
-        One :class:`~batchppo.experiment.loop.TrainResult` per seed, in seed order.
+        One :class:`~batchppo.experiment.run.TrainResult` per seed, in seed order.
 
     Raises:
         UserError: As :func:`~batchppo.experiment.loop.train`, and a resume whose seed dirs
@@ -298,7 +305,7 @@ def train_seeds(
     if num_seeds < 1:
         raise ConfigError(f"--seeds {num_seeds}: must be >= 1")
     from_preset = config is None or isinstance(config, str)
-    config, name, changes = loop._resolve(config, name, overrides, env)
+    config, name, changes = resolve_config(config, name, overrides, env)
     algorithm = algorithm_of(config)
     make_seeds_trainer = algorithm.seeds_trainer
     if make_seeds_trainer is None:
@@ -319,7 +326,7 @@ def train_seeds(
             )
             configs.check_env(run_configs[0])
         try:
-            trainer = loop._build_trainer(
+            trainer = trainers.build_trainer(
                 lambda c: make_seeds_trainer(c, num_seeds), run_configs[0]
             )
         except BaseException:
