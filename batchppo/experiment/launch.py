@@ -1,15 +1,28 @@
-"""The set-up of a train call: its config (a preset, a recipe for an env, overrides) and env."""
+"""The set-up of a train call, one run's and ``--seeds``' alike (:func:`launch`).
+
+Its config (a preset, a recipe for an env, overrides, the env), the env check, the run dirs
+under their locks and the trainer; then the driver trains (:mod:`batchppo.experiment.driver`).
+What differs between one run and several seeds is a :class:`RunLayout`.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import shutil
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.experiment import configs
+from batchppo.experiment import configs, trainers
+from batchppo.experiment.driver import SingleRun, drive
 from batchppo.experiment.errors import ConfigError
+from batchppo.experiment.ledger import TrainResult
+from batchppo.experiment.rundir import prepare_run_dir
+from batchppo.experiment.trainers import TrainerFactory, TrainerLike
 
 EnvArg = str | Callable[..., Any]
 """An env for :func:`~batchppo.experiment.loop.train`: an env id (``"Pendulum-v1"``,
@@ -72,3 +85,162 @@ def resolve_config(
     if env is not None:
         changes = {"env": env_id_of(env), **changes}
     return configs.replace_config(config, changes), name or "custom", changes
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDirRequest:
+    """The run dirs a train call asks its :class:`RunLayout` for.
+
+    Attributes:
+        logdir: Parent directory of runs.
+        name: The run's name (a dir's suffix, before a seed's ``-s<i>``).
+        config: The config of a new run.
+        timestamp: The dirs' prefix; existing dirs resume. None: now.
+        explicit: When resuming, the explicit changes asked for; None compares ``config``
+            with the stored one (:func:`~batchppo.experiment.rundir.prepare_run_dir`).
+        resume: The dirs must exist (``--resume``).
+    """
+
+    logdir: str | Path
+    name: str
+    config: RunConfig
+    timestamp: str | None
+    explicit: dict[str, Any] | None
+    resume: bool
+
+
+class RunLayout(Protocol):
+    """What a train call's set-up (:func:`launch`) asks of its kind of run: one run, or the
+    seeds of ``--seeds``."""
+
+    def check(self, config: RunConfig) -> None:
+        """Refuses a config this kind of run cannot train (a ``ConfigError``)."""
+
+    def dir_names(self, name: str) -> list[str]:
+        """The run dirs' names after ``<timestamp>-``."""
+
+    def configs(self, config: RunConfig) -> list[RunConfig]:
+        """Each ledger's config of a run without a logdir."""
+
+    def prepare(
+        self, request: RunDirRequest, locks: contextlib.ExitStack
+    ) -> tuple[list[RunConfig], list[Path], bool]:
+        """Makes or reopens the run dirs, their locks held in ``locks``: each ledger's
+        config and run dir, and whether they were reopened (a resume)."""
+
+    def build(self, config: RunConfig) -> Any:
+        """The trainer (built with :func:`~batchppo.experiment.trainers.build_trainer`)."""
+
+    def run(
+        self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
+    ) -> list[TrainResult]:
+        """Trains the ledgers with ``trainer`` (:func:`~batchppo.experiment.driver.drive`)."""
+
+
+class SingleRunLayout:
+    """One run in ``<logdir>/<timestamp>-<name>/``.
+
+    Args:
+        factory: Builds the trainer from the config; None: the algorithm's.
+    """
+
+    def __init__(self, factory: TrainerFactory | None) -> None:
+        self.factory = factory
+
+    def check(self, config: RunConfig) -> None:
+        """Any algorithm's config trains a single run."""
+
+    def dir_names(self, name: str) -> list[str]:
+        """The run dir's name: the run's."""
+        return [name]
+
+    def configs(self, config: RunConfig) -> list[RunConfig]:
+        """The config itself."""
+        return [config]
+
+    def prepare(
+        self, request: RunDirRequest, locks: contextlib.ExitStack
+    ) -> tuple[list[RunConfig], list[Path], bool]:
+        """The run dir (:func:`~batchppo.experiment.rundir.prepare_run_dir`)."""
+        r = request
+        config, run_dir, resumed = prepare_run_dir(
+            r.logdir, r.name, r.config, r.timestamp, r.explicit, resume=r.resume, locks=locks
+        )
+        return [config], [run_dir], resumed
+
+    def build(self, config: RunConfig) -> TrainerLike:
+        """The run's trainer."""
+        return trainers.build_trainer(self.factory, config)
+
+    def run(
+        self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
+    ) -> list[TrainResult]:
+        """Trains the run."""
+        return drive(SingleRun(trainer), run_configs, run_dirs, progress)
+
+
+def launch(
+    layout: RunLayout,
+    config: RunConfig | str | None,
+    logdir: str | Path | None,
+    *,
+    name: str | None = None,
+    timestamp: str | None = None,
+    overrides: Sequence[str] = (),
+    progress: str = "auto",
+    resume: bool = False,
+    env: EnvArg | None = None,
+) -> list[TrainResult]:
+    """The set-up of a train call, for one run and for ``--seeds`` alike, then its training.
+
+    Resolves the config, checks the env before a run dir is made for it (a resume checks the
+    stored config's), makes or reopens the run dirs under their locks, builds the trainer (a
+    failed build removes the run dirs it made) and trains (``layout.run``).
+
+    Args:
+        layout: One run or several seeds (:class:`SingleRunLayout`,
+            :class:`~batchppo.experiment.seeds.SeedsLayout`).
+        config, logdir, name, timestamp, overrides, progress, resume, env: As
+            :func:`~batchppo.experiment.loop.train`'s.
+
+    Returns:
+        One result per ledger, in order.
+
+    Raises:
+        UserError: As :func:`~batchppo.experiment.loop.train`.
+    """
+    # With a preset, only the explicit overrides may differ from a resumed run's stored config
+    # (the preset itself may have been retuned since); with a config, every differing field.
+    # A recipe is a preset too: only the explicit overrides count on resume.
+    from_preset = config is None or isinstance(config, str)
+    config, name, changes = resolve_config(config, name, overrides, env)
+    layout.check(config)
+    names = layout.dir_names(name)
+    if (
+        logdir is None
+        or timestamp is None
+        or not all((Path(logdir) / f"{timestamp}-{dir_name}").exists() for dir_name in names)
+    ):
+        configs.check_env(config)  # Before a run dir is made for it (a resume checks its own).
+    resumed = False
+    with contextlib.ExitStack() as locks:
+        if logdir is None:
+            run_configs, run_dirs = layout.configs(config), [None] * len(names)
+        else:
+            explicit = changes if from_preset else None
+            request = RunDirRequest(logdir, name, config, timestamp, explicit, resume)
+            run_configs, run_dirs, resumed = layout.prepare(request, locks)
+            if resumed:
+                configs.check_env(run_configs[0])
+        try:
+            trainer = layout.build(run_configs[0])
+        except BaseException:
+            if not resumed:  # a failed start leaves no run dir behind
+                for run_dir in run_dirs:
+                    if run_dir is not None:
+                        shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+        try:
+            return layout.run(trainer, run_configs, run_dirs, progress)
+        finally:
+            trainer.close()

@@ -19,8 +19,10 @@ This module holds :func:`train` and names the public parts of the modules a run 
 :mod:`~batchppo.experiment.rundir` (run directories), :mod:`~batchppo.experiment.progress`,
 :mod:`~batchppo.experiment.window` (the metric window), :mod:`~batchppo.experiment.stopping`
 (Ctrl-C / SIGTERM), :mod:`~batchppo.experiment.env_failures`,
-:mod:`~batchppo.experiment.trainers`, :mod:`~batchppo.experiment.launch` (a call's config),
-:mod:`~batchppo.experiment.run` (the run itself) and :mod:`~batchppo.experiment.loading`.
+:mod:`~batchppo.experiment.trainers`, :mod:`~batchppo.experiment.ledger` (one run's
+bookkeeping), :mod:`~batchppo.experiment.driver` (the iterate loop over one ledger or the
+seeds' ledgers), :mod:`~batchppo.experiment.launch` (the set-up of a call, one run's or
+``--seeds``') and :mod:`~batchppo.experiment.loading`.
 
 Example:
     >>> result = train("cartpole_jax", overrides=["steps=20000"])  # no logdir: no disk I/O
@@ -29,18 +31,15 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.experiment import configs, trainers
 from batchppo.experiment.env_failures import EnvFailure, env_failure
 from batchppo.experiment.errors import RunDirError
-from batchppo.experiment.launch import EnvArg, env_id_of, resolve_config
+from batchppo.experiment.launch import EnvArg, SingleRunLayout, env_id_of, launch
+from batchppo.experiment.ledger import TrainResult
 from batchppo.experiment.loading import load_policy, load_run
-from batchppo.experiment.run import Run, TrainResult
 from batchppo.experiment.rundir import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -151,30 +150,7 @@ def train(
             config, logdir, seeds, name=name, timestamp=timestamp, overrides=overrides,
             progress=progress, resume=resume, env=env,
         )  # fmt: skip
-    # With a preset, only the explicit overrides may differ from a resumed run's stored config
-    # (the preset itself may have been retuned since); with a config, every differing field.
-    # A recipe is a preset too: only the explicit overrides count on resume.
-    from_preset = config is None or isinstance(config, str)
-    config, name, changes = resolve_config(config, name, overrides, env)
-    run_dir = None
-    if logdir is None or timestamp is None or not (Path(logdir) / f"{timestamp}-{name}").exists():
-        configs.check_env(config)  # Before a run dir is made for it (a resume checks its own).
-    resumed = False
-    with contextlib.ExitStack() as locks:
-        if logdir is not None:
-            explicit = changes if from_preset else None
-            config, run_dir, resumed = prepare_run_dir(
-                logdir, name, config, timestamp, explicit, resume=resume, locks=locks
-            )
-            if resumed:
-                configs.check_env(config)
-        try:
-            trainer = trainers.build_trainer(trainer_factory, config)
-        except BaseException:
-            if run_dir is not None and not resumed:  # a failed start leaves no run dir behind
-                shutil.rmtree(run_dir, ignore_errors=True)
-            raise
-        try:
-            return Run(trainer, config, run_dir, progress).run()
-        finally:
-            trainer.close()
+    return launch(
+        SingleRunLayout(trainer_factory), config, logdir, name=name, timestamp=timestamp,
+        overrides=overrides, progress=progress, resume=resume, env=env,
+    )[0]  # fmt: skip

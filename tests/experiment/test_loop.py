@@ -14,14 +14,15 @@ from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, loop, stopping
+from batchppo.experiment.driver import Driver, SingleRun
 from batchppo.experiment.errors import (
     ConfigError,
     CorruptCheckpointError,
     RunDirError,
     StorageError,
 )
+from batchppo.experiment.ledger import RunLedger
 from batchppo.experiment.logging import RunLogger, read_metrics, read_scalars
-from batchppo.experiment.run import Run
 from batchppo.experiment.window import MetricWindow, crossed
 
 # 100 steps per iteration, steps=1000, log_every=250, eval_every=400, checkpoint_every=300.
@@ -232,12 +233,15 @@ def test_window_leaves_the_compiling_iteration_out_of_the_speed():
 
 def test_a_run_sets_every_attribute_in_its_constructor(tmp_path):
     # Its methods never probe for attributes that a later phase may or may not have set.
-    run_ = Run(FakeTrainer(fake_config()), fake_config(), None, "none")
-    before = set(vars(run_))
-    assert run_.progress is None and run_.logger is None and run_.completed is None
+    trainer, stop = FakeTrainer(fake_config()), stopping.StopFlag()
+    run_ = RunLedger(trainer, fake_config(), None, "none", stop)
+    driver = Driver(SingleRun(trainer), [run_], stop)
+    before, driver_before = set(vars(run_)), set(vars(driver))
+    assert run_.progress is None and run_.logger is None and driver.completed is None
     run_.message("before start")  # no progress output yet: stderr
-    result = run_.run()
+    (result,) = driver.run()
     assert result.step == 1000 and set(vars(run_)) == before
+    assert set(vars(driver)) == driver_before
 
 
 def test_a_run_stops_on_the_flag_its_driver_gives_it():
@@ -245,9 +249,10 @@ def test_a_run_stops_on_the_flag_its_driver_gives_it():
     # run the flag; a raised flag stops the run before its first iteration.
     flag = stopping.StopFlag()
     flag.signum = signal.SIGTERM
-    run_ = Run(FakeTrainer(fake_config()), fake_config(), None, "none", stop=flag)
+    trainer = FakeTrainer(fake_config())
+    run_ = RunLedger(trainer, fake_config(), None, "none", stop=flag)
     assert run_.stop is flag
-    result = run_.run()
+    (result,) = Driver(SingleRun(trainer), [run_], flag).run()
     assert result.interrupted and result.stop_signal == signal.SIGTERM and result.step == 0
 
 

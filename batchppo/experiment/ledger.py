@@ -1,7 +1,9 @@
-"""One training run: its state, cadence and bookkeeping (reports, evaluations, checkpoints).
+"""A run's ledger: one seed's bookkeeping (reports, evaluations, checkpoints, their cadence).
 
-Resuming from checkpoint S (dropping records after S) continues every curve without a gap or
-a duplicate: a checkpoint follows the reports of its step.
+The driver (:mod:`batchppo.experiment.driver`) iterates the trainer and hands each ledger its
+part of the state after every iteration. Resuming from checkpoint S (dropping records after
+S) continues every curve without a gap or a duplicate: a checkpoint follows the reports of
+its step.
 """
 
 from __future__ import annotations
@@ -13,26 +15,21 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment.env_failures import (
-    EnvFailure,
-    mark_env_failure,
-    state_deleted,
-    stop_on_env_error,
-)
+from batchppo.experiment.env_failures import EnvFailure, state_deleted
 from batchppo.experiment.errors import StorageError
 from batchppo.experiment.logging import RunLogger, read_metrics
 from batchppo.experiment.progress import Progress
 from batchppo.experiment.rundir import CHECKPOINT_DIR, ENV_ERROR_FILE
-from batchppo.experiment.stopping import StopFlag, graceful_stop
+from batchppo.experiment.stopping import StopFlag
 from batchppo.experiment.tracking import open_tracker
-from batchppo.experiment.trainers import EVAL_KEY, INIT_KEY, SIM_KEY, TrainerLike
+from batchppo.experiment.trainers import EVAL_KEY
 from batchppo.experiment.window import RUNNING_TOTALS, MetricWindow, crossed
 
 
@@ -61,38 +58,42 @@ class TrainResult:
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
-class Run:
-    """One training run: state, cadence and bookkeeping, phase by phase.
+class Evaluator(Protocol):
+    """What a ledger needs of its trainer: the evaluation of one seed's state."""
 
-    :meth:`run` runs it all; a driver of several runs (:mod:`batchppo.experiment.seeds`)
-    calls :meth:`start`, :meth:`after_iteration`, :meth:`stopped`, :meth:`close` and
-    :meth:`result` itself.
+    def evaluate(self, train_state: Any, num_episodes: int, key: Any) -> dict: ...
+
+
+class RunLedger:
+    """One seed's run: its run dir, logs, progress, cadence and results.
+
+    The driver (:class:`~batchppo.experiment.driver.Driver`) calls :meth:`start`,
+    :meth:`after_iteration` after every iteration, :meth:`stopped`, :meth:`save`,
+    :meth:`close` and :meth:`result`; after an env error, :meth:`stop_by_env_error`.
 
     Args:
-        trainer: Trains and evaluates.
+        trainer: Evaluates one seed's state (a ``Trainer``, or a ``SeedsTrainer``).
         config: The run's config.
         run_dir: The run directory; None: no disk I/O.
-        progress: Progress output mode (:class:`Progress`).
-        stop: The stop flag of a driver that installs the signal handlers itself (the
-            ``--seeds`` driver, one flag for all its runs); None: a flag of this run's own,
-            raised by the handlers that :meth:`run` installs.
+        progress: Progress output mode (:class:`~batchppo.experiment.progress.Progress`).
+        stop: The stop flag of the driver, which installs the signal handlers.
         group: The W&B group of a tracked run when ``wandb_group`` is None (a ``--seeds``
             run's common name).
     """
 
     def __init__(
         self,
-        trainer: TrainerLike,
+        trainer: Evaluator,
         config: RunConfig,
         run_dir: Path | None,
         progress: str,
-        stop: StopFlag | None = None,
+        stop: StopFlag,
         group: str | None = None,
     ) -> None:
         self.trainer, self.config, self.run_dir = trainer, config, run_dir
         self.group = group
         self.ckpt_dir = run_dir / CHECKPOINT_DIR if run_dir is not None else None
-        self.stop = stop if stop is not None else StopFlag()
+        self.stop = stop
         self.records: list[dict[str, Any]] = []
         self.last_eval: tuple[int, float] | None = None
         self.saved_step = -1
@@ -105,16 +106,15 @@ class Run:
         self.logger: RunLogger | None = None
         self.totals_before: dict[str, float] = {}
         self.progress: Progress | None = None
-        # While training: the newest state an iteration completed, its step, the open window.
-        self.completed: tuple[Any, int, MetricWindow] | None = None
 
-    def restore(self) -> tuple[Any, int | None, float]:
+    def restore(self, fresh: Any) -> tuple[Any, int | None, float]:
         """The initial TrainState, the step it was restored from (None if fresh), wall time.
 
-        A resume takes the newest checkpoint that verifies; damaged ones are moved aside,
-        each named in a message (:func:`~batchppo.experiment.checkpoint.restore_newest`).
+        A resume takes the newest checkpoint that verifies, restored into the shape of
+        ``fresh`` (the state the trainer initialised); damaged ones are moved aside, each
+        named in a message (:func:`~batchppo.experiment.checkpoint.restore_newest`).
         """
-        state = self.trainer.init(self._key(INIT_KEY))
+        state = fresh
         found = ckpt.restore_newest(self.ckpt_dir, state, self.message) if self.ckpt_dir else None
         if found is None:
             return state, None, 0.0
@@ -122,20 +122,20 @@ class Run:
         self.saved_step = step
         return state, step, float(meta.get("wall_time", 0.0))
 
-    def _key(self, purpose: int, *words: int) -> np.ndarray:
+    def key(self, purpose: int, *words: int) -> np.ndarray:
         """The run's PRNG key for ``purpose`` (init, env resets, evaluation) at ``words``."""
         return host_key(self.config.seed, purpose, *words)
 
     def _opened(self) -> tuple[RunLogger, Progress]:
         """The logs and progress output that :meth:`start` opened."""
         if self.logger is None or self.progress is None:
-            raise RuntimeError("Run: start() opens the logs and the progress output first")
+            raise RuntimeError("RunLedger: start() opens the logs and the progress output first")
         return self.logger, self.progress
 
     def wall_time(self) -> float:
         """Seconds of training wall time, earlier sessions of a resumed run included."""
         if self.started is None:
-            raise RuntimeError("Run: start() starts the clock first")
+            raise RuntimeError("RunLedger: start() starts the clock first")
         return self.wall_offset + time.monotonic() - self.started
 
     def save(self, state: Any, step: int) -> None:
@@ -181,7 +181,7 @@ class Run:
     def evaluate(self, state: Any, step: int) -> None:
         """Runs an evaluation of ``state`` and writes its eval report at ``step``."""
         start = time.monotonic()
-        key = self._key(EVAL_KEY, step)
+        key = self.key(EVAL_KEY, step)
         result = self.trainer.evaluate(state, self.config.eval_episodes, key)
         seconds = time.monotonic() - start
         lengths = np.asarray(result.get("lengths", []))
@@ -204,35 +204,15 @@ class Run:
         else:
             print(f"batchppo: {text}", file=sys.stderr, flush=True)
 
-    def run(self) -> TrainResult:
-        """Runs the whole training call: start, train phases, final checkpoint, close."""
-        # The stop flag covers start-up too: a Ctrl-C while programs compile or envs start
-        # stops the run cleanly before its first iteration.
-        with graceful_stop(self.message, self.stop):
-            return self._run()
+    def start(self, fresh: Any) -> tuple[Any, int]:
+        """Restores the state (or takes ``fresh``) and opens the logs; ``(state, step)``.
 
-    def _run(self) -> TrainResult:
-        state, step = self.start()
-        interrupted = False
-        try:
-            state, step, interrupted = self._train_phases(state, step)
-            self.save(state, step)
-        except BaseException:
-            with contextlib.suppress(StorageError):  # the error in flight is the one to show
-                self.close()
-            raise
-        self.close()
-        return self.result(state, step, interrupted)
-
-    def start(self, precompile: bool = True) -> tuple[Any, int]:
-        """Compiles, restores (or initialises) the state and opens the logs; ``(state, step)``."""
+        Args:
+            fresh: The state the trainer initialised with this run's key of
+                :data:`~batchppo.experiment.trainers.INIT_KEY`.
+        """
         config = self.config
-        precompile_fn = getattr(self.trainer, "precompile", None) if precompile else None
-        if precompile_fn is not None:  # Compile every program side by side, in the background.
-            precompile_fn(
-                iterations=(1,), eval_episodes=config.eval_episodes if self._eval_on() else None
-            )
-        state, resume_step, self.wall_offset = self.restore()
+        state, resume_step, self.wall_offset = self.restore(fresh)
         self.stop.check_abort()
         step = int(state.step)
         self.started = time.monotonic()
@@ -271,7 +251,7 @@ class Run:
     def result(self, state: Any, step: int, interrupted: bool) -> TrainResult:
         """The :class:`TrainResult` of a run that ended at ``step``."""
         score = self.last_eval[1] if self.last_eval else None
-        if score is None and self.run_dir is not None and self._eval_on():
+        if score is None and self.run_dir is not None and self.eval_on():
             evals = [r for r in read_metrics(self.run_dir) if r["phase"] == "eval"]
             score = evals[-1]["score"] if evals else None
         return TrainResult(
@@ -295,16 +275,9 @@ class Run:
                 values[key] += before
         return values
 
-    def _eval_on(self) -> bool:
+    def eval_on(self) -> bool:
+        """Whether the run evaluates (an eval interval and a number of episodes)."""
         return self.config.eval_interval > 0 and self.config.eval_episodes > 0
-
-    def _env_failed(self, error: Exception, state: Any, step: int, window: MetricWindow) -> None:
-        """Stops the run after an env error as Ctrl-C does (:meth:`stop_by_env_error`) and
-        marks ``error``: an :class:`EnvFailure` and a note saying where the checkpoint is."""
-        failure, notes = self.stop_by_env_error(error, state, step, window)
-        for note in notes:
-            error.add_note(note)
-        mark_env_failure(error, failure)
 
     def stop_by_env_error(
         self, error: Exception, state: Any, step: int, window: MetricWindow
@@ -346,41 +319,6 @@ class Run:
                 error_file.write_text("".join(traceback.format_exception(error)))
         return EnvFailure(step, saved, self.run_dir, error_file), notes
 
-    def _train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
-        """Iterates until the step budget or a stop request; returns (state, step, stopped).
-
-        A KeyboardInterrupt (a second Ctrl-C) propagates without saving: the trainer donates
-        its input buffers, so the state in hand may be gone; the last checkpoint stays valid
-        and resuming from it drops the reports written after it. An env error checkpoints
-        the last completed state and propagates (:meth:`_env_failed`).
-        """
-        # On an env error: the newest state an iteration completed, its step, the open window.
-        with stop_on_env_error(self._env_failed_in_training):
-            return self._iterate(state, step)
-
-    def _env_failed_in_training(self, error: Exception) -> None:
-        """:meth:`_env_failed` with the newest completed state of :meth:`_iterate`."""
-        assert self.completed is not None, "_iterate sets it before its first trainer call"
-        self._env_failed(error, *self.completed)
-
-    def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
-        config = self.config
-        window = MetricWindow()
-        self.completed = (state, step, window)
-        sim = self.trainer.init_sim(state, self._key(SIM_KEY, step))
-        compiled = False  # The first iteration's time is mostly compilation: not a speed.
-        stop = self.stop
-        while step < config.steps and stop.signum is None:
-            start = time.monotonic()
-            state, sim, metrics = self.trainer.iteration(state, sim)
-            before, step = step, int(state.step)
-            window.add(metrics, time.monotonic() - start, compiling=not compiled)
-            compiled = True
-            self.completed = (state, step, window)  # an evaluation may still fail
-            window = self.after_iteration(lambda state=state: state, before, step, window)
-            self.completed = (state, step, window)
-        return state, step, self.stopped(step, window)
-
     def after_iteration(
         self, get_state: Callable[[], Any], before: int, step: int, window: MetricWindow
     ) -> MetricWindow:
@@ -403,9 +341,7 @@ class Run:
         if crossed(before, step, config.log_interval) or step >= config.steps:
             self.report("train", step, self._train_values(window))
             window = MetricWindow()
-        if self._eval_on() and (
-            crossed(before, step, config.eval_interval) or step >= config.steps
-        ):
+        if self.eval_on() and (crossed(before, step, config.eval_interval) or step >= config.steps):
             self.evaluate(get_state(), step)
         if crossed(before, step, config.checkpoint_interval):
             self.save(get_state(), step)
