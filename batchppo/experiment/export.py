@@ -108,7 +108,7 @@ class EnvMapping:
         return action
 
 
-def _host_mapping(config: Any) -> EnvMapping:
+def host_mapping(config: Any) -> EnvMapping:
     """The env stack of a host backend, read off one env of the run's id (built, then closed)."""
     import gymnasium
     from gymnasium.wrappers import ClipAction
@@ -179,7 +179,7 @@ def env_mapping(config: Any, trainer: Any) -> EnvMapping:
 
     obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
     if get_backend(config.backend).host:
-        return _host_mapping(config)
+        return host_mapping(config)
     if isinstance(trainer.env, GymnaxEnv):
         return _gymnax_mapping(trainer.env, obs_space, action_space)
     raise ExportError(
@@ -188,7 +188,7 @@ def env_mapping(config: Any, trainer: Any) -> EnvMapping:
     )
 
 
-def _check_supported(config: Any, trainer: Any) -> tuple[spaces.Box, Any]:
+def check_supported(config: Any, trainer: Any) -> tuple[spaces.Box, Any]:
     """The observation and action leaves of an exportable policy; else one-line ExportError."""
     agent = trainer.agent
     obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
@@ -412,7 +412,7 @@ def export_run(
     jax2onnx = _import_jax2onnx()
     config, trainer, state, step = load_run(run_dir, checkpoint, trainer_factory)
     try:
-        obs_leaf, _ = _check_supported(config, trainer)
+        obs_leaf, _ = check_supported(config, trainer)
         mapping = env_mapping(config, trainer)
         fn = policy_function(trainer, state, mapping, sampled)
         name = "policy-sampled.onnx" if sampled else "policy.onnx"
