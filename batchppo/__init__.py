@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "train": "batchppo.experiment.loop",
-    "load_policy": "batchppo.experiment.loop",
+    "load_policy": "batchppo.experiment.loading",
     "PPOConfig": "batchppo.algorithms.ppo.config",
 }
 
@@ -25,7 +25,8 @@ __all__ = ["PPOConfig", "__version__", "load_policy", "train"]
 
 if TYPE_CHECKING:
     from batchppo.algorithms.ppo.config import PPOConfig
-    from batchppo.experiment.loop import load_policy, train
+    from batchppo.experiment.loading import load_policy
+    from batchppo.experiment.loop import train
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

@@ -15,7 +15,7 @@ import pytest
 
 from batchppo import cli
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, loop
+from batchppo.experiment import configs, trainers
 
 sys.path.insert(0, str(Path(__file__).parent / "experiment"))
 from experiment_fakes import FakeSeedsTrainer, FakeTrainer
@@ -174,9 +174,8 @@ def test_argparse_errors_exit_2(capsys):
 
 
 def test_train_success_and_ctrl_c_exit_codes(capsys, tmp_path, monkeypatch):
-    from batchppo.experiment import loop
 
-    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
     argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "T",
             "--progress", "none", "--set", "num_agents=10", "--set", "rollout_length=10",
             "--set", "steps=500", "--set", "eval_every=200"]  # fmt: skip
@@ -185,7 +184,7 @@ def test_train_success_and_ctrl_c_exit_codes(capsys, tmp_path, monkeypatch):
     assert out == f"done: 500 steps, eval score 500.00, run dir {tmp_path / 'T-cartpole_jax'}\n"
 
     monkeypatch.setattr(
-        loop, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at=7, signal_num=2)
+        trainers, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at=7, signal_num=2)
     )
     code, out, err = run_cli(capsys, *argv[:-4], "--set", "steps=1000")
     assert code == 128 + signal.SIGINT
@@ -197,9 +196,8 @@ def test_train_success_and_ctrl_c_exit_codes(capsys, tmp_path, monkeypatch):
 
 
 def test_a_full_disk_stops_train_with_one_line_and_status_2(capsys, tmp_path, monkeypatch):
-    from batchppo.experiment import loop
 
-    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
     real = ckpt.atomic_write_bytes
 
     def write(path, data):  # the checkpoint at step 400 meets a full disk
@@ -227,11 +225,10 @@ def test_ctrl_c_prints_the_resume_command_of_a_timestamp_with_dashes(
     capsys, tmp_path, monkeypatch, seeds
 ):
     from batchppo.algorithms.ppo import seeds as ppo_seeds
-    from batchppo.experiment import loop
 
-    def trainers(signal_at: int | None) -> None:
+    def use_trainers(signal_at: int | None) -> None:
         monkeypatch.setattr(
-            loop, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at, signal.SIGINT)
+            trainers, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at, signal.SIGINT)
         )
         monkeypatch.setattr(
             ppo_seeds, "SeedsTrainer", lambda c, n: FakeSeedsTrainer(c, n, signal_at, signal.SIGINT)
@@ -241,7 +238,7 @@ def test_ctrl_c_prints_the_resume_command_of_a_timestamp_with_dashes(
     argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--progress", "none",
             *seeds, "--timestamp", timestamp, "--set", "num_agents=10",
             "--set", "rollout_length=10", "--set", "steps=1000"]  # fmt: skip
-    trainers(signal_at=3)
+    use_trainers(signal_at=3)
     code, out, err = run_cli(capsys, *argv)
     assert code == 128 + signal.SIGINT
     assert "stopped at step 300; checkpoint" in err
@@ -250,7 +247,7 @@ def test_ctrl_c_prints_the_resume_command_of_a_timestamp_with_dashes(
         f"{' '.join(seeds)}{' ' if seeds else ''}--timestamp {timestamp} --resume"
     )
 
-    trainers(signal_at=None)  # the printed command resumes the run (every seed) to its end
+    use_trainers(signal_at=None)  # the printed command resumes the run (every seed) to its end
     resume = shlex.split(out.strip().splitlines()[-1].removeprefix("resume with: "))[1:]
     code, out, err = run_cli(capsys, *resume, "--progress", "none")
     assert code == 0, err
@@ -377,7 +374,7 @@ def test_the_working_directory_is_importable_only_while_the_command_runs(capsys,
 
 
 def test_env_alone_picks_a_recipe_from_the_spaces(capsys, tmp_path, user_envs, monkeypatch):
-    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
     code, _, err = train_own(
         capsys, tmp_path, "--env", "myenvs:MyReach-v0", "--timestamp", "T", "--set", "steps=1000"
     )
@@ -413,7 +410,7 @@ def test_env_alone_picks_a_recipe_from_the_spaces(capsys, tmp_path, user_envs, m
 
 
 def test_config_files_full_and_partial_with_set_on_top(capsys, tmp_path, user_envs, monkeypatch):
-    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
     code, shown, _ = run_cli(capsys, "show", "pendulum_fast")
     assert code == 0
     assert configs.config_from_yaml(shown) == configs.get_preset("pendulum_fast")
@@ -478,7 +475,7 @@ def test_set_names_the_nearest_key_even_when_it_is_far(capsys, tmp_path):
 
 def test_preset_with_env_names_the_run_after_both_and_resumes(capsys, tmp_path, user_envs,
                                                               monkeypatch):  # fmt: skip
-    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
     argv = ["--config", "pendulum_fast", "--env", "myenvs:make_reach", "--timestamp", "T"]
     code, out, err = train_own(capsys, tmp_path, *argv, "--set", "steps=1000")
     assert code == 0, err
@@ -489,7 +486,7 @@ def test_preset_with_env_names_the_run_after_both_and_resumes(capsys, tmp_path, 
 
 
 def test_a_failed_resume_keeps_the_run_dir(capsys, tmp_path, user_envs, monkeypatch):
-    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
     argv = ["--config", "pendulum_fast", "--timestamp", "T"]
     assert train_own(capsys, tmp_path, *argv, "--set", "env=myenvs:make_reach")[0] == 0
     run_dir = tmp_path / "T-pendulum_fast"
@@ -516,7 +513,7 @@ def test_ctrl_c_prints_a_resume_command_that_names_the_same_run(
 ):
     Path("part.yaml").write_text("base: pendulum_fast\nenv: myenvs:make_reach\n")
     monkeypatch.setattr(
-        loop, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at=2, signal_num=2)
+        trainers, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at=2, signal_num=2)
     )
     code, out, _ = train_own(capsys, tmp_path, *argv, "--timestamp", "T")
     assert code == 128 + signal.SIGINT
@@ -525,7 +522,7 @@ def test_ctrl_c_prints_a_resume_command_that_names_the_same_run(
     assert command == shlex.join(
         ["batchppo", "train", *argv, "--logdir", str(tmp_path), "--timestamp", "T", "--resume"]
     )
-    monkeypatch.setattr(loop, "default_trainer_factory", FakeTrainer)
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
     code, out, err = run_cli(capsys, *shlex.split(command)[1:], "--progress", "none")
     assert code == 0, err
     assert out.endswith(f"run dir {tmp_path / f'T-{name}'}\n")

@@ -102,8 +102,12 @@ def _with_restore_defaults(template: Any, state_dict: Any) -> Any:
     return {**state_dict, **{name: fresh[name] for name in missing}}
 
 
-def _to_host(tree: Any) -> Any:
-    # Typed PRNG keys are not msgpack-serialisable; store their raw uint32 data instead.
+def to_host(tree: Any) -> Any:
+    """``tree`` as a checkpoint stores it: NumPy arrays, typed PRNG keys as their raw data.
+
+    Typed PRNG keys are not msgpack-serialisable, so their uint32 key data is stored instead.
+    """
+
     def leaf(x: Any) -> Any:
         if isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
             return np.asarray(jax.random.key_data(x))
@@ -135,7 +139,7 @@ def save_checkpoint(
     directory.mkdir(parents=True, exist_ok=True)
     payload = {
         "meta": {"format": FORMAT_VERSION, "step": int(step), **(meta or {})},
-        "state": serialization.to_state_dict(_to_host(state)),
+        "state": serialization.to_state_dict(to_host(state)),
     }
     path = checkpoint_path(directory, step)
     body = serialization.msgpack_serialize(payload)
@@ -186,7 +190,7 @@ def restore_checkpoint(path: str | Path, template: T) -> tuple[T, dict[str, Any]
         meta, state_dict = payload["meta"], payload["state"]
         if meta.get("format") != FORMAT_VERSION:
             raise ValueError(f"format {meta.get('format')!r}, expected {FORMAT_VERSION}")
-        host_template = _to_host(template)
+        host_template = to_host(template)
         state_dict = _with_restore_defaults(host_template, state_dict)
         restored = serialization.from_state_dict(host_template, state_dict)
         for want, got in zip(

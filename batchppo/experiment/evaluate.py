@@ -30,8 +30,9 @@ from batchppo.core.keys import host_key
 from batchppo.envs.episode_metrics import TASK_METRICS, episode_task_metrics
 from batchppo.experiment import stats
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.loop import EVALUATE_RUN_KEY, TrainerFactory, load_run
+from batchppo.experiment.loading import load_run
 from batchppo.experiment.plot import run_group
+from batchppo.experiment.trainers import EVALUATE_RUN_KEY, TrainerFactory
 
 
 def evaluate_run(

@@ -8,7 +8,7 @@ what the env itself takes, so that a deployment needs onnxruntime and nothing of
 2. the run's streaming observation normalisation (its mean and std at the checkpoint, clipped
    to ``obs_clip``), where the run normalises observations;
 3. the policy network and its deterministic action (the Gaussian's mean, the categorical's
-   argmax), as :func:`batchppo.experiment.loop.load_policy` computes it;
+   argmax), as :func:`batchppo.experiment.loading.load_policy` computes it;
 4. the action mapping back into the env's own action space: a ``Box`` action clipped to
    ``[-1, 1]`` and mapped to the env's bounds (``normalize_ranges``), or clipped to the env's
    bounds without it (Gymnasium's ``ClipAction``, which the env stack applies).
@@ -52,7 +52,8 @@ from batchppo.core import spaces
 from batchppo.core.backends import get_backend
 from batchppo.envs.ranges import RangeMap, range_map
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.loop import TrainerFactory, load_run
+from batchppo.experiment.loading import load_run
+from batchppo.experiment.trainers import TrainerFactory
 
 __all__ = ["EnvMapping", "ExportError", "ExportInfo", "check_export", "export_run"]
 
@@ -107,7 +108,7 @@ class EnvMapping:
         return action
 
 
-def _host_mapping(config: Any) -> EnvMapping:
+def host_mapping(config: Any) -> EnvMapping:
     """The env stack of a host backend, read off one env of the run's id (built, then closed)."""
     import gymnasium
     from gymnasium.wrappers import ClipAction
@@ -178,7 +179,7 @@ def env_mapping(config: Any, trainer: Any) -> EnvMapping:
 
     obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
     if get_backend(config.backend).host:
-        return _host_mapping(config)
+        return host_mapping(config)
     if isinstance(trainer.env, GymnaxEnv):
         return _gymnax_mapping(trainer.env, obs_space, action_space)
     raise ExportError(
@@ -187,7 +188,7 @@ def env_mapping(config: Any, trainer: Any) -> EnvMapping:
     )
 
 
-def _check_supported(config: Any, trainer: Any) -> tuple[spaces.Box, Any]:
+def check_supported(config: Any, trainer: Any) -> tuple[spaces.Box, Any]:
     """The observation and action leaves of an exportable policy; else one-line ExportError."""
     agent = trainer.agent
     obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
@@ -411,7 +412,7 @@ def export_run(
     jax2onnx = _import_jax2onnx()
     config, trainer, state, step = load_run(run_dir, checkpoint, trainer_factory)
     try:
-        obs_leaf, _ = _check_supported(config, trainer)
+        obs_leaf, _ = check_supported(config, trainer)
         mapping = env_mapping(config, trainer)
         fn = policy_function(trainer, state, mapping, sampled)
         name = "policy-sampled.onnx" if sampled else "policy.onnx"

@@ -25,8 +25,9 @@ import numpy as np
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.core.backends import BACKENDS, get_backend
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.loop import TrainerFactory, load_run
+from batchppo.experiment.loading import load_run
 from batchppo.experiment.tracking import open_tracker
+from batchppo.experiment.trainers import TrainerFactory
 
 STATS_FILE = "stats.json"
 

@@ -20,7 +20,7 @@ import batchppo
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import backends
 from batchppo.core.adapters import HostEnv, make_env, make_host_env
-from batchppo.experiment import configs, loop, visualize
+from batchppo.experiment import configs, loading, visualize
 from batchppo.experiment.errors import ConfigError, UserError
 
 pytestmark = pytest.mark.timeout(300)
@@ -77,7 +77,7 @@ def test_config_make_env_and_env_id_check_take_the_new_backend(fake_backend):
         make_env("Pendulum-v1", 3, "fake", options={"address": "auto"})
     with pytest.raises(UserError, match=r"cannot render 'Pendulum-v1' \(backend fake\)"):
         visualize.render_env_id(config)
-    assert loop._loading_config(config) == config  # no load_with: loads with itself
+    assert loading.loading_config(config) == config  # no load_with: loads with itself
 
 
 def test_without_the_record_the_name_is_refused():

@@ -200,7 +200,7 @@ def test_a_checkpoint_written_before_checksums_loads_with_a_warning(tmp_path):
     state = make_state(2)
     payload = {
         "meta": {"format": ckpt.FORMAT_VERSION, "step": 200},
-        "state": serialization.to_state_dict(ckpt._to_host(state)),
+        "state": serialization.to_state_dict(ckpt.to_host(state)),
     }
     path = ckpt.checkpoint_path(tmp_path, 200)
     path.write_bytes(serialization.msgpack_serialize(payload))  # the format before checksums

@@ -276,13 +276,13 @@ def fake(network_recurrent=False, obs=None, action=None, config=None):
 def test_unsupported_policies_name_what_is_unsupported(kwargs, message):
     config, trainer = fake(**kwargs)
     with pytest.raises(export.ExportError, match=None) as info:
-        export._check_supported(config, trainer)
+        export.check_supported(config, trainer)
     assert message in str(info.value) and "\n" not in str(info.value)
 
 
 def test_host_mapping_without_range_normalisation_clips_to_the_env_bounds():
     config = types.SimpleNamespace(env="Pendulum-v1", env_kwargs={}, normalize_ranges=False)
-    mapping = export._host_mapping(config)
+    mapping = export.host_mapping(config)
     assert mapping.obs_map is None and mapping.act_map is None
     np.testing.assert_array_equal(mapping.act_clip[0], [-2.0])
     np.testing.assert_array_equal(mapping.act_clip[1], [2.0])
@@ -290,7 +290,7 @@ def test_host_mapping_without_range_normalisation_clips_to_the_env_bounds():
     np.testing.assert_array_equal(mapping.action(actions, xp=np), [[-2.0], [-0.5], [2.0]])
     obs = np.array([[0.5, -0.5, 9.0]], np.float32)
     np.testing.assert_array_equal(mapping.observation(obs), obs)
-    with_ranges = export._host_mapping(
+    with_ranges = export.host_mapping(
         types.SimpleNamespace(**{**vars(config), "normalize_ranges": True})
     )
     assert with_ranges.act_clip is None  # RangeNormalize clips to [-1, 1] itself

@@ -13,14 +13,17 @@ import pytest
 from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, loop
+from batchppo.experiment import configs, loop, stopping
+from batchppo.experiment.driver import Driver, SingleRun
 from batchppo.experiment.errors import (
     ConfigError,
     CorruptCheckpointError,
     RunDirError,
     StorageError,
 )
-from batchppo.experiment.logging import read_metrics, read_scalars
+from batchppo.experiment.ledger import RunLedger
+from batchppo.experiment.logging import RunLogger, read_metrics, read_scalars
+from batchppo.experiment.window import MetricWindow, crossed
 
 # 100 steps per iteration, steps=1000, log_every=250, eval_every=400, checkpoint_every=300.
 TRAIN_STEPS = [300, 500, 800, 1000]
@@ -123,7 +126,7 @@ def test_ctrl_c_during_start_up_stops_before_the_first_iteration(tmp_path):
 
 
 def test_a_second_ctrl_c_aborts_even_if_its_exception_was_swallowed():
-    with loop._graceful_stop(lambda text: None) as stop:
+    with stopping.graceful_stop(lambda text: None) as stop:
         os.kill(os.getpid(), signal.SIGINT)
         assert stop.signum == signal.SIGINT and not stop.abort
         stop.check_abort()  # the first Ctrl-C only asks to stop
@@ -209,16 +212,16 @@ def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
 
 
 def test_crossed():
-    assert loop._crossed(0, 100, 100)
-    assert not loop._crossed(100, 199, 100)
-    assert loop._crossed(199, 200, 100)
-    assert loop._crossed(150, 450, 100)
-    assert not loop._crossed(0, 100, 0)
+    assert crossed(0, 100, 100)
+    assert not crossed(100, 199, 100)
+    assert crossed(199, 200, 100)
+    assert crossed(150, 450, 100)
+    assert not crossed(0, 100, 0)
 
 
 def test_window_leaves_the_compiling_iteration_out_of_the_speed():
     metrics = {"env_steps": 100, "episodes": 0, "score": float("nan"), "length": float("nan")}
-    window = loop._Window()
+    window = MetricWindow()
     window.add(metrics, 10.0, compiling=True)
     assert window.summary()["sps"] == 10.0  # alone, it is all there is
     window.add(metrics, 1.0)
@@ -230,28 +233,32 @@ def test_window_leaves_the_compiling_iteration_out_of_the_speed():
 
 def test_a_run_sets_every_attribute_in_its_constructor(tmp_path):
     # Its methods never probe for attributes that a later phase may or may not have set.
-    run_ = loop._Run(FakeTrainer(fake_config()), fake_config(), None, "none")
-    before = set(vars(run_))
-    assert run_.progress is None and run_.logger is None and run_.completed is None
+    trainer, stop = FakeTrainer(fake_config()), stopping.StopFlag()
+    run_ = RunLedger(trainer, fake_config(), None, "none", stop)
+    driver = Driver(SingleRun(trainer), [run_], stop)
+    before, driver_before = set(vars(run_)), set(vars(driver))
+    assert run_.progress is None and run_.logger is None and driver.completed is None
     run_.message("before start")  # no progress output yet: stderr
-    result = run_.run()
+    (result,) = driver.run()
     assert result.step == 1000 and set(vars(run_)) == before
+    assert set(vars(driver)) == driver_before
 
 
 def test_a_run_stops_on_the_flag_its_driver_gives_it():
     # A driver of several runs (--seeds) installs the signal handlers once and hands each
     # run the flag; a raised flag stops the run before its first iteration.
-    flag = loop._StopFlag()
+    flag = stopping.StopFlag()
     flag.signum = signal.SIGTERM
-    run_ = loop._Run(FakeTrainer(fake_config()), fake_config(), None, "none", stop=flag)
+    trainer = FakeTrainer(fake_config())
+    run_ = RunLedger(trainer, fake_config(), None, "none", stop=flag)
     assert run_.stop is flag
-    result = run_.run()
+    (result,) = Driver(SingleRun(trainer), [run_], flag).run()
     assert result.interrupted and result.stop_signal == signal.SIGTERM and result.step == 0
 
 
 def test_window_refuses_missing_or_changing_metrics():
     metrics = {"env_steps": 100, "episodes": 1, "score": 5.0, "length": 10, "kl": 0.5}
-    window = loop._Window()
+    window = MetricWindow()
     with pytest.raises(ValueError, match="lack 'episodes'"):
         window.add({k: v for k, v in metrics.items() if k != "episodes"}, 1.0)
     window.add(metrics, 1.0)
@@ -377,14 +384,14 @@ def test_a_full_disk_during_a_checkpoint_stops_the_run_and_keeps_the_previous_on
 
 
 def test_a_full_disk_during_a_report_stops_the_run(tmp_path, monkeypatch):
-    real = loop.RunLogger.log
+    real = RunLogger.log
 
     def log(self, phase, step, values):
         if step == 500:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(self, phase, step, values)
 
-    monkeypatch.setattr(loop.RunLogger, "log", log)
+    monkeypatch.setattr(RunLogger, "log", log)
     with pytest.raises(StorageError) as info:
         run(tmp_path)
     run_dir = tmp_path / "T-fake"

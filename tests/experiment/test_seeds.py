@@ -15,7 +15,7 @@ from experiment_fakes import FakeSeedsTrainer
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
-from batchppo.experiment import loop
+from batchppo.experiment import loop, trainers
 from batchppo.experiment.configs import load_config
 from batchppo.experiment.logging import read_metrics
 
@@ -101,7 +101,7 @@ def test_a_failed_start_removes_only_the_seed_dirs_it_made(tmp_path: Path, monke
     def no_trainer(factory, config):
         raise ConfigError("no trainer today")
 
-    monkeypatch.setattr(loop, "_build_trainer", no_trainer)
+    monkeypatch.setattr(trainers, "build_trainer", no_trainer)
     (tmp_path / "other").mkdir()  # not this run's: kept
     with pytest.raises(ConfigError, match="no trainer today"):
         loop.train("cartpole_jax", tmp_path, seeds=2, timestamp="T", progress="none")

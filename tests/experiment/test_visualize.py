@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, loop, visualize
+from batchppo.experiment import configs, loading, trainers, visualize
 from batchppo.experiment.errors import UserError
 
 
@@ -72,7 +72,7 @@ def test_mujoco_video_renders_offscreen(tmp_path):
     (run_dir / "checkpoints").mkdir(parents=True)
     configs.save_config(config, run_dir / "config.yaml")
     # An untrained policy is enough to check rendering: checkpoint the initial state.
-    trainer = loop.default_trainer_factory(loop._loading_config(config))
+    trainer = trainers.default_trainer_factory(loading.loading_config(config))
     try:
         state = trainer.init(jax.random.PRNGKey(0))
         ckpt.save_checkpoint(run_dir / "checkpoints", state, 0)

@@ -1,0 +1,260 @@
+"""The driver: one iterate loop over N run ledgers (a single run is N = 1).
+
+The trainer runs the iterations of every ledger at once (one state for a single run, the
+seeds' states stacked for ``--seeds``); after each, every ledger gets its part of the state
+for its own reports, evaluations and checkpoints (:class:`~batchppo.experiment.ledger.
+RunLedger`). The loop, its stop request and its env failures are written here once.
+
+An env error (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops
+every ledger as Ctrl-C does: each reports its open window, checkpoints its part of the last
+completed state and writes ``env_error.txt``; the env's exception then propagates carrying
+an :class:`~batchppo.experiment.env_failures.EnvFailure`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.experiment.env_failures import mark_env_failure, state_deleted, stop_on_env_error
+from batchppo.experiment.errors import RunDirError, StorageError
+from batchppo.experiment.ledger import RunLedger, TrainResult
+from batchppo.experiment.stopping import StopFlag, graceful_stop
+from batchppo.experiment.trainers import INIT_KEY, SIM_KEY, TrainerLike
+from batchppo.experiment.window import MetricWindow
+
+
+class TrainerOfRuns(Protocol):
+    """The trainer of N ledgers as the driver sees it: N keys in, N parts of the state out.
+
+    Attributes:
+        trainer: The trainer underneath; each ledger evaluates its part with it, and the
+            driver precompiles with its ``precompile`` if it has one.
+        stacked: Whether the parts are seeds of one program (``--seeds``, even of one seed):
+            their env-failure notes name each seed's dir, and the failure holds each seed's.
+    """
+
+    trainer: Any
+    stacked: bool
+
+    def init(self, keys: Sequence[np.ndarray]) -> Any: ...
+    def init_sim(self, state: Any, keys: Sequence[np.ndarray]) -> Any: ...
+    def iteration(self, state: Any, sim: Any) -> tuple[Any, Any, Sequence[dict]]: ...
+    def step(self, state: Any) -> int: ...
+    def part(self, state: Any, index: int) -> Any: ...
+    def join(self, parts: Sequence[Any]) -> Any: ...
+
+
+class SingleRun:
+    """A single run's trainer as a :class:`TrainerOfRuns` of one ledger.
+
+    Args:
+        trainer: The run's trainer (``TrainerLike``).
+    """
+
+    stacked = False
+
+    def __init__(self, trainer: TrainerLike) -> None:
+        self.trainer = trainer
+
+    def init(self, keys: Sequence[np.ndarray]) -> Any:
+        """The trainer's fresh state for the one ledger's key."""
+        (key,) = keys
+        return self.trainer.init(key)
+
+    def init_sim(self, state: Any, keys: Sequence[np.ndarray]) -> Any:
+        """The trainer's sim state for the one ledger's key."""
+        (key,) = keys
+        return self.trainer.init_sim(state, key)
+
+    def iteration(self, state: Any, sim: Any) -> tuple[Any, Any, Sequence[dict]]:
+        """One iteration; its metrics as a list of one."""
+        state, sim, metrics = self.trainer.iteration(state, sim)
+        return state, sim, [metrics]
+
+    def step(self, state: Any) -> int:
+        """Training env steps done."""
+        return int(state.step)
+
+    def part(self, state: Any, index: int) -> Any:
+        """The state itself (the one ledger's)."""
+        return state
+
+    def join(self, parts: Sequence[Any]) -> Any:
+        """The one ledger's state."""
+        (state,) = parts
+        return state
+
+
+class Driver:
+    """Trains N ledgers with one trainer: start, the iterate loop, the final save, close.
+
+    Args:
+        trainers: The trainer of the ledgers.
+        ledgers: One per run, in order; the first shows the progress and the messages.
+        stop: The stop flag the ledgers hold; the driver's signal handlers raise it.
+    """
+
+    def __init__(
+        self, trainers: TrainerOfRuns, ledgers: Sequence[RunLedger], stop: StopFlag
+    ) -> None:
+        self.trainers, self.ledgers, self.stop = trainers, ledgers, stop
+        # While training: the newest state an iteration completed, its step, each window.
+        self.completed: tuple[Any, int, list[MetricWindow]] | None = None
+
+    def run(self) -> list[TrainResult]:
+        """Runs the whole training call; one result per ledger.
+
+        A KeyboardInterrupt (a second Ctrl-C) propagates without saving: the trainer donates
+        its input buffers, so the state in hand may be gone; the last checkpoint stays valid
+        and resuming from it drops the reports written after it. An env error checkpoints the
+        last completed state and propagates (see the module docstring).
+
+        Raises:
+            RunDirError: The ledgers resume from different steps (a damaged checkpoint was
+                skipped in some).
+        """
+        # The stop flag covers start-up too: a Ctrl-C while programs compile or envs start
+        # stops the run cleanly before its first iteration.
+        with graceful_stop(self.ledgers[0].message, self.stop):
+            return self._run()
+
+    def _run(self) -> list[TrainResult]:
+        trainers, ledgers = self.trainers, self.ledgers
+        first = ledgers[0]
+        precompile = getattr(trainers.trainer, "precompile", None)
+        if precompile is not None:  # Compile every program side by side, in the background.
+            episodes = first.config.eval_episodes if first.eval_on() else None
+            precompile(iterations=(1,), eval_episodes=episodes)
+        try:
+            state, step = self._start(trainers.init([ledger.key(INIT_KEY) for ledger in ledgers]))
+            state, step, interrupted = self.train_phases(state, step)
+            for i, ledger in enumerate(ledgers):
+                ledger.save(trainers.part(state, i), step)
+        except BaseException:
+            for ledger in ledgers:
+                with contextlib.suppress(StorageError):  # the error in flight is the one to show
+                    ledger.close()
+            raise
+        for ledger in ledgers:
+            ledger.close()
+        return [
+            ledger.result(trainers.part(state, i), step, interrupted)
+            for i, ledger in enumerate(ledgers)
+        ]
+
+    def _start(self, fresh: Any) -> tuple[Any, int]:
+        """Starts every ledger from its part of ``fresh``; the joined state and its step."""
+        parts = [
+            ledger.start(self.trainers.part(fresh, i)) for i, ledger in enumerate(self.ledgers)
+        ]
+        del fresh
+        if len({step for _, step in parts}) > 1:  # a seed skipped a damaged checkpoint
+            listed = ", ".join(f"s{i}: {step:,}" for i, (_, step) in enumerate(parts))
+            raise RunDirError(
+                f"the seeds resume from different steps ({listed}): damaged checkpoints were "
+                "skipped; resume each alone (--config NAME-s<i> without --seeds)"
+            )
+        return self.trainers.join([state for state, _ in parts]), parts[0][1]
+
+    def train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
+        """Iterates until the step budget or a stop request; returns (state, step, stopped)."""
+        with stop_on_env_error(self._env_failed):
+            return self._iterate(state, step)
+
+    def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
+        trainers, ledgers = self.trainers, self.ledgers
+        windows = [MetricWindow() for _ in ledgers]
+        self.completed = (state, step, windows)  # `windows` is updated in place
+        sim = trainers.init_sim(state, [ledger.key(SIM_KEY, step) for ledger in ledgers])
+        compiled = False  # The first iteration's time is mostly compilation: not a speed.
+        while step < ledgers[0].config.steps and self.stop.signum is None:
+            start = time.monotonic()
+            state, sim, metrics = trainers.iteration(state, sim)
+            before, step = step, trainers.step(state)
+            seconds = time.monotonic() - start
+            for window, part_metrics in zip(windows, metrics, strict=True):
+                window.add(part_metrics, seconds, compiling=not compiled)
+            compiled = True
+            self.completed = (state, step, windows)  # an evaluation may still fail
+            for i, ledger in enumerate(ledgers):
+                windows[i] = ledger.after_iteration(
+                    lambda i=i, state=state: trainers.part(state, i), before, step, windows[i]
+                )
+            self._eval_line(step)
+        stopped = [ledger.stopped(step, w) for ledger, w in zip(ledgers, windows, strict=True)]
+        return state, step, any(stopped)
+
+    def _eval_line(self, step: int) -> None:
+        """Prints every ledger's score of an evaluation at ``step`` (two or more ledgers)."""
+        evals = [ledger.last_eval for ledger in self.ledgers]
+        n = len(evals)
+        if n > 1 and all(e is not None and e[0] == step for e in evals):
+            scores = np.array([e[1] for e in evals])
+            self.ledgers[0].message(
+                f"eval at step {step:,}, {n} seeds: "
+                f"{' '.join(f'{s:.1f}' for s in scores)} "
+                f"(mean {scores.mean():.1f} ± {scores.std():.1f})"
+            )
+
+    def _env_failed(self, error: Exception) -> None:
+        """Stops every ledger after an env error (``RunLedger.stop_by_env_error``) and marks
+        ``error``: an :class:`~batchppo.experiment.env_failures.EnvFailure` (of every seed
+        for stacked runs) and notes on what went wrong on the way.
+
+        An evaluation that failed stops the ledgers after it before their bookkeeping of that
+        step: their open windows are reported at ``step`` and checkpointed with the rest.
+        """
+        assert self.completed is not None, "_iterate sets it before its first trainer call"
+        state, step, windows = self.completed
+        lost = state_deleted(state)
+        stacked = self.trainers.stacked
+        failures = []
+        for i, (ledger, window) in enumerate(zip(self.ledgers, windows, strict=True)):
+            part = None if lost else self.trainers.part(state, i)
+            failure, notes = ledger.stop_by_env_error(error, part, step, window)
+            for note in notes:
+                error.add_note(f"seed dir s{i}: {note}" if stacked else note)
+            failures.append(failure)
+        failure = failures[0]
+        if stacked:
+            failure = dataclasses.replace(failure, seeds=tuple(failures))
+        mark_env_failure(error, failure)
+
+
+def drive(
+    trainers: TrainerOfRuns,
+    run_configs: Sequence[RunConfig],
+    run_dirs: Sequence[Path | None],
+    progress: str,
+    group: str | None = None,
+    stop: StopFlag | None = None,
+) -> list[TrainResult]:
+    """Trains one ledger per config and run dir with ``trainers``; one result per ledger.
+
+    Args:
+        trainers: The trainer of the ledgers.
+        run_configs: Each ledger's config.
+        run_dirs: Each ledger's run dir (None: no disk I/O).
+        progress: The first ledger's progress output (the others show none).
+        group: The W&B group of the ledgers (see :class:`~batchppo.experiment.ledger.
+            RunLedger`).
+        stop: The stop flag to raise; None: a new one.
+
+    Raises:
+        Exception: An env's own exception, after every ledger's run dir got its checkpoint
+            and ``env_error.txt`` (see the module docstring).
+    """
+    stop = stop if stop is not None else StopFlag()
+    ledgers = [
+        RunLedger(trainers.trainer, config, run_dir, "none" if i else progress, stop, group)
+        for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True))
+    ]
+    return Driver(trainers, ledgers, stop).run()

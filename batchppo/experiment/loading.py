@@ -1,0 +1,102 @@
+"""Loading trained runs: a checkpoint's state and trainer, and the policy it acts with."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.core.backends import get_backend
+from batchppo.core.keys import host_key
+from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment import configs, trainers
+from batchppo.experiment.errors import CorruptCheckpointError
+from batchppo.experiment.rundir import CHECKPOINT_DIR, open_run_dir
+from batchppo.experiment.trainers import INIT_KEY, TrainerFactory, TrainerLike
+
+
+def loading_config(config: RunConfig) -> RunConfig:
+    # Loading needs the networks, not parallel simulation: a backend that runs its envs away
+    # from the caller (workers, actors) loads with its in-process twin (``load_with``).
+    backend = get_backend(config.backend)
+    if backend.load_with is None or backend.load_with == backend.name:
+        return config
+    dropped = dict.fromkeys(backend.config_fields)  # the old backend's own fields, unset
+    return dataclasses.replace(config, backend=backend.load_with, num_workers=None, **dropped)
+
+
+def load_run(
+    run_dir: str | Path,
+    checkpoint: int | None = None,
+    trainer_factory: TrainerFactory | None = None,
+) -> tuple[RunConfig, TrainerLike, Any, int]:
+    """Restores a run's checkpoint.
+
+    Args:
+        run_dir: A run directory written by :func:`~batchppo.experiment.loop.train`.
+        checkpoint: Env step of the checkpoint; None: the newest.
+        trainer_factory: Builds the trainer (default: the config's algorithm's).
+
+    Returns:
+        ``(config, trainer, train_state, step)``; the caller closes the trainer.
+
+    Raises:
+        RunDirError, ConfigError, CheckpointError: Missing or corrupt run dir or checkpoint.
+    """
+    config, run_dir = open_run_dir(run_dir)
+    step, path = ckpt.find_checkpoint(run_dir / CHECKPOINT_DIR, checkpoint)
+    # One device: the policy acts unsharded, and any num_agents loads on a machine of several.
+    loading = dataclasses.replace(loading_config(config), devices=1)
+    configs.check_env_id(loading)  # e.g. a module:factory that is not importable from here
+    trainer = trainers.build_trainer(trainer_factory, loading)
+    try:
+        template = trainer.init(host_key(config.seed, INIT_KEY))
+        state, _ = ckpt.restore_checkpoint(path, template)
+    except CorruptCheckpointError as error:
+        trainer.close()
+        older = [s for s, _ in ckpt.list_checkpoints(run_dir / CHECKPOINT_DIR) if s < step]
+        if not older:
+            raise
+        raise CorruptCheckpointError(
+            f"{error}; an older one may be intact: --checkpoint {older[-1]}"
+        ) from None
+    except BaseException:
+        trainer.close()
+        raise
+    return config, trainer, state, step
+
+
+def load_policy(
+    run_dir: str | Path,
+    checkpoint: int | None = None,
+    trainer_factory: TrainerFactory | None = None,
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The trained policy of a run as ``obs batch -> action batch`` (mean action).
+
+    Args:
+        run_dir: A run directory written by :func:`~batchppo.experiment.loop.train`.
+        checkpoint: Env step of the checkpoint; None: the newest.
+        trainer_factory: Builds the trainer (default: the config's algorithm's).
+
+    Returns:
+        A function mapping observations of shape ``(batch, *obs_shape)`` to actions, both
+        as the agent sees them inside the env stack. With ``normalize_ranges`` (the
+        default) it takes observations whose bounded dims are mapped to ``[-1, 1]`` (the
+        maps of :mod:`batchppo.envs.ranges`) and gives Box actions on that ``[-1, 1]``
+        scale, unclipped (the stack clips them and maps them to the env's bounds); without
+        it, the env's own observations and Box actions, unclipped. The run's observation
+        normalisation is applied inside. ``batchppo export`` writes a file that takes and
+        gives the env's own values.
+
+    Raises:
+        RunDirError, ConfigError, CheckpointError: Missing or corrupt run dir or checkpoint.
+    """
+    _, trainer, state, _ = load_run(run_dir, checkpoint, trainer_factory)
+    try:
+        return trainer.policy(state, deterministic=True)
+    finally:
+        trainer.close()
