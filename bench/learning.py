@@ -26,11 +26,24 @@ off a finished run of ours (``hopper_fast``): the wall-clock of its first eval a
 SAC's published 1M-step return on Hopper, 2787 (the mean of 10 seeds in SimbaV2's baseline
 CSVs, Gym v4).
 
+``--atari GAME --cleanrl-dir DIR`` compares on an Atari game instead: CleanRL's
+``ppo_atari.py`` (its Gymnasium 1.x version: the ``gymnasium-v1.0`` branch of vwxyzjn/cleanrl,
+checked out at DIR; batchppo ships none of its code) on ``GAMENoFrameskip-v4`` against the
+``breakout_atari`` preset's settings on ``ALE/GAME-v5`` with the same preprocessing (frame
+skip 4 with max-pooling, 84x84 grey, 4 stacked, 30 noop starts, FIRE on reset, lives as
+episodes and clipped rewards for learning; no sticky actions), for ``--steps`` agent steps
+(4 frames each) with the same seed. Both scores are whole games with raw rewards and sampled
+actions: CleanRL's is the mean of the games its training finished in the last tenth of the
+steps (its ``charts/episodic_return``), ours the mean of ``--episodes`` games of the final
+policy (our mean-action score over whole games is printed beside it). CleanRL needs torch,
+tyro and tensorboard (the ``bench`` extra) and runs torch on the CPU with one thread per core.
+
 Examples:
     python bench/learning.py                    # 1M steps each (SB3: about 25 min on 2 cores)
     python bench/learning.py --steps 20000 --episodes 2       # smoke test
     python bench/learning.py --only batchppo --json out.json
     python bench/learning.py --against-sac docs/runs/s0-hopper_fast --sac-steps 20000
+    python bench/learning.py --atari Breakout --cleanrl-dir ~/cleanrl --steps 100000
 """
 
 from __future__ import annotations
@@ -44,6 +57,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -57,6 +71,10 @@ learns."""
 SAC_1M_RETURN = 2787.0
 """SAC's Hopper return at 1M steps: the mean of 10 seeds in SimbaV2's baseline CSVs (Gym v4)."""
 SAC_BUDGET = 1_000_000
+ATARI_PRESET = "breakout_atari"
+"""The preset whose settings (CleanRL's) train every Atari game here, its env replaced."""
+FINAL_FRACTION = 0.1
+"""CleanRL's score: the games that its training finished in this last fraction of the steps."""
 
 
 def worker_sb3(steps: int, seed: int, episodes: int) -> dict:
@@ -178,6 +196,132 @@ def worker_sac(steps: int, seed: int, warmup: int, threads: int) -> dict:
     }
 
 
+def worker_batchppo_atari(game: str, steps: int, seed: int, episodes: int) -> dict:
+    """Trains :data:`ATARI_PRESET`'s settings on ``ALE/{game}-v5``; returns the final policy's
+    whole-game scores, sampled (``score``) and with the mean action (``mode_score``)."""
+    import batchppo
+    from batchppo.algorithms.ppo import Trainer
+    from batchppo.envs import make_env_fn
+
+    start = time.monotonic()
+    env_id = f"ALE/{game}-v5"
+    result = batchppo.train(
+        ATARI_PRESET,
+        overrides=[f"env={env_id}", f"steps={steps}", f"seed={seed}", "eval_every=0"],
+        progress="none",
+    )
+    train_seconds = time.monotonic() - start
+    trainer = Trainer(result.config)
+    try:
+        evaluation = trainer.evaluate(result.train_state, episodes, _key(seed))
+        policy = trainer.policy(result.train_state, deterministic=False)
+        env = make_env_fn(env_id, normalize_ranges=False, preprocess="atari_game")()
+        returns = [_play_game(env, policy, seed + 10_007 + k) for k in range(episodes)]
+        env.close()
+    finally:
+        trainer.close()
+    return {
+        "score": float(sum(returns) / len(returns)),
+        "returns": returns,
+        "mode_score": float(evaluation["score"]),
+        "train_seconds": train_seconds,
+    }
+
+
+def _play_game(env, policy, seed: int) -> float:
+    """The raw score of one whole game of ``policy`` (a batch-of-one policy) on ``env``."""
+    import numpy as np
+
+    obs, _ = env.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        action = np.asarray(policy(np.asarray(obs)[None]))[0]
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total, done = total + float(reward), terminated or truncated
+    return total
+
+
+def cleanrl_command(cleanrl_dir: str, game: str, steps: int, seed: int) -> list[str]:
+    """The command line of CleanRL's ``ppo_atari.py`` for ``game`` on the CPU."""
+    script = Path(cleanrl_dir).expanduser() / "cleanrl" / "ppo_atari.py"
+    return [
+        sys.executable, str(script), "--env-id", f"{game}NoFrameskip-v4",
+        "--total-timesteps", str(steps), "--seed", str(seed), "--no-cuda",
+        "--exp-name", "bench",
+    ]  # fmt: skip
+
+
+def final_training_score(
+    returns: Sequence[tuple[int, float]], steps: int, fraction: float = FINAL_FRACTION
+) -> tuple[float, int]:
+    """The mean of the episode returns logged after ``(1 - fraction) * steps``, and their
+    number.
+
+    Raises:
+        ValueError: No episode ended in that last fraction of the steps.
+    """
+    last = [value for step, value in returns if step > (1 - fraction) * steps]
+    if not last:
+        raise ValueError(f"no episode ended after step {(1 - fraction) * steps:,.0f}")
+    return sum(last) / len(last), len(last)
+
+
+def run_cleanrl_atari(args: argparse.Namespace) -> dict:
+    """Runs CleanRL's PPO Atari script in a fresh directory; its score, timed like ours."""
+    import tempfile
+
+    from batchppo.experiment.logging import read_scalars
+
+    script = Path(args.cleanrl_dir).expanduser() / "cleanrl" / "ppo_atari.py"
+    if not script.is_file():
+        raise SystemExit(f"--cleanrl-dir {args.cleanrl_dir}: no cleanrl/ppo_atari.py in it")
+    with tempfile.TemporaryDirectory(prefix="cleanrl-") as cwd:
+        env = {**os.environ, "PYTHONPATH": str(Path(args.cleanrl_dir).expanduser())}
+        command = cleanrl_command(args.cleanrl_dir, args.atari, args.steps, args.seed)
+        run = _run_timed(command, args.timeout, cwd=cwd, env=env)
+        if "error" in run:
+            return run
+        del run["stdout"]
+        (events,) = Path(cwd).glob("runs/*")
+        returns = read_scalars(events)["charts/episodic_return"]
+    score, games = final_training_score(returns, args.steps)
+    return {**run, "score": score, "games": games}
+
+
+def atari(args: argparse.Namespace) -> dict:
+    """Prints CleanRL's and our Atari runs' scores, wall-clock and CPU time, and the ratios."""
+    print(
+        f"bench/learning.py --atari: {args.atari}, {args.steps:,} agent steps "
+        f"({4 * args.steps:,} frames), seed {args.seed}, {os.cpu_count()} cores",
+        flush=True,
+    )
+    results = {"cleanrl": run_cleanrl_atari(args)}
+    ours = _spawn("batchppo-atari", args, (args.atari, args.steps, args.seed, args.episodes))
+    results["batchppo"] = ours
+    for name, res in results.items():
+        if "error" in res:
+            print(f"{name}: FAILED after {res['seconds']:.0f} s: {res['error']}", flush=True)
+            continue
+        what = (
+            f"mean of its last {res['games']} training games"
+            if name == "cleanrl"
+            else f"{len(res['returns'])} games of the final policy; mean action "
+            f"{res['mode_score']:.1f}"
+        )
+        print(
+            f"{name}: score {res['score']:.1f} ({what}), wall-clock {res['seconds'] / 60:.1f} "
+            f"min, CPU {res['cpu_seconds'] / 60:.1f} min",
+            flush=True,
+        )
+    if all("score" in res for res in results.values()):
+        theirs = results["cleanrl"]
+        print(f"ratio wall-clock batchppo / cleanrl = {ours['seconds'] / theirs['seconds']:.3f}")
+        print(
+            f"ratio CPU time batchppo / cleanrl = {ours['cpu_seconds'] / theirs['cpu_seconds']:.3f}"
+        )
+    return results
+
+
 def extrapolate_seconds(
     warmup_seconds: float, warmup_steps: int, learn_seconds: float, learn_steps: int, total: int
 ) -> float:
@@ -265,37 +409,50 @@ def _tree_cpu_seconds(root: psutil.Process, seen: dict[int, float]) -> None:
         seen[proc.pid] = max(seen.get(proc.pid, 0.0), times.user + times.system)
 
 
-def _spawn(runner: str, args: argparse.Namespace, worker_args: Sequence[int] = ()) -> dict:
-    """Runs ``runner``'s worker in a fresh process (its arguments: ``worker_args``, else
-    steps, seed and eval episodes); its result with wall-clock and CPU seconds."""
-    command = [sys.executable, __file__, "_worker", runner]
-    command += [str(a) for a in worker_args or (args.steps, args.seed, args.episodes)]
+def _run_timed(command: Sequence[str], timeout: float, **popen: Any) -> dict:
+    """Runs ``command``, sampling its process tree's CPU time; ``stdout``, wall-clock and CPU
+    seconds, or ``error`` (the last lines of stderr) if it failed or ran past ``timeout``."""
     start = time.monotonic()
     with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
     ) as proc:
         root = psutil.Process(proc.pid)
         cpu: dict[int, float] = {}
         while proc.poll() is None:
             _tree_cpu_seconds(root, cpu)
-            if time.monotonic() - start > args.timeout:
+            if time.monotonic() - start > timeout:
                 proc.kill()
             time.sleep(0.5)
         stdout, stderr = proc.communicate()
     seconds = time.monotonic() - start
-    cpu_seconds = sum(cpu.values())
     if proc.returncode != 0:
         tail = stderr.strip().splitlines()[-5:]
         return {"error": f"exit {proc.returncode}: " + " | ".join(tail), "seconds": seconds}
-    result = json.loads(stdout.strip().splitlines()[-1])
-    return {**result, "seconds": seconds, "cpu_seconds": cpu_seconds}
+    return {"stdout": stdout, "seconds": seconds, "cpu_seconds": sum(cpu.values())}
+
+
+def _spawn(runner: str, args: argparse.Namespace, worker_args: Sequence[Any] = ()) -> dict:
+    """Runs ``runner``'s worker in a fresh process (its arguments: ``worker_args``, else
+    steps, seed and eval episodes); its result with wall-clock and CPU seconds."""
+    worker_args = list(worker_args or (args.steps, args.seed, args.episodes))
+    run = _run_timed([sys.executable, __file__, "_worker", runner, json.dumps(worker_args)],
+                     args.timeout)  # fmt: skip
+    if "error" in run:
+        return run
+    result = json.loads(run.pop("stdout").strip().splitlines()[-1])
+    return {**result, **run}
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_worker":
-        runner, *numbers = sys.argv[2:]
-        worker = {"sb3": worker_sb3, "batchppo": worker_batchppo, "sac": worker_sac}[runner]
-        print(json.dumps(worker(*map(int, numbers))), flush=True)
+        runner, worker_args = sys.argv[2:]
+        worker = {
+            "sb3": worker_sb3,
+            "batchppo": worker_batchppo,
+            "sac": worker_sac,
+            "batchppo-atari": worker_batchppo_atari,
+        }[runner]
+        print(json.dumps(worker(*json.loads(worker_args))), flush=True)
         return
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -325,7 +482,25 @@ def main() -> None:
         help="torch threads of SAC (default 1: its small matrices gain little from more, "
         "and threads that spin for cores other processes hold slow each step down badly)",
     )  # fmt: skip
+    parser.add_argument(
+        "--atari", metavar="GAME",
+        help="instead: CleanRL's PPO Atari script against our Atari settings on GAME "
+        "(e.g. Breakout, Pong); --steps counts agent steps; needs --cleanrl-dir",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cleanrl-dir", metavar="DIR",
+        help="a checkout of CleanRL's gymnasium-v1.0 branch (holding cleanrl/ppo_atari.py)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.atari:
+        if not args.cleanrl_dir:
+            parser.error(
+                "--atari needs --cleanrl-dir DIR (a checkout of CleanRL's gymnasium-v1.0 branch)"
+            )
+        results = atari(args)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+        return
     if args.against_sac:
         if args.sac_steps < 1 or not 0 < args.sac_warmup < SAC_BUDGET:
             parser.error("--sac-steps must be >= 1 and --sac-warmup in 1..999999")

@@ -1,4 +1,5 @@
-"""bench/learning.py's SAC comparison: the extrapolation and the threshold read-off, exactly."""
+"""bench/learning.py's SAC and Atari comparisons: the extrapolation, the threshold read-off and
+CleanRL's score, exactly."""
 
 from __future__ import annotations
 
@@ -50,3 +51,21 @@ def test_first_crossing_of_the_committed_hopper_run():
     assert crossing["score"] >= 2787.0
     evals = [r for r in records if r["phase"] == "eval" and r["step"] < 700_416]
     assert max(r["score"] for r in evals) < 2787.0
+
+
+def test_cleanrl_s_score_is_the_mean_of_the_games_of_the_last_tenth():
+    learning = bench_learning()
+    returns = [(100, 1.0), (850, 2.0), (900, 3.0), (901, 5.0), (1000, 10.0)]
+    assert learning.final_training_score(returns, 1000) == (7.5, 2)  # after step 900
+    assert learning.final_training_score(returns, 1000, fraction=0.2) == (5.0, 4)
+    with pytest.raises(ValueError, match="no episode ended after step 1,800"):
+        learning.final_training_score(returns, 2000)
+
+
+def test_cleanrl_runs_the_game_without_frame_skip_on_the_cpu():
+    learning = bench_learning()
+    command = learning.cleanrl_command("/x/cleanrl", "Pong", 5000, 3)
+    assert command[1:] == [
+        "/x/cleanrl/cleanrl/ppo_atari.py", "--env-id", "PongNoFrameskip-v4",
+        "--total-timesteps", "5000", "--seed", "3", "--no-cuda", "--exp-name", "bench",
+    ]  # fmt: skip
