@@ -390,7 +390,9 @@ class Trainer:
     def iterations(
         self, train_state: Any, sim_state: SimState, n: int
     ) -> tuple[Any, SimState, list[dict[str, float]]]:
-        """``n`` iterations in one compiled ``lax.scan`` (one host sync for all of them).
+        """``n`` iterations in one compiled ``lax.scan`` (one host sync for all of them), or
+        as ``n`` calls of :meth:`iteration` where the rollout is a host loop or the agent
+        compiles its update unrolled (``unroll_update``: a scan around it would be a loop).
 
         Returns:
             ``(train_state, sim_state, metrics)`` with one metrics dict per iteration.
@@ -398,7 +400,7 @@ class Trainer:
         n = int(n)
         if n < 1:
             raise ValueError(f"iterations: n={n} must be >= 1")
-        if n == 1 or self._host_loop is not None:
+        if n == 1 or self._host_loop is not None or getattr(self.agent, "unroll_update", False):
             metrics = []
             for _ in range(n):
                 train_state, sim_state, m = self.iteration(train_state, sim_state)

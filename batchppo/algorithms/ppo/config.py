@@ -59,6 +59,14 @@ class PPOConfig(RunConfig):
     """Passes over the collected batch per update."""
     num_minibatches: int = 1
     """Minibatches per epoch (split over envs/sequences)."""
+    unroll_update: bool | None = None
+    """Compile the update's epochs and minibatch steps unrolled (True) or as loops (False);
+    None decides: unrolled where the network has a CNN torso (an image observation) and JAX
+    runs on the CPU, loops elsewhere. XLA's CPU backend runs convolution gradients inside a
+    loop far more slowly than outside one (jax-ml/jax issue 12868); unrolled, the program
+    holds ``update_epochs * num_minibatches`` gradient steps and compiles longer. With it
+    on, ``Trainer.iterations`` runs its iterations as separate calls (a scan over
+    iterations would be a loop again); a fused ``make_train`` run stays one loop."""
     chunk_length: int | None = None
     """Cut each env's rollout into sequences of this length for recurrent training; None
     keeps whole rollouts."""

@@ -42,6 +42,7 @@ from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
+from batchppo.core import spaces
 from batchppo.core.backends import get_backend, names
 from batchppo.core.env import Env, EnvSpec
 from batchppo.core.simulation import rollout
@@ -135,6 +136,15 @@ def check_layout(config: PPOConfig, recurrent: bool) -> tuple[int, int, int]:
     return T, L, n
 
 
+def resolve_unroll_update(unroll_update: bool | None, spec: EnvSpec) -> bool:
+    """``unroll_update`` as set, or where None: whether an observation leaf is an image (a
+    CNN torso) and JAX's default backend is the CPU (see ``PPOConfig.unroll_update``)."""
+    if unroll_update is not None:
+        return bool(unroll_update)
+    has_image = any(spaces.is_image(leaf) for leaf in spaces.leaves(spec.obs_space))
+    return has_image and jax.default_backend() == "cpu"
+
+
 class PPO(ActorCriticActing):
     """The pure functions of BatchPPO for one config, env and network (no state of its own).
 
@@ -158,6 +168,7 @@ class PPO(ActorCriticActing):
         self.spec: EnvSpec = env.spec
         self.network = network or make_network(config, self.spec)
         self.T, self.L, self.num_sequences = check_layout(config, self.network.recurrent)
+        self.unroll_update = resolve_unroll_update(config.unroll_update, self.spec)
         self.num_iterations = num_iterations(config)
         opt_steps = self.num_iterations * config.update_epochs * config.num_minibatches
         if config.anneal_lr:
@@ -365,12 +376,13 @@ class PPO(ActorCriticActing):
             minibatches = jax.tree.map(shuffle, batch)
             if self.minibatch_sharding is not None:
                 minibatches = lax.with_sharding_constraint(minibatches, self.minibatch_sharding)
-            return lax.scan(minibatch_step, carry, minibatches)
+            return lax.scan(minibatch_step, carry, minibatches, unroll=self.unroll_update)
 
         (params, opt_state, _), metrics = lax.scan(
             epoch,
             (ts.params, ts.opt_state, jnp.zeros((), bool)),
             jax.random.split(k_epochs, config.update_epochs),
+            unroll=self.unroll_update,
         )
         metrics = jax.tree.map(jnp.mean, metrics)
         beta = ts.beta

@@ -12,7 +12,13 @@ import pytest
 from batchppo.algorithms.common.evaluation import HostPolicy
 from batchppo.algorithms.common.networks import make_network
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
-from batchppo.algorithms.ppo.ppo import PPO, check_layout, num_iterations, rollout_length
+from batchppo.algorithms.ppo.ppo import (
+    PPO,
+    check_layout,
+    num_iterations,
+    resolve_unroll_update,
+    rollout_length,
+)
 from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
 from batchppo.core.mock import DictCueEnv, ImageCueEnv
@@ -413,3 +419,48 @@ def test_host_policy_takes_observations_in_their_spaces_dtypes(env_class):
     want, _, _ = ppo.mode_fn(ppo.acting_params(ts), (), obs, jnp.ones(3, bool), None)
     assert action.dtype == np.int32 and action.shape == (3,)
     np.testing.assert_array_equal(action, want)
+
+
+IMAGE_TINY = PPOConfig(
+    backend="gymnax",
+    network="feed_forward",
+    objective="clip",
+    cnn="minatar",
+    cnn_dense=8,
+    shared_torso=True,
+    policy_layers=(8,),
+    value_layers=(8,),
+    num_agents=4,
+    rollout_length=8,
+    update_epochs=2,
+    num_minibatches=2,
+    max_length=None,
+)
+
+
+def test_unroll_update_is_on_for_image_observations_on_the_cpu_and_set_explicitly():
+    image, vector = ImageCueEnv(4).spec, DictCueEnv(4).spec
+    assert jax.default_backend() == "cpu"  # the tests' platform (JAX_PLATFORMS=cpu in CI)
+    assert resolve_unroll_update(None, image) is True
+    assert resolve_unroll_update(None, vector) is False
+    assert resolve_unroll_update(True, vector) is True
+    assert resolve_unroll_update(False, image) is False
+
+
+@pytest.mark.timeout(300)
+def test_an_unrolled_update_computes_what_the_looped_one_does():
+    states = {}
+    for unroll in (False, True):
+        trainer = Trainer(dataclasses.replace(IMAGE_TINY, unroll_update=unroll), ImageCueEnv(4))
+        assert trainer.ppo.unroll_update is unroll
+        ts = trainer.init(jax.random.key(0))
+        ss = trainer.init_sim(ts, jax.random.key(1))
+        ts, ss, _ = trainer.iteration(ts, ss)
+        ts, ss, metrics = trainer.iterations(ts, ss, 2)  # unrolled: two calls, not a scan
+        assert len(metrics) == 2 and int(ts.step) == 96 and int(ts.updates) == 3
+        states[unroll] = jax.tree.map(np.asarray, ts.params)
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+        states[False],
+        states[True],
+    )
