@@ -40,7 +40,7 @@ from batchppo.algorithms.common import seeds as common_seeds
 from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
 from batchppo.algorithms.common.networks import Network, make_network
-from batchppo.algorithms.common.trainer import episode_metrics, make_env, scan_iterations
+from batchppo.algorithms.common.trainer import episode_metrics, make_run_env, scan_iterations
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import normalize as norm
@@ -456,7 +456,7 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dic
             f"make_train needs a pure-JAX backend {names(host=False)}, got "
             f"backend={config.backend!r}; use Trainer for host envs"
         )
-    ppo = PPO(config, make_env(config, config.num_agents, config.seed))
+    ppo = PPO(config, make_run_env(config, config.num_agents, config.seed))
 
     def train_fn(key: jax.Array) -> tuple[TrainState, dict]:
         k_init, k_sim = jax.random.split(key)
