@@ -346,7 +346,7 @@ _HOST_SPACES = lazy("batchppo.core.adapters:_spec_from_spaces")
 register(
     Backend(
         name="process",
-        make=lazy(_MAKE_HOST, batch_env="process"),
+        make=lazy(_MAKE_HOST, backend="process"),
         check_env_id=check_gymnasium_id,
         host=True,
         description="BatchEnv worker processes",
@@ -361,7 +361,7 @@ register(
 register(
     Backend(
         name="sync",
-        make=lazy(_MAKE_HOST, batch_env="sync"),
+        make=lazy(_MAKE_HOST, backend="sync"),
         check_env_id=check_gymnasium_id,
         host=True,
         description="envs stepped in the calling process",
@@ -374,7 +374,7 @@ register(
 register(
     Backend(
         name="ray",
-        make=lazy(_MAKE_HOST, batch_env="ray"),
+        make=lazy(_MAKE_HOST, backend="ray"),
         check_env_id=check_gymnasium_id,
         host=True,
         description="Ray env actors",
