@@ -38,8 +38,8 @@ from batchppo.core import spaces
 from batchppo.core.backends import (
     BACKENDS,
     check_gymnax_id,
+    check_restarts,
     get_backend,
-    names,
     prose,
     unknown_id_message,
 )
@@ -931,11 +931,7 @@ def make_env(
             f"options {sorted(options)}: backend {backend!r} takes none (backends with options:"
             f" {takers})."
         )
-    if max_restarts and not record.supports_restarts:
-        raise ValueError(
-            f"max_restarts={max_restarts}: env restarts are for the "
-            f"{prose(names(supports_restarts=True))} backends only; got backend={backend!r}."
-        )
+    check_restarts(backend, max_restarts)
     return record.make(
         env_id,
         num_envs,
