@@ -224,14 +224,16 @@ def test_a_full_disk_stops_train_with_one_line_and_status_2(capsys, tmp_path, mo
 def test_ctrl_c_prints_the_resume_command_of_a_timestamp_with_dashes(
     capsys, tmp_path, monkeypatch, seeds
 ):
-    from batchppo.algorithms.ppo import seeds as ppo_seeds
+    from batchppo.algorithms.ppo import ppo as ppo_module
 
     def use_trainers(signal_at: int | None) -> None:
         monkeypatch.setattr(
             trainers, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at, signal.SIGINT)
         )
         monkeypatch.setattr(
-            ppo_seeds, "SeedsTrainer", lambda c, n: FakeSeedsTrainer(c, n, signal_at, signal.SIGINT)
+            ppo_module,
+            "SeedsTrainer",
+            lambda c, n: FakeSeedsTrainer(c, n, signal_at, signal.SIGINT),
         )
 
     timestamp = "2026-11-22T10-00-a"

@@ -113,7 +113,7 @@ register(
         config=ppo_config.PPOConfig,
         presets=ppo_presets.PRESETS,
         trainer=lazy("batchppo.algorithms.ppo.ppo:Trainer"),
-        seeds_trainer=lazy("batchppo.algorithms.ppo.seeds:SeedsTrainer"),
+        seeds_trainer=lazy("batchppo.algorithms.ppo.ppo:SeedsTrainer"),
         metrics=ppo_config.METRICS,
     )
 )

@@ -38,8 +38,8 @@ from batchppo.core import spaces
 from batchppo.core.backends import (
     BACKENDS,
     check_gymnax_id,
+    check_restarts,
     get_backend,
-    names,
     prose,
     unknown_id_message,
 )
@@ -886,7 +886,6 @@ def make_env(
     num_workers: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
-    ray_options: Mapping[str, Any] | None = None,
     max_restarts: int = 0,
 ) -> Env:
     """Builds a batched Env by backend name: the one factory the trainer uses.
@@ -912,7 +911,6 @@ def make_env(
             ``step_timeout`` for ``process`` and ``ray``, and for ``ray`` the other keyword
             arguments of :class:`~batchppo.envs.ray_env.RayBatchEnv` (``address``,
             ``num_cpus``, ``startup_timeout``).
-        ray_options: The same as ``options`` (its earlier name).
         max_restarts: For backends that support restarts (``process``, ``sync``): the
             ``BatchEnv``'s restart budget (envs whose step raised or whose worker died are
             rebuilt, their episodes truncated, up to this many times;
@@ -926,18 +924,14 @@ def make_env(
             ``max_restarts`` for one without restarts.
     """
     record = get_backend(backend)
-    options = {**(ray_options or {}), **(options or {})}
+    options = dict(options or {})
     if options and record.config_options is None:
         takers = prose(b.name for b in BACKENDS.values() if b.config_options is not None)
         raise ValueError(
             f"options {sorted(options)}: backend {backend!r} takes none (backends with options:"
             f" {takers})."
         )
-    if max_restarts and not record.supports_restarts:
-        raise ValueError(
-            f"max_restarts={max_restarts}: env restarts are for the "
-            f"{prose(names(supports_restarts=True))} backends only; got backend={backend!r}."
-        )
+    check_restarts(backend, max_restarts)
     return record.make(
         env_id,
         num_envs,
@@ -996,7 +990,7 @@ def make_host_env(
     env_id: str,
     num_envs: int,
     *,
-    batch_env: str,
+    backend: str,
     max_length: int | None,
     normalize_ranges: bool,
     seed: int,
@@ -1005,12 +999,12 @@ def make_host_env(
     max_restarts: int,
     options: Mapping[str, Any],
 ) -> HostEnv:
-    """The host backends' builder: ``batchppo.envs.make(backend=batch_env)`` in a HostEnv.
+    """The host backends' builder: ``batchppo.envs.make(backend=backend)`` in a HostEnv.
 
     Args:
         env_id: Gymnasium id.
         num_envs: Batch size.
-        batch_env: The batch env of :func:`batchppo.envs.make` (its ``backend``):
+        backend: The host backend, the ``backend`` of :func:`batchppo.envs.make`:
             ``process``, ``sync`` or ``ray``.
         max_length: Time limit in steps; None keeps the registry's.
         normalize_ranges: Rescale finite bounds to [-1, 1].
@@ -1031,7 +1025,7 @@ def make_host_env(
         env_id,
         num_envs,
         seed=seed,
-        backend=batch_env,
+        backend=backend,
         num_workers=num_workers,
         max_length=max_length,
         normalize_ranges=normalize_ranges,

@@ -1,7 +1,8 @@
 """The env backends: one :class:`Backend` record each, in the registry :data:`BACKENDS`.
 
 Every list of backend names, check and branch of the package is derived from these records:
-``PPOConfig``'s validation, :func:`~batchppo.core.adapters.make_env`, the trainer's choice
+``PPOConfig``'s validation, :func:`~batchppo.core.adapters.make_env`, the ``backend`` values
+and restart check of :func:`batchppo.envs.make`, the trainer's choice
 between a fused (pure-JAX) and a host rollout, the experiment's env-id check, the backend a
 trained policy is loaded with and the env ``batchppo visualize`` renders. A record points at
 the code of its backend (the adapters of :mod:`batchppo.core.adapters`, the batch envs of
@@ -34,11 +35,13 @@ __all__ = [
     "BACKENDS",
     "GYMNASIUM_TWINS",
     "GYMNAX_TESTED_IDS",
+    "HOST_BACKENDS",
     "Backend",
     "MakeEnv",
     "check_brax_id",
     "check_gymnasium_id",
     "check_gymnax_id",
+    "check_restarts",
     "get_backend",
     "lazy",
     "names",
@@ -125,7 +128,8 @@ class Backend:
             with the learner into one program (:attr:`fused`).
         description: What steps the envs, for messages (``"Ray env actors"``).
         title: Its name in prose (``"Brax"``); the name by default.
-        supports_restarts: Honours ``max_env_restarts`` (crashed envs are rebuilt).
+        supports_restarts: Honours ``max_env_restarts`` (crashed envs are rebuilt); the rule
+            is checked by :func:`check_restarts`.
         config_options: The backend's own settings from a config (duck-typed: its
             ``ray_*`` fields, say), passed to ``make`` as ``options``; None takes no options.
         config_fields: Config fields that only this backend reads and that must stay None
@@ -229,6 +233,27 @@ def names(*, host: bool | None = None, supports_restarts: bool | None = None) ->
         if (host is None or b.host == host)
         and (supports_restarts is None or b.supports_restarts == supports_restarts)
     )
+
+
+def check_restarts(backend: str, max_restarts: int) -> None:
+    """Raises a one-line ValueError when ``max_restarts`` asks env restarts of a backend
+    without them (:attr:`Backend.supports_restarts`).
+
+    The one home of the rule: :func:`~batchppo.core.adapters.make_env` and
+    :func:`batchppo.envs.make` call it.
+
+    Args:
+        backend: A registered backend name.
+        max_restarts: The restart budget asked for; 0 asks none.
+
+    Raises:
+        ValueError: An unknown backend, or ``max_restarts`` for one without restarts.
+    """
+    if max_restarts and not get_backend(backend).supports_restarts:
+        raise ValueError(
+            f"max_restarts={max_restarts}: env restarts are for the "
+            f"{prose(names(supports_restarts=True))} backends only; got backend={backend!r}."
+        )
 
 
 def prose(items: Iterable[str]) -> str:
@@ -346,7 +371,7 @@ _HOST_SPACES = lazy("batchppo.core.adapters:_spec_from_spaces")
 register(
     Backend(
         name="process",
-        make=lazy(_MAKE_HOST, batch_env="process"),
+        make=lazy(_MAKE_HOST, backend="process"),
         check_env_id=check_gymnasium_id,
         host=True,
         description="BatchEnv worker processes",
@@ -361,7 +386,7 @@ register(
 register(
     Backend(
         name="sync",
-        make=lazy(_MAKE_HOST, batch_env="sync"),
+        make=lazy(_MAKE_HOST, backend="sync"),
         check_env_id=check_gymnasium_id,
         host=True,
         description="envs stepped in the calling process",
@@ -374,7 +399,7 @@ register(
 register(
     Backend(
         name="ray",
-        make=lazy(_MAKE_HOST, batch_env="ray"),
+        make=lazy(_MAKE_HOST, backend="ray"),
         check_env_id=check_gymnasium_id,
         host=True,
         description="Ray env actors",
@@ -408,3 +433,7 @@ register(
         requires="brax",
     )
 )
+
+HOST_BACKENDS: tuple[str, ...] = names(host=True)
+"""The built-in host backends, whose envs :func:`batchppo.envs.make` builds (its ``backend``
+values); a host backend registered later builds its own envs."""

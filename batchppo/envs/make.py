@@ -41,6 +41,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import ClipAction, TimeLimit
 
+from batchppo.core.backends import HOST_BACKENDS, check_restarts
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
@@ -62,8 +63,6 @@ __all__ = [
     "register_vector_env",
     "vector_entry_point",
 ]
-
-BACKENDS = ("process", "sync", "ray")
 
 # Id namespaces whose envs register when a package is imported: imported on first use, as
 # "module:id" would be.
@@ -607,15 +606,11 @@ def make(
         ValueError: Unknown id or backend, bad counts, ``ray_options`` with another backend,
             ``max_restarts`` with ``"ray"``. Raised before any worker starts.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}; got {backend!r}.")
+    if backend not in HOST_BACKENDS:
+        raise ValueError(f"backend must be one of {HOST_BACKENDS}; got {backend!r}.")
     if ray_options and backend != "ray":
         raise ValueError(f"ray_options apply to backend='ray' only; got backend={backend!r}.")
-    if max_restarts and backend == "ray":
-        raise ValueError(
-            f"max_restarts={max_restarts}: env restarts are for the process and sync backends "
-            "only; the ray backend fails fast."
-        )
+    check_restarts(backend, max_restarts)
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
     mode = AutoresetMode(autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode

@@ -305,12 +305,12 @@ def test_the_eval_env_takes_eval_env_kwargs_over_env_kwargs(monkeypatch):
     from batchppo.experiment.configs import get_preset
 
     built = []
-    monkeypatch.setattr(trainer, "make_env", lambda c, n, seed: built.append((c, n, seed)))
+    monkeypatch.setattr(trainer, "make_run_env", lambda c, n, seed: built.append((c, n, seed)))
     config = dataclasses.replace(
         get_preset("breakout_atari"), env_kwargs={"preprocess": "atari", "mode": 0}
     )
-    trainer.make_eval_env(config, 2, 7)
-    trainer.make_eval_env(dataclasses.replace(config, eval_env_kwargs={}), 3, 8)
+    trainer.make_run_eval_env(config, 2, 7)
+    trainer.make_run_eval_env(dataclasses.replace(config, eval_env_kwargs={}), 3, 8)
     assert [(c.env_kwargs, n, seed) for c, n, seed in built] == [
         ({"preprocess": "atari_game", "mode": 0}, 2, 7),
         ({"preprocess": "atari", "mode": 0}, 3, 8),

@@ -32,7 +32,7 @@ BUILT: list[tuple[str, int]] = []
 def make_fake_env(env_id: str, num_envs: int, **kwargs: Any) -> HostEnv:
     """The fake backend's builder: the sync backend's envs, recorded in ``BUILT``."""
     BUILT.append((env_id, num_envs))
-    return make_host_env(env_id, num_envs, batch_env="sync", **kwargs)
+    return make_host_env(env_id, num_envs, backend="sync", **kwargs)
 
 
 def check_fake_id(env_id: str) -> None:

@@ -84,7 +84,7 @@ def test_resume_needs_every_seed_dir(tmp_path: Path, capsys: pytest.CaptureFixtu
 
 
 def test_host_loop_with_seeds_is_a_warning_not_a_silent_switch() -> None:
-    from batchppo.algorithms.ppo.seeds import SeedsTrainer
+    from batchppo.algorithms.ppo.ppo import SeedsTrainer
     from batchppo.experiment import configs
 
     config = configs.apply_overrides(
@@ -111,10 +111,10 @@ def test_a_failed_start_removes_only_the_seed_dirs_it_made(tmp_path: Path, monke
 def test_a_resume_whose_seeds_skip_to_different_steps_stops_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from batchppo.algorithms.ppo import seeds as ppo_seeds
+    from batchppo.algorithms.ppo import ppo as ppo_module
     from batchppo.experiment import checkpoint as ckpt
 
-    monkeypatch.setattr(ppo_seeds, "SeedsTrainer", FakeSeedsTrainer)
+    monkeypatch.setattr(ppo_module, "SeedsTrainer", FakeSeedsTrainer)
     argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "T",
             "--progress", "none", "--seeds", "2", "--set", "num_agents=10", "--set",
             "rollout_length=10", "--set", "steps=500", "--set", "checkpoint_every=200"]  # fmt: skip

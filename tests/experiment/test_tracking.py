@@ -165,9 +165,9 @@ def test_offline_run_has_the_config_and_every_report_of_metrics_jsonl(offline):
 
 
 def test_a_seeds_run_groups_its_seeds(offline, capsys, monkeypatch):
-    from batchppo.algorithms.ppo import seeds as ppo_seeds
+    from batchppo.algorithms.ppo import ppo as ppo_module
 
-    monkeypatch.setattr(ppo_seeds, "SeedsTrainer", FakeSeedsTrainer)
+    monkeypatch.setattr(ppo_module, "SeedsTrainer", FakeSeedsTrainer)
     code = cli.main(["train", "--config", "cartpole_jax", "--logdir", str(offline / "logs"),
                      "--progress", "none", "--seeds", "2", "--timestamp", "T", "--set",
                      "num_agents=10", "--set", "rollout_length=10", "--set", "steps=200",

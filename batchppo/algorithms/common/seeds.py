@@ -47,7 +47,7 @@ from jax import lax
 from jax.experimental import io_callback
 
 from batchppo.algorithms.common.programs import COMPILER_OPTIONS, Program, iteration_donation
-from batchppo.algorithms.common.trainer import Agent, Trainer, make_env, strong
+from batchppo.algorithms.common.trainer import Agent, Trainer, make_run_env, strong
 from batchppo.core import spaces
 from batchppo.core.backends import get_backend
 from batchppo.core.env import Env, EnvSpec, StepResult
@@ -128,7 +128,7 @@ class SharedHostEnv:
         try:
             return self._reset_seeds(seeds)
         except Exception as error:
-            from batchppo.core.adapters import mark_env_error  # as make_env, imported late
+            from batchppo.core.adapters import mark_env_error  # as make_run_env, imported late
 
             mark_env_error(error)
             self._error = error
@@ -218,10 +218,10 @@ class SeedsTrainer:
         self.fused = get_backend(config.backend).fused
         self.shared: SharedHostEnv | None = None
         if self.fused:
-            env: Env = make_env(config, config.num_agents, config.seed)
+            env: Env = make_run_env(config, config.num_agents, config.seed)
             seed_env: Any = env
         else:
-            host = make_env(config, num_seeds * config.num_agents, config.seed)
+            host = make_run_env(config, num_seeds * config.num_agents, config.seed)
             self.shared = SharedHostEnv(host, num_seeds)
             seed_env = _SeedSlice(host.spec, config.num_agents)
         self.env = seed_env
@@ -298,7 +298,7 @@ class SeedsTrainer:
         try:
             yield
         except Exception as error:
-            from batchppo.core.adapters import raise_env_error  # as make_env, imported late
+            from batchppo.core.adapters import raise_env_error  # as make_run_env, imported late
 
             raise_env_error(error, self.shared, self._eval.eval_env)
             raise

@@ -76,7 +76,7 @@ class Agent(Protocol):
                 key: jax.Array) -> tuple[jax.Array, dict, PyTree]: ...  # fmt: skip
 
 
-def make_env(config: Any, num_envs: int, seed: int) -> Env:
+def make_run_env(config: Any, num_envs: int, seed: int) -> Env:
     """The env of a run's config: ``num_envs`` envs of ``config.env`` on ``config.backend``."""
     from batchppo.core.adapters import make_env as make  # imported late: host envs are heavy
 
@@ -94,13 +94,13 @@ def make_env(config: Any, num_envs: int, seed: int) -> Env:
     )
 
 
-def make_eval_env(config: Any, num_envs: int, seed: int) -> Env:
-    """The evaluation env of a run's config: :func:`make_env` with ``config.eval_env_kwargs``
+def make_run_eval_env(config: Any, num_envs: int, seed: int) -> Env:
+    """The evaluation env of a run's config: :func:`make_run_env` with ``config.eval_env_kwargs``
     over ``config.env_kwargs``."""
     if not config.eval_env_kwargs:
-        return make_env(config, num_envs, seed)
+        return make_run_env(config, num_envs, seed)
     env_kwargs = {**config.env_kwargs, **config.eval_env_kwargs}
-    return make_env(dataclasses.replace(config, env_kwargs=env_kwargs), num_envs, seed)
+    return make_run_env(dataclasses.replace(config, env_kwargs=env_kwargs), num_envs, seed)
 
 
 def strong(x: Any) -> Any:
@@ -185,7 +185,7 @@ class Trainer:
         self, config: Any, make_agent: Callable[[Any, Env], Agent], env: Env | None = None
     ) -> None:
         self.config = config
-        self.env = env if env is not None else make_env(config, config.num_agents, config.seed)
+        self.env = env if env is not None else make_run_env(config, config.num_agents, config.seed)
         self.spec: EnvSpec = self.env.spec
         self.agent = make_agent(config, self.env)
         self.fused = get_backend(config.backend).fused
@@ -196,7 +196,7 @@ class Trainer:
             self._host_loop = HostLoop(self.env, self.agent.policy_fn)
         self._compiler = Compiler()
         self._evaluator = Evaluator(
-            make_env=lambda n: make_eval_env(config, n, config.seed + EVAL_SEED_OFFSET),
+            make_env=lambda n: make_run_eval_env(config, n, config.seed + EVAL_SEED_OFFSET),
             init_sim=lambda key, env: self.agent.init_sim(key, env),
             act=self.agent.mode_fn,
             max_envs=config.num_agents,
@@ -360,7 +360,7 @@ class Trainer:
 
     def _raise_env_error(self, error: Exception) -> None:
         """Raises the host env exception that ``error`` (JAX's runtime error) carries, if any."""
-        from batchppo.core.adapters import raise_env_error  # imported late, as in make_env
+        from batchppo.core.adapters import raise_env_error  # imported late, as in make_run_env
 
         raise_env_error(error, self.env, self._evaluator.env)
 

@@ -5,6 +5,8 @@ The agent is a set of pure functions over a :class:`TrainState` (``PPO``); the d
 * :class:`Trainer`: the object API the experiment loop uses, the shared driver
   (:class:`~batchppo.algorithms.common.trainer.Trainer`: compiled programs, host envs,
   devices, evaluation and deployment) over ``PPO``.
+* :class:`SeedsTrainer`: ``num_seeds`` seeds of one config in one program (``--seeds``), the
+  shared :class:`~batchppo.algorithms.common.seeds.SeedsTrainer` over ``PPO``.
 * :func:`make_train`: ``config -> train_fn(key) -> (TrainState, metrics)``, a pure function of
   the whole run for pure-JAX envs; ``jax.vmap(train_fn)(keys)`` trains several seeds in one
   program.
@@ -34,10 +36,11 @@ import optax
 from flax import struct
 from jax import lax
 
+from batchppo.algorithms.common import seeds as common_seeds
 from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
 from batchppo.algorithms.common.networks import Network, make_network
-from batchppo.algorithms.common.trainer import episode_metrics, make_env, scan_iterations
+from batchppo.algorithms.common.trainer import episode_metrics, make_run_env, scan_iterations
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import normalize as norm
@@ -465,7 +468,7 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dic
             f"make_train needs a pure-JAX backend {names(host=False)}, got "
             f"backend={config.backend!r}; use Trainer for host envs"
         )
-    ppo = PPO(config, make_env(config, config.num_agents, config.seed))
+    ppo = PPO(config, make_run_env(config, config.num_agents, config.seed))
 
     def train_fn(key: jax.Array) -> tuple[TrainState, dict]:
         k_init, k_sim = jax.random.split(key)
@@ -499,3 +502,19 @@ class Trainer(common.Trainer):
         super().__init__(config, PPO, env)
         self.ppo: PPO = self.agent
         self.network = self.ppo.network
+
+
+class SeedsTrainer(common_seeds.SeedsTrainer):
+    """The PPO trainer of ``num_seeds`` seeds at once (``config.seed + i``).
+
+    One compiled program and one set of envs for every seed, each seed computing what a
+    separate run of its seed computes (``batchppo train --seeds N``).
+
+    Args:
+        config: The config shared by the seeds.
+        num_seeds: Number of seeds (>= 1).
+    """
+
+    def __init__(self, config: PPOConfig, num_seeds: int) -> None:
+        super().__init__(config, num_seeds, PPO)
+        self.ppo: PPO = self.agent
