@@ -47,8 +47,8 @@ FAKE_TRAIN = (
     "import sys\n"
     "from experiment_fakes import FakeTrainer\n"
     "from batchppo import cli\n"
-    "from batchppo.experiment import loop\n"
-    "loop.default_trainer_factory = FakeTrainer\n"
+    "from batchppo.experiment import trainers\n"
+    "trainers.default_trainer_factory = FakeTrainer\n"
     "sys.exit(cli.main(sys.argv[1:]))\n"
 )
 
