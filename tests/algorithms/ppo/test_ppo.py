@@ -37,6 +37,23 @@ TINY = PPOConfig(
     max_length=200,
 )
 
+# A pixel config: the MinAtar CNN over ImageCueEnv's uint8 frames.
+IMAGE_TINY = PPOConfig(
+    backend="gymnax",
+    network="feed_forward",
+    objective="clip",
+    cnn="minatar",
+    cnn_dense=8,
+    shared_torso=True,
+    policy_layers=(8,),
+    value_layers=(8,),
+    num_agents=4,
+    rollout_length=8,
+    update_epochs=2,
+    num_minibatches=2,
+    max_length=None,
+)
+
 
 def test_schedule_and_layout():
     # The original's schedule: update_every episodes of max_length steps over num_agents envs.
@@ -340,21 +357,7 @@ def test_uint8_frames_reach_the_network_as_uint8():
     # A pure-JAX env with uint8 image observations: the frames stay uint8 in the rollout's
     # Transition, the training batch and every network call (scaled to [0, 1] only inside).
     env = ImageCueEnv(4)
-    config = PPOConfig(
-        backend="gymnax",
-        network="feed_forward",
-        objective="clip",
-        cnn="minatar",
-        cnn_dense=8,
-        shared_torso=True,
-        policy_layers=(8,),
-        value_layers=(8,),
-        num_agents=4,
-        rollout_length=8,
-        update_epochs=1,
-        num_minibatches=2,
-        max_length=None,
-    )
+    config = dataclasses.replace(IMAGE_TINY, update_epochs=1)
     network = make_network(config, env.spec)
     seen = []
 
@@ -419,23 +422,6 @@ def test_host_policy_takes_observations_in_their_spaces_dtypes(env_class):
     want, _, _ = ppo.mode_fn(ppo.acting_params(ts), (), obs, jnp.ones(3, bool), None)
     assert action.dtype == np.int32 and action.shape == (3,)
     np.testing.assert_array_equal(action, want)
-
-
-IMAGE_TINY = PPOConfig(
-    backend="gymnax",
-    network="feed_forward",
-    objective="clip",
-    cnn="minatar",
-    cnn_dense=8,
-    shared_torso=True,
-    policy_layers=(8,),
-    value_layers=(8,),
-    num_agents=4,
-    rollout_length=8,
-    update_epochs=2,
-    num_minibatches=2,
-    max_length=None,
-)
 
 
 def test_unroll_update_is_on_for_image_observations_on_the_cpu_and_set_explicitly():
