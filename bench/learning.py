@@ -49,13 +49,14 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,24 +131,29 @@ def worker_sb3(steps: int, seed: int, episodes: int) -> dict:
     }
 
 
-def worker_batchppo(steps: int, seed: int, episodes: int) -> dict:
-    """Trains the ``cheetah_fast`` preset; returns the final mean-action score."""
+@contextlib.contextmanager
+def _trained(preset: str, overrides: Sequence[str]) -> Iterator[tuple[Any, Any, float]]:
+    """Trains ``preset`` with ``overrides`` (no evaluations, no logdir); yields the result, a
+    trainer of its config to evaluate the final state with (closed on exit) and the
+    training's wall-clock seconds."""
     import batchppo
-
-    start = time.monotonic()
-    result = batchppo.train(
-        PRESET,
-        overrides=[f"steps={steps}", f"seed={seed}", f"eval_episodes={episodes}", "eval_every=0"],
-        progress="none",
-    )
-    train_seconds = time.monotonic() - start
     from batchppo.algorithms.ppo import Trainer
 
+    start = time.monotonic()
+    result = batchppo.train(preset, overrides=[*overrides, "eval_every=0"], progress="none")
+    train_seconds = time.monotonic() - start
     trainer = Trainer(result.config)
     try:
-        evaluation = trainer.evaluate(result.train_state, episodes, _key(seed))
+        yield result, trainer, train_seconds
     finally:
         trainer.close()
+
+
+def worker_batchppo(steps: int, seed: int, episodes: int) -> dict:
+    """Trains the ``cheetah_fast`` preset; returns the final mean-action score."""
+    overrides = [f"steps={steps}", f"seed={seed}", f"eval_episodes={episodes}"]
+    with _trained(PRESET, overrides) as (result, trainer, train_seconds):
+        evaluation = trainer.evaluate(result.train_state, episodes, _key(seed))
     return {
         "score": float(evaluation["score"]),
         "returns": [float(r) for r in evaluation["returns"]],
@@ -199,27 +205,17 @@ def worker_sac(steps: int, seed: int, warmup: int, threads: int) -> dict:
 def worker_batchppo_atari(game: str, steps: int, seed: int, episodes: int) -> dict:
     """Trains :data:`ATARI_PRESET`'s settings on ``ALE/{game}-v5``; returns the final policy's
     whole-game scores, sampled (``score``) and with the mean action (``mode_score``)."""
-    import batchppo
-    from batchppo.algorithms.ppo import Trainer
     from batchppo.envs import make_env_fn
 
-    start = time.monotonic()
     env_id = f"ALE/{game}-v5"
-    result = batchppo.train(
-        ATARI_PRESET,
-        overrides=[f"env={env_id}", f"steps={steps}", f"seed={seed}", "eval_every=0"],
-        progress="none",
-    )
-    train_seconds = time.monotonic() - start
-    trainer = Trainer(result.config)
-    try:
+    overrides = [f"env={env_id}", f"steps={steps}", f"seed={seed}"]
+    with _trained(ATARI_PRESET, overrides) as (result, trainer, train_seconds):
         evaluation = trainer.evaluate(result.train_state, episodes, _key(seed))
         policy = trainer.policy(result.train_state, deterministic=False)
-        env = make_env_fn(env_id, normalize_ranges=False, preprocess="atari_game")()
-        returns = [_play_game(env, policy, seed + 10_007 + k) for k in range(episodes)]
-        env.close()
-    finally:
-        trainer.close()
+        with contextlib.closing(
+            make_env_fn(env_id, normalize_ranges=False, preprocess="atari_game")()
+        ) as env:
+            returns = [_play_game(env, policy, seed + 10_007 + k) for k in range(episodes)]
     return {
         "score": float(sum(returns) / len(returns)),
         "returns": returns,

@@ -370,7 +370,7 @@ def probe_env(
     if pre is not None:
         pre.check(env_id, None, kwargs)
     try:
-        raw = source.build(env_kwargs=kwargs) if pre is None else pre.make(env_id, None, kwargs)
+        raw = _raw_env_fn(source, None, None, kwargs, pre)()
     except gymnasium.error.DependencyNotInstalled as error:
         raise ValueError(f"cannot build {env_id!r}: {_first_line(error)}") from error
     except TypeError as error:

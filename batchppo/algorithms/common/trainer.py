@@ -97,8 +97,6 @@ def make_run_env(config: Any, num_envs: int, seed: int) -> Env:
 def make_run_eval_env(config: Any, num_envs: int, seed: int) -> Env:
     """The evaluation env of a run's config: :func:`make_run_env` with ``config.eval_env_kwargs``
     over ``config.env_kwargs``."""
-    if not config.eval_env_kwargs:
-        return make_run_env(config, num_envs, seed)
     env_kwargs = {**config.env_kwargs, **config.eval_env_kwargs}
     return make_run_env(dataclasses.replace(config, env_kwargs=env_kwargs), num_envs, seed)
 
