@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import multiprocessing as mp
 import os
@@ -370,6 +371,12 @@ def main(argv: list[str] | None = None) -> None:
         help="print the CPU time per env step of raw envs, the per-env wrapper stack and "
         "make(), all in this process (what the stack costs; robust to load)",
     )
+    parser.add_argument(
+        "--json",
+        default="",
+        help="also write the table's figures to this file: {env: {N: {peer: value}}}, values "
+        "in steps/s, or with --cpu in CPU us per env step (keys ending in _us)",
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
     cores = os.cpu_count() or 1
@@ -403,9 +410,14 @@ def main(argv: list[str] | None = None) -> None:
         + "  batch/async batch/limit batch/par batch/envpool make/batch make/limit make/par"
         + " make/envpool make/alevec"
     )
+    table: dict[str, dict[str, dict[str, float]]] = {}
     for env_id in args.envs.split(","):
         for n in sizes:
             values = measure(env_id, n, peers, args.seconds, args.rounds, cpu=args.cpu)
+            suffix = "_us" if args.cpu else ""
+            table.setdefault(env_id, {})[str(n)] = {
+                f"{peer}{suffix}": value for peer, value in values.items() if value
+            }
             rates = rates_of_cpu(values, cores) if args.cpu else values
             limit = cores * rates["single"]
             best = max((rates.get(p) or 0.0) for p in ("batch", "batch_arr"))
@@ -433,6 +445,9 @@ def main(argv: list[str] | None = None) -> None:
                 f"  load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
     print("batch = BatchEnv.step (infos); batch_arr = BatchEnv.step_arrays (copy=False); the")
     print("ratios use the better of the two (make: of make and make_arr). limit = cores x")
     print("single; par = parallel, cores processes stepping a single env each, at once. load =")

@@ -17,6 +17,7 @@ Usage (full figures; smoke test with e.g. ``--gymnax-envs 64 --host-envs 4 --sec
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import Callable
@@ -139,6 +140,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best kept)")
     parser.add_argument("--backends", default="process,sync", help="host backends to run")
     parser.add_argument("--skip-gymnax", action="store_true")
+    parser.add_argument("--json", default="", help="also write {row: steps/s} to this file")
     args = parser.parse_args()
 
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cpus")
@@ -185,6 +187,9 @@ def main() -> None:
             f"in-graph / envs alone = {graph / alone:.2f} (target >= 0.70)",
             flush=True,
         )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(rows), f, indent=1)
 
 
 if __name__ == "__main__":

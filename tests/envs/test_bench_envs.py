@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 
 import pytest
@@ -24,10 +25,16 @@ TINY = ["--seconds", "0.02", "--rounds", "1", "--sizes", "2", "--envs", "Pendulu
 
 
 @pytest.mark.parametrize("cpu", [False, True])
-def test_cpu_mode_prints_the_table_the_default_mode_prints(capsys, cpu):
-    """--cpu reports every peer (BatchEnv, make(), ...) in the default mode's columns."""
-    _bench_envs().main([*TINY, "--peers", ",".join(PEERS), *(["--cpu"] if cpu else [])])
+def test_cpu_mode_prints_the_table_the_default_mode_prints(capsys, tmp_path, cpu):
+    """--cpu reports every peer (BatchEnv, make(), ...) in the default mode's columns, and
+    --json writes the same figures, times named by their unit."""
+    out = tmp_path / "envs.json"
+    _bench_envs().main(
+        [*TINY, "--peers", ",".join(PEERS), *(["--cpu"] if cpu else []), "--json", str(out)]
+    )
     lines = capsys.readouterr().out.splitlines()
+    figures = json.loads(out.read_text())["Pendulum-v1"]["2"]
+    assert sorted(figures) == sorted(f"{p}{'_us' if cpu else ''}" for p in ["single", *PEERS])
     unit = "CPU us per env step" if cpu else "steps/s"
     assert unit in lines[0]
     header = lines[1].split()
