@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from batchppo.algorithms.common.evaluation import HostPolicy
-from batchppo.algorithms.common.networks import make_network
+from batchppo.algorithms.common.networks import Network, make_network
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
 from batchppo.algorithms.ppo.ppo import (
     PPO,
@@ -371,18 +371,16 @@ def test_uint8_frames_reach_the_network_as_uint8():
         wrapped.__name__ = fn.__name__
         return wrapped
 
-    network = network._replace(
-        **{
-            name: record(getattr(network, name))
-            for name in (
-                "policy_step",
-                "policy_sequence",
-                "value",
-                "policy_step_and_value",
-                "policy_sequence_and_value",
-            )
-        }
+    recorded = (
+        "policy_step",
+        "policy_sequence",
+        "value",
+        "policy_step_and_value",
+        "policy_sequence_and_value",
     )
+    # The same network with the recorded functions wrapped (its fields in declaration order).
+    fields = zip(Network.__annotations__, network, strict=True)
+    network = Network(*(record(fn) if name in recorded else fn for name, fn in fields))
     ppo = PPO(config, env, network)
     ts = ppo.init(jax.random.key(0))
     ss = ppo.init_sim(jax.random.key(1))
