@@ -102,6 +102,14 @@ class Evaluator:
         self._start: Program | None = None
         self._more: dict[int, Program] = {}
 
+    @property
+    def programs(self) -> dict[str, Program]:
+        """The compiled programs over the current eval env by name (``eval_start(envs,
+        chunk)`` and ``eval_more(envs, chunk)``); empty before the first evaluation or
+        ``precompile`` and after :meth:`close`. A new dict: a view, not a way to add one."""
+        programs = [self._start, *self._more.values()]
+        return {p.name: p for p in programs if p is not None}
+
     def layout(self, num_episodes: int) -> tuple[int, int]:
         """``(num_envs, chunk)``: envs of the eval env and steps per compiled eval call
         (``max_length``, else :data:`EVAL_CHUNK`; at most ``max_steps``)."""

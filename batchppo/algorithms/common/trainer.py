@@ -239,6 +239,22 @@ class Trainer:
         return self.agent.num_iterations
 
     @property
+    def programs(self) -> dict[str, Program]:
+        """Every compiled program the trainer holds, by name, for tests and diagnostics.
+
+        ``init``, ``init_sim`` and ``learn`` (the host loop's update) always; ``iterations(n)``
+        for each ``n`` that ``iteration``/``iterations``/``precompile`` asked for; the eval
+        env's ``eval_start(envs, chunk)`` and ``eval_more(envs, chunk)`` once an evaluation or
+        ``precompile`` made them (another eval env's size replaces them). Each program's
+        :attr:`~batchppo.algorithms.common.programs.Program.stage` says whether it is unbuilt,
+        compiling in the background, precompiled or jitted. A new dict each call: reading it
+        builds nothing.
+        """
+        programs = [self._init_program, self._init_sim_program, self._learn_program]
+        programs += self._iterations_programs.values()
+        return {p.name: p for p in programs} | self._evaluator.programs
+
+    @property
     def eval_env(self) -> Env | None:
         """The eval env, once an evaluation (or ``precompile``) built it."""
         return self._evaluator.env

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from batchppo.algorithms.common.evaluation import HostPolicy
-from batchppo.algorithms.common.networks import make_network
+from batchppo.algorithms.common.networks import Network, make_network
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
 from batchppo.algorithms.ppo.ppo import (
     PPO,
@@ -156,11 +156,11 @@ def test_precompiled_programs_compute_what_the_jitted_ones_do():
     pre, lazy = Trainer(config), Trainer(config)
     pre.precompile(iterations=(1, 2), eval_episodes=6)
     # init, init_sim, 1 and 2 iterations, eval start: compiling in the background.
-    programs = [pre._init_program, pre._init_sim_program, *pre._iterations_programs.values()]
-    programs.append(pre._evaluator._start)
-    assert sorted(pre._iterations_programs) == [1, 2]
-    assert all(isinstance(p.stage, Future) for p in programs)
-    assert pre._learn_program.stage is None
+    programs = pre.programs
+    precompiled = ["init", "init_sim", "iterations(2)", "iterations(1)", "eval_start(4, 20)"]
+    assert sorted(programs) == sorted([*precompiled, "learn"])
+    assert all(isinstance(programs[name].stage, Future) for name in precompiled)
+    assert programs["learn"].stage is None
     results = []
     for trainer in (pre, lazy):
         ts = trainer.init(host_key(0, 0))
@@ -169,17 +169,18 @@ def test_precompiled_programs_compute_what_the_jitted_ones_do():
         ts, ss, m2 = trainer.iterations(ts, ss, 2)
         ev = trainer.evaluate(ts, 6, host_key(0, 2))  # two eval chunks: start + more
         results.append((jax.tree.map(np.asarray, (ts, ss)), m1, m2, ev["returns"]))
-    assert isinstance(pre._iterations_programs[2].stage, jax.stages.Compiled)
-    lazy_programs = [lazy._init_program, lazy._init_sim_program, lazy._evaluator._start]
-    lazy_programs += lazy._iterations_programs.values()
-    assert not any(isinstance(p.stage, jax.stages.Compiled) for p in lazy_programs)
+    assert isinstance(pre.programs["iterations(2)"].stage, jax.stages.Compiled)
+    lazy_programs = lazy.programs
+    assert sorted(lazy_programs) == sorted([*precompiled, "eval_more(4, 20)", "learn"])
+    assert not any(isinstance(p.stage, jax.stages.Compiled) for p in lazy_programs.values())
     (state_a, *rest_a), (state_b, *rest_b) = results
     jax.tree.map(np.testing.assert_array_equal, state_a, state_b)
     np.testing.assert_equal(rest_a, rest_b)  # metrics (nan where no episode ended), returns
     # Another episode count needs another eval env: its programs replace the old env's.
     ev3 = pre.evaluate(ts, 3, host_key(0, 2))
     assert ev3["returns"].shape == (3,) and np.all(ev3["lengths"] == 20)
-    assert pre.eval_env.num_envs == 3 and pre._evaluator._start.name == "eval_start(3, 20)"
+    assert pre.eval_env.num_envs == 3
+    assert [name for name in pre.programs if name.startswith("eval")] == ["eval_start(3, 20)"]
     with pytest.raises(ValueError, match="iterations=0 must be >= 1"):
         pre.precompile(iterations=(0, 2))
     # Arguments of other types than the precompiled ones fall back to the jitted program,
@@ -188,7 +189,7 @@ def test_precompiled_programs_compute_what_the_jitted_ones_do():
     ss = pre.init_sim(ts, host_key(0, 1))
     with pytest.warns(RuntimeWarning, match=r"'iterations\(1\)'.*does not take these"):
         ts, _, m = pre.iteration(ts.replace(beta=jnp.asarray(1, jnp.int32)), ss)
-    assert isinstance(pre._iterations_programs[1].stage, jax.stages.Wrapped)
+    assert isinstance(pre.programs["iterations(1)"].stage, jax.stages.Wrapped)
     assert min(abs(m["beta"] - b) for b in (1.0, 1.5, 1 / 1.5)) < 1e-6 and int(ts.updates) == 1
     pre.close()
     lazy.close()
@@ -267,7 +268,7 @@ def test_host_loop_driver_trains_exactly_as_the_in_graph_driver():
         states.append(jax.tree.map(np.asarray, ts))
         metrics.append([m1, *m2])
         trainer.close()
-    assert isinstance(loop._learn_program.stage, jax.stages.Compiled)
+    assert isinstance(loop.programs["learn"].stage, jax.stages.Compiled)
     assert metrics[0][0]["episodes"] == 0 and metrics[0][1]["episodes"] == 2
     # The same computation in another order of compiled calls: equal up to float rounding.
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), *states)
@@ -370,18 +371,16 @@ def test_uint8_frames_reach_the_network_as_uint8():
         wrapped.__name__ = fn.__name__
         return wrapped
 
-    network = network._replace(
-        **{
-            name: record(getattr(network, name))
-            for name in (
-                "policy_step",
-                "policy_sequence",
-                "value",
-                "policy_step_and_value",
-                "policy_sequence_and_value",
-            )
-        }
+    recorded = (
+        "policy_step",
+        "policy_sequence",
+        "value",
+        "policy_step_and_value",
+        "policy_sequence_and_value",
     )
+    # The same network with the recorded functions wrapped (its fields in declaration order).
+    fields = zip(Network.__annotations__, network, strict=True)
+    network = Network(*(record(fn) if name in recorded else fn for name, fn in fields))
     ppo = PPO(config, env, network)
     ts = ppo.init(jax.random.key(0))
     ss = ppo.init_sim(jax.random.key(1))

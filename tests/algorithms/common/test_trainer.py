@@ -1,0 +1,192 @@
+"""The shared Trainer over a counting agent: its life cycle, counts, evaluation and helpers.
+
+The agent (``counting_agent.py``) learns nothing, so every number the trainer reports is
+known exactly. CartPole (gymnax) pays a reward of 1 per step and, within the time limit of
+5 steps used here, no episode falls: every episode is truncated at step 5 with a return of 5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from counting_agent import Counter, CountState
+
+from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.common.trainer import (
+    Trainer,
+    episode_metrics,
+    mean_where,
+    strong,
+    to_python,
+)
+from batchppo.core import EpisodeStats, SimState
+from batchppo.core.keys import host_key
+from batchppo.experiment.checkpoint import restore_checkpoint, save_checkpoint, to_host
+
+CONFIG = RunConfig(env="CartPole-v1", backend="gymnax", num_agents=3, max_length=5, steps=36)
+
+
+def start(trainer: Trainer) -> tuple[CountState, SimState]:
+    ts = trainer.init(host_key(0, 0))
+    return ts, trainer.init_sim(ts, host_key(0, 1))
+
+
+@pytest.mark.timeout(120)
+def test_iterations_count_steps_updates_and_the_episodes_that_ended():
+    trainer = Trainer(CONFIG, Counter)
+    assert (trainer.steps_per_iteration, trainer.num_iterations, trainer.num_devices) == (12, 3, 1)
+    assert trainer.env_restarts is None  # pure-JAX envs cannot restart
+    ts, ss = start(trainer)
+    ts, ss, first = trainer.iteration(ts, ss)
+    # Steps 1-4 of episodes of 5: none ended; nan means, no env_restarts entry.
+    assert first.keys() == {"reward_sum", "episodes", "score", "length"}
+    assert first["reward_sum"] == 12.0 and first["episodes"] == 0.0
+    assert np.isnan(first["score"]) and np.isnan(first["length"])
+    ts, ss, more = trainer.iterations(ts, ss, 2)
+    # Steps 5-8 and 9-12: each env's episode ends at step 5 and at step 10.
+    assert more == [{"reward_sum": 12.0, "episodes": 3.0, "score": 5.0, "length": 5.0}] * 2
+    assert (int(ts.step), int(ts.updates), float(ts.reward_sum)) == (36, 3, 36.0)
+    assert [name for name in trainer.programs if name.startswith("iterations")] == [
+        "iterations(1)",
+        "iterations(2)",
+    ]
+    with pytest.raises(ValueError, match="iterations: n=0 must be >= 1"):
+        trainer.iterations(ts, ss, 0)
+    trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_one_scan_of_n_iterations_equals_n_single_iterations():
+    states = []
+    for scanned in (True, False):
+        trainer = Trainer(CONFIG, Counter)
+        ts, ss = start(trainer)
+        if scanned:
+            ts, ss, metrics = trainer.iterations(ts, ss, 3)
+        else:
+            metrics = []
+            for _ in range(3):
+                ts, ss, m = trainer.iteration(ts, ss)
+                metrics.append(m)
+        states.append((to_host(ts), to_host(ss), metrics))
+        trainer.close()
+    (ts_a, ss_a, m_a), (ts_b, ss_b, m_b) = states
+    jax.tree.map(np.testing.assert_array_equal, (ts_a, ss_a), (ts_b, ss_b))
+    np.testing.assert_equal(m_a, m_b)
+
+
+@pytest.mark.timeout(120)
+def test_iterations_donate_their_input_states():
+    trainer = Trainer(CONFIG, Counter)
+    ts, ss = start(trainer)
+    new_ts, _, _ = trainer.iteration(ts, ss)
+    assert ts.step.is_deleted() and ss.obs.is_deleted()
+    assert not new_ts.step.is_deleted() and int(new_ts.step) == 12
+    trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_over_host_envs_iterations_keep_the_train_state_and_count_env_restarts():
+    # Gymnasium's CartPole stepped in this process: an env error mid-rollout must leave the
+    # train state passed in valid, so only the sim state is donated.
+    trainer = Trainer(dataclasses.replace(CONFIG, backend="sync", max_env_restarts=2), Counter)
+    ts, ss = start(trainer)
+    new_ts, _, metrics = trainer.iteration(ts, ss)
+    assert not ts.step.is_deleted() and int(ts.step) == 0
+    assert ss.obs.is_deleted() and int(new_ts.step) == 12
+    assert metrics["reward_sum"] == 12.0 and metrics["env_restarts"] == 0.0
+    assert trainer.env_restarts == 0
+    trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_checkpointed_state_restores_and_trains_on_exactly_as_the_original(tmp_path):
+    trainer = Trainer(CONFIG, Counter)
+    ts, ss = start(trainer)
+    ts, ss, _ = trainer.iteration(ts, ss)
+    path = save_checkpoint(tmp_path, ts, int(ts.step), meta={"note": "one iteration"})
+    restored, meta = restore_checkpoint(path, trainer.init(host_key(0, 9)))
+    assert meta["step"] == 12 and meta["note"] == "one iteration"
+    jax.tree.map(np.testing.assert_array_equal, to_host(restored), to_host(ts))
+    # Resumed runs start fresh episodes: both states continue from the same new sim state.
+    results = []
+    for state in (ts, restored):
+        state, _, metrics = trainer.iteration(state, trainer.init_sim(state, host_key(0, 5)))
+        results.append((to_host(state), metrics))
+    jax.tree.map(np.testing.assert_array_equal, results[0][0], results[1][0])
+    np.testing.assert_equal(results[1][1], results[0][1])  # nan equals nan here
+    assert (results[1][1]["reward_sum"], results[1][1]["episodes"]) == (12.0, 0.0)
+    assert int(results[1][0].step) == 24 and int(results[1][0].updates) == 2
+    trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_evaluate_runs_the_deterministic_policy_in_an_eval_env_of_its_own():
+    trainer = Trainer(CONFIG, Counter)
+    ts, _ = start(trainer)
+    assert trainer.eval_env is None
+    ev = trainer.evaluate(ts, 4, host_key(0, 2))
+    # 4 episodes over min(4, num_agents) = 3 envs: each env's first, then env 0's second.
+    assert trainer.eval_env.num_envs == 3 and trainer.eval_env is not trainer.env
+    assert ev["returns"].tolist() == [5.0] * 4 and ev["lengths"].tolist() == [5] * 4
+    assert ev["terminated"].tolist() == [False] * 4 and ev["cut"] == 0
+    assert (ev["score"], ev["length"]) == (5.0, 5.0)
+    trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_policy_acts_deterministically_or_samples_from_the_configs_seed():
+    trainer = Trainer(CONFIG, Counter)
+    ts, _ = start(trainer)
+    obs = np.zeros((64, 4), np.float32)
+    mode = trainer.policy(ts)
+    np.testing.assert_array_equal(mode(obs), np.zeros(64, np.int32))
+    sampled = [trainer.policy(ts, deterministic=False) for _ in range(2)]
+    first = sampled[0](obs)
+    assert set(first.tolist()) == {0, 1}  # p is in [0.25, 0.75]: both actions among 64
+    np.testing.assert_array_equal(sampled[1](obs), first)  # same seed, same draws
+    assert not np.array_equal(sampled[0](obs), first)  # the key moves on between calls
+    trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_close_closes_the_eval_env_and_drops_its_programs():
+    trainer = Trainer(CONFIG, Counter)
+    ts, _ = start(trainer)
+    trainer.evaluate(ts, 3, host_key(0, 2))
+    assert sorted(trainer.programs) == ["eval_start(3, 5)", "init", "init_sim", "learn"]
+    trainer.close()
+    assert trainer.eval_env is None
+    assert sorted(trainer.programs) == ["init", "init_sim", "learn"]
+    trainer.close()  # a second close is harmless
+
+
+def test_host_loop_is_refused_for_pure_jax_backends():
+    with pytest.raises(ValueError, match="host_loop=True drives host envs"):
+        dataclasses.replace(CONFIG, host_loop=True)
+
+
+def test_mean_where_and_episode_metrics_weigh_only_the_episodes_that_ended():
+    x = jnp.asarray([1.0, 2.0, 3.0, 10.0])
+    assert float(mean_where(x, jnp.asarray([1.0, 0.0, 1.0, 0.0]))) == 2.0
+    assert np.isnan(float(mean_where(x, jnp.zeros(4))))
+    stats = EpisodeStats(
+        done=jnp.asarray([[True, False], [False, True]]),
+        score=jnp.asarray([[4.0, 9.0], [9.0, 2.0]]),
+        length=jnp.asarray([[7, 1], [1, 3]], jnp.int32),
+    )
+    assert to_python(episode_metrics(stats)) == {"episodes": 2.0, "score": 3.0, "length": 5.0}
+
+
+def test_strong_gives_weakly_typed_arrays_their_dtype_for_good():
+    weak = jnp.asarray(1.0)  # a Python scalar: weakly typed
+    assert weak.weak_type
+    made = strong(weak)
+    assert not made.weak_type and made.dtype == weak.dtype and float(made) == 1.0
+    already = jnp.zeros(2, jnp.int32)
+    assert strong(already) is already
+    assert strong(3) == 3
