@@ -3,8 +3,9 @@
 :class:`SeedsTrainer` trains ``num_seeds`` seeds (``config.seed + i``) of one config at once,
 for any agent (:class:`~batchppo.algorithms.common.trainer.Agent`). Its states are the
 single-seed train state and :class:`~batchppo.core.types.SimState` stacked on a leading seed
-axis, and each seed computes
-exactly what a separate run with its seed computes (to the last bits of vmapped matmuls):
+axis. Each seed computes what a separate run with its seed computes: bit for bit over host
+envs, to float rounding over pure-JAX envs (the vmapped program is compiled on its own, so
+XLA may order or fuse float operations differently, env steps included):
 
 * pure-JAX backends (gymnax, brax): the whole training iteration, env included, is
   ``jax.vmap``-ed over seeds into one compiled program;
