@@ -411,6 +411,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         per = envs_per_worker or math.ceil(num_envs / workers)
         ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
         local_range = ranges.pop(0) if step_in_parent else None
+        self._local_range = local_range
 
         self._ctx = mp.get_context(start_method)
         if ranges:
@@ -574,6 +575,32 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         the one given, or the one a ``TransformFactory`` chose; None when there is none or
         the envs got the factory's per-env stack."""
         return self._transform
+
+    @property
+    def worker_pids(self) -> tuple[int, ...]:
+        """The pid of each worker process, in worker order (one per entry of
+        :attr:`worker_envs`); a worker that died keeps its pid here until it is respawned.
+        Empty when the parent steps every env. Read-only: for tests and monitoring."""
+        return tuple(proc.pid for proc in self._procs)
+
+    @property
+    def worker_envs(self) -> list[tuple[int, int]]:
+        """Where the envs are stepped: ``(start, stop)`` of each worker's envs, in worker
+        order (a new list each time; the parent's own share is :attr:`parent_envs`)."""
+        return list(self._ranges)
+
+    @property
+    def parent_envs(self) -> tuple[int, int] | None:
+        """``(0, stop)``: the envs the calling process steps itself (``step_in_parent``);
+        None when the workers step them all (the default)."""
+        return self._local_range
+
+    @property
+    def shared_layout(self) -> Layout:
+        """Where the shared arrays live in the one shared buffer
+        (:class:`~batchppo.envs.protocol.Layout`: each observation and action leaf's shape
+        and dtype, as the workers write them). Read-only: for tests and diagnostics."""
+        return self._layout
 
     @property
     def closed(self) -> bool:
