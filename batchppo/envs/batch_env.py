@@ -50,7 +50,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any
 
 import cloudpickle
 import gymnasium
@@ -143,21 +143,6 @@ class _Request:
     local_result: Any = None
     local_exc: BaseException | None = None
     answers: dict[int, tuple[str, Any]] = dataclasses.field(default_factory=dict)
-
-
-class _StepProgress(NamedTuple):
-    """What a ``step_wait`` that timed out had gathered of the pending step.
-
-    Workers ``0 .. next_slot - 1`` have answered (their done semaphores are taken), so the
-    next ``step_wait`` waits only on the others and keeps their infos, failures and errors.
-    """
-
-    next_slot: int
-    local_exc: BaseException | None
-    remote_exc: BaseException | None
-    parts: list[tuple[int, int, dict[str, Any]]]
-    failures: list[tuple[int | None, list[dict[str, Any]]]]
-    dead: list[tuple[int, str]]
 
 
 def _close_all_at_exit() -> None:
@@ -340,9 +325,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._state = BatchState.DEFAULT
         self._broken_reason = ""
         self._want_info = False  # of the step in flight
-        self._local_stepped = False  # the parent's share of the step in flight is done
-        # What a step_wait that timed out had gathered, so the next one goes on from there.
-        self._step_progress: _StepProgress | None = None
+        # The parent's share of the step in flight: whether it is done, its infos and error
+        # (a step_wait that times out keeps them; the pool keeps the workers' answers).
+        self._local_stepped = False
+        self._local_part: tuple[int, int, dict[str, Any]] | None = None
+        self._local_exc: BaseException | None = None
         self._request: _Request | None = None
 
         env_fns = list(env_fns)
@@ -372,6 +359,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 "pass autoreset_mode='SameStep'."
             )
         self.max_restarts = max_restarts
+        self._restartable = max_restarts > 0
         self.restarts = 0
         if step_timeout is not None and (
             isinstance(step_timeout, bool)
@@ -622,7 +610,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             Exception: What building an env raised (the first worker's to fail), with the
                 env index and the worker's traceback.
         """
-        restartable = self.max_restarts > 0
+        restartable = self._restartable
         payloads = [
             cloudpickle.dumps(
                 (
@@ -755,45 +743,26 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         parts: list[tuple[int, int, dict[str, Any]]]
         failures: list[tuple[int | None, list[dict[str, Any]]]]  # (slot, env reports)
         dead: list[tuple[int, str]]  # (slot, how the worker died)
-        progress = self._step_progress
-        if progress is None:
-            first, local_exc, remote_exc, parts, failures, dead = 0, None, None, [], [], []
-        else:  # an earlier step_wait timed out: the workers before `first` have answered
-            self._step_progress = None
-            first, local_exc, remote_exc, parts, failures, dead = progress
-        slot = first
-        hung: list[int] = []
-        pool = self._pool
-        pool.hung_reasons = {}
         try:
             if self._local is not None and not self._local_stepped:
                 self._local_stepped = True
+                self._local_part = self._local_exc = None
                 try:
                     info = self._local.step(want_info)
                     if info:
-                        parts.append((0, self._local.count, info))
+                        self._local_part = (0, self._local.count, info)
                 except Exception as exc:
-                    local_exc = self._local_error(exc)
-            for slot in range(first, pool.size):
-                try:
-                    error = pool.gather(slot, deadline, parts, failures)
-                    remote_exc = remote_exc or error
-                except WorkerDiedError:
-                    if not self.max_restarts:
-                        raise
-                    dead.append((slot, self._broken_reason))
-                except HungError:
-                    hung.append(slot)
-            if hung:
-                timeout = pool.hung_error(hung, "a step")
-                if not self.max_restarts:
-                    raise timeout
-                dead += [(slot, pool.hung_reasons[slot]) for slot in hung]
+                    self._local_exc = self._local_error(exc)
+            if self._has_workers:
+                # Only the workers that have not answered yet (a step_wait may have timed out).
+                remote_exc, parts, failures, dead = self._pool.wait_step(
+                    deadline, self._restartable
+                )
+            else:
+                remote_exc, parts, failures, dead = None, [], [], []
         except mp.TimeoutError:
-            # The step stays pending: the next step_wait goes on from worker `slot`, which
-            # timed out before taking its answer.
-            self._step_progress = _StepProgress(slot, local_exc, remote_exc, parts, failures, dead)
-            if dead:  # a dead worker marked the batch env broken; the restarts come at the end
+            # The step stays pending; the pool keeps the answers gathered so far.
+            if self._state is BatchState.BROKEN:  # a dead worker; the restarts come at the end
                 self._state = _WAITING_STEP
             raise
         except KeyboardInterrupt:
@@ -804,12 +773,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             self._end_wait(_WAITING_STEP)
             raise
         self._state = BatchState.BROKEN if dead else _DEFAULT
-        if local_exc is not None:
-            raise local_exc
+        if self._local is not None:
+            if self._local_exc is not None:
+                local_exc, self._local_exc = self._local_exc, None
+                raise local_exc
+            if self._local_part is not None:
+                parts.insert(0, self._local_part)
+            if self._local.failures:
+                failures.insert(0, (None, self._local.failures))
         if remote_exc is not None:
             raise remote_exc
-        if self._local is not None and self._local.failures:
-            failures.insert(0, (None, self._local.failures))
         if failures or dead:
             parts += self._restart(failures, dead)
         done = np.logical_or(self._terminated, self._truncated, out=self._done)

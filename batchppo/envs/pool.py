@@ -39,7 +39,17 @@ from batchppo.envs.protocol import (
     spin_acquire,
 )
 
-__all__ = ["HungError", "WorkerPool"]
+__all__ = ["HungError", "StepAnswers", "WorkerPool"]
+
+# The workers' answers to a step: the first error one reported (or None), their batched infos
+# as (first env, count, info), the error reports of envs that raised in restartable workers
+# as (slot, reports), and (slot, why) of each worker that died or was killed as hung.
+StepAnswers = tuple[
+    BaseException | None,
+    list[tuple[int, int, dict[str, Any]]],
+    list[tuple[int | None, list[dict[str, Any]]]],
+    list[tuple[int, str]],
+]
 
 _POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
 # How long a hung worker gets to write its stacks after SIGUSR1, and the quiet gap that ends
@@ -111,6 +121,11 @@ class WorkerPool:
         self._cmd: np.ndarray | None = None  # the command words in shared memory
         self._status: np.ndarray | None = None  # the status words
         self._hard_deadline: float | None = None  # of the command in flight (step_timeout)
+        # The step in flight: workers 0 .. _answered - 1 have answered it (their done
+        # semaphores are taken) and _answers holds what they returned; set when a wait times
+        # out, so that the next wait waits only on the others.
+        self._answered = 0
+        self._answers: StepAnswers = (None, [], [], [])
         self.hung_reasons: dict[int, str] = {}  # slot -> why, of the workers just killed
         self.broken_reason = ""  # of the last worker found dead or killed
 
@@ -391,7 +406,60 @@ class WorkerPool:
                     "step_wait again to keep waiting."
                 )
 
-    def gather(
+    def wait_step(self, deadline: float | None, restartable: bool) -> StepAnswers:
+        """Gathers the workers' answers to the step in flight (see :meth:`start_step`).
+
+        Only the workers that have not answered yet are waited on: a wait that times out
+        keeps which workers answered and what they returned, and the next call goes on from
+        there and returns it all.
+
+        Args:
+            deadline: A ``step_wait`` timeout (monotonic); None waits for ever.
+            restartable: A worker that dies or hangs is listed among the dead (its envs are
+                to be restarted) instead of raising.
+
+        Returns:
+            What the workers answered (see :data:`StepAnswers`).
+
+        Raises:
+            WorkerDiedError: A worker died (not ``restartable``).
+            EnvTimeoutError: Workers did not answer within ``step_timeout`` and were killed
+                (not ``restartable``).
+            multiprocessing.TimeoutError: ``deadline`` passed; the step stays in flight.
+        """
+        first = self._answered
+        if first:  # an earlier wait timed out: the workers before `first` have answered
+            self._answered = 0
+            error, parts, failures, dead = self._answers
+        else:
+            error, parts, failures, dead = None, [], [], []
+        self.hung_reasons = {}
+        hung: list[int] = []
+        slot = first
+        try:
+            for slot in range(first, len(self._procs)):
+                try:
+                    reported = self._gather(slot, deadline, parts, failures)
+                    error = error or reported
+                except WorkerDiedError:
+                    if not restartable:
+                        raise
+                    dead.append((slot, self.broken_reason))
+                except HungError:
+                    hung.append(slot)
+        except mp.TimeoutError:
+            # Worker `slot` timed out before its answer was taken: the next wait starts there.
+            self._answered = slot
+            self._answers = (error, parts, failures, dead)
+            raise
+        if hung:
+            timeout = self.hung_error(hung, "a step")
+            if not restartable:
+                raise timeout
+            dead += [(slot, self.hung_reasons[slot]) for slot in hung]
+        return error, parts, failures, dead
+
+    def _gather(
         self,
         slot: int,
         deadline: float | None,
