@@ -429,8 +429,8 @@ class WorkerPool:
         """
         first = self._answered
         if first:  # an earlier wait timed out: the workers before `first` have answered
-            self._answered = 0
             error, parts, failures, dead = self._answers
+            self._answered, self._answers = 0, (None, [], [], [])
         else:
             error, parts, failures, dead = None, [], [], []
         self.hung_reasons = {}
