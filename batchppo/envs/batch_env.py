@@ -28,6 +28,11 @@ learner's fast path, and env restarts exist in ``SAME_STEP`` mode only.
 Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, or whose worker
 dies, is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
 :class:`BatchEnv`).
+
+``BatchEnv`` holds the Gymnasium API, the argument checks, the shared-memory layout, the
+parent's share of the envs and the restart policy; its worker processes are a
+:class:`~batchppo.envs.pool.WorkerPool` (start, respawn, messages, dead and hung workers,
+stopping), which reports a dead or killed worker back so that the batch env breaks.
 """
 
 from __future__ import annotations
@@ -39,16 +44,13 @@ import math
 import mmap
 import multiprocessing as mp
 import os
-import select
-import signal
 import tempfile
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
-from multiprocessing import reduction
-from typing import Any, NamedTuple
+from typing import Any
 
 import cloudpickle
 import gymnasium
@@ -59,7 +61,6 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from batchppo.envs import processes as _processes
-from batchppo.envs import worker as _worker
 from batchppo.envs.batch_transform import (
     BatchTransform,
     SpacesOnly,
@@ -72,20 +73,13 @@ from batchppo.envs.errors import (
     SpaceMismatchError,
     WorkerDiedError,
     WorkerError,
+    error_from_report,
     with_message,
 )
 from batchppo.envs.final_obs import fill_final_obs
 from batchppo.envs.infos import batch_infos, merge_info_parts
-from batchppo.envs.protocol import (
-    CMD_PIPE,
-    CMD_STEP,
-    CMD_STEP_INFO,
-    STATUS_ERROR,
-    STATUS_OK,
-    STATUS_RESTART,
-    Layout,
-    spin_acquire,
-)
+from batchppo.envs.pool import HungError, WorkerPool
+from batchppo.envs.protocol import CMD_STEP, CMD_STEP_INFO, Layout
 from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
 from batchppo.envs.spaces import leaves as space_leaves
 
@@ -100,11 +94,6 @@ __all__ = [
     "restart_seed",
 ]
 
-_POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
-# How long a hung worker gets to write its stacks after SIGUSR1, and the quiet gap that ends
-# the dump (faulthandler writes it in many small writes).
-_STACK_WAIT_S = 2.0
-_STACK_QUIET_S = 0.2
 _LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
 # Names ``call`` refuses, as AsyncVectorEnv's worker does: they have their own methods.
 _NOT_CALLABLE = ("reset", "step", "close", "_setattr", "_check_spaces")
@@ -142,14 +131,6 @@ class InvalidArgumentError(ValueError, AssertionError):
     """
 
 
-class _HungError(Exception):
-    """Internal: worker ``slot`` did not answer within the batch env's ``step_timeout``."""
-
-    def __init__(self, slot: int):
-        super().__init__(slot)
-        self.slot = slot
-
-
 @dataclasses.dataclass
 class _Request:
     """A pipe request in flight (reset or call): the parent's share and the answers so far.
@@ -162,21 +143,6 @@ class _Request:
     local_result: Any = None
     local_exc: BaseException | None = None
     answers: dict[int, tuple[str, Any]] = dataclasses.field(default_factory=dict)
-
-
-class _StepProgress(NamedTuple):
-    """What a ``step_wait`` that timed out had gathered of the pending step.
-
-    Workers ``0 .. next_slot - 1`` have answered (their done semaphores are taken), so the
-    next ``step_wait`` waits only on the others and keeps their infos, failures and errors.
-    """
-
-    next_slot: int
-    local_exc: BaseException | None
-    remote_exc: BaseException | None
-    parts: list[tuple[int, int, dict[str, Any]]]
-    failures: list[tuple[int | None, list[dict[str, Any]]]]
-    dead: list[tuple[int, str]]
 
 
 def _close_all_at_exit() -> None:
@@ -351,21 +317,19 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         transform: BatchTransform | None = None,
         step_timeout: float | None = None,
     ):
-        self._procs: list[Any] = []
-        self._stacks: list[Any] = []  # read ends of the workers' stack pipes (step_timeout)
-        self._hung_reasons: dict[int, str] = {}  # slot -> why, of the workers just killed
-        self._hard_deadline: float | None = None  # of the step or request in flight
+        self._pool: WorkerPool | None = None  # the worker processes
         self._transform_arg = transform
         self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
         self._wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None
-        self._conns: list[Any] = []
         self._local: EnvGroup | None = None
         self._state = BatchState.DEFAULT
         self._broken_reason = ""
         self._want_info = False  # of the step in flight
-        self._local_stepped = False  # the parent's share of the step in flight is done
-        # What a step_wait that timed out had gathered, so the next one goes on from there.
-        self._step_progress: _StepProgress | None = None
+        # The parent's share of the step in flight: whether it is done, its infos and error
+        # (a step_wait that times out keeps them; the pool keeps the workers' answers).
+        self._local_stepped = False
+        self._local_part: tuple[int, int, dict[str, Any]] | None = None
+        self._local_exc: BaseException | None = None
         self._request: _Request | None = None
 
         env_fns = list(env_fns)
@@ -395,6 +359,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 "pass autoreset_mode='SameStep'."
             )
         self.max_restarts = max_restarts
+        self._restartable = max_restarts > 0
         self.restarts = 0
         if step_timeout is not None and (
             isinstance(step_timeout, bool)
@@ -411,18 +376,29 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         per = envs_per_worker or math.ceil(num_envs / workers)
         ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
         local_range = ranges.pop(0) if step_in_parent else None
+        self._local_range = local_range
 
-        self._ctx = mp.get_context(start_method)
-        if ranges:
-            # Decided before any env is built: this may refuse the main script.
-            self._process_class = _processes.process_class(
-                self._ctx, import_main=not _processes.main_would_rerun_caller()
-            )
+        ctx = mp.get_context(start_method)
+        # Decided before any env is built: this may refuse the main script.
+        process_class = (
+            _processes.process_class(ctx, import_main=not _processes.main_would_rerun_caller())
+            if ranges
+            else None
+        )
         self.num_envs = num_envs
         self.copy = copy
-        self._spin = float(spin_us) * 1e-6
-        self._worker_spin = float(worker_spin_us) * 1e-6
         self._ranges = ranges
+        self._has_workers = bool(ranges)
+        self._pool = WorkerPool(
+            ctx,
+            ranges,
+            process_class=process_class,
+            daemon=daemon,
+            spin_s=float(spin_us) * 1e-6,
+            worker_spin_s=float(worker_spin_us) * 1e-6,
+            step_timeout=self.step_timeout,
+            on_broken=_broken_callback(self),
+        )
 
         self._buffer_fd: int | None = None
         self._local_envs: list[gymnasium.Env] = []  # built, not yet in self._local
@@ -472,7 +448,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
     ) -> None:
         """Decides the spaces and the transform from env 0, lays out the shared memory, and
-        has the parent's group and the workers' (:meth:`_connect_workers`) take their rows.
+        has the parent's group and the workers' (:meth:`WorkerPool.connect`) take their rows.
 
         Args:
             env_fns: The env functions.
@@ -535,7 +511,19 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             )
             self._local_envs = []
         if self._ranges:
-            self._connect_workers()
+            self._pool.connect(
+                (
+                    "start",
+                    self._expected,
+                    self._layout,
+                    self._discrete,
+                    self._transform,
+                    self._wrap is not None,
+                ),
+                self._buffer_fd,
+                self._cmd,
+                self._status,
+            )
         if self._obs_rule == "different":
             spaces = [s for _, group in sorted(self._env_obs_spaces.items()) for s in group]
             self.observation_space = batch_differing_spaces(spaces)
@@ -576,6 +564,32 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         return self._transform
 
     @property
+    def worker_pids(self) -> tuple[int, ...]:
+        """The pid of each worker process, in worker order (one per entry of
+        :attr:`worker_envs`); a worker that died keeps its pid here until it is respawned.
+        Empty when the parent steps every env. Read-only: for tests and monitoring."""
+        return self._pool.pids
+
+    @property
+    def worker_envs(self) -> list[tuple[int, int]]:
+        """Where the envs are stepped: ``(start, stop)`` of each worker's envs, in worker
+        order (a new list each time; the parent's own share is :attr:`parent_envs`)."""
+        return list(self._ranges)
+
+    @property
+    def parent_envs(self) -> tuple[int, int] | None:
+        """``(0, stop)``: the envs the calling process steps itself (``step_in_parent``);
+        None when the workers step them all (the default)."""
+        return self._local_range
+
+    @property
+    def shared_layout(self) -> Layout:
+        """Where the shared arrays live in the one shared buffer
+        (:class:`~batchppo.envs.protocol.Layout`: each observation and action leaf's shape
+        and dtype, as the workers write them). Read-only: for tests and diagnostics."""
+        return self._layout
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` has run (Gymnasium's ``VectorEnv.closed``)."""
         return self._state is BatchState.CLOSED
@@ -589,24 +603,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     # ------------------------------------------------------------------ processes
 
     def _start_workers(self, env_fns: list[Callable[[], gymnasium.Env]]) -> list[dict[str, Any]]:
-        """Starts the workers, which build their envs; returns what each says of its envs.
-
-        The first half of a worker's start: the shared memory is laid out only once env 0's
-        spaces are known, and :meth:`_connect_workers` hands it over.
+        """Starts the pool's workers, which build their envs; returns what each says of its
+        envs (and keeps the observation spaces of ``observation_mode="different"``).
 
         Raises:
             Exception: What building an env raised (the first worker's to fail), with the
                 env index and the worker's traceback.
         """
-        ctx = self._ctx
-        ranges = self._ranges
-        if ctx.get_start_method() == "forkserver":
-            # Workers fork from a server that already imported these (fast start). Not
-            # ``__main__``: the server must not run a main script without a main guard.
-            ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.worker"])
-        self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
-        restartable = self.max_restarts > 0
-        self._payloads = [
+        restartable = self._restartable
+        payloads = [
             cloudpickle.dumps(
                 (
                     env_fns[start:stop],
@@ -616,255 +621,19 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     self._transform_arg,
                 )
             )
-            for start, stop in ranges
+            for start, stop in self._ranges
         ]
-        self._cmd_sems, self._done_sems = [], []
-        for slot in range(len(ranges)):
-            self._spawn(slot)
-        if not restartable:  # a respawned worker needs the read end; otherwise it can go
-            self._alive_r.close()
-        error, reports = None, []
-        for slot in range(len(ranges)):
-            kind, data = self._recv(slot)
-            if kind == "error" and error is None:
-                error = self._remote_error(slot, data)
-            reports.append(data)
-        if error is not None:
-            raise error
-        for slot, report in enumerate(reports):
+        reports = self._pool.start(payloads, restartable)
+        for (start, _), report in zip(self._ranges, reports, strict=True):
             if report["obs_spaces"] is not None:
-                self._env_obs_spaces[ranges[slot][0]] = report["obs_spaces"]
+                self._env_obs_spaces[start] = report["obs_spaces"]
         return reports
 
-    def _connect_workers(self) -> None:
-        """Hands every worker the shared memory and the decided spaces and transform; each
-        checks its envs' spaces and takes its rows.
-
-        Raises:
-            SpaceMismatchError: An env's spaces do not match env 0's (with its index).
-        """
-        for slot in range(len(self._ranges)):
-            self._send_start(slot)
-        error = None
-        for slot in range(len(self._ranges)):
-            kind, data = self._recv(slot)
-            if kind == "error" and error is None:
-                error = self._remote_error(slot, data)
-        if error is not None:
-            raise error
-        # Every worker has opened the semaphores (it answered): their names can go, so none
-        # is left behind however this process ends.
-        _processes.unlink_semaphores(self._cmd_sems + self._done_sems)
-
-    def _send_start(self, slot: int) -> None:
-        """Sends worker ``slot`` what it needs to step (see :func:`~batchppo.envs.worker.
-        worker_main`), then the shared memory's file descriptor."""
-        conn = self._conns[slot]
-        try:
-            conn.send(
-                (
-                    "start",
-                    self._expected,
-                    self._layout,
-                    self._discrete,
-                    self._transform,
-                    self._wrap is not None,
-                )
-            )
-            reduction.send_handle(conn, self._buffer_fd, self._procs[slot].pid)
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            raise self._dead(slot) from None
-
-    def _spawn(self, slot: int) -> None:
-        """Starts the process of worker ``slot`` with its own semaphores and pipe.
-
-        Used at construction and to respawn a dead worker (restarts): the new process takes
-        the place of the old one. Its first message on the pipe reports its envs (or the
-        error that building them raised).
-        """
-        ctx = self._ctx
-        cmd_sem, done_sem = ctx.Semaphore(0), ctx.Semaphore(0)
-        parent_conn, child_conn = ctx.Pipe()
-        stack_r, stack_w = ctx.Pipe(duplex=False) if self.step_timeout else (None, None)
-        proc = self._process_class(
-            target=_worker.worker_main,
-            name=f"batchppo-env-worker-{slot}",
-            args=(
-                slot,
-                self._payloads[slot],
-                self._ranges[slot][0],
-                cmd_sem,
-                done_sem,
-                child_conn,
-                self._alive_r,
-                self._worker_spin,
-                stack_w,
-            ),
-            daemon=self.daemon,
-        )
-        try:
-            proc.start()
-        finally:
-            child_conn.close()
-            if stack_w is not None:
-                stack_w.close()
-        if slot < len(self._procs):
-            self._procs[slot], self._conns[slot] = proc, parent_conn
-            self._cmd_sems[slot], self._done_sems[slot] = cmd_sem, done_sem
-            if self._stacks[slot] is not None:
-                self._stacks[slot].close()
-            self._stacks[slot] = stack_r
-        else:
-            self._procs.append(proc)
-            self._conns.append(parent_conn)
-            self._cmd_sems.append(cmd_sem)
-            self._done_sems.append(done_sem)
-            self._stacks.append(stack_r)
-
-    def _describe_worker(self, slot: int) -> str:
-        start, stop = self._ranges[slot]
-        proc = self._procs[slot]
-        return f"worker {slot} (pid {proc.pid}, envs {start}..{stop - 1})"
-
-    def _dead(self, slot: int) -> WorkerDiedError:
-        proc = self._procs[slot]
-        proc.join(0.1)
-        code = proc.exitcode
-        how = f"exit code {code}"
-        if code is not None and code < 0:
-            try:
-                how = f"signal {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"signal {-code}"
-        self._broken_reason = f"{self._describe_worker(slot)} died ({how})"
+    def _mark_broken(self, reason: str) -> None:
+        """The batch env can take no call but ``close`` (a worker died or hung, a restart
+        failed); ``reason`` says why in its errors."""
+        self._broken_reason = reason
         self._state = BatchState.BROKEN
-        return WorkerDiedError(
-            f"{self._broken_reason}. The batch env cannot continue; close it and build a new one."
-        )
-
-    def _recv(self, slot: int, deadline: float | None = None, hard: float | None = None) -> Any:
-        """The next message of worker ``slot``.
-
-        Raises:
-            WorkerDiedError: The worker died.
-            _HungError: ``hard`` (the ``step_timeout`` deadline) passed.
-            multiprocessing.TimeoutError: ``deadline`` (a ``*_wait`` timeout) passed.
-        """
-        conn, proc = self._conns[slot], self._procs[slot]
-        while not conn.poll(_POLL_S):
-            if not proc.is_alive():
-                raise self._dead(slot)
-            if hard is not None and time.monotonic() > hard:
-                raise _HungError(slot)
-            if deadline is not None and time.monotonic() > deadline:
-                raise mp.TimeoutError(f"{self._describe_worker(slot)} did not answer in time.")
-        try:
-            return conn.recv()
-        except (EOFError, OSError):
-            raise self._dead(slot) from None
-
-    def _wait_done(self, slot: int, deadline: float | None) -> None:
-        if spin_acquire(self._done_sems[slot], self._spin):
-            return
-        acquire = self._done_sems[slot].acquire
-        proc = self._procs[slot]
-        hard = self._hard_deadline
-        while not acquire(True, _POLL_S):
-            if not proc.is_alive():
-                raise self._dead(slot)
-            if hard is not None and time.monotonic() > hard:
-                raise _HungError(slot)
-            if deadline is not None and time.monotonic() > deadline:
-                raise mp.TimeoutError(
-                    f"step_wait timed out waiting for {self._describe_worker(slot)}; call "
-                    "step_wait again to keep waiting."
-                )
-
-    def _hung_error(self, slots: list[int], what: str) -> EnvTimeoutError:
-        """Kills the workers ``slots`` that did not answer within ``step_timeout`` (after
-        asking each for its Python stacks), marks the batch env broken and returns the error.
-
-        Their reasons stay in :attr:`_hung_reasons` (a step with restarts respawns them as
-        dead workers and names them in its warnings).
-        """
-        described = {slot: self._describe_worker(slot) for slot in slots}
-        stacks = self._dump_stacks(slots)
-        for slot in slots:
-            proc = self._procs[slot]
-            with contextlib.suppress(Exception):
-                proc.kill()
-            proc.join(1.0)
-        limit = f"step_timeout={self.step_timeout:g} s"
-        self._hung_reasons = {  # one line, then the stacks
-            slot: f"{described[slot]} did not answer {what} within {limit} (killed)\nIts "
-            f"stacks, where it was stuck:\n{stacks[slot]}"
-            for slot in slots
-        }
-        envs = "; ".join(self._envs_of(slot) for slot in slots)
-        self._broken_reason = f"{envs} did not answer {what} within {limit} (killed)"
-        self._state = BatchState.BROKEN
-        where = "\n".join(
-            f"Stacks of {described[slot]}, where it was stuck:\n{stacks[slot]}" for slot in slots
-        )
-        workers = "its worker was" if len(slots) == 1 else "their workers were"
-        return EnvTimeoutError(
-            f"{envs} did not answer {what} within {limit}, so {workers} killed and the batch "
-            "env cannot continue (raise step_timeout, env_step_timeout in a config, if the env "
-            f"is only slow).\n{where}"
-        )
-
-    def _envs_of(self, slot: int) -> str:
-        """``envs 2..3 (worker 1, pid 123)``: the envs of worker ``slot``, for messages."""
-        start, stop = self._ranges[slot]
-        envs = f"env {start}" if stop - start == 1 else f"envs {start}..{stop - 1}"
-        return f"{envs} (worker {slot}, pid {self._procs[slot].pid})"
-
-    def _dump_stacks(self, slots: list[int]) -> dict[int, str]:
-        """Asks the workers ``slots`` for their threads' Python stacks (``SIGUSR1``, which
-        their :mod:`faulthandler` answers on their stack pipes); the text of each."""
-        for slot in slots:
-            with contextlib.suppress(OSError):
-                os.kill(self._procs[slot].pid, signal.SIGUSR1)
-        end = time.monotonic() + _STACK_WAIT_S
-        out = {}
-        for slot in slots:
-            text = _env_stacks(_read_until_quiet(self._stacks[slot].fileno(), end))
-            out[slot] = text or "(none came: the worker did not answer SIGUSR1 either)"
-        return out
-
-    def _remote_error(
-        self, slot: int | None, report: dict[str, Any], note: str = ""
-    ) -> BaseException:
-        where = f"worker {slot} (pid {self._procs[slot].pid})" if slot is not None else "the parent"
-        index = report["env_index"]
-        env = f"env {index}" if index is not None else "a worker"
-        message = (
-            f"{report['message']}\n[batchppo] {report['type_name']} raised by {env} in {where}."
-            f"{' ' + note if note else ''} Worker traceback:\n{report['traceback']}"
-        )
-        exc = None
-        for field in ("exc", "type"):
-            if report[field] is None:
-                continue
-            try:
-                obj = cloudpickle.loads(report[field])
-            except Exception:
-                continue
-            exc = with_message(obj if field == "exc" else obj(message), message)
-            break
-        if exc is None:
-            exc = WorkerError(message)
-        return exc
-
-    def _send(self, slot: int, message: tuple) -> None:
-        # Wake the worker first, then send: a large message must not fill the pipe while the
-        # worker still sleeps on its semaphore.
-        self._cmd[slot] = CMD_PIPE
-        self._cmd_sems[slot].release()
-        try:
-            self._conns[slot].send(message)
-        except (BrokenPipeError, OSError):
-            raise self._dead(slot) from None
 
     def _local_error(self, exc: BaseException) -> BaseException:
         index = self._local.current_global if self._local is not None else None
@@ -940,20 +709,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             if actions.dtype not in self._ok_dtypes:
                 self._check_action_dtype(actions.dtype)
             np.copyto(self._act, actions, casting="unsafe")
-        if self._procs:
-            self._start_clock()
-            cmd = self._cmd
-            for slot, sem in enumerate(self._cmd_sems):
-                cmd[slot] = command
-                sem.release()
+        if self._has_workers:
+            self._pool.start_step(command)
         self._state = _WAITING_STEP
         self._want_info = command == CMD_STEP_INFO
         self._local_stepped = False
-
-    def _start_clock(self) -> None:
-        """Starts the ``step_timeout`` clock of the command being sent to the workers."""
-        if self.step_timeout is not None:
-            self._hard_deadline = time.monotonic() + self.step_timeout
 
     def _check_action_dtype(self, dtype: np.dtype) -> None:
         check_action_dtype(dtype, self._act_dtype, self._act_shape)
@@ -983,44 +743,26 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         parts: list[tuple[int, int, dict[str, Any]]]
         failures: list[tuple[int | None, list[dict[str, Any]]]]  # (slot, env reports)
         dead: list[tuple[int, str]]  # (slot, how the worker died)
-        progress = self._step_progress
-        if progress is None:
-            first, local_exc, remote_exc, parts, failures, dead = 0, None, None, [], [], []
-        else:  # an earlier step_wait timed out: the workers before `first` have answered
-            self._step_progress = None
-            first, local_exc, remote_exc, parts, failures, dead = progress
-        slot = first
-        hung: list[int] = []
-        self._hung_reasons = {}
         try:
             if self._local is not None and not self._local_stepped:
                 self._local_stepped = True
+                self._local_part = self._local_exc = None
                 try:
                     info = self._local.step(want_info)
                     if info:
-                        parts.append((0, self._local.count, info))
+                        self._local_part = (0, self._local.count, info)
                 except Exception as exc:
-                    local_exc = self._local_error(exc)
-            for slot in range(first, len(self._procs)):
-                try:
-                    error = self._gather(slot, deadline, parts, failures)
-                    remote_exc = remote_exc or error
-                except WorkerDiedError:
-                    if not self.max_restarts:
-                        raise
-                    dead.append((slot, self._broken_reason))
-                except _HungError:
-                    hung.append(slot)
-            if hung:
-                timeout = self._hung_error(hung, "a step")
-                if not self.max_restarts:
-                    raise timeout
-                dead += [(slot, self._hung_reasons[slot]) for slot in hung]
+                    self._local_exc = self._local_error(exc)
+            if self._has_workers:
+                # Only the workers that have not answered yet (a step_wait may have timed out).
+                remote_exc, parts, failures, dead = self._pool.wait_step(
+                    deadline, self._restartable
+                )
+            else:
+                remote_exc, parts, failures, dead = None, [], [], []
         except mp.TimeoutError:
-            # The step stays pending: the next step_wait goes on from worker `slot`, which
-            # timed out before taking its answer.
-            self._step_progress = _StepProgress(slot, local_exc, remote_exc, parts, failures, dead)
-            if dead:  # a dead worker marked the batch env broken; the restarts come at the end
+            # The step stays pending; the pool keeps the answers gathered so far.
+            if self._state is BatchState.BROKEN:  # a dead worker; the restarts come at the end
                 self._state = _WAITING_STEP
             raise
         except KeyboardInterrupt:
@@ -1031,12 +773,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             self._end_wait(_WAITING_STEP)
             raise
         self._state = BatchState.BROKEN if dead else _DEFAULT
-        if local_exc is not None:
-            raise local_exc
+        if self._local is not None:
+            if self._local_exc is not None:
+                local_exc, self._local_exc = self._local_exc, None
+                raise local_exc
+            if self._local_part is not None:
+                parts.insert(0, self._local_part)
+            if self._local.failures:
+                failures.insert(0, (None, self._local.failures))
         if remote_exc is not None:
             raise remote_exc
-        if self._local is not None and self._local.failures:
-            failures.insert(0, (None, self._local.failures))
         if failures or dead:
             parts += self._restart(failures, dead)
         done = np.logical_or(self._terminated, self._truncated, out=self._done)
@@ -1046,38 +792,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             infos = merge_info_parts(parts, self.num_envs) if parts else {}
             return infos
         return {}
-
-    def _gather(
-        self,
-        slot: int,
-        deadline: float | None,
-        parts: list[tuple[int, int, dict[str, Any]]],
-        failures: list[tuple[int | None, list[dict[str, Any]]]],
-    ) -> BaseException | None:
-        """Waits for worker ``slot``'s step; adds its infos to ``parts``, its failed envs'
-        reports (restartable workers) to ``failures``; returns the error it reported, if any.
-
-        Raises:
-            WorkerDiedError: The worker died.
-            multiprocessing.TimeoutError: ``deadline`` passed.
-        """
-        self._wait_done(slot, deadline)
-        status = self._status[slot]
-        if status == STATUS_OK:
-            return None
-        start, stop = self._ranges[slot]
-        if status == STATUS_ERROR:
-            _, report = self._recv(slot)
-            return self._remote_error(slot, report)
-        message = self._recv(slot)
-        if status == STATUS_RESTART and message[0] == "failures":
-            _, reports, message = message
-            failures.append((slot, reports))
-        if isinstance(message, tuple):  # ("error", report): the infos could not be sent
-            return self._remote_error(slot, message[1])
-        if message:
-            parts.append((start, stop - start, message))
-        return None
 
     def step_wait(
         self, timeout: float | None = None
@@ -1197,8 +911,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             infos = self._restart_groups(targets, dead, number)
         except BaseException as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            self._broken_reason = f"restarting envs {order} failed ({first})"
-            self._state = BatchState.BROKEN
+            self._mark_broken(f"restarting envs {order} failed ({first})")
             raise
         self.restarts += count
         self._state = _DEFAULT
@@ -1217,26 +930,28 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         """Respawns the dead workers, then has each group restart its targets; their infos.
 
         Every wait here is bounded by ``step_timeout``, counted from its own command: each
-        respawn (see :meth:`_respawn`), then the workers' restart command (rebuilding the envs
-        that raised, resetting all targets). The parent's own share is not timed.
+        respawn (see :meth:`WorkerPool.respawn`), then the workers' restart command
+        (rebuilding the envs that raised, resetting all targets). The parent's own share is
+        not timed.
 
         Raises:
             EnvTimeoutError: A worker did not answer its restart in time (it is killed).
             Exception: What rebuilding or resetting an env raised.
         """
+        pool = self._pool
         for slot, _ in dead:
             start, stop = self._ranges[slot]
             # The rows still hold the last obs the worker's envs returned: their final obs.
             for obs2d, final2d in zip(self._obs_rows, self._final_rows, strict=True):
                 final2d[start:stop] = obs2d[start:stop]
-            self._respawn(slot)
+            pool.respawn(slot)
         seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}
-        self._start_clock()
+        pool.start_clock()
         for slot, indices in targets.items():
             if slot is not None:
                 start = self._ranges[slot][0]
                 rows = [i - start for i in indices]
-                self._send(slot, ("restart", rows, [seeds[i] for i in indices]))
+                pool.send(slot, ("restart", rows, [seeds[i] for i in indices]))
         infos: dict[int, dict[str, Any]] = {}
         if None in targets:
             indices = targets[None]
@@ -1251,46 +966,20 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             if slot is None:
                 continue
             try:
-                kind, result = self._recv(slot, None, self._hard_deadline)
-            except _HungError:
+                kind, result = pool.recv(slot, timed=True)
+            except HungError:
                 hung.append(slot)
                 continue
             if kind == "error":
-                error = error or self._remote_error(slot, result)
+                error = error or pool.remote_error(slot, result)
             else:
                 infos.update(zip(indices, result, strict=True))
         if hung:
             envs = [i for slot in hung for i in targets[slot]]
-            raise self._hung_error(hung, f"a restart of {_env_list(envs)}")
+            raise pool.hung_error(hung, f"a restart of {_env_list(envs)}")
         if error is not None:
             raise error
         return infos
-
-    def _respawn(self, slot: int) -> None:
-        """Replaces dead worker ``slot`` by a new process that builds its envs again.
-
-        The new worker's start (building its envs, then taking their rows) is bounded by
-        ``step_timeout`` counted from its spawn.
-
-        Raises:
-            EnvTimeoutError: The new worker did not finish its start in time (it is killed).
-            WorkerDiedError: The new worker died.
-            Exception: What building an env raised.
-        """
-        self._procs[slot].join(1.0)
-        self._conns[slot].close()
-        self._spawn(slot)
-        self._start_clock()
-        for _ in range(2):  # its envs are built; then they took their rows
-            try:
-                kind, data = self._recv(slot, None, self._hard_deadline)
-            except _HungError:
-                raise self._hung_error([slot], "a respawn (building its envs again)") from None
-            if kind == "error":
-                raise self._remote_error(slot, data)
-            if kind == "built":
-                self._send_start(slot)
-        _processes.unlink_semaphores([self._cmd_sems[slot], self._done_sems[slot]])
 
     def _over_budget(
         self,
@@ -1305,14 +994,17 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             "setting is max_env_restarts)."
         )
         if dead:  # the batch env stays broken
-            error = EnvTimeoutError if any(s in self._hung_reasons for s, _ in dead) else None
+            hung = self._pool.hung_reasons
+            error = EnvTimeoutError if any(s in hung for s, _ in dead) else None
             how, _, stacks = dead[0][1].partition("\n")
             return (error or WorkerDiedError)(
                 f"{how}. {note} The batch env cannot continue; close it and build a new one."
                 f"{chr(10) if stacks else ''}{stacks}"
             )
         slot, reports = failures[0]
-        return self._remote_error(slot, reports[0], note)
+        if slot is None:
+            return error_from_report(reports[0], "the parent", note)
+        return self._pool.remote_error(slot, reports[0], note)
 
     def _warn_restarts(
         self,
@@ -1337,7 +1029,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             start, stop = self._ranges[slot]
             how, _, stacks = how.partition("\n")  # a hung worker's reason ends in its stacks
             warnings.warn(
-                f"BatchEnv: {how}; respawned it as pid {self._procs[slot].pid} and reset its "
+                f"BatchEnv: {how}; respawned it as pid {self._pool.pids[slot]} and reset its "
                 f"envs {start}..{stop - 1}, their episodes reported as truncated (restarts "
                 f"{number[start]}..{number[stop - 1]} {budget}).{chr(10) if stacks else ''}"
                 f"{stacks}",
@@ -1356,10 +1048,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     ) -> None:
         """Sends a message to every worker; the parent's share runs ``local`` in the wait."""
         self._check_idle(caller)
-        self._start_clock()
+        pool = self._pool
+        pool.start_clock()
         try:
             for slot, (start, stop) in enumerate(self._ranges):
-                self._send(slot, make_message(start, stop))
+                pool.send(slot, make_message(start, stop))
         except KeyboardInterrupt:
             # Some workers got the message and will answer: the pipes cannot be resynchronised.
             self.close(terminate=True)
@@ -1391,14 +1084,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 except Exception as exc:
                     request.local_exc = self._local_error(exc)
             hung = []
-            for slot in range(len(self._procs)):
+            pool = self._pool
+            for slot in range(pool.size):
                 if slot not in request.answers:
                     try:
-                        request.answers[slot] = self._recv(slot, deadline, self._hard_deadline)
-                    except _HungError:
+                        request.answers[slot] = pool.recv(slot, deadline, timed=True)
+                    except HungError:
                         hung.append(slot)
             if hung:
-                raise self._hung_error(hung, f"a {state.value}")
+                raise pool.hung_error(hung, f"a {state.value}")
         except mp.TimeoutError:
             raise
         except KeyboardInterrupt:
@@ -1415,7 +1109,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         results = []
         for slot, (kind, data) in sorted(request.answers.items()):
             if kind == "error":
-                raise self._remote_error(slot, data)
+                raise self._pool.remote_error(slot, data)
             results.append((slot, data))
         return results, request.local_result
 
@@ -1593,41 +1287,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 f"Calling `close` while waiting for a pending call to `{self._state.value}` to "
                 "complete."
             )
-        self._stop_workers(timeout, terminate)
+        if self._pool is not None:
+            self._pool.stop(timeout, terminate, ask=self._state is not BatchState.BROKEN)
         if self._local is not None:
             self._local.close()
             self._local = None
         if self._buffer_fd is not None:  # the mapping stays, for the arrays handed out
             os.close(self._buffer_fd)
             self._buffer_fd = None
-
-    def _stop_workers(self, timeout: float, terminate: bool) -> None:
-        procs = self._procs
-        deadline = time.monotonic() + (0.0 if terminate else timeout)
-        if not terminate and self._state is not BatchState.BROKEN:
-            for slot, proc in enumerate(procs):
-                if proc.is_alive():
-                    with contextlib.suppress(Exception):
-                        self._cmd[slot] = CMD_PIPE
-                        self._cmd_sems[slot].release()
-                        self._conns[slot].send(("close",))
-        for proc in procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-        for escalate in ("terminate", "kill"):
-            alive = [p for p in procs if p.is_alive()]
-            if not alive:
-                break
-            for proc in alive:
-                with contextlib.suppress(Exception):
-                    getattr(proc, escalate)()
-            end = time.monotonic() + 1.0
-            for proc in alive:
-                proc.join(max(0.0, end - time.monotonic()))
-        for conn in self._conns + [s for s in self._stacks if s is not None]:
-            conn.close()
-        for end in ("_alive_w", "_alive_r"):
-            with contextlib.suppress(Exception):
-                getattr(self, end).close()
 
     def __enter__(self) -> BatchEnv:
         return self
@@ -1643,7 +1310,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     def __repr__(self) -> str:
         return (
             f"BatchEnv(num_envs={getattr(self, 'num_envs', '?')}, "
-            f"workers={len(getattr(self, '_procs', []))}, "
+            f"workers={self._pool.size if getattr(self, '_pool', None) else 0}, "
             f"in_parent={getattr(self._local, 'count', 0) if self._local else 0})"
         )
 
@@ -1749,6 +1416,19 @@ def _resolve_transform(
     )
 
 
+def _broken_callback(env: BatchEnv) -> Callable[[str], None]:
+    """``env._mark_broken`` through a weak reference: the pool must not keep its batch env
+    alive (an env dropped without ``close`` is closed by ``__del__`` at once)."""
+    ref = weakref.ref(env)
+
+    def on_broken(reason: str) -> None:
+        target = ref()
+        if target is not None:
+            target._mark_broken(reason)
+
+    return on_broken
+
+
 def _env_list(indices: list[int]) -> str:
     """``env 2``, ``envs 2..3`` or ``envs [1, 4]``: env indices, for messages."""
     if len(indices) == 1:
@@ -1756,43 +1436,6 @@ def _env_list(indices: list[int]) -> str:
     if indices == list(range(indices[0], indices[-1] + 1)):
         return f"envs {indices[0]}..{indices[-1]}"
     return f"envs {indices}"
-
-
-def _read_until_quiet(fd: int, end: float) -> str:
-    """What arrives on ``fd`` until ``end`` (monotonic) or until it stays quiet for
-    :data:`_STACK_QUIET_S` after the first bytes; decoded, undecodable bytes replaced."""
-    chunks: list[bytes] = []
-    while True:
-        left = end - time.monotonic()
-        if left <= 0:
-            break
-        wait = min(left, _STACK_QUIET_S) if chunks else left
-        readable, _, _ = select.select([fd], [], [], wait)
-        if not readable:
-            if chunks:
-                break
-            continue
-        data = os.read(fd, 65536)
-        if not data:  # EOF: the worker is gone
-            break
-        chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
-def _env_stacks(dump: str) -> str:
-    """A worker's faulthandler dump without its parent-watch thread and without the frames
-    of multiprocessing's start-up below ``worker_main``: the stacks that show the envs."""
-    blocks = []
-    for block in dump.strip().split("\n\n"):
-        if "in _exit_when_parent_dies" in block:
-            continue
-        lines = block.splitlines()
-        for i, line in enumerate(lines):
-            if line.endswith(" in worker_main"):
-                lines = lines[: i + 1]
-                break
-        blocks.append("\n".join(lines))
-    return "\n\n".join(blocks)
 
 
 def _shared_buffer(nbytes: int) -> tuple[int, mmap.mmap]:

@@ -3,7 +3,8 @@
 An env that raises in a worker (or a Ray actor) is sent to the parent as a picklable report
 (:func:`describe_exception`: its type, the pickled exception, the worker's traceback and the
 env's index); the parent raises it again with a message naming where it came from
-(:func:`with_message`), or as :class:`WorkerError` when its type cannot be rebuilt.
+(:func:`error_from_report`, :func:`with_message`), or as :class:`WorkerError` when its type
+cannot be rebuilt.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "WorkerDiedError",
     "WorkerError",
     "describe_exception",
+    "error_from_report",
     "with_message",
 ]
 
@@ -95,3 +97,33 @@ def with_message(exc: BaseException, message: str) -> BaseException:
         return type(exc)(message)
     except Exception:
         return WorkerError(message)
+
+
+def error_from_report(report: dict[str, Any], where: str, note: str = "") -> BaseException:
+    """The exception an error report describes, its message naming where it was raised.
+
+    Args:
+        report: What :func:`describe_exception` made of the exception.
+        where: Where the env ran, for the message (``"worker 1 (pid 123)"``, ``"the parent"``).
+        note: A sentence added after where it was raised, or ``""``.
+
+    Returns:
+        The exception (rebuilt from its pickle, else from its type) with the message
+        ``"<message>\n[batchppo] <type> raised by env <i> in <where>. <note> Worker
+        traceback:\n<traceback>"``; a :class:`WorkerError` when neither can be rebuilt.
+    """
+    index = report["env_index"]
+    env = f"env {index}" if index is not None else "a worker"
+    message = (
+        f"{report['message']}\n[batchppo] {report['type_name']} raised by {env} in {where}."
+        f"{' ' + note if note else ''} Worker traceback:\n{report['traceback']}"
+    )
+    for field in ("exc", "type"):
+        if report[field] is None:
+            continue
+        try:
+            obj = cloudpickle.loads(report[field])
+        except Exception:
+            continue
+        return with_message(obj if field == "exc" else obj(message), message)
+    return WorkerError(message)

@@ -602,6 +602,13 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             f"the env is only slow).\n{where}"
         )
 
+    @property
+    def actor_handles(self) -> tuple[Any, ...]:
+        """The Ray handles of the env actors, one per actor in env order (actor ``i`` steps
+        the ``i``-th share of the envs); empty once closed. Read-only: for tests and
+        monitoring (``ray.kill`` one to see the batch env fail fast)."""
+        return tuple(self._actors)
+
     def actor_locations(self) -> tuple[tuple[str, int], ...]:
         """``(node id, pid)`` of each actor, in env order: where the envs run."""
         self._check()

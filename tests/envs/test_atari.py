@@ -24,7 +24,7 @@ def test_make_atari_is_uint8_end_to_end_in_shared_memory():
         assert env.single_observation_space == FRAME
         assert env.single_action_space == spaces.Discrete(4, dtype=np.int32)
         # The shared memory holds the frames as uint8: a quarter of float32's bytes.
-        assert env._layout.obs_leaves == (((4, 84, 84), "|u1"),)
+        assert env.shared_layout.obs_leaves == (((4, 84, 84), "|u1"),)
         obs, _ = env.reset(seed=0)
         assert obs.dtype == np.uint8 and obs.shape == (3, 4, 84, 84)
         obs, reward, terminated, truncated, final_obs = env.step_arrays(np.ones(3, np.int32))

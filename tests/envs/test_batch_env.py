@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import multiprocessing as mp
 import os
+import re
 import time
 
 import gymnasium
@@ -26,7 +27,7 @@ from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
-from batchppo.envs import BatchEnv
+from batchppo.envs import BatchEnv, EnvRestartWarning
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -476,6 +477,31 @@ def test_step_wait_after_a_timeout_still_raises_an_earlier_workers_error():
             env.step_wait(timeout=5)
         obs, _, _, _, _ = env.step(np.zeros((2, 1), np.float32))  # nothing left pending
         assert obs[1].tolist() == [1, 1, 2]
+
+
+def test_step_wait_after_a_timeout_restarts_a_worker_that_died_before_it():
+    """A worker found dead by a ``step_wait`` that then timed out is not forgotten: the next
+    wait respawns it and reports its env's episode as truncated, as an uninterrupted one."""
+    fns = [lambda: FaultyEnv(0, 0, "exit", at=1), lambda: SlowEnv(1, delay=1.5)]
+    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep", max_restarts=1) as env:
+        env.reset(seed=0)
+        env.step_async(np.zeros((2, 1), np.float32))
+        time.sleep(0.3)  # worker 0 has died, worker 1 is still in its 1.5 s step
+        with pytest.raises(mp.TimeoutError):
+            env.step_wait(timeout=0.2)
+        with pytest.warns(EnvRestartWarning) as warned:
+            obs, reward, terminated, truncated, infos = env.step_wait(timeout=5)
+        assert re.match(
+            r"BatchEnv: worker 0 \(pid \d+, envs 0\.\.0\) died \(exit code 3\); respawned it",
+            str(warned[0].message),
+        ), str(warned[0].message)
+        assert env.restarts == 1
+        assert truncated.tolist() == [True, False] and not terminated.any()
+        assert infos["env_restarted"].tolist() == [True, False]
+        np.testing.assert_array_equal(obs, [[0, 1, 0], [1, 1, 1]])
+        np.testing.assert_array_equal(reward, [0.0, 1.0])
+        obs, _ = env.reset(seed=1)  # nothing left pending
+        np.testing.assert_array_equal(obs, [[0, 2, 0], [1, 2, 0]])
 
 
 def builders(path) -> list[int]:

@@ -92,7 +92,7 @@ def test_make_is_bitwise_the_per_env_stack(env_id, max_length, steps, backend):
             autoreset_mode="SameStep",
         ) as slow,
     ):
-        assert fast._transform is not None  # the batch path, not the per-env stack
+        assert fast.transform is not None  # the batch path, not the per-env stack
         assert _assert_same_steps(fast, slow, steps) >= 6
         for name in ("observation_space", "action_space"):
             assert fast.get_attr(name) == slow.get_attr(name)

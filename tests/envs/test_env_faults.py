@@ -30,7 +30,7 @@ def faulty_fns(n: int, bad: int, fault: str, at: int = 2):
 
 
 def worker_pids(env: BatchEnv) -> list[int]:
-    return [p.pid for p in env._procs]
+    return list(env.worker_pids)
 
 
 def _running(pid: int) -> bool:
@@ -261,7 +261,7 @@ ISOLATION_SCRIPT = textwrap.dedent(
     if __name__ == "__main__":
         # Every env calls os._exit(3) in its first step; default arguments.
         env = BatchEnv([lambda: envs_testlib.FaultyEnv(0, 0, "exit", 1)] * 4)
-        print("in parent:", env._local, flush=True)
+        print("in parent:", env.parent_envs, flush=True)
         env.reset(seed=0)
         try:
             env.step(np.zeros((4, 1), np.float32))
@@ -322,9 +322,9 @@ def test_step_in_parent_opt_in_exit_takes_the_caller_but_leaks_nothing():
 def test_default_is_one_worker_process_per_available_core(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})
     with BatchEnv(faulty_fns(7, -1, "none"), autoreset_mode="SameStep") as env:
-        assert env._local is None
-        assert len(env._procs) == 3
-        assert env._ranges == [(0, 3), (3, 6), (6, 7)]
+        assert env.parent_envs is None
+        assert len(env.worker_pids) == 3
+        assert env.worker_envs == [(0, 3), (3, 6), (6, 7)]
         assert repr(env) == "BatchEnv(num_envs=7, workers=3, in_parent=0)"
         env.reset(seed=0)
         assert env.get_attr("tag") == tuple(range(7))
@@ -332,7 +332,7 @@ def test_default_is_one_worker_process_per_available_core(monkeypatch):
         faulty_fns(4, -1, "none"), num_workers=2, step_in_parent=True, autoreset_mode="SameStep"
     ) as env:
         # The opt-in: num_workers counts the parent, which steps the first share.
-        assert env._local is not None and env._local.count == 2 and len(env._procs) == 1
+        assert env.parent_envs == (0, 2) and len(env.worker_pids) == 1
 
 
 def test_parent_blocks_instead_of_spinning_while_workers_step():
@@ -361,7 +361,7 @@ def test_idle_workers_stop_spinning_after_worker_spin_us():
     ) as env:
         env.reset(seed=0)
         env.step(np.zeros((2, 1), np.float32))
-        workers = [psutil.Process(proc.pid) for proc in env._procs]
+        workers = [psutil.Process(pid) for pid in env.worker_pids]
         time.sleep(0.05)  # well past the spin
         before = [sum(w.cpu_times()[:2]) for w in workers]
         time.sleep(0.5)

@@ -25,7 +25,7 @@ UNGUARDED = textwrap.dedent(
     env = BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 3, num_workers=2)
     obs, _ = env.reset(seed=0)
     obs, reward, *_ = env.step(np.zeros((3, 1), np.float32))
-    print("stepped", obs.shape, reward.dtype, len(env._procs), flush=True)
+    print("stepped", obs.shape, reward.dtype, len(env.worker_pids), flush=True)
     env.close()
     """
 )

@@ -217,7 +217,7 @@ def test_observation_dtypes_in_shared_memory(dtype, kept):
     returned (uint8 stays uint8 in shared memory); float64 becomes float32, int64 int32."""
     with make("envs_testlib:Dtype-v0", 3, backend="process", num_workers=2, dtype=dtype) as env:
         assert env.single_observation_space.dtype == np.dtype(kept)
-        assert env._layout.obs_leaves == (((2, 3), np.dtype(kept).str),)
+        assert env.shared_layout.obs_leaves == (((2, 3), np.dtype(kept).str),)
         obs, _ = env.reset(seed=0)
         assert obs.dtype == np.dtype(kept) and obs.shape == (3, 2, 3)
         obs, reward, _, _, final_obs = env.step_arrays(np.zeros(3, np.int32))

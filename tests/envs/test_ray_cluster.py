@@ -107,7 +107,7 @@ def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined):
             np.testing.assert_array_equal(obs, [[i, 1, t] for i in range(4)])
         # Killed mid-step (a SlowEnv step takes 0.2 s): the step raises a typed error.
         env.step_async(actions, want_info=False)
-        ray.kill(env._actors[1])
+        ray.kill(env.actor_handles[1])
         start = time.monotonic()
         with pytest.raises(WorkerDiedError, match=r"Ray env actor 1 \(envs 2\.\.3\) died"):
             env.step_wait()

@@ -148,7 +148,7 @@ def test_train_and_eval_envs_fit_side_by_side(local_ray):
     # Issue 12: a trainer's training and eval envs each take one actor per CPU by default;
     # at a whole CPU per actor the second env's actors could never be placed and it hung.
     with RayBatchEnv(fns()) as train_env, RayBatchEnv(fns()[:2]) as eval_env:
-        assert len(train_env._actors) == len(eval_env._actors) == 2
+        assert len(train_env.actor_handles) == len(eval_env.actor_handles) == 2
         assert train_env.reset(seed=0)[0].shape[0] == 3
         assert eval_env.reset(seed=0)[0].shape[0] == 2
 
@@ -174,17 +174,15 @@ def test_bad_resource_settings():
         make("Pendulum-v1", 2, backend="process", ray_options={"address": "auto"})
 
 
-class _CountingHandle:
-    """An actor handle that records the name of every remote call made through it."""
+def _count_remote_calls(monkeypatch, handles, log: list[str]) -> None:
+    """Records the name of every remote call made through the actor handles ``handles``
+    (Ray resolves an actor's methods in ``ActorHandle.__getattr__``)."""
+    resolve = ray.actor.ActorHandle.__getattr__
 
-    def __init__(self, handle, log: list[str]):
-        self._handle, self._log = handle, log
-
-    def __getattr__(self, name: str):
-        method = getattr(self._handle, name)
-        if not hasattr(method, "remote"):
+    def counting(handle, name: str):
+        method = resolve(handle, name)
+        if not hasattr(method, "remote") or not any(handle is h for h in handles):
             return method
-        log = self._log
 
         class _Method:
             @staticmethod
@@ -194,15 +192,17 @@ class _CountingHandle:
 
         return _Method()
 
+    monkeypatch.setattr(ray.actor.ActorHandle, "__getattr__", counting)
 
-def test_a_step_is_one_round_trip_per_actor(local_ray):
+
+def test_a_step_is_one_round_trip_per_actor(local_ray, monkeypatch):
     # 12 envs on 3 actors: every step, with infos or without, sends 3 remote calls (each
     # actor steps its 4 envs), never 12.
     env_fns = [lambda i=i: CountEnv(i, info=True) for i in range(12)]
     with RayBatchEnv(env_fns, num_workers=3, num_cpus=0.25) as env:
         env.reset(seed=0)
         log: list[str] = []
-        env._actors = [_CountingHandle(a, log) for a in env._actors]
+        _count_remote_calls(monkeypatch, env.actor_handles, log)
         before = env.remote_calls
         actions = np.arange(12, dtype=np.float32).reshape(12, 1)
         for k in range(1, 4):

@@ -1,0 +1,620 @@
+"""WorkerPool: the worker processes under a :class:`~batchppo.envs.BatchEnv`.
+
+A pool owns ``W`` worker processes (:func:`~batchppo.envs.worker.worker_main`), each stepping a
+contiguous range of envs, and everything that reaches them: their semaphores, pipes and stack
+pipes, the read end of the parent-alive pipe, and the command words of the shared memory. It
+starts them (:meth:`WorkerPool.start`, then :meth:`WorkerPool.connect` once the shared memory
+is laid out), sends and receives their messages, tells when one died or hung, kills a hung one
+after asking it for its Python stacks, respawns one (restarts) and stops them all
+(:meth:`WorkerPool.stop`, which never hangs).
+
+The pool does not decide what a failure means for the batch env: a worker that dies or hangs
+is reported to the ``on_broken`` callback given at construction (the batch env is then
+broken), and the restart policy, the Gymnasium API and the shared arrays stay with
+:class:`~batchppo.envs.BatchEnv`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import select
+import signal
+import time
+from collections.abc import Callable
+from multiprocessing import reduction
+from typing import Any
+
+import numpy as np
+
+from batchppo.envs import processes as _processes
+from batchppo.envs import worker as _worker
+from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, error_from_report
+from batchppo.envs.protocol import (
+    CMD_PIPE,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_RESTART,
+    spin_acquire,
+)
+
+__all__ = ["HungError", "StepAnswers", "WorkerPool"]
+
+# The workers' answers to a step: the first error one reported (or None), their batched infos
+# as (first env, count, info), the error reports of envs that raised in restartable workers
+# as (slot, reports), and (slot, why) of each worker that died or was killed as hung.
+StepAnswers = tuple[
+    BaseException | None,
+    list[tuple[int, int, dict[str, Any]]],
+    list[tuple[int | None, list[dict[str, Any]]]],
+    list[tuple[int, str]],
+]
+
+_POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
+# How long a hung worker gets to write its stacks after SIGUSR1, and the quiet gap that ends
+# the dump (faulthandler writes it in many small writes).
+_STACK_WAIT_S = 2.0
+_STACK_QUIET_S = 0.2
+
+
+class HungError(Exception):
+    """Worker ``slot`` did not answer within the pool's ``step_timeout``.
+
+    Raised by the pool's timed waits; :meth:`WorkerPool.hung_error` turns the hung workers
+    into an :class:`~batchppo.envs.errors.EnvTimeoutError`.
+    """
+
+    def __init__(self, slot: int):
+        super().__init__(slot)
+        self.slot = slot
+
+
+class WorkerPool:
+    """The worker processes of a batch env: start, messages, death, hangs, respawn, stop.
+
+    Args:
+        ctx: The multiprocessing context the workers start with (forkserver or spawn).
+        ranges: ``(start, stop)`` of the envs of each worker, in slot order.
+        process_class: The process class to start them with
+            (:func:`~batchppo.envs.processes.process_class`); None when ``ranges`` is empty.
+        daemon: The workers' ``daemon`` flag.
+        spin_s: Seconds the parent spins on a worker's done semaphore before blocking.
+        worker_spin_s: Seconds a worker spins for its next command before blocking.
+        step_timeout: Seconds a worker may take to answer a command (None: no limit); with
+            one, each worker gets a stack pipe that its ``faulthandler`` writes to on
+            ``SIGUSR1``.
+        on_broken: Called with a one-line reason when a worker is found dead or is killed
+            as hung: the batch env above can no longer use the pool as it is.
+    """
+
+    def __init__(
+        self,
+        ctx: Any,
+        ranges: list[tuple[int, int]],
+        *,
+        process_class: type | None,
+        daemon: bool,
+        spin_s: float,
+        worker_spin_s: float,
+        step_timeout: float | None,
+        on_broken: Callable[[str], None],
+    ):
+        self._ctx = ctx
+        self._ranges = ranges
+        self._process_class = process_class
+        self._daemon = daemon
+        self._spin = spin_s
+        self._worker_spin = worker_spin_s
+        self._step_timeout = step_timeout
+        self._on_broken = on_broken
+        self._procs: list[Any] = []
+        self._conns: list[Any] = []
+        self._cmd_sems: list[Any] = []
+        self._done_sems: list[Any] = []
+        self._stacks: list[Any] = []  # read ends of the workers' stack pipes (step_timeout)
+        self._alive_r: Any = None
+        self._alive_w: Any = None
+        self._payloads: list[bytes] = []
+        self._start_message: tuple = ()
+        self._buffer_fd: int | None = None
+        self._cmd: np.ndarray | None = None  # the command words in shared memory
+        self._status: np.ndarray | None = None  # the status words
+        self._hard_deadline: float | None = None  # of the command in flight (step_timeout)
+        # The step in flight: workers 0 .. _answered - 1 have answered it (their done
+        # semaphores are taken) and _answers holds what they returned; set when a wait times
+        # out, so that the next wait waits only on the others.
+        self._answered = 0
+        self._answers: StepAnswers = (None, [], [], [])
+        self.hung_reasons: dict[int, str] = {}  # slot -> why, of the workers just killed
+        self.broken_reason = ""  # of the last worker found dead or killed
+
+    # ------------------------------------------------------------------ life cycle
+
+    @property
+    def size(self) -> int:
+        """How many worker processes the pool holds (started so far, during start-up)."""
+        return len(self._procs)
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """The pid of each worker's process, in slot order (a dead worker's until respawned)."""
+        return tuple(proc.pid for proc in self._procs)
+
+    def start(self, payloads: list[bytes], restartable: bool) -> list[dict[str, Any]]:
+        """Starts the workers, which build their envs; returns what each says of its envs.
+
+        The first half of a worker's start: the shared memory is laid out only once env 0's
+        spaces are known, and :meth:`connect` hands it over.
+
+        Args:
+            payloads: Each worker's cloudpickled arguments (see
+                :func:`~batchppo.envs.worker.worker_main`), kept to respawn it.
+            restartable: Whether workers may be respawned (the parent-alive pipe's read end
+                is then kept for them).
+
+        Returns:
+            Each worker's report of its envs (:func:`~batchppo.envs.worker.describe_envs`).
+
+        Raises:
+            Exception: What building an env raised (the first worker's to fail), with the
+                env index and the worker's traceback.
+        """
+        ctx = self._ctx
+        if ctx.get_start_method() == "forkserver":
+            # Workers fork from a server that already imported these (fast start). Not
+            # ``__main__``: the server must not run a main script without a main guard.
+            ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.worker"])
+        self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
+        self._payloads = payloads
+        for slot in range(len(self._ranges)):
+            self._spawn(slot)
+        if not restartable:  # a respawned worker needs the read end; otherwise it can go
+            self._alive_r.close()
+        error, reports = None, []
+        for slot in range(len(self._ranges)):
+            kind, data = self.recv(slot)
+            if kind == "error" and error is None:
+                error = self.remote_error(slot, data)
+            reports.append(data)
+        if error is not None:
+            raise error
+        return reports
+
+    def connect(
+        self, start_message: tuple, buffer_fd: int, cmd: np.ndarray, status: np.ndarray
+    ) -> None:
+        """Hands every worker ``start_message`` and the shared memory; each checks its envs'
+        spaces and takes its rows.
+
+        Args:
+            start_message: ``("start", spaces, layout, discrete, transform, wrap)`` (see
+                :func:`~batchppo.envs.worker.worker_main`), kept for respawned workers.
+            buffer_fd: The shared buffer's file descriptor.
+            cmd: The command words in shared memory, one per worker.
+            status: The status words in shared memory, one per worker.
+
+        Raises:
+            SpaceMismatchError: An env's spaces do not match env 0's (with its index).
+        """
+        self._start_message = start_message
+        self._buffer_fd = buffer_fd
+        self._cmd, self._status = cmd, status
+        for slot in range(len(self._ranges)):
+            self._send_start(slot)
+        error = None
+        for slot in range(len(self._ranges)):
+            kind, data = self.recv(slot)
+            if kind == "error" and error is None:
+                error = self.remote_error(slot, data)
+        if error is not None:
+            raise error
+        # Every worker has opened the semaphores (it answered): their names can go, so none
+        # is left behind however this process ends.
+        _processes.unlink_semaphores(self._cmd_sems + self._done_sems)
+
+    def _send_start(self, slot: int) -> None:
+        """Sends worker ``slot`` the start message, then the shared memory's descriptor."""
+        conn = self._conns[slot]
+        try:
+            conn.send(self._start_message)
+            reduction.send_handle(conn, self._buffer_fd, self._procs[slot].pid)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            raise self._dead(slot) from None
+
+    def _spawn(self, slot: int) -> None:
+        """Starts the process of worker ``slot`` with its own semaphores and pipe.
+
+        Used at start-up and to respawn a dead worker: the new process takes the place of the
+        old one. Its first message on the pipe reports its envs (or the error that building
+        them raised).
+        """
+        ctx = self._ctx
+        cmd_sem, done_sem = ctx.Semaphore(0), ctx.Semaphore(0)
+        parent_conn, child_conn = ctx.Pipe()
+        stack_r, stack_w = ctx.Pipe(duplex=False) if self._step_timeout else (None, None)
+        proc = self._process_class(
+            target=_worker.worker_main,
+            name=f"batchppo-env-worker-{slot}",
+            args=(
+                slot,
+                self._payloads[slot],
+                self._ranges[slot][0],
+                cmd_sem,
+                done_sem,
+                child_conn,
+                self._alive_r,
+                self._worker_spin,
+                stack_w,
+            ),
+            daemon=self._daemon,
+        )
+        try:
+            proc.start()
+        finally:
+            child_conn.close()
+            if stack_w is not None:
+                stack_w.close()
+        if slot < len(self._procs):
+            self._procs[slot], self._conns[slot] = proc, parent_conn
+            self._cmd_sems[slot], self._done_sems[slot] = cmd_sem, done_sem
+            if self._stacks[slot] is not None:
+                self._stacks[slot].close()
+            self._stacks[slot] = stack_r
+        else:
+            self._procs.append(proc)
+            self._conns.append(parent_conn)
+            self._cmd_sems.append(cmd_sem)
+            self._done_sems.append(done_sem)
+            self._stacks.append(stack_r)
+
+    def respawn(self, slot: int) -> None:
+        """Replaces dead worker ``slot`` by a new process that builds its envs again.
+
+        The new worker's start (building its envs, then taking their rows) is bounded by
+        ``step_timeout`` counted from its spawn.
+
+        Raises:
+            EnvTimeoutError: The new worker did not finish its start in time (it is killed).
+            WorkerDiedError: The new worker died.
+            Exception: What building an env raised.
+        """
+        self._procs[slot].join(1.0)
+        self._conns[slot].close()
+        self._spawn(slot)
+        self.start_clock()
+        for _ in range(2):  # its envs are built; then they took their rows
+            try:
+                kind, data = self.recv(slot, timed=True)
+            except HungError:
+                raise self.hung_error([slot], "a respawn (building its envs again)") from None
+            if kind == "error":
+                raise self.remote_error(slot, data)
+            if kind == "built":
+                self._send_start(slot)
+        _processes.unlink_semaphores([self._cmd_sems[slot], self._done_sems[slot]])
+
+    def stop(self, timeout: float, terminate: bool, ask: bool) -> None:
+        """Stops every worker: asks them to close, then terminates, then kills. Never hangs.
+
+        Args:
+            timeout: Seconds the workers get to close their envs and exit on their own.
+            terminate: Skip waiting; terminate at once.
+            ask: Send each live worker the close command first (unless ``terminate``).
+        """
+        procs = self._procs
+        deadline = time.monotonic() + (0.0 if terminate else timeout)
+        if not terminate and ask:
+            for slot, proc in enumerate(procs):
+                if proc.is_alive():
+                    with contextlib.suppress(Exception):
+                        self._cmd[slot] = CMD_PIPE
+                        self._cmd_sems[slot].release()
+                        self._conns[slot].send(("close",))
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for escalate in ("terminate", "kill"):
+            alive = [p for p in procs if p.is_alive()]
+            if not alive:
+                break
+            for proc in alive:
+                with contextlib.suppress(Exception):
+                    getattr(proc, escalate)()
+            end = time.monotonic() + 1.0
+            for proc in alive:
+                proc.join(max(0.0, end - time.monotonic()))
+        for conn in self._conns + [s for s in self._stacks if s is not None]:
+            conn.close()
+        for end in (self._alive_w, self._alive_r):
+            with contextlib.suppress(Exception):
+                end.close()
+
+    # ------------------------------------------------------------------ messages
+
+    def start_clock(self) -> None:
+        """Starts the ``step_timeout`` clock of the command being sent to the workers."""
+        if self._step_timeout is not None:
+            self._hard_deadline = time.monotonic() + self._step_timeout
+
+    def send(self, slot: int, message: tuple) -> None:
+        """Wakes worker ``slot`` for a pipe command and sends it ``message``.
+
+        Raises:
+            WorkerDiedError: The worker died.
+        """
+        # Wake the worker first, then send: a large message must not fill the pipe while the
+        # worker still sleeps on its semaphore.
+        self._cmd[slot] = CMD_PIPE
+        self._cmd_sems[slot].release()
+        try:
+            self._conns[slot].send(message)
+        except (BrokenPipeError, OSError):
+            raise self._dead(slot) from None
+
+    def recv(self, slot: int, deadline: float | None = None, *, timed: bool = False) -> Any:
+        """The next message of worker ``slot``.
+
+        Args:
+            slot: The worker.
+            deadline: A ``*_wait`` timeout (monotonic); None waits for ever.
+            timed: Bound the wait by the ``step_timeout`` clock of the command in flight
+                (:meth:`start_clock`).
+
+        Raises:
+            WorkerDiedError: The worker died.
+            HungError: ``timed`` and the ``step_timeout`` deadline passed.
+            multiprocessing.TimeoutError: ``deadline`` passed.
+        """
+        conn, proc = self._conns[slot], self._procs[slot]
+        hard = self._hard_deadline if timed else None
+        while not conn.poll(_POLL_S):
+            if not proc.is_alive():
+                raise self._dead(slot)
+            if hard is not None and time.monotonic() > hard:
+                raise HungError(slot)
+            if deadline is not None and time.monotonic() > deadline:
+                raise mp.TimeoutError(f"{self.describe(slot)} did not answer in time.")
+        try:
+            return conn.recv()
+        except (EOFError, OSError):
+            raise self._dead(slot) from None
+
+    def start_step(self, command: int) -> None:
+        """Starts the ``step_timeout`` clock and wakes every worker for step ``command``
+        (its actions are in shared memory)."""
+        if self._step_timeout is not None:
+            self._hard_deadline = time.monotonic() + self._step_timeout
+        cmd = self._cmd
+        for slot, sem in enumerate(self._cmd_sems):
+            cmd[slot] = command
+            sem.release()
+
+    def _wait_done(self, slot: int, deadline: float | None) -> None:
+        if spin_acquire(self._done_sems[slot], self._spin):
+            return
+        acquire = self._done_sems[slot].acquire
+        proc = self._procs[slot]
+        hard = self._hard_deadline
+        while not acquire(True, _POLL_S):
+            if not proc.is_alive():
+                raise self._dead(slot)
+            if hard is not None and time.monotonic() > hard:
+                raise HungError(slot)
+            if deadline is not None and time.monotonic() > deadline:
+                raise mp.TimeoutError(
+                    f"step_wait timed out waiting for {self.describe(slot)}; call "
+                    "step_wait again to keep waiting."
+                )
+
+    def wait_step(self, deadline: float | None, restartable: bool) -> StepAnswers:
+        """Gathers the workers' answers to the step in flight (see :meth:`start_step`).
+
+        Only the workers that have not answered yet are waited on: a wait that times out
+        keeps which workers answered and what they returned, and the next call goes on from
+        there and returns it all.
+
+        Args:
+            deadline: A ``step_wait`` timeout (monotonic); None waits for ever.
+            restartable: A worker that dies or hangs is listed among the dead (its envs are
+                to be restarted) instead of raising.
+
+        Returns:
+            What the workers answered (see :data:`StepAnswers`).
+
+        Raises:
+            WorkerDiedError: A worker died (not ``restartable``).
+            EnvTimeoutError: Workers did not answer within ``step_timeout`` and were killed
+                (not ``restartable``).
+            multiprocessing.TimeoutError: ``deadline`` passed; the step stays in flight.
+        """
+        first = self._answered
+        if first:  # an earlier wait timed out: the workers before `first` have answered
+            error, parts, failures, dead = self._answers
+            self._answered, self._answers = 0, (None, [], [], [])
+        else:
+            error, parts, failures, dead = None, [], [], []
+        self.hung_reasons = {}
+        hung: list[int] = []
+        slot = first
+        try:
+            for slot in range(first, len(self._procs)):
+                try:
+                    reported = self._gather(slot, deadline, parts, failures)
+                    error = error or reported
+                except WorkerDiedError:
+                    if not restartable:
+                        raise
+                    dead.append((slot, self.broken_reason))
+                except HungError:
+                    hung.append(slot)
+        except mp.TimeoutError:
+            # Worker `slot` timed out before its answer was taken: the next wait starts there.
+            self._answered = slot
+            self._answers = (error, parts, failures, dead)
+            raise
+        if hung:
+            timeout = self.hung_error(hung, "a step")
+            if not restartable:
+                raise timeout
+            dead += [(slot, self.hung_reasons[slot]) for slot in hung]
+        return error, parts, failures, dead
+
+    def _gather(
+        self,
+        slot: int,
+        deadline: float | None,
+        parts: list[tuple[int, int, dict[str, Any]]],
+        failures: list[tuple[int | None, list[dict[str, Any]]]],
+    ) -> BaseException | None:
+        """Waits for worker ``slot``'s step; adds its infos to ``parts``, its failed envs'
+        reports (restartable workers) to ``failures``; returns the error it reported, if any.
+
+        Raises:
+            WorkerDiedError: The worker died.
+            HungError: The ``step_timeout`` deadline passed.
+            multiprocessing.TimeoutError: ``deadline`` passed.
+        """
+        self._wait_done(slot, deadline)
+        status = self._status[slot]
+        if status == STATUS_OK:
+            return None
+        start, stop = self._ranges[slot]
+        if status == STATUS_ERROR:
+            _, report = self.recv(slot)
+            return self.remote_error(slot, report)
+        message = self.recv(slot)
+        if status == STATUS_RESTART and message[0] == "failures":
+            _, reports, message = message
+            failures.append((slot, reports))
+        if isinstance(message, tuple):  # ("error", report): the infos could not be sent
+            return self.remote_error(slot, message[1])
+        if message:
+            parts.append((start, stop - start, message))
+        return None
+
+    # ------------------------------------------------------------------ failures
+
+    def describe(self, slot: int) -> str:
+        """``worker 1 (pid 123, envs 2..3)``: worker ``slot``, for messages."""
+        start, stop = self._ranges[slot]
+        proc = self._procs[slot]
+        return f"worker {slot} (pid {proc.pid}, envs {start}..{stop - 1})"
+
+    def _envs_of(self, slot: int) -> str:
+        """``envs 2..3 (worker 1, pid 123)``: the envs of worker ``slot``, for messages."""
+        start, stop = self._ranges[slot]
+        envs = f"env {start}" if stop - start == 1 else f"envs {start}..{stop - 1}"
+        return f"{envs} (worker {slot}, pid {self._procs[slot].pid})"
+
+    def _broken(self, reason: str) -> None:
+        self.broken_reason = reason
+        self._on_broken(reason)
+
+    def _dead(self, slot: int) -> WorkerDiedError:
+        """The error for worker ``slot``, found dead (its exit code or signal); reports it
+        to ``on_broken``."""
+        proc = self._procs[slot]
+        proc.join(0.1)
+        code = proc.exitcode
+        how = f"exit code {code}"
+        if code is not None and code < 0:
+            try:
+                how = f"signal {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"signal {-code}"
+        self._broken(f"{self.describe(slot)} died ({how})")
+        return WorkerDiedError(
+            f"{self.broken_reason}. The batch env cannot continue; close it and build a new one."
+        )
+
+    def remote_error(self, slot: int, report: dict[str, Any], note: str = "") -> BaseException:
+        """The exception worker ``slot`` reported (see
+        :func:`~batchppo.envs.errors.error_from_report`), naming the worker and its pid."""
+        return error_from_report(report, f"worker {slot} (pid {self._procs[slot].pid})", note)
+
+    def hung_error(self, slots: list[int], what: str) -> EnvTimeoutError:
+        """Kills the workers ``slots`` that did not answer within ``step_timeout`` (after
+        asking each for its Python stacks), reports them to ``on_broken`` and returns the
+        error.
+
+        Their reasons stay in :attr:`hung_reasons` (a step with restarts respawns them as
+        dead workers and names them in its warnings).
+
+        Args:
+            slots: The hung workers.
+            what: The command they did not answer, for the message (``"a step"``).
+        """
+        described = {slot: self.describe(slot) for slot in slots}
+        stacks = self._dump_stacks(slots)
+        for slot in slots:
+            proc = self._procs[slot]
+            with contextlib.suppress(Exception):
+                proc.kill()
+            proc.join(1.0)
+        limit = f"step_timeout={self._step_timeout:g} s"
+        self.hung_reasons = {  # one line, then the stacks
+            slot: f"{described[slot]} did not answer {what} within {limit} (killed)\nIts "
+            f"stacks, where it was stuck:\n{stacks[slot]}"
+            for slot in slots
+        }
+        envs = "; ".join(self._envs_of(slot) for slot in slots)
+        self._broken(f"{envs} did not answer {what} within {limit} (killed)")
+        where = "\n".join(
+            f"Stacks of {described[slot]}, where it was stuck:\n{stacks[slot]}" for slot in slots
+        )
+        workers = "its worker was" if len(slots) == 1 else "their workers were"
+        return EnvTimeoutError(
+            f"{envs} did not answer {what} within {limit}, so {workers} killed and the batch "
+            "env cannot continue (raise step_timeout, env_step_timeout in a config, if the env "
+            f"is only slow).\n{where}"
+        )
+
+    def _dump_stacks(self, slots: list[int]) -> dict[int, str]:
+        """Asks the workers ``slots`` for their threads' Python stacks (``SIGUSR1``, which
+        their :mod:`faulthandler` answers on their stack pipes); the text of each."""
+        for slot in slots:
+            with contextlib.suppress(OSError):
+                os.kill(self._procs[slot].pid, signal.SIGUSR1)
+        end = time.monotonic() + _STACK_WAIT_S
+        out = {}
+        for slot in slots:
+            text = _env_stacks(_read_until_quiet(self._stacks[slot].fileno(), end))
+            out[slot] = text or "(none came: the worker did not answer SIGUSR1 either)"
+        return out
+
+
+def _read_until_quiet(fd: int, end: float) -> str:
+    """What arrives on ``fd`` until ``end`` (monotonic) or until it stays quiet for
+    :data:`_STACK_QUIET_S` after the first bytes; decoded, undecodable bytes replaced."""
+    chunks: list[bytes] = []
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        wait = min(left, _STACK_QUIET_S) if chunks else left
+        readable, _, _ = select.select([fd], [], [], wait)
+        if not readable:
+            if chunks:
+                break
+            continue
+        data = os.read(fd, 65536)
+        if not data:  # EOF: the worker is gone
+            break
+        chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _env_stacks(dump: str) -> str:
+    """A worker's faulthandler dump without its parent-watch thread and without the frames
+    of multiprocessing's start-up below ``worker_main``: the stacks that show the envs."""
+    blocks = []
+    for block in dump.strip().split("\n\n"):
+        if "in _exit_when_parent_dies" in block:
+            continue
+        lines = block.splitlines()
+        for i, line in enumerate(lines):
+            if line.endswith(" in worker_main"):
+                lines = lines[: i + 1]
+                break
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
