@@ -12,7 +12,7 @@
   in the registry of :mod:`batchppo.core.backends`, whose records point at the builders here
   (:func:`make_gymnax_env`, :func:`make_brax_env`, :func:`make_host_env`).
 
-Range normalisation (``normalize_ranges``) applies the maps of :mod:`batchppo.envs.ranges`,
+Range normalisation (``normalize_ranges``) applies the maps of :mod:`batchppo.core.ranges`,
 which the host wrapper ``RangeNormalize`` uses too, so presets transfer between backends: each
 observation dimension with a finite range (in float32) is mapped by
 ``2 * (obs - low) / (high - low) - 1``; Box actions are clipped to ``[-1, 1]`` and mapped by
@@ -44,71 +44,18 @@ from batchppo.core.backends import (
     unknown_id_message,
 )
 from batchppo.core.env import Env, EnvSpec, StepResult
+from batchppo.core.ranges import (
+    denormalize_action,
+    maps_dtype,
+    normalized_bounds,
+    range_normalize_obs,
+)
 from batchppo.envs import make as make_host_envs
 from batchppo.envs.episode_metrics import EpisodeInfoRecorder
 from batchppo.envs.final_obs import final_obs_from_infos
-from batchppo.envs.ranges import maps_dtype, range_map
 
 # gymnax's time limit is switched off (we count steps ourselves) by a limit never reached.
 _NO_LIMIT = 2**30
-
-
-# ---------------------------------------------------------------------------------------------
-# Range normalisation (the rule and maps live in batchppo.envs.ranges)
-# ---------------------------------------------------------------------------------------------
-
-
-def range_normalize_obs(obs: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
-    """Maps the bounded dims of ``obs`` from ``[low, high]`` to ``[-1, 1]`` (range normalisation).
-
-    Applies the float32 arrays of :func:`batchppo.envs.ranges.range_map`, the rule and maps the
-    host wrapper ``RangeNormalize`` uses: ``2 * (obs - low) / (high - low) - 1`` on dims with
-    a finite range; other dims pass unchanged. Not to be confused with ``PPO.normalize_obs``
-    (running statistics).
-
-    Args:
-        obs: Observations of shape ``(..., *low.shape)``.
-        low: Lower bounds of one observation.
-        high: Upper bounds of one observation.
-
-    Returns:
-        float32 observations of the same shape.
-    """
-    ranges = range_map(low, high, np.float32)
-    obs = jnp.asarray(obs, jnp.float32)
-    if not ranges.any:
-        return obs
-    return (obs - ranges.low) / ranges.half_span - ranges.one
-
-
-def denormalize_action(action: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
-    """Clips an agent's Box action to the normalised bounds and maps it to ``[low, high]``.
-
-    Applies the float32 arrays of :func:`batchppo.envs.ranges.range_map`, as the host wrapper
-    ``RangeNormalize`` does: actions are clipped to ``[-1, 1]`` on dims with a finite range
-    and to the env's own bounds elsewhere, then mapped by ``low + (a + 1) / 2 * (high - low)``
-    on dims with a finite range.
-
-    Args:
-        action: Actions of shape ``(..., *low.shape)``.
-        low: Lower action bounds.
-        high: Upper action bounds.
-
-    Returns:
-        float32 actions in the env's range.
-    """
-    ranges = range_map(low, high, np.float32)
-    action = jnp.asarray(action, jnp.float32)
-    if not ranges.any:
-        return action
-    action = jnp.clip(action, ranges.unit_low, ranges.unit_high)
-    return ranges.low + (action + ranges.one) * ranges.half_span
-
-
-def _normalized_bounds(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The bounds after normalisation: [-1, 1] on bounded dims, unchanged elsewhere."""
-    ranges = range_map(low, high, np.float32)
-    return ranges.unit_low, ranges.unit_high
 
 
 def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
@@ -268,7 +215,7 @@ class GymnaxEnv(_PureJaxEnv):
         self._normalize = bool(normalize_ranges)
 
         obs_space = env.observation_space(params)
-        # Float Boxes only, as on the host (batchppo.envs.ranges.maps_dtype): Catch-bsuite's
+        # Float Boxes only, as on the host (batchppo.core.ranges.maps_dtype): Catch-bsuite's
         # int32 board passes unchanged.
         self._normalize_obs = self._normalize and maps_dtype(obs_space.dtype)
         obs_shape = tuple(int(s) for s in obs_space.shape)
@@ -276,7 +223,7 @@ class GymnaxEnv(_PureJaxEnv):
         obs_high = np.broadcast_to(np.asarray(obs_space.high, np.float32), obs_shape).copy()
         self._raw_obs_bounds = (obs_low, obs_high)
         if self._normalize_obs:
-            obs_low, obs_high = _normalized_bounds(obs_low, obs_high)
+            obs_low, obs_high = normalized_bounds(obs_low, obs_high)
 
         act_space = env.action_space(params)
         if isinstance(act_space, spaces.Discrete):
@@ -297,7 +244,7 @@ class GymnaxEnv(_PureJaxEnv):
             act_high = np.broadcast_to(np.asarray(act_space.high, np.float32), act_shape).copy()
             self._raw_action_bounds = (act_low, act_high)
             if self._normalize:
-                act_low, act_high = _normalized_bounds(act_low, act_high)
+                act_low, act_high = normalized_bounds(act_low, act_high)
             self._spec = EnvSpec(
                 obs_shape=obs_shape,
                 obs_dtype=jnp.float32,
