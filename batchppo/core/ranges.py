@@ -1,7 +1,7 @@
 """Range normalisation: the one rule every backend uses, as precomputed per-dim arrays.
 
 Both the host wrapper (:class:`batchppo.envs.wrappers.RangeNormalize`) and the pure-JAX
-adapters (``GymnaxEnv``) build a :class:`RangeMap` here and
+adapters (:class:`batchppo.backends.gymnax_env.GymnaxEnv`) build a :class:`RangeMap` here and
 apply its arrays, the wrapper with NumPy (:meth:`RangeMap.normalize`,
 :meth:`RangeMap.denormalize`) and the adapters with ``jnp`` (:func:`range_normalize_obs`,
 :func:`denormalize_action`), so a policy trained on one backend sees the same observations

@@ -48,8 +48,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchppo.backends import get_backend
 from batchppo.core import spaces
-from batchppo.core.backends import get_backend
 from batchppo.core.ranges import RangeMap, range_map
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loading import load_run
@@ -175,7 +175,7 @@ def env_mapping(config: Any, trainer: Any) -> EnvMapping:
     Raises:
         ExportError: A backend whose env mapping the export does not know (one line).
     """
-    from batchppo.core.adapters import GymnaxEnv
+    from batchppo.backends.gymnax_env import GymnaxEnv
 
     obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
     if get_backend(config.backend).host:

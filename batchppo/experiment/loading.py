@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.core.backends import get_backend
+from batchppo.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, trainers

@@ -12,7 +12,7 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from batchppo import envs
-from batchppo.core.adapters import GymnaxEnv, HostEnv, make_env
+from batchppo.backends import GymnaxEnv, HostEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.mock import MockGymEnv, make_mock_vector_env, random_policy
 from batchppo.core.ranges import (
