@@ -271,7 +271,7 @@ def check_env_id(env_id: str) -> None:
     """Raises a one-line ``ValueError`` when ``env_id`` names no env (see :func:`env_source`).
 
     The one check of Gymnasium env ids: the host backends' record
-    (:func:`batchppo.core.backends.check_gymnasium_id`) calls it too.
+    (:func:`batchppo.backends.host.check_gymnasium_id`) calls it too.
     """
     env_source(env_id)
 
