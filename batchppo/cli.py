@@ -569,7 +569,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from batchppo.core.backends import get_backend
+    from batchppo.backends import get_backend
     from batchppo.experiment import configs
 
     print(f"{'config':<14} {'env':<16} {'backend':<8} {'steps':>12} {'algorithm':>9}")

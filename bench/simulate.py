@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.core.adapters import GymnaxEnv, HostEnv
-from batchppo.core.host_loop import HostLoop
+from batchppo.backends import GymnaxEnv, HostEnv
+from batchppo.backends.host_loop import HostLoop
 from batchppo.core.simulation import init_sim_state, rollout
 
 

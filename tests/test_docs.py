@@ -27,6 +27,7 @@ API_PAGES = {
     "batchppo": "api/batchppo",
     "batchppo.envs": "api/envs",
     "batchppo.core": "api/core",
+    "batchppo.backends": "api/backends",
     "batchppo.algorithms.ppo": "api/algorithms",
     "batchppo.algorithms.a2c": "api/algorithms",
     "batchppo.experiment": "api/experiment",

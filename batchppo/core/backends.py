@@ -1,18 +1,25 @@
-"""The env backends: one :class:`Backend` record each, in the registry :data:`BACKENDS`.
+"""The registry of env backends: one :class:`Backend` record each, in :data:`BACKENDS`.
 
 Every list of backend names, check and branch of the package is derived from these records:
-``PPOConfig``'s validation, :func:`~batchppo.core.adapters.make_env`, the ``backend`` values
-and restart check of :func:`batchppo.envs.make`, the trainer's choice
-between a fused (pure-JAX) and a host rollout, the experiment's env-id check, the backend a
-trained policy is loaded with and the env ``batchppo visualize`` renders. A record points at
-the code of its backend (the adapters of :mod:`batchppo.core.adapters`, the batch envs of
-:mod:`batchppo.envs`) through lazy references, so this module imports nothing heavy: no JAX,
-Flax, gymnax, Gymnasium or Ray until a backend is used, and parsing a config stays light.
+``PPOConfig``'s validation, :func:`batchppo.backends.make_env`, the ``backend`` values and
+restart check of :func:`batchppo.envs.make`, the trainer's choice between a fused (pure-JAX)
+and a host rollout, the experiment's env-id check, the backend a trained policy is loaded with
+and the env ``batchppo visualize`` renders.
 
-Adding a backend is one module with its code plus one record: :func:`register` it (here for a
-built-in backend, from anywhere for a plug-in), and every check and branch takes it up.
+This module is the pure half: records, lookups and messages, importing nothing of a backend.
+The backends register themselves: each built-in one is a module of :mod:`batchppo.backends`
+that calls :func:`register` when imported, and importing that package imports them all, so
+code that reads the registry (configs, the trainer, the CLI) imports ``batchppo.backends``.
+A record reaches the heavy code of its backend only when called, so the registry and the
+backend modules import nothing heavy: no JAX, Flax, gymnax, Gymnasium or Ray until a backend
+is used, and parsing a config stays light.
+
+Adding a backend is one module with its code and its record: :func:`register` it (from a
+module of :mod:`batchppo.backends` for a built-in backend, from anywhere for a plug-in), and
+every check and branch takes it up.
 
 Example:
+    >>> import batchppo.backends  # registers the built-in backends
     >>> get_backend("gymnax").fused
     True
     >>> names(host=True)
@@ -33,14 +40,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
-    "GYMNASIUM_TWINS",
-    "GYMNAX_TESTED_IDS",
-    "HOST_BACKENDS",
     "Backend",
     "MakeEnv",
-    "check_brax_id",
-    "check_gymnasium_id",
-    "check_gymnax_id",
     "check_restarts",
     "get_backend",
     "lazy",
@@ -50,20 +51,11 @@ __all__ = [
     "unknown_id_message",
 ]
 
-GYMNAX_TESTED_IDS = ("Pendulum-v1", "CartPole-v1", "MountainCarContinuous-v0", "Acrobot-v1")
-"""gymnax ids that batchppo's tests train on."""
-
-GYMNASIUM_TWINS = frozenset(
-    {"Pendulum-v1", "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"}
-)
-"""gymnax ids whose Gymnasium env of the same id has the same dynamics (used to render gymnax
-policies)."""
-
 
 class MakeEnv(Protocol):
     """Builds a backend's batched :class:`~batchppo.core.env.Env` (the ``make`` of a record).
 
-    Every argument is passed by :func:`~batchppo.core.adapters.make_env`; a backend ignores
+    Every argument is passed by :func:`~batchppo.backends.make_env`; a backend ignores
     those that mean nothing to it (a pure-JAX env has no ``seed`` or workers).
     """
 
@@ -189,7 +181,7 @@ BACKENDS: dict[str, Backend] = {}
 
 
 def register(backend: Backend) -> Backend:
-    """Adds ``backend`` to :data:`BACKENDS` (a plug-in backend, or a test's).
+    """Adds ``backend`` to :data:`BACKENDS` (a built-in backend's module, a plug-in, a test).
 
     Args:
         backend: The record; its name must be new.
@@ -239,7 +231,7 @@ def check_restarts(backend: str, max_restarts: int) -> None:
     """Raises a one-line ValueError when ``max_restarts`` asks env restarts of a backend
     without them (:attr:`Backend.supports_restarts`).
 
-    The one home of the rule: :func:`~batchppo.core.adapters.make_env` and
+    The one home of the rule: :func:`~batchppo.backends.make_env` and
     :func:`batchppo.envs.make` call it.
 
     Args:
@@ -280,160 +272,3 @@ def unknown_id_message(what: str, env_id: str, known: Iterable[str], where: str)
         where: Where the valid ids come from, or the list itself.
     """
     return f"unknown {what} {env_id!r}.{_did_you_mean(env_id, known)} {where}"
-
-
-def check_gymnasium_id(env_id: str) -> None:
-    """Raises a one-line ValueError when ``env_id`` names no Gymnasium env.
-
-    The rule has one home, :func:`batchppo.envs.make.check_env_id` (imported on the call): a
-    registered id, ``"module:EnvId"`` or ``"module:factory"``, whose module is imported here.
-    """
-    from batchppo.envs.make import check_env_id
-
-    check_env_id(env_id)
-
-
-def check_gymnax_id(env_id: str) -> None:
-    """Raises ValueError when ``env_id`` is not a gymnax id (imports gymnax)."""
-    from batchppo.core.lazy import import_gymnax
-
-    known = list(import_gymnax().registered_envs)
-    if env_id not in known:
-        raise ValueError(
-            unknown_id_message(
-                "gymnax env id",
-                env_id,
-                known,
-                f"Valid ids: {', '.join(known)} (tested with batchppo: "
-                f"{', '.join(GYMNAX_TESTED_IDS)})",
-            )
-        )
-
-
-def check_brax_id(env_id: str) -> None:
-    """Raises ValueError when ``env_id`` is not a Brax env name (imports Brax)."""
-    from brax import envs as brax_envs
-
-    known = sorted(getattr(brax_envs, "_envs", {}))
-    if known and env_id not in known:
-        raise ValueError(
-            unknown_id_message("Brax env", env_id, known, f"Valid envs: {', '.join(known)}")
-        )
-
-
-# --- Rendering --------------------------------------------------------------------------------
-
-
-def _render_gymnasium(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
-    del env_kwargs  # the render env is built with them
-    return env_id
-
-
-def _render_gymnax_twin(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
-    if env_id not in GYMNASIUM_TWINS:
-        raise ValueError(
-            f"gymnax envs render through their Gymnasium twin, which only "
-            f"{sorted(GYMNASIUM_TWINS)} have"
-        )
-    if env_kwargs:
-        raise ValueError(
-            f"its Gymnasium twin has the default parameters, not env_kwargs {dict(env_kwargs)};"
-            " train without env_kwargs to render"
-        )
-    return env_id
-
-
-# --- Backend-specific settings of a config ----------------------------------------------------
-
-
-def _process_options(config: Any) -> dict[str, Any]:
-    """The config's settings of the process backend: keyword arguments of ``BatchEnv``."""
-    return {"step_timeout": config.env_step_timeout}
-
-
-def _ray_options(config: Any) -> dict[str, Any]:
-    """The config's settings of the ray backend: keyword arguments of ``RayBatchEnv``."""
-    return {
-        "address": config.ray_address,
-        "num_cpus": config.ray_num_cpus,
-        "startup_timeout": config.ray_startup_timeout,
-        "step_timeout": config.env_step_timeout,
-    }
-
-
-# --- The built-in backends --------------------------------------------------------------------
-
-_MAKE_HOST = "batchppo.core.adapters:make_host_env"
-_PROBE_GYMNASIUM = lazy("batchppo.envs.make:probe_env")
-# The spaces HostEnv takes (the EnvSpec of a Gymnasium env's spaces, or its one-line error).
-_HOST_SPACES = lazy("batchppo.core.adapters:_spec_from_spaces")
-
-register(
-    Backend(
-        name="process",
-        make=lazy(_MAKE_HOST, backend="process"),
-        check_env_id=check_gymnasium_id,
-        host=True,
-        description="BatchEnv worker processes",
-        supports_restarts=True,
-        config_options=_process_options,
-        load_with="sync",
-        render_id=_render_gymnasium,
-        probe=_PROBE_GYMNASIUM,
-        check_spaces=_HOST_SPACES,
-    )
-)
-register(
-    Backend(
-        name="sync",
-        make=lazy(_MAKE_HOST, backend="sync"),
-        check_env_id=check_gymnasium_id,
-        host=True,
-        description="envs stepped in the calling process",
-        supports_restarts=True,
-        render_id=_render_gymnasium,
-        probe=_PROBE_GYMNASIUM,
-        check_spaces=_HOST_SPACES,
-    )
-)
-register(
-    Backend(
-        name="ray",
-        make=lazy(_MAKE_HOST, backend="ray"),
-        check_env_id=check_gymnasium_id,
-        host=True,
-        description="Ray env actors",
-        title="Ray",
-        config_options=_ray_options,
-        config_fields=("ray_address",),
-        load_with="sync",
-        render_id=_render_gymnasium,
-        probe=_PROBE_GYMNASIUM,
-        check_spaces=_HOST_SPACES,
-    )
-)
-register(
-    Backend(
-        name="gymnax",
-        make=lazy("batchppo.core.adapters:make_gymnax_env"),
-        check_env_id=check_gymnax_id,
-        host=False,
-        description="gymnax envs in JAX, fused with the learner",
-        render_id=_render_gymnax_twin,
-    )
-)
-register(
-    Backend(
-        name="brax",
-        make=lazy("batchppo.core.adapters:make_brax_env"),
-        check_env_id=check_brax_id,
-        host=False,
-        description="Brax envs in JAX, fused with the learner",
-        title="Brax",
-        requires="brax",
-    )
-)
-
-HOST_BACKENDS: tuple[str, ...] = names(host=True)
-"""The built-in host backends, whose envs :func:`batchppo.envs.make` builds (its ``backend``
-values); a host backend registered later builds its own envs."""

@@ -17,7 +17,8 @@ reached a terminal state, ``truncated`` means the episode was cut (time limit) a
 still has value. If both are set, terminated wins (no bootstrap).
 
 Pure-JAX envs (gymnax, Brax/MJX) implement this API directly through adapters; host envs
-(Gymnasium in processes) implement it through ``io_callback`` (see ``adapters.HostEnv``).
+(Gymnasium in processes) implement it through ``io_callback`` (see
+``batchppo.backends.host_env.HostEnv``). The adapters live in :mod:`batchppo.backends`.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
-"""Start-up time: import gymnax without the plotting stack it loads for its renderers.
+"""Start-up time: import a package without modules it loads at import but rarely uses.
 
 ``import gymnax`` imports every gymnax env, and a few of them (Pong, Catch, the mazes) import
 seaborn and ``matplotlib.pyplot`` at module level for their ``render`` methods. That pulls in
 pandas and scipy.stats too, most of the import's time, on the critical path of every fused
 run's start (bench/train.py measures time to a score from process launch).
 
-:func:`import_gymnax` imports gymnax with those modules *deferred*: while gymnax's modules
-execute, ``import seaborn`` binds a placeholder module that imports the real one the first
-time an attribute is used (a ``render`` call). Nothing stays behind: once gymnax is imported
-the placeholders leave ``sys.modules``, so every later ``import seaborn`` anywhere gets the
-real module as usual.
+:func:`deferred_imports` imports such modules *deferred*: inside its block (around
+``import gymnax``, :func:`batchppo.backends.gymnax.import_gymnax`), ``import seaborn`` binds a
+placeholder module that imports the real one the first time an attribute is used (a
+``render`` call). Nothing stays behind: after the block the placeholders leave
+``sys.modules``, so every later ``import seaborn`` anywhere gets the real module as usual.
 """
 
 from __future__ import annotations
@@ -22,9 +22,6 @@ import sys
 import types
 from collections.abc import Iterator, Sequence
 from typing import Any
-
-# What gymnax 1.0's renderers import at module level (environments/misc, environments/bsuite).
-GYMNAX_DEFERRED = ("seaborn", "matplotlib.pyplot")
 
 
 class DeferredModule(types.ModuleType):
@@ -84,12 +81,3 @@ def deferred_imports(*names: str) -> Iterator[None]:
             parent = sys.modules.get(parent_name) if parent_name else None
             if parent is not None and isinstance(getattr(parent, child, None), DeferredModule):
                 delattr(parent, child)
-
-
-def import_gymnax() -> types.ModuleType:
-    """``import gymnax``, with its renderers' plotting imports deferred (see module docs)."""
-    if "gymnax" in sys.modules:
-        return sys.modules["gymnax"]
-    with deferred_imports(*GYMNAX_DEFERRED):
-        import gymnax
-    return gymnax

@@ -140,7 +140,7 @@ def rollout(
 
     Jittable with ``env``, ``policy_fn`` and ``num_steps`` static (for example
     ``jax.jit(rollout, static_argnums=(0, 1, 4))``), and usable inside a larger jitted
-    training step. Host envs (:class:`~batchppo.core.adapters.HostEnv`) work too: their
+    training step. Host envs (:class:`~batchppo.backends.host_env.HostEnv`) work too: their
     ``io_callback`` is ordered, so the env sees the steps in order.
 
     Args:

@@ -8,7 +8,7 @@ step costs. A :class:`BatchTransform` holds the same maps, read off such a stack
 NumPy expression maps (and clips) the actions of all its envs before they step, one maps the
 observations of all of them after, and one sum checks them and the rewards for non-finite
 values. The results are bitwise those of the per-env stack: the same
-:class:`~batchppo.envs.ranges.RangeMap` expressions run elementwise in the same dtypes, and
+:class:`~batchppo.core.ranges.RangeMap` expressions run elementwise in the same dtypes, and
 the values are converted to 32 bits by the same casts.
 
 The finiteness check keeps :class:`~batchppo.envs.wrappers.ConvertTo32Bit`'s guarantees: a
@@ -31,7 +31,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
-from batchppo.envs.ranges import RangeMap
+from batchppo.core.ranges import RangeMap
 from batchppo.envs.wrappers import (
     ConvertTo32Bit,
     RangeNormalize,

@@ -41,7 +41,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import ClipAction, TimeLimit
 
-from batchppo.core.backends import HOST_BACKENDS, check_restarts
+from batchppo.backends import HOST_BACKENDS, check_restarts
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
@@ -271,7 +271,7 @@ def check_env_id(env_id: str) -> None:
     """Raises a one-line ``ValueError`` when ``env_id`` names no env (see :func:`env_source`).
 
     The one check of Gymnasium env ids: the host backends' record
-    (:func:`batchppo.core.backends.check_gymnasium_id`) calls it too.
+    (:func:`batchppo.backends.host.check_gymnasium_id`) calls it too.
     """
     env_source(env_id)
 

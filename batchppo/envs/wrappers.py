@@ -9,7 +9,7 @@ are written here:
   apply the same maps): ``obs' = 2 * (obs - low) / (high - low) - 1`` on every observation dim
   with a finite range, and ``action = low + (a + 1) / 2 * (high - low)`` on every such action
   dim; other dims pass unchanged. Which dims have a finite range, and the maps themselves, are
-  defined once in :mod:`batchppo.envs.ranges`. (Gymnasium's ``RescaleAction`` and
+  defined once in :mod:`batchppo.core.ranges`. (Gymnasium's ``RescaleAction`` and
   ``RescaleObservation`` need all bounds finite, so they cannot express this.) Only float
   ``Box`` spaces are mapped; integer ``Box``, ``Discrete``, ``MultiDiscrete`` and
   ``MultiBinary`` spaces pass unchanged.
@@ -38,7 +38,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import FrameStackObservation
 
-from batchppo.envs.ranges import RangeMap, maps_dtype, range_map
+from batchppo.core.ranges import RangeMap, maps_dtype, range_map
 from batchppo.envs.spaces import flattener, is_leaf, leaf_paths, leaves, unflatten
 
 __all__ = [
@@ -154,7 +154,7 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     the map a flat observation space like it would get (and its space the same ``[-1, 1]``
     bounds), the other leaves pass unchanged. Dict/Tuple action spaces pass unchanged.
 
-    The maps are :class:`batchppo.envs.ranges.RangeMap` arrays precomputed per dim in the
+    The maps are :class:`batchppo.core.ranges.RangeMap` arrays precomputed per dim in the
     space's dtype, so that a step costs a few NumPy calls, with results bitwise equal to the
     formulas.
 

@@ -28,7 +28,7 @@ import yaml
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
-from batchppo.core.backends import get_backend
+from batchppo.backends import get_backend
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
 

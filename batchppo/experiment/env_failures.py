@@ -74,10 +74,10 @@ def env_failure(error: BaseException) -> EnvFailure | None:
 
 
 def is_env_error(error: BaseException) -> bool:
-    """Whether ``error`` is an env's error (:func:`batchppo.core.adapters.is_env_error`)."""
-    from batchppo.core import adapters  # imported late: only after a failure
+    """Whether ``error`` is an env's error (:func:`batchppo.backends.host_env.is_env_error`)."""
+    from batchppo.backends import host_env  # imported late: only after a failure
 
-    return adapters.is_env_error(error)
+    return host_env.is_env_error(error)
 
 
 @contextmanager

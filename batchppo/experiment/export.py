@@ -4,7 +4,7 @@ The exported model is the whole path a run's policy takes from what the env itse
 what the env itself takes, so that a deployment needs onnxruntime and nothing of batchppo:
 
 1. range normalisation of the observation (``normalize_ranges``: bounded dims to
-   ``[-1, 1]``, the map of :mod:`batchppo.envs.ranges`);
+   ``[-1, 1]``, the map of :mod:`batchppo.core.ranges`);
 2. the run's streaming observation normalisation (its mean and std at the checkpoint, clipped
    to ``obs_clip``), where the run normalises observations;
 3. the policy network and its deterministic action (the Gaussian's mean, the categorical's
@@ -48,9 +48,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchppo.backends import get_backend
 from batchppo.core import spaces
-from batchppo.core.backends import get_backend
-from batchppo.envs.ranges import RangeMap, range_map
+from batchppo.core.ranges import RangeMap, range_map
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loading import load_run
 from batchppo.experiment.trainers import TrainerFactory
@@ -175,7 +175,7 @@ def env_mapping(config: Any, trainer: Any) -> EnvMapping:
     Raises:
         ExportError: A backend whose env mapping the export does not know (one line).
     """
-    from batchppo.core.adapters import GymnaxEnv
+    from batchppo.backends.gymnax_env import GymnaxEnv
 
     obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
     if get_backend(config.backend).host:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.core.backends import get_backend
+from batchppo.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, trainers
@@ -86,7 +86,7 @@ def load_policy(
         A function mapping observations of shape ``(batch, *obs_shape)`` to actions, both
         as the agent sees them inside the env stack. With ``normalize_ranges`` (the
         default) it takes observations whose bounded dims are mapped to ``[-1, 1]`` (the
-        maps of :mod:`batchppo.envs.ranges`) and gives Box actions on that ``[-1, 1]``
+        maps of :mod:`batchppo.core.ranges`) and gives Box actions on that ``[-1, 1]``
         scale, unclipped (the stack clips them and maps them to the env's bounds); without
         it, the env's own observations and Box actions, unclipped. The run's observation
         normalisation is applied inside. ``batchppo export`` writes a file that takes and

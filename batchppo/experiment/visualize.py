@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.core.backends import BACKENDS, get_backend
+from batchppo.backends import BACKENDS, get_backend
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loading import load_run
 from batchppo.experiment.tracking import open_tracker

@@ -12,18 +12,16 @@ import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from batchppo import envs
-from batchppo.core.adapters import (
-    GymnaxEnv,
-    HostEnv,
-    _normalized_bounds,
-    denormalize_action,
-    make_env,
-    range_normalize_obs,
-)
+from batchppo.backends import GymnaxEnv, HostEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.mock import MockGymEnv, make_mock_vector_env, random_policy
+from batchppo.core.ranges import (
+    bounded_dims,
+    denormalize_action,
+    normalized_bounds,
+    range_normalize_obs,
+)
 from batchppo.core.simulation import init_sim_state, rollout
-from batchppo.envs.ranges import bounded_dims
 from batchppo.envs.wrappers import RangeNormalize
 
 run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4))
@@ -94,7 +92,7 @@ def test_host_wrapper_and_jax_adapters_map_the_same_box(compiled):
 
     np.testing.assert_array_equal(bounded_dims(low, high), mapped)
     # The bounds GymnaxEnv's spec reports are the wrapper's spaces.
-    spec_low, spec_high = _normalized_bounds(low, high)
+    spec_low, spec_high = normalized_bounds(low, high)
     np.testing.assert_array_equal(spec_low, host.observation_space.low)
     np.testing.assert_array_equal(spec_high, host.action_space.high)
     np.testing.assert_array_equal(spec_low, np.where(mapped, -1, low))

@@ -8,8 +8,8 @@ import types
 
 import pytest
 
-from batchppo.core import backends
-from batchppo.core.backends import Backend, get_backend, lazy, names, register
+from batchppo import backends
+from batchppo.backends import Backend, get_backend, lazy, names, register
 
 
 def test_builtin_records_and_derived_lists():
@@ -73,7 +73,7 @@ def test_render_ids():
 def test_the_registry_and_config_parsing_import_nothing_heavy():
     code = (
         "import sys\n"
-        "from batchppo.core import backends\n"
+        "from batchppo import backends\n"
         "from batchppo.experiment import configs\n"
         "config = configs.apply_overrides(configs.get_preset('cartpole'), ['backend=sync'])\n"
         "assert configs.config_from_yaml(configs.config_to_yaml(config)) == config\n"
@@ -85,13 +85,14 @@ def test_the_registry_and_config_parsing_import_nothing_heavy():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_the_lazy_core_package_keeps_its_names():
+def test_the_lazy_core_and_backends_packages_keep_their_names():
     import batchppo.core.simulation  # the module's name is not the function's
-    from batchppo.core import HostEnv, adapters, make_env, simulate
+    from batchppo.backends import HostEnv, host_env, make_env
+    from batchppo.core import simulate
 
     assert callable(simulate) and simulate is batchppo.core.simulation.simulate
-    assert HostEnv is adapters.HostEnv and make_env is adapters.make_env
-    assert "rollout" in dir(batchppo.core)
+    assert HostEnv is host_env.HostEnv and make_env is backends.make_env
+    assert "rollout" in dir(batchppo.core) and "HostLoop" in dir(backends)
 
 
 def test_a_record_is_frozen_and_fills_its_defaults():

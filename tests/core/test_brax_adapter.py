@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.core.adapters import BraxEnv, make_env
+from batchppo.backends import BraxEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.mock import random_policy
 from batchppo.core.simulation import init_sim_state, rollout

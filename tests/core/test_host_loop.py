@@ -4,8 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from batchppo.core.adapters import HostEnv
-from batchppo.core.host_loop import HostLoop
+from batchppo.backends.host_env import HostEnv
+from batchppo.backends.host_loop import HostLoop
 from batchppo.core.mock import MockEnv, make_mock_vector_env, random_policy
 from batchppo.core.simulation import init_sim_state, rollout
 

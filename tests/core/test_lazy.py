@@ -23,7 +23,8 @@ def test_import_gymnax_defers_seaborn_and_pyplot_until_a_renderer_uses_them():
     out = _run(
         """
         import sys
-        from batchppo.core.lazy import DeferredModule, import_gymnax
+        from batchppo.backends.gymnax import import_gymnax
+        from batchppo.core.lazy import DeferredModule
         gymnax = import_gymnax()
         env, params = gymnax.make("Pendulum-v1")
         print("seaborn" in sys.modules, "matplotlib.pyplot" in sys.modules, "pandas" in sys.modules)

@@ -102,7 +102,7 @@ def test_cast_actions_checks_structure_and_shape():
 
 
 def test_from_gymnax_minatar_is_a_float_image():
-    from batchppo.core.lazy import import_gymnax
+    from batchppo.backends.gymnax import import_gymnax
 
     env, params = import_gymnax().make("Breakout-MinAtar")
     tree = spaces.from_gymnax(env.observation_space(params))

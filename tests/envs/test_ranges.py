@@ -1,4 +1,4 @@
-"""The range-normalisation rule of batchppo.envs.ranges and RangeNormalize's use of it."""
+"""The range-normalisation rule of batchppo.core.ranges and RangeNormalize's use of it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from batchppo.envs.ranges import bounded_dims, range_map
+from batchppo.core.ranges import bounded_dims, range_map
 from batchppo.envs.wrappers import RangeNormalize
 
 F32MAX = np.finfo(np.float32).max

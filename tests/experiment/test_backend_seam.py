@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 import batchppo
+from batchppo import backends
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.core import backends
-from batchppo.core.adapters import HostEnv, make_env, make_host_env
+from batchppo.backends import HostEnv, make_env
+from batchppo.backends.host import make_host_env
 from batchppo.experiment import configs, loading, visualize
 from batchppo.experiment.errors import ConfigError, UserError
 

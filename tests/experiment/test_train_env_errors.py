@@ -17,7 +17,8 @@ from experiment_fakes import FakeSeedsTrainer, FakeTrainer, fake_config
 from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import Trainer
-from batchppo.core.adapters import is_env_error, make_env, mark_env_error
+from batchppo.backends import make_env
+from batchppo.backends.host_env import is_env_error, mark_env_error
 from batchppo.envs import EnvRestartWarning
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import loop, seeds

@@ -9,7 +9,7 @@ from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.core.adapters import make_env
+from batchppo.backends import make_env
 from batchppo.envs import EnvRestartWarning
 from batchppo.experiment import configs, loop
 from batchppo.experiment.logging import read_metrics

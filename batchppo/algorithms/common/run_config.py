@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from batchppo.core import backends
+from batchppo import backends
 
 EVALS_PER_RUN = 20
 """Evaluations over a run's budget when ``eval_every`` is None."""
@@ -68,7 +68,7 @@ class RunConfig:
     """Worker processes for the ``process`` backend; None means one per core."""
     host_loop: bool = False
     """Host backends only: collect rollouts with a Python loop around the compiled policy
-    step (:class:`~batchppo.core.host_loop.HostLoop`) instead of inside the compiled
+    step (:class:`~batchppo.backends.host_loop.HostLoop`) instead of inside the compiled
     iteration through ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md
     compares the speed of the two."""
     devices: int | None = None

@@ -49,8 +49,8 @@ from jax.experimental import io_callback
 
 from batchppo.algorithms.common.programs import COMPILER_OPTIONS, Program, iteration_donation
 from batchppo.algorithms.common.trainer import Agent, Trainer, make_run_env, strong
+from batchppo.backends import get_backend
 from batchppo.core import spaces
-from batchppo.core.backends import get_backend
 from batchppo.core.env import Env, EnvSpec, StepResult
 from batchppo.core.keys import raw_key
 from batchppo.core.simulation import act, advance
@@ -99,10 +99,10 @@ class SharedHostEnv:
     """A host env of ``num_seeds x per_seed`` envs, reset and stepped per seed slice.
 
     An exception of its reset or step is marked and kept as ``HostEnv`` keeps its own
-    (:meth:`take_error`, :func:`~batchppo.core.adapters.raise_env_error`).
+    (:meth:`take_error`, :func:`~batchppo.backends.host_env.raise_env_error`).
 
     Args:
-        env: The :class:`~batchppo.core.adapters.HostEnv` of all seeds' envs.
+        env: The :class:`~batchppo.backends.host_env.HostEnv` of all seeds' envs.
         num_seeds: Number of seeds; env ``j`` of seed ``s`` is row ``s * per_seed + j``.
     """
 
@@ -129,7 +129,7 @@ class SharedHostEnv:
         try:
             return self._reset_seeds(seeds)
         except Exception as error:
-            from batchppo.core.adapters import mark_env_error  # as make_run_env, imported late
+            from batchppo.backends.host_env import mark_env_error  # imported late: host envs only
 
             mark_env_error(error)
             self._error = error
@@ -299,7 +299,7 @@ class SeedsTrainer:
         try:
             yield
         except Exception as error:
-            from batchppo.core.adapters import raise_env_error  # as make_run_env, imported late
+            from batchppo.backends.host_env import raise_env_error  # imported late: host envs only
 
             raise_env_error(error, self.shared, self._eval.eval_env)
             raise

@@ -33,7 +33,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from batchppo.core.backends import get_backend
+from batchppo.backends import get_backend
 
 AXIS = "data"
 """Name of the mesh axis the env batch is sharded over."""

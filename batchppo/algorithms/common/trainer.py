@@ -6,9 +6,9 @@ policy). :class:`Trainer` compiles and runs them:
 
 * ``iteration`` is one compiled call (rollout + update) for every backend: pure-JAX envs fuse
   with the learner, host envs (Gymnasium in processes) enter the same compiled rollout
-  through ``io_callback`` (:class:`~batchppo.core.adapters.HostEnv`). ``iterations(n)`` runs
+  through ``io_callback`` (:class:`~batchppo.backends.host_env.HostEnv`). ``iterations(n)`` runs
   ``n`` of them in one ``lax.scan``. With ``host_loop`` the host envs are stepped instead from
-  a Python loop around the compiled policy (:class:`~batchppo.core.host_loop.HostLoop`), and
+  a Python loop around the compiled policy (:class:`~batchppo.backends.host_loop.HostLoop`), and
   the update (``agent.learn``) is one compiled call.
 * ``precompile`` compiles a run's programs side by side in the background
   (:mod:`~batchppo.algorithms.common.programs`), which halves a cold start on CPU.
@@ -37,14 +37,14 @@ from batchppo.algorithms.common.programs import (
     iteration_donation,
 )
 from batchppo.algorithms.common.sharding import Sharding, learner_devices
-from batchppo.core.backends import get_backend
+from batchppo.backends import get_backend, make_env
 from batchppo.core.env import Env, EnvSpec
 from batchppo.core.keys import key_data_aval, raw_key
 from batchppo.core.simulation import rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
 
 if TYPE_CHECKING:
-    from batchppo.core.host_loop import HostLoop
+    from batchppo.backends.host_loop import HostLoop
 
 PyTree = Any
 
@@ -78,9 +78,7 @@ class Agent(Protocol):
 
 def make_run_env(config: Any, num_envs: int, seed: int) -> Env:
     """The env of a run's config: ``num_envs`` envs of ``config.env`` on ``config.backend``."""
-    from batchppo.core.adapters import make_env as make  # imported late: host envs are heavy
-
-    return make(
+    return make_env(
         config.env,
         num_envs,
         config.backend,
@@ -170,7 +168,7 @@ class Trainer:
     An exception of a host env (its own, re-raised by ``BatchEnv`` with the worker's
     traceback, or ``WorkerDiedError``) reaches the caller of ``init_sim``, ``iteration``,
     ``iterations`` and ``evaluate`` as itself, not as the ``JaxRuntimeError`` of the compiled
-    call it happened in (:func:`~batchppo.core.adapters.raise_env_error`).
+    call it happened in (:func:`~batchppo.backends.host_env.raise_env_error`).
 
     Args:
         config: The run's config (an algorithm's config with the run-level fields: env,
@@ -189,7 +187,7 @@ class Trainer:
         self.fused = get_backend(config.backend).fused
         self._host_loop: HostLoop | None = None
         if config.host_loop:
-            from batchppo.core.host_loop import HostLoop
+            from batchppo.backends.host_loop import HostLoop
 
             self._host_loop = HostLoop(self.env, self.agent.policy_fn)
         self._compiler = Compiler()
@@ -374,7 +372,7 @@ class Trainer:
 
     def _raise_env_error(self, error: Exception) -> None:
         """Raises the host env exception that ``error`` (JAX's runtime error) carries, if any."""
-        from batchppo.core.adapters import raise_env_error  # imported late, as in make_run_env
+        from batchppo.backends.host_env import raise_env_error  # imported late: host envs only
 
         raise_env_error(error, self.env, self._evaluator.env)
 

@@ -43,10 +43,10 @@ from batchppo.algorithms.common.networks import Network, make_network
 from batchppo.algorithms.common.trainer import episode_metrics, make_run_env, scan_iterations
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.backends import get_backend, names
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
 from batchppo.core import spaces
-from batchppo.core.backends import get_backend, names
 from batchppo.core.env import Env, EnvSpec
 from batchppo.core.simulation import rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition

@@ -11,7 +11,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from batchppo.algorithms.common.evaluation import Evaluator
 from batchppo.algorithms.common.programs import Compiler
-from batchppo.core.adapters import HostEnv
+from batchppo.backends.host_env import HostEnv
 from batchppo.core.simulation import init_sim_state
 
 

@@ -1,6 +1,6 @@
 """The other host driver: ``rollout`` as a Python loop around the compiled halves of a step.
 
-:func:`~batchppo.core.simulation.rollout` over a :class:`~batchppo.core.adapters.HostEnv` is one
+:func:`~batchppo.core.simulation.rollout` over a :class:`~batchppo.backends.host_env.HostEnv` is one
 compiled program that calls back into the host envs at every step (``io_callback``).
 :class:`HostLoop` runs the same steps the other way round: a Python loop that calls the
 compiled policy step (:func:`~batchppo.core.simulation.act`), steps the vector env directly, and
@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.core.adapters import HostEnv
+from batchppo.backends.host_env import HostEnv
 from batchppo.core.simulation import act, advance
 from batchppo.core.types import EpisodeStats, PolicyFn, PyTree, SimState, Transition
 

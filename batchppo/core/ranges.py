@@ -1,9 +1,12 @@
 """Range normalisation: the one rule every backend uses, as precomputed per-dim arrays.
 
 Both the host wrapper (:class:`batchppo.envs.wrappers.RangeNormalize`) and the pure-JAX
-adapters (:mod:`batchppo.core.adapters`) build a :class:`RangeMap` here and apply its arrays,
-the wrapper with NumPy and the adapters with ``jnp``, so a policy trained on one backend sees
-the same observations and sends the same actions on another.
+adapters (:class:`batchppo.backends.gymnax_env.GymnaxEnv`) build a :class:`RangeMap` here and
+apply its arrays, the wrapper with NumPy (:meth:`RangeMap.normalize`,
+:meth:`RangeMap.denormalize`) and the adapters with ``jnp`` (:func:`range_normalize_obs`,
+:func:`denormalize_action`), so a policy trained on one backend sees the same observations
+and sends the same actions on another. The module imports only NumPy (host workers import
+it); the two ``jnp`` maps import JAX when called.
 
 The rule:
 
@@ -33,11 +36,23 @@ this is bitwise the formulas above: halving is exact, so ``(x - low) / (span / 2
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RangeMap", "bounded_dims", "maps_dtype", "range_map"]
+if TYPE_CHECKING:
+    import jax
+
+__all__ = [
+    "RangeMap",
+    "bounded_dims",
+    "denormalize_action",
+    "maps_dtype",
+    "normalized_bounds",
+    "range_map",
+    "range_normalize_obs",
+]
 
 # The widest span that is normalised: 2 / span is then still a normal float32.
 _MAX_SPAN = np.float32(2.0**127)
@@ -150,3 +165,70 @@ def range_map(low: np.ndarray, high: np.ndarray, dtype: npt.DTypeLike = None) ->
         unit_low=np.where(mask, -1, low).astype(dtype),
         unit_high=np.where(mask, 1, high).astype(dtype),
     )
+
+
+def normalized_bounds(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The float32 bounds of a Box after range normalisation: ``[-1, 1]`` on normalised dims,
+    the Box's own elsewhere (what the pure-JAX adapters' ``EnvSpec`` reports, and the host
+    wrapper's spaces).
+
+    Args:
+        low: Lower bounds.
+        high: Upper bounds (same shape).
+
+    Returns:
+        ``(unit_low, unit_high)`` of :func:`range_map` in float32.
+    """
+    ranges = range_map(low, high, np.float32)
+    return ranges.unit_low, ranges.unit_high
+
+
+def range_normalize_obs(obs: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
+    """Maps the bounded dims of ``obs`` from ``[low, high]`` to ``[-1, 1]`` in JAX.
+
+    Applies the float32 arrays of :func:`range_map`, the rule and maps the host wrapper
+    ``RangeNormalize`` uses: ``2 * (obs - low) / (high - low) - 1`` on dims with a finite
+    range; other dims pass unchanged. Not to be confused with ``PPO.normalize_obs`` (running
+    statistics).
+
+    Args:
+        obs: Observations of shape ``(..., *low.shape)``.
+        low: Lower bounds of one observation.
+        high: Upper bounds of one observation.
+
+    Returns:
+        float32 observations of the same shape.
+    """
+    import jax.numpy as jnp
+
+    ranges = range_map(low, high, np.float32)
+    obs = jnp.asarray(obs, jnp.float32)
+    if not ranges.any:
+        return obs
+    return (obs - ranges.low) / ranges.half_span - ranges.one
+
+
+def denormalize_action(action: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
+    """Clips an agent's Box action to the normalised bounds and maps it to ``[low, high]`` in JAX.
+
+    Applies the float32 arrays of :func:`range_map`, as the host wrapper ``RangeNormalize``
+    does: actions are clipped to ``[-1, 1]`` on dims with a finite range and to the env's own
+    bounds elsewhere, then mapped by ``low + (a + 1) / 2 * (high - low)`` on dims with a
+    finite range.
+
+    Args:
+        action: Actions of shape ``(..., *low.shape)``.
+        low: Lower action bounds.
+        high: Upper action bounds.
+
+    Returns:
+        float32 actions in the env's range.
+    """
+    import jax.numpy as jnp
+
+    ranges = range_map(low, high, np.float32)
+    action = jnp.asarray(action, jnp.float32)
+    if not ranges.any:
+        return action
+    action = jnp.clip(action, ranges.unit_low, ranges.unit_high)
+    return ranges.low + (action + ranges.one) * ranges.half_span

@@ -1,0 +1,155 @@
+"""The env backends, one module each, and :func:`make_env`, the trainer's factory by backend name.
+
+Each backend module registers its :class:`~batchppo.core.backends.Backend` record in the
+registry of :mod:`batchppo.core.backends` when imported, and this package imports them all,
+in the order messages list the backends: :mod:`~batchppo.backends.host` (``process`` and
+``sync``), :mod:`~batchppo.backends.ray`, :mod:`~batchppo.backends.gymnax` and
+:mod:`~batchppo.backends.brax`. Whoever reads the registry (configs, the trainer, the CLI,
+:func:`batchppo.envs.make`) imports this package, which also re-exports the registry's
+lookups. The backend modules are light (no JAX, gymnax, Gymnasium, Brax or Ray until an env
+is built); their envs live in modules of their own, imported on first use:
+
+* :class:`~batchppo.backends.gymnax_env.GymnaxEnv` and
+  :class:`~batchppo.backends.brax_env.BraxEnv`: pure-JAX envs, fused with the learner.
+* :class:`~batchppo.backends.host_env.HostEnv`: a Gymnasium vector env (``BatchEnv`` worker
+  processes, envs in the calling process, Ray actors) called through ``io_callback``, and
+  :class:`~batchppo.backends.host_loop.HostLoop`, the Python-loop driver over it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from batchppo._exports import lazy_exports
+from batchppo.core.backends import (
+    BACKENDS,
+    Backend,
+    check_restarts,
+    get_backend,
+    lazy,
+    names,
+    prose,
+    register,
+)
+
+# isort: off
+# Importing a backend module registers it: the built-ins, in the order messages list them.
+from batchppo.backends import host, ray, gymnax, brax  # noqa: F401
+
+# isort: on
+from batchppo.backends.brax import check_brax_id
+from batchppo.backends.gymnax import check_gymnax_id
+from batchppo.backends.host import check_gymnasium_id
+
+if TYPE_CHECKING:
+    from batchppo.backends.brax_env import BraxEnv
+    from batchppo.backends.gymnax_env import GymnaxEnv
+    from batchppo.backends.host_env import HostEnv
+    from batchppo.backends.host_loop import HostLoop
+    from batchppo.core.env import Env
+
+_LAZY = {
+    "BraxEnv": "batchppo.backends.brax_env",
+    "GymnaxEnv": "batchppo.backends.gymnax_env",
+    "HostEnv": "batchppo.backends.host_env",
+    "HostLoop": "batchppo.backends.host_loop",
+}
+
+__all__ = [
+    "BACKENDS",
+    "HOST_BACKENDS",
+    "Backend",
+    "BraxEnv",
+    "GymnaxEnv",
+    "HostEnv",
+    "HostLoop",
+    "check_brax_id",
+    "check_gymnasium_id",
+    "check_gymnax_id",
+    "check_restarts",
+    "get_backend",
+    "lazy",
+    "make_env",
+    "names",
+    "prose",
+    "register",
+]
+
+HOST_BACKENDS: tuple[str, ...] = names(host=True)
+"""The built-in host backends, whose envs :func:`batchppo.envs.make` builds (its ``backend``
+values); a host backend registered later builds its own envs."""
+
+
+def make_env(
+    env_id: str,
+    num_envs: int,
+    backend: str,
+    *,
+    max_length: int | None = None,
+    normalize_ranges: bool = True,
+    seed: int = 0,
+    num_workers: int | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    options: Mapping[str, Any] | None = None,
+    max_restarts: int = 0,
+) -> Env:
+    """Builds a batched Env by backend name: the one factory the trainer uses.
+
+    The backend is looked up in the registry (:mod:`batchppo.core.backends`, filled by the
+    backend modules of this package), whose record builds the env.
+
+    Args:
+        env_id: Env id: a gymnax id (``gymnax``), a Brax env name (``brax``) or a Gymnasium id
+            (``process``, ``sync``, ``ray``).
+        num_envs: Batch size.
+        backend: A registered backend: ``process``, ``sync``, ``ray``, ``gymnax``, ``brax``.
+        max_length: Time limit in steps; None keeps the env's own (1000 for Brax).
+        normalize_ranges: Rescale finite observation bounds and action bounds to [-1, 1]
+            (Brax actions are in [-1, 1] already; its observations are unbounded).
+        seed: Seed of the host envs (pure-JAX envs draw from the key given to ``reset``).
+        num_workers: Worker processes for the ``process`` backend; None means one per core.
+        env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
+            ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields
+            (``gymnax``).
+        options: The backend's own settings, for a backend that takes some
+            (:attr:`Backend.config_options <batchppo.core.backends.Backend.config_options>`):
+            ``step_timeout`` for ``process`` and ``ray``, and for ``ray`` the other keyword
+            arguments of :class:`~batchppo.envs.ray_env.RayBatchEnv` (``address``,
+            ``num_cpus``, ``startup_timeout``).
+        max_restarts: For backends that support restarts (``process``, ``sync``): the
+            ``BatchEnv``'s restart budget (envs whose step raised or whose worker died are
+            rebuilt, their episodes truncated, up to this many times;
+            :attr:`HostEnv.restarts <batchppo.backends.host_env.HostEnv.restarts>` counts
+            them); 0 fails fast.
+
+    Returns:
+        An :class:`~batchppo.core.env.Env` (with a ``close()`` method).
+
+    Raises:
+        ValueError: An unknown backend, ``options`` for a backend that takes none, or
+            ``max_restarts`` for one without restarts.
+    """
+    record = get_backend(backend)
+    options = dict(options or {})
+    if options and record.config_options is None:
+        takers = prose(b.name for b in BACKENDS.values() if b.config_options is not None)
+        raise ValueError(
+            f"options {sorted(options)}: backend {backend!r} takes none (backends with options:"
+            f" {takers})."
+        )
+    check_restarts(backend, max_restarts)
+    return record.make(
+        env_id,
+        num_envs,
+        max_length=max_length,
+        normalize_ranges=normalize_ranges,
+        seed=seed,
+        num_workers=num_workers,
+        env_kwargs=dict(env_kwargs or {}),
+        max_restarts=max_restarts,
+        options=options,
+    )
+
+
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

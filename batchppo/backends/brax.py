@@ -1,0 +1,63 @@
+"""The ``brax`` backend: Brax (or MuJoCo-MJX through Brax) envs in JAX, fused with the learner.
+
+Its record is registered when this module is imported (:mod:`batchppo.backends` imports it);
+the env, :class:`~batchppo.backends.brax_env.BraxEnv`, and Brax (the optional ``brax``
+package) are imported when an env is built or an id checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from batchppo.core.backends import Backend, register, unknown_id_message
+
+if TYPE_CHECKING:
+    from batchppo.backends.brax_env import BraxEnv
+
+__all__ = ["check_brax_id", "make_brax_env"]
+
+
+def check_brax_id(env_id: str) -> None:
+    """Raises ValueError when ``env_id`` is not a Brax env name (imports Brax)."""
+    from brax import envs as brax_envs
+
+    known = sorted(getattr(brax_envs, "_envs", {}))
+    if known and env_id not in known:
+        raise ValueError(
+            unknown_id_message("Brax env", env_id, known, f"Valid envs: {', '.join(known)}")
+        )
+
+
+def make_brax_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    max_length: int | None,
+    env_kwargs: Mapping[str, Any],
+    **_: Any,
+) -> BraxEnv:
+    """The ``brax`` backend's builder (:class:`~batchppo.core.backends.MakeEnv`).
+
+    ``max_length`` None is Brax's 1000 steps; ``env_kwargs`` go to
+    ``brax.envs.get_environment``; the host-side arguments are ignored (Brax observations
+    are unbounded and its actions in [-1, 1] already, so ``normalize_ranges`` changes nothing).
+    """
+    from batchppo.backends.brax_env import BraxEnv
+
+    return BraxEnv(
+        env_id, num_envs, max_length=1000 if max_length is None else max_length, **env_kwargs
+    )
+
+
+register(
+    Backend(
+        name="brax",
+        make=make_brax_env,
+        check_env_id=check_brax_id,
+        host=False,
+        description="Brax envs in JAX, fused with the learner",
+        title="Brax",
+        requires="brax",
+    )
+)

@@ -1,0 +1,126 @@
+"""The ``brax`` backend's env: :class:`BraxEnv`, a Brax (or MuJoCo-MJX through Brax) env as a
+batched :class:`~batchppo.core.env.Env`, ``vmap``-ed over the batch with our own step counter
+for the time limit and same-step auto-reset. Needs the optional ``brax`` package.
+
+The backend's record and id check live in :mod:`batchppo.backends.brax`, which imports this
+module when it builds an env.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchppo.core.backends import unknown_id_message
+from batchppo.core.env import EnvSpec, StepResult
+from batchppo.core.pure_env import (
+    PureJaxEnv,
+    TimedState,
+    autoreset,
+    check_max_length,
+    check_num_envs,
+)
+
+__all__ = ["BraxEnv"]
+
+
+class BraxEnv(PureJaxEnv):
+    """A Brax environment (any Brax backend, ``mjx`` included) as a batched Env.
+
+    Brax marks time-limit ends with ``info['truncation']`` in its ``EpisodeWrapper``; this
+    adapter does the same bookkeeping itself on the raw env: ``truncated`` when the step count
+    reaches ``max_length`` and the env's own ``done`` is not set, ``terminated`` when Brax's
+    ``done`` is set. Finished envs restart in the same step with a fresh random reset.
+    Brax actions are already in [-1, 1]; they are clipped there, as range normalisation does.
+
+    Args:
+        env_name: A Brax env name (``ant``, ``halfcheetah``, ``hopper``, ``inverted_pendulum``...).
+        num_envs: Batch size.
+        max_length: Time limit in steps.
+        backend: Brax physics backend (``generalized``, ``positional``, ``spring``, ``mjx``);
+            None uses the env's default.
+        **env_kwargs: Passed to ``brax.envs.get_environment``.
+    """
+
+    def __init__(
+        self,
+        env_name: str,
+        num_envs: int,
+        *,
+        max_length: int = 1000,
+        backend: str | None = None,
+        **env_kwargs: Any,
+    ) -> None:
+        try:
+            from brax import envs as brax_envs
+        except ImportError as error:
+            raise ImportError(
+                "BraxEnv needs the optional 'brax' package (pip install brax); it is not "
+                f"importable here ({error})."
+            ) from error
+        if backend is not None:
+            env_kwargs["backend"] = backend
+        try:
+            self._env = brax_envs.get_environment(env_name, **env_kwargs)
+        except KeyError:
+            known = sorted(getattr(brax_envs, "_envs", {}))
+            raise ValueError(
+                unknown_id_message("Brax env", env_name, known, f"Valid envs: {', '.join(known)}")
+            ) from None
+        self._env_name = env_name
+        self._num_envs = check_num_envs(num_envs)
+        max_length = check_max_length(max_length)
+        self._max_length = 1000 if max_length is None else max_length
+        obs_size = self._env.observation_size
+        obs_shape = (obs_size,) if isinstance(obs_size, int) else tuple(obs_size)
+        act_shape = (int(self._env.action_size),)
+        self._spec = EnvSpec(
+            obs_shape=obs_shape,
+            obs_dtype=jnp.float32,
+            action_shape=act_shape,
+            action_dtype=jnp.float32,
+            discrete=False,
+            action_low=-np.ones(act_shape, np.float32),
+            action_high=np.ones(act_shape, np.float32),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"BraxEnv({self._env_name!r}, num_envs={self._num_envs}, max_length={self._max_length})"
+        )
+
+    def _reset_all(self, key: jax.Array) -> Any:
+        return jax.vmap(self._env.reset)(jax.random.split(key, self._num_envs))
+
+    def reset(self, key: jax.Array) -> tuple[TimedState, jax.Array]:
+        """Resets every env; returns ``(state, obs)``."""
+        env_state = self._reset_all(key)
+        time = jnp.zeros((self._num_envs,), jnp.int32)
+        return TimedState(env_state=env_state, time=time), env_state.obs.astype(jnp.float32)
+
+    def step(self, state: TimedState, action: jax.Array, key: jax.Array) -> StepResult:
+        """Steps every env; finished episodes restart in the same step."""
+        action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
+        env_state = jax.vmap(self._env.step)(state.env_state, action)
+        terminated = env_state.done.astype(jnp.bool_)
+        time, truncated, _ = self._time_limit(state.time, terminated)
+        if "truncation" in env_state.info:
+            # A wrapped env may cut episodes itself; its truncation is not a termination.
+            own_cut = env_state.info["truncation"].astype(jnp.bool_)
+            truncated = truncated | own_cut
+            terminated = terminated & ~own_cut
+        done = terminated | truncated
+        final_obs = env_state.obs.astype(jnp.float32)
+
+        next_state = autoreset(done, lambda: self._reset_all(key), env_state)
+        return StepResult(
+            state=TimedState(env_state=next_state, time=jnp.where(done, 0, time)),
+            obs=next_state.obs.astype(jnp.float32),
+            reward=env_state.reward.astype(jnp.float32),
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+        )

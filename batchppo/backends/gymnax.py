@@ -1,0 +1,121 @@
+"""The ``gymnax`` backend: gymnax envs in JAX, fused with the learner.
+
+Its record is registered when this module is imported (:mod:`batchppo.backends` imports it);
+the env, :class:`~batchppo.backends.gymnax_env.GymnaxEnv`, and gymnax itself are imported when
+an env is built or an id checked (:func:`import_gymnax`).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from batchppo.core.backends import Backend, register, unknown_id_message
+from batchppo.core.lazy import deferred_imports
+
+if TYPE_CHECKING:
+    from batchppo.backends.gymnax_env import GymnaxEnv
+
+__all__ = [
+    "GYMNASIUM_TWINS",
+    "GYMNAX_DEFERRED",
+    "GYMNAX_TESTED_IDS",
+    "check_gymnax_id",
+    "import_gymnax",
+    "make_gymnax_env",
+]
+
+GYMNAX_TESTED_IDS = ("Pendulum-v1", "CartPole-v1", "MountainCarContinuous-v0", "Acrobot-v1")
+"""gymnax ids that batchppo's tests train on."""
+
+GYMNASIUM_TWINS = frozenset(
+    {"Pendulum-v1", "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"}
+)
+"""gymnax ids whose Gymnasium env of the same id has the same dynamics (used to render gymnax
+policies)."""
+
+# What gymnax 1.0's renderers import at module level (environments/misc, environments/bsuite).
+GYMNAX_DEFERRED = ("seaborn", "matplotlib.pyplot")
+
+
+def import_gymnax() -> types.ModuleType:
+    """``import gymnax``, with its renderers' plotting imports deferred.
+
+    ``import gymnax`` imports every gymnax env, and a few of them (Pong, Catch, the mazes)
+    import seaborn and ``matplotlib.pyplot`` at module level for their ``render`` methods,
+    which pulls in pandas and scipy.stats too: most of the import's time, on the critical
+    path of every fused run's start. Those modules are imported on their first use instead
+    (:func:`batchppo.core.lazy.deferred_imports`).
+    """
+    if "gymnax" in sys.modules:
+        return sys.modules["gymnax"]
+    with deferred_imports(*GYMNAX_DEFERRED):
+        import gymnax
+    return gymnax
+
+
+def check_gymnax_id(env_id: str) -> None:
+    """Raises ValueError when ``env_id`` is not a gymnax id (imports gymnax)."""
+    known = list(import_gymnax().registered_envs)
+    if env_id not in known:
+        raise ValueError(
+            unknown_id_message(
+                "gymnax env id",
+                env_id,
+                known,
+                f"Valid ids: {', '.join(known)} (tested with batchppo: "
+                f"{', '.join(GYMNAX_TESTED_IDS)})",
+            )
+        )
+
+
+def _render_gymnax_twin(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    if env_id not in GYMNASIUM_TWINS:
+        raise ValueError(
+            f"gymnax envs render through their Gymnasium twin, which only "
+            f"{sorted(GYMNASIUM_TWINS)} have"
+        )
+    if env_kwargs:
+        raise ValueError(
+            f"its Gymnasium twin has the default parameters, not env_kwargs {dict(env_kwargs)};"
+            " train without env_kwargs to render"
+        )
+    return env_id
+
+
+def make_gymnax_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    max_length: int | None,
+    normalize_ranges: bool,
+    env_kwargs: Mapping[str, Any],
+    **_: Any,
+) -> GymnaxEnv:
+    """The ``gymnax`` backend's builder (:class:`~batchppo.core.backends.MakeEnv`).
+
+    ``env_kwargs`` are ``EnvParams`` fields; the host-side arguments are ignored.
+    """
+    from batchppo.backends.gymnax_env import GymnaxEnv
+
+    return GymnaxEnv(
+        env_id,
+        num_envs,
+        max_length=max_length,
+        normalize_ranges=normalize_ranges,
+        param_changes=env_kwargs,
+    )
+
+
+register(
+    Backend(
+        name="gymnax",
+        make=make_gymnax_env,
+        check_env_id=check_gymnax_id,
+        host=False,
+        description="gymnax envs in JAX, fused with the learner",
+        render_id=_render_gymnax_twin,
+    )
+)

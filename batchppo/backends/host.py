@@ -1,0 +1,146 @@
+"""The host backends ``process`` and ``sync``: Gymnasium envs stepped on the host.
+
+Both build their batch env with :func:`batchppo.envs.make` (``BatchEnv`` worker processes, or
+envs stepped in the calling process) and hand it to the learner as a
+:class:`~batchppo.backends.host_env.HostEnv`. Their records are registered when this module is
+imported (:mod:`batchppo.backends` imports it); :func:`host_backend` fills what every host
+backend built by ``envs.make`` shares, for :mod:`batchppo.backends.ray` too. The module is
+light: Gymnasium, JAX and the batch envs are imported when an env is built or an id checked.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from batchppo.core.backends import Backend, lazy, register
+
+if TYPE_CHECKING:
+    from batchppo.backends.host_env import HostEnv
+
+__all__ = ["check_gymnasium_id", "host_backend", "make_host_env"]
+
+
+def check_gymnasium_id(env_id: str) -> None:
+    """Raises a one-line ValueError when ``env_id`` names no Gymnasium env.
+
+    The rule has one home, :func:`batchppo.envs.make.check_env_id` (imported on the call): a
+    registered id, ``"module:EnvId"`` or ``"module:factory"``, whose module is imported here.
+    """
+    from batchppo.envs.make import check_env_id
+
+    check_env_id(env_id)
+
+
+def _render_gymnasium(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    del env_kwargs  # the render env is built with them
+    return env_id
+
+
+def _process_options(config: Any) -> dict[str, Any]:
+    """The config's settings of the process backend: keyword arguments of ``BatchEnv``."""
+    return {"step_timeout": config.env_step_timeout}
+
+
+def make_host_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    backend: str,
+    max_length: int | None,
+    normalize_ranges: bool,
+    seed: int,
+    num_workers: int | None,
+    env_kwargs: Mapping[str, Any],
+    max_restarts: int,
+    options: Mapping[str, Any],
+) -> HostEnv:
+    """The host backends' builder (:class:`~batchppo.core.backends.MakeEnv`):
+    ``batchppo.envs.make(backend=backend)`` in a HostEnv.
+
+    Args:
+        env_id: Gymnasium id.
+        num_envs: Batch size.
+        backend: The host backend, the ``backend`` of :func:`batchppo.envs.make`:
+            ``process``, ``sync`` or ``ray``.
+        max_length: Time limit in steps; None keeps the registry's.
+        normalize_ranges: Rescale finite bounds to [-1, 1].
+        seed: The envs are reset with ``seed`` (env ``i`` with ``seed + i``).
+        num_workers: Worker processes (or actors).
+        env_kwargs: ``gymnasium.make`` keywords.
+        max_restarts: ``BatchEnv``'s restart budget.
+        options: The backend's settings (:attr:`Backend.config_options
+            <batchppo.core.backends.Backend.config_options>`): ``step_timeout`` and, for
+            ``ray``, the ``ray_options`` of :func:`batchppo.envs.make`.
+
+    Returns:
+        The :class:`HostEnv` (it closes the batch env on ``close()``).
+    """
+    from batchppo.backends.host_env import wrap_host_env
+    from batchppo.envs import make as make_host_envs
+
+    options = dict(options)
+    step_timeout = options.pop("step_timeout", None)
+    vector_env = make_host_envs(
+        env_id,
+        num_envs,
+        seed=seed,
+        backend=backend,
+        num_workers=num_workers,
+        max_length=max_length,
+        normalize_ranges=normalize_ranges,
+        ray_options=options or None,
+        max_restarts=max_restarts,
+        step_timeout=step_timeout,
+        **env_kwargs,
+    )
+    # make()'s stack (ConvertTo32Bit, per env or applied to the batch in the workers) already
+    # rejects every non-finite observation and reward, naming the env: no second check here.
+    return wrap_host_env(vector_env, check_finite=False)
+
+
+# The start-up probe of a run and the spaces HostEnv takes (the EnvSpec of a Gymnasium env's
+# spaces, or its one-line error).
+_PROBE_GYMNASIUM = lazy("batchppo.envs.make:probe_env")
+_HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
+
+
+def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
+    """The record of a host backend whose envs :func:`batchppo.envs.make` builds
+    (``envs.make(backend=name)``), stepped through a
+    :class:`~batchppo.backends.host_env.HostEnv`.
+
+    Args:
+        name: The backend's name, one of ``envs.make``'s ``backend`` values.
+        description: What steps the envs, for messages.
+        **fields: The record's other fields (:class:`~batchppo.core.backends.Backend`).
+
+    Returns:
+        The record (not yet registered).
+    """
+    return Backend(
+        name=name,
+        make=functools.partial(make_host_env, backend=name),
+        check_env_id=check_gymnasium_id,
+        host=True,
+        description=description,
+        render_id=_render_gymnasium,
+        probe=_PROBE_GYMNASIUM,
+        check_spaces=_HOST_SPACES,
+        **fields,
+    )
+
+
+register(
+    host_backend(
+        "process",
+        description="BatchEnv worker processes",
+        supports_restarts=True,
+        config_options=_process_options,
+        load_with="sync",
+    )
+)
+register(
+    host_backend("sync", description="envs stepped in the calling process", supports_restarts=True)
+)

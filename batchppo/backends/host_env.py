@@ -1,0 +1,417 @@
+"""The host backends' env: :class:`HostEnv`, a Gymnasium ``VectorEnv`` in same-step auto-reset
+mode (such as ``batchppo.envs.BatchEnv``) called through ``jax.experimental.io_callback`` so
+that it runs inside ``jit`` and ``lax.scan``: the ``InGraphBatchEnv`` of the original Batch
+PPO. Also the marking of a host env's exceptions (:func:`mark_env_error`,
+:func:`is_env_error`, :func:`raise_env_error`).
+
+The records of the host backends (``process``, ``sync``, ``ray``) live in
+:mod:`batchppo.backends.host` and :mod:`batchppo.backends.ray`; their builder imports this
+module when it builds an env.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+
+from batchppo.core import spaces
+from batchppo.core.env import EnvSpec, StepResult
+from batchppo.core.pure_env import check_num_envs
+from batchppo.envs.final_obs import final_obs_from_infos
+
+if TYPE_CHECKING:
+    from batchppo.envs.episode_metrics import EpisodeInfoRecorder
+
+__all__ = [
+    "HostEnv",
+    "is_env_error",
+    "mark_env_error",
+    "raise_env_error",
+    "spec_from_spaces",
+    "wrap_host_env",
+]
+
+
+def spec_from_spaces(obs_space: Any, act_space: Any) -> EnvSpec:
+    """EnvSpec of one env of a Gymnasium vector env (any space of :mod:`batchppo.core.spaces`).
+
+    Raises:
+        UnsupportedSpaceError: A space the env API does not carry (one line naming it).
+    """
+    return EnvSpec.from_spaces(
+        spaces.from_gymnasium(obs_space, "HostEnv observation space"),
+        spaces.from_gymnasium(act_space, "HostEnv action space"),
+    )
+
+
+def _final_obs_tree(space: Any, obs: Any, infos: Mapping[str, Any]) -> Any:
+    """The dense final obs of a Dict/Tuple observation from Gymnasium's same-step infos.
+
+    :func:`~batchppo.envs.final_obs.final_obs_from_infos` per leaf: ``obs`` where no episode
+    ended, else a copy whose ended rows hold the leaf of ``infos["final_obs"][i]``.
+    """
+    if spaces.is_leaf(space):
+        return final_obs_from_infos(obs, infos, space.dtype)
+    mask = infos.get("_final_obs")
+    if mask is None or not np.any(mask):
+        return obs
+    rows = np.flatnonzero(mask)
+
+    def fill(sub: Any, batch: Any, finals: list[Any]) -> Any:
+        if spaces.is_leaf(sub):
+            out = np.array(batch, sub.dtype)
+            out[rows] = np.stack([np.asarray(f, sub.dtype) for f in finals])
+            return out
+        keys = sub.keys() if isinstance(sub, dict) else range(len(sub))
+        filled = {k: fill(sub[k], batch[k], [f[k] for f in finals]) for k in keys}
+        return filled if isinstance(sub, dict) else tuple(filled[k] for k in keys)
+
+    return fill(space, obs, [infos["final_obs"][i] for i in rows])
+
+
+def _host_action_dtypes(space: Any) -> Any:
+    """The tree of a Gymnasium action space with each leaf replaced by a dtype-only spec."""
+    from gymnasium import spaces as gs
+
+    if isinstance(space, gs.Dict):
+        return {k: _host_action_dtypes(s) for k, s in space.spaces.items()}
+    if isinstance(space, gs.Tuple):
+        return tuple(_host_action_dtypes(s) for s in space.spaces)
+    return spaces.DtypeOnly(np.dtype(space.dtype))
+
+
+def _check_same_step(vector_env: Any) -> None:
+    from gymnasium.vector import AutoresetMode
+
+    mode = getattr(vector_env, "metadata", {}).get("autoreset_mode")
+    if mode is not None and mode != AutoresetMode.SAME_STEP and str(mode) != "same-step":
+        raise ValueError(
+            f"HostEnv needs a vector env in same-step auto-reset mode, got {mode!r}; create it "
+            "with autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP."
+        )
+
+
+_ENV_ERROR = "batchppo_env_error"  # the attribute that marks an env's exception
+_JAX_CALLBACK_LOGGER = "jax._src.callback"  # logs each failed io_callback with its traceback
+
+
+def mark_env_error(error: BaseException) -> BaseException:
+    """Marks ``error`` as raised by a host env's reset or step (see :func:`is_env_error`)."""
+    with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
+        setattr(error, _ENV_ERROR, True)
+    return error
+
+
+def is_env_error(error: BaseException) -> bool:
+    """Whether ``error`` was raised by a host env's reset or step, through a
+    :class:`HostEnv` (the env's own exception, ``WorkerDiedError``, a non-finite value)."""
+    return bool(getattr(error, _ENV_ERROR, False))
+
+
+def raise_env_error(error: BaseException, *envs: Any) -> None:
+    """Raises the exception a :class:`HostEnv` of ``envs`` kept, if one did; else returns.
+
+    Call it where a compiled program over host envs raised ``error``: an exception in an
+    ``io_callback`` reaches the caller as JAX's ``JaxRuntimeError``, its type lost, and this
+    raises the original (type, message and, for ``BatchEnv``, the worker's traceback) in its
+    place. The JAX error, whose text repeats the traceback, stays as its hidden
+    ``__context__``. Envs that are not HostEnvs (or None) are skipped.
+
+    Example:
+        >>> try:
+        ...     state = compiled_rollout(state)
+        ... except Exception as error:
+        ...     raise_env_error(error, env)
+        ...     raise
+    """
+    kept = None
+    for env in envs:
+        take = getattr(env, "take_error", None)
+        found = take() if take is not None else None
+        kept = kept or found
+    if kept is None or kept is error:
+        return
+    kept.__suppress_context__ = True
+    raise kept
+
+
+class _EnvErrorLogFilter(logging.Filter):
+    """Drops JAX's log of an ``io_callback`` that failed with a host env's exception.
+
+    JAX logs every callback exception with its traceback before the compiled call fails;
+    :func:`raise_env_error` raises that exception, traceback included, to the caller, and
+    its ``JaxRuntimeError`` repeats the traceback too, so the log would only print it twice.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return error is None or not is_env_error(error)
+
+
+def _quiet_jax_callback_log() -> None:
+    logger = logging.getLogger(_JAX_CALLBACK_LOGGER)
+    if not any(isinstance(f, _EnvErrorLogFilter) for f in logger.filters):
+        logger.addFilter(_EnvErrorLogFilter())
+
+
+class HostEnv:
+    """A Gymnasium ``VectorEnv`` (same-step auto-reset) as a functional Env usable under jit.
+
+    ``reset`` and ``step`` call the vector env through ``jax.experimental.io_callback`` with
+    ``ordered=True`` (one callback per step moving obs, reward, flags and final obs together),
+    so a whole ``rollout`` over host envs compiles into one XLA program, as the original's
+    ``InGraphBatchEnv`` put host envs into the TensorFlow graph. The env state is a step
+    counter that only threads the data dependency; the real state lives on the host.
+
+    Observation and action spaces are trees (:mod:`batchppo.core.spaces`): every observation
+    leaf keeps its dtype (64-bit narrowed to 32-bit), so a uint8 frame crosses the
+    ``io_callback`` as uint8; rewards become float32, actions each leaf's dtype. Non-finite
+    float observations or rewards raise ``ValueError`` naming the env index and the field.
+    An exception raised in ``host_reset`` or ``host_step`` (the env's own, re-raised by
+    ``BatchEnv`` with the worker's traceback, or ``WorkerDiedError``) is marked
+    (:func:`is_env_error`) and kept: a compiled call reports it as JAX's ``JaxRuntimeError``,
+    and :func:`raise_env_error` raises the kept original in its place. A ``BatchEnv`` with
+    ``max_restarts`` restarts the env instead (its episode ends truncated; :attr:`restarts`
+    counts the restarts).
+
+    ``reset(key)`` reseeds the vector env with a seed drawn from ``key``
+    (:meth:`seed_from_key`), so runs are reproducible from the key alone.
+
+    When the vector env has a ``step_arrays(actions) -> (obs, reward, terminated, truncated,
+    final_obs)`` method (``batchppo.envs.BatchEnv``) it is used; otherwise ``step`` and the
+    ``final_obs`` / ``_final_obs`` infos of Gymnasium's same-step mode.
+
+    Args:
+        vector_env: The vector env; HostEnv does not own it unless ``close`` is called.
+        check_finite: Reject non-finite observations and rewards.
+    """
+
+    def __init__(self, vector_env: Any, *, check_finite: bool = True) -> None:
+        _check_same_step(vector_env)
+        _quiet_jax_callback_log()
+        self._env = vector_env
+        self._num_envs = check_num_envs(vector_env.num_envs)
+        self._spec = spec_from_spaces(
+            vector_env.single_observation_space, vector_env.single_action_space
+        )
+        self._check_finite = bool(check_finite)
+        self._error: Exception | None = None  # the last exception of a host call, untaken
+        self._obs_space = self._spec.obs_space
+        self._nested_obs = not spaces.is_leaf(self._obs_space)
+        self._float_leaves = [
+            (i, path)
+            for i, (leaf, path) in enumerate(
+                zip(spaces.leaves(self._obs_space), spaces.leaf_paths(self._obs_space), strict=True)
+            )
+            if np.issubdtype(leaf.dtype, np.floating)
+        ]
+        # The vector env's own action dtypes (int64 Discrete, say), leaf by leaf.
+        self._action_dtypes = _host_action_dtypes(vector_env.single_action_space)
+        step_arrays = getattr(vector_env, "step_arrays", None)
+        self._step_arrays = step_arrays if callable(step_arrays) else None
+        self._recorder: EpisodeInfoRecorder | None = None
+        n = self._num_envs
+        self._obs_struct = spaces.structs(self._obs_space, (n,))
+        self._step_structs = (
+            self._obs_struct,
+            jax.ShapeDtypeStruct((n,), jnp.float32),
+            jax.ShapeDtypeStruct((n,), jnp.bool_),
+            jax.ShapeDtypeStruct((n,), jnp.bool_),
+            self._obs_struct,
+        )
+
+    @property
+    def spec(self) -> EnvSpec:
+        """Shapes, dtypes and bounds of one env."""
+        return self._spec
+
+    @property
+    def num_envs(self) -> int:
+        """Batch size."""
+        return self._num_envs
+
+    @property
+    def vector_env(self) -> Any:
+        """The wrapped vector env."""
+        return self._env
+
+    @property
+    def restarts(self) -> int:
+        """Envs the vector env restarted so far (``BatchEnv.restarts``; 0 if it has none)."""
+        return int(getattr(self._env, "restarts", 0))
+
+    def close(self) -> None:
+        """Closes the wrapped vector env."""
+        self._env.close()
+
+    def record_infos(self, recorder: EpisodeInfoRecorder | None) -> None:
+        """Feeds the vector env's infos to ``recorder`` from the next reset on; None stops.
+
+        While a recorder is set, steps go through the vector env's ``step`` (infos included)
+        instead of its ``step_arrays`` fast path.
+        """
+        self._recorder = recorder
+
+    def take_error(self) -> Exception | None:
+        """The exception the last failed ``host_reset`` / ``host_step`` raised, if not taken yet.
+
+        Inside a compiled program such an exception reaches the caller only as JAX's
+        ``JaxRuntimeError``; this is the original (see :func:`raise_env_error`).
+        """
+        error, self._error = self._error, None
+        return error
+
+    def _keep_error(self, error: Exception) -> None:
+        mark_env_error(error)
+        self._error = error
+
+    def __repr__(self) -> str:
+        return f"HostEnv({self._env!r}, num_envs={self._num_envs})"
+
+    @staticmethod
+    def seed_from_key(key: jax.Array) -> jax.Array:
+        """The int32 seed that ``reset(key)`` passes to ``vector_env.reset(seed=...)``."""
+        return jax.random.randint(key, (), 0, np.iinfo(np.int32).max, dtype=jnp.int32)
+
+    # -- host side ---------------------------------------------------------------------------
+
+    def _finite(self, name: str, value: np.ndarray) -> None:
+        if np.isfinite(value).all():
+            return
+        bad = ~np.isfinite(value.reshape(self._num_envs, -1)).all(axis=1)
+        index = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"HostEnv: non-finite {name} from env {index} of {self._num_envs} "
+            f"(value {value[index]!r}); fix the env or wrap it to keep {name} finite."
+        )
+
+    def host_reset(self, seed: np.ndarray | int) -> np.ndarray:
+        """Resets the vector env on the host with ``seed``; returns float32 observations.
+
+        An exception it raises is marked and kept (see :meth:`take_error`).
+        """
+        try:
+            return self._host_reset(seed)
+        except Exception as error:
+            self._keep_error(error)
+            raise
+
+    def _observations(self, obs: Any) -> Any:
+        """``obs`` in the observation space's structure and leaf dtypes."""
+        return spaces.cast(self._obs_space, obs)
+
+    def _finite_obs(self, name: str, obs: Any) -> None:
+        if not self._nested_obs:
+            if self._float_leaves:
+                self._finite(name, obs)
+            return
+        flat = spaces.flatten(self._obs_space, obs)
+        for i, path in self._float_leaves:
+            self._finite(f"{name}{path}", flat[i])
+
+    def _host_reset(self, seed: np.ndarray | int) -> Any:
+        obs, infos = self._env.reset(seed=int(seed))
+        if self._recorder is not None:
+            self._recorder.reset(infos)
+        obs = self._observations(obs)
+        if self._check_finite:
+            self._finite_obs("observation", obs)
+        return obs
+
+    def host_step(
+        self, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Steps the vector env on the host (what ``step`` calls back into).
+
+        Returns:
+            ``(obs, reward, terminated, truncated, final_obs)`` NumPy arrays; float32
+            observations and rewards, checked finite unless ``check_finite=False``.
+
+        Raises:
+            Exception: What the vector env raised (marked and kept, see :meth:`take_error`),
+                or ``ValueError`` for non-finite values.
+        """
+        try:
+            return self._host_step(action)
+        except Exception as error:
+            self._keep_error(error)
+            raise
+
+    def _host_step(
+        self, action: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        action = spaces.cast(self._action_dtypes, action)
+        if self._step_arrays is not None and self._recorder is None:
+            obs, reward, terminated, truncated, final_obs = self._step_arrays(action)
+        else:
+            obs, reward, terminated, truncated, infos = self._env.step(action)
+            final_obs = _final_obs_tree(self._obs_space, obs, infos)
+            if self._recorder is not None:
+                self._recorder.step(infos, terminated, truncated)
+        obs = self._observations(obs)
+        reward = np.asarray(reward, np.float32)
+        final_obs = self._observations(final_obs)
+        if self._check_finite:
+            self._finite_obs("observation", obs)
+            self._finite_obs("final observation", final_obs)
+            self._finite("reward", reward)
+        return (
+            obs,
+            reward,
+            np.asarray(terminated, np.bool_),
+            np.asarray(truncated, np.bool_),
+            final_obs,
+        )
+
+    # -- traced side ---------------------------------------------------------------------------
+
+    def reset(self, key: jax.Array) -> tuple[jax.Array, Any]:
+        """Resets the vector env with a seed drawn from ``key``; returns ``(state, obs)``."""
+        obs = io_callback(self.host_reset, self._obs_struct, self.seed_from_key(key), ordered=True)
+        return jnp.zeros((), jnp.int32), obs
+
+    def step(self, state: jax.Array, action: Any, key: jax.Array) -> StepResult:
+        """Steps the vector env on the host (the key is unused: host envs own their RNG)."""
+        del key
+        action = spaces.cast_actions(self._spec.action_space, action, self._num_envs, "HostEnv")
+        host_result = io_callback(self.host_step, self._step_structs, action, ordered=True)
+        return self.step_result(state, host_result)
+
+    @staticmethod
+    def step_result(state: jax.Array, host_result: tuple[Any, ...]) -> StepResult:
+        """The :class:`StepResult` of a step that ``host_step`` made from ``state``.
+
+        The one home of the env state's meaning (a step counter), for :meth:`step` and for
+        drivers that call ``host_step`` themselves (:class:`~batchppo.backends.host_loop.HostLoop`).
+
+        Args:
+            state: The env state before the step.
+            host_result: What ``host_step`` returned, ``(obs, reward, terminated, truncated,
+                final_obs)``.
+        """
+        obs, reward, terminated, truncated, final_obs = host_result
+        return StepResult(
+            state=state + 1,
+            obs=obs,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+        )
+
+
+def wrap_host_env(vector_env: Any, *, check_finite: bool = True) -> HostEnv:
+    """``HostEnv(vector_env, check_finite=...)``, closing ``vector_env`` when that fails (a
+    host backend's builder owns the batch env it starts)."""
+    try:
+        return HostEnv(vector_env, check_finite=check_finite)
+    except Exception:
+        vector_env.close()
+        raise

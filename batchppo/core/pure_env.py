@@ -1,0 +1,119 @@
+"""What the pure-JAX adapters of :class:`~batchppo.core.env.Env` share.
+
+A pure-JAX env (gymnax, Brax) is ``vmap``-ed over the batch and keeps its own step count per
+env (:class:`TimedState`), so that ``truncated`` (the time limit) and ``terminated`` stay
+separate; finished envs restart inside the compiled step (:func:`autoreset`).
+:class:`PureJaxEnv` holds the batch size, the spec and that time-limit rule; the backends'
+adapters (:mod:`batchppo.backends`) subclass it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from batchppo.core.env import EnvSpec
+
+__all__ = ["PureJaxEnv", "TimedState", "autoreset", "check_max_length", "check_num_envs"]
+
+
+def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
+    """Per-env select over a pytree whose leaves have a leading batch axis."""
+
+    def select(a: jax.Array, b: jax.Array) -> jax.Array:
+        mask = done.reshape(done.shape + (1,) * (jnp.ndim(a) - 1))
+        return jnp.where(mask, a, b)
+
+    return jax.tree.map(select, new, old)
+
+
+def check_num_envs(num_envs: Any) -> int:
+    """``num_envs`` as an int >= 1, or a one-line ValueError."""
+    try:
+        num_envs = operator.index(num_envs)
+    except TypeError:
+        raise ValueError(f"num_envs must be an int, got {num_envs!r}.") from None
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
+    return num_envs
+
+
+def check_max_length(max_length: Any) -> int | None:
+    """``max_length`` as an int >= 1 or None (the env's own), or a one-line ValueError."""
+    if max_length is None:
+        return None
+    try:
+        max_length = operator.index(max_length)
+    except TypeError:
+        raise ValueError(f"max_length must be an int or None, got {max_length!r}.") from None
+    if max_length < 1:
+        raise ValueError(f"max_length must be >= 1 (or None for the env's own), got {max_length}.")
+    return max_length
+
+
+@struct.dataclass
+class TimedState:
+    """State of the pure-JAX adapters: the batched inner env state and our step count per env."""
+
+    env_state: Any
+    time: jax.Array
+
+
+def autoreset(done: jax.Array, reset_fn: Callable[[], Any], current: Any) -> Any:
+    """Replaces ``current`` by ``reset_fn()`` where ``done``, per env.
+
+    The reset runs under ``lax.cond`` so that steps where no episode ended (most steps, with
+    time limits) skip its cost.
+    """
+    return jax.lax.cond(
+        jnp.any(done),
+        lambda _: _batched_where(done, reset_fn(), current),
+        lambda _: current,
+        None,
+    )
+
+
+class PureJaxEnv:
+    """What the pure-JAX adapters share: batch size, spec, and our own time-limit bookkeeping.
+
+    Subclasses set ``_spec``, ``_num_envs`` and ``_max_length`` in ``__init__``.
+    """
+
+    _spec: EnvSpec
+    _num_envs: int
+    _max_length: int
+
+    @property
+    def spec(self) -> EnvSpec:
+        """Shapes, dtypes and bounds of one env (after normalisation, if on)."""
+        return self._spec
+
+    @property
+    def num_envs(self) -> int:
+        """Batch size."""
+        return self._num_envs
+
+    @property
+    def max_length(self) -> int:
+        """The time limit in steps."""
+        return self._max_length
+
+    def close(self) -> None:
+        """Nothing to release (pure JAX)."""
+
+    def _time_limit(
+        self, time: jax.Array, terminated: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Advances the step count; returns ``(time, truncated, done)``.
+
+        Truncation needs the limit reached without the env terminating at that step: when both
+        happen, terminated wins (no bootstrap).
+        """
+        time = time + 1
+        truncated = (time >= self._max_length) & ~terminated
+        return time, truncated, terminated | truncated

@@ -1,0 +1,35 @@
+"""The core imports no backend: backends adapt to it, never the other way round."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+# Module names (and their submodules) that no core module may import.
+FORBIDDEN = ("batchppo.envs", "batchppo.backends", "gymnax", "brax", "ray")
+
+CODE = f"""
+import importlib, json, pkgutil, sys
+import batchppo.core
+modules = sorted(m.name for m in pkgutil.iter_modules(batchppo.core.__path__, "batchppo.core."))
+for name in modules:
+    importlib.import_module(name)
+for name in batchppo.core.__all__:  # the lazy names resolve too
+    getattr(batchppo.core, name)
+forbidden = {FORBIDDEN!r}
+loaded = sorted(m for m in sys.modules if any(m == f or m.startswith(f + ".") for f in forbidden))
+print(json.dumps({{"modules": modules, "loaded": loaded}}))
+"""
+
+
+def test_core_and_each_of_its_modules_import_no_backend():
+    out = subprocess.run(
+        [sys.executable, "-c", CODE], capture_output=True, text=True, check=True, timeout=120
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    # Every module of the package was imported, the registry and the range rule among them.
+    assert {"batchppo.core.backends", "batchppo.core.ranges", "batchppo.core.simulation"} <= set(
+        result["modules"]
+    )
+    assert result["loaded"] == []
