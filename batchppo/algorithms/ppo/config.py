@@ -123,6 +123,11 @@ class PPOConfig(RunConfig):
     """GAE lambda; 1.0 gives the original's plain discounted returns minus values."""
     normalize_advantages: bool = True
     """Standardise advantages per minibatch."""
+    recompute_advantages: bool = False
+    """Recompute values, advantages and value targets with the current value network at the
+    start of every epoch instead of once per rollout (Andrychowicz et al. 2021, "What Matters
+    In On-Policy Reinforcement Learning?"; Tianshou's ``recompute_adv``): one value pass over
+    the batch per epoch. Feed-forward networks only."""
     kl_target: float = 0.01
     """Target KL per update (kappa)."""
     kl_cutoff_factor: float = 2.0
@@ -186,6 +191,12 @@ class PPOConfig(RunConfig):
         check(
             self.activation in ("relu", "tanh"),
             f"activation={self.activation!r}: use relu or tanh",
+        )
+        check(
+            not (self.recompute_advantages and "recurrent" in self.network),
+            f"recompute_advantages=True with network={self.network!r}: advantages are "
+            "recomputed for feed-forward networks only; use a feed_forward network or set "
+            "recompute_advantages=False",
         )
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
         check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -90,6 +90,24 @@ class TrainState:
     updates: jax.Array
     reward_return: jax.Array
     lr_scale: jax.Array
+
+
+class GaeInputs(NamedTuple):
+    """What a rollout's advantages are computed from, in rollout layout ``(T, B, ...)``.
+
+    Attributes:
+        obs: Observations as the network takes them (normalised).
+        final_obs: Each step's next observation, the final one where an episode ended.
+        reward: Rewards as the learner sees them (scaled).
+        terminated: True where the episode ended in a terminal state (no bootstrap).
+        truncated: True where it was cut off (bootstrap from ``V(final_obs)``).
+    """
+
+    obs: PyTree
+    final_obs: PyTree
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
 
 
 def rollout_length(config: PPOConfig) -> int:
@@ -286,30 +304,50 @@ class PPO(ActorCriticActing):
         reward = norm.normalize(reward_norm, traj.reward, center=False, clip=config.reward_clip)
         return reward, reward_norm, reward_return
 
-    def make_batch(
-        self, ts: TrainState, traj: Transition
-    ) -> tuple[losses.Batch, TrainState, dict[str, jax.Array]]:
-        """Normalises a rollout, computes GAE and lays it out as training sequences.
+    def advantages(
+        self, params: PyTree, inputs: GaeInputs, values: jax.Array | None = None
+    ) -> tuple[jax.Array, jax.Array]:
+        """GAE advantages and value targets ``(T, B)`` of a rollout under ``params``.
 
-        Returns:
-            ``(batch, ts, metrics)``, ``ts`` with the reward statistics of the rollout.
+        Args:
+            params: Network params whose value function the estimates use.
+            inputs: The rollout's normalised observations, scaled rewards and episode ends.
+            values: ``V(obs)`` if already known (the rollout's own); computed otherwise.
         """
         config = self.config
-        obs = self.normalize_obs(ts.obs_norm, traj.obs)
-        final_obs = self.normalize_obs(ts.obs_norm, traj.final_obs)
-        reward, reward_norm, reward_return = self.scale_rewards(ts, traj)
-        ts = ts.replace(reward_norm=reward_norm, reward_return=reward_return)
-        values = traj.extras["value"]
-        next_values = self.next_values(ts.params, values, final_obs, traj.truncated)
-        advantages, targets = returns_lib.gae(
-            reward,
+        if values is None:
+            values = self.network.value(params, inputs.obs)
+        next_values = self.next_values(params, values, inputs.final_obs, inputs.truncated)
+        return returns_lib.gae(
+            inputs.reward,
             values,
             next_values,
-            traj.terminated,
-            traj.truncated,
+            inputs.terminated,
+            inputs.truncated,
             config.discount,
             config.gae_lambda,
         )
+
+    def make_batch(
+        self, ts: TrainState, traj: Transition
+    ) -> tuple[losses.Batch, GaeInputs, TrainState, dict[str, jax.Array]]:
+        """Normalises a rollout, computes GAE and lays it out as training sequences.
+
+        Returns:
+            ``(batch, inputs, ts, metrics)``: ``inputs`` what GAE was computed from (for
+            ``recompute_advantages``), ``ts`` with the reward statistics of the rollout.
+        """
+        reward, reward_norm, reward_return = self.scale_rewards(ts, traj)
+        ts = ts.replace(reward_norm=reward_norm, reward_return=reward_return)
+        inputs = GaeInputs(
+            obs=self.normalize_obs(ts.obs_norm, traj.obs),
+            final_obs=self.normalize_obs(ts.obs_norm, traj.final_obs),
+            reward=reward,
+            terminated=traj.terminated,
+            truncated=traj.truncated,
+        )
+        values = traj.extras["value"]
+        advantages, targets = self.advantages(ts.params, inputs, values)
         if self.network.recurrent:
             # The carry each sequence starts from: every L-th step of each env.
             carry = jnp.swapaxes(traj.extras["carry"], 0, 1)
@@ -318,7 +356,7 @@ class PPO(ActorCriticActing):
             carry0 = ()
         seq = self._to_sequences
         batch = losses.Batch(
-            obs=jax.tree.map(seq, obs),
+            obs=jax.tree.map(seq, inputs.obs),
             action=jax.tree.map(seq, traj.action),
             first=seq(traj.first),
             old_dist=jax.tree.map(seq, traj.extras["dist"]),
@@ -330,12 +368,16 @@ class PPO(ActorCriticActing):
             carry0=carry0,
         )
         metrics = {"value_mean": values.mean(), "return_mean": targets.mean()}
-        return batch, ts, metrics
+        return batch, inputs, ts, metrics
 
     def update(
-        self, ts: TrainState, batch: losses.Batch
+        self, ts: TrainState, batch: losses.Batch, inputs: GaeInputs | None = None
     ) -> tuple[TrainState, dict[str, jax.Array]]:
-        """``update_epochs`` passes of shuffled minibatches, then the beta adaptation."""
+        """``update_epochs`` passes of shuffled minibatches, then the beta adaptation.
+
+        With ``inputs`` each epoch first recomputes the batch's advantages and value targets
+        under the params it starts from (``recompute_advantages``).
+        """
         config = self.config
         M = config.num_minibatches
         key, k_epochs = jax.random.split(ts.key)
@@ -376,7 +418,12 @@ class PPO(ActorCriticActing):
                 x = jnp.take(x, perm, axis=0)
                 return x.reshape((M, self.num_sequences // M, *x.shape[1:]))
 
-            minibatches = jax.tree.map(shuffle, batch)
+            epoch_batch = batch
+            if inputs is not None:
+                advantages, targets = self.advantages(carry[0], inputs)
+                seq = self._to_sequences
+                epoch_batch = batch._replace(advantage=seq(advantages), target=seq(targets))
+            minibatches = jax.tree.map(shuffle, epoch_batch)
             if self.minibatch_sharding is not None:
                 minibatches = lax.with_sharding_constraint(minibatches, self.minibatch_sharding)
             return lax.scan(minibatch_step, carry, minibatches, unroll=self.unroll_update)
@@ -419,8 +466,8 @@ class PPO(ActorCriticActing):
         """
         config = self.config
         lr = self.schedule(ts.updates * config.update_epochs * config.num_minibatches) * ts.lr_scale
-        batch, ts, data_metrics = self.make_batch(ts, traj)
-        ts, metrics = self.update(ts, batch)
+        batch, inputs, ts, data_metrics = self.make_batch(ts, traj)
+        ts, metrics = self.update(ts, batch, inputs if config.recompute_advantages else None)
         obs_norm = ts.obs_norm
         obs_norm = self.update_obs_norm(obs_norm, traj.obs)
         env_steps = self.T * self.env.num_envs

@@ -349,6 +349,64 @@ def test_lr_kl_cap_scales_the_learning_rate_and_is_exact_under_the_cap():
     assert not all(np.allclose(a, b) for a, b in leaves)
 
 
+@pytest.mark.timeout(120)
+def test_advantages_under_given_params_are_gae_of_their_values():
+    from batchppo.core import returns
+
+    trainer = Trainer(dataclasses.replace(TINY, max_length=3))  # truncations at t = 2, 5
+    ppo = trainer.ppo
+    ts = trainer.init(jax.random.key(0))
+    ss = trainer.init_sim(ts, jax.random.key(1))
+    _, traj, _ = rollout(ppo.env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, ppo.T)
+    _, inputs, _, _ = ppo.make_batch(ts, traj)
+    other = ppo.init(jax.random.key(7)).params
+    advantages, targets = ppo.advantages(other, inputs)
+    values = ppo.network.value(other, inputs.obs)
+    next_values = ppo.network.value(other, inputs.final_obs)
+    expected = returns.gae(
+        inputs.reward,
+        values,
+        next_values,
+        inputs.terminated,
+        inputs.truncated,
+        ppo.config.discount,
+        ppo.config.gae_lambda,
+    )
+    np.testing.assert_allclose(advantages, expected[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(targets, expected[1], rtol=1e-5, atol=1e-5)
+    trainer.close()
+
+
+@pytest.mark.timeout(180)
+def test_recompute_advantages_changes_only_the_epochs_after_the_first():
+    config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, max_length=3)
+
+    def one_iteration(**changes):
+        trainer = Trainer(dataclasses.replace(config, **changes))
+        ts = trainer.init(jax.random.key(0))
+        ts, _, _ = trainer.iteration(ts, trainer.init_sim(ts, jax.random.key(1)))
+        trainer.close()
+        return jax.tree.leaves(ts.params)
+
+    # The first epoch starts from the rollout's params: its advantages are the rollout's.
+    for a, b in zip(
+        one_iteration(update_epochs=1),
+        one_iteration(update_epochs=1, recompute_advantages=True),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    # Later epochs take them from the value network the previous epochs trained.
+    once = one_iteration(update_epochs=3)
+    again = one_iteration(update_epochs=3, recompute_advantages=True)
+    pairs = zip(once, again, strict=True)
+    assert not all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
+
+
+def test_recompute_advantages_needs_a_feed_forward_network():
+    with pytest.raises(ValueError, match="recompute_advantages=True with network='recurrent'"):
+        dataclasses.replace(TINY, network="recurrent", recompute_advantages=True)
+
+
 def test_lr_kl_cap_must_be_positive():
     with pytest.raises(ValueError, match="lr_kl_cap=0"):
         dataclasses.replace(TINY, lr_kl_cap=0)
@@ -390,7 +448,7 @@ def test_uint8_frames_reach_the_network_as_uint8():
     )(ts, ss)
     assert traj.obs.dtype == jnp.uint8 and traj.obs.shape == (8, 4, 6, 6, 2)
     assert traj.final_obs.dtype == jnp.uint8
-    batch, _, _ = jax.jit(ppo.make_batch)(ts, traj)
+    batch, _, _, _ = jax.jit(ppo.make_batch)(ts, traj)
     assert batch.obs.dtype == jnp.uint8 and batch.obs.shape == (32, 1, 6, 6, 2)
     seen.clear()
     new_ts, _, metrics = jax.jit(ppo.iteration)(ts, ss)
