@@ -1,7 +1,7 @@
 """The ``gymnax`` backend's env: :class:`GymnaxEnv`, a gymnax env as a batched
 :class:`~batchppo.core.env.Env`, ``vmap``-ed over the batch, with our own step counter for the
 time limit (so ``truncated`` and ``terminated`` stay separate) and same-step auto-reset inside
-the compiled step.
+the compiled step; and :func:`from_gymnax`, a gymnax space as the core's space tree.
 
 Range normalisation (``normalize_ranges``) applies the maps of :mod:`batchppo.core.ranges`,
 which the host wrapper ``RangeNormalize`` uses too, so presets transfer between backends: each
@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchppo.backends.gymnax import check_gymnax_id, import_gymnax
+from batchppo.core import spaces
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
     PureJaxEnv,
@@ -39,10 +40,37 @@ from batchppo.core.ranges import (
     range_normalize_obs,
 )
 
-__all__ = ["GymnaxEnv"]
+__all__ = ["GymnaxEnv", "from_gymnax"]
 
 # gymnax's time limit is switched off (we count steps ourselves) by a limit never reached.
 _NO_LIMIT = 2**30
+
+
+def from_gymnax(space: Any, origin: str = "env", path: str = "") -> Any:
+    """The space tree (:mod:`batchppo.core.spaces`) of a gymnax space.
+
+    Args:
+        space: A gymnax space (Box, Discrete, Dict, Tuple).
+        origin: Who asks, for the error message (``"observation space"``, ...).
+        path: Where ``space`` sits in an enclosing space (recursion).
+
+    Returns:
+        A leaf spec or a dict/tuple of them (Dict keys keep their names).
+
+    Raises:
+        UnsupportedSpaceError: Any other space (one line naming it and its path).
+    """
+    from gymnax.environments import spaces as xs
+
+    if isinstance(space, xs.Box):
+        return spaces.box(space.shape, space.dtype, space.low, space.high)
+    if isinstance(space, xs.Discrete):
+        return spaces.Discrete(int(space.n))
+    if isinstance(space, xs.Dict):
+        return {k: from_gymnax(s, origin, f"{path}[{k!r}]") for k, s in space.spaces.items()}
+    if isinstance(space, xs.Tuple):
+        return tuple(from_gymnax(s, origin, f"{path}[{i}]") for i, s in enumerate(space.spaces))
+    raise spaces.unsupported(space, path, origin)
 
 
 class GymnaxEnv(PureJaxEnv):
@@ -78,7 +106,7 @@ class GymnaxEnv(PureJaxEnv):
         param_changes: Mapping[str, Any] | None = None,
     ) -> None:
         gymnax = import_gymnax()
-        from gymnax.environments import spaces
+        from gymnax.environments import spaces as xs
 
         check_gymnax_id(env_id)
         env, default_params = gymnax.make(env_id)
@@ -111,7 +139,7 @@ class GymnaxEnv(PureJaxEnv):
             obs_low, obs_high = normalized_bounds(obs_low, obs_high)
 
         act_space = env.action_space(params)
-        if isinstance(act_space, spaces.Discrete):
+        if isinstance(act_space, xs.Discrete):
             self._raw_action_bounds = None
             self._spec = EnvSpec(
                 obs_shape=obs_shape,
@@ -123,7 +151,7 @@ class GymnaxEnv(PureJaxEnv):
                 obs_low=obs_low,
                 obs_high=obs_high,
             )
-        elif isinstance(act_space, spaces.Box):
+        elif isinstance(act_space, xs.Box):
             act_shape = tuple(int(s) for s in act_space.shape)
             act_low = np.broadcast_to(np.asarray(act_space.low, np.float32), act_shape).copy()
             act_high = np.broadcast_to(np.asarray(act_space.high, np.float32), act_shape).copy()

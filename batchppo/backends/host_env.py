@@ -1,7 +1,8 @@
 """The host backends' env: :class:`HostEnv`, a Gymnasium ``VectorEnv`` in same-step auto-reset
 mode (such as ``batchppo.envs.BatchEnv``) called through ``jax.experimental.io_callback`` so
 that it runs inside ``jit`` and ``lax.scan``: the ``InGraphBatchEnv`` of the original Batch
-PPO. Also the marking of a host env's exceptions (:func:`mark_env_error`,
+PPO. Also the conversion of Gymnasium spaces into the core's space trees
+(:func:`from_gymnasium`) and the marking of a host env's exceptions (:func:`mark_env_error`,
 :func:`is_env_error`, :func:`raise_env_error`).
 
 The records of the host backends (``process``, ``sync``, ``ray``) live in
@@ -31,12 +32,51 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HostEnv",
+    "from_gymnasium",
     "is_env_error",
     "mark_env_error",
     "raise_env_error",
     "spec_from_spaces",
     "wrap_host_env",
 ]
+
+
+def from_gymnasium(space: Any, origin: str = "env", path: str = "") -> Any:
+    """The space tree (:mod:`batchppo.core.spaces`) of a Gymnasium space.
+
+    Args:
+        space: A Gymnasium space.
+        origin: Who asks, for the error message (``"observation space"``, ...).
+        path: Where ``space`` sits in an enclosing space (recursion).
+
+    Returns:
+        A leaf spec or a dict/tuple of them (Dict keys keep their names).
+
+    Raises:
+        UnsupportedSpaceError: Text, Graph, Sequence, OneOf, a Discrete with ``start != 0``
+            or a MultiDiscrete of rank other than 1 (one line naming it and its path).
+    """
+    from gymnasium import spaces as gs
+
+    if isinstance(space, gs.Box):
+        return spaces.box(space.shape, space.dtype, space.low, space.high)
+    if isinstance(space, gs.Discrete):
+        if int(space.start) != 0:
+            raise spaces.unsupported(space, path, origin)
+        return spaces.Discrete(int(space.n))
+    if isinstance(space, gs.MultiDiscrete):
+        if space.nvec.ndim != 1 or np.any(np.asarray(space.start) != 0):
+            raise spaces.unsupported(space, path, origin)
+        return spaces.MultiDiscrete(tuple(int(n) for n in space.nvec))
+    if isinstance(space, gs.MultiBinary):
+        if len(space.shape) != 1:
+            raise spaces.unsupported(space, path, origin)
+        return spaces.MultiBinary(int(space.shape[0]))
+    if isinstance(space, gs.Dict):
+        return {k: from_gymnasium(s, origin, f"{path}[{k!r}]") for k, s in space.spaces.items()}
+    if isinstance(space, gs.Tuple):
+        return tuple(from_gymnasium(s, origin, f"{path}[{i}]") for i, s in enumerate(space))
+    raise spaces.unsupported(space, path, origin)
 
 
 def spec_from_spaces(obs_space: Any, act_space: Any) -> EnvSpec:
@@ -46,8 +86,8 @@ def spec_from_spaces(obs_space: Any, act_space: Any) -> EnvSpec:
         UnsupportedSpaceError: A space the env API does not carry (one line naming it).
     """
     return EnvSpec.from_spaces(
-        spaces.from_gymnasium(obs_space, "HostEnv observation space"),
-        spaces.from_gymnasium(act_space, "HostEnv action space"),
+        from_gymnasium(obs_space, "HostEnv observation space"),
+        from_gymnasium(act_space, "HostEnv action space"),
     )
 
 

@@ -8,9 +8,11 @@ shape ``(*batch, *leaf.shape)`` and dtype ``leaf.dtype``. Every leaf keeps its d
 env to the network: a uint8 frame stays uint8 through ``io_callback``, the rollout buffer and
 the minibatches, and becomes float only inside the network.
 
-Spaces come from Gymnasium spaces (:func:`from_gymnasium`, host envs) or gymnax spaces
-(:func:`from_gymnax`, pure-JAX envs); anything else raises :class:`UnsupportedSpaceError`
-naming the space, where it sits and what is supported.
+The core knows no backend's spaces: the converters live with their backends
+(:func:`batchppo.backends.host_env.from_gymnasium` for Gymnasium spaces,
+:func:`batchppo.backends.gymnax_env.from_gymnax` for gymnax spaces), and a space a converter
+cannot carry raises the error of :func:`unsupported`, an :class:`UnsupportedSpaceError` naming
+the space, where it sits and what is supported.
 """
 
 from __future__ import annotations
@@ -152,68 +154,21 @@ def narrow_dtype(dtype: Any) -> np.dtype:
     return dtype
 
 
-def _unsupported(space: Any, path: str, origin: str) -> UnsupportedSpaceError:
+def unsupported(space: Any, path: str, origin: str) -> UnsupportedSpaceError:
+    """The error for a space the env API cannot carry, in one line.
+
+    Args:
+        space: The space refused (its ``str`` is in the message).
+        path: Where it sits in an enclosing space (``"['a']"``, ``"[1]"``; ``""`` at the top).
+        origin: Who asks (``"observation space"``, ...), the message's first words.
+
+    Returns:
+        The error (for the converter to raise), listing what is supported.
+    """
     where = f" at {path}" if path else ""
     return UnsupportedSpaceError(
         f"{origin}: space {space}{where} is not supported; supported: {SUPPORTED}."
     )
-
-
-def from_gymnasium(space: Any, origin: str = "env", path: str = "") -> PyTree:
-    """The space tree of a Gymnasium space.
-
-    Args:
-        space: A Gymnasium space.
-        origin: Who asks, for the error message (``"observation space"``, ...).
-        path: Where ``space`` sits in an enclosing space (recursion).
-
-    Returns:
-        A leaf spec or a dict/tuple of them (Dict keys keep their names).
-
-    Raises:
-        UnsupportedSpaceError: Text, Graph, Sequence, OneOf, a Discrete with ``start != 0``
-            or a MultiDiscrete of rank other than 1 (one line naming it and its path).
-    """
-    from gymnasium import spaces as gs
-
-    if isinstance(space, gs.Box):
-        return box(space.shape, space.dtype, space.low, space.high)
-    if isinstance(space, gs.Discrete):
-        if int(space.start) != 0:
-            raise _unsupported(space, path, origin)
-        return Discrete(int(space.n))
-    if isinstance(space, gs.MultiDiscrete):
-        if space.nvec.ndim != 1 or np.any(np.asarray(space.start) != 0):
-            raise _unsupported(space, path, origin)
-        return MultiDiscrete(tuple(int(n) for n in space.nvec))
-    if isinstance(space, gs.MultiBinary):
-        if len(space.shape) != 1:
-            raise _unsupported(space, path, origin)
-        return MultiBinary(int(space.shape[0]))
-    if isinstance(space, gs.Dict):
-        return {k: from_gymnasium(s, origin, f"{path}[{k!r}]") for k, s in space.spaces.items()}
-    if isinstance(space, gs.Tuple):
-        return tuple(from_gymnasium(s, origin, f"{path}[{i}]") for i, s in enumerate(space))
-    raise _unsupported(space, path, origin)
-
-
-def from_gymnax(space: Any, origin: str = "env", path: str = "") -> PyTree:
-    """The space tree of a gymnax space (Box, Discrete, Dict, Tuple).
-
-    Raises:
-        UnsupportedSpaceError: Any other space (one line naming it and its path).
-    """
-    from gymnax.environments import spaces as xs
-
-    if isinstance(space, xs.Box):
-        return box(space.shape, space.dtype, space.low, space.high)
-    if isinstance(space, xs.Discrete):
-        return Discrete(int(space.n))
-    if isinstance(space, xs.Dict):
-        return {k: from_gymnax(s, origin, f"{path}[{k!r}]") for k, s in space.spaces.items()}
-    if isinstance(space, xs.Tuple):
-        return tuple(from_gymnax(s, origin, f"{path}[{i}]") for i, s in enumerate(space.spaces))
-    raise _unsupported(space, path, origin)
 
 
 def structs(space: PyTree, batch: tuple[int, ...]) -> PyTree:

@@ -17,6 +17,7 @@ broken), and the restart policy, the Gymnasium API and the shared arrays stay wi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing as mp
 import os
 import select
@@ -50,6 +51,22 @@ StepAnswers = tuple[
     list[tuple[int | None, list[dict[str, Any]]]],
     list[tuple[int, str]],
 ]
+
+
+@dataclasses.dataclass(frozen=True)
+class _PartialStep:
+    """What the workers have answered of the step in flight, kept when a wait on it timed out
+    so that the next wait waits only on the others.
+
+    Attributes:
+        answered: Workers ``0 .. answered - 1`` have answered (their done semaphores are
+            taken).
+        answers: What they returned (see :data:`StepAnswers`).
+    """
+
+    answered: int
+    answers: StepAnswers
+
 
 _POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
 # How long a hung worker gets to write its stacks after SIGUSR1, and the quiet gap that ends
@@ -121,11 +138,8 @@ class WorkerPool:
         self._cmd: np.ndarray | None = None  # the command words in shared memory
         self._status: np.ndarray | None = None  # the status words
         self._hard_deadline: float | None = None  # of the command in flight (step_timeout)
-        # The step in flight: workers 0 .. _answered - 1 have answered it (their done
-        # semaphores are taken) and _answers holds what they returned; set when a wait times
-        # out, so that the next wait waits only on the others.
-        self._answered = 0
-        self._answers: StepAnswers = (None, [], [], [])
+        # Set when a wait on the step in flight times out; the next wait takes it.
+        self._partial: _PartialStep | None = None
         self.hung_reasons: dict[int, str] = {}  # slot -> why, of the workers just killed
         self.broken_reason = ""  # of the last worker found dead or killed
 
@@ -427,12 +441,12 @@ class WorkerPool:
                 (not ``restartable``).
             multiprocessing.TimeoutError: ``deadline`` passed; the step stays in flight.
         """
-        first = self._answered
-        if first:  # an earlier wait timed out: the workers before `first` have answered
-            error, parts, failures, dead = self._answers
-            self._answered, self._answers = 0, (None, [], [], [])
+        partial, self._partial = self._partial, None
+        if partial is not None:  # an earlier wait timed out: the workers before `first` answered
+            first = partial.answered
+            error, parts, failures, dead = partial.answers
         else:
-            error, parts, failures, dead = None, [], [], []
+            first, error, parts, failures, dead = 0, None, [], [], []
         self.hung_reasons = {}
         hung: list[int] = []
         slot = first
@@ -449,8 +463,7 @@ class WorkerPool:
                     hung.append(slot)
         except mp.TimeoutError:
             # Worker `slot` timed out before its answer was taken: the next wait starts there.
-            self._answered = slot
-            self._answers = (error, parts, failures, dead)
+            self._partial = _PartialStep(slot, (error, parts, failures, dead))
             raise
         if hung:
             timeout = self.hung_error(hung, "a step")

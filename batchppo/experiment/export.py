@@ -113,6 +113,7 @@ def host_mapping(config: Any) -> EnvMapping:
     import gymnasium
     from gymnasium.wrappers import ClipAction
 
+    from batchppo.backends.host_env import from_gymnasium
     from batchppo.envs.make import StandardStack, env_source
     from batchppo.envs.wrappers import RangeNormalize
 
@@ -130,8 +131,8 @@ def host_mapping(config: Any) -> EnvMapping:
                 inner = layer.env.action_space
                 act_clip = (inner.low.astype(np.float32), inner.high.astype(np.float32))
             layer = layer.env
-        own_obs = spaces.from_gymnasium(raw.observation_space)
-        own_act = spaces.from_gymnasium(raw.action_space)
+        own_obs = from_gymnasium(raw.observation_space)
+        own_act = from_gymnasium(raw.action_space)
     finally:
         raw.close()
     return EnvMapping(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import batchppo.core
 
 # Module names (and their submodules) that no core module may import.
 FORBIDDEN = ("batchppo.envs", "batchppo.backends", "gymnax", "brax", "ray")
@@ -33,3 +37,28 @@ def test_core_and_each_of_its_modules_import_no_backend():
         result["modules"]
     )
     assert result["loaded"] == []
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module ``path`` imports, at module level or inside a function."""
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.append(node.module)
+    return names
+
+
+def test_no_core_module_imports_a_backend_even_on_first_use():
+    # Deferred imports too: a backend's spaces are converted by the backend, not the core.
+    # Gymnasium itself only in the mock envs, which are Gymnasium envs.
+    core = Path(batchppo.core.__file__).parent
+    found = {
+        f"{path.name}: {name}"
+        for path in sorted(core.glob("*.py"))
+        for name in _imports(path)
+        if any(name == f or name.startswith(f + ".") for f in FORBIDDEN)
+        or (name.split(".")[0] == "gymnasium" and path.name != "mock.py")
+    }
+    assert found == set()

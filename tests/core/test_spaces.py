@@ -1,7 +1,7 @@
-"""Space trees: conversion from Gymnasium and gymnax, the EnvSpec derived both ways, casts,
-and the one-line error for a space the env API does not carry."""
+"""Space trees: leaves, tree order, the EnvSpec derived both ways, casts, and the one-line
+error for a space the env API does not carry (the backends' converters are tested with their
+backends)."""
 
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,57 +11,48 @@ from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
 
-def test_from_gymnasium_keeps_dtypes_and_narrows_64_bit():
-    space = gym.spaces.Dict(
-        {
-            "frame": gym.spaces.Box(0, 255, (84, 84, 4), np.uint8),
-            "pos": gym.spaces.Box(-1.0, 1.0, (3,), np.float64),
-            "count": gym.spaces.Box(0, 9, (2,), np.int64),
-            "mode": gym.spaces.Discrete(5),
-            "keys": gym.spaces.MultiDiscrete([2, 3]),
-            "bits": gym.spaces.MultiBinary(4),
-            "pair": gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(0, 1, (1,)))),
-        }
-    )
-    tree = spaces.from_gymnasium(space)
-    assert sorted(tree) == ["bits", "count", "frame", "keys", "mode", "pair", "pos"]
-    assert (tree["frame"].shape, tree["frame"].dtype) == ((84, 84, 4), np.dtype(np.uint8))
+def test_tree_order_and_leaf_predicates():
+    tree = {
+        "pos": spaces.box((3,), np.float64, -1.0, 1.0),
+        "frame": spaces.box((84, 84, 4), np.uint8, 0, 255),
+        "count": spaces.box((2,), np.int64, 0, 9),
+        "pair": (spaces.Discrete(2), spaces.box((1,), np.float32, 0, 1)),
+        "bits": spaces.MultiBinary(4),
+    }
+    # 64-bit leaves are narrowed; bounds are float32 copies of the leaf's shape.
     assert tree["pos"].dtype == np.float32 and tree["count"].dtype == np.int32
-    assert tree["mode"].n == 5 and tree["mode"].dtype == np.int32 and tree["mode"].shape == ()
-    assert tree["keys"].nvec == (2, 3) and tree["keys"].shape == (2,)
-    assert tree["bits"].n == 4 and tree["bits"].dtype == np.int8
-    assert isinstance(tree["pair"], tuple) and tree["pair"][0].n == 2
+    assert tree["pos"].low.dtype == np.float32
     np.testing.assert_array_equal(tree["pos"].low, [-1.0, -1.0, -1.0])
     # JAX's tree order: dict keys sorted, tuples in order.
     assert spaces.leaf_paths(tree) == [
-        "['bits']", "['count']", "['frame']", "['keys']", "['mode']", "['pair'][0]",
-        "['pair'][1]", "['pos']",
+        "['bits']", "['count']", "['frame']", "['pair'][0]", "['pair'][1]", "['pos']",
     ]  # fmt: skip
+    assert spaces.leaf_paths(spaces.Discrete(3)) == [""]
     assert spaces.is_image(tree["frame"]) and not spaces.is_float_vector(tree["frame"])
     assert spaces.is_float_vector(tree["pos"]) and not spaces.is_float_vector(tree["count"])
 
 
 @pytest.mark.parametrize(
-    ("space", "message"),
+    ("path", "message"),
     [
         (
-            gym.spaces.Text(5, charset="ab"),
-            "observation space: space Text(1, 5, charset=ab) is not supported; supported: Box "
+            "",
+            "observation space: space Text(1, 5) is not supported; supported: Box (any dtype "
+            "and rank), Discrete (start 0), MultiDiscrete and MultiBinary, nested in Dict and "
+            "Tuple.",
+        ),
+        (
+            "['a'][1]",
+            "observation space: space Text(1, 5) at ['a'][1] is not supported; supported: Box "
             "(any dtype and rank), Discrete (start 0), MultiDiscrete and MultiBinary, nested in "
             "Dict and Tuple.",
         ),
-        (
-            gym.spaces.Dict({"a": gym.spaces.Discrete(3, start=1)}),
-            "observation space: space Discrete(3, start=1) at ['a'] is not supported; "
-            "supported: Box (any dtype and rank), Discrete (start 0), MultiDiscrete and "
-            "MultiBinary, nested in Dict and Tuple.",
-        ),
     ],
 )
-def test_unsupported_space_is_one_line(space, message):
-    with pytest.raises(spaces.UnsupportedSpaceError) as info:
-        spaces.from_gymnasium(space, "observation space")
-    assert str(info.value) == message
+def test_unsupported_names_the_space_where_it_sits_and_what_works(path, message):
+    error = spaces.unsupported("Text(1, 5)", path, "observation space")
+    assert isinstance(error, spaces.UnsupportedSpaceError) and isinstance(error, ValueError)
+    assert str(error) == message
 
 
 def test_env_spec_flat_fields_derive_from_spaces_and_back():
@@ -99,12 +90,3 @@ def test_cast_actions_checks_structure_and_shape():
         spaces.cast_actions(tree, (jnp.zeros(4), jnp.zeros((3, 2))), 4, "Env")
     with pytest.raises(ValueError, match=r"does not match the action space"):
         spaces.cast_actions(tree, jnp.zeros(4), 4, "Env")
-
-
-def test_from_gymnax_minatar_is_a_float_image():
-    from batchppo.backends.gymnax import import_gymnax
-
-    env, params = import_gymnax().make("Breakout-MinAtar")
-    tree = spaces.from_gymnax(env.observation_space(params))
-    assert spaces.is_image(tree) and tree.shape == (10, 10, 4) and tree.dtype == np.float32
-    assert spaces.from_gymnax(env.action_space(params)).n == 3
