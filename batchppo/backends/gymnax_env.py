@@ -1,7 +1,8 @@
 """The ``gymnax`` backend's env: :class:`GymnaxEnv`, a gymnax env as a batched
 :class:`~batchppo.core.env.Env`, ``vmap``-ed over the batch, with our own step counter for the
 time limit (so ``truncated`` and ``terminated`` stay separate) and same-step auto-reset inside
-the compiled step; and :func:`from_gymnax`, a gymnax space as the core's space tree.
+the compiled step. It carries one Box observation and a Box or Discrete action, which is what
+gymnax's envs have.
 
 Range normalisation (``normalize_ranges``) applies the maps of :mod:`batchppo.core.ranges`,
 which the host wrapper ``RangeNormalize`` uses too, so presets transfer between backends: each
@@ -24,7 +25,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchppo.backends.gymnax import check_gymnax_id, import_gymnax
-from batchppo.core import spaces
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
     PureJaxEnv,
@@ -40,37 +40,10 @@ from batchppo.core.ranges import (
     range_normalize_obs,
 )
 
-__all__ = ["GymnaxEnv", "from_gymnax"]
+__all__ = ["GymnaxEnv"]
 
 # gymnax's time limit is switched off (we count steps ourselves) by a limit never reached.
 _NO_LIMIT = 2**30
-
-
-def from_gymnax(space: Any, origin: str = "env", path: str = "") -> Any:
-    """The space tree (:mod:`batchppo.core.spaces`) of a gymnax space.
-
-    Args:
-        space: A gymnax space (Box, Discrete, Dict, Tuple).
-        origin: Who asks, for the error message (``"observation space"``, ...).
-        path: Where ``space`` sits in an enclosing space (recursion).
-
-    Returns:
-        A leaf spec or a dict/tuple of them (Dict keys keep their names).
-
-    Raises:
-        UnsupportedSpaceError: Any other space (one line naming it and its path).
-    """
-    from gymnax.environments import spaces as xs
-
-    if isinstance(space, xs.Box):
-        return spaces.box(space.shape, space.dtype, space.low, space.high)
-    if isinstance(space, xs.Discrete):
-        return spaces.Discrete(int(space.n))
-    if isinstance(space, xs.Dict):
-        return {k: from_gymnax(s, origin, f"{path}[{k!r}]") for k, s in space.spaces.items()}
-    if isinstance(space, xs.Tuple):
-        return tuple(from_gymnax(s, origin, f"{path}[{i}]") for i, s in enumerate(space.spaces))
-    raise spaces.unsupported(space, path, origin)
 
 
 class GymnaxEnv(PureJaxEnv):

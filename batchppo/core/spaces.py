@@ -8,9 +8,8 @@ shape ``(*batch, *leaf.shape)`` and dtype ``leaf.dtype``. Every leaf keeps its d
 env to the network: a uint8 frame stays uint8 through ``io_callback``, the rollout buffer and
 the minibatches, and becomes float only inside the network.
 
-The core knows no backend's spaces: the converters live with their backends
-(:func:`batchppo.backends.host_env.from_gymnasium` for Gymnasium spaces,
-:func:`batchppo.backends.gymnax_env.from_gymnax` for gymnax spaces), and a space a converter
+The core knows no backend's spaces: converters live with their backends
+(:func:`batchppo.backends.host_env.from_gymnasium` for Gymnasium spaces), and a space a converter
 cannot carry raises the error of :func:`unsupported`, an :class:`UnsupportedSpaceError` naming
 the space, where it sits and what is supported.
 """
