@@ -27,7 +27,10 @@ pytestmark = pytest.mark.timeout(90)
 @pytest.fixture(scope="module")
 def local_ray(ray_processes_left):
     assert not ray.is_initialized(), "an earlier test left Ray running"
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # address="local": a new Ray of this process's own. Without an address ray.init joins the
+    # newest cluster `ray start` left on this machine, such as test_ray_cluster's head while
+    # the other test process runs it.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
     assert not ray_processes_left(), "Ray processes outlived ray.shutdown()"
