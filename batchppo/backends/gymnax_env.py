@@ -79,7 +79,7 @@ class GymnaxEnv(PureJaxEnv):
         param_changes: Mapping[str, Any] | None = None,
     ) -> None:
         gymnax = import_gymnax()
-        from gymnax.environments import spaces as xs
+        from gymnax.environments import spaces
 
         check_gymnax_id(env_id)
         env, default_params = gymnax.make(env_id)
@@ -112,7 +112,7 @@ class GymnaxEnv(PureJaxEnv):
             obs_low, obs_high = normalized_bounds(obs_low, obs_high)
 
         act_space = env.action_space(params)
-        if isinstance(act_space, xs.Discrete):
+        if isinstance(act_space, spaces.Discrete):
             self._raw_action_bounds = None
             self._spec = EnvSpec(
                 obs_shape=obs_shape,
@@ -124,7 +124,7 @@ class GymnaxEnv(PureJaxEnv):
                 obs_low=obs_low,
                 obs_high=obs_high,
             )
-        elif isinstance(act_space, xs.Box):
+        elif isinstance(act_space, spaces.Box):
             act_shape = tuple(int(s) for s in act_space.shape)
             act_low = np.broadcast_to(np.asarray(act_space.low, np.float32), act_shape).copy()
             act_high = np.broadcast_to(np.asarray(act_space.high, np.float32), act_shape).copy()

@@ -55,6 +55,7 @@ from batchppo.algorithms.common.heads import (
     gaussian_distribution,
     multi_categorical_distribution,
 )
+from batchppo.algorithms.common.run_config import RECURRENT
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
@@ -138,7 +139,6 @@ NETWORKS = (
 """The policies: ``feed_forward`` and ``recurrent`` take their head from the action space; the
 original's three names fix it (one Box action: ``*_gaussian``; one Discrete:
 ``feed_forward_categorical``)."""
-RECURRENT = ("recurrent", "recurrent_gaussian")
 
 
 class NetworkConfig(Protocol):

@@ -263,6 +263,8 @@ class RunConfig:
 
 CNNS = ("nature", "impala", "minatar")
 """The CNN torsos for image observations (``algorithms/common/encoders.py``)."""
+RECURRENT = ("recurrent", "recurrent_gaussian")
+"""The network names of the GRU policies (``algorithms/common/networks.py``)."""
 IMAGE_LAYOUTS = ("auto", "hwc", "chw")
 """How an image observation's axes are read; ``auto`` takes the smaller of the first and last
 axes as the channels (the last on a tie)."""

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from batchppo.algorithms.common.run_config import RunConfig, check, check_image_fields
+from batchppo.algorithms.common.run_config import (
+    RECURRENT,
+    RunConfig,
+    check,
+    check_image_fields,
+)
 
 NETWORKS = (
     "feed_forward",
@@ -193,7 +198,7 @@ class PPOConfig(RunConfig):
             f"activation={self.activation!r}: use relu or tanh",
         )
         check(
-            not (self.recompute_advantages and "recurrent" in self.network),
+            not (self.recompute_advantages and self.network in RECURRENT),
             f"recompute_advantages=True with network={self.network!r}: advantages are "
             "recomputed for feed-forward networks only; use a feed_forward network or set "
             "recompute_advantages=False",
