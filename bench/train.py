@@ -15,11 +15,13 @@ Sections (``--only`` picks some):
   (bench/purejaxrl_style.py) against batchppo's ``make_train`` with the same sizes.
 * ``cheetah``: HalfCheetah-v5 end-to-end training steps/s (env workers + learner) of batchppo's
   ``cheetah_fast`` settings, with each host driver, against CleanRL's ppo_continuous_action
-  figure quoted from the issue (2.1k steps/s on this 2-core machine; no CleanRL loop is run).
+  figure quoted from the issue (2.1k steps/s on this 2-core machine; no CleanRL loop is run);
+  ``--cheetah-variants`` adds the preset's variants (a flag switched on) with their ratio to it.
 
 Examples:
     python bench/train.py --seeds 5                       # everything (minutes)
     python bench/train.py --only throughput --pjx-steps 204800   # smoke test
+    python bench/train.py --only cheetah --cheetah-variants cheetah_fast+recompute_advantages
 """
 
 from __future__ import annotations
@@ -310,7 +312,31 @@ def bench_cheetah(args: argparse.Namespace) -> dict:
         print(
             f"ratio in_graph / host_loop = {rows['in_graph']['sps'] / rows['host_loop']['sps']:.2f}"
         )
-    return {"batchppo": rows, "cleanrl_quoted_sps": CLEANRL_CHEETAH_SPS}
+    variants = _cheetah_variants(args) if args.cheetah_variants else {}
+    return {"batchppo": rows, "variants": variants, "cleanrl_quoted_sps": CLEANRL_CHEETAH_SPS}
+
+
+def _cheetah_variants(args: argparse.Namespace) -> dict:
+    """Steps/s of preset variants (``cheetah_fast+recompute_advantages``) against the preset.
+
+    The preset and each variant alternate over ``--rounds`` rounds so that a drift in the
+    machine's speed hits both; each keeps its best round, and the ratio is variant / preset.
+    """
+    names = ["cheetah_fast", *args.cheetah_variants.split(",")]
+    best: dict[str, dict] = {}
+    for round_ in range(args.rounds):
+        for name in names:
+            res = _spawn(
+                ["cheetah", str(args.cheetah_seconds), name], timeout=args.cheetah_seconds + 300
+            )
+            print(f"{name} (round {round_}): {res}", flush=True)
+            if "sps" in res and res["sps"] > best.get(name, {}).get("sps", 0.0):
+                best[name] = res
+    for name in names[1:]:
+        if name in best and names[0] in best:
+            ratio = best[name]["sps"] / best[names[0]]["sps"]
+            print(f"ratio {name} / {names[0]} steps/s = {ratio:.3f}")
+    return best
 
 
 def _worker_main(argv: list[str]) -> None:
@@ -363,6 +389,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="throughput: alternating rounds")
     parser.add_argument("--repeats", type=int, default=3, help="throughput: timed runs per round")
     parser.add_argument("--cheetah-seconds", type=float, default=30.0, help="timed HalfCheetah run")
+    parser.add_argument(
+        "--cheetah-variants",
+        default="",
+        help="also time these variants of cheetah_fast against it, alternating "
+        "(PRESET+FLAG,...; e.g. cheetah_fast+recompute_advantages)",
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="per-run timeout (s)")
     parser.add_argument(
         "--compilation-cache",

@@ -55,7 +55,7 @@ from batchppo.algorithms.common.heads import (
     gaussian_distribution,
     multi_categorical_distribution,
 )
-from batchppo.algorithms.common.run_config import RECURRENT
+from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
@@ -127,18 +127,6 @@ class RecurrentPolicy(nn.Module):
         x = MLP(self.layers[:-1], self.activation)(x)
         carry, x = nn.GRUCell(self.layers[-1], name="gru")(carry, x)
         return carry, self.head(x)
-
-
-NETWORKS = (
-    "feed_forward",
-    "recurrent",
-    "feed_forward_gaussian",
-    "feed_forward_categorical",
-    "recurrent_gaussian",
-)
-"""The policies: ``feed_forward`` and ``recurrent`` take their head from the action space; the
-original's three names fix it (one Box action: ``*_gaussian``; one Discrete:
-``feed_forward_categorical``)."""
 
 
 class NetworkConfig(Protocol):

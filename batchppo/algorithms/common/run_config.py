@@ -263,8 +263,18 @@ class RunConfig:
 
 CNNS = ("nature", "impala", "minatar")
 """The CNN torsos for image observations (``algorithms/common/encoders.py``)."""
+NETWORKS = (
+    "feed_forward",
+    "recurrent",
+    "feed_forward_gaussian",
+    "feed_forward_categorical",
+    "recurrent_gaussian",
+)
+"""The policies (``algorithms/common/networks.py``): ``feed_forward`` and ``recurrent`` take
+their head from the action space; the original's three names fix it (one Box action:
+``*_gaussian``; one Discrete: ``feed_forward_categorical``)."""
 RECURRENT = ("recurrent", "recurrent_gaussian")
-"""The network names of the GRU policies (``algorithms/common/networks.py``)."""
+"""The network names of the GRU policies."""
 IMAGE_LAYOUTS = ("auto", "hwc", "chw")
 """How an image observation's axes are read; ``auto`` takes the smaller of the first and last
 axes as the channels (the last on a tie)."""

@@ -10,19 +10,13 @@ from __future__ import annotations
 import dataclasses
 
 from batchppo.algorithms.common.run_config import (
+    NETWORKS,
     RECURRENT,
     RunConfig,
     check,
     check_image_fields,
 )
 
-NETWORKS = (
-    "feed_forward",
-    "recurrent",
-    "feed_forward_gaussian",
-    "feed_forward_categorical",
-    "recurrent_gaussian",
-)
 OBJECTIVES = ("kl_penalty", "clip")
 REWARD_SCALES = ("reward", "return")
 METRICS = (
