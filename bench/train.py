@@ -16,12 +16,13 @@ Sections (``--only`` picks some):
 * ``cheetah``: HalfCheetah-v5 end-to-end training steps/s (env workers + learner) of batchppo's
   ``cheetah_fast`` settings, with each host driver, against CleanRL's ppo_continuous_action
   figure quoted from the issue (2.1k steps/s on this 2-core machine; no CleanRL loop is run);
-  ``--cheetah-variants`` adds the preset's variants (a flag switched on) with their ratio to it.
+  ``--cheetah-variants`` adds the preset's variants (a flag switched on or off) with their
+  ratio to it.
 
 Examples:
     python bench/train.py --seeds 5                       # everything (minutes)
     python bench/train.py --only throughput --pjx-steps 204800   # smoke test
-    python bench/train.py --only cheetah --cheetah-variants cheetah_fast+recompute_advantages
+    python bench/train.py --only cheetah --cheetah-variants cheetah_fast+recompute_advantages=false
 """
 
 from __future__ import annotations
@@ -45,14 +46,20 @@ def _config(name: str, overrides: dict | None = None):
     """The shipped preset ``name`` from the registry, with ``overrides`` applied.
 
     ``name`` may carry boolean flags after ``+``: ``pendulum_fast+host_loop`` is the preset with
-    ``host_loop=True`` (the Python-loop host driver instead of the in-graph one).
+    ``host_loop=True`` (the Python-loop host driver instead of the in-graph one), and
+    ``cheetah_fast+recompute_advantages=false`` switches a preset's flag off.
     """
     from batchppo.experiment.configs import get_preset
 
     name, *flags = name.split("+")
     config = get_preset(name)
-    overrides = {**dict.fromkeys(flags, True), **(overrides or {})}
-    return dataclasses.replace(config, **overrides)
+    switches = {}
+    for flag in flags:
+        key, _, value = flag.partition("=")
+        if value not in ("", "true", "false"):
+            raise SystemExit(f"{flag!r} in {name!r}: a flag is KEY, KEY=true or KEY=false")
+        switches[key] = value != "false"
+    return dataclasses.replace(config, **{**switches, **(overrides or {})})
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,18 +284,27 @@ def bench_pendulum(args: argparse.Namespace) -> dict:
     return rows
 
 
+def _best_of_rounds(runs: dict[str, list[str]], rounds: int, timeout: float) -> dict:
+    """Runs each worker spec of ``runs`` once per round, alternating them so that a drift in
+    the machine's speed hits all, and keeps each one's fastest round (by ``sps``); a spec
+    that never reports ``sps`` is left out."""
+    best: dict[str, dict] = {}
+    for round_ in range(rounds):
+        for name, spec in runs.items():
+            res = _spawn(spec, timeout=timeout)
+            print(f"{name} (round {round_}): {res}", flush=True)
+            if "sps" in res and res["sps"] > best.get(name, {}).get("sps", 0.0):
+                best[name] = res
+    return best
+
+
 def bench_throughput(args: argparse.Namespace) -> dict:
-    rows: dict = {}
-    for round_ in range(args.rounds):  # alternate the two so that load drifts hit both
-        for kind in ("purejaxrl", "batchppo"):
-            res = _spawn(
-                ["throughput", kind, str(args.pjx_steps), str(args.repeats)],
-                timeout=args.timeout * 4,
-            )
-            print(f"{kind} (round {round_}): {res}", flush=True)
-            if "sps" in res and res["sps"] > rows.get(kind, {}).get("sps", 0.0):
-                rows[kind] = res
-    if all("sps" in r for r in rows.values()):
+    runs = {
+        kind: ["throughput", kind, str(args.pjx_steps), str(args.repeats)]
+        for kind in ("purejaxrl", "batchppo")
+    }
+    rows = _best_of_rounds(runs, args.rounds, timeout=args.timeout * 4)
+    if "batchppo" in rows and "purejaxrl" in rows:
         ratio = rows["batchppo"]["sps"] / rows["purejaxrl"]["sps"]
         print(f"ratio batchppo / purejaxrl steps/s = {ratio:.2f}")
     return rows
@@ -317,21 +333,14 @@ def bench_cheetah(args: argparse.Namespace) -> dict:
 
 
 def _cheetah_variants(args: argparse.Namespace) -> dict:
-    """Steps/s of preset variants (``cheetah_fast+recompute_advantages``) against the preset.
+    """Steps/s of preset variants (``cheetah_fast+recompute_advantages=false``) against it.
 
     The preset and each variant alternate over ``--rounds`` rounds so that a drift in the
     machine's speed hits both; each keeps its best round, and the ratio is variant / preset.
     """
     names = ["cheetah_fast", *args.cheetah_variants.split(",")]
-    best: dict[str, dict] = {}
-    for round_ in range(args.rounds):
-        for name in names:
-            res = _spawn(
-                ["cheetah", str(args.cheetah_seconds), name], timeout=args.cheetah_seconds + 300
-            )
-            print(f"{name} (round {round_}): {res}", flush=True)
-            if "sps" in res and res["sps"] > best.get(name, {}).get("sps", 0.0):
-                best[name] = res
+    runs = {name: ["cheetah", str(args.cheetah_seconds), name] for name in names}
+    best = _best_of_rounds(runs, args.rounds, timeout=args.cheetah_seconds + 300)
     for name in names[1:]:
         if name in best and names[0] in best:
             ratio = best[name]["sps"] / best[names[0]]["sps"]
@@ -386,14 +395,16 @@ def main() -> None:
     parser.add_argument(
         "--pjx-steps", type=int, default=2_048_000, help="steps of the throughput runs"
     )
-    parser.add_argument("--rounds", type=int, default=2, help="throughput: alternating rounds")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="throughput and cheetah variants: alternating rounds"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="throughput: timed runs per round")
     parser.add_argument("--cheetah-seconds", type=float, default=30.0, help="timed HalfCheetah run")
     parser.add_argument(
         "--cheetah-variants",
         default="",
         help="also time these variants of cheetah_fast against it, alternating "
-        "(PRESET+FLAG,...; e.g. cheetah_fast+recompute_advantages)",
+        "(PRESET+FLAG[=false],...; e.g. cheetah_fast+recompute_advantages=false)",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="per-run timeout (s)")
     parser.add_argument(
