@@ -8,7 +8,10 @@ envs, to float rounding over pure-JAX envs (the vmapped program is compiled on i
 XLA may order or fuse float operations differently, env steps included):
 
 * pure-JAX backends (gymnax, brax): the whole training iteration, env included, is
-  ``jax.vmap``-ed over seeds into one compiled program;
+  ``jax.vmap``-ed over seeds into one compiled program; except where the agent compiles its
+  update unrolled (``unroll_update``: a CNN on the CPU), whose seeds run one after another
+  through the single-seed programs (:attr:`SeedsTrainer.seed_after_seed`), each then bit
+  for bit a separate run;
 * host backends (process, sync, ray): one batch env of ``num_seeds x num_agents`` envs is
   shared by all seeds (one set of worker processes). Env ``j`` of seed ``s`` is row
   ``s * num_agents + j`` and is reset with the seed a separate run of seed ``s`` gives its
@@ -235,6 +238,15 @@ class SeedsTrainer:
         self._init_program = Program("init", self._build_init, owner="SeedsTrainer")
         self._init_sim_program = Program("init_sim", self._build_init_sim, owner="SeedsTrainer")
         self._iteration_program = Program("iteration", self._build_iteration, owner="SeedsTrainer")
+        # XLA's CPU backend runs a convolution vmapped over seeds (a kernel per seed) slower
+        # than the seeds' convolutions one after another (docs/benchmarks.md, 3b), so where
+        # the agent unrolls its update for a CNN on the CPU, the seeds take turns in the
+        # single-seed program instead of sharing a vmapped one.
+        unrolled = bool(getattr(self.agent, "unroll_update", False))
+        self.seed_after_seed: bool = self.fused and unrolled
+        """Whether the seeds run one after another through the single-seed programs (init,
+        fresh episodes, iteration), rather than vmapped: fused backends whose agent unrolls
+        its update."""
 
     @property
     def steps_per_iteration(self) -> int:
@@ -291,6 +303,8 @@ class SeedsTrainer:
 
     def init(self, keys: Any) -> Any:
         """Fresh states of every seed, stacked; ``keys``: one key per seed."""
+        if self.seed_after_seed:
+            return stack([self._eval.init(key) for key in self._keys(keys)])
         return self._init_program(self._keys(keys))
 
     @contextlib.contextmanager
@@ -311,13 +325,16 @@ class SeedsTrainer:
             Exception: A host env's own exception (as ``Trainer.init_sim``).
         """
         del train_state
+        if self.seed_after_seed:
+            return stack([self._eval.init_sim(None, key) for key in self._keys(keys)])
         with self._env_errors():
             return self._init_sim_program(self._keys(keys))
 
     def iteration(
         self, train_state: Any, sim_state: SimState
     ) -> tuple[Any, SimState, list[dict[str, float]]]:
-        """One collection + update of every seed in one compiled call.
+        """One collection + update of every seed in one compiled call (or, where
+        :attr:`seed_after_seed`, one call of the single-seed program per seed).
 
         Returns:
             ``(train_state, sim_state, metrics)`` with one metrics dict per seed; with env
@@ -327,6 +344,8 @@ class SeedsTrainer:
             Exception: A host env's own exception (as ``Trainer.iteration``); ``train_state``
                 is then still valid.
         """
+        if self.seed_after_seed:
+            return self._iteration_seed_after_seed(train_state, sim_state)
         with self._env_errors():
             ts, ss, metrics = self._iteration_program(train_state, sim_state)
             metrics = jax.device_get(metrics)
@@ -336,6 +355,17 @@ class SeedsTrainer:
             for m in per_seed:
                 m["env_restarts"] = float(restarts)
         return ts, ss, per_seed
+
+    def _iteration_seed_after_seed(
+        self, train_state: Any, sim_state: SimState
+    ) -> tuple[Any, SimState, list[dict[str, float]]]:
+        """:meth:`iteration` as one single-seed iteration per seed (:attr:`seed_after_seed`)."""
+        runs = [
+            self._eval.iteration(unstack(train_state, i), unstack(sim_state, i))
+            for i in range(self.num_seeds)
+        ]
+        states, sims, metrics = zip(*runs, strict=True)
+        return stack(states), stack(sims), list(metrics)
 
     @property
     def env_restarts(self) -> int | None:

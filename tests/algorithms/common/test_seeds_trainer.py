@@ -41,8 +41,15 @@ def run(trainer, init_keys, sim_keys):
     return first, to_host(ts), to_host(ss), metrics
 
 
-def assert_seeds_equal_separate_runs(config: RunConfig, exact: bool) -> None:
-    seeds = SeedsTrainer(config, 2, Counter)
+class UnrolledCounter(Counter):
+    """The counting agent, declaring its update unrolled (as PPO does for a CNN on the CPU)."""
+
+    unroll_update = True
+
+
+def assert_seeds_equal_separate_runs(config: RunConfig, exact: bool, agent=Counter) -> SeedsTrainer:
+    """Two seeds together equal two separate runs; returns the (closed) SeedsTrainer."""
+    seeds = SeedsTrainer(config, 2, agent)
     assert seeds.seeds == [5, 6] and seeds.steps_per_iteration == 12
     init_keys = [host_key(s, 0) for s in seeds.seeds]
     sim_keys = [host_key(s, 1) for s in seeds.seeds]
@@ -53,7 +60,7 @@ def assert_seeds_equal_separate_runs(config: RunConfig, exact: bool) -> None:
     if not exact:
         same = lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)  # noqa: E731
     for i, seed in enumerate([5, 6]):
-        single = Trainer(dataclasses.replace(config, seed=seed), Counter)
+        single = Trainer(dataclasses.replace(config, seed=seed), agent)
         alone = run(single, init_keys[i], sim_keys[i])
         single.close()
         same(unstack(first, i), alone[0])
@@ -64,6 +71,7 @@ def assert_seeds_equal_separate_runs(config: RunConfig, exact: bool) -> None:
     assert not np.array_equal(ss.obs[0], ss.obs[1])
     assert ts.step.tolist() == [24, 24] and ts.reward_sum.tolist() == [24.0, 24.0]
     assert [m["episodes"] for m in metrics[1]] == [3.0, 3.0]
+    return seeds
 
 
 @pytest.mark.timeout(120)
@@ -71,6 +79,22 @@ def test_seeds_of_pure_jax_envs_equal_separate_runs():
     # Float leaves of the fused env (resets, physics) may differ in their last bits: the
     # programs are compiled differently (vmapped, other XLA options).
     assert_seeds_equal_separate_runs(CONFIG, exact=False)
+
+
+@pytest.mark.timeout(120)
+def test_fused_seeds_of_an_unrolled_update_run_one_after_another_bit_for_bit():
+    # The single-seed programs serve every seed in turn: no vmapped program is built, and
+    # each seed computes exactly what its separate run computes.
+    seeds = assert_seeds_equal_separate_runs(CONFIG, exact=True, agent=UnrolledCounter)
+    assert seeds.seed_after_seed
+    programs = (seeds._init_program, seeds._init_sim_program, seeds._iteration_program)
+    assert all(program.stage is None for program in programs)
+    vmapped = SeedsTrainer(CONFIG, 2, Counter)
+    assert not vmapped.seed_after_seed
+    vmapped.close()
+    host = SeedsTrainer(dataclasses.replace(CONFIG, backend="sync"), 2, UnrolledCounter)
+    assert not host.seed_after_seed  # host envs: one shared env, stepped in one program
+    host.close()
 
 
 @pytest.mark.timeout(120)
