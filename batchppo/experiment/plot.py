@@ -209,9 +209,9 @@ def plot_runs(
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(grouped) :]:
         ax.set_visible(False)
-    # One legend column under a single panel: two columns of "config: eval (mean action),
-    # 3 runs" labels are wider than the panel and were cut at the image's edges.
-    ncol = min(len(legend), 1 if cols == 1 else 3)
+    # One legend column per column of panels: a label ("config: eval (mean action), 3 runs")
+    # takes about a panel's width, so more legend columns than panels run off the image.
+    ncol = min(len(legend), cols)
     fig.legend(
         list(legend.values()), list(legend), loc="lower center", ncol=ncol, fontsize="small",
         frameon=False,

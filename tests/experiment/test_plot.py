@@ -73,6 +73,20 @@ def test_writes_a_grid_png(runs, tmp_path, x, phases):
     assert height > round(3.4 * 110)  # one row of panels plus the legend below it
 
 
+def test_the_legend_of_long_config_names_stays_inside_the_image(tmp_path):
+    import matplotlib.image
+
+    names = ["space_invaders_minatar-10M", "breakout_minatar-10M", "freeway_minatar-10M"]
+    runs = [
+        fake_run(tmp_path, f"s0-{name}", name.split("-")[0], [(10, 1.0), (20, 2.0)])
+        for name in names
+    ]
+    out = plot.plot_runs(runs, tmp_path / "legend.png", columns=2)
+    pixels = matplotlib.image.imread(out)[..., :3]
+    # Six labels in two columns below the panels: the image's outer pixel columns stay blank.
+    assert pixels[:, :2].min() == 1.0 and pixels[:, -2:].min() == 1.0
+
+
 def test_bad_input(runs, tmp_path):
     with pytest.raises(UserError, match="panels='task': use env or config"):
         plot.group_runs(runs, panels="task")
