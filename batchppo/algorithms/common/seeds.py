@@ -231,10 +231,11 @@ class SeedsTrainer:
         self.env = seed_env
         self.spec: EnvSpec = seed_env.spec
         self.agent = make_agent(config, seed_env)
-        # Evaluation: the single-seed programs of a Trainer over this seed's env view (its
-        # eval env is its own; each evaluation reseeds it, so one serves every seed).
+        # The single-seed programs of a Trainer over this seed's env view: evaluation (its
+        # eval env is its own; each evaluation reseeds it, so one serves every seed), and the
+        # training of seeds that take turns (seed_after_seed, below).
         single = dataclasses.replace(config, host_loop=False, devices=1)
-        self._eval = Trainer(single, make_agent, env=seed_env)
+        self._single = Trainer(single, make_agent, env=seed_env)
         self._init_program = Program("init", self._build_init, owner="SeedsTrainer")
         self._init_sim_program = Program("init_sim", self._build_init_sim, owner="SeedsTrainer")
         self._iteration_program = Program("iteration", self._build_iteration, owner="SeedsTrainer")
@@ -304,7 +305,7 @@ class SeedsTrainer:
     def init(self, keys: Any) -> Any:
         """Fresh states of every seed, stacked; ``keys``: one key per seed."""
         if self.seed_after_seed:
-            return stack([self._eval.init(key) for key in self._keys(keys)])
+            return stack([self._single.init(key) for key in self._keys(keys)])
         return self._init_program(self._keys(keys))
 
     @contextlib.contextmanager
@@ -315,7 +316,7 @@ class SeedsTrainer:
         except Exception as error:
             from batchppo.backends.host_env import raise_env_error  # imported late: host envs only
 
-            raise_env_error(error, self.shared, self._eval.eval_env)
+            raise_env_error(error, self.shared, self._single.eval_env)
             raise
 
     def init_sim(self, train_state: Any, keys: Any) -> SimState:
@@ -326,7 +327,7 @@ class SeedsTrainer:
         """
         del train_state
         if self.seed_after_seed:
-            return stack([self._eval.init_sim(None, key) for key in self._keys(keys)])
+            return stack([self._single.init_sim(None, key) for key in self._keys(keys)])
         with self._env_errors():
             return self._init_sim_program(self._keys(keys))
 
@@ -361,7 +362,7 @@ class SeedsTrainer:
     ) -> tuple[Any, SimState, list[dict[str, float]]]:
         """:meth:`iteration` as one single-seed iteration per seed (:attr:`seed_after_seed`)."""
         runs = [
-            self._eval.iteration(unstack(train_state, i), unstack(sim_state, i))
+            self._single.iteration(unstack(train_state, i), unstack(sim_state, i))
             for i in range(self.num_seeds)
         ]
         states, sims, metrics = zip(*runs, strict=True)
@@ -373,7 +374,7 @@ class SeedsTrainer:
         backends that cannot restart envs."""
         counts = [
             getattr(env, "restarts", None)
-            for env in (self.shared.env if self.shared else None, self._eval.eval_env)
+            for env in (self.shared.env if self.shared else None, self._single.eval_env)
         ]
         counts = [count for count in counts if count is not None]
         return sum(counts) if counts else None
@@ -383,15 +384,15 @@ class SeedsTrainer:
     ) -> dict:
         """Evaluates one seed's (unstacked) state, as ``Trainer.evaluate`` does (an eval
         env's exception included)."""
-        return self._eval.evaluate(train_state, num_episodes, key, task_metrics)
+        return self._single.evaluate(train_state, num_episodes, key, task_metrics)
 
     def policy(self, train_state: Any, deterministic: bool = True) -> Callable:
         """One seed's (unstacked) policy on the host, as ``Trainer.policy``."""
-        return self._eval.policy(train_state, deterministic)
+        return self._single.policy(train_state, deterministic)
 
     def close(self) -> None:
         """Closes the shared env and the eval env."""
-        self._eval.close()
+        self._single.close()
         if self.shared is not None:
             self.shared.env.close()
             self.shared = None
