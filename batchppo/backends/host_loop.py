@@ -12,6 +12,7 @@ machine (``bench/train.py`` measures both), so the trainer offers both (``host_l
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -50,16 +51,24 @@ class HostLoop:
     Args:
         env: The host env; its ``host_step`` is called directly.
         policy_fn: The agent (see :class:`~batchppo.core.types.PolicyFn`).
+        compiler_options: XLA options of the compiled policy step (the trainer's options of
+            its hot programs); None: XLA's defaults.
     """
 
-    def __init__(self, env: HostEnv, policy_fn: PolicyFn) -> None:
+    def __init__(
+        self,
+        env: HostEnv,
+        policy_fn: PolicyFn,
+        compiler_options: Mapping[str, Any] | None = None,
+    ) -> None:
         if not isinstance(env, HostEnv):
             raise TypeError(
                 f"HostLoop drives a HostEnv (Gymnasium envs on the host), got {env!r}; "
                 "pure-JAX envs run fused: use rollout()"
             )
         self.env = env
-        self._act = jax.jit(functools.partial(act, policy_fn))
+        options = dict(compiler_options) if compiler_options else None
+        self._act = jax.jit(functools.partial(act, policy_fn), compiler_options=options)
         self._advance = jax.jit(_advance_host)
         self._stack = jax.jit(_stack)
 

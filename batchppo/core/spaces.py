@@ -248,6 +248,11 @@ def is_image(leaf: Leaf) -> bool:
     return isinstance(leaf, Box) and len(leaf.shape) == 3
 
 
+def has_image(space: PyTree) -> bool:
+    """Whether any leaf of ``space`` is an image (the network then has a CNN torso)."""
+    return any(is_image(leaf) for leaf in leaves(space))
+
+
 def is_float_vector(leaf: Leaf) -> bool:
     """Whether ``leaf`` is a float Box that is not an image: what running observation
     normalisation applies to (images are scaled in the network, integer leaves encoded)."""

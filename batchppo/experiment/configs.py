@@ -473,6 +473,7 @@ RESUME_MUTABLE = frozenset(
         "num_workers",
         "devices",
         "host_loop",
+        "xla_convolutions",
         "max_env_restarts",
         "env_step_timeout",
         "ray_address",

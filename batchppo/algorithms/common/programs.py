@@ -18,6 +18,8 @@ from typing import Any
 
 import jax
 
+from batchppo.core import spaces
+
 COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 """XLA options of the hot programs (the training iteration): LLVM optimisation level 1
 instead of 2 compiles the training iteration faster at an unchanged run time (the matmuls are
@@ -28,6 +30,35 @@ COLD_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusio
 no LLVM optimisation and XLA's older, quicker fusion emitters. Their compilation at start-up
 takes CPU from the training iteration compiling beside them, and they run too rarely for
 their slower code to matter (bench/train.py measures start-up)."""
+
+
+XLA_CONVOLUTIONS_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
+"""XLA's CPU option that lists the ops it hands to the YNNPACK library: dots only (as a flag,
+``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=dot``). By default the XLA of jaxlib 0.10
+hands it convolutions too, and a CNN's gradient convolutions (dilated windows) then run far
+more slowly than with XLA's own kernels: a Nature-CNN gradient step on 256 Atari frames took
+2.9x as long on 2 cores (docs/benchmarks.md, 8a). See ``RunConfig.xla_convolutions``."""
+
+
+def resolve_xla_convolutions(xla_convolutions: bool | None, obs_space: Any) -> bool:
+    """Whether the hot programs keep convolutions on XLA's own kernels
+    (:data:`XLA_CONVOLUTIONS_OPTIONS`): ``xla_convolutions`` as set, or where None, whether
+    an observation leaf is an image (a CNN torso); never off the CPU, where the option has no
+    meaning."""
+    if jax.default_backend() != "cpu":
+        return False
+    if xla_convolutions is None:
+        return spaces.has_image(obs_space)
+    return bool(xla_convolutions)
+
+
+def hot_compiler_options(xla_convolutions: bool) -> dict[str, Any]:
+    """XLA options of the hot programs (the training iteration, the update, the host loop's
+    policy step): :data:`COMPILER_OPTIONS`, with :data:`XLA_CONVOLUTIONS_OPTIONS` where
+    ``xla_convolutions`` (see :func:`resolve_xla_convolutions`)."""
+    if xla_convolutions:
+        return {**COMPILER_OPTIONS, **XLA_CONVOLUTIONS_OPTIONS}
+    return COMPILER_OPTIONS
 
 
 def cold_compiler_options() -> dict[str, Any]:

@@ -78,6 +78,13 @@ class RunConfig:
     backends (one device where only one exists: the unsharded program) and one device for
     host backends, which cannot shard. ``num_agents`` must be a multiple of the device count.
     It may change on resume."""
+    xla_convolutions: bool | None = None
+    """CPU only: the hot programs (the training iteration, the update, the host loop's policy
+    step) run convolutions with XLA's own kernels (True) or hand them to the YNNPACK library
+    as XLA does by default (False; the XLA option ``xla_cpu_experimental_ynn_fusion_type``).
+    None: True where an observation leaf is an image (a CNN torso), whose gradient step
+    YNNPACK's convolutions made about 3x slower (docs/benchmarks.md, 8a). Results agree up to
+    float rounding; it may change on resume."""
     max_env_restarts: int = 0
     """``process`` and ``sync`` backends: how many env restarts each env batch (training,
     evaluation) may make in one training process. An env whose step raises, or whose worker
@@ -217,6 +224,11 @@ class RunConfig:
             self.devices is None or self.num_agents % self.devices == 0,
             f"num_agents={self.num_agents} does not split over devices={self.devices}: set "
             f"num_agents to a multiple of {self.devices}, or devices to a divisor of it",
+        )
+        check(
+            self.xla_convolutions in (None, True, False),
+            f"xla_convolutions={self.xla_convolutions!r}: must be true, false or None (true "
+            "for CNN torsos)",
         )
         check(
             not self.host_loop or backend.host,

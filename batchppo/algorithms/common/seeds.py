@@ -50,7 +50,11 @@ import numpy as np
 from jax import lax
 from jax.experimental import io_callback
 
-from batchppo.algorithms.common.programs import COMPILER_OPTIONS, Program, iteration_donation
+from batchppo.algorithms.common.programs import (
+    Program,
+    hot_compiler_options,
+    iteration_donation,
+)
 from batchppo.algorithms.common.trainer import Agent, Trainer, make_run_env, strong
 from batchppo.backends import get_backend
 from batchppo.core import spaces
@@ -269,7 +273,8 @@ class SeedsTrainer:
     def _build_iteration(self) -> Callable:
         fn = jax.vmap(self.agent.iteration) if self.fused else self._iteration
         donate = iteration_donation(self.fused)
-        return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
+        options = hot_compiler_options(self._single.xla_convolutions)
+        return jax.jit(fn, donate_argnums=donate, compiler_options=options)
 
     def _init_sim(self, keys: jax.Array) -> SimState:
         assert self.shared is not None

@@ -30,11 +30,12 @@ from jax import lax
 
 from batchppo.algorithms.common.evaluation import EVAL_SEED_OFFSET, Evaluator, HostPolicy
 from batchppo.algorithms.common.programs import (
-    COMPILER_OPTIONS,
     Compiler,
     Program,
     cold_compiler_options,
+    hot_compiler_options,
     iteration_donation,
+    resolve_xla_convolutions,
 )
 from batchppo.algorithms.common.sharding import Sharding, learner_devices
 from batchppo.backends import get_backend, make_env
@@ -185,11 +186,17 @@ class Trainer:
         self.spec: EnvSpec = self.env.spec
         self.agent = make_agent(config, self.env)
         self.fused = get_backend(config.backend).fused
+        self.xla_convolutions: bool = resolve_xla_convolutions(
+            config.xla_convolutions, self.spec.obs_space
+        )
+        """Whether the hot programs keep convolutions on XLA's own kernels
+        (``config.xla_convolutions``)."""
+        self._hot_options = hot_compiler_options(self.xla_convolutions)
         self._host_loop: HostLoop | None = None
         if config.host_loop:
             from batchppo.backends.host_loop import HostLoop
 
-            self._host_loop = HostLoop(self.env, self.agent.policy_fn)
+            self._host_loop = HostLoop(self.env, self.agent.policy_fn, self._hot_options)
         self._compiler = Compiler()
         self._evaluator = Evaluator(
             make_env=lambda n: make_run_eval_env(config, n, config.seed + EVAL_SEED_OFFSET),
@@ -291,7 +298,7 @@ class Trainer:
         )
 
     def _build_learn(self) -> Callable:
-        return jax.jit(self.agent.learn, donate_argnums=(0,), compiler_options=COMPILER_OPTIONS)
+        return jax.jit(self.agent.learn, donate_argnums=(0,), compiler_options=self._hot_options)
 
     def _iterations_program(self, n: int) -> Program:
         """``n`` training iterations in one compiled call (``lax.scan`` for ``n > 1``)."""
@@ -308,9 +315,9 @@ class Trainer:
                         in_shardings=states,
                         out_shardings=(*states, self.sharding.replicated),
                         donate_argnums=donate,
-                        compiler_options=COMPILER_OPTIONS,
+                        compiler_options=self._hot_options,
                     )
-                return jax.jit(fn, donate_argnums=donate, compiler_options=COMPILER_OPTIONS)
+                return jax.jit(fn, donate_argnums=donate, compiler_options=self._hot_options)
 
             self._iterations_programs[n] = Program(f"iterations({n})", build)
         return self._iterations_programs[n]

@@ -162,8 +162,7 @@ def resolve_unroll_update(unroll_update: bool | None, spec: EnvSpec) -> bool:
     CNN torso) and JAX's default backend is the CPU (see ``PPOConfig.unroll_update``)."""
     if unroll_update is not None:
         return bool(unroll_update)
-    has_image = any(spaces.is_image(leaf) for leaf in spaces.leaves(spec.obs_space))
-    return has_image and jax.default_backend() == "cpu"
+    return spaces.has_image(spec.obs_space) and jax.default_backend() == "cpu"
 
 
 class PPO(ActorCriticActing):

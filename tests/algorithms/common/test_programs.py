@@ -7,7 +7,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.programs import Compiler, Program, iteration_donation
+from batchppo.algorithms.common.programs import (
+    COMPILER_OPTIONS,
+    XLA_CONVOLUTIONS_OPTIONS,
+    Compiler,
+    Program,
+    hot_compiler_options,
+    iteration_donation,
+    resolve_xla_convolutions,
+)
+from batchppo.core.mock import DictCueEnv, ImageCueEnv
 
 
 class _FailingExecutor(Executor):
@@ -63,3 +72,35 @@ def test_inputs_a_precompiled_program_does_not_take_fall_back_with_a_warning():
 def test_iteration_donation_keeps_the_train_state_of_host_envs():
     assert iteration_donation(fused=True) == (0, 1)
     assert iteration_donation(fused=False) == (1,)
+
+
+def test_xla_convolutions_are_kept_for_image_observations_on_the_cpu_and_set_explicitly():
+    image, vector = ImageCueEnv(4).spec.obs_space, DictCueEnv(4).spec.obs_space
+    assert jax.default_backend() == "cpu"  # the tests' platform (JAX_PLATFORMS=cpu in CI)
+    assert resolve_xla_convolutions(None, image) is True
+    assert resolve_xla_convolutions(None, vector) is False
+    assert resolve_xla_convolutions(True, vector) is True
+    assert resolve_xla_convolutions(False, image) is False
+
+
+def test_the_hot_options_keep_convolutions_on_xla_only_where_asked():
+    assert hot_compiler_options(False) == COMPILER_OPTIONS
+    assert hot_compiler_options(True) == {**COMPILER_OPTIONS, **XLA_CONVOLUTIONS_OPTIONS}
+
+
+def test_xla_hands_a_convolution_to_ynnpack_unless_the_option_keeps_it():
+    # The option's premise: by default XLA hands an Atari-sized convolution (the Nature CNN's
+    # first layer) to YNNPACK; with the option it stays an XLA convolution while the dot
+    # still goes to YNNPACK. An option XLA did not know, or a value it refused, would raise.
+    def conv_then_dense(x, kernel, weights):
+        y = jax.lax.conv_general_dilated(x, kernel, (4, 4), "VALID")  # (8, 32, 20, 20)
+        return y.reshape(8, -1) @ weights
+
+    args = (jnp.ones((8, 4, 84, 84)), jnp.ones((32, 4, 8, 8)), jnp.ones((32 * 20 * 20, 5)))
+    ynn_calls = {}
+    for xla_convolutions in (False, True):
+        options = hot_compiler_options(xla_convolutions)
+        compiled = jax.jit(conv_then_dense, compiler_options=options).lower(*args).compile()
+        np.testing.assert_array_equal(compiled(*args), np.full((8, 5), 12800 * 256.0))
+        ynn_calls[xla_convolutions] = compiled.as_text().count('"kind":"__ynn_fusion"')
+    assert ynn_calls == {False: 2, True: 1}  # the convolution and the dot; the dot alone

@@ -30,3 +30,13 @@ def test_the_sync_batch_env_refuses_a_step_timeout():
         "step_timeout=5.0: the sync backend steps its envs in this process, which cannot bound "
         "them; use backend='process' (worker processes) for a timeout."
     )
+
+
+def test_xla_convolutions_takes_true_false_or_none_only():
+    assert RunConfig().xla_convolutions is None
+    assert RunConfig(xla_convolutions=False).xla_convolutions is False
+    with pytest.raises(ValueError) as info:
+        RunConfig(xla_convolutions="yes")
+    assert str(info.value) == (
+        "xla_convolutions='yes': must be true, false or None (true for CNN torsos)"
+    )

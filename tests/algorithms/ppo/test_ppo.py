@@ -491,6 +491,26 @@ def test_unroll_update_is_on_for_image_observations_on_the_cpu_and_set_explicitl
 
 
 @pytest.mark.timeout(300)
+def test_xla_convolutions_compute_what_ynnpacks_do():
+    states = {}
+    for xla_convolutions in (False, True):
+        config = dataclasses.replace(IMAGE_TINY, xla_convolutions=xla_convolutions)
+        trainer = Trainer(config, ImageCueEnv(4))
+        assert trainer.xla_convolutions is xla_convolutions
+        ts = trainer.init(jax.random.key(0))
+        ss = trainer.init_sim(ts, jax.random.key(1))
+        ts, ss, _ = trainer.iterations(ts, ss, 2)
+        assert int(ts.step) == 64 and int(ts.updates) == 2
+        states[xla_convolutions] = jax.tree.map(np.asarray, ts.params)
+    assert Trainer(IMAGE_TINY, ImageCueEnv(4)).xla_convolutions is True  # None: a CNN torso
+    jax.tree.map(
+        lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+        states[False],
+        states[True],
+    )
+
+
+@pytest.mark.timeout(300)
 def test_an_unrolled_update_computes_what_the_looped_one_does():
     states = {}
     for unroll in (False, True):
