@@ -52,6 +52,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -132,15 +133,29 @@ def worker_sb3(steps: int, seed: int, episodes: int) -> dict:
 
 
 @contextlib.contextmanager
-def _trained(preset: str, overrides: Sequence[str]) -> Iterator[tuple[Any, Any, float]]:
-    """Trains ``preset`` with ``overrides`` (no evaluations, no logdir); yields the result, a
-    trainer of its config to evaluate the final state with (closed on exit) and the
+def _trained(
+    preset: str,
+    overrides: Sequence[str],
+    logdir: str | None = None,
+    eval_every: int = 0,
+    name: str | None = None,
+) -> Iterator[tuple[Any, Any, float]]:
+    """Trains ``preset`` with ``overrides`` (evaluations every ``eval_every`` steps, none
+    for 0; a run dir ``s<seed>-<name>`` under ``logdir``, none for None); yields the result,
+    a trainer of its config to evaluate the final state with (closed on exit) and the
     training's wall-clock seconds."""
     import batchppo
     from batchppo.algorithms.ppo import Trainer
 
     start = time.monotonic()
-    result = batchppo.train(preset, overrides=[*overrides, "eval_every=0"], progress="none")
+    result = batchppo.train(
+        preset,
+        logdir,
+        overrides=[*overrides, f"eval_every={eval_every}"],
+        progress="none",
+        name=name,
+        timestamp=f"s{_seed_of(overrides)}" if logdir else None,
+    )
     train_seconds = time.monotonic() - start
     trainer = Trainer(result.config)
     try:
@@ -202,14 +217,22 @@ def worker_sac(steps: int, seed: int, warmup: int, threads: int) -> dict:
     }
 
 
-def worker_batchppo_atari(game: str, steps: int, seed: int, episodes: int) -> dict:
-    """Trains :data:`ATARI_PRESET`'s settings on ``ALE/{game}-v5``; returns the final policy's
+def _seed_of(overrides: Sequence[str]) -> str:
+    return next(o.split("=", 1)[1] for o in overrides if o.startswith("seed="))
+
+
+def worker_batchppo_atari(
+    game: str, steps: int, seed: int, episodes: int, logdir: str | None, eval_every: int
+) -> dict:
+    """Trains :data:`ATARI_PRESET`'s settings on ``ALE/{game}-v5`` (a run dir under
+    ``logdir`` when given, evaluations every ``eval_every`` steps); returns the final policy's
     whole-game scores, sampled (``score``) and with the mean action (``mode_score``)."""
     from batchppo.envs import make_env_fn
 
     env_id = f"ALE/{game}-v5"
     overrides = [f"env={env_id}", f"steps={steps}", f"seed={seed}"]
-    with _trained(ATARI_PRESET, overrides) as (result, trainer, train_seconds):
+    trained = _trained(ATARI_PRESET, overrides, logdir, eval_every, f"{game.lower()}_atari")
+    with trained as (result, trainer, train_seconds):
         evaluation = trainer.evaluate(result.train_state, episodes, _key(seed))
         policy = trainer.policy(result.train_state, deterministic=False)
         with contextlib.closing(
@@ -280,6 +303,10 @@ def run_cleanrl_atari(args: argparse.Namespace) -> dict:
         del run["stdout"]
         (events,) = Path(cwd).glob("runs/*")
         returns = read_scalars(events)["charts/episodic_return"]
+        if args.logdir:
+            keep = Path(args.logdir) / f"cleanrl-{args.atari}-s{args.seed}"
+            shutil.copytree(events, keep, dirs_exist_ok=True)
+            print(f"cleanrl: its TensorBoard events kept in {keep}", flush=True)
     score, games = final_training_score(returns, args.steps)
     return {**run, "score": score, "games": games}
 
@@ -291,10 +318,15 @@ def atari(args: argparse.Namespace) -> dict:
         f"({4 * args.steps:,} frames), seed {args.seed}, {os.cpu_count()} cores",
         flush=True,
     )
-    results = {"cleanrl": run_cleanrl_atari(args)}
-    ours = _spawn("batchppo-atari", args, (args.atari, args.steps, args.seed, args.episodes))
-    results["batchppo"] = ours
-    for name, res in results.items():
+    worker_args = (args.atari, args.steps, args.seed, args.episodes, args.logdir, args.eval_every)
+    results: dict[str, dict] = {}
+    for name, run in (
+        ("cleanrl", lambda: run_cleanrl_atari(args)),
+        ("batchppo", lambda: _spawn("batchppo-atari", args, worker_args)),
+    ):
+        results[name] = res = run()
+        if args.json:  # each side's figures as soon as they exist
+            Path(args.json).write_text(json.dumps(results, indent=1))
         if "error" in res:
             print(f"{name}: FAILED after {res['seconds']:.0f} s: {res['error']}", flush=True)
             continue
@@ -310,7 +342,7 @@ def atari(args: argparse.Namespace) -> dict:
             flush=True,
         )
     if all("score" in res for res in results.values()):
-        theirs = results["cleanrl"]
+        ours, theirs = results["batchppo"], results["cleanrl"]
         print(f"ratio wall-clock batchppo / cleanrl = {ours['seconds'] / theirs['seconds']:.3f}")
         print(
             f"ratio CPU time batchppo / cleanrl = {ours['cpu_seconds'] / theirs['cpu_seconds']:.3f}"
@@ -486,6 +518,16 @@ def main() -> None:
     parser.add_argument(
         "--cleanrl-dir", metavar="DIR",
         help="a checkout of CleanRL's gymnasium-v1.0 branch (holding cleanrl/ppo_atari.py)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--logdir", metavar="DIR",
+        help="--atari: keep both runs' curves under DIR: our run dir (s<seed>-<game>_atari) "
+        "and CleanRL's TensorBoard events (cleanrl-GAME-s<seed>)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--eval-every", type=int, default=0, metavar="STEPS",
+        help="--atari: our run evaluates whole games every STEPS agent steps (its eval curve; "
+        "the time counts in its wall-clock); 0 (default): no evaluation during training",
     )  # fmt: skip
     args = parser.parse_args()
     if args.atari:
