@@ -138,12 +138,12 @@ def _trained(
     overrides: Sequence[str],
     logdir: str | None = None,
     eval_every: int = 0,
-    name: str | None = None,
+    run_dir: tuple[str, str] | None = None,
 ) -> Iterator[tuple[Any, Any, float]]:
     """Trains ``preset`` with ``overrides`` (evaluations every ``eval_every`` steps, none
-    for 0; a run dir ``s<seed>-<name>`` under ``logdir``, none for None); yields the result,
-    a trainer of its config to evaluate the final state with (closed on exit) and the
-    training's wall-clock seconds."""
+    for 0; with ``logdir``, the run dir ``<timestamp>-<name>`` of ``run_dir = (timestamp,
+    name)`` under it, else none); yields the result, a trainer of its config to evaluate the
+    final state with (closed on exit) and the training's wall-clock seconds."""
     import batchppo
     from batchppo.algorithms.ppo import Trainer
 
@@ -153,8 +153,8 @@ def _trained(
         logdir,
         overrides=[*overrides, f"eval_every={eval_every}"],
         progress="none",
-        name=name,
-        timestamp=f"s{_seed_of(overrides)}" if logdir else None,
+        timestamp=run_dir[0] if run_dir else None,
+        name=run_dir[1] if run_dir else None,
     )
     train_seconds = time.monotonic() - start
     trainer = Trainer(result.config)
@@ -217,10 +217,6 @@ def worker_sac(steps: int, seed: int, warmup: int, threads: int) -> dict:
     }
 
 
-def _seed_of(overrides: Sequence[str]) -> str:
-    return next(o.split("=", 1)[1] for o in overrides if o.startswith("seed="))
-
-
 def worker_batchppo_atari(
     game: str, steps: int, seed: int, episodes: int, logdir: str | None, eval_every: int
 ) -> dict:
@@ -231,7 +227,8 @@ def worker_batchppo_atari(
 
     env_id = f"ALE/{game}-v5"
     overrides = [f"env={env_id}", f"steps={steps}", f"seed={seed}"]
-    trained = _trained(ATARI_PRESET, overrides, logdir, eval_every, f"{game.lower()}_atari")
+    run_dir = (f"s{seed}", f"{game.lower()}_atari")
+    trained = _trained(ATARI_PRESET, overrides, logdir, eval_every, run_dir)
     with trained as (result, trainer, train_seconds):
         evaluation = trainer.evaluate(result.train_state, episodes, _key(seed))
         policy = trainer.policy(result.train_state, deterministic=False)
