@@ -88,19 +88,20 @@ def test_the_hot_options_keep_convolutions_on_xla_only_where_asked():
     assert hot_compiler_options(True) == {**COMPILER_OPTIONS, **XLA_CONVOLUTIONS_OPTIONS}
 
 
-def test_xla_hands_a_convolution_to_ynnpack_unless_the_option_keeps_it():
-    # The option's premise: by default XLA hands an Atari-sized convolution (the Nature CNN's
-    # first layer) to YNNPACK; with the option it stays an XLA convolution while the dot
-    # still goes to YNNPACK. An option XLA did not know, or a value it refused, would raise.
+def test_the_option_keeps_a_convolution_out_of_ynnpack():
+    # By default XLA may hand an Atari-sized convolution (the Nature CNN's first layer) to
+    # YNNPACK, as the root of a fused computation that YNNPACK runs; on the AVX-512 CPU CI
+    # ran on it does, and where its cost model declines, the option changes nothing. With
+    # the option every convolution stays a plain XLA instruction. An option XLA did not know,
+    # or a value it refused, would raise here.
     def conv_then_dense(x, kernel, weights):
         y = jax.lax.conv_general_dilated(x, kernel, (4, 4), "VALID")  # (8, 32, 20, 20)
         return y.reshape(8, -1) @ weights
 
     args = (jnp.ones((8, 4, 84, 84)), jnp.ones((32, 4, 8, 8)), jnp.ones((32 * 20 * 20, 5)))
-    ynn_calls = {}
-    for xla_convolutions in (False, True):
-        options = hot_compiler_options(xla_convolutions)
-        compiled = jax.jit(conv_then_dense, compiler_options=options).lower(*args).compile()
-        np.testing.assert_array_equal(compiled(*args), np.full((8, 5), 12800 * 256.0))
-        ynn_calls[xla_convolutions] = compiled.as_text().count('"kind":"__ynn_fusion"')
-    assert ynn_calls == {False: 2, True: 1}  # the convolution and the dot; the dot alone
+    options = hot_compiler_options(True)
+    compiled = jax.jit(conv_then_dense, compiler_options=options).lower(*args).compile()
+    np.testing.assert_array_equal(compiled(*args), np.full((8, 5), 12800 * 256.0))
+    convolutions = [line.split()[0] for line in compiled.as_text().splitlines()
+                    if " convolution(" in line]  # fmt: skip
+    assert convolutions and "ROOT" not in convolutions  # none is a fused computation's root
