@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -199,6 +200,21 @@ def _quiet_jax_callback_log() -> None:
     logger = logging.getLogger(_JAX_CALLBACK_LOGGER)
     if not any(isinstance(f, _EnvErrorLogFilter) for f in logger.filters):
         logger.addFilter(_EnvErrorLogFilter())
+
+
+def _warn_off_cpu() -> None:
+    """Warns when a host env's step is traced for an accelerator: XLA's GPU compiler aborted
+    the process on a rollout of it inside a compiled loop (a failed shape check, seen with
+    jaxlib 0.11.2 on an H200: docs/benchmarks.md, 8c), while the same env driven from Python
+    (:class:`~batchppo.backends.host_loop.HostLoop`) trained."""
+    backend = jax.default_backend()
+    if backend != "cpu":
+        warnings.warn(
+            f"a host env's step is compiled for the {backend}, where XLA's compiler has aborted "
+            "on host-env rollouts in a compiled loop (docs/benchmarks.md, 8c); if this process "
+            "aborts while compiling, drive the envs from Python: host_loop=true",
+            stacklevel=3,
+        )
 
 
 class HostEnv:
@@ -420,6 +436,7 @@ class HostEnv:
     def step(self, state: jax.Array, action: Any, key: jax.Array) -> StepResult:
         """Steps the vector env on the host (the key is unused: host envs own their RNG)."""
         del key
+        _warn_off_cpu()
         action = spaces.cast_actions(self._spec.action_space, action, self._num_envs, "HostEnv")
         host_result = io_callback(self.host_step, self._step_structs, action, ordered=True)
         return self.step_result(state, host_result)

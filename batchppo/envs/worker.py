@@ -92,8 +92,11 @@ def worker_main(
             works while an env holds the interpreter in C code), so that a parent about to
             kill a hung worker can say where it was stuck.
     """
-    # Ctrl-C reaches the whole process group; the parent decides what happens.
+    # Ctrl-C, and the SIGTERM by which `timeout`, Slurm or systemd stop a job, reach the whole
+    # process group; the parent decides what happens (a run finishes its iteration and saves),
+    # and the workers end when it closes them or dies (_exit_when_parent_dies).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if stack_w is not None:
         faulthandler.register(signal.SIGUSR1, file=stack_w.fileno(), all_threads=True)
     threading.Thread(

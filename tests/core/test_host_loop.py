@@ -1,5 +1,7 @@
 """HostLoop: the Python-loop host driver gives exactly what the in-graph rollout gives."""
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -54,4 +56,18 @@ def test_host_loop_surfaces_env_errors_with_their_type():
     with pytest.raises(Exception, match="step 2") as info:
         loop.rollout(None, state, 5)
     assert "JaxRuntimeError" not in type(info.value).__name__  # the env's own exception
+    env.close()
+
+
+def test_a_host_env_step_compiled_for_an_accelerator_warns_and_names_host_loop(monkeypatch):
+    env = HostEnv(make_mock_vector_env((2, 3), (True, False)))
+    policy = random_policy(env.spec)
+    state = init_sim_state(env, (), jax.random.key(0))
+    trace = jax.jit(rollout, static_argnums=(0, 1, 4)).trace
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # on the CPU: no warning
+        trace(env, policy, None, state, 3)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    with pytest.warns(UserWarning, match=r"compiled for the gpu.*host_loop=true"):
+        trace(env, policy, None, state, 4)  # a new length: traced again
     env.close()

@@ -147,6 +147,21 @@ def test_close_twice_and_use_after_close():
         env.reset()
 
 
+def test_workers_leave_sigterm_to_the_parent():
+    # `timeout`, Slurm and systemd stop a job by sending SIGTERM to its whole process group;
+    # the parent decides (a training run finishes its iteration and saves), so the workers
+    # live on until it closes them.
+    with BatchEnv(faulty_fns(2, -1, "none"), num_workers=2, autoreset_mode="SameStep") as env:
+        env.reset(seed=0)
+        for pid in worker_pids(env):
+            os.kill(pid, signal.SIGTERM)
+        time.sleep(0.5)
+        assert all(_running(pid) for pid in worker_pids(env))
+        env.step(np.zeros((2, 1), np.float32))
+        pids = worker_pids(env)
+    assert_all_gone(pids, within=3.0)
+
+
 PARENT_SCRIPT = textwrap.dedent(
     """
     import faulthandler, signal, sys, time

@@ -53,6 +53,17 @@ def resolve_xla_convolutions(xla_convolutions: bool | None, obs_space: Any) -> b
     return bool(xla_convolutions)
 
 
+def resolve_host_loop(host_loop: bool | None, host: bool) -> bool:
+    """Whether a trainer drives its host envs from a Python loop around the compiled policy
+    (``RunConfig.host_loop``): as set, or where None, for host envs on an accelerator. There
+    XLA's GPU compiler aborted the process (a failed shape check) on the training iteration
+    with the rollout's ``io_callback`` inside (jaxlib 0.11.2, an H200), while the loop
+    trained (docs/benchmarks.md, 8c); on the CPU the in-graph rollout is the default."""
+    if host_loop is None:
+        return host and jax.default_backend() != "cpu"
+    return bool(host_loop)
+
+
 def hot_compiler_options(xla_convolutions: bool) -> dict[str, Any]:
     """XLA options of the hot programs (the training iteration, the update, the host loop's
     policy step): :data:`COMPILER_OPTIONS`, with :data:`XLA_CONVOLUTIONS_OPTIONS` where

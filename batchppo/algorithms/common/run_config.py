@@ -66,11 +66,13 @@ class RunConfig:
     """Number of parallel environments."""
     num_workers: int | None = None
     """Worker processes for the ``process`` backend; None means one per core."""
-    host_loop: bool = False
+    host_loop: bool | None = None
     """Host backends only: collect rollouts with a Python loop around the compiled policy
     step (:class:`~batchppo.backends.host_loop.HostLoop`) instead of inside the compiled
     iteration through ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md
-    compares the speed of the two."""
+    compares the speed of the two. None: the in-graph rollout on the CPU, the loop on an
+    accelerator, where XLA's GPU compiler aborted on the in-graph rollout
+    (:func:`~batchppo.algorithms.common.programs.resolve_host_loop`)."""
     devices: int | None = None
     """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded,
     parameters and normaliser statistics replicated;
@@ -229,6 +231,11 @@ class RunConfig:
             self.xla_convolutions in (None, True, False),
             f"xla_convolutions={self.xla_convolutions!r}: must be true, false or None (true "
             "for CNN torsos)",
+        )
+        check(
+            self.host_loop in (None, True, False),
+            f"host_loop={self.host_loop!r}: must be true, false or None (the loop on an "
+            "accelerator)",
         )
         check(
             not self.host_loop or backend.host,

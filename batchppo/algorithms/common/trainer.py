@@ -35,6 +35,7 @@ from batchppo.algorithms.common.programs import (
     cold_compiler_options,
     hot_compiler_options,
     iteration_donation,
+    resolve_host_loop,
     resolve_xla_convolutions,
 )
 from batchppo.algorithms.common.sharding import Sharding, learner_devices
@@ -193,7 +194,7 @@ class Trainer:
         (``config.xla_convolutions``)."""
         self._hot_options = hot_compiler_options(self.xla_convolutions)
         self._host_loop: HostLoop | None = None
-        if config.host_loop:
+        if resolve_host_loop(config.host_loop, get_backend(config.backend).host):
             from batchppo.backends.host_loop import HostLoop
 
             self._host_loop = HostLoop(self.env, self.agent.policy_fn, self._hot_options)

@@ -14,6 +14,7 @@ from batchppo.algorithms.common.programs import (
     Program,
     hot_compiler_options,
     iteration_donation,
+    resolve_host_loop,
     resolve_xla_convolutions,
 )
 from batchppo.core.mock import DictCueEnv, ImageCueEnv
@@ -81,6 +82,15 @@ def test_xla_convolutions_are_kept_for_image_observations_on_the_cpu_and_set_exp
     assert resolve_xla_convolutions(None, vector) is False
     assert resolve_xla_convolutions(True, vector) is True
     assert resolve_xla_convolutions(False, image) is False
+
+
+def test_host_loop_is_the_default_for_host_envs_on_an_accelerator_only(monkeypatch):
+    assert resolve_host_loop(None, host=True) is False  # the CPU: the in-graph rollout
+    assert resolve_host_loop(True, host=True) is True
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert resolve_host_loop(None, host=True) is True
+    assert resolve_host_loop(None, host=False) is False  # pure-JAX envs fuse
+    assert resolve_host_loop(False, host=True) is False  # as set
 
 
 def test_the_hot_options_keep_convolutions_on_xla_only_where_asked():

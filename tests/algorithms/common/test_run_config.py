@@ -40,3 +40,13 @@ def test_xla_convolutions_takes_true_false_or_none_only():
     assert str(info.value) == (
         "xla_convolutions='yes': must be true, false or None (true for CNN torsos)"
     )
+
+
+def test_host_loop_takes_true_false_or_none_only():
+    assert RunConfig().host_loop is None
+    assert RunConfig(host_loop=False).host_loop is False
+    with pytest.raises(ValueError) as info:
+        RunConfig(host_loop="yes")
+    assert str(info.value) == (
+        "host_loop='yes': must be true, false or None (the loop on an accelerator)"
+    )
