@@ -32,21 +32,13 @@ def test_the_sync_batch_env_refuses_a_step_timeout():
     )
 
 
-def test_xla_convolutions_takes_true_false_or_none_only():
-    assert RunConfig().xla_convolutions is None
-    assert RunConfig(xla_convolutions=False).xla_convolutions is False
+@pytest.mark.parametrize(
+    ("field", "meaning"),
+    [("xla_convolutions", "true for CNN torsos"), ("host_loop", "the loop on an accelerator")],
+)
+def test_three_way_switches_take_true_false_or_none_only(field, meaning):
+    assert getattr(RunConfig(), field) is None
+    assert getattr(RunConfig(**{field: False}), field) is False
     with pytest.raises(ValueError) as info:
-        RunConfig(xla_convolutions="yes")
-    assert str(info.value) == (
-        "xla_convolutions='yes': must be true, false or None (true for CNN torsos)"
-    )
-
-
-def test_host_loop_takes_true_false_or_none_only():
-    assert RunConfig().host_loop is None
-    assert RunConfig(host_loop=False).host_loop is False
-    with pytest.raises(ValueError) as info:
-        RunConfig(host_loop="yes")
-    assert str(info.value) == (
-        "host_loop='yes': must be true, false or None (the loop on an accelerator)"
-    )
+        RunConfig(**{field: "yes"})
+    assert str(info.value) == f"{field}='yes': must be true, false or None ({meaning})"
