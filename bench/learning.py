@@ -288,12 +288,13 @@ def run_cleanrl_atari(args: argparse.Namespace) -> dict:
 
     from batchppo.experiment.logging import read_scalars
 
-    script = Path(args.cleanrl_dir).expanduser() / "cleanrl" / "ppo_atari.py"
-    if not script.is_file():
+    # Absolute: the script runs in a fresh directory, where a relative --cleanrl-dir fails.
+    cleanrl_dir = Path(args.cleanrl_dir).expanduser().resolve()
+    if not (cleanrl_dir / "cleanrl" / "ppo_atari.py").is_file():
         raise SystemExit(f"--cleanrl-dir {args.cleanrl_dir}: no cleanrl/ppo_atari.py in it")
     with tempfile.TemporaryDirectory(prefix="cleanrl-") as cwd:
-        env = {**os.environ, "PYTHONPATH": str(Path(args.cleanrl_dir).expanduser())}
-        command = cleanrl_command(args.cleanrl_dir, args.atari, args.steps, args.seed)
+        env = {**os.environ, "PYTHONPATH": str(cleanrl_dir)}
+        command = cleanrl_command(str(cleanrl_dir), args.atari, args.steps, args.seed)
         run = _run_timed(command, args.timeout, cwd=cwd, env=env)
         if "error" in run:
             return run

@@ -3,6 +3,7 @@ CleanRL's score, exactly."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 from pathlib import Path
 
@@ -69,3 +70,23 @@ def test_cleanrl_runs_the_game_without_frame_skip_on_the_cpu():
         "/x/cleanrl/cleanrl/ppo_atari.py", "--env-id", "PongNoFrameskip-v4",
         "--total-timesteps", "5000", "--seed", "3", "--no-cuda", "--exp-name", "bench",
     ]  # fmt: skip
+
+
+def test_a_relative_cleanrl_dir_reaches_the_script_run_in_its_fresh_directory(
+    tmp_path, monkeypatch
+):
+    learning = bench_learning()
+    (tmp_path / "cl" / "cleanrl").mkdir(parents=True)
+    (tmp_path / "cl" / "cleanrl" / "ppo_atari.py").touch()
+    seen = {}
+
+    def fake_run(command, timeout, cwd, env):
+        seen.update(command=command, pythonpath=env["PYTHONPATH"])
+        return {"error": "stopped here", "seconds": 0.0}
+
+    monkeypatch.setattr(learning, "_run_timed", fake_run)
+    monkeypatch.chdir(tmp_path)
+    args = argparse.Namespace(cleanrl_dir="cl", atari="Pong", steps=5000, seed=3, timeout=1.0)
+    assert learning.run_cleanrl_atari(args) == {"error": "stopped here", "seconds": 0.0}
+    assert seen["command"][1] == str(tmp_path / "cl" / "cleanrl" / "ppo_atari.py")
+    assert seen["pythonpath"] == str(tmp_path / "cl")
