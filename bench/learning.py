@@ -53,6 +53,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -435,6 +436,17 @@ def _tree_cpu_seconds(root: psutil.Process, seen: dict[int, float]) -> None:
         seen[proc.pid] = max(seen.get(proc.pid, 0.0), times.user + times.system)
 
 
+def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
+    """Stops a run the bench is leaving: SIGTERM (a batchppo run saves after its iteration),
+    then SIGKILL if it has not ended within ``grace`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _run_timed(command: Sequence[str], timeout: float, **popen: Any) -> dict:
     """Runs ``command``, sampling its process tree's CPU time; ``stdout``, wall-clock and CPU
     seconds, or ``error`` (the last lines of stderr) if it failed or ran past ``timeout``."""
@@ -444,11 +456,15 @@ def _run_timed(command: Sequence[str], timeout: float, **popen: Any) -> dict:
     ) as proc:
         root = psutil.Process(proc.pid)
         cpu: dict[int, float] = {}
-        while proc.poll() is None:
-            _tree_cpu_seconds(root, cpu)
-            if time.monotonic() - start > timeout:
-                proc.kill()
-            time.sleep(0.5)
+        try:
+            while proc.poll() is None:
+                _tree_cpu_seconds(root, cpu)
+                if time.monotonic() - start > timeout:
+                    proc.kill()
+                time.sleep(0.5)
+        except BaseException:  # Ctrl-C or SIGTERM (main): the run must not outlive the bench
+            _stop(proc)
+            raise
         stdout, stderr = proc.communicate()
     seconds = time.monotonic() - start
     if proc.returncode != 0:
@@ -480,6 +496,8 @@ def main() -> None:
         }[runner]
         print(json.dumps(worker(*json.loads(worker_args))), flush=True)
         return
+    # SIGTERM as SystemExit, so that _run_timed stops the run it is timing.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,22 @@ def test_a_relative_cleanrl_dir_reaches_the_script_run_in_its_fresh_directory(
     assert learning.run_cleanrl_atari(args) == {"error": "stopped here", "seconds": 0.0}
     assert seen["command"][1] == str(tmp_path / "cl" / "cleanrl" / "ppo_atari.py")
     assert seen["pythonpath"] == str(tmp_path / "cl")
+
+
+def test_a_stopped_bench_stops_the_run_it_was_timing(tmp_path, monkeypatch):
+    learning = bench_learning()
+    real_sleep, calls = learning.time.sleep, []
+
+    def sleep_then_stop(seconds):  # the bench's first wait gets SIGTERM (main: SystemExit)
+        calls.append(seconds)
+        if len(calls) == 1:
+            raise SystemExit(143)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(learning.time, "sleep", sleep_then_stop)
+    finished = tmp_path / "finished"
+    run = f"import time; time.sleep(3); open({str(finished)!r}, 'w').close()"
+    with pytest.raises(SystemExit):
+        learning._run_timed([sys.executable, "-c", run], timeout=300.0)
+    real_sleep(4.0)  # had the run been left going, it would have finished by now
+    assert not finished.exists()
