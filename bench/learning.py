@@ -551,9 +551,7 @@ def main() -> None:
             parser.error(
                 "--atari needs --cleanrl-dir DIR (a checkout of CleanRL's gymnasium-v1.0 branch)"
             )
-        results = atari(args)
-        if args.json:
-            Path(args.json).write_text(json.dumps(results, indent=1))
+        atari(args)  # writes --json itself, after each side
         return
     if args.against_sac:
         if args.sac_steps < 1 or not 0 < args.sac_warmup < SAC_BUDGET:

@@ -194,7 +194,7 @@ class Trainer:
         (``config.xla_convolutions``)."""
         self._hot_options = hot_compiler_options(self.xla_convolutions)
         self._host_loop: HostLoop | None = None
-        if resolve_host_loop(config.host_loop, get_backend(config.backend).host):
+        if resolve_host_loop(config.host_loop, host=not self.fused):
             from batchppo.backends.host_loop import HostLoop
 
             self._host_loop = HostLoop(self.env, self.agent.policy_fn, self._hot_options)
