@@ -57,6 +57,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -285,8 +286,6 @@ def final_training_score(
 
 def run_cleanrl_atari(args: argparse.Namespace) -> dict:
     """Runs CleanRL's PPO Atari script in a fresh directory; its score, timed like ours."""
-    import tempfile
-
     from batchppo.experiment.logging import read_scalars
 
     # Absolute: the script runs in a fresh directory, where a relative --cleanrl-dir fails.
@@ -449,24 +448,29 @@ def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
 
 def _run_timed(command: Sequence[str], timeout: float, **popen: Any) -> dict:
     """Runs ``command``, sampling its process tree's CPU time; ``stdout``, wall-clock and CPU
-    seconds, or ``error`` (the last lines of stderr) if it failed or ran past ``timeout``."""
+    seconds, or ``error`` (the last lines of stderr) if it failed or ran past ``timeout``.
+
+    The run's output goes to temporary files, not pipes: nothing reads a pipe until the run
+    ends, and once one holds 64 KiB the run's next print would block it for good.
+    """
     start = time.monotonic()
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
-    ) as proc:
-        root = psutil.Process(proc.pid)
-        cpu: dict[int, float] = {}
-        try:
-            while proc.poll() is None:
-                _tree_cpu_seconds(root, cpu)
-                if time.monotonic() - start > timeout:
-                    proc.kill()
-                time.sleep(0.5)
-        except BaseException:  # Ctrl-C or SIGTERM (main): the run must not outlive the bench
-            _stop(proc)
-            raise
-        stdout, stderr = proc.communicate()
-    seconds = time.monotonic() - start
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        with subprocess.Popen(command, stdout=out, stderr=err, text=True, **popen) as proc:
+            root = psutil.Process(proc.pid)
+            cpu: dict[int, float] = {}
+            try:
+                while proc.poll() is None:
+                    _tree_cpu_seconds(root, cpu)
+                    if time.monotonic() - start > timeout:
+                        proc.kill()
+                    time.sleep(0.5)
+            except BaseException:  # Ctrl-C or SIGTERM (main): the run must not outlive the bench
+                _stop(proc)
+                raise
+        seconds = time.monotonic() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     if proc.returncode != 0:
         tail = stderr.strip().splitlines()[-5:]
         return {"error": f"exit {proc.returncode}: " + " | ".join(tail), "seconds": seconds}

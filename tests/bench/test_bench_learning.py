@@ -110,3 +110,27 @@ def test_a_stopped_bench_stops_the_run_it_was_timing(tmp_path, monkeypatch):
         learning._run_timed([sys.executable, "-c", run], timeout=300.0)
     real_sleep(4.0)  # had the run been left going, it would have finished by now
     assert not finished.exists()
+
+
+def test_a_run_that_prints_more_than_a_pipe_holds_is_not_blocked():
+    # CleanRL prints a line per finished game: over 2M Breakout frames, more than a pipe holds.
+    learning = bench_learning()
+    run = (
+        "import sys\n"
+        "for i in range(20_000):\n"
+        "    print(f'global_step={i}, episodic_return=[0.0]')\n"
+        "    print(f'warning {i}', file=sys.stderr)\n"
+        "print('done')\n"
+    )
+    result = learning._run_timed([sys.executable, "-c", run], timeout=60.0)
+    assert "error" not in result
+    lines = result["stdout"].splitlines()
+    assert len(lines) == 20_001 and lines[0] == "global_step=0, episodic_return=[0.0]"
+    assert lines[-1] == "done"
+
+
+def test_a_failed_run_reports_the_end_of_its_stderr():
+    learning = bench_learning()
+    run = "import sys\nfor i in range(10):\n    print(f'line {i}', file=sys.stderr)\nsys.exit(3)\n"
+    result = learning._run_timed([sys.executable, "-c", run], timeout=60.0)
+    assert result["error"] == "exit 3: line 5 | line 6 | line 7 | line 8 | line 9"
