@@ -6,10 +6,13 @@ The step is what PPO's Atari update does per minibatch: the Nature CNN (Mnih et 
 stacks (4 x 84 x 84) scaled by 1/255, a squared-output loss, its gradient and an Adam step.
 Each side compiles (or warms up) once, then ``--steps`` steps are timed, ``--rounds`` times
 in alternating order; the best round counts. Torch runs with one thread per core.
+``--bf16`` adds both libraries' steps in bfloat16 (JAX: the layers compute in bfloat16 over
+float32 parameters; torch: ``autocast``), for CPUs with bfloat16 instructions.
 
 Examples:
     python bench/conv.py                      # batch 256, 16 steps, 3 rounds
     python bench/conv.py --batch 64 --steps 4 --rounds 1      # smoke test
+    python bench/conv.py --bf16                              # and the bfloat16 sides
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ LAYERS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 ACTIONS = 4
 
 
-def jax_step(frames: np.ndarray, xla_convolutions: bool) -> Callable[[], None]:
-    """One compiled JAX gradient step over ``frames``, with the trainer's hot XLA options."""
+def jax_step(frames: np.ndarray, xla_convolutions: bool, bf16: bool = False) -> Callable[[], None]:
+    """One compiled JAX gradient step over ``frames``, with the trainer's hot XLA options
+    (the layers in bfloat16 if ``bf16``)."""
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
@@ -38,12 +42,14 @@ def jax_step(frames: np.ndarray, xla_convolutions: bool) -> Callable[[], None]:
     class Nature(nn.Module):
         @nn.compact
         def __call__(self, x: jax.Array) -> jax.Array:
-            x = jnp.transpose(x.astype(jnp.float32) / 255.0, (0, 2, 3, 1))
+            x = jnp.transpose(x.astype(dtype) / 255.0, (0, 2, 3, 1))
             for features, size, stride in LAYERS:
-                x = nn.relu(nn.Conv(features, (size, size), (stride, stride), "VALID")(x))
-            x = nn.relu(nn.Dense(512)(x.reshape(x.shape[0], -1)))
-            return nn.Dense(ACTIONS)(x)
+                conv = nn.Conv(features, (size, size), (stride, stride), "VALID", dtype=dtype)
+                x = nn.relu(conv(x))
+            x = nn.relu(nn.Dense(512, dtype=dtype)(x.reshape(x.shape[0], -1)))
+            return nn.Dense(ACTIONS)(x).astype(jnp.float32)
 
+    dtype = jnp.bfloat16 if bf16 else jnp.float32
     model, optimizer = Nature(), optax.adam(2.5e-4)
     x = jnp.asarray(frames)
     params = model.init(jax.random.key(0), x[:1])
@@ -63,8 +69,9 @@ def jax_step(frames: np.ndarray, xla_convolutions: bool) -> Callable[[], None]:
     return run
 
 
-def torch_step(frames: np.ndarray) -> Callable[[], None]:
-    """The same step in PyTorch (CleanRL's layers), one thread per core."""
+def torch_step(frames: np.ndarray, bf16: bool = False) -> Callable[[], None]:
+    """The same step in PyTorch (CleanRL's layers), one thread per core (under bfloat16
+    ``autocast`` if ``bf16``)."""
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
@@ -82,7 +89,9 @@ def torch_step(frames: np.ndarray) -> Callable[[], None]:
 
     def run() -> None:
         optimizer.zero_grad()
-        (model(x.float() / 255.0) ** 2).sum().backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            out = model(x.float() / 255.0)
+        (out.float() ** 2).sum().backward()
         optimizer.step()
 
     return run
@@ -95,6 +104,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256, help="frame stacks per step")
     parser.add_argument("--steps", type=int, default=16, help="timed steps per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, alternating the order")
+    parser.add_argument("--bf16", action="store_true", help="add both libraries' bfloat16 steps")
     args = parser.parse_args()
     frames = np.random.default_rng(0).integers(0, 256, (args.batch, 4, 84, 84), np.uint8)
     sides = {
@@ -102,6 +112,9 @@ def main() -> None:
         "jax, xla_convolutions": jax_step(frames, xla_convolutions=True),
         "torch": torch_step(frames),
     }
+    if args.bf16:
+        sides["jax bf16, xla_convolutions"] = jax_step(frames, xla_convolutions=True, bf16=True)
+        sides["torch bf16"] = torch_step(frames, bf16=True)
     for run in sides.values():
         run()  # compile / warm up
     best = {name: float("inf") for name in sides}
@@ -115,9 +128,14 @@ def main() -> None:
     print(f"bench/conv.py: batch {args.batch}, {os.cpu_count()} cores, best of {args.rounds}")
     for name, seconds in best.items():
         print(f"{name}: {1000 * seconds:.0f} ms per gradient step")
-    base, ours, torch = (best[name] for name in names)
+    base, ours, torch = (best[name] for name in names[:3])
     print(f"ratio XLA's defaults / xla_convolutions = {base / ours:.2f}")
     print(f"ratio xla_convolutions / torch = {ours / torch:.2f}")
+    if args.bf16:
+        ours_bf16, torch_bf16 = best[names[3]], best[names[4]]
+        print(f"ratio jax bf16 / jax float32 (xla_convolutions) = {ours_bf16 / ours:.2f}")
+        print(f"ratio torch bf16 / torch float32 = {torch_bf16 / torch:.2f}")
+        print(f"ratio jax bf16 / torch bf16 = {ours_bf16 / torch_bf16:.2f}")
 
 
 if __name__ == "__main__":
