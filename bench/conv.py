@@ -39,6 +39,8 @@ def jax_step(frames: np.ndarray, xla_convolutions: bool, bf16: bool = False) -> 
 
     from batchppo.algorithms.common.programs import hot_compiler_options
 
+    dtype = jnp.bfloat16 if bf16 else jnp.float32
+
     class Nature(nn.Module):
         @nn.compact
         def __call__(self, x: jax.Array) -> jax.Array:
@@ -49,7 +51,6 @@ def jax_step(frames: np.ndarray, xla_convolutions: bool, bf16: bool = False) -> 
             x = nn.relu(nn.Dense(512, dtype=dtype)(x.reshape(x.shape[0], -1)))
             return nn.Dense(ACTIONS)(x).astype(jnp.float32)
 
-    dtype = jnp.bfloat16 if bf16 else jnp.float32
     model, optimizer = Nature(), optax.adam(2.5e-4)
     x = jnp.asarray(frames)
     params = model.init(jax.random.key(0), x[:1])
@@ -132,7 +133,7 @@ def main() -> None:
     print(f"ratio XLA's defaults / xla_convolutions = {base / ours:.2f}")
     print(f"ratio xla_convolutions / torch = {ours / torch:.2f}")
     if args.bf16:
-        ours_bf16, torch_bf16 = best[names[3]], best[names[4]]
+        ours_bf16, torch_bf16 = best["jax bf16, xla_convolutions"], best["torch bf16"]
         print(f"ratio jax bf16 / jax float32 (xla_convolutions) = {ours_bf16 / ours:.2f}")
         print(f"ratio torch bf16 / torch float32 = {torch_bf16 / torch:.2f}")
         print(f"ratio jax bf16 / torch bf16 = {ours_bf16 / torch_bf16:.2f}")
