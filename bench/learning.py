@@ -284,6 +284,21 @@ def final_training_score(
     return sum(last) / len(last), len(last)
 
 
+def training_windows(
+    returns: Sequence[tuple[int, float]], steps: int, every: int, fraction: float = FINAL_FRACTION
+) -> list[dict]:
+    """CleanRL's training games along the way: at every ``every``-th step up to ``steps``, the
+    mean return and number of the games that ended in the ``fraction * steps`` steps up to it
+    (the last window is :func:`final_training_score`'s games); ``mean_return`` is None where
+    no game ended."""
+    width, windows = fraction * steps, []
+    for point in range(every, steps + 1, every):
+        games = [value for step, value in returns if point - width < step <= point]
+        mean = sum(games) / len(games) if games else None
+        windows.append({"step": point, "mean_return": mean, "games": len(games)})
+    return windows
+
+
 def run_cleanrl_atari(args: argparse.Namespace) -> dict:
     """Runs CleanRL's PPO Atari script in a fresh directory; its score, timed like ours."""
     from batchppo.experiment.logging import read_scalars
@@ -306,7 +321,10 @@ def run_cleanrl_atari(args: argparse.Namespace) -> dict:
             shutil.copytree(events, keep, dirs_exist_ok=True)
             print(f"cleanrl: its TensorBoard events kept in {keep}", flush=True)
     score, games = final_training_score(returns, args.steps)
-    return {**run, "score": score, "games": games}
+    result = {**run, "score": score, "games": games}
+    if args.eval_every:  # the games up to each of our evals, to set beside them
+        result["windows"] = training_windows(returns, args.steps, args.eval_every)
+    return result
 
 
 def atari(args: argparse.Namespace) -> dict:

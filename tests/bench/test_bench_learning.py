@@ -64,6 +64,19 @@ def test_cleanrl_s_score_is_the_mean_of_the_games_of_the_last_tenth():
         learning.final_training_score(returns, 2000)
 
 
+def test_cleanrl_s_windows_hold_the_games_of_the_tenth_up_to_each_point():
+    learning = bench_learning()
+    returns = [(100, 1.0), (450, 2.0), (500, 4.0), (501, 8.0), (900, 3.0), (901, 5.0)]
+    assert learning.training_windows(returns, 1000, 500) == [
+        {"step": 500, "mean_return": 3.0, "games": 2},  # steps 401-500
+        {"step": 1000, "mean_return": 5.0, "games": 1},  # steps 901-1000
+    ]
+    empty = {"step": 250, "mean_return": None, "games": 0}  # no game in steps 151-250
+    assert learning.training_windows(returns, 1000, 250)[0] == empty
+    final = learning.training_windows(returns, 1000, 500)[-1]
+    assert (final["mean_return"], final["games"]) == learning.final_training_score(returns, 1000)
+
+
 def test_cleanrl_runs_the_game_without_frame_skip_on_the_cpu():
     learning = bench_learning()
     command = learning.cleanrl_command("/x/cleanrl", "Pong", 5000, 3)
