@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -269,6 +270,13 @@ def cleanrl_command(cleanrl_dir: str, game: str, steps: int, seed: int) -> list[
     ]  # fmt: skip
 
 
+def _games_in(
+    returns: Sequence[tuple[int, float]], low: float, high: float = math.inf
+) -> list[float]:
+    """The returns of the games that ended after step ``low`` and by step ``high``."""
+    return [value for step, value in returns if low < step <= high]
+
+
 def final_training_score(
     returns: Sequence[tuple[int, float]], steps: int, fraction: float = FINAL_FRACTION
 ) -> tuple[float, int]:
@@ -278,7 +286,7 @@ def final_training_score(
     Raises:
         ValueError: No episode ended in that last fraction of the steps.
     """
-    last = [value for step, value in returns if step > (1 - fraction) * steps]
+    last = _games_in(returns, (1 - fraction) * steps)
     if not last:
         raise ValueError(f"no episode ended after step {(1 - fraction) * steps:,.0f}")
     return sum(last) / len(last), len(last)
@@ -293,7 +301,7 @@ def training_windows(
     no game ended."""
     width, windows = fraction * steps, []
     for point in range(every, steps + 1, every):
-        games = [value for step, value in returns if point - width < step <= point]
+        games = _games_in(returns, point - width, point)
         mean = sum(games) / len(games) if games else None
         windows.append({"step": point, "mean_return": mean, "games": len(games)})
     return windows
