@@ -195,6 +195,23 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=int, default=100, help="episodes per run (default 100)")
     ev.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
     ev.add_argument(
+        "--sample", action="store_true",
+        help="act with sampled actions, as training does, instead of the mean action "
+        "(protocol final-sampled)",
+    )  # fmt: skip
+    ev.add_argument(
+        "--training-window", type=int, metavar="N",
+        help="score each run by the mean return of its last N training episodes (sampled "
+        "actions; CleanRL's and the PPO paper's protocol, N=100), read from its "
+        "metrics.jsonl: nothing is run",
+    )  # fmt: skip
+    ev.add_argument(
+        "--max-eval-mean", nargs="?", type=int, const=-1, metavar="STEP",
+        help="also print each group's maximum over its evaluation points of the mean over "
+        "its runs of their training evals, up to env step STEP (Tianshou's protocol); "
+        "written into --stats-json",
+    )  # fmt: skip
+    ev.add_argument(
         "--json", help="also write each run's results (returns, lengths, task metrics) to "
         "this JSON file (a list)",
     )  # fmt: skip
@@ -439,6 +456,11 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise UserError(f"--labels: the names {' '.join(args.labels)} must differ")
     if args.bootstrap < 1:
         raise UserError(f"--bootstrap {args.bootstrap}: must be >= 1")
+    if args.training_window is not None and (args.sample or args.checkpoint is not None):
+        raise UserError(
+            "--training-window reads the runs' training episodes: it takes neither --sample "
+            "nor --checkpoint"
+        )
     references = stats.parse_references(args.reference)
     loaded = [_load_group(runs) for runs in inputs]
     labels = args.labels or evaluate.default_labels(
@@ -454,10 +476,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         results = groups.setdefault(label, [])
         for run_dir, _, _, saved in group:
             if saved is None:
-                saved = {"run_dir": str(run_dir), **evaluate.evaluate_run(
-                    run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes,
-                    seed=args.seed,
-                )}  # fmt: skip
+                saved = _score_run(run_dir, args)
             results.append(saved)
             _print_run(saved)
     runs = [r for results in groups.values() for r in results]
@@ -475,6 +494,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             groups, references, resamples=args.bootstrap, seed=args.bootstrap_seed
         )
         print("\n".join(evaluate.format_statistics(statistics)))
+    if args.max_eval_mean is not None:
+        statistics = {**(statistics or {}), "max_eval_mean": _max_eval_means(groups, args)}
     if args.json:
         entries = [{**r, "group": label} for label, rs in groups.items() for r in rs]
         print(f"wrote {evaluate.write_stats(entries, args.json)}")
@@ -483,6 +504,39 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.stats_json:
         print(f"wrote {evaluate.write_stats(statistics, args.stats_json)}")
     return 0
+
+
+def _score_run(run_dir: str, args: argparse.Namespace) -> dict:
+    """One run's results entry by the protocol that ``args`` asks for."""
+    from batchppo.experiment import evaluate, protocols
+
+    if args.training_window is not None:
+        return protocols.training_window(run_dir, args.training_window)
+    return {"run_dir": str(run_dir), **evaluate.evaluate_run(
+        run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed,
+        sample=args.sample,
+    )}  # fmt: skip
+
+
+def _max_eval_means(groups: dict[str, list[dict]], args: argparse.Namespace) -> dict:
+    """Prints and returns each group's and env's ``max-eval-mean`` (Tianshou's protocol)."""
+    from batchppo.experiment import protocols
+
+    max_step = None if args.max_eval_mean < 0 else args.max_eval_mean
+    out: dict[str, dict] = {}
+    for label, results in groups.items():
+        by_env: dict[str, list[str]] = {}
+        for r in results:
+            by_env.setdefault(r["env"], []).append(r["run_dir"])
+        for env, run_dirs in by_env.items():
+            m = protocols.max_eval_mean(run_dirs, max_step)
+            out.setdefault(label, {})[env] = m
+            print(
+                f"group {label}: {env} max-eval-mean {m['value']:.1f} at step {m['step']:,} "
+                f"(std over {m['runs']} runs {m['std']:.1f}; {m['points']} evaluation points "
+                f"of {'/'.join(map(str, m['episodes']))} episodes)"
+            )
+    return out
 
 
 def _load_group(runs: list[str]) -> list[tuple[str, str, str, dict | None]]:
@@ -507,12 +561,21 @@ def _load_group(runs: list[str]) -> list[tuple[str, str, str, dict | None]]:
 def _print_run(stats: dict) -> None:
     from batchppo.experiment import evaluate
 
+    if stats.get("protocol") == "training-window":
+        print(
+            f"{stats['run_dir']}: {stats['env']} mean return {stats['mean_return']:.2f} over "
+            f"its last {stats['episodes']} training episodes (steps {stats['first_step']:,}-"
+            f"{stats['checkpoint']:,}; sampled actions)",
+            flush=True,
+        )
+        return
     cut = f", {stats['cut']} cut by eval_max_steps" if stats.get("cut") else ""
+    sampled = ", sampled actions" if stats.get("protocol") == "final-sampled" else ""
     print(
         f"{stats['run_dir']}: {stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
         f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; "
         f"episodes' std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean "
-        f"length {stats['mean_length']:.1f}{cut}",
+        f"length {stats['mean_length']:.1f}{cut}{sampled}",
         flush=True,
     )
     if "terminated" in stats:

@@ -41,8 +41,9 @@ def evaluate_run(
     num_episodes: int = 100,
     seed: int = 0,
     trainer_factory: TrainerFactory | None = None,
+    sample: bool = False,
 ) -> dict[str, Any]:
-    """Evaluates a run's checkpoint with the mean action over ``num_episodes`` episodes.
+    """Evaluates a run's checkpoint over ``num_episodes`` episodes.
 
     Args:
         run_dir: A run directory written by ``batchppo train``.
@@ -50,16 +51,20 @@ def evaluate_run(
         num_episodes: Episodes to run (>= 1).
         seed: Seed of the episode starts (the key is derived from the run's seed and this).
         trainer_factory: Builds the trainer (default: the trainer of the run's algorithm).
+        sample: Act with sampled actions, as training does; default the mean (deterministic)
+            action.
 
     Returns:
         ``env``, ``checkpoint``, ``episodes``, ``mean_return``, ``std_return`` (of the
         episodes), ``stderr_return`` (of the mean), ``mean_length``, ``cut`` (episodes cut by
         ``eval_max_steps``, counted with their return so far), ``returns`` and ``lengths``;
-        ``preset`` (the config name of the run dir), ``seed``, ``terminated_fraction`` and
-        ``terminated`` (per episode), ``metrics`` (the means over the episodes of the task
-        metrics that every episode has), ``episode_metrics`` (their per-episode values) and
-        ``info_means`` (the mean over the episodes of each numeric info key's per-episode
-        mean).
+        ``preset`` (the config name of the run dir), ``seed``, ``protocol`` (``"final-mean"``
+        or ``"final-sampled"``: see ``batchppo.experiment.protocols``), ``platform``
+        (``platform_info()``),
+        ``terminated_fraction`` and ``terminated`` (per episode), ``metrics`` (the means over
+        the episodes of the task metrics that every episode has), ``episode_metrics`` (their
+        per-episode values) and ``info_means`` (the mean over the episodes of each numeric
+        info key's per-episode mean).
 
     Raises:
         UserError: ``num_episodes`` < 1, or a missing or corrupt run dir or checkpoint.
@@ -71,7 +76,7 @@ def evaluate_run(
     config, trainer, state, step = load_run(run_dir, checkpoint, trainer_factory)
     try:
         key = host_key(config.seed, EVALUATE_RUN_KEY, seed)
-        result = trainer.evaluate(state, num_episodes, key, task_metrics=True)
+        result = trainer.evaluate(state, num_episodes, key, task_metrics=True, sample=sample)
     finally:
         trainer.close()
     # At least one episode per eval env: one that the step bound cut still counts.
@@ -91,8 +96,35 @@ def evaluate_run(
         "lengths": lengths.tolist(),
         "preset": run_group(run_dir),
         "seed": config.seed,
+        "protocol": "final-sampled" if sample else "final-mean",
+        "platform": platform_info(),
         **episode_summary(result["terminated"], result["infos"]),
     }
+
+
+def platform_info() -> dict[str, str]:
+    """Where a figure was measured: the CPU, its widest vector ISA, JAX's version and backend.
+
+    A deterministic policy's return on a chaotic task (HalfCheetah) depends on the float
+    rounding of the policy's arithmetic, which XLA's code generation for the CPU's ISA sets:
+    the same checkpoint and command can score differently on another CPU (docs/benchmarks.md,
+    4e). Results files carry this so that a figure names where it reproduces.
+    """
+    import jax
+
+    cpu, flags = "unknown", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == "model name" and cpu == "unknown":
+                cpu = value.strip()
+            elif name.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    isa = next((i for i in ("avx512f", "avx2", "avx", "sse4_2") if i in flags), "unknown")
+    return {"cpu": cpu, "isa": isa, "jax": jax.__version__, "backend": jax.default_backend()}
 
 
 def episode_summary(
@@ -151,7 +183,7 @@ def write_stats(stats: Any, path: str | Path) -> Path:
 RESULT_KEYS = ("run_dir", "env", "checkpoint", "episodes", "mean_return", "std_return")
 """What every run's entry of an ``evaluate --json`` file holds."""
 CSV_COLUMNS = (
-    "group", "run_dir", "preset", "env", "seed", "step", "episodes", "mean_return",
+    "group", "run_dir", "preset", "env", "seed", "protocol", "step", "episodes", "mean_return",
     "std_return", "stderr_return", "mean_length", "terminated_fraction",
     *(m.name for m in TASK_METRICS), "cut",
 )  # fmt: skip

@@ -121,8 +121,14 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     try:
         key = host_key(config.seed, loop.EVALUATE_RUN_KEY, 4)
         expected = trainer.evaluate(state, 11, key)
+        expected_sampled = trainer.evaluate(state, 11, key, sample=True)
     finally:
         trainer.close()
+    # --sample: the sampling policy's episodes from the same key, not the mean action's.
+    sampled = evaluate.evaluate_run(run_dir, checkpoint=2048, num_episodes=11, seed=4, sample=True)
+    assert sampled["protocol"] == "final-sampled" and stats["protocol"] == "final-mean"
+    assert sampled["returns"] == np.asarray(expected_sampled["returns"], np.float64).tolist()
+    assert sampled["returns"] != stats["returns"]
     returns = np.asarray(expected["returns"], np.float64)
     assert step == stats["checkpoint"] == 2048 and stats["env"] == "CartPole-v1"
     assert stats["episodes"] == 11 and stats["cut"] == 0

@@ -53,16 +53,16 @@ def test_episode_summary_exact():
 def test_write_csv_exact(tmp_path):
     metrics = {"metrics": {"forward_velocity": 0.25, "distance": 2.5}, "terminated_fraction": 0.5}
     groups = {
-        "new": [run("hopper_fast", "Hopper-v5", 3000.5, 0, **metrics)],
+        "new": [run("hopper_fast", "Hopper-v5", 3000.5, 0, protocol="final-mean", **metrics)],
         "old": [run("cheetah", "HalfCheetah-v5", 12.0, 3)],
     }
     path = evaluate.write_csv(groups, tmp_path / "a" / "runs.csv")
     assert path.read_text().splitlines() == [
-        "group,run_dir,preset,env,seed,step,episodes,mean_return,std_return,stderr_return,"
-        "mean_length,terminated_fraction,forward_velocity,distance,cut",
-        "new,logdir/T-hopper_fast-s0,hopper_fast,Hopper-v5,0,1000,4,3000.5,1.0,0.5,10.0,0.5,"
-        "0.25,2.5,0",
-        "old,logdir/T-cheetah-s3,cheetah,HalfCheetah-v5,3,1000,4,12.0,1.0,0.5,10.0,,,,0",
+        "group,run_dir,preset,env,seed,protocol,step,episodes,mean_return,std_return,"
+        "stderr_return,mean_length,terminated_fraction,forward_velocity,distance,cut",
+        "new,logdir/T-hopper_fast-s0,hopper_fast,Hopper-v5,0,final-mean,1000,4,3000.5,1.0,0.5,"
+        "10.0,0.5,0.25,2.5,0",
+        "old,logdir/T-cheetah-s3,cheetah,HalfCheetah-v5,3,,1000,4,12.0,1.0,0.5,10.0,,,,0",
     ]
 
 

@@ -1,8 +1,8 @@
 """Evaluation and deployment of a trained policy, for any algorithm.
 
-* :class:`Evaluator` runs the deterministic policy in a separate eval env of the run's
-  backend, in compiled chunks of steps, and takes each env's first episodes (no bias towards
-  short ones).
+* :class:`Evaluator` runs the deterministic policy (or, asked, the sampling one) in a separate
+  eval env of the run's backend, in compiled chunks of steps, and takes each env's first
+  episodes (no bias towards short ones).
 * :class:`HostPolicy` is ``obs -> action`` on the host, for deployment and visualisation.
 
 Both see the agent only through its pure functions: ``act(params, carry, obs, first, key) ->
@@ -64,13 +64,15 @@ def _recorded(recorder: EpisodeInfoRecorder | None, episode: _Episode) -> dict:
 
 
 class Evaluator:
-    """Episodes of the deterministic policy in an eval env of its own.
+    """Episodes of the deterministic (or the sampling) policy in an eval env of its own.
 
     Args:
         make_env: ``num_envs -> Env``, the eval env (seeded; built on first use, and again
             when an evaluation needs another number of envs).
         init_sim: ``(key, env) -> SimState``, fresh episodes in ``env``.
         act: The deterministic policy (``simulate``'s signature).
+        sample_act: The sampling policy (the one training acts with), for evaluations that
+            ask for sampled actions; None: such evaluations are refused.
         max_envs: At most this many eval envs (the run's ``num_agents``).
         max_length: The run's time limit; the steps of one compiled eval call (else
             :data:`EVAL_CHUNK`).
@@ -84,6 +86,7 @@ class Evaluator:
         make_env: Callable[[int], Env],
         init_sim: Callable[[jax.Array, Env], SimState],
         act: PolicyFn,
+        sample_act: PolicyFn | None = None,
         max_envs: int,
         max_length: int | None,
         max_steps: int,
@@ -91,24 +94,25 @@ class Evaluator:
     ) -> None:
         self._make_env = make_env
         self._init_sim = init_sim
-        self._act = act
+        self._acts = {False: act, True: sample_act}
         self._max_envs = max_envs
         self._max_length = max_length
         self._max_steps = max_steps
         self._compiler = compiler
         self.env: Env | None = None
         """The eval env, once built; None before the first evaluation and after close."""
-        # The programs over the current eval env: its start, and its continuations by length.
-        self._start: Program | None = None
-        self._more: dict[int, Program] = {}
+        # The programs over the current eval env by action mode (sampled or not): its start,
+        # and its continuations by length.
+        self._start: dict[bool, Program] = {}
+        self._more: dict[tuple[bool, int], Program] = {}
 
     @property
     def programs(self) -> dict[str, Program]:
         """The compiled programs over the current eval env by name (``eval_start(envs,
         chunk)`` and ``eval_more(envs, chunk)``); empty before the first evaluation or
         ``precompile`` and after :meth:`close`. A new dict: a view, not a way to add one."""
-        programs = [self._start, *self._more.values()]
-        return {p.name: p for p in programs if p is not None}
+        programs = [*self._start.values(), *self._more.values()]
+        return {p.name: p for p in programs}
 
     def layout(self, num_episodes: int) -> tuple[int, int]:
         """``(num_envs, chunk)``: envs of the eval env and steps per compiled eval call
@@ -125,32 +129,42 @@ class Evaluator:
             self.env = self._make_env(num_envs)
         return self.env
 
-    def _start_program(self, num_envs: int, chunk: int) -> Program:
+    @staticmethod
+    def _name(kind: str, sample: bool, num_envs: int, chunk: int) -> str:
+        """A program's name: ``eval_start(envs, chunk)``, ``eval_more_sampled(envs, chunk)``."""
+        return f"eval_{kind}{'_sampled' if sample else ''}({num_envs}, {chunk})"
+
+    def _start_program(self, num_envs: int, chunk: int, sample: bool) -> Program:
         """Fresh episodes and their first ``chunk`` steps:
         ``(params, key) -> (ss, stats, terminated)``."""
         env = self._env(num_envs)
-        if self._start is None:
-            more = self._rollout(env, chunk)
+        if sample not in self._start:
+            more = self._rollout(env, chunk, sample)
 
             def start(params: PyTree, key: jax.Array) -> tuple[SimState, EpisodeStats, jax.Array]:
                 return more(params, self._init_sim(key, env))
 
             build = lambda: jax.jit(start, compiler_options=cold_compiler_options())  # noqa: E731
-            self._start = Program(f"eval_start({num_envs}, {chunk})", build)
-        return self._start
+            self._start[sample] = Program(self._name("start", sample, num_envs, chunk), build)
+        return self._start[sample]
 
-    def _more_program(self, num_envs: int, chunk: int) -> Program:
+    def _more_program(self, num_envs: int, chunk: int, sample: bool) -> Program:
         """``chunk`` more steps: ``(params, ss) -> (ss, stats, terminated)``."""
         env = self._env(num_envs)
-        if chunk not in self._more:
-            more = self._rollout(env, chunk)
+        if (sample, chunk) not in self._more:
+            more = self._rollout(env, chunk, sample)
             build = lambda: jax.jit(more, compiler_options=cold_compiler_options())  # noqa: E731
-            self._more[chunk] = Program(f"eval_more({num_envs}, {chunk})", build)
-        return self._more[chunk]
+            name = self._name("more", sample, num_envs, chunk)
+            self._more[sample, chunk] = Program(name, build)
+        return self._more[sample, chunk]
 
-    def _rollout(self, env: Env, chunk: int) -> Callable:
+    def _rollout(self, env: Env, chunk: int, sample: bool) -> Callable:
+        act = self._acts[sample]
+        if act is None:
+            raise ValueError("evaluate: sampled actions need the evaluator's sample_act")
+
         def more(params: PyTree, ss: SimState) -> tuple[SimState, EpisodeStats, jax.Array]:
-            ss, transitions, stats = rollout(env, self._act, params, ss, chunk)
+            ss, transitions, stats = rollout(env, act, params, ss, chunk)
             return ss, stats, transitions.terminated
 
         return more
@@ -159,10 +173,15 @@ class Evaluator:
         """Lowers the first eval call for ``params`` and ``key`` (shapes will do) and compiles
         it in the background; builds the eval env."""
         num_envs, chunk = self.layout(num_episodes)
-        self._start_program(num_envs, chunk).precompile(self._compiler, params, key)
+        self._start_program(num_envs, chunk, False).precompile(self._compiler, params, key)
 
     def evaluate(
-        self, params: PyTree, num_episodes: int, key: jax.Array, task_metrics: bool = False
+        self,
+        params: PyTree,
+        num_episodes: int,
+        key: jax.Array,
+        task_metrics: bool = False,
+        sample: bool = False,
     ) -> dict:
         """Runs the deterministic policy with ``params`` until each env has its episodes.
 
@@ -176,10 +195,12 @@ class Evaluator:
         Args:
             params: What the policy acts with.
             num_episodes: Episodes to collect (>= 1).
-            key: PRNG key of the env resets.
+            key: PRNG key of the env resets (and, with ``sample``, of the actions' noise).
             task_metrics: Also record the eval env's infos per episode (host envs, through
                 their ``record_infos``; their steps then carry infos); pure-JAX envs have
                 none to record.
+            sample: Act with the sampling policy (as training does) instead of the
+                deterministic one.
 
         Returns:
             ``{"score", "length"}`` means, ``"returns"``, ``"lengths"`` and ``"terminated"``
@@ -195,7 +216,7 @@ class Evaluator:
             recorder = EpisodeInfoRecorder(num_envs)
             env.record_infos(recorder)
         try:
-            ordered = self._episodes(params, num_episodes, key, num_envs, chunk)
+            ordered = self._episodes(params, num_episodes, key, num_envs, chunk, sample)
         finally:
             if recorder is not None:
                 env.record_infos(None)
@@ -224,14 +245,20 @@ class Evaluator:
         return result
 
     def _episodes(
-        self, params: PyTree, num_episodes: int, key: jax.Array, num_envs: int, chunk: int
+        self,
+        params: PyTree,
+        num_episodes: int,
+        key: jax.Array,
+        num_envs: int,
+        chunk: int,
+        sample: bool,
     ) -> list[_Episode]:
         """The first ``ceil(num_episodes / num_envs)`` episodes of each env, taken env by
         env in turn, ``num_episodes`` in all."""
         per_env = math.ceil(num_episodes / num_envs)
         episodes: list[list[_Episode]] = [[] for _ in range(num_envs)]
         max_steps = self._max_steps
-        ss, stats, terminal = self._start_program(num_envs, chunk)(params, raw_key(key))
+        ss, stats, terminal = self._start_program(num_envs, chunk, sample)(params, raw_key(key))
         steps = chunk
         while True:
             done, score, length, terminal = jax.device_get(
@@ -245,7 +272,7 @@ class Evaluator:
             if min(len(e) for e in episodes) >= per_env or steps >= max_steps:
                 break
             more = min(chunk, max_steps - steps)  # the last call stops at the bound exactly
-            ss, stats, terminal = self._more_program(num_envs, more)(params, ss)
+            ss, stats, terminal = self._more_program(num_envs, more, sample)(params, ss)
             steps += more
         running = jax.device_get((ss.score, ss.length))
         for i, env_episodes in enumerate(episodes):
@@ -260,7 +287,7 @@ class Evaluator:
         if self.env is not None and hasattr(self.env, "close"):
             self.env.close()
         self.env = None
-        self._start = None
+        self._start = {}
         self._more = {}
 
 

@@ -385,11 +385,16 @@ class SeedsTrainer:
         return sum(counts) if counts else None
 
     def evaluate(
-        self, train_state: Any, num_episodes: int, key: jax.Array, task_metrics: bool = False
+        self,
+        train_state: Any,
+        num_episodes: int,
+        key: jax.Array,
+        task_metrics: bool = False,
+        sample: bool = False,
     ) -> dict:
         """Evaluates one seed's (unstacked) state, as ``Trainer.evaluate`` does (an eval
         env's exception included)."""
-        return self._single.evaluate(train_state, num_episodes, key, task_metrics)
+        return self._single.evaluate(train_state, num_episodes, key, task_metrics, sample)
 
     def policy(self, train_state: Any, deterministic: bool = True) -> Callable:
         """One seed's (unstacked) policy on the host, as ``Trainer.policy``."""

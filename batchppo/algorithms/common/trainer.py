@@ -203,6 +203,7 @@ class Trainer:
             make_env=lambda n: make_run_eval_env(config, n, config.seed + EVAL_SEED_OFFSET),
             init_sim=lambda key, env: self.agent.init_sim(key, env),
             act=self.agent.mode_fn,
+            sample_act=self.agent.policy_fn,
             max_envs=config.num_agents,
             max_length=config.max_length,
             max_steps=config.eval_max_steps,
@@ -454,7 +455,12 @@ class Trainer:
     # --- evaluation and deployment ----------------------------------------------------------
 
     def evaluate(
-        self, train_state: Any, num_episodes: int, key: jax.Array, task_metrics: bool = False
+        self,
+        train_state: Any,
+        num_episodes: int,
+        key: jax.Array,
+        task_metrics: bool = False,
+        sample: bool = False,
     ) -> dict:
         """Runs the deterministic policy in a separate eval env of the same backend.
 
@@ -473,6 +479,8 @@ class Trainer:
             key: PRNG key of the env resets.
             task_metrics: Also record each episode's info summary (``"infos"``; host
                 backends: their steps then carry infos), see ``Evaluator.evaluate``.
+            sample: Act with the sampling policy, as training does, instead of the
+                deterministic one (the key then also draws the actions).
 
         Returns:
             ``{"score", "length"}`` means, ``"returns"``, ``"lengths"`` and ``"terminated"``
@@ -484,7 +492,7 @@ class Trainer:
         """
         params = self._one_device(self.agent.acting_params(train_state))
         try:
-            return self._evaluator.evaluate(params, num_episodes, key, task_metrics)
+            return self._evaluator.evaluate(params, num_episodes, key, task_metrics, sample)
         except Exception as error:
             self._raise_env_error(error)
             raise

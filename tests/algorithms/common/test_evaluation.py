@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gymnasium
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -105,3 +106,59 @@ def test_cut_episodes_report_their_infos_so_far():
     assert result["infos"][4]["x_velocity"] == pytest.approx(
         {"mean": 1.0, "first": np.nan, "last": 1.0}, nan_ok=True
     )
+
+
+class Echo(gymnasium.Env):
+    """Rewards the action it is given; episodes of 3 steps (truncated)."""
+
+    def __init__(self):
+        self.t = 0
+        self.observation_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+        self.action_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), float(action[0]), False, self.t >= 3, {}
+
+
+def noisy_act(params, carry, obs, first, key):
+    return jax.random.normal(key, (obs.shape[0], 1)), {}, carry
+
+
+def test_sampled_evaluation_acts_with_the_sampling_policy_from_the_key():
+    def make_env(n: int) -> HostEnv:
+        return HostEnv(SyncVectorEnv([Echo] * n, autoreset_mode=AutoresetMode.SAME_STEP))
+
+    ev = Evaluator(
+        make_env=make_env, init_sim=lambda key, env: init_sim_state(env, (), key), act=act,
+        sample_act=noisy_act, max_envs=2, max_length=3, max_steps=100, compiler=Compiler(),
+    )  # fmt: skip
+    key, other = np.zeros(2, np.uint32), np.array([0, 1], np.uint32)
+    try:
+        mean = ev.evaluate((), 4, key)
+        sampled = ev.evaluate((), 4, key, sample=True)
+        again = ev.evaluate((), 4, key, sample=True)
+        elsewhere = ev.evaluate((), 4, other, sample=True)
+        names = sorted(ev.programs)
+    finally:
+        ev.close()
+    assert mean["returns"].tolist() == [0.0] * 4  # the mean action: zero reward
+    assert np.all(sampled["returns"] != 0.0) and len(set(sampled["returns"].tolist())) == 4
+    assert again["returns"].tolist() == sampled["returns"].tolist()  # the key decides
+    assert elsewhere["returns"].tolist() != sampled["returns"].tolist()
+    assert names == ["eval_more(2, 3)", "eval_more_sampled(2, 3)", "eval_start(2, 3)",
+                     "eval_start_sampled(2, 3)"]  # fmt: skip
+
+
+def test_sampled_evaluation_needs_a_sampling_policy():
+    ev = evaluator(max_steps=100)
+    try:
+        with pytest.raises(ValueError, match="sampled actions need the evaluator's sample_act"):
+            ev.evaluate((), 2, np.zeros(2, np.uint32), sample=True)
+    finally:
+        ev.close()

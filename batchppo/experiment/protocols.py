@@ -1,0 +1,195 @@
+"""The ways papers and libraries score a trained agent, each computed from our own runs.
+
+A comparison with a peer is like for like only when both sides are scored by the peer's
+protocol. The protocols met in the PPO literature differ in what they average:
+
+* ``final-mean``: the final policy's episodes with the mean (deterministic) action;
+  rl-baselines3-zoo's benchmark and our own headline figures (``batchppo evaluate``).
+* ``final-sampled``: the final policy's episodes with sampled actions, as it trained
+  (``batchppo evaluate --sample``).
+* ``training-window``: the mean return of a run's last training episodes, sampled actions
+  from the policies of the run's last updates; CleanRL's benchmark tables (the last 100
+  episodes) and the PPO paper (Schulman et al. 2017). :func:`training_window` reads it from a
+  run's ``metrics.jsonl``, without running anything.
+* ``max-eval-mean``: the highest, over a group's evaluation points, of the mean over its seeds
+  of each periodic evaluation; Tianshou's MuJoCo benchmark (10 seeds, 10 test episodes each,
+  the maximum within the first 1M steps), after the TD3 paper's method.
+  :func:`max_eval_mean` reads it from the runs' eval reports.
+
+Each protocol's entry says the statistic, the action mode and the episodes, as a results
+table must state them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from batchppo.experiment.errors import UserError
+from batchppo.experiment.logging import METRICS_FILE, read_metrics
+from batchppo.experiment.plot import run_group
+from batchppo.experiment.rundir import open_run_dir
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """How one score is measured.
+
+    Attributes:
+        name: The protocol's key (``batchppo evaluate`` writes it into every result).
+        statistic: What one run's score is.
+        actions: ``mean`` or ``sampled``.
+        used_by: Who reports scores this way.
+    """
+
+    name: str
+    statistic: str
+    actions: str
+    used_by: str
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        Protocol(
+            "final-mean", "mean return of the final policy's evaluation episodes", "mean",
+            "rl-baselines3-zoo (deterministic evaluation); batchppo's own tables",
+        ),
+        Protocol(
+            "final-sampled", "mean return of the final policy's evaluation episodes",
+            "sampled", "batchppo evaluate --sample",
+        ),
+        Protocol(
+            "training-window", "mean return of the run's last N training episodes",
+            "sampled", "CleanRL's benchmarks and the PPO paper (last 100 episodes)",
+        ),
+        Protocol(
+            "max-eval-mean", "maximum over evaluation points of the mean over seeds of each "
+            "periodic evaluation", "as the run's evaluations (ours: mean action)",
+            "Tianshou's MuJoCo benchmark (10 seeds, first 1M steps)",
+        ),
+    )
+}  # fmt: skip
+"""Every protocol by name."""
+
+
+def _records(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The reports of a run dir, or a one-line error for a dir that is not a run's."""
+    path = Path(run_dir)
+    if not (path / METRICS_FILE).is_file():
+        what = "does not exist" if not path.exists() else f"holds no {METRICS_FILE}"
+        raise UserError(f"run dir {run_dir} {what}")
+    return read_metrics(path)
+
+
+def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
+    """The mean return of a run's last ``episodes`` training episodes (sampled actions).
+
+    Train reports hold the mean return and the number of the episodes that ended since the
+    report before; the window is the run's last reports that together hold at least
+    ``episodes`` episodes, averaged weighted by their episodes. A window can therefore hold a
+    few episodes more than asked (up to one report's worth); ``episodes`` in the result says
+    how many it holds.
+
+    Args:
+        run_dir: A run directory written by ``batchppo train``.
+        episodes: How many of the last training episodes (>= 1).
+
+    Returns:
+        A results entry as ``batchppo evaluate`` writes: ``run_dir``, ``env``, ``preset``,
+        ``seed``, ``checkpoint`` (the last report's step), ``episodes``, ``mean_return``,
+        ``std_return`` and ``stderr_return`` (None: the reports hold means only),
+        ``first_step`` (the step of the window's first report), ``protocol``
+        (``"training-window"``).
+
+    Raises:
+        UserError: ``episodes`` < 1, a missing run dir, or a run with fewer training episodes
+            than asked.
+    """
+    if episodes < 1:
+        raise UserError(f"--training-window {episodes}: must be >= 1")
+    records = [
+        r for r in _records(run_dir)
+        if r.get("phase") == "train" and r.get("episodes") and r.get("score") is not None
+    ]  # fmt: skip
+    config, _ = open_run_dir(run_dir)
+    held, total, first = 0, 0.0, None
+    for record in reversed(records):
+        held += int(record["episodes"])
+        total += float(record["score"]) * int(record["episodes"])
+        first = int(record["step"])
+        if held >= episodes:
+            break
+    if held < episodes:
+        raise UserError(
+            f"{run_dir}: its training reports hold {held} episodes, fewer than the "
+            f"{episodes} asked (--training-window)"
+        )
+    return {
+        "run_dir": str(run_dir),
+        "env": config.env,
+        "preset": run_group(run_dir),
+        "seed": config.seed,
+        "checkpoint": int(records[-1]["step"]),
+        "first_step": first,
+        "episodes": held,
+        "mean_return": total / held,
+        "std_return": None,
+        "stderr_return": None,
+        "protocol": "training-window",
+    }
+
+
+def max_eval_mean(run_dirs: Sequence[str | Path], max_step: int | None = None) -> dict[str, Any]:
+    """The maximum over evaluation points of the mean over runs of their eval scores.
+
+    The runs (the seeds of one preset) must share their evaluation steps; only the steps that
+    every run evaluated count, up to ``max_step``.
+
+    Args:
+        run_dirs: Run directories of one task (at least 1).
+        max_step: Only evaluations at or before this env step (None: all).
+
+    Returns:
+        ``value`` (the maximum), ``step`` (where it is reached), ``std`` (the population std
+        over runs of their scores at that step), ``runs``, ``points`` (evaluation steps
+        compared), ``episodes`` (episodes per evaluation, as the runs' reports say) and
+        ``protocol`` (``"max-eval-mean"``).
+
+    Raises:
+        UserError: No run, a missing run dir, or no evaluation step that every run shares.
+    """
+    if not run_dirs:
+        raise UserError("max-eval-mean needs at least one run dir")
+    by_step: list[dict[int, float]] = []
+    episodes = set()
+    for run_dir in run_dirs:
+        evals = [r for r in _records(run_dir) if r.get("phase") == "eval"]
+        evals = [r for r in evals if r.get("score") is not None and not math.isnan(r["score"])]
+        by_step.append({int(r["step"]): float(r["score"]) for r in evals})
+        episodes.update(int(r["episodes"]) for r in evals if r.get("episodes"))
+    steps = sorted(set.intersection(*(set(s) for s in by_step)))
+    steps = [s for s in steps if max_step is None or s <= max_step]
+    if not steps:
+        raise UserError(
+            f"the {len(run_dirs)} runs share no evaluation step"
+            + (f" up to step {max_step:,}" if max_step is not None else "")
+            + ": max-eval-mean compares runs evaluated at the same steps"
+        )
+    scores = np.array([[s[step] for s in by_step] for step in steps])  # (steps, runs)
+    means = scores.mean(axis=1)
+    best = int(np.argmax(means))
+    return {
+        "value": float(means[best]),
+        "step": steps[best],
+        "std": float(scores[best].std()),
+        "runs": len(run_dirs),
+        "points": len(steps),
+        "episodes": sorted(episodes),
+        "protocol": "max-eval-mean",
+    }
