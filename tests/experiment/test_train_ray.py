@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 import time
 
@@ -50,8 +49,11 @@ def test_train_on_ray_with_train_and_eval_envs(own_ray):
     # 12's fix the eval env's actors could never be placed and precompile hung.
     result = batchppo.train("pendulum_fast", overrides=TINY_RAY, progress="none")
     assert result.step == 2048
-    assert result.score is not None and math.isfinite(result.score) and result.score < 0
     assert ray.is_initialized()
+    # The same run with the envs in worker processes: the same seeded episodes, the same
+    # learning, the same eval score to the last bit.
+    process = [o for o in TINY_RAY if o != "backend=ray"]
+    assert batchppo.train("pendulum_fast", overrides=process, progress="none").score == result.score
 
 
 def test_cli_names_the_missing_cpus_in_one_line_at_once(own_ray, capsys, tmp_path):
