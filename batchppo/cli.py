@@ -407,7 +407,7 @@ def _report_env_failure(args: argparse.Namespace, error: BaseException, failure:
     Args:
         args: The ``train`` command's arguments.
         error: The env's exception.
-        failure: Its :class:`~batchppo.experiment.loop.EnvFailure`.
+        failure: Its ``EnvFailure``.
     """
     if failure.run_dir is not None:
         print(
