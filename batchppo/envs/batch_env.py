@@ -1286,6 +1286,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         Args:
             timeout: Seconds the workers get to close their envs and exit on their own.
             terminate: Skip asking; terminate at once.
+            **kwargs: What Gymnasium's ``close(**kwargs)`` passes on; ignored.
         """
         _LIVE.discard(self)
         if self._state.value in ("reset", "step", "call"):

@@ -99,7 +99,7 @@ def with_message(exc: BaseException, message: str) -> BaseException:
 
 
 def error_from_report(report: dict[str, Any], where: str, note: str = "") -> BaseException:
-    """The exception an error report describes, its message naming where it was raised.
+    r"""The exception an error report describes, its message naming where it was raised.
 
     Args:
         report: What ``describe_exception`` made of the exception.

@@ -136,7 +136,7 @@ class _SpawnWithoutMain:
 
 @functools.lru_cache(maxsize=2)
 def _popen_without_main(method: str) -> type:
-    """multiprocessing's Popen for ``method`` with its launch reading ``_SpawnWithoutMain``.
+    """The ``multiprocessing`` Popen for ``method`` with its launch reading ``_SpawnWithoutMain``.
 
     The launch function is the standard library's own, run over a copy of its module's
     globals in which ``spawn`` is replaced: no process-wide patching, and no copy of code that

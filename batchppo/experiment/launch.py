@@ -179,7 +179,8 @@ class SingleRunLayout:
         return drive(SingleRun(trainer), run_configs, run_dirs, progress)
 
 
-def launch(
+# The run's own arguments are documented once, as train's (D417 wants an entry for each).
+def launch(  # noqa: D417
     layout: RunLayout,
     config: RunConfig | str | None,
     logdir: str | Path | None,
