@@ -3,11 +3,13 @@
 SB3's algorithms accept only its own ``VecEnv`` API, so a [`BatchEnv`][batchppo.envs.BatchEnv] (a
 Gymnasium ``VectorEnv``) cannot be handed to them directly.
 [`BatchVecEnv`][batchppo.envs.sb3.BatchVecEnv] takes the same list of env functions as SB3's
-``SubprocVecEnv`` and steps the envs in BatchEnv's shared-memory workers, so the swap is one line::
+``SubprocVecEnv`` and steps the envs in BatchEnv's shared-memory workers, so the swap is one line:
 
-    vec_env = SubprocVecEnv([make_env] * 8)        # before
-    vec_env = BatchVecEnv([make_env] * 8)          # after
-    model = PPO("MlpPolicy", vec_env).learn(100_000)
+```python
+vec_env = SubprocVecEnv([make_env] * 8)        # before
+vec_env = BatchVecEnv([make_env] * 8)          # after
+model = PPO("MlpPolicy", vec_env).learn(100_000)
+```
 
 SB3's ``VecEnv`` contract, as ``DummyVecEnv`` and ``SubprocVecEnv`` keep it: ``step_wait`` returns
 ``(obs, rewards, dones, infos)`` with ``dones = terminated | truncated`` and ``infos`` a list of one

@@ -383,11 +383,13 @@ def config_from_file(path: str | Path) -> RunConfig:
     """Reads a config file of ``--config``: a full config or a partial one.
 
     A full config gives every key (a run's ``config.yaml``, or ``batchppo show PRESET``'s
-    output). A partial one names a preset under ``base`` and gives the keys that change::
+    output). A partial one names a preset under ``base`` and gives the keys that change:
 
-        base: pendulum_fast
-        env: myenvs:MyReach-v0
-        steps: 200000
+    ```yaml
+    base: pendulum_fast
+    env: myenvs:MyReach-v0
+    steps: 200000
+    ```
 
     Raises:
         ConfigError: A missing or invalid file, an unknown preset, unknown keys (the nearest
