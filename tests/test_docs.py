@@ -263,6 +263,19 @@ def test_api_cross_references_link_to_anchors_that_exist(site: Path) -> None:
     assert checked >= 150, checked
 
 
+def test_api_returns_sections_read_as_one_description(site: Path) -> None:
+    """A ``Returns:`` section's lines continue at its indent: the page shows one description,
+    not a row per line (mkdocs.yml's ``returns_multiple_items: false``)."""
+    sections = 0
+    for page in set(API_PAGES.values()):
+        source = (site / page / "index.html").read_text()
+        pattern = r'doc-section-title">(?:Returns|Yields):</span>.*?</table>'
+        for section in re.findall(pattern, source, re.S):
+            assert section.count('<tr class="doc-section-item">') == 1, (page, section)
+            sections += 1
+    assert sections >= 30, sections
+
+
 def _documented_objects(site: Path) -> dict[str, Any]:
     """The modules, classes, functions and properties of the API reference, by the id of their
     entry (an object documented under two ids is kept once)."""
