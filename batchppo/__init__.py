@@ -2,9 +2,11 @@
 
 The public entry points are imported lazily (``import batchppo`` stays cheap):
 
-* :func:`train` (``batchppo.experiment.loop.train``): train, or resume, a run.
-* :func:`load_policy`: a trained run's policy as ``obs batch -> action batch``.
-* :class:`PPOConfig`: the flat, frozen config of a run.
+* [`train`][batchppo.experiment.loop.train] (``batchppo.experiment.loop.train``): train, or resume,
+  a run.
+* [`load_policy`][batchppo.experiment.loading.load_policy]: a trained run's policy as ``obs batch ->
+  action batch``.
+* [`PPOConfig`][batchppo.algorithms.ppo.PPOConfig]: the flat, frozen config of a run.
 """
 
 from __future__ import annotations

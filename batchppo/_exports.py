@@ -17,7 +17,7 @@ def lazy_exports(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The ``__getattr__`` and ``__dir__`` of ``package`` for names imported on first use.
 
-    Example:
+    Examples:
         >>> __getattr__, __dir__ = lazy_exports(__name__, {"train": "batchppo.experiment.loop"})
 
     Args:

@@ -26,8 +26,8 @@ stderr, without Python's file and source line.
 resume commands ``train`` prints add ``--resume``, under which a run that is not there (a
 typo, another ``--logdir``) is an error instead of a fresh run.
 
-Examples::
-
+Examples:
+    ```shell
     batchppo train --config pendulum_jax --logdir logdir
     batchppo train --config cartpole --logdir logdir --set steps=5e4 --set num_agents=8
     batchppo train --env myenvs:MyReach-v0 --logdir logdir  # a recipe from the env's spaces
@@ -42,6 +42,7 @@ Examples::
     batchppo plot --profile results.json --reference sac-1m --out profile.png
     batchppo list
     batchppo show cheetah_fast
+    ```
 """
 
 from __future__ import annotations
@@ -424,7 +425,7 @@ def _report_env_failure(args: argparse.Namespace, error: BaseException, failure:
     Args:
         args: The ``train`` command's arguments.
         error: The env's exception.
-        failure: Its :class:`~batchppo.experiment.loop.EnvFailure`.
+        failure: Its ``EnvFailure``.
     """
     if failure.run_dir is not None:
         print(

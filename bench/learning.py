@@ -223,7 +223,7 @@ def worker_sac(steps: int, seed: int, warmup: int, threads: int) -> dict:
 def worker_batchppo_atari(
     game: str, steps: int, seed: int, episodes: int, logdir: str | None, eval_every: int
 ) -> dict:
-    """Trains :data:`ATARI_PRESET`'s settings on ``ALE/{game}-v5`` (a run dir under
+    """Trains ``ATARI_PRESET``'s settings on ``ALE/{game}-v5`` (a run dir under
     ``logdir`` when given, evaluations every ``eval_every`` steps); returns the final policy's
     whole-game scores, sampled (``score``) and with the mean action (``mode_score``)."""
     from batchppo.envs import make_env_fn
@@ -297,7 +297,7 @@ def training_windows(
 ) -> list[dict]:
     """CleanRL's training games along the way: at every ``every``-th step up to ``steps``, the
     mean return and number of the games that ended in the ``fraction * steps`` steps up to it
-    (the last window is :func:`final_training_score`'s games); ``mean_return`` is None where
+    (the last window is ``final_training_score``'s games); ``mean_return`` is None where
     no game ended."""
     width, windows = fraction * steps, []
     for point in range(every, steps + 1, every):

@@ -3,8 +3,8 @@
 Steps per second (env transitions summed over the batch) with random actions, for each env id
 at N envs, through ``step_arrays`` (the path ``HostEnv`` uses):
 
-* ``process``: :class:`batchppo.envs.BatchEnv`, one worker process per core (the default).
-* ``ray``: :class:`batchppo.envs.ray_env.RayBatchEnv` with as many actors as ``process`` has
+* ``process``: ``batchppo.envs.BatchEnv``, one worker process per core (the default).
+* ``ray``: ``batchppo.envs.ray_env.RayBatchEnv`` with as many actors as ``process`` has
   workers, on a local Ray started here with one CPU per core (or the cluster at
   ``--address``).
 * ``ray_1``: ``RayBatchEnv`` with a single actor holding every env (one round trip a step).

@@ -11,8 +11,7 @@ its measurement, not by editing the README.
     python bench/results.py                      # print the tables
     python bench/results.py --write README.md    # replace them in the README
     python bench/results.py --check README.md    # exit 1 if the README differs
-    python bench/results.py --seeds-csv docs/results/hopper_fast-1M-seeds10-19.json \\
-        docs/results/hopper_fast-1M-seeds10-19.csv   # `seed,score`, one row a seed
+    python bench/results.py --seeds-csv RESULTS.json RESULTS.csv  # `seed,score` rows
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Two versions of batchppo side by side on one bench script: before/after ratios.
+r"""Two versions of batchppo side by side on one bench script: before/after ratios.
 
 A refactor must not slow the library down. This runs one of the ``bench/`` scripts of two
 source trees, a base git revision (checked out into a temporary worktree) and the working
@@ -8,7 +8,7 @@ its best over the rounds (rates: the highest; keys ending in ``_s`` or ``_us``, 
 lowest) and printed with the ratio after / before. Each tree runs its own copy of the
 script, so a script that changed its imports with the library still runs on both.
 
-    python bench/versions.py --base 7ee50f4 --rounds 2 -- \\
+    python bench/versions.py --base 7ee50f4 --rounds 2 -- \
         bench/envs.py --envs Pendulum-v1 --sizes 8,32 --seconds 2 --rounds 1 --peers batch
 
 The script gets ``--json FILE`` appended; ``bench/envs.py``, ``bench/simulate.py`` and

@@ -35,7 +35,7 @@ def wait_no_ray_children(timeout: float = 10.0) -> list[str]:
 
 @pytest.fixture(scope="session")
 def ray_processes_left() -> Callable[[], list[str]]:
-    """:func:`wait_no_ray_children`, for fixtures that check Ray shut down completely."""
+    """``wait_no_ray_children``, for fixtures that check Ray shut down completely."""
     return wait_no_ray_children
 
 
@@ -185,7 +185,7 @@ gymnasium.register("MyReach-v0", entry_point=Reach, max_episode_steps=50)
 
 @pytest.fixture
 def user_envs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch):
-    """A working directory holding ``myenvs.py`` (:data:`USER_ENVS`) and ``brokenenvs.py``
+    """A working directory holding ``myenvs.py`` (``USER_ENVS``) and ``brokenenvs.py``
     (whose import fails), made the cwd, as a user's project is; yields its path."""
     root = tmp_path_factory.getbasetemp() / "user_envs"
     if not root.exists():

@@ -1,9 +1,11 @@
 """The docs site and the README: the site builds with warnings as errors, every page and
-public name is in it, the README's links resolve, its example runs and its test command is
-the one CI runs."""
+public name is in it, the API reference reads as a reader sees it (cross-references link,
+examples are code and run), the README's links resolve, its example runs and its test command
+is the one CI runs."""
 
 from __future__ import annotations
 
+import doctest
 import html
 import html.parser
 import importlib
@@ -73,6 +75,19 @@ class _Ids(html.parser.HTMLParser):
         self.ids.update(value for name, value in attrs if name == "id" and value)
 
 
+class _Links(html.parser.HTMLParser):
+    """The cross-references of a page: the ``href`` of each autorefs anchor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "a" and "autorefs" in (attributes.get("class") or "").split():
+            self.hrefs.append(attributes.get("href") or "")
+
+
 def _ids(page: Path) -> set[str]:
     parser = _Ids()
     parser.feed(page.read_text())
@@ -82,6 +97,12 @@ def _ids(page: Path) -> set[str]:
 def _text(page: Path) -> str:
     """A built page's text: its tags removed, its entities unescaped."""
     return html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+
+
+def _code_blocks(page: Path) -> list[str]:
+    """The text of a built page's code blocks (``<pre>``), tags removed, entities unescaped."""
+    blocks = re.findall(r"<pre[^>]*>(.*?)</pre>", page.read_text(), re.S)
+    return [html.unescape(re.sub(r"<[^>]+>", "", block)) for block in blocks]
 
 
 def _page_html(site: Path, page: str) -> Path:
@@ -134,6 +155,17 @@ def test_snippets_from_the_readme_are_in_the_site(site: Path) -> None:
             cells = line.strip("|").split("|") if line.startswith("|") else [line]
             for cell in cells:
                 assert _plain(cell) in text, (section, cell)
+
+
+def test_home_page_carries_the_readme_results_tables(site: Path) -> None:
+    """Each table of the README's results section (the like-for-like results, as they land)
+    is a table of the site's home page, row for row."""
+    section = re.search(r"\[start:results\] -->\n(.*?)<!-- --8<-- \[end:", README, re.S).group(1)
+    tables = re.findall(r"((?:^\|.*\n)+)", section, re.M)
+    rows = [len(table.splitlines()) - 1 for table in tables]  # the rule is no row
+    home = (site / "index.html").read_text()
+    shown = [table.count("<tr>") for table in re.findall(r"<table>.*?</table>", home, re.S)]
+    assert len(rows) >= 2 and rows == shown, (rows, shown)
 
 
 def test_api_reference_documents_every_public_name(site: Path) -> None:
@@ -194,6 +226,140 @@ def test_names_the_pages_point_to_are_in_the_api_reference(site: Path) -> None:
         assert {name, home} & ids, f"the docs name {name}, which is not in the API reference"
         checked.append(name)
     assert "batchppo.experiment.export.export_run" in checked
+
+
+# Sphinx's cross-reference roles, which the site's renderer (mkdocstrings, Google style, Markdown)
+# shows as text: the docstrings use autorefs links, [`BatchEnv`][batchppo.envs.BatchEnv].
+ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|data|exc|obj|const):`")
+
+
+def test_no_page_shows_sphinx_roles(site: Path) -> None:
+    pages = list(site.rglob("*.html"))
+    assert len(pages) >= 20
+    for page in pages:
+        text = _text(page)
+        assert not ROLE.search(text), f"{page.relative_to(site)}: {ROLE.search(text).group()}"
+        # An autorefs link that did not resolve stays as its Markdown text.
+        assert not re.search(r"\]\[batchppo\.", text), page.relative_to(site)
+
+
+def test_api_cross_references_link_to_anchors_that_exist(site: Path) -> None:
+    """Every cross-reference of the API reference is a link whose target page has its id."""
+    ids: dict[Path, set[str]] = {}
+    checked = 0
+    for page in sorted({site / page / "index.html" for page in API_PAGES.values()}):
+        parser = _Links()
+        parser.feed(page.read_text())
+        for href in parser.hrefs:
+            path, _, anchor = href.partition("#")
+            target = (page.parent / path).resolve() if path else page
+            if target.is_dir() or not target.suffix:
+                target = target / "index.html"
+            assert target.is_file(), f"{page.relative_to(site)} links to {href}"
+            if target not in ids:
+                ids[target] = _ids(target)
+            assert anchor and anchor in ids[target], f"{page.relative_to(site)} links to {href}"
+            checked += 1
+    assert checked >= 150, checked
+
+
+def test_api_returns_sections_read_as_one_description(site: Path) -> None:
+    """A ``Returns:`` section's lines continue at its indent: the page shows one description,
+    not a row per line (mkdocs.yml's ``returns_multiple_items: false``)."""
+    sections = 0
+    for page in set(API_PAGES.values()):
+        source = (site / page / "index.html").read_text()
+        pattern = r'doc-section-title">(?:Returns|Yields):</span>.*?</table>'
+        for section in re.findall(pattern, source, re.S):
+            assert section.count('<tr class="doc-section-item">') == 1, (page, section)
+            sections += 1
+    assert sections >= 30, sections
+
+
+def _documented_objects(site: Path) -> dict[str, Any]:
+    """The modules, classes, functions and properties of the API reference, by the id of their
+    entry (an object documented under two ids is kept once)."""
+    objects: dict[str, Any] = {}
+    seen: set[int] = set()
+    for page in sorted(set(API_PAGES.values())):
+        for ident in sorted(_ids(site / page / "index.html")):
+            if not ident.startswith("batchppo."):
+                continue
+            obj = _resolve(ident)
+            documented = inspect.ismodule(obj) or inspect.isclass(obj) or inspect.isroutine(obj)
+            if not (documented or isinstance(obj, property)) or id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            objects[ident] = obj
+    return objects
+
+
+def _examples(obj: Any, name: str) -> doctest.DocTest | None:
+    """The doctest of an object's docstring, in the namespace of the module that holds it."""
+    doc = obj.__doc__ if isinstance(obj.__doc__, str) else None
+    if not doc or ">>>" not in doc:
+        return None
+    function = obj.fget if isinstance(obj, property) else obj
+    module = function if inspect.ismodule(function) else sys.modules[function.__module__]
+    return doctest.DocTestParser().get_doctest(
+        doc, dict(vars(module)), name, getattr(module, "__file__", None), 0
+    )
+
+
+# The examples the suite does not run, each marked ``# doctest: +SKIP`` with a line of the
+# docstring that says why: a run's worth of training, a run directory, or a fragment that needs
+# a trained agent. The README's example (test_readme_example_runs) trains as `train` does.
+SKIPPED_EXAMPLES = {
+    "batchppo.algorithms.ppo.make_train",
+    "batchppo.algorithms.ppo.Trainer",
+    "batchppo.algorithms.common.trainer.Trainer",
+    "batchppo.backends.HostLoop",
+    "batchppo.experiment.loop",
+    "batchppo.experiment.export",
+}
+
+
+def test_api_examples_are_code_blocks_and_run(site: Path) -> None:
+    """Each ``Examples:`` section of the API reference renders as a code block, line by line,
+    and its doctest passes (outputs included), bar the few marked as skipped.
+
+    docs/api-envs-make.png is how ``api/envs/`` shows ``make``'s example in a browser:
+    ``mkdocs build -d site && chromium --headless --no-sandbox --hide-scrollbars
+    --screenshot=docs/api-envs-make.png --window-size=1280,1100 file://$PWD/site/api/envs/index.html``.
+    """
+    blocks = [
+        block
+        for page in set(API_PAGES.values())
+        for block in _code_blocks(site / page / "index.html")
+    ]
+    for page in set(API_PAGES.values()):
+        source = (site / page / "index.html").read_text()
+        prose = re.sub(r"<pre[^>]*>.*?</pre>", "", source, flags=re.S)
+        assert "&gt;&gt;&gt;" not in prose and ">>>" not in prose, f"{page}: an example not as code"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    ran, skipped, report = set(), set(), []
+    for name, obj in _documented_objects(site).items():
+        test = _examples(obj, name)
+        if test is None:
+            continue
+        for example in test.examples:  # each line of the example is a line of a code block
+            # (the page shows it without its doctest flags)
+            line = re.sub(r"\s*#\s*doctest:.*", "", example.source.splitlines()[0].strip())
+            assert any(f">>> {line}" in block for block in blocks), (name, line)
+        if all(example.options.get(doctest.SKIP) for example in test.examples):
+            skipped.add(name)
+            continue
+        result = runner.run(test, out=report.append)
+        assert result.failed == 0, "".join(report)
+        ran.add(name)
+    assert skipped == SKIPPED_EXAMPLES
+    assert {
+        "batchppo.envs.make.make",
+        "batchppo.envs.BatchEnv",
+        "batchppo.envs.register_vector_env",
+        "batchppo.experiment.configs",
+        "batchppo.algorithms.registry",
+    } <= ran, ran
 
 
 def test_getting_started_names_every_extra() -> None:

@@ -1,7 +1,7 @@
 """docs/own_env.md, run: its files written, its commands and Python blocks run in order.
 
 A block after ``<!-- file: NAME -->`` is written to ``NAME``; each ``batchppo`` line of a
-``shell`` block runs through :func:`batchppo.cli.main` (``> FILE`` captures its output) and
+``shell`` block runs through ``batchppo.cli.main`` (``> FILE`` captures its output) and
 must exit 0; ``python`` blocks run in one namespace; ``text`` blocks are output, not run.
 """
 

@@ -1,4 +1,5 @@
-"""The algorithms: one :class:`Algorithm` record each, in the registry :data:`ALGORITHMS`.
+"""The algorithms: one [`Algorithm`][batchppo.algorithms.registry.Algorithm] record each, in the
+registry [`ALGORITHMS`][batchppo.algorithms.registry.ALGORITHMS].
 
 The experiment layer (loop, checkpoints, resume rules, visualize, plot, presets, config
 files) and the CLI know an algorithm only through its record: the config class it is
@@ -11,7 +12,7 @@ nothing heavy (no JAX): the config classes and preset tables it imports are plai
 Adding an algorithm is one package under ``batchppo/algorithms/`` plus one record here
 (docs/new_algorithm.md).
 
-Example:
+Examples:
     >>> get_algorithm("ppo").config.__name__
     'PPOConfig'
 """
@@ -41,14 +42,14 @@ class Algorithm:
         name: The ``algorithm`` value of a ``config.yaml``.
         title: Its name in prose, for messages and ``batchppo list``.
         config: Its config class, a frozen dataclass that subclasses
-            :class:`~batchppo.algorithms.common.run_config.RunConfig`.
+            [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig].
         presets: Its presets, by name.
         trainer: ``config -> trainer``, the object the loop drives (see
-            :class:`~batchppo.experiment.loop.TrainerLike`).
+            ``batchppo.experiment.loop.TrainerLike``).
         seeds_trainer: ``(config, num_seeds) -> trainer`` over stacked states, for
             ``--seeds``; None where the algorithm trains seeds as separate runs only.
         metrics: The train metrics each iteration reports besides
-            :data:`~batchppo.experiment.loop.EPISODE_METRICS` (and ``env_restarts``).
+            ``batchppo.experiment.loop.EPISODE_METRICS`` (and ``env_restarts``).
     """
 
     name: str
@@ -65,7 +66,7 @@ ALGORITHMS: dict[str, Algorithm] = {}
 
 
 def register(algorithm: Algorithm) -> Algorithm:
-    """Adds ``algorithm`` to :data:`ALGORITHMS`.
+    """Adds ``algorithm`` to [`ALGORITHMS`][batchppo.algorithms.registry.ALGORITHMS].
 
     Raises:
         ValueError: A record of that name exists already.

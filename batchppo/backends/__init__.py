@@ -1,19 +1,19 @@
-"""The env backends, one module each, and :func:`make_env`, the trainer's factory by backend name.
+"""The env backends, one module each, and [`make_env`][batchppo.backends.make_env], the trainer's
+factory by backend name.
 
-Each backend module registers its :class:`~batchppo.core.backends.Backend` record in the
-registry of :mod:`batchppo.core.backends` when imported, and this package imports them all,
-in the order messages list the backends: :mod:`~batchppo.backends.host` (``process`` and
-``sync``), :mod:`~batchppo.backends.ray`, :mod:`~batchppo.backends.gymnax` and
-:mod:`~batchppo.backends.brax`. Whoever reads the registry (configs, the trainer, the CLI,
-:func:`batchppo.envs.make`) imports this package, which also re-exports the registry's
-lookups. The backend modules are light (no JAX, gymnax, Gymnasium, Brax or Ray until an env
-is built); their envs live in modules of their own, imported on first use:
+Each backend module registers its [`Backend`][batchppo.backends.Backend] record in the registry of
+``batchppo.core.backends`` when imported, and this package imports them all, in the order messages
+list the backends: ``host`` (``process`` and ``sync``), ``ray``, ``gymnax`` and ``brax``. Whoever
+reads the registry (configs, the trainer, the CLI, [`batchppo.envs.make`][batchppo.envs.make.make])
+imports this package, which also re-exports the registry's lookups. The backend modules are light
+(no JAX, gymnax, Gymnasium, Brax or Ray until an env is built); their envs live in modules of their
+own, imported on first use:
 
-* :class:`~batchppo.backends.gymnax_env.GymnaxEnv` and
-  :class:`~batchppo.backends.brax_env.BraxEnv`: pure-JAX envs, fused with the learner.
-* :class:`~batchppo.backends.host_env.HostEnv`: a Gymnasium vector env (``BatchEnv`` worker
-  processes, envs in the calling process, Ray actors) called through ``io_callback``, and
-  :class:`~batchppo.backends.host_loop.HostLoop`, the Python-loop driver over it.
+* [`GymnaxEnv`][batchppo.backends.GymnaxEnv] and [`BraxEnv`][batchppo.backends.BraxEnv]: pure-JAX
+  envs, fused with the learner.
+* [`HostEnv`][batchppo.backends.HostEnv]: a Gymnasium vector env (``BatchEnv`` worker processes,
+  envs in the calling process, Ray actors) called through ``io_callback``, and
+  [`HostLoop`][batchppo.backends.HostLoop], the Python-loop driver over it.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ __all__ = [
 ]
 
 HOST_BACKENDS: tuple[str, ...] = names(host=True)
-"""The built-in host backends, whose envs :func:`batchppo.envs.make` builds (its ``backend``
-values); a host backend registered later builds its own envs."""
+"""The built-in host backends, whose envs [`batchppo.envs.make`][batchppo.envs.make.make] builds
+(its ``backend`` values); a host backend registered later builds its own envs."""
 
 
 def make_env(
@@ -96,8 +96,8 @@ def make_env(
 ) -> Env:
     """Builds a batched Env by backend name: the one factory the trainer uses.
 
-    The backend is looked up in the registry (:mod:`batchppo.core.backends`, filled by the
-    backend modules of this package), whose record builds the env.
+    The backend is looked up in the registry (``batchppo.core.backends``, filled by the backend
+    modules of this package), whose record builds the env.
 
     Args:
         env_id: Env id: a gymnax id (``gymnax``), a Brax env name (``brax``) or a Gymnasium id
@@ -113,18 +113,17 @@ def make_env(
             ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields
             (``gymnax``).
         options: The backend's own settings, for a backend that takes some
-            (:attr:`Backend.config_options <batchppo.core.backends.Backend.config_options>`):
-            ``step_timeout`` for ``process`` and ``ray``, and for ``ray`` the other keyword
-            arguments of :class:`~batchppo.envs.ray_env.RayBatchEnv` (``address``,
-            ``num_cpus``, ``startup_timeout``).
-        max_restarts: For backends that support restarts (``process``, ``sync``): the
-            ``BatchEnv``'s restart budget (envs whose step raised or whose worker died are
-            rebuilt, their episodes truncated, up to this many times;
-            :attr:`HostEnv.restarts <batchppo.backends.host_env.HostEnv.restarts>` counts
-            them); 0 fails fast.
+            (``Backend.config_options``): ``step_timeout`` for ``process`` and ``ray``, and for
+            ``ray`` the other keyword arguments of
+            [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
+            ``startup_timeout``).
+        max_restarts: For backends that support restarts (``process``, ``sync``): the ``BatchEnv``'s
+            restart budget (envs whose step raised or whose worker died are rebuilt, their episodes
+            truncated, up to this many times;
+            [`HostEnv.restarts`][batchppo.backends.HostEnv.restarts] counts them); 0 fails fast.
 
     Returns:
-        An :class:`~batchppo.core.env.Env` (with a ``close()`` method).
+        An [`Env`][batchppo.core.Env] (with a ``close()`` method).
 
     Raises:
         ValueError: An unknown backend, ``options`` for a backend that takes none, or

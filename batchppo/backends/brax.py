@@ -1,7 +1,7 @@
 """The ``brax`` backend: Brax (or MuJoCo-MJX through Brax) envs in JAX, fused with the learner.
 
-Its record is registered when this module is imported (:mod:`batchppo.backends` imports it);
-the env, :class:`~batchppo.backends.brax_env.BraxEnv`, and Brax (the optional ``brax``
+Its record is registered when this module is imported ([`batchppo.backends`][batchppo.backends]
+imports it); the env, [`BraxEnv`][batchppo.backends.BraxEnv], and Brax (the optional ``brax``
 package) are imported when an env is built or an id checked.
 """
 
@@ -37,7 +37,7 @@ def make_brax_env(
     env_kwargs: Mapping[str, Any],
     **_: Any,
 ) -> BraxEnv:
-    """The ``brax`` backend's builder (:class:`~batchppo.core.backends.MakeEnv`).
+    """The ``brax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``max_length`` None is Brax's 1000 steps; ``env_kwargs`` go to
     ``brax.envs.get_environment``; the host-side arguments are ignored (Brax observations

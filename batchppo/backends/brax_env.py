@@ -1,9 +1,9 @@
-"""The ``brax`` backend's env: :class:`BraxEnv`, a Brax (or MuJoCo-MJX through Brax) env as a
-batched :class:`~batchppo.core.env.Env`, ``vmap``-ed over the batch with our own step counter
-for the time limit and same-step auto-reset. Needs the optional ``brax`` package.
+"""The ``brax`` backend's env: [`BraxEnv`][batchppo.backends.BraxEnv], a Brax (or MuJoCo-MJX through
+Brax) env as a batched [`Env`][batchppo.core.Env], ``vmap``-ed over the batch with our own step
+counter for the time limit and same-step auto-reset. Needs the optional ``brax`` package.
 
-The backend's record and id check live in :mod:`batchppo.backends.brax`, which imports this
-module when it builds an env.
+The backend's record and id check live in ``batchppo.backends.brax``, which imports this module when
+it builds an env.
 """
 
 from __future__ import annotations

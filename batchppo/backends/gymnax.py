@@ -1,8 +1,8 @@
 """The ``gymnax`` backend: gymnax envs in JAX, fused with the learner.
 
-Its record is registered when this module is imported (:mod:`batchppo.backends` imports it);
-the env, :class:`~batchppo.backends.gymnax_env.GymnaxEnv`, and gymnax itself are imported when
-an env is built or an id checked (:func:`import_gymnax`).
+Its record is registered when this module is imported ([`batchppo.backends`][batchppo.backends]
+imports it); the env, [`GymnaxEnv`][batchppo.backends.GymnaxEnv], and gymnax itself are imported
+when an env is built or an id checked (``import_gymnax``).
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ GYMNAX_DEFERRED = ("seaborn", "matplotlib.pyplot")
 def import_gymnax() -> types.ModuleType:
     """``import gymnax``, with its renderers' plotting imports deferred.
 
-    ``import gymnax`` imports every gymnax env, and a few of them (Pong, Catch, the mazes)
-    import seaborn and ``matplotlib.pyplot`` at module level for their ``render`` methods,
-    which pulls in pandas and scipy.stats too: most of the import's time, on the critical
-    path of every fused run's start. Those modules are imported on their first use instead
-    (:func:`batchppo.core.lazy.deferred_imports`).
+    ``import gymnax`` imports every gymnax env, and a few of them (Pong, Catch, the mazes) import
+    seaborn and ``matplotlib.pyplot`` at module level for their ``render`` methods, which pulls in
+    pandas and scipy.stats too: most of the import's time, on the critical path of every fused run's
+    start. Those modules are imported on their first use instead
+    (``batchppo.core.lazy.deferred_imports``).
     """
     if "gymnax" in sys.modules:
         return sys.modules["gymnax"]
@@ -94,7 +94,7 @@ def make_gymnax_env(
     env_kwargs: Mapping[str, Any],
     **_: Any,
 ) -> GymnaxEnv:
-    """The ``gymnax`` backend's builder (:class:`~batchppo.core.backends.MakeEnv`).
+    """The ``gymnax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``env_kwargs`` are ``EnvParams`` fields; the host-side arguments are ignored.
     """

@@ -1,17 +1,16 @@
-"""The ``gymnax`` backend's env: :class:`GymnaxEnv`, a gymnax env as a batched
-:class:`~batchppo.core.env.Env`, ``vmap``-ed over the batch, with our own step counter for the
-time limit (so ``truncated`` and ``terminated`` stay separate) and same-step auto-reset inside
-the compiled step. It carries one Box observation and a Box or Discrete action, which is what
-gymnax's envs have.
+"""The ``gymnax`` backend's env: [`GymnaxEnv`][batchppo.backends.GymnaxEnv], a gymnax env as a
+batched [`Env`][batchppo.core.Env], ``vmap``-ed over the batch, with our own step counter for the
+time limit (so ``truncated`` and ``terminated`` stay separate) and same-step auto-reset inside the
+compiled step. It carries one Box observation and a Box or Discrete action, which is what gymnax's
+envs have.
 
-Range normalisation (``normalize_ranges``) applies the maps of :mod:`batchppo.core.ranges`,
-which the host wrapper ``RangeNormalize`` uses too, so presets transfer between backends: each
-observation dimension with a finite range (in float32) is mapped by
-``2 * (obs - low) / (high - low) - 1``; Box actions are clipped to ``[-1, 1]`` and mapped by
-``low + (a + 1) / 2 * (high - low)``.
+Range normalisation (``normalize_ranges``) applies the maps of ``batchppo.core.ranges``, which the
+host wrapper ``RangeNormalize`` uses too, so presets transfer between backends: each observation
+dimension with a finite range (in float32) is mapped by ``2 * (obs - low) / (high - low) - 1``; Box
+actions are clipped to ``[-1, 1]`` and mapped by ``low + (a + 1) / 2 * (high - low)``.
 
-The backend's record and id check live in :mod:`batchppo.backends.gymnax`, which imports this
-module when it builds an env.
+The backend's record and id check live in ``batchppo.backends.gymnax``, which imports this module
+when it builds an env.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ _NO_LIMIT = 2**30
 
 
 class GymnaxEnv(PureJaxEnv):
-    """A gymnax environment as a batched :class:`~batchppo.core.env.Env`.
+    """A gymnax environment as a batched [`Env`][batchppo.core.Env].
 
     gymnax's own ``step`` folds the time limit into ``done``; this adapter calls
     ``step_env``/``reset_env`` with the gymnax time limit disabled and counts steps itself:
@@ -149,10 +148,11 @@ class GymnaxEnv(PureJaxEnv):
 
     @property
     def raw_bounds(self) -> tuple[tuple[np.ndarray, np.ndarray] | None, ...]:
-        """What range normalisation maps here: ``(obs_bounds, action_bounds)``, each the env's
-        own float32 ``(low, high)`` where this adapter maps that side, else None (a
-        ``Discrete`` action, a non-float observation, or ``normalize_ranges`` off). The
-        ONNX export (:mod:`batchppo.experiment.export`) folds the same maps into its model."""
+        """What range normalisation maps here: ``(obs_bounds, action_bounds)``, each the env's own
+        float32 ``(low, high)`` where this adapter maps that side, else None (a ``Discrete`` action,
+        a non-float observation, or ``normalize_ranges`` off). The ONNX export
+        ([`batchppo.experiment.export`][batchppo.experiment.export]) folds the same maps into its
+        model."""
         obs = self._raw_obs_bounds if self._normalize_obs else None
         act = self._raw_action_bounds if self._normalize else None
         return obs, act

@@ -1,10 +1,10 @@
 """The host backends ``process`` and ``sync``: Gymnasium envs stepped on the host.
 
-Both build their batch env with :func:`batchppo.envs.make` (``BatchEnv`` worker processes, or
-envs stepped in the calling process) and hand it to the learner as a
-:class:`~batchppo.backends.host_env.HostEnv`. Their records are registered when this module is
-imported (:mod:`batchppo.backends` imports it); :func:`host_backend` fills what every host
-backend built by ``envs.make`` shares, for :mod:`batchppo.backends.ray` too. The module is
+Both build their batch env with [`batchppo.envs.make`][batchppo.envs.make.make] (``BatchEnv`` worker
+processes, or envs stepped in the calling process) and hand it to the learner as a
+[`HostEnv`][batchppo.backends.HostEnv]. Their records are registered when this module is imported
+([`batchppo.backends`][batchppo.backends] imports it); ``host_backend`` fills what every host
+backend built by ``envs.make`` shares, for ``batchppo.backends.ray`` too. The module is
 light: Gymnasium, JAX and the batch envs are imported when an env is built or an id checked.
 """
 
@@ -25,8 +25,8 @@ __all__ = ["check_gymnasium_id", "host_backend", "make_host_env"]
 def check_gymnasium_id(env_id: str) -> None:
     """Raises a one-line ValueError when ``env_id`` names no Gymnasium env.
 
-    The rule has one home, :func:`batchppo.envs.make.check_env_id` (imported on the call): a
-    registered id, ``"module:EnvId"`` or ``"module:factory"``, whose module is imported here.
+    The rule has one home, ``batchppo.envs.make.check_env_id`` (imported on the call): a registered
+    id, ``"module:EnvId"`` or ``"module:factory"``, whose module is imported here.
     """
     from batchppo.envs.make import check_env_id
 
@@ -56,26 +56,25 @@ def make_host_env(
     max_restarts: int,
     options: Mapping[str, Any],
 ) -> HostEnv:
-    """The host backends' builder (:class:`~batchppo.core.backends.MakeEnv`):
+    """The host backends' builder (``batchppo.core.backends.MakeEnv``):
     ``batchppo.envs.make(backend=backend)`` in a HostEnv.
 
     Args:
         env_id: Gymnasium id.
         num_envs: Batch size.
-        backend: The host backend, the ``backend`` of :func:`batchppo.envs.make`:
-            ``process``, ``sync`` or ``ray``.
+        backend: The host backend, the ``backend`` of
+            [`batchppo.envs.make`][batchppo.envs.make.make]: ``process``, ``sync`` or ``ray``.
         max_length: Time limit in steps; None keeps the registry's.
         normalize_ranges: Rescale finite bounds to [-1, 1].
         seed: The envs are reset with ``seed`` (env ``i`` with ``seed + i``).
         num_workers: Worker processes (or actors).
         env_kwargs: ``gymnasium.make`` keywords.
         max_restarts: ``BatchEnv``'s restart budget.
-        options: The backend's settings (:attr:`Backend.config_options
-            <batchppo.core.backends.Backend.config_options>`): ``step_timeout`` and, for
-            ``ray``, the ``ray_options`` of :func:`batchppo.envs.make`.
+        options: The backend's settings (``Backend.config_options``): ``step_timeout`` and, for
+            ``ray``, the ``ray_options`` of [`batchppo.envs.make`][batchppo.envs.make.make].
 
     Returns:
-        The :class:`HostEnv` (it closes the batch env on ``close()``).
+        The [`HostEnv`][batchppo.backends.HostEnv] (it closes the batch env on ``close()``).
     """
     from batchppo.backends.host_env import wrap_host_env
     from batchppo.envs import make as make_host_envs
@@ -107,14 +106,13 @@ _HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
 
 
 def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
-    """The record of a host backend whose envs :func:`batchppo.envs.make` builds
-    (``envs.make(backend=name)``), stepped through a
-    :class:`~batchppo.backends.host_env.HostEnv`.
+    """The record of a host backend whose envs [`batchppo.envs.make`][batchppo.envs.make.make]
+    builds (``envs.make(backend=name)``), stepped through a [`HostEnv`][batchppo.backends.HostEnv].
 
     Args:
         name: The backend's name, one of ``envs.make``'s ``backend`` values.
         description: What steps the envs, for messages.
-        **fields: The record's other fields (:class:`~batchppo.core.backends.Backend`).
+        **fields: The record's other fields ([`Backend`][batchppo.backends.Backend]).
 
     Returns:
         The record (not yet registered).

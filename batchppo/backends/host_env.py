@@ -1,13 +1,12 @@
-"""The host backends' env: :class:`HostEnv`, a Gymnasium ``VectorEnv`` in same-step auto-reset
-mode (such as ``batchppo.envs.BatchEnv``) called through ``jax.experimental.io_callback`` so
-that it runs inside ``jit`` and ``lax.scan``: the ``InGraphBatchEnv`` of the original Batch
-PPO. Also the conversion of Gymnasium spaces into the core's space trees
-(:func:`from_gymnasium`) and the marking of a host env's exceptions (:func:`mark_env_error`,
-:func:`is_env_error`, :func:`raise_env_error`).
+"""The host backends' env: [`HostEnv`][batchppo.backends.HostEnv], a Gymnasium ``VectorEnv`` in
+same-step auto-reset mode (such as ``batchppo.envs.BatchEnv``) called through
+``jax.experimental.io_callback`` so that it runs inside ``jit`` and ``lax.scan``: the
+``InGraphBatchEnv`` of the original Batch PPO. Also the conversion of Gymnasium spaces into the
+core's space trees (``from_gymnasium``) and the marking of a host env's exceptions
+(``mark_env_error``, ``is_env_error``, ``raise_env_error``).
 
-The records of the host backends (``process``, ``sync``, ``ray``) live in
-:mod:`batchppo.backends.host` and :mod:`batchppo.backends.ray`; their builder imports this
-module when it builds an env.
+The records of the host backends (``process``, ``sync``, ``ray``) live in ``batchppo.backends.host``
+and ``batchppo.backends.ray``; their builder imports this module when it builds an env.
 """
 
 from __future__ import annotations
@@ -43,7 +42,7 @@ __all__ = [
 
 
 def from_gymnasium(space: Any, origin: str = "env", path: str = "") -> Any:
-    """The space tree (:mod:`batchppo.core.spaces`) of a Gymnasium space.
+    """The space tree (``batchppo.core.spaces``) of a Gymnasium space.
 
     Args:
         space: A Gymnasium space.
@@ -81,7 +80,7 @@ def from_gymnasium(space: Any, origin: str = "env", path: str = "") -> Any:
 
 
 def spec_from_spaces(obs_space: Any, act_space: Any) -> EnvSpec:
-    """EnvSpec of one env of a Gymnasium vector env (any space of :mod:`batchppo.core.spaces`).
+    """EnvSpec of one env of a Gymnasium vector env (any space of ``batchppo.core.spaces``).
 
     Raises:
         UnsupportedSpaceError: A space the env API does not carry (one line naming it).
@@ -95,8 +94,8 @@ def spec_from_spaces(obs_space: Any, act_space: Any) -> EnvSpec:
 def _final_obs_tree(space: Any, obs: Any, infos: Mapping[str, Any]) -> Any:
     """The dense final obs of a Dict/Tuple observation from Gymnasium's same-step infos.
 
-    :func:`~batchppo.envs.final_obs.final_obs_from_infos` per leaf: ``obs`` where no episode
-    ended, else a copy whose ended rows hold the leaf of ``infos["final_obs"][i]``.
+    ``batchppo.envs.final_obs.final_obs_from_infos`` per leaf: ``obs`` where no episode ended, else
+    a copy whose ended rows hold the leaf of ``infos["final_obs"][i]``.
     """
     if spaces.is_leaf(space):
         return final_obs_from_infos(obs, infos, space.dtype)
@@ -144,7 +143,7 @@ _JAX_CALLBACK_LOGGER = "jax._src.callback"  # logs each failed io_callback with 
 
 
 def mark_env_error(error: BaseException) -> BaseException:
-    """Marks ``error`` as raised by a host env's reset or step (see :func:`is_env_error`)."""
+    """Marks ``error`` as raised by a host env's reset or step (see ``is_env_error``)."""
     with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
         setattr(error, _ENV_ERROR, True)
     return error
@@ -152,12 +151,14 @@ def mark_env_error(error: BaseException) -> BaseException:
 
 def is_env_error(error: BaseException) -> bool:
     """Whether ``error`` was raised by a host env's reset or step, through a
-    :class:`HostEnv` (the env's own exception, ``WorkerDiedError``, a non-finite value)."""
+    [`HostEnv`][batchppo.backends.HostEnv] (the env's own exception, ``WorkerDiedError``, a
+    non-finite value)."""
     return bool(getattr(error, _ENV_ERROR, False))
 
 
 def raise_env_error(error: BaseException, *envs: Any) -> None:
-    """Raises the exception a :class:`HostEnv` of ``envs`` kept, if one did; else returns.
+    """Raises the exception a [`HostEnv`][batchppo.backends.HostEnv] of ``envs`` kept, if one did;
+    else returns.
 
     Call it where a compiled program over host envs raised ``error``: an exception in an
     ``io_callback`` reaches the caller as JAX's ``JaxRuntimeError``, its type lost, and this
@@ -165,7 +166,7 @@ def raise_env_error(error: BaseException, *envs: Any) -> None:
     place. The JAX error, whose text repeats the traceback, stays as its hidden
     ``__context__``. Envs that are not HostEnvs (or None) are skipped.
 
-    Example:
+    Examples:
         >>> try:
         ...     state = compiled_rollout(state)
         ... except Exception as error:
@@ -187,8 +188,8 @@ class _EnvErrorLogFilter(logging.Filter):
     """Drops JAX's log of an ``io_callback`` that failed with a host env's exception.
 
     JAX logs every callback exception with its traceback before the compiled call fails;
-    :func:`raise_env_error` raises that exception, traceback included, to the caller, and
-    its ``JaxRuntimeError`` repeats the traceback too, so the log would only print it twice.
+    ``raise_env_error`` raises that exception, traceback included, to the caller, and its
+    ``JaxRuntimeError`` repeats the traceback too, so the log would only print it twice.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -203,10 +204,10 @@ def _quiet_jax_callback_log() -> None:
 
 
 def _warn_off_cpu() -> None:
-    """Warns when a host env's step is traced for an accelerator: XLA's GPU compiler aborted
-    the process on a rollout of it inside a compiled loop (a failed shape check, seen with
-    jaxlib 0.11.2 on an H200: docs/benchmarks.md, 8c), while the same env driven from Python
-    (:class:`~batchppo.backends.host_loop.HostLoop`) trained."""
+    """Warns when a host env's step is traced for an accelerator: XLA's GPU compiler aborted the
+    process on a rollout of it inside a compiled loop (a failed shape check, seen with jaxlib 0.11.2
+    on an H200: docs/benchmarks.md, 8c), while the same env driven from Python
+    ([`HostLoop`][batchppo.backends.HostLoop]) trained."""
     backend = jax.default_backend()
     if backend != "cpu":
         warnings.warn(
@@ -226,19 +227,19 @@ class HostEnv:
     ``InGraphBatchEnv`` put host envs into the TensorFlow graph. The env state is a step
     counter that only threads the data dependency; the real state lives on the host.
 
-    Observation and action spaces are trees (:mod:`batchppo.core.spaces`): every observation
-    leaf keeps its dtype (64-bit narrowed to 32-bit), so a uint8 frame crosses the
-    ``io_callback`` as uint8; rewards become float32, actions each leaf's dtype. Non-finite
-    float observations or rewards raise ``ValueError`` naming the env index and the field.
-    An exception raised in ``host_reset`` or ``host_step`` (the env's own, re-raised by
-    ``BatchEnv`` with the worker's traceback, or ``WorkerDiedError``) is marked
-    (:func:`is_env_error`) and kept: a compiled call reports it as JAX's ``JaxRuntimeError``,
-    and :func:`raise_env_error` raises the kept original in its place. A ``BatchEnv`` with
-    ``max_restarts`` restarts the env instead (its episode ends truncated; :attr:`restarts`
-    counts the restarts).
+    Observation and action spaces are trees (``batchppo.core.spaces``): every observation leaf keeps
+    its dtype (64-bit narrowed to 32-bit), so a uint8 frame crosses the ``io_callback`` as uint8;
+    rewards become float32, actions each leaf's dtype. Non-finite float observations or rewards
+    raise ``ValueError`` naming the env index and the field. An exception raised in ``host_reset``
+    or ``host_step`` (the env's own, re-raised by ``BatchEnv`` with the worker's traceback, or
+    ``WorkerDiedError``) is marked (``is_env_error``) and kept: a compiled call reports it as JAX's
+    ``JaxRuntimeError``, and ``raise_env_error`` raises the kept original in its place. A
+    ``BatchEnv`` with ``max_restarts`` restarts the env instead (its episode ends truncated;
+    [`restarts`][batchppo.backends.HostEnv.restarts] counts the restarts).
 
     ``reset(key)`` reseeds the vector env with a seed drawn from ``key``
-    (:meth:`seed_from_key`), so runs are reproducible from the key alone.
+    ([`seed_from_key`][batchppo.backends.HostEnv.seed_from_key]), so runs are reproducible from the
+    key alone.
 
     When the vector env has a ``step_arrays(actions) -> (obs, reward, terminated, truncated,
     final_obs)`` method (``batchppo.envs.BatchEnv``) it is used; otherwise ``step`` and the
@@ -319,7 +320,7 @@ class HostEnv:
         """The exception the last failed ``host_reset`` / ``host_step`` raised, if not taken yet.
 
         Inside a compiled program such an exception reaches the caller only as JAX's
-        ``JaxRuntimeError``; this is the original (see :func:`raise_env_error`).
+        ``JaxRuntimeError``; this is the original (see ``raise_env_error``).
         """
         error, self._error = self._error, None
         return error
@@ -351,7 +352,8 @@ class HostEnv:
     def host_reset(self, seed: np.ndarray | int) -> np.ndarray:
         """Resets the vector env on the host with ``seed``; returns float32 observations.
 
-        An exception it raises is marked and kept (see :meth:`take_error`).
+        An exception it raises is marked and kept (see
+        [`take_error`][batchppo.backends.HostEnv.take_error]).
         """
         try:
             return self._host_reset(seed)
@@ -391,8 +393,9 @@ class HostEnv:
             observations and rewards, checked finite unless ``check_finite=False``.
 
         Raises:
-            Exception: What the vector env raised (marked and kept, see :meth:`take_error`),
-                or ``ValueError`` for non-finite values.
+            Exception: What the vector env raised (marked and kept, see
+                [`take_error`][batchppo.backends.HostEnv.take_error]), or ``ValueError`` for
+                non-finite values.
         """
         try:
             return self._host_step(action)
@@ -443,10 +446,12 @@ class HostEnv:
 
     @staticmethod
     def step_result(state: jax.Array, host_result: tuple[Any, ...]) -> StepResult:
-        """The :class:`StepResult` of a step that ``host_step`` made from ``state``.
+        """The [`StepResult`][batchppo.core.StepResult] of a step that ``host_step`` made from
+        ``state``.
 
-        The one home of the env state's meaning (a step counter), for :meth:`step` and for
-        drivers that call ``host_step`` themselves (:class:`~batchppo.backends.host_loop.HostLoop`).
+        The one home of the env state's meaning (a step counter), for
+        [`step`][batchppo.backends.HostEnv.step] and for drivers that call ``host_step`` themselves
+        ([`HostLoop`][batchppo.backends.HostLoop]).
 
         Args:
             state: The env state before the step.

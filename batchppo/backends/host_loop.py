@@ -1,12 +1,12 @@
 """The other host driver: ``rollout`` as a Python loop around the compiled halves of a step.
 
-:func:`~batchppo.core.simulation.rollout` over a :class:`~batchppo.backends.host_env.HostEnv` is one
-compiled program that calls back into the host envs at every step (``io_callback``).
-:class:`HostLoop` runs the same steps the other way round: a Python loop that calls the
-compiled policy step (:func:`~batchppo.core.simulation.act`), steps the vector env directly, and
-calls the compiled bookkeeping (:func:`~batchppo.core.simulation.advance`). Both give the same
-transitions, episode statistics and final state; which is faster depends on the env and the
-machine (``bench/train.py`` measures both), so the trainer offers both (``host_loop``).
+[`rollout`][batchppo.core.rollout] over a [`HostEnv`][batchppo.backends.HostEnv] is one compiled
+program that calls back into the host envs at every step (``io_callback``).
+[`HostLoop`][batchppo.backends.HostLoop] runs the same steps the other way round: a Python loop that
+calls the compiled policy step (``batchppo.core.simulation.act``), steps the vector env directly,
+and calls the compiled bookkeeping (``batchppo.core.simulation.advance``). Both give the same
+transitions, episode statistics and final state; which is faster depends on the env and the machine
+(``bench/train.py`` measures both), so the trainer offers both (``host_loop``).
 """
 
 from __future__ import annotations
@@ -41,16 +41,19 @@ def _stack(steps: list[Any]) -> Any:
 
 
 class HostLoop:
-    """``rollout`` over a :class:`HostEnv`, driven step by step from Python.
+    """``rollout`` over a [`HostEnv`][batchppo.backends.HostEnv], driven step by step from Python.
 
-    Example:
-        >>> loop = HostLoop(host_env, policy_fn)
-        >>> state = init_sim_state(host_env, (), key)  # the in-graph reset works for both
-        >>> state, transitions, stats = loop.rollout(params, state, 128)
+    Examples:
+        Given a host env, a policy and its parameters (the docs test skips this fragment); the
+        in-graph reset works for both loops:
+
+        >>> loop = HostLoop(host_env, policy_fn)  # doctest: +SKIP
+        >>> state = init_sim_state(host_env, (), key)  # doctest: +SKIP
+        >>> state, transitions, stats = loop.rollout(params, state, 128)  # doctest: +SKIP
 
     Args:
         env: The host env; its ``host_step`` is called directly.
-        policy_fn: The agent (see :class:`~batchppo.core.types.PolicyFn`).
+        policy_fn: The agent (see [`PolicyFn`][batchppo.core.PolicyFn]).
         compiler_options: XLA options of the compiled policy step (the trainer's options of
             its hot programs); None: XLA's defaults.
     """
@@ -79,7 +82,7 @@ class HostLoop:
 
         Args:
             params: Passed unchanged to the policy at every step.
-            state: The :class:`SimState` to continue from.
+            state: The [`SimState`][batchppo.core.SimState] to continue from.
             num_steps: Steps per env (>= 1).
 
         Returns:

@@ -1,9 +1,10 @@
-"""The ``ray`` backend: Gymnasium envs in Ray actors (:class:`~batchppo.envs.ray_env.RayBatchEnv`,
-built by :func:`batchppo.envs.make`), stepped on the host through a
-:class:`~batchppo.backends.host_env.HostEnv`.
+"""The ``ray`` backend: Gymnasium envs in Ray actors
+([`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv], built by
+[`batchppo.envs.make`][batchppo.envs.make.make]), stepped on the host through a
+[`HostEnv`][batchppo.backends.HostEnv].
 
-Its record is registered when this module is imported (:mod:`batchppo.backends` imports it);
-Ray itself is imported when an env is built.
+Its record is registered when this module is imported ([`batchppo.backends`][batchppo.backends]
+imports it); Ray itself is imported when an env is built.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """Pure-JAX core: the functional batched env API, the fused simulate loop, returns and
 normalisation.
 
-The core imports no backend: the envs that implement its API (gymnax, Brax, Gymnasium envs on
-the host) adapt to it from :mod:`batchppo.backends`, which also has ``make_env``. The names
-below are imported on first use, so that the light modules of the package (the backend
-registry :mod:`batchppo.core.backends`, which a config's validation reads, and the
-range-normalisation rule :mod:`batchppo.core.ranges`, which host workers use) can be imported
-without JAX.
+The core imports no backend: the envs that implement its API (gymnax, Brax, Gymnasium envs on the
+host) adapt to it from [`batchppo.backends`][batchppo.backends], which also has ``make_env``. The
+names below are imported on first use, so that the light modules of the package (the backend
+registry ``batchppo.core.backends``, which a config's validation reads, and the range-normalisation
+rule ``batchppo.core.ranges``, which host workers use) can be imported without JAX.
 """
 
 from __future__ import annotations

@@ -1,24 +1,26 @@
-"""The registry of env backends: one :class:`Backend` record each, in :data:`BACKENDS`.
+"""The registry of env backends: one [`Backend`][batchppo.backends.Backend] record each, in
+[`BACKENDS`][batchppo.backends.BACKENDS].
 
 Every list of backend names, check and branch of the package is derived from these records:
-``PPOConfig``'s validation, :func:`batchppo.backends.make_env`, the ``backend`` values and
-restart check of :func:`batchppo.envs.make`, the trainer's choice between a fused (pure-JAX)
-and a host rollout, the experiment's env-id check, the backend a trained policy is loaded with
-and the env ``batchppo visualize`` renders.
+``PPOConfig``'s validation, [`batchppo.backends.make_env`][batchppo.backends.make_env], the
+``backend`` values and restart check of [`batchppo.envs.make`][batchppo.envs.make.make], the
+trainer's choice between a fused (pure-JAX) and a host rollout, the experiment's env-id check, the
+backend a trained policy is loaded with and the env ``batchppo visualize`` renders.
 
-This module is the pure half: records, lookups and messages, importing nothing of a backend.
-The backends register themselves: each built-in one is a module of :mod:`batchppo.backends`
-that calls :func:`register` when imported, and importing that package imports them all, so
-code that reads the registry (configs, the trainer, the CLI) imports ``batchppo.backends``.
-A record reaches the heavy code of its backend only when called, so the registry and the
-backend modules import nothing heavy: no JAX, Flax, gymnax, Gymnasium or Ray until a backend
-is used, and parsing a config stays light.
+This module is the pure half: records, lookups and messages, importing nothing of a backend. The
+backends register themselves: each built-in one is a module of
+[`batchppo.backends`][batchppo.backends] that calls [`register`][batchppo.backends.register] when
+imported, and importing that package imports them all, so code that reads the registry (configs, the
+trainer, the CLI) imports ``batchppo.backends``. A record reaches the heavy code of its backend only
+when called, so the registry and the backend modules import nothing heavy: no JAX, Flax, gymnax,
+Gymnasium or Ray until a backend is used, and parsing a config stays light.
 
-Adding a backend is one module with its code and its record: :func:`register` it (from a
-module of :mod:`batchppo.backends` for a built-in backend, from anywhere for a plug-in), and
+Adding a backend is one module with its code and its record:
+[`register`][batchppo.backends.register] it (from a module of
+[`batchppo.backends`][batchppo.backends] for a built-in backend, from anywhere for a plug-in), and
 every check and branch takes it up.
 
-Example:
+Examples:
     >>> import batchppo.backends  # registers the built-in backends
     >>> get_backend("gymnax").fused
     True
@@ -53,10 +55,10 @@ __all__ = [
 
 
 class MakeEnv(Protocol):
-    """Builds a backend's batched :class:`~batchppo.core.env.Env` (the ``make`` of a record).
+    """Builds a backend's batched [`Env`][batchppo.core.Env] (the ``make`` of a record).
 
-    Every argument is passed by :func:`~batchppo.backends.make_env`; a backend ignores
-    those that mean nothing to it (a pure-JAX env has no ``seed`` or workers).
+    Every argument is passed by [`make_env`][batchppo.backends.make_env]; a backend ignores those
+    that mean nothing to it (a pure-JAX env has no ``seed`` or workers).
     """
 
     def __call__(
@@ -112,16 +114,16 @@ class Backend:
 
     Attributes:
         name: The ``backend`` value of a config.
-        make: Builds the batched env (:class:`MakeEnv`).
+        make: Builds the batched env (``MakeEnv``).
         check_env_id: Raises a one-line ``ValueError`` (with close matches) for an env id the
             backend does not know; cheap, since it runs before a run dir is made.
         host: True when its envs step on the host, outside the compiled program (through
-            ``io_callback`` or the ``host_loop`` driver); False for pure-JAX envs, which fuse
-            with the learner into one program (:attr:`fused`).
+            ``io_callback`` or the ``host_loop`` driver); False for pure-JAX envs, which fuse with
+            the learner into one program ([`fused`][batchppo.backends.Backend.fused]).
         description: What steps the envs, for messages (``"Ray env actors"``).
         title: Its name in prose (``"Brax"``); the name by default.
-        supports_restarts: Honours ``max_env_restarts`` (crashed envs are rebuilt); the rule
-            is checked by :func:`check_restarts`.
+        supports_restarts: Honours ``max_env_restarts`` (crashed envs are rebuilt); the rule is
+            checked by [`check_restarts`][batchppo.backends.check_restarts].
         config_options: The backend's own settings from a config (duck-typed: its
             ``ray_*`` fields, say), passed to ``make`` as ``options``; None takes no options.
         config_fields: Config fields that only this backend reads and that must stay None
@@ -181,7 +183,8 @@ BACKENDS: dict[str, Backend] = {}
 
 
 def register(backend: Backend) -> Backend:
-    """Adds ``backend`` to :data:`BACKENDS` (a built-in backend's module, a plug-in, a test).
+    """Adds ``backend`` to [`BACKENDS`][batchppo.backends.BACKENDS] (a built-in backend's module, a
+    plug-in, a test).
 
     Args:
         backend: The record; its name must be new.
@@ -228,11 +231,11 @@ def names(*, host: bool | None = None, supports_restarts: bool | None = None) ->
 
 
 def check_restarts(backend: str, max_restarts: int) -> None:
-    """Raises a one-line ValueError when ``max_restarts`` asks env restarts of a backend
-    without them (:attr:`Backend.supports_restarts`).
+    """Raises a one-line ValueError when ``max_restarts`` asks env restarts of a backend without
+    them (``Backend.supports_restarts``).
 
-    The one home of the rule: :func:`~batchppo.backends.make_env` and
-    :func:`batchppo.envs.make` call it.
+    The one home of the rule: [`make_env`][batchppo.backends.make_env] and
+    [`batchppo.envs.make`][batchppo.envs.make.make] call it.
 
     Args:
         backend: A registered backend name.

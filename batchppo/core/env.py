@@ -16,9 +16,9 @@ Terminated and truncated are separate booleans everywhere: ``terminated`` means 
 reached a terminal state, ``truncated`` means the episode was cut (time limit) and the state
 still has value. If both are set, terminated wins (no bootstrap).
 
-Pure-JAX envs (gymnax, Brax/MJX) implement this API directly through adapters; host envs
-(Gymnasium in processes) implement it through ``io_callback`` (see
-``batchppo.backends.host_env.HostEnv``). The adapters live in :mod:`batchppo.backends`.
+Pure-JAX envs (gymnax, Brax/MJX) implement this API directly through adapters; host envs (Gymnasium
+in processes) implement it through ``io_callback`` (see ``batchppo.backends.host_env.HostEnv``). The
+adapters live in [`batchppo.backends`][batchppo.backends].
 """
 
 from __future__ import annotations
@@ -38,15 +38,14 @@ PyTree = Any
 class EnvSpec:
     """Static description of one environment of a batch (shapes exclude the batch axis).
 
-    The spaces are trees (:mod:`batchppo.core.spaces`): ``obs_space`` and ``action_space`` are
-    a leaf spec (``Box`` of any dtype and rank, ``Discrete``, ``MultiDiscrete``,
-    ``MultiBinary``) or a dict/tuple nesting of them, and observations and actions are
-    pytrees of that structure. The flat fields describe the common case of one observation
-    leaf and one Box or Discrete action; they are derived from the spaces (build a spec with
-    :meth:`from_spaces`), or the spaces from them (the positional constructor, for a flat
-    float observation). Where the spaces are not flat they are None (``obs_shape``,
-    ``obs_dtype``, ``action_shape``, ``action_dtype``) or False/0 (``discrete``,
-    ``num_actions``).
+    The spaces are trees (``batchppo.core.spaces``): ``obs_space`` and ``action_space`` are a leaf
+    spec (``Box`` of any dtype and rank, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``) or a
+    dict/tuple nesting of them, and observations and actions are pytrees of that structure. The flat
+    fields describe the common case of one observation leaf and one Box or Discrete action; they are
+    derived from the spaces (build a spec with [`from_spaces`][batchppo.core.EnvSpec.from_spaces]),
+    or the spaces from them (the positional constructor, for a flat float observation). Where the
+    spaces are not flat they are None (``obs_shape``, ``obs_dtype``, ``action_shape``,
+    ``action_dtype``) or False/0 (``discrete``, ``num_actions``).
 
     Attributes:
         obs_shape: Shape of one observation (a single leaf), else None.
@@ -109,7 +108,7 @@ class EnvSpec:
         """The spec of an env with these space trees; the flat fields are derived.
 
         Args:
-            obs_space: The observation space tree (:mod:`batchppo.core.spaces`).
+            obs_space: The observation space tree (``batchppo.core.spaces``).
             action_space: The action space tree.
         """
         fields: dict[str, Any] = {}

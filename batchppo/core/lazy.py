@@ -5,11 +5,11 @@ seaborn and ``matplotlib.pyplot`` at module level for their ``render`` methods. 
 pandas and scipy.stats too, most of the import's time, on the critical path of every fused
 run's start (bench/train.py measures time to a score from process launch).
 
-:func:`deferred_imports` imports such modules *deferred*: inside its block (around
-``import gymnax``, :func:`batchppo.backends.gymnax.import_gymnax`), ``import seaborn`` binds a
-placeholder module that imports the real one the first time an attribute is used (a
-``render`` call). Nothing stays behind: after the block the placeholders leave
-``sys.modules``, so every later ``import seaborn`` anywhere gets the real module as usual.
+``deferred_imports`` imports such modules *deferred*: inside its block (around ``import gymnax``,
+``batchppo.backends.gymnax.import_gymnax``), ``import seaborn`` binds a placeholder module that
+imports the real one the first time an attribute is used (a ``render`` call). Nothing stays behind:
+after the block the placeholders leave ``sys.modules``, so every later ``import seaborn`` anywhere
+gets the real module as usual.
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ every element equals ``encode_obs(i, t) = 1000 * i + t`` with ``t`` the number o
 in the current episode (0 right after a reset), and the reward of a step is the new ``t``.
 An episode of length ``d`` therefore scores ``d * (d + 1) / 2``.
 
-:class:`MockEnv` is the pure-JAX version (the :class:`~batchppo.core.env.Env` API);
-:class:`MockGymEnv` is the Gymnasium version with the same behaviour, for host-env tests, plus
-switches to inject failures and non-finite values; :func:`make_mock_vector_env` batches it in a
-same-step auto-resetting ``SyncVectorEnv``.
+``MockEnv`` is the pure-JAX version (the [`Env`][batchppo.core.Env] API); ``MockGymEnv`` is the
+Gymnasium version with the same behaviour, for host-env tests, plus switches to inject failures and
+non-finite values; ``make_mock_vector_env`` batches it in a same-step auto-resetting
+``SyncVectorEnv``.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _mock_spec(obs_shape: tuple[int, ...], discrete: bool, num_actions: int) -> 
 
 @struct.dataclass
 class MockState:
-    """State of :class:`MockEnv`: steps taken in the current episode, per env."""
+    """State of ``MockEnv``: steps taken in the current episode, per env."""
 
     t: jax.Array
 
@@ -161,7 +161,7 @@ class MockEnv:
 
 
 class MockGymEnv(gym.Env):
-    """Gymnasium twin of one env of :class:`MockEnv`, with optional injected faults.
+    """Gymnasium twin of one env of ``MockEnv``, with optional injected faults.
 
     Args:
         duration: Episode length.
@@ -239,14 +239,14 @@ def make_mock_vector_env(
     obs_shape: tuple[int, ...] = (2,),
     **kwargs: Any,
 ) -> SyncVectorEnv:
-    """A same-step auto-resetting ``SyncVectorEnv`` of :class:`MockGymEnv` (index ``i`` per env).
+    """A same-step auto-resetting ``SyncVectorEnv`` of ``MockGymEnv`` (index ``i`` per env).
 
     Args:
         durations: Episode length of each env.
-        terminate: One bool or one per env, as in :class:`MockEnv`.
+        terminate: One bool or one per env, as in ``MockEnv``.
         obs_shape: Shape of one observation.
-        **kwargs: Passed to every :class:`MockGymEnv` (``discrete``, ``fail_at_step``, ...).
-            A value that is a dict ``{env_index: value}`` applies to those envs only.
+        **kwargs: Passed to every ``MockGymEnv`` (``discrete``, ``fail_at_step``, ...). A value that
+            is a dict ``{env_index: value}`` applies to those envs only.
     """
     durations = _check_durations(durations)
     terminate = _check_terminate(terminate, len(durations))
@@ -261,7 +261,7 @@ def make_mock_vector_env(
 
 
 def random_policy(spec: EnvSpec) -> PolicyFn:
-    """A feed-forward :class:`~batchppo.core.types.PolicyFn` acting uniformly at random.
+    """A feed-forward [`PolicyFn`][batchppo.core.PolicyFn] acting uniformly at random.
 
     Discrete actions are uniform over ``[0, num_actions)``; continuous actions uniform over
     ``[action_low, action_high]`` (``[-1, 1]`` where a bound is missing or infinite). The carry

@@ -9,9 +9,9 @@ The numerics follow the original Batch PPO's ``StreamingNormalize``:
 * ``transform(x) = clip((x - mean) / (std + 1e-8), -clip, clip)``, centring and scaling each
   optional; no scaling before two samples were seen (``count <= 1``).
 
-Everything is a pure function over :class:`NormState`, so it works inside ``jit``/``vmap`` and is
-checkpointed with the rest of the training state. Statistics are only ever updated by training
-code; evaluation and deployed policies only call :func:`normalize`.
+Everything is a pure function over ``NormState``, so it works inside ``jit``/``vmap`` and is
+checkpointed with the rest of the training state. Statistics are only ever updated by training code;
+evaluation and deployed policies only call ``normalize``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def init(shape: tuple[int, ...] | int = ()) -> NormState:
         shape: Shape of one sample (the batch axes are excluded).
 
     Returns:
-        A :class:`NormState` with zero mean, zero ``var_sum`` and count 0.
+        A ``NormState`` with zero mean, zero ``var_sum`` and count 0.
     """
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     return NormState(

@@ -1,10 +1,10 @@
-"""What the pure-JAX adapters of :class:`~batchppo.core.env.Env` share.
+"""What the pure-JAX adapters of [`Env`][batchppo.core.Env] share.
 
-A pure-JAX env (gymnax, Brax) is ``vmap``-ed over the batch and keeps its own step count per
-env (:class:`TimedState`), so that ``truncated`` (the time limit) and ``terminated`` stay
-separate; finished envs restart inside the compiled step (:func:`autoreset`).
-:class:`PureJaxEnv` holds the batch size, the spec and that time-limit rule; the backends'
-adapters (:mod:`batchppo.backends`) subclass it.
+A pure-JAX env (gymnax, Brax) is ``vmap``-ed over the batch and keeps its own step count per env
+(``TimedState``), so that ``truncated`` (the time limit) and ``terminated`` stay separate; finished
+envs restart inside the compiled step (``autoreset``). ``PureJaxEnv`` holds the batch size, the spec
+and that time-limit rule; the backends' adapters ([`batchppo.backends`][batchppo.backends]) subclass
+it.
 """
 
 from __future__ import annotations

@@ -1,26 +1,24 @@
 """Range normalisation: the one rule every backend uses, as precomputed per-dim arrays.
 
-Both the host wrapper (:class:`batchppo.envs.wrappers.RangeNormalize`) and the pure-JAX
-adapters (:class:`batchppo.backends.gymnax_env.GymnaxEnv`) build a :class:`RangeMap` here and
-apply its arrays, the wrapper with NumPy (:meth:`RangeMap.normalize`,
-:meth:`RangeMap.denormalize`) and the adapters with ``jnp`` (:func:`range_normalize_obs`,
-:func:`denormalize_action`), so a policy trained on one backend sees the same observations
-and sends the same actions on another. The module imports only NumPy (host workers import
-it); the two ``jnp`` maps import JAX when called.
+Both the host wrapper ([`batchppo.envs.wrappers.RangeNormalize`][batchppo.envs.RangeNormalize]) and
+the pure-JAX adapters ([`batchppo.backends.gymnax_env.GymnaxEnv`][batchppo.backends.GymnaxEnv])
+build a ``RangeMap`` here and apply its arrays, the wrapper with NumPy (``RangeMap.normalize``,
+``RangeMap.denormalize``) and the adapters with ``jnp`` (``range_normalize_obs``,
+``denormalize_action``), so a policy trained on one backend sees the same observations and sends the
+same actions on another. The module imports only NumPy (host workers import it); the two ``jnp``
+maps import JAX when called.
 
 The rule:
 
-* Only Boxes of a float dtype are mapped (:func:`maps_dtype`). Integer and bool Boxes pass
-  unchanged on every backend: in their own dtype their values cannot hold ``[-1, 1]``, and a
-  JAX adapter, which could map them in float32, must give the policy what the host wrapper
-  gives it.
-* A dim is *normalised* when, in float32, both bounds are finite, ``high > low`` and the
-  span ``high - low`` is at most ``2**127`` (:func:`bounded_dims`). The test is made in
-  float32, the precision the learner works in, so every backend agrees whatever the space's
-  dtype. Wider spans mark "unbounded": CartPole's ``±float32.max``, whose span overflows, or
-  ``[0, float32.max]``. Rescaling by them would erase the observation, and beyond ``2**127``
-  the reciprocal ``2 / span``, which XLA multiplies by in place of dividing, is a subnormal
-  that CPUs flush to zero.
+* Only Boxes of a float dtype are mapped (``maps_dtype``). Integer and bool Boxes pass unchanged on
+  every backend: in their own dtype their values cannot hold ``[-1, 1]``, and a JAX adapter, which
+  could map them in float32, must give the policy what the host wrapper gives it.
+* A dim is *normalised* when, in float32, both bounds are finite, ``high > low`` and the span ``high
+  - low`` is at most ``2**127`` (``bounded_dims``). The test is made in float32, the precision the
+  learner works in, so every backend agrees whatever the space's dtype. Wider spans mark
+  "unbounded": CartPole's ``±float32.max``, whose span overflows, or ``[0, float32.max]``. Rescaling
+  by them would erase the observation, and beyond ``2**127`` the reciprocal ``2 / span``, which XLA
+  multiplies by in place of dividing, is a subnormal that CPUs flush to zero.
 * Observations: ``2 * (x - low) / (high - low) - 1`` on normalised dims, unchanged elsewhere.
 * Actions: clipped to the normalised action space (``[-1, 1]`` on normalised dims, the env's
   own bounds elsewhere), then ``low + (a + 1) / 2 * (high - low)`` on normalised dims.
@@ -138,7 +136,7 @@ class RangeMap:
 
 
 def range_map(low: np.ndarray, high: np.ndarray, dtype: npt.DTypeLike = None) -> RangeMap:
-    """Builds the :class:`RangeMap` of a Box with bounds ``low`` and ``high``.
+    """Builds the ``RangeMap`` of a Box with bounds ``low`` and ``high``.
 
     Args:
         low: Lower bounds.
@@ -177,7 +175,7 @@ def normalized_bounds(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np
         high: Upper bounds (same shape).
 
     Returns:
-        ``(unit_low, unit_high)`` of :func:`range_map` in float32.
+        ``(unit_low, unit_high)`` of ``range_map`` in float32.
     """
     ranges = range_map(low, high, np.float32)
     return ranges.unit_low, ranges.unit_high
@@ -186,10 +184,9 @@ def normalized_bounds(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np
 def range_normalize_obs(obs: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
     """Maps the bounded dims of ``obs`` from ``[low, high]`` to ``[-1, 1]`` in JAX.
 
-    Applies the float32 arrays of :func:`range_map`, the rule and maps the host wrapper
-    ``RangeNormalize`` uses: ``2 * (obs - low) / (high - low) - 1`` on dims with a finite
-    range; other dims pass unchanged. Not to be confused with ``PPO.normalize_obs`` (running
-    statistics).
+    Applies the float32 arrays of ``range_map``, the rule and maps the host wrapper
+    ``RangeNormalize`` uses: ``2 * (obs - low) / (high - low) - 1`` on dims with a finite range;
+    other dims pass unchanged. Not to be confused with ``PPO.normalize_obs`` (running statistics).
 
     Args:
         obs: Observations of shape ``(..., *low.shape)``.
@@ -211,7 +208,7 @@ def range_normalize_obs(obs: jax.Array, low: np.ndarray, high: np.ndarray) -> ja
 def denormalize_action(action: jax.Array, low: np.ndarray, high: np.ndarray) -> jax.Array:
     """Clips an agent's Box action to the normalised bounds and maps it to ``[low, high]`` in JAX.
 
-    Applies the float32 arrays of :func:`range_map`, as the host wrapper ``RangeNormalize``
+    Applies the float32 arrays of ``range_map``, as the host wrapper ``RangeNormalize``
     does: actions are clipped to ``[-1, 1]`` on dims with a finite range and to the env's own
     bounds elsewhere, then mapped by ``low + (a + 1) / 2 * (high - low)`` on dims with a
     finite range.

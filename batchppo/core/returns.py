@@ -2,13 +2,13 @@
 
 All functions take time-major arrays ``(T, *batch)`` and run a reverse ``lax.scan``.
 
-Conventions (see :mod:`batchppo.core.env`): at step ``t`` the agent saw ``obs_t``, got
-``reward_t`` and the episode either went on, ``terminated_t`` (terminal state: the future is
-worth 0) or ``truncated_t`` (cut by a time limit: the future is worth ``V(final_obs_t)``).
+Conventions (see ``batchppo.core.env``): at step ``t`` the agent saw ``obs_t``, got
+``reward_t`` and the episode either went on, ``terminated_t`` (terminal state: the future is worth
+0) or ``truncated_t`` (cut by a time limit: the future is worth ``V(final_obs_t)``).
 ``next_values_t`` is the value of the next observation *of the same episode*: ``V(final_obs_t)``
-from :class:`~batchppo.core.types.Transition`, which equals ``V(obs_{t+1})`` where the episode
-goes on. The recursion never crosses an episode end, and the last step of a rollout bootstraps
-from its ``next_values``.
+from [`Transition`][batchppo.core.Transition], which equals ``V(obs_{t+1})`` where the episode goes
+on. The recursion never crosses an episode end, and the last step of a rollout bootstraps from its
+``next_values``.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ def gae(
 ) -> tuple[jax.Array, jax.Array]:
     """Generalised advantage estimation with separate termination and truncation.
 
-    ``delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t`` and
-    ``A_t = delta_t + gamma * lambda * (1 - done_t) * A_{t+1}`` with ``done = terminated |
-    truncated`` and ``A_T = 0``. With ``lambda = 1`` the returns ``A + values`` equal
-    :func:`discounted_returns` bootstrapped the same way.
+    ``delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t`` and ``A_t = delta_t +
+    gamma * lambda * (1 - done_t) * A_{t+1}`` with ``done = terminated | truncated`` and ``A_T =
+    0``. With ``lambda = 1`` the returns ``A + values`` equal ``discounted_returns`` bootstrapped
+    the same way.
 
     Args:
         rewards: ``(T, *batch)`` rewards.

@@ -1,12 +1,12 @@
 """The fused simulation step of env and agent, and ``rollout`` = ``lax.scan`` of it.
 
-This is the ``simulate`` of the original Batch PPO rebuilt as pure functions: one call steps
-the agent's policy and the batched env together, keeps per-env episode score and length, and
-emits a :class:`~batchppo.core.types.Transition` plus :class:`~batchppo.core.types.EpisodeStats`.
-It works with any :class:`~batchppo.core.env.Env` (pure-JAX envs fuse with the learner under
-one ``jit``; host envs enter through ``io_callback``) and knows nothing about the algorithm.
+This is the ``simulate`` of the original Batch PPO rebuilt as pure functions: one call steps the
+agent's policy and the batched env together, keeps per-env episode score and length, and emits a
+[`Transition`][batchppo.core.Transition] plus [`EpisodeStats`][batchppo.core.EpisodeStats]. It works
+with any [`Env`][batchppo.core.Env] (pure-JAX envs fuse with the learner under one ``jit``; host
+envs enter through ``io_callback``) and knows nothing about the algorithm.
 
-Example:
+Examples:
     >>> env = MockEnv(durations=(1, 2, 3))
     >>> policy = random_policy(env.spec)
     >>> state = init_sim_state(env, (), jax.random.key(0))
@@ -36,7 +36,8 @@ def init_sim_state(env: Env, policy_carry: PyTree, key: jax.Array) -> SimState:
         key: PRNG key; split into the reset key and the key carried in the state.
 
     Returns:
-        A :class:`SimState` with ``first`` True everywhere and zero score and length.
+        A [`SimState`][batchppo.core.SimState] with ``first`` True everywhere and zero score and
+        length.
     """
     key_reset, key_next = jax.random.split(key)
     env_state, obs = env.reset(key_reset)
@@ -79,7 +80,7 @@ def advance(
     """The bookkeeping half of a step, after the env stepped (``res``) on ``action``.
 
     Returns:
-        ``(next_state, transition, stats)`` as :func:`simulate`.
+        ``(next_state, transition, stats)`` as [`simulate`][batchppo.core.simulate].
     """
     reward = res.reward.astype(jnp.float32)
     score = state.score + reward
@@ -121,7 +122,7 @@ def simulate(
         env: The batched env.
         policy_fn: ``(params, carry, obs, first, key) -> (action, extras, carry)``.
         params: Passed unchanged to ``policy_fn``.
-        state: The current :class:`SimState`.
+        state: The current [`SimState`][batchppo.core.SimState].
 
     Returns:
         ``(next_state, transition, stats)``: ``transition`` holds the step's obs, action,
@@ -138,16 +139,16 @@ def rollout(
 ) -> tuple[SimState, Transition, EpisodeStats]:
     """Runs ``simulate`` for ``num_steps`` steps under ``jax.lax.scan``.
 
-    Jittable with ``env``, ``policy_fn`` and ``num_steps`` static (for example
-    ``jax.jit(rollout, static_argnums=(0, 1, 4))``), and usable inside a larger jitted
-    training step. Host envs (:class:`~batchppo.backends.host_env.HostEnv`) work too: their
-    ``io_callback`` is ordered, so the env sees the steps in order.
+    Jittable with ``env``, ``policy_fn`` and ``num_steps`` static (for example ``jax.jit(rollout,
+    static_argnums=(0, 1, 4))``), and usable inside a larger jitted training step. Host envs
+    ([`HostEnv`][batchppo.backends.HostEnv]) work too: their ``io_callback`` is ordered, so the env
+    sees the steps in order.
 
     Args:
         env: The batched env.
-        policy_fn: The agent (see :class:`~batchppo.core.types.PolicyFn`).
+        policy_fn: The agent (see [`PolicyFn`][batchppo.core.PolicyFn]).
         params: Passed unchanged to ``policy_fn`` at every step.
-        state: The :class:`SimState` to continue from.
+        state: The [`SimState`][batchppo.core.SimState] to continue from.
         num_steps: Number of steps per env (a Python int).
 
     Returns:

@@ -1,17 +1,16 @@
 """Observation and action spaces of the env API: trees of array leaves.
 
-A space is a *leaf* (:class:`Box`, :class:`Discrete`, :class:`MultiDiscrete`,
-:class:`MultiBinary`) or a ``dict`` / ``tuple`` nesting of leaves: a JAX pytree whose leaves
-are the leaf specs (they are not registered as pytree nodes, so ``jax.tree.leaves`` stops at
-them). Observations and actions are pytrees of the same structure whose leaves are arrays of
-shape ``(*batch, *leaf.shape)`` and dtype ``leaf.dtype``. Every leaf keeps its dtype from the
-env to the network: a uint8 frame stays uint8 through ``io_callback``, the rollout buffer and
-the minibatches, and becomes float only inside the network.
+A space is a *leaf* (``Box``, ``Discrete``, ``MultiDiscrete``, ``MultiBinary``) or a ``dict`` /
+``tuple`` nesting of leaves: a JAX pytree whose leaves are the leaf specs (they are not registered
+as pytree nodes, so ``jax.tree.leaves`` stops at them). Observations and actions are pytrees of the
+same structure whose leaves are arrays of shape ``(*batch, *leaf.shape)`` and dtype ``leaf.dtype``.
+Every leaf keeps its dtype from the env to the network: a uint8 frame stays uint8 through
+``io_callback``, the rollout buffer and the minibatches, and becomes float only inside the network.
 
 The core knows no backend's spaces: converters live with their backends
-(:func:`batchppo.backends.host_env.from_gymnasium` for Gymnasium spaces), and a space a converter
-cannot carry raises the error of :func:`unsupported`, an :class:`UnsupportedSpaceError` naming
-the space, where it sits and what is supported.
+(``batchppo.backends.host_env.from_gymnasium`` for Gymnasium spaces), and a space a converter cannot
+carry raises the error of ``unsupported``, an ``UnsupportedSpaceError`` naming the space, where it
+sits and what is supported.
 """
 
 from __future__ import annotations
@@ -134,7 +133,7 @@ def single(space: PyTree) -> Leaf | None:
 
 
 def box(shape: tuple[int, ...], dtype: Any, low: Any = -np.inf, high: Any = np.inf) -> Box:
-    """A :class:`Box` with bounds broadcast to ``shape`` (float32)."""
+    """A ``Box`` with bounds broadcast to ``shape`` (float32)."""
     shape = tuple(int(s) for s in shape)
     low_f = np.broadcast_to(np.asarray(low, np.float32), shape).copy()
     high_f = np.broadcast_to(np.asarray(high, np.float32), shape).copy()
@@ -192,7 +191,7 @@ def describe(space: PyTree) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class DtypeOnly:
-    """A leaf known only by its dtype (a host env's own action dtypes, for :func:`cast`)."""
+    """A leaf known only by its dtype (a host env's own action dtypes, for ``cast``)."""
 
     dtype: np.dtype
 

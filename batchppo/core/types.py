@@ -1,7 +1,7 @@
 """Pytrees and the policy signature shared by ``simulate`` and the algorithms.
 
-``simulate`` knows nothing about which algorithm runs. An agent enters it as one pure
-function, the :class:`PolicyFn`:
+``simulate`` knows nothing about which algorithm runs. An agent enters it as one pure function, the
+[`PolicyFn`][batchppo.core.PolicyFn]:
 
     policy_fn(params, carry, obs, first, key) -> (action, extras, carry)
 
@@ -11,8 +11,8 @@ function, the :class:`PolicyFn`:
 * ``obs``: ``(num_envs, *obs_shape)`` observations.
 * ``first``: bool ``(num_envs,)``, True where ``obs`` is the first observation of an episode;
   recurrent policies reset their carry there.
-* ``extras``: a pytree of per-env arrays the agent wants kept in the :class:`Transition`
-  (log-probs, values, the carry before the step, ...).
+* ``extras``: a pytree of per-env arrays the agent wants kept in the
+  [`Transition`][batchppo.core.Transition] (log-probs, values, the carry before the step, ...).
 """
 
 from __future__ import annotations

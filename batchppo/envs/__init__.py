@@ -1,16 +1,17 @@
 """Host-side environments: Gymnasium envs batched in worker processes over shared memory.
 
-* :class:`BatchEnv`: a ``gymnasium.vector.VectorEnv`` stepping envs in worker processes, a
-  drop-in for ``AsyncVectorEnv`` (all autoreset modes, Gymnasium's ``NEXT_STEP`` by default,
-  Dict/Tuple spaces; in same-step mode a dense ``final_obs`` and the ``step_arrays`` fast
+* [`BatchEnv`][batchppo.envs.BatchEnv]: a ``gymnasium.vector.VectorEnv`` stepping envs in worker
+  processes, a drop-in for ``AsyncVectorEnv`` (all autoreset modes, Gymnasium's ``NEXT_STEP`` by
+  default, Dict/Tuple spaces; in same-step mode a dense ``final_obs`` and the ``step_arrays`` fast
   path; with ``max_restarts``, envs that crash are rebuilt and their episodes truncated).
-* :func:`make` / :func:`make_env_fn`: the standard wrapper stack and the batch env;
-  :func:`batch_transform`: that stack as a :class:`BatchTransform`, which a ``BatchEnv``
-  applies to all the envs of a worker at once (what ``make`` does);
-  :func:`register_vector_env`: an id whose ``gymnasium.make_vec`` builds ``make``'s env.
-* :mod:`batchppo.envs.wrappers`: the wrappers Gymnasium lacks.
-* :class:`AtariStack` (:mod:`batchppo.envs.atari`): the standard Atari preprocessing, run in
-  the workers by ``make(env_id, n, preprocess="atari")``.
+* [`make`][batchppo.envs.make.make] / [`make_env_fn`][batchppo.envs.make_env_fn]: the standard
+  wrapper stack and the batch env; ``batch_transform``: that stack as a
+  [`BatchTransform`][batchppo.envs.BatchTransform], which a ``BatchEnv`` applies to all the envs of
+  a worker at once (what ``make`` does); [`register_vector_env`][batchppo.envs.register_vector_env]:
+  an id whose ``gymnasium.make_vec`` builds ``make``'s env.
+* ``batchppo.envs.wrappers``: the wrappers Gymnasium lacks.
+* [`AtariStack`][batchppo.envs.AtariStack] (``batchppo.envs.atari``): the standard Atari
+  preprocessing, run in the workers by ``make(env_id, n, preprocess="atari")``.
 """
 
 from batchppo.envs.atari import AtariStack

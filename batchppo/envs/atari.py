@@ -12,9 +12,9 @@
 3. Gymnasium's ``RecordEpisodeStatistics``: at the step that ends a *game* (not a life), the
    info holds ``episode = {"r": raw return, "l": agent steps, "t": seconds}``, with the rewards
    before clipping;
-4. :class:`EpisodicLife` (``episodic_life``): a lost life ends the learner's episode
-   (``terminated``) while the game goes on;
-5. :class:`FireReset` (``fire_reset``): FIRE after each reset, in games whose action 1 is FIRE;
+4. ``EpisodicLife`` (``episodic_life``): a lost life ends the learner's episode (``terminated``)
+   while the game goes on;
+5. ``FireReset`` (``fire_reset``): FIRE after each reset, in games whose action 1 is FIRE;
 6. Gymnasium's ``ClipReward`` to ``[-1, 1]`` (``clip_rewards``): ALE rewards are integers, so
    this is their sign;
 7. Gymnasium's ``FrameStackObservation``: the last ``stack`` frames on a new first axis, padded
@@ -134,10 +134,10 @@ class FireReset(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     The FIRE step's reward is not returned (inner wrappers, such as
     ``RecordEpisodeStatistics``, still count it).
 
-    With ``on_life_loss``, FIRE is also pressed in the step that lost a life while the game
-    goes on (that step returns the FIRE step's observation and the sum of both rewards): what
-    training's FIRE reset does after each life under :class:`EpisodicLife`, for an env that
-    plays whole games (the evaluation of a score).
+    With ``on_life_loss``, FIRE is also pressed in the step that lost a life while the game goes on
+    (that step returns the FIRE step's observation and the sum of both rewards): what training's
+    FIRE reset does after each life under ``EpisodicLife``, for an env that plays whole games (the
+    evaluation of a score).
 
     Args:
         env: An ALE env (possibly wrapped) whose action 1 is FIRE.
@@ -207,15 +207,14 @@ class AtariStack:
         stack: Frames per observation (the first axis).
         clip_rewards: Rewards to ``[-1, 1]`` (their sign); the raw game return is in the
             ``episode`` info.
-        episodic_life: A lost life is a ``terminated`` for the learner (see
-            :class:`EpisodicLife`).
+        episodic_life: A lost life is a ``terminated`` for the learner (see ``EpisodicLife``).
         fire_reset: FIRE after each reset, in games whose action 1 is FIRE (others: no-op).
         repeat_action_probability: Sticky actions: the ALE repeats the previous action with
             this probability at each frame.
         max_frames: Emulator frames after which a game is truncated.
         full_action_space: All 18 actions instead of the game's minimal set.
-        fire_on_life_loss: With ``fire_reset``, FIRE after each lost life too (for envs that
-            play whole games: :func:`whole_games`).
+        fire_on_life_loss: With ``fire_reset``, FIRE after each lost life too (for envs that play
+            whole games: ``whole_games``).
     """
 
     noop_max: int = 30
@@ -279,7 +278,8 @@ class AtariStack:
         Args:
             env_id: The ALE id.
             render_mode: Passed to ``gymnasium.make``.
-            env_kwargs: Other ``gymnasium.make`` keywords (checked by :meth:`check`).
+            env_kwargs: Other ``gymnasium.make`` keywords (checked by
+                [`check`][batchppo.envs.AtariStack.check]).
 
         Returns:
             The wrapped env: uint8 observations of shape ``(stack, screen_size,

@@ -1,38 +1,37 @@
 """BatchEnv: Gymnasium envs stepped in worker processes over shared memory.
 
-``BatchEnv`` is a :class:`gymnasium.vector.VectorEnv` that can stand in for Gymnasium's
-``AsyncVectorEnv``. ``W`` worker processes, started with ``forkserver``, step ``K`` envs each;
-by default one per available core, and the calling process steps none, so an env that crashes
-(``os._exit``, a segfault) kills only its worker and surfaces as :class:`WorkerDiedError`.
-``step_in_parent=True`` opts into the parent stepping the first share itself (one process
-fewer), giving up that isolation. Observations, actions, rewards, terminated, truncated and
-final observations live in one shared buffer, one array per leaf of a nested Dict/Tuple space
-(:mod:`batchppo.envs.spaces`); a step moves no Python object between processes (see
-:mod:`batchppo.envs.protocol` for the protocol).
+``BatchEnv`` is a ``gymnasium.vector.VectorEnv`` that can stand in for Gymnasium's
+``AsyncVectorEnv``. ``W`` worker processes, started with ``forkserver``, step ``K`` envs each; by
+default one per available core, and the calling process steps none, so an env that crashes
+(``os._exit``, a segfault) kills only its worker and surfaces as
+[`WorkerDiedError`][batchppo.envs.WorkerDiedError]. ``step_in_parent=True`` opts into the parent
+stepping the first share itself (one process fewer), giving up that isolation. Observations,
+actions, rewards, terminated, truncated and final observations live in one shared buffer, one array
+per leaf of a nested Dict/Tuple space (``batchppo.envs.spaces``); a step moves no Python object
+between processes (see ``batchppo.envs.protocol`` for the protocol).
 
-Autoreset follows Gymnasium's ``AutoresetMode``, chosen with ``autoreset_mode=`` and reported
-in ``metadata["autoreset_mode"]``. The default is Gymnasium's own, ``NEXT_STEP``, so that
+Autoreset follows Gymnasium's ``AutoresetMode``, chosen with ``autoreset_mode=`` and reported in
+``metadata["autoreset_mode"]``. The default is Gymnasium's own, ``NEXT_STEP``, so that
 ``BatchEnv(env_fns)`` stands where ``AsyncVectorEnv(env_fns)`` stood, under Gymnasium's vector
-wrappers too. The learners and :func:`~batchppo.envs.make` ask for ``SAME_STEP``: where an
-episode ended, the returned obs is the first obs of the next episode and
-``infos["final_obs"]`` holds the episode's last obs. Unlike Gymnasium (an object array
-holding obs only where an episode ended), ``infos["final_obs"]`` is *dense*: the batch's
-structure and shapes, equal to ``obs`` where no episode ended, present at every step, with
-the mask ``infos["_final_obs"]``. That costs no per-step allocation, and a learner can
-bootstrap ``V(final_obs)`` vectorised. As in Gymnasium, ``step`` reports the info of every
-finished episode in ``infos["final_info"]`` (batched, ``{}`` when the envs returned none)
-with the mask ``infos["_final_info"]``.
-``NEXT_STEP`` and ``DISABLED`` behave exactly as in ``AsyncVectorEnv``; ``step_arrays``, the
-learner's fast path, and env restarts exist in ``SAME_STEP`` mode only.
+wrappers too. The learners and [`make`][batchppo.envs.make.make] ask for ``SAME_STEP``: where an
+episode ended, the returned obs is the first obs of the next episode and ``infos["final_obs"]``
+holds the episode's last obs. Unlike Gymnasium (an object array holding obs only where an episode
+ended), ``infos["final_obs"]`` is *dense*: the batch's structure and shapes, equal to ``obs`` where
+no episode ended, present at every step, with the mask ``infos["_final_obs"]``. That costs no
+per-step allocation, and a learner can bootstrap ``V(final_obs)`` vectorised. As in Gymnasium,
+``step`` reports the info of every finished episode in ``infos["final_info"]`` (batched, ``{}`` when
+the envs returned none) with the mask ``infos["_final_info"]``. ``NEXT_STEP`` and ``DISABLED``
+behave exactly as in ``AsyncVectorEnv``; ``step_arrays``, the learner's fast path, and env restarts
+exist in ``SAME_STEP`` mode only.
 
-Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, or whose worker
-dies, is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
-:class:`BatchEnv`).
+Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, or whose worker dies,
+is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
+[`BatchEnv`][batchppo.envs.BatchEnv]).
 
-``BatchEnv`` holds the Gymnasium API, the argument checks, the shared-memory layout, the
-parent's share of the envs and the restart policy; its worker processes are a
-:class:`~batchppo.envs.pool.WorkerPool` (start, respawn, messages, dead and hung workers,
-stopping), which reports a dead or killed worker back so that the batch env breaks.
+``BatchEnv`` holds the Gymnasium API, the argument checks, the shared-memory layout, the parent's
+share of the envs and the restart policy; its worker processes are a ``WorkerPool`` (start, respawn,
+messages, dead and hung workers, stopping), which reports a dead or killed worker back so that the
+batch env breaks.
 """
 
 from __future__ import annotations
@@ -100,7 +99,8 @@ _NOT_CALLABLE = ("reset", "step", "close", "_setattr", "_check_spaces")
 
 
 class BatchState(Enum):
-    """Where a :class:`BatchEnv` is in its life: Gymnasium's ``AsyncState``, plus two ends.
+    """Where a [`BatchEnv`][batchppo.envs.BatchEnv] is in its life: Gymnasium's ``AsyncState``, plus
+    two ends.
 
     ``DEFAULT`` accepts any call; ``WAITING_*`` wait for the matching ``*_wait`` call;
     ``BROKEN`` (a worker died) and ``CLOSED`` accept only ``close``.
@@ -119,8 +119,8 @@ _WAITING_STEP = BatchState.WAITING_STEP
 
 
 class EnvRestartWarning(RuntimeWarning):
-    """A :class:`BatchEnv` with ``max_restarts`` restarted an env (its step raised or its
-    worker died); the message names the error."""
+    """A [`BatchEnv`][batchppo.envs.BatchEnv] with ``max_restarts`` restarted an env (its step
+    raised or its worker died); the message names the error."""
 
 
 class InvalidArgumentError(ValueError, AssertionError):
@@ -164,7 +164,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     float32, and a ``*_wait`` that times out leaves its call pending (call it again to keep
     waiting) instead of abandoning it.
 
-    Example:
+    Examples:
         >>> import gymnasium
         >>> from batchppo.envs import BatchEnv
         >>> with BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 8) as env:  # NEXT_STEP
@@ -181,15 +181,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         shared_memory: ``AsyncVectorEnv``'s keyword. BatchEnv always passes observations
             through shared memory, so only True is accepted; False raises a ``ValueError``
             (use ``AsyncVectorEnv`` for spaces shared memory cannot hold).
-        copy: As in ``AsyncVectorEnv``: with True (the default) ``step`` and ``reset``
-            return fresh observation arrays; with False the observations they return (and
-            ``infos["final_obs"]``) are views into shared memory that the next step or reset
-            overwrites. Rewards, terminated and truncated are fresh arrays either way. With
-            False, :meth:`step_arrays` returns views for all five arrays.
+        copy: As in ``AsyncVectorEnv``: with True (the default) ``step`` and ``reset`` return fresh
+            observation arrays; with False the observations they return (and ``infos["final_obs"]``)
+            are views into shared memory that the next step or reset overwrites. Rewards, terminated
+            and truncated are fresh arrays either way. With False,
+            [`step_arrays`][batchppo.envs.BatchEnv.step_arrays] returns views for all five arrays.
         context: ``AsyncVectorEnv``'s name for the workers' multiprocessing start method:
-            ``"forkserver"`` (None, the default) or ``"spawn"``. ``"fork"`` raises a
-            ``ValueError``: a worker forked from a process that runs threads (JAX's) can
-            deadlock. Reported in :attr:`context`.
+            ``"forkserver"`` (None, the default) or ``"spawn"``. ``"fork"`` raises a ``ValueError``:
+            a worker forked from a process that runs threads (JAX's) can deadlock. Reported in
+            ``context``.
         daemon: As in ``AsyncVectorEnv``: the workers' ``daemon`` flag (default True). A
             daemonic worker cannot start child processes of its own; set False for envs
             that do (``close``, Ctrl-C and the parent's death still end the workers).
@@ -204,12 +204,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             single_observation_space)`` sets both; every env's space must share the single
             one's shape and dtype. Other modes than ``"same"`` do not combine with
             ``transform``.
-        step_in_parent: Opt-in: the parent steps the first ``K`` envs itself while the
-            workers step the others (saves one process and its signalling), in ``step_wait``,
-            so ``step_async`` still returns at once. This gives up crash isolation: an env of
-            the parent's share that calls ``os._exit`` or segfaults ends the calling process.
-            With ``num_workers=1`` no process is started at all (the ``"sync"`` backend of
-            :func:`~batchppo.envs.make`).
+        step_in_parent: Opt-in: the parent steps the first ``K`` envs itself while the workers step
+            the others (saves one process and its signalling), in ``step_wait``, so ``step_async``
+            still returns at once. This gives up crash isolation: an env of the parent's share that
+            calls ``os._exit`` or segfaults ends the calling process. With ``num_workers=1`` no
+            process is started at all (the ``"sync"`` backend of [`make`][batchppo.envs.make.make]).
         start_method: BatchEnv's older name for ``context`` (give one of the two).
         spin_us: Microseconds the parent's wait for the workers spins (non-blocking tries,
             then ``sched_yield``) before it blocks on their semaphores. Spinning saves the
@@ -221,30 +220,29 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             steps spends up to this much CPU per step.
         autoreset_mode: A ``gymnasium.vector.AutoresetMode`` or its value (``"SameStep"``,
             ``"NextStep"``, ``"Disabled"``); default ``NEXT_STEP``, as in ``AsyncVectorEnv``.
-            ``SAME_STEP`` is what the learners use, and what :meth:`step_arrays` and
-            ``max_restarts`` need.
-        max_restarts: How many env restarts this batch env may make over its life (see
-            *Restarts* below); 0 (the default) fails fast: the env's error (or
-            :class:`WorkerDiedError`) is raised.
-        transform: A :class:`~batchppo.envs.batch_transform.BatchTransform`: a standard
-            wrapper stack that the workers apply to all their envs at once instead of per
-            env. The env functions then build raw envs with ``transform.raw_spaces``; the
-            batch env reports ``transform.spaces`` (and so does ``get_attr`` of
-            ``observation_space`` and ``action_space``), and behaves exactly as over envs
-            wrapped in that stack. Or a
-            :class:`~batchppo.envs.batch_transform.TransformFactory` (what
-            :func:`~batchppo.envs.make` passes), asked for the transform once env 0's raw
+            ``SAME_STEP`` is what the learners use, and what
+            [`step_arrays`][batchppo.envs.BatchEnv.step_arrays] and ``max_restarts`` need.
+        max_restarts: How many env restarts this batch env may make over its life (see *Restarts*
+            below); 0 (the default) fails fast: the env's error (or
+            [`WorkerDiedError`][batchppo.envs.WorkerDiedError]) is raised.
+        transform: A [`BatchTransform`][batchppo.envs.BatchTransform]: a standard wrapper stack that
+            the workers apply to all their envs at once instead of per env. The env functions then
+            build raw envs with ``transform.raw_spaces``; the batch env reports ``transform.spaces``
+            (and so does ``get_attr`` of ``observation_space`` and ``action_space``), and behaves
+            exactly as over envs wrapped in that stack. Or a ``TransformFactory`` (what
+            [`make`][batchppo.envs.make.make] passes), asked for the transform once env 0's raw
             spaces are known; where it has none, every env gets its per-env stack.
-        step_timeout: Seconds a worker may take to answer a step, reset or call (counted
-            from the command: :meth:`step_async`, :meth:`reset_async`, :meth:`call_async`);
-            None (the default) waits for ever. Past it the hung workers write their Python
-            stacks (``faulthandler``, on ``SIGUSR1``), are killed, and the call raises
-            :class:`EnvTimeoutError` naming their envs and showing the stacks; the batch env
-            is then broken, except in a step with restarts on, where the hung workers are
-            handled as dead ones (respawned, their envs' episodes truncated; see *Restarts*).
-            A restart's respawn and its rebuild and reset are bounded too (see *Restarts*).
-            It bounds the worker processes only: envs stepped in the parent
-            (``step_in_parent``) are not timed, nor is building the envs at construction
+        step_timeout: Seconds a worker may take to answer a step, reset or call (counted from the
+            command: [`step_async`][batchppo.envs.BatchEnv.step_async],
+            [`reset_async`][batchppo.envs.BatchEnv.reset_async],
+            [`call_async`][batchppo.envs.BatchEnv.call_async]); None (the default) waits for ever.
+            Past it the hung workers write their Python stacks (``faulthandler``, on ``SIGUSR1``),
+            are killed, and the call raises [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError]
+            naming their envs and showing the stacks; the batch env is then broken, except in a step
+            with restarts on, where the hung workers are handled as dead ones (respawned, their
+            envs' episodes truncated; see *Restarts*). A restart's respawn and its rebuild and reset
+            are bounded too (see *Restarts*). It bounds the worker processes only: envs stepped in
+            the parent (``step_in_parent``) are not timed, nor is building the envs at construction
             (building may legitimately take long, and the caller sees it happen).
 
     **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces
@@ -252,31 +250,30 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     built in the calling process unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there
     once more).
 
-    **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step``
-    raises, or a worker process dies during a step, :meth:`step` (and :meth:`step_arrays`)
-    does not raise. The env is built again from its env function (for a dead worker: the
-    worker is respawned and builds all its envs) and reset with a fresh seed
-    (:func:`restart_seed` of the env's last reset seed and the restart's number); a worker
-    that did not answer within ``step_timeout`` is killed and handled as a dead one. For that
-    step each such env reports ``truncated=True``, ``terminated=False``, reward 0, the last
-    obs it returned as its final obs, and the new episode's first obs as its obs; the envs of
-    a dead worker that did not cause its death are restarted in the same way. Each restarted
-    env counts once in :attr:`restarts`, is marked in ``infos["env_restarted"]`` (with the
-    mask ``infos["_env_restarted"]``; its ``final_info`` is ``{}``), and gets a
-    :class:`EnvRestartWarning` naming the error. When a step would take :attr:`restarts`
-    past ``max_restarts``, nothing is restarted and the step raises the error (the env's
-    type, ``WorkerDiedError`` or ``EnvTimeoutError``) as with ``max_restarts=0``, its message
-    naming the budget.
-    Errors and worker deaths outside a step (construction, ``reset``, ``call``) raise as with
-    ``max_restarts=0``; a rebuild or reset that fails in a restart raises and breaks the batch
-    env (it then accepts only ``close``).
-    With ``step_timeout`` each wait of a restart is bounded by it, counted from its own
+    **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step`` raises, or
+    a worker process dies during a step, [`step`][batchppo.envs.BatchEnv.step] (and
+    [`step_arrays`][batchppo.envs.BatchEnv.step_arrays]) does not raise. The env is built again from
+    its env function (for a dead worker: the worker is respawned and builds all its envs) and reset
+    with a fresh seed (``restart_seed`` of the env's last reset seed and the restart's number); a
+    worker that did not answer within ``step_timeout`` is killed and handled as a dead one. For that
+    step each such env reports ``truncated=True``, ``terminated=False``, reward 0, the last obs it
+    returned as its final obs, and the new episode's first obs as its obs; the envs of a dead worker
+    that did not cause its death are restarted in the same way. Each restarted env counts once in
+    ``restarts``, is marked in ``infos["env_restarted"]`` (with the mask
+    ``infos["_env_restarted"]``; its ``final_info`` is ``{}``), and gets a
+    [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning] naming the error. When a step would take
+    ``restarts`` past ``max_restarts``, nothing is restarted and the step raises the error (the
+    env's type, ``WorkerDiedError`` or ``EnvTimeoutError``) as with ``max_restarts=0``, its message
+    naming the budget. Errors and worker deaths outside a step (construction, ``reset``, ``call``)
+    raise as with ``max_restarts=0``; a rebuild or reset that fails in a restart raises and breaks
+    the batch env (it then accepts only ``close``). With ``step_timeout`` each wait of a restart is
+    bounded by it, counted from its own
     command: a respawned worker's start (building its envs, taking their rows), then the
-    restart proper (rebuilding the envs that raised, resetting every restarted env). A worker
-    that does not answer in time is killed and :class:`EnvTimeoutError` is raised naming its
-    envs and showing its stacks; the batch env is broken. This is a failed restart, treated
-    as a failed rebuild or reset is: not retried and not counted in :attr:`restarts`, because
-    an env that hangs in its restart would most likely hang in the next one too, and every
+    restart proper (rebuilding the envs that raised, resetting every restarted env). A worker that
+    does not answer in time is killed and [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] is
+    raised naming its envs and showing its stacks; the batch env is broken. This is a failed
+    restart, treated as a failed rebuild or reset is: not retried and not counted in ``restarts``,
+    because an env that hangs in its restart would most likely hang in the next one too, and every
     try would hold the run for another ``step_timeout`` without progress.
 
     Attributes:
@@ -286,8 +283,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         step_timeout: The limit on a worker's answer given at construction (None: none).
         restarts: Envs restarted so far (see *Restarts*), at most ``max_restarts``.
 
-    A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``:
-    its workers then do not run the script again (see :mod:`batchppo.envs.processes`).
+    A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``: its
+    workers then do not run the script again (see ``batchppo.envs.processes``).
 
     Raises:
         ValueError: No envs, bad counts, an unknown autoreset mode, unsupported or differing
@@ -447,13 +444,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         reports: list[dict[str, Any]],
         observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
     ) -> None:
-        """Decides the spaces and the transform from env 0, lays out the shared memory, and
-        has the parent's group and the workers' (:meth:`WorkerPool.connect`) take their rows.
+        """Decides the spaces and the transform from env 0, lays out the shared memory, and has the
+        parent's group and the workers' (``WorkerPool.connect``) take their rows.
 
         Args:
             env_fns: The env functions.
-            reports: What each worker said of its envs (:func:`~batchppo.envs.worker.
-                describe_envs`); env 0 is the first env of the parent's share, or of worker 0.
+            reports: What each worker said of its envs (``describe_envs``); env 0 is the first env
+                of the parent's share, or of worker 0.
             observation_mode: As given to the constructor.
         """
         if self._local_envs:
@@ -566,14 +563,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     @property
     def worker_pids(self) -> tuple[int, ...]:
         """The pid of each worker process, in worker order (one per entry of
-        :attr:`worker_envs`); a worker that died keeps its pid here until it is respawned.
-        Empty when the parent steps every env. Read-only: for tests and monitoring."""
+        [`worker_envs`][batchppo.envs.BatchEnv.worker_envs]); a worker that died keeps its pid here
+        until it is respawned. Empty when the parent steps every env. Read-only: for tests and
+        monitoring."""
         return self._pool.pids
 
     @property
     def worker_envs(self) -> list[tuple[int, int]]:
-        """Where the envs are stepped: ``(start, stop)`` of each worker's envs, in worker
-        order (a new list each time; the parent's own share is :attr:`parent_envs`)."""
+        """Where the envs are stepped: ``(start, stop)`` of each worker's envs, in worker order (a
+        new list each time; the parent's own share is
+        [`parent_envs`][batchppo.envs.BatchEnv.parent_envs])."""
         return list(self._ranges)
 
     @property
@@ -584,14 +583,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
     @property
     def shared_layout(self) -> Layout:
-        """Where the shared arrays live in the one shared buffer
-        (:class:`~batchppo.envs.protocol.Layout`: each observation and action leaf's shape
-        and dtype, as the workers write them). Read-only: for tests and diagnostics."""
+        """Where the shared arrays live in the one shared buffer (``Layout``: each observation and
+        action leaf's shape and dtype, as the workers write them). Read-only: for tests and
+        diagnostics."""
         return self._layout
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` has run (Gymnasium's ``VectorEnv.closed``)."""
+        """Whether ``close`` has run (Gymnasium's ``VectorEnv.closed``)."""
         return self._state is BatchState.CLOSED
 
     @closed.setter
@@ -686,8 +685,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         """Writes ``actions`` into shared memory and starts the workers.
 
         Args:
-            actions: An element of :attr:`action_space`: shape ``(num_envs, *action_shape)``,
-                or a dict/tuple of such arrays for a Dict/Tuple action space.
+            actions: An element of ``action_space``: shape ``(num_envs, *action_shape)``, or a
+                dict/tuple of such arrays for a Dict/Tuple action space.
 
         Raises:
             ValueError: ``actions`` has the wrong structure, shape or dtype (the message
@@ -796,7 +795,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     def step_wait(
         self, timeout: float | None = None
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Waits for the step started by :meth:`step_async`; steps the parent's share.
+        """Waits for the step started by [`step_async`][batchppo.envs.BatchEnv.step_async]; steps
+        the parent's share.
 
         Args:
             timeout: Seconds to wait for the workers; None waits forever. On timeout a
@@ -831,10 +831,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         """Steps every env; ended episodes autoreset as ``autoreset_mode`` says.
 
         Args:
-            actions: An element of :attr:`action_space`.
+            actions: An element of ``action_space``.
 
         Returns:
-            ``(obs, reward, terminated, truncated, infos)``, as :meth:`step_wait`.
+            ``(obs, reward, terminated, truncated, infos)``, as
+            [`step_wait`][batchppo.envs.BatchEnv.step_wait].
         """
         self._start_step(actions, CMD_STEP_INFO)
         return self.step_wait()
@@ -843,7 +844,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         """The fast path (``SAME_STEP`` mode only): steps every env, returns arrays, no infos.
 
         Args:
-            actions: An element of :attr:`action_space`.
+            actions: An element of ``action_space``.
 
         Returns:
             ``(obs, reward, terminated, truncated, final_obs)``: obs and final_obs in the
@@ -852,8 +853,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ``copy=False``.
 
         Raises:
-            RuntimeError: The batch env is not in ``SAME_STEP`` mode, where a dense
-                ``final_obs`` is the last obs of each finished episode; use :meth:`step`.
+            RuntimeError: The batch env is not in ``SAME_STEP`` mode, where a dense ``final_obs`` is
+                the last obs of each finished episode; use [`step`][batchppo.envs.BatchEnv.step].
         """
         if not self._same_step:
             raise RuntimeError(
@@ -894,8 +895,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
         Raises:
             Exception: Over budget: the first env's error (its own type), or
-                :class:`WorkerDiedError` for a dead worker, naming the budget. Otherwise what
-                rebuilding or resetting an env raised; the batch env is then broken.
+                [`WorkerDiedError`][batchppo.envs.WorkerDiedError] for a dead worker, naming the
+                budget. Otherwise what rebuilding or resetting an env raised; the batch env is then
+                broken.
         """
         targets: dict[int | None, list[int]] = {}  # slot -> global indices to restart
         for slot, reports in failures:
@@ -929,10 +931,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     ) -> dict[int, dict[str, Any]]:
         """Respawns the dead workers, then has each group restart its targets; their infos.
 
-        Every wait here is bounded by ``step_timeout``, counted from its own command: each
-        respawn (see :meth:`WorkerPool.respawn`), then the workers' restart command
-        (rebuilding the envs that raised, resetting all targets). The parent's own share is
-        not timed.
+        Every wait here is bounded by ``step_timeout``, counted from its own command: each respawn
+        (see ``WorkerPool.respawn``), then the workers' restart command (rebuilding the envs that
+        raised, resetting all targets). The parent's own share is not timed.
 
         Raises:
             EnvTimeoutError: A worker did not answer its restart in time (it is killed).
@@ -987,7 +988,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         dead: list[tuple[int, str]],
         count: int,
     ) -> BaseException:
-        """The error a step raises when its restarts would exceed :attr:`max_restarts`."""
+        """The error a step raises when its restarts would exceed ``max_restarts``."""
         note = (
             f"Not restarted: the restart budget is used up (max_restarts={self.max_restarts}, "
             f"{self.restarts} restarts done, this step needs {count} more; in a PPOConfig the "
@@ -1012,7 +1013,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         dead: list[tuple[int, str]],
         number: dict[int, int],
     ) -> None:
-        """One :class:`EnvRestartWarning` per env that raised and per worker that died."""
+        """One [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning] per env that raised and per
+        worker that died."""
         budget = f"of max_restarts={self.max_restarts}"
         for _, reports in failures:
             for report in reports:
@@ -1118,7 +1120,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> None:
-        """Starts resetting the envs; :meth:`reset_wait` returns the result.
+        """Starts resetting the envs; [`reset_wait`][batchppo.envs.BatchEnv.reset_wait] returns the
+        result.
 
         Args:
             seed: None, an int (env ``i`` gets ``seed + i``) or one seed (or None) per env.
@@ -1152,7 +1155,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         )
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
-        """Waits for the reset started by :meth:`reset_async`; resets the parent's share.
+        """Waits for the reset started by [`reset_async`][batchppo.envs.BatchEnv.reset_async];
+        resets the parent's share.
 
         Args:
             timeout: Seconds to wait for the workers; None waits forever. On timeout a
@@ -1180,7 +1184,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
-        """Resets the envs: :meth:`reset_async`, then :meth:`reset_wait` (see both).
+        """Resets the envs: [`reset_async`][batchppo.envs.BatchEnv.reset_async], then
+        [`reset_wait`][batchppo.envs.BatchEnv.reset_wait] (see both).
 
         Returns:
             ``(obs, infos)`` with infos batched Gymnasium-style.
@@ -1207,7 +1212,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         )
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
-        """Waits for the call started by :meth:`call_async`; one result per env.
+        """Waits for the call started by [`call_async`][batchppo.envs.BatchEnv.call_async]; one
+        result per env.
 
         Raises:
             NoAsyncCallError: No call is pending.
@@ -1280,6 +1286,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         Args:
             timeout: Seconds the workers get to close their envs and exit on their own.
             terminate: Skip asking; terminate at once.
+            **kwargs: What Gymnasium's ``close(**kwargs)`` passes on; ignored.
         """
         _LIVE.discard(self)
         if self._state.value in ("reset", "step", "call"):
@@ -1328,12 +1335,12 @@ def _check_async_options(
     observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
     transform: BatchTransform | None,
 ) -> tuple[str, str]:
-    """Checks the keywords BatchEnv shares with ``AsyncVectorEnv`` (see :class:`BatchEnv`).
+    """Checks the keywords BatchEnv shares with ``AsyncVectorEnv`` (see
+    [`BatchEnv`][batchppo.envs.BatchEnv]).
 
     Returns:
-        The start method of the workers, and how env observation spaces must match
-        (``"same"``, ``"different"`` or ``"custom"``; see
-        :func:`~batchppo.envs.env_group.check_spaces`).
+        The start method of the workers, and how env observation spaces must match (``"same"``,
+        ``"different"`` or ``"custom"``; see ``check_spaces``).
 
     Raises:
         ValueError: A keyword BatchEnv cannot honour, or a bad value; one line naming why
@@ -1475,7 +1482,8 @@ def _check_transform_spaces(
 
 
 def restart_seed(seed: int | None, restart: int) -> int | None:
-    """The seed of an env's first reset after a restart (see *Restarts* in :class:`BatchEnv`).
+    """The seed of an env's first reset after a restart (see *Restarts* in
+    [`BatchEnv`][batchppo.envs.BatchEnv]).
 
     Args:
         seed: The seed of the env's last seeded reset (``seed + i`` after ``reset(seed=seed)``),
@@ -1531,7 +1539,7 @@ def check_action_batch(actions: np.ndarray, expected: tuple[int, ...]) -> None:
     Raises:
         TypeError: A scalar where a batch is expected (Gymnasium's class and words: it cannot
             iterate over it), naming the shape expected.
-        ValueError: Another shape (see :func:`check_action_shape`).
+        ValueError: Another shape (see ``check_action_shape``).
     """
     if actions.ndim == 0 and expected:
         raise TypeError(

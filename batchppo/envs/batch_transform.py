@@ -1,21 +1,21 @@
-"""The standard wrapper stack of :func:`~batchppo.envs.make`, applied to a batch of envs at once.
+"""The standard wrapper stack of [`make`][batchppo.envs.make.make], applied to a batch of envs at
+once.
 
-Per env, the stack (:class:`~batchppo.envs.wrappers.RangeNormalize`, Gymnasium's
-``ClipAction``, :class:`~batchppo.envs.wrappers.ConvertTo32Bit`) costs a few Python calls and
-small NumPy calls at every step of every env: on Pendulum about half of what the env's own
-step costs. A :class:`BatchTransform` holds the same maps, read off such a stack, and
-:class:`~batchppo.envs.env_group.EnvGroup` applies them to all the envs of a worker at once: one
-NumPy expression maps (and clips) the actions of all its envs before they step, one maps the
-observations of all of them after, and one sum checks them and the rewards for non-finite
-values. The results are bitwise those of the per-env stack: the same
-:class:`~batchppo.core.ranges.RangeMap` expressions run elementwise in the same dtypes, and
-the values are converted to 32 bits by the same casts.
+Per env, the stack ([`RangeNormalize`][batchppo.envs.RangeNormalize], Gymnasium's ``ClipAction``,
+[`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit]) costs a few Python calls and small NumPy calls at
+every step of every env: on Pendulum about half of what the env's own step costs. A
+[`BatchTransform`][batchppo.envs.BatchTransform] holds the same maps, read off such a stack, and
+``EnvGroup`` applies them to all the envs of a worker at once: one NumPy expression maps (and clips)
+the actions of all its envs before they step, one maps the observations of all of them after, and
+one sum checks them and the rewards for non-finite values. The results are bitwise those of the
+per-env stack: the same ``batchppo.core.ranges.RangeMap`` expressions run elementwise in the same
+dtypes, and the values are converted to 32 bits by the same casts.
 
-The finiteness check keeps :class:`~batchppo.envs.wrappers.ConvertTo32Bit`'s guarantees: a
-NaN or infinite observation (as normalised, before the conversion) or reward raises the same
-``ValueError``, naming the env id and the step of the episode, raised by the env that
-returned it (its index in the batch is named by the batch env). It is checked once per step
-over the whole batch; only when that check fails are the envs looked at one by one.
+The finiteness check keeps [`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit]'s guarantees: a NaN or
+infinite observation (as normalised, before the conversion) or reward raises the same
+``ValueError``, naming the env id and the step of the episode, raised by the env that returned it
+(its index in the batch is named by the batch env). It is checked once per step over the whole
+batch; only when that check fails are the envs looked at one by one.
 """
 
 from __future__ import annotations
@@ -59,17 +59,17 @@ class SpacesOnly(gymnasium.Env):
 class TransformFactory(Protocol):
     """A wrapper stack chosen once the raw envs' spaces are known (what ``make()`` passes).
 
-    :class:`~batchppo.envs.BatchEnv` reads the raw envs' spaces from the envs its workers
-    build (no env is built for it in the calling process), then asks :meth:`for_spaces` for
-    the :class:`BatchTransform` to apply to the batch. Where that is None (spaces a transform
-    does not cover), every env is wrapped in :meth:`wrap` instead, as the per-env stack. It
-    travels to the workers with cloudpickle.
+    [`BatchEnv`][batchppo.envs.BatchEnv] reads the raw envs' spaces from the envs its workers build
+    (no env is built for it in the calling process), then asks ``for_spaces`` for the
+    [`BatchTransform`][batchppo.envs.BatchTransform] to apply to the batch. Where that is None
+    (spaces a transform does not cover), every env is wrapped in ``wrap`` instead, as the per-env
+    stack. It travels to the workers with cloudpickle.
     """
 
     def for_spaces(
         self, observation_space: gymnasium.Space, action_space: gymnasium.Space
     ) -> BatchTransform | None:
-        """The batch transform for raw envs with these spaces, or None: use :meth:`wrap`."""
+        """The batch transform for raw envs with these spaces, or None: use ``wrap``."""
         ...
 
     def wrap(self, env: gymnasium.Env) -> gymnasium.Env:
@@ -94,9 +94,9 @@ def wrapped_env_fn(
 class BatchTransform:
     """What a standard wrapper stack does to actions, observations and rewards, as batch maps.
 
-    Built by :meth:`of_stack` from a stack over an env with the raw envs' spaces; picklable,
-    so that it travels to the worker processes with the env functions. Applied to ``K`` envs
-    at once by :class:`~batchppo.envs.env_group.EnvGroup` (see the module docstring).
+    Built by [`of_stack`][batchppo.envs.BatchTransform.of_stack] from a stack over an env with the
+    raw envs' spaces; picklable, so that it travels to the worker processes with the env functions.
+    Applied to ``K`` envs at once by ``EnvGroup`` (see the module docstring).
 
     Attributes:
         env_id: The name the errors use (``ConvertTo32Bit``'s).

@@ -1,9 +1,9 @@
 """EnvGroup: ``K`` envs built and stepped in a loop over (shared) arrays, with autoreset.
 
-The same :class:`EnvGroup` steps the envs of a :class:`~batchppo.envs.BatchEnv` worker
-process, the parent's own share of the envs and the envs of a Ray actor, so the autoreset
-logic (all of Gymnasium's modes), restarts and the batch transform exist once.
-:func:`build_envs` builds a group's envs and checks that their spaces agree.
+The same ``EnvGroup`` steps the envs of a [`BatchEnv`][batchppo.envs.BatchEnv] worker process, the
+parent's own share of the envs and the envs of a Ray actor, so the autoreset logic (all of
+Gymnasium's modes), restarts and the batch transform exist once. ``build_envs`` builds a group's
+envs and checks that their spaces agree.
 """
 
 from __future__ import annotations
@@ -39,15 +39,15 @@ __all__ = [
 class TreeRows:
     """Rows of a nested space's leaf arrays, read and written one env's nested value at a time.
 
-    It stands in for the single array of a flat space inside :class:`EnvGroup`, with the
-    indexing that the group's step loop uses, so that loop is the same code for both:
-    ``rows[j] = value`` writes env ``j``'s value into every leaf, ``rows[...] = values``
-    writes one value per env, and ``copy()`` gives fresh per-env values (dicts/tuples of
-    arrays), as an array's ``copy()`` gives fresh rows.
+    It stands in for the single array of a flat space inside ``EnvGroup``, with the indexing that
+    the group's step loop uses, so that loop is the same code for both: ``rows[j] = value`` writes
+    env ``j``'s value into every leaf, ``rows[...] = values`` writes one value per env, and
+    ``copy()`` gives fresh per-env values (dicts/tuples of arrays), as an array's ``copy()`` gives
+    fresh rows.
 
     Args:
         space: The (single-env) Dict or Tuple space.
-        arrays: One array per leaf (see :mod:`batchppo.envs.spaces`), ``K`` rows each.
+        arrays: One array per leaf (see ``batchppo.envs.spaces``), ``K`` rows each.
     """
 
     def __init__(self, space: gymnasium.Space, arrays: Sequence[np.ndarray]):
@@ -82,7 +82,7 @@ def _rows(space: gymnasium.Space, arrays: Sequence[np.ndarray], rows: slice) -> 
 
 
 def _row_copy(rows: Any, index: int) -> Any:
-    """A copy of row ``index`` of an array or a :class:`TreeRows`."""
+    """A copy of row ``index`` of an array or a ``TreeRows``."""
     return rows.row(index) if isinstance(rows, TreeRows) else rows[index].copy()
 
 
@@ -93,25 +93,24 @@ class EnvGroup:
     """``K`` envs stepped in a loop, writing into (shared) numpy arrays, with autoreset.
 
     Args:
-        envs: The envs (their spaces are env 0's, checked by :func:`build_envs`).
+        envs: The envs (their spaces are env 0's, checked by ``build_envs``).
         offset: Global index of the first env (for error messages and seeds).
-        views: Arrays of the whole batch (from :meth:`Layout.views`); the group works on the
-            rows ``offset : offset + len(envs)``.
+        views: Arrays of the whole batch (from ``Layout.views``); the group works on the rows
+            ``offset : offset + len(envs)``.
         discrete: Whether actions are scalar integers (passed to the envs as Python ints).
         row: First row of ``views`` to use, when it differs from ``offset`` (views holding
             only this group's rows, as in a Ray actor).
         autoreset_mode: Gymnasium's autoreset mode (``SAME_STEP``, ``NEXT_STEP`` or
             ``DISABLED``), as ``AsyncVectorEnv``'s workers apply it.
-        env_fns: The functions that built ``envs`` (``SAME_STEP`` only). When given, the group
-            is *restartable*: an env whose ``step`` raises no longer ends the step. Its report
-            goes to :attr:`failures`, its row gets the last obs it returned (as obs and final
-            obs), reward 0 and ``truncated``, the other envs step on, and :meth:`restart`
-            rebuilds it later.
+        env_fns: The functions that built ``envs`` (``SAME_STEP`` only). When given, the group is
+            *restartable*: an env whose ``step`` raises no longer ends the step. Its report goes to
+            ``failures``, its row gets the last obs it returned (as obs and final obs), reward 0 and
+            ``truncated``, the other envs step on, and ``restart`` rebuilds it later.
         transform: A standard wrapper stack to apply to all the group's envs at once (see
-            :mod:`batchppo.envs.batch_transform`): the envs are the raw ones, ``views`` has
-            the transformed spaces. A non-finite observation or reward raises in the group
-            as in the stack, from the env that returned it (:attr:`current`), or, when the
-            group is restartable, fails that env as an exception in its step would.
+            ``batchppo.envs.batch_transform``): the envs are the raw ones, ``views`` has the
+            transformed spaces. A non-finite observation or reward raises in the group as in the
+            stack, from the env that returned it (``current``), or, when the group is restartable,
+            fails that env as an exception in its step would.
     """
 
     def __init__(
@@ -183,9 +182,8 @@ class EnvGroup:
         """Steps every env once with the actions in shared memory; resets finished envs.
 
         This is the ``SAME_STEP`` loop; the other modes replace it at construction with
-        :meth:`_step_next_or_disabled`. Writes obs (the next episode's first obs where one
-        ended), reward, terminated, truncated, and, for finished envs only, the final obs of
-        the episode.
+        ``_step_next_or_disabled``. Writes obs (the next episode's first obs where one ended),
+        reward, terminated, truncated, and, for finished envs only, the final obs of the episode.
 
         Args:
             want_info: Whether to collect and batch the infos.
@@ -209,7 +207,7 @@ class EnvGroup:
     def _step_from(self, start: int, actions: Any, want_info: bool) -> bool:
         """The ``SAME_STEP`` loop over envs ``start, start + 1, ...``; whether any gave info.
 
-        On an exception, :attr:`current` is the env that raised.
+        On an exception, ``current`` is the env that raised.
         """
         resets, final_obs, steps = self._resets, self._final_sink, self._steps
         # Per-env results go to Python lists first (cheaper than numpy item stores) and reach
@@ -241,10 +239,10 @@ class EnvGroup:
         return any_info
 
     def _fail(self, exc: Exception, want_info: bool) -> int:
-        """Records that env :attr:`current` raised ``exc`` in a step; returns its index.
+        """Records that env ``current`` raised ``exc`` in a step; returns its index.
 
         The env's row reports its last obs (still in the shared obs row) as obs and final obs,
-        reward 0, ``truncated``, and no info; the env waits for :meth:`restart`.
+        reward 0, ``truncated``, and no info; the env waits for ``restart``.
         """
         j = self.current
         assert j is not None
@@ -276,7 +274,7 @@ class EnvGroup:
 
         Raises:
             RuntimeError: The group was built without ``env_fns`` and an env needs rebuilding.
-            Exception: What building or resetting an env raised (:attr:`current` names it).
+            Exception: What building or resetting an env raised (``current`` names it).
         """
         infos = []
         for j, seed in zip(rows, seeds, strict=True):
@@ -367,7 +365,7 @@ class EnvGroup:
 
         Raises:
             ValueError: An env returned a non-finite observation or reward (not restartable;
-                :attr:`current` is that env). A restartable group fails such envs instead.
+                ``current`` is that env). A restartable group fails such envs instead.
         """
         transform = self._transform
         self._t += 1
@@ -423,7 +421,7 @@ class EnvGroup:
             The envs failed (restartable group); empty when every value was finite.
 
         Raises:
-            ValueError: The first such env's error (not restartable; :attr:`current` is it).
+            ValueError: The first such env's error (not restartable; ``current`` is it).
         """
         starts_set = set(starts)
         # The obs each env's step returned: its final obs where its episode ended; none where
@@ -525,7 +523,7 @@ def build_envs(
         env_fns: One function per env.
         offset: Global index of the first env (named in errors).
         spaces: The expected ``(observation_space, action_space)``; None checks nothing.
-        obs_rule: How observation spaces must match (see :func:`check_spaces`).
+        obs_rule: How observation spaces must match (see ``check_spaces``).
 
     Raises:
         SpaceMismatchError: An env's spaces do not match (names the env index).
@@ -572,7 +570,7 @@ def check_spaces(
         index: Its global index (named in the message).
         spaces: The expected ``(observation_space, action_space)``: env 0's, or under
             ``"custom"`` the single observation space given in ``observation_mode``.
-        obs_rule: One of :data:`OBS_RULES`.
+        obs_rule: One of ``OBS_RULES``.
 
     Raises:
         SpaceMismatchError: Naming the env, both spaces and what differs between them.

@@ -1,14 +1,14 @@
 """Per-episode task metrics from a vector env's infos (what the env reports beside the reward).
 
-:class:`EpisodeInfoRecorder` follows the batched infos of Gymnasium's same-step autoreset
-(:func:`batchppo.envs.infos.batch_infos`): at a step where env ``i`` ends its episode, the
-infos at ``i`` are the *next* episode's reset info and the last step's info is in
-``infos["final_info"]``. For every scalar numeric info key it keeps, per env and episode,
-the mean over the episode's steps and the key's value at the reset and at the last step.
+``EpisodeInfoRecorder`` follows the batched infos of Gymnasium's same-step autoreset
+(``batchppo.envs.infos.batch_infos``): at a step where env ``i`` ends its episode, the infos at
+``i`` are the *next* episode's reset info and the last step's info is in ``infos["final_info"]``.
+For every scalar numeric info key it keeps, per env and episode, the mean over the episode's steps
+and the key's value at the reset and at the last step.
 
-The task metrics derived from them are declared once, in :data:`TASK_METRICS`, by the info
-key they read: an env whose infos carry the key gets the metric (MuJoCo's locomotion tasks
-carry ``x_velocity`` and ``x_position``), others simply report none.
+The task metrics derived from them are declared once, in ``TASK_METRICS``, by the info key they
+read: an env whose infos carry the key gets the metric (MuJoCo's locomotion tasks carry
+``x_velocity`` and ``x_position``), others simply report none.
 """
 
 from __future__ import annotations
@@ -90,9 +90,9 @@ class _Key:
 class EpisodeInfoRecorder:
     """Per-env, per-episode summaries of the scalar numeric infos of a same-step vector env.
 
-    Call :meth:`reset` with the infos of the vector env's reset, then :meth:`step` with each
-    step's infos, ``terminated`` and ``truncated``. :attr:`episodes` lists each env's ended
-    episodes in order, :meth:`running` the episode each env is in.
+    Call ``reset`` with the infos of the vector env's reset, then ``step`` with each step's infos,
+    ``terminated`` and ``truncated``. ``episodes`` lists each env's ended episodes in order,
+    ``running`` the episode each env is in.
 
     Each episode is ``{key: {"mean", "first", "last"}}``: the mean of the key over the
     episode's steps, its value in the episode's reset info (NaN if the reset info lacks it)
@@ -171,7 +171,7 @@ class EpisodeInfoRecorder:
 
 
 def episode_task_metrics(episode: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
-    """The :data:`TASK_METRICS` of one recorded episode whose infos carry their key.
+    """The ``TASK_METRICS`` of one recorded episode whose infos carry their key.
 
     A ``delta`` metric needs the key in the episode's reset info too.
     """

@@ -1,10 +1,9 @@
 """Typed errors shared by the parent, the workers and Ray actors, and the error reports.
 
 An env that raises in a worker (or a Ray actor) is sent to the parent as a picklable report
-(:func:`describe_exception`: its type, the pickled exception, the worker's traceback and the
-env's index); the parent raises it again with a message naming where it came from
-(:func:`error_from_report`, :func:`with_message`), or as :class:`WorkerError` when its type
-cannot be rebuilt.
+(``describe_exception``: its type, the pickled exception, the worker's traceback and the env's
+index); the parent raises it again with a message naming where it came from (``error_from_report``,
+``with_message``), or as [`WorkerError`][batchppo.envs.WorkerError] when its type cannot be rebuilt.
 """
 
 from __future__ import annotations
@@ -37,10 +36,10 @@ class WorkerDiedError(RuntimeError):
 class EnvTimeoutError(WorkerDiedError):
     """Envs did not answer a step, reset or call within the batch env's ``step_timeout``.
 
-    The message names the envs and their worker processes and shows where each was stuck
-    (the worker's Python stacks, dumped by :mod:`faulthandler` before the worker was killed).
-    A :class:`WorkerDiedError` too: the hung workers are killed, so a batch env without
-    restarts is broken in the same way as by a dead worker.
+    The message names the envs and their worker processes and shows where each was stuck (the
+    worker's Python stacks, dumped by ``faulthandler`` before the worker was killed). A
+    [`WorkerDiedError`][batchppo.envs.WorkerDiedError] too: the hung workers are killed, so a batch
+    env without restarts is broken in the same way as by a dead worker.
     """
 
 
@@ -87,8 +86,8 @@ def with_message(exc: BaseException, message: str) -> BaseException:
         message: Its new message (the original one with where it was raised).
 
     Returns:
-        ``exc`` with ``args = (message,)``; when its args cannot be set, a new exception of
-        its type built from ``message``, or a :class:`WorkerError` when that fails too.
+        ``exc`` with ``args = (message,)``; when its args cannot be set, a new exception of its type
+        built from ``message``, or a [`WorkerError`][batchppo.envs.WorkerError] when that fails too.
     """
     with contextlib.suppress(Exception):
         exc.args = (message,)
@@ -100,17 +99,18 @@ def with_message(exc: BaseException, message: str) -> BaseException:
 
 
 def error_from_report(report: dict[str, Any], where: str, note: str = "") -> BaseException:
-    """The exception an error report describes, its message naming where it was raised.
+    r"""The exception an error report describes, its message naming where it was raised.
 
     Args:
-        report: What :func:`describe_exception` made of the exception.
+        report: What ``describe_exception`` made of the exception.
         where: Where the env ran, for the message (``"worker 1 (pid 123)"``, ``"the parent"``).
         note: A sentence added after where it was raised, or ``""``.
 
     Returns:
         The exception (rebuilt from its pickle, else from its type) with the message
         ``"<message>\n[batchppo] <type> raised by env <i> in <where>. <note> Worker
-        traceback:\n<traceback>"``; a :class:`WorkerError` when neither can be rebuilt.
+        traceback:\n<traceback>"``; a [`WorkerError`][batchppo.envs.WorkerError] when neither can be
+        rebuilt.
     """
     index = report["env_index"]
     env = f"env {index}" if index is not None else "a worker"

@@ -6,10 +6,10 @@ the next obs of the same episode. ``final_obs[i]`` is the obs the episode ended 
 ``done[i]``, and ``obs[i]`` otherwise: a dense array with the batch's shapes, present at every
 step, so a learner bootstraps ``V(final_obs)`` vectorised.
 
-* :func:`fill_final_obs`: in place over preallocated arrays (``BatchEnv``'s shared memory).
-* :func:`dense_final_obs`: a new array from a batch's obs, final obs and done flags (Ray).
-* :func:`final_obs_from_infos`: from Gymnasium's sparse ``infos["final_obs"]`` object array
-  and its mask ``infos["_final_obs"]`` (``HostEnv`` over any vector env).
+* ``fill_final_obs``: in place over preallocated arrays (``BatchEnv``'s shared memory).
+* ``dense_final_obs``: a new array from a batch's obs, final obs and done flags (Ray).
+* ``final_obs_from_infos``: from Gymnasium's sparse ``infos["final_obs"]`` object array and its mask
+  ``infos["_final_obs"]`` (``HostEnv`` over any vector env).
 """
 
 from __future__ import annotations

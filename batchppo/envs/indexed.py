@@ -1,10 +1,10 @@
 """Envs that know their index in a batch, for per-index calls (SB3's ``indices``).
 
-:class:`~batchppo.envs.BatchEnv` calls a method on every env of the batch; SB3's
-``env_method``, ``get_attr``, ``set_attr`` and ``env_is_wrapped`` name a subset of envs.
-:class:`~batchppo.envs.sb3.BatchVecEnv` builds each env through :class:`IndexedEnvFn`, so that
-one BatchEnv ``call`` reaches only the targets. This module does not import
-Stable-Baselines3, so the workers that unpickle these classes do not load it (nor torch).
+[`BatchEnv`][batchppo.envs.BatchEnv] calls a method on every env of the batch; SB3's ``env_method``,
+``get_attr``, ``set_attr`` and ``env_is_wrapped`` name a subset of envs.
+[`BatchVecEnv`][batchppo.envs.sb3.BatchVecEnv] builds each env through ``IndexedEnvFn``, so that one
+BatchEnv ``call`` reaches only the targets. This module does not import Stable-Baselines3, so the
+workers that unpickle these classes do not load it (nor torch).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ __all__ = ["IndexedEnv", "IndexedEnvFn", "missing_reset_keywords"]
 
 
 class IndexedEnv(gymnasium.Wrapper):
-    """Wraps env ``index`` of a :class:`BatchVecEnv` so that SB3's per-index calls reach it.
+    """Wraps env ``index`` of a ``BatchVecEnv`` so that SB3's per-index calls reach it.
 
     BatchEnv calls a method on every env of the batch; SB3's ``env_method``, ``get_attr``,
     ``set_attr`` and ``env_is_wrapped`` name a subset of envs (``indices``). Each env knows
@@ -94,7 +94,7 @@ def missing_reset_keywords(env: gymnasium.Env) -> list[str]:
 
 
 class IndexedEnvFn:
-    """Builds env ``index`` from the user's function and wraps it in :class:`IndexedEnv`."""
+    """Builds env ``index`` from the user's function and wraps it in ``IndexedEnv``."""
 
     def __init__(self, env_fn: Callable[[], gymnasium.Env], index: int):
         self.env_fn = env_fn

@@ -1,8 +1,8 @@
 """Info batching: per-env info dicts to Gymnasium's dict-of-arrays form, and merging.
 
 Each worker (or Ray actor, or the parent's own group) batches the infos of its envs with
-:func:`batch_infos`; the parent merges the parts of all groups into one dict over the whole
-batch with :func:`merge_info_parts`.
+``batch_infos``; the parent merges the parts of all groups into one dict over the whole batch with
+``merge_info_parts``.
 """
 
 from __future__ import annotations

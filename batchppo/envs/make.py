@@ -2,27 +2,25 @@
 
 The stack of one env, innermost first:
 
-1. ``gymnasium.make(env_id, max_episode_steps=max_length, ...)`` (Gymnasium's ``TimeLimit``),
-   or, with ``preprocess=``, the env that preprocessing builds (``"atari"``:
-   :mod:`batchppo.envs.atari`);
-2. :class:`~batchppo.envs.wrappers.RangeNormalize` (when ``normalize_ranges``), which clips
-   actions to ``[-1, 1]`` before mapping them to the env's bounds; float ``Box``
-   observations, and each float ``Box`` leaf of Dict and Tuple ones, map to ``[-1, 1]`` on
-   their finite dims; integer, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` ones pass
-   unchanged;
+1. ``gymnasium.make(env_id, max_episode_steps=max_length, ...)`` (Gymnasium's ``TimeLimit``), or,
+   with ``preprocess=``, the env that preprocessing builds (``"atari"``: ``batchppo.envs.atari``);
+2. [`RangeNormalize`][batchppo.envs.RangeNormalize] (when ``normalize_ranges``), which clips actions
+   to ``[-1, 1]`` before mapping them to the env's bounds; float ``Box`` observations, and each
+   float ``Box`` leaf of Dict and Tuple ones, map to ``[-1, 1]`` on their finite dims; integer,
+   ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` ones pass unchanged;
 3. Gymnasium's ``ClipAction`` (Box actions, only without range normalisation): clips to the
    env's own bounds;
-4. :class:`~batchppo.envs.wrappers.ConvertTo32Bit` (float64 obs to float32 and int64 obs to
-   int32, every other dtype kept: uint8 frames stay uint8; float32 rewards, int32 discrete
-   actions; non-finite values raise; leaf by leaf for Dict and Tuple observations, as for a
-   flat observation of each leaf's kind).
+4. [`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit] (float64 obs to float32 and int64 obs to int32,
+   every other dtype kept: uint8 frames stay uint8; float32 rewards, int32 discrete actions;
+   non-finite values raise; leaf by leaf for Dict and Tuple observations, as for a flat observation
+   of each leaf's kind).
 
-:func:`make_env_fn` builds this stack around each env. :func:`make` builds the envs without
-layers 2-4 and has the batch env apply them to all the envs of a worker at once, as array
-operations (a :class:`~batchppo.envs.batch_transform.BatchTransform` read off the same stack),
-with bitwise the same results; only envs whose spaces it does not cover (Dict or Tuple
-spaces, integer observations, ``MultiDiscrete`` actions) and the ``"ray"`` backend get the
-per-env stack.
+[`make_env_fn`][batchppo.envs.make_env_fn] builds this stack around each env.
+[`make`][batchppo.envs.make.make] builds the envs without layers 2-4 and has the batch env apply
+them to all the envs of a worker at once, as array operations (a
+[`BatchTransform`][batchppo.envs.BatchTransform] read off the same stack), with bitwise the same
+results; only envs whose spaces it does not cover (Dict or Tuple spaces, integer observations,
+``MultiDiscrete`` actions) and the ``"ray"`` backend get the per-env stack.
 """
 
 from __future__ import annotations
@@ -71,9 +69,9 @@ _NAMESPACE_IMPORTS = {"ALE": import_ale}
 
 @runtime_checkable
 class Preprocessing(Protocol):
-    """A preprocessing that builds each raw env of :func:`make` (e.g.
-    :class:`~batchppo.envs.atari.AtariStack`): it runs where the env lives, under the
-    standard stack. It travels to the workers with cloudpickle."""
+    """A preprocessing that builds each raw env of ``make`` (e.g.
+    [`AtariStack`][batchppo.envs.AtariStack]): it runs where the env lives, under the standard
+    stack. It travels to the workers with cloudpickle."""
 
     def check(self, env_id: str, max_length: int | None, env_kwargs: Mapping[str, Any]) -> None:
         """Raises ValueError for an id, a time limit or keywords it cannot take."""
@@ -90,9 +88,9 @@ def preprocessing(value: str | Mapping[str, Any] | Preprocessing | None) -> Prep
     """The preprocessing ``make(preprocess=value)`` applies.
 
     Args:
-        value: None (none), a name (``"atari"``: :class:`~batchppo.envs.atari.AtariStack`
-            with its defaults), a mapping ``{"name": "atari", **settings}`` (the form a
-            config's ``env_kwargs`` can hold) or a :class:`Preprocessing` object.
+        value: None (none), a name (``"atari"``: [`AtariStack`][batchppo.envs.AtariStack] with its
+            defaults), a mapping ``{"name": "atari", **settings}`` (the form a config's
+            ``env_kwargs`` can hold) or a ``Preprocessing`` object.
 
     Raises:
         ValueError: An unknown name, a mapping without ``name``, or bad settings.
@@ -119,7 +117,8 @@ def preprocessing(value: str | Mapping[str, Any] | Preprocessing | None) -> Prep
 
 @dataclasses.dataclass(frozen=True)
 class EnvSource:
-    """What an env id names, resolved: a registered id or a factory (see :func:`env_source`).
+    """What an env id names, resolved: a registered id or a factory (see
+    [`env_source`][batchppo.envs.make.env_source]).
 
     Picklable, so a batch env's workers build their envs from it.
 
@@ -268,10 +267,12 @@ def env_source(env_id: str) -> EnvSource:
 
 
 def check_env_id(env_id: str) -> None:
-    """Raises a one-line ``ValueError`` when ``env_id`` names no env (see :func:`env_source`).
+    """Raises a one-line ``ValueError`` when ``env_id`` names no env (see
+    [`env_source`][batchppo.envs.make.env_source]).
 
     The one check of Gymnasium env ids: the host backends' record
-    (:func:`batchppo.backends.host.check_gymnasium_id`) calls it too.
+    ([`batchppo.backends.host.check_gymnasium_id`][batchppo.backends.check_gymnasium_id]) calls it
+    too.
     """
     env_source(env_id)
 
@@ -359,10 +360,11 @@ def probe_env(
     spaces and closes it: the start-up check of a run, before anything else is made.
 
     Raises:
-        ValueError: One line naming the problem and its fix: the id (:func:`env_source`), the
-            constructor (keyword arguments it does not take, arguments it lacks, its own
-            exception), a factory that returns no ``gymnasium.Env``, a missing optional
-            package. The original exception is the ``__cause__``.
+        ValueError: One line naming the problem and its fix: the id
+            ([`env_source`][batchppo.envs.make.env_source]), the constructor (keyword arguments it
+            does not take, arguments it lacks, its own exception), a factory that returns no
+            ``gymnasium.Env``, a missing optional package. The original exception is the
+            ``__cause__``.
     """
     source = env_source(env_id)
     kwargs = dict(env_kwargs or {})
@@ -424,13 +426,14 @@ def make_env_fn(
 
     Args:
         env_id: A Gymnasium id, ``"module:EnvId"`` or ``"module:factory"`` (see
-            :func:`env_source`).
+            [`env_source`][batchppo.envs.make.env_source]).
         max_length: Episode step limit (Gymnasium ``TimeLimit``); None keeps the env's own.
-        normalize_ranges: Apply :class:`RangeNormalize` (finite bounds to ``[-1, 1]``).
+        normalize_ranges: Apply [`RangeNormalize`][batchppo.envs.RangeNormalize] (finite bounds to
+            ``[-1, 1]``).
         render_mode: Passed to the env's constructor when given (e.g. ``"rgb_array"`` for
             videos); None passes nothing, since envs need not take it unless they render.
-        preprocess: What builds each env in place of ``gymnasium.make`` (see
-            :func:`preprocessing`): ``"atari"`` for the standard Atari preprocessing.
+        preprocess: What builds each env in place of ``gymnasium.make`` (see ``preprocessing``):
+            ``"atari"`` for the standard Atari preprocessing.
         **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     Returns:
@@ -487,14 +490,13 @@ def _stack(env: gymnasium.Env, env_id: str, normalize_ranges: bool) -> gymnasium
 
 @dataclasses.dataclass(frozen=True)
 class StandardStack:
-    """The standard stack of :func:`make_env_fn` as a
-    :class:`~batchppo.envs.batch_transform.TransformFactory` (what :func:`make` gives
-    ``BatchEnv``): the batch transform where it covers the raw envs' spaces, else the per-env
-    stack.
+    """The standard stack of [`make_env_fn`][batchppo.envs.make_env_fn] as a ``TransformFactory``
+    (what [`make`][batchppo.envs.make.make] gives ``BatchEnv``): the batch transform where it covers
+    the raw envs' spaces, else the per-env stack.
 
     Attributes:
         env_id: The id the stack's errors name.
-        normalize_ranges: As in :func:`make_env_fn`.
+        normalize_ranges: As in [`make_env_fn`][batchppo.envs.make_env_fn].
     """
 
     env_id: str
@@ -503,7 +505,8 @@ class StandardStack:
     def for_spaces(
         self, observation_space: gymnasium.Space, action_space: gymnasium.Space
     ) -> BatchTransform | None:
-        """The batch transform for raw envs with these spaces (see :func:`batch_transform`)."""
+        """The batch transform for raw envs with these spaces (see
+        [`batch_transform`][batchppo.envs.make.batch_transform])."""
         return batch_transform(self.env_id, observation_space, action_space, self.normalize_ranges)
 
     def wrap(self, env: gymnasium.Env) -> gymnasium.Env:
@@ -517,17 +520,18 @@ def batch_transform(
     action_space: gymnasium.Space,
     normalize_ranges: bool = True,
 ) -> BatchTransform | None:
-    """The standard stack of :func:`make_env_fn` as a transform a batch env applies at once.
+    """The standard stack of [`make_env_fn`][batchppo.envs.make_env_fn] as a transform a batch env
+    applies at once.
 
     Args:
         env_id: The id the stack's errors name.
         observation_space: The raw envs' observation space.
         action_space: The raw envs' action space.
-        normalize_ranges: As in :func:`make_env_fn`.
+        normalize_ranges: As in [`make_env_fn`][batchppo.envs.make_env_fn].
 
     Returns:
-        The :class:`~batchppo.envs.batch_transform.BatchTransform` for
-        ``BatchEnv(raw_env_fns, transform=...)``, or None for spaces it does not cover.
+        The [`BatchTransform`][batchppo.envs.BatchTransform] for ``BatchEnv(raw_env_fns,
+        transform=...)``, or None for spaces it does not cover.
     """
     if not BatchTransform.covers(observation_space, action_space):
         return None
@@ -554,40 +558,42 @@ def make(
 ) -> gymnasium.vector.VectorEnv:
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
 
-    Example:
+    Examples:
         >>> import numpy as np
         >>> env = make("Pendulum-v1", 16, seed=0, max_length=200)
         >>> actions = np.zeros((16, 1), np.float32)
         >>> obs, reward, terminated, truncated, final_obs = env.step_arrays(actions)
+        >>> obs.shape, obs.dtype
+        ((16, 3), dtype('float32'))
         >>> env.close()
 
     Args:
         env_id: A Gymnasium id, ``"module:EnvId"`` or ``"module:factory"`` (see
-            :func:`env_source`).
+            [`env_source`][batchppo.envs.make.env_source]).
         num_envs: Number of envs.
         seed: When given, the envs are reset once with ``seed`` (env ``i`` gets ``seed + i``);
             otherwise call ``reset`` yourself before stepping.
-        backend: ``"process"`` (:class:`BatchEnv` with worker processes), ``"sync"`` (the same
-            class with every env stepped in the calling process) or ``"ray"``
-            (:class:`~batchppo.envs.ray_env.RayBatchEnv`, workers as Ray actors).
+        backend: ``"process"`` ([`BatchEnv`][batchppo.envs.BatchEnv] with worker processes),
+            ``"sync"`` (the same class with every env stepped in the calling process) or ``"ray"``
+            ([`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv], workers as Ray actors).
         num_workers: Units stepping envs (``BatchEnv`` semantics); ignored by ``"sync"``.
         max_length: Episode step limit; None keeps the registry's.
         normalize_ranges: Map finite bounds to ``[-1, 1]``.
         render_mode: Passed to ``gymnasium.make``.
         ray_options: ``"ray"`` only: keyword arguments of
-            :class:`~batchppo.envs.ray_env.RayBatchEnv` (``address``, ``num_cpus``,
+            [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
             ``startup_timeout``, ``actor_options``).
         max_restarts: ``BatchEnv``'s restart budget (``"process"`` and ``"sync"`` only): how
             many times an env whose step raised, or whose worker died, is rebuilt and its
             episode truncated; 0 fails fast.
-        preprocess: What builds each env in the workers in place of ``gymnasium.make``,
-            under the standard stack: ``"atari"`` (or ``{"name": "atari", **settings}``, or
-            an :class:`~batchppo.envs.atari.AtariStack`) for the standard Atari
-            preprocessing, uint8 ``(4, 84, 84)`` frames; see :func:`preprocessing`.
-        step_timeout: ``"process"`` and ``"ray"``: seconds a worker (or actor) may take to
-            answer a step, reset or call before :class:`~batchppo.envs.EnvTimeoutError`
-            (see ``BatchEnv``); None waits for ever. ``"sync"`` refuses it: its envs step
-            in the calling process, which cannot bound them.
+        preprocess: What builds each env in the workers in place of ``gymnasium.make``, under the
+            standard stack: ``"atari"`` (or ``{"name": "atari", **settings}``, or an
+            [`AtariStack`][batchppo.envs.AtariStack]) for the standard Atari preprocessing, uint8
+            ``(4, 84, 84)`` frames; see ``preprocessing``.
+        step_timeout: ``"process"`` and ``"ray"``: seconds a worker (or actor) may take to answer a
+            step, reset or call before [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] (see
+            ``BatchEnv``); None waits for ever. ``"sync"`` refuses it: its envs step in the calling
+            process, which cannot bound them.
         autoreset_mode: ``BatchEnv``'s autoreset mode: ``SAME_STEP`` (the default here, what
             the learners use, with the dense ``final_obs`` and ``step_arrays``), or Gymnasium's
             ``NEXT_STEP`` (which its observation wrappers such as ``NormalizeObservation``
@@ -671,28 +677,32 @@ def make(
 # --- gymnasium.make_vec ----------------------------------------------------------------------
 
 VECTOR_NAMESPACE = "batchppo"
-"""The Gymnasium namespace of the ids :func:`register_vector_env` registers."""
+"""The Gymnasium namespace of the ids [`register_vector_env`][batchppo.envs.register_vector_env]
+registers."""
 
 
 def register_vector_env(env_id: str, vector_id: str | None = None) -> str:
-    """Registers a Gymnasium id whose ``gymnasium.make_vec`` builds :func:`make`'s batch env.
+    """Registers a Gymnasium id whose ``gymnasium.make_vec`` builds
+    [`make`][batchppo.envs.make.make]'s batch env.
 
-    Example:
+    Examples:
         >>> vector_id = register_vector_env("CartPole-v1")  # "batchppo/CartPole-v1"
         >>> env = gymnasium.make_vec(vector_id, num_envs=8, num_workers=2)
         >>> env.metadata["autoreset_mode"]
         <AutoresetMode.NEXT_STEP: 'NextStep'>
+        >>> env.close()
 
-    The id's ``vector_entry_point`` is :func:`vector_entry_point`: ``make_vec``'s keyword
-    arguments go to :func:`make` (``seed``, ``backend``, ``num_workers``,
+    The id's ``vector_entry_point`` is ``vector_entry_point``: ``make_vec``'s keyword arguments go
+    to [`make`][batchppo.envs.make.make] (``seed``, ``backend``, ``num_workers``,
     ``normalize_ranges``, ``autoreset_mode``, ...) and the others to the env, as
     ``gymnasium.make``'s do. The autoreset mode defaults to Gymnasium's ``NEXT_STEP`` here, so
     Gymnasium's vector wrappers take the env as they take ``make_vec``'s own; pass
-    ``autoreset_mode="SameStep"`` for batchppo's. ``max_episode_steps`` is the time limit
-    (the env's own by default). Registering an id twice is allowed (the spec is replaced).
+    ``autoreset_mode="SameStep"`` for batchppo's. ``max_episode_steps`` is the time limit (the env's
+    own by default). Registering an id twice is allowed (the spec is replaced).
 
     Args:
-        env_id: What :func:`make` takes (checked here: :func:`env_source`).
+        env_id: What [`make`][batchppo.envs.make.make] takes (checked here:
+            [`env_source`][batchppo.envs.make.env_source]).
         vector_id: The id to register; default ``"batchppo/<env_id>"`` (the part after
             ``module:`` for ``module:name`` ids).
 
@@ -736,14 +746,16 @@ def vector_entry_point(
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     **kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
-    """The ``vector_entry_point`` of :func:`register_vector_env`'s ids: :func:`make`.
+    """The ``vector_entry_point`` of [`register_vector_env`][batchppo.envs.register_vector_env]'s
+    ids: [`make`][batchppo.envs.make.make].
 
     Args:
         env_id: The env (the registered spec's ``kwargs``).
         num_envs: ``make_vec``'s ``num_envs``.
         max_episode_steps: The time limit (``make``'s ``max_length``).
-        autoreset_mode: As in :func:`make`; Gymnasium's ``NEXT_STEP`` by default.
-        **kwargs: :func:`make`'s keywords, and the env's constructor's.
+        autoreset_mode: As in [`make`][batchppo.envs.make.make]; Gymnasium's ``NEXT_STEP`` by
+            default.
+        **kwargs: [`make`][batchppo.envs.make.make]'s keywords, and the env's constructor's.
     """
     make_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _MAKE_KEYWORDS}
     return make(

@@ -1,17 +1,16 @@
-"""WorkerPool: the worker processes under a :class:`~batchppo.envs.BatchEnv`.
+"""WorkerPool: the worker processes under a [`BatchEnv`][batchppo.envs.BatchEnv].
 
-A pool owns ``W`` worker processes (:func:`~batchppo.envs.worker.worker_main`), each stepping a
-contiguous range of envs, and everything that reaches them: their semaphores, pipes and stack
-pipes, the read end of the parent-alive pipe, and the command words of the shared memory. It
-starts them (:meth:`WorkerPool.start`, then :meth:`WorkerPool.connect` once the shared memory
-is laid out), sends and receives their messages, tells when one died or hung, kills a hung one
-after asking it for its Python stacks, respawns one (restarts) and stops them all
-(:meth:`WorkerPool.stop`, which never hangs).
+A pool owns ``W`` worker processes (``worker_main``), each stepping a contiguous range of envs, and
+everything that reaches them: their semaphores, pipes and stack pipes, the read end of the
+parent-alive pipe, and the command words of the shared memory. It starts them (``WorkerPool.start``,
+then ``WorkerPool.connect`` once the shared memory is laid out), sends and receives their messages,
+tells when one died or hung, kills a hung one after asking it for its Python stacks, respawns one
+(restarts) and stops them all (``WorkerPool.stop``, which never hangs).
 
-The pool does not decide what a failure means for the batch env: a worker that dies or hangs
-is reported to the ``on_broken`` callback given at construction (the batch env is then
-broken), and the restart policy, the Gymnasium API and the shared arrays stay with
-:class:`~batchppo.envs.BatchEnv`.
+The pool does not decide what a failure means for the batch env: a worker that dies or hangs is
+reported to the ``on_broken`` callback given at construction (the batch env is then broken), and the
+restart policy, the Gymnasium API and the shared arrays stay with
+[`BatchEnv`][batchppo.envs.BatchEnv].
 """
 
 from __future__ import annotations
@@ -61,7 +60,7 @@ class _PartialStep:
     Attributes:
         answered: Workers ``0 .. answered - 1`` have answered (their done semaphores are
             taken).
-        answers: What they returned (see :data:`StepAnswers`).
+        answers: What they returned (see ``StepAnswers``).
     """
 
     answered: int
@@ -78,8 +77,8 @@ _STACK_QUIET_S = 0.2
 class HungError(Exception):
     """Worker ``slot`` did not answer within the pool's ``step_timeout``.
 
-    Raised by the pool's timed waits; :meth:`WorkerPool.hung_error` turns the hung workers
-    into an :class:`~batchppo.envs.errors.EnvTimeoutError`.
+    Raised by the pool's timed waits; ``WorkerPool.hung_error`` turns the hung workers into an
+    [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError].
     """
 
     def __init__(self, slot: int):
@@ -93,8 +92,8 @@ class WorkerPool:
     Args:
         ctx: The multiprocessing context the workers start with (forkserver or spawn).
         ranges: ``(start, stop)`` of the envs of each worker, in slot order.
-        process_class: The process class to start them with
-            (:func:`~batchppo.envs.processes.process_class`); None when ``ranges`` is empty.
+        process_class: The process class to start them with (``process_class``); None when
+            ``ranges`` is empty.
         daemon: The workers' ``daemon`` flag.
         spin_s: Seconds the parent spins on a worker's done semaphore before blocking.
         worker_spin_s: Seconds a worker spins for its next command before blocking.
@@ -158,17 +157,17 @@ class WorkerPool:
     def start(self, payloads: list[bytes], restartable: bool) -> list[dict[str, Any]]:
         """Starts the workers, which build their envs; returns what each says of its envs.
 
-        The first half of a worker's start: the shared memory is laid out only once env 0's
-        spaces are known, and :meth:`connect` hands it over.
+        The first half of a worker's start: the shared memory is laid out only once env 0's spaces
+        are known, and ``connect`` hands it over.
 
         Args:
-            payloads: Each worker's cloudpickled arguments (see
-                :func:`~batchppo.envs.worker.worker_main`), kept to respawn it.
+            payloads: Each worker's cloudpickled arguments (see ``worker_main``), kept to respawn
+                it.
             restartable: Whether workers may be respawned (the parent-alive pipe's read end
                 is then kept for them).
 
         Returns:
-            Each worker's report of its envs (:func:`~batchppo.envs.worker.describe_envs`).
+            Each worker's report of its envs (``describe_envs``).
 
         Raises:
             Exception: What building an env raised (the first worker's to fail), with the
@@ -203,7 +202,7 @@ class WorkerPool:
 
         Args:
             start_message: ``("start", spaces, layout, discrete, transform, wrap)`` (see
-                :func:`~batchppo.envs.worker.worker_main`), kept for respawned workers.
+                ``worker_main``), kept for respawned workers.
             buffer_fd: The shared buffer's file descriptor.
             cmd: The command words in shared memory, one per worker.
             status: The status words in shared memory, one per worker.
@@ -372,7 +371,7 @@ class WorkerPool:
             slot: The worker.
             deadline: A ``*_wait`` timeout (monotonic); None waits for ever.
             timed: Bound the wait by the ``step_timeout`` clock of the command in flight
-                (:meth:`start_clock`).
+                (``start_clock``).
 
         Raises:
             WorkerDiedError: The worker died.
@@ -421,7 +420,7 @@ class WorkerPool:
                 )
 
     def wait_step(self, deadline: float | None, restartable: bool) -> StepAnswers:
-        """Gathers the workers' answers to the step in flight (see :meth:`start_step`).
+        """Gathers the workers' answers to the step in flight (see ``start_step``).
 
         Only the workers that have not answered yet are waited on: a wait that times out
         keeps which workers answered and what they returned, and the next call goes on from
@@ -433,7 +432,7 @@ class WorkerPool:
                 to be restarted) instead of raising.
 
         Returns:
-            What the workers answered (see :data:`StepAnswers`).
+            What the workers answered (see ``StepAnswers``).
 
         Raises:
             WorkerDiedError: A worker died (not ``restartable``).
@@ -541,8 +540,8 @@ class WorkerPool:
         )
 
     def remote_error(self, slot: int, report: dict[str, Any], note: str = "") -> BaseException:
-        """The exception worker ``slot`` reported (see
-        :func:`~batchppo.envs.errors.error_from_report`), naming the worker and its pid."""
+        """The exception worker ``slot`` reported (see ``error_from_report``), naming the worker and
+        its pid."""
         return error_from_report(report, f"worker {slot} (pid {self._procs[slot].pid})", note)
 
     def hung_error(self, slots: list[int], what: str) -> EnvTimeoutError:
@@ -550,8 +549,8 @@ class WorkerPool:
         asking each for its Python stacks), reports them to ``on_broken`` and returns the
         error.
 
-        Their reasons stay in :attr:`hung_reasons` (a step with restarts respawns them as
-        dead workers and names them in its warnings).
+        Their reasons stay in ``hung_reasons`` (a step with restarts respawns them as dead workers
+        and names them in its warnings).
 
         Args:
             slots: The hung workers.
@@ -583,8 +582,8 @@ class WorkerPool:
         )
 
     def _dump_stacks(self, slots: list[int]) -> dict[int, str]:
-        """Asks the workers ``slots`` for their threads' Python stacks (``SIGUSR1``, which
-        their :mod:`faulthandler` answers on their stack pipes); the text of each."""
+        """Asks the workers ``slots`` for their threads' Python stacks (``SIGUSR1``, which their
+        ``faulthandler`` answers on their stack pipes); the text of each."""
         for slot in slots:
             with contextlib.suppress(OSError):
                 os.kill(self._procs[slot].pid, signal.SIGUSR1)
@@ -598,7 +597,7 @@ class WorkerPool:
 
 def _read_until_quiet(fd: int, end: float) -> str:
     """What arrives on ``fd`` until ``end`` (monotonic) or until it stays quiet for
-    :data:`_STACK_QUIET_S` after the first bytes; decoded, undecodable bytes replaced."""
+    ``_STACK_QUIET_S`` after the first bytes; decoded, undecodable bytes replaced."""
     chunks: list[bytes] = []
     while True:
         left = end - time.monotonic()

@@ -1,4 +1,4 @@
-"""Worker-process plumbing of :class:`~batchppo.envs.BatchEnv`: the main script and semaphores.
+"""Worker-process plumbing of [`BatchEnv`][batchppo.envs.BatchEnv]: the main script and semaphores.
 
 **The main script.** Forkserver and spawn children prepare ``__main__`` before they unpickle
 their process object: they run the parent's main script again (as ``__mp_main__``) so that what
@@ -10,11 +10,11 @@ env functions with cloudpickle, which ships what ``__main__`` defines by value).
 guarded script still import it, so that what its top level defines (a registered env id, say)
 exists in the workers, as with Gymnasium's ``AsyncVectorEnv``.
 
-**Semaphores.** multiprocessing names its semaphores so that forkserver and spawn children can
-open them, and unlinks the names when the parent exits normally. A parent that dies otherwise
-(SIGKILL, ``os._exit`` in an env it steps) leaves them to the resource tracker, which warns
-about leaked semaphores. :func:`unlink_semaphores` removes the names as soon as every worker
-has opened them; the semaphores themselves live on until the last process closes them.
+**Semaphores.** multiprocessing names its semaphores so that forkserver and spawn children can open
+them, and unlinks the names when the parent exits normally. A parent that dies otherwise (SIGKILL,
+``os._exit`` in an env it steps) leaves them to the resource tracker, which warns about leaked
+semaphores. ``unlink_semaphores`` removes the names as soon as every worker has opened them; the
+semaphores themselves live on until the last process closes them.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class _SpawnWithoutMain:
 
 @functools.lru_cache(maxsize=2)
 def _popen_without_main(method: str) -> type:
-    """multiprocessing's Popen for ``method`` with its launch reading :class:`_SpawnWithoutMain`.
+    """The ``multiprocessing`` Popen for ``method`` with its launch reading ``_SpawnWithoutMain``.
 
     The launch function is the standard library's own, run over a copy of its module's
     globals in which ``spawn`` is replaced: no process-wide patching, and no copy of code that

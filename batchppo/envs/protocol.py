@@ -1,16 +1,15 @@
-"""The parent-worker protocol of :class:`~batchppo.envs.BatchEnv`: words and shared memory.
+"""The parent-worker protocol of [`BatchEnv`][batchppo.envs.BatchEnv]: words and shared memory.
 
-A worker process holds ``K`` envs (an :class:`~batchppo.envs.env_group.EnvGroup`) and a
-window onto the batch env's shared memory (:class:`Layout`: observations, actions, rewards,
-terminated, truncated, final observations, and one command and one status word per worker).
-The per-step protocol moves no Python objects: the parent writes the actions into shared
-memory, sets the command word of the worker (``CMD_*``) and releases the worker's command
-semaphore; the worker steps its envs, writes the results and its status word (``STATUS_*``)
-into shared memory and releases its done semaphore. Both sides wait with
-:func:`spin_acquire`, a short spin of non-blocking tries before blocking, so a step needs no
-blocking wait (and no wake-up latency) when both sides are busy. Everything rare (reset with
-seeds and options, ``call``, ``get_attr``, ``set_attr``, errors, infos) goes through a pipe,
-pickled (:mod:`batchppo.envs.worker` handles those messages).
+A worker process holds ``K`` envs (an ``EnvGroup``) and a window onto the batch env's shared memory
+(``Layout``: observations, actions, rewards, terminated, truncated, final observations, and one
+command and one status word per worker). The per-step protocol moves no Python objects: the parent
+writes the actions into shared memory, sets the command word of the worker (``CMD_*``) and releases
+the worker's command semaphore; the worker steps its envs, writes the results and its status word
+(``STATUS_*``) into shared memory and releases its done semaphore. Both sides wait with
+``spin_acquire``, a short spin of non-blocking tries before blocking, so a step needs no blocking
+wait (and no wake-up latency) when both sides are busy. Everything rare (reset with seeds and
+options, ``call``, ``get_attr``, ``set_attr``, errors, infos) goes through a pipe, pickled
+(``batchppo.envs.worker`` handles those messages).
 """
 
 from __future__ import annotations
@@ -59,8 +58,8 @@ Leaf = tuple[tuple[int, ...], str]  # shape of one env's value, dtype string
 class Layout:
     """Where each shared array lives inside the one shared buffer.
 
-    Observations, final observations and actions take one array per leaf of their space
-    (see :mod:`batchppo.envs.spaces`); a flat space has one leaf.
+    Observations, final observations and actions take one array per leaf of their space (see
+    ``batchppo.envs.spaces``); a flat space has one leaf.
 
     Attributes:
         num_envs: Number of envs of the batch.

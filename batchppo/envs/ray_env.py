@@ -1,18 +1,19 @@
 """RayBatchEnv: the BatchEnv contract with the workers as Ray actors (beyond one machine).
 
-Each actor holds ``K`` envs stepped by the same :class:`~batchppo.envs.env_group.EnvGroup` as a
-BatchEnv worker (same-step autoreset, dense ``final_obs``); a step sends each actor its slice
-of the actions and gathers its arrays through Ray's object store. Slower per step than
-:class:`~batchppo.envs.BatchEnv` on one machine; use it when the envs do not fit on one.
+Each actor holds ``K`` envs stepped by the same ``EnvGroup`` as a BatchEnv worker (same-step
+autoreset, dense ``final_obs``); a step sends each actor its slice of the actions and gathers its
+arrays through Ray's object store. Slower per step than [`BatchEnv`][batchppo.envs.BatchEnv] on one
+machine; use it when the envs do not fit on one.
 
-Connection (:func:`connect`): an ``address`` (``"auto"`` or ``"host:port"``) joins that
-cluster; without one, ``RAY_ADDRESS`` is honoured when set, and otherwise a local Ray is
-started. A Ray already initialised in this process is reused. An address that does not answer
-raises :class:`RayConnectionError` within ``CONNECT_TIMEOUT`` seconds, where ``ray.init``
-would retry for minutes.
+Connection ([`connect`][batchppo.envs.ray_env.connect]): an ``address`` (``"auto"`` or
+    ``"host:port"``) joins that
+cluster; without one, ``RAY_ADDRESS`` is honoured when set, and otherwise a local Ray is started. A
+Ray already initialised in this process is reused. An address that does not answer raises
+``RayConnectionError`` within ``CONNECT_TIMEOUT`` seconds, where ``ray.init`` would retry for
+minutes.
 
 Resources: each actor asks Ray for ``num_cpus`` (half a CPU by default) and the actors must
-start within ``startup_timeout``; otherwise :class:`RayResourcesError` names what is missing.
+start within ``startup_timeout``; otherwise ``RayResourcesError`` names what is missing.
 
 Start-up: each env is built once, in its actor, and none in the calling process. The actors
 report their envs' spaces once built; env 0's are the batch env's, and every other env's are
@@ -219,9 +220,9 @@ def _fmt(resources: dict[str, float]) -> str:
 class _EnvActor:
     """Holds ``K`` envs in a Ray actor; every method returns plain numpy/picklable data.
 
-    Its envs' spaces are checked by the caller (:meth:`describe`, before any step): the
-    actor lays out its arrays after its own first env's spaces, and only when they are flat
-    spaces a ``RayBatchEnv`` can step.
+    Its envs' spaces are checked by the caller (``describe``, before any step): the actor lays out
+    its arrays after its own first env's spaces, and only when they are flat spaces a
+    ``RayBatchEnv`` can step.
     """
 
     def __init__(self, payload: bytes, offset: int):
@@ -292,8 +293,8 @@ class _EnvActor:
     def stacks(self) -> str:
         """The Python stacks of this actor's threads that are inside an env call.
 
-        Runs in its own concurrency group (:data:`_STACKS_GROUP`), so it answers while a
-        step hangs in the default group, unless the env holds the interpreter in C code.
+        Runs in its own concurrency group (``_STACKS_GROUP``), so it answers while a step hangs in
+        the default group, unless the env holds the interpreter in C code.
         """
         me = threading.get_ident()
         out = []
@@ -314,17 +315,18 @@ class _EnvActor:
 
 
 class RayBatchEnv(gymnasium.vector.VectorEnv):
-    """The :class:`~batchppo.envs.BatchEnv` contract with workers as Ray actors.
+    """The [`BatchEnv`][batchppo.envs.BatchEnv] contract with workers as Ray actors.
 
     Same API and semantics as ``BatchEnv`` (same-step autoreset, dense ``infos["final_obs"]``,
-    ``step_arrays``, seeds ``seed + i``, ``call``/``get_attr``/``set_attr``/``render``).
-    Connects to Ray through :func:`connect` (``address``, else ``RAY_ADDRESS``, else a new
-    local Ray) when Ray is not initialised in this process yet. Each env is built once, in
-    its actor; the spaces are those the actors report of their envs (env 0's, checked against
-    every other env's), so no env is built in the calling process. A step sends one remote call
-    to each actor, which steps all its envs: one round trip per actor. An actor that dies
-    (killed, its process crashed, its node lost) makes the next step raise
-    :class:`WorkerDiedError`, naming the actor and its envs, as soon as Ray reports it.
+    ``step_arrays``, seeds ``seed + i``, ``call``/``get_attr``/``set_attr``/``render``). Connects to
+    Ray through [`connect`][batchppo.envs.ray_env.connect] (``address``, else ``RAY_ADDRESS``, else
+    a new local Ray) when Ray is not initialised in this process yet. Each env is built once, in its
+    actor; the spaces are those the actors report of their envs (env 0's, checked against every
+    other env's), so no env is built in the calling process. A step sends one remote call to each
+    actor, which steps all its envs: one round trip per actor. An actor that dies (killed, its
+    process crashed, its node lost) makes the next step raise
+    [`WorkerDiedError`][batchppo.envs.WorkerDiedError], naming the actor and its envs, as soon as
+    Ray reports it.
 
     Args:
         env_fns: One callable per env.
@@ -337,13 +339,14 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             queues an actor it cannot place rather than failing it.
         actor_options: Passed to ``ray.remote``; its ``num_cpus`` wins over ``num_cpus``.
         address: The Ray cluster to join when Ray is not initialised yet (see
-            :func:`connect`); None: ``RAY_ADDRESS`` if set, else a new local Ray.
-        step_timeout: Seconds an actor may take to answer a step, reset or call (counted
-            from the call); None (the default) waits for ever. Past it the hung actors are
-            asked for their stacks (a method in a concurrency group of its own, so it runs
-            beside the hung step unless the env holds the interpreter in C code), killed, and
-            the call raises :class:`~batchppo.envs.errors.EnvTimeoutError` naming their envs
-            and showing the stacks; the batch env cannot continue after that.
+            [`connect`][batchppo.envs.ray_env.connect]); None: ``RAY_ADDRESS`` if set, else a new
+            local Ray.
+        step_timeout: Seconds an actor may take to answer a step, reset or call (counted from the
+            call); None (the default) waits for ever. Past it the hung actors are asked for their
+            stacks (a method in a concurrency group of its own, so it runs beside the hung step
+            unless the env holds the interpreter in C code), killed, and the call raises
+            [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] naming their envs and showing the
+            stacks; the batch env cannot continue after that.
 
     Attributes:
         remote_calls: Remote calls sent to the actors so far: one per actor for each step,
@@ -420,7 +423,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
 
     def _set_spaces(self, reports: list[dict[str, Any]]) -> None:
         """Takes env 0's spaces, metadata and render mode from the actors' reports
-        (:meth:`_EnvActor.describe`), after checking every env's spaces against env 0's.
+        (``_EnvActor.describe``), after checking every env's spaces against env 0's.
 
         Raises:
             ValueError: Env 0 has a space other than Box/Discrete/MultiDiscrete/MultiBinary.
@@ -471,7 +474,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         """Waits for every actor's construction, up to ``timeout`` seconds.
 
         Returns:
-            What each actor says of its envs (:meth:`_EnvActor.describe`), in actor order.
+            What each actor says of its envs (``_EnvActor.describe``), in actor order.
         """
         ray = self._ray
         refs = self._send("describe", lambda start, stop: ())
@@ -528,10 +531,10 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         """The results of ``refs``, one remote call per actor.
 
         Args:
-            refs: What :meth:`_send` returned.
+            refs: What ``_send`` returned.
             timeout: A ``*_wait`` timeout: past it ``multiprocessing.TimeoutError``.
-            what: The call, for an :class:`EnvTimeoutError` (``"a step"``); None: the call is
-                not bound by ``step_timeout``.
+            what: The call, for an [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] (``"a
+                step"``); None: the call is not bound by ``step_timeout``.
         """
         ray = self._ray
         hard = False  # whether the wait ends at the step_timeout deadline

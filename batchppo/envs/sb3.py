@@ -1,23 +1,25 @@
-"""``BatchVecEnv``: a Stable-Baselines3 ``VecEnv`` over :class:`~batchppo.envs.BatchEnv`.
+"""``BatchVecEnv``: a Stable-Baselines3 ``VecEnv`` over [`BatchEnv`][batchppo.envs.BatchEnv].
 
-SB3's algorithms accept only its own ``VecEnv`` API, so a :class:`BatchEnv` (a Gymnasium
-``VectorEnv``) cannot be handed to them directly. :class:`BatchVecEnv` takes the same list
-of env functions as SB3's ``SubprocVecEnv`` and steps the envs in BatchEnv's shared-memory
-workers, so the swap is one line::
+SB3's algorithms accept only its own ``VecEnv`` API, so a [`BatchEnv`][batchppo.envs.BatchEnv] (a
+Gymnasium ``VectorEnv``) cannot be handed to them directly.
+[`BatchVecEnv`][batchppo.envs.sb3.BatchVecEnv] takes the same list of env functions as SB3's
+``SubprocVecEnv`` and steps the envs in BatchEnv's shared-memory workers, so the swap is one line:
 
-    vec_env = SubprocVecEnv([make_env] * 8)        # before
-    vec_env = BatchVecEnv([make_env] * 8)          # after
-    model = PPO("MlpPolicy", vec_env).learn(100_000)
+```python
+vec_env = SubprocVecEnv([make_env] * 8)        # before
+vec_env = BatchVecEnv([make_env] * 8)          # after
+model = PPO("MlpPolicy", vec_env).learn(100_000)
+```
 
-SB3's ``VecEnv`` contract, as ``DummyVecEnv`` and ``SubprocVecEnv`` keep it: ``step_wait``
-returns ``(obs, rewards, dones, infos)`` with ``dones = terminated | truncated`` and
-``infos`` a list of one dict per env; where an episode ended, the env has already been
-reset, ``obs`` holds the new episode's first observation, ``infos[i]`` is the info of the
-episode's last step with ``"terminal_observation"`` (its last observation) added, and the
-reset's info goes to ``reset_infos[i]``. Every ``infos[i]`` holds ``"TimeLimit.truncated"``
-(truncated and not terminated). ``reset()`` returns the observations only, applying the
-seeds of :meth:`seed` and the options of :meth:`set_options` once. BatchEnv's ``SAME_STEP``
-autoreset is this contract; its dense ``final_obs`` gives the terminal observations.
+SB3's ``VecEnv`` contract, as ``DummyVecEnv`` and ``SubprocVecEnv`` keep it: ``step_wait`` returns
+``(obs, rewards, dones, infos)`` with ``dones = terminated | truncated`` and ``infos`` a list of one
+dict per env; where an episode ended, the env has already been reset, ``obs`` holds the new
+episode's first observation, ``infos[i]`` is the info of the episode's last step with
+``"terminal_observation"`` (its last observation) added, and the reset's info goes to
+``reset_infos[i]``. Every ``infos[i]`` holds ``"TimeLimit.truncated"`` (truncated and not
+terminated). ``reset()`` returns the observations only, applying the seeds of ``seed`` and the
+options of ``set_options`` once. BatchEnv's ``SAME_STEP`` autoreset is this contract; its dense
+``final_obs`` gives the terminal observations.
 
 Needs the optional extra ``sb3`` (``pip install "batchppo[sb3]"``).
 """
@@ -102,7 +104,8 @@ def _row(tree: Any, i: int) -> Any:
 
 
 class BatchVecEnv(VecEnv):
-    """An SB3 ``VecEnv`` whose envs step in :class:`BatchEnv`'s shared-memory workers.
+    """An SB3 ``VecEnv`` whose envs step in [`BatchEnv`][batchppo.envs.BatchEnv]'s shared-memory
+    workers.
 
     A drop-in for ``SubprocVecEnv(env_fns, start_method)``: the same arguments, the same
     ``step``/``reset``/``infos`` contract (see the module docstring), ``seed``,
@@ -111,20 +114,18 @@ class BatchVecEnv(VecEnv):
     env, every step pickled through a pipe), ``K`` envs share a worker and a step moves no
     Python object between processes.
 
-    Differences from ``SubprocVecEnv``, on purpose: rewards are float32 (as in
-    ``DummyVecEnv``); ``reset`` while a step is pending raises
-    ``gymnasium.error.AlreadyPendingCallError`` (call ``step_wait`` first); when
-    :meth:`set_options` gives different options to different envs, the envs are reset in
-    one batch per distinct options, and envs whose options are ``{}`` then get ``{}``
-    instead of no options; numeric info values come back as Python scalars (an env's
-    ``np.float64`` info is a ``float``: infos are batched in the workers and split again
-    here). ``env_fns`` must return ``gymnasium.Env`` instances (SB3's conversion of old
-    ``gym`` envs is not applied) whose ``reset`` takes the keywords ``seed`` and
-    ``options``, as Gymnasium's does: every reset passes both (``DummyVecEnv`` passes
-    ``options`` only once :meth:`set_options` gave some), and an env whose ``reset`` lacks
-    either is refused when the workers start.
+    Differences from ``SubprocVecEnv``, on purpose: rewards are float32 (as in ``DummyVecEnv``);
+    ``reset`` while a step is pending raises ``gymnasium.error.AlreadyPendingCallError`` (call
+    ``step_wait`` first); when ``set_options`` gives different options to different envs, the envs
+    are reset in one batch per distinct options, and envs whose options are ``{}`` then get ``{}``
+    instead of no options; numeric info values come back as Python scalars (an env's ``np.float64``
+    info is a ``float``: infos are batched in the workers and split again here). ``env_fns`` must
+    return ``gymnasium.Env`` instances (SB3's conversion of old ``gym`` envs is not applied) whose
+    ``reset`` takes the keywords ``seed`` and ``options``, as Gymnasium's does: every reset passes
+    both (``DummyVecEnv`` passes ``options`` only once ``set_options`` gave some), and an env whose
+    ``reset`` lacks either is refused when the workers start.
 
-    Example:
+    Examples:
         >>> import gymnasium
         >>> from stable_baselines3 import PPO
         >>> from batchppo.envs.sb3 import BatchVecEnv
@@ -264,7 +265,7 @@ class BatchVecEnv(VecEnv):
         return obs, reward, dones, infos
 
     def reset(self) -> VecEnvObs:
-        """Resets every env with the seeds of :meth:`seed` and options of :meth:`set_options`.
+        """Resets every env with the seeds of ``seed`` and options of ``set_options``.
 
         Both apply to this reset only.
 

@@ -1,10 +1,10 @@
 """Nested spaces as flat lists of array leaves, the form they take in shared memory.
 
-A :class:`~batchppo.envs.BatchEnv` keeps one shared array per *leaf* of a space: a ``Box``,
-``Discrete``, ``MultiDiscrete`` or ``MultiBinary`` found by walking ``Dict`` (in its key order)
-and ``Tuple`` (in order) spaces depth first. A batch of ``n`` values of a leaf is an array of
-shape ``(n, *leaf.shape)`` and the leaf's dtype, and the batch of a nested space is the same
-``dict`` / ``tuple`` structure over those arrays: what Gymnasium's ``AsyncVectorEnv`` returns
+A [`BatchEnv`][batchppo.envs.BatchEnv] keeps one shared array per *leaf* of a space: a ``Box``,
+``Discrete``, ``MultiDiscrete`` or ``MultiBinary`` found by walking ``Dict`` (in its key order) and
+``Tuple`` (in order) spaces depth first. A batch of ``n`` values of a leaf is an array of shape
+``(n, *leaf.shape)`` and the leaf's dtype, and the batch of a nested space is the same ``dict`` /
+``tuple`` structure over those arrays: what Gymnasium's ``AsyncVectorEnv`` returns
 (``gymnasium.vector.utils.read_from_shared_memory`` / ``concatenate``).
 """
 
@@ -83,8 +83,8 @@ def _walk(space: Space, path: str) -> list[tuple[str, Space]]:
 def flattener(space: Space) -> Callable[[Any], list[Any]]:
     """A function mapping a value of ``space`` (one env's, or a batch) to its list of leaves.
 
-    The leaves come in the order of :func:`leaves`. Raises ``KeyError``/``IndexError``/
-    ``TypeError`` on a value that does not have the structure of ``space``.
+    The leaves come in the order of ``leaves``. Raises ``KeyError``/``IndexError``/ ``TypeError`` on
+    a value that does not have the structure of ``space``.
     """
     if is_leaf(space):
         return lambda value: [value]
@@ -106,7 +106,7 @@ def unflatten(space: Space, values: Sequence[Any]) -> Any:
 
     Args:
         space: The space (a leaf space gives back ``values[0]``).
-        values: One value per leaf, in the order of :func:`leaves`.
+        values: One value per leaf, in the order of ``leaves``.
 
     Returns:
         Plain ``dict`` (Dict spaces, in key order) and ``tuple`` (Tuple spaces) nesting, as

@@ -1,13 +1,12 @@
-"""The worker process of :class:`~batchppo.envs.BatchEnv`: its loop over the parent's commands.
+"""The worker process of [`BatchEnv`][batchppo.envs.BatchEnv]: its loop over the parent's commands.
 
-A worker builds its ``K`` envs into an :class:`~batchppo.envs.env_group.EnvGroup` over the
-batch env's shared memory, then waits for command words (:mod:`batchppo.envs.protocol`): a
-step runs the group and answers with a status word, a pipe command (reset, restart, call,
-set_attr, close) is read from the pipe and answered on it. With restarts on
-(``BatchEnv(max_restarts=N)``) the worker's group steps on past an env that raises; the step
-then ends with ``STATUS_RESTART`` and the envs' error reports
-(:mod:`batchppo.envs.errors`), and the parent either sends a ``restart`` message (rebuild
-and reset them) or raises. A worker exits when its parent dies.
+A worker builds its ``K`` envs into an ``EnvGroup`` over the batch env's shared memory, then waits
+for command words (``batchppo.envs.protocol``): a step runs the group and answers with a status
+word, a pipe command (reset, restart, call, set_attr, close) is read from the pipe and answered on
+it. With restarts on (``BatchEnv(max_restarts=N)``) the worker's group steps on past an env that
+raises; the step then ends with ``STATUS_RESTART`` and the envs' error reports
+(``batchppo.envs.errors``), and the parent either sends a ``restart`` message (rebuild and reset
+them) or raises. A worker exits when its parent dies.
 """
 
 from __future__ import annotations
@@ -76,21 +75,20 @@ def worker_main(
 
     Args:
         slot: Index of this worker (its command/status word).
-        payload: cloudpickled ``(env_fns, obs_rule, autoreset_mode, restartable,
-            transform)``; a restartable worker's group keeps ``env_fns`` to rebuild envs that
-            raise; ``obs_rule`` says how the envs' spaces must match (see
-            :func:`~batchppo.envs.env_group.check_spaces`); ``transform`` is the batch env's
-            (a ``TransformFactory`` when ``wrap`` may be asked).
+        payload: cloudpickled ``(env_fns, obs_rule, autoreset_mode, restartable, transform)``; a
+            restartable worker's group keeps ``env_fns`` to rebuild envs that raise; ``obs_rule``
+            says how the envs' spaces must match (see ``check_spaces``); ``transform`` is the batch
+            env's (a ``TransformFactory`` when ``wrap`` may be asked).
         offset: Global index of this worker's first env.
         cmd_sem: Released by the parent when a command is waiting.
         done_sem: Released by this worker when a command is done.
         conn: This worker's end of its pipe to the parent.
         alive_r: Read end of a pipe the parent never writes: EOF means the parent died.
         spin_s: Seconds of non-blocking tries before blocking on a semaphore.
-        stack_w: Write end of a pipe (a ``BatchEnv`` with ``step_timeout``): on ``SIGUSR1``
-            the worker writes every thread's Python stack there (:mod:`faulthandler`, which
-            works while an env holds the interpreter in C code), so that a parent about to
-            kill a hung worker can say where it was stuck.
+        stack_w: Write end of a pipe (a ``BatchEnv`` with ``step_timeout``): on ``SIGUSR1`` the
+            worker writes every thread's Python stack there (``faulthandler``, which works while an
+            env holds the interpreter in C code), so that a parent about to kill a hung worker can
+            say where it was stuck.
     """
     # Ctrl-C, and the SIGTERM by which `timeout`, Slurm or systemd stop a job, reach the whole
     # process group; the parent decides what happens (a run finishes its iteration and saves),
@@ -116,9 +114,9 @@ def worker_main(
 
 
 def _start(payload: bytes, offset: int, conn: Any) -> tuple[EnvGroup, dict[str, Any]] | None:
-    """The worker's start (both halves, see :func:`worker_main`): its env group over the
-    shared buffer and the buffer's views; None when it reported an error or the parent gave up
-    on the batch env (the envs built are closed then)."""
+    """The worker's start (both halves, see ``worker_main``): its env group over the shared buffer
+    and the buffer's views; None when it reported an error or the parent gave up on the batch env
+    (the envs built are closed then)."""
     envs: list[Any] = []
     index: int | None = None
     try:

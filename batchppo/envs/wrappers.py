@@ -1,30 +1,32 @@
 """The env wrappers Gymnasium lacks, as in the original Batch PPO.
 
 Gymnasium already has ``TimeLimit`` (the original's LimitDuration), ``ClipAction``,
-``FrameStackObservation`` (used by :class:`FrameHistory`) and vector autoreset, so only these
-are written here:
+``FrameStackObservation`` (used by [`FrameHistory`][batchppo.envs.FrameHistory]) and vector
+autoreset, so only these are written here:
 
-* :class:`RangeNormalize`: finite observation bounds to ``[-1, 1]``; actions from ``[-1, 1]``
-  to the env's finite bounds. The formulas are part of the contract (the pure-JAX adapters
-  apply the same maps): ``obs' = 2 * (obs - low) / (high - low) - 1`` on every observation dim
-  with a finite range, and ``action = low + (a + 1) / 2 * (high - low)`` on every such action
-  dim; other dims pass unchanged. Which dims have a finite range, and the maps themselves, are
-  defined once in :mod:`batchppo.core.ranges`. (Gymnasium's ``RescaleAction`` and
-  ``RescaleObservation`` need all bounds finite, so they cannot express this.) Only float
-  ``Box`` spaces are mapped; integer ``Box``, ``Discrete``, ``MultiDiscrete`` and
-  ``MultiBinary`` spaces pass unchanged.
-* :class:`ConvertTo32Bit`: float64 -> float32 and int64 -> int32 ``Box`` observations (an int64
-  value outside int32's range raises), float32 rewards, int32 discrete actions; non-finite
-  observations or rewards raise ``ValueError``. Every other dtype keeps its own: uint8 frames
-  stay uint8, bool stays bool, float32 and int32 as they are. ``Discrete``, ``MultiDiscrete``
-  and ``MultiBinary`` observations pass unchanged.
-* :class:`FrameHistory`, :class:`FrameDelta`, :class:`ActionRepeat`, :class:`RandomStart`.
+* [`RangeNormalize`][batchppo.envs.RangeNormalize]: finite observation bounds to ``[-1, 1]``;
+  actions from ``[-1, 1]`` to the env's finite bounds. The formulas are part of the contract (the
+  pure-JAX adapters apply the same maps): ``obs' = 2 * (obs - low) / (high - low) - 1`` on every
+  observation dim with a finite range, and ``action = low + (a + 1) / 2 * (high - low)`` on every
+  such action dim; other dims pass unchanged. Which dims have a finite range, and the maps
+  themselves, are defined once in ``batchppo.core.ranges``. (Gymnasium's ``RescaleAction`` and
+  ``RescaleObservation`` need all bounds finite, so they cannot express this.) Only float ``Box``
+  spaces are mapped; integer ``Box``, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary`` spaces
+  pass unchanged.
+* [`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit]: float64 -> float32 and int64 -> int32 ``Box``
+  observations (an int64 value outside int32's range raises), float32 rewards, int32 discrete
+  actions; non-finite observations or rewards raise ``ValueError``. Every other dtype keeps its own:
+  uint8 frames stay uint8, bool stays bool, float32 and int32 as they are. ``Discrete``,
+  ``MultiDiscrete`` and ``MultiBinary`` observations pass unchanged.
+* [`FrameHistory`][batchppo.envs.FrameHistory], [`FrameDelta`][batchppo.envs.FrameDelta],
+  [`ActionRepeat`][batchppo.envs.ActionRepeat], [`RandomStart`][batchppo.envs.RandomStart].
 
-:class:`RangeNormalize` and :class:`ConvertTo32Bit` treat each leaf of a Dict/Tuple
-observation space (a nesting of ``Box``, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary``)
-as they treat a flat observation space of that kind, through the same per-space rule
-(:func:`_box_map`, :func:`_leaf_conversion`); a space of another kind in the nesting raises
-``ValueError`` at construction, naming where it sits.
+[`RangeNormalize`][batchppo.envs.RangeNormalize] and
+[`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit] treat each leaf of a Dict/Tuple observation space
+(a nesting of ``Box``, ``Discrete``, ``MultiDiscrete`` and ``MultiBinary``) as they treat a flat
+observation space of that kind, through the same per-space rule (``_box_map``,
+``_leaf_conversion``); a space of another kind in the nesting raises ``ValueError`` at construction,
+naming where it sits.
 """
 
 from __future__ import annotations
@@ -57,8 +59,9 @@ __all__ = [
 def _box_map(space: gymnasium.Space) -> RangeMap | None:
     """The range map of a float Box in its own dtype, or None if it normalises no dim.
 
-    The one rule of which spaces :class:`RangeNormalize` maps, for a flat space and for each
-    leaf of a nested one alike. Integer Boxes (and Discrete, MultiDiscrete, MultiBinary) get
+    The one rule of which spaces [`RangeNormalize`][batchppo.envs.RangeNormalize] maps, for a flat
+    space and for each leaf of a nested one alike. Integer Boxes (and Discrete, MultiDiscrete,
+    MultiBinary) get
     None: their values cannot hold ``[-1, 1]`` in their own dtype, so they pass unchanged.
     """
     if not isinstance(space, spaces.Box) or not maps_dtype(space.dtype):
@@ -90,8 +93,8 @@ def _nested_leaves(space: spaces.Dict | spaces.Tuple, owner: str) -> tuple[list[
 
 
 def _unsupported_part(space: gymnasium.Space, path: str) -> tuple[str, gymnasium.Space] | None:
-    """``(path, space)`` of the first part of a nesting that is neither a leaf nor a
-    Dict/Tuple (paths as :func:`~batchppo.envs.spaces.leaf_paths` writes them), or None."""
+    """``(path, space)`` of the first part of a nesting that is neither a leaf nor a Dict/Tuple
+    (paths as ``leaf_paths`` writes them), or None."""
     if is_leaf(space):
         return None
     if isinstance(space, spaces.Dict):
@@ -154,9 +157,8 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     the map a flat observation space like it would get (and its space the same ``[-1, 1]``
     bounds), the other leaves pass unchanged. Dict/Tuple action spaces pass unchanged.
 
-    The maps are :class:`batchppo.core.ranges.RangeMap` arrays precomputed per dim in the
-    space's dtype, so that a step costs a few NumPy calls, with results bitwise equal to the
-    formulas.
+    The maps are ``batchppo.core.ranges.RangeMap`` arrays precomputed per dim in the space's dtype,
+    so that a step costs a few NumPy calls, with results bitwise equal to the formulas.
 
     Args:
         env: The env to wrap.
@@ -220,8 +222,8 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
 
     @property
     def leaf_maps(self) -> list[RangeMap | None] | None:
-        """The map of each leaf of a Dict/Tuple observation space, in the order of
-        :func:`~batchppo.envs.spaces.leaves` (None: flat, or no leaf mapped)."""
+        """The map of each leaf of a Dict/Tuple observation space, in the order of ``leaves`` (None:
+        flat, or no leaf mapped)."""
         return self._leaf_maps
 
     @property
@@ -270,7 +272,8 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
 
 
 def non_finite_obs_message(env_id: str, step: int, obs: Any, path: str = "") -> str:
-    """The message of the ``ValueError`` a non-finite observation raises (:class:`ConvertTo32Bit`).
+    """The message of the ``ValueError`` a non-finite observation raises
+    ([`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit]).
 
     Args:
         env_id: The env's name.
@@ -278,7 +281,7 @@ def non_finite_obs_message(env_id: str, step: int, obs: Any, path: str = "") -> 
         obs: The observation, as checked (after range normalisation, before conversion); for
             a Dict/Tuple observation, the leaf that is not finite.
         path: Where that leaf sits in a Dict/Tuple observation (``"['pos']"``, ``"[1]"``:
-            :func:`~batchppo.envs.spaces.leaf_paths`); ``""`` for a flat observation.
+            ``leaf_paths``); ``""`` for a flat observation.
     """
     what = f"observation leaf obs{path}" if path else "observation"
     return (
@@ -288,7 +291,8 @@ def non_finite_obs_message(env_id: str, step: int, obs: Any, path: str = "") -> 
 
 
 def non_finite_reward_message(env_id: str, step: int, reward: Any) -> str:
-    """The message of the ``ValueError`` a non-finite reward raises (:class:`ConvertTo32Bit`).
+    """The message of the ``ValueError`` a non-finite reward raises
+    ([`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit]).
 
     Args:
         env_id: The env's name.
@@ -303,7 +307,8 @@ def non_finite_reward_message(env_id: str, step: int, reward: Any) -> str:
 
 def int_overflow_message(env_id: str, step: int, obs: Any, dtype: np.dtype, path: str = "") -> str:
     """The message of the ``ValueError`` an int64 observation outside ``dtype``'s range raises
-    (:class:`ConvertTo32Bit` converts int64 to int32 and never wraps a value around).
+    ([`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit] converts int64 to int32 and never wraps a
+    value around).
 
     Args:
         env_id: The env's name.
@@ -327,7 +332,8 @@ _TO_32_BIT = {np.dtype(np.float64): np.dtype(np.float32), np.dtype(np.int64): np
 
 
 def _leaf_conversion(space: gymnasium.Space) -> tuple[np.dtype | None, bool, spaces.Box | None]:
-    """What :class:`ConvertTo32Bit` does to observations of one space (a leaf, or any flat one).
+    """What [`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit] does to observations of one space (a
+    leaf, or any flat one).
 
     Returns:
         ``(dtype, check, converted)``: the dtype observations become (None: left as they
@@ -360,11 +366,11 @@ class ConvertTo32Bit(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
     observations hold integers, always finite: they pass unchanged, int64 included. Rewards
     become ``np.float32``; Discrete actions become int32 and float64 Box actions float32.
 
-    Dict and Tuple observation spaces (nestings of ``Box``, ``Discrete``, ``MultiDiscrete``
-    and ``MultiBinary``) get the same per leaf, by the same rule (:func:`_leaf_conversion`):
-    each ``Box`` leaf is converted and its space replaced as a flat ``Box`` observation would
-    be, each float leaf is checked, with the flat observation's error naming the leaf's path
-    (``obs['pos']``), and the other leaves pass unchanged.
+    Dict and Tuple observation spaces (nestings of ``Box``, ``Discrete``, ``MultiDiscrete`` and
+    ``MultiBinary``) get the same per leaf, by the same rule (``_leaf_conversion``): each ``Box``
+    leaf is converted and its space replaced as a flat ``Box`` observation would be, each float leaf
+    is checked, with the flat observation's error naming the leaf's path (``obs['pos']``), and the
+    other leaves pass unchanged.
 
     Args:
         env: The env to wrap.

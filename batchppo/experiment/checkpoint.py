@@ -2,17 +2,17 @@
 
 A checkpoint is one msgpack file ``ckpt-<step>.msgpack``. Its body is the msgpack of the
 TrainState's state dict (params, optimiser state, normalisers, KL penalty beta, RNG key, step
-counters; see ``flax.serialization``) next to a small ``meta`` mapping (format version, step,
-wall time); the file wraps that body with its SHA-256 (``{"sha256": ..., "body": ...}``), so
-a file damaged after it was written (a torn copy, a flipped bit, a truncated sync) is told
-from a good one before anything is restored. Files written before checksums existed are the
-bare body: they still load, with an :class:`UnverifiedCheckpointWarning`.
+counters; see ``flax.serialization``) next to a small ``meta`` mapping (format version, step, wall
+time); the file wraps that body with its SHA-256 (``{"sha256": ..., "body": ...}``), so a file
+damaged after it was written (a torn copy, a flipped bit, a truncated sync) is told from a good one
+before anything is restored. Files written before checksums existed are the bare body: they still
+load, with an ``UnverifiedCheckpointWarning``.
 
-It is written to a temporary file in the same directory, fsynced and renamed over the final
-name, so a reader (or a run killed with SIGKILL at any moment) only ever sees complete files,
-and a write that fails (a full disk) leaves the earlier checkpoints as they were. Only the
-newest ``keep`` checkpoints are kept. :func:`restore_newest` is what a resume uses: the
-newest checkpoint that verifies, the damaged ones moved aside into ``corrupt/``.
+It is written to a temporary file in the same directory, fsynced and renamed over the final name, so
+a reader (or a run killed with SIGKILL at any moment) only ever sees complete files, and a write
+that fails (a full disk) leaves the earlier checkpoints as they were. Only the newest ``keep``
+checkpoints are kept. ``restore_newest`` is what a resume uses: the newest checkpoint that verifies,
+the damaged ones moved aside into ``corrupt/``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from batchppo.experiment.fileio import atomic_write_bytes
 FORMAT_VERSION = 1
 """Version of the body (``meta`` and ``state``); the checksummed wrapper does not change it."""
 CORRUPT_DIR = "corrupt"
-"""Where :func:`restore_newest` moves checkpoints that do not verify (inside their dir)."""
+"""Where ``restore_newest`` moves checkpoints that do not verify (inside their dir)."""
 _NAME = re.compile(r"^ckpt-(\d+)\.msgpack$")
 
 
@@ -172,7 +172,7 @@ def restore_checkpoint(path: str | Path, template: T) -> tuple[T, dict[str, Any]
     """Restores a checkpoint into the structure of ``template``.
 
     Args:
-        path: A file written by :func:`save_checkpoint`.
+        path: A file written by ``save_checkpoint``.
         template: A TrainState of the same structure, e.g. ``trainer.init(key)``.
 
     Returns:
@@ -246,8 +246,8 @@ def _read_payload(path: Path) -> dict[str, Any]:
 
 def _aside_path(corrupt: Path, path: Path) -> Path:
     """Where damaged checkpoint ``path`` goes in ``corrupt``: under its own name, or, when an
-    earlier damaged copy holds that name, ``ckpt-<step>-<n>.msgpack`` with the first free
-    ``n`` from 2 (a name :func:`list_checkpoints` does not list, so each step counts once)."""
+    earlier damaged copy holds that name, ``ckpt-<step>-<n>.msgpack`` with the first free ``n`` from
+    2 (a name ``list_checkpoints`` does not list, so each step counts once)."""
     target = corrupt / path.name
     n = 2
     while target.exists():
@@ -261,11 +261,10 @@ def restore_newest(
 ) -> tuple[T, dict[str, Any], int] | None:
     """Restores the newest checkpoint in ``directory`` that verifies: what a resume uses.
 
-    Damaged checkpoints (:class:`CorruptCheckpointError`) are skipped and moved into
-    ``<directory>/corrupt/`` (never deleted: a copy whose name an earlier damaged one holds
-    gets a free name, ``ckpt-<step>-<n>.msgpack``), each named through ``report``. A checkpoint
-    that verifies but does not fit ``template`` raises at once: every older one would not fit
-    either.
+    Damaged checkpoints (``CorruptCheckpointError``) are skipped and moved into
+    ``<directory>/corrupt/`` (never deleted: a copy whose name an earlier damaged one holds gets a
+    free name, ``ckpt-<step>-<n>.msgpack``), each named through ``report``. A checkpoint that
+    verifies but does not fit ``template`` raises at once: every older one would not fit either.
 
     Args:
         directory: The checkpoint directory.

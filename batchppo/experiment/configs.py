@@ -1,11 +1,12 @@
 """Named presets, validated ``--set`` overrides and the plain-YAML round trip of a config.
 
-A preset is a config of one of the algorithms of :mod:`batchppo.algorithms.registry` (a
-:class:`~batchppo.algorithms.common.run_config.RunConfig` subclass); each algorithm keeps its
-presets in its package (:mod:`batchppo.algorithms.ppo.presets`). A ``config.yaml`` names its
-algorithm (``algorithm: ppo``); one written before that field existed is read as PPO's.
+A preset is a config of one of the algorithms of
+[`batchppo.algorithms.registry`][batchppo.algorithms.registry] (a
+[`RunConfig`][batchppo.algorithms.common.run_config.RunConfig] subclass); each algorithm keeps its
+presets in its package (``batchppo.algorithms.ppo.presets``). A ``config.yaml`` names its algorithm
+(``algorithm: ppo``); one written before that field existed is read as PPO's.
 
-Example:
+Examples:
     >>> config = apply_overrides(get_preset("cartpole_jax"), ["steps=2000", "seed=3"])
     >>> config_from_yaml(config_to_yaml(config)) == config
     True
@@ -62,7 +63,7 @@ def seed_run_name(name: str, index: int) -> str:
 
 
 def preset_of_seed_run(name: str) -> str:
-    """``NAME`` for a seed's run name ``NAME-s<i>`` (see :func:`seed_run_name`); else ``name``."""
+    """``NAME`` for a seed's run name ``NAME-s<i>`` (see ``seed_run_name``); else ``name``."""
     match = re.fullmatch(r"(.+)-s(\d+)", name)
     return match.group(1) if match and match.group(1) in PRESETS else name
 
@@ -71,8 +72,9 @@ def get_preset(name: str) -> RunConfig:
     """Returns the preset ``name``.
 
     Args:
-        name: A key of :data:`PRESETS`, or ``NAME-s<i>``, the run name of seed ``i`` of a
-            ``--seeds`` run of preset ``NAME`` (so that one seed's run resumes alone).
+        name: A key of [`PRESETS`][batchppo.experiment.configs.PRESETS], or ``NAME-s<i>``, the run
+            name of seed ``i`` of a ``--seeds`` run of preset ``NAME`` (so that one seed's run
+            resumes alone).
 
     Returns:
         The frozen config.
@@ -247,7 +249,8 @@ def parse_override(text: str, config_class: type | None = None) -> tuple[str, An
 
 
 def replace_config(config: RunConfig, changes: Mapping[str, Any]) -> RunConfig:
-    """``dataclasses.replace`` that reports invalid combinations as :class:`ConfigError`."""
+    """``dataclasses.replace`` that reports invalid combinations as
+    [`ConfigError`][batchppo.experiment.ConfigError]."""
     try:
         return dataclasses.replace(config, **changes)
     except ValueError as error:
@@ -266,7 +269,7 @@ def apply_overrides(config: RunConfig, overrides: Iterable[str]) -> RunConfig:
         The new config.
 
     Raises:
-        ConfigError: See :func:`parse_override`; also values the config itself rejects.
+        ConfigError: See ``parse_override``; also values the config itself rejects.
     """
     changes = dict(parse_override(text, type(config)) for text in overrides)
     return replace_config(config, changes)
@@ -350,7 +353,8 @@ def config_to_yaml(config: RunConfig) -> str:
 
 
 def config_from_yaml(text: str, source: str = "config") -> RunConfig:
-    """Parses YAML written by :func:`config_to_yaml` (``yaml.safe_load``).
+    """Parses YAML written by [`config_to_yaml`][batchppo.experiment.configs.config_to_yaml]
+    (``yaml.safe_load``).
 
     Raises:
         ConfigError: Invalid YAML, unknown keys or mistyped values.
@@ -379,11 +383,13 @@ def config_from_file(path: str | Path) -> RunConfig:
     """Reads a config file of ``--config``: a full config or a partial one.
 
     A full config gives every key (a run's ``config.yaml``, or ``batchppo show PRESET``'s
-    output). A partial one names a preset under ``base`` and gives the keys that change::
+    output). A partial one names a preset under ``base`` and gives the keys that change:
 
-        base: pendulum_fast
-        env: myenvs:MyReach-v0
-        steps: 200000
+    ```yaml
+    base: pendulum_fast
+    env: myenvs:MyReach-v0
+    steps: 200000
+    ```
 
     Raises:
         ConfigError: A missing or invalid file, an unknown preset, unknown keys (the nearest
@@ -432,10 +438,11 @@ def config_from_file(path: str | Path) -> RunConfig:
 
 def resolve_config(value: str) -> tuple[RunConfig, str]:
     """The config and run name of a ``--config`` value: a preset name, or a YAML file
-    (:func:`config_from_file`) whose stem names the run.
+    (``config_from_file``) whose stem names the run.
 
     Raises:
-        ConfigError: See :func:`get_preset` and :func:`config_from_file`.
+        ConfigError: See [`get_preset`][batchppo.experiment.configs.get_preset] and
+            ``config_from_file``.
     """
     if is_config_file(value):
         return config_from_file(value), Path(value).stem
@@ -448,7 +455,7 @@ def save_config(config: RunConfig, path: str | Path) -> None:
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Reads a config written by :func:`save_config`.
+    """Reads a config written by ``save_config``.
 
     Raises:
         ConfigError: Missing file or invalid content.
@@ -493,8 +500,8 @@ def check_resume_overrides(stored: RunConfig, changes: Mapping[str, Any]) -> Run
     """Applies overrides given when resuming, refusing those that change the run's meaning.
 
     ``steps`` may be raised (not lowered; and not when a schedule spans it, such as PPO's
-    ``anneal_lr``: ``schedule_spans_steps``); bookkeeping fields in :data:`RESUME_MUTABLE`
-    may change; anything else that differs from the stored config is refused.
+    ``anneal_lr``: ``schedule_spans_steps``); bookkeeping fields in ``RESUME_MUTABLE`` may change;
+    anything else that differs from the stored config is refused.
 
     Raises:
         ConfigError: Naming the refused keys.
@@ -552,12 +559,12 @@ def check_tracker(config: RunConfig) -> None:
 
 
 def check_env(config: RunConfig) -> Any:
-    """The start-up check of a run's env, before its run dir is made: the id
-    (:func:`check_env_id`), then, for a backend with a ``probe`` (the Gymnasium ones), one
-    env built with the config's ``env_kwargs`` and closed (its constructor, its spaces).
+    """The start-up check of a run's env, before its run dir is made: the id (``check_env_id``),
+    then, for a backend with a ``probe`` (the Gymnasium ones), one env built with the config's
+    ``env_kwargs`` and closed (its constructor, its spaces).
 
     Returns:
-        The backend's probe of the env (:class:`batchppo.envs.make.EnvProbe`), or None.
+        The backend's probe of the env (``batchppo.envs.make.EnvProbe``), or None.
 
     Raises:
         ConfigError: One line naming the problem and the fix; the original exception is its
@@ -694,12 +701,13 @@ RECIPES: list[Recipe] = [
 
 
 def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[RunConfig, str]:
-    """A starting config for ``env`` chosen from its spaces (:data:`RECIPES`).
+    """A starting config for ``env`` chosen from its spaces
+    ([`RECIPES`][batchppo.experiment.configs.RECIPES]).
 
-    The env is built once (:func:`check_env`) to read its spaces and time limit. The config
-    is the recipe's preset with ``env`` (and ``env_kwargs``); when the env has a time limit of
-    its own, ``max_length`` is None (the env's limit ends episodes), otherwise the preset's
-    (:data:`RECIPE_MAX_LENGTH` where the preset has none).
+    The env is built once ([`check_env`][batchppo.experiment.configs.check_env]) to read its spaces
+    and time limit. The config is the recipe's preset with ``env`` (and ``env_kwargs``); when the
+    env has a time limit of its own, ``max_length`` is None (the env's limit ends episodes),
+    otherwise the preset's (``RECIPE_MAX_LENGTH`` where the preset has none).
 
     Returns:
         ``(config, message)``: the message says which recipe was chosen and why, in one line.

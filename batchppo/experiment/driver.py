@@ -1,14 +1,13 @@
 """The driver: one iterate loop over N run ledgers (a single run is N = 1).
 
-The trainer runs the iterations of every ledger at once (one state for a single run, the
-seeds' states stacked for ``--seeds``); after each, every ledger gets its part of the state
-for its own reports, evaluations and checkpoints (:class:`~batchppo.experiment.ledger.
-RunLedger`). The loop, its stop request and its env failures are written here once.
+The trainer runs the iterations of every ledger at once (one state for a single run, the seeds'
+states stacked for ``--seeds``); after each, every ledger gets its part of the state for its own
+reports, evaluations and checkpoints (``RunLedger``). The loop, its stop request and its env
+failures are written here once.
 
-An env error (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops
-every ledger as Ctrl-C does: each reports its open window, checkpoints its part of the last
-completed state and writes ``env_error.txt``; the env's exception then propagates carrying
-an :class:`~batchppo.experiment.env_failures.EnvFailure`.
+An env error (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops every
+ledger as Ctrl-C does: each reports its open window, checkpoints its part of the last completed
+state and writes ``env_error.txt``; the env's exception then propagates carrying an ``EnvFailure``.
 """
 
 from __future__ import annotations
@@ -53,7 +52,7 @@ class TrainerOfRuns(Protocol):
 
 
 class SingleRun:
-    """A single run's trainer as a :class:`TrainerOfRuns` of one ledger.
+    """A single run's trainer as a ``TrainerOfRuns`` of one ledger.
 
     Args:
         trainer: The run's trainer (``TrainerLike``).
@@ -206,8 +205,8 @@ class Driver:
 
     def _env_failed(self, error: Exception) -> None:
         """Stops every ledger after an env error (``RunLedger.stop_by_env_error``) and marks
-        ``error``: an :class:`~batchppo.experiment.env_failures.EnvFailure` (of every seed
-        for stacked runs) and notes on what went wrong on the way.
+        ``error``: an ``EnvFailure`` (of every seed for stacked runs) and notes on what went wrong
+        on the way.
 
         An evaluation that failed stops the ledgers after it before their bookkeeping of that
         step: their open windows are reported at ``step`` and checkpointed with the rest.
@@ -244,8 +243,7 @@ def drive(
         run_configs: Each ledger's config.
         run_dirs: Each ledger's run dir (None: no disk I/O).
         progress: The first ledger's progress output (the others show none).
-        group: The W&B group of the ledgers (see :class:`~batchppo.experiment.ledger.
-            RunLedger`).
+        group: The W&B group of the ledgers (see ``RunLedger``).
         stop: The stop flag to raise; None: a new one.
 
     Raises:

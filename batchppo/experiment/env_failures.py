@@ -1,8 +1,8 @@
-"""Env failures: an env error that stops a run, and the :class:`EnvFailure` it carries.
+"""Env failures: an env error that stops a run, and the ``EnvFailure`` it carries.
 
-An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent)
-stops the run as Ctrl-C does; the env's own exception then propagates carrying an
-:class:`EnvFailure` (:func:`env_failure`) that says where the run's checkpoint is.
+An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops the
+run as Ctrl-C does; the env's own exception then propagates carrying an ``EnvFailure``
+(``env_failure``) that says where the run's checkpoint is.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from batchppo.experiment.rundir import CHECKPOINT_DIR
 
 @dataclasses.dataclass(frozen=True)
 class EnvFailure:
-    """How an env error stopped a run: attached to the env's exception (:func:`env_failure`).
+    """How an env error stopped a run: attached to the env's exception (``env_failure``).
 
     Attributes:
         step: Training env steps of the last completed iteration; the run's state at this step
@@ -68,13 +68,13 @@ _ENV_FAILURE = "batchppo_env_failure"  # the attribute of the env's exception
 
 
 def env_failure(error: BaseException) -> EnvFailure | None:
-    """The :class:`EnvFailure` of an env exception that stopped a run; else None."""
+    """The ``EnvFailure`` of an env exception that stopped a run; else None."""
     failure = getattr(error, _ENV_FAILURE, None)
     return failure if isinstance(failure, EnvFailure) else None
 
 
 def is_env_error(error: BaseException) -> bool:
-    """Whether ``error`` is an env's error (:func:`batchppo.backends.host_env.is_env_error`)."""
+    """Whether ``error`` is an env's error (``batchppo.backends.host_env.is_env_error``)."""
     from batchppo.backends import host_env  # imported late: only after a failure
 
     return host_env.is_env_error(error)
@@ -82,7 +82,7 @@ def is_env_error(error: BaseException) -> bool:
 
 @contextmanager
 def stop_on_env_error(stopped: Callable[[Exception], None]) -> Iterator[None]:
-    """Calls ``stopped(error)`` on an env error (:func:`is_env_error`), which propagates.
+    """Calls ``stopped(error)`` on an env error (``is_env_error``), which propagates.
 
     Other exceptions propagate untouched.
     """

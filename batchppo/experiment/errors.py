@@ -1,8 +1,8 @@
 """User-facing errors of the experiment tooling.
 
 Every problem caused by the user's input (a config name, a ``--set`` override, a run dir, a
-checkpoint, an env id) raises a :class:`UserError`. The CLI prints its message on one line and
-exits with status 2, without a traceback; the Python API lets it propagate.
+checkpoint, an env id) raises a [`UserError`][batchppo.experiment.UserError]. The CLI prints its
+message on one line and exits with status 2, without a traceback; the Python API lets it propagate.
 """
 
 from __future__ import annotations

@@ -1,18 +1,17 @@
 """Evaluation of a saved run: many episodes of its policy, without videos.
 
-The training evals of a run use ``eval_episodes`` episodes (16 for the MuJoCo presets), enough
-to follow a curve but not to tell two final policies apart on a task whose returns vary a lot
-from episode to episode (Reacher's targets are random). :func:`evaluate_run` restores a
-checkpoint and runs the run's own evaluator (the same eval env, backend and mean action as the
-training evals) for as many episodes as asked, from a key of its own, and reports their mean,
-spread and standard error, with the task metrics the eval env's infos carry
-(:data:`~batchppo.envs.episode_metrics.TASK_METRICS`: forward velocity and distance on
-MuJoCo's locomotion tasks) and the fraction of episodes that ended in a terminal state (a
-fall, on the tasks that end episodes on unhealthy states).
+The training evals of a run use ``eval_episodes`` episodes (16 for the MuJoCo presets), enough to
+follow a curve but not to tell two final policies apart on a task whose returns vary a lot from
+episode to episode (Reacher's targets are random). ``evaluate_run`` restores a checkpoint and runs
+the run's own evaluator (the same eval env, backend and mean action as the training evals) for as
+many episodes as asked, from a key of its own, and reports their mean, spread and standard error,
+with the task metrics the eval env's infos carry (``batchppo.envs.episode_metrics.TASK_METRICS``:
+forward velocity and distance on MuJoCo's locomotion tasks) and the fraction of episodes that ended
+in a terminal state (a fall, on the tasks that end episodes on unhealthy states).
 
-:func:`group_statistics` aggregates the runs of one or two groups with
-:mod:`~batchppo.experiment.stats` (IQM and the rest with stratified-bootstrap intervals, the
-probability of improvement); :func:`write_csv` writes one row per run.
+``group_statistics`` aggregates the runs of one or two groups with ``stats`` (IQM and the rest with
+stratified-bootstrap intervals, the probability of improvement); ``write_csv`` writes one row per
+run.
 """
 
 from __future__ import annotations
@@ -134,8 +133,7 @@ def episode_summary(
 
     Args:
         terminated: Per episode, whether it ended in a terminal state.
-        infos: Per episode, its :class:`~batchppo.envs.episode_metrics.EpisodeInfoRecorder`
-            summary.
+        infos: Per episode, its ``batchppo.envs.episode_metrics.EpisodeInfoRecorder`` summary.
 
     Returns:
         ``terminated_fraction``, ``terminated`` (a list), ``metrics`` (the mean over the
@@ -161,7 +159,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The mean and (population) std over runs of their ``mean_return``, as papers report seeds.
 
     Args:
-        results: :func:`evaluate_run` results, one per run.
+        results: ``evaluate_run`` results, one per run.
 
     Returns:
         ``runs`` (their number), ``mean`` and ``std``.
@@ -187,7 +185,7 @@ CSV_COLUMNS = (
     "std_return", "stderr_return", "mean_length", "terminated_fraction",
     *(m.name for m in TASK_METRICS), "cut",
 )  # fmt: skip
-"""The columns of :func:`write_csv`, one row per run."""
+"""The columns of ``write_csv``, one row per run."""
 
 
 def is_results_file(path: str | Path) -> bool:
@@ -200,7 +198,7 @@ def load_results(path: str | Path) -> list[dict[str, Any]]:
     """The run entries of a file written by ``batchppo evaluate --json``.
 
     Raises:
-        UserError: The file is not such a file (no list of entries with :data:`RESULT_KEYS`).
+        UserError: The file is not such a file (no list of entries with ``RESULT_KEYS``).
     """
     try:
         entries = json.loads(Path(path).read_text())
@@ -285,20 +283,19 @@ def group_statistics(
     With two groups: the probability that a run of the first beats one of the second.
 
     Args:
-        groups: :func:`evaluate_run` results by group name (one or two groups).
+        groups: ``evaluate_run`` results by group name (one or two groups).
         references: Reference scores by env (may be empty).
         resamples: Bootstrap resamples.
         seed: Seed of the bootstrap.
 
     Returns:
-        ``{"groups": {name: {"runs", "envs": {env: aggregates or None},
-        "normalized": aggregates or None, "note": why not across envs, or None}},
-        "improvement": {"x", "y", "value", "low", "high"} or None}``, aggregates as
-        :func:`stats.aggregate_intervals` returns them; None where some env has fewer than 2
-        runs.
+        ``{"groups": {name: {"runs", "envs": {env: aggregates or None}, "normalized": aggregates or
+        None, "note": why not across envs, or None}}, "improvement": {"x", "y", "value", "low",
+        "high"} or None}``, aggregates as ``stats.aggregate_intervals`` returns them; None where
+        some env has fewer than 2 runs.
 
     Raises:
-        UserError: See :func:`check_groups`.
+        UserError: See ``check_groups``.
     """
     check_groups({n: [r["env"] for r in g] for n, g in groups.items()})
     out: dict[str, Any] = {"groups": {}, "improvement": None}
@@ -344,7 +341,7 @@ def _aggregates_line(aggregates: Mapping[str, Mapping[str, float | None]], digit
 
 
 def format_statistics(result: Mapping[str, Any]) -> list[str]:
-    """The lines ``batchppo evaluate`` prints for :func:`group_statistics`' result."""
+    """The lines ``batchppo evaluate`` prints for ``group_statistics``' result."""
     lines = []
     for name, group in result["groups"].items():
         lines.append(f"group {name}: {group['runs']} runs (95% stratified-bootstrap intervals)")
@@ -378,10 +375,10 @@ def format_run(result: Mapping[str, Any]) -> str:
 
 
 def write_csv(groups: Mapping[str, Sequence[Mapping[str, Any]]], path: str | Path) -> Path:
-    """Writes one row per run (:data:`CSV_COLUMNS`; empty where a run has no such value).
+    """Writes one row per run (``CSV_COLUMNS``; empty where a run has no such value).
 
     Args:
-        groups: :func:`evaluate_run` results (with ``run_dir``) by group name.
+        groups: ``evaluate_run`` results (with ``run_dir``) by group name.
         path: The CSV file (its parent directories created).
     """
     path = Path(path)

@@ -3,12 +3,13 @@
 The exported model is the whole path a run's policy takes from what the env itself emits to
 what the env itself takes, so that a deployment needs onnxruntime and nothing of batchppo:
 
-1. range normalisation of the observation (``normalize_ranges``: bounded dims to
-   ``[-1, 1]``, the map of :mod:`batchppo.core.ranges`);
+1. range normalisation of the observation (``normalize_ranges``: bounded dims to ``[-1, 1]``, the
+   map of ``batchppo.core.ranges``);
 2. the run's streaming observation normalisation (its mean and std at the checkpoint, clipped
    to ``obs_clip``), where the run normalises observations;
-3. the policy network and its deterministic action (the Gaussian's mean, the categorical's
-   argmax), as :func:`batchppo.experiment.loading.load_policy` computes it;
+3. the policy network and its deterministic action (the Gaussian's mean, the categorical's argmax),
+   as [`batchppo.experiment.loading.load_policy`][batchppo.experiment.loading.load_policy] computes
+   it;
 4. the action mapping back into the env's own action space: a ``Box`` action clipped to
    ``[-1, 1]`` and mapped to the env's bounds (``normalize_ranges``), or clipped to the env's
    bounds without it (Gymnasium's ``ClipAction``, which the env stack applies).
@@ -26,15 +27,18 @@ standard Gumbel ``noise`` of shape ``(batch, num_actions)`` for a categorical (a
 ``argmax(logits + noise)``, the Gumbel-max trick, which samples the same distribution).
 
 Supported: feed-forward and recurrent (GRU) policies over one float ``Box`` observation,
-with one 1-D ``Box`` action (Gaussian) or one ``Discrete`` action (categorical), trained on
-the host backends (``process``, ``sync``, ``ray``) or ``gymnax``. Anything else raises an
-:class:`ExportError` naming what is not supported. :func:`check_export` runs the file in
-onnxruntime against ``load_policy`` (with the same env mapping applied around it) on three
-calls of 256 observations.
+with one 1-D ``Box`` action (Gaussian) or one ``Discrete`` action (categorical), trained on the host
+backends (``process``, ``sync``, ``ray``) or ``gymnax``. Anything else raises an
+[`ExportError`][batchppo.experiment.export.ExportError] naming what is not supported.
+``check_export`` runs the file in onnxruntime against ``load_policy`` (with the same env mapping
+applied around it) on three calls of 256 observations.
 
-Example:
-    >>> info = export_run("logdir/T-pendulum_jax", "policy.onnx")
-    >>> info.max_abs_diff  # ONNX against load_policy on 3 x 256 observations
+Examples:
+    A trained run's policy to ONNX, checked against ``load_policy`` on 3 x 256 observations
+    (it needs a run directory and the ``onnx`` extra: the docs test skips it):
+
+    >>> info = export_run("logdir/T-pendulum_jax", "policy.onnx")  # doctest: +SKIP
+    >>> info.max_abs_diff  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -60,9 +64,11 @@ __all__ = ["EnvMapping", "ExportError", "ExportInfo", "check_export", "export_ru
 OPSET = 17
 """The ONNX opset of exported models (onnxruntime 1.16 and newer run it)."""
 CHECK_BATCH = 256
-"""Observations per call that :func:`export_run` checks the file on."""
+"""Observations per call that [`export_run`][batchppo.experiment.export.export_run] checks the file
+on."""
 CHECK_STEPS = 3
-"""Calls :func:`export_run` checks the file on (a recurrent state carried through them)."""
+"""Calls [`export_run`][batchppo.experiment.export.export_run] checks the file on (a recurrent state
+carried through them)."""
 TOLERANCE = 1e-4
 """Largest difference of a Box action to ``load_policy``'s that the check accepts."""
 
@@ -171,7 +177,8 @@ def _gymnax_mapping(env: Any, obs_space: Any, action_space: Any) -> EnvMapping:
 
 
 def env_mapping(config: Any, trainer: Any) -> EnvMapping:
-    """The env stack around a run's policy (what :func:`export_run` folds into the model).
+    """The env stack around a run's policy (what
+    [`export_run`][batchppo.experiment.export.export_run] folds into the model).
 
     Raises:
         ExportError: A backend whose env mapping the export does not know (one line).
@@ -272,7 +279,7 @@ def noise_shape(trainer: Any) -> tuple[int, ...]:
 
 @dataclasses.dataclass(frozen=True)
 class ExportInfo:
-    """What :func:`export_run` wrote.
+    """What [`export_run`][batchppo.experiment.export.export_run] wrote.
 
     Attributes:
         path: The ONNX file.
@@ -348,8 +355,7 @@ def check_export(
         The largest absolute difference of the actions (0 for identical Discrete actions).
 
     Raises:
-        ExportError: A Discrete action differs, or a Box action by more than
-            :data:`TOLERANCE`.
+        ExportError: A Discrete action differs, or a Box action by more than ``TOLERANCE``.
     """
     session = _session(Path(path))
     inputs = {i.name: i for i in session.get_inputs()}
@@ -404,7 +410,7 @@ def export_run(
         trainer_factory: Builds the trainer (default: the config's algorithm's).
 
     Returns:
-        What was written (:class:`ExportInfo`).
+        What was written ([`ExportInfo`][batchppo.experiment.export.ExportInfo]).
 
     Raises:
         RunDirError, ConfigError, CheckpointError: Missing or corrupt run dir or checkpoint.

@@ -1,8 +1,8 @@
-"""The set-up of a train call, one run's and ``--seeds``' alike (:func:`launch`).
+"""The set-up of a train call, one run's and ``--seeds``' alike (``launch``).
 
-Its config (a preset, a recipe for an env, overrides, the env), the env check, the run dirs
-under their locks and the trainer; then the driver trains (:mod:`batchppo.experiment.driver`).
-What differs between one run and several seeds is a :class:`RunLayout`.
+Its config (a preset, a recipe for an env, overrides, the env), the env check, the run dirs under
+their locks and the trainer; then the driver trains (``batchppo.experiment.driver``). What differs
+between one run and several seeds is a ``RunLayout``.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from batchppo.experiment.rundir import prepare_run_dir
 from batchppo.experiment.trainers import TrainerFactory, TrainerLike
 
 EnvArg = str | Callable[..., Any]
-"""An env for :func:`~batchppo.experiment.loop.train`: an env id (``"Pendulum-v1"``,
+"""An env for [`train`][batchppo.experiment.loop.train]: an env id (``"Pendulum-v1"``,
 ``"module:EnvId"``, ``"module:factory"``) or a factory (a callable returning a
 ``gymnasium.Env``)."""
 
 
 def env_id_of(env: EnvArg) -> str:
-    """The env id a run records for ``env``: the id itself, or a factory's
-    ``"module:qualname"`` (:func:`batchppo.envs.make.factory_env_id`).
+    """The env id a run records for ``env``: the id itself, or a factory's ``"module:qualname"``
+    (``batchppo.envs.make.factory_env_id``).
 
     Raises:
         ConfigError: A factory that cannot be recorded (a lambda, a nested function, a
@@ -89,15 +89,15 @@ def resolve_config(
 
 @dataclasses.dataclass(frozen=True)
 class RunDirRequest:
-    """The run dirs a train call asks its :class:`RunLayout` for.
+    """The run dirs a train call asks its ``RunLayout`` for.
 
     Attributes:
         logdir: Parent directory of runs.
         name: The run's name (a dir's suffix, before a seed's ``-s<i>``).
         config: The config of a new run.
         timestamp: The dirs' prefix; existing dirs resume. None: now.
-        explicit: When resuming, the explicit changes asked for; None compares ``config``
-            with the stored one (:func:`~batchppo.experiment.rundir.prepare_run_dir`).
+        explicit: When resuming, the explicit changes asked for; None compares ``config`` with the
+            stored one (``prepare_run_dir``).
         resume: The dirs must exist (``--resume``).
     """
 
@@ -110,8 +110,8 @@ class RunDirRequest:
 
 
 class RunLayout(Protocol):
-    """What a train call's set-up (:func:`launch`) asks of its kind of run: one run, or the
-    seeds of ``--seeds``."""
+    """What a train call's set-up (``launch``) asks of its kind of run: one run, or the seeds of
+    ``--seeds``."""
 
     def check(self, config: RunConfig) -> None:
         """Refuses a config this kind of run cannot train (a ``ConfigError``)."""
@@ -129,12 +129,12 @@ class RunLayout(Protocol):
         config and run dir, and whether they were reopened (a resume)."""
 
     def build(self, config: RunConfig) -> Any:
-        """The trainer (built with :func:`~batchppo.experiment.trainers.build_trainer`)."""
+        """The trainer (built with ``build_trainer``)."""
 
     def run(
         self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
     ) -> list[TrainResult]:
-        """Trains the ledgers with ``trainer`` (:func:`~batchppo.experiment.driver.drive`)."""
+        """Trains the ledgers with ``trainer`` (``drive``)."""
 
 
 class SingleRunLayout:
@@ -161,7 +161,7 @@ class SingleRunLayout:
     def prepare(
         self, request: RunDirRequest, locks: contextlib.ExitStack
     ) -> tuple[list[RunConfig], list[Path], bool]:
-        """The run dir (:func:`~batchppo.experiment.rundir.prepare_run_dir`)."""
+        """The run dir (``prepare_run_dir``)."""
         r = request
         config, run_dir, resumed = prepare_run_dir(
             r.logdir, r.name, r.config, r.timestamp, r.explicit, resume=r.resume, locks=locks
@@ -179,7 +179,8 @@ class SingleRunLayout:
         return drive(SingleRun(trainer), run_configs, run_dirs, progress)
 
 
-def launch(
+# The run's own arguments are documented once, as train's (D417 wants an entry for each).
+def launch(  # noqa: D417
     layout: RunLayout,
     config: RunConfig | str | None,
     logdir: str | Path | None,
@@ -198,16 +199,15 @@ def launch(
     failed build removes the run dirs it made) and trains (``layout.run``).
 
     Args:
-        layout: One run or several seeds (:class:`SingleRunLayout`,
-            :class:`~batchppo.experiment.seeds.SeedsLayout`).
+        layout: One run or several seeds (``SingleRunLayout``, ``SeedsLayout``).
         config, logdir, name, timestamp, overrides, progress, resume, env: As
-            :func:`~batchppo.experiment.loop.train`'s.
+            [`train`][batchppo.experiment.loop.train]'s.
 
     Returns:
         One result per ledger, in order.
 
     Raises:
-        UserError: As :func:`~batchppo.experiment.loop.train`.
+        UserError: As [`train`][batchppo.experiment.loop.train].
     """
     # With a preset, only the explicit overrides may differ from a resumed run's stored config
     # (the preset itself may have been retuned since); with a config, every differing field.

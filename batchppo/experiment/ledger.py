@@ -1,9 +1,8 @@
 """A run's ledger: one seed's bookkeeping (reports, evaluations, checkpoints, their cadence).
 
-The driver (:mod:`batchppo.experiment.driver`) iterates the trainer and hands each ledger its
-part of the state after every iteration. Resuming from checkpoint S (dropping records after
-S) continues every curve without a gap or a duplicate: a checkpoint follows the reports of
-its step.
+The driver (``batchppo.experiment.driver``) iterates the trainer and hands each ledger its part of
+the state after every iteration. Resuming from checkpoint S (dropping records after S) continues
+every curve without a gap or a duplicate: a checkpoint follows the reports of its step.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from batchppo.experiment.window import RUNNING_TOTALS, MetricWindow, crossed
 
 @dataclasses.dataclass
 class TrainResult:
-    """What :func:`~batchppo.experiment.loop.train` returns.
+    """What [`train`][batchppo.experiment.loop.train] returns.
 
     Attributes:
         train_state: The final TrainState (params, optimiser, normalisers, RNG, counters).
@@ -67,15 +66,14 @@ class Evaluator(Protocol):
 class RunLedger:
     """One seed's run: its run dir, logs, progress, cadence and results.
 
-    The driver (:class:`~batchppo.experiment.driver.Driver`) calls :meth:`start`,
-    :meth:`after_iteration` after every iteration, :meth:`stopped`, :meth:`save`,
-    :meth:`close` and :meth:`result`; after an env error, :meth:`stop_by_env_error`.
+    The driver (``Driver``) calls ``start``, ``after_iteration`` after every iteration, ``stopped``,
+    ``save``, ``close`` and ``result``; after an env error, ``stop_by_env_error``.
 
     Args:
         trainer: Evaluates one seed's state (a ``Trainer``, or a ``SeedsTrainer``).
         config: The run's config.
         run_dir: The run directory; None: no disk I/O.
-        progress: Progress output mode (:class:`~batchppo.experiment.progress.Progress`).
+        progress: Progress output mode (``Progress``).
         stop: The stop flag of the driver, which installs the signal handlers.
         group: The W&B group of a tracked run when ``wandb_group`` is None (a ``--seeds``
             run's common name).
@@ -110,9 +108,9 @@ class RunLedger:
     def restore(self, fresh: Any) -> tuple[Any, int | None, float]:
         """The initial TrainState, the step it was restored from (None if fresh), wall time.
 
-        A resume takes the newest checkpoint that verifies, restored into the shape of
-        ``fresh`` (the state the trainer initialised); damaged ones are moved aside, each
-        named in a message (:func:`~batchppo.experiment.checkpoint.restore_newest`).
+        A resume takes the newest checkpoint that verifies, restored into the shape of ``fresh``
+        (the state the trainer initialised); damaged ones are moved aside, each named in a message
+        (``restore_newest``).
         """
         state = fresh
         found = ckpt.restore_newest(self.ckpt_dir, state, self.message) if self.ckpt_dir else None
@@ -127,7 +125,7 @@ class RunLedger:
         return host_key(self.config.seed, purpose, *words)
 
     def _opened(self) -> tuple[RunLogger, Progress]:
-        """The logs and progress output that :meth:`start` opened."""
+        """The logs and progress output that ``start`` opened."""
         if self.logger is None or self.progress is None:
             raise RuntimeError("RunLedger: start() opens the logs and the progress output first")
         return self.logger, self.progress
@@ -208,8 +206,7 @@ class RunLedger:
         """Restores the state (or takes ``fresh``) and opens the logs; ``(state, step)``.
 
         Args:
-            fresh: The state the trainer initialised with this run's key of
-                :data:`~batchppo.experiment.trainers.INIT_KEY`.
+            fresh: The state the trainer initialised with this run's key of ``INIT_KEY``.
         """
         config = self.config
         state, resume_step, self.wall_offset = self.restore(fresh)
@@ -238,7 +235,7 @@ class RunLedger:
         return state, step
 
     def close(self) -> None:
-        """Closes the progress output and the logs that :meth:`start` opened."""
+        """Closes the progress output and the logs that ``start`` opened."""
         if self.progress is not None:
             self.progress.close()
         if self.logger is not None:
@@ -249,7 +246,8 @@ class RunLedger:
                 raise self._storage_error("the last reports", error) from None
 
     def result(self, state: Any, step: int, interrupted: bool) -> TrainResult:
-        """The :class:`TrainResult` of a run that ended at ``step``."""
+        """The [`TrainResult`][batchppo.experiment.ledger.TrainResult] of a run that ended at
+        ``step``."""
         score = self.last_eval[1] if self.last_eval else None
         if score is None and self.run_dir is not None and self.eval_on():
             evals = [r for r in read_metrics(self.run_dir) if r["phase"] == "eval"]
@@ -296,8 +294,8 @@ class RunLedger:
             window: The open train report's window.
 
         Returns:
-            The run's :class:`EnvFailure` and notes on what went wrong on the way (a lost
-            state, a failed save), for ``error``.
+            The run's ``EnvFailure`` and notes on what went wrong on the way (a lost state, a failed
+            save), for ``error``.
         """
         notes = []
         last = self.records[-1] if self.records else {}

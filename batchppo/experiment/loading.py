@@ -37,7 +37,7 @@ def load_run(
     """Restores a run's checkpoint.
 
     Args:
-        run_dir: A run directory written by :func:`~batchppo.experiment.loop.train`.
+        run_dir: A run directory written by [`train`][batchppo.experiment.loop.train].
         checkpoint: Env step of the checkpoint; None: the newest.
         trainer_factory: Builds the trainer (default: the config's algorithm's).
 
@@ -78,19 +78,18 @@ def load_policy(
     """The trained policy of a run as ``obs batch -> action batch`` (mean action).
 
     Args:
-        run_dir: A run directory written by :func:`~batchppo.experiment.loop.train`.
+        run_dir: A run directory written by [`train`][batchppo.experiment.loop.train].
         checkpoint: Env step of the checkpoint; None: the newest.
         trainer_factory: Builds the trainer (default: the config's algorithm's).
 
     Returns:
-        A function mapping observations of shape ``(batch, *obs_shape)`` to actions, both
-        as the agent sees them inside the env stack. With ``normalize_ranges`` (the
-        default) it takes observations whose bounded dims are mapped to ``[-1, 1]`` (the
-        maps of :mod:`batchppo.core.ranges`) and gives Box actions on that ``[-1, 1]``
-        scale, unclipped (the stack clips them and maps them to the env's bounds); without
-        it, the env's own observations and Box actions, unclipped. The run's observation
-        normalisation is applied inside. ``batchppo export`` writes a file that takes and
-        gives the env's own values.
+        A function mapping observations of shape ``(batch, *obs_shape)`` to actions, both as the
+        agent sees them inside the env stack. With ``normalize_ranges`` (the default) it takes
+        observations whose bounded dims are mapped to ``[-1, 1]`` (the maps of
+        ``batchppo.core.ranges``) and gives Box actions on that ``[-1, 1]`` scale, unclipped (the
+        stack clips them and maps them to the env's bounds); without it, the env's own observations
+        and Box actions, unclipped. The run's observation normalisation is applied inside.
+        ``batchppo export`` writes a file that takes and gives the env's own values.
 
     Raises:
         RunDirError, ConfigError, CheckpointError: Missing or corrupt run dir or checkpoint.

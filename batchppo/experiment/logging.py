@@ -1,10 +1,10 @@
 """What a run reports: ``metrics.jsonl`` and TensorBoard event files (tensorboardX).
 
-Each report is one JSON object per line in ``<run>/metrics.jsonl`` (``step``, ``phase``,
-``score``, ``length``, ``sps``, ``wall_time`` and the trainer's metrics; NaN is written as
-``null``) and one scalar per metric in the TensorBoard writer of its phase (``<run>/train``,
-``<run>/eval``), so train and eval curves share a chart and an x-axis (env steps). A tracker
-(``track=wandb``: :mod:`batchppo.experiment.tracking`) gets the same scalars.
+Each report is one JSON object per line in ``<run>/metrics.jsonl`` (``step``, ``phase``, ``score``,
+``length``, ``sps``, ``wall_time`` and the trainer's metrics; NaN is written as ``null``) and one
+scalar per metric in the TensorBoard writer of its phase (``<run>/train``, ``<run>/eval``), so train
+and eval curves share a chart and an x-axis (env steps). A tracker (``track=wandb``:
+``batchppo.experiment.tracking``) gets the same scalars.
 
 Resuming from the checkpoint at step S first drops every record with step > S, from
 ``metrics.jsonl`` and from the event files, so the curves continue without a gap or a
@@ -165,7 +165,7 @@ class _EventFile:
 
 
 class ScalarSink(Protocol):
-    """Another place reports go, beside TensorBoard (:mod:`batchppo.experiment.tracking`)."""
+    """Another place reports go, beside TensorBoard (``batchppo.experiment.tracking``)."""
 
     def write(self, phase: str, step: int, scalars: Mapping[str, float]) -> None: ...
     def flush(self) -> None: ...
@@ -180,7 +180,7 @@ class RunLogger:
         resume_step: Step of the checkpoint the run resumes from; records after it are
             dropped first. None for a fresh run.
         tracker: Also gets each report's TensorBoard scalars (an experiment tracker such as
-            :class:`~batchppo.experiment.tracking.WandbTracker`); closed by :meth:`close`.
+            ``WandbTracker``); closed by ``close``.
     """
 
     def __init__(

@@ -9,24 +9,27 @@ episodes with the mean action. A checkpoint follows the reports of its step, eve
 at None is a fixed fraction of ``steps`` (``RunConfig.eval_interval`` and its siblings), so a
 changed budget keeps its number of reports, evaluations and checkpoints.
 
-An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent)
-stops the run as Ctrl-C does, reports and checkpoint of the last completed iteration
-included, and then raises the env's own exception, which carries an :class:`EnvFailure`
-(:func:`env_failure`); its full text is in ``<run dir>/env_error.txt``. In a ``--seeds``
-run every seed's run dir gets both (:mod:`batchppo.experiment.seeds`).
+An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops the
+run as Ctrl-C does, reports and checkpoint of the last completed iteration included, and then raises
+the env's own exception, which carries an ``EnvFailure`` (``env_failure``); its full text is in
+``<run dir>/env_error.txt``. In a ``--seeds`` run every seed's run dir gets both
+(``batchppo.experiment.seeds``).
 
-This module holds :func:`train` and names the public parts of the modules a run is made of:
-:mod:`~batchppo.experiment.rundir` (run directories), :mod:`~batchppo.experiment.progress`,
-:mod:`~batchppo.experiment.window` (the metric window), :mod:`~batchppo.experiment.stopping`
-(Ctrl-C / SIGTERM), :mod:`~batchppo.experiment.env_failures`,
-:mod:`~batchppo.experiment.trainers`, :mod:`~batchppo.experiment.ledger` (one run's
-bookkeeping), :mod:`~batchppo.experiment.driver` (the iterate loop over one ledger or the
-seeds' ledgers), :mod:`~batchppo.experiment.launch` (the set-up of a call, one run's or
-``--seeds``') and :mod:`~batchppo.experiment.loading`.
+This module holds [`train`][batchppo.experiment.loop.train] and names the public parts of the
+modules a run is made of: ``rundir`` (run directories), ``progress``, ``window`` (the metric
+window), ``stopping`` (Ctrl-C / SIGTERM), ``env_failures``, ``trainers``,
+[`ledger`][batchppo.experiment.ledger] (one run's bookkeeping), ``driver`` (the iterate loop over
+one ledger or the seeds' ledgers), ``launch`` (the set-up of a call, one run's or ``--seeds``') and
+[`loading`][batchppo.experiment.loading].
 
-Example:
-    >>> result = train("cartpole_jax", overrides=["steps=20000"])  # no logdir: no disk I/O
-    >>> policy = load_policy("logdir/20261121T113000-cartpole_jax")  # obs batch -> actions
+Examples:
+    A run trains for tens of seconds and the policy needs a run directory, so the docs test
+    skips these lines (the README's example, which the tests run, trains the same way):
+
+    >>> result = train("cartpole_jax", overrides=["steps=20000"])  # doctest: +SKIP
+    >>> policy = load_policy("logdir/20261121T113000-cartpole_jax")  # doctest: +SKIP
+
+    Without a logdir, ``train`` writes nothing to disk; ``policy`` maps an obs batch to actions.
 """
 
 from __future__ import annotations
@@ -98,17 +101,18 @@ def train(
 ) -> TrainResult | list[TrainResult]:
     """Trains a policy; resumes when ``<logdir>/<timestamp>-<name>`` already exists.
 
-    With ``seeds=N``, seeds ``config.seed + i`` (``i < N``) train together in one program
-    into run dirs ``<timestamp>-<name>-s<i>`` (see :mod:`batchppo.experiment.seeds`), and
-    one result per seed comes back.
+    With ``seeds=N``, seeds ``config.seed + i`` (``i < N``) train together in one program into run
+    dirs ``<timestamp>-<name>-s<i>`` (see ``batchppo.experiment.seeds``), and one result per seed
+    comes back.
 
     Args:
         config: An algorithm's config (``PPOConfig``, ``A2CConfig``; see
-            :mod:`batchppo.algorithms.registry`) or a preset name (see ``batchppo list``).
-            When a run resumes, a preset name checks only ``overrides`` against the stored
-            config (the preset may have been retuned since); a config must match it field by
-            field (up to the changes a resume allows). None with ``env``: a starting recipe
-            chosen from the env's spaces (:func:`configs.recipe_for_env`; the choice is
+            [`batchppo.algorithms.registry`][batchppo.algorithms.registry]) or a preset name (see
+            ``batchppo list``). When a run resumes, a preset name checks only ``overrides`` against
+            the stored config (the preset may have been retuned since); a config must match it field
+            by field (up to the changes a resume allows). None with ``env``: a starting recipe
+            chosen from the env's spaces
+            ([`configs.recipe_for_env`][batchppo.experiment.configs.recipe_for_env]; the choice is
             printed on stderr).
         logdir: Parent directory of runs; None: no disk I/O (no logs, no checkpoints).
         env: The env to train on, replacing the config's: an env id (``"Pendulum-v1"``,
@@ -120,26 +124,26 @@ def train(
             ``custom``.
         timestamp: Run dir prefix; an existing run resumes with its stored config.
         overrides: ``KEY=VALUE`` strings applied to the config (typed; see
-            :func:`configs.apply_overrides`). When resuming, only bookkeeping keys and a
-            larger ``steps`` are accepted.
+            [`configs.apply_overrides`][batchppo.experiment.configs.apply_overrides]). When
+            resuming, only bookkeeping keys and a larger ``steps`` are accepted.
         progress: ``auto`` (bar on a terminal, lines otherwise), ``bar``, ``lines``, ``none``.
         trainer_factory: Builds the trainer from the config (default: the trainer of the
             config's algorithm); not with ``seeds``.
         seeds: Train this many seeds together (see above); None: one run.
         resume: The run (every seed's) must exist: a missing run dir raises
-            :class:`~batchppo.experiment.errors.RunDirError` instead of starting a new run.
+            [`RunDirError`][batchppo.experiment.RunDirError] instead of starting a new run.
 
     Returns:
         The final state, last eval score, step count and run dir; with ``seeds``, a list of
         them, one per seed.
 
     Raises:
-        UserError: Unknown preset, bad override, an env that fails its start-up check (its
-            id, module, constructor or spaces: :func:`configs.check_env`, run before a run
-            dir is made), unusable run dir or checkpoint (subclasses of
-            :class:`~batchppo.experiment.errors.UserError`), a run dir that another process
-            holds (:class:`~batchppo.experiment.runlock.RunDirLockedError`), a write into the
-            run dir that failed (:class:`~batchppo.experiment.errors.StorageError`).
+        UserError: Unknown preset, bad override, an env that fails its start-up check (its id,
+            module, constructor or spaces:
+            [`configs.check_env`][batchppo.experiment.configs.check_env], run before a run dir is
+            made), unusable run dir or checkpoint (subclasses of
+            [`UserError`][batchppo.experiment.UserError]), a run dir that another process holds
+            (``RunDirLockedError``), a write into the run dir that failed (``StorageError``).
     """
     if resume and (logdir is None or timestamp is None):
         raise RunDirError("--resume needs --logdir and --timestamp: the run to resume")

@@ -7,10 +7,10 @@ action, solid) and the train score (sampled actions, dashed) over env steps or w
 time: the mean over its runs as a line and their standard deviation as a band. A config keeps
 its colour in every panel, and one legend below the grid names them all.
 
-:func:`plot_profile` draws the performance profiles of runs evaluated by ``batchppo evaluate
---json`` (the fraction of runs above each score, with bootstrap bands).
+``plot_profile`` draws the performance profiles of runs evaluated by ``batchppo evaluate --json``
+(the fraction of runs above each score, with bootstrap bands).
 
-Example:
+Examples:
     >>> plot_runs(glob("logdir/*-cheetah_fast") + glob("logdir/*-cheetah"), "curves.png")
 """
 
@@ -47,7 +47,7 @@ def load_curves(run_dir: str | Path, x: str = "steps") -> dict[str, Curve]:
     """Score curves of one run by phase, as ``(x, score)`` sorted by x (NaN scores dropped).
 
     ``x`` is ``steps`` (training env steps) or ``hours``; the latter gives wall-clock seconds,
-    scaled to a readable unit by :func:`plot_runs`.
+    scaled to a readable unit by ``plot_runs``.
 
     Raises:
         RunDirError: Missing directory or no ``metrics.jsonl``.

@@ -9,12 +9,12 @@ protocol. The protocols met in the PPO literature differ in what they average:
   (``batchppo evaluate --sample``).
 * ``training-window``: the mean return of a run's last training episodes, sampled actions
   from the policies of the run's last updates; CleanRL's benchmark tables (the last 100
-  episodes) and the PPO paper (Schulman et al. 2017). :func:`training_window` reads it from a
+  episodes) and the PPO paper (Schulman et al. 2017). `training_window` reads it from a
   run's ``metrics.jsonl``, without running anything.
 * ``max-eval-mean``: the highest, over a group's evaluation points, of the mean over its seeds
   of each periodic evaluation; Tianshou's MuJoCo benchmark (10 seeds, 10 test episodes each,
   the maximum within the first 1M steps), after the TD3 paper's method.
-  :func:`max_eval_mean` reads it from the runs' eval reports.
+  `max_eval_mean` reads it from the runs' eval reports.
 
 Each protocol's entry says the statistic, the action mode and the episodes, as a results
 table must state them.

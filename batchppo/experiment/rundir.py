@@ -34,8 +34,8 @@ def make_timestamp() -> str:
 
 
 def run_timestamp(run_dir: str | Path, name: str) -> str:
-    """The timestamp of run dir ``<timestamp>-<name>`` (:func:`prepare_run_dir`), whatever
-    it holds (``-`` included): what ``--timestamp`` resumes it with.
+    """The timestamp of run dir ``<timestamp>-<name>`` (``prepare_run_dir``), whatever it holds
+    (``-`` included): what ``--timestamp`` resumes it with.
 
     Raises:
         ValueError: The dir's name is not ``<timestamp>-<name>``.
@@ -67,9 +67,9 @@ def prepare_run_dir(
             compares ``config`` with the stored one instead.
         resume: The run must exist (``--resume``): a missing directory is an error, not a
             new run.
-        locks: Where to hold the run dir's lock (:mod:`~batchppo.experiment.runlock`): it
-            is taken before anything in the dir is written (a new run's dir holds it from
-            its creation) and released when ``locks`` closes. None: no lock.
+        locks: Where to hold the run dir's lock (``runlock``): it is taken before anything in the
+            dir is written (a new run's dir holds it from its creation) and released when ``locks``
+            closes. None: no lock.
 
     Returns:
         ``(config, run_dir, resumed)``; when resuming, the stored config with allowed changes.

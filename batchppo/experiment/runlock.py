@@ -3,10 +3,10 @@
 A run (a new one, a resume, each seed dir of a ``--seeds`` run) holds the lock of its run
 dir: a POSIX record lock (``fcntl.lockf``) on ``<run dir>/.lock``, a file that records the
 holder (pid, host, start time, command). A second process that wants the dir gets
-:class:`RunDirLockedError`, one line naming the holder. The kernel (or the NFS server) drops
-the lock when its process ends, however it ends; a lock file still there with a holder in
-it was left by a process that ended without releasing it (killed), and the next run takes
-it over with a :class:`StaleLockWarning`.
+``RunDirLockedError``, one line naming the holder. The kernel (or the NFS server) drops the lock
+when its process ends, however it ends; a lock file still there with a holder in it was left by a
+process that ended without releasing it (killed), and the next run takes it over with a
+``StaleLockWarning``.
 
 ``lockf`` rather than ``flock``: POSIX locks are what NFS implements (NFSv4 in the protocol,
 NFSv3 through the lock manager), while ``flock`` is local to a client on many systems (Linux
@@ -76,7 +76,7 @@ def _parse(data: bytes) -> dict[str, Any] | None:
 
 
 class RunDirLock:
-    """The lock of one run dir, held from :meth:`acquire` to :meth:`release`.
+    """The lock of one run dir, held from ``acquire`` to ``release``.
 
     Args:
         run_dir: The run directory (it must exist).
@@ -180,7 +180,7 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def lock_run_dir(run_dir: str | Path) -> RunDirLock:
-    """Takes the lock of ``run_dir`` (see :class:`RunDirLock.acquire`); release it when done.
+    """Takes the lock of ``run_dir`` (see ``RunDirLock.acquire``); release it when done.
 
     Raises:
         RunDirLockedError: The dir is in use; one line naming the holder.

@@ -1,13 +1,11 @@
 """Several seeds in one program: ``batchppo train --seeds N`` and ``train(..., seeds=N)``.
 
 Seed ``i`` is ``config.seed + i``. The seeds train together in one
-:class:`~batchppo.algorithms.common.seeds.SeedsTrainer` (one compiled iteration; for host envs
-one shared batch env), and each writes an ordinary single-seed run dir
-``<logdir>/<timestamp>-<config>-s<i>/`` whose ``config.yaml`` holds its own seed. Each
-seed has its own ledger (:class:`~batchppo.experiment.ledger.RunLedger`: reports,
+``batchppo.algorithms.common.seeds.SeedsTrainer`` (one compiled iteration; for host envs one shared
+batch env), and each writes an ordinary single-seed run dir ``<logdir>/<timestamp>-<config>-s<i>/``
+whose ``config.yaml`` holds its own seed. Each seed has its own ledger (``RunLedger``: reports,
 evaluations, checkpoints, their cadence), and the driver a single run uses
-(:mod:`batchppo.experiment.driver`) iterates them over the stacked state
-(:class:`StackedSeeds`).
+(``batchppo.experiment.driver``) iterates them over the stacked state (``StackedSeeds``).
 
 Resume: ``--seeds N --timestamp T`` resumes all ``N`` dirs together when all exist and their
 newest checkpoints are at one step; otherwise it stops with a one-line error. One seed's dir
@@ -16,8 +14,7 @@ resumes alone as any run: ``--config <config>-s<i> --timestamp T`` (without ``--
 An env error (host backends: the seeds share their envs) stops every seed as a single run
 stops: each seed's open report, a checkpoint of its last completed iteration (all at
 one step, so ``--seeds N --timestamp T`` resumes them) and its ``env_error.txt``; the env's
-exception then propagates with an :class:`~batchppo.experiment.env_failures.EnvFailure` whose
-``seeds`` hold each seed's failure.
+exception then propagates with an ``EnvFailure`` whose ``seeds`` hold each seed's failure.
 """
 
 from __future__ import annotations
@@ -42,9 +39,8 @@ from batchppo.experiment.rundir import CHECKPOINT_DIR, make_timestamp, prepare_r
 
 
 class StackedSeeds:
-    """A ``SeedsTrainer`` as the driver sees it (a
-    :class:`~batchppo.experiment.driver.TrainerOfRuns`): the seeds' states stacked, one
-    metrics dict per seed.
+    """A ``SeedsTrainer`` as the driver sees it (a ``TrainerOfRuns``): the seeds' states stacked,
+    one metrics dict per seed.
 
     Args:
         trainer: The ``SeedsTrainer``.
@@ -100,8 +96,7 @@ def prepare_seed_dirs(
 ) -> tuple[list[RunConfig], list[Path]]:
     """Creates (or reopens, to resume) the run dirs ``<timestamp>-<name>-s<i>``.
 
-    With ``locks``, every dir's lock is held there (see
-    :func:`~batchppo.experiment.rundir.prepare_run_dir`).
+    With ``locks``, every dir's lock is held there (see ``prepare_run_dir``).
 
     Returns:
         Each seed's config (its own seed) and run dir.
@@ -167,7 +162,7 @@ def run_seeds(
 
 
 class SeedsLayout:
-    """The ``--seeds`` run dirs ``<timestamp>-<name>-s<i>`` for :func:`launch`.
+    """The ``--seeds`` run dirs ``<timestamp>-<name>-s<i>`` for ``launch``.
 
     Args:
         num_seeds: Number of seeds (>= 1).
@@ -202,7 +197,7 @@ class SeedsLayout:
     def prepare(
         self, request: RunDirRequest, locks: contextlib.ExitStack
     ) -> tuple[list[RunConfig], list[Path], bool]:
-        """The seeds' run dirs (:func:`prepare_seed_dirs`); reopened when all existed."""
+        """The seeds' run dirs (``prepare_seed_dirs``); reopened when all existed."""
         r = request
         existed = r.timestamp is not None and all(
             (Path(r.logdir) / f"{r.timestamp}-{n}").exists() for n in self.dir_names(r.name)
@@ -220,7 +215,7 @@ class SeedsLayout:
     def run(
         self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
     ) -> list[TrainResult]:
-        """Trains the seeds (:func:`run_seeds`)."""
+        """Trains the seeds (``run_seeds``)."""
         return run_seeds(trainer, run_configs, run_dirs, progress)
 
 
@@ -244,17 +239,17 @@ def train_seeds(
         num_seeds: Number of seeds (>= 1).
         name: Run dir suffix before ``-s<i>``; defaults to the preset name, or ``custom``.
         timestamp: Run dir prefix; existing dirs resume (all seeds at one checkpoint step).
-        overrides: ``KEY=VALUE`` strings, as :func:`~batchppo.experiment.loop.train`.
+        overrides: ``KEY=VALUE`` strings, as [`train`][batchppo.experiment.loop.train].
         progress: ``auto``, ``bar``, ``lines`` or ``none`` (seed 0's progress).
         resume: Every seed's run dir must exist (``--resume``).
-        env: The env, replacing the config's (as :func:`~batchppo.experiment.loop.train`).
+        env: The env, replacing the config's (as [`train`][batchppo.experiment.loop.train]).
 
     Returns:
-        One :class:`~batchppo.experiment.ledger.TrainResult` per seed, in seed order.
+        One [`TrainResult`][batchppo.experiment.ledger.TrainResult] per seed, in seed order.
 
     Raises:
-        UserError: As :func:`~batchppo.experiment.loop.train`, and a resume whose seed dirs
-            are incomplete, differ or stand at different checkpoint steps.
+        UserError: As [`train`][batchppo.experiment.loop.train], and a resume whose seed dirs are
+            incomplete, differ or stand at different checkpoint steps.
     """
     return launch(
         SeedsLayout(num_seeds), config, logdir, name=name, timestamp=timestamp,

@@ -20,9 +20,9 @@ their own (``scipy.stats.bootstrap`` with one sample per task, ``paired=False``)
 percentile interval is taken, as rliable does. rliable itself is not used: its pinned
 ``arch<8`` fails to import with pandas 3.
 
-Scores across tasks are only comparable once normalised: a :class:`Reference` maps a task's
-raw return to ``(x - low) / (high - low)``. Reference sets are an explicit setting
-(:func:`parse_references`); on a single task the raw returns are used.
+Scores across tasks are only comparable once normalised: a ``Reference`` maps a task's raw return to
+``(x - low) / (high - low)``. Reference sets are an explicit setting (``parse_references``); on a
+single task the raw returns are used.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import scipy.stats
 from batchppo.experiment.errors import UserError
 
 AGGREGATES = ("mean", "median", "iqm", "optimality_gap")
-"""The aggregate metrics of :func:`aggregate_intervals`, in order."""
+"""The aggregate metrics of ``aggregate_intervals``, in order."""
 DEFAULT_RESAMPLES = 50_000
 """Bootstrap resamples (rliable's default)."""
 IQM_CUT = 0.25
@@ -157,8 +157,7 @@ def aggregate_metrics(*samples: np.ndarray, axis: int = -1, gap: bool = True) ->
         gap: Compute the optimality gap too (normalised scores only).
 
     Returns:
-        ``[4, ...]`` (``[3, ...]`` without the gap): the metrics of :data:`AGGREGATES`, in
-        order.
+        ``[4, ...]`` (``[3, ...]`` without the gap): the metrics of ``AGGREGATES``, in order.
     """
     samples = [np.moveaxis(np.asarray(s, np.float64), axis, -1) for s in samples]
     means = _task_means(samples, -1)
@@ -255,7 +254,7 @@ def bootstrap_interval(
 def aggregate_intervals(
     scores: Scores, *, normalized: bool, resamples: int = DEFAULT_RESAMPLES, seed: int = 0
 ) -> dict[str, dict[str, float | None]]:
-    """The :data:`AGGREGATES` of one group with their 95 % intervals.
+    """The ``AGGREGATES`` of one group with their 95 % intervals.
 
     Args:
         scores: The group's per-run scores by task.

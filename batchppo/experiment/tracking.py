@@ -1,9 +1,9 @@
 """Experiment tracking beside TensorBoard: Weights & Biases (``--set track=wandb``).
 
-A tracked run sends to W&B what it writes to TensorBoard, from the same place: the host side
-of the loop, where each report becomes a record of ``metrics.jsonl``
-(:class:`batchppo.experiment.logging.RunLogger`), never from inside a compiled JAX function.
-So W&B sees plain Python floats:
+A tracked run sends to W&B what it writes to TensorBoard, from the same place: the host side of the
+loop, where each report becomes a record of ``metrics.jsonl``
+(``batchppo.experiment.logging.RunLogger``), never from inside a compiled JAX function. So W&B sees
+plain Python floats:
 
 * the run's config (the mapping of its ``config.yaml``) as the W&B run's config;
 * every report as one ``wandb.log`` call: ``step`` (training env steps) and
@@ -57,7 +57,7 @@ class WandbTracker:
     Args:
         run_dir: The run directory (the W&B id file and ``wandb/`` go there).
         config: The run's config mapping (what ``config.yaml`` holds).
-        project: W&B project (None: :data:`DEFAULT_PROJECT`).
+        project: W&B project (None: ``DEFAULT_PROJECT``).
         entity: W&B entity (None: the account's default).
         group: W&B group (None: none).
         job_type: W&B job type (``train``, ``visualize``).

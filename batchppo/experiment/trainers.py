@@ -20,8 +20,7 @@ INIT_KEY, SIM_KEY, EVAL_KEY, EVALUATE_RUN_KEY = 0, 1, 2, 3
 class TrainerLike(Protocol):
     """What the loop needs of a trainer (``batchppo.algorithms.common.trainer.Trainer``).
 
-    ``iteration`` reports the same metrics every iteration,
-    :data:`~batchppo.experiment.window.EPISODE_METRICS` among them.
+    ``iteration`` reports the same metrics every iteration, ``EPISODE_METRICS`` among them.
     """
 
     def init(self, key: jax.Array) -> Any: ...
@@ -43,12 +42,13 @@ TrainerFactory = Callable[[RunConfig], TrainerLike]
 
 
 def default_trainer_factory(config: RunConfig) -> TrainerLike:
-    """Builds the trainer of ``config``'s algorithm (:mod:`batchppo.algorithms.registry`)."""
+    """Builds the trainer of ``config``'s algorithm
+    ([`batchppo.algorithms.registry`][batchppo.algorithms.registry])."""
     return algorithm_of(config).trainer(config)
 
 
 def build_trainer(factory: TrainerFactory | None, config: RunConfig) -> Any:
-    """Builds the trainer of ``config`` with ``factory`` (None: :func:`default_trainer_factory`).
+    """Builds the trainer of ``config`` with ``factory`` (None: ``default_trainer_factory``).
 
     Raises:
         UserError: The env needs a dependency that is not installed (e.g. MuJoCo).

@@ -27,9 +27,9 @@ their mean return and length (nan when none ended)."""
 class MetricWindow:
     """Aggregates the trainer's per-iteration metrics between two train reports.
 
-    Every iteration reports the same metrics (a trainer's set is fixed), the
-    :data:`EPISODE_METRICS` among them; an iteration that lacks one, or reports others than
-    the window's first, raises ``ValueError`` naming them, rather than skewing the means.
+    Every iteration reports the same metrics (a trainer's set is fixed), the ``EPISODE_METRICS``
+    among them; an iteration that lacks one, or reports others than the window's first, raises
+    ``ValueError`` naming them, rather than skewing the means.
     """
 
     def __init__(self) -> None:
@@ -50,8 +50,8 @@ class MetricWindow:
             compiling: Whether that time includes compiling the iteration.
 
         Raises:
-            ValueError: ``metrics`` lacks one of :data:`EPISODE_METRICS`, or its metrics
-                differ from those of the window's first iteration.
+            ValueError: ``metrics`` lacks one of ``EPISODE_METRICS``, or its metrics differ from
+                those of the window's first iteration.
         """
         self._check_keys(metrics)
         self.iterations += 1

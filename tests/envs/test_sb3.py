@@ -194,7 +194,7 @@ def image_frame(shape: tuple[int, ...], dtype: type, tag: int, t: int) -> np.nda
 
 
 class ImageEnv(gymnasium.Env):
-    """Frames :func:`image_frame` of ``shape`` (``t``: the step of the episode); episodes are
+    """Frames ``image_frame`` of ``shape`` (``t``: the step of the episode); episodes are
     truncated at ``t == 4``; Discrete(2) actions."""
 
     def __init__(self, shape: tuple[int, ...], tag: int, dtype: type = np.uint8):

@@ -3,7 +3,7 @@
 Importing this module registers ``CrashingPendulum-v0`` (crashes at random steps) and
 ``FailingPendulum-v0`` (fails at a given step); ``batchppo`` reaches them as
 ``crash_envs:CrashingPendulum-v0``, which imports the module first (in the worker processes
-too), as ``gymnasium.make`` does. :func:`train_argv` and :func:`env_workers` run them through
+too), as ``gymnasium.make`` does. ``train_argv`` and ``env_workers`` run them through
 ``batchppo train`` and find the worker processes left behind.
 """
 
@@ -39,7 +39,7 @@ TINY_RUN = (
 
 
 def train_argv(logdir: Any, timestamp: str, env: str, *overrides: str) -> list[str]:
-    """``batchppo train`` arguments of a :data:`TINY_RUN` of ``env`` (``pendulum_fast``)."""
+    """``batchppo train`` arguments of a ``TINY_RUN`` of ``env`` (``pendulum_fast``)."""
     argv = ["train", "--config", "pendulum_fast", "--logdir", str(logdir), "--timestamp"]
     argv += [timestamp, "--progress", "none"]
     for override in (f"env={env}", *TINY_RUN, *overrides):
@@ -86,7 +86,7 @@ class FailingError(RuntimeError):
 class FailingPendulumEnv(PendulumEnv):
     """Pendulum-v1 whose ``fail_at``-th step since construction fails.
 
-    ``how="raise"`` raises :class:`FailingError`; ``how="exit"`` ends the worker process
+    ``how="raise"`` raises ``FailingError``; ``how="exit"`` ends the worker process
     with ``os._exit(3)``; ``how="hang"`` sleeps for an hour (a simulator that deadlocked).
     """
 

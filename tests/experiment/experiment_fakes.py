@@ -99,11 +99,11 @@ class FakeTrainer:
 
 
 class FakeSeedsTrainer:
-    """``SeedsTrainer``'s API over one :class:`FakeTrainer`: states stacked over seeds, one
+    """``SeedsTrainer``'s API over one ``FakeTrainer``: states stacked over seeds, one
     metrics dict per seed, each seed computing what a separate FakeTrainer run computes.
 
     Args:
-        config: The seeds' config (as :class:`FakeTrainer`'s).
+        config: The seeds' config (as ``FakeTrainer``'s).
         num_seeds: Number of seeds.
         signal_at: Send this process ``signal_num`` (once) during the iteration that reaches
             this many updates.

@@ -1,13 +1,12 @@
 """A2C: synchronous advantage actor-critic (Mnih et al. 2016; SB3's ``A2C``).
 
-Each iteration collects ``rollout_length`` steps from every env with the sampling policy and
-takes one gradient step on the whole rollout: the policy gradient ``-A log pi(a|s)``, plus
-``value_coef`` times the squared error of ``V(s)`` against the (GAE-)returns, minus
-``entropy_coef`` times the entropy. No importance ratio, no clipping, no epochs.
-Advantages bootstrap from ``V(final_obs)`` where an episode was truncated, and from the last
-observation of the rollout, as PPO's do. The networks are the shared ones
-(:mod:`batchppo.algorithms.common.networks`), as is the driver
-(:class:`~batchppo.algorithms.common.trainer.Trainer`).
+Each iteration collects ``rollout_length`` steps from every env with the sampling policy and takes
+one gradient step on the whole rollout: the policy gradient ``-A log pi(a|s)``, plus ``value_coef``
+times the squared error of ``V(s)`` against the (GAE-)returns, minus ``entropy_coef`` times the
+entropy. No importance ratio, no clipping, no epochs. Advantages bootstrap from ``V(final_obs)``
+where an episode was truncated, and from the last observation of the rollout, as PPO's do. The
+networks are the shared ones (``batchppo.algorithms.common.networks``), as is the driver
+([`Trainer`][batchppo.algorithms.common.trainer.Trainer]).
 """
 
 from __future__ import annotations
@@ -48,9 +47,8 @@ class TrainState:
 
 class A2C(ActorCriticActing):
     """The pure functions of A2C for one config and env (an
-    :class:`~batchppo.algorithms.common.trainer.Agent`); its acting functions besides
-    ``policy_fn`` are the shared ones of
-    :class:`~batchppo.algorithms.common.acting.ActorCriticActing`."""
+    [`Agent`][batchppo.algorithms.common.trainer.Agent]); its acting functions besides ``policy_fn``
+    are the shared ones of ``batchppo.algorithms.common.acting.ActorCriticActing``."""
 
     config: A2CConfig
 
@@ -173,7 +171,7 @@ class A2C(ActorCriticActing):
 
 
 class Trainer(common.Trainer):
-    """The object API of an A2C run: the shared driver over :class:`A2C`."""
+    """The object API of an A2C run: the shared driver over [`A2C`][batchppo.algorithms.a2c.A2C]."""
 
     def __init__(self, config: A2CConfig, env: Env | None = None) -> None:
         super().__init__(config, A2C, env)

@@ -1,4 +1,5 @@
-"""The configuration of an A2C run: :class:`RunConfig`'s run-level fields plus A2C's own.
+"""The configuration of an A2C run: [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s
+run-level fields plus A2C's own.
 
 The defaults are SB3's A2C (Mnih et al. 2016, synchronous): rollouts of 5 steps, one RMSprop
 step per rollout at 7e-4, value loss weight 0.5, gradients clipped at 0.5, plain n-step

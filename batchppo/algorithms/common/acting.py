@@ -1,13 +1,12 @@
 """How an actor-critic agent acts: what PPO and A2C share of the ``Agent`` protocol.
 
-:class:`ActorCriticActing` gives an agent whose policy is a shared network
-(:mod:`~batchppo.algorithms.common.networks`) over streaming-normalised observations the
-acting half of :class:`~batchppo.algorithms.common.trainer.Agent`: ``init_sim``,
-``acting_params``, ``initial_carry``, ``normalize_obs`` and the deterministic policy
-``mode_fn``. The agent writes its own sampling policy ``policy_fn`` (what it keeps of each
-step differs: PPO the log-prob, the distribution and the recurrent state, A2C the value),
-which starts the same way: ``net_params, obs_norm = params`` and
-``nobs = self.normalize_obs(obs_norm, obs)``.
+``ActorCriticActing`` gives an agent whose policy is a shared network (``networks``) over
+streaming-normalised observations the acting half of
+[`Agent`][batchppo.algorithms.common.trainer.Agent]: ``init_sim``, ``acting_params``,
+``initial_carry``, ``normalize_obs`` and the deterministic policy ``mode_fn``. The agent writes its
+own sampling policy ``policy_fn`` (what it keeps of each step differs: PPO the log-prob, the
+distribution and the recurrent state, A2C the value), which starts the same way: ``net_params,
+obs_norm = params`` and ``nobs = self.normalize_obs(obs_norm, obs)``.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ PyTree = Any
 
 
 class ActingConfig(Protocol):
-    """The fields of a config that :class:`ActorCriticActing` reads, and no others."""
+    """The fields of a config that ``ActorCriticActing`` reads, and no others."""
 
     @property
     def normalize_observations(self) -> bool:
@@ -45,13 +44,13 @@ class ActingConfig(Protocol):
 class ActorCriticActing:
     """The acting functions of an agent with a shared network and observation statistics.
 
-    A base class: the agent sets the attributes below in its ``__init__`` and writes
-    ``policy_fn``. Its train state must have ``params`` (the network's) and ``obs_norm`` (a
-    :class:`~batchppo.core.normalize.NormState`); the policies act with
-    ``params = (net_params, obs_norm)`` (:meth:`acting_params`).
+    A base class: the agent sets the attributes below in its ``__init__`` and writes ``policy_fn``.
+    Its train state must have ``params`` (the network's) and ``obs_norm`` (a
+    ``batchppo.core.normalize.NormState``); the policies act with ``params = (net_params,
+    obs_norm)`` (``acting_params``).
 
     Attributes:
-        config: The run's config (:class:`ActingConfig`'s fields are read).
+        config: The run's config (``ActingConfig``'s fields are read).
         network: The policy and value network.
         env: The batched training env.
         spec: The training env's spec.
@@ -79,11 +78,11 @@ class ActorCriticActing:
         return self.network.initial_carry(batch)
 
     def init_obs_norm(self) -> PyTree:
-        """Empty observation statistics: a :class:`~batchppo.core.normalize.NormState` when the
-        observation is one float vector leaf, else a tuple with one per leaf in tree order
-        (None for leaves that are not float vectors: images, integer leaves).
+        """Empty observation statistics: a ``batchppo.core.normalize.NormState`` when the
+        observation is one float vector leaf, else a tuple with one per leaf in tree order (None for
+        leaves that are not float vectors: images, integer leaves).
 
-        Only float vector leaves (:func:`~batchppo.core.spaces.is_float_vector`) are
+        Only float vector leaves (``batchppo.core.spaces.is_float_vector``) are
         normalised: uint8 images are scaled by 1/255 inside the network and integer leaves
         are one-hot encoded or cast there.
         """
@@ -109,7 +108,7 @@ class ActorCriticActing:
         """Observation normalisation as the policy and value networks see it.
 
         Args:
-            obs_norm: The streaming observation statistics (:meth:`init_obs_norm`).
+            obs_norm: The streaming observation statistics (``init_obs_norm``).
             obs: Observations of any batch shape (a pytree of the observation space).
 
         Returns:
@@ -153,7 +152,7 @@ class ActorCriticActing:
         """The deterministic policy (mean or argmax action) for evaluation.
 
         Args:
-            params: ``(net_params, obs_norm)`` (:meth:`acting_params`).
+            params: ``(net_params, obs_norm)`` (``acting_params``).
             carry: The policy's recurrent state (the network resets it where ``first``).
             obs: Observations ``(B, ...)``.
             first: Whether each observation starts an episode ``(B,)``.

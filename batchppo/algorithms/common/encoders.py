@@ -1,12 +1,12 @@
 """Observation encoders: each leaf of an observation space to a flat float feature vector.
 
-:class:`ObsEncoder` encodes every leaf of an observation (a pytree of the observation space,
-flattened to a list of leaves in tree order) by its kind and concatenates the features:
+``ObsEncoder`` encodes every leaf of an observation (a pytree of the observation space, flattened to
+a list of leaves in tree order) by its kind and concatenates the features:
 
-* images (rank-3 ``Box``, HWC or CHW): a CNN torso (:data:`CNNS`: the Nature CNN of Mnih et
-  al. 2015, the IMPALA ResNet of Espeholt et al. 2018, or the one-layer network of the MinAtar
-  paper, Young and Tian 2019, for small grids). uint8 frames are scaled by 1/255 here, inside
-  the network; bool and other integer images are cast to float;
+* images (rank-3 ``Box``, HWC or CHW): a CNN torso (``CNNS``: the Nature CNN of Mnih et al. 2015,
+  the IMPALA ResNet of Espeholt et al. 2018, or the one-layer network of the MinAtar paper, Young
+  and Tian 2019, for small grids). uint8 frames are scaled by 1/255 here, inside the network; bool
+  and other integer images are cast to float;
 * other ``Box`` leaves: flattened and cast to float32 (float leaves arrive normalised);
 * ``Discrete``: one-hot; ``MultiDiscrete``: the one-hots of its entries, concatenated;
 * ``MultiBinary``: the bits as floats.
@@ -37,7 +37,7 @@ def _conv_init() -> nn.initializers.Initializer:
 
 
 def image_layout(shape: tuple[int, ...], layout: str) -> str:
-    """``hwc`` or ``chw`` for an image of ``shape`` (see :data:`IMAGE_LAYOUTS`)."""
+    """``hwc`` or ``chw`` for an image of ``shape`` (see ``IMAGE_LAYOUTS``)."""
     if layout != "auto":
         return layout
     return "chw" if shape[0] < shape[-1] else "hwc"
@@ -157,9 +157,9 @@ class ObsEncoder(nn.Module):
 
     Attributes:
         leaves: The observation space's leaf specs, in tree order.
-        cnn: The image torso (:data:`CNNS`).
+        cnn: The image torso (``CNNS``).
         cnn_dense: Width of the CNN's final dense layer.
-        layout: How image axes are read (:data:`IMAGE_LAYOUTS`).
+        layout: How image axes are read (``IMAGE_LAYOUTS``).
     """
 
     leaves: tuple[spaces.Leaf, ...]

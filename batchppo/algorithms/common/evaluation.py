@@ -1,9 +1,9 @@
 """Evaluation and deployment of a trained policy, for any algorithm.
 
-* :class:`Evaluator` runs the deterministic policy (or, asked, the sampling one) in a separate
-  eval env of the run's backend, in compiled chunks of steps, and takes each env's first
-  episodes (no bias towards short ones).
-* :class:`HostPolicy` is ``obs -> action`` on the host, for deployment and visualisation.
+* ``Evaluator`` runs the deterministic policy (or, asked, the sampling one) in a separate eval
+  env of the run's backend, in compiled chunks of steps, and takes each env's first episodes
+  (no bias towards short ones).
+* ``HostPolicy`` is ``obs -> action`` on the host, for deployment and visualisation.
 
 Both see the agent only through its pure functions: ``act(params, carry, obs, first, key) ->
 (action, extras, carry)`` (``simulate``'s policy signature), ``init_sim(key, env)`` and
@@ -74,10 +74,9 @@ class Evaluator:
         sample_act: The sampling policy (the one training acts with), for evaluations that
             ask for sampled actions; None: such evaluations are refused.
         max_envs: At most this many eval envs (the run's ``num_agents``).
-        max_length: The run's time limit; the steps of one compiled eval call (else
-            :data:`EVAL_CHUNK`).
+        max_length: The run's time limit; the steps of one compiled eval call (else ``EVAL_CHUNK``).
         max_steps: Steps each eval env may run in one evaluation (``eval_max_steps``).
-        compiler: Compiles the programs that :meth:`precompile` lowers.
+        compiler: Compiles the programs that ``precompile`` lowers.
     """
 
     def __init__(
@@ -108,15 +107,16 @@ class Evaluator:
 
     @property
     def programs(self) -> dict[str, Program]:
-        """The compiled programs over the current eval env by name (``eval_start(envs,
-        chunk)`` and ``eval_more(envs, chunk)``); empty before the first evaluation or
-        ``precompile`` and after :meth:`close`. A new dict: a view, not a way to add one."""
+        """The compiled programs over the current eval env by name (``eval_start(envs, chunk)``,
+        ``eval_more(envs, chunk)`` and their ``_sampled`` twins); empty before the first
+        evaluation or ``precompile`` and after ``close``. A new dict: a view, not a way to add
+        one."""
         programs = [*self._start.values(), *self._more.values()]
         return {p.name: p for p in programs}
 
     def layout(self, num_episodes: int) -> tuple[int, int]:
         """``(num_envs, chunk)``: envs of the eval env and steps per compiled eval call
-        (``max_length``, else :data:`EVAL_CHUNK`; at most ``max_steps``)."""
+        (``max_length``, else ``EVAL_CHUNK``; at most ``max_steps``)."""
         if num_episodes < 1:
             raise ValueError(f"evaluate: num_episodes={num_episodes} must be >= 1")
         chunk = min(self._max_length or EVAL_CHUNK, self._max_steps)
@@ -203,11 +203,11 @@ class Evaluator:
                 deterministic one.
 
         Returns:
-            ``{"score", "length"}`` means, ``"returns"``, ``"lengths"`` and ``"terminated"``
-            (the episode ended in a terminal state, not by a time limit or a cut) arrays,
-            ``"cut"``, the number of cut episodes among them, and with ``task_metrics`` the
-            list ``"infos"``: each episode's :class:`~batchppo.envs.episode_metrics.
-            EpisodeInfoRecorder` summary (``{}`` where the env records none).
+            ``{"score", "length"}`` means, ``"returns"``, ``"lengths"`` and ``"terminated"`` (the
+            episode ended in a terminal state, not by a time limit or a cut) arrays, ``"cut"``, the
+            number of cut episodes among them, and with ``task_metrics`` the list ``"infos"``: each
+            episode's ``batchppo.envs.episode_metrics.EpisodeInfoRecorder`` summary (``{}`` where
+            the env records none).
         """
         num_envs, chunk = self.layout(num_episodes)
         env = self._env(num_envs)
@@ -294,15 +294,15 @@ class Evaluator:
 class HostPolicy:
     """``obs -> action`` on the host for deployment and visualisation.
 
-    Recurrent policies carry their state across calls (call :meth:`reset` at episode
-    starts). Sampling policies draw from a key seeded by ``seed``.
+    Recurrent policies carry their state across calls (call ``reset`` at episode starts). Sampling
+    policies draw from a key seeded by ``seed``.
 
     Args:
         act: The policy (``simulate``'s signature), jitted here.
         params: What it acts with.
         initial_carry: ``batch -> carry``, the recurrent state at an episode start.
-        obs_shape: The observation space tree (:mod:`batchppo.core.spaces`); a shape tuple
-            stands for one float32 ``Box`` of that shape.
+        obs_shape: The observation space tree (``batchppo.core.spaces``); a shape tuple stands for
+            one float32 ``Box`` of that shape.
         seed: Seed of the sampling key.
     """
 

@@ -2,13 +2,13 @@
 
 Each action leaf gets its head and distribution (distrax):
 
-* ``Box`` (1-D): :class:`GaussianHead`, a diagonal Gaussian with a tanh mean and a
-  state-independent softplus standard deviation;
-* ``Discrete``: :class:`CategoricalHead`, a categorical;
-* ``MultiDiscrete``: :class:`MultiCategoricalHead`, independent categoricals, one per entry
-  (logits padded to the largest entry with a large negative constant, so that entries of
-  different sizes share one array; the padding has probability 0);
-* ``MultiBinary``: :class:`BernoulliHead`, independent Bernoullis.
+* ``Box`` (1-D): ``GaussianHead``, a diagonal Gaussian with a tanh mean and a state-independent
+  softplus standard deviation;
+* ``Discrete``: ``CategoricalHead``, a categorical;
+* ``MultiDiscrete``: ``MultiCategoricalHead``, independent categoricals, one per entry (logits
+  padded to the largest entry with a large negative constant, so that entries of different sizes
+  share one array; the padding has probability 0);
+* ``MultiBinary``: ``BernoulliHead``, independent Bernoullis.
 
 A Dict/Tuple action space gets one head per leaf over the same features; its distribution is
 the product (``distrax.Joint``): log-probs and entropies (and KLs) are sums over the leaves.
@@ -74,7 +74,7 @@ class CategoricalHead(nn.Module):
 
 class MultiCategoricalHead(nn.Module):
     """Logits of independent categoricals, ``(..., len(nvec), max(nvec))``, padded with
-    :data:`PAD_LOGIT` where an entry has fewer choices than the largest."""
+    ``PAD_LOGIT`` where an entry has fewer choices than the largest."""
 
     nvec: tuple[int, ...]
     init_mean_factor: float

@@ -1,19 +1,18 @@
 """Policy and value networks (Flax linen) and their distributions (distrax), shared by the
-algorithms: :func:`make_network` builds one from any config with the fields of
-:class:`NetworkConfig` (PPO's and A2C's configs have them) and the env's spaces.
+algorithms: ``make_network`` builds one from any config with the fields of
+``NetworkConfig`` (PPO's and A2C's configs have them) and the env's spaces.
 
 How a network is chosen from the spaces:
 
-* **Observations.** One float or integer vector ``Box`` (rank 0-2), the common case, goes
-  straight into the MLPs (flattened), exactly as the original Batch PPO's networks. Any other
-  observation space goes through an :class:`~batchppo.algorithms.common.encoders.ObsEncoder`
-  first: images (rank-3 ``Box``) through a CNN torso (``cnn``), vectors flattened,
-  ``Discrete``/``MultiDiscrete`` one-hot encoded, the leaves of a Dict/Tuple encoded one by
-  one and concatenated. With ``shared_torso`` the policy and the value network share one
-  encoder (its parameters are ``params["torso"]``); otherwise each has its own.
-* **Actions.** The heads of :mod:`~batchppo.algorithms.common.heads`: Gaussian (``Box``),
-  categorical (``Discrete``), independent categoricals (``MultiDiscrete``), Bernoulli
-  (``MultiBinary``), and their product over the leaves of a Dict/Tuple action.
+* **Observations.** One float or integer vector ``Box`` (rank 0-2), the common case, goes straight
+  into the MLPs (flattened), exactly as the original Batch PPO's networks. Any other observation
+  space goes through an ``ObsEncoder`` first: images (rank-3 ``Box``) through a CNN torso (``cnn``),
+  vectors flattened, ``Discrete``/``MultiDiscrete`` one-hot encoded, the leaves of a Dict/Tuple
+  encoded one by one and concatenated. With ``shared_torso`` the policy and the value network share
+  one encoder (its parameters are ``params["torso"]``); otherwise each has its own.
+* **Actions.** The heads of ``heads``: Gaussian (``Box``), categorical (``Discrete``), independent
+  categoricals (``MultiDiscrete``), Bernoulli (``MultiBinary``), and their product over the leaves
+  of a Dict/Tuple action.
 * **Recurrence.** ``network`` names the policy: ``feed_forward`` or ``recurrent`` (the policy's
   last hidden layer is a GRU whose state is carried through ``simulate`` and reset where
   ``first`` is True; the value network stays feed-forward, as in the original), with the head
@@ -24,10 +23,9 @@ The policy MLP's layers follow the encoder; the Gaussian mean head is ``tanh`` w
 initialisation (``init_mean_factor``) and a state-independent standard deviation
 ``softplus(p)`` that starts at ``init_std``.
 
-A network is used through :class:`Network`, a bundle of pure functions. Distribution parameters
-travel as plain dicts (``{"mean", "std"}`` or ``{"logits"}``; a tree of them for a Dict/Tuple
-action) so they can be stored in the rollout and rebuilt into distrax distributions for
-log-probs, KL and entropy.
+A network is used through ``Network``, a bundle of pure functions. Distribution parameters travel as
+plain dicts (``{"mean", "std"}`` or ``{"logits"}``; a tree of them for a Dict/Tuple action) so they
+can be stored in the rollout and rebuilt into distrax distributions for log-probs, KL and entropy.
 """
 
 from __future__ import annotations
@@ -130,7 +128,7 @@ class RecurrentPolicy(nn.Module):
 
 
 class NetworkConfig(Protocol):
-    """The fields of a config that :func:`make_network` reads, and no others.
+    """The fields of a config that ``make_network`` reads, and no others.
 
     ``cnn``, ``cnn_dense`` and ``image_layout`` are read only when the observation has an
     image leaf, and ``shared_torso`` only when the observation is not one vector ``Box``,
@@ -139,7 +137,7 @@ class NetworkConfig(Protocol):
 
     @property
     def network(self) -> str:
-        """One of :data:`NETWORKS`."""
+        """One of ``NETWORKS``."""
         ...
 
     @property
@@ -280,11 +278,11 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
     """Builds the network for an env's spaces (see the module docstring for how).
 
     Args:
-        config: Any config with the fields of :class:`NetworkConfig`; PPO's and A2C's have them.
+        config: Any config with the fields of ``NetworkConfig``; PPO's and A2C's have them.
         spec: The environment's spec (its ``obs_space`` and ``action_space`` trees).
 
     Returns:
-        The :class:`Network` of pure functions.
+        The ``Network`` of pure functions.
 
     Raises:
         ValueError: The network does not fit the action space, or a recurrent network has no

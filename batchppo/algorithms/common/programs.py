@@ -1,11 +1,10 @@
 """Compiled programs: XLA options, the persistent compilation cache, and ahead-of-time builds.
 
-A trainer holds one :class:`Program` per compiled function it runs (init, env reset, the
-training iteration, evaluation). A program is jitted on first use, as usual; or
-:meth:`Program.precompile` lowers it at once and compiles it in a background thread of a
-:class:`Compiler`, so that the programs of a run compile side by side, overlapping each
-other's lowering (on CPU a cold start is mostly XLA compilation). Calling a program waits
-for its own compilation.
+A trainer holds one ``Program`` per compiled function it runs (init, env reset, the training
+iteration, evaluation). A program is jitted on first use, as usual; or ``Program.precompile`` lowers
+it at once and compiles it in a background thread of a ``Compiler``, so that the programs of a run
+compile side by side, overlapping each other's lowering (on CPU a cold start is mostly XLA
+compilation). Calling a program waits for its own compilation.
 """
 
 from __future__ import annotations
@@ -43,8 +42,8 @@ more slowly than with XLA's own kernels: a Nature-CNN gradient step on 256 Atari
 
 def resolve_xla_convolutions(xla_convolutions: bool | None, obs_space: Any) -> bool:
     """Whether the hot programs keep convolutions on XLA's own kernels
-    (:data:`XLA_CONVOLUTIONS_OPTIONS`): ``xla_convolutions`` as set, or where None, whether
-    an observation leaf is an image (a CNN torso); never off the CPU, where the option has no
+    (``XLA_CONVOLUTIONS_OPTIONS``): ``xla_convolutions`` as set, or where None, whether an
+    observation leaf is an image (a CNN torso); never off the CPU, where the option has no
     meaning."""
     if jax.default_backend() != "cpu":
         return False
@@ -65,9 +64,9 @@ def resolve_host_loop(host_loop: bool | None, host: bool) -> bool:
 
 
 def hot_compiler_options(xla_convolutions: bool) -> dict[str, Any]:
-    """XLA options of the hot programs (the training iteration, the update, the host loop's
-    policy step): :data:`COMPILER_OPTIONS`, with :data:`XLA_CONVOLUTIONS_OPTIONS` where
-    ``xla_convolutions`` (see :func:`resolve_xla_convolutions`)."""
+    """XLA options of the hot programs (the training iteration, the update, the host loop's policy
+    step): ``COMPILER_OPTIONS``, with ``XLA_CONVOLUTIONS_OPTIONS`` where ``xla_convolutions`` (see
+    ``resolve_xla_convolutions``)."""
     if xla_convolutions:
         return {**COMPILER_OPTIONS, **XLA_CONVOLUTIONS_OPTIONS}
     return COMPILER_OPTIONS
@@ -133,7 +132,7 @@ class Compiler:
 
 
 class Program:
-    """One compiled program: its jitted function, or an AOT build made by :meth:`precompile`.
+    """One compiled program: its jitted function, or an AOT build made by ``precompile``.
 
     Args:
         name: Names the program in warnings (e.g. ``iterations(2)``).
@@ -168,7 +167,7 @@ class Program:
         return lowered.out_info
 
     def __call__(self, *args: Any) -> Any:
-        """Runs the program: precompiled when :meth:`precompile` built it, else jitted.
+        """Runs the program: precompiled when ``precompile`` built it, else jitted.
 
         A precompiled program that cannot be used (its background compilation failed, or it
         does not take these inputs) is replaced by the jitted function, which compiles again

@@ -1,9 +1,9 @@
 """The run-level settings every algorithm's config has: env, backend, budget, cadences, seed.
 
-An algorithm's config is a frozen dataclass that subclasses :class:`RunConfig` and adds its
-hyperparameters (``PPOConfig``, ``A2CConfig``). The experiment layer (loop, checkpoints,
-resume rules, visualize, plot) reads only these fields, whatever the algorithm. Importing this
-module does not import JAX.
+An algorithm's config is a frozen dataclass that subclasses
+[`RunConfig`][batchppo.algorithms.common.run_config.RunConfig] and adds its hyperparameters
+(``PPOConfig``, ``A2CConfig``). The experiment layer (loop, checkpoints, resume rules, visualize,
+plot) reads only these fields, whatever the algorithm. Importing this module does not import JAX.
 """
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ class RunConfig:
     returns a ``gymnasium.Env``, for envs that are not registered); a gymnax id for
     ``gymnax``, a Brax env name for ``brax``."""
     backend: str = "process"
-    """Where envs run: ``process`` (BatchEnv workers), ``sync`` (in-process), ``ray``
-    (Ray actors), ``gymnax`` or ``brax`` (pure JAX, fused with the learner); any backend of
-    the registry :mod:`batchppo.core.backends`."""
+    """Where envs run: ``process`` (BatchEnv workers), ``sync`` (in-process), ``ray`` (Ray actors),
+    ``gymnax`` or ``brax`` (pure JAX, fused with the learner); any backend of the registry
+    ``batchppo.core.backends``."""
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Env construction options: keyword arguments of ``gymnasium.make`` for host backends
     (e.g. ``{include_cfrc_ext_in_observation: false}`` for Ant-v5), of
@@ -67,19 +67,17 @@ class RunConfig:
     num_workers: int | None = None
     """Worker processes for the ``process`` backend; None means one per core."""
     host_loop: bool | None = None
-    """Host backends only: collect rollouts with a Python loop around the compiled policy
-    step (:class:`~batchppo.backends.host_loop.HostLoop`) instead of inside the compiled
-    iteration through ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md
-    compares the speed of the two. None: the in-graph rollout on the CPU, the loop on an
-    accelerator, where XLA's GPU compiler aborted on the in-graph rollout
-    (:func:`~batchppo.algorithms.common.programs.resolve_host_loop`)."""
+    """Host backends only: collect rollouts with a Python loop around the compiled policy step
+    ([`HostLoop`][batchppo.backends.HostLoop]) instead of inside the compiled iteration through
+    ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md compares the speed of the two.
+    None: the in-graph rollout on the CPU, the loop on an accelerator, where XLA's GPU compiler
+    aborted on the in-graph rollout (``resolve_host_loop``)."""
     devices: int | None = None
-    """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded,
-    parameters and normaliser statistics replicated;
-    :mod:`batchppo.algorithms.common.sharding`). None takes every device for pure-JAX
-    backends (one device where only one exists: the unsharded program) and one device for
-    host backends, which cannot shard. ``num_agents`` must be a multiple of the device count.
-    It may change on resume."""
+    """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded, parameters
+    and normaliser statistics replicated; ``batchppo.algorithms.common.sharding``). None takes every
+    device for pure-JAX backends (one device where only one exists: the unsharded program) and one
+    device for host backends, which cannot shard. ``num_agents`` must be a multiple of the device
+    count. It may change on resume."""
     xla_convolutions: bool | None = None
     """CPU only: the hot programs (the training iteration, the update, the host loop's policy
     step) run convolutions with XLA's own kernels (True) or hand them to the YNNPACK library
@@ -126,8 +124,9 @@ class RunConfig:
     ``cut`` counts them and a warning names this setting. At the default only episodes
     without a time limit (``max_length`` None and none of the env's own) reach it."""
     eval_every: int | None = None
-    """Training steps between evaluation phases; 0 disables evaluation; None: ``steps / 20``
-    (see :attr:`eval_interval`), so that a changed ``steps`` keeps 20 evaluations."""
+    """Training steps between evaluation phases; 0 disables evaluation; None: ``steps / 20`` (see
+    [`eval_interval`][batchppo.algorithms.common.run_config.RunConfig.eval_interval]), so that a
+    changed ``steps`` keeps 20 evaluations."""
     log_every: int | None = None
     """Training steps between log reports; None: ``steps / 100``."""
     checkpoint_every: int | None = None

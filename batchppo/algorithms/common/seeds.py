@@ -1,17 +1,16 @@
 """Several seeds of one config trained together: one compiled program, one set of envs.
 
-:class:`SeedsTrainer` trains ``num_seeds`` seeds (``config.seed + i``) of one config at once,
-for any agent (:class:`~batchppo.algorithms.common.trainer.Agent`). Its states are the
-single-seed train state and :class:`~batchppo.core.types.SimState` stacked on a leading seed
-axis. Each seed computes what a separate run with its seed computes: bit for bit over host
-envs, to float rounding over pure-JAX envs (the vmapped program is compiled on its own, so
-XLA may order or fuse float operations differently, env steps included):
+``SeedsTrainer`` trains ``num_seeds`` seeds (``config.seed + i``) of one config at once, for any
+agent ([`Agent`][batchppo.algorithms.common.trainer.Agent]). Its states are the single-seed train
+state and [`SimState`][batchppo.core.SimState] stacked on a leading seed axis. Each seed computes
+what a separate run with its seed computes: bit for bit over host envs, to float rounding over
+pure-JAX envs (the vmapped program is compiled on its own, so XLA may order or fuse float operations
+differently, env steps included):
 
-* pure-JAX backends (gymnax, brax): the whole training iteration, env included, is
-  ``jax.vmap``-ed over seeds into one compiled program; except where the agent compiles its
-  update unrolled (``unroll_update``: a CNN on the CPU), whose seeds run one after another
-  through the single-seed programs (:attr:`SeedsTrainer.seed_after_seed`), each then bit
-  for bit a separate run;
+* pure-JAX backends (gymnax, brax): the whole training iteration, env included, is ``jax.vmap``-ed
+  over seeds into one compiled program; except where the agent compiles its update unrolled
+  (``unroll_update``: a CNN on the CPU), whose seeds run one after another through the single-seed
+  programs (``SeedsTrainer.seed_after_seed``), each then bit for bit a separate run;
 * host backends (process, sync, ray): one batch env of ``num_seeds x num_agents`` envs is
   shared by all seeds (one set of worker processes). Env ``j`` of seed ``s`` is row
   ``s * num_agents + j`` and is reset with the seed a separate run of seed ``s`` gives its
@@ -27,7 +26,7 @@ An env's exception reaches the caller as itself, as with ``Trainer`` (not as JAX
 ``JaxRuntimeError``), and over host envs an iteration donates only the sim state, so the
 train state passed to an iteration that an env error stopped stays valid.
 
-Example:
+Examples:
     >>> trainer = SeedsTrainer(config, num_seeds=4, make_agent=PPO)
     >>> ts = trainer.init(init_keys)           # (4, *key_shape) raw keys: one per seed
     >>> ss = trainer.init_sim(ts, sim_keys)
@@ -84,8 +83,8 @@ def unstack(state: Any, index: int) -> Any:
 class _SeedSlice:
     """What the learner of one seed sees of a shared host env: its spec and its envs' count.
 
-    The learner (the agent) reads ``spec`` and ``num_envs`` only; the shared env is
-    stepped by :class:`SeedsTrainer`'s own rollout, never through this view.
+    The learner (the agent) reads ``spec`` and ``num_envs`` only; the shared env is stepped by
+    ``SeedsTrainer``'s own rollout, never through this view.
     """
 
     def __init__(self, spec: EnvSpec, num_envs: int) -> None:
@@ -99,17 +98,17 @@ class _SeedSlice:
         raise NotImplementedError("a seed's slice of a shared host env is not stepped alone")
 
     def close(self) -> None:
-        """Nothing to close: the shared env belongs to the :class:`SeedsTrainer`."""
+        """Nothing to close: the shared env belongs to the ``SeedsTrainer``."""
 
 
 class SharedHostEnv:
     """A host env of ``num_seeds x per_seed`` envs, reset and stepped per seed slice.
 
     An exception of its reset or step is marked and kept as ``HostEnv`` keeps its own
-    (:meth:`take_error`, :func:`~batchppo.backends.host_env.raise_env_error`).
+    (``take_error``, ``batchppo.backends.host_env.raise_env_error``).
 
     Args:
-        env: The :class:`~batchppo.backends.host_env.HostEnv` of all seeds' envs.
+        env: The [`HostEnv`][batchppo.backends.HostEnv] of all seeds' envs.
         num_seeds: Number of seeds; env ``j`` of seed ``s`` is row ``s * per_seed + j``.
     """
 
@@ -194,7 +193,7 @@ def _seeds_rollout(
 
 
 class SeedsTrainer:
-    """The :class:`~batchppo.algorithms.common.trainer.Trainer` of ``num_seeds`` seeds at once.
+    """The [`Trainer`][batchppo.algorithms.common.trainer.Trainer] of ``num_seeds`` seeds at once.
 
     States carry a leading seed axis; keys are one raw key per seed, stacked. Iterations
     donate their input states as ``Trainer``'s do (over host envs the sim state only).
@@ -340,7 +339,7 @@ class SeedsTrainer:
         self, train_state: Any, sim_state: SimState
     ) -> tuple[Any, SimState, list[dict[str, float]]]:
         """One collection + update of every seed in one compiled call (or, where
-        :attr:`seed_after_seed`, one call of the single-seed program per seed).
+        ``seed_after_seed``, one call of the single-seed program per seed).
 
         Returns:
             ``(train_state, sim_state, metrics)`` with one metrics dict per seed; with env
@@ -365,7 +364,7 @@ class SeedsTrainer:
     def _iteration_seed_after_seed(
         self, train_state: Any, sim_state: SimState
     ) -> tuple[Any, SimState, list[dict[str, float]]]:
-        """:meth:`iteration` as one single-seed iteration per seed (:attr:`seed_after_seed`)."""
+        """``iteration`` as one single-seed iteration per seed (``seed_after_seed``)."""
         runs = [
             self._single.iteration(unstack(train_state, i), unstack(sim_state, i))
             for i in range(self.num_seeds)

@@ -2,12 +2,12 @@
 
 With several JAX devices (GPUs, TPU cores, or CPU devices forced with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N``) and a pure-JAX backend, the
-:class:`~batchppo.algorithms.common.trainer.Trainer` compiles its programs over a 1-D
-:class:`jax.sharding.Mesh` with the axis ``"data"``:
+[`Trainer`][batchppo.algorithms.common.trainer.Trainer] compiles its programs over a 1-D
+``jax.sharding.Mesh`` with the axis ``"data"``:
 
-* the env batch is sharded: every :class:`~batchppo.core.types.SimState` leaf with a leading
-  ``num_agents`` axis (env states, observations, episode counters, the policy carry),
-  ``num_agents / devices`` envs per device, and so the rollout inside the iteration;
+* the env batch is sharded: every [`SimState`][batchppo.core.SimState] leaf with a leading
+  ``num_agents`` axis (env states, observations, episode counters, the policy carry), ``num_agents /
+  devices`` envs per device, and so the rollout inside the iteration;
 * the train state (parameters, optimiser state, normaliser statistics, KL beta, learner key,
   counters, and the per-env running return, ``num_agents`` floats) is replicated, so every
   process holds all of it and can checkpoint it.
@@ -20,9 +20,9 @@ again, so that the update, not only the rollout, is data-parallel. So a sharded 
 what the unsharded run computes, up to the order of floating-point sums
 (``tests/algorithms/ppo/test_sharding.py``).
 
-On one device (the default on a machine with one) no mesh is built and the programs are
-exactly the unsharded ones. Several processes (hosts) form one mesh over all their devices
-when :func:`jax.distributed.initialize` ran first (see docs/scale_out.md, "Devices").
+On one device (the default on a machine with one) no mesh is built and the programs are exactly the
+unsharded ones. Several processes (hosts) form one mesh over all their devices when
+``jax.distributed.initialize`` ran first (see docs/scale_out.md, "Devices").
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ PyTree = Any
 def learner_devices(config: Any) -> list[jax.Device]:
     """The devices the learner of ``config`` runs on, checked against the config.
 
-    ``config.devices`` None takes every device (``jax.devices()``: all local devices, and
-    those of the other processes after :func:`jax.distributed.initialize`) for pure-JAX
-    backends, and one device for host backends (their envs step on the host through
-    ``io_callback``; that path stays on one device).
+    ``config.devices`` None takes every device (``jax.devices()``: all local devices, and those of
+    the other processes after ``jax.distributed.initialize``) for pure-JAX backends, and one device
+    for host backends (their envs step on the host through ``io_callback``; that path stays on one
+    device).
 
     Raises:
         ValueError: in one line, when more devices are asked for than exist, when a host

@@ -1,21 +1,22 @@
 """The driver of a training run, for any agent: the object API the experiment loop uses.
 
-An algorithm supplies an *agent* (:class:`Agent`): pure, jittable functions over its own
-train state (``init``, ``init_sim``, ``iteration``, ``learn``, a sampling and a deterministic
-policy). :class:`Trainer` compiles and runs them:
+An algorithm supplies an *agent* ([`Agent`][batchppo.algorithms.common.trainer.Agent]): pure,
+jittable functions over its own train state (``init``, ``init_sim``, ``iteration``, ``learn``, a
+sampling and a deterministic policy). [`Trainer`][batchppo.algorithms.common.trainer.Trainer]
+compiles and runs them:
 
-* ``iteration`` is one compiled call (rollout + update) for every backend: pure-JAX envs fuse
-  with the learner, host envs (Gymnasium in processes) enter the same compiled rollout
-  through ``io_callback`` (:class:`~batchppo.backends.host_env.HostEnv`). ``iterations(n)`` runs
-  ``n`` of them in one ``lax.scan``. With ``host_loop`` the host envs are stepped instead from
-  a Python loop around the compiled policy (:class:`~batchppo.backends.host_loop.HostLoop`), and
-  the update (``agent.learn``) is one compiled call.
-* ``precompile`` compiles a run's programs side by side in the background
-  (:mod:`~batchppo.algorithms.common.programs`), which halves a cold start on CPU.
-* With several JAX devices and a pure-JAX backend, the programs run data-parallel over all of
-  them (``config.devices``; :mod:`~batchppo.algorithms.common.sharding`).
+* ``iteration`` is one compiled call (rollout + update) for every backend: pure-JAX envs fuse with
+  the learner, host envs (Gymnasium in processes) enter the same compiled rollout through
+  ``io_callback`` ([`HostEnv`][batchppo.backends.HostEnv]). ``iterations(n)`` runs ``n`` of them in
+  one ``lax.scan``. With ``host_loop`` the host envs are stepped instead from a Python loop around
+  the compiled policy ([`HostLoop`][batchppo.backends.HostLoop]), and the update (``agent.learn``)
+  is one compiled call.
+* ``precompile`` compiles a run's programs side by side in the background (``programs``), which
+  halves a cold start on CPU.
+* With several JAX devices and a pure-JAX backend, the programs run data-parallel over all of them
+  (``config.devices``; ``sharding``).
 * ``evaluate`` and ``policy`` run the deterministic policy in an eval env and on the host
-  (:mod:`~batchppo.algorithms.common.evaluation`).
+  (``evaluation``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ PyTree = Any
 
 
 class Agent(Protocol):
-    """What :class:`Trainer` needs of an algorithm: pure functions over its train state.
+    """What [`Trainer`][batchppo.algorithms.common.trainer.Trainer] needs of an algorithm: pure
+    functions over its train state.
 
     The train state is the algorithm's own pytree; it must have a ``step`` counter (env steps
     so far), which the experiment loop reads. ``T`` is the rollout length of one iteration.
@@ -95,8 +97,8 @@ def make_run_env(config: Any, num_envs: int, seed: int) -> Env:
 
 
 def make_run_eval_env(config: Any, num_envs: int, seed: int) -> Env:
-    """The evaluation env of a run's config: :func:`make_run_env` with ``config.eval_env_kwargs``
-    over ``config.env_kwargs``."""
+    """The evaluation env of a run's config: ``make_run_env`` with ``config.eval_env_kwargs`` over
+    ``config.env_kwargs``."""
     env_kwargs = {**config.env_kwargs, **config.eval_env_kwargs}
     return make_run_env(dataclasses.replace(config, env_kwargs=env_kwargs), num_envs, seed)
 
@@ -150,27 +152,30 @@ def to_python(metrics: dict[str, Any]) -> dict[str, float]:
 class Trainer:
     """The object API of a run (used by the experiment loop), over an algorithm's agent.
 
-    Example:
-        >>> trainer = Trainer(config, PPO)
-        >>> ts = trainer.init(jax.random.key(config.seed))
-        >>> ss = trainer.init_sim(ts, jax.random.key(1))
-        >>> ts, ss, metrics = trainer.iteration(ts, ss)
-        >>> trainer.evaluate(ts, 10, jax.random.key(2))["score"]
+    Examples:
+        One iteration and an evaluation of a run's ``config`` (each compiles a program: the docs
+        test skips them):
+
+        >>> trainer = Trainer(config, PPO)  # doctest: +SKIP
+        >>> ts = trainer.init(jax.random.key(config.seed))  # doctest: +SKIP
+        >>> ss = trainer.init_sim(ts, jax.random.key(1))  # doctest: +SKIP
+        >>> ts, ss, metrics = trainer.iteration(ts, ss)  # doctest: +SKIP
+        >>> trainer.evaluate(ts, 10, jax.random.key(2))["score"]  # doctest: +SKIP
 
     Note: ``iteration``/``iterations`` donate their input states (the arrays are reused in
     place); keep using the returned states, not the ones passed in. Over host envs they
     donate the sim state only, so the train state passed to an iteration that an env error
     stopped stays valid (the experiment loop checkpoints it).
 
-    With several devices (``config.devices``, default all, pure-JAX backends) the init, env
-    reset and training programs run over a 1-D mesh: the sim state's envs sharded, the train
-    state replicated (``sharding``; :mod:`batchppo.algorithms.common.sharding`). Evaluation
-    and ``policy`` run on one device.
+    With several devices (``config.devices``, default all, pure-JAX backends) the init, env reset
+    and training programs run over a 1-D mesh: the sim state's envs sharded, the train state
+    replicated (``sharding``; ``batchppo.algorithms.common.sharding``). Evaluation and ``policy``
+    run on one device.
 
-    An exception of a host env (its own, re-raised by ``BatchEnv`` with the worker's
-    traceback, or ``WorkerDiedError``) reaches the caller of ``init_sim``, ``iteration``,
-    ``iterations`` and ``evaluate`` as itself, not as the ``JaxRuntimeError`` of the compiled
-    call it happened in (:func:`~batchppo.backends.host_env.raise_env_error`).
+    An exception of a host env (its own, re-raised by ``BatchEnv`` with the worker's traceback, or
+    ``WorkerDiedError``) reaches the caller of ``init_sim``, ``iteration``, ``iterations`` and
+    ``evaluate`` as itself, not as the ``JaxRuntimeError`` of the compiled call it happened in
+    (``batchppo.backends.host_env.raise_env_error``).
 
     Args:
         config: The run's config (an algorithm's config with the run-level fields: env,
@@ -249,13 +254,12 @@ class Trainer:
     def programs(self) -> dict[str, Program]:
         """Every compiled program the trainer holds, by name, for tests and diagnostics.
 
-        ``init``, ``init_sim`` and ``learn`` (the host loop's update) always; ``iterations(n)``
-        for each ``n`` that ``iteration``/``iterations``/``precompile`` asked for; the eval
-        env's ``eval_start(envs, chunk)`` and ``eval_more(envs, chunk)`` once an evaluation or
-        ``precompile`` made them (another eval env's size replaces them). Each program's
-        :attr:`~batchppo.algorithms.common.programs.Program.stage` says whether it is unbuilt,
-        compiling in the background, precompiled or jitted. A new dict each call: reading it
-        builds nothing.
+        ``init``, ``init_sim`` and ``learn`` (the host loop's update) always; ``iterations(n)`` for
+        each ``n`` that ``iteration``/``iterations``/``precompile`` asked for; the eval env's
+        ``eval_start(envs, chunk)`` and ``eval_more(envs, chunk)`` once an evaluation or
+        ``precompile`` made them (another eval env's size replaces them). Each program's ``stage``
+        says whether it is unbuilt, compiling in the background, precompiled or jitted. A new dict
+        each call: reading it builds nothing.
         """
         programs = [self._init_program, self._init_sim_program, self._learn_program]
         programs += self._iterations_programs.values()
@@ -388,8 +392,8 @@ class Trainer:
     def iteration(self, train_state: Any, sim_state: SimState) -> tuple[Any, SimState, dict]:
         """One collection + update, one compiled call. Returns Python-float metrics.
 
-        With ``host_loop``, the collection is a Python loop (:class:`HostLoop`) and the update
-        one compiled call.
+        With ``host_loop``, the collection is a Python loop
+        ([`HostLoop`][batchppo.backends.HostLoop]) and the update one compiled call.
 
         Raises:
             Exception: A host env's own exception (see the class docstring); ``train_state``
@@ -411,9 +415,10 @@ class Trainer:
     def iterations(
         self, train_state: Any, sim_state: SimState, n: int
     ) -> tuple[Any, SimState, list[dict[str, float]]]:
-        """``n`` iterations in one compiled ``lax.scan`` (one host sync for all of them), or
-        as ``n`` calls of :meth:`iteration` where the rollout is a host loop or the agent
-        compiles its update unrolled (``unroll_update``: a scan around it would be a loop).
+        """``n`` iterations in one compiled ``lax.scan`` (one host sync for all of them), or as
+        ``n`` calls of [`iteration`][batchppo.algorithms.common.trainer.Trainer.iteration] where the
+        rollout is a host loop or the agent compiles its update unrolled (``unroll_update``: a scan
+        around it would be a loop).
 
         Returns:
             ``(train_state, sim_state, metrics)`` with one metrics dict per iteration.

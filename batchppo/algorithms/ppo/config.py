@@ -1,8 +1,8 @@
 """The one flat, frozen configuration of a BatchPPO run.
 
 Field names follow the original Batch PPO configs (``steps``, ``num_agents``, ``max_length``,
-``update_every``, ``update_epochs``, ``learning_rate``, ``discount``, ``kl_target``, ...), so
-its presets read the same. Named presets live in :mod:`batchppo.algorithms.ppo.presets`.
+``update_every``, ``update_epochs``, ``learning_rate``, ``discount``, ``kl_target``, ...), so its
+presets read the same. Named presets live in ``batchppo.algorithms.ppo.presets``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class PPOConfig(RunConfig):
     """Everything that defines a BatchPPO training run. Invalid values raise ``ValueError``.
 
     The run-level fields (env, backend, num_agents, steps, cadences, seed...) are
-    :class:`~batchppo.algorithms.common.run_config.RunConfig`'s; the fields below are PPO's.
+    [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s; the fields below are PPO's.
     """
 
     # --- Schedule ---------------------------------------------------------------------------

@@ -3,11 +3,10 @@
 Data come as batch-major sequences ``(N, L)`` with a float ``mask`` (1 for real steps). Two
 policy objectives:
 
-* ``kl_penalty`` (the original Batch PPO): per sequence ``i``
-  ``surr_i = -(1/L) sum_t m_t rho_t A_t``, ``KL_i = (1/L) sum_t m_t KL(pi_old || pi)``,
-  ``cut_i = coef * 1[KL_i > f kappa] (KL_i - f kappa)^2`` and the loss is
-  ``mean_i(surr_i + beta KL_i + cut_i - eta H_i)``; ``beta`` adapts after each update
-  (:func:`adapt_beta`).
+* ``kl_penalty`` (the original Batch PPO): per sequence ``i`` ``surr_i = -(1/L) sum_t m_t rho_t
+  A_t``, ``KL_i = (1/L) sum_t m_t KL(pi_old || pi)``, ``cut_i = coef * 1[KL_i > f kappa] (KL_i - f
+  kappa)^2`` and the loss is ``mean_i(surr_i + beta KL_i + cut_i - eta H_i)``; ``beta`` adapts after
+  each update (``adapt_beta``).
 * ``clip`` (modern PPO): ``-mean(min(rho A, clip(rho, 1 - eps, 1 + eps) A)) - eta H``.
 
 The value loss is ``mean(m (R - V)^2)`` (optionally clipped around the old values); the total

@@ -1,15 +1,16 @@
 """BatchPPO: the training state and the pure functions of one training iteration (``PPO``).
 
-The agent is a set of pure functions over a :class:`TrainState` (``PPO``); the drivers run them:
+The agent is a set of pure functions over a [`TrainState`][batchppo.algorithms.ppo.TrainState]
+(``PPO``); the drivers run them:
 
-* :class:`Trainer`: the object API the experiment loop uses, the shared driver
-  (:class:`~batchppo.algorithms.common.trainer.Trainer`: compiled programs, host envs,
+* [`Trainer`][batchppo.algorithms.ppo.Trainer]: the object API the experiment loop uses, the shared
+  driver ([`Trainer`][batchppo.algorithms.common.trainer.Trainer]: compiled programs, host envs,
   devices, evaluation and deployment) over ``PPO``.
-* :class:`SeedsTrainer`: ``num_seeds`` seeds of one config in one program (``--seeds``), the
-  shared :class:`~batchppo.algorithms.common.seeds.SeedsTrainer` over ``PPO``.
-* :func:`make_train`: ``config -> train_fn(key) -> (TrainState, metrics)``, a pure function of
-  the whole run for pure-JAX envs; ``jax.vmap(train_fn)(keys)`` trains several seeds in one
-  program.
+* ``SeedsTrainer``: ``num_seeds`` seeds of one config in one program (``--seeds``), the shared
+  ``batchppo.algorithms.common.seeds.SeedsTrainer`` over ``PPO``.
+* [`make_train`][batchppo.algorithms.ppo.make_train]: ``config -> train_fn(key) -> (TrainState,
+  metrics)``, a pure function of the whole run for pure-JAX envs; ``jax.vmap(train_fn)(keys)``
+  trains several seeds in one program.
 
 Schedule: each iteration collects ``rollout_length`` steps from each of the ``num_agents`` envs
 (or, when ``rollout_length`` is None, ``ceil(update_every / num_agents) * max_length`` steps,
@@ -70,7 +71,8 @@ class TrainState:
         updates: Training iterations so far, int32 scalar.
         reward_return: Running discounted return of each env's current episode, float32
             ``(num_envs,)``; feeds ``reward_norm`` when ``reward_scale="return"``. A checkpoint
-            written before it existed restores it as zeros (:data:`RESTORE_DEFAULTS`).
+            written before it existed restores it as zeros
+            ([`RESTORE_DEFAULTS`][batchppo.algorithms.ppo.TrainState.RESTORE_DEFAULTS]).
         lr_scale: Factor on the scheduled learning rate kept by ``lr_kl_cap`` (float32 scalar,
             1 without it). A checkpoint written before it existed restores it as 1.
     """
@@ -168,9 +170,9 @@ def resolve_unroll_update(unroll_update: bool | None, spec: EnvSpec) -> bool:
 class PPO(ActorCriticActing):
     """The pure functions of BatchPPO for one config, env and network (no state of its own).
 
-    The acting functions besides ``policy_fn`` (``init_sim``, ``acting_params``,
-    ``initial_carry``, ``normalize_obs``, ``mode_fn``) are the shared ones of
-    :class:`~batchppo.algorithms.common.acting.ActorCriticActing`.
+    The acting functions besides ``policy_fn`` (``init_sim``, ``acting_params``, ``initial_carry``,
+    ``normalize_obs``, ``mode_fn``) are the shared ones of
+    ``batchppo.algorithms.common.acting.ActorCriticActing``.
     """
 
     config: PPOConfig
@@ -495,9 +497,12 @@ class PPO(ActorCriticActing):
 def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dict]]:
     """The whole training run as one pure function, for pure-JAX backends (gymnax, brax).
 
-    Example:
-        >>> train_fn = jax.jit(jax.vmap(make_train(config)))
-        >>> states, metrics = train_fn(jax.random.split(jax.random.key(0), 4))  # 4 seeds
+    Examples:
+        Four seeds of a whole run in one compiled program (a run's worth of training: the docs
+        test skips it):
+
+        >>> train_fn = jax.jit(jax.vmap(make_train(config)))  # doctest: +SKIP
+        >>> states, metrics = train_fn(jax.random.split(jax.random.key(0), 4))  # doctest: +SKIP
 
     Args:
         config: The run's config; ``backend`` must be ``gymnax`` or ``brax``.
@@ -527,16 +532,20 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dic
 
 
 class Trainer(common.Trainer):
-    """The object API of a BatchPPO run: the shared driver over :class:`PPO`.
+    """The object API of a BatchPPO run: the shared driver over
+    [`PPO`][batchppo.algorithms.ppo.PPO].
 
-    Example:
-        >>> trainer = Trainer(config)
-        >>> ts = trainer.init(jax.random.key(config.seed))
-        >>> ss = trainer.init_sim(ts, jax.random.key(1))
-        >>> ts, ss, metrics = trainer.iteration(ts, ss)
-        >>> trainer.evaluate(ts, 10, jax.random.key(2))["score"]
+    Examples:
+        One iteration and an evaluation of a run's ``config`` (each compiles a program: the docs
+        test skips them):
 
-    See :class:`~batchppo.algorithms.common.trainer.Trainer` for donation, devices and env
+        >>> trainer = Trainer(config)  # doctest: +SKIP
+        >>> ts = trainer.init(jax.random.key(config.seed))  # doctest: +SKIP
+        >>> ss = trainer.init_sim(ts, jax.random.key(1))  # doctest: +SKIP
+        >>> ts, ss, metrics = trainer.iteration(ts, ss)  # doctest: +SKIP
+        >>> trainer.evaluate(ts, 10, jax.random.key(2))["score"]  # doctest: +SKIP
+
+    See [`Trainer`][batchppo.algorithms.common.trainer.Trainer] for donation, devices and env
     errors.
 
     Args:

@@ -1,4 +1,4 @@
-"""The PPO presets: :data:`PRESETS`, by name (``batchppo list`` shows them all).
+"""The PPO presets: ``PRESETS``, by name (``batchppo list`` shows them all).
 
 The tasks of the original Batch PPO keep its hyperparameters (see the fact sheet of the
 original); the ``*_jax`` presets run gymnax envs fused with the learner and are tuned for
