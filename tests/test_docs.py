@@ -150,8 +150,8 @@ def test_snippets_from_the_readme_are_in_the_site(site: Path) -> None:
         lines = [line for line in match.group(1).splitlines() if line.strip()]
         assert len(lines) >= 5, section
         for line in lines:
-            if line.startswith("```") or not set(line) - set("|-: "):
-                continue  # a code fence, a table's rule
+            if line.startswith(("```", "<!--")) or not set(line) - set("|-: "):
+                continue  # a code fence, an HTML comment (a table's marker), a table's rule
             cells = line.strip("|").split("|") if line.startswith("|") else [line]
             for cell in cells:
                 assert _plain(cell) in text, (section, cell)
@@ -432,6 +432,8 @@ def test_readme_example_runs(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     steps, score = result.stdout.splitlines()[-2].split()
-    assert int(steps) >= 50_000 and float(score) > 0
+    # 50k steps of CartPole: seeds 0-2 end at 426, 500 and 491 on this project's machine
+    # (docs/benchmarks.md 10f); an untrained mean action scores about 9, a random policy 22.
+    assert int(steps) >= 50_000 and float(score) >= 150.0, score
     assert result.stdout.splitlines()[-1] == "(8, 3) float32"
     assert list(tmp_path.iterdir()) == []  # no logdir: nothing on disk
