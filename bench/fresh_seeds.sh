@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Fresh seeds 10-19 of the *_fast MuJoCo presets, the presets frozen (docs/benchmarks.md 10c).
+#
+#   bench/fresh_seeds.sh train [PRESET ...]   # train what is missing into runs_fresh/, one run at
+#                                              # a time (a started run resumes; published seeds skip)
+#   bench/fresh_seeds.sh stage PRESET         # its finished runs -> docs/runs (kept across sessions)
+#   bench/fresh_seeds.sh publish PRESET       # all 10 runs -> docs/runs, docs/results, and the
+#                                              # README's tables redrawn
+#
+# A seed counts as published once docs/runs/s<seed>-<preset> holds its final checkpoint. The
+# presets must not change between the runs of one preset: `train` records the commit it
+# starts from in runs_fresh/log.txt, and `publish` refuses runs whose config.yaml differs
+# from the preset's seed-10 run but for the seed.
+# Run it with the project's virtualenv active (batchppo on PATH).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export JAX_PLATFORMS=cpu
+FINAL=ckpt-000001001472.msgpack
+SEEDS="10 11 12 13 14 15 16 17 18 19"
+ALL="cheetah_fast hopper_fast walker_fast ant_fast humanoid_fast"
+
+train() {
+  mkdir -p runs_fresh
+  echo "commit $(git rev-parse HEAD) start $(date -Is)" >> runs_fresh/log.txt
+  for p in ${@:-$ALL}; do
+    for seed in $SEEDS; do
+      [ -f docs/runs/s$seed-$p/checkpoints/$FINAL ] && continue
+      dir=runs_fresh/s$seed-$p
+      [ -f $dir/checkpoints/$FINAL ] && continue
+      echo "$(date -Is) start $p seed $seed" >> runs_fresh/log.txt
+      if [ -d $dir ]; then
+        batchppo train --config $p --logdir runs_fresh --timestamp s$seed --resume \
+          --progress lines >> $dir.out 2>&1
+      else
+        batchppo train --config $p --logdir runs_fresh --timestamp s$seed --set seed=$seed \
+          --progress lines > $dir.out 2>&1
+      fi
+      echo "$(date -Is) end $p seed $seed rc=$?" >> runs_fresh/log.txt
+    done
+  done
+}
+
+# Copies the preset's finished runs (config, metrics, final checkpoint) to docs/runs; with
+# "all", every seed must be finished.
+stage() {
+  local p=$1 need=${2:-}
+  for seed in $SEEDS; do
+    local src=runs_fresh/s$seed-$p dst=docs/runs/s$seed-$p
+    [ -f $dst/checkpoints/$FINAL ] && continue
+    if [ ! -f $src/checkpoints/$FINAL ]; then
+      [ "$need" = all ] && { echo "$src: not finished" >&2; exit 1; }
+      continue
+    fi
+    if ! diff <(grep -v '^seed:' $src/config.yaml) \
+              <(grep -v '^seed:' docs/runs/s10-$p/config.yaml 2>/dev/null \
+                || grep -v '^seed:' runs_fresh/s10-$p/config.yaml) > /dev/null; then
+      echo "$src: its config differs from seed 10's: the preset changed between runs" >&2
+      exit 1
+    fi
+    mkdir -p $dst/checkpoints
+    cp $src/config.yaml $src/metrics.jsonl $dst/
+    cp $src/checkpoints/$FINAL $dst/checkpoints/
+  done
+}
+
+publish() {
+  local p=$1 out=docs/results/$1-1M-seeds10-19
+  stage $p all
+  batchppo evaluate --logdir docs/runs/s1?-$p --episodes 100 --reference targets-1m \
+    --json $out.json --csv $out-runs.csv --stats-json $out-stats.json
+  python bench/results.py --seeds-csv $out.json $out.csv
+  batchppo evaluate --logdir docs/runs/s1?-$p --training-window 100 --max-eval-mean 1001472 \
+    --json $out-training-window.json --stats-json $out-training-window-stats.json
+  python bench/results.py --write README.md
+}
+
+case "${1:-}" in
+  train) shift; train "$@" ;;
+  stage) stage "$2" ;;
+  publish) publish "$2" ;;
+  *) sed -n '2,14p' "$0"; exit 2 ;;
+esac
