@@ -103,8 +103,8 @@ def fresh_stem(task: Task) -> str:
     return f"{task.preset}-1M-seeds10-19"
 
 
-def tuning_window_stem(task: Task) -> str:
-    return f"{task.preset}-1M-seeds0-9-training-window"
+def tuning_stem(task: Task) -> str:
+    return f"{task.preset}-1M-seeds0-9"
 
 
 def _bold(cells: list[tuple[float | None, str]]) -> list[str]:
@@ -174,60 +174,59 @@ def fresh_table() -> list[str]:
     return lines
 
 
-def _header(peer: str) -> list[str]:
-    return [
-        f"| task | {peer} | batchppo seeds 10-19 | batchppo seeds 0-9 (tuning) |",
-        "|---|---:|---:|---:|",
-    ]
+def _window_stem(task: Task, fresh: bool) -> str:
+    """The stem of a group's training-window files (which hold its max-eval-mean too)."""
+    return f"{fresh_stem(task) if fresh else tuning_stem(task)}-training-window"
 
 
-def protocol_tables() -> list[str]:
-    """Three tables: ours by CleanRL's, rl-zoo's and Tianshou's protocols beside theirs."""
-    lines = [
+def _training_window(task: Task, fresh: bool) -> tuple[float | None, str]:
+    return _mean_std(_group_scores(_window_stem(task, fresh)))
+
+
+def _final_mean(task: Task, fresh: bool) -> tuple[float | None, str]:
+    return _mean_std(_group_scores(fresh_stem(task) if fresh else task.tuning))
+
+
+def _tianshou(task: Task, fresh: bool) -> tuple[float | None, str]:
+    return _max_eval_mean(_window_stem(task, fresh), _env(task.tuning))
+
+
+PROTOCOL_TABLES = (
+    (
         "By CleanRL's protocol (and the PPO paper's): the mean return of each run's last 100 "
         "training episodes, sampled actions; mean ± std over seeds.",
-        "",
-        *_header("CleanRL PPO (v4, 3 seeds)"),
-    ]
-    for task in TASKS:
-        cells = _bold([
-            _peer(task.cleanrl),
-            _mean_std(_group_scores(f"{fresh_stem(task)}-training-window")),
-            _mean_std(_group_scores(tuning_window_stem(task))),
-        ])  # fmt: skip
-        lines.append(f"| {task.name} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
+        "CleanRL PPO (v4, 3 seeds)", lambda task: task.cleanrl, _training_window,
+    ),
+    (
         "By rl-baselines3-zoo's protocol: the final policy's episodes with the deterministic "
         "(mean) action. rl-zoo: one run, ± the std over its episodes; ours: 100 episodes a "
         "seed, mean ± std over seeds.",
-        "",
-        *_header("rl-zoo SB3 PPO (v3, 1 run)"),
-    ]
-    for task in TASKS:
-        cells = _bold([
-            _peer(task.rlzoo),
-            _mean_std(_group_scores(fresh_stem(task))),
-            _mean_std(_group_scores(task.tuning)),
-        ])  # fmt: skip
-        lines.append(f"| {task.name} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
+        "rl-zoo SB3 PPO (v3, 1 run)", lambda task: task.rlzoo, _final_mean,
+    ),
+    (
         "By Tianshou's protocol: the maximum over training (first 1M steps) of the mean over "
         "seeds of each periodic evaluation, ± the std over seeds there. Tianshou: 10 seeds, "
         "10 test episodes with sampled actions every 30k steps; ours: 16 episodes with the "
         "mean action every 50k steps.",
-        "",
-        *_header("Tianshou PPO (v3, 10 seeds)"),
-    ]
-    for task in TASKS:
-        env = _env(task.tuning)
-        cells = _bold([
-            _peer(task.tianshou),
-            _max_eval_mean(f"{fresh_stem(task)}-training-window", env),
-            _max_eval_mean(tuning_window_stem(task), env),
-        ])  # fmt: skip
-        lines.append(f"| {task.name} | " + " | ".join(cells) + " |")
+        "Tianshou PPO (v3, 10 seeds)", lambda task: task.tianshou, _tianshou,
+    ),
+)  # fmt: skip
+"""Per peer: the protocol's sentence, the peer's column, its figure, and ours: `(task, fresh)
+-> (value, text)` for the fresh or the tuning seeds."""
+
+
+def protocol_tables() -> list[str]:
+    """Three tables: ours by CleanRL's, rl-zoo's and Tianshou's protocols beside theirs."""
+    lines: list[str] = []
+    for intro, peer, figure, ours in PROTOCOL_TABLES:
+        lines += [
+            *([""] if lines else []), intro, "",
+            f"| task | {peer} | batchppo seeds 10-19 | batchppo seeds 0-9 (tuning) |",
+            "|---|---:|---:|---:|",
+        ]  # fmt: skip
+        for task in TASKS:
+            cells = _bold([_peer(figure(task)), ours(task, True), ours(task, False)])
+            lines.append(f"| {task.name} | " + " | ".join(cells) + " |")
     return lines
 
 
