@@ -29,7 +29,8 @@ What is timed, per side:
   network objects; imports excluded, reported as ``import_s``); ``compile_s`` is
   ``jax.jit(train).lower(key).compile()``; ``run_s`` are ``--repeats`` calls of the compiled
   program on the whole budget, each ended by ``block_until_ready``; steps/s = env steps of one
-  call / its time, the median of the calls.
+  call / its time, the median of the calls; ``cpu_sps`` the same by the process's CPU time
+  (``time.process_time``, all threads), steadier where other work shares the machine.
 * Brax's side: ``train(num_evals=repeats + 2, run_evals=False)`` runs ``repeats + 1`` epochs of
   the budget each; the first includes the epoch's compilation. ``run_s`` are the later epochs'
   times as Brax measures them (``training/walltime`` differences: the pmapped epoch and its
@@ -63,6 +64,7 @@ import argparse
 import contextlib
 import importlib
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -302,12 +304,13 @@ def _timed_program(train: Any, key: Any, repeats: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     compiled = jax.jit(train).lower(key).compile()
     compile_s = time.perf_counter() - t0
-    runs = []
+    runs, cpu = [], []
     for _ in range(repeats):
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         jax.block_until_ready(compiled(key))
         runs.append(time.perf_counter() - t1)
-    return {"compile_s": compile_s, "run_s": runs}
+        cpu.append(time.process_time() - c1)
+    return {"compile_s": compile_s, "run_s": runs, "cpu_s": cpu}
 
 
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
@@ -357,11 +360,12 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         )
         per_epoch = kwargs["num_envs"] * kwargs["unroll_length"]
         per_epoch *= -(-spec["steps"] // per_epoch)
-        epochs: list[tuple[float, float, int]] = []  # (wall clock, Brax's walltime, step)
+        epochs: list[tuple[float, float, int, float]] = []  # wall, Brax's walltime, step, CPU
         t0 = time.perf_counter()
 
         def progress(step: int, metrics: dict) -> None:
-            epochs.append((time.perf_counter(), float(metrics["training/walltime"]), step))
+            now = (time.perf_counter(), float(metrics["training/walltime"]), step)
+            epochs.append((*now, time.process_time()))
 
         ppo.train(
             envs.get_environment(spec["env"]),
@@ -373,7 +377,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             seed=0,
             **kwargs,
         )
-        walls = [w for _, w, _ in epochs]
+        walls = [e[1] for e in epochs]
+        cpus = [e[3] for e in epochs]
+        out["cpu_s"] = [b - a for a, b in itertools.pairwise(cpus)]
         times = [b - a for a, b in zip([0.0, *walls[:-1]], walls, strict=True)]
         out["steps"] = epochs[1][2] - epochs[0][2] if len(epochs) > 1 else epochs[0][2]
         out["run_s"] = times[1:]
@@ -382,6 +388,8 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     else:
         raise ValueError(side)
     out["sps"] = out["steps"] / statistics.median(out["run_s"])
+    # On a machine shared with other work, CPU time is the steadier measure of a side's work.
+    out["cpu_sps"] = out["steps"] / statistics.median(out["cpu_s"])
     out["device"] = str(jax.devices()[0].device_kind)
     return out
 
@@ -458,6 +466,7 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
         sides[side] = {
             "sps_median": statistics.median(r["sps"] for r in ok),
             "sps_rounds": [r["sps"] for r in ok],
+            "cpu_sps_median": statistics.median(r["cpu_sps"] for r in ok),
             "compile_s_median": statistics.median(r["compile_s"] for r in ok),
             "setup_s_median": statistics.median(r["setup_s"] for r in ok),
             "steps_per_call": ok[0]["steps"],
@@ -466,6 +475,7 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
     summary: dict[str, Any] = {"sides": sides}
     if peer in sides and "batchppo" in sides:
         summary["ratio"] = sides["batchppo"]["sps_median"] / sides[peer]["sps_median"]
+        summary["cpu_ratio"] = sides["batchppo"]["cpu_sps_median"] / sides[peer]["cpu_sps_median"]
         # Per round (the sides of one round ran back to back).
         by_round: dict[int, dict[str, float]] = {}
         for r in rows:
@@ -530,13 +540,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 res = {**_spawn(spec, args.timeout), "round": round_}
                 res.setdefault("side", name)
                 rows.append(res)
-                shown = {k: v for k, v in res.items() if k != "run_s"}
+                shown = {k: v for k, v in res.items() if k not in ("run_s", "cpu_s")}
                 print(f"{load['name']} {name} round {round_}: {shown}", flush=True)
         summary = summarize(rows, load["peer"])
         if "ratio" in summary:
             rr = ", ".join(f"{r:.2f}" for r in summary["ratio_rounds"])
             print(
-                f"{load['name']}: batchppo / {load['peer']} = {summary['ratio']:.2f} (rounds {rr})"
+                f"{load['name']}: batchppo / {load['peer']} steps/s = {summary['ratio']:.2f} "
+                f"(rounds {rr}); by CPU time {summary['cpu_ratio']:.2f}"
             )
         results["workloads"][load["name"]] = {
             **summary,
