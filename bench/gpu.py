@@ -35,8 +35,8 @@ What is timed, per side:
   the budget each; the first includes the epoch's compilation. ``run_s`` are the later epochs'
   times as Brax measures them (``training/walltime`` differences: the pmapped epoch and its
   ``block_until_ready``); ``compile_s`` = first epoch - median later epoch; ``setup_s`` = the time
-  from calling ``train`` to the first epoch's start, less nothing (Brax builds its env, networks,
-  reset and optimiser state there).
+  from calling ``train`` to the first epoch's start (Brax builds its env, networks, reset and
+  optimiser state there).
 * batchppo's Brax side: as the gymnax sides (``make_train``), on the same budget per call.
 
 Settings: ``settings`` in the JSON lists each side's, matched by name; ``differences`` lists
@@ -44,13 +44,17 @@ what cannot be matched (each library's own algorithmic choices). On a GPU machin
 package index, the packages its image lacks travel as wheels (as docs/benchmarks.md 8c):
 
     pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl \\
-        gymnax==1.0.1 distrax==0.1.9 tfp-nightly dm-tree gast decorator tensorboardX \\
-        gymnasium farama-notifications brax==0.14.2 mujoco mujoco-mjx trimesh jaxopt \\
-        ml_collections etils flax optax chex   # about 27 MB besides flax/optax/chex
-    # on the GPU machine:
+        gymnax==1.0.1 gymnasium==1.3.0 farama-notifications distrax==0.1.9 tfp-nightly \\
+        dm-tree gast decorator tensorboardX brax==0.14.2 mujoco mujoco-mjx trimesh jaxopt \\
+        ml_collections   # about 27 MB; 8c's pins of flax, optax and chex where the image's differ
+    # on the GPU machine (PureJaxRL's checkout travels in an ignored folder, named in `carry`);
+    # two calls, to fit 15 minutes of device time (each side's process compiles anew):
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
-    PYTHONPATH=/tmp/site:$PWD python3 bench/gpu.py --purejaxrl-dir shared/purejaxrl/purejaxrl \\
-        --cartpole-envs 4,2048 --brax-envs ant,humanoid --json $OUT/gpu.json
+    export PYTHONPATH=/tmp/site:$PWD
+    python3 bench/gpu.py --purejaxrl-dir .purejaxrl/purejaxrl --cartpole-envs 4,2048 \\
+        --cartpole-steps 1e6,5e7 --brax-envs none --rounds 2 --json $OUT/cartpole.json
+    python3 bench/gpu.py --cartpole-envs none --brax-envs ant,humanoid --rounds 1 \\
+        --repeats 2 --json $OUT/brax.json
 
 Usage on a CPU (seconds; what CI runs, without PureJaxRL, is tests/bench/test_bench_gpu.py):
 
@@ -419,8 +423,14 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Each workload: ``name``, its sides' worker specs (peer first), settings, differences."""
     out = []
     base = {"repeats": args.repeats}
-    for n in [int(x) for x in args.cartpole_envs.split(",") if x not in ("", "none")]:
-        steps = max(args.cartpole_steps // (128 * n), 1) * 128 * n
+    counts = [int(x) for x in args.cartpole_envs.split(",") if x not in ("", "none")]
+    budgets = [int(float(x)) for x in str(args.cartpole_steps).split(",")]
+    if len(budgets) == 1:
+        budgets *= len(counts)
+    if len(budgets) != len(counts):
+        raise SystemExit("--cartpole-steps: one budget, or one per --cartpole-envs entry")
+    for n, budget in zip(counts, budgets, strict=True):
+        steps = max(budget // (128 * n), 1) * 128 * n
         sides = {}
         if args.purejaxrl_dir:
             sides["purejaxrl"] = {
@@ -492,7 +502,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--purejaxrl-dir", help="folder holding PureJaxRL's ppo.py and wrappers.py")
     p.add_argument("--cartpole-envs", default="4,2048", help="comma list, or none")
-    p.add_argument("--cartpole-steps", type=int, default=5_000_000, help="env steps per call")
+    p.add_argument(
+        "--cartpole-steps",
+        default="1e6,5e7",
+        help="env steps per call: one budget, or one per --cartpole-envs entry",
+    )
     p.add_argument("--brax-envs", default="ant,humanoid", help="comma list, or none")
     p.add_argument("--brax-steps", type=int, default=2_097_152, help="env steps per timed call")
     p.add_argument("--brax-num-envs", type=int, default=2048)
