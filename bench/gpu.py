@@ -427,9 +427,9 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
     budgets = [int(float(x)) for x in str(args.cartpole_steps).split(",")]
     if len(budgets) == 1:
         budgets *= len(counts)
-    if len(budgets) != len(counts):
+    if counts and len(budgets) != len(counts):
         raise SystemExit("--cartpole-steps: one budget, or one per --cartpole-envs entry")
-    for n, budget in zip(counts, budgets, strict=True):
+    for n, budget in zip(counts, budgets[: len(counts)], strict=True):
         steps = max(budget // (128 * n), 1) * 128 * n
         sides = {}
         if args.purejaxrl_dir:

@@ -61,6 +61,29 @@ def bench_gpu():
     return module
 
 
+def test_workloads_take_one_budget_or_one_per_env_count():
+    gpu = bench_gpu()
+    parse = gpu.main.__globals__["workloads"]
+
+    def args(envs, steps, brax="none"):
+        import argparse
+
+        return argparse.Namespace(
+            cartpole_envs=envs, cartpole_steps=steps, brax_envs=brax, purejaxrl_dir=None,
+            repeats=1,
+        )  # fmt: skip
+
+    loads = parse(args("4,2048", "1e6,5e7"))
+    assert [w["sides"]["batchppo"]["settings"]["steps"] for w in loads] == [
+        999_936,  # whole iterations of 4 x 128 steps
+        49_807_360,
+    ]
+    assert parse(args("none", "1e6,5e7")) == []
+    assert len(parse(args("4,64", "65536"))) == 2
+    with pytest.raises(SystemExit, match="one per --cartpole-envs"):
+        parse(args("4,64,128", "1e6,5e7"))
+
+
 def test_settings_of_the_sides_match_where_both_have_them():
     gpu = bench_gpu()
     pjx = gpu.purejaxrl_config(4, 512)
