@@ -29,6 +29,7 @@ from batchppo.core.pure_env import (
     PureJaxEnv,
     TimedState,
     autoreset,
+    check_autoreset,
     check_max_length,
     check_num_envs,
 )
@@ -61,6 +62,10 @@ class GymnaxEnv(PureJaxEnv):
         normalize_ranges: Rescale bounded observation dims and Box actions to [-1, 1].
         env_params: gymnax ``EnvParams`` to use instead of the env's defaults.
         param_changes: Fields of the ``EnvParams`` to change (by name).
+        autoreset: How finished envs restart (`AUTORESET_MODES`):
+            ``select`` (the default: gymnax resets are cheap, and a GPU does not wait for the
+            host at each step) or ``cond`` (the reset only at steps where an episode ended).
+            The values are the same either way.
 
     Raises:
         ValueError: Unknown env id, or a name in ``param_changes`` that is not a field of the
@@ -76,6 +81,7 @@ class GymnaxEnv(PureJaxEnv):
         normalize_ranges: bool = True,
         env_params: Any = None,
         param_changes: Mapping[str, Any] | None = None,
+        autoreset: str = "select",
     ) -> None:
         gymnax = import_gymnax()
         from gymnax.environments import spaces
@@ -98,6 +104,7 @@ class GymnaxEnv(PureJaxEnv):
             params = params.replace(max_steps_in_episode=_NO_LIMIT)
         self._params = params
         self._normalize = bool(normalize_ranges)
+        self._autoreset = check_autoreset(autoreset)
 
         obs_space = env.observation_space(params)
         # Float Boxes only, as on the host (batchppo.core.ranges.maps_dtype): Catch-bsuite's
@@ -203,7 +210,7 @@ class GymnaxEnv(PureJaxEnv):
             new_state, new_obs = self._reset_all(key_reset)
             return new_state, self._observe(new_obs)
 
-        env_state, next_obs = autoreset(done, reset_all, (env_state, final_obs))
+        env_state, next_obs = autoreset(done, reset_all, (env_state, final_obs), self._autoreset)
         return StepResult(
             state=TimedState(env_state=env_state, time=jnp.where(done, 0, time)),
             obs=next_obs,

@@ -19,7 +19,20 @@ from flax import struct
 
 from batchppo.core.env import EnvSpec
 
-__all__ = ["PureJaxEnv", "TimedState", "autoreset", "check_max_length", "check_num_envs"]
+__all__ = [
+    "AUTORESET_MODES",
+    "PureJaxEnv",
+    "TimedState",
+    "autoreset",
+    "check_autoreset",
+    "check_max_length",
+    "check_num_envs",
+]
+
+AUTORESET_MODES = ("select", "cond")
+"""How the pure-JAX adapters restart finished envs (``autoreset``): ``select`` computes the
+reset at every step and selects it per env (as gymnax's own ``step`` does); ``cond`` computes
+it under ``lax.cond`` only at steps where some env finished."""
 
 
 def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
@@ -64,12 +77,26 @@ class TimedState:
     time: jax.Array
 
 
-def autoreset(done: jax.Array, reset_fn: Callable[[], Any], current: Any) -> Any:
+def check_autoreset(mode: Any) -> str:
+    """``mode`` if it is one of ``AUTORESET_MODES``, or a one-line ValueError."""
+    if mode not in AUTORESET_MODES:
+        raise ValueError(f"autoreset must be one of {AUTORESET_MODES}, got {mode!r}.")
+    return mode
+
+
+def autoreset(
+    done: jax.Array, reset_fn: Callable[[], Any], current: Any, mode: str = "cond"
+) -> Any:
     """Replaces ``current`` by ``reset_fn()`` where ``done``, per env.
 
-    The reset runs under ``lax.cond`` so that steps where no episode ended (most steps, with
-    time limits) skip its cost.
+    With ``mode="cond"`` the reset runs under ``lax.cond`` so that steps where no episode ended
+    skip its cost: worth it where a reset is expensive (Brax's physics). The predicate decides
+    on the host which branch runs, which on a GPU waits for the device at every step; where a
+    reset is cheap (gymnax) ``mode="select"`` computes it at every step and selects it per env
+    without that wait. Both give the same values.
     """
+    if mode == "select":
+        return _batched_where(done, reset_fn(), current)
     return jax.lax.cond(
         jnp.any(done),
         lambda _: _batched_where(done, reset_fn(), current),

@@ -65,7 +65,11 @@ def gae(
         adv = delta + d * carry
         return adv, adv
 
-    _, advantages = lax.scan(step, jnp.zeros_like(rewards[0]), (deltas, decay), reverse=True)
+    # Unrolled 16 steps a loop iteration (as PureJaxRL's): the same arithmetic in a loop of
+    # T / 16 iterations, each of which costs a device a round trip for its predicate.
+    _, advantages = lax.scan(
+        step, jnp.zeros_like(rewards[0]), (deltas, decay), reverse=True, unroll=16
+    )
     return advantages, advantages + values
 
 

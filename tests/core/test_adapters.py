@@ -293,6 +293,23 @@ def test_gymnax_rejects_bad_arguments():
         GymnaxEnv("Pendulum-v1", 0)
     with pytest.raises(ValueError, match="max_length must be >= 1"):
         GymnaxEnv("Pendulum-v1", 2, max_length=0)
+    with pytest.raises(ValueError, match="autoreset must be one of"):
+        GymnaxEnv("Pendulum-v1", 2, autoreset="always")
+
+
+def test_gymnax_autoreset_select_and_cond_give_the_same_rollout():
+    """The reset computed at every step and selected (the default) or computed under
+    ``lax.cond``: the same values, episodes ending throughout (limit 7, CartPole falling)."""
+    trajs = []
+    for mode in ("select", "cond"):
+        env = GymnaxEnv("CartPole-v1", 5, max_length=7, normalize_ranges=False, autoreset=mode)
+        state = init_sim_state(env, (), jax.random.key(3))
+        _, traj, stats = jax.jit(rollout, static_argnums=(0, 1, 4))(
+            env, random_policy(env.spec), None, state, 40
+        )
+        trajs.append((traj, stats))
+    assert bool(trajs[0][1].done.any())
+    jax.tree.map(np.testing.assert_array_equal, trajs[0], trajs[1])
 
 
 # -- HostEnv ---------------------------------------------------------------------------------------

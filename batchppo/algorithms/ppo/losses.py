@@ -40,7 +40,8 @@ class Batch(NamedTuple):
         old_value: Values predicted during the rollout.
         advantage: Advantage estimates (not yet normalised).
         target: Value targets (returns).
-        mask: float, 1 for real steps and 0 for padding.
+        mask: float, 1 for real steps and 0 for padding; None where every step is real (the
+            masked means are then plain means, without the products and the count).
         carry0: Recurrent state at the start of each sequence, ``(N, ...)``; ``()`` if none.
     """
 
@@ -52,16 +53,21 @@ class Batch(NamedTuple):
     old_value: jax.Array
     advantage: jax.Array
     target: jax.Array
-    mask: jax.Array
+    mask: jax.Array | None
     carry0: PyTree
 
 
-def _seq_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
+def _seq_mean(x: jax.Array, mask: jax.Array | None) -> jax.Array:
     """Per-sequence masked mean over time, dividing by the padded length like the original."""
-    return (x * mask).sum(-1) / x.shape[-1]
+    if mask is not None:
+        x = x * mask
+    return x.sum(-1) / x.shape[-1]
 
 
-def _masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
+def _masked_mean(x: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Mean of ``x`` over the entries where ``mask`` is 1 (all of them where it is None)."""
+    if mask is None:
+        return x.sum() / jnp.float32(x.size)
     return (x * mask).sum() / jnp.maximum(mask.sum(), 1.0)
 
 

@@ -365,7 +365,7 @@ class PPO(ActorCriticActing):
             old_value=seq(values),
             advantage=seq(advantages),
             target=seq(targets),
-            mask=jnp.ones((self.num_sequences, self.L), jnp.float32),
+            mask=None,  # every step is real: plain means (losses.Batch)
             carry0=carry0,
         )
         metrics = {"value_mean": values.mean(), "return_mean": targets.mean()}

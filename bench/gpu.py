@@ -1,0 +1,578 @@
+r"""The fused path against its peers, side by side, on one device (issue 41): env steps/s.
+
+Two workloads, each side in its own Python process (so no side reuses another's compilation,
+caches or threads), the sides alternating over ``--rounds`` rounds; medians and ratios are
+printed and written as JSON (``--json``) with every setting of every side:
+
+* ``cartpole``: PureJaxRL's ``purejaxrl/ppo.py`` as published (commit 31756b1 of
+  github.com/luchris429/purejaxrl, its ``__main__`` config: CartPole-v1, 128 steps, 4 epochs x 4
+  minibatches, lr 2.5e-4 annealed, 2x64 tanh actor and critic) against batchppo's
+  ``algorithms.ppo.make_train`` with the same settings, at each of ``--cartpole-envs``.
+  PureJaxRL's code is not part of this repository: ``--purejaxrl-dir`` names a checkout's
+  ``purejaxrl/`` folder (the one holding ``ppo.py`` and ``wrappers.py``); without it that side
+  is skipped. It is imported unchanged; at import time only (``import_purejaxrl``):
+  ``gymnax.make`` as ``ppo.py`` sees it returns the env behind a 5-value ``step`` (gymnax 1.0.1
+  returns 6; ``done = terminated | truncated`` and only the ``discount`` info, as gymnax 0.0.x
+  returned), ``DEBUG`` is off (its per-step print callback), and the modules ``wrappers.py``
+  imports for its other wrappers (navix, brax) are stubbed where not installed.
+* ``brax``: Brax's own ``brax.training.agents.ppo.train`` (the installed package, 0.14.2) against
+  batchppo's ``make_train`` at the ``ant_brax`` preset's settings (2048 envs x 16 steps, 32
+  minibatches, 4 epochs, policy 4x128, value 5x256), for each of ``--brax-envs``. JAX 0.10 and
+  later lack ``jax.device_put_replicated``, which that ``train`` calls once to replicate its
+  training state; where it is missing it is given one (``_device_put_replicated``: the
+  leaves stacked and passed through ``jax.pmap`` with Brax's axis name ``'i'``, so the arrays
+  carry the sharding the pmapped epoch returns and the epoch compiles once).
+
+What is timed, per side:
+
+* gymnax sides (PureJaxRL, batchppo): ``setup_s`` builds ``train = make_train(config)`` (env and
+  network objects; imports excluded, reported as ``import_s``); ``compile_s`` is
+  ``jax.jit(train).lower(key).compile()``; ``run_s`` are ``--repeats`` calls of the compiled
+  program on the whole budget, each ended by ``block_until_ready``; steps/s = env steps of one
+  call / its time, the median of the calls; ``cpu_sps`` the same by the process's CPU time
+  (``time.process_time``, all threads), steadier where other work shares the machine.
+* Brax's side: ``train(num_evals=repeats + 2, run_evals=False)`` runs ``repeats + 1`` epochs of
+  the budget each; the first includes the epoch's compilation. ``run_s`` are the later epochs'
+  times as Brax measures them (``training/walltime`` differences: the pmapped epoch and its
+  ``block_until_ready``); ``compile_s`` = first epoch - median later epoch; ``setup_s`` = the time
+  from calling ``train`` to the first epoch's start (Brax builds its env, networks, reset and
+  optimiser state there).
+* batchppo's Brax side: as the gymnax sides (``make_train``), on the same budget per call.
+
+Settings: ``settings`` in the JSON lists each side's, matched by name; ``differences`` lists
+what cannot be matched (each library's own algorithmic choices). On a GPU machine without a
+package index, the packages its image lacks travel as wheels (as docs/benchmarks.md 8c):
+
+    pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl \
+        gymnax==1.0.1 gymnasium==1.3.0 farama-notifications distrax==0.1.9 tfp-nightly \
+        dm-tree gast decorator tensorboardX brax==0.14.2 mujoco mujoco-mjx trimesh jaxopt \
+        ml_collections   # about 27 MB; 8c's pins of flax, optax and chex where the image's differ
+    # on the GPU machine (PureJaxRL's checkout travels in an ignored folder, named in `carry`);
+    # two calls, to fit 15 minutes of device time (each side's process compiles anew):
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+    export PYTHONPATH=/tmp/site:$PWD
+    python3 bench/gpu.py --purejaxrl-dir .purejaxrl/purejaxrl --cartpole-envs 4,2048 \
+        --cartpole-steps 1e6,5e7 --brax-envs none --rounds 2 --json $OUT/cartpole.json
+    python3 bench/gpu.py --cartpole-envs none --brax-envs ant,humanoid --rounds 1 \
+        --repeats 2 --json $OUT/brax.json
+
+Usage on a CPU (seconds; what CI runs, without PureJaxRL, is tests/bench/test_bench_gpu.py):
+
+    JAX_PLATFORMS=cpu python bench/gpu.py --purejaxrl-dir ~/purejaxrl/purejaxrl \
+        --cartpole-envs 4,64 --cartpole-steps 65536 --brax-envs none --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import itertools
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PUREJAXRL_COMMIT = "31756b1"
+
+# --------------------------------------------------------------------------------------------
+# Settings, side by side
+# --------------------------------------------------------------------------------------------
+
+
+def purejaxrl_config(num_envs: int, steps: int) -> dict[str, Any]:
+    """PureJaxRL ``ppo.py``'s ``__main__`` config at ``num_envs`` and ``steps``; DEBUG off."""
+    return {
+        "LR": 2.5e-4,
+        "NUM_ENVS": num_envs,
+        "NUM_STEPS": 128,
+        "TOTAL_TIMESTEPS": steps,
+        "UPDATE_EPOCHS": 4,
+        "NUM_MINIBATCHES": 4,
+        "GAMMA": 0.99,
+        "GAE_LAMBDA": 0.95,
+        "CLIP_EPS": 0.2,
+        "ENT_COEF": 0.01,
+        "VF_COEF": 0.5,
+        "MAX_GRAD_NORM": 0.5,
+        "ACTIVATION": "tanh",
+        "ENV_NAME": "CartPole-v1",
+        "ANNEAL_LR": True,
+        "DEBUG": False,
+    }
+
+
+def batchppo_cartpole(num_envs: int, steps: int, **changes: Any) -> dict[str, Any]:
+    """The ``PPOConfig`` fields of batchppo matching ``purejaxrl_config``."""
+    return {
+        "env": "CartPole-v1",
+        "backend": "gymnax",
+        "max_length": 500,
+        "normalize_ranges": False,
+        "network": "feed_forward_categorical",
+        "num_agents": num_envs,
+        "rollout_length": 128,
+        "update_epochs": 4,
+        "num_minibatches": 4,
+        "objective": "clip",
+        "learning_rate": 2.5e-4,
+        "anneal_lr": True,
+        "discount": 0.99,
+        "gae_lambda": 0.95,
+        "clip_epsilon": 0.2,
+        "value_clip": 0.2,
+        "entropy_coef": 0.01,
+        "value_coef": 0.5,
+        "max_grad_norm": 0.5,
+        "activation": "tanh",
+        "policy_layers": (64, 64),
+        "value_layers": (64, 64),
+        "init_mean_factor": 0.01,
+        "normalize_observations": False,
+        "normalize_rewards": False,
+        "normalize_advantages": True,
+        "steps": steps,
+        **changes,
+    }
+
+
+CARTPOLE_DIFFERENCES = [
+    "PureJaxRL treats a time-limit end as a termination (no bootstrap); batchppo bootstraps "
+    "truncated episodes from V(final_obs).",
+    "PureJaxRL's LogWrapper keeps every step's returned-episode statistics as the run's metrics "
+    "(4 arrays of (updates, 128, envs)); batchppo reduces its episode statistics to per-"
+    "iteration means in the graph, besides its loss metrics (KL, clip fraction, grad norm).",
+    "PureJaxRL normalises advantages per minibatch; so does batchppo (normalize_advantages).",
+]
+
+
+def brax_settings(args: argparse.Namespace, env: str) -> tuple[dict, dict]:
+    """``(brax ppo.train kwargs, batchppo PPOConfig fields)`` at ``ant_brax``'s settings."""
+    n, T, M = args.brax_num_envs, args.brax_unroll, args.brax_minibatches
+    if (n * T) % M:
+        raise SystemExit(f"--brax-minibatches {M} must divide envs x unroll = {n * T}")
+    policy = tuple(int(x) for x in args.brax_policy_layers.split(","))
+    value = tuple(int(x) for x in args.brax_value_layers.split(","))
+    brax_kwargs = {
+        "num_envs": n,
+        "episode_length": 1000,
+        "unroll_length": T,
+        # Brax's batch: batch_size x num_minibatches trajectories of unroll_length steps per
+        # training step = all n envs x T steps once when batch_size * M == n.
+        "batch_size": n // M if n % M == 0 else None,
+        "num_minibatches": M,
+        "num_updates_per_batch": args.brax_epochs,
+        "learning_rate": 3e-4,
+        "entropy_cost": 1e-3,
+        "discounting": 0.97,
+        "gae_lambda": 0.95,
+        "clipping_epsilon": 0.2,
+        "max_grad_norm": 1.0,
+        "normalize_observations": True,
+        "reward_scaling": 1.0,
+        "vf_loss_coefficient": 0.5,
+        "normalize_advantage": True,
+        "action_repeat": 1,
+        "policy_hidden_layer_sizes": policy,
+        "value_hidden_layer_sizes": value,
+    }
+    if brax_kwargs["batch_size"] is None:
+        raise SystemExit(f"--brax-minibatches {M} must divide --brax-num-envs {n}")
+    ours = {
+        "env": env,
+        "backend": "brax",
+        "max_length": 1000,
+        "num_agents": n,
+        "rollout_length": T,
+        "num_minibatches": M,
+        "update_epochs": args.brax_epochs,
+        "objective": "clip",
+        "learning_rate": 3e-4,
+        "entropy_coef": 1e-3,
+        "discount": 0.97,
+        "gae_lambda": 0.95,
+        "clip_epsilon": 0.2,
+        "max_grad_norm": 1.0,
+        "normalize_observations": True,
+        "value_coef": 0.5,
+        "normalize_advantages": True,
+        "policy_layers": policy,
+        "value_layers": value,
+        "activation": "tanh",
+        "init_std": 1.0,
+        "init_mean_factor": 0.01,
+    }
+    return brax_kwargs, ours
+
+
+BRAX_DIFFERENCES = [
+    "Brax scales rewards by a constant (reward_scaling=1); batchppo normalises them by a running "
+    "std (the ant_brax preset's normalize_rewards).",
+    "Brax's minibatches are whole 16-step trajectories of batch_size envs; batchppo's are "
+    "individually shuffled transitions (the same 1024 transitions a minibatch).",
+    "Brax's policy is a tanh-squashed Normal with softplus std; batchppo's a Normal with a "
+    "learned log-std, actions clipped to [-1, 1].",
+    "Brax (bootstrap_on_timeout=False, its default) does not bootstrap time-limit ends; batchppo "
+    "does.",
+    "Brax resets a done env to a cached first state (AutoResetWrapper); batchppo draws a fresh "
+    "random reset for the envs that ended.",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Import-time adapters for the peers (their code unchanged)
+# --------------------------------------------------------------------------------------------
+
+
+class _FiveValueStep:
+    """A gymnax 1.0 env whose ``step`` returns gymnax 0.0.x's 5 values (what ``ppo.py``
+    unpacks): ``done = terminated | truncated`` and the info holding only ``discount``."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._env, name)
+
+    def step(self, key: Any, state: Any, action: Any, params: Any = None) -> tuple:
+        import jax.numpy as jnp
+
+        obs, state, reward, terminated, truncated, info = self._env.step(key, state, action, params)
+        return (
+            obs,
+            state,
+            reward,
+            jnp.logical_or(terminated, truncated),
+            {"discount": info["discount"]},
+        )
+
+
+def import_purejaxrl(folder: str | os.PathLike) -> types.ModuleType:
+    """PureJaxRL's ``ppo.py`` from ``folder``, its ``gymnax.make`` adapted to gymnax 1.0.
+
+    The modules ``wrappers.py`` imports for wrappers ``ppo.py`` does not use (navix, and brax
+    where absent) are stubbed in ``sys.modules`` when they are not installed.
+    """
+    import gymnax
+
+    folder = str(Path(folder).resolve())
+    for name in ("navix", "brax", "brax.envs", "brax.envs.wrappers", "brax.envs.wrappers.training"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            stub = types.ModuleType(name)
+            stub.__getattr__ = lambda attr, _n=name: types.SimpleNamespace()  # type: ignore
+            sys.modules[name] = stub
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location("purejaxrl_ppo", Path(folder) / "ppo.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(folder)
+
+    def make(env_id: str, **kwargs: Any) -> tuple[Any, Any]:
+        env, params = gymnax.make(env_id, **kwargs)
+        return _FiveValueStep(env), params
+
+    module.gymnax = types.SimpleNamespace(make=make)
+    return module
+
+
+def _device_put_replicated(x: Any, devices: list) -> Any:
+    """``jax.device_put_replicated`` for JAX versions without it: ``x`` stacked once per
+    device, placed as ``jax.pmap`` places outputs over Brax's axis name ``'i'``."""
+    import jax
+    import jax.numpy as jnp
+
+    stacked = jax.tree.map(lambda a: jnp.stack([jnp.asarray(a)] * len(devices)), x)
+    return jax.pmap(lambda t: t, axis_name="i", devices=devices)(stacked)
+
+
+# --------------------------------------------------------------------------------------------
+# Workers (each in its own process; one JSON line on stdout)
+# --------------------------------------------------------------------------------------------
+
+
+def _timed_program(train: Any, key: Any, repeats: int) -> dict[str, Any]:
+    import jax
+
+    t0 = time.perf_counter()
+    compiled = jax.jit(train).lower(key).compile()
+    compile_s = time.perf_counter() - t0
+    runs, cpu = [], []
+    for _ in range(repeats):
+        t1, c1 = time.perf_counter(), time.process_time()
+        jax.block_until_ready(compiled(key))
+        runs.append(time.perf_counter() - t1)
+        cpu.append(time.process_time() - c1)
+    return {"compile_s": compile_s, "run_s": runs, "cpu_s": cpu}
+
+
+def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    t_start = time.perf_counter()
+    import jax
+
+    side, repeats = spec["side"], spec["repeats"]
+    out: dict[str, Any] = {"side": side}
+    if side == "purejaxrl":
+        module = import_purejaxrl(spec["purejaxrl_dir"])
+        out["import_s"] = time.perf_counter() - t_start
+        config = dict(spec["settings"])
+        t0 = time.perf_counter()
+        train = module.make_train(config)
+        out["setup_s"] = time.perf_counter() - t0
+        out["steps"] = int(config["NUM_UPDATES"] * config["NUM_STEPS"] * config["NUM_ENVS"])
+        out.update(_timed_program(train, jax.random.PRNGKey(30), repeats))
+    elif side == "batchppo":
+        from batchppo.algorithms.ppo import PPOConfig, make_train
+        from batchppo.algorithms.ppo.ppo import num_iterations
+
+        out["import_s"] = time.perf_counter() - t_start
+        settings = dict(spec["settings"])
+        for k in ("policy_layers", "value_layers"):
+            settings[k] = tuple(settings[k])
+        config = PPOConfig(**settings)
+        t0 = time.perf_counter()
+        train = make_train(config)
+        out["setup_s"] = time.perf_counter() - t0
+        out["steps"] = num_iterations(config) * config.rollout_length * config.num_agents
+        out.update(_timed_program(train, jax.random.key(0), repeats))
+    elif side == "brax":
+        import functools
+
+        if not hasattr(jax, "device_put_replicated"):
+            jax.device_put_replicated = _device_put_replicated
+        from brax import envs
+        from brax.training.agents.ppo import networks as ppo_networks
+        from brax.training.agents.ppo import train as ppo
+
+        out["import_s"] = time.perf_counter() - t_start
+        kwargs = dict(spec["settings"])
+        factory = functools.partial(
+            ppo_networks.make_ppo_networks,
+            policy_hidden_layer_sizes=tuple(kwargs.pop("policy_hidden_layer_sizes")),
+            value_hidden_layer_sizes=tuple(kwargs.pop("value_hidden_layer_sizes")),
+        )
+        per_epoch = kwargs["num_envs"] * kwargs["unroll_length"]
+        per_epoch *= -(-spec["steps"] // per_epoch)
+        epochs: list[tuple[float, float, int, float]] = []  # wall, Brax's walltime, step, CPU
+        t0 = time.perf_counter()
+
+        def progress(step: int, metrics: dict) -> None:
+            now = (time.perf_counter(), float(metrics["training/walltime"]), step)
+            epochs.append((*now, time.process_time()))
+
+        ppo.train(
+            envs.get_environment(spec["env"]),
+            num_timesteps=per_epoch * (repeats + 1),
+            num_evals=repeats + 2,
+            run_evals=False,
+            network_factory=factory,
+            progress_fn=progress,
+            seed=0,
+            **kwargs,
+        )
+        walls = [e[1] for e in epochs]
+        cpus = [e[3] for e in epochs]
+        out["cpu_s"] = [b - a for a, b in itertools.pairwise(cpus)]
+        times = [b - a for a, b in zip([0.0, *walls[:-1]], walls, strict=True)]
+        out["steps"] = epochs[1][2] - epochs[0][2] if len(epochs) > 1 else epochs[0][2]
+        out["run_s"] = times[1:]
+        out["compile_s"] = times[0] - statistics.median(times[1:])
+        out["setup_s"] = epochs[0][0] - t0 - times[0]
+    else:
+        raise ValueError(side)
+    out["sps"] = out["steps"] / statistics.median(out["run_s"])
+    # On a machine shared with other work, CPU time is the steadier measure of a side's work.
+    out["cpu_sps"] = out["steps"] / statistics.median(out["cpu_s"])
+    out["device"] = str(jax.devices()[0].device_kind)
+    return out
+
+
+def _spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
+    return json.loads(lines[-1])
+
+
+# --------------------------------------------------------------------------------------------
+# Driver
+# --------------------------------------------------------------------------------------------
+
+
+def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Each workload: ``name``, its sides' worker specs (peer first), settings, differences."""
+    out = []
+    base = {"repeats": args.repeats}
+    counts = [int(x) for x in args.cartpole_envs.split(",") if x not in ("", "none")]
+    budgets = [int(float(x)) for x in str(args.cartpole_steps).split(",")]
+    if len(budgets) == 1:
+        budgets *= len(counts)
+    if counts and len(budgets) != len(counts):
+        raise SystemExit("--cartpole-steps: one budget, or one per --cartpole-envs entry")
+    for n, budget in zip(counts, budgets[: len(counts)], strict=True):
+        steps = max(budget // (128 * n), 1) * 128 * n
+        sides = {}
+        if args.purejaxrl_dir:
+            sides["purejaxrl"] = {
+                **base,
+                "side": "purejaxrl",
+                "purejaxrl_dir": args.purejaxrl_dir,
+                "settings": purejaxrl_config(n, steps),
+            }
+        sides["batchppo"] = {**base, "side": "batchppo", "settings": batchppo_cartpole(n, steps)}
+        out.append(
+            {
+                "name": f"cartpole-{n}",
+                "peer": "purejaxrl",
+                "sides": sides,
+                "differences": CARTPOLE_DIFFERENCES,
+            }
+        )
+    for env in [x for x in args.brax_envs.split(",") if x not in ("", "none")]:
+        brax_kwargs, ours = brax_settings(args, env)
+        per_call = args.brax_num_envs * args.brax_unroll
+        steps = max(args.brax_steps // per_call, 1) * per_call
+        sides = {}
+        if not args.skip_brax_peer:
+            sides["brax"] = {
+                **base,
+                "side": "brax",
+                "env": env,
+                "steps": steps,
+                "settings": brax_kwargs,
+            }
+        sides["batchppo"] = {**base, "side": "batchppo", "settings": {**ours, "steps": steps}}
+        out.append(
+            {"name": f"brax-{env}", "peer": "brax", "sides": sides, "differences": BRAX_DIFFERENCES}
+        )
+    return out
+
+
+def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
+    """Per side: median steps/s, compile and set-up over rounds; the ratio batchppo / peer."""
+    sides: dict[str, Any] = {}
+    for side in {r["side"] for r in rows if "side" in r}:
+        ok = [r for r in rows if r.get("side") == side]
+        sides[side] = {
+            "sps_median": statistics.median(r["sps"] for r in ok),
+            "sps_rounds": [r["sps"] for r in ok],
+            "cpu_sps_median": statistics.median(r["cpu_sps"] for r in ok),
+            "compile_s_median": statistics.median(r["compile_s"] for r in ok),
+            "setup_s_median": statistics.median(r["setup_s"] for r in ok),
+            "steps_per_call": ok[0]["steps"],
+            "device": ok[0]["device"],
+        }
+    summary: dict[str, Any] = {"sides": sides}
+    if peer in sides and "batchppo" in sides:
+        summary["ratio"] = sides["batchppo"]["sps_median"] / sides[peer]["sps_median"]
+        summary["cpu_ratio"] = sides["batchppo"]["cpu_sps_median"] / sides[peer]["cpu_sps_median"]
+        # Per round (the sides of one round ran back to back).
+        by_round: dict[int, dict[str, float]] = {}
+        for r in rows:
+            if "sps" in r:
+                by_round.setdefault(r["round"], {})[r["side"]] = r["sps"]
+        summary["ratio_rounds"] = [
+            v["batchppo"] / v[peer] for _, v in sorted(by_round.items()) if len(v) == 2
+        ]
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--worker", help=argparse.SUPPRESS)
+    p.add_argument("--purejaxrl-dir", help="folder holding PureJaxRL's ppo.py and wrappers.py")
+    p.add_argument("--cartpole-envs", default="4,2048", help="comma list, or none")
+    p.add_argument(
+        "--cartpole-steps",
+        default="1e6,5e7",
+        help="env steps per call: one budget, or one per --cartpole-envs entry",
+    )
+    p.add_argument("--brax-envs", default="ant,humanoid", help="comma list, or none")
+    p.add_argument("--brax-steps", type=int, default=2_097_152, help="env steps per timed call")
+    p.add_argument("--brax-num-envs", type=int, default=2048)
+    p.add_argument("--brax-unroll", type=int, default=16)
+    p.add_argument("--brax-minibatches", type=int, default=32)
+    p.add_argument("--brax-epochs", type=int, default=4)
+    p.add_argument("--brax-policy-layers", default="128,128,128,128")
+    p.add_argument("--brax-value-layers", default="256,256,256,256,256")
+    p.add_argument("--skip-brax-peer", action="store_true", help="batchppo's Brax side only")
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds of the sides")
+    p.add_argument("--repeats", type=int, default=2, help="timed calls per side and round")
+    p.add_argument("--timeout", type=float, default=1800.0, help="per worker, seconds")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(json.loads(args.worker))), flush=True)
+        return {}
+    import jax
+
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "command": " ".join(
+            [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "machine": {
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "jax": jax.__version__,
+            "backend": os.environ.get("JAX_PLATFORMS", "") or "default",
+        },
+        "purejaxrl_commit": PUREJAXRL_COMMIT if args.purejaxrl_dir else None,
+        "workloads": {},
+    }
+    with contextlib.suppress(ImportError):
+        import brax
+
+        results["machine"]["brax"] = brax.__version__
+    for load in workloads(args):
+        rows = []
+        for round_ in range(args.rounds):
+            order = list(load["sides"].items())
+            if round_ % 2:
+                order.reverse()  # alternate which side runs first
+            for name, spec in order:
+                res = {**_spawn(spec, args.timeout), "round": round_}
+                res.setdefault("side", name)
+                rows.append(res)
+                shown = {k: v for k, v in res.items() if k not in ("run_s", "cpu_s")}
+                print(f"{load['name']} {name} round {round_}: {shown}", flush=True)
+        summary = summarize(rows, load["peer"])
+        if "ratio" in summary:
+            rr = ", ".join(f"{r:.2f}" for r in summary["ratio_rounds"])
+            print(
+                f"{load['name']}: batchppo / {load['peer']} steps/s = {summary['ratio']:.2f} "
+                f"(rounds {rr}); by CPU time {summary['cpu_ratio']:.2f}"
+            )
+        results["workloads"][load["name"]] = {
+            **summary,
+            "rows": rows,
+            "settings": {k: v["settings"] for k, v in load["sides"].items()},
+            "differences": load["differences"],
+        }
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""bench/gpu.py at tiny sizes on the CPU: every side's worker runs in its own process and the
+JSON holds each side's figures and settings.
+
+CI has no PureJaxRL checkout, so its side runs a stand-in ``ppo.py`` written here with the same
+``make_train(config)`` interface and the same gymnax calls (``gymnax.make``, a 5-value ``step``
+through the bench's import-time adapter); PureJaxRL's own file is run only where a checkout is
+given (``--purejaxrl-dir``). Brax's side runs ``brax.training.agents.ppo.train`` itself, on
+Brax's tiny ``fast`` env.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+STAND_IN = textwrap.dedent(
+    """
+    import gymnax
+    import jax
+    import jax.numpy as jnp
+
+    def make_train(config):
+        config["NUM_UPDATES"] = (
+            config["TOTAL_TIMESTEPS"] // config["NUM_STEPS"] // config["NUM_ENVS"]
+        )
+        env, env_params = gymnax.make(config["ENV_NAME"])
+
+        def train(rng):
+            keys = jax.random.split(rng, config["NUM_ENVS"])
+            obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, env_params)
+
+            def step(carry, _):
+                state, rng = carry
+                rng, k = jax.random.split(rng)
+                ks = jax.random.split(k, config["NUM_ENVS"])
+                action = jnp.zeros(config["NUM_ENVS"], jnp.int32)
+                obs, state, reward, done, info = jax.vmap(
+                    env.step, in_axes=(0, 0, 0, None)
+                )(ks, state, action, env_params)
+                return (state, rng), (reward, done, info["discount"])
+
+            n = config["NUM_UPDATES"] * config["NUM_STEPS"]
+            _, out = jax.lax.scan(step, (state, rng), None, n)
+            return out
+
+        return train
+    """
+)
+
+
+def bench_gpu():
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_workloads_take_one_budget_or_one_per_env_count():
+    gpu = bench_gpu()
+    parse = gpu.main.__globals__["workloads"]
+
+    def args(envs, steps, brax="none"):
+        import argparse
+
+        return argparse.Namespace(
+            cartpole_envs=envs, cartpole_steps=steps, brax_envs=brax, purejaxrl_dir=None,
+            repeats=1,
+        )  # fmt: skip
+
+    loads = parse(args("4,2048", "1e6,5e7"))
+    assert [w["sides"]["batchppo"]["settings"]["steps"] for w in loads] == [
+        999_936,  # whole iterations of 4 x 128 steps
+        49_807_360,
+    ]
+    assert parse(args("none", "1e6,5e7")) == []
+    assert len(parse(args("4,64", "65536"))) == 2
+    with pytest.raises(SystemExit, match="one per --cartpole-envs"):
+        parse(args("4,64,128", "1e6,5e7"))
+
+
+def test_settings_of_the_sides_match_where_both_have_them():
+    gpu = bench_gpu()
+    pjx = gpu.purejaxrl_config(4, 512)
+    ours = gpu.batchppo_cartpole(4, 512)
+    pairs = {
+        "LR": "learning_rate",
+        "NUM_ENVS": "num_agents",
+        "NUM_STEPS": "rollout_length",
+        "UPDATE_EPOCHS": "update_epochs",
+        "NUM_MINIBATCHES": "num_minibatches",
+        "GAMMA": "discount",
+        "GAE_LAMBDA": "gae_lambda",
+        "CLIP_EPS": "clip_epsilon",
+        "ENT_COEF": "entropy_coef",
+        "VF_COEF": "value_coef",
+        "MAX_GRAD_NORM": "max_grad_norm",
+        "ANNEAL_LR": "anneal_lr",
+        "TOTAL_TIMESTEPS": "steps",
+    }
+    for theirs, mine in pairs.items():
+        assert pjx[theirs] == ours[mine], theirs
+    assert ours["value_clip"] == pjx["CLIP_EPS"]
+
+
+@pytest.mark.slow
+def test_tiny_run_writes_every_sides_figures(tmp_path):
+    pytest.importorskip("gymnax")
+    pytest.importorskip("brax")
+    folder = tmp_path / "purejaxrl"
+    folder.mkdir()
+    (folder / "ppo.py").write_text(STAND_IN)
+    out = tmp_path / "gpu.json"
+    bench_gpu().main(
+        [
+            "--purejaxrl-dir", str(folder),
+            "--cartpole-envs", "2",
+            "--cartpole-steps", "256",
+            "--brax-envs", "fast",
+            "--brax-num-envs", "4",
+            "--brax-unroll", "2",
+            "--brax-minibatches", "2",
+            "--brax-epochs", "1",
+            "--brax-policy-layers", "4",
+            "--brax-value-layers", "4",
+            "--brax-steps", "8",
+            "--rounds", "1",
+            "--repeats", "2",
+            "--json", str(out),
+        ]
+    )  # fmt: skip
+    result = json.loads(out.read_text())
+    cart, brax = result["workloads"]["cartpole-2"], result["workloads"]["brax-fast"]
+    assert set(cart["sides"]) == {"purejaxrl", "batchppo"}
+    assert set(brax["sides"]) == {"brax", "batchppo"}
+    for load in (cart, brax):
+        assert load["ratio"] > 0
+        for side in load["sides"].values():
+            assert side["sps_median"] > 0 and side["compile_s_median"] >= -1.0
+    assert cart["sides"]["purejaxrl"]["steps_per_call"] == 256
+    assert cart["sides"]["batchppo"]["steps_per_call"] == 256
+    assert brax["sides"]["brax"]["steps_per_call"] == 8
+    assert cart["settings"]["purejaxrl"]["NUM_ENVS"] == 2
+    assert brax["settings"]["brax"]["batch_size"] == 2
