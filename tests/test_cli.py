@@ -290,6 +290,12 @@ def test_python_dash_m_entry_point(tmp_path):
 # --- Your env, your config ---------------------------------------------------------------------
 
 
+def broken_line(user_envs: Path) -> int:
+    """The line of ``myenvs.py`` where ``make_broken`` raises."""
+    lines = (user_envs / "myenvs.py").read_text().splitlines()
+    return lines.index('    raise RuntimeError("the simulator licence expired")') + 1
+
+
 def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
     return run_cli(capsys, "train", "--logdir", str(logdir), "--progress", "none", *argv)
 
@@ -313,7 +319,8 @@ def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
         (
             ["--env", "myenvs:make_broken"],
             "env 'myenvs:make_broken': its constructor raised RuntimeError: the simulator "
-            "licence expired; fix the env (or env_kwargs) (--debug shows the traceback)",
+            "licence expired at myenvs.py:{broken_line} (`raise RuntimeError(\"the simulator "
+            'licence expired")`); fix the env (or env_kwargs) (--debug shows the traceback)',
         ),
         (
             ["--env", "brokenenvs:X"],
@@ -356,6 +363,7 @@ def test_start_up_failures_are_one_line_exit_2_and_leave_no_run_dir(
 ):
     code, _, err = train_own(capsys, tmp_path / "logs", *argv)
     assert_one_line_error(code, err)
+    message = message.replace("{broken_line}", str(broken_line(user_envs)))
     assert err == f"batchppo: error: {message}\n"
     assert not (tmp_path / "logs").exists()  # nothing made
 

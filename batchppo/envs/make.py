@@ -31,7 +31,9 @@ import contextlib
 import dataclasses
 import difflib
 import importlib
+import os
 import sys
+import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -320,6 +322,22 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
+def _raised_at(error: BaseException) -> str:
+    """Where ``error`` was raised: `` at FILE:LINE (`EXPRESSION`)`` of its last frame, the
+    file shortened to its path under ``site-packages/`` or the working directory; empty
+    without a traceback."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    path = last.filename.rpartition("site-packages/")[2]
+    cwd = os.getcwd() + os.sep
+    if path.startswith(cwd):
+        path = path[len(cwd) :]
+    source = f" (`{last.line.strip()}`)" if last.line else ""
+    return f" at {path}:{last.lineno}{source}"
+
+
 # --- Start-up checks -------------------------------------------------------------------------
 
 
@@ -377,8 +395,8 @@ def probe_env(
         raise ValueError(_constructor_type_error(env_id, kwargs, error)) from error
     except Exception as error:
         raise ValueError(
-            f"env {env_id!r}: its constructor raised {_first_line(error)}; fix the env (or "
-            "env_kwargs)"
+            f"env {env_id!r}: its constructor raised {_first_line(error)}{_raised_at(error)}; "
+            "fix the env (or env_kwargs)"
         ) from error
     try:
         limit = _time_limit(raw)
@@ -408,7 +426,10 @@ def _constructor_type_error(env_id: str, kwargs: Mapping[str, Any], error: TypeE
             f"env {env_id!r}: its constructor needs arguments that env_kwargs {kwargs} does not "
             f"give ({_first_line(error)}): set them, e.g. --set 'env_kwargs={{name: value}}'"
         )
-    return f"env {env_id!r}: its constructor raised {_first_line(error)}; fix the env or env_kwargs"
+    return (
+        f"env {env_id!r}: its constructor raised {_first_line(error)}{_raised_at(error)}; fix "
+        "the env or env_kwargs"
+    )
 
 
 def make_env_fn(

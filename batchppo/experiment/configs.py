@@ -591,7 +591,8 @@ class Recipe:
     """A preset to start from for an env whose spaces match (``batchppo train --env ID``).
 
     Attributes:
-        kind: What the spaces are, for messages (``"continuous control"``).
+        kind: What the spaces are, for messages (``"continuous control"``), or a function of
+            the spaces ``(observation_space, action_space) -> str`` that says so.
         preset: The preset whose hyperparameters the run takes (its env replaced).
         matches: ``matches(observation_space, action_space)``: whether the recipe fits.
         changes: Fields set on top of the preset (e.g. a host backend for a gymnax preset).
@@ -618,8 +619,23 @@ def _is_image(obs: Any) -> bool:
 
 
 def _is_vector(obs: Any) -> bool:
+    """One Box of rank 0-2: what the networks take flattened into the MLPs, with no encoder."""
     shape = getattr(obs, "shape", None)
-    return type(obs).__name__ == "Box" and shape is not None and len(shape) == 1
+    return type(obs).__name__ == "Box" and shape is not None and len(shape) <= 2
+
+
+def _space_words(space: Any) -> str:
+    """A space in a few words for messages: ``Dict``, ``Tuple``, ``Box (5, 5)``,
+    ``MultiDiscrete``."""
+    name = type(space).__name__
+    if name == "Box":
+        return f"Box {tuple(space.shape)}"
+    return name
+
+
+def _other_spaces(obs: Any, act: Any) -> str:
+    """What the fallback recipes say of the spaces: the spaces themselves."""
+    return f"{_space_words(obs)} observations and {_space_words(act)} actions"
 
 
 def _has_image(obs: Any) -> bool:
@@ -678,13 +694,13 @@ RECIPES: list[Recipe] = [
     # Other space trees: the generic network picks an encoder per observation leaf and a head
     # per action leaf; the hyperparameters follow the action leaves' kind.
     Recipe(
-        "structured spaces with continuous actions (Dict/Tuple, every action leaf a Box)",
+        _other_spaces,  # every action leaf a Box
         "cheetah_fast",
         lambda obs, act: _all_box(act),
         {"network": "feed_forward"},
     ),
     Recipe(
-        "structured spaces (Dict/Tuple observations, MultiDiscrete/MultiBinary/composite actions)",
+        _other_spaces,
         "cartpole_jax",
         lambda obs, act: True,
         {"backend": "process", "network": "feed_forward"},
@@ -725,9 +741,16 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
                 "(--set max_length=N)"
             )
         config = replace_config(base, changes)
+        kind = recipe.kind if isinstance(recipe.kind, str) else recipe.kind(obs, act)
+        network = (
+            f" with network={config.network} (an encoder per observation leaf, a head per "
+            "action leaf)"
+            if "network" in recipe.changes
+            else ""
+        )
         message = (
-            f"no --config: {env} has {recipe.kind}, so the run starts from the "
-            f"{recipe.preset} recipe ({config.steps:,} steps); {limit}"
+            f"no --config: {env} has {kind}, so the run starts from the "
+            f"{recipe.preset} recipe{network} ({config.steps:,} steps); {limit}"
         )
         return config, message
     raise ConfigError(

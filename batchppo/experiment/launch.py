@@ -179,6 +179,24 @@ class SingleRunLayout:
         return drive(SingleRun(trainer), run_configs, run_dirs, progress)
 
 
+def _build(layout: RunLayout, config: RunConfig) -> Any:
+    """``layout.build(config)``, a network that does not fit the env's spaces (the config's
+    ``network``, ``cnn``, or a space no encoder or head takes) made one user error.
+
+    Raises:
+        ConfigError: Naming the env, the mismatch and the setting that fits.
+    """
+    from batchppo.core.spaces import UnsupportedSpaceError
+
+    try:
+        return layout.build(config)
+    except UnsupportedSpaceError as error:
+        raise ConfigError(
+            f"env {config.env!r}: the config's network does not fit the env's spaces: {error}; "
+            "change it with --set KEY=VALUE"
+        ) from error
+
+
 def launch(
     layout: RunLayout,
     config: RunConfig | str | None,
@@ -233,7 +251,7 @@ def launch(
             if resumed:
                 configs.check_env(run_configs[0])
         try:
-            trainer = layout.build(run_configs[0])
+            trainer = _build(layout, run_configs[0])
         except BaseException:
             if not resumed:  # a failed start leaves no run dir behind
                 for run_dir in run_dirs:

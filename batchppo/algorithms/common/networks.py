@@ -210,7 +210,7 @@ def _check_network(network: str, action_space: PyTree) -> None:
     """The original's network names fix their head: refuse an action space they do not fit."""
     leaf = spaces.single(action_space)
     if network == "feed_forward_categorical" and not isinstance(leaf, spaces.Discrete):
-        raise ValueError(
+        raise spaces.UnsupportedSpaceError(
             "network='feed_forward_categorical' needs a discrete action space; use "
             "feed_forward_gaussian or recurrent_gaussian for continuous actions, or "
             f"feed_forward for {spaces.describe(action_space)}"
@@ -221,7 +221,9 @@ def _check_network(network: str, action_space: PyTree) -> None:
             if isinstance(leaf, spaces.Discrete)
             else f"feed_forward or recurrent for {spaces.describe(action_space)}"
         )
-        raise ValueError(f"network={network!r} needs a continuous action space; use {fix}")
+        raise spaces.UnsupportedSpaceError(
+            f"network={network!r} needs a continuous action space; use {fix}"
+        )
 
 
 def _is_vector(obs_space: PyTree) -> bool:
@@ -287,9 +289,9 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         The :class:`Network` of pure functions.
 
     Raises:
-        ValueError: The network does not fit the action space, or a recurrent network has no
-            policy layer.
-        UnsupportedSpaceError: A space no encoder or head takes (one line naming it).
+        ValueError: A recurrent network has no policy layer.
+        UnsupportedSpaceError: The network does not fit the action space, or a space no
+            encoder or head takes (one line naming it).
     """
     _check_network(config.network, spec.action_space)
     head = action_head(spec.action_space, config.init_std, config.init_mean_factor)

@@ -1,0 +1,54 @@
+"""Envs shaped like the ecosystem's through ``batchppo train`` (issue 42): start-up mistakes
+in one line with exit 2, and the recipes their spaces pick."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchppo import cli
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def ecosystem(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """``ecosystem_envs`` importable, the working directory a fresh one; yields a logdir."""
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "logs"
+
+
+def train(capsys, logdir: Path, *argv: str) -> tuple[int, str]:
+    code = cli.main(["train", "--logdir", str(logdir), "--progress", "none", *argv])
+    return code, capsys.readouterr().err
+
+
+def test_a_network_that_does_not_fit_the_spaces_is_one_line(capsys, ecosystem):
+    """cartpole's feed_forward_categorical on a MultiDiscrete action: exit 2, no run dir."""
+    code, err = train(
+        capsys, ecosystem, "--config", "cartpole", "--env", "ecosystem_envs:make_pick_many"
+    )
+    assert code == 2
+    assert err == (
+        "batchppo: error: env 'ecosystem_envs:make_pick_many': the config's network does not "
+        "fit the env's spaces: network='feed_forward_categorical' needs a discrete action "
+        "space; use feed_forward_gaussian or recurrent_gaussian for continuous actions, or "
+        "feed_forward for MultiDiscrete([2, 3]); change it with --set KEY=VALUE (--debug "
+        "shows the traceback)\n"
+    )
+    assert not ecosystem.exists() or list(ecosystem.iterdir()) == []
+
+
+def test_a_failed_assertion_in_a_constructor_names_its_file_line_and_expression(capsys, ecosystem):
+    code, err = train(capsys, ecosystem, "--env", "ecosystem_envs:make_asserting")
+    lines = (HERE / "ecosystem_envs.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if "assert model.nq == 3" in text)
+    assert code == 2
+    assert err == (
+        "batchppo: error: env 'ecosystem_envs:make_asserting': its constructor raised "
+        f"AssertionError at {HERE / 'ecosystem_envs.py'}:{line} (`assert model.nq == 3  # as "
+        "gymnasium-robotics asserts on MuJoCo's model`); fix the env (or env_kwargs) (--debug "
+        "shows the traceback)\n"
+    )
