@@ -759,7 +759,8 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
     )
 
 
-def describe(name: str, config: RunConfig) -> str:
-    """One line for ``batchppo list``."""
+def describe(name: str, config: RunConfig) -> tuple[str, str, str, str, str]:
+    """The cells of a preset's row in ``batchppo list``: name, env, backend, steps (with
+    thousands separators) and algorithm."""
     algorithm = algorithm_of(config).name
-    return f"{name:<14} {config.env:<16} {config.backend:<8} {config.steps:>12,} {algorithm:>9}"
+    return (name, config.env, config.backend, f"{config.steps:,}", algorithm)
