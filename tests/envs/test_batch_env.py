@@ -354,8 +354,10 @@ def test_differing_spaces_name_the_env_and_what_differs(step_in_parent):
     message = str(info.value)
     assert message.startswith(
         "env 1 has observation space Box(-inf, inf, (4,), float32), but env 0 has "
-        "Box(-inf, inf, (3,), float32) (the shapes differ: (4,) vs (3,)); all envs of a batch "
-        "need equal spaces."
+        "Box(-inf, inf, (3,), float32) (the shapes differ: (4,) vs (3,)): BatchEnv(..., "
+        "observation_mode='same') however the sub-environments observation spaces are not "
+        "equivalent. All envs of a batch need equal spaces. If this is intentional, use "
+        "`observation_mode='different'` instead (spaces of one shape and dtype)."
     )
     if step_in_parent:
         assert message.endswith("\n[batchppo] raised while building env 1 in the parent process.")
