@@ -11,7 +11,7 @@ light: Gymnasium, JAX and the batch envs are imported when an env is built or an
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.core.backends import Backend, lazy, register
@@ -71,8 +71,9 @@ def make_host_env(
         env_kwargs: ``gymnasium.make`` keywords.
         max_restarts: ``BatchEnv``'s restart budget.
         options: The backend's settings (:attr:`Backend.config_options
-            <batchppo.core.backends.Backend.config_options>`): ``step_timeout`` and, for
-            ``ray``, the ``ray_options`` of :func:`batchppo.envs.make`.
+            <batchppo.core.backends.Backend.config_options>`): ``step_timeout``, ``wrappers``
+            (the config's ``env_wrappers``) and, for ``ray``, the ``ray_options`` of
+            :func:`batchppo.envs.make`.
 
     Returns:
         The :class:`HostEnv` (it closes the batch env on ``close()``).
@@ -82,6 +83,7 @@ def make_host_env(
 
     options = dict(options)
     step_timeout = options.pop("step_timeout", None)
+    wrappers = options.pop("wrappers", ())
     vector_env = make_host_envs(
         env_id,
         num_envs,
@@ -93,6 +95,7 @@ def make_host_env(
         ray_options=options or None,
         max_restarts=max_restarts,
         step_timeout=step_timeout,
+        wrappers=wrappers,
         **env_kwargs,
     )
     # make()'s stack (ConvertTo32Bit, per env or applied to the batch in the workers) already
@@ -104,6 +107,17 @@ def make_host_env(
 # spaces, or its one-line error).
 _PROBE_GYMNASIUM = lazy("batchppo.envs.make:probe_env")
 _HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
+
+
+def _with_wrappers(config_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
+    """A host backend's ``config_options``: its own, and the config's ``env_wrappers`` as
+    ``wrappers`` (which every env :func:`batchppo.envs.make` builds is wrapped in)."""
+
+    def options(config: Any) -> dict[str, Any]:
+        own = dict(config_options(config)) if config_options is not None else {}
+        return {**own, "wrappers": tuple(getattr(config, "env_wrappers", ()) or ())}
+
+    return options
 
 
 def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
@@ -119,6 +133,7 @@ def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
     Returns:
         The record (not yet registered).
     """
+    fields["config_options"] = _with_wrappers(fields.get("config_options"))
     return Backend(
         name=name,
         make=functools.partial(make_host_env, backend=name),

@@ -20,7 +20,7 @@ import importlib.util
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +122,8 @@ def type_name(annotation: Any) -> str:
         return "mapping of names to values"
     if annotation is type(None):
         return "None"
+    if annotation is Any:
+        return "YAML value"
     return annotation.__name__
 
 
@@ -153,6 +155,10 @@ def _coerce(value: Any, annotation: Any) -> Any:
         if names_ok and all(_is_plain(v) for v in value.values()):
             return dict(value)
         raise TypeError
+    if annotation is Any:  # plain YAML: scalars, lists and mappings with string keys
+        if _is_yaml(value):
+            return value
+        raise TypeError
     if annotation is bool:
         if isinstance(value, bool):
             return value
@@ -176,6 +182,15 @@ def _coerce(value: Any, annotation: Any) -> Any:
             return value
         raise TypeError
     raise TypeError
+
+
+def _is_yaml(value: Any) -> bool:
+    """Whether ``value`` is plain YAML: a scalar, or lists and string-keyed mappings of them."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_yaml(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_yaml(v) for v in value)
+    return _is_plain(value)
 
 
 def _is_plain(value: Any) -> bool:
@@ -568,16 +583,20 @@ def check_env(config: RunConfig) -> Any:
     backend = get_backend(config.backend)
     if backend.probe is None:
         return None
+    wrappers = {"wrappers": config.env_wrappers} if config.env_wrappers else {}
     try:
         probe = backend.probe(
-            config.env, normalize_ranges=config.normalize_ranges, env_kwargs=config.env_kwargs
+            config.env,
+            normalize_ranges=config.normalize_ranges,
+            env_kwargs=config.env_kwargs,
+            **wrappers,
         )
         check_spaces = backend.check_spaces
         if check_spaces is not None:
             check_spaces(probe.observation_space, probe.action_space)
     except ValueError as error:
         message = str(error)
-        if not message.startswith(("env ", "cannot build", "unknown")):
+        if not message.startswith(("env ", "cannot build", "unknown", "env_wrappers")):
             message = f"env {config.env!r}: {message}"
         raise ConfigError(message) from error
     return probe
@@ -709,10 +728,13 @@ RECIPES: list[Recipe] = [
 """Starting recipes, tried in order; the first that matches the env's spaces is taken."""
 
 
-def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[RunConfig, str]:
+def recipe_for_env(
+    env: str, env_kwargs: Mapping[str, Any] | None = None, env_wrappers: Sequence[Any] = ()
+) -> tuple[RunConfig, str]:
     """A starting config for ``env`` chosen from its spaces (:data:`RECIPES`).
 
-    The env is built once (:func:`check_env`) to read its spaces and time limit. The config
+    The env is built once (:func:`check_env`), inside ``env_wrappers``, to read its spaces and
+    time limit. The config
     is the recipe's preset with ``env`` (and ``env_kwargs``); when the env has a time limit of
     its own, ``max_length`` is None (the env's limit ends episodes), otherwise the preset's
     (:data:`RECIPE_MAX_LENGTH` where the preset has none).
@@ -724,7 +746,14 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
         ConfigError: The env fails its start-up check, or no recipe fits its spaces (one
             line naming the spaces and what to do).
     """
-    probe = check_env(RunConfig(env=env, backend=RECIPE_BACKEND, env_kwargs=dict(env_kwargs or {})))
+    probe = check_env(
+        RunConfig(
+            env=env,
+            backend=RECIPE_BACKEND,
+            env_kwargs=dict(env_kwargs or {}),
+            env_wrappers=tuple(env_wrappers),
+        )
+    )
     obs, act = probe.observation_space, probe.action_space
     for recipe in RECIPES:
         if not recipe.matches(obs, act):

@@ -72,9 +72,11 @@ def resolve_config(
     if config is None:
         if env is None:
             raise ConfigError("train: give a config (a preset name or a config), or an env")
-        # The env is built with the env_kwargs of the overrides to read its spaces.
-        env_kwargs = dict(configs.parse_override(o) for o in overrides).get("env_kwargs")
-        config, message = configs.recipe_for_env(env_id_of(env), env_kwargs)
+        # The env is built with the env_kwargs and wrappers of the overrides to read its spaces.
+        given = dict(configs.parse_override(o) for o in overrides)
+        config, message = configs.recipe_for_env(
+            env_id_of(env), given.get("env_kwargs"), given.get("env_wrappers", ())
+        )
         print(f"batchppo: {message}", file=sys.stderr, flush=True)
         name = name or config.env.rpartition(":")[2]
     elif isinstance(config, str):
