@@ -494,7 +494,8 @@ def test_step_wait_after_a_timeout_restarts_a_worker_that_died_before_it():
         with pytest.warns(EnvRestartWarning) as warned:
             obs, reward, terminated, truncated, infos = env.step_wait(timeout=5)
         assert re.match(
-            r"BatchEnv: worker 0 \(pid \d+, envs 0\.\.0\) died \(exit code 3\); respawned it",
+            r"BatchEnv: worker 0 \(pid \d+, envs 0\.\.0\) died \(exit code 3\) during a step; "
+            r"respawned it",
             str(warned[0].message),
         ), str(warned[0].message)
         assert env.restarts == 1

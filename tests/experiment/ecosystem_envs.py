@@ -6,14 +6,16 @@ worker processes too):
 * :func:`make_grid2d`: highway-env's shape, a Box(5, 5) float observation and Discrete(5)
   actions (10-step episodes);
 * :func:`make_pick_many`: a vector observation and a MultiDiscrete([2, 3]) action;
-* :func:`make_handler_env`: a Pendulum whose module installs its own SIGTERM handler when the
-  env is built, as pygame does (``exit(255)`` on the signal).
+* :func:`make_handler_env`: a Pendulum built with pygame initialised and SIGTERM and SIGINT
+  handlers of its own that exit with 255.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import time
 
 import gymnasium
 import numpy as np
@@ -66,10 +68,25 @@ def make_pick_many():
     return PickMany()
 
 
+class SlowPendulum(PendulumEnv):
+    """Pendulum whose step takes a millisecond more, as a simulator would."""
+
+    def step(self, action):
+        time.sleep(0.001)
+        return super().step(action)
+
+
 def make_handler_env():
+    """What highway-env and MiniGrid bring into a worker: pygame initialised; and handlers
+    that exit with 255 on SIGTERM and SIGINT installed by the env's own code."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    import pygame
+
+    pygame.init()
     signal.signal(signal.SIGTERM, _exit_255)
     signal.signal(signal.SIGINT, _exit_255)
-    return PendulumEnv()
+    return SlowPendulum()
 
 
 class _Model:

@@ -3,9 +3,17 @@ in one line with exit 2, and the recipes their spaces pick."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+from crash_envs import train_argv
 
 from batchppo import cli
 
@@ -52,3 +60,31 @@ def test_a_failed_assertion_in_a_constructor_names_its_file_line_and_expression(
         "gymnasium-robotics asserts on MuJoCo's model`); fix the env (or env_kwargs) (--debug "
         "shows the traceback)\n"
     )
+
+
+@pytest.mark.timeout(180)
+def test_a_group_sigterm_stops_a_run_of_a_pygame_env_with_its_checkpoint(tmp_path):
+    """``timeout`` sends SIGTERM to the whole process group: the workers (whose env brought
+    pygame and handlers of its own) and multiprocessing's fork server outlive it, and the
+    run stops as on Pendulum: a checkpoint, the resume line, exit status 143."""
+    argv = train_argv(tmp_path, "T", "ecosystem_envs:make_handler_env", "steps=10000000")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batchppo", *argv], cwd=HERE, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        metrics = tmp_path / "T-pendulum_fast" / "metrics.jsonl"
+        deadline = time.monotonic() + 120
+        while not (metrics.exists() and metrics.read_text().count('"train"') >= 2):
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 143, err
+    assert "WorkerDiedError" not in err
+    assert re.search(r"stopped at step [\d,]+; checkpoint saved at step", err), err
+    assert out.startswith("resume with: batchppo train --config pendulum_fast ")
