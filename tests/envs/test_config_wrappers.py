@@ -13,7 +13,7 @@ from batchppo.algorithms.common.trainer import make_run_eval_env
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.envs import make
 from batchppo.envs.env_wrappers import wrapper_specs
-from batchppo.experiment import configs, visualize
+from batchppo.experiment import configs, export, visualize
 
 pytest.importorskip("minigrid")
 
@@ -74,7 +74,7 @@ def test_wrappers_apply_in_the_workers_and_pick_dict_keys():
         assert list(env.single_observation_space.spaces) == ["image"]
 
 
-def test_a_configs_wrappers_reach_the_probe_the_eval_env_and_the_video_env():
+def test_a_configs_wrappers_reach_the_probe_the_eval_env_export_and_the_video_env():
     config = PPOConfig(
         env=MINIGRID,
         backend="sync",
@@ -88,6 +88,7 @@ def test_a_configs_wrappers_reach_the_probe_the_eval_env_and_the_video_env():
         assert env.spec.obs_space.shape == (7, 7, 3)
     finally:
         env.close()
+    assert export.host_mapping(config).obs_space.shape == (7, 7, 3)  # the ONNX model's input
     render = visualize.make_render_env(config, MINIGRID)
     try:
         assert render.observation_space.shape == (7, 7, 3)  # under the standard stack
