@@ -287,7 +287,7 @@ positional (``RUN``) as in ``export`` and ``plot``: still taken, with a warning.
 
 def _run_dirs_argument(parser: argparse.ArgumentParser, nargs: str | None, help: str) -> None:
     """The run dirs as the positional ``RUN`` (``nargs`` ``"+"`` or None: one), and
-    :data:`RUN_DIR_ALIAS` as an alias; :func:`_run_dirs` reads them into ``args.logdir``."""
+    ``RUN_DIR_ALIAS`` as an alias; ``_run_dirs`` reads them into ``args.logdir``."""
     parser.add_argument(
         "runs", nargs="*" if nargs == "+" else "?", metavar="RUN", help=help, default=None
     )
@@ -298,7 +298,7 @@ def _run_dirs_argument(parser: argparse.ArgumentParser, nargs: str | None, help:
 
 
 def _run_dirs(args: argparse.Namespace) -> None:
-    """Sets ``args.logdir`` to the run dirs of a command with :func:`_run_dirs_argument`: the
+    """Sets ``args.logdir`` to the run dirs of a command with ``_run_dirs_argument``: the
     positional ones, or those of the alias (with a one-line warning on stderr).
 
     Raises:

@@ -111,7 +111,7 @@ _HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
 
 def _with_wrappers(config_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
     """A host backend's ``config_options``: its own, and the config's ``env_wrappers`` as
-    ``wrappers`` (which every env :func:`batchppo.envs.make` builds is wrapped in)."""
+    ``wrappers`` (which every env ``batchppo.envs.make`` builds is wrapped in)."""
 
     def options(config: Any) -> dict[str, Any]:
         own = dict(config_options(config)) if config_options is not None else {}

@@ -11,7 +11,7 @@ Two built-in names pick the keys of a Dict observation with Gymnasium's
 ``FilterObservation``: ``{keep_keys: [image, direction]}`` keeps those keys and
 ``{drop_keys: [mission]}`` keeps the others (a list, or ``{keys: [...]}``).
 
-:func:`wrapper_specs` checks the entries where a run starts, before anything is made: each
+``wrapper_specs`` checks the entries where a run starts, before anything is made: each
 path imports to a callable whose signature takes the env and the keyword arguments; every
 problem is one ``ValueError`` line naming the entry and the fix.
 """
@@ -83,7 +83,7 @@ class WrapperSpec:
     """One wrapper of ``env_wrappers``: picklable, resolved where the env is built.
 
     Attributes:
-        path: A built-in name (:data:`BUILTIN`) or an import path (``package.module.Name``
+        path: A built-in name (``BUILTIN``) or an import path (``package.module.Name``
             or ``package.module:Name``).
         kwargs: Its keyword arguments besides the env.
     """
@@ -176,7 +176,7 @@ def wrapper_specs(entries: Iterable[Any] | None, check: bool = False) -> tuple[W
 
     Args:
         entries: Import paths, one-key mappings ``{path: kwargs}`` or specs; None: none.
-        check: Also import each path and bind its keyword arguments (:meth:`WrapperSpec.check`).
+        check: Also import each path and bind its keyword arguments (``WrapperSpec.check``).
 
     Raises:
         ValueError: One line naming the entry and the fix.

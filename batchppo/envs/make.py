@@ -378,7 +378,7 @@ def probe_env(
     """Builds one env of ``env_id`` (its own time limit, ``wrappers``, the standard stack),
     reads its spaces and closes it: the start-up check of a run, before anything else is made.
 
-    ``wrappers`` are a config's ``env_wrappers`` (:func:`~batchppo.envs.env_wrappers.wrapper_specs`:
+    ``wrappers`` are a config's ``env_wrappers`` (``batchppo.envs.env_wrappers.wrapper_specs``:
     their paths imported and their keyword arguments bound before the env is built).
 
     Raises:
@@ -472,7 +472,7 @@ def make_env_fn(
             :func:`preprocessing`): ``"atari"`` for the standard Atari preprocessing.
         wrappers: Gymnasium wrappers around each env, under the standard stack: import
             paths or ``{path: kwargs}`` mappings, innermost first (a config's
-            ``env_wrappers``; :mod:`batchppo.envs.env_wrappers`).
+            ``env_wrappers``; ``batchppo.envs.env_wrappers``).
         **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     Returns:
@@ -642,7 +642,7 @@ def make(
             ``NEXT_STEP`` (which its observation wrappers such as ``NormalizeObservation``
             need) or ``DISABLED``. The ``"ray"`` backend has ``SAME_STEP`` only.
         wrappers: Gymnasium wrappers around each env, built in the workers (see
-            :func:`make_env_fn`).
+            ``make_env_fn``).
         **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the

@@ -2,10 +2,10 @@
 
 Each worker process of a ``WorkerPool`` writes its file descriptor 2 (Python's tracebacks,
 warnings, a C library's messages, what an env prints) into a pipe of its own. One daemon
-thread of the parent (:class:`StderrTails`) reads every pipe, writes what comes to the
+thread of the parent (``StderrTails``) reads every pipe, writes what comes to the
 parent's ``sys.stderr`` as it comes (so nothing a worker writes is lost from the terminal),
-and keeps each worker's last :data:`TAIL_LINES` lines: when a worker dies, its error names
-them (:meth:`StderrTails.tail`).
+and keeps each worker's last ``TAIL_LINES`` lines: when a worker dies, its error names
+them (``StderrTails.tail``).
 """
 
 from __future__ import annotations

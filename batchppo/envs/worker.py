@@ -94,7 +94,7 @@ def worker_main(
             kill a hung worker can say where it was stuck.
         err_w: Write end of a pipe that becomes this worker's stderr (file descriptor 2): the
             parent forwards it to its own and keeps its last lines for a death report
-            (:mod:`batchppo.envs.stderr_tail`).
+            (``batchppo.envs.stderr_tail``).
     """
     if err_w is not None:
         os.dup2(err_w.fileno(), 2)
@@ -124,9 +124,9 @@ def _ignore_stop_signals() -> None:
 
     Ctrl-C, and the SIGTERM by which `timeout`, Slurm or systemd stop a job, reach the whole
     process group; the parent decides what happens (a run finishes its iteration and saves),
-    and the workers end when it closes them or dies (:func:`_exit_when_parent_dies`). A worker
+    and the workers end when it closes them or dies (``_exit_when_parent_dies``). A worker
     forked from a fork server started with SIGTERM blocked
-    (:func:`~batchppo.envs.processes.start_forkserver`) unblocks it: ignored either way.
+    (``batchppo.envs.processes.start_forkserver``) unblocks it: ignored either way.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)

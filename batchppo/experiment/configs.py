@@ -602,6 +602,35 @@ def check_env(config: RunConfig) -> Any:
     return probe
 
 
+def describe_images(config: RunConfig, probe: Any) -> str | None:
+    """How the image leaves of a probed env enter the network, in one line: a grid of codes
+    (each cell embedded) or pixels (the CNN), by the config's ``image_encoding``
+    (``is_code_grid`` of ``core/spaces.py``); None without an image leaf or a probe."""
+    encoding = getattr(config, "image_encoding", None)
+    if encoding is None or probe is None or not _has_image(probe.observation_space):
+        return None
+    from batchppo.backends.host_env import from_gymnasium  # JAX: only when an env is probed
+    from batchppo.core import spaces
+
+    images = [
+        leaf for leaf in spaces.leaves(from_gymnasium(probe.observation_space))
+        if spaces.is_image(leaf)
+    ]  # fmt: skip
+    words = [
+        f"the {leaf.shape} {leaf.dtype} image is "
+        + (
+            "a grid of codes (each cell's codes embedded, no CNN)"
+            if spaces.is_code_grid(leaf, encoding)
+            else "pixels (the CNN)"
+        )
+        for leaf in images
+    ]
+    return (
+        f"observations: {'; '.join(words)} (image_encoding={encoding}; --set "
+        "image_encoding=pixels or codes decides)"
+    )
+
+
 # --- Starting recipes -----------------------------------------------------------------------
 
 
@@ -665,12 +694,27 @@ NATURE_CNN_MIN_SIDE = 36
 """The smallest image side the Nature CNN takes (8x8/4, 4x4/2 and 3x3/1 valid convolutions)."""
 
 
+def _has_code_grid(obs: Any) -> bool:
+    """Whether an image leaf of the Gymnasium space ``obs`` reads as a grid of codes
+    (``is_code_grid`` of ``core/spaces.py``, ``image_encoding=auto``)."""
+    from batchppo.backends.host_env import from_gymnasium  # JAX: only when a recipe runs
+    from batchppo.core import spaces
+
+    if not _has_image(obs):
+        return False
+    return any(spaces.is_code_grid(leaf) for leaf in spaces.leaves(from_gymnasium(obs)))
+
+
 def _smallest_image_side(obs: Any) -> int:
     """The shortest height or width over the image leaves of ``obs`` (axes read as ``auto``)."""
     from batchppo.algorithms.common.encoders import hwc_shape  # Flax: only when a recipe runs
 
     sides = [hwc_shape(leaf.shape, "auto")[:2] for leaf in _leaves(obs) if _is_image(leaf)]
     return min(min(hw) for hw in sides)
+
+
+def _all_discrete(act: Any) -> bool:
+    return all(type(leaf).__name__ == "Discrete" for leaf in _leaves(act))
 
 
 def _all_box(act: Any) -> bool:
@@ -694,6 +738,22 @@ RECIPES: list[Recipe] = [
         "cartpole_jax",
         lambda obs, act: _is_vector(obs) and type(act).__name__ == "Discrete",
         {"backend": "process"},
+    ),
+    # Grids of codes (MiniGrid's object/colour/state ids): each cell embedded, then the MLPs;
+    # the CartPole recipe's clipped PPO on 8 envs x 128 steps, as rl-zoo's MiniGrid settings.
+    Recipe(
+        "a grid of codes (an integer image of ids, not pixels: each cell embedded)",
+        "cartpole_jax",
+        lambda obs, act: _has_code_grid(obs) and _all_discrete(act),
+        {
+            "backend": "process",
+            "network": "feed_forward",
+            "num_agents": 8,
+            "rollout_length": 128,
+            "num_minibatches": 4,
+            "learning_rate": 2.5e-4,
+            "steps": 100_000,
+        },
     ),
     # Pixel observations: the Atari recipe (Nature CNN shared by policy and value) where the
     # images are large enough for it, else the MinAtar recipe (one 3x3 conv). Neither keeps

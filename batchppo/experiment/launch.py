@@ -241,7 +241,10 @@ def launch(
         or timestamp is None
         or not all((Path(logdir) / f"{timestamp}-{dir_name}").exists() for dir_name in names)
     ):
-        configs.check_env(config)  # Before a run dir is made for it (a resume checks its own).
+        # Before a run dir is made for it (a resume checks its own).
+        images = configs.describe_images(config, configs.check_env(config))
+        if images is not None:
+            print(f"batchppo: {images}", file=sys.stderr, flush=True)
     resumed = False
     with contextlib.ExitStack() as locks:
         if logdir is None:

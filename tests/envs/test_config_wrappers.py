@@ -110,7 +110,7 @@ def test_train_takes_wrappers_from_set_and_refuses_a_bad_one_in_one_line(capsys,
         "at least one (--debug shows the traceback)\n"
     )
     assert not logdir.exists()
-    # The recipe reads the wrapped spaces: a Dict of a Discrete and an image.
+    # The recipe reads the wrapped spaces: a Dict of a Discrete and a grid of codes.
     config, message = configs.recipe_for_env(MINIGRID, None, [{"drop_keys": ["mission"]}])
     assert config.env_wrappers == ()  # the override, applied after the recipe, records it
-    assert message.startswith(f"no --config: {MINIGRID} has small image observations")
+    assert message.startswith(f"no --config: {MINIGRID} has a grid of codes")

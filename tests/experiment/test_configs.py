@@ -309,8 +309,8 @@ def test_recipes_by_spaces(user_envs, monkeypatch):
     )
     assert message.endswith("max_length=1000 (--set max_length=N)")
     assert [r.preset for r in configs.RECIPES] == [
-        "cheetah_fast", "cartpole_jax", "breakout_atari", "breakout_minatar", "cheetah_fast",
-        "cartpole_jax",
+        "cheetah_fast", "cartpole_jax", "cartpole_jax", "breakout_atari", "breakout_minatar",
+        "cheetah_fast", "cartpole_jax",
     ]  # fmt: skip
     # Images of Atari's size: the Atari recipe without its whole-game evaluation env. The env
     # has no TimeLimit, and the preset keeps the env's own: max_length is the recipes' 1000.

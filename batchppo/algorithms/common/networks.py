@@ -235,11 +235,14 @@ def _encoder(config: NetworkConfig, obs_space: PyTree) -> ObsEncoder:
     """The encoder of every leaf; refuses a CNN that does not fit an image."""
     leaves = tuple(spaces.leaves(obs_space))
     paths = spaces.leaf_paths(obs_space)
+    encoding = getattr(config, "image_encoding", "auto")
     images = [
-        (leaf, path) for leaf, path in zip(leaves, paths, strict=True) if spaces.is_image(leaf)
+        (leaf, path)
+        for leaf, path in zip(leaves, paths, strict=True)
+        if spaces.is_image(leaf) and not spaces.is_code_grid(leaf, encoding)
     ]
     if not images:
-        return ObsEncoder(leaves)
+        return ObsEncoder(leaves, layout=config.image_layout, encoding=encoding)
     for leaf, path in images:
         check_cnn(
             config.cnn,
@@ -247,7 +250,7 @@ def _encoder(config: NetworkConfig, obs_space: PyTree) -> ObsEncoder:
             config.image_layout,
             f" {leaf.shape} at {path}" if path else f" {leaf.shape}",
         )
-    return ObsEncoder(leaves, config.cnn, int(config.cnn_dense), config.image_layout)
+    return ObsEncoder(leaves, config.cnn, int(config.cnn_dense), config.image_layout, encoding)
 
 
 class _Inputs:
