@@ -34,9 +34,9 @@ Examples:
     batchppo show pendulum_fast > my.yaml  # edit, then: batchppo train --config my.yaml ...
     batchppo train --config pendulum_jax --logdir logdir --timestamp 20261121T113000 --resume
     batchppo train --config pendulum_jax --logdir logdir --seeds 4  # seeds 0-3, one program
-    batchppo evaluate --logdir logdir/*-pendulum_jax --episodes 100
-    batchppo visualize --logdir logdir/20261121T113000-pendulum_jax --outdir videos
-    batchppo evaluate --logdir logdir/*-hopper_fast-s* --compare old/*-hopper_fast-s* --csv s.csv
+    batchppo evaluate logdir/*-pendulum_jax --episodes 100
+    batchppo visualize logdir/20261121T113000-pendulum_jax --outdir videos
+    batchppo evaluate logdir/*-hopper_fast-s* --compare old/*-hopper_fast-s* --csv s.csv
     batchppo export logdir/20261121T113000-pendulum_jax --out policy.onnx  # needs [onnx]
     batchppo plot logdir/*-pendulum_jax --out curves.png --x hours
     batchppo plot --profile results.json --reference sac-1m --out profile.png
@@ -160,9 +160,9 @@ def _parser() -> argparse.ArgumentParser:
         "carry (forward velocity, distance); no videos. Over several runs: mean, median, IQM "
         "and optimality gap with stratified-bootstrap 95% intervals (Agarwal et al. 2021).",
     )
-    ev.add_argument(
-        "--logdir", required=True, nargs="+", metavar="RUN",
-        help="run directories <logdir>/<ts>-<config>, or JSON files of an earlier --json "
+    _run_dirs_argument(
+        ev, "+",
+        "run directories <logdir>/<ts>-<config>, or JSON files of an earlier --json "
         "(their runs are read, not evaluated again); several runs (say the seeds of a "
         "config) also print the mean and std of their means and their aggregate statistics",
     )  # fmt: skip
@@ -225,7 +225,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Run episodes with the mean action; write one MP4 per episode and "
         "stats.json (returns and lengths).",
     )
-    vis.add_argument("--logdir", required=True, help="the run directory <logdir>/<ts>-<config>")
+    _run_dirs_argument(vis, None, "the run directory <logdir>/<ts>-<config>")
     vis.add_argument("--outdir", required=True, help="where to write the videos")
     vis.add_argument("--checkpoint", type=int, help="env step of the checkpoint (default newest)")
     vis.add_argument(
@@ -241,9 +241,9 @@ def _parser() -> argparse.ArgumentParser:
         "action (range maps and observation normalisation inside), as one ONNX file, and "
         "check it in onnxruntime against load_policy on 3 x 256 observations.",
     )
-    exp.add_argument("run_dir", metavar="RUN_DIR", help="the run directory <logdir>/<ts>-<config>")
+    exp.add_argument("run_dir", metavar="RUN", help="the run directory <logdir>/<ts>-<config>")
     exp.add_argument(
-        "--out", help="the ONNX file (default RUN_DIR/policy.onnx, or policy-sampled.onnx)"
+        "--out", help="the ONNX file (default RUN/policy.onnx, or policy-sampled.onnx)"
     )
     exp.add_argument("--checkpoint", type=int, help="env step of the checkpoint (default newest)")
     exp.add_argument(
@@ -296,6 +296,48 @@ def _parser() -> argparse.ArgumentParser:
     )
     show.add_argument("config", metavar="CONFIG", help="a preset name or a YAML config file")
     return parser
+
+
+RUN_DIR_ALIAS = "--logdir"
+"""The flag that named the run dirs of ``evaluate`` and ``visualize`` before they were
+positional (``RUN``) as in ``export`` and ``plot``: still taken, with a warning."""
+
+
+def _run_dirs_argument(parser: argparse.ArgumentParser, nargs: str | None, help: str) -> None:
+    """The run dirs as the positional ``RUN`` (``nargs`` ``"+"`` or None: one), and
+    ``RUN_DIR_ALIAS`` as an alias; ``_run_dirs`` reads them into ``args.logdir``."""
+    parser.add_argument(
+        "runs", nargs="*" if nargs == "+" else "?", metavar="RUN", help=help, default=None
+    )
+    parser.add_argument(
+        RUN_DIR_ALIAS, dest="logdir_alias", nargs=nargs, metavar="RUN",
+        help=argparse.SUPPRESS,  # the same as RUN, the old spelling: warns
+    )  # fmt: skip
+
+
+def _run_dirs(args: argparse.Namespace) -> None:
+    """Sets ``args.logdir`` to the run dirs of a command with ``_run_dirs_argument``: the
+    positional ones, or those of the alias (with a one-line warning on stderr).
+
+    Raises:
+        UserError: Both, or neither.
+    """
+    if not hasattr(args, "logdir_alias"):
+        return
+    given = args.runs if args.runs not in (None, []) else None
+    alias = args.logdir_alias
+    command = f"batchppo {args.command}"
+    if given is not None and alias is not None:
+        raise UserError(f"{command}: name the run dirs once, as RUN (not also {RUN_DIR_ALIAS})")
+    if given is None and alias is None:
+        raise UserError(f"{command}: the run dir is missing: {command} RUN ...")
+    if alias is not None:
+        print(
+            f"batchppo: warning: {RUN_DIR_ALIAS} RUN is the old spelling of the positional "
+            f"RUN: {command} RUN ...",
+            file=sys.stderr,
+        )
+    args.logdir = given if given is not None else alias
 
 
 def _run_name(args: argparse.Namespace, config_name: str | None) -> str | None:
@@ -636,16 +678,30 @@ def _cmd_list(args: argparse.Namespace) -> int:
     from batchppo.backends import get_backend
     from batchppo.experiment import configs
 
-    print(f"{'config':<14} {'env':<16} {'backend':<8} {'steps':>12} {'algorithm':>9}")
+    rows = [("config", "env", "backend", "steps", "algorithm", "")]
     for name, config in configs.PRESETS.items():
         note = ""
         backend = get_backend(config.backend)
         if name == configs.DEFAULT_PRESET:
-            note = "  (default)"
+            note = "(default)"
         elif not backend.available():
-            note = f"  (needs {backend.requires})"
-        print(configs.describe(name, config) + note)
+            note = f"(needs {backend.requires})"
+        rows.append((*configs.describe(name, config), note))
+    print("\n".join(_table(rows, right=(3,))))
     return 0
+
+
+def _table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
+    """``rows`` as lines of aligned columns, each as wide as its widest cell, two spaces
+    apart; the columns ``right`` aligned right, the others left; trailing spaces dropped."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
@@ -699,6 +755,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     formatter: Any = warnings.formatwarning
     warnings.formatwarning = _one_line_warnings(formatter)
     try:
+        _run_dirs(args)
         return COMMANDS[args.command](args)
     except UserError as error:
         if getattr(args, "debug", False):

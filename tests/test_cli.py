@@ -51,6 +51,38 @@ def test_list(capsys):
     assert any(line.startswith("pendulum_jax") and "(default)" in line for line in lines)
     assert any(line.split()[:5] == ["humanoid", "Humanoid-v5", "process", "50,000,000", "ppo"]
                for line in lines)  # fmt: skip
+    # Aligned whatever the names' lengths: each column starts where its header does.
+    starts = [lines[0].index(word) for word in ("env", "backend", "algorithm")]
+    longest = max(configs.PRESETS, key=len)
+    assert len(longest) >= 20  # space_invaders_minatar
+    for line in lines[1:]:
+        name, env, backend, steps, algorithm = line.split()[:5]
+        assert [line.index(f" {env} ") + 1, line.index(f" {backend} ") + 1] == starts[:2]
+        assert line.index(f" {algorithm}", len(name) + len(env)) + 1 == starts[2]
+        assert line[: starts[2] - 2].endswith(steps)  # steps aligned right
+
+
+def test_run_dirs_are_positional_and_the_old_flag_warns(capsys, tmp_path):
+    """`evaluate` and `visualize` take RUN as export and plot do; --logdir still works, warned."""
+    nope = str(tmp_path / "nope")
+    for argv in (["evaluate", nope], ["visualize", nope, "--outdir", "v"], ["export", nope]):
+        code, _, err = run_cli(capsys, *argv)
+        assert err == f"batchppo: error: run dir {nope} does not exist\n", argv
+    code, _, err = run_cli(capsys, "evaluate", "--logdir", nope)
+    assert code == 2
+    assert err == (
+        "batchppo: warning: --logdir RUN is the old spelling of the positional RUN: batchppo "
+        f"evaluate RUN ...\nbatchppo: error: run dir {nope} does not exist\n"
+    )
+    code, _, err = run_cli(capsys, "evaluate", nope, "--logdir", nope)
+    assert err == (
+        "batchppo: error: batchppo evaluate: name the run dirs once, as RUN (not also --logdir)\n"
+    )
+    code, _, err = run_cli(capsys, "visualize", "--outdir", "v")
+    assert code == 2
+    assert err == (
+        "batchppo: error: batchppo visualize: the run dir is missing: batchppo visualize RUN ...\n"
+    )
 
 
 def test_unknown_config_lists_valid_names(capsys, tmp_path):
@@ -116,30 +148,30 @@ def test_existing_dir_that_is_not_a_run(capsys, tmp_path):
 
 def test_visualize_missing_run_dir_and_checkpoints(capsys, tmp_path):
     out = str(tmp_path / "videos")
-    code, _, err = run_cli(capsys, "visualize", "--logdir", str(tmp_path / "nope"), "--outdir", out)
+    code, _, err = run_cli(capsys, "visualize", str(tmp_path / "nope"), "--outdir", out)
     assert_one_line_error(code, err, "run dir", "does not exist")
     run_dir = make_run(tmp_path)
-    code, _, err = run_cli(capsys, "visualize", "--logdir", str(run_dir), "--outdir", out)
+    code, _, err = run_cli(capsys, "visualize", str(run_dir), "--outdir", out)
     assert_one_line_error(code, err, "no checkpoint in")
     (run_dir / "config.yaml").write_text("steps: [\n")
-    code, _, err = run_cli(capsys, "visualize", "--logdir", str(run_dir), "--outdir", out)
+    code, _, err = run_cli(capsys, "visualize", str(run_dir), "--outdir", out)
     assert_one_line_error(code, err, "config.yaml: not valid YAML")
-    code, _, err = run_cli(capsys, "visualize", "--logdir", str(run_dir), "--outdir", out,
+    code, _, err = run_cli(capsys, "visualize", str(run_dir), "--outdir", out,
                            "--num_episodes", "0")  # fmt: skip
     assert_one_line_error(code, err, "--num_episodes 0: must be >= 1")
 
 
 def test_evaluate_bad_input(capsys, tmp_path):
-    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(tmp_path / "nope"))
+    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "nope"))
     assert_one_line_error(code, err, "run dir", "does not exist")
     run_dir = make_run(tmp_path)
-    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir))
+    code, _, err = run_cli(capsys, "evaluate", str(run_dir))
     assert_one_line_error(code, err, "no checkpoint in")
-    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir), "--episodes", "0")
+    code, _, err = run_cli(capsys, "evaluate", str(run_dir), "--episodes", "0")
     assert_one_line_error(code, err, "--episodes 0: must be >= 1")
-    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir), "--seed", "-1")
+    code, _, err = run_cli(capsys, "evaluate", str(run_dir), "--seed", "-1")
     assert_one_line_error(code, err, "--seed -1: must be >= 0")
-    argv = ["evaluate", "--logdir", str(run_dir), str(run_dir), "--checkpoint", "512"]
+    argv = ["evaluate", str(run_dir), str(run_dir), "--checkpoint", "512"]
     code, _, err = run_cli(capsys, *argv)
     assert_one_line_error(code, err, "--checkpoint picks one run's checkpoint")
 
@@ -148,7 +180,7 @@ def test_evaluate_bad_input(capsys, tmp_path):
 def test_visualize_corrupt_or_absent_checkpoint(capsys, tmp_path):
     run_dir = make_run(tmp_path)
     ckpt.atomic_write_bytes(ckpt.checkpoint_path(run_dir / "checkpoints", 512), b"\x00garbage")
-    argv = ["visualize", "--logdir", str(run_dir), "--outdir", str(tmp_path / "v")]
+    argv = ["visualize", str(run_dir), "--outdir", str(tmp_path / "v")]
     code, _, err = run_cli(capsys, *argv)
     assert_one_line_error(code, err, "corrupt or incompatible checkpoint", "ckpt-000000000512")
     code, _, err = run_cli(capsys, *argv, "--checkpoint", "7")
@@ -290,6 +322,12 @@ def test_python_dash_m_entry_point(tmp_path):
 # --- Your env, your config ---------------------------------------------------------------------
 
 
+def broken_line(user_envs: Path) -> int:
+    """The line of ``myenvs.py`` where ``make_broken`` raises."""
+    lines = (user_envs / "myenvs.py").read_text().splitlines()
+    return lines.index('    raise RuntimeError("the simulator licence expired")') + 1
+
+
 def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
     return run_cli(capsys, "train", "--logdir", str(logdir), "--progress", "none", *argv)
 
@@ -313,7 +351,8 @@ def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
         (
             ["--env", "myenvs:make_broken"],
             "env 'myenvs:make_broken': its constructor raised RuntimeError: the simulator "
-            "licence expired; fix the env (or env_kwargs) (--debug shows the traceback)",
+            "licence expired at myenvs.py:{broken_line} (`raise RuntimeError(\"the simulator "
+            'licence expired")`); fix the env (or env_kwargs) (--debug shows the traceback)',
         ),
         (
             ["--env", "brokenenvs:X"],
@@ -356,6 +395,7 @@ def test_start_up_failures_are_one_line_exit_2_and_leave_no_run_dir(
 ):
     code, _, err = train_own(capsys, tmp_path / "logs", *argv)
     assert_one_line_error(code, err)
+    message = message.replace("{broken_line}", str(broken_line(user_envs)))
     assert err == f"batchppo: error: {message}\n"
     assert not (tmp_path / "logs").exists()  # nothing made
 
@@ -539,7 +579,7 @@ def test_evaluating_a_run_whose_env_module_is_not_importable_is_one_line(
     configs.save_config(stored, run_dir / "config.yaml")
     ckpt.save_checkpoint(run_dir / "checkpoints", {"x": 0}, 10)
     monkeypatch.chdir(tmp_path)  # no reachenvs.py here
-    code, _, err = run_cli(capsys, "evaluate", "--logdir", str(run_dir))
+    code, _, err = run_cli(capsys, "evaluate", str(run_dir))
     assert_one_line_error(code, err)
     assert err == (
         "batchppo: error: env 'reachenvs:make_reach': cannot import 'reachenvs' (No module "

@@ -11,7 +11,7 @@ light: Gymnasium, JAX and the batch envs are imported when an env is built or an
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.core.backends import Backend, lazy, register
@@ -70,8 +70,9 @@ def make_host_env(
         num_workers: Worker processes (or actors).
         env_kwargs: ``gymnasium.make`` keywords.
         max_restarts: ``BatchEnv``'s restart budget.
-        options: The backend's settings (``Backend.config_options``): ``step_timeout`` and, for
-            ``ray``, the ``ray_options`` of [`batchppo.envs.make`][batchppo.envs.make.make].
+        options: The backend's settings (``config_options``): ``step_timeout``, ``wrappers``
+            (the config's ``env_wrappers``) and, for ``ray``, the ``ray_options`` of
+            ``make``.
 
     Returns:
         The [`HostEnv`][batchppo.backends.HostEnv] (it closes the batch env on ``close()``).
@@ -81,6 +82,7 @@ def make_host_env(
 
     options = dict(options)
     step_timeout = options.pop("step_timeout", None)
+    wrappers = options.pop("wrappers", ())
     vector_env = make_host_envs(
         env_id,
         num_envs,
@@ -92,6 +94,7 @@ def make_host_env(
         ray_options=options or None,
         max_restarts=max_restarts,
         step_timeout=step_timeout,
+        wrappers=wrappers,
         **env_kwargs,
     )
     # make()'s stack (ConvertTo32Bit, per env or applied to the batch in the workers) already
@@ -103,6 +106,17 @@ def make_host_env(
 # spaces, or its one-line error).
 _PROBE_GYMNASIUM = lazy("batchppo.envs.make:probe_env")
 _HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
+
+
+def _with_wrappers(config_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
+    """A host backend's ``config_options``: its own, and the config's ``env_wrappers`` as
+    ``wrappers`` (which every env ``batchppo.envs.make`` builds is wrapped in)."""
+
+    def options(config: Any) -> dict[str, Any]:
+        own = dict(config_options(config)) if config_options is not None else {}
+        return {**own, "wrappers": tuple(getattr(config, "env_wrappers", ()) or ())}
+
+    return options
 
 
 def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
@@ -117,6 +131,7 @@ def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
     Returns:
         The record (not yet registered).
     """
+    fields["config_options"] = _with_wrappers(fields.get("config_options"))
     return Backend(
         name=name,
         make=functools.partial(make_host_env, backend=name),

@@ -252,6 +252,39 @@ def has_image(space: PyTree) -> bool:
     return any(is_image(leaf) for leaf in leaves(space))
 
 
+CODES_MAX_SIDE = 8
+"""An integer image whose shorter side is under this reads as a grid of codes (``auto``):
+MiniGrid's 7x7 view; an 8x8 frame of 0-255 values is taken for pixels."""
+
+
+def is_code_grid(leaf: Leaf, encoding: str = "auto") -> bool:
+    """Whether an image leaf is a grid of codes (object, colour or state ids, as MiniGrid's
+    7x7x3) rather than pixels: the networks embed each cell's codes instead of scaling them.
+
+    ``encoding`` (a config's ``image_encoding``) decides when ``"codes"`` or ``"pixels"``;
+    ``"auto"`` reads an integer image whose values exceed 0/1 as codes when its declared
+    ``high`` is below 255 (a small integer range) or its shorter side (HWC or CHW, as the
+    networks read it) is under ``CODES_MAX_SIDE``; float and bool images, and 0/1
+    integers, are values the CNN takes as they are.
+    """
+    if not is_image(leaf):
+        return False
+    if encoding != "auto":
+        return encoding == "codes"
+    if not np.issubdtype(leaf.dtype, np.integer):
+        return False
+    high = float(np.max(leaf.high))
+    shape = leaf.shape
+    sides = shape[1:] if shape[0] < shape[-1] else shape[:2]
+    return high > 1 and (high < 255 or min(sides) < CODES_MAX_SIDE)
+
+
+def has_cnn_image(space: PyTree, encoding: str = "auto") -> bool:
+    """Whether any leaf of ``space`` is an image the networks take through a CNN (an image
+    that is not a grid of codes: ``is_code_grid``)."""
+    return any(is_image(leaf) and not is_code_grid(leaf, encoding) for leaf in leaves(space))
+
+
 def is_float_vector(leaf: Leaf) -> bool:
     """Whether ``leaf`` is a float Box that is not an image: what running observation
     normalisation applies to (images are scaled in the network, integer leaves encoded)."""

@@ -1085,6 +1085,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     request.local_result = request.local(self._local)
                 except Exception as exc:
                     request.local_exc = self._local_error(exc)
+                if deadline is not None and time.monotonic() > deadline:
+                    # As AsyncVectorEnv: the call took longer than `timeout` (here the parent's
+                    # own share did); it stays pending, and the next wait returns its result.
+                    raise mp.TimeoutError(
+                        f"The call to `{caller}` has timed out after {timeout} second(s) (the "
+                        "envs stepped in this process took that long); it stays pending."
+                    )
             hung = []
             pool = self._pool
             for slot in range(pool.size):
@@ -1371,6 +1378,11 @@ def _check_async_options(
     name, method = ("context", context) if context is not None else ("start_method", start_method)
     method = "forkserver" if method is None else method
     if method not in _START_METHODS:
+        if method not in mp.get_all_start_methods():  # multiprocessing's words, as SB3's
+            raise ValueError(
+                f"cannot find context for {method!r}: {name} must be 'forkserver' (the "
+                "default) or 'spawn'."
+            )
         raise ValueError(
             f"{name} must be 'forkserver' (the default) or 'spawn'; got {method!r} ('fork' can "
             "deadlock a worker forked from a process that runs threads, such as JAX's)."
@@ -1387,9 +1399,9 @@ def _check_async_options(
     elif isinstance(observation_mode, str) and observation_mode in ("same", "different"):
         rule = observation_mode
     else:
-        raise ValueError(
-            "observation_mode must be 'same', 'different' or a tuple (observation_space, "
-            f"single_observation_space), as in AsyncVectorEnv; got {observation_mode!r}."
+        raise ValueError(  # AsyncVectorEnv's words, which code written for it may match
+            "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and "
+            f"batch observation space, actual got {observation_mode}"
         )
     if transform is not None and rule != "same":
         raise ValueError(

@@ -579,16 +579,18 @@ def check_spaces(
     space, expected = env.observation_space, spaces[0]
     if obs_rule == "same":
         if space != expected:
-            raise SpaceMismatchError(
+            raise SpaceMismatchError(  # with AsyncVectorEnv's words, which code may match
                 f"env {index} has observation space {space}, but env 0 has {expected} "
-                f"({space_difference(space, expected)}); all envs of a batch need equal spaces. "
-                "observation_mode='different' takes observation spaces of one shape and dtype."
+                f"({space_difference(space, expected)}): BatchEnv(..., observation_mode='same') "
+                "however the sub-environments observation spaces are not equivalent. All envs "
+                "of a batch need equal spaces. If this is intentional, use "
+                "`observation_mode='different'` instead (spaces of one shape and dtype)."
             )
     elif not is_space_dtype_shape_equiv(space, expected):
         raise SpaceMismatchError(
             f"env {index} has observation space {space}, but {reference} {expected} "
-            f"({space_difference(space, expected)}); observation_mode={obs_rule!r} needs "
-            "every env's observation space to have the same shape and dtype."
+            f"({space_difference(space, expected)}): the sub-environment's observation spaces "
+            f"do not share a common shape and dtype, which observation_mode={obs_rule!r} needs."
         )
     space, expected = env.action_space, spaces[1]
     if space != expected:

@@ -33,6 +33,8 @@ class IndexedEnv(gymnasium.Wrapper):
         self.batchppo_sb3_index = index
         self.step = env.step  # type: ignore[method-assign]
         self.reset = env.reset  # type: ignore[method-assign]
+        if missing_reset_keywords(env) == ["options"]:  # reset(seed) only, as SubprocVecEnv takes
+            self.reset = _options_when_given(env.reset)  # type: ignore[method-assign]
 
     def batchppo_sb3_op(
         self, op: str, targets: frozenset[int] | None, name: Any, args: tuple, kwargs: dict
@@ -91,6 +93,19 @@ def missing_reset_keywords(env: gymnasium.Env) -> list[str]:
         for name in ("seed", "options")
         if name not in parameters or parameters[name].kind is inspect.Parameter.POSITIONAL_ONLY
     ]
+
+
+def _options_when_given(reset: Callable[..., Any]) -> Callable[..., Any]:
+    """A ``reset(seed=None, options=None)`` over an env's ``reset`` that takes ``seed`` only:
+    it passes ``options`` only when some are given, as SB3's ``SubprocVecEnv`` does, where the
+    env's own ``TypeError`` then says that it takes none."""
+
+    def reset_with_seed(*, seed: int | None = None, options: dict | None = None) -> Any:
+        if options is None:
+            return reset(seed=seed)
+        return reset(seed=seed, options=options)
+
+    return reset_with_seed
 
 
 class IndexedEnvFn:

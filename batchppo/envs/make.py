@@ -29,8 +29,10 @@ import contextlib
 import dataclasses
 import difflib
 import importlib
+import os
 import sys
-from collections.abc import Callable, Mapping
+import traceback
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -43,6 +45,7 @@ from batchppo.backends import HOST_BACKENDS, check_restarts
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
+from batchppo.envs.env_wrappers import apply_wrappers, wrapper_specs
 from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
 
 __all__ = [
@@ -321,6 +324,22 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
+def _raised_at(error: BaseException) -> str:
+    """Where ``error`` was raised: `` at FILE:LINE (`EXPRESSION`)`` of its last frame, the
+    file shortened to its path under ``site-packages/`` or the working directory; empty
+    without a traceback."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    path = last.filename.rpartition("site-packages/")[2]
+    cwd = os.getcwd() + os.sep
+    if path.startswith(cwd):
+        path = path[len(cwd) :]
+    source = f" (`{last.line.strip()}`)" if last.line else ""
+    return f" at {path}:{last.lineno}{source}"
+
+
 # --- Start-up checks -------------------------------------------------------------------------
 
 
@@ -355,9 +374,13 @@ def probe_env(
     *,
     normalize_ranges: bool = True,
     env_kwargs: Mapping[str, Any] | None = None,
+    wrappers: Iterable[Any] = (),
 ) -> EnvProbe:
-    """Builds one env of ``env_id`` (its own time limit, the standard stack), reads its
-    spaces and closes it: the start-up check of a run, before anything else is made.
+    """Builds one env of ``env_id`` (its own time limit, ``wrappers``, the standard stack),
+    reads its spaces and closes it: the start-up check of a run, before anything else is made.
+
+    ``wrappers`` are a config's ``env_wrappers`` (``batchppo.envs.env_wrappers.wrapper_specs``:
+    their paths imported and their keyword arguments bound before the env is built).
 
     Raises:
         ValueError: One line naming the problem and its fix: the id
@@ -367,6 +390,7 @@ def probe_env(
             ``__cause__``.
     """
     source = env_source(env_id)
+    specs = wrapper_specs(wrappers, check=True)
     kwargs = dict(env_kwargs or {})
     pre = preprocessing(kwargs.pop("preprocess", None))
     if pre is not None:
@@ -379,8 +403,19 @@ def probe_env(
         raise ValueError(_constructor_type_error(env_id, kwargs, error)) from error
     except Exception as error:
         raise ValueError(
-            f"env {env_id!r}: its constructor raised {_first_line(error)}; fix the env (or "
-            "env_kwargs)"
+            f"env {env_id!r}: its constructor raised {_first_line(error)}{_raised_at(error)}; "
+            "fix the env (or env_kwargs)"
+        ) from error
+    try:
+        raw = apply_wrappers(raw, specs)
+    except Exception as error:
+        with contextlib.suppress(Exception):
+            raw.close()
+        if str(error).startswith("env_wrappers:"):  # keep_keys or drop_keys: the fix named
+            raise ValueError(f"env {env_id!r}: {error}") from error
+        raise ValueError(
+            f"env {env_id!r}: a wrapper of env_wrappers raised {_first_line(error)}"
+            f"{_raised_at(error)}; fix env_wrappers"
         ) from error
     try:
         limit = _time_limit(raw)
@@ -410,7 +445,10 @@ def _constructor_type_error(env_id: str, kwargs: Mapping[str, Any], error: TypeE
             f"env {env_id!r}: its constructor needs arguments that env_kwargs {kwargs} does not "
             f"give ({_first_line(error)}): set them, e.g. --set 'env_kwargs={{name: value}}'"
         )
-    return f"env {env_id!r}: its constructor raised {_first_line(error)}; fix the env or env_kwargs"
+    return (
+        f"env {env_id!r}: its constructor raised {_first_line(error)}{_raised_at(error)}; fix "
+        "the env or env_kwargs"
+    )
 
 
 def make_env_fn(
@@ -420,6 +458,7 @@ def make_env_fn(
     normalize_ranges: bool = True,
     render_mode: str | None = None,
     preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
+    wrappers: Iterable[Any] = (),
     **env_kwargs: Any,
 ) -> Callable[[], gymnasium.Env]:
     """A function that builds ONE env with the standard wrapper stack (see module docstring).
@@ -432,8 +471,11 @@ def make_env_fn(
             ``[-1, 1]``).
         render_mode: Passed to the env's constructor when given (e.g. ``"rgb_array"`` for
             videos); None passes nothing, since envs need not take it unless they render.
-        preprocess: What builds each env in place of ``gymnasium.make`` (see ``preprocessing``):
-            ``"atari"`` for the standard Atari preprocessing.
+        preprocess: What builds each env in place of ``gymnasium.make`` (see
+            ``preprocessing``): ``"atari"`` for the standard Atari preprocessing.
+        wrappers: Gymnasium wrappers around each env, under the standard stack: import
+            paths or ``{path: kwargs}`` mappings, innermost first (a config's
+            ``env_wrappers``; ``batchppo.envs.env_wrappers``).
         **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     Returns:
@@ -450,7 +492,7 @@ def make_env_fn(
     if pre is not None:
         pre.check(env_id, max_length, env_kwargs)
 
-    raw_fn = _raw_env_fn(source, max_length, render_mode, env_kwargs, pre)
+    raw_fn = _raw_env_fn(source, max_length, render_mode, env_kwargs, pre, wrappers)
     stack = StandardStack(env_id, normalize_ranges)
 
     def env_fn() -> gymnasium.Env:
@@ -465,14 +507,20 @@ def _raw_env_fn(
     render_mode: str | None,
     env_kwargs: dict[str, Any],
     pre: Preprocessing | None = None,
+    wrappers: Iterable[Any] = (),
 ) -> Callable[[], gymnasium.Env]:
     """A function that builds one env without the stack (``gymnasium.make``'s own layers, or
-    the preprocessing's env)."""
+    the preprocessing's env), inside the config's ``wrappers``."""
+    specs = wrapper_specs(wrappers)
 
     def raw_fn() -> gymnasium.Env:
         if pre is not None:
-            return pre.make(source.env_id, render_mode, env_kwargs)
-        return source.build(max_length=max_length, render_mode=render_mode, env_kwargs=env_kwargs)
+            env = pre.make(source.env_id, render_mode, env_kwargs)
+        else:
+            env = source.build(
+                max_length=max_length, render_mode=render_mode, env_kwargs=env_kwargs
+            )
+        return apply_wrappers(env, specs)
 
     return raw_fn
 
@@ -554,6 +602,7 @@ def make(
     preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
     step_timeout: float | None = None,
+    wrappers: Iterable[Any] = (),
     **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
@@ -598,6 +647,8 @@ def make(
             the learners use, with the dense ``final_obs`` and ``step_arrays``), or Gymnasium's
             ``NEXT_STEP`` (which its observation wrappers such as ``NormalizeObservation``
             need) or ``DISABLED``. The ``"ray"`` backend has ``SAME_STEP`` only.
+        wrappers: Gymnasium wrappers around each env, built in the workers (see
+            ``make_env_fn``).
         **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the
@@ -636,13 +687,15 @@ def make(
         normalize_ranges=normalize_ranges,
         render_mode=render_mode,
         preprocess=preprocess,
+        wrappers=wrappers,
         **env_kwargs,
     )
     if backend == "ray":
         fns, transform = [fn] * num_envs, None
     else:  # BatchEnv reads the raw spaces off its workers' envs and picks the transform
         pre = preprocessing(preprocess)
-        fns = [_raw_env_fn(env_source(env_id), max_length, render_mode, env_kwargs, pre)]
+        source = env_source(env_id)
+        fns = [_raw_env_fn(source, max_length, render_mode, env_kwargs, pre, wrappers)]
         fns = fns * num_envs
         transform = StandardStack(env_id, normalize_ranges)
     if backend == "process":

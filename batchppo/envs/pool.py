@@ -38,6 +38,7 @@ from batchppo.envs.protocol import (
     STATUS_RESTART,
     spin_acquire,
 )
+from batchppo.envs.stderr_tail import StderrTails
 
 __all__ = ["HungError", "StepAnswers", "WorkerPool"]
 
@@ -117,6 +118,7 @@ class WorkerPool:
         on_broken: Callable[[str], None],
     ):
         self._ctx = ctx
+        self._forkserver = ctx.get_start_method() == "forkserver"
         self._ranges = ranges
         self._process_class = process_class
         self._daemon = daemon
@@ -139,6 +141,8 @@ class WorkerPool:
         self._hard_deadline: float | None = None  # of the command in flight (step_timeout)
         # Set when a wait on the step in flight times out; the next wait takes it.
         self._partial: _PartialStep | None = None
+        self._stderr = StderrTails()  # the workers' stderr: forwarded, last lines kept
+        self._calls: list[str] = []  # per worker: what it was asked last, for death reports
         self.hung_reasons: dict[int, str] = {}  # slot -> why, of the workers just killed
         self.broken_reason = ""  # of the last worker found dead or killed
 
@@ -178,6 +182,7 @@ class WorkerPool:
             # Workers fork from a server that already imported these (fast start). Not
             # ``__main__``: the server must not run a main script without a main guard.
             ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.worker"])
+            _processes.start_forkserver()  # SIGTERM ignored: see its docstring
         self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
         self._payloads = payloads
         for slot in range(len(self._ranges)):
@@ -229,6 +234,7 @@ class WorkerPool:
     def _send_start(self, slot: int) -> None:
         """Sends worker ``slot`` the start message, then the shared memory's descriptor."""
         conn = self._conns[slot]
+        self._calls[slot] = "its start (taking its rows of shared memory)"
         try:
             conn.send(self._start_message)
             reduction.send_handle(conn, self._buffer_fd, self._procs[slot].pid)
@@ -246,6 +252,7 @@ class WorkerPool:
         cmd_sem, done_sem = ctx.Semaphore(0), ctx.Semaphore(0)
         parent_conn, child_conn = ctx.Pipe()
         stack_r, stack_w = ctx.Pipe(duplex=False) if self._step_timeout else (None, None)
+        err_r, err_w = ctx.Pipe(duplex=False)
         proc = self._process_class(
             target=_worker.worker_main,
             name=f"batchppo-env-worker-{slot}",
@@ -259,6 +266,7 @@ class WorkerPool:
                 self._alive_r,
                 self._worker_spin,
                 stack_w,
+                err_w,
             ),
             daemon=self._daemon,
         )
@@ -266,15 +274,19 @@ class WorkerPool:
             proc.start()
         finally:
             child_conn.close()
+            err_w.close()
             if stack_w is not None:
                 stack_w.close()
+        self._stderr.add(slot, err_r)
         if slot < len(self._procs):
+            self._calls[slot] = "its start (building its envs)"
             self._procs[slot], self._conns[slot] = proc, parent_conn
             self._cmd_sems[slot], self._done_sems[slot] = cmd_sem, done_sem
             if self._stacks[slot] is not None:
                 self._stacks[slot].close()
             self._stacks[slot] = stack_r
         else:
+            self._calls.append("its start (building its envs)")
             self._procs.append(proc)
             self._conns.append(parent_conn)
             self._cmd_sems.append(cmd_sem)
@@ -338,6 +350,7 @@ class WorkerPool:
                 proc.join(max(0.0, end - time.monotonic()))
         for conn in self._conns + [s for s in self._stacks if s is not None]:
             conn.close()
+        self._stderr.close()
         for end in (self._alive_w, self._alive_r):
             with contextlib.suppress(Exception):
                 end.close()
@@ -357,6 +370,7 @@ class WorkerPool:
         """
         # Wake the worker first, then send: a large message must not fill the pipe while the
         # worker still sleeps on its semaphore.
+        self._calls[slot] = _call_words(message)
         self._cmd[slot] = CMD_PIPE
         self._cmd_sems[slot].release()
         try:
@@ -399,6 +413,7 @@ class WorkerPool:
             self._hard_deadline = time.monotonic() + self._step_timeout
         cmd = self._cmd
         for slot, sem in enumerate(self._cmd_sems):
+            self._calls[slot] = "a step"
             cmd[slot] = command
             sem.release()
 
@@ -527,16 +542,17 @@ class WorkerPool:
         to ``on_broken``."""
         proc = self._procs[slot]
         proc.join(0.1)
-        code = proc.exitcode
-        how = f"exit code {code}"
-        if code is not None and code < 0:
-            try:
-                how = f"signal {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"signal {-code}"
-        self._broken(f"{self.describe(slot)} died ({how})")
+        tail = self._stderr.tail(slot)
+        last = f"; the last line it wrote to stderr: {tail[-1].strip()!r}" if tail else ""
+        self._broken(
+            f"{self.describe(slot)} died ({_exit_words(proc.exitcode, self._forkserver)}) during "
+            f"{self._calls[slot]}{last}"
+        )
+        lines = "".join(f"\n  {line}" for line in tail)
+        more = f"\n[batchppo] worker {slot}'s last lines on stderr:{lines}" if tail else ""
         return WorkerDiedError(
-            f"{self.broken_reason}. The batch env cannot continue; close it and build a new one."
+            f"{self.broken_reason}. The batch env cannot continue; close it and build a new "
+            f"one.{more}"
         )
 
     def remote_error(self, slot: int, report: dict[str, Any], note: str = "") -> BaseException:
@@ -593,6 +609,35 @@ class WorkerPool:
             text = _env_stacks(_read_until_quiet(self._stacks[slot].fileno(), end))
             out[slot] = text or "(none came: the worker did not answer SIGUSR1 either)"
         return out
+
+
+def _call_words(message: tuple) -> str:
+    """What a pipe command asks a worker, for the report of its death (``a call of 'render'``)."""
+    kind = message[0]
+    if kind == "call":
+        return f"a call of {message[1]!r}"
+    if kind == "set_attr":
+        return f"set_attr of {message[1]!r}"
+    if kind == "close":
+        return "its close"
+    return f"a {kind}"
+
+
+def _exit_words(code: int | None, forkserver: bool) -> str:
+    """A dead worker's exit status in words: its exit code, or the signal that killed it."""
+    if code is None:
+        return "its exit status unknown"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return f"killed by signal {name}"
+    if code == 255 and forkserver:
+        return (
+            "exit code 255, also what multiprocessing reports for a worker whose fork server died"
+        )
+    return f"exit code {code}"
 
 
 def _read_until_quiet(fd: int, end: float) -> str:

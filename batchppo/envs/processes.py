@@ -22,17 +22,46 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import signal
 import sys
+import threading
 import tokenize
 import types
 from collections.abc import Iterable
 from multiprocessing import context as mp_context
+from multiprocessing import forkserver
 from multiprocessing import spawn as mp_spawn
 from multiprocessing import synchronize as mp_synchronize
 from multiprocessing import util as mp_util
 from typing import Any
 
-__all__ = ["main_would_rerun_caller", "process_class", "unlink_semaphores"]
+__all__ = ["main_would_rerun_caller", "process_class", "start_forkserver", "unlink_semaphores"]
+
+
+def start_forkserver() -> None:
+    """Starts multiprocessing's fork server, unless it runs, with SIGTERM ignored.
+
+    The server is in the caller's process group, where ``timeout``, Slurm or systemd send
+    SIGTERM to stop a job, and multiprocessing's server ignores SIGINT only: killed by that
+    SIGTERM, it closes the status pipes of the workers it forked, and multiprocessing then
+    reports each living worker as exited with code 255, so that the batch env broke where a
+    run should stop and save. Started with SIGTERM ignored (inherited across its ``exec``),
+    it lives on until the parent closes it; SIGTERM is blocked in the caller meanwhile, so
+    that one arriving then is delivered afterwards, not lost. Only the main thread can set
+    handlers; from another thread the server starts as multiprocessing starts it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        if previous is not None:  # None: a handler set outside Python, left to SIG_IGN's place
+            signal.signal(signal.SIGTERM, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
 
 _FIX = 'put the code that builds the BatchEnv under `if __name__ == "__main__":`'
 

@@ -114,16 +114,19 @@ class BatchVecEnv(VecEnv):
     env, every step pickled through a pipe), ``K`` envs share a worker and a step moves no
     Python object between processes.
 
-    Differences from ``SubprocVecEnv``, on purpose: rewards are float32 (as in ``DummyVecEnv``);
-    ``reset`` while a step is pending raises ``gymnasium.error.AlreadyPendingCallError`` (call
-    ``step_wait`` first); when ``set_options`` gives different options to different envs, the envs
-    are reset in one batch per distinct options, and envs whose options are ``{}`` then get ``{}``
-    instead of no options; numeric info values come back as Python scalars (an env's ``np.float64``
-    info is a ``float``: infos are batched in the workers and split again here). ``env_fns`` must
-    return ``gymnasium.Env`` instances (SB3's conversion of old ``gym`` envs is not applied) whose
-    ``reset`` takes the keywords ``seed`` and ``options``, as Gymnasium's does: every reset passes
-    both (``DummyVecEnv`` passes ``options`` only once ``set_options`` gave some), and an env whose
-    ``reset`` lacks either is refused when the workers start.
+    Differences from ``SubprocVecEnv``, on purpose: rewards are float32 (as in
+    ``DummyVecEnv``); ``reset`` while a step is pending raises
+    ``gymnasium.error.AlreadyPendingCallError`` (call ``step_wait`` first); when
+    ``set_options`` gives different options to different envs, the envs are reset in
+    one batch per distinct options, and envs whose options are ``{}`` then get ``{}``
+    instead of no options; numeric info values come back as Python scalars (an env's
+    ``np.float64`` info is a ``float``: infos are batched in the workers and split again
+    here). ``env_fns`` must return ``gymnasium.Env`` instances (SB3's conversion of old
+    ``gym`` envs is not applied) whose ``reset`` takes the keyword ``seed``, and
+    ``options`` as Gymnasium's does: every reset passes both (``DummyVecEnv`` passes
+    ``options`` only once ``set_options`` gave some), but to an env whose ``reset`` takes
+    ``seed`` only, ``options`` only when given, as ``SubprocVecEnv`` does; an env whose
+    ``reset`` takes no ``seed`` is refused when the workers start.
 
     Examples:
         >>> import gymnasium
@@ -211,10 +214,9 @@ class BatchVecEnv(VecEnv):
                     "not `lambda: env`)."
                 )
             seen[key] = i
-            if missing:
-                names = " or ".join(f"`{name}`" for name in missing)
+            if "seed" in missing:  # one without `options` gets them only when given
                 raise ValueError(
-                    f"env_fns[{i}] returned an env whose reset() takes no {names} argument, "
+                    f"env_fns[{i}] returned an env whose reset() takes no `seed` argument, "
                     "which BatchVecEnv passes; give it Gymnasium's signature "
                     "`reset(self, *, seed=None, options=None)`."
                 )

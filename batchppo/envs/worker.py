@@ -62,6 +62,7 @@ def worker_main(
     alive_r: Any,
     spin_s: float,
     stack_w: Any = None,
+    err_w: Any = None,
 ) -> None:
     """Entry point of a worker process (see the module docstring for the protocol).
 
@@ -85,16 +86,18 @@ def worker_main(
         conn: This worker's end of its pipe to the parent.
         alive_r: Read end of a pipe the parent never writes: EOF means the parent died.
         spin_s: Seconds of non-blocking tries before blocking on a semaphore.
-        stack_w: Write end of a pipe (a ``BatchEnv`` with ``step_timeout``): on ``SIGUSR1`` the
-            worker writes every thread's Python stack there (``faulthandler``, which works while an
-            env holds the interpreter in C code), so that a parent about to kill a hung worker can
-            say where it was stuck.
+        stack_w: Write end of a pipe (a ``BatchEnv`` with ``step_timeout``): on ``SIGUSR1``
+            the worker writes every thread's Python stack there (``faulthandler``, which
+            works while an env holds the interpreter in C code), so that a parent about to
+            kill a hung worker can say where it was stuck.
+        err_w: Write end of a pipe that becomes this worker's stderr (file descriptor 2): the
+            parent forwards it to its own and keeps its last lines for a death report
+            (``batchppo.envs.stderr_tail``).
     """
-    # Ctrl-C, and the SIGTERM by which `timeout`, Slurm or systemd stop a job, reach the whole
-    # process group; the parent decides what happens (a run finishes its iteration and saves),
-    # and the workers end when it closes them or dies (_exit_when_parent_dies).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if err_w is not None:
+        os.dup2(err_w.fileno(), 2)
+        err_w.close()
+    _ignore_stop_signals()
     if stack_w is not None:
         faulthandler.register(signal.SIGUSR1, file=stack_w.fileno(), all_threads=True)
     threading.Thread(
@@ -113,6 +116,21 @@ def worker_main(
         group.close()
 
 
+def _ignore_stop_signals() -> None:
+    """Ignores SIGINT and SIGTERM, again after anything an env ran (its constructor, a reset,
+    a call) may have installed handlers of its own, as SDL does for pygame.
+
+    Ctrl-C, and the SIGTERM by which `timeout`, Slurm or systemd stop a job, reach the whole
+    process group; the parent decides what happens (a run finishes its iteration and saves),
+    and the workers end when it closes them or dies (``_exit_when_parent_dies``). A worker
+    forked from a fork server started with SIGTERM blocked
+    (``batchppo.envs.processes.start_forkserver``) unblocks it: ignored either way.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+
+
 def _start(payload: bytes, offset: int, conn: Any) -> tuple[EnvGroup, dict[str, Any]] | None:
     """The worker's start (both halves, see ``worker_main``): its env group over the shared buffer
     and the buffer's views; None when it reported an error or the parent gave up on the batch env
@@ -122,6 +140,7 @@ def _start(payload: bytes, offset: int, conn: Any) -> tuple[EnvGroup, dict[str, 
     try:
         env_fns, obs_rule, autoreset_mode, restartable, factory = cloudpickle.loads(payload)
         envs = build_envs(env_fns, offset, None)
+        _ignore_stop_signals()
         conn.send(("built", describe_envs(envs, obs_rule)))
         message = conn.recv()
         fd = reduction.recv_handle(conn)
@@ -280,6 +299,8 @@ def _handle(message: tuple, group: EnvGroup, conn: Any) -> bool:
         conn.send(("error", describe_exception(exc, group.current_global)))
         group.current = None
         return False
+    finally:
+        _ignore_stop_signals()
     conn.send(("ok", result))
     return False
 

@@ -21,7 +21,7 @@ import importlib.util
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +124,8 @@ def type_name(annotation: Any) -> str:
         return "mapping of names to values"
     if annotation is type(None):
         return "None"
+    if annotation is Any:
+        return "YAML value"
     return annotation.__name__
 
 
@@ -155,6 +157,10 @@ def _coerce(value: Any, annotation: Any) -> Any:
         if names_ok and all(_is_plain(v) for v in value.values()):
             return dict(value)
         raise TypeError
+    if annotation is Any:  # plain YAML: scalars, lists and mappings with string keys
+        if _is_yaml(value):
+            return value
+        raise TypeError
     if annotation is bool:
         if isinstance(value, bool):
             return value
@@ -178,6 +184,15 @@ def _coerce(value: Any, annotation: Any) -> Any:
             return value
         raise TypeError
     raise TypeError
+
+
+def _is_yaml(value: Any) -> bool:
+    """Whether ``value`` is plain YAML: a scalar, or lists and string-keyed mappings of them."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_yaml(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_yaml(v) for v in value)
+    return _is_plain(value)
 
 
 def _is_plain(value: Any) -> bool:
@@ -575,19 +590,52 @@ def check_env(config: RunConfig) -> Any:
     backend = get_backend(config.backend)
     if backend.probe is None:
         return None
+    wrappers = {"wrappers": config.env_wrappers} if config.env_wrappers else {}
     try:
         probe = backend.probe(
-            config.env, normalize_ranges=config.normalize_ranges, env_kwargs=config.env_kwargs
+            config.env,
+            normalize_ranges=config.normalize_ranges,
+            env_kwargs=config.env_kwargs,
+            **wrappers,
         )
         check_spaces = backend.check_spaces
         if check_spaces is not None:
             check_spaces(probe.observation_space, probe.action_space)
     except ValueError as error:
         message = str(error)
-        if not message.startswith(("env ", "cannot build", "unknown")):
+        if not message.startswith(("env ", "cannot build", "unknown", "env_wrappers")):
             message = f"env {config.env!r}: {message}"
         raise ConfigError(message) from error
     return probe
+
+
+def describe_images(config: RunConfig, probe: Any) -> str | None:
+    """How the image leaves of a probed env enter the network, in one line: a grid of codes
+    (each cell embedded) or pixels (the CNN), by the config's ``image_encoding``
+    (``is_code_grid`` of ``core/spaces.py``); None without an image leaf or a probe."""
+    encoding = getattr(config, "image_encoding", None)
+    if encoding is None or probe is None or not _has_image(probe.observation_space):
+        return None
+    from batchppo.backends.host_env import from_gymnasium  # JAX: only when an env is probed
+    from batchppo.core import spaces
+
+    images = [
+        leaf for leaf in spaces.leaves(from_gymnasium(probe.observation_space))
+        if spaces.is_image(leaf)
+    ]  # fmt: skip
+    words = [
+        f"the {leaf.shape} {leaf.dtype} image is "
+        + (
+            "a grid of codes (each cell's codes embedded, no CNN)"
+            if spaces.is_code_grid(leaf, encoding)
+            else "pixels (the CNN)"
+        )
+        for leaf in images
+    ]
+    return (
+        f"observations: {'; '.join(words)} (image_encoding={encoding}; --set "
+        "image_encoding=pixels or codes decides)"
+    )
 
 
 # --- Starting recipes -----------------------------------------------------------------------
@@ -598,7 +646,8 @@ class Recipe:
     """A preset to start from for an env whose spaces match (``batchppo train --env ID``).
 
     Attributes:
-        kind: What the spaces are, for messages (``"continuous control"``).
+        kind: What the spaces are, for messages (``"continuous control"``), or a function of
+            the spaces ``(observation_space, action_space) -> str`` that says so.
         preset: The preset whose hyperparameters the run takes (its env replaced).
         matches: ``matches(observation_space, action_space)``: whether the recipe fits.
         changes: Fields set on top of the preset (e.g. a host backend for a gymnax preset).
@@ -625,8 +674,23 @@ def _is_image(obs: Any) -> bool:
 
 
 def _is_vector(obs: Any) -> bool:
+    """One Box of rank 0-2: what the networks take flattened into the MLPs, with no encoder."""
     shape = getattr(obs, "shape", None)
-    return type(obs).__name__ == "Box" and shape is not None and len(shape) == 1
+    return type(obs).__name__ == "Box" and shape is not None and len(shape) <= 2
+
+
+def _space_words(space: Any) -> str:
+    """A space in a few words for messages: ``Dict``, ``Tuple``, ``Box (5, 5)``,
+    ``MultiDiscrete``."""
+    name = type(space).__name__
+    if name == "Box":
+        return f"Box {tuple(space.shape)}"
+    return name
+
+
+def _other_spaces(obs: Any, act: Any) -> str:
+    """What the fallback recipes say of the spaces: the spaces themselves."""
+    return f"{_space_words(obs)} observations and {_space_words(act)} actions"
 
 
 def _has_image(obs: Any) -> bool:
@@ -637,12 +701,27 @@ NATURE_CNN_MIN_SIDE = 36
 """The smallest image side the Nature CNN takes (8x8/4, 4x4/2 and 3x3/1 valid convolutions)."""
 
 
+def _has_code_grid(obs: Any) -> bool:
+    """Whether an image leaf of the Gymnasium space ``obs`` reads as a grid of codes
+    (``is_code_grid`` of ``core/spaces.py``, ``image_encoding=auto``)."""
+    from batchppo.backends.host_env import from_gymnasium  # JAX: only when a recipe runs
+    from batchppo.core import spaces
+
+    if not _has_image(obs):
+        return False
+    return any(spaces.is_code_grid(leaf) for leaf in spaces.leaves(from_gymnasium(obs)))
+
+
 def _smallest_image_side(obs: Any) -> int:
     """The shortest height or width over the image leaves of ``obs`` (axes read as ``auto``)."""
     from batchppo.algorithms.common.encoders import hwc_shape  # Flax: only when a recipe runs
 
     sides = [hwc_shape(leaf.shape, "auto")[:2] for leaf in _leaves(obs) if _is_image(leaf)]
     return min(min(hw) for hw in sides)
+
+
+def _all_discrete(act: Any) -> bool:
+    return all(type(leaf).__name__ == "Discrete" for leaf in _leaves(act))
 
 
 def _all_box(act: Any) -> bool:
@@ -667,6 +746,22 @@ RECIPES: list[Recipe] = [
         lambda obs, act: _is_vector(obs) and type(act).__name__ == "Discrete",
         {"backend": "process"},
     ),
+    # Grids of codes (MiniGrid's object/colour/state ids): each cell embedded, then the MLPs;
+    # the CartPole recipe's clipped PPO on 8 envs x 128 steps, as rl-zoo's MiniGrid settings.
+    Recipe(
+        "a grid of codes (an integer image of ids, not pixels: each cell embedded)",
+        "cartpole_jax",
+        lambda obs, act: _has_code_grid(obs) and _all_discrete(act),
+        {
+            "backend": "process",
+            "network": "feed_forward",
+            "num_agents": 8,
+            "rollout_length": 128,
+            "num_minibatches": 4,
+            "learning_rate": 2.5e-4,
+            "steps": 100_000,
+        },
+    ),
     # Pixel observations: the Atari recipe (Nature CNN shared by policy and value) where the
     # images are large enough for it, else the MinAtar recipe (one 3x3 conv). Neither keeps
     # its preset's Atari-only evaluation preprocessing or its gymnax backend.
@@ -685,13 +780,13 @@ RECIPES: list[Recipe] = [
     # Other space trees: the generic network picks an encoder per observation leaf and a head
     # per action leaf; the hyperparameters follow the action leaves' kind.
     Recipe(
-        "structured spaces with continuous actions (Dict/Tuple, every action leaf a Box)",
+        _other_spaces,  # every action leaf a Box
         "cheetah_fast",
         lambda obs, act: _all_box(act),
         {"network": "feed_forward"},
     ),
     Recipe(
-        "structured spaces (Dict/Tuple observations, MultiDiscrete/MultiBinary/composite actions)",
+        _other_spaces,
         "cartpole_jax",
         lambda obs, act: True,
         {"backend": "process", "network": "feed_forward"},
@@ -700,14 +795,16 @@ RECIPES: list[Recipe] = [
 """Starting recipes, tried in order; the first that matches the env's spaces is taken."""
 
 
-def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tuple[RunConfig, str]:
-    """A starting config for ``env`` chosen from its spaces
-    ([`RECIPES`][batchppo.experiment.configs.RECIPES]).
+def recipe_for_env(
+    env: str, env_kwargs: Mapping[str, Any] | None = None, env_wrappers: Sequence[Any] = ()
+) -> tuple[RunConfig, str]:
+    """A starting config for ``env`` chosen from its spaces (``RECIPES``).
 
-    The env is built once ([`check_env`][batchppo.experiment.configs.check_env]) to read its spaces
-    and time limit. The config is the recipe's preset with ``env`` (and ``env_kwargs``); when the
-    env has a time limit of its own, ``max_length`` is None (the env's limit ends episodes),
-    otherwise the preset's (``RECIPE_MAX_LENGTH`` where the preset has none).
+    The env is built once (``check_env``), inside ``env_wrappers``, to read its spaces and
+    time limit. The config
+    is the recipe's preset with ``env`` (and ``env_kwargs``); when the env has a time limit of
+    its own, ``max_length`` is None (the env's limit ends episodes), otherwise the preset's
+    (``RECIPE_MAX_LENGTH`` where the preset has none).
 
     Returns:
         ``(config, message)``: the message says which recipe was chosen and why, in one line.
@@ -716,7 +813,14 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
         ConfigError: The env fails its start-up check, or no recipe fits its spaces (one
             line naming the spaces and what to do).
     """
-    probe = check_env(RunConfig(env=env, backend=RECIPE_BACKEND, env_kwargs=dict(env_kwargs or {})))
+    probe = check_env(
+        RunConfig(
+            env=env,
+            backend=RECIPE_BACKEND,
+            env_kwargs=dict(env_kwargs or {}),
+            env_wrappers=tuple(env_wrappers),
+        )
+    )
     obs, act = probe.observation_space, probe.action_space
     for recipe in RECIPES:
         if not recipe.matches(obs, act):
@@ -733,9 +837,16 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
                 "(--set max_length=N)"
             )
         config = replace_config(base, changes)
+        kind = recipe.kind if isinstance(recipe.kind, str) else recipe.kind(obs, act)
+        network = (
+            f" with network={config.network} (an encoder per observation leaf, a head per "
+            "action leaf)"
+            if "network" in recipe.changes
+            else ""
+        )
         message = (
-            f"no --config: {env} has {recipe.kind}, so the run starts from the "
-            f"{recipe.preset} recipe ({config.steps:,} steps); {limit}"
+            f"no --config: {env} has {kind}, so the run starts from the "
+            f"{recipe.preset} recipe{network} ({config.steps:,} steps); {limit}"
         )
         return config, message
     raise ConfigError(
@@ -744,7 +855,8 @@ def recipe_for_env(env: str, env_kwargs: Mapping[str, Any] | None = None) -> tup
     )
 
 
-def describe(name: str, config: RunConfig) -> str:
-    """One line for ``batchppo list``."""
+def describe(name: str, config: RunConfig) -> tuple[str, str, str, str, str]:
+    """The cells of a preset's row in ``batchppo list``: name, env, backend, steps (with
+    thousands separators) and algorithm."""
     algorithm = algorithm_of(config).name
-    return f"{name:<14} {config.env:<16} {config.backend:<8} {config.steps:>12,} {algorithm:>9}"
+    return (name, config.env, config.backend, f"{config.steps:,}", algorithm)

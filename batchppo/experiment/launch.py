@@ -72,9 +72,11 @@ def resolve_config(
     if config is None:
         if env is None:
             raise ConfigError("train: give a config (a preset name or a config), or an env")
-        # The env is built with the env_kwargs of the overrides to read its spaces.
-        env_kwargs = dict(configs.parse_override(o) for o in overrides).get("env_kwargs")
-        config, message = configs.recipe_for_env(env_id_of(env), env_kwargs)
+        # The env is built with the env_kwargs and wrappers of the overrides to read its spaces.
+        given = dict(configs.parse_override(o) for o in overrides)
+        config, message = configs.recipe_for_env(
+            env_id_of(env), given.get("env_kwargs"), given.get("env_wrappers", ())
+        )
         print(f"batchppo: {message}", file=sys.stderr, flush=True)
         name = name or config.env.rpartition(":")[2]
     elif isinstance(config, str):
@@ -179,6 +181,24 @@ class SingleRunLayout:
         return drive(SingleRun(trainer), run_configs, run_dirs, progress)
 
 
+def _build(layout: RunLayout, config: RunConfig) -> Any:
+    """``layout.build(config)``, a network that does not fit the env's spaces (the config's
+    ``network``, ``cnn``, or a space no encoder or head takes) made one user error.
+
+    Raises:
+        ConfigError: Naming the env, the mismatch and the setting that fits.
+    """
+    from batchppo.core.spaces import UnsupportedSpaceError
+
+    try:
+        return layout.build(config)
+    except UnsupportedSpaceError as error:
+        raise ConfigError(
+            f"env {config.env!r}: the config's network does not fit the env's spaces: {error}; "
+            "change it with --set KEY=VALUE"
+        ) from error
+
+
 # The run's own arguments are documented once, as train's (D417 wants an entry for each).
 def launch(  # noqa: D417
     layout: RunLayout,
@@ -221,7 +241,10 @@ def launch(  # noqa: D417
         or timestamp is None
         or not all((Path(logdir) / f"{timestamp}-{dir_name}").exists() for dir_name in names)
     ):
-        configs.check_env(config)  # Before a run dir is made for it (a resume checks its own).
+        # Before a run dir is made for it (a resume checks its own).
+        images = configs.describe_images(config, configs.check_env(config))
+        if images is not None:
+            print(f"batchppo: {images}", file=sys.stderr, flush=True)
     resumed = False
     with contextlib.ExitStack() as locks:
         if logdir is None:
@@ -233,7 +256,7 @@ def launch(  # noqa: D417
             if resumed:
                 configs.check_env(run_configs[0])
         try:
-            trainer = layout.build(run_configs[0])
+            trainer = _build(layout, run_configs[0])
         except BaseException:
             if not resumed:  # a failed start leaves no run dir behind
                 for run_dir in run_dirs:

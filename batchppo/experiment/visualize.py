@@ -79,6 +79,7 @@ def make_render_env(config: RunConfig, env_id: str) -> Any:
             max_length=config.max_length,
             normalize_ranges=config.normalize_ranges,
             render_mode="rgb_array",
+            wrappers=config.env_wrappers,
             **config.env_kwargs,
         )()
         env.reset(seed=0)

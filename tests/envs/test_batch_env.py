@@ -354,8 +354,10 @@ def test_differing_spaces_name_the_env_and_what_differs(step_in_parent):
     message = str(info.value)
     assert message.startswith(
         "env 1 has observation space Box(-inf, inf, (4,), float32), but env 0 has "
-        "Box(-inf, inf, (3,), float32) (the shapes differ: (4,) vs (3,)); all envs of a batch "
-        "need equal spaces."
+        "Box(-inf, inf, (3,), float32) (the shapes differ: (4,) vs (3,)): BatchEnv(..., "
+        "observation_mode='same') however the sub-environments observation spaces are not "
+        "equivalent. All envs of a batch need equal spaces. If this is intentional, use "
+        "`observation_mode='different'` instead (spaces of one shape and dtype)."
     )
     if step_in_parent:
         assert message.endswith("\n[batchppo] raised while building env 1 in the parent process.")
@@ -492,7 +494,8 @@ def test_step_wait_after_a_timeout_restarts_a_worker_that_died_before_it():
         with pytest.warns(EnvRestartWarning) as warned:
             obs, reward, terminated, truncated, infos = env.step_wait(timeout=5)
         assert re.match(
-            r"BatchEnv: worker 0 \(pid \d+, envs 0\.\.0\) died \(exit code 3\); respawned it",
+            r"BatchEnv: worker 0 \(pid \d+, envs 0\.\.0\) died \(exit code 3\) during a step; "
+            r"respawned it",
             str(warned[0].message),
         ), str(warned[0].message)
         assert env.restarts == 1

@@ -312,8 +312,8 @@ def test_default_isolation_an_exiting_env_raises_instead_of_killing_the_caller()
     lines = result.stdout.splitlines()
     assert lines[0] == "in parent: None"
     assert re.fullmatch(
-        r"WorkerDiedError: worker 0 \(pid \d+, envs 0\.\.\d\) died \(exit code 3\)\. The batch "
-        r"env cannot continue; close it and build a new one\.",
+        r"WorkerDiedError: worker 0 \(pid \d+, envs 0\.\.\d\) died \(exit code 3\) during a "
+        r"step\. The batch env cannot continue; close it and build a new one\.",
         lines[1],
     ), lines[1]
     assert lines[2:] == ["ZeroDivisionError: step of env 2 failed on purpose", "parent alive"]

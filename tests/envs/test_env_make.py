@@ -304,9 +304,12 @@ def test_start_up_errors_of_the_constructor_are_one_line(user_envs, monkeypatch)
         "give (TypeError: needs_size() missing 1 required positional argument: 'size'): set "
         "them, e.g. --set 'env_kwargs={name: value}'"
     )
+    lines = (user_envs / "myenvs.py").read_text().splitlines()
+    line = lines.index('    raise RuntimeError("the simulator licence expired")') + 1
     assert _errors(probe, "myenvs:make_broken") == (
         "env 'myenvs:make_broken': its constructor raised RuntimeError: the simulator licence "
-        "expired; fix the env (or env_kwargs)"
+        f'expired at myenvs.py:{line} (`raise RuntimeError("the simulator licence '
+        'expired")`); fix the env (or env_kwargs)'
     )
     assert _errors(probe, "myenvs:make_nothing") == (
         "env 'myenvs:make_nothing': myenvs:make_nothing returned int, not a gymnasium.Env: "

@@ -116,9 +116,9 @@ def test_dead_worker_is_respawned_and_all_its_envs_truncated(how):
         os.kill(old[1], signal.SIGKILL)
         wait_dead(old[1])
     message = (
-        rf"worker 1 \(pid {old[1]}, envs 2\.\.3\) died \(signal SIGKILL\); respawned it as pid "
-        r"\d+ and reset its envs 2\.\.3, their episodes reported as truncated \(restarts 1\.\.2 "
-        r"of max_restarts=4\)"
+        rf"worker 1 \(pid {old[1]}, envs 2\.\.3\) died \(killed by signal SIGKILL\) during a "
+        r"step; respawned it as pid \d+ and reset its envs 2\.\.3, their episodes reported as "
+        r"truncated \(restarts 1\.\.2 of max_restarts=4\)"
     )
     with pytest.warns(EnvRestartWarning, match=message):
         obs, reward, terminated, truncated, infos = env.step(ACTION)
@@ -207,7 +207,10 @@ def test_default_fails_fast_and_never_restarts():
         pids = worker_pids(env)
         env.reset(seed=0)
         env.step(ACTION)
-        with pytest.raises(WorkerDiedError, match=r"worker 1 .* died \(signal SIGKILL\)\. The"):
+        with pytest.raises(
+            WorkerDiedError,
+            match=r"worker 1 .* died \(killed by signal SIGKILL\) during a step\. The",
+        ):
             env.step(ACTION)
         assert env.restarts == 0
         env.close()

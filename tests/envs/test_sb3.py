@@ -22,7 +22,8 @@ Upstream cases left out, and why:
 * An env whose ``reset`` takes no ``seed`` (``test_backward_compat_seed`` of SB3 before 2.0,
   since dropped upstream): SB3 2.x's ``DummyVecEnv`` raises ``TypeError`` on its reset, and
   BatchVecEnv does not support such envs either; it refuses them when the workers start,
-  with a one-line ``ValueError`` (checked here).
+  with a one-line ``ValueError`` (checked here). One whose ``reset`` takes ``seed`` only is
+  taken, as ``SubprocVecEnv`` takes it: ``options`` reach it only when given.
 * ``test_vecenv_wrapper_getattr`` and ``test_video_recorder``: they run on ``DummyVecEnv``
   alone upstream and check SB3's wrappers (attribute lookup through ``VecEnvWrapper``s,
   ``VecVideoRecorder``), not the vec env under them.
@@ -489,8 +490,8 @@ def test_start_methods(impl, start_method):
 def test_bad_start_methods_are_value_errors():
     with pytest.raises(ValueError, match=r"cannot find context for 'illegal_method'"):
         IMPLS["SubprocVecEnv"](count_fns(), start_method="illegal_method")
-    for impl in OURS:
-        with pytest.raises(ValueError, match="illegal_method"):
+    for impl in OURS:  # SB3's words (multiprocessing's), which its own test matches
+        with pytest.raises(ValueError, match=r"cannot find context for 'illegal_method'"):
             IMPLS[impl](count_fns(), start_method="illegal_method")
         # fork is refused: a fork of a process that runs threads (JAX's, torch's) can hang.
         with pytest.raises(ValueError, match=r"^context must be 'forkserver'.*'fork' can deadlock"):
@@ -649,12 +650,13 @@ def test_frame_stack_stacks_on_the_channel_axis(impl, shape, dtype, channels_ord
 
 
 @pytest.mark.parametrize(
-    ("keywords", "missing"),
-    [((), "`seed` or `options`"), (("seed",), "`options`"), (("**kwargs",), None)],
+    ("keywords", "missing"), [((), "`seed`"), (("seed",), None), (("**kwargs",), None)]
 )
 def test_an_env_whose_reset_takes_no_seed_is_refused(keywords, missing):
     """An env whose reset takes no ``seed`` (upstream's old ``test_backward_compat_seed``)
-    fails in DummyVecEnv too; BatchVecEnv refuses it when the workers start, in one line."""
+    fails in DummyVecEnv too; BatchVecEnv refuses it when the workers start, in one line. One
+    that takes ``seed`` only is reset as SubprocVecEnv resets it (``options`` only when
+    given)."""
     fns = [lambda: NoSeedEnv(keywords)] * N_ENVS
     dummy = DummyVecEnv(fns)
     if keywords == ():
@@ -667,6 +669,10 @@ def test_an_env_whose_reset_takes_no_seed_is_refused(keywords, missing):
             vec_env = IMPLS[impl](fns)
             try:
                 np.testing.assert_array_equal(vec_env.reset(), np.zeros((N_ENVS, 2)))
+                if keywords == ("seed",):  # options given: the env's own TypeError
+                    vec_env.set_options({"level": 1})
+                    with pytest.raises(TypeError, match="unexpected keyword argument 'options'"):
+                        vec_env.reset()
             finally:
                 vec_env.close()
             continue

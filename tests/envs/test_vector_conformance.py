@@ -787,6 +787,58 @@ def test_observation_mode_tuple_gives_both_spaces(impl):
         IMPLS[impl](fns, SAME, observation_mode=(batch_space(wrong, NUM_ENVS), wrong)).close()
 
 
+# The words Gymnasium's own tests (tests/vector/test_observation_mode.py) match in the errors
+# of its vector envs; code written for AsyncVectorEnv may match them too.
+GYMNASIUM_INVALID_MODE = re.escape(
+    "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and batch "
+    "observation space, actual got invalid"
+)
+GYMNASIUM_NOT_EQUIVALENT = (
+    "the sub-environments observation spaces are not equivalent. .*If this is intentional, "
+    "use `observation_mode='different'` instead."
+)
+GYMNASIUM_NOT_COMMON = "do not share a common shape and dtype"
+
+
+def test_observation_mode_errors_in_gymnasiums_words(impl):
+    with (
+        pytest.raises(ValueError, match=GYMNASIUM_INVALID_MODE),
+        open_vec(impl, observation_mode="invalid"),
+    ):
+        pass
+    fns = [lambda i=i: BoundsEnv("box", i) for i in range(NUM_ENVS)]
+    with pytest.raises((AssertionError, RuntimeError), match=GYMNASIUM_NOT_EQUIVALENT):
+        IMPLS[impl](fns, SAME, observation_mode="same").close()
+    wrong = spaces.Box(-5.0, 5.0, (3,), np.float32)
+    with pytest.raises(RuntimeError, match=GYMNASIUM_NOT_COMMON):
+        IMPLS[impl](fns, SAME, observation_mode=(batch_space(wrong, NUM_ENVS), wrong)).close()
+
+
+class SlowResetEnv(CountingEnv):
+    """A CountingEnv whose reset takes 0.3 s (Gymnasium's ``make_slow_env(0.3, i)``)."""
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        time.sleep(0.3)
+        return super().reset(seed=seed, options=options)
+
+
+def test_a_reset_slower_than_the_timeout_raises_timeout_error(impl):
+    """Gymnasium's test_reset_timeout_async_vector_env, the parent's share included: the
+    envs reset in this process take longer than ``timeout`` too."""
+    env = IMPLS[impl]([lambda i=i: SlowResetEnv("box", i) for i in range(NUM_ENVS)], SAME)
+    try:
+        env.reset_async(seed=0)
+        started = time.monotonic()
+        with pytest.raises(multiprocessing.TimeoutError):
+            env.reset_wait(timeout=0.1)
+        assert time.monotonic() - started < 1.0
+        if impl == "BatchEnv-parent":  # the reset stays pending and completes
+            obs, _ = env.reset_wait()
+            np.testing.assert_array_equal(obs[:, 0], range(NUM_ENVS))
+    finally:
+        env.close(terminate=True)
+
+
 def test_unknown_observation_mode_is_a_value_error(impl):
     with pytest.raises(ValueError, match="observation_mode"), open_vec(impl, observation_mode="x"):
         pass

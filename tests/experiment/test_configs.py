@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+from pathlib import Path
 
 import pytest
 import yaml
@@ -308,8 +309,8 @@ def test_recipes_by_spaces(user_envs, monkeypatch):
     )
     assert message.endswith("max_length=1000 (--set max_length=N)")
     assert [r.preset for r in configs.RECIPES] == [
-        "cheetah_fast", "cartpole_jax", "breakout_atari", "breakout_minatar", "cheetah_fast",
-        "cartpole_jax",
+        "cheetah_fast", "cartpole_jax", "cartpole_jax", "breakout_atari", "breakout_minatar",
+        "cheetah_fast", "cartpole_jax",
     ]  # fmt: skip
     # Images of Atari's size: the Atari recipe without its whole-game evaluation env. The env
     # has no TimeLimit, and the preset keeps the env's own: max_length is the recipes' 1000.
@@ -343,4 +344,31 @@ def test_recipes_by_spaces(user_envs, monkeypatch):
         backend="process",
         network="feed_forward",
     )
-    assert message.startswith("no --config: myenvs:make_nested has structured spaces (Dict/Tuple")
+    assert message == (
+        "no --config: myenvs:make_nested has Dict observations and Discrete actions, so the run "
+        "starts from the cartpole_jax recipe with network=feed_forward (an encoder per "
+        "observation leaf, a head per action leaf) (300,000 steps); the env has no time limit "
+        "of its own: max_length=500 (--set max_length=N)"
+    )
+
+
+def test_a_2d_box_observation_takes_the_vector_recipe(monkeypatch):
+    """highway-env's Box(5, 5): a vector the MLPs take flattened, not a structured space."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    config, message = configs.recipe_for_env("ecosystem_envs:make_grid2d")
+    assert config == dataclasses.replace(
+        configs.get_preset("cartpole_jax"), env="ecosystem_envs:make_grid2d", backend="process"
+    )
+    assert message == (
+        "no --config: ecosystem_envs:make_grid2d has discrete actions (vector observations, "
+        "Discrete actions), so the run starts from the cartpole_jax recipe (300,000 steps); the "
+        "env has no time limit of its own: max_length=500 (--set max_length=N)"
+    )
+    # A vector observation with a MultiDiscrete action: the spaces as they are.
+    config, message = configs.recipe_for_env("ecosystem_envs:make_pick_many")
+    assert config.network == "feed_forward"
+    assert message.startswith(
+        "no --config: ecosystem_envs:make_pick_many has Box (2,) observations and "
+        "MultiDiscrete actions, so the run starts from the cartpole_jax recipe with "
+        "network=feed_forward"
+    )

@@ -140,7 +140,7 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     assert stats["mean_length"] == pytest.approx(np.mean(stats["lengths"]), abs=1e-12)
 
     out_file = tmp_path / "eval" / "stats.json"
-    argv = ["evaluate", "--logdir", str(run_dir), "--checkpoint", "2048", "--episodes", "11"]
+    argv = ["evaluate", str(run_dir), "--checkpoint", "2048", "--episodes", "11"]
     code = cli.main([*argv, "--seed", "4", "--json", str(out_file)])
     out, _ = capsys.readouterr()
     assert code == 0
@@ -161,7 +161,7 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
 
     # Several runs (here the same run twice):
     # each is reported, then the mean and std of their means.
-    code = cli.main(["evaluate", "--logdir", str(run_dir), str(run_dir), "--episodes", "3"])
+    code = cli.main(["evaluate", str(run_dir), str(run_dir), "--episodes", "3"])
     out, _ = capsys.readouterr()
     newest = evaluate.evaluate_run(run_dir, num_episodes=3)
     last = ckpt.latest_checkpoint(run_dir / "checkpoints")[0]

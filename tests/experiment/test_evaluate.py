@@ -126,7 +126,7 @@ def test_cli_aggregates_results_files(tmp_path, capsys):
     (tmp_path / "new.json").write_text(json.dumps(new))
     (tmp_path / "old.json").write_text(json.dumps(old))
     out_json, out_stats = tmp_path / "all.json", tmp_path / "stats.json"
-    argv = ["evaluate", "--logdir", str(tmp_path / "new.json"), "--compare",
+    argv = ["evaluate", str(tmp_path / "new.json"), "--compare",
             str(tmp_path / "old.json"), "--bootstrap", "500", "--reference", "targets-1m",
             "--json", str(out_json), "--stats-json", str(out_stats)]  # fmt: skip
     assert cli.main(argv) == 0
@@ -155,7 +155,7 @@ def test_cli_aggregates_results_files(tmp_path, capsys):
     )
     # The results file written reads back as the same runs, here in one group.
     csv = tmp_path / "runs.csv"
-    assert cli.main(["evaluate", "--logdir", str(out_json), "--csv", str(csv)]) == 0
+    assert cli.main(["evaluate", str(out_json), "--csv", str(csv)]) == 0
     rows = csv.read_text().splitlines()
     assert len(rows) == 6 and rows[1].startswith("A,logdir/T-hopper_fast-s0,hopper_fast,")
 
@@ -173,7 +173,7 @@ def test_cli_aggregates_results_files(tmp_path, capsys):
 def test_cli_bad_group_options(tmp_path, capsys, extra, message):
     path = tmp_path / "new.json"
     path.write_text(json.dumps([run("a", "Hopper-v5", 1.0)]))
-    argv = ["evaluate", "--logdir", str(path), *[str(path) if a == "NEW" else a for a in extra]]
+    argv = ["evaluate", str(path), *[str(path) if a == "NEW" else a for a in extra]]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"batchppo: error: {message}") and err.count("\n") == 1

@@ -281,7 +281,9 @@ def test_unsupported_policies_name_what_is_unsupported(kwargs, message):
 
 
 def test_host_mapping_without_range_normalisation_clips_to_the_env_bounds():
-    config = types.SimpleNamespace(env="Pendulum-v1", env_kwargs={}, normalize_ranges=False)
+    config = types.SimpleNamespace(
+        env="Pendulum-v1", env_kwargs={}, env_wrappers=(), normalize_ranges=False
+    )
     mapping = export.host_mapping(config)
     assert mapping.obs_map is None and mapping.act_map is None
     np.testing.assert_array_equal(mapping.act_clip[0], [-2.0])

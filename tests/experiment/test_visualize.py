@@ -82,7 +82,7 @@ def test_mujoco_video_renders_offscreen(tmp_path):
     outdir = tmp_path / "videos"
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "MUJOCO_GL": "egl"}
     done = subprocess.run(
-        [sys.executable, "-m", "batchppo", "visualize", "--logdir", str(run_dir), "--outdir",
+        [sys.executable, "-m", "batchppo", "visualize", str(run_dir), "--outdir",
          str(outdir), "--num_episodes", "1"],
         capture_output=True, text=True, env=env, timeout=110,
     )  # fmt: skip

@@ -3,10 +3,13 @@
 ``ObsEncoder`` encodes every leaf of an observation (a pytree of the observation space, flattened to
 a list of leaves in tree order) by its kind and concatenates the features:
 
-* images (rank-3 ``Box``, HWC or CHW): a CNN torso (``CNNS``: the Nature CNN of Mnih et al. 2015,
-  the IMPALA ResNet of Espeholt et al. 2018, or the one-layer network of the MinAtar paper, Young
-  and Tian 2019, for small grids). uint8 frames are scaled by 1/255 here, inside the network; bool
-  and other integer images are cast to float;
+* images (rank-3 ``Box``, HWC or CHW): a CNN torso (``CNNS``: the Nature CNN of Mnih et
+  al. 2015, the IMPALA ResNet of Espeholt et al. 2018, or the one-layer network of the MinAtar
+  paper, Young and Tian 2019, for small grids). uint8 frames are scaled by 1/255 here, inside
+  the network; bool and other integer images are cast to float;
+* grids of codes (integer images whose values name things, as MiniGrid's object, colour
+  and state ids; ``is_code_grid`` of ``core/spaces.py``): each cell's codes embedded
+  (``CodeEmbedding``), then flattened, with no CNN and no 1/255 scaling;
 * other ``Box`` leaves: flattened and cast to float32 (float leaves arrive normalised);
 * ``Discrete``: one-hot; ``MultiDiscrete``: the one-hots of its entries, concatenated;
 * ``MultiBinary``: the bits as floats.
@@ -23,6 +26,7 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from batchppo.algorithms.common.run_config import CNNS, IMAGE_LAYOUTS
 from batchppo.core import spaces
@@ -132,6 +136,11 @@ _CNN_CLASSES: dict[str, type[nn.Module]] = {
 }
 
 
+def image_to_hwc(x: jax.Array, layout: str) -> jax.Array:
+    """An image batch ``(B, ...)`` in HWC, its dtype kept."""
+    return jnp.moveaxis(x, 1, -1) if image_layout(x.shape[1:], layout) == "chw" else x
+
+
 def image_to_float(x: jax.Array, layout: str) -> jax.Array:
     """An image batch ``(B, ...)`` as float32 HWC: uint8 scaled by 1/255, others cast."""
     if image_layout(x.shape[1:], layout) == "chw":
@@ -139,6 +148,39 @@ def image_to_float(x: jax.Array, layout: str) -> jax.Array:
     if x.dtype == jnp.uint8:
         return x.astype(jnp.float32) / 255.0
     return x.astype(jnp.float32)
+
+
+CODE_FEATURES = 8
+"""Width of the embedding of each code of a grid of codes (``CodeEmbedding``)."""
+
+
+class CodeEmbedding(nn.Module):
+    """A grid of codes ``(B, H, W, C)`` to features: each channel's code (0 to its ``high``,
+    clipped) looked up in an embedding of its own, then every cell's embeddings flattened:
+    ``(B, H * W * C * features)``. MiniGrid's object, colour and state ids are names, not
+    intensities, so they are embedded rather than scaled.
+
+    Attributes:
+        highs: The largest code of each channel (the leaf's ``high``).
+        features: Width of each code's embedding.
+    """
+
+    highs: tuple[int, ...]
+    features: int = CODE_FEATURES
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        highs = jnp.asarray(self.highs, jnp.int32)
+        offsets = jnp.cumsum(jnp.concatenate([jnp.zeros(1, jnp.int32), highs[:-1] + 1]))
+        index = jnp.clip(x.astype(jnp.int32), 0, highs) + offsets
+        embedded = nn.Embed(int(sum(self.highs)) + len(self.highs), self.features)(index)
+        return embedded.reshape((x.shape[0], -1))
+
+
+def code_highs(leaf: spaces.Box, layout: str) -> tuple[int, ...]:
+    """The largest code of each channel of a grid of codes (its ``high``, HWC)."""
+    high = leaf.high if image_layout(leaf.shape, layout) == "hwc" else np.moveaxis(leaf.high, 0, -1)
+    return tuple(int(h) for h in high.reshape((-1, high.shape[-1])).max(axis=0))
 
 
 def encode_leaf(leaf: spaces.Leaf, x: jax.Array) -> jax.Array:
@@ -160,18 +202,25 @@ class ObsEncoder(nn.Module):
         cnn: The image torso (``CNNS``).
         cnn_dense: Width of the CNN's final dense layer.
         layout: How image axes are read (``IMAGE_LAYOUTS``).
+        encoding: How integer images are read (``image_encoding``: pixels or codes,
+            ``is_code_grid`` of ``core/spaces.py``).
     """
 
     leaves: tuple[spaces.Leaf, ...]
     cnn: str = "nature"
     cnn_dense: int = 512
     layout: str = "auto"
+    encoding: str = "auto"
 
     @nn.compact
     def __call__(self, obs: Sequence[jax.Array]) -> jax.Array:
         features = []
         for i, (leaf, x) in enumerate(zip(self.leaves, obs, strict=True)):
-            if spaces.is_image(leaf):
+            if spaces.is_code_grid(leaf, self.encoding):
+                grid = image_to_hwc(x, self.layout)
+                embed = CodeEmbedding(code_highs(leaf, self.layout), name=f"codes_{i}")
+                features.append(embed(grid))
+            elif spaces.is_image(leaf):
                 torso = _CNN_CLASSES[self.cnn](dense=self.cnn_dense, name=f"cnn_{i}")
                 features.append(torso(image_to_float(x, self.layout)))
             else:

@@ -208,7 +208,7 @@ def _check_network(network: str, action_space: PyTree) -> None:
     """The original's network names fix their head: refuse an action space they do not fit."""
     leaf = spaces.single(action_space)
     if network == "feed_forward_categorical" and not isinstance(leaf, spaces.Discrete):
-        raise ValueError(
+        raise spaces.UnsupportedSpaceError(
             "network='feed_forward_categorical' needs a discrete action space; use "
             "feed_forward_gaussian or recurrent_gaussian for continuous actions, or "
             f"feed_forward for {spaces.describe(action_space)}"
@@ -219,7 +219,9 @@ def _check_network(network: str, action_space: PyTree) -> None:
             if isinstance(leaf, spaces.Discrete)
             else f"feed_forward or recurrent for {spaces.describe(action_space)}"
         )
-        raise ValueError(f"network={network!r} needs a continuous action space; use {fix}")
+        raise spaces.UnsupportedSpaceError(
+            f"network={network!r} needs a continuous action space; use {fix}"
+        )
 
 
 def _is_vector(obs_space: PyTree) -> bool:
@@ -231,11 +233,14 @@ def _encoder(config: NetworkConfig, obs_space: PyTree) -> ObsEncoder:
     """The encoder of every leaf; refuses a CNN that does not fit an image."""
     leaves = tuple(spaces.leaves(obs_space))
     paths = spaces.leaf_paths(obs_space)
+    encoding = getattr(config, "image_encoding", "auto")
     images = [
-        (leaf, path) for leaf, path in zip(leaves, paths, strict=True) if spaces.is_image(leaf)
+        (leaf, path)
+        for leaf, path in zip(leaves, paths, strict=True)
+        if spaces.is_image(leaf) and not spaces.is_code_grid(leaf, encoding)
     ]
     if not images:
-        return ObsEncoder(leaves)
+        return ObsEncoder(leaves, layout=config.image_layout, encoding=encoding)
     for leaf, path in images:
         check_cnn(
             config.cnn,
@@ -243,7 +248,7 @@ def _encoder(config: NetworkConfig, obs_space: PyTree) -> ObsEncoder:
             config.image_layout,
             f" {leaf.shape} at {path}" if path else f" {leaf.shape}",
         )
-    return ObsEncoder(leaves, config.cnn, int(config.cnn_dense), config.image_layout)
+    return ObsEncoder(leaves, config.cnn, int(config.cnn_dense), config.image_layout, encoding)
 
 
 class _Inputs:
@@ -285,9 +290,9 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         The ``Network`` of pure functions.
 
     Raises:
-        ValueError: The network does not fit the action space, or a recurrent network has no
-            policy layer.
-        UnsupportedSpaceError: A space no encoder or head takes (one line naming it).
+        ValueError: A recurrent network has no policy layer.
+        UnsupportedSpaceError: The network does not fit the action space, or a space no
+            encoder or head takes (one line naming it).
     """
     _check_network(config.network, spec.action_space)
     head = action_head(spec.action_space, config.init_std, config.init_mean_factor)

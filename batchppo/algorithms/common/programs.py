@@ -40,7 +40,9 @@ more slowly than with XLA's own kernels: a Nature-CNN gradient step on 256 Atari
 ``RunConfig.xla_convolutions``."""
 
 
-def resolve_xla_convolutions(xla_convolutions: bool | None, obs_space: Any) -> bool:
+def resolve_xla_convolutions(
+    xla_convolutions: bool | None, obs_space: Any, image_encoding: str = "auto"
+) -> bool:
     """Whether the hot programs keep convolutions on XLA's own kernels
     (``XLA_CONVOLUTIONS_OPTIONS``): ``xla_convolutions`` as set, or where None, whether an
     observation leaf is an image (a CNN torso); never off the CPU, where the option has no
@@ -48,7 +50,7 @@ def resolve_xla_convolutions(xla_convolutions: bool | None, obs_space: Any) -> b
     if jax.default_backend() != "cpu":
         return False
     if xla_convolutions is None:
-        return spaces.has_image(obs_space)
+        return spaces.has_cnn_image(obs_space, image_encoding)
     return bool(xla_convolutions)
 
 

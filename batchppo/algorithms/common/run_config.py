@@ -54,6 +54,15 @@ class RunConfig:
     (e.g. ``{include_cfrc_ext_in_observation: false}`` for Ant-v5), of
     ``brax.envs.get_environment`` for ``brax``, and ``EnvParams`` fields for ``gymnax``.
     Values are YAML scalars or lists of them."""
+    env_wrappers: tuple[Any, ...] = ()
+    """Host backends built by ``batchppo.envs.make`` (``process``, ``sync``, ``ray``):
+    Gymnasium wrappers around each env, innermost first, in every worker and in the
+    evaluation and video envs, as rl-zoo's ``env_wrapper``: import paths
+    (``minigrid.wrappers.ImgObsWrapper``) or one-key mappings of a path to its keyword
+    arguments (``{gymnasium.wrappers.TimeAwareObservation: {flatten: true}}``);
+    ``{keep_keys: [key, ...]}`` and ``{drop_keys: [key, ...]}`` pick the keys of a Dict
+    observation. Each path is imported and its arguments checked when a run starts
+    (``batchppo.envs.env_wrappers``)."""
     eval_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Options of the evaluation env only, over ``env_kwargs``: e.g. the Atari presets'
     ``{preprocess: atari_game}`` scores whole games (all lives, unclipped rewards) where
@@ -186,6 +195,12 @@ class RunConfig:
         )
         known = tuple(backends.BACKENDS)
         check(self.backend in known, f"backend={self.backend!r}: choose one of {known}")
+        hosts = backends.prose(backends.HOST_BACKENDS)
+        check(
+            not self.env_wrappers or self.backend in backends.HOST_BACKENDS,
+            f"env_wrappers: Gymnasium wrappers apply to the {hosts} backends' envs, not "
+            f"backend={self.backend!r}'s; drop env_wrappers",
+        )
         backend = backends.BACKENDS[self.backend]
         check(self.num_agents >= 1, f"num_agents={self.num_agents}: must be >= 1")
         check(self.steps >= 1, f"steps={self.steps}: must be >= 1")
@@ -293,6 +308,10 @@ their head from the action space; the original's three names fix it (one Box act
 ``*_gaussian``; one Discrete: ``feed_forward_categorical``)."""
 RECURRENT = ("recurrent", "recurrent_gaussian")
 """The network names of the GRU policies."""
+IMAGE_ENCODINGS = ("auto", "pixels", "codes")
+"""How an integer image observation enters the network: ``pixels`` (scaled, uint8 by 1/255,
+into the CNN), ``codes`` (each cell's values embedded, then flattened: MiniGrid's object,
+colour and state ids) or ``auto`` (the rule of ``is_code_grid`` in ``core/spaces.py``)."""
 IMAGE_LAYOUTS = ("auto", "hwc", "chw")
 """How an image observation's axes are read; ``auto`` takes the smaller of the first and last
 axes as the channels (the last on a tie)."""
@@ -307,6 +326,10 @@ def check_image_fields(config: Any) -> None:
     """
     check(config.cnn in CNNS, f"cnn={config.cnn!r}: choose one of {CNNS}")
     check(config.cnn_dense >= 1, f"cnn_dense={config.cnn_dense}: must be >= 1")
+    check(
+        config.image_encoding in IMAGE_ENCODINGS,
+        f"image_encoding={config.image_encoding!r}: choose one of {IMAGE_ENCODINGS}",
+    )
     check(
         config.image_layout in IMAGE_LAYOUTS,
         f"image_layout={config.image_layout!r}: choose one of {IMAGE_LAYOUTS}",

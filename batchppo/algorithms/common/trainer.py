@@ -193,7 +193,7 @@ class Trainer:
         self.agent = make_agent(config, self.env)
         self.fused = get_backend(config.backend).fused
         self.xla_convolutions: bool = resolve_xla_convolutions(
-            config.xla_convolutions, self.spec.obs_space
+            config.xla_convolutions, self.spec.obs_space, getattr(config, "image_encoding", "auto")
         )
         """Whether the hot programs keep convolutions on XLA's own kernels
         (``config.xla_convolutions``)."""

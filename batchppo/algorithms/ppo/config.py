@@ -96,6 +96,12 @@ class PPOConfig(RunConfig):
     image_layout: str = "auto"
     """How image observations' axes are read: ``hwc``, ``chw`` or ``auto`` (the smaller of the
     first and last axes is the channels; the last on a tie)."""
+    image_encoding: str = "auto"
+    """Integer image observations: ``pixels`` (scaled into the CNN), ``codes`` (a grid of
+    codes such as MiniGrid's object/colour/state ids: each cell's values embedded, then
+    flattened into the MLPs, no CNN) or ``auto`` (codes for an integer image whose ``high``
+    is below 255 or whose side is under 8, as MiniGrid's 7x7 view:
+    ``is_code_grid`` in ``core/spaces.py``)."""
     shared_torso: bool = False
     """Policy and value networks share one observation encoder (the CNNs, the norm for
     pixels) instead of each having its own. One vector observation has no encoder: it goes

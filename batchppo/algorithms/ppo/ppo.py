@@ -159,12 +159,14 @@ def check_layout(config: PPOConfig, recurrent: bool) -> tuple[int, int, int]:
     return T, L, n
 
 
-def resolve_unroll_update(unroll_update: bool | None, spec: EnvSpec) -> bool:
+def resolve_unroll_update(
+    unroll_update: bool | None, spec: EnvSpec, image_encoding: str = "auto"
+) -> bool:
     """``unroll_update`` as set, or where None: whether an observation leaf is an image (a
     CNN torso) and JAX's default backend is the CPU (see ``PPOConfig.unroll_update``)."""
     if unroll_update is not None:
         return bool(unroll_update)
-    return spaces.has_image(spec.obs_space) and jax.default_backend() == "cpu"
+    return spaces.has_cnn_image(spec.obs_space, image_encoding) and jax.default_backend() == "cpu"
 
 
 class PPO(ActorCriticActing):
@@ -190,7 +192,9 @@ class PPO(ActorCriticActing):
         self.spec: EnvSpec = env.spec
         self.network = network or make_network(config, self.spec)
         self.T, self.L, self.num_sequences = check_layout(config, self.network.recurrent)
-        self.unroll_update = resolve_unroll_update(config.unroll_update, self.spec)
+        self.unroll_update = resolve_unroll_update(
+            config.unroll_update, self.spec, config.image_encoding
+        )
         self.num_iterations = num_iterations(config)
         opt_steps = self.num_iterations * config.update_epochs * config.num_minibatches
         if config.anneal_lr:

@@ -41,7 +41,7 @@ def test_train_resume_load_visualize_and_plot(tmp_path, capsys):
     assert policy(np.zeros((3, 4), np.float32)).shape == (3,)
     capsys.readouterr()
     outdir = tmp_path / "videos"
-    argv = ["visualize", "--logdir", str(run_dir), "--outdir", str(outdir), "--num_episodes", "1"]
+    argv = ["visualize", str(run_dir), "--outdir", str(outdir), "--num_episodes", "1"]
     assert cli.main(argv) == 0
     stats = json.loads((outdir / "stats.json").read_text())
     assert stats["env"] == "CartPole-v1" and stats["checkpoint"] == 800

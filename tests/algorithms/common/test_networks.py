@@ -141,6 +141,7 @@ class ImageNetConfig(NetConfig):
     cnn: str = "minatar"
     cnn_dense: int = 16
     image_layout: str = "auto"
+    image_encoding: str = "auto"
     shared_torso: bool = False
 
 
@@ -243,3 +244,41 @@ def test_policy_and_value_together_equal_them_apart(network, shared):
     np.testing.assert_allclose(d["logits"], d2["logits"], rtol=1e-5)
     np.testing.assert_allclose(v, net.value(params, step_obs), rtol=1e-5)
     assert jax.tree.structure(c) == jax.tree.structure(c2)
+
+
+@pytest.mark.parametrize(
+    ("leaf", "encoding", "codes"),
+    [
+        (spaces.box((7, 7, 3), np.uint8, 0, 255), "auto", True),  # MiniGrid's view
+        (spaces.box((10, 10, 2), np.int32, 0, 10), "auto", True),  # high well below 255
+        (spaces.box((3, 12, 12), np.uint8, 0, 20), "auto", True),  # CHW, small range
+        (spaces.box((4, 84, 84), np.uint8, 0, 255), "auto", False),  # Atari frames
+        (spaces.box((8, 8, 3), np.uint8, 0, 255), "auto", False),  # small pixels
+        (spaces.box((10, 10, 4), np.bool_, 0, 1), "auto", False),  # MinAtar's channels
+        (spaces.box((5, 5, 2), np.int32, 0, 1), "auto", False),  # 0/1 integers
+        (spaces.box((7, 7, 3), np.float32, 0, 10), "auto", False),  # floats are values
+        (spaces.box((7, 7, 3), np.uint8, 0, 255), "pixels", False),  # the setting decides
+        (spaces.box((4, 84, 84), np.uint8, 0, 255), "codes", True),
+        (spaces.box((7, 3), np.uint8, 0, 10), "codes", False),  # not an image
+    ],
+)
+def test_grids_of_codes_are_told_from_pixels(leaf, encoding, codes):
+    assert spaces.is_code_grid(leaf, encoding) is codes
+
+
+def test_a_grid_of_codes_is_embedded_per_cell_not_scaled():
+    """MiniGrid's 7x7x3 uint8 ids: an embedding per channel, flattened into the MLPs (no CNN);
+    image_encoding=pixels takes it through the CNN as before."""
+    spec = EnvSpec.from_spaces(spaces.box((7, 7, 3), np.uint8, 0, 255), spaces.Discrete(7))
+    config = ImageNetConfig(policy_layers=(8,), value_layers=(4,))
+    net = make_network(dataclasses.replace(config, image_encoding="auto"), spec)
+    params = net.init(jax.random.key(0))
+    encoder = params["policy"]["encoder"]
+    assert list(encoder) == ["codes_0"]
+    assert encoder["codes_0"]["Embed_0"]["embedding"].shape == (3 * 256, 8)
+    assert params["policy"]["MLP_0"]["Dense_0"]["kernel"].shape == (7 * 7 * 3 * 8, 8)
+    obs = jnp.zeros((2, 7, 7, 3), jnp.uint8).at[0, 3, 3, 0].set(10)  # one cell holds a goal
+    dist, _ = net.policy_step(params, (), obs, jnp.zeros(2, bool))
+    assert not np.allclose(dist["logits"][0], dist["logits"][1])
+    pixels = make_network(dataclasses.replace(config, image_encoding="pixels"), spec)
+    assert list(pixels.init(jax.random.key(0))["policy"]["encoder"]) == ["cnn_0"]

@@ -78,10 +78,11 @@ def test_iteration_donation_keeps_the_train_state_of_host_envs():
 def test_xla_convolutions_are_kept_for_image_observations_on_the_cpu_and_set_explicitly():
     image, vector = ImageCueEnv(4).spec.obs_space, DictCueEnv(4).spec.obs_space
     assert jax.default_backend() == "cpu"  # the tests' platform (JAX_PLATFORMS=cpu in CI)
-    assert resolve_xla_convolutions(None, image) is True
+    assert resolve_xla_convolutions(None, image, "pixels") is True
+    assert resolve_xla_convolutions(None, image) is False  # 6x6 uint8: a grid of codes
     assert resolve_xla_convolutions(None, vector) is False
     assert resolve_xla_convolutions(True, vector) is True
-    assert resolve_xla_convolutions(False, image) is False
+    assert resolve_xla_convolutions(False, image, "pixels") is False
 
 
 def test_host_loop_is_the_default_for_host_envs_on_an_accelerator_only(monkeypatch):

@@ -37,11 +37,13 @@ TINY = PPOConfig(
     max_length=200,
 )
 
-# A pixel config: the MinAtar CNN over ImageCueEnv's uint8 frames.
+# A pixel config: the MinAtar CNN over ImageCueEnv's uint8 frames (6x6: image_encoding=auto
+# would read them as a grid of codes).
 IMAGE_TINY = PPOConfig(
     backend="gymnax",
     network="feed_forward",
     objective="clip",
+    image_encoding="pixels",
     cnn="minatar",
     cnn_dense=8,
     shared_torso=True,
@@ -466,7 +468,12 @@ def test_uint8_frames_reach_the_network_as_uint8():
 def test_host_policy_takes_observations_in_their_spaces_dtypes(env_class):
     env = env_class(3)
     config = PPOConfig(
-        backend="gymnax", network="feed_forward", cnn="minatar", cnn_dense=8, rollout_length=8
+        backend="gymnax",
+        network="feed_forward",
+        cnn="minatar",
+        cnn_dense=8,
+        rollout_length=8,
+        image_encoding="pixels",
     )
     ppo = PPO(config, env)
     ts = ppo.init(jax.random.key(0))
@@ -484,10 +491,11 @@ def test_host_policy_takes_observations_in_their_spaces_dtypes(env_class):
 def test_unroll_update_is_on_for_image_observations_on_the_cpu_and_set_explicitly():
     image, vector = ImageCueEnv(4).spec, DictCueEnv(4).spec
     assert jax.default_backend() == "cpu"  # the tests' platform (JAX_PLATFORMS=cpu in CI)
-    assert resolve_unroll_update(None, image) is True
+    assert resolve_unroll_update(None, image, "pixels") is True
+    assert resolve_unroll_update(None, image) is False  # 6x6 uint8: a grid of codes, no CNN
     assert resolve_unroll_update(None, vector) is False
     assert resolve_unroll_update(True, vector) is True
-    assert resolve_unroll_update(False, image) is False
+    assert resolve_unroll_update(False, image, "pixels") is False
 
 
 @pytest.mark.timeout(300)

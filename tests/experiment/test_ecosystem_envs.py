@@ -1,0 +1,117 @@
+"""Envs shaped like the ecosystem's through ``batchppo train`` (issue 42): start-up mistakes
+in one line with exit 2, and the recipes their spaces pick."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from crash_envs import train_argv
+
+from batchppo import cli
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def ecosystem(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """``ecosystem_envs`` importable, the working directory a fresh one; yields a logdir."""
+    monkeypatch.syspath_prepend(str(HERE))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "logs"
+
+
+def train(capsys, logdir: Path, *argv: str) -> tuple[int, str]:
+    code = cli.main(["train", "--logdir", str(logdir), "--progress", "none", *argv])
+    return code, capsys.readouterr().err
+
+
+def test_a_network_that_does_not_fit_the_spaces_is_one_line(capsys, ecosystem):
+    """The cartpole preset's network on a MultiDiscrete action: exit 2, no run dir."""
+    code, err = train(
+        capsys, ecosystem, "--config", "cartpole", "--env", "ecosystem_envs:make_pick_many"
+    )
+    assert code == 2
+    assert err == (
+        "batchppo: error: env 'ecosystem_envs:make_pick_many': the config's network does not "
+        "fit the env's spaces: network='feed_forward_categorical' needs a discrete action "
+        "space; use feed_forward_gaussian or recurrent_gaussian for continuous actions, or "
+        "feed_forward for MultiDiscrete([2, 3]); change it with --set KEY=VALUE (--debug "
+        "shows the traceback)\n"
+    )
+    assert not ecosystem.exists() or list(ecosystem.iterdir()) == []
+
+
+def test_a_failed_assertion_in_a_constructor_names_its_file_line_and_expression(capsys, ecosystem):
+    code, err = train(capsys, ecosystem, "--env", "ecosystem_envs:make_asserting")
+    lines = (HERE / "ecosystem_envs.py").read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if "assert model.nq == 3" in text)
+    assert code == 2
+    assert err == (
+        "batchppo: error: env 'ecosystem_envs:make_asserting': its constructor raised "
+        f"AssertionError at {HERE / 'ecosystem_envs.py'}:{line} (`assert model.nq == 3  # as "
+        "gymnasium-robotics asserts on MuJoCo's model`); fix the env (or env_kwargs) (--debug "
+        "shows the traceback)\n"
+    )
+
+
+@pytest.mark.timeout(180)
+def test_a_group_sigterm_stops_a_run_of_a_pygame_env_with_its_checkpoint(tmp_path):
+    """``timeout`` sends SIGTERM to the whole process group: the workers (whose env brought
+    pygame and handlers of its own) and multiprocessing's fork server outlive it, and the
+    run stops as on Pendulum: a checkpoint, the resume line, exit status 143."""
+    argv = train_argv(tmp_path, "T", "ecosystem_envs:make_handler_env", "steps=10000000")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batchppo", *argv], cwd=HERE, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        metrics = tmp_path / "T-pendulum_fast" / "metrics.jsonl"
+        deadline = time.monotonic() + 120
+        while not (metrics.exists() and metrics.read_text().count('"train"') >= 2):
+            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
+            time.sleep(0.2)
+        os.killpg(process.pid, signal.SIGTERM)
+        out, err = process.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 143, err
+    assert "WorkerDiedError" not in err
+    assert re.search(r"stopped at step [\d,]+; checkpoint saved at step", err), err
+    assert out.startswith("resume with: batchppo train --config pendulum_fast ")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_minigrid_empty_learns_from_its_recipe_as_a_grid_of_codes(capsys, ecosystem):
+    """MiniGrid-Empty-5x5 under ImgObsWrapper (7x7x3 uint8 ids): the grid-of-codes recipe
+    reaches a mean-action return of 0.9 within 32,768 steps (seeds 0-2 at 100,000 steps:
+    docs/benchmarks.md, 12)."""
+    pytest.importorskip("minigrid")
+    env = "minigrid:MiniGrid-Empty-5x5-v0"
+    wrappers = "env_wrappers=[minigrid.wrappers.ImgObsWrapper]"
+    argv = ["--env", env, "--set", wrappers, "--set", "steps=32768", "--set", "num_workers=1"]
+    code = cli.main(["train", "--logdir", str(ecosystem), "--progress", "none", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert err.splitlines()[:2] == [
+        f"batchppo: no --config: {env} has a grid of codes (an integer image of ids, not "
+        "pixels: each cell embedded), so the run starts from the cartpole_jax recipe with "
+        "network=feed_forward (an encoder per observation leaf, a head per action leaf) "
+        "(100,000 steps); the env has no time limit of its own: max_length=500 (--set "
+        "max_length=N)",
+        "batchppo: observations: the (7, 7, 3) uint8 image is a grid of codes (each cell's "
+        "codes embedded, no CNN) (image_encoding=auto; --set image_encoding=pixels or codes "
+        "decides)",
+    ]
+    score = float(re.search(r"eval score (-?[\d.]+)", out).group(1))
+    assert score >= 0.9, out  # an episode of 5 steps scores 1 - 0.9 * 5 / 100 = 0.955
