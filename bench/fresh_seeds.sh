@@ -66,10 +66,10 @@ stage() {
 publish() {
   local p=$1 out=docs/results/$1-1M-seeds10-19
   stage $p all
-  batchppo evaluate --logdir docs/runs/s1?-$p --episodes 100 --reference targets-1m \
+  batchppo evaluate docs/runs/s1?-$p --episodes 100 --reference targets-1m \
     --json $out.json --csv $out-runs.csv --stats-json $out-stats.json
   python bench/results.py --seeds-csv $out.json $out.csv
-  batchppo evaluate --logdir docs/runs/s1?-$p --training-window 100 --max-eval-mean 1001472 \
+  batchppo evaluate docs/runs/s1?-$p --training-window 100 --max-eval-mean 1001472 \
     --json $out-training-window.json --stats-json $out-training-window-stats.json
   python bench/results.py --write README.md
 }

@@ -69,7 +69,7 @@ def test_cli_scores_runs_by_training_window_and_max_eval_mean(tmp_path, capsys):
         for s in range(3)
     ]
     out = tmp_path / "stats.json"
-    argv = ["evaluate", "--logdir", *map(str, runs), "--training-window", "5",
+    argv = ["evaluate", *map(str, runs), "--training-window", "5",
             "--max-eval-mean", "--stats-json", str(out), "--bootstrap", "100"]  # fmt: skip
     assert cli.main(argv) == 0
     printed = capsys.readouterr().out
@@ -78,6 +78,6 @@ def test_cli_scores_runs_by_training_window_and_max_eval_mean(tmp_path, capsys):
     assert "group p: Pendulum-v1 max-eval-mean 1.0 at step 10" in printed
     saved = json.loads(out.read_text())
     assert saved["max_eval_mean"]["p"]["Pendulum-v1"]["value"] == 1.0
-    argv = ["evaluate", "--logdir", str(runs[0]), "--training-window", "5", "--sample"]
+    argv = ["evaluate", str(runs[0]), "--training-window", "5", "--sample"]
     assert cli.main(argv) == 2
     assert "takes neither --sample nor --checkpoint" in capsys.readouterr().err
