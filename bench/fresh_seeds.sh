@@ -8,9 +8,9 @@
 #                                              # README's tables redrawn
 #
 # A seed counts as published once docs/runs/s<seed>-<preset> holds its final checkpoint. The
-# presets must not change between the runs of one preset: `train` records the commit it
-# starts from in runs_fresh/log.txt, and `publish` refuses runs whose config.yaml differs
-# from the preset's seed-10 run but for the seed.
+# presets must not change between the runs of one preset: `train` runs the code of one commit
+# (FRESH_COMMIT, default HEAD) from a worktree of its own and records it in runs_fresh/log.txt,
+# and `publish` refuses runs whose config differs from the preset's seed-10 run but for the seed.
 # Run it with the project's virtualenv active (batchppo on PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,9 +19,15 @@ FINAL=ckpt-000001001472.msgpack
 SEEDS="10 11 12 13 14 15 16 17 18 19"
 ALL="cheetah_fast hopper_fast walker_fast ant_fast humanoid_fast"
 
+# The runs train with the code of one commit (FRESH_COMMIT, default HEAD), checked out in a
+# worktree of its own, so that changes to the checkout while they run do not reach them.
 train() {
   mkdir -p runs_fresh
-  echo "commit $(git rev-parse HEAD) start $(date -Is)" >> runs_fresh/log.txt
+  local commit code
+  commit=$(git rev-parse "${FRESH_COMMIT:-HEAD}")
+  code=runs_fresh/code-${commit:0:12}
+  [ -d $code ] || git worktree add --detach $code $commit > /dev/null
+  echo "commit $commit start $(date -Is)" >> runs_fresh/log.txt
   for p in ${@:-$ALL}; do
     for seed in $SEEDS; do
       [ -f docs/runs/s$seed-$p/checkpoints/$FINAL ] && continue
@@ -29,15 +35,28 @@ train() {
       [ -f $dir/checkpoints/$FINAL ] && continue
       echo "$(date -Is) start $p seed $seed" >> runs_fresh/log.txt
       if [ -d $dir ]; then
-        batchppo train --config $p --logdir runs_fresh --timestamp s$seed --resume \
-          --progress lines >> $dir.out 2>&1
+        (cd $code && python -m batchppo.cli train --config $p --logdir ../../runs_fresh \
+          --timestamp s$seed --resume --progress lines) >> $dir.out 2>&1
       else
-        batchppo train --config $p --logdir runs_fresh --timestamp s$seed --set seed=$seed \
-          --progress lines > $dir.out 2>&1
+        (cd $code && python -m batchppo.cli train --config $p --logdir ../../runs_fresh \
+          --timestamp s$seed --set seed=$seed --progress lines) > $dir.out 2>&1
       fi
       echo "$(date -Is) end $p seed $seed rc=$?" >> runs_fresh/log.txt
     done
   done
+}
+
+# Whether two runs' configs are one recipe: equal but for the seed, once each is read as the
+# code reads it now (a field added since a run was made takes its default, as on resume).
+same_recipe() {
+  python - "$1" "$2" <<'PY'
+import dataclasses, sys
+from batchppo.experiment.configs import load_config
+a, b = (dataclasses.replace(load_config(path), seed=0) for path in sys.argv[1:])
+changed = [f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+if changed:
+    sys.exit(f"{sys.argv[1]}: {', '.join(changed)} differ from {sys.argv[2]}: the preset changed")
+PY
 }
 
 # Copies the preset's finished runs (config, metrics, final checkpoint) to docs/runs; with
@@ -51,12 +70,9 @@ stage() {
       [ "$need" = all ] && { echo "$src: not finished" >&2; exit 1; }
       continue
     fi
-    if ! diff <(grep -v '^seed:' $src/config.yaml) \
-              <(grep -v '^seed:' docs/runs/s10-$p/config.yaml 2>/dev/null \
-                || grep -v '^seed:' runs_fresh/s10-$p/config.yaml) > /dev/null; then
-      echo "$src: its config differs from seed 10's: the preset changed between runs" >&2
-      exit 1
-    fi
+    local first=docs/runs/s10-$p/config.yaml
+    [ -f $first ] || first=runs_fresh/s10-$p/config.yaml
+    same_recipe $src/config.yaml $first || exit 1
     mkdir -p $dst/checkpoints
     cp $src/config.yaml $src/metrics.jsonl $dst/
     cp $src/checkpoints/$FINAL $dst/checkpoints/
