@@ -10,12 +10,12 @@ Brax's tiny ``fast`` env.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import textwrap
 from pathlib import Path
 
 import pytest
+from benchlib import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,10 +55,7 @@ STAND_IN = textwrap.dedent(
 
 
 def bench_gpu():
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "bench" / "gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("gpu")
 
 
 def test_workloads_take_one_budget_or_one_per_env_count():

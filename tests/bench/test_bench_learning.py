@@ -4,11 +4,11 @@ CleanRL's score, exactly."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+from benchlib import load_bench
 
 from batchppo.experiment.logging import read_metrics
 
@@ -16,10 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench_learning():
-    spec = importlib.util.spec_from_file_location("bench_learning", ROOT / "bench" / "learning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("learning")
 
 
 def test_extrapolation_keeps_the_warmup_and_scales_the_learning_steps():

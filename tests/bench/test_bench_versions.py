@@ -3,17 +3,15 @@ keeps, exactly."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from benchlib import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench_versions():
-    spec = importlib.util.spec_from_file_location("bench_versions", ROOT / "bench" / "versions.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("versions")
 
 
 def test_flatten_keeps_numeric_leaves_by_path_and_drops_lists_and_bools():

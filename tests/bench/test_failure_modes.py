@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchlib import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "docs" / "runs"
@@ -16,12 +15,7 @@ RUNS = ROOT / "docs" / "runs"
 
 @pytest.fixture(scope="module")
 def failure_modes():
-    path = ROOT / "bench" / "failure_modes.py"
-    spec = importlib.util.spec_from_file_location("bench_failure_modes", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_failure_modes"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("failure_modes")
 
 
 def test_signal_table_reads_the_rows_of_metrics_jsonl(failure_modes):

@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchlib import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def results():
-    spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "results.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_results"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("results")
 
 
 def test_readme_tables_match_docs_results(results, capsys):

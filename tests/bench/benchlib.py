@@ -1,0 +1,20 @@
+"""What the tests of bench/ share: a bench script imported as a module."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_bench(name: str) -> ModuleType:
+    """``bench/<name>.py`` as the module ``bench_<name>``, registered in ``sys.modules`` (its
+    dataclasses look their module up there)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
