@@ -317,35 +317,74 @@ def _timed_program(train: Any, key: Any, repeats: int) -> dict[str, Any]:
     return {"compile_s": compile_s, "run_s": runs, "cpu_s": cpu}
 
 
+def _make_side(side: str, settings: dict[str, Any]) -> tuple[Any, Any, int]:
+    """``(train, key, env steps per call)`` of PureJaxRL's side or batchppo's (any backend)."""
+    import jax
+
+    if side == "purejaxrl":
+        config = dict(settings["config"])
+        train = settings["module"].make_train(config)
+        steps = int(config["NUM_UPDATES"] * config["NUM_STEPS"] * config["NUM_ENVS"])
+        return train, jax.random.PRNGKey(30), steps
+    from batchppo.algorithms.ppo import PPOConfig, make_train
+    from batchppo.algorithms.ppo.ppo import num_iterations
+
+    fields = dict(settings["config"])
+    for k in ("policy_layers", "value_layers"):
+        fields[k] = tuple(fields[k])
+    config = PPOConfig(**fields)
+    steps = num_iterations(config) * config.rollout_length * config.num_agents
+    return make_train(config), jax.random.key(0), steps
+
+
+def _profile(side: str, settings: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """One call of a short program (``profile_iterations`` iterations) under JAX's profiler.
+
+    The Perfetto trace (kernels and their launches, host and device) is written under
+    ``spec["profile"]/<side>-<workload>``; returns its folder and the call's time.
+    """
+    import jax
+
+    config = dict(settings["config"])
+    per_iteration = config.get("NUM_ENVS", config.get("num_agents")) * config.get(
+        "NUM_STEPS", config.get("rollout_length")
+    )
+    budget = per_iteration * spec["profile_iterations"]
+    config["TOTAL_TIMESTEPS" if side == "purejaxrl" else "steps"] = budget
+    train, key, steps = _make_side(side, {**settings, "config": config})
+    compiled = jax.jit(train).lower(key).compile()
+    jax.block_until_ready(compiled(key))
+    folder = Path(spec["profile"]) / f"{side}-{spec['workload']}"
+    t0 = time.perf_counter()
+    with jax.profiler.trace(str(folder), create_perfetto_trace=True):
+        jax.block_until_ready(compiled(key))
+    return {
+        "profile_dir": str(folder),
+        "profile_s": time.perf_counter() - t0,
+        "profile_steps": steps,
+    }
+
+
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
+    """Runs one side of one workload (in its own process) and returns its figures."""
     t_start = time.perf_counter()
     import jax
 
     side, repeats = spec["side"], spec["repeats"]
     out: dict[str, Any] = {"side": side}
-    if side == "purejaxrl":
-        module = import_purejaxrl(spec["purejaxrl_dir"])
+    if side in ("purejaxrl", "batchppo"):
+        settings = {"config": spec["settings"]}
+        if side == "purejaxrl":
+            settings["module"] = import_purejaxrl(spec["purejaxrl_dir"])
+        else:
+            import batchppo.algorithms.ppo  # noqa: F401  (imports timed apart from set-up)
         out["import_s"] = time.perf_counter() - t_start
-        config = dict(spec["settings"])
         t0 = time.perf_counter()
-        train = module.make_train(config)
+        train, key, out["steps"] = _make_side(side, settings)
         out["setup_s"] = time.perf_counter() - t0
-        out["steps"] = int(config["NUM_UPDATES"] * config["NUM_STEPS"] * config["NUM_ENVS"])
-        out.update(_timed_program(train, jax.random.PRNGKey(30), repeats))
-    elif side == "batchppo":
-        from batchppo.algorithms.ppo import PPOConfig, make_train
-        from batchppo.algorithms.ppo.ppo import num_iterations
-
-        out["import_s"] = time.perf_counter() - t_start
-        settings = dict(spec["settings"])
-        for k in ("policy_layers", "value_layers"):
-            settings[k] = tuple(settings[k])
-        config = PPOConfig(**settings)
-        t0 = time.perf_counter()
-        train = make_train(config)
-        out["setup_s"] = time.perf_counter() - t0
-        out["steps"] = num_iterations(config) * config.rollout_length * config.num_agents
-        out.update(_timed_program(train, jax.random.key(0), repeats))
+        out.update(_timed_program(train, key, repeats))
+        if spec.get("profile"):
+            out.update(_profile(side, settings, spec))
     elif side == "brax":
         import functools
 
@@ -423,6 +462,8 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Each workload: ``name``, its sides' worker specs (peer first), settings, differences."""
     out = []
     base = {"repeats": args.repeats}
+    if getattr(args, "profile", None):
+        base.update(profile=args.profile, profile_iterations=args.profile_iterations)
     counts = [int(x) for x in args.cartpole_envs.split(",") if x not in ("", "none")]
     budgets = [int(float(x)) for x in str(args.cartpole_steps).split(",")]
     if len(budgets) == 1:
@@ -435,11 +476,17 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.purejaxrl_dir:
             sides["purejaxrl"] = {
                 **base,
+                "workload": f"cartpole-{n}",
                 "side": "purejaxrl",
                 "purejaxrl_dir": args.purejaxrl_dir,
                 "settings": purejaxrl_config(n, steps),
             }
-        sides["batchppo"] = {**base, "side": "batchppo", "settings": batchppo_cartpole(n, steps)}
+        sides["batchppo"] = {
+            **base,
+            "side": "batchppo",
+            "workload": f"cartpole-{n}",
+            "settings": batchppo_cartpole(n, steps),
+        }
         out.append(
             {
                 "name": f"cartpole-{n}",
@@ -461,7 +508,17 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "steps": steps,
                 "settings": brax_kwargs,
             }
-        sides["batchppo"] = {**base, "side": "batchppo", "settings": {**ours, "steps": steps}}
+        for mode in args.brax_autoreset.split(","):
+            # batchppo's default restart draws a fresh reset (``cond``); ``first`` restarts
+            # from each env's first state, as Brax's AutoResetWrapper does.
+            name = "batchppo" if mode == "cond" else f"batchppo-{mode}"
+            env_kwargs = {} if mode == "cond" else {"env_kwargs": {"autoreset": mode}}
+            sides[name] = {
+                **base,
+                "side": "batchppo",
+                "workload": f"brax-{env}",
+                "settings": {**ours, "steps": steps, **env_kwargs},
+            }
         out.append(
             {"name": f"brax-{env}", "peer": "brax", "sides": sides, "differences": BRAX_DIFFERENCES}
         )
@@ -471,8 +528,8 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
 def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
     """Per side: median steps/s, compile and set-up over rounds; the ratio batchppo / peer."""
     sides: dict[str, Any] = {}
-    for side in {r["side"] for r in rows if "side" in r}:
-        ok = [r for r in rows if r.get("side") == side]
+    for side in sorted({r["side"] for r in rows if "sps" in r}):  # sides that measured
+        ok = [r for r in rows if r["side"] == side and "sps" in r]
         sides[side] = {
             "sps_median": statistics.median(r["sps"] for r in ok),
             "sps_rounds": [r["sps"] for r in ok],
@@ -483,6 +540,12 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
             "device": ok[0]["device"],
         }
     summary: dict[str, Any] = {"sides": sides}
+    if peer in sides:
+        summary["variant_ratios"] = {
+            side: sides[side]["sps_median"] / sides[peer]["sps_median"]
+            for side in sorted(sides)
+            if side.startswith("batchppo-")
+        }
     if peer in sides and "batchppo" in sides:
         summary["ratio"] = sides["batchppo"]["sps_median"] / sides[peer]["sps_median"]
         summary["cpu_ratio"] = sides["batchppo"]["cpu_sps_median"] / sides[peer]["cpu_sps_median"]
@@ -492,7 +555,9 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
             if "sps" in r:
                 by_round.setdefault(r["round"], {})[r["side"]] = r["sps"]
         summary["ratio_rounds"] = [
-            v["batchppo"] / v[peer] for _, v in sorted(by_round.items()) if len(v) == 2
+            v["batchppo"] / v[peer]
+            for _, v in sorted(by_round.items())
+            if "batchppo" in v and peer in v
         ]
     return summary
 
@@ -516,10 +581,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--brax-policy-layers", default="128,128,128,128")
     p.add_argument("--brax-value-layers", default="256,256,256,256,256")
     p.add_argument("--skip-brax-peer", action="store_true", help="batchppo's Brax side only")
+    p.add_argument(
+        "--brax-autoreset",
+        default="cond",
+        help="batchppo sides' restart modes (comma list of cond, select, first): cond is the "
+        "default side 'batchppo', the others run as 'batchppo-<mode>'",
+    )
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of the sides")
     p.add_argument("--repeats", type=int, default=2, help="timed calls per side and round")
     p.add_argument("--timeout", type=float, default=1800.0, help="per worker, seconds")
     p.add_argument("--json", help="write the results here")
+    p.add_argument(
+        "--profile",
+        help="folder for a Perfetto trace of each batchppo and PureJaxRL side (one more "
+        "compiled program per side: --profile-iterations iterations, traced once warm)",
+    )
+    p.add_argument("--profile-iterations", type=int, default=4)
     args = p.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))), flush=True)
@@ -551,8 +628,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if round_ % 2:
                 order.reverse()  # alternate which side runs first
             for name, spec in order:
-                res = {**_spawn(spec, args.timeout), "round": round_}
-                res.setdefault("side", name)
+                res = {**_spawn(spec, args.timeout), "round": round_, "side": name}
                 rows.append(res)
                 shown = {k: v for k, v in res.items() if k not in ("run_s", "cpu_s")}
                 print(f"{load['name']} {name} round {round_}: {shown}", flush=True)
@@ -563,14 +639,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{load['name']}: batchppo / {load['peer']} steps/s = {summary['ratio']:.2f} "
                 f"(rounds {rr}); by CPU time {summary['cpu_ratio']:.2f}"
             )
+
+        for side, ratio in summary.get("variant_ratios", {}).items():
+            print(f"{load['name']}: {side} / {load['peer']} steps/s = {ratio:.2f}")
         results["workloads"][load["name"]] = {
             **summary,
             "rows": rows,
             "settings": {k: v["settings"] for k, v in load["sides"].items()},
             "differences": load["differences"],
         }
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+        if args.json:  # after each workload: a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return results
 
 

@@ -28,7 +28,6 @@ from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
     PureJaxEnv,
     TimedState,
-    autoreset,
     check_autoreset,
     check_max_length,
     check_num_envs,
@@ -64,8 +63,8 @@ class GymnaxEnv(PureJaxEnv):
         param_changes: Fields of the ``EnvParams`` to change (by name).
         autoreset: How finished envs restart (`AUTORESET_MODES`):
             ``select`` (the default: gymnax resets are cheap, and a GPU does not wait for the
-            host at each step) or ``cond`` (the reset only at steps where an episode ended).
-            The values are the same either way.
+            host at each step), ``cond`` (the reset only at steps where an episode ended; the
+            same values) or ``first`` (each env from its first reset's state, as Brax does).
 
     Raises:
         ValueError: Unknown env id, or a name in ``param_changes`` that is not a field of the
@@ -192,8 +191,10 @@ class GymnaxEnv(PureJaxEnv):
     def reset(self, key: jax.Array) -> tuple[TimedState, jax.Array]:
         """Resets every env; returns ``(state, obs)``."""
         env_state, obs = self._reset_all(key)
+        obs = self._observe(obs)
         time = jnp.zeros((self._num_envs,), jnp.int32)
-        return TimedState(env_state=env_state, time=time), self._observe(obs)
+        first = (env_state, obs) if self._autoreset == "first" else None
+        return TimedState(env_state=env_state, time=time, first=first), obs
 
     def step(self, state: TimedState, action: jax.Array, key: jax.Array) -> StepResult:
         """Steps every env; finished episodes restart in the same step."""
@@ -210,9 +211,9 @@ class GymnaxEnv(PureJaxEnv):
             new_state, new_obs = self._reset_all(key_reset)
             return new_state, self._observe(new_obs)
 
-        env_state, next_obs = autoreset(done, reset_all, (env_state, final_obs), self._autoreset)
+        env_state, next_obs = self._restart(done, state, reset_all, (env_state, final_obs))
         return StepResult(
-            state=TimedState(env_state=env_state, time=jnp.where(done, 0, time)),
+            state=state.replace(env_state=env_state, time=jnp.where(done, 0, time)),
             obs=next_obs,
             reward=jnp.asarray(reward, jnp.float32).reshape(self._num_envs),
             terminated=terminated,

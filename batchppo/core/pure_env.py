@@ -29,10 +29,14 @@ __all__ = [
     "check_num_envs",
 ]
 
-AUTORESET_MODES = ("select", "cond")
-"""How the pure-JAX adapters restart finished envs (``autoreset``): ``select`` computes the
-reset at every step and selects it per env (as gymnax's own ``step`` does); ``cond`` computes
-it under ``lax.cond`` only at steps where some env finished."""
+AUTORESET_MODES = ("select", "cond", "first")
+"""How the pure-JAX adapters restart finished envs: ``select`` computes a fresh random reset at
+every step and selects it per env (as gymnax's own ``step`` does); ``cond`` computes it under
+``lax.cond`` only at steps where some env finished (on a GPU the host reads the predicate, so
+every step waits for the device); ``first`` restarts each env from the state its first reset
+drew, kept in the env state (as Brax's ``AutoResetWrapper``): no reset is computed after the
+start, but every episode of an env starts from the same state, so starts are less diverse. The
+first two give the same values; ``first`` is an opt-in for speed, or to match Brax."""
 
 
 def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
@@ -71,10 +75,12 @@ def check_max_length(max_length: Any) -> int | None:
 
 @struct.dataclass
 class TimedState:
-    """State of the pure-JAX adapters: the batched inner env state and our step count per env."""
+    """State of the pure-JAX adapters: the batched inner env state, our step count per env and,
+    with ``autoreset="first"``, what each env restarts from (None otherwise)."""
 
     env_state: Any
     time: jax.Array
+    first: Any = None
 
 
 def check_autoreset(mode: Any) -> str:
@@ -106,9 +112,10 @@ def autoreset(
 
 
 class PureJaxEnv:
-    """What the pure-JAX adapters share: batch size, spec, and our own time-limit bookkeeping.
+    """What the pure-JAX adapters share: batch size, spec, and our own time-limit and restart
+    bookkeeping.
 
-    Subclasses set ``_spec``, ``_num_envs`` and ``_max_length`` in ``__init__``.
+    Subclasses set ``_spec``, ``_num_envs``, ``_max_length`` and ``_autoreset`` in ``__init__``.
     """
 
     _spec: EnvSpec
@@ -132,6 +139,23 @@ class PureJaxEnv:
 
     def close(self) -> None:
         """Nothing to release (pure JAX)."""
+
+    _autoreset: str
+
+    def _restart(
+        self, done: jax.Array, state: TimedState, fresh: Callable[[], Any], current: Any
+    ) -> Any:
+        """``current`` with the envs where ``done`` restarted (``AUTORESET_MODES``).
+
+        Args:
+            done: ``(num_envs,)`` where an episode ended this step.
+            state: The state the step started from (its ``first`` for ``autoreset="first"``).
+            fresh: Draws a fresh reset of every env, in the layout of ``current``.
+            current: The envs after the step, in the layout the adapter keeps in ``first``.
+        """
+        if self._autoreset == "first":
+            return _batched_where(done, state.first, current)
+        return autoreset(done, fresh, current, self._autoreset)
 
     def _time_limit(
         self, time: jax.Array, terminated: jax.Array

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+import psutil
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.experiment.env_failures import mark_env_failure, state_deleted, stop_on_env_error
@@ -181,6 +182,8 @@ class Driver:
             seconds = time.monotonic() - start
             for window, part_metrics in zip(windows, metrics, strict=True):
                 window.add(part_metrics, seconds, compiling=not compiled)
+            if not compiled:
+                ledgers[0].message(start_up_line(start, seconds))
             compiled = True
             self.completed = (state, step, windows)  # an evaluation may still fail
             for i, ledger in enumerate(ledgers):
@@ -226,6 +229,21 @@ class Driver:
         if stacked:
             failure = dataclasses.replace(failure, seeds=tuple(failures))
         mark_env_failure(error, failure)
+
+
+def start_up_line(first_start: float, first_seconds: float) -> str:
+    """The line that splits a run's start into set-up, compilation and training.
+
+    Args:
+        first_start: ``time.monotonic()`` when the first iteration was called.
+        first_seconds: That iteration's duration: its compilation (or a load from the
+            persistent compilation cache) and one iteration.
+    """
+    setup = time.time() - (time.monotonic() - first_start) - psutil.Process().create_time()
+    return (
+        f"start-up: set-up {setup:.1f} s (process start to the first iteration), first "
+        f"iteration {first_seconds:.1f} s (compilation and one iteration); steps/s exclude both"
+    )
 
 
 def drive(

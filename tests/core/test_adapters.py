@@ -312,6 +312,29 @@ def test_gymnax_autoreset_select_and_cond_give_the_same_rollout():
     jax.tree.map(np.testing.assert_array_equal, trajs[0], trajs[1])
 
 
+def test_gymnax_autoreset_first_restarts_each_env_from_its_first_state():
+    """``autoreset="first"``: an env whose episode ended starts again from the observation its
+    reset drew at the start (Brax's restart), the others go on as with a fresh reset."""
+    key = jax.random.key(3)
+    first = GymnaxEnv("CartPole-v1", 5, max_length=7, normalize_ranges=False, autoreset="first")
+    fresh = GymnaxEnv("CartPole-v1", 5, max_length=7, normalize_ranges=False)
+    runs = []
+    for env in (first, fresh):
+        state = init_sim_state(env, (), key)
+        runs.append(jax.jit(rollout, static_argnums=(0, 1, 4))(
+            env, random_policy(env.spec), None, state, 40
+        ))  # fmt: skip
+    (_, traj, stats), (_, traj_fresh, _) = runs
+    obs, done = np.asarray(traj.obs), np.asarray(stats.done)
+    assert done[:-1].sum() > 5
+    steps, envs = np.nonzero(done[:-1])
+    np.testing.assert_array_equal(obs[steps + 1, envs], obs[0, envs])
+    # Up to the first end the two modes are one rollout (the same keys).
+    end = int(np.argmax(done.any(axis=1)))
+    np.testing.assert_array_equal(obs[: end + 1], np.asarray(traj_fresh.obs)[: end + 1])
+    assert not np.array_equal(obs, np.asarray(traj_fresh.obs))
+
+
 # -- HostEnv ---------------------------------------------------------------------------------------
 
 

@@ -61,3 +61,21 @@ def test_brax_make_env_and_errors():
     assert action.shape == (2, 1)
     with pytest.raises(ValueError, match="unknown Brax env 'nope'"):
         BraxEnv("nope", 2)
+
+
+@pytest.mark.timeout(300)
+def test_brax_autoreset_first_restarts_from_the_first_state():
+    """``autoreset="first"`` (Brax's own restart): every episode of an env starts from the
+    state of its first reset; with a fresh reset (the default) the starts differ."""
+    key = jax.random.key(0)
+    starts = {}
+    for mode in ("first", "cond"):
+        env = BraxEnv("inverted_pendulum", 3, max_length=4, backend="spring", autoreset=mode)
+        _, traj, _ = run_rollout(env, push(0.0), None, init_sim_state(env, (), key), 9)
+        obs = np.asarray(traj.obs)
+        assert bool(np.asarray(traj.truncated)[3].all())
+        starts[mode] = obs[[0, 4, 8]]
+    np.testing.assert_array_equal(starts["first"][1], starts["first"][0])
+    np.testing.assert_array_equal(starts["first"][2], starts["first"][0])
+    np.testing.assert_array_equal(starts["cond"][0], starts["first"][0])
+    assert not np.allclose(starts["cond"][1], starts["cond"][0])

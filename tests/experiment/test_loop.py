@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import re
 import signal
 
 import numpy as np
@@ -196,7 +197,12 @@ def test_load_policy_uses_the_checkpoint(tmp_path):
 
 def test_progress_lines_when_not_a_terminal(tmp_path, capsys):
     loop.train(fake_config(), progress="lines", trainer_factory=FakeTrainer)
-    lines = capsys.readouterr().out.splitlines()
+    start_up, *lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(
+        r"start-up: set-up \d+\.\d s \(process start to the first iteration\), first "
+        r"iteration \d+\.\d s \(compilation and one iteration\); steps/s exclude both",
+        start_up,
+    )
     assert len(lines) == len(TRAIN_STEPS) + len(EVAL_STEPS)
     assert lines[0].startswith("train step         300/1,000 ( 30%) | score     200.0 |")
     assert "steps/s | ETA " in lines[0]

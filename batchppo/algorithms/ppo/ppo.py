@@ -388,6 +388,7 @@ class PPO(ActorCriticActing):
         key, k_epochs = jax.random.split(ts.key)
         grad_fn = jax.value_and_grad(losses.ppo_loss, has_aux=True)
         optimizer = self.make_optimizer(ts.lr_scale)
+        names: list[str] = []  # the metrics' order in the vector a minibatch step returns
 
         kl_limit = None
         if config.target_kl is not None and config.objective == "clip":
@@ -395,7 +396,7 @@ class PPO(ActorCriticActing):
 
         def minibatch_step(
             carry: tuple[PyTree, PyTree, jax.Array], mb: losses.Batch
-        ) -> tuple[tuple[PyTree, PyTree, jax.Array], dict[str, jax.Array]]:
+        ) -> tuple[tuple[PyTree, PyTree, jax.Array], jax.Array]:
             params, opt_state, stopped = carry
             (loss, metrics), grads = grad_fn(params, mb, ts.beta, self.network, config)
             updates, new_opt_state = optimizer.update(grads, opt_state, params)
@@ -412,11 +413,14 @@ class PPO(ActorCriticActing):
                 "grad_norm": optax.global_norm(grads),
                 "steps_taken": 1.0 - stopped.astype(jnp.float32),
             }
-            return (new_params, new_opt_state, stopped), metrics
+            # One vector a step, not one output per metric: each stacked output of a scan
+            # is a write of its own at every step (a kernel each on a GPU).
+            names[:] = sorted(metrics)
+            return (new_params, new_opt_state, stopped), jnp.stack([metrics[k] for k in names])
 
         def epoch(
             carry: tuple[PyTree, PyTree, jax.Array], k: jax.Array
-        ) -> tuple[tuple[PyTree, PyTree, jax.Array], dict[str, jax.Array]]:
+        ) -> tuple[tuple[PyTree, PyTree, jax.Array], jax.Array]:
             perm = jax.random.permutation(k, self.num_sequences)
 
             def shuffle(x: jax.Array) -> jax.Array:
@@ -439,7 +443,7 @@ class PPO(ActorCriticActing):
             jax.random.split(k_epochs, config.update_epochs),
             unroll=self.unroll_update,
         )
-        metrics = jax.tree.map(jnp.mean, metrics)
+        metrics = {k: jnp.mean(metrics[..., i]) for i, k in enumerate(names)}
         beta = ts.beta
         if config.objective == "kl_penalty":
             # The original adapts beta to the KL of the whole batch after all epochs.

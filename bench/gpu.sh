@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# bench/gpu.py's two workloads on a lent GPU machine (the `device` tool), in one call: CartPole
+# against PureJaxRL at 4 and 2048 envs (with a Perfetto trace of each side), then Brax `ant`
+# and `humanoid` against Brax's own PPO. The machine has no package index: the packages its
+# image lacks travel as wheels in .whl/ (bench/gpu.py's docstring lists them), PureJaxRL's
+# checkout in .purejaxrl/ (both ignored; name them in the call's `carry`).
+#
+# Usage, from the repository root:
+#   bench/gpu.sh                   # on the GPU machine; results in $OUT
+#   SMALL=1 WHEELS= OUT=/tmp/out bench/gpu.sh   # the same steps at tiny sizes, on a CPU
+set -u
+OUT=${OUT:-/tmp/out}
+SMALL=${SMALL:-0}
+WHEELS=${WHEELS-.whl}  # WHEELS= where the packages are installed already
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+mkdir -p "$OUT"
+if [ -n "$WHEELS" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site "$WHEELS"/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
+echo "cpus: $(nproc)"
+
+if [ "$SMALL" = 1 ]; then
+  CARTPOLE="--cartpole-envs 4,64 --cartpole-steps 8192"
+  BRAX="--brax-envs ant --brax-autoreset cond,first --brax-num-envs 16 --brax-unroll 4 --brax-minibatches 4 --brax-epochs 2
+    --brax-policy-layers 32,32 --brax-value-layers 32,32 --brax-steps 256"
+else
+  CARTPOLE="--cartpole-envs 4,2048 --cartpole-steps 5e5,5e7"
+  BRAX="--brax-envs ant,humanoid --brax-steps 1048576"
+fi
+PJX=.purejaxrl/purejaxrl
+[ -d $PJX ] || { echo "no PureJaxRL checkout at $PJX"; exit 1; }
+timeout 230 python3 bench/gpu.py --purejaxrl-dir $PJX $CARTPOLE --brax-envs none --rounds 1 \
+  --repeats 2 --timeout 150 --profile /tmp/gpu-profile --json "$OUT/cartpole.json" 2>&1 \
+  | grep --line-buffered -v warp | tee "$OUT/cartpole.log"
+(cd /tmp/gpu-profile 2>/dev/null && find . -name perfetto_trace.json.gz | tar czf "$OUT/profiles.tgz" -T -)
+# shellcheck disable=SC2086
+timeout 320 python3 bench/gpu.py --cartpole-envs none $BRAX --rounds 1 --repeats 2 \
+  --timeout 200 --json "$OUT/brax.json" 2>&1 | grep --line-buffered -v warp | tee "$OUT/brax.log"
