@@ -236,9 +236,7 @@ TABLES = {"mujoco-fresh": fresh_table, "mujoco-protocols": protocol_tables}
 
 
 def _block(name: str) -> re.Pattern:
-    return re.compile(
-        rf"(<!-- table:{name} -->\n)(.*?)(<!-- /table:{name} -->)", re.DOTALL
-    )
+    return re.compile(rf"(<!-- table:{name} -->\n)(.*?)(<!-- /table:{name} -->)", re.DOTALL)
 
 
 def render(text: str) -> str:
