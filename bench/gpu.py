@@ -48,7 +48,8 @@ package index, the packages its image lacks travel as wheels (as docs/benchmarks
         dm-tree gast decorator tensorboardX brax==0.14.2 mujoco mujoco-mjx trimesh jaxopt \
         ml_collections   # about 27 MB; 8c's pins of flax, optax and chex where the image's differ
     # on the GPU machine (PureJaxRL's checkout travels in an ignored folder, named in `carry`);
-    # two calls, to fit 15 minutes of device time (each side's process compiles anew):
+    # bench/gpu.sh does all of it in one call of about 6 minutes (smaller budgets than below,
+    # with Perfetto traces: --profile); by hand, in two calls:
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site:$PWD
     python3 bench/gpu.py --purejaxrl-dir .purejaxrl/purejaxrl --cartpole-envs 4,2048 \
