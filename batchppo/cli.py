@@ -117,8 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--env",
         help="the env to train on: a Gymnasium id, module:EnvId (the module registers it) or "
-        "module:factory (a callable returning a gymnasium.Env); the working directory is "
-        "importable. Without --config a starting recipe is chosen from its spaces",
+        "module:factory (a callable returning a gymnasium.Env, or an env with gymnax's or "
+        "Brax's API, which then runs fused); the working directory is importable. Without "
+        "--config a starting recipe is chosen from its API and spaces",
     )  # fmt: skip
     train.add_argument(
         "--name",

@@ -57,8 +57,8 @@ def test_the_guide_runs(tmp_path, monkeypatch):
             exec(compile(body, str(GUIDE), "exec"), namespace)
         kinds.append(file or lang)
     assert kinds == [
-        "myenvs.py", "shell", "text", "shell", "reach.yaml", "shell", "shell", "python", "text",
-        "python",
+        "myenvs.py", "shell", "text", "shell", "reach.yaml", "shell", "shell", "python",
+        "jaxenvs.py", "shell", "text", "python",
     ]  # fmt: skip
     # What the blocks made: the runs the guide names, the files it writes.
     logs = tmp_path / "logs"
@@ -67,6 +67,8 @@ def test_the_guide_runs(tmp_path, monkeypatch):
     assert len(list(logs.glob("*-MyReach-v0"))) == 1
     assert len(list(logs.glob("*-pendulum_fast-make_reach"))) == 1
     assert len(list(logs.glob("*-reach-py"))) == 1
+    jax_run = configs.load_config(next(logs.glob("*-jax-cartpole")) / "config.yaml")
+    assert (jax_run.backend, jax_run.env) == ("gymnax", "jaxenvs:cartpole")
     assert (tmp_path / "reach.png").stat().st_size > 0
     full = configs.load_config(tmp_path / "pendulum_full.yaml")
     assert full == configs.get_preset("pendulum_fast")

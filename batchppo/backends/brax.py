@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from batchppo.backends.factories import is_factory_id, resolve_factory
 from batchppo.core.backends import Backend, register, unknown_id_message
 
 if TYPE_CHECKING:
@@ -19,7 +20,11 @@ __all__ = ["check_brax_id", "make_brax_env"]
 
 
 def check_brax_id(env_id: str) -> None:
-    """Raises ValueError when ``env_id`` is not a Brax env name (imports Brax)."""
+    """Raises ValueError when ``env_id`` is neither a Brax env name (imports Brax) nor a
+    ``module:factory`` that resolves (``batchppo.backends.factories``; not called here)."""
+    if is_factory_id(env_id):
+        resolve_factory(env_id)
+        return
     from brax import envs as brax_envs
 
     known = sorted(getattr(brax_envs, "_envs", {}))
@@ -40,7 +45,8 @@ def make_brax_env(
     """The ``brax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``max_length`` None is Brax's 1000 steps; ``env_kwargs`` go to
-    ``brax.envs.get_environment``; the host-side arguments are ignored (Brax observations
+    ``brax.envs.get_environment`` (or a ``module:factory``), but for ``BraxEnv``'s own
+    ``backend`` and ``autoreset``; the host-side arguments are ignored (Brax observations
     are unbounded and its actions in [-1, 1] already, so ``normalize_ranges`` changes nothing).
     """
     from batchppo.backends.brax_env import BraxEnv

@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchppo.backends.factories import call_factory, expect_api, is_factory_id
 from batchppo.core.backends import unknown_id_message
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
@@ -37,7 +38,9 @@ class BraxEnv(PureJaxEnv):
     Brax actions are already in [-1, 1]; they are clipped there, as range normalisation does.
 
     Args:
-        env_name: A Brax env name (``ant``, ``halfcheetah``, ``hopper``, ``inverted_pendulum``...).
+        env_name: A Brax env name (``ant``, ``halfcheetah``, ``hopper``, ``inverted_pendulum``...),
+            or ``module:factory`` returning an env with Brax's API, called with ``env_kwargs``
+            (``batchppo.backends.factories``).
         num_envs: Batch size.
         max_length: Time limit in steps.
         backend: Brax physics backend (``generalized``, ``positional``, ``spring``, ``mjx``);
@@ -70,7 +73,11 @@ class BraxEnv(PureJaxEnv):
         if backend is not None:
             env_kwargs["backend"] = backend
         try:
-            self._env = brax_envs.get_environment(env_name, **env_kwargs)
+            if is_factory_id(env_name):
+                self._env = call_factory(env_name, env_kwargs)
+                expect_api(env_name, self._env, "brax")
+            else:
+                self._env = brax_envs.get_environment(env_name, **env_kwargs)
         except KeyError:
             known = sorted(getattr(brax_envs, "_envs", {}))
             raise ValueError(

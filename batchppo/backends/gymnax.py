@@ -12,6 +12,7 @@ import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from batchppo.backends.factories import is_factory_id, resolve_factory
 from batchppo.core.backends import Backend, register, unknown_id_message
 from batchppo.core.lazy import deferred_imports
 
@@ -57,7 +58,11 @@ def import_gymnax() -> types.ModuleType:
 
 
 def check_gymnax_id(env_id: str) -> None:
-    """Raises ValueError when ``env_id`` is not a gymnax id (imports gymnax)."""
+    """Raises ValueError when ``env_id`` is neither a gymnax id (imports gymnax) nor a
+    ``module:factory`` that resolves (``batchppo.backends.factories``; not called here)."""
+    if is_factory_id(env_id):
+        resolve_factory(env_id)
+        return
     known = list(import_gymnax().registered_envs)
     if env_id not in known:
         raise ValueError(
@@ -96,7 +101,8 @@ def make_gymnax_env(
 ) -> GymnaxEnv:
     """The ``gymnax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
-    ``env_kwargs`` are ``EnvParams`` fields; the host-side arguments are ignored.
+    ``env_kwargs`` are ``EnvParams`` fields of a gymnax id, or the keywords a ``module:factory``
+    is called with; the host-side arguments are ignored.
     """
     from batchppo.backends.gymnax_env import GymnaxEnv
 

@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchppo.backends.factories import call_factory, expect_api, is_factory_id
 from batchppo.backends.gymnax import check_gymnax_id, import_gymnax
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
@@ -55,12 +56,15 @@ class GymnaxEnv(PureJaxEnv):
 
     Args:
         env_id: A gymnax id (tested: Pendulum-v1, CartPole-v1, MountainCarContinuous-v0,
-            Acrobot-v1).
+            Acrobot-v1), or ``module:factory`` returning an env with gymnax's API (or gymnax's
+            ``(env, params)``), called with ``param_changes`` as keywords
+            (``batchppo.backends.factories``).
         num_envs: Batch size.
         max_length: Time limit in steps; None uses the env's ``max_steps_in_episode``.
         normalize_ranges: Rescale bounded observation dims and Box actions to [-1, 1].
         env_params: gymnax ``EnvParams`` to use instead of the env's defaults.
-        param_changes: Fields of the ``EnvParams`` to change (by name).
+        param_changes: Fields of the ``EnvParams`` to change (by name); for a factory, the
+            keywords it is called with.
         autoreset: How finished envs restart (`AUTORESET_MODES`):
             ``select`` (the default: gymnax resets are cheap, and a GPU does not wait for the
             host at each step), ``cond`` (the reset only at steps where an episode ended; the
@@ -85,11 +89,18 @@ class GymnaxEnv(PureJaxEnv):
         gymnax = import_gymnax()
         from gymnax.environments import spaces
 
-        check_gymnax_id(env_id)
-        env, default_params = gymnax.make(env_id)
-        params = default_params if env_params is None else env_params
-        if param_changes:
-            params = _replace_params(env_id, params, param_changes)
+        if is_factory_id(env_id):
+            product = call_factory(env_id, param_changes)
+            expect_api(env_id, product, "gymnax")
+            env, default_params = product if isinstance(product, tuple) else (product, None)
+            params = env.default_params if default_params is None else default_params
+            params = params if env_params is None else env_params
+        else:
+            check_gymnax_id(env_id)
+            env, default_params = gymnax.make(env_id)
+            params = default_params if env_params is None else env_params
+            if param_changes:
+                params = _replace_params(env_id, params, param_changes)
         self._env = env
         self._env_id = env_id
         self._num_envs = check_num_envs(num_envs)

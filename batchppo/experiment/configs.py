@@ -30,6 +30,7 @@ import yaml
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 from batchppo.backends import get_backend
+from batchppo.backends.factories import is_factory_id
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
 
@@ -795,6 +796,75 @@ RECIPES: list[Recipe] = [
 """Starting recipes, tried in order; the first that matches the env's spaces is taken."""
 
 
+FUSED_RECIPES = {
+    "brax": "ant_brax",
+    "gymnax-discrete": "cartpole_jax",
+    "gymnax-box": "pendulum_jax",
+    "gymnax-image": "breakout_minatar",
+}
+"""The preset a factory's pure-JAX env starts from, by its API and spaces (``_fused_recipe``)."""
+
+
+def _fused_recipe(
+    env: str, env_kwargs: Mapping[str, Any] | None, env_wrappers: Sequence[Any]
+) -> tuple[RunConfig, str] | None:
+    """The recipe of a ``module:factory`` whose env has a pure-JAX API, run on its fused
+    backend (``batchppo.backends.factories``); None for any other env (a Gymnasium one)."""
+    from batchppo.backends.factories import call_factory, jax_api, resolve_factory
+
+    try:
+        resolve_factory(env)
+        product = call_factory(env, env_kwargs)
+    except ValueError:
+        # A 'module:EnvId' that the module registers, or a factory that fails: the host
+        # backends' check names the problem and its fix, with the line that raised.
+        return None
+    api = jax_api(product)
+    if api is None:
+        close = getattr(product, "close", None)
+        if callable(close):
+            close()
+        return None
+    if env_wrappers:
+        raise ConfigError(
+            f"env {env!r} returns an env with {api}'s API, which runs fused: env_wrappers wrap "
+            "Gymnasium envs; leave them out and wrap the env in its factory"
+        )
+    changes: dict[str, Any] = {"env": env, "env_kwargs": dict(env_kwargs or {}), "backend": api}
+    if api == "brax":
+        key, kind = "brax", "Brax's API"
+    else:
+        inner, params = product if isinstance(product, tuple) else (product, None)
+        params = inner.default_params if params is None else params
+        obs, act = inner.observation_space(params), inner.action_space(params)
+        shape = tuple(getattr(obs, "shape", ()))
+        discrete = type(act).__name__ == "Discrete"
+        if len(shape) == 3 and discrete:
+            key = "gymnax-image"
+        elif len(shape) == 1:
+            key = "gymnax-discrete" if discrete else "gymnax-box"
+        else:
+            raise ConfigError(
+                f"env {env!r}: no starting recipe fits gymnax observation shape {shape} and "
+                f"action space {type(act).__name__}: pick a config with --config"
+            )
+        kind = f"gymnax's API, observations {shape}, {type(act).__name__} actions"
+        own = getattr(params, "max_steps_in_episode", None)
+        changes["max_length"] = None if own else RECIPE_MAX_LENGTH
+    preset = FUSED_RECIPES[key]
+    config = replace_config(get_preset(preset), changes)
+    limit = (
+        "the env's own time limit ends episodes"
+        if config.max_length is None
+        else f"max_length={config.max_length} (--set max_length=N)"
+    )
+    message = (
+        f"no --config: {env} returns an env with {kind}, so the run is fused on the {api} "
+        f"backend from the {preset} recipe ({config.steps:,} steps); {limit}"
+    )
+    return config, message
+
+
 def recipe_for_env(
     env: str, env_kwargs: Mapping[str, Any] | None = None, env_wrappers: Sequence[Any] = ()
 ) -> tuple[RunConfig, str]:
@@ -813,6 +883,10 @@ def recipe_for_env(
         ConfigError: The env fails its start-up check, or no recipe fits its spaces (one
             line naming the spaces and what to do).
     """
+    if is_factory_id(env):
+        fused = _fused_recipe(env, env_kwargs, env_wrappers)
+        if fused is not None:
+            return fused
     probe = check_env(
         RunConfig(
             env=env,

@@ -1,0 +1,108 @@
+"""Pure-JAX envs of any library by ``module:factory``: the env id rule the fused backends share.
+
+An env id ``"module:factory"`` names a callable of an importable module; it is called with the
+run's ``env_kwargs`` and returns an env object. Which fused backend runs it follows from the
+object's API (``jax_api``):
+
+* gymnax's (``reset_env``, ``step_env`` and ``default_params``, as every
+  ``gymnax.environments.environment.Environment``; Craftax's envs share it), or a tuple
+  ``(env, params)`` as ``gymnax.make`` returns: the ``gymnax`` backend
+  ([`GymnaxEnv`][batchppo.backends.GymnaxEnv]).
+* Brax's (``reset(rng)`` and ``step(state, action)`` returning a state with ``obs``,
+  ``reward`` and ``done``, plus ``action_size`` and ``observation_size``; MuJoCo Playground's
+  ``MjxEnv`` has the same methods): the ``brax`` backend ([`BraxEnv`][batchppo.backends.BraxEnv]).
+
+Anything else (a ``gymnasium.Env``) is for the host backends, which resolve such ids
+themselves (``batchppo.envs.make.env_source``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = ["FUSED_APIS", "call_factory", "is_factory_id", "jax_api", "resolve_factory"]
+
+FUSED_APIS = ("gymnax", "brax")
+"""The env APIs a factory's product may have to run fused, each the name of its backend."""
+
+
+def is_factory_id(env_id: str) -> bool:
+    """Whether ``env_id`` has the ``module:factory`` form."""
+    return isinstance(env_id, str) and ":" in env_id
+
+
+def resolve_factory(env_id: str) -> Callable[..., Any]:
+    """The callable an env id ``"module:factory"`` names, imported (the factory is not called).
+
+    Raises:
+        ValueError: One line naming the problem and the fix: a module that cannot be imported,
+            a name it lacks, or a name that is not callable.
+    """
+    module_name, _, name = env_id.partition(":")
+    if not module_name or not name:
+        raise ValueError(f"env {env_id!r}: give 'module:factory' (a callable of the module)")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(
+            f"env {env_id!r}: cannot import {module_name!r} ({error}): put it in the working "
+            "directory or on PYTHONPATH"
+        ) from error
+    target: Any = module
+    for part in name.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"env {env_id!r}: {module_name} has no {name!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ValueError(
+            f"env {env_id!r}: {module_name}.{name} is a {type(target).__name__}, not a callable "
+            "that returns an env"
+        )
+    return target
+
+
+def call_factory(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> Any:
+    """The env that the factory ``env_id`` returns when called with ``env_kwargs``.
+
+    Raises:
+        ValueError: The id does not resolve (``resolve_factory``), or the call raised.
+    """
+    factory = resolve_factory(env_id)
+    try:
+        return factory(**dict(env_kwargs or {}))
+    except Exception as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(
+            f"env {env_id!r}: calling it with env_kwargs {dict(env_kwargs or {})} raised "
+            f"{type(error).__name__}: {first}"
+        ) from error
+
+
+def jax_api(product: Any) -> str | None:
+    """The fused backend whose API a factory's product has (``FUSED_APIS``), or None.
+
+    Args:
+        product: What an env factory returned: an env, or gymnax's ``(env, params)``.
+    """
+    env = product[0] if isinstance(product, tuple) and len(product) == 2 else product
+    if all(hasattr(env, a) for a in ("reset_env", "step_env", "default_params")):
+        return "gymnax"
+    if isinstance(product, tuple):
+        return None
+    if all(hasattr(env, a) for a in ("reset", "step", "action_size", "observation_size")):
+        return "brax"
+    return None
+
+
+def expect_api(env_id: str, product: Any, api: str) -> None:
+    """Raises a one-line ``ValueError`` unless ``product`` has ``api`` (``jax_api``)."""
+    found = jax_api(product)
+    if found != api:
+        has = f"{found}'s API" if found else f"a {type(product).__name__}"
+        raise ValueError(
+            f"env {env_id!r}: the {api} backend runs envs with {api}'s API, and the factory "
+            f"returned {has}; set backend={found or 'process'} (or leave the config out: "
+            "`batchppo train --env` picks the backend from the env)"
+        )

@@ -1,0 +1,30 @@
+"""Env factories of other libraries' pure-JAX APIs, for ``--env module:factory`` (issue 42):
+gymnax's (an env, or gymnax's ``(env, params)``), Brax's, and a Gymnasium one for contrast."""
+
+from __future__ import annotations
+
+import gymnasium
+from gymnax.environments.classic_control import CartPole
+
+
+def cartpole(**changes):
+    """The CartPole of gymnax as ``gymnax.make`` returns it, ``EnvParams`` changed by keyword."""
+    env = CartPole()
+    return env, env.default_params.replace(**changes)
+
+
+def cartpole_env():
+    """The CartPole of gymnax alone (its ``default_params`` are used)."""
+    return CartPole()
+
+
+def inverted_pendulum(**kwargs):
+    """Brax's inverted pendulum, built by Brax's own registry."""
+    from brax import envs
+
+    return envs.get_environment("inverted_pendulum", backend="spring", **kwargs)
+
+
+def gymnasium_cartpole():
+    """A Gymnasium env: for the host backends."""
+    return gymnasium.make("CartPole-v1")
