@@ -14,7 +14,6 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from batchppo import envs
 from batchppo.backends import GymnaxEnv, HostEnv, make_env
 from batchppo.core.env import Env
-from batchppo.core.mock import MockGymEnv, make_mock_vector_env, random_policy
 from batchppo.core.ranges import (
     bounded_dims,
     denormalize_action,
@@ -23,6 +22,7 @@ from batchppo.core.ranges import (
 )
 from batchppo.core.simulation import init_sim_state, rollout
 from batchppo.envs.wrappers import RangeNormalize
+from batchppo.testing import MockGymEnv, make_mock_vector_env, random_policy
 
 run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4))
 
