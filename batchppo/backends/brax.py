@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from batchppo.core.backends import Backend, register, unknown_id_message
+from batchppo.core.backends import Backend, register
+from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.brax_env import BraxEnv

@@ -14,7 +14,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.core.backends import unknown_id_message
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
     PureJaxEnv,
@@ -23,6 +22,7 @@ from batchppo.core.pure_env import (
     check_max_length,
     check_num_envs,
 )
+from batchppo.core.wording import unknown_id_message
 
 __all__ = ["BraxEnv"]
 

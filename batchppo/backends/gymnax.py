@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.backends._deferred import deferred_imports
-from batchppo.core.backends import Backend, register, unknown_id_message
+from batchppo.core.backends import Backend, register
+from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.gymnax_env import GymnaxEnv
