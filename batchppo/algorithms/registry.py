@@ -20,7 +20,6 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,6 +28,7 @@ from batchppo.algorithms.a2c import presets as a2c_presets
 from batchppo.algorithms.ppo import config as ppo_config
 from batchppo.algorithms.ppo import presets as ppo_presets
 from batchppo.core.backends import lazy
+from batchppo.core.wording import did_you_mean
 
 DEFAULT_ALGORITHM = "ppo"
 """The algorithm of a ``config.yaml`` that names none (written before the field existed)."""
@@ -84,10 +84,9 @@ def get_algorithm(name: str) -> Algorithm:
         ValueError: Unknown name, in one line with a close match and the known names.
     """
     if name not in ALGORITHMS:
-        close = difflib.get_close_matches(name, list(ALGORITHMS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(
-            f"unknown algorithm {name!r}.{hint} Known algorithms: {', '.join(ALGORITHMS)}"
+            f"unknown algorithm {name!r}.{did_you_mean(name, ALGORITHMS)} Known algorithms: "
+            f"{', '.join(ALGORITHMS)}"
         )
     return ALGORITHMS[name]
 

@@ -29,9 +29,9 @@ from batchppo.core.backends import (
     get_backend,
     lazy,
     names,
-    prose,
     register,
 )
+from batchppo.core.wording import prose
 
 # isort: off
 # Importing a backend module registers it: the built-ins, in the order messages list them.

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, register, unknown_id_message
+from batchppo.core.backends import Backend, register
+from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.brax_env import BraxEnv

@@ -15,7 +15,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchppo.backends.factories import call_factory, expect_api, is_factory_id
-from batchppo.core.backends import unknown_id_message
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
     PureJaxEnv,
@@ -24,6 +23,7 @@ from batchppo.core.pure_env import (
     check_max_length,
     check_num_envs,
 )
+from batchppo.core.wording import unknown_id_message
 
 __all__ = ["BraxEnv"]
 

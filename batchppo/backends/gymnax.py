@@ -12,9 +12,10 @@ import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from batchppo.backends._deferred import deferred_imports
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, register, unknown_id_message
-from batchppo.core.lazy import deferred_imports
+from batchppo.core.backends import Backend, register
+from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.gymnax_env import GymnaxEnv
@@ -48,7 +49,7 @@ def import_gymnax() -> types.ModuleType:
     seaborn and ``matplotlib.pyplot`` at module level for their ``render`` methods, which pulls in
     pandas and scipy.stats too: most of the import's time, on the critical path of every fused run's
     start. Those modules are imported on their first use instead
-    (``batchppo.core.lazy.deferred_imports``).
+    (``batchppo.backends._deferred.deferred_imports``).
     """
     if "gymnax" in sys.modules:
         return sys.modules["gymnax"]

@@ -7,7 +7,8 @@ Every list of backend names, check and branch of the package is derived from the
 trainer's choice between a fused (pure-JAX) and a host rollout, the experiment's env-id check, the
 backend a trained policy is loaded with and the env ``batchppo visualize`` renders.
 
-This module is the pure half: records, lookups and messages, importing nothing of a backend. The
+This module is the pure half: records and lookups, importing nothing of a backend (the wording
+of its messages is ``batchppo.core.wording``'s). The
 backends register themselves: each built-in one is a module of
 [`batchppo.backends`][batchppo.backends] that calls [`register`][batchppo.backends.register] when
 imported, and importing that package imports them all, so code that reads the registry (configs, the
@@ -31,11 +32,12 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import importlib.util
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
+
+from batchppo.core.wording import did_you_mean, prose
 
 if TYPE_CHECKING:
     from batchppo.core.env import Env
@@ -48,9 +50,7 @@ __all__ = [
     "get_backend",
     "lazy",
     "names",
-    "prose",
     "register",
-    "unknown_id_message",
 ]
 
 
@@ -209,7 +209,7 @@ def get_backend(name: str) -> Backend:
     """
     backend = BACKENDS.get(name)
     if backend is None:
-        close = _did_you_mean(name, BACKENDS)
+        close = did_you_mean(name, BACKENDS)
         raise ValueError(f"unknown backend {name!r}.{close} Choose one of {list(BACKENDS)}.")
     return backend
 
@@ -249,29 +249,3 @@ def check_restarts(backend: str, max_restarts: int) -> None:
             f"max_restarts={max_restarts}: env restarts are for the "
             f"{prose(names(supports_restarts=True))} backends only; got backend={backend!r}."
         )
-
-
-def prose(items: Iterable[str]) -> str:
-    """``"a"``, ``"a and b"``, ``"a, b and c"``."""
-    items = list(items)
-    return " and ".join(items) if len(items) < 3 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-# --- Env ids ----------------------------------------------------------------------------------
-
-
-def _did_you_mean(name: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" Did you mean {close[0]!r}?" if close else ""
-
-
-def unknown_id_message(what: str, env_id: str, known: Iterable[str], where: str) -> str:
-    """The one-line error of an unknown env id: ``unknown <what> <id>. Did you mean ...? <where>``.
-
-    Args:
-        what: The kind of id (``"gymnax env id"``).
-        env_id: The id asked for.
-        known: The valid ids (for the suggestion).
-        where: Where the valid ids come from, or the list itself.
-    """
-    return f"unknown {what} {env_id!r}.{_did_you_mean(env_id, known)} {where}"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
 import importlib
 import os
 import sys
@@ -42,6 +41,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import ClipAction, TimeLimit
 
 from batchppo.backends import HOST_BACKENDS, check_restarts
+from batchppo.core.wording import did_you_mean, unknown_id_message
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
@@ -196,12 +196,14 @@ def _import_root(module: Any, name: str) -> str | None:
 
 
 def _unknown_id(env_id: str) -> ValueError:
-    close = difflib.get_close_matches(env_id, list(gymnasium.registry), n=1, cutoff=0.6)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
     return ValueError(
-        f"unknown Gymnasium env id {env_id!r}.{hint} See `gymnasium.pprint_registry()` for the "
-        "valid ids; an id that a module registers is given as 'module:EnvId', and an "
-        "unregistered env as 'module:factory'"
+        unknown_id_message(
+            "Gymnasium env id",
+            env_id,
+            gymnasium.registry,
+            "See `gymnasium.pprint_registry()` for the valid ids; an id that a module registers is "
+            "given as 'module:EnvId', and an unregistered env as 'module:factory'",
+        )
     )
 
 
@@ -255,11 +257,10 @@ def env_source(env_id: str) -> EnvSource:
     except AttributeError:
         known = [k for k in gymnasium.registry if gymnasium.registry[k].namespace is None]
         choices = [*dir(module), *known]
-        close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(
             f"env {env_id!r}: {name!r} is neither an env id that {module_name} registers nor "
-            f"a name in {module_name}.{hint} Give 'module:EnvId' or 'module:factory'"
+            f"a name in {module_name}.{did_you_mean(name, choices)} Give 'module:EnvId' or "
+            "'module:factory'"
         ) from None
     if not callable(value):
         raise ValueError(

@@ -31,6 +31,7 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 from batchppo.backends import get_backend
 from batchppo.backends.factories import is_factory_id
+from batchppo.core.wording import did_you_mean
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
 
@@ -51,11 +52,6 @@ def preset_names() -> list[str]:
 def brax_available() -> bool:
     """Whether the optional ``brax`` package is importable."""
     return get_backend("brax").available()
-
-
-def _suggest(name: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 def seed_run_name(name: str, index: int) -> str:
@@ -87,7 +83,8 @@ def get_preset(name: str) -> RunConfig:
     preset = name if name in PRESETS else preset_of_seed_run(name)
     if preset not in PRESETS:
         raise ConfigError(
-            f"unknown config {name!r}.{_suggest(name, PRESETS)} Valid configs: {', '.join(PRESETS)}"
+            f"unknown config {name!r}.{did_you_mean(name, PRESETS)} Valid configs: "
+            f"{', '.join(PRESETS)}"
         )
     config = PRESETS[preset]
     backend = get_backend(config.backend)

@@ -11,9 +11,9 @@ import pytest
 
 from batchppo.backends import BraxEnv, GymnaxEnv, make_env
 from batchppo.backends.factories import jax_api
-from batchppo.core.mock import random_policy
 from batchppo.core.simulation import init_sim_state, rollout
 from batchppo.experiment import configs, loop
+from batchppo.testing import random_policy
 
 HERE = Path(__file__).parent
 

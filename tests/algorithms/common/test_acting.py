@@ -20,7 +20,7 @@ from batchppo.algorithms.common.networks import make_network
 from batchppo.algorithms.ppo import PPOConfig
 from batchppo.algorithms.ppo.ppo import PPO
 from batchppo.core import Env, normalize
-from batchppo.core.mock import DictCueEnv, ImageCueEnv, MockEnv
+from batchppo.testing import DictCueEnv, ImageCueEnv, MockEnv
 
 CONFIG = PPOConfig(
     backend="gymnax",

@@ -19,7 +19,7 @@ from jax.sharding import PartitionSpec
 from batchppo.algorithms.common.sharding import AXIS, Sharding, learner_devices
 from batchppo.core import init_sim_state
 from batchppo.core.keys import raw_key
-from batchppo.core.mock import MockEnv
+from batchppo.testing import MockEnv
 
 
 def config(backend: str, devices: int | None, num_agents: int = 4) -> types.SimpleNamespace:

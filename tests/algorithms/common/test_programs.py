@@ -17,7 +17,7 @@ from batchppo.algorithms.common.programs import (
     resolve_host_loop,
     resolve_xla_convolutions,
 )
-from batchppo.core.mock import DictCueEnv, ImageCueEnv
+from batchppo.testing import DictCueEnv, ImageCueEnv
 
 
 class _FailingExecutor(Executor):

@@ -11,8 +11,8 @@ import pytest
 from batchppo.algorithms.common.trainer import scan_iterations
 from batchppo.algorithms.ppo import PPOConfig, Trainer
 from batchppo.algorithms.ppo.ppo import PPO, make_train
-from batchppo.core.mock import DictCueEnv, MultiDiscreteCueEnv
 from batchppo.experiment.configs import get_preset
+from batchppo.testing import DictCueEnv, MultiDiscreteCueEnv
 
 # The shipped presets: these tests guard what `batchppo train --config NAME` runs.
 CARTPOLE = get_preset("cartpole_jax")
@@ -89,7 +89,7 @@ def test_cheetah_fast_learns_halfcheetah_in_150k_steps():
     assert history[-1] >= 1000.0, history
 
 
-# Clipped PPO for the tiny cue envs (core/mock.py): 16 envs x 16 steps, 40 iterations.
+# Clipped PPO for the tiny cue envs (batchppo/testing.py): 16 envs x 16 steps, 40 iterations.
 CUE = PPOConfig(
     backend="gymnax",
     env="CartPole-v1",  # unused: the tests pass their env

@@ -21,8 +21,8 @@ from batchppo.algorithms.ppo.ppo import (
 )
 from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
-from batchppo.core.mock import DictCueEnv, ImageCueEnv
 from batchppo.core.simulation import rollout
+from batchppo.testing import DictCueEnv, ImageCueEnv
 
 TINY = PPOConfig(
     env="Pendulum-v1",

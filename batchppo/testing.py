@@ -1,10 +1,15 @@
-"""Mock envs with fixed episode durations and a random agent, for exact tests of simulation.
+"""Fixtures for tests and examples: mock envs with fixed episode durations, a random agent and
+tiny cue tasks.
 
-The env of batch index ``i`` ends every episode after ``durations[i]`` steps, either as
-*terminated* or as *truncated* (``terminate``, per env). Its observations encode where it is:
-every element equals ``encode_obs(i, t) = 1000 * i + t`` with ``t`` the number of steps taken
-in the current episode (0 right after a reset), and the reward of a step is the new ``t``.
-An episode of length ``d`` therefore scores ``d * (d + 1) / 2``.
+Nothing of the package imports this module: the tests, the docs' examples and a user's own tests
+do. It lives outside [`batchppo.core`][batchppo.core], which imports no Gymnasium, because its
+``MockGymEnv`` is a Gymnasium env.
+
+For exact tests of simulation, the env of batch index ``i`` ends every episode after
+``durations[i]`` steps, either as *terminated* or as *truncated* (``terminate``, per env). Its
+observations encode where it is: every element equals ``encode_obs(i, t) = 1000 * i + t`` with
+``t`` the number of steps taken in the current episode (0 right after a reset), and the reward of a
+step is the new ``t``. An episode of length ``d`` therefore scores ``d * (d + 1) / 2``.
 
 ``MockEnv`` is the pure-JAX version (the [`Env`][batchppo.core.Env] API); ``MockGymEnv`` is the
 Gymnasium version with the same behaviour, for host-env tests, plus switches to inject failures and

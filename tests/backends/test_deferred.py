@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from batchppo.core import lazy
+from batchppo.backends import _deferred as deferred
 
 
 def _run(code: str) -> str:
@@ -24,7 +24,7 @@ def test_import_gymnax_defers_seaborn_and_pyplot_until_a_renderer_uses_them():
         """
         import sys
         from batchppo.backends.gymnax import import_gymnax
-        from batchppo.core.lazy import DeferredModule
+        from batchppo.backends._deferred import DeferredModule
         gymnax = import_gymnax()
         env, params = gymnax.make("Pendulum-v1")
         print("seaborn" in sys.modules, "matplotlib.pyplot" in sys.modules, "pandas" in sys.modules)
@@ -52,32 +52,32 @@ def test_import_gymnax_defers_seaborn_and_pyplot_until_a_renderer_uses_them():
 def test_deferred_imports_leave_sys_modules_as_they_were():
     name = "json.tool"  # a stdlib module this test process has not imported
     sys.modules.pop(name, None)
-    with lazy.deferred_imports(name):
+    with deferred.deferred_imports(name):
         import json.tool as placeholder
 
-        assert isinstance(placeholder, lazy.DeferredModule)
+        assert isinstance(placeholder, deferred.DeferredModule)
     assert name not in sys.modules
     import json
 
-    assert not isinstance(getattr(json, "tool", None), lazy.DeferredModule)
+    assert not isinstance(getattr(json, "tool", None), deferred.DeferredModule)
     assert callable(placeholder.main)  # the placeholder still works after the block
     import json.tool as real
 
-    assert isinstance(real, types.ModuleType) and not isinstance(real, lazy.DeferredModule)
+    assert isinstance(real, types.ModuleType) and not isinstance(real, deferred.DeferredModule)
     assert placeholder.main is real.main  # the placeholder reads the one real module
 
 
 def test_modules_imported_before_the_block_are_not_replaced():
     import json
 
-    with lazy.deferred_imports("json"):
+    with deferred.deferred_imports("json"):
         import json as again
     assert again is json
 
 
 def test_a_missing_attribute_of_the_real_module_raises_attribute_error():
     sys.modules.pop("json.tool", None)
-    with lazy.deferred_imports("json.tool"):
+    with deferred.deferred_imports("json.tool"):
         import json.tool as placeholder
     with pytest.raises(AttributeError):
         placeholder.no_such_function  # noqa: B018

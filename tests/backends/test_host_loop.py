@@ -8,8 +8,8 @@ import pytest
 
 from batchppo.backends.host_env import HostEnv
 from batchppo.backends.host_loop import HostLoop
-from batchppo.core.mock import MockEnv, make_mock_vector_env, random_policy
 from batchppo.core.simulation import init_sim_state, rollout
+from batchppo.testing import MockEnv, make_mock_vector_env, random_policy
 
 
 def _raw(state):

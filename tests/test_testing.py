@@ -1,4 +1,4 @@
-"""The mock envs and the random agent."""
+"""The mock envs and the random agent (`batchppo.testing`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from batchppo.core.env import Env
-from batchppo.core.mock import MockEnv, MockGymEnv, encode_obs, make_mock_vector_env, random_policy
+from batchppo.testing import MockEnv, MockGymEnv, encode_obs, make_mock_vector_env, random_policy
 
 
 def test_mock_env_step_by_step():

@@ -1,4 +1,5 @@
-"""Start-up time: import a package without modules it loads at import but rarely uses.
+"""Start-up time: import a package without modules it loads at import but rarely uses (for the
+``gymnax`` backend, ``batchppo.backends.gymnax``, the one user).
 
 ``import gymnax`` imports every gymnax env, and a few of them (Pong, Catch, the mazes) import
 seaborn and ``matplotlib.pyplot`` at module level for their ``render`` methods. That pulls in

@@ -10,8 +10,8 @@ import pytest
 
 from batchppo.backends import BraxEnv, make_env
 from batchppo.core.env import Env
-from batchppo.core.mock import random_policy
 from batchppo.core.simulation import init_sim_state, rollout
+from batchppo.testing import random_policy
 
 run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4))
 

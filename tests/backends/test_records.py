@@ -1,0 +1,71 @@
+"""The built-in backends' records (``batchppo.backends``): the lists derived from them, their
+env id checks and render ids."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from batchppo import backends
+from batchppo.backends import get_backend, names
+
+
+def test_builtin_records_and_derived_lists():
+    assert names() == ("process", "sync", "ray", "gymnax", "brax")
+    assert names(host=True) == ("process", "sync", "ray")
+    assert names(host=False) == ("gymnax", "brax")
+    assert names(supports_restarts=True) == ("process", "sync")
+    assert all(get_backend(n).fused for n in ("gymnax", "brax"))
+    assert not any(get_backend(n).fused for n in names(host=True))
+    assert get_backend("process").load_with == "sync" and get_backend("sync").load_with is None
+    ray_config = types.SimpleNamespace(
+        ray_address="auto",
+        ray_num_cpus=1,
+        ray_startup_timeout=5,
+        env_step_timeout=7.0,
+        env_wrappers=["minigrid.wrappers.ImgObsWrapper"],
+    )
+    wrappers = ("minigrid.wrappers.ImgObsWrapper",)  # every host backend's envs take them
+    assert get_backend("ray").options(ray_config) == {
+        "address": "auto",
+        "num_cpus": 1,
+        "startup_timeout": 5,
+        "step_timeout": 7.0,
+        "wrappers": wrappers,
+    }
+    assert get_backend("process").options(ray_config) == {
+        "step_timeout": 7.0,
+        "wrappers": wrappers,
+    }
+    assert get_backend("sync").options(ray_config) == {"wrappers": wrappers}
+    assert get_backend("gymnax").options(object()) == {}
+    assert backends.prose(["a", "b", "c"]) == "a, b and c"
+
+
+def test_env_id_checks_are_one_line_with_close_matches():
+    backends.check_gymnasium_id("Pendulum-v1")
+    # module:EnvId imports the module (envs/make.py's rule, the one home of it).
+    with pytest.raises(ValueError, match=r"^env 'some_module:Anything-v0': cannot import"):
+        backends.check_gymnasium_id("some_module:Anything-v0")
+    with pytest.raises(ValueError, match=r"unknown Gymnasium env id 'Pendulum-v9'\. Did you"):
+        backends.check_gymnasium_id("Pendulum-v9")
+    with pytest.raises(ValueError, match=r"unknown gymnax env id 'Cartpole'.*CartPole-v1"):
+        backends.check_gymnax_id("Cartpole")
+
+
+def test_render_ids():
+    gymnax = get_backend("gymnax")
+    assert gymnax.render_id is not None and gymnax.render_id("Pendulum-v1", {}) == "Pendulum-v1"
+    with pytest.raises(ValueError, match="default parameters"):
+        gymnax.render_id("Pendulum-v1", {"max_speed": 9.0})
+    with pytest.raises(ValueError, match="Gymnasium twin"):
+        gymnax.render_id("Catch-bsuite", {})
+    assert get_backend("brax").render_id is None
+
+
+def test_every_backend_is_installed_where_the_tests_run():
+    # The test extra installs every backend's optional package, so no backend (nor its
+    # presets in `batchppo list`) ships untested; a new backend's package joins the extra.
+    missing = [f"{b.name} ({b.requires})" for b in backends.BACKENDS.values() if not b.available()]
+    assert not missing, f"add these backends' packages to the test extra: {missing}"
