@@ -87,8 +87,6 @@ class GymnaxEnv(PureJaxEnv):
         autoreset: str = "select",
     ) -> None:
         gymnax = import_gymnax()
-        from gymnax.environments import spaces
-
         if is_factory_id(env_id):
             product = call_factory(env_id, param_changes)
             expect_api(env_id, product, "gymnax")
@@ -128,7 +126,8 @@ class GymnaxEnv(PureJaxEnv):
             obs_low, obs_high = normalized_bounds(obs_low, obs_high)
 
         act_space = env.action_space(params)
-        if isinstance(act_space, spaces.Discrete):
+        # By kind, not class: libraries with gymnax's API (Craftax) carry copies of its spaces.
+        if _space_kind(act_space) == "Discrete":
             self._raw_action_bounds = None
             self._spec = EnvSpec(
                 obs_shape=obs_shape,
@@ -140,7 +139,7 @@ class GymnaxEnv(PureJaxEnv):
                 obs_low=obs_low,
                 obs_high=obs_high,
             )
-        elif isinstance(act_space, spaces.Box):
+        elif _space_kind(act_space) == "Box":
             act_shape = tuple(int(s) for s in act_space.shape)
             act_low = np.broadcast_to(np.asarray(act_space.low, np.float32), act_shape).copy()
             act_high = np.broadcast_to(np.asarray(act_space.high, np.float32), act_shape).copy()
@@ -231,6 +230,16 @@ class GymnaxEnv(PureJaxEnv):
             truncated=truncated,
             final_obs=final_obs,
         )
+
+
+def _space_kind(space: Any) -> str | None:
+    """``Discrete`` or ``Box`` for a space of gymnax's kinds (or a library's copy of them)."""
+    kinds = {cls.__name__ for cls in type(space).__mro__}
+    if "Discrete" in kinds and hasattr(space, "n"):
+        return "Discrete"
+    if "Box" in kinds and all(hasattr(space, a) for a in ("low", "high", "shape")):
+        return "Box"
+    return None
 
 
 def _replace_params(env_id: str, params: Any, changes: Mapping[str, Any]) -> Any:

@@ -28,3 +28,23 @@ def inverted_pendulum(**kwargs):
 def gymnasium_cartpole():
     """A Gymnasium env: for the host backends."""
     return gymnasium.make("CartPole-v1")
+
+
+class Discrete:
+    """A library's own copy of gymnax's ``Discrete`` space, as Craftax carries one."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.shape = ()
+
+
+class OwnSpacesCartPole(CartPole):
+    """The CartPole of gymnax, its action space of the copied class."""
+
+    def action_space(self, params=None):
+        return Discrete(2)
+
+
+def own_spaces_cartpole():
+    """An env with gymnax's API and spaces of its own library's classes."""
+    return OwnSpacesCartPole()

@@ -94,3 +94,9 @@ def test_train_a_gymnax_factory_from_its_recipe(factories, tmp_path):
     stored = configs.load_config(result.run_dir / "config.yaml")
     assert (stored.backend, stored.env) == ("gymnax", "jax_factories:cartpole_env")
     assert result.score is not None and result.score > 150, result.score
+
+
+def test_spaces_of_a_library_s_own_classes(factories):
+    """Libraries with gymnax's API carry copies of its spaces (Craftax): read by kind."""
+    env = make_env("jax_factories:own_spaces_cartpole", 2, "gymnax")
+    assert env.spec.discrete and env.spec.num_actions == 2
