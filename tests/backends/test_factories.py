@@ -100,3 +100,14 @@ def test_spaces_of_a_library_s_own_classes(factories):
     """Libraries with gymnax's API carry copies of its spaces (Craftax): read by kind."""
     env = make_env("jax_factories:own_spaces_cartpole", 2, "gymnax")
     assert env.spec.discrete and env.spec.num_actions == 2
+
+
+def test_env_kwargs_choose_the_restart_of_either_fused_backend(factories):
+    """``env_kwargs: {autoreset: ...}`` reaches the adapter on both fused backends (for a
+    factory it is not passed on to the factory)."""
+    env = make_env("jax_factories:cartpole", 2, "gymnax", env_kwargs={"autoreset": "cond"})
+    assert env._autoreset == "cond"
+    env = make_env("CartPole-v1", 2, "gymnax", env_kwargs={"autoreset": "first"})
+    assert env._autoreset == "first"
+    env = make_env("jax_factories:inverted_pendulum", 2, "brax", env_kwargs={"autoreset": "first"})
+    assert env._autoreset == "first"
