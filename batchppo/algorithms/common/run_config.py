@@ -12,6 +12,7 @@ import dataclasses
 from typing import Any
 
 from batchppo import backends
+from batchppo.algorithms.common.torsos import TORSOS, torso_names
 
 EVALS_PER_RUN = 20
 """Evaluations over a run's budget when ``eval_every`` is None."""
@@ -294,8 +295,6 @@ class RunConfig:
         )
 
 
-CNNS = ("nature", "impala", "minatar")
-"""The CNN torsos for image observations (``algorithms/common/encoders.py``)."""
 NETWORKS = (
     "feed_forward",
     "recurrent",
@@ -324,7 +323,7 @@ def check_image_fields(config: Any) -> None:
     Raises:
         ValueError: One line naming the field, its value and the fix.
     """
-    check(config.cnn in CNNS, f"cnn={config.cnn!r}: choose one of {CNNS}")
+    check(config.cnn in TORSOS, f"cnn={config.cnn!r}: choose one of {torso_names()}")
     check(config.cnn_dense >= 1, f"cnn_dense={config.cnn_dense}: must be >= 1")
     check(
         config.image_encoding in IMAGE_ENCODINGS,

@@ -88,9 +88,9 @@ class PPOConfig(RunConfig):
     init_mean_factor: float = 0.1
     """Scale of the mean head's initialisation (small, as in the original)."""
     cnn: str = "nature"
-    """The CNN torso of image observations (rank-3 Box leaves): ``nature`` (Mnih et al. 2015;
-    images of at least 36x36), ``impala`` (the IMPALA ResNet) or ``minatar`` (one 3x3 conv,
-    for small grids such as MinAtar's 10x10)."""
+    """The CNN torso of image observations (rank-3 Box leaves): a name of the torso registry
+    [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS], which lists each torso with the
+    smallest image it takes (``nature``, the Nature CNN, needs sides of 36 or more)."""
     cnn_dense: int = 512
     """Width of the dense layer that ends the CNN torso."""
     image_layout: str = "auto"
