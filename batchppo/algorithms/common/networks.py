@@ -1,6 +1,6 @@
 """Policy and value networks (Flax linen) and their distributions (distrax), shared by the
-algorithms: ``make_network`` builds one from any config with the fields of
-``NetworkConfig`` (PPO's and A2C's configs have them) and the env's spaces.
+algorithms: ``make_network`` builds one from a config's network fields (``NetworkConfig``,
+which PPO's and A2C's configs inherit) and the env's spaces.
 
 How a network is chosen from the spaces:
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import distrax
 import flax.linen as nn
@@ -53,7 +53,7 @@ from batchppo.algorithms.common.heads import (
     gaussian_distribution,
     multi_categorical_distribution,
 )
-from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT
+from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT, NetworkConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
@@ -125,45 +125,6 @@ class RecurrentPolicy(nn.Module):
         x = MLP(self.layers[:-1], self.activation)(x)
         carry, x = nn.GRUCell(self.layers[-1], name="gru")(carry, x)
         return carry, self.head(x)
-
-
-class NetworkConfig(Protocol):
-    """The fields of a config that ``make_network`` reads, and no others.
-
-    ``cnn``, ``cnn_dense`` and ``image_layout`` are read only when the observation has an
-    image leaf, and ``shared_torso`` only when the observation is not one vector ``Box``,
-    so a config for vector observations may lack them.
-    """
-
-    @property
-    def network(self) -> str:
-        """One of ``NETWORKS``."""
-        ...
-
-    @property
-    def policy_layers(self) -> Sequence[int]:
-        """Hidden sizes of the policy MLP (the last one is the GRU's for recurrent policies)."""
-        ...
-
-    @property
-    def value_layers(self) -> Sequence[int]:
-        """Hidden sizes of the value MLP."""
-        ...
-
-    @property
-    def activation(self) -> str:
-        """Hidden activation: ``relu`` or ``tanh``."""
-        ...
-
-    @property
-    def init_std(self) -> float:
-        """Initial standard deviation of the Gaussian policies."""
-        ...
-
-    @property
-    def init_mean_factor(self) -> float:
-        """Scale of the policy head's initialisation."""
-        ...
 
 
 class Network(NamedTuple):
@@ -283,7 +244,9 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
     """Builds the network for an env's spaces (see the module docstring for how).
 
     Args:
-        config: Any config with the fields of ``NetworkConfig``; PPO's and A2C's have them.
+        config: A ``NetworkConfig`` (PPO's and A2C's configs are), or any object with its
+            fields: the image fields are read only for an image observation and
+            ``shared_torso`` only for one that is not one vector ``Box``.
         spec: The environment's spec (its ``obs_space`` and ``action_space`` trees).
 
     Returns:
