@@ -240,6 +240,30 @@ class _Inputs:
         ]
 
 
+NetworkFactory = Callable[[Any, EnvSpec], Network]
+"""``(config, spec) -> Network``: builds an algorithm's network from its config and the env's
+spec, as Brax's ``network_factory``. ``make_network`` is the default; a factory of one's own is
+passed to ``Trainer``, ``SeedsTrainer``, ``make_train`` or ``batchppo.train`` as
+``network_factory``."""
+
+
+def build_network(
+    config: Any, spec: EnvSpec, network_factory: NetworkFactory | None = None
+) -> Network:
+    """The network of a run: ``network_factory(config, spec)``, or ``make_network``'s.
+
+    Raises:
+        TypeError: The factory returned something other than a ``Network``.
+    """
+    network = (network_factory or make_network)(config, spec)
+    if not isinstance(network, Network):
+        raise TypeError(
+            f"network_factory returned a {type(network).__name__}, not a Network: build one "
+            "with batchppo.algorithms.common.networks.make_network, or as it does"
+        )
+    return network
+
+
 def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
     """Builds the network for an env's spaces (see the module docstring for how).
 
@@ -391,9 +415,11 @@ __all__ = [
     "MultiCategoricalHead",
     "Network",
     "NetworkConfig",
+    "NetworkFactory",
     "RecurrentPolicy",
     "ValueNet",
     "bernoulli_distribution",
+    "build_network",
     "categorical_distribution",
     "gaussian_distribution",
     "make_network",
