@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.experiment.env_failures import EnvFailure, env_failure
@@ -58,8 +59,12 @@ from batchppo.experiment.trainers import (
     TrainerFactory,
     TrainerLike,
     default_trainer_factory,
+    network_trainer_factory,
 )
 from batchppo.experiment.window import EPISODE_METRICS, RUNNING_TOTALS
+
+if TYPE_CHECKING:
+    from batchppo.algorithms.common.networks import NetworkFactory
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -98,6 +103,7 @@ def train(
     trainer_factory: TrainerFactory | None = None,
     seeds: int | None = None,
     resume: bool = False,
+    network_factory: NetworkFactory | None = None,
 ) -> TrainResult | list[TrainResult]:
     """Trains a policy; resumes when ``<logdir>/<timestamp>-<name>`` already exists.
 
@@ -132,6 +138,13 @@ def train(
         seeds: Train this many seeds together (see above); None: one run.
         resume: The run (every seed's) must exist: a missing run dir raises
             [`RunDirError`][batchppo.experiment.RunDirError] instead of starting a new run.
+        network_factory: Builds the network of the algorithm's trainer, ``(config, spec) ->
+            Network``, as Brax's ``network_factory``
+            ([`NetworkFactory`][batchppo.algorithms.common.networks.NetworkFactory]); None:
+            ``make_network``, from the config's network fields. Not with ``trainer_factory``.
+            The run's ``config.yaml`` does not record it: a resume needs the same factory, and
+            loading the run (``load_run``, ``evaluate_run``, ``visualize``, ``export_run``)
+            a ``trainer_factory`` that builds the trainer with it.
 
     Returns:
         The final state, last eval score, step count and run dir; with ``seeds``, a list of
@@ -147,13 +160,20 @@ def train(
     """
     if resume and (logdir is None or timestamp is None):
         raise RunDirError("--resume needs --logdir and --timestamp: the run to resume")
+    if network_factory is not None and trainer_factory is not None:
+        raise TypeError(
+            "train: network_factory= builds the network of the algorithm's trainer; with "
+            "trainer_factory=, have that factory pass it to the trainer it builds"
+        )
     if seeds is not None:
         if trainer_factory is not None:
             raise TypeError("train: seeds= trains with the algorithm's SeedsTrainer (no factory)")
         return train_seeds(
             config, logdir, seeds, name=name, timestamp=timestamp, overrides=overrides,
-            progress=progress, resume=resume, env=env,
+            progress=progress, resume=resume, env=env, network_factory=network_factory,
         )  # fmt: skip
+    if network_factory is not None:
+        trainer_factory = network_trainer_factory(network_factory)
     return launch(
         SingleRunLayout(trainer_factory), config, logdir, name=name, timestamp=timestamp,
         overrides=overrides, progress=progress, resume=resume, env=env,

@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from batchppo.experiment.errors import ConfigError, RunDirError
 from batchppo.experiment.launch import EnvArg, RunDirRequest, launch
 from batchppo.experiment.ledger import TrainResult
 from batchppo.experiment.rundir import CHECKPOINT_DIR, make_timestamp, prepare_run_dir
+
+if TYPE_CHECKING:
+    from batchppo.algorithms.common.networks import NetworkFactory
 
 
 class StackedSeeds:
@@ -166,12 +169,14 @@ class SeedsLayout:
 
     Args:
         num_seeds: Number of seeds (>= 1).
+        network_factory: Builds the seeds' network (``SeedsTrainer``'s); None: the config's.
     """
 
-    def __init__(self, num_seeds: int) -> None:
+    def __init__(self, num_seeds: int, network_factory: NetworkFactory | None = None) -> None:
         if num_seeds < 1:
             raise ConfigError(f"--seeds {num_seeds}: must be >= 1")
         self.num_seeds = num_seeds
+        self.network_factory = network_factory
 
     def check(self, config: RunConfig) -> None:
         """Refuses an algorithm without a ``SeedsTrainer``.
@@ -210,7 +215,10 @@ class SeedsLayout:
     def build(self, config: RunConfig) -> Any:
         """The algorithm's ``SeedsTrainer`` of the seeds."""
         make_seeds_trainer = algorithm_of(config).seeds_trainer
-        return trainers.build_trainer(lambda c: make_seeds_trainer(c, self.num_seeds), config)
+        network = {} if self.network_factory is None else {"network_factory": self.network_factory}
+        return trainers.build_trainer(
+            lambda c: make_seeds_trainer(c, self.num_seeds, **network), config
+        )
 
     def run(
         self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
@@ -230,6 +238,7 @@ def train_seeds(
     progress: str = "auto",
     resume: bool = False,
     env: EnvArg | None = None,
+    network_factory: NetworkFactory | None = None,
 ) -> list[TrainResult]:
     """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
 
@@ -243,6 +252,7 @@ def train_seeds(
         progress: ``auto``, ``bar``, ``lines`` or ``none`` (seed 0's progress).
         resume: Every seed's run dir must exist (``--resume``).
         env: The env, replacing the config's (as [`train`][batchppo.experiment.loop.train]).
+        network_factory: Builds the network (as [`train`][batchppo.experiment.loop.train]).
 
     Returns:
         One [`TrainResult`][batchppo.experiment.ledger.TrainResult] per seed, in seed order.
@@ -252,6 +262,6 @@ def train_seeds(
             incomplete, differ or stand at different checkpoint steps.
     """
     return launch(
-        SeedsLayout(num_seeds), config, logdir, name=name, timestamp=timestamp,
+        SeedsLayout(num_seeds, network_factory), config, logdir, name=name, timestamp=timestamp,
         overrides=overrides, progress=progress, resume=resume, env=env,
     )  # fmt: skip

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
 from batchppo.experiment.errors import UserError
+
+if TYPE_CHECKING:
+    from batchppo.algorithms.common.networks import NetworkFactory
 
 # What each of a run's PRNG keys is for (``host_key(seed, purpose, ...)``): init, env resets of
 # training, training evals, and the evaluations of a saved run (``batchppo evaluate``), which
@@ -45,6 +48,19 @@ def default_trainer_factory(config: RunConfig) -> TrainerLike:
     """Builds the trainer of ``config``'s algorithm
     ([`batchppo.algorithms.registry`][batchppo.algorithms.registry])."""
     return algorithm_of(config).trainer(config)
+
+
+def network_trainer_factory(network_factory: NetworkFactory | None) -> TrainerFactory:
+    """Builds the trainer of ``config``'s algorithm with its network built by
+    ``network_factory`` (``batchppo.train(network_factory=...)``); None:
+    ``default_trainer_factory``."""
+    if network_factory is None:
+        return default_trainer_factory
+
+    def factory(config: RunConfig) -> TrainerLike:
+        return algorithm_of(config).trainer(config, network_factory=network_factory)
+
+    return factory
 
 
 def build_trainer(factory: TrainerFactory | None, config: RunConfig) -> Any:

@@ -11,6 +11,7 @@ networks are the shared ones (``batchppo.algorithms.common.networks``), as is th
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -23,7 +24,7 @@ from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.common import seeds as common_seeds
 from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
-from batchppo.algorithms.common.networks import make_network
+from batchppo.algorithms.common.networks import NetworkFactory, build_network
 from batchppo.algorithms.common.trainer import episode_metrics
 from batchppo.core import returns as returns_lib
 from batchppo.core.env import Env
@@ -52,11 +53,13 @@ class A2C(ActorCriticActing):
 
     config: A2CConfig
 
-    def __init__(self, config: A2CConfig, env: Env) -> None:
+    def __init__(
+        self, config: A2CConfig, env: Env, network_factory: NetworkFactory | None = None
+    ) -> None:
         self.config = config
         self.env = env
         self.spec = env.spec
-        self.network = make_network(config, self.spec)
+        self.network = build_network(config, self.spec, network_factory)
         self.T = config.rollout_length
         self.num_iterations = math.ceil(config.steps / (self.T * config.num_agents))
         self.minibatch_sharding: jax.sharding.Sharding | None = None  # one batch: unused
@@ -171,14 +174,30 @@ class A2C(ActorCriticActing):
 
 
 class Trainer(common.Trainer):
-    """The object API of an A2C run: the shared driver over [`A2C`][batchppo.algorithms.a2c.A2C]."""
+    """The object API of an A2C run: the shared driver over [`A2C`][batchppo.algorithms.a2c.A2C].
 
-    def __init__(self, config: A2CConfig, env: Env | None = None) -> None:
-        super().__init__(config, A2C, env)
+    Args:
+        config: The run's config.
+        env: Optional prebuilt training env (tests); built from the config otherwise.
+        network_factory: ``(config, spec) -> Network`` that builds the network
+            ([`NetworkFactory`][batchppo.algorithms.common.networks.NetworkFactory]); None:
+            ``make_network``, from the config's network fields.
+    """
+
+    def __init__(
+        self,
+        config: A2CConfig,
+        env: Env | None = None,
+        network_factory: NetworkFactory | None = None,
+    ) -> None:
+        super().__init__(config, functools.partial(A2C, network_factory=network_factory), env)
 
 
 class SeedsTrainer(common_seeds.SeedsTrainer):
-    """Several seeds of one A2C config in one program (``--seeds``)."""
+    """Several seeds of one A2C config in one program (``--seeds``); ``network_factory`` as
+    ``Trainer``'s."""
 
-    def __init__(self, config: A2CConfig, num_seeds: int) -> None:
-        super().__init__(config, num_seeds, A2C)
+    def __init__(
+        self, config: A2CConfig, num_seeds: int, network_factory: NetworkFactory | None = None
+    ) -> None:
+        super().__init__(config, num_seeds, functools.partial(A2C, network_factory=network_factory))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from batchppo.algorithms.common.run_config import RunConfig, check, check_image_fields
+from batchppo.algorithms.common.run_config import NetworkConfig, RunConfig, check
 
 NETWORKS = ("feed_forward", "feed_forward_gaussian", "feed_forward_categorical")
 OPTIMIZERS = ("rmsprop", "adam")
@@ -28,43 +28,28 @@ METRICS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class A2CConfig(RunConfig):
-    """Everything that defines an A2C run. Invalid values raise ``ValueError``."""
+class A2CConfig(NetworkConfig, RunConfig):
+    """Everything that defines an A2C run. Invalid values raise ``ValueError``.
+
+    The run-level fields are [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s
+    and the network fields
+    [`NetworkConfig`][batchppo.algorithms.common.run_config.NetworkConfig]'s (feed-forward
+    networks only: ``network`` is one of ``NETWORKS``), five of them with A2C's defaults below;
+    the other fields are A2C's.
+    """
 
     rollout_length: int = 5
     """Steps per env per update (SB3's ``n_steps``)."""
-    network: str = "feed_forward_gaussian"
-    """``feed_forward`` (the action head chosen from the action space),
-    ``feed_forward_gaussian`` or ``feed_forward_categorical`` (``common/networks.py``)."""
     policy_layers: tuple[int, ...] = (64, 64)
-    """Hidden sizes of the policy MLP."""
+    """Hidden sizes of the policy MLP (SB3's A2C; a ``NetworkConfig`` field)."""
     value_layers: tuple[int, ...] = (64, 64)
-    """Hidden sizes of the value MLP."""
+    """Hidden sizes of the value MLP (SB3's A2C; a ``NetworkConfig`` field)."""
     activation: str = "tanh"
-    """Hidden activation: ``relu`` or ``tanh``."""
+    """Hidden activation: ``relu`` or ``tanh`` (a ``NetworkConfig`` field)."""
     init_std: float = 1.0
-    """Initial standard deviation of the Gaussian policy (state-independent)."""
+    """Initial standard deviation of the Gaussian policy (a ``NetworkConfig`` field)."""
     init_mean_factor: float = 0.01
-    """Scale of the policy head's initialisation."""
-    cnn: str = "nature"
-    """The CNN torso of image observations (rank-3 Box leaves): ``nature`` (Mnih et al. 2015;
-    images of at least 36x36), ``impala`` (the IMPALA ResNet) or ``minatar`` (one 3x3 conv,
-    for small grids such as MinAtar's 10x10)."""
-    cnn_dense: int = 512
-    """Width of the dense layer that ends the CNN torso."""
-    image_layout: str = "auto"
-    """How image observations' axes are read: ``hwc``, ``chw`` or ``auto`` (the smaller of the
-    first and last axes is the channels; the last on a tie)."""
-    image_encoding: str = "auto"
-    """Integer image observations: ``pixels`` (scaled into the CNN), ``codes`` (a grid of
-    codes such as MiniGrid's object/colour/state ids: each cell's values embedded, then
-    flattened into the MLPs, no CNN) or ``auto`` (codes for an integer image whose ``high``
-    is below 255 or whose side is under 8, as MiniGrid's 7x7 view:
-    ``is_code_grid`` in ``core/spaces.py``)."""
-    shared_torso: bool = False
-    """Policy and value networks share one observation encoder (the CNNs, the norm for
-    pixels) instead of each having its own. One vector observation has no encoder: it goes
-    straight into the MLPs, so the setting changes nothing there."""
+    """Scale of the policy head's initialisation (a ``NetworkConfig`` field)."""
     optimizer: str = "rmsprop"
     """``rmsprop`` (decay 0.99, as SB3 and the paper) or ``adam``."""
     learning_rate: float = 7e-4
@@ -99,20 +84,14 @@ class A2CConfig(RunConfig):
 
     def __post_init__(self) -> None:
         self.check_run()
-        check(self.network in NETWORKS, f"network={self.network!r}: choose one of {NETWORKS}")
-        check_image_fields(self)
+        self.check_network(NETWORKS)
         check(
             self.optimizer in OPTIMIZERS,
             f"optimizer={self.optimizer!r}: choose one of {OPTIMIZERS}",
-        )
-        check(
-            self.activation in ("relu", "tanh"),
-            f"activation={self.activation!r}: use relu or tanh",
         )
         check(self.rollout_length >= 1, f"rollout_length={self.rollout_length}: must be >= 1")
         check(self.learning_rate > 0, f"learning_rate={self.learning_rate}: must be > 0")
         check(self.optimizer_eps > 0, f"optimizer_eps={self.optimizer_eps}: must be > 0")
         check(0.0 < self.discount <= 1.0, f"discount={self.discount}: must be in (0, 1]")
         check(0.0 <= self.gae_lambda <= 1.0, f"gae_lambda={self.gae_lambda}: must be in [0, 1]")
-        check(self.init_std > 0, f"init_std={self.init_std}: must be > 0")
         check(self.reward_factor > 0, f"reward_factor={self.reward_factor}: must be > 0")

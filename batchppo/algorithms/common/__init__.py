@@ -8,10 +8,11 @@
   [`Agent`][batchppo.algorithms.common.trainer.Agent] protocol.
 * ``seeds``: ``SeedsTrainer``, several seeds of one config in one program, over any agent.
 * ``sharding``: the device mesh of a data-parallel learner.
-* ``run_config``: ``RunConfig``, the run-level fields every algorithm's config subclasses (imports
-  no JAX).
-* ``networks``: the policy and value networks (``make_network``, from any config with the fields of
-  ``NetworkConfig``).
+* ``run_config``: ``RunConfig``, the run-level fields every algorithm's config subclasses, and
+  ``NetworkConfig``, the network fields of PPO's and A2C's configs (imports no JAX).
+* ``torsos``: the registry of CNN torsos, which a config's ``cnn`` names (imports no JAX).
+* ``networks``: the policy and value networks (``make_network``, from a config's
+  ``NetworkConfig`` fields).
 * ``acting``: ``ActorCriticActing``, the acting functions of an agent over those networks and
   streaming observation statistics (``init_sim``, ``acting_params``, ``initial_carry``,
   ``normalize_obs``, ``mode_fn``), PPO's and A2C's.

@@ -3,10 +3,10 @@
 ``ObsEncoder`` encodes every leaf of an observation (a pytree of the observation space, flattened to
 a list of leaves in tree order) by its kind and concatenates the features:
 
-* images (rank-3 ``Box``, HWC or CHW): a CNN torso (``CNNS``: the Nature CNN of Mnih et
-  al. 2015, the IMPALA ResNet of Espeholt et al. 2018, or the one-layer network of the MinAtar
-  paper, Young and Tian 2019, for small grids). uint8 frames are scaled by 1/255 here, inside
-  the network; bool and other integer images are cast to float;
+* images (rank-3 ``Box``, HWC or CHW): a CNN torso, the config's ``cnn``, one of the
+  registry ``batchppo.algorithms.common.torsos`` (the built-in ones, ``NatureCNN``,
+  ``ImpalaCNN`` and ``MinAtarCNN``, are defined here). uint8 frames are scaled by 1/255 here,
+  inside the network; bool and other integer images are cast to float;
 * grids of codes (integer images whose values name things, as MiniGrid's object, colour
   and state ids; ``is_code_grid`` of ``core/spaces.py``): each cell's codes embedded
   (``CodeEmbedding``), then flattened, with no CNN and no 1/255 scaling;
@@ -28,10 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.algorithms.common.run_config import CNNS, IMAGE_LAYOUTS
+from batchppo.algorithms.common.run_config import IMAGE_LAYOUTS
+from batchppo.algorithms.common.torsos import fitting, get_torso
 from batchppo.core import spaces
 
-__all__ = ["CNNS", "IMAGE_LAYOUTS", "ImpalaCNN", "MinAtarCNN", "NatureCNN", "ObsEncoder"]
+__all__ = ["IMAGE_LAYOUTS", "ImpalaCNN", "MinAtarCNN", "NatureCNN", "ObsEncoder"]
 
 # auto reads (84, 84, 4) and (10, 10, 4) as HWC, (4, 84, 84) as CHW.
 
@@ -54,20 +55,12 @@ def hwc_shape(shape: tuple[int, ...], layout: str) -> tuple[int, int, int]:
     return (shape[0], shape[1], shape[2])
 
 
-def _valid(size: int, kernel: int, stride: int) -> int:
-    return (size - kernel) // stride + 1
-
-
 def check_cnn(cnn: str, shape: tuple[int, ...], layout: str, where: str) -> None:
-    """Raises ``UnsupportedSpaceError`` when torso ``cnn`` does not fit an image of ``shape``."""
+    """Raises ``UnsupportedSpaceError`` when torso ``cnn`` does not fit an image of ``shape``
+    (its ``min_side`` in the registry ``torsos``), naming the torsos that fit."""
     h, w, _ = hwc_shape(shape, layout)
-    sizes = {
-        "nature": min(_valid(_valid(_valid(s, 8, 4), 4, 2), 3, 1) for s in (h, w)),
-        "minatar": min(_valid(s, 3, 1) for s in (h, w)),
-        "impala": 1,
-    }
-    if sizes[cnn] < 1:
-        fits = [name for name, size in sizes.items() if size >= 1]
+    if not get_torso(cnn).fits(h, w):
+        fits = fitting(h, w)
         raise spaces.UnsupportedSpaceError(
             f"cnn={cnn!r} does not fit the {h}x{w} image observation{where}; "
             f"use cnn={fits[0]!r} (fits: {fits})."
@@ -127,13 +120,6 @@ class ImpalaCNN(nn.Module):
             x = _ResidualBlock()(x)
         x = nn.relu(x).reshape((x.shape[0], -1))
         return nn.relu(nn.Dense(self.dense, kernel_init=_conv_init())(x))
-
-
-_CNN_CLASSES: dict[str, type[nn.Module]] = {
-    "nature": NatureCNN,
-    "impala": ImpalaCNN,
-    "minatar": MinAtarCNN,
-}
 
 
 def image_to_hwc(x: jax.Array, layout: str) -> jax.Array:
@@ -199,7 +185,7 @@ class ObsEncoder(nn.Module):
 
     Attributes:
         leaves: The observation space's leaf specs, in tree order.
-        cnn: The image torso (``CNNS``).
+        cnn: The image torso (a name of the registry ``torsos``).
         cnn_dense: Width of the CNN's final dense layer.
         layout: How image axes are read (``IMAGE_LAYOUTS``).
         encoding: How integer images are read (``image_encoding``: pixels or codes,
@@ -221,8 +207,11 @@ class ObsEncoder(nn.Module):
                 embed = CodeEmbedding(code_highs(leaf, self.layout), name=f"codes_{i}")
                 features.append(embed(grid))
             elif spaces.is_image(leaf):
-                torso = _CNN_CLASSES[self.cnn](dense=self.cnn_dense, name=f"cnn_{i}")
-                features.append(torso(image_to_float(x, self.layout)))
+                torso = get_torso(self.cnn)
+                image = image_to_float(x, self.layout)  # HWC
+                if torso.layout == "chw":
+                    image = jnp.moveaxis(image, -1, 1)
+                features.append(torso.build(self.cnn_dense, f"cnn_{i}")(image))
             else:
                 features.append(encode_leaf(leaf, x))
         return features[0] if len(features) == 1 else jnp.concatenate(features, axis=-1)

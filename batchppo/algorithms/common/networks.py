@@ -1,6 +1,6 @@
 """Policy and value networks (Flax linen) and their distributions (distrax), shared by the
-algorithms: ``make_network`` builds one from any config with the fields of
-``NetworkConfig`` (PPO's and A2C's configs have them) and the env's spaces.
+algorithms: ``make_network`` builds one from a config's network fields (``NetworkConfig``,
+which PPO's and A2C's configs inherit) and the env's spaces.
 
 How a network is chosen from the spaces:
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import distrax
 import flax.linen as nn
@@ -53,7 +53,7 @@ from batchppo.algorithms.common.heads import (
     gaussian_distribution,
     multi_categorical_distribution,
 )
-from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT
+from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT, NetworkConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
@@ -125,45 +125,6 @@ class RecurrentPolicy(nn.Module):
         x = MLP(self.layers[:-1], self.activation)(x)
         carry, x = nn.GRUCell(self.layers[-1], name="gru")(carry, x)
         return carry, self.head(x)
-
-
-class NetworkConfig(Protocol):
-    """The fields of a config that ``make_network`` reads, and no others.
-
-    ``cnn``, ``cnn_dense`` and ``image_layout`` are read only when the observation has an
-    image leaf, and ``shared_torso`` only when the observation is not one vector ``Box``,
-    so a config for vector observations may lack them.
-    """
-
-    @property
-    def network(self) -> str:
-        """One of ``NETWORKS``."""
-        ...
-
-    @property
-    def policy_layers(self) -> Sequence[int]:
-        """Hidden sizes of the policy MLP (the last one is the GRU's for recurrent policies)."""
-        ...
-
-    @property
-    def value_layers(self) -> Sequence[int]:
-        """Hidden sizes of the value MLP."""
-        ...
-
-    @property
-    def activation(self) -> str:
-        """Hidden activation: ``relu`` or ``tanh``."""
-        ...
-
-    @property
-    def init_std(self) -> float:
-        """Initial standard deviation of the Gaussian policies."""
-        ...
-
-    @property
-    def init_mean_factor(self) -> float:
-        """Scale of the policy head's initialisation."""
-        ...
 
 
 class Network(NamedTuple):
@@ -279,11 +240,37 @@ class _Inputs:
         ]
 
 
+NetworkFactory = Callable[[Any, EnvSpec], Network]
+"""``(config, spec) -> Network``: builds an algorithm's network from its config and the env's
+spec, as Brax's ``network_factory``. ``make_network`` is the default; a factory of one's own is
+passed to ``Trainer``, ``SeedsTrainer``, ``make_train`` or ``batchppo.train`` as
+``network_factory``."""
+
+
+def build_network(
+    config: Any, spec: EnvSpec, network_factory: NetworkFactory | None = None
+) -> Network:
+    """The network of a run: ``network_factory(config, spec)``, or ``make_network``'s.
+
+    Raises:
+        TypeError: The factory returned something other than a ``Network``.
+    """
+    network = (network_factory or make_network)(config, spec)
+    if not isinstance(network, Network):
+        raise TypeError(
+            f"network_factory returned a {type(network).__name__}, not a Network: build one "
+            "with batchppo.algorithms.common.networks.make_network, or as it does"
+        )
+    return network
+
+
 def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
     """Builds the network for an env's spaces (see the module docstring for how).
 
     Args:
-        config: Any config with the fields of ``NetworkConfig``; PPO's and A2C's have them.
+        config: A ``NetworkConfig`` (PPO's and A2C's configs are), or any object with its
+            fields: the image fields are read only for an image observation and
+            ``shared_torso`` only for one that is not one vector ``Box``.
         spec: The environment's spec (its ``obs_space`` and ``action_space`` trees).
 
     Returns:
@@ -428,9 +415,11 @@ __all__ = [
     "MultiCategoricalHead",
     "Network",
     "NetworkConfig",
+    "NetworkFactory",
     "RecurrentPolicy",
     "ValueNet",
     "bernoulli_distribution",
+    "build_network",
     "categorical_distribution",
     "gaussian_distribution",
     "make_network",

@@ -1,9 +1,12 @@
-"""The run-level settings every algorithm's config has: env, backend, budget, cadences, seed.
+"""The run-level settings every algorithm's config has (env, backend, budget, cadences, seed)
+and the network settings of the algorithms over the shared networks.
 
 An algorithm's config is a frozen dataclass that subclasses
 [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig] and adds its hyperparameters
-(``PPOConfig``, ``A2CConfig``). The experiment layer (loop, checkpoints, resume rules, visualize,
-plot) reads only these fields, whatever the algorithm. Importing this module does not import JAX.
+(``PPOConfig``, ``A2CConfig``); those over the shared networks take their network fields from
+[`NetworkConfig`][batchppo.algorithms.common.run_config.NetworkConfig]. The experiment
+layer (loop, checkpoints, resume rules, visualize, plot) reads only the run-level fields,
+whatever the algorithm. Importing this module does not import JAX.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from batchppo import backends
+from batchppo.algorithms.common.torsos import TORSOS, torso_names
 
 EVALS_PER_RUN = 20
 """Evaluations over a run's budget when ``eval_every`` is None."""
@@ -294,8 +298,6 @@ class RunConfig:
         )
 
 
-CNNS = ("nature", "impala", "minatar")
-"""The CNN torsos for image observations (``algorithms/common/encoders.py``)."""
 NETWORKS = (
     "feed_forward",
     "recurrent",
@@ -317,20 +319,86 @@ IMAGE_LAYOUTS = ("auto", "hwc", "chw")
 axes as the channels (the last on a tie)."""
 
 
-def check_image_fields(config: Any) -> None:
-    """Validates the image-network fields an algorithm's config shares (``cnn``,
-    ``cnn_dense``, ``image_layout``).
+ACTIVATIONS = ("relu", "tanh")
+"""The hidden activations of the MLPs."""
 
-    Raises:
-        ValueError: One line naming the field, its value and the fix.
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """The network fields every algorithm's config over the shared networks has, and the only
+    fields ``make_network`` reads (``algorithms/common/networks.py``).
+
+    ``PPOConfig`` and ``A2CConfig`` inherit them, as they inherit ``RunConfig``'s: flat fields of
+    a ``config.yaml`` and of ``--set``, after the run-level ones. The defaults are the original
+    Batch PPO's; A2C's config gives its own for the MLPs and the policy's initialisation. The
+    config's check (``check_network``) takes the network names the algorithm trains.
+
+    ``cnn``, ``cnn_dense``, ``image_layout`` and ``image_encoding`` are read only when the
+    observation has an image leaf, and ``shared_torso`` only when the observation is not one
+    vector ``Box``.
     """
-    check(config.cnn in CNNS, f"cnn={config.cnn!r}: choose one of {CNNS}")
-    check(config.cnn_dense >= 1, f"cnn_dense={config.cnn_dense}: must be >= 1")
-    check(
-        config.image_encoding in IMAGE_ENCODINGS,
-        f"image_encoding={config.image_encoding!r}: choose one of {IMAGE_ENCODINGS}",
-    )
-    check(
-        config.image_layout in IMAGE_LAYOUTS,
-        f"image_layout={config.image_layout!r}: choose one of {IMAGE_LAYOUTS}",
-    )
+
+    network: str = "feed_forward_gaussian"
+    """``feed_forward`` or ``recurrent`` (a GRU as the last policy layer; PPO only), with the
+    action head chosen from the action space (Gaussian, categorical, independent categoricals,
+    Bernoulli, their product for Dict/Tuple actions); or the original's
+    ``feed_forward_gaussian``, ``feed_forward_categorical``, ``recurrent_gaussian`` (PPO only),
+    which need one Box / one Discrete action (``algorithms/common/networks.py``)."""
+    policy_layers: tuple[int, ...] = (200, 100)
+    """Hidden sizes of the policy MLP (the last one is the GRU's for recurrent policies)."""
+    value_layers: tuple[int, ...] = (200, 100)
+    """Hidden sizes of the value MLP."""
+    activation: str = "relu"
+    """Hidden activation: ``relu`` or ``tanh``."""
+    init_std: float = 0.35
+    """Initial standard deviation of the Gaussian policy (state-independent, softplus)."""
+    init_mean_factor: float = 0.1
+    """Scale of the policy head's initialisation (small, as in the original)."""
+    cnn: str = "nature"
+    """The CNN torso of image observations (rank-3 Box leaves): a name of the torso registry
+    [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS], which lists each torso with the
+    smallest image it takes (``nature``, the Nature CNN, needs sides of 36 or more)."""
+    cnn_dense: int = 512
+    """Width of the dense layer that ends the CNN torso."""
+    image_layout: str = "auto"
+    """How image observations' axes are read: ``hwc``, ``chw`` or ``auto`` (the smaller of the
+    first and last axes is the channels; the last on a tie)."""
+    image_encoding: str = "auto"
+    """Integer image observations: ``pixels`` (scaled into the CNN), ``codes`` (a grid of
+    codes such as MiniGrid's object/colour/state ids: each cell's values embedded, then
+    flattened into the MLPs, no CNN) or ``auto`` (codes for an integer image whose ``high``
+    is below 255 or whose side is under 8, as MiniGrid's 7x7 view:
+    ``is_code_grid`` in ``core/spaces.py``)."""
+    shared_torso: bool = False
+    """Policy and value networks share one observation encoder (the CNNs, the norm for
+    pixels) instead of each having its own. One vector observation has no encoder: it goes
+    straight into the MLPs, so the setting changes nothing there."""
+
+    def __post_init__(self) -> None:
+        self.check_network()
+
+    def check_network(self, networks: tuple[str, ...] = NETWORKS) -> None:
+        """Validates the network fields.
+
+        Args:
+            networks: The values of ``network`` the algorithm trains.
+
+        Raises:
+            ValueError: One line naming the field, its value and the fix.
+        """
+        check(self.network in networks, f"network={self.network!r}: choose one of {networks}")
+        check(self.cnn in TORSOS, f"cnn={self.cnn!r}: choose one of {torso_names()}")
+        check(self.cnn_dense >= 1, f"cnn_dense={self.cnn_dense}: must be >= 1")
+        check(
+            self.image_encoding in IMAGE_ENCODINGS,
+            f"image_encoding={self.image_encoding!r}: choose one of {IMAGE_ENCODINGS}",
+        )
+        check(
+            self.image_layout in IMAGE_LAYOUTS,
+            f"image_layout={self.image_layout!r}: choose one of {IMAGE_LAYOUTS}",
+        )
+        check(
+            self.activation in ACTIVATIONS,
+            f"activation={self.activation!r}: use relu or tanh",
+        )
+        check(self.init_std > 0, f"init_std={self.init_std}: must be > 0")

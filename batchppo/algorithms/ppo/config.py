@@ -12,9 +12,9 @@ import dataclasses
 from batchppo.algorithms.common.run_config import (
     NETWORKS,
     RECURRENT,
+    NetworkConfig,
     RunConfig,
     check,
-    check_image_fields,
 )
 
 OBJECTIVES = ("kl_penalty", "clip")
@@ -41,11 +41,15 @@ METRICS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(RunConfig):
+class PPOConfig(NetworkConfig, RunConfig):
     """Everything that defines a BatchPPO training run. Invalid values raise ``ValueError``.
 
     The run-level fields (env, backend, num_agents, steps, cadences, seed...) are
-    [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s; the fields below are PPO's.
+    [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s, the network fields
+    (network, policy_layers, value_layers, activation, init_std, init_mean_factor, cnn,
+    cnn_dense, image_layout, image_encoding, shared_torso) are
+    [`NetworkConfig`][batchppo.algorithms.common.run_config.NetworkConfig]'s, with its
+    defaults; the fields below are PPO's.
     """
 
     # --- Schedule ---------------------------------------------------------------------------
@@ -69,43 +73,6 @@ class PPOConfig(RunConfig):
     chunk_length: int | None = None
     """Cut each env's rollout into sequences of this length for recurrent training; None
     keeps whole rollouts."""
-
-    # --- Networks ---------------------------------------------------------------------------
-    network: str = "feed_forward_gaussian"
-    """``feed_forward`` or ``recurrent`` (a GRU as the last policy layer), with the action
-    head chosen from the action space (Gaussian, categorical, independent categoricals,
-    Bernoulli, their product for Dict/Tuple actions); or the original's
-    ``feed_forward_gaussian``, ``feed_forward_categorical``, ``recurrent_gaussian``, which
-    need one Box / one Discrete action (``algorithms/common/networks.py``)."""
-    policy_layers: tuple[int, ...] = (200, 100)
-    """Hidden sizes of the policy MLP."""
-    value_layers: tuple[int, ...] = (200, 100)
-    """Hidden sizes of the value MLP."""
-    activation: str = "relu"
-    """Hidden activation: ``relu`` or ``tanh``."""
-    init_std: float = 0.35
-    """Initial standard deviation of the Gaussian policy (state-independent, softplus)."""
-    init_mean_factor: float = 0.1
-    """Scale of the mean head's initialisation (small, as in the original)."""
-    cnn: str = "nature"
-    """The CNN torso of image observations (rank-3 Box leaves): ``nature`` (Mnih et al. 2015;
-    images of at least 36x36), ``impala`` (the IMPALA ResNet) or ``minatar`` (one 3x3 conv,
-    for small grids such as MinAtar's 10x10)."""
-    cnn_dense: int = 512
-    """Width of the dense layer that ends the CNN torso."""
-    image_layout: str = "auto"
-    """How image observations' axes are read: ``hwc``, ``chw`` or ``auto`` (the smaller of the
-    first and last axes is the channels; the last on a tie)."""
-    image_encoding: str = "auto"
-    """Integer image observations: ``pixels`` (scaled into the CNN), ``codes`` (a grid of
-    codes such as MiniGrid's object/colour/state ids: each cell's values embedded, then
-    flattened into the MLPs, no CNN) or ``auto`` (codes for an integer image whose ``high``
-    is below 255 or whose side is under 8, as MiniGrid's 7x7 view:
-    ``is_code_grid`` in ``core/spaces.py``)."""
-    shared_torso: bool = False
-    """Policy and value networks share one observation encoder (the CNNs, the norm for
-    pixels) instead of each having its own. One vector observation has no encoder: it goes
-    straight into the MLPs, so the setting changes nothing there."""
 
     # --- Losses -----------------------------------------------------------------------------
     objective: str = "kl_penalty"
@@ -175,8 +142,7 @@ class PPOConfig(RunConfig):
 
     def __post_init__(self) -> None:
         self.check_run()
-        check(self.network in NETWORKS, f"network={self.network!r}: choose one of {NETWORKS}")
-        check_image_fields(self)
+        self.check_network(NETWORKS)
         check(
             self.objective in OBJECTIVES,
             f"objective={self.objective!r}: choose one of {OBJECTIVES}",
@@ -194,10 +160,6 @@ class PPOConfig(RunConfig):
             f"lr_kl_cap={self.lr_kl_cap}: must be > 0, or None to never scale the learning rate",
         )
         check(
-            self.activation in ("relu", "tanh"),
-            f"activation={self.activation!r}: use relu or tanh",
-        )
-        check(
             not (self.recompute_advantages and self.network in RECURRENT),
             f"recompute_advantages=True with network={self.network!r}: advantages are "
             "recomputed for feed-forward networks only; use a feed_forward network or set "
@@ -208,7 +170,6 @@ class PPOConfig(RunConfig):
         check(0.0 < self.discount <= 1.0, f"discount={self.discount}: must be in (0, 1]")
         check(0.0 <= self.gae_lambda <= 1.0, f"gae_lambda={self.gae_lambda}: must be in [0, 1]")
         check(self.learning_rate > 0, f"learning_rate={self.learning_rate}: must be > 0")
-        check(self.init_std > 0, f"init_std={self.init_std}: must be > 0")
         check(
             self.rollout_length is not None or self.max_length is not None,
             "set rollout_length, or max_length so that update_every (episodes) gives a length",

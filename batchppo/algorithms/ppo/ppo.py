@@ -40,7 +40,7 @@ from jax import lax
 from batchppo.algorithms.common import seeds as common_seeds
 from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
-from batchppo.algorithms.common.networks import Network, make_network
+from batchppo.algorithms.common.networks import Network, NetworkFactory, build_network
 from batchppo.algorithms.common.trainer import episode_metrics, make_run_env, scan_iterations
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
@@ -179,18 +179,26 @@ class PPO(ActorCriticActing):
 
     config: PPOConfig
 
-    def __init__(self, config: PPOConfig, env: Env, network: Network | None = None) -> None:
+    def __init__(
+        self,
+        config: PPOConfig,
+        env: Env,
+        network: Network | None = None,
+        network_factory: NetworkFactory | None = None,
+    ) -> None:
         """Builds the optimiser and the batch layout.
 
         Args:
             config: The run's config.
             env: The batched training env (``config.num_agents`` envs).
             network: Optional prebuilt network; built from the config otherwise.
+            network_factory: ``(config, spec) -> Network`` that builds it; None:
+                ``make_network``, from the config's network fields.
         """
         self.config = config
         self.env = env
         self.spec: EnvSpec = env.spec
-        self.network = network or make_network(config, self.spec)
+        self.network = network or build_network(config, self.spec, network_factory)
         self.T, self.L, self.num_sequences = check_layout(config, self.network.recurrent)
         self.unroll_update = resolve_unroll_update(
             config.unroll_update, self.spec, config.image_encoding
@@ -502,7 +510,9 @@ class PPO(ActorCriticActing):
         return ts, metrics
 
 
-def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dict]]:
+def make_train(
+    config: PPOConfig, network_factory: NetworkFactory | None = None
+) -> Callable[[jax.Array], tuple[TrainState, dict]]:
     """The whole training run as one pure function, for pure-JAX backends (gymnax, brax).
 
     Examples:
@@ -514,6 +524,8 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dic
 
     Args:
         config: The run's config; ``backend`` must be ``gymnax`` or ``brax``.
+        network_factory: ``(config, spec) -> Network`` that builds the network (as Brax's
+            ``network_factory``); None: ``make_network``, from the config's network fields.
 
     Returns:
         ``train_fn(key) -> (TrainState, metrics)`` where each metric has a leading axis of
@@ -527,7 +539,8 @@ def make_train(config: PPOConfig) -> Callable[[jax.Array], tuple[TrainState, dic
             f"make_train needs a pure-JAX backend {names(host=False)}, got "
             f"backend={config.backend!r}; use Trainer for host envs"
         )
-    ppo = PPO(config, make_run_env(config, config.num_agents, config.seed))
+    env = make_run_env(config, config.num_agents, config.seed)
+    ppo = PPO(config, env, network_factory=network_factory)
 
     def train_fn(key: jax.Array) -> tuple[TrainState, dict]:
         k_init, k_sim = jax.random.split(key)
@@ -553,16 +566,29 @@ class Trainer(common.Trainer):
         >>> ts, ss, metrics = trainer.iteration(ts, ss)  # doctest: +SKIP
         >>> trainer.evaluate(ts, 10, jax.random.key(2))["score"]  # doctest: +SKIP
 
+        A network of one's own, ``my_network(config, spec) -> Network`` (as Brax's
+        ``network_factory``):
+
+        >>> trainer = Trainer(config, network_factory=my_network)  # doctest: +SKIP
+
     See [`Trainer`][batchppo.algorithms.common.trainer.Trainer] for donation, devices and env
     errors.
 
     Args:
         config: The run's config.
         env: Optional prebuilt training env (tests); built from the config otherwise.
+        network_factory: ``(config, spec) -> Network`` that builds the network
+            ([`NetworkFactory`][batchppo.algorithms.common.networks.NetworkFactory]); None:
+            ``make_network``, from the config's network fields.
     """
 
-    def __init__(self, config: PPOConfig, env: Env | None = None) -> None:
-        super().__init__(config, PPO, env)
+    def __init__(
+        self,
+        config: PPOConfig,
+        env: Env | None = None,
+        network_factory: NetworkFactory | None = None,
+    ) -> None:
+        super().__init__(config, functools.partial(PPO, network_factory=network_factory), env)
         self.ppo: PPO = self.agent
         self.network = self.ppo.network
 
@@ -576,8 +602,12 @@ class SeedsTrainer(common_seeds.SeedsTrainer):
     Args:
         config: The config shared by the seeds.
         num_seeds: Number of seeds (>= 1).
+        network_factory: ``(config, spec) -> Network`` that builds the network; None:
+            ``make_network``.
     """
 
-    def __init__(self, config: PPOConfig, num_seeds: int) -> None:
-        super().__init__(config, num_seeds, PPO)
+    def __init__(
+        self, config: PPOConfig, num_seeds: int, network_factory: NetworkFactory | None = None
+    ) -> None:
+        super().__init__(config, num_seeds, functools.partial(PPO, network_factory=network_factory))
         self.ppo: PPO = self.agent

@@ -16,6 +16,7 @@ from batchppo.algorithms.common.networks import (
     gaussian_distribution,
     make_network,
 )
+from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
@@ -116,14 +117,16 @@ def test_recurrent_state_resets_at_episode_starts():
 @pytest.mark.parametrize("network", ["feed_forward_gaussian", "feed_forward_categorical"])
 def test_any_config_with_the_network_fields_builds_the_same_network(network):
     fields = {f.name for f in dataclasses.fields(NetConfig)}
-    assert fields == {n for n in dir(NetworkConfig) if not n.startswith("_")}
+    images = {"cnn", "cnn_dense", "image_layout", "image_encoding", "shared_torso"}
+    assert fields | images == {f.name for f in dataclasses.fields(NetworkConfig)}
     spec = DISC if network == "feed_forward_categorical" else CONT
     a2c = A2CConfig(network=network, policy_layers=(8, 4), value_layers=(5,))
     ppo = PPOConfig(**{name: getattr(a2c, name) for name in fields})
     plain = NetConfig(**{name: getattr(a2c, name) for name in fields})
+    alone = NetworkConfig(**{name: getattr(a2c, name) for name in fields})
     obs = jax.random.normal(jax.random.key(1), (3, *spec.obs_shape))
     outputs = []
-    for config in (plain, ppo, a2c):
+    for config in (plain, alone, ppo, a2c):
         net = make_network(config, spec)
         params = net.init(jax.random.key(0))
         dist, _ = net.policy_step(params, (), obs, jnp.zeros(3, bool))
@@ -131,6 +134,25 @@ def test_any_config_with_the_network_fields_builds_the_same_network(network):
     for leaves in outputs[1:]:
         for a, b in zip(outputs[0], leaves, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def test_the_algorithms_configs_share_one_network_config():
+    network_fields = [f.name for f in dataclasses.fields(NetworkConfig)]
+    run_fields = [f.name for f in dataclasses.fields(RunConfig)]
+    assert "shared_torso" in network_fields and "cnn" in network_fields
+    for config_class in (PPOConfig, A2CConfig):
+        assert issubclass(config_class, NetworkConfig) and issubclass(config_class, RunConfig)
+        # Flat fields: the run's, then the network's, then the algorithm's own.
+        names = [f.name for f in dataclasses.fields(config_class)]
+        assert names[: len(run_fields) + len(network_fields)] == run_fields + network_fields
+    assert PPOConfig().policy_layers == NetworkConfig().policy_layers == (200, 100)
+    a2c = A2CConfig()
+    assert (a2c.policy_layers, a2c.activation, a2c.init_std) == ((64, 64), "tanh", 1.0)
+    with pytest.raises(ValueError, match=r"network='recurrent': choose one of \('feed_forward',"):
+        A2CConfig(network="recurrent")
+    assert PPOConfig(network="recurrent").network == "recurrent"
+    with pytest.raises(ValueError, match="cnn_dense=0: must be >= 1"):
+        NetworkConfig(cnn_dense=0)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,96 @@
+"""The torso registry: each built-in record's ``min_side`` is its module's, a config's ``cnn`` is
+checked against the registry, and a torso registered from outside the package builds, in its
+own layout, with nothing else changed."""
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchppo.algorithms.a2c.config import A2CConfig
+from batchppo.algorithms.common.encoders import check_cnn
+from batchppo.algorithms.common.networks import make_network
+from batchppo.algorithms.common.torsos import (
+    TORSOS,
+    fitting,
+    get_torso,
+    register_torso,
+    torso_names,
+)
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.core import spaces
+from batchppo.core.env import EnvSpec
+
+
+def test_the_built_in_torsos_in_their_order():
+    assert torso_names() == ("nature", "impala", "minatar")
+    assert [TORSOS[name].min_side for name in torso_names()] == [36, 1, 3]
+    assert {torso.layout for torso in TORSOS.values()} == {"hwc"}
+    assert fitting(84, 84) == ["nature", "minatar", "impala"]
+    assert fitting(10, 40) == ["minatar", "impala"] and fitting(2, 2) == ["impala"]
+
+
+def _dense_inputs(torso, side):
+    """The width of the input of the torso's final dense layer on a side x side image."""
+    module = torso.build(8, "torso")
+    params = module.init(jax.random.key(0), jnp.zeros((1, side, side, 2), jnp.float32))
+    dense = [k for k in params["params"] if k.startswith("Dense")]
+    return params["params"][dense[-1]]["kernel"].shape[0]
+
+
+@pytest.mark.parametrize("name", ["nature", "impala", "minatar"])
+def test_min_side_is_the_smallest_image_the_module_leaves_a_cell_of(name):
+    torso = get_torso(name)
+    assert _dense_inputs(torso, torso.min_side) > 0
+    if torso.min_side > 1:
+        assert _dense_inputs(torso, torso.min_side - 1) == 0
+
+
+def test_configs_check_cnn_against_the_registry():
+    for config_class in (PPOConfig, A2CConfig):
+        with pytest.raises(ValueError) as info:
+            config_class(cnn="lenet")
+        assert str(info.value) == "cnn='lenet': choose one of ('nature', 'impala', 'minatar')"
+    with pytest.raises(ValueError, match=r"^cnn='lenet': choose one of"):
+        get_torso("lenet")
+    with pytest.raises(ValueError, match="registered already"):
+        register_torso("nature", nn.Dense, min_side=1, description="again")
+    with pytest.raises(ValueError, match="layout='whc'"):
+        register_torso("other", nn.Dense, min_side=1, layout="whc", description="bad layout")
+
+
+class _ChannelsFirst(nn.Module):
+    """A plug-in torso that takes its images channels first: a dense layer on their mean."""
+
+    dense: int = 4
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        assert x.shape[1] == 2, x.shape  # (B, C, H, W): the encoder put it in CHW
+        return nn.Dense(self.dense)(x.mean(axis=(2, 3)))
+
+
+@pytest.fixture
+def plug_in():
+    torso = register_torso(
+        "plug_in", _ChannelsFirst, min_side=5, layout="chw", description="a test's own"
+    )
+    yield torso
+    del TORSOS["plug_in"]
+
+
+def test_a_registered_torso_is_a_cnn_of_every_config(plug_in):
+    assert torso_names()[-1] == "plug_in" and fitting(6, 6)[0] == "plug_in"
+    config = dataclasses.replace(PPOConfig(network="feed_forward", cnn_dense=3), cnn="plug_in")
+    spec = EnvSpec.from_spaces(spaces.box((8, 8, 2), np.uint8, 0, 255), spaces.Discrete(3))
+    net = make_network(config, spec)
+    params = net.init(jax.random.key(0))
+    assert params["policy"]["encoder"]["cnn_0"]["Dense_0"]["kernel"].shape == (2, 3)
+    dist, _ = net.policy_step(params, (), jnp.zeros((4, 8, 8, 2), jnp.uint8), jnp.zeros(4, bool))
+    assert dist["logits"].shape == (4, 3)
+    with pytest.raises(spaces.UnsupportedSpaceError) as info:
+        check_cnn("plug_in", (4, 4, 2), "hwc", "")
+    assert str(info.value).endswith("use cnn='minatar' (fits: ['minatar', 'impala']).")
