@@ -159,6 +159,11 @@ class Backend:
             (``experiment.configs.check_env``); None: only ``check_env_id`` runs.
         check_spaces: ``check_spaces(observation_space, action_space)``: raises a one-line
             ``ValueError`` for spaces the learners cannot take (run on the probe's spaces).
+        export_mapping: ``export_mapping(config, trainer)``: what the env stack does around a
+            run's policy (an ``EnvMapping`` of ``batchppo.experiment.export``), which
+            ``batchppo export`` folds into its ONNX model: ``export.gymnasium_mapping`` for
+            Gymnasium envs that ``batchppo.envs.make`` builds, ``export.bounds_mapping`` for
+            an env that tells its ``raw_bounds`` (``GymnaxEnv``); None: its runs do not export.
     """
 
     name: str
@@ -176,6 +181,7 @@ class Backend:
     install: str = ""
     probe: Callable[..., Any] | None = None
     check_spaces: Callable[[Any, Any], Any] | None = None
+    export_mapping: Callable[[Any, Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.title:
