@@ -65,9 +65,10 @@ if TYPE_CHECKING:
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
-# Warning classes defined here are the run dir's (StaleLockWarning, UnverifiedCheckpointWarning):
-# printed as one `batchppo: warning:` line, as the command line's errors are.
-_ONE_LINE_WARNINGS_FROM = "batchppo.experiment."
+# Warning classes defined here are the run dir's (StaleLockWarning, UnverifiedCheckpointWarning)
+# and the backend registry's (BackendEntryPointWarning): printed as one `batchppo: warning:` line,
+# as the command line's errors are.
+_ONE_LINE_WARNINGS_FROM = ("batchppo.experiment.", "batchppo.core.backends")
 
 
 def _one_line_warnings(fallback: Callable[..., str]) -> Callable[..., str]:
@@ -745,16 +746,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Headless rendering for pygame (classic control) before anything imports it.
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    args = _parser().parse_args(argv)
+    # Only printing changes: a caller that records warnings (catch_warnings) still gets them.
+    # Set before the parser, whose presets read the backend registry (its entry points load).
+    formatter: Any = warnings.formatwarning
+    warnings.formatwarning = _one_line_warnings(formatter)
+    try:
+        args = _parser().parse_args(argv)
+    except BaseException:
+        warnings.formatwarning = formatter
+        raise
     # The working directory is importable, as under `python -m`: `--env myenvs:MyEnv-v0` finds
     # ./myenvs.py (a console script's sys.path[0] is its bin directory instead).
     cwd = os.getcwd()
     added = cwd not in sys.path and "" not in sys.path
     if added:
         sys.path.insert(0, cwd)
-    # Only printing changes: a caller that records warnings (catch_warnings) still gets them.
-    formatter: Any = warnings.formatwarning
-    warnings.formatwarning = _one_line_warnings(formatter)
     try:
         _run_dirs(args)
         return COMMANDS[args.command](args)

@@ -5,9 +5,11 @@ Each backend module registers its [`Backend`][batchppo.backends.Backend] record 
 ``batchppo.core.backends`` when imported, and this package imports them all, in the order messages
 list the backends: ``host`` (``process`` and ``sync``), ``ray``, ``gymnax`` and ``brax``. Whoever
 reads the registry (configs, the trainer, the CLI, [`batchppo.envs.make`][batchppo.envs.make.make])
-imports this package, which also re-exports the registry's lookups. The backend modules are light
-(no JAX, gymnax, Gymnasium, Brax or Ray until an env is built); their envs live in modules of their
-own, imported on first use:
+imports this package, which also re-exports the registry's lookups. Backends of other packages
+join through the ``batchppo.backends`` entry-point group, loaded on the registry's first miss or
+full listing ([`load_entry_points`][batchppo.backends.load_entry_points]). The backend modules
+are light (no JAX, gymnax, Gymnasium, Brax or Ray until an env is built); their envs live in
+modules of their own, imported on first use:
 
 * [`GymnaxEnv`][batchppo.backends.GymnaxEnv] and [`BraxEnv`][batchppo.backends.BraxEnv]: pure-JAX
   envs, fused with the learner.
@@ -24,10 +26,13 @@ from typing import TYPE_CHECKING, Any
 from batchppo._exports import lazy_exports
 from batchppo.core.backends import (
     BACKENDS,
+    ENTRY_POINT_GROUP,
     Backend,
+    BackendEntryPointWarning,
     check_restarts,
     get_backend,
     lazy,
+    load_entry_points,
     names,
     register,
 )
@@ -58,8 +63,10 @@ _LAZY = {
 
 __all__ = [
     "BACKENDS",
+    "ENTRY_POINT_GROUP",
     "HOST_BACKENDS",
     "Backend",
+    "BackendEntryPointWarning",
     "BraxEnv",
     "GymnaxEnv",
     "HostEnv",
@@ -70,15 +77,17 @@ __all__ = [
     "check_restarts",
     "get_backend",
     "lazy",
+    "load_entry_points",
     "make_env",
     "names",
     "prose",
     "register",
 ]
 
-HOST_BACKENDS: tuple[str, ...] = names(host=True)
+HOST_BACKENDS: tuple[str, ...] = tuple(n for n, b in BACKENDS.registered().items() if b.host)
 """The built-in host backends, whose envs [`batchppo.envs.make`][batchppo.envs.make.make] builds
-(its ``backend`` values); a host backend registered later builds its own envs."""
+(its ``backend`` values); a host backend registered later (a plug-in's) builds its own envs.
+Read without loading the entry points (importing this package loads none)."""
 
 
 def make_env(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchppo.backends._deferred import deferred_imports
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, register
+from batchppo.core.backends import Backend, lazy, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
@@ -128,5 +128,6 @@ register(
         host=False,
         description="gymnax envs in JAX, fused with the learner",
         render_id=_render_gymnax_twin,
+        export_mapping=lazy("batchppo.experiment.export:bounds_mapping"),
     )
 )

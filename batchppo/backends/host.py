@@ -106,6 +106,8 @@ def make_host_env(
 # spaces, or its one-line error).
 _PROBE_GYMNASIUM = lazy("batchppo.envs.make:probe_env")
 _HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
+# What the env stack does around a policy, for `batchppo export` (read off one env of the id).
+_EXPORT_GYMNASIUM = lazy("batchppo.experiment.export:gymnasium_mapping")
 
 
 def _with_wrappers(config_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
@@ -132,6 +134,7 @@ def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
         The record (not yet registered).
     """
     fields["config_options"] = _with_wrappers(fields.get("config_options"))
+    fields.setdefault("export_mapping", _EXPORT_GYMNASIUM)
     return Backend(
         name=name,
         make=functools.partial(make_host_env, backend=name),

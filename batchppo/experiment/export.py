@@ -27,8 +27,9 @@ standard Gumbel ``noise`` of shape ``(batch, num_actions)`` for a categorical (a
 ``argmax(logits + noise)``, the Gumbel-max trick, which samples the same distribution).
 
 Supported: feed-forward and recurrent (GRU) policies over one float ``Box`` observation,
-with one 1-D ``Box`` action (Gaussian) or one ``Discrete`` action (categorical), trained on the host
-backends (``process``, ``sync``, ``ray``) or ``gymnax``. Anything else raises an
+with one 1-D ``Box`` action (Gaussian) or one ``Discrete`` action (categorical), trained on a
+backend whose record tells its env mapping (``Backend.export_mapping``: the host backends
+``process``, ``sync`` and ``ray``, and ``gymnax``). Anything else raises an
 [`ExportError`][batchppo.experiment.export.ExportError] naming what is not supported.
 ``check_export`` runs the file in onnxruntime against ``load_policy`` (with the same env mapping
 applied around it) on three calls of 256 observations.
@@ -52,14 +53,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.backends import get_backend
+from batchppo.backends import BACKENDS, get_backend
 from batchppo.core import spaces
 from batchppo.core.ranges import RangeMap, range_map
+from batchppo.core.wording import prose
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loading import load_run
 from batchppo.experiment.trainers import TrainerFactory
 
-__all__ = ["EnvMapping", "ExportError", "ExportInfo", "check_export", "export_run"]
+__all__ = [
+    "EnvMapping",
+    "ExportError",
+    "ExportInfo",
+    "bounds_mapping",
+    "check_export",
+    "export_run",
+    "gymnasium_mapping",
+]
 
 OPSET = 17
 """The ONNX opset of exported models (onnxruntime 1.16 and newer run it)."""
@@ -159,7 +169,28 @@ def _map_bounds(ranges: RangeMap) -> tuple[np.ndarray, np.ndarray]:
     return low, high
 
 
-def _gymnax_mapping(env: Any, obs_space: Any, action_space: Any) -> EnvMapping:
+def gymnasium_mapping(config: Any, trainer: Any) -> EnvMapping:
+    """The ``export_mapping`` of the host backends (their records'): the env stack that
+    ``batchppo.envs.make`` builds around one env of the run's id (``host_mapping``);
+    ``trainer`` is not read."""
+    return host_mapping(config)
+
+
+def bounds_mapping(config: Any, trainer: Any) -> EnvMapping:
+    """The ``export_mapping`` of a pure-JAX backend whose env maps ranges itself and tells its
+    raw bounds, ``raw_bounds`` as [`GymnaxEnv`][batchppo.backends.GymnaxEnv]'s (the ``gymnax``
+    record's): the range maps of ``trainer.env`` (``config`` is not read).
+
+    Raises:
+        ExportError: An env without ``raw_bounds``.
+    """
+    env = trainer.env
+    if not hasattr(env, "raw_bounds"):
+        raise ExportError(
+            f"export: backend {config.backend!r}'s env {type(env).__name__} has no raw_bounds, "
+            "which its record's export_mapping reads"
+        )
+    obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
     obs_bounds, act_bounds = env.raw_bounds
     obs_map = None if obs_bounds is None else range_map(*obs_bounds, np.float32)
     act_map = None if act_bounds is None else range_map(*act_bounds, np.float32)
@@ -180,22 +211,20 @@ def _gymnax_mapping(env: Any, obs_space: Any, action_space: Any) -> EnvMapping:
 
 def env_mapping(config: Any, trainer: Any) -> EnvMapping:
     """The env stack around a run's policy (what
-    [`export_run`][batchppo.experiment.export.export_run] folds into the model).
+    [`export_run`][batchppo.experiment.export.export_run] folds into the model), as the run's
+    backend record's ``export_mapping`` gives it.
 
     Raises:
-        ExportError: A backend whose env mapping the export does not know (one line).
+        ExportError: A backend without an ``export_mapping`` (one line).
     """
-    from batchppo.backends.gymnax_env import GymnaxEnv
-
-    obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
-    if get_backend(config.backend).host:
-        return host_mapping(config)
-    if isinstance(trainer.env, GymnaxEnv):
-        return _gymnax_mapping(trainer.env, obs_space, action_space)
-    raise ExportError(
-        f"export: backend {config.backend!r} is not supported (its env's action mapping is not "
-        "known to the export); runs of the process, sync, ray and gymnax backends export"
-    )
+    mapping = get_backend(config.backend).export_mapping
+    if mapping is None:
+        exporting = prose(b.name for b in BACKENDS.values() if b.export_mapping is not None)
+        raise ExportError(
+            f"export: backend {config.backend!r} is not supported (its env's action mapping is "
+            f"not known to the export); runs of the {exporting} backends export"
+        )
+    return mapping(config, trainer)
 
 
 def check_supported(config: Any, trainer: Any) -> tuple[spaces.Box, Any]:

@@ -19,7 +19,7 @@ import onnxruntime
 import pytest
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
-from batchppo import cli
+from batchppo import backends, cli
 from batchppo.core import spaces
 from batchppo.experiment import export, loop
 
@@ -298,3 +298,32 @@ def test_host_mapping_without_range_normalisation_clips_to_the_env_bounds():
     assert with_ranges.act_clip is None  # RangeNormalize clips to [-1, 1] itself
     np.testing.assert_allclose(with_ranges.action(actions, xp=np), [[-2.0], [-1.0], [2.0]])
     np.testing.assert_allclose(with_ranges.observation(obs), [[0.5, -0.5, 9.0 / 8.0]])
+
+
+def test_the_env_mapping_is_the_backend_records():
+    # No branch on backend names: the record's export_mapping, or a one-line error naming
+    # the backends that have one.
+    with pytest.raises(export.ExportError) as info:
+        export.env_mapping(types.SimpleNamespace(backend="brax"), None)
+    assert str(info.value) == (
+        "export: backend 'brax' is not supported (its env's action mapping is not known to the "
+        "export); runs of the process, sync, ray and gymnax backends export"
+    )
+    calls = []
+    record = backends.Backend(
+        name="mapped",
+        make=backends.lazy("a:b"),
+        check_env_id=lambda env_id: None,
+        host=False,
+        description="a test's envs",
+        export_mapping=lambda config, trainer: calls.append((config, trainer)) or "the mapping",
+    )
+    backends.register(record)
+    try:
+        config = types.SimpleNamespace(backend="mapped")
+        assert export.env_mapping(config, "trainer") == "the mapping"
+        assert calls == [(config, "trainer")]
+    finally:
+        del backends.BACKENDS["mapped"]
+    with pytest.raises(export.ExportError, match=r"env object has no raw_bounds"):
+        export.bounds_mapping(config, types.SimpleNamespace(env=object()))
