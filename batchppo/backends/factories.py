@@ -50,6 +50,11 @@ def resolve_factory(env_id: str) -> Callable[..., Any]:
             f"env {env_id!r}: cannot import {module_name!r} ({error}): put it in the working "
             "directory or on PYTHONPATH"
         ) from error
+    except Exception as error:  # the module itself raised while being imported
+        first = str(error).splitlines()[0] if str(error) else ""
+        raise ValueError(
+            f"env {env_id!r}: importing {module_name!r} failed: {type(error).__name__}: {first}"
+        ) from error
     target: Any = module
     for part in name.split("."):
         if not hasattr(target, part):
