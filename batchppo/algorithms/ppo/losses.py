@@ -136,6 +136,7 @@ def clip_policy_loss(
     mask: jax.Array,
     clip_epsilon: float,
     entropy_coef: float,
+    diagnostics: bool = True,
 ) -> tuple[jax.Array, Metrics]:
     """The clipped surrogate objective of PPO with an entropy bonus.
 
@@ -147,10 +148,11 @@ def clip_policy_loss(
         mask: ``(N, L)`` float mask.
         clip_epsilon: Ratio clipping range.
         entropy_coef: Entropy bonus eta.
+        diagnostics: Also ``clip_fraction`` and ``approx_kl``, which the loss does not need.
 
     Returns:
-        ``(loss, metrics)`` with metrics ``surrogate``, ``clip_fraction``, ``entropy``,
-        ``approx_kl`` (the ``(rho - 1) - log rho`` estimator).
+        ``(loss, metrics)`` with metrics ``surrogate``, ``entropy`` and, with ``diagnostics``,
+        ``clip_fraction`` and ``approx_kl`` (the ``(rho - 1) - log rho`` estimator).
     """
     advantage = jax.lax.stop_gradient(advantage)
     log_ratio = log_prob - old_log_prob
@@ -160,14 +162,12 @@ def clip_policy_loss(
     surr = -_masked_mean(jnp.minimum(unclipped, clipped), mask)
     entropy_mean = _masked_mean(entropy, mask)
     loss = surr - entropy_coef * entropy_mean
-    metrics = {
-        "surrogate": surr,
-        "clip_fraction": _masked_mean(
+    metrics = {"surrogate": surr, "entropy": entropy_mean}
+    if diagnostics:
+        metrics["clip_fraction"] = _masked_mean(
             (jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32), mask
-        ),
-        "entropy": entropy_mean,
-        "approx_kl": _masked_mean((ratio - 1.0) - log_ratio, mask),
-    }
+        )
+        metrics["approx_kl"] = _masked_mean((ratio - 1.0) - log_ratio, mask)
     return loss, metrics
 
 
@@ -245,8 +245,9 @@ def ppo_loss(
         config: The run's config (objective and coefficients).
 
     Returns:
-        ``(loss, metrics)``; metrics hold ``policy_loss``, ``value_loss``, ``entropy``, ``kl``
-        (exact mean KL(pi_old || pi)), ``clip_fraction`` and the objective's own terms.
+        ``(loss, metrics)``; metrics hold ``policy_loss``, ``value_loss``, ``entropy``, the
+        objective's own terms and, with ``config.minibatch_diagnostics``, ``kl`` (exact mean
+        KL(pi_old || pi)) and ``clip_fraction``.
     """
     dist_params, value = network.policy_sequence_and_value(
         params, batch.carry0, batch.obs, batch.first
@@ -255,7 +256,8 @@ def ppo_loss(
     old_dist = network.distribution(batch.old_dist)
     log_prob = dist.log_prob(batch.action)
     entropy = dist.entropy()
-    kl = old_dist.kl_divergence(dist)
+    diagnostics = config.minibatch_diagnostics
+    kl = old_dist.kl_divergence(dist) if diagnostics or config.objective == "kl_penalty" else None
     advantage = batch.advantage
     if config.normalize_advantages:
         advantage = normalize_advantages(advantage, batch.mask)
@@ -273,10 +275,11 @@ def ppo_loss(
             config.kl_cutoff_coef,
             config.entropy_coef,
         )
-        ratio = jnp.exp(log_prob - batch.old_log_prob)
-        pol_metrics["clip_fraction"] = _masked_mean(
-            (jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32), batch.mask
-        )
+        if diagnostics:
+            ratio = jnp.exp(log_prob - batch.old_log_prob)
+            pol_metrics["clip_fraction"] = _masked_mean(
+                (jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32), batch.mask
+            )
     else:
         pol_loss, pol_metrics = clip_policy_loss(
             log_prob,
@@ -286,8 +289,10 @@ def ppo_loss(
             batch.mask,
             config.clip_epsilon,
             config.entropy_coef,
+            diagnostics,
         )
-        pol_metrics["kl"] = _masked_mean(kl, batch.mask)
+        if kl is not None:
+            pol_metrics["kl"] = _masked_mean(kl, batch.mask)
     v_loss = value_loss(value, batch.old_value, batch.target, batch.mask, config.value_clip)
     loss = pol_loss + config.value_coef * v_loss
     metrics = {"policy_loss": pol_loss, "value_loss": v_loss, **pol_metrics}

@@ -415,12 +415,9 @@ class PPO(ActorCriticActing):
                 keep = functools.partial(jnp.where, stopped)
                 new_params = jax.tree.map(keep, params, new_params)
                 new_opt_state = jax.tree.map(keep, opt_state, new_opt_state)
-            metrics = {
-                **metrics,
-                "loss": loss,
-                "grad_norm": optax.global_norm(grads),
-                "steps_taken": 1.0 - stopped.astype(jnp.float32),
-            }
+            metrics = {**metrics, "loss": loss, "steps_taken": 1.0 - stopped.astype(jnp.float32)}
+            if config.minibatch_diagnostics:
+                metrics["grad_norm"] = optax.global_norm(grads)
             # One vector a step, not one output per metric: each stacked output of a scan
             # is a write of its own at every step (a kernel each on a GPU).
             names[:] = sorted(metrics)
@@ -505,7 +502,7 @@ class PPO(ActorCriticActing):
             "obs_std": obs_std,
             "reward_std": norm.std(ts.reward_norm).mean(),
         }
-        if "clip_fraction" not in metrics:
+        if "clip_fraction" not in metrics and config.minibatch_diagnostics:
             metrics["clip_fraction"] = jnp.zeros((), jnp.float32)
         return ts, metrics
 
