@@ -488,6 +488,12 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
             "workload": f"cartpole-{n}",
             "settings": batchppo_cartpole(n, steps),
         }
+        if getattr(args, "cartpole_lean", False):
+            # batchppo without the minibatch diagnostics PureJaxRL does not compute.
+            sides["batchppo-lean"] = {
+                **sides["batchppo"],
+                "settings": batchppo_cartpole(n, steps, minibatch_diagnostics=False),
+            }
         out.append(
             {
                 "name": f"cartpole-{n}",
@@ -572,6 +578,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--cartpole-steps",
         default="1e6,5e7",
         help="env steps per call: one budget, or one per --cartpole-envs entry",
+    )
+    p.add_argument(
+        "--cartpole-lean",
+        action="store_true",
+        help="also a batchppo side with minibatch_diagnostics=False ('batchppo-lean')",
     )
     p.add_argument("--brax-envs", default="ant,humanoid", help="comma list, or none")
     p.add_argument("--brax-steps", type=int, default=2_097_152, help="env steps per timed call")

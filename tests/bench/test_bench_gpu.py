@@ -81,6 +81,37 @@ def test_workloads_take_one_budget_or_one_per_env_count():
         parse(args("4,64,128", "1e6,5e7"))
 
 
+def test_variants_are_sides_of_their_own_and_get_ratios():
+    """``--cartpole-lean`` and ``--brax-autoreset`` add batchppo sides with one setting
+    changed; the summary gives each its ratio to the peer."""
+    import argparse
+
+    gpu = bench_gpu()
+    args = argparse.Namespace(
+        cartpole_envs="4", cartpole_steps="512", purejaxrl_dir="pjx", repeats=1,
+        cartpole_lean=True, brax_envs="ant", brax_autoreset="cond,first", brax_steps=32768,
+        brax_num_envs=2048, brax_unroll=16, brax_minibatches=32, brax_epochs=4,
+        brax_policy_layers="8", brax_value_layers="8", skip_brax_peer=False,
+    )  # fmt: skip
+    cart, brax = gpu.main.__globals__["workloads"](args)
+    assert list(cart["sides"]) == ["purejaxrl", "batchppo", "batchppo-lean"]
+    lean = cart["sides"]["batchppo-lean"]["settings"]
+    assert lean == {**cart["sides"]["batchppo"]["settings"], "minibatch_diagnostics": False}
+    assert list(brax["sides"]) == ["brax", "batchppo", "batchppo-first"]
+    assert brax["sides"]["batchppo-first"]["settings"]["env_kwargs"] == {"autoreset": "first"}
+    assert "env_kwargs" not in brax["sides"]["batchppo"]["settings"]
+    rows = [
+        {"side": side, "round": 0, "sps": sps, "cpu_sps": sps, "compile_s": 1.0,
+         "setup_s": 1.0, "steps": 8, "device": "cpu"}
+        for side, sps in (("purejaxrl", 100.0), ("batchppo", 90.0), ("batchppo-lean", 110.0))
+    ]  # fmt: skip
+    rows.append({"side": "batchppo-first", "round": 0, "error": "exit 1"})
+    summary = gpu.summarize(rows, "purejaxrl")
+    assert summary["ratio"] == pytest.approx(0.9)
+    assert summary["variant_ratios"] == {"batchppo-lean": pytest.approx(1.1)}
+    assert summary["ratio_rounds"] == [pytest.approx(0.9)]
+
+
 def test_settings_of_the_sides_match_where_both_have_them():
     gpu = bench_gpu()
     pjx = gpu.purejaxrl_config(4, 512)
