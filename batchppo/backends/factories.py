@@ -22,10 +22,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["FUSED_APIS", "call_factory", "is_factory_id", "jax_api", "resolve_factory"]
-
-FUSED_APIS = ("gymnax", "brax")
-"""The env APIs a factory's product may have to run fused, each the name of its backend."""
+__all__ = ["call_factory", "expect_api", "is_factory_id", "jax_api", "resolve_factory"]
 
 
 def is_factory_id(env_id: str) -> bool:
@@ -86,7 +83,7 @@ def call_factory(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> An
 
 
 def jax_api(product: Any) -> str | None:
-    """The fused backend whose API a factory's product has (``FUSED_APIS``), or None.
+    """The fused backend whose API a factory's product has (``"gymnax"`` or ``"brax"``), or None.
 
     Args:
         product: What an env factory returned: an env, or gymnax's ``(env, params)``.

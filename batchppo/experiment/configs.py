@@ -807,11 +807,10 @@ def _fused_recipe(
 ) -> tuple[RunConfig, str] | None:
     """The recipe of a ``module:factory`` whose env has a pure-JAX API, run on its fused
     backend (``batchppo.backends.factories``); None for any other env (a Gymnasium one)."""
-    from batchppo.backends.factories import call_factory, jax_api, resolve_factory
+    from batchppo.backends.factories import call_factory, jax_api
 
     try:
-        resolve_factory(env)
-        product = call_factory(env, env_kwargs)
+        product = call_factory(env, env_kwargs)  # resolves the id first
     except ValueError:
         # A 'module:EnvId' that the module registers, or a factory that fails: the host
         # backends' check names the problem and its fix, with the line that raised.
