@@ -435,8 +435,8 @@ def test_env_alone_picks_a_recipe_from_the_spaces(capsys, tmp_path, user_envs, m
     assert code == 0, err
     assert (
         "has discrete actions (vector observations, Discrete actions), so the run starts "
-        "from the cartpole_jax recipe (300,000 steps); the env has no time limit of its own: "
-        "max_length=500 (--set max_length=N)" in err
+        "from the cartpole_jax recipe (300,000 steps); the env declares no time limit (no "
+        "max_episode_steps): max_length=500 bounds its episodes (--set max_length=N)" in err
     )
     (run_dir,) = tmp_path.glob("*-make_choose")
     stored = configs.load_config(run_dir / "config.yaml")

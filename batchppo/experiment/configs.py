@@ -903,8 +903,8 @@ def recipe_for_env(
         else:
             changes["max_length"] = base.max_length or RECIPE_MAX_LENGTH
             limit = (
-                f"the env has no time limit of its own: max_length={changes['max_length']} "
-                "(--set max_length=N)"
+                "the env declares no time limit (no max_episode_steps): "
+                f"max_length={changes['max_length']} bounds its episodes (--set max_length=N)"
             )
         config = replace_config(base, changes)
         kind = recipe.kind if isinstance(recipe.kind, str) else recipe.kind(obs, act)

@@ -362,7 +362,8 @@ def test_a_2d_box_observation_takes_the_vector_recipe(monkeypatch):
     assert message == (
         "no --config: ecosystem_envs:make_grid2d has discrete actions (vector observations, "
         "Discrete actions), so the run starts from the cartpole_jax recipe (300,000 steps); the "
-        "env has no time limit of its own: max_length=500 (--set max_length=N)"
+        "env declares no time limit (no max_episode_steps): max_length=500 bounds its episodes "
+        "(--set max_length=N)"
     )
     # A vector observation with a MultiDiscrete action: the spaces as they are.
     config, message = configs.recipe_for_env("ecosystem_envs:make_pick_many")

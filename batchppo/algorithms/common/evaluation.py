@@ -36,9 +36,11 @@ PolicyFn = Callable[..., tuple[jax.Array, dict[str, Any], PyTree]]
 
 EVAL_SEED_OFFSET = 10_007
 """The eval env's seed is the run's seed plus this offset."""
-EVAL_CHUNK = 500
-"""Steps per compiled eval call when episodes have no time limit of ours (``max_length``
-None): few calls (each syncs with the host), and little overshoot past the last episode."""
+EVAL_CHUNK = 64
+"""The most steps of one compiled eval call. An evaluation ends at the end of the call in
+which its last episode ended, so the steps after it (an expensive host env's, say, whose
+episodes end long before ``max_length``) are wasted: short calls bound that waste, at the
+cost of one host sync per call."""
 
 
 @dataclasses.dataclass
@@ -74,7 +76,8 @@ class Evaluator:
         sample_act: The sampling policy (the one training acts with), for evaluations that
             ask for sampled actions; None: such evaluations are refused.
         max_envs: At most this many eval envs (the run's ``num_agents``).
-        max_length: The run's time limit; the steps of one compiled eval call (else ``EVAL_CHUNK``).
+        max_length: The run's time limit: the compiled eval calls split it evenly (in calls of at
+            most ``EVAL_CHUNK`` steps), so that episodes that run to it end at a call's end.
         max_steps: Steps each eval env may run in one evaluation (``eval_max_steps``).
         compiler: Compiles the programs that ``precompile`` lowers.
     """
@@ -116,10 +119,12 @@ class Evaluator:
 
     def layout(self, num_episodes: int) -> tuple[int, int]:
         """``(num_envs, chunk)``: envs of the eval env and steps per compiled eval call
-        (``max_length``, else ``EVAL_CHUNK``; at most ``max_steps``)."""
+        (``max_length`` split into even calls of at most ``EVAL_CHUNK`` steps, else
+        ``EVAL_CHUNK``; at most ``max_steps``)."""
         if num_episodes < 1:
             raise ValueError(f"evaluate: num_episodes={num_episodes} must be >= 1")
-        chunk = min(self._max_length or EVAL_CHUNK, self._max_steps)
+        limit = self._max_length or EVAL_CHUNK
+        chunk = min(math.ceil(limit / math.ceil(limit / EVAL_CHUNK)), self._max_steps)
         return min(num_episodes, self._max_envs), int(chunk)
 
     def _env(self, num_envs: int) -> Env:
@@ -170,10 +175,12 @@ class Evaluator:
         return more
 
     def precompile(self, num_episodes: int, params: PyTree, key: jax.Array) -> None:
-        """Lowers the first eval call for ``params`` and ``key`` (shapes will do) and compiles
-        it in the background; builds the eval env."""
+        """Lowers the eval calls (the first and its continuation) for ``params`` and ``key``
+        (shapes will do) and compiles them in the background; builds the eval env."""
         num_envs, chunk = self.layout(num_episodes)
-        self._start_program(num_envs, chunk, False).precompile(self._compiler, params, key)
+        start = self._start_program(num_envs, chunk, False)
+        ss, _, _ = start.precompile(self._compiler, params, key)
+        self._more_program(num_envs, chunk, False).precompile(self._compiler, params, ss)
 
     def evaluate(
         self,
@@ -186,11 +193,11 @@ class Evaluator:
         """Runs the deterministic policy with ``params`` until each env has its episodes.
 
         ``min(num_episodes, max_envs)`` envs run until each has finished enough episodes,
-        and the first episodes of each env are kept. The first ``chunk`` steps (reset
-        included) are one compiled call, which suffices when every episode ends within the
-        time limit. Each env runs at most ``max_steps`` steps: an episode still running then
-        is cut and kept with its return and length so far, and a ``RuntimeWarning`` says how
-        many were cut.
+        and the first episodes of each env are kept. The steps run in compiled calls of
+        ``chunk`` steps (the first one resets), and the evaluation stops after the call in
+        which the last episode it needs ended. Each env runs at most ``max_steps`` steps: an
+        episode still running then is cut and kept with its return and length so far, and a
+        ``RuntimeWarning`` says how many were cut.
 
         Args:
             params: What the policy acts with.
