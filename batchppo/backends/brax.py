@@ -47,8 +47,9 @@ def make_brax_env(
 
     ``max_length`` None is Brax's 1000 steps; ``env_kwargs`` go to
     ``brax.envs.get_environment`` (or a ``module:factory``), but for ``BraxEnv``'s own
-    ``backend`` and ``autoreset``; the host-side arguments are ignored (Brax observations
-    are unbounded and its actions in [-1, 1] already, so ``normalize_ranges`` changes nothing).
+    ``backend``, ``autoreset`` and ``reset_ratio``; the host-side arguments are ignored (Brax
+    observations are unbounded and its actions in [-1, 1] already, so ``normalize_ranges``
+    changes nothing).
     """
     from batchppo.backends.brax_env import BraxEnv
 

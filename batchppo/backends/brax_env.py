@@ -17,11 +17,13 @@ import numpy as np
 from batchppo.backends.factories import call_factory, expect_api, is_factory_id
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
+    DEFAULT_RESET_RATIO,
     PureJaxEnv,
     TimedState,
     check_autoreset,
     check_max_length,
     check_num_envs,
+    check_reset_ratio,
 )
 from batchppo.core.wording import unknown_id_message
 
@@ -49,7 +51,9 @@ class BraxEnv(PureJaxEnv):
             ``cond`` (the default: a Brax reset is expensive, so it runs only at steps where an
             episode ended), ``select`` (at every step; the same values) or ``first`` (each env
             from its first reset's state, as Brax's own training does: faster where episodes
-            end often, less diverse starts).
+            end often, less diverse starts) or ``optimistic`` (``reset_ratio`` envs share each
+            step's fresh resets).
+        reset_ratio: Envs per fresh reset with ``autoreset="optimistic"``.
         **env_kwargs: Passed to ``brax.envs.get_environment``.
     """
 
@@ -61,6 +65,7 @@ class BraxEnv(PureJaxEnv):
         max_length: int = 1000,
         backend: str | None = None,
         autoreset: str = "cond",
+        reset_ratio: int = DEFAULT_RESET_RATIO,
         **env_kwargs: Any,
     ) -> None:
         try:
@@ -85,6 +90,7 @@ class BraxEnv(PureJaxEnv):
             ) from None
         self._env_name = env_name
         self._autoreset = check_autoreset(autoreset)
+        self._reset_ratio = check_reset_ratio(reset_ratio)
         self._num_envs = check_num_envs(num_envs)
         max_length = check_max_length(max_length)
         self._max_length = 1000 if max_length is None else max_length
@@ -113,8 +119,10 @@ class BraxEnv(PureJaxEnv):
             f"BraxEnv({self._env_name!r}, num_envs={self._num_envs}, max_length={self._max_length})"
         )
 
-    def _reset_all(self, key: jax.Array) -> Any:
-        return jax.vmap(self._env.reset)(jax.random.split(key, self._num_envs))
+    def _reset_all(self, key: jax.Array, count: int | None = None) -> Any:
+        """Fresh resets of ``count`` envs (every env by default)."""
+        keys = jax.random.split(key, self._num_envs if count is None else count)
+        return jax.vmap(self._env.reset)(keys)
 
     def reset(self, key: jax.Array) -> tuple[TimedState, jax.Array]:
         """Resets every env; returns ``(state, obs)``."""
@@ -138,7 +146,8 @@ class BraxEnv(PureJaxEnv):
         done = terminated | truncated
         final_obs = env_state.obs.astype(jnp.float32)
 
-        next_state = self._restart(done, state, lambda: self._reset_all(key), env_state)
+        fresh = lambda count: self._reset_all(key, count)  # noqa: E731
+        next_state = self._restart(done, state, fresh, env_state)
         return StepResult(
             state=state.replace(env_state=next_state, time=jnp.where(done, 0, time)),
             obs=next_state.obs.astype(jnp.float32),

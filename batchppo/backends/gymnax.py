@@ -103,20 +103,20 @@ def make_gymnax_env(
     """The ``gymnax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``env_kwargs`` are ``EnvParams`` fields of a gymnax id, or the keywords a ``module:factory``
-    is called with, but for ``autoreset`` (``GymnaxEnv``'s restart mode, as for ``BraxEnv``);
-    the host-side arguments are ignored.
+    is called with, but for ``autoreset`` and ``reset_ratio`` (``GymnaxEnv``'s restart mode,
+    as for ``BraxEnv``); the host-side arguments are ignored.
     """
     from batchppo.backends.gymnax_env import GymnaxEnv
 
     changes = dict(env_kwargs)
-    autoreset = changes.pop("autoreset", "select")
+    restart = {key: changes.pop(key) for key in ("autoreset", "reset_ratio") if key in changes}
     return GymnaxEnv(
         env_id,
         num_envs,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
         param_changes=changes,
-        autoreset=autoreset,
+        **restart,
     )
 
 

@@ -27,11 +27,13 @@ from batchppo.backends.factories import call_factory, expect_api, is_factory_id
 from batchppo.backends.gymnax import check_gymnax_id, import_gymnax
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
+    DEFAULT_RESET_RATIO,
     PureJaxEnv,
     TimedState,
     check_autoreset,
     check_max_length,
     check_num_envs,
+    check_reset_ratio,
 )
 from batchppo.core.ranges import (
     denormalize_action,
@@ -68,7 +70,10 @@ class GymnaxEnv(PureJaxEnv):
         autoreset: How finished envs restart (`AUTORESET_MODES`):
             ``select`` (the default: gymnax resets are cheap, and a GPU does not wait for the
             host at each step), ``cond`` (the reset only at steps where an episode ended; the
-            same values) or ``first`` (each env from its first reset's state, as Brax does).
+            same values), ``first`` (each env from its first reset's state, as Brax does) or
+            ``optimistic`` (``reset_ratio`` envs share each step's fresh resets, for envs
+            whose reset is expensive, as Craftax's baselines do).
+        reset_ratio: Envs per fresh reset with ``autoreset="optimistic"``.
 
     Raises:
         ValueError: Unknown env id, or a name in ``param_changes`` that is not a field of the
@@ -85,6 +90,7 @@ class GymnaxEnv(PureJaxEnv):
         env_params: Any = None,
         param_changes: Mapping[str, Any] | None = None,
         autoreset: str = "select",
+        reset_ratio: int = DEFAULT_RESET_RATIO,
     ) -> None:
         gymnax = import_gymnax()
         if is_factory_id(env_id):
@@ -113,6 +119,7 @@ class GymnaxEnv(PureJaxEnv):
         self._params = params
         self._normalize = bool(normalize_ranges)
         self._autoreset = check_autoreset(autoreset)
+        self._reset_ratio = check_reset_ratio(reset_ratio)
 
         obs_space = env.observation_space(params)
         # Float Boxes only, as on the host (batchppo.core.ranges.maps_dtype): Catch-bsuite's
@@ -193,8 +200,9 @@ class GymnaxEnv(PureJaxEnv):
             action = denormalize_action(action, *self._raw_action_bounds)
         return action
 
-    def _reset_all(self, key: jax.Array) -> tuple[Any, jax.Array]:
-        keys = jax.random.split(key, self._num_envs)
+    def _reset_all(self, key: jax.Array, count: int | None = None) -> tuple[Any, jax.Array]:
+        """Fresh resets of ``count`` envs (every env by default): ``(env_state, obs)``."""
+        keys = jax.random.split(key, self._num_envs if count is None else count)
         obs, env_state = jax.vmap(self._env.reset_env, in_axes=(0, None))(keys, self._params)
         return env_state, obs
 
@@ -217,8 +225,8 @@ class GymnaxEnv(PureJaxEnv):
         time, truncated, done = self._time_limit(state.time, terminated)
         final_obs = self._observe(obs)
 
-        def reset_all() -> tuple[Any, jax.Array]:
-            new_state, new_obs = self._reset_all(key_reset)
+        def reset_all(count: int) -> tuple[Any, jax.Array]:
+            new_state, new_obs = self._reset_all(key_reset, count)
             return new_state, self._observe(new_obs)
 
         env_state, next_obs = self._restart(done, state, reset_all, (env_state, final_obs))

@@ -27,16 +27,26 @@ __all__ = [
     "check_autoreset",
     "check_max_length",
     "check_num_envs",
+    "check_reset_ratio",
+    "optimistic_reset",
 ]
 
-AUTORESET_MODES = ("select", "cond", "first")
+AUTORESET_MODES = ("select", "cond", "first", "optimistic")
 """How the pure-JAX adapters restart finished envs: ``select`` computes a fresh random reset at
 every step and selects it per env (as gymnax's own ``step`` does); ``cond`` computes it under
 ``lax.cond`` only at steps where some env finished (on a GPU the host reads the predicate, so
 every step waits for the device); ``first`` restarts each env from the state its first reset
 drew, kept in the env state (as Brax's ``AutoResetWrapper``): no reset is computed after the
-start, but every episode of an env starts from the same state, so starts are less diverse. The
-first two give the same values; ``first`` is an opt-in for speed, or to match Brax."""
+start, but every episode of an env starts from the same state, so starts are less diverse;
+``optimistic`` computes ``ceil(num_envs / reset_ratio)`` fresh resets at every step and hands
+them to the envs that finished, in env order (the j-th finished env takes reset j modulo their
+number, so when more envs finish in one step than there are resets, some start from the same
+state): for envs whose reset costs more than a step (Craftax draws a world), as the Craftax
+baselines' optimistic resets. The first two give the same values; ``first`` and
+``optimistic`` are opt-ins for speed, or to match Brax and Craftax's baselines."""
+
+DEFAULT_RESET_RATIO = 16
+"""Envs per fresh reset of ``autoreset="optimistic"`` (the Craftax baselines' default)."""
 
 
 def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
@@ -90,6 +100,30 @@ def check_autoreset(mode: Any) -> str:
     return mode
 
 
+def check_reset_ratio(ratio: Any) -> int:
+    """``ratio`` (envs per fresh reset of ``autoreset="optimistic"``) as an int >= 1, or a
+    one-line ValueError."""
+    try:
+        ratio = operator.index(ratio)
+    except TypeError:
+        raise ValueError(f"reset_ratio must be an int, got {ratio!r}.") from None
+    if ratio < 1:
+        raise ValueError(f"reset_ratio must be >= 1 (envs per fresh reset), got {ratio}.")
+    return ratio
+
+
+def optimistic_reset(done: jax.Array, fresh: Any, current: Any) -> Any:
+    """``current`` with the envs where ``done`` replaced from the batch of resets ``fresh``.
+
+    The j-th env (in env order) where ``done`` is set takes ``fresh``'s entry j modulo the
+    number of entries, so that the fresh resets are used before any is used twice.
+    """
+    count = jax.tree.leaves(fresh)[0].shape[0]
+    slot = (jnp.cumsum(done.astype(jnp.int32)) - 1) % count
+    picked = jax.tree.map(lambda x: x[slot], fresh)
+    return _batched_where(done, picked, current)
+
+
 def autoreset(
     done: jax.Array, reset_fn: Callable[[], Any], current: Any, mode: str = "cond"
 ) -> Any:
@@ -141,21 +175,25 @@ class PureJaxEnv:
         """Nothing to release (pure JAX)."""
 
     _autoreset: str
+    _reset_ratio: int = DEFAULT_RESET_RATIO
 
     def _restart(
-        self, done: jax.Array, state: TimedState, fresh: Callable[[], Any], current: Any
+        self, done: jax.Array, state: TimedState, fresh: Callable[[int], Any], current: Any
     ) -> Any:
         """``current`` with the envs where ``done`` restarted (``AUTORESET_MODES``).
 
         Args:
             done: ``(num_envs,)`` where an episode ended this step.
             state: The state the step started from (its ``first`` for ``autoreset="first"``).
-            fresh: Draws a fresh reset of every env, in the layout of ``current``.
+            fresh: ``fresh(n)`` draws ``n`` fresh resets, in the layout of ``current``.
             current: The envs after the step, in the layout the adapter keeps in ``first``.
         """
         if self._autoreset == "first":
             return _batched_where(done, state.first, current)
-        return autoreset(done, fresh, current, self._autoreset)
+        if self._autoreset == "optimistic":
+            count = -(-self._num_envs // self._reset_ratio)
+            return optimistic_reset(done, fresh(count), current)
+        return autoreset(done, lambda: fresh(self._num_envs), current, self._autoreset)
 
     def _time_limit(
         self, time: jax.Array, terminated: jax.Array

@@ -245,6 +245,24 @@ def test_gymnax_autoreset_first_restarts_each_env_from_its_first_state():
     assert not np.array_equal(obs, np.asarray(traj_fresh.obs))
 
 
+def test_gymnax_autoreset_optimistic_shares_each_steps_fresh_resets():
+    """``autoreset="optimistic"``: 5 envs at ``reset_ratio=2`` draw 3 fresh resets a step; with
+    every episode cut at each step (limit 1), envs 0-4 restart from resets 0, 1, 2, 0, 1."""
+    env = GymnaxEnv(
+        "CartPole-v1", 5, max_length=1, normalize_ranges=False, autoreset="optimistic",
+        reset_ratio=2,
+    )  # fmt: skip
+    state, _ = env.reset(jax.random.key(0))
+    key = jax.random.key(1)
+    out = env.step(state, jnp.zeros(5, jnp.int32), key)
+    _, fresh = env._reset_all(jax.random.split(key)[1], 3)
+    np.testing.assert_array_equal(np.asarray(out.truncated), [True] * 5)
+    np.testing.assert_array_equal(np.asarray(out.obs), np.asarray(fresh)[[0, 1, 2, 0, 1]])
+    assert not np.array_equal(np.asarray(out.obs), np.asarray(out.final_obs))
+    with pytest.raises(ValueError, match="reset_ratio must be >= 1"):
+        GymnaxEnv("CartPole-v1", 5, autoreset="optimistic", reset_ratio=0)
+
+
 # -- HostEnv ---------------------------------------------------------------------------------------
 
 

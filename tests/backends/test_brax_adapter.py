@@ -66,11 +66,14 @@ def test_brax_make_env_and_errors():
 @pytest.mark.timeout(300)
 def test_brax_autoreset_first_restarts_from_the_first_state():
     """``autoreset="first"`` (Brax's own restart): every episode of an env starts from the
-    state of its first reset; with a fresh reset (the default) the starts differ."""
+    state of its first reset; with a fresh reset (the default) the starts differ; with
+    ``optimistic`` at one reset for the three envs, the three restart from one state."""
     key = jax.random.key(0)
     starts = {}
-    for mode in ("first", "cond"):
-        env = BraxEnv("inverted_pendulum", 3, max_length=4, backend="spring", autoreset=mode)
+    for mode in ("first", "cond", "optimistic"):
+        env = BraxEnv(
+            "inverted_pendulum", 3, max_length=4, backend="spring", autoreset=mode, reset_ratio=3
+        )
         _, traj, _ = run_rollout(env, push(0.0), None, init_sim_state(env, (), key), 9)
         obs = np.asarray(traj.obs)
         assert bool(np.asarray(traj.truncated)[3].all())
@@ -79,3 +82,7 @@ def test_brax_autoreset_first_restarts_from_the_first_state():
     np.testing.assert_array_equal(starts["first"][2], starts["first"][0])
     np.testing.assert_array_equal(starts["cond"][0], starts["first"][0])
     assert not np.allclose(starts["cond"][1], starts["cond"][0])
+    np.testing.assert_array_equal(starts["optimistic"][0], starts["first"][0])
+    restarted = starts["optimistic"][1]
+    np.testing.assert_array_equal(restarted, np.broadcast_to(restarted[0], restarted.shape))
+    assert not np.allclose(restarted, starts["first"][0])

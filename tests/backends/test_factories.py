@@ -111,3 +111,7 @@ def test_env_kwargs_choose_the_restart_of_either_fused_backend(factories):
     assert env._autoreset == "first"
     env = make_env("jax_factories:inverted_pendulum", 2, "brax", env_kwargs={"autoreset": "first"})
     assert env._autoreset == "first"
+    kwargs = {"autoreset": "optimistic", "reset_ratio": 4}
+    for env_id, backend in (("CartPole-v1", "gymnax"), ("jax_factories:inverted_pendulum", "brax")):
+        env = make_env(env_id, 8, backend, env_kwargs=kwargs)
+        assert (env._autoreset, env._reset_ratio) == ("optimistic", 4)
