@@ -109,7 +109,9 @@ def make_gymnax_env(
     from batchppo.backends.gymnax_env import GymnaxEnv
 
     changes = dict(env_kwargs)
-    restart = {key: changes.pop(key) for key in ("autoreset", "reset_ratio") if key in changes}
+    from batchppo.core.pure_env import RESTART_OPTIONS
+
+    restart = {key: changes.pop(key) for key in RESTART_OPTIONS if key in changes}
     return GymnaxEnv(
         env_id,
         num_envs,

@@ -21,6 +21,7 @@ from batchppo.core.env import EnvSpec
 
 __all__ = [
     "AUTORESET_MODES",
+    "RESTART_OPTIONS",
     "PureJaxEnv",
     "TimedState",
     "autoreset",
@@ -44,6 +45,10 @@ number, so when more envs finish in one step than there are resets, some start f
 state): for envs whose reset costs more than a step (Craftax draws a world), as the Craftax
 baselines' optimistic resets. The first two give the same values; ``first`` and
 ``optimistic`` are opt-ins for speed, or to match Brax and Craftax's baselines."""
+
+RESTART_OPTIONS = ("autoreset", "reset_ratio")
+"""The ``env_kwargs`` keys that the pure-JAX adapters take for themselves (how finished envs
+restart) rather than pass to the env or its factory."""
 
 DEFAULT_RESET_RATIO = 16
 """Envs per fresh reset of ``autoreset="optimistic"`` (the Craftax baselines' default)."""

@@ -808,9 +808,12 @@ def _fused_recipe(
     """The recipe of a ``module:factory`` whose env has a pure-JAX API, run on its fused
     backend (``batchppo.backends.factories``); None for any other env (a Gymnasium one)."""
     from batchppo.backends.factories import call_factory, jax_api
+    from batchppo.core.pure_env import RESTART_OPTIONS
 
+    # The adapters' own restart options are not the factory's keywords.
+    factory_kwargs = {k: v for k, v in (env_kwargs or {}).items() if k not in RESTART_OPTIONS}
     try:
-        product = call_factory(env, env_kwargs)  # resolves the id first
+        product = call_factory(env, factory_kwargs)  # resolves the id first
     except ValueError:
         # A 'module:EnvId' that the module registers, or a factory that fails: the host
         # backends' check names the problem and its fix, with the line that raised.

@@ -68,6 +68,10 @@ def test_recipes_of_pure_jax_factories(factories):
     # A Gymnasium factory keeps the host recipe.
     config, _ = configs.recipe_for_env("jax_factories:gymnasium_cartpole")
     assert config.backend == "process"
+    # The adapters' restart options stay out of the factory's keywords, and in the config.
+    restart = {"autoreset": "optimistic", "reset_ratio": 4}
+    config, _ = configs.recipe_for_env("jax_factories:cartpole", {**restart, "gravity": 9.0})
+    assert (config.backend, config.env_kwargs) == ("gymnax", {**restart, "gravity": 9.0})
 
 
 def test_a_factory_of_the_wrong_api_is_one_line(factories):
