@@ -22,6 +22,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from batchppo.core.wording import missing_module_fix
+
 __all__ = ["call_factory", "expect_api", "is_factory_id", "jax_api", "resolve_factory"]
 
 
@@ -43,9 +45,9 @@ def resolve_factory(env_id: str) -> Callable[..., Any]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
+        fix = missing_module_fix(module_name, getattr(error, "name", None))
         raise ValueError(
-            f"env {env_id!r}: cannot import {module_name!r} ({error}): put it in the working "
-            "directory or on PYTHONPATH"
+            f"env {env_id!r}: cannot import {module_name!r} ({error}): {fix}"
         ) from error
     except Exception as error:  # the module itself raised while being imported
         first = str(error).splitlines()[0] if str(error) else ""

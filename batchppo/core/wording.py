@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["did_you_mean", "prose", "unknown_id_message"]
+__all__ = ["did_you_mean", "missing_module_fix", "prose", "unknown_id_message"]
 
 
 def prose(items: Iterable[str]) -> str:
@@ -46,3 +46,20 @@ def unknown_id_message(what: str, env_id: str, known: Iterable[str], where: str)
         where: Where the valid ids come from, or the list itself.
     """
     return f"unknown {what} {env_id!r}.{did_you_mean(env_id, known)} {where}"
+
+
+def missing_module_fix(module_name: str, missing: str | None) -> str:
+    """What to do when ``module_name`` (of an ``env="module:name"``) cannot be imported because
+    the module ``missing`` is not found: install the package when its top-level package is
+    missing (``craftax`` of ``craftax.craftax_env``), else put the file where Python finds it.
+
+    Examples:
+        >>> missing_module_fix("craftax.craftax_env", "craftax")
+        "install the package that provides 'craftax', or put it on PYTHONPATH"
+        >>> missing_module_fix("myenvs", "myenvs")
+        'put myenvs.py in the working directory or on PYTHONPATH'
+    """
+    top = module_name.split(".")[0]
+    if "." in module_name and missing == top:
+        return f"install the package that provides {top!r}, or put it on PYTHONPATH"
+    return f"put {module_name.replace('.', '/')}.py in the working directory or on PYTHONPATH"

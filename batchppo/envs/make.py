@@ -41,7 +41,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import ClipAction, TimeLimit
 
 from batchppo.backends import HOST_BACKENDS, check_restarts
-from batchppo.core.wording import did_you_mean, unknown_id_message
+from batchppo.core.wording import did_you_mean, missing_module_fix, unknown_id_message
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
@@ -238,9 +238,9 @@ def env_source(env_id: str) -> EnvSource:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name and module_name.split(".")[0] == error.name.split(".")[0]:
+            fix = missing_module_fix(module_name, error.name)
             raise ValueError(
-                f"env {env_id!r}: cannot import {module_name!r} ({error}): put "
-                f"{module_name.replace('.', '/')}.py in the working directory or on PYTHONPATH"
+                f"env {env_id!r}: cannot import {module_name!r} ({error}): {fix}"
             ) from error
         raise ValueError(
             f"env {env_id!r}: importing {module_name!r} failed: {_first_line(error)}"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from batchppo.backends import BraxEnv, GymnaxEnv, make_env
-from batchppo.backends.factories import jax_api
+from batchppo.backends.factories import jax_api, resolve_factory
 from batchppo.core.simulation import init_sim_state, rollout
 from batchppo.experiment import configs, loop
 from batchppo.testing import random_policy
@@ -119,3 +119,13 @@ def test_env_kwargs_choose_the_restart_of_either_fused_backend(factories):
     for env_id, backend in (("CartPole-v1", "gymnax"), ("jax_factories:inverted_pendulum", "brax")):
         env = make_env(env_id, 8, backend, env_kwargs=kwargs)
         assert (env._autoreset, env._reset_ratio) == ("optimistic", 4)
+
+
+def test_a_factory_of_a_package_not_installed_says_install_it():
+    """A dotted module whose package is missing (craftax.craftax_env without craftax)."""
+    with pytest.raises(ValueError) as info:
+        resolve_factory("nopackage.envs:make")
+    assert str(info.value) == (
+        "env 'nopackage.envs:make': cannot import 'nopackage.envs' (No module named "
+        "'nopackage'): install the package that provides 'nopackage', or put it on PYTHONPATH"
+    )

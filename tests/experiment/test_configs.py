@@ -91,6 +91,33 @@ def test_locomotion_presets_share_one_recipe():
         assert config.env_kwargs == want_kwargs
 
 
+def test_craftax_preset_has_the_craftax_baselines_settings():
+    """``craftax_symbolic`` is the Craftax baselines' ppo.py at its defaults (bench/
+    craftax_side_by_side.py runs the two side by side), with their optimistic resets."""
+    config = configs.get_preset("craftax_symbolic")
+    assert (config.env, config.backend) == (
+        "craftax.craftax_env:make_craftax_env_from_name",
+        "gymnax",
+    )
+    assert config.env_kwargs == {
+        "name": "Craftax-Classic-Symbolic-v1",
+        "auto_reset": False,
+        "autoreset": "optimistic",
+        "reset_ratio": 16,
+    }
+    settings = (
+        config.num_agents, config.rollout_length, config.update_epochs, config.num_minibatches,
+        config.learning_rate, config.anneal_lr, config.discount, config.gae_lambda,
+        config.clip_epsilon, config.value_clip, config.entropy_coef, config.value_coef,
+        config.max_grad_norm, config.activation, config.policy_layers, config.value_layers,
+    )  # fmt: skip
+    assert settings == (
+        1024, 64, 4, 8, 2e-4, True, 0.99, 0.8, 0.2, 0.2, 0.01, 0.5, 1.0, "tanh",
+        (512, 512, 512), (512, 512, 512),
+    )  # fmt: skip
+    assert not (config.normalize_observations or config.normalize_rewards)
+
+
 def test_unknown_preset_lists_valid_names_and_suggests():
     with pytest.raises(ConfigError) as info:
         configs.get_preset("pendulm")
@@ -307,7 +334,7 @@ def test_recipes_by_spaces(user_envs, monkeypatch):
     assert config == dataclasses.replace(
         configs.get_preset("cheetah_fast"), env="myenvs:make_reach", env_kwargs={"size": 2.0}
     )
-    assert message.endswith("max_length=1000 (--set max_length=N)")
+    assert message.endswith("max_length=1000 bounds its episodes (--set max_length=N)")
     assert [r.preset for r in configs.RECIPES] == [
         "cheetah_fast", "cartpole_jax", "cartpole_jax", "breakout_atari", "breakout_minatar",
         "cheetah_fast", "cartpole_jax",
@@ -324,8 +351,9 @@ def test_recipes_by_spaces(user_envs, monkeypatch):
     )
     assert message == (
         "no --config: myenvs:make_frames has image observations (36 px or more a side), so "
-        "the run starts from the breakout_atari recipe (10,000,000 steps); the env has no time "
-        "limit of its own: max_length=1000 (--set max_length=N)"
+        "the run starts from the breakout_atari recipe (10,000,000 steps); the env declares no "
+        "time limit (no max_episode_steps): max_length=1000 bounds its episodes (--set "
+        "max_length=N)"
     )
     # Images too small for the Nature CNN (8x8): the MinAtar recipe, in worker processes.
     config, message = configs.recipe_for_env("myenvs:make_pixels")
@@ -347,8 +375,8 @@ def test_recipes_by_spaces(user_envs, monkeypatch):
     assert message == (
         "no --config: myenvs:make_nested has Dict observations and Discrete actions, so the run "
         "starts from the cartpole_jax recipe with network=feed_forward (an encoder per "
-        "observation leaf, a head per action leaf) (300,000 steps); the env has no time limit "
-        "of its own: max_length=500 (--set max_length=N)"
+        "observation leaf, a head per action leaf) (300,000 steps); the env declares no time "
+        "limit (no max_episode_steps): max_length=500 bounds its episodes (--set max_length=N)"
     )
 
 

@@ -223,6 +223,47 @@ def _atari(game: str, **changes: Any) -> PPOConfig:
     return _preset(**{**_ATARI, "env": f"ALE/{game}-v5", **changes})
 
 
+# Craftax-Classic with symbolic observations (Matthews et al. 2024), at the settings of the
+# Craftax baselines' ppo.py (github.com/MichaelTMatthews/Craftax_Baselines, its defaults):
+# 1024 envs x 64 steps, 4 epochs of 8 minibatches, lr 2e-4 annealed, GAE 0.8, clip 0.2 (value
+# clip too), entropy 0.01, separate 3x512 tanh MLPs, and its optimistic resets (16 envs per
+# fresh world: drawing a world costs more than a step). Craftax ends an episode at its own
+# 10,000-step limit as a termination, which batchppo cannot tell from a death.
+_CRAFTAX: dict[str, Any] = dict(
+    _CLIP,
+    env="craftax.craftax_env:make_craftax_env_from_name",
+    backend="gymnax",
+    env_kwargs={
+        "name": "Craftax-Classic-Symbolic-v1",
+        "auto_reset": False,
+        "autoreset": "optimistic",
+        "reset_ratio": 16,
+    },
+    max_length=10_000,
+    normalize_ranges=False,
+    network="feed_forward_categorical",
+    num_agents=1024,
+    rollout_length=64,
+    update_epochs=4,
+    num_minibatches=8,
+    learning_rate=2e-4,
+    anneal_lr=True,
+    discount=0.99,
+    gae_lambda=0.8,
+    clip_epsilon=0.2,
+    value_clip=0.2,
+    entropy_coef=0.01,
+    value_coef=0.5,
+    max_grad_norm=1.0,
+    policy_layers=(512, 512, 512),
+    value_layers=(512, 512, 512),
+    init_mean_factor=0.01,
+    normalize_observations=False,
+    normalize_rewards=False,
+    steps=1_000_000_000,
+    eval_episodes=16,
+)
+
 PRESETS: dict[str, PPOConfig] = {
     # --- Pure JAX (gymnax): env and learner in one compiled program. ------------------------
     "pendulum_jax": _PENDULUM_CLIP,
@@ -251,6 +292,8 @@ PRESETS: dict[str, PPOConfig] = {
     "asterix_minatar": _minatar("Asterix"),
     "freeway_minatar": _minatar("Freeway"),
     "space_invaders_minatar": _minatar("SpaceInvaders"),
+    # Needs the craftax package (pip install craftax --no-deps: see docs/benchmarks.md).
+    "craftax_symbolic": _preset(**_CRAFTAX),
     # --- Atari (ALE envs in worker processes, uint8 frames in shared memory). ---------------
     "breakout_atari": _atari("Breakout"),
     "pong_atari": _atari("Pong"),
