@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, register
+from batchppo.core.backends import Backend, lazy, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["JUMANJI_TESTED_IDS", "check_jumanji_id", "make_jumanji_env"]
 
-JUMANJI_TESTED_IDS = ("Snake-v1", "Game2048-v1", "Maze-v0", "Connector-v3")
-"""Jumanji ids that batchppo's tests step or train (Connector-v3 through Jumanji's
-``MultiToSingleWrapper``)."""
+JUMANJI_TESTED_IDS = ("Snake-v1", "Game2048-v1", "Maze-v0", "Minesweeper-v0")
+"""Jumanji ids whose spaces batchppo's tests check (Snake's episodes step by step, Game2048
+trained); a Connector of two agents is tested through Jumanji's ``MultiToSingleWrapper``."""
 
 
 def check_jumanji_id(env_id: str) -> None:
@@ -83,5 +83,7 @@ register(
         description="Jumanji envs in JAX, fused with the learner",
         title="Jumanji",
         requires="jumanji",
+        # One env built before a run dir is made: its mistakes are one line, with exit 2.
+        probe=lazy("batchppo.backends.jumanji_env:probe_jumanji_env"),
     )
 )

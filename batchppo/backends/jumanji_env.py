@@ -25,7 +25,7 @@ when it builds an env.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +48,10 @@ from batchppo.core.ranges import (
     range_normalize_obs,
 )
 
-__all__ = ["JumanjiEnv", "build_jumanji_env", "jumanji_spaces"]
+if TYPE_CHECKING:
+    from batchppo.envs.make import EnvProbe
+
+__all__ = ["JumanjiEnv", "build_jumanji_env", "jumanji_spaces", "probe_jumanji_env"]
 
 # Jumanji's own batching and restarts: batchppo batches and restarts the env itself.
 _OWN_WRAPPERS = ("VmapWrapper", "AutoResetWrapper", "VmapAutoResetWrapper")
@@ -94,7 +97,7 @@ def jumanji_spaces(env: Any, who: str = "env") -> tuple[Any, Any]:
 
     Args:
         env: A Jumanji env (its ``observation_spec`` and ``action_spec`` are read).
-        who: The env's name, for messages.
+        who: Who the env is, the messages' first words (``env 'Snake-v1'``).
 
     Returns:
         ``(observation_space, action_space)``: a nested ``Spec`` becomes a dict of its fields.
@@ -107,9 +110,11 @@ def jumanji_spaces(env: Any, who: str = "env") -> tuple[Any, Any]:
     action_space = _space_of(env.action_spec, f"{who}: action spec", "")
     leaf = spaces.single(action_space)
     if leaf is None or (isinstance(leaf, spaces.Box) and not leaf.is_float):
-        raise spaces.UnsupportedSpaceError(
-            f"{who}: action spec {env.action_spec!r} is not supported: a Jumanji action must be "
-            "one DiscreteArray, MultiDiscreteArray or float BoundedArray/Array"
+        raise _unsupported(
+            env.action_spec,
+            f"{who}: action spec",
+            "",
+            "one DiscreteArray, MultiDiscreteArray or float BoundedArray or Array",
         )
     return obs_space, action_space
 
@@ -150,9 +155,47 @@ def _fields(spec: Any) -> list[tuple[str, Any]]:
 
 def _unsupported(spec: Any, origin: str, path: str, needed: str) -> spaces.UnsupportedSpaceError:
     where = f" at {path}" if path else ""
+    name = getattr(spec, "name", "")
     return spaces.UnsupportedSpaceError(
-        f"{origin}: {type(spec).__name__} {spec.name!r}{where} is not supported (needs "
+        f"{origin}: {type(spec).__name__} {name!r}{where} is not supported (needs "
         f"{needed}); map it to a supported spec in a wrapper of the env (jumanji.wrappers.Wrapper)"
+    )
+
+
+def probe_jumanji_env(
+    env_id: str, *, normalize_ranges: bool, env_kwargs: Mapping[str, Any]
+) -> EnvProbe:
+    """The ``jumanji`` backend's start-up check (``Backend.probe``): one env built, before a run
+    dir is made, with every check ``JumanjiEnv`` makes of it but the time limit (which needs the
+    config's ``max_length``); nothing is compiled.
+
+    Args:
+        env_id: A Jumanji id or a ``module:factory``.
+        normalize_ranges: Not read: the spaces are the env's own (range normalisation
+            changes float bounds only, which the start-up checks do not read).
+        env_kwargs: As ``make_jumanji_env`` takes them (``autoreset`` included).
+
+    Returns:
+        The env's spaces, as Jumanji maps its specs to Gymnasium's
+        (``jumanji.specs.jumanji_specs_to_gym_spaces``), and its ``time_limit``.
+
+    Raises:
+        ValueError: One line, as ``JumanjiEnv`` raises it.
+    """
+    from jumanji.specs import jumanji_specs_to_gym_spaces
+
+    from batchppo.envs.make import EnvProbe
+
+    kwargs = dict(env_kwargs)
+    check_autoreset(kwargs.pop("autoreset", "select"))
+    env = build_jumanji_env(env_id, kwargs)
+    _check_scalar_steps(env_id, env)
+    jumanji_spaces(env, f"env {env_id!r}")
+    limit = getattr(env, "time_limit", None)
+    return EnvProbe(
+        observation_space=jumanji_specs_to_gym_spaces(env.observation_spec),
+        action_space=jumanji_specs_to_gym_spaces(env.action_spec),
+        time_limit=int(limit) if isinstance(limit, int | np.integer) else None,
     )
 
 
@@ -205,7 +248,7 @@ class JumanjiEnv(PureJaxEnv):
         self._autoreset = check_autoreset(autoreset)
         self._max_length = _time_limit_of(env_id, env, check_max_length(max_length))
         self._normalize = bool(normalize_ranges)
-        self._raw_obs_space, self._raw_action_space = jumanji_spaces(env, repr(env_id))
+        self._raw_obs_space, self._raw_action_space = jumanji_spaces(env, f"env {env_id!r}")
         self._spec = EnvSpec.from_spaces(
             jax.tree.map(self._normalized_leaf, self._raw_obs_space),
             self._normalized_leaf(self._raw_action_space),

@@ -887,7 +887,7 @@ def _jumanji_recipe(env: str, product: Any) -> tuple[str, str, dict[str, Any]]:
     from batchppo.core import spaces
 
     try:
-        obs, act = jumanji_spaces(product, repr(env))
+        obs, act = jumanji_spaces(product, f"env {env!r}")
     except ValueError as error:
         raise ConfigError(str(error)) from error
     if isinstance(act, spaces.Box):

@@ -210,6 +210,35 @@ def test_bad_envs_and_specs_are_one_line(factories):
         "MultiDiscreteArray of rank 1); map it to a supported spec in a wrapper of the env "
         "(jumanji.wrappers.Wrapper)"
     )
+    integer_box = types.SimpleNamespace(
+        observation_spec=specs.Array((3,), jnp.float32, "obs"),
+        action_spec=specs.BoundedArray((2,), jnp.int16, 0, 5, "moves"),  # as MultiCVRP's
+    )
+    with pytest.raises(spaces.UnsupportedSpaceError, match=r"^'mine': action spec: BoundedArray "):
+        jumanji_spaces(integer_box, "'mine'")
+
+
+def test_start_up_mistakes_are_one_line_with_exit_2(capsys, tmp_path):
+    """The backend's probe builds one env before a run dir is made: from a recipe or a config,
+    a Jumanji env that batchppo cannot run is one line, exit status 2."""
+    logs = ["--logdir", str(tmp_path / "logs"), "--progress", "none"]
+    code = cli.main(
+        ["train", "--env", "jumanji:make", "--set", "env_kwargs={id: Connector-v3}", *logs]
+    )
+    assert code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "batchppo: error: env 'jumanji:make': its reward has shape (10,), one per agent; "
+        "batchppo trains one agent per env: wrap it in jumanji.wrappers.MultiToSingleWrapper in "
+        "a factory (--debug shows the traceback)"
+    )
+    argv = ["--config", "cartpole_jax", "--set", "backend=jumanji", "--env", "jumanji:make"]
+    code = cli.main(["train", *argv, "--set", "env_kwargs={id: MultiCVRP-v0}", *logs])
+    assert code == 2
+    assert capsys.readouterr().err.startswith(
+        "batchppo: error: env 'jumanji:make': action spec: BoundedArray 'actions' is not "
+        "supported (needs one DiscreteArray, MultiDiscreteArray or float BoundedArray or Array)"
+    )
+    assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").iterdir())
 
 
 def test_recipes_of_jumanji_envs():
