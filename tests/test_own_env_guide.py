@@ -58,7 +58,7 @@ def test_the_guide_runs(tmp_path, monkeypatch):
         kinds.append(file or lang)
     assert kinds == [
         "myenvs.py", "shell", "text", "shell", "reach.yaml", "shell", "shell", "python",
-        "jaxenvs.py", "shell", "text", "python",
+        "jaxenvs.py", "shell", "shell", "text", "text", "python",
     ]  # fmt: skip
     # What the blocks made: the runs the guide names, the files it writes.
     logs = tmp_path / "logs"
@@ -69,6 +69,8 @@ def test_the_guide_runs(tmp_path, monkeypatch):
     assert len(list(logs.glob("*-reach-py"))) == 1
     jax_run = configs.load_config(next(logs.glob("*-jax-cartpole")) / "config.yaml")
     assert (jax_run.backend, jax_run.env) == ("gymnax", "jaxenvs:cartpole")
+    jumanji_run = configs.load_config(next(logs.glob("*-jumanji-2048")) / "config.yaml")
+    assert (jumanji_run.backend, jumanji_run.env_kwargs) == ("jumanji", {"id": "Game2048-v1"})
     assert (tmp_path / "reach.png").stat().st_size > 0
     full = configs.load_config(tmp_path / "pendulum_full.yaml")
     assert full == configs.get_preset("pendulum_fast")
@@ -76,15 +78,17 @@ def test_the_guide_runs(tmp_path, monkeypatch):
 
 
 def test_the_guide_shows_the_messages_batchppo_prints(tmp_path, monkeypatch, capsys):
-    """The ``text`` blocks quote batchppo's output: the recipe line and a start-up error."""
+    """The ``text`` blocks quote batchppo's output: the recipe lines and a start-up error."""
     monkeypatch.chdir(tmp_path)
     texts = [body for _, lang, body in blocks() if lang == "text"]
     (myenvs,) = [body for file, _, body in blocks() if file == "myenvs.py"]
     Path("myenvs.py").write_text(myenvs)
-    command, printed = texts[1].splitlines()
+    command, printed = texts[2].splitlines()
     argv = shlex.split(command.removeprefix("$ "))[1:]
     assert cli.main(argv) == 2
     assert capsys.readouterr().err == printed + "\n"
     assert not Path("logs").exists()
     recipe = configs.recipe_for_env("myenvs:MyReach-v0")[1]
     assert texts[0] == f"batchppo: {recipe}\n"
+    jumanji = configs.recipe_for_env("jumanji:make", {"id": "Game2048-v1"})[1]
+    assert texts[1] == f"batchppo: {jumanji}\n"

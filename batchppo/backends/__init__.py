@@ -3,16 +3,17 @@ factory by backend name.
 
 Each backend module registers its [`Backend`][batchppo.backends.Backend] record in the registry of
 ``batchppo.core.backends`` when imported, and this package imports them all, in the order messages
-list the backends: ``host`` (``process`` and ``sync``), ``ray``, ``gymnax`` and ``brax``. Whoever
-reads the registry (configs, the trainer, the CLI, [`batchppo.envs.make`][batchppo.envs.make.make])
-imports this package, which also re-exports the registry's lookups. Backends of other packages
-join through the ``batchppo.backends`` entry-point group, loaded on the registry's first miss or
-full listing ([`load_entry_points`][batchppo.backends.load_entry_points]). The backend modules
-are light (no JAX, gymnax, Gymnasium, Brax or Ray until an env is built); their envs live in
-modules of their own, imported on first use:
+list the backends: ``host`` (``process`` and ``sync``), ``ray``, ``gymnax``, ``brax`` and
+``jumanji``. Whoever reads the registry (configs, the trainer, the CLI,
+[`batchppo.envs.make`][batchppo.envs.make.make]) imports this package, which also re-exports the
+registry's lookups. Backends of other packages join through the ``batchppo.backends`` entry-point
+group, loaded on the registry's first miss or full listing
+([`load_entry_points`][batchppo.backends.load_entry_points]). The backend modules are light (no
+JAX, gymnax, Gymnasium, Brax, Jumanji or Ray until an env is built); their envs live in modules of
+their own, imported on first use:
 
-* [`GymnaxEnv`][batchppo.backends.GymnaxEnv] and [`BraxEnv`][batchppo.backends.BraxEnv]: pure-JAX
-  envs, fused with the learner.
+* [`GymnaxEnv`][batchppo.backends.GymnaxEnv], [`BraxEnv`][batchppo.backends.BraxEnv] and
+  [`JumanjiEnv`][batchppo.backends.JumanjiEnv]: pure-JAX envs, fused with the learner.
 * [`HostEnv`][batchppo.backends.HostEnv]: a Gymnasium vector env (``BatchEnv`` worker processes,
   envs in the calling process, Ray actors) called through ``io_callback``, and
   [`HostLoop`][batchppo.backends.HostLoop], the Python-loop driver over it.
@@ -40,18 +41,20 @@ from batchppo.core.wording import prose
 
 # isort: off
 # Importing a backend module registers it: the built-ins, in the order messages list them.
-from batchppo.backends import host, ray, gymnax, brax  # noqa: F401
+from batchppo.backends import host, ray, gymnax, brax, jumanji  # noqa: F401
 
 # isort: on
 from batchppo.backends.brax import check_brax_id
 from batchppo.backends.gymnax import check_gymnax_id
 from batchppo.backends.host import check_gymnasium_id
+from batchppo.backends.jumanji import check_jumanji_id
 
 if TYPE_CHECKING:
     from batchppo.backends.brax_env import BraxEnv
     from batchppo.backends.gymnax_env import GymnaxEnv
     from batchppo.backends.host_env import HostEnv
     from batchppo.backends.host_loop import HostLoop
+    from batchppo.backends.jumanji_env import JumanjiEnv
     from batchppo.core.env import Env
 
 _LAZY = {
@@ -59,6 +62,7 @@ _LAZY = {
     "GymnaxEnv": "batchppo.backends.gymnax_env",
     "HostEnv": "batchppo.backends.host_env",
     "HostLoop": "batchppo.backends.host_loop",
+    "JumanjiEnv": "batchppo.backends.jumanji_env",
 }
 
 __all__ = [
@@ -71,9 +75,11 @@ __all__ = [
     "GymnaxEnv",
     "HostEnv",
     "HostLoop",
+    "JumanjiEnv",
     "check_brax_id",
     "check_gymnasium_id",
     "check_gymnax_id",
+    "check_jumanji_id",
     "check_restarts",
     "get_backend",
     "lazy",
@@ -109,18 +115,20 @@ def make_env(
     modules of this package), whose record builds the env.
 
     Args:
-        env_id: Env id: a gymnax id (``gymnax``), a Brax env name (``brax``) or a Gymnasium id
-            (``process``, ``sync``, ``ray``).
+        env_id: Env id: a gymnax id (``gymnax``), a Brax env name (``brax``), a Jumanji id
+            (``jumanji``) or a Gymnasium id (``process``, ``sync``, ``ray``); any fused backend
+            takes a ``module:factory`` too (``batchppo.backends.factories``).
         num_envs: Batch size.
-        backend: A registered backend: ``process``, ``sync``, ``ray``, ``gymnax``, ``brax``.
+        backend: A registered backend: ``process``, ``sync``, ``ray``, ``gymnax``, ``brax``,
+            ``jumanji``.
         max_length: Time limit in steps; None keeps the env's own (1000 for Brax).
         normalize_ranges: Rescale finite observation bounds and action bounds to [-1, 1]
             (Brax actions are in [-1, 1] already; its observations are unbounded).
         seed: Seed of the host envs (pure-JAX envs draw from the key given to ``reset``).
         num_workers: Worker processes for the ``process`` backend; None means one per core.
         env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
-            ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields
-            (``gymnax``).
+            ``brax.envs.get_environment`` keywords (``brax``), ``EnvParams`` fields
+            (``gymnax``) or ``jumanji.make`` keywords (``jumanji``).
         options: The backend's own settings, for a backend that takes some
             (``Backend.config_options``): ``step_timeout`` for ``process`` and ``ray``, and for
             ``ray`` the other keyword arguments of

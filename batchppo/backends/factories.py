@@ -11,6 +11,9 @@ object's API (``jax_api``):
 * Brax's (``reset(rng)`` and ``step(state, action)`` returning a state with ``obs``,
   ``reward`` and ``done``, plus ``action_size`` and ``observation_size``; MuJoCo Playground's
   ``MjxEnv`` has the same methods): the ``brax`` backend ([`BraxEnv`][batchppo.backends.BraxEnv]).
+* Jumanji's (``reset(key)`` and ``step(state, action)`` returning ``(state, timestep)``, and
+  ``observation_spec`` and ``action_spec`` as spec objects, not methods as dm_env's), as every
+  ``jumanji.Environment``: the ``jumanji`` backend ([`JumanjiEnv`][batchppo.backends.JumanjiEnv]).
 
 Anything else (a ``gymnasium.Env``) is for the host backends, which resolve such ids
 themselves (``batchppo.envs.make.env_source``).
@@ -85,7 +88,8 @@ def call_factory(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> An
 
 
 def jax_api(product: Any) -> str | None:
-    """The fused backend whose API a factory's product has (``"gymnax"`` or ``"brax"``), or None.
+    """The fused backend whose API a factory's product has (``"gymnax"``, ``"brax"`` or
+    ``"jumanji"``), or None.
 
     Args:
         product: What an env factory returned: an env, or gymnax's ``(env, params)``.
@@ -95,9 +99,19 @@ def jax_api(product: Any) -> str | None:
         return "gymnax"
     if isinstance(product, tuple):
         return None
+    if _has_jumanji_api(env):
+        return "jumanji"
     if all(hasattr(env, a) for a in ("reset", "step", "action_size", "observation_size")):
         return "brax"
     return None
+
+
+def _has_jumanji_api(env: Any) -> bool:
+    """Whether ``env`` has Jumanji's API, read by shape (Jumanji need not be importable)."""
+    if not all(hasattr(env, a) for a in ("reset", "step", "observation_spec", "action_spec")):
+        return False
+    # dm_env's specs are methods; Jumanji's are (cached) properties holding spec objects.
+    return not callable(env.observation_spec) and not callable(env.action_spec)
 
 
 def expect_api(env_id: str, product: Any, api: str) -> None:

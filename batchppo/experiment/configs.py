@@ -798,8 +798,15 @@ FUSED_RECIPES = {
     "gymnax-discrete": "cartpole_jax",
     "gymnax-box": "pendulum_jax",
     "gymnax-image": "breakout_minatar",
+    "jumanji-discrete": "cartpole_jax",
+    "jumanji-box": "pendulum_jax",
+    "jumanji-image": "breakout_minatar",
 }
 """The preset a factory's pure-JAX env starts from, by its API and spaces (``_fused_recipe``)."""
+
+GENERIC_NETWORK = {"network": "feed_forward"}
+"""The network of a recipe whose spaces may be trees: an encoder per observation leaf, a head per
+action leaf."""
 
 
 def _fused_recipe(
@@ -829,27 +836,13 @@ def _fused_recipe(
             f"env {env!r} returns an env with {api}'s API, which runs fused: env_wrappers wrap "
             "Gymnasium envs; leave them out and wrap the env in its factory"
         )
-    changes: dict[str, Any] = {"env": env, "env_kwargs": dict(env_kwargs or {}), "backend": api}
     if api == "brax":
-        key, kind = "brax", "Brax's API"
+        key, kind, own = "brax", "Brax's API", {}
+    elif api == "jumanji":
+        key, kind, own = _jumanji_recipe(env, product)
     else:
-        inner, params = product if isinstance(product, tuple) else (product, None)
-        params = inner.default_params if params is None else params
-        obs, act = inner.observation_space(params), inner.action_space(params)
-        shape = tuple(getattr(obs, "shape", ()))
-        discrete = type(act).__name__ == "Discrete"
-        if len(shape) == 3 and discrete:
-            key = "gymnax-image"
-        elif len(shape) == 1:
-            key = "gymnax-discrete" if discrete else "gymnax-box"
-        else:
-            raise ConfigError(
-                f"env {env!r}: no starting recipe fits gymnax observation shape {shape} and "
-                f"action space {type(act).__name__}: pick a config with --config"
-            )
-        kind = f"gymnax's API, observations {shape}, {type(act).__name__} actions"
-        own = getattr(params, "max_steps_in_episode", None)
-        changes["max_length"] = None if own else RECIPE_MAX_LENGTH
+        key, kind, own = _gymnax_recipe(env, product)
+    changes = {"env": env, "env_kwargs": dict(env_kwargs or {}), "backend": api, **own}
     preset = FUSED_RECIPES[key]
     config = replace_config(get_preset(preset), changes)
     limit = (
@@ -857,11 +850,60 @@ def _fused_recipe(
         if config.max_length is None
         else f"max_length={config.max_length} (--set max_length=N)"
     )
+    network = (
+        f" with network={config.network} (an encoder per observation leaf, a head per action leaf)"
+        if "network" in own
+        else ""
+    )
     message = (
         f"no --config: {env} returns an env with {kind}, so the run is fused on the {api} "
-        f"backend from the {preset} recipe ({config.steps:,} steps); {limit}"
+        f"backend from the {preset} recipe{network} ({config.steps:,} steps); {limit}"
     )
     return config, message
+
+
+def _gymnax_recipe(env: str, product: Any) -> tuple[str, str, dict[str, Any]]:
+    """``(recipe key, what the env has, changes)`` of an env with gymnax's API."""
+    inner, params = product if isinstance(product, tuple) else (product, None)
+    params = inner.default_params if params is None else params
+    obs, act = inner.observation_space(params), inner.action_space(params)
+    shape = tuple(getattr(obs, "shape", ()))
+    discrete = type(act).__name__ == "Discrete"
+    if len(shape) == 3 and discrete:
+        key = "gymnax-image"
+    elif len(shape) == 1:
+        key = "gymnax-discrete" if discrete else "gymnax-box"
+    else:
+        raise ConfigError(
+            f"env {env!r}: no starting recipe fits gymnax observation shape {shape} and "
+            f"action space {type(act).__name__}: pick a config with --config"
+        )
+    kind = f"gymnax's API, observations {shape}, {type(act).__name__} actions"
+    own = getattr(params, "max_steps_in_episode", None)
+    return key, kind, {"max_length": None if own else RECIPE_MAX_LENGTH}
+
+
+def _jumanji_recipe(env: str, product: Any) -> tuple[str, str, dict[str, Any]]:
+    """``(recipe key, what the env has, changes)`` of an env with Jumanji's API: its specs
+    read as spaces (``batchppo.backends.jumanji_env.jumanji_spaces``)."""
+    from batchppo.backends.jumanji_env import jumanji_spaces  # JAX: only when a recipe runs
+    from batchppo.core import spaces
+
+    try:
+        obs, act = jumanji_spaces(product, f"env {env!r}")
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    if isinstance(act, spaces.Box):
+        key, own = "jumanji-box", dict(GENERIC_NETWORK)
+    elif spaces.has_image(obs):
+        key, own = "jumanji-image", {}
+    else:
+        key, own = "jumanji-discrete", dict(GENERIC_NETWORK)
+    limit = getattr(product, "time_limit", None)
+    own["max_length"] = None if isinstance(limit, int) and limit >= 1 else RECIPE_MAX_LENGTH
+    words = spaces.describe(obs).replace("'", "")
+    kind = f"Jumanji's API, observations {words}, {spaces.describe(act)} actions"
+    return key, kind, own
 
 
 def recipe_for_env(

@@ -1,5 +1,6 @@
 """Env factories of other libraries' pure-JAX APIs, for ``--env module:factory`` (issue 42):
-gymnax's (an env, or gymnax's ``(env, params)``), Brax's, and a Gymnasium one for contrast."""
+gymnax's (an env, or gymnax's ``(env, params)``), Brax's, Jumanji's, and a Gymnasium one for
+contrast."""
 
 from __future__ import annotations
 
@@ -48,3 +49,30 @@ class OwnSpacesCartPole(CartPole):
 def own_spaces_cartpole():
     """An env with gymnax's API and spaces of its own library's classes."""
     return OwnSpacesCartPole()
+
+
+def snake(**kwargs):
+    """Jumanji's Snake as ``jumanji.make("Snake-v1")`` builds it, its keywords from env_kwargs."""
+    import jumanji
+
+    return jumanji.make("Snake-v1", **kwargs)
+
+
+def connector(time_limit=3):
+    """Jumanji's Connector of 2 agents on a 6x6 grid as one agent (Jumanji's
+    ``MultiToSingleWrapper``): it ends episodes at its time limit with Jumanji's ``truncation``
+    (a last step with a nonzero discount)."""
+    from jumanji.environments import Connector
+    from jumanji.environments.routing.connector.generator import RandomWalkGenerator
+    from jumanji.wrappers import MultiToSingleWrapper
+
+    generator = RandomWalkGenerator(grid_size=6, num_agents=2)
+    return MultiToSingleWrapper(Connector(generator, time_limit=time_limit))
+
+
+def auto_reset_snake():
+    """Snake inside Jumanji's own ``AutoResetWrapper``, which batchppo refuses."""
+    import jumanji
+    from jumanji.wrappers import AutoResetWrapper
+
+    return AutoResetWrapper(jumanji.make("Snake-v1"))

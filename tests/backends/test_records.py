@@ -12,11 +12,11 @@ from batchppo.backends import get_backend, names
 
 
 def test_builtin_records_and_derived_lists():
-    assert names() == ("process", "sync", "ray", "gymnax", "brax")
+    assert names() == ("process", "sync", "ray", "gymnax", "brax", "jumanji")
     assert names(host=True) == ("process", "sync", "ray")
-    assert names(host=False) == ("gymnax", "brax")
+    assert names(host=False) == ("gymnax", "brax", "jumanji")
     assert names(supports_restarts=True) == ("process", "sync")
-    assert all(get_backend(n).fused for n in ("gymnax", "brax"))
+    assert all(get_backend(n).fused for n in ("gymnax", "brax", "jumanji"))
     assert not any(get_backend(n).fused for n in names(host=True))
     assert get_backend("process").load_with == "sync" and get_backend("sync").load_with is None
     ray_config = types.SimpleNamespace(
@@ -62,6 +62,7 @@ def test_render_ids():
     with pytest.raises(ValueError, match="Gymnasium twin"):
         gymnax.render_id("Catch-bsuite", {})
     assert get_backend("brax").render_id is None
+    assert get_backend("jumanji").render_id is None
 
 
 def test_every_backend_is_installed_where_the_tests_run():

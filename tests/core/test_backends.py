@@ -33,7 +33,7 @@ def test_the_registry_and_config_parsing_import_nothing_heavy():
         "config = configs.apply_overrides(configs.get_preset('cartpole'), ['backend=sync'])\n"
         "assert configs.config_from_yaml(configs.config_to_yaml(config)) == config\n"
         "assert backends.get_backend(config.backend).host\n"
-        "heavy = [m for m in ('jax', 'flax', 'gymnax', 'gymnasium', 'ray', 'brax') "
+        "heavy = [m for m in ('jax', 'flax', 'gymnax', 'gymnasium', 'ray', 'brax', 'jumanji') "
         "if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )

@@ -33,7 +33,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from batchppo.backends import get_backend
+from batchppo.backends import get_backend, names
 
 AXIS = "data"
 """Name of the mesh axis the env batch is sharded over."""
@@ -61,7 +61,7 @@ def learner_devices(config: Any) -> list[jax.Device]:
             raise ValueError(
                 f"devices={requested}: backend={config.backend!r} steps its envs on the host "
                 "and its learner runs on one device; set devices=1 (or None), or use a "
-                "pure-JAX backend (gymnax, brax)"
+                f"pure-JAX backend ({', '.join(names(host=False))})"
             )
         return available[:1]
     count = len(available) if requested is None else requested

@@ -35,7 +35,7 @@ def test_learner_devices_follow_the_config_or_say_what_to_change():
         learner_devices(config("sync", 2))
     assert str(error.value) == (
         "devices=2: backend='sync' steps its envs on the host and its learner runs on one "
-        "device; set devices=1 (or None), or use a pure-JAX backend (gymnax, brax)"
+        "device; set devices=1 (or None), or use a pure-JAX backend (gymnax, brax, jumanji)"
     )
     with pytest.raises(ValueError) as error:
         learner_devices(config("gymnax", 2))

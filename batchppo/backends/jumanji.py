@@ -1,0 +1,89 @@
+"""The ``jumanji`` backend: Jumanji envs in JAX, fused with the learner.
+
+Its record is registered when this module is imported ([`batchppo.backends`][batchppo.backends]
+imports it); the env, [`JumanjiEnv`][batchppo.backends.JumanjiEnv], and Jumanji (the optional
+``jumanji`` package) are imported when an env is built or a Jumanji id checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from batchppo.backends.factories import is_factory_id, resolve_factory
+from batchppo.core.backends import Backend, lazy, register
+from batchppo.core.wording import unknown_id_message
+
+if TYPE_CHECKING:
+    from batchppo.backends.jumanji_env import JumanjiEnv
+
+__all__ = ["JUMANJI_TESTED_IDS", "check_jumanji_id", "make_jumanji_env"]
+
+JUMANJI_TESTED_IDS = ("Snake-v1", "Game2048-v1", "Maze-v0", "Minesweeper-v0")
+"""Jumanji ids whose spaces batchppo's tests check (Snake's episodes step by step, Game2048
+trained); a Connector of two agents is tested through Jumanji's ``MultiToSingleWrapper``."""
+
+
+def check_jumanji_id(env_id: str) -> None:
+    """Raises ValueError when ``env_id`` is neither a Jumanji id (imports Jumanji) nor a
+    ``module:factory`` that resolves (``batchppo.backends.factories``; not called here)."""
+    if is_factory_id(env_id):
+        resolve_factory(env_id)
+        return
+    import jumanji
+
+    known = sorted(jumanji.registered_environments())
+    if env_id not in known:
+        raise ValueError(
+            unknown_id_message(
+                "Jumanji env id",
+                env_id,
+                known,
+                f"Valid ids: {', '.join(known)} (tested with batchppo: "
+                f"{', '.join(JUMANJI_TESTED_IDS)})",
+            )
+        )
+
+
+def make_jumanji_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    max_length: int | None,
+    normalize_ranges: bool,
+    env_kwargs: Mapping[str, Any],
+    **_: Any,
+) -> JumanjiEnv:
+    """The ``jumanji`` backend's builder (``batchppo.core.backends.MakeEnv``).
+
+    ``env_kwargs`` go to ``jumanji.make`` (the env's constructor) or a ``module:factory``, but
+    for ``autoreset`` (``JumanjiEnv``'s restart mode, as for the other fused backends); the
+    host-side arguments are ignored.
+    """
+    from batchppo.backends.jumanji_env import JumanjiEnv
+
+    kwargs = dict(env_kwargs)
+    autoreset = kwargs.pop("autoreset", "select")
+    return JumanjiEnv(
+        env_id,
+        num_envs,
+        max_length=max_length,
+        normalize_ranges=normalize_ranges,
+        env_kwargs=kwargs,
+        autoreset=autoreset,
+    )
+
+
+register(
+    Backend(
+        name="jumanji",
+        make=make_jumanji_env,
+        check_env_id=check_jumanji_id,
+        host=False,
+        description="Jumanji envs in JAX, fused with the learner",
+        title="Jumanji",
+        requires="jumanji",
+        # One env built before a run dir is made: its mistakes are one line, with exit 2.
+        probe=lazy("batchppo.backends.jumanji_env:probe_jumanji_env"),
+    )
+)
