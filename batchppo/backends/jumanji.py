@@ -57,20 +57,21 @@ def make_jumanji_env(
     """The ``jumanji`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``env_kwargs`` go to ``jumanji.make`` (the env's constructor) or a ``module:factory``, but
-    for ``autoreset`` (``JumanjiEnv``'s restart mode, as for the other fused backends); the
-    host-side arguments are ignored.
+    for ``autoreset`` and ``reset_ratio`` (``JumanjiEnv``'s restart mode, as for the other
+    fused backends); the host-side arguments are ignored.
     """
     from batchppo.backends.jumanji_env import JumanjiEnv
+    from batchppo.core.pure_env import RESTART_OPTIONS
 
     kwargs = dict(env_kwargs)
-    autoreset = kwargs.pop("autoreset", "select")
+    restart = {key: kwargs.pop(key) for key in RESTART_OPTIONS if key in kwargs}
     return JumanjiEnv(
         env_id,
         num_envs,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
         env_kwargs=kwargs,
-        autoreset=autoreset,
+        **restart,
     )
 
 

@@ -35,11 +35,13 @@ from batchppo.backends.factories import call_factory, expect_api, is_factory_id
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.core.pure_env import (
+    DEFAULT_RESET_RATIO,
     PureJaxEnv,
     TimedState,
     check_autoreset,
     check_max_length,
     check_num_envs,
+    check_reset_ratio,
 )
 from batchppo.core.ranges import (
     denormalize_action,
@@ -188,6 +190,7 @@ def probe_jumanji_env(
 
     kwargs = dict(env_kwargs)
     check_autoreset(kwargs.pop("autoreset", "select"))
+    check_reset_ratio(kwargs.pop("reset_ratio", DEFAULT_RESET_RATIO))
     env = build_jumanji_env(env_id, kwargs)
     _check_scalar_steps(env_id, env)
     jumanji_spaces(env, f"env {env_id!r}")
@@ -222,7 +225,9 @@ class JumanjiEnv(PureJaxEnv):
         env_kwargs: Keywords of ``jumanji.make`` (the env's constructor) or of the factory.
         autoreset: How finished envs restart (`AUTORESET_MODES`): ``select`` (the default, as
             for gymnax), ``cond`` (the reset only at steps where an episode ended: for envs
-            whose reset draws an expensive instance) or ``first``.
+            whose reset draws an expensive instance), ``first`` or ``optimistic``
+            (``reset_ratio`` envs share each step's fresh resets).
+        reset_ratio: Envs per fresh reset with ``autoreset="optimistic"``.
 
     Raises:
         ValueError: An unknown id, a factory of another API, specs the env API cannot carry,
@@ -239,6 +244,7 @@ class JumanjiEnv(PureJaxEnv):
         normalize_ranges: bool = True,
         env_kwargs: Mapping[str, Any] | None = None,
         autoreset: str = "select",
+        reset_ratio: int = DEFAULT_RESET_RATIO,
     ) -> None:
         env = build_jumanji_env(env_id, env_kwargs)
         _check_scalar_steps(env_id, env)
@@ -246,6 +252,7 @@ class JumanjiEnv(PureJaxEnv):
         self._env_id = env_id
         self._num_envs = check_num_envs(num_envs)
         self._autoreset = check_autoreset(autoreset)
+        self._reset_ratio = check_reset_ratio(reset_ratio)
         self._max_length = _time_limit_of(env_id, env, check_max_length(max_length))
         self._normalize = bool(normalize_ranges)
         self._raw_obs_space, self._raw_action_space = jumanji_spaces(env, f"env {env_id!r}")
@@ -287,8 +294,10 @@ class JumanjiEnv(PureJaxEnv):
             action = denormalize_action(action, space.low, space.high)
         return jnp.asarray(action, self._env.action_spec.dtype)
 
-    def _reset_all(self, key: jax.Array) -> tuple[Any, Any]:
-        env_state, timestep = jax.vmap(self._env.reset)(jax.random.split(key, self._num_envs))
+    def _reset_all(self, key: jax.Array, count: int | None = None) -> tuple[Any, Any]:
+        """Fresh resets of ``count`` envs (every env by default): ``(env_state, obs)``."""
+        keys = jax.random.split(key, self._num_envs if count is None else count)
+        env_state, timestep = jax.vmap(self._env.reset)(keys)
         return env_state, self._observe(timestep.observation)
 
     def reset(self, key: jax.Array) -> tuple[TimedState, Any]:
@@ -309,7 +318,7 @@ class JumanjiEnv(PureJaxEnv):
         done = ends | truncated
         final_obs = self._observe(timestep.observation)
         env_state, next_obs = self._restart(
-            done, state, lambda: self._reset_all(key), (env_state, final_obs)
+            done, state, lambda count: self._reset_all(key, count), (env_state, final_obs)
         )
         return StepResult(
             state=state.replace(env_state=env_state, time=jnp.where(done, 0, time)),

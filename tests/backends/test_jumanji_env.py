@@ -186,6 +186,20 @@ def test_autoreset_first_restarts_each_env_from_its_first_state():
         np.testing.assert_array_equal(grid[t, env_index], grid[0, env_index])
 
 
+def test_autoreset_optimistic_shares_the_steps_fresh_resets():
+    """Three envs at one fresh reset a step (``reset_ratio=3``), every episode cut at each
+    step: the three restart from one and the same grid."""
+    env = JumanjiEnv(
+        "Snake-v1", 3, max_length=1, env_kwargs={"num_rows": 6, "num_cols": 6},
+        autoreset="optimistic", reset_ratio=3,
+    )  # fmt: skip
+    state, _ = env.reset(jax.random.key(5))
+    out = env.step(state, jnp.full((3,), UP, jnp.int32), jax.random.key(6))
+    _, fresh = env._reset_all(jax.random.key(6), 1)
+    grid = np.asarray(out.obs["grid"])
+    np.testing.assert_array_equal(grid, np.repeat(np.asarray(fresh["grid"]), 3, axis=0))
+
+
 def test_bad_envs_and_specs_are_one_line(factories):
     with pytest.raises(ValueError, match=r"its reward has shape \(10,\), one per agent; .*"):
         make_env("Connector-v3", 2, "jumanji")
