@@ -23,6 +23,7 @@ import numpy as np
 import psutil
 
 from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.experiment.callbacks import Callback, RunCallbacks, RunInfo
 from batchppo.experiment.env_failures import mark_env_failure, state_deleted, stop_on_env_error
 from batchppo.experiment.errors import RunDirError, StorageError
 from batchppo.experiment.ledger import RunLedger, TrainResult
@@ -145,10 +146,13 @@ class Driver:
             raise
         for ledger in ledgers:
             ledger.close()
-        return [
+        results = [
             ledger.result(trainers.part(state, i), step, interrupted)
             for i, ledger in enumerate(ledgers)
         ]
+        for ledger, result in zip(ledgers, results, strict=True):
+            ledger.callbacks.train_end(result)
+        return results
 
     def _start(self, fresh: Any) -> tuple[Any, int]:
         """Starts every ledger from its part of ``fresh``; the joined state and its step."""
@@ -174,8 +178,10 @@ class Driver:
         windows = [MetricWindow() for _ in ledgers]
         self.completed = (state, step, windows)  # `windows` is updated in place
         sim = trainers.init_sim(state, [ledger.key(SIM_KEY, step) for ledger in ledgers])
+        for ledger in ledgers:
+            ledger.callbacks.train_start(step)
         compiled = False  # The first iteration's time is mostly compilation: not a speed.
-        while step < ledgers[0].config.steps and self.stop.signum is None:
+        while step < ledgers[0].config.steps and not self.stop.requested:
             start = time.monotonic()
             state, sim, metrics = trainers.iteration(state, sim)
             before, step = step, trainers.step(state)
@@ -253,6 +259,7 @@ def drive(
     progress: str,
     group: str | None = None,
     stop: StopFlag | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> list[TrainResult]:
     """Trains one ledger per config and run dir with ``trainers``; one result per ledger.
 
@@ -263,14 +270,18 @@ def drive(
         progress: The first ledger's progress output (the others show none).
         group: The W&B group of the ledgers (see ``RunLedger``).
         stop: The stop flag to raise; None: a new one.
+        callbacks: The user's callbacks, called for every ledger (``RunInfo.index`` its place).
 
     Raises:
         Exception: An env's own exception, after every ledger's run dir got its checkpoint
             and ``env_error.txt`` (see the module docstring).
     """
     stop = stop if stop is not None else StopFlag()
-    ledgers = [
-        RunLedger(trainers.trainer, config, run_dir, "none" if i else progress, stop, group)
-        for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True))
-    ]
+    ledgers = []
+    for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True)):
+        run_callbacks = RunCallbacks(callbacks, RunInfo(i, run_dir, config))
+        mode = "none" if i else progress
+        ledgers.append(
+            RunLedger(trainers.trainer, config, run_dir, mode, stop, group, run_callbacks)
+        )
     return Driver(trainers, ledgers, stop).run()

@@ -21,6 +21,7 @@ import numpy as np
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment.callbacks import RunCallbacks, RunInfo
 from batchppo.experiment.env_failures import EnvFailure, state_deleted
 from batchppo.experiment.errors import StorageError
 from batchppo.experiment.logging import RunLogger, read_metrics
@@ -42,9 +43,11 @@ class TrainResult:
         step: Training env steps done.
         run_dir: The run directory, or None without a logdir.
         config: The config the run used (the stored one when resuming).
-        interrupted: Stopped early by Ctrl-C / SIGTERM (a checkpoint was saved).
+        interrupted: Stopped early by Ctrl-C / SIGTERM or a callback (a checkpoint was saved).
         stop_signal: The signal number that stopped the run, if any.
         records: The reports (metrics.jsonl records) of this call, in order.
+        stopped_by: The name of the callback that asked the run to stop, if one did
+            ([`Callback`][batchppo.experiment.callbacks.Callback]).
     """
 
     train_state: Any
@@ -55,6 +58,7 @@ class TrainResult:
     interrupted: bool = False
     stop_signal: int | None = None
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    stopped_by: str | None = None
 
 
 class Evaluator(Protocol):
@@ -77,6 +81,7 @@ class RunLedger:
         stop: The stop flag of the driver, which installs the signal handlers.
         group: The W&B group of a tracked run when ``wandb_group`` is None (a ``--seeds``
             run's common name).
+        callbacks: The user's callbacks of the run; None: none.
     """
 
     def __init__(
@@ -87,9 +92,13 @@ class RunLedger:
         progress: str,
         stop: StopFlag,
         group: str | None = None,
+        callbacks: RunCallbacks | None = None,
     ) -> None:
         self.trainer, self.config, self.run_dir = trainer, config, run_dir
         self.group = group
+        if callbacks is None:
+            callbacks = RunCallbacks((), RunInfo(0, run_dir, config))
+        self.callbacks = callbacks
         self.ckpt_dir = run_dir / CHECKPOINT_DIR if run_dir is not None else None
         self.stop = stop
         self.records: list[dict[str, Any]] = []
@@ -97,6 +106,7 @@ class RunLedger:
         self.saved_step = -1
         self.progress_mode = progress
         self.stop_signal: int | None = None
+        self.stopped_by: str | None = None
         # Opened by start(): the wall time of earlier sessions (resume), this session's start
         # on the monotonic clock, the logs, the running totals to continue, the progress.
         self.wall_offset = 0.0
@@ -175,6 +185,13 @@ class RunLedger:
         progress.report(record)
         if phase == "eval":
             self.last_eval = (step, record["score"])
+        asked = self.callbacks.report(record)
+        if asked is not None:
+            if not self.stop.requested:
+                self.message(
+                    f"callback {asked} asked to stop at step {step:,}: stopping, then saving"
+                )
+            self.stop.ask(asked)
 
     def evaluate(self, state: Any, step: int) -> None:
         """Runs an evaluation of ``state`` and writes its eval report at ``step``."""
@@ -254,7 +271,7 @@ class RunLedger:
             score = evals[-1]["score"] if evals else None
         return TrainResult(
             state, score, step, self.run_dir, self.config, interrupted, self.stop_signal,
-            self.records,
+            self.records, self.stopped_by,
         )  # fmt: skip
 
     def _last_totals(self) -> dict[str, float]:
@@ -347,7 +364,7 @@ class RunLedger:
 
     def stopped(self, step: int, window: MetricWindow) -> bool:
         """Ends the train phases: reports the last window of a stopped run; True if stopped."""
-        if self.stop.signum is not None and window.iterations:
+        if self.stop.requested and window.iterations:
             self.report("train", step, self._train_values(window))
-        self.stop_signal = self.stop.signum
-        return self.stop.signum is not None
+        self.stop_signal, self.stopped_by = self.stop.signum, self.stop.callback
+        return self.stop.requested
