@@ -8,6 +8,11 @@ failures are written here once.
 An env error (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops every
 ledger as Ctrl-C does: each reports its open window, checkpoints its part of the last completed
 state and writes ``env_error.txt``; the env's exception then propagates carrying an ``EnvFailure``.
+
+The user's callbacks (``batchppo.experiment.callbacks``) are called by the driver at the start and
+the end of each ledger's run and by each ledger after its reports; a stop they ask for raises the
+stop flag as Ctrl-C does. An exception one raises stops every ledger as an env error does (without
+``env_error.txt``) and propagates with a note on the checkpoints.
 """
 
 from __future__ import annotations
@@ -23,8 +28,13 @@ import numpy as np
 import psutil
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.experiment.callbacks import Callback, RunCallbacks, RunInfo
-from batchppo.experiment.env_failures import mark_env_failure, state_deleted, stop_on_env_error
+from batchppo.experiment.callbacks import Callback, RunCallbacks, RunInfo, stop_on_callback_error
+from batchppo.experiment.env_failures import (
+    EnvFailure,
+    mark_env_failure,
+    state_deleted,
+    stop_on_env_error,
+)
 from batchppo.experiment.errors import RunDirError, StorageError
 from batchppo.experiment.ledger import RunLedger, TrainResult
 from batchppo.experiment.stopping import StopFlag, graceful_stop
@@ -170,7 +180,7 @@ class Driver:
 
     def train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
         """Iterates until the step budget or a stop request; returns (state, step, stopped)."""
-        with stop_on_env_error(self._env_failed):
+        with stop_on_env_error(self._env_failed), stop_on_callback_error(self._callback_failed):
             return self._iterate(state, step)
 
     def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
@@ -213,12 +223,24 @@ class Driver:
             )
 
     def _env_failed(self, error: Exception) -> None:
-        """Stops every ledger after an env error (``RunLedger.stop_by_env_error``) and marks
-        ``error``: an ``EnvFailure`` (of every seed for stacked runs) and notes on what went wrong
-        on the way.
+        """Stops every ledger after an env error and marks ``error`` with its ``EnvFailure``."""
+        mark_env_failure(error, self._stop_ledgers(error, env_error=True))
 
-        An evaluation that failed stops the ledgers after it before their bookkeeping of that
-        step: their open windows are reported at ``step`` and checkpointed with the rest.
+    def _callback_failed(self, error: Exception) -> None:
+        """Stops every ledger after a callback's exception and notes where the checkpoints are."""
+        failure = self._stop_ledgers(error, env_error=False)
+        error.add_note(
+            f"batchppo: training stopped at step {failure.step:,} by this error; "
+            f"{failure.checkpoints()}"
+        )
+
+    def _stop_ledgers(self, error: Exception, env_error: bool) -> EnvFailure:
+        """Stops every ledger after ``error`` (``RunLedger.stop_by_error``), noting on ``error``
+        what went wrong on the way; where they stopped (every seed's for stacked runs).
+
+        An evaluation or a callback that failed stops the ledgers after it before their
+        bookkeeping of that step: their open windows are reported at ``step`` and checkpointed
+        with the rest.
         """
         assert self.completed is not None, "_iterate sets it before its first trainer call"
         state, step, windows = self.completed
@@ -227,14 +249,14 @@ class Driver:
         failures = []
         for i, (ledger, window) in enumerate(zip(self.ledgers, windows, strict=True)):
             part = None if lost else self.trainers.part(state, i)
-            failure, notes = ledger.stop_by_env_error(error, part, step, window)
+            failure, notes = ledger.stop_by_error(part, step, window, error if env_error else None)
             for note in notes:
                 error.add_note(f"seed dir s{i}: {note}" if stacked else note)
             failures.append(failure)
         failure = failures[0]
         if stacked:
             failure = dataclasses.replace(failure, seeds=tuple(failures))
-        mark_env_failure(error, failure)
+        return failure
 
 
 def start_up_line(first_start: float, first_seconds: float) -> str:

@@ -71,7 +71,7 @@ class RunLedger:
     """One seed's run: its run dir, logs, progress, cadence and results.
 
     The driver (``Driver``) calls ``start``, ``after_iteration`` after every iteration, ``stopped``,
-    ``save``, ``close`` and ``result``; after an env error, ``stop_by_env_error``.
+    ``save``, ``close`` and ``result``; after an env's or a callback's error, ``stop_by_error``.
 
     Args:
         trainer: Evaluates one seed's state (a ``Trainer``, or a ``SeedsTrainer``).
@@ -175,7 +175,18 @@ class RunLedger:
         )
 
     def report(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
-        """Writes a report (a metrics.jsonl record) and shows it."""
+        """Writes a report (a metrics.jsonl record), shows it and calls the callbacks with it."""
+        record = self._write_report(phase, step, values)
+        asked = self.callbacks.report(record)
+        if asked is not None:
+            if not self.stop.requested:
+                self.message(
+                    f"callback {asked} asked to stop at step {step:,}: stopping, then saving"
+                )
+            self.stop.ask(asked)
+
+    def _write_report(self, phase: str, step: int, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Writes a report (a metrics.jsonl record) and shows it; the record."""
         logger, progress = self._opened()
         try:
             record = logger.log(phase, step, {**values, "wall_time": self.wall_time()})
@@ -185,13 +196,7 @@ class RunLedger:
         progress.report(record)
         if phase == "eval":
             self.last_eval = (step, record["score"])
-        asked = self.callbacks.report(record)
-        if asked is not None:
-            if not self.stop.requested:
-                self.message(
-                    f"callback {asked} asked to stop at step {step:,}: stopping, then saving"
-                )
-            self.stop.ask(asked)
+        return record
 
     def evaluate(self, state: Any, step: int) -> None:
         """Runs an evaluation of ``state`` and writes its eval report at ``step``."""
@@ -294,30 +299,32 @@ class RunLedger:
         """Whether the run evaluates (an eval interval and a number of episodes)."""
         return self.config.eval_interval > 0 and self.config.eval_episodes > 0
 
-    def stop_by_env_error(
-        self, error: Exception, state: Any, step: int, window: MetricWindow
+    def stop_by_error(
+        self, state: Any, step: int, window: MetricWindow, env_error: Exception | None = None
     ) -> tuple[EnvFailure, list[str]]:
-        """Stops the run after an env error as Ctrl-C does.
+        """Stops the run after an env's error or a callback's as Ctrl-C does.
 
-        Reports the window so far (unless an evaluation failed after its report) and
-        checkpoints ``state``, the newest state an iteration completed (the input of the
-        iteration that failed: host-env trainers do not donate it), and writes the error's
-        full text to ``env_error.txt``.
+        Reports the window so far (unless an evaluation or a callback failed after its report;
+        the callbacks are not called with it) and checkpoints ``state``, the newest state an
+        iteration completed (the input of the iteration that failed: host-env trainers do not
+        donate it); an env's error's full text goes to ``env_error.txt``.
 
         Args:
-            error: The env's exception.
             state: The state at ``step``; None or deleted buffers: lost with the failed call.
             step: The step of the last completed iteration.
             window: The open train report's window.
+            env_error: The env's exception; None for a callback's.
 
         Returns:
-            The run's ``EnvFailure`` and notes on what went wrong on the way (a lost state, a failed
-            save), for ``error``.
+            Where the run stopped (an ``EnvFailure``, without an error file for a callback's
+            error) and notes on what went wrong on the way (a lost state, a failed save), for the
+            error.
         """
         notes = []
         last = self.records[-1] if self.records else {}
         if window.iterations and (last.get("phase"), last.get("step")) != ("train", step):
-            self.report("train", step, self._train_values(window))
+            # Without the callbacks: one that raises again would cost the checkpoint.
+            self._write_report("train", step, self._train_values(window))
         if self.ckpt_dir is not None:
             if state is None or state_deleted(state):
                 notes.append(f"the state at step {step:,} was lost with the failed call")
@@ -328,10 +335,10 @@ class RunLedger:
                     notes.append(f"saving a checkpoint at step {step:,} failed: {save_error!r}")
         saved = self.saved_step if self.saved_step >= 0 else None
         error_file = None
-        if self.run_dir is not None:
+        if self.run_dir is not None and env_error is not None:
             error_file = self.run_dir / ENV_ERROR_FILE
             with contextlib.suppress(OSError):
-                error_file.write_text("".join(traceback.format_exception(error)))
+                error_file.write_text("".join(traceback.format_exception(env_error)))
         return EnvFailure(step, saved, self.run_dir, error_file), notes
 
     def after_iteration(
