@@ -221,7 +221,9 @@ class RunCallbacks:
         step, asked = int(record["step"]), None
         for callback in self.callbacks:
             hook = callback.on_eval if record["phase"] == "eval" else callback.on_report
-            if self._call(callback, hook.__name__, step, hook, step, dict(record)) is False:
+            answer = self._call(callback, hook.__name__, step, hook, step, dict(record))
+            # None is a hook that returns nothing; a NumPy False stops as False does.
+            if answer is not None and not answer:
                 asked = asked or callback.name
         return asked
 
