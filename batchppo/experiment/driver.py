@@ -8,6 +8,11 @@ failures are written here once.
 An env error (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops every
 ledger as Ctrl-C does: each reports its open window, checkpoints its part of the last completed
 state and writes ``env_error.txt``; the env's exception then propagates carrying an ``EnvFailure``.
+
+The user's callbacks (``batchppo.experiment.callbacks``) are called by the driver at the start and
+the end of each ledger's run and by each ledger after its reports; a stop they ask for raises the
+stop flag as Ctrl-C does. An exception one raises stops every ledger as an env error does (without
+``env_error.txt``) and propagates with a note on the checkpoints.
 """
 
 from __future__ import annotations
@@ -23,7 +28,13 @@ import numpy as np
 import psutil
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.experiment.env_failures import mark_env_failure, state_deleted, stop_on_env_error
+from batchppo.experiment.callbacks import Callback, RunCallbacks, RunInfo, stop_on_callback_error
+from batchppo.experiment.env_failures import (
+    EnvFailure,
+    mark_env_failure,
+    state_deleted,
+    stop_on_env_error,
+)
 from batchppo.experiment.errors import RunDirError, StorageError
 from batchppo.experiment.ledger import RunLedger, TrainResult
 from batchppo.experiment.stopping import StopFlag, graceful_stop
@@ -145,10 +156,13 @@ class Driver:
             raise
         for ledger in ledgers:
             ledger.close()
-        return [
+        results = [
             ledger.result(trainers.part(state, i), step, interrupted)
             for i, ledger in enumerate(ledgers)
         ]
+        for ledger, result in zip(ledgers, results, strict=True):
+            ledger.callbacks.train_end(result)
+        return results
 
     def _start(self, fresh: Any) -> tuple[Any, int]:
         """Starts every ledger from its part of ``fresh``; the joined state and its step."""
@@ -166,7 +180,7 @@ class Driver:
 
     def train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
         """Iterates until the step budget or a stop request; returns (state, step, stopped)."""
-        with stop_on_env_error(self._env_failed):
+        with stop_on_env_error(self._env_failed), stop_on_callback_error(self._callback_failed):
             return self._iterate(state, step)
 
     def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
@@ -174,8 +188,10 @@ class Driver:
         windows = [MetricWindow() for _ in ledgers]
         self.completed = (state, step, windows)  # `windows` is updated in place
         sim = trainers.init_sim(state, [ledger.key(SIM_KEY, step) for ledger in ledgers])
+        for ledger in ledgers:
+            ledger.callbacks.train_start(step)
         compiled = False  # The first iteration's time is mostly compilation: not a speed.
-        while step < ledgers[0].config.steps and self.stop.signum is None:
+        while step < ledgers[0].config.steps and not self.stop.requested:
             start = time.monotonic()
             state, sim, metrics = trainers.iteration(state, sim)
             before, step = step, trainers.step(state)
@@ -207,12 +223,24 @@ class Driver:
             )
 
     def _env_failed(self, error: Exception) -> None:
-        """Stops every ledger after an env error (``RunLedger.stop_by_env_error``) and marks
-        ``error``: an ``EnvFailure`` (of every seed for stacked runs) and notes on what went wrong
-        on the way.
+        """Stops every ledger after an env error and marks ``error`` with its ``EnvFailure``."""
+        mark_env_failure(error, self._stop_ledgers(error, env_error=True))
 
-        An evaluation that failed stops the ledgers after it before their bookkeeping of that
-        step: their open windows are reported at ``step`` and checkpointed with the rest.
+    def _callback_failed(self, error: Exception) -> None:
+        """Stops every ledger after a callback's exception and notes where the checkpoints are."""
+        failure = self._stop_ledgers(error, env_error=False)
+        error.add_note(
+            f"batchppo: training stopped at step {failure.step:,} by this error; "
+            f"{failure.checkpoints()}"
+        )
+
+    def _stop_ledgers(self, error: Exception, env_error: bool) -> EnvFailure:
+        """Stops every ledger after ``error`` (``RunLedger.stop_by_error``), noting on ``error``
+        what went wrong on the way; where they stopped (every seed's for stacked runs).
+
+        An evaluation or a callback that failed stops the ledgers after it before their
+        bookkeeping of that step: their open windows are reported at ``step`` and checkpointed
+        with the rest.
         """
         assert self.completed is not None, "_iterate sets it before its first trainer call"
         state, step, windows = self.completed
@@ -221,14 +249,14 @@ class Driver:
         failures = []
         for i, (ledger, window) in enumerate(zip(self.ledgers, windows, strict=True)):
             part = None if lost else self.trainers.part(state, i)
-            failure, notes = ledger.stop_by_env_error(error, part, step, window)
+            failure, notes = ledger.stop_by_error(part, step, window, error if env_error else None)
             for note in notes:
                 error.add_note(f"seed dir s{i}: {note}" if stacked else note)
             failures.append(failure)
         failure = failures[0]
         if stacked:
             failure = dataclasses.replace(failure, seeds=tuple(failures))
-        mark_env_failure(error, failure)
+        return failure
 
 
 def start_up_line(first_start: float, first_seconds: float) -> str:
@@ -253,6 +281,7 @@ def drive(
     progress: str,
     group: str | None = None,
     stop: StopFlag | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> list[TrainResult]:
     """Trains one ledger per config and run dir with ``trainers``; one result per ledger.
 
@@ -263,14 +292,18 @@ def drive(
         progress: The first ledger's progress output (the others show none).
         group: The W&B group of the ledgers (see ``RunLedger``).
         stop: The stop flag to raise; None: a new one.
+        callbacks: The user's callbacks, called for every ledger (``RunInfo.index`` its place).
 
     Raises:
         Exception: An env's own exception, after every ledger's run dir got its checkpoint
             and ``env_error.txt`` (see the module docstring).
     """
     stop = stop if stop is not None else StopFlag()
-    ledgers = [
-        RunLedger(trainers.trainer, config, run_dir, "none" if i else progress, stop, group)
-        for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True))
-    ]
+    ledgers = []
+    for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True)):
+        run_callbacks = RunCallbacks(callbacks, RunInfo(i, run_dir, config))
+        mode = "none" if i else progress
+        ledgers.append(
+            RunLedger(trainers.trainer, config, run_dir, mode, stop, group, run_callbacks)
+        )
     return Driver(trainers, ledgers, stop).run()

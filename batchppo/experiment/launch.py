@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
 from batchppo.experiment import configs, trainers
+from batchppo.experiment.callbacks import Callback
 from batchppo.experiment.driver import SingleRun, drive
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.ledger import TrainResult
@@ -144,10 +145,11 @@ class SingleRunLayout:
 
     Args:
         factory: Builds the trainer from the config; None: the algorithm's.
+        callbacks: The user's callbacks of the run.
     """
 
-    def __init__(self, factory: TrainerFactory | None) -> None:
-        self.factory = factory
+    def __init__(self, factory: TrainerFactory | None, callbacks: Sequence[Callback] = ()) -> None:
+        self.factory, self.callbacks = factory, tuple(callbacks)
 
     def check(self, config: RunConfig) -> None:
         """Any algorithm's config trains a single run."""
@@ -178,7 +180,7 @@ class SingleRunLayout:
         self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
     ) -> list[TrainResult]:
         """Trains the run."""
-        return drive(SingleRun(trainer), run_configs, run_dirs, progress)
+        return drive(SingleRun(trainer), run_configs, run_dirs, progress, callbacks=self.callbacks)
 
 
 def _build(layout: RunLayout, config: RunConfig) -> Any:

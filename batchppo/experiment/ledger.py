@@ -21,6 +21,7 @@ import numpy as np
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
+from batchppo.experiment.callbacks import RunCallbacks, RunInfo
 from batchppo.experiment.env_failures import EnvFailure, state_deleted
 from batchppo.experiment.errors import StorageError
 from batchppo.experiment.logging import RunLogger, read_metrics
@@ -42,9 +43,11 @@ class TrainResult:
         step: Training env steps done.
         run_dir: The run directory, or None without a logdir.
         config: The config the run used (the stored one when resuming).
-        interrupted: Stopped early by Ctrl-C / SIGTERM (a checkpoint was saved).
+        interrupted: Stopped early by Ctrl-C / SIGTERM or a callback (a checkpoint was saved).
         stop_signal: The signal number that stopped the run, if any.
         records: The reports (metrics.jsonl records) of this call, in order.
+        stopped_by: The name of the callback that asked the run to stop, if one did
+            ([`Callback`][batchppo.experiment.callbacks.Callback]).
     """
 
     train_state: Any
@@ -55,6 +58,7 @@ class TrainResult:
     interrupted: bool = False
     stop_signal: int | None = None
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    stopped_by: str | None = None
 
 
 class Evaluator(Protocol):
@@ -67,7 +71,7 @@ class RunLedger:
     """One seed's run: its run dir, logs, progress, cadence and results.
 
     The driver (``Driver``) calls ``start``, ``after_iteration`` after every iteration, ``stopped``,
-    ``save``, ``close`` and ``result``; after an env error, ``stop_by_env_error``.
+    ``save``, ``close`` and ``result``; after an env's or a callback's error, ``stop_by_error``.
 
     Args:
         trainer: Evaluates one seed's state (a ``Trainer``, or a ``SeedsTrainer``).
@@ -77,6 +81,7 @@ class RunLedger:
         stop: The stop flag of the driver, which installs the signal handlers.
         group: The W&B group of a tracked run when ``wandb_group`` is None (a ``--seeds``
             run's common name).
+        callbacks: The user's callbacks of the run; None: none.
     """
 
     def __init__(
@@ -87,9 +92,13 @@ class RunLedger:
         progress: str,
         stop: StopFlag,
         group: str | None = None,
+        callbacks: RunCallbacks | None = None,
     ) -> None:
         self.trainer, self.config, self.run_dir = trainer, config, run_dir
         self.group = group
+        if callbacks is None:
+            callbacks = RunCallbacks((), RunInfo(0, run_dir, config))
+        self.callbacks = callbacks
         self.ckpt_dir = run_dir / CHECKPOINT_DIR if run_dir is not None else None
         self.stop = stop
         self.records: list[dict[str, Any]] = []
@@ -97,6 +106,7 @@ class RunLedger:
         self.saved_step = -1
         self.progress_mode = progress
         self.stop_signal: int | None = None
+        self.stopped_by: str | None = None
         # Opened by start(): the wall time of earlier sessions (resume), this session's start
         # on the monotonic clock, the logs, the running totals to continue, the progress.
         self.wall_offset = 0.0
@@ -165,7 +175,18 @@ class RunLedger:
         )
 
     def report(self, phase: str, step: int, values: Mapping[str, Any]) -> None:
-        """Writes a report (a metrics.jsonl record) and shows it."""
+        """Writes a report (a metrics.jsonl record), shows it and calls the callbacks with it."""
+        record = self._write_report(phase, step, values)
+        asked = self.callbacks.report(record)
+        if asked is not None:
+            if not self.stop.requested:
+                self.message(
+                    f"callback {asked} asked to stop at step {step:,}: stopping, then saving"
+                )
+            self.stop.ask(asked)
+
+    def _write_report(self, phase: str, step: int, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Writes a report (a metrics.jsonl record) and shows it; the record."""
         logger, progress = self._opened()
         try:
             record = logger.log(phase, step, {**values, "wall_time": self.wall_time()})
@@ -175,6 +196,7 @@ class RunLedger:
         progress.report(record)
         if phase == "eval":
             self.last_eval = (step, record["score"])
+        return record
 
     def evaluate(self, state: Any, step: int) -> None:
         """Runs an evaluation of ``state`` and writes its eval report at ``step``."""
@@ -254,7 +276,7 @@ class RunLedger:
             score = evals[-1]["score"] if evals else None
         return TrainResult(
             state, score, step, self.run_dir, self.config, interrupted, self.stop_signal,
-            self.records,
+            self.records, self.stopped_by,
         )  # fmt: skip
 
     def _last_totals(self) -> dict[str, float]:
@@ -277,30 +299,32 @@ class RunLedger:
         """Whether the run evaluates (an eval interval and a number of episodes)."""
         return self.config.eval_interval > 0 and self.config.eval_episodes > 0
 
-    def stop_by_env_error(
-        self, error: Exception, state: Any, step: int, window: MetricWindow
+    def stop_by_error(
+        self, state: Any, step: int, window: MetricWindow, env_error: Exception | None = None
     ) -> tuple[EnvFailure, list[str]]:
-        """Stops the run after an env error as Ctrl-C does.
+        """Stops the run after an env's error or a callback's as Ctrl-C does.
 
-        Reports the window so far (unless an evaluation failed after its report) and
-        checkpoints ``state``, the newest state an iteration completed (the input of the
-        iteration that failed: host-env trainers do not donate it), and writes the error's
-        full text to ``env_error.txt``.
+        Reports the window so far (unless an evaluation or a callback failed after its report;
+        the callbacks are not called with it) and checkpoints ``state``, the newest state an
+        iteration completed (the input of the iteration that failed: host-env trainers do not
+        donate it); an env's error's full text goes to ``env_error.txt``.
 
         Args:
-            error: The env's exception.
             state: The state at ``step``; None or deleted buffers: lost with the failed call.
             step: The step of the last completed iteration.
             window: The open train report's window.
+            env_error: The env's exception; None for a callback's.
 
         Returns:
-            The run's ``EnvFailure`` and notes on what went wrong on the way (a lost state, a failed
-            save), for ``error``.
+            Where the run stopped (an ``EnvFailure``, without an error file for a callback's
+            error) and notes on what went wrong on the way (a lost state, a failed save), for the
+            error.
         """
         notes = []
         last = self.records[-1] if self.records else {}
         if window.iterations and (last.get("phase"), last.get("step")) != ("train", step):
-            self.report("train", step, self._train_values(window))
+            # Without the callbacks: one that raises again would cost the checkpoint.
+            self._write_report("train", step, self._train_values(window))
         if self.ckpt_dir is not None:
             if state is None or state_deleted(state):
                 notes.append(f"the state at step {step:,} was lost with the failed call")
@@ -311,10 +335,10 @@ class RunLedger:
                     notes.append(f"saving a checkpoint at step {step:,} failed: {save_error!r}")
         saved = self.saved_step if self.saved_step >= 0 else None
         error_file = None
-        if self.run_dir is not None:
+        if self.run_dir is not None and env_error is not None:
             error_file = self.run_dir / ENV_ERROR_FILE
             with contextlib.suppress(OSError):
-                error_file.write_text("".join(traceback.format_exception(error)))
+                error_file.write_text("".join(traceback.format_exception(env_error)))
         return EnvFailure(step, saved, self.run_dir, error_file), notes
 
     def after_iteration(
@@ -347,7 +371,7 @@ class RunLedger:
 
     def stopped(self, step: int, window: MetricWindow) -> bool:
         """Ends the train phases: reports the last window of a stopped run; True if stopped."""
-        if self.stop.signum is not None and window.iterations:
+        if self.stop.requested and window.iterations:
             self.report("train", step, self._train_values(window))
-        self.stop_signal = self.stop.signum
-        return self.stop.signum is not None
+        self.stop_signal, self.stopped_by = self.stop.signum, self.stop.callback
+        return self.stop.requested

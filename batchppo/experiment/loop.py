@@ -17,7 +17,8 @@ the env's own exception, which carries an ``EnvFailure`` (``env_failure``); its 
 
 This module holds [`train`][batchppo.experiment.loop.train] and names the public parts of the
 modules a run is made of: ``rundir`` (run directories), ``progress``, ``window`` (the metric
-window), ``stopping`` (Ctrl-C / SIGTERM), ``env_failures``, ``trainers``,
+window), ``stopping`` (Ctrl-C / SIGTERM), [`callbacks`][batchppo.experiment.callbacks] (a user's
+code on a run), ``env_failures``, ``trainers``,
 [`ledger`][batchppo.experiment.ledger] (one run's bookkeeping), ``driver`` (the iterate loop over
 one ledger or the seeds' ledgers), ``launch`` (the set-up of a call, one run's or ``--seeds``') and
 [`loading`][batchppo.experiment.loading].
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.experiment.callbacks import Callback, CallbackArg, ProgressFn, RunInfo, as_callbacks
 from batchppo.experiment.env_failures import EnvFailure, env_failure
 from batchppo.experiment.errors import RunDirError
 from batchppo.experiment.launch import EnvArg, SingleRunLayout, env_id_of, launch
@@ -73,8 +75,12 @@ __all__ = [
     "EPISODE_METRICS",
     "EVALUATE_RUN_KEY",
     "RUNNING_TOTALS",
+    "Callback",
+    "CallbackArg",
     "EnvArg",
     "EnvFailure",
+    "ProgressFn",
+    "RunInfo",
     "TrainResult",
     "TrainerFactory",
     "TrainerLike",
@@ -104,6 +110,7 @@ def train(
     seeds: int | None = None,
     resume: bool = False,
     network_factory: NetworkFactory | None = None,
+    callbacks: CallbackArg | Sequence[CallbackArg] = (),
 ) -> TrainResult | list[TrainResult]:
     """Trains a policy; resumes when ``<logdir>/<timestamp>-<name>`` already exists.
 
@@ -145,6 +152,13 @@ def train(
             The run's ``config.yaml`` does not record it: a resume needs the same factory, and
             loading the run (``load_run``, ``evaluate_run``, ``visualize``, ``export_run``)
             a ``trainer_factory`` that builds the trainer with it.
+        callbacks: The user's code called as the run trains: a
+            [`Callback`][batchppo.experiment.callbacks.Callback] (its hooks at the start, each
+            train report, each evaluation and the end; a hook returning False stops the run as
+            Ctrl-C does, checkpoint included) or a function ``progress_fn(step, metrics)`` (each
+            report, as Brax's), or a sequence of them. With ``seeds``, a ``Callback``'s hooks are
+            called for every seed (``RunInfo.index``), a function sees seed 0's reports. An
+            exception a callback raises stops the run as an env error does, after a checkpoint.
 
     Returns:
         The final state, last eval score, step count and run dir; with ``seeds``, a list of
@@ -158,6 +172,7 @@ def train(
             [`UserError`][batchppo.experiment.UserError]), a run dir that another process holds
             (``RunDirLockedError``), a write into the run dir that failed (``StorageError``).
     """
+    callbacks = as_callbacks(callbacks)
     if resume and (logdir is None or timestamp is None):
         raise RunDirError("--resume needs --logdir and --timestamp: the run to resume")
     if network_factory is not None and trainer_factory is not None:
@@ -171,10 +186,11 @@ def train(
         return train_seeds(
             config, logdir, seeds, name=name, timestamp=timestamp, overrides=overrides,
             progress=progress, resume=resume, env=env, network_factory=network_factory,
+            callbacks=callbacks,
         )  # fmt: skip
     if network_factory is not None:
         trainer_factory = network_trainer_factory(network_factory)
     return launch(
-        SingleRunLayout(trainer_factory), config, logdir, name=name, timestamp=timestamp,
+        SingleRunLayout(trainer_factory, callbacks), config, logdir, name=name, timestamp=timestamp,
         overrides=overrides, progress=progress, resume=resume, env=env,
     )[0]  # fmt: skip

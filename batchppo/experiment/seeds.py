@@ -31,6 +31,7 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, trainers
+from batchppo.experiment.callbacks import Callback
 from batchppo.experiment.driver import drive
 from batchppo.experiment.errors import ConfigError, RunDirError
 from batchppo.experiment.launch import EnvArg, RunDirRequest, launch
@@ -150,10 +151,12 @@ def run_seeds(
     run_configs: Sequence[RunConfig],
     run_dirs: Sequence[Path | None],
     progress: str,
+    callbacks: Sequence[Callback] = (),
 ) -> list[TrainResult]:
     """Trains the seeds of ``trainer`` (a ``SeedsTrainer``), one ledger per seed.
 
-    Seed 0 shows the progress (``progress``); each evaluation prints every seed's score.
+    Seed 0 shows the progress (``progress``); each evaluation prints every seed's score. The
+    user's ``callbacks`` are called for every seed (``RunInfo.index``).
 
     Raises:
         Exception: An env's own exception, after every seed's run dir got its checkpoint and
@@ -161,7 +164,7 @@ def run_seeds(
     """
     # A tracked --seeds run groups its seeds: <timestamp>-<name> of <timestamp>-<name>-s<i>.
     group = None if run_dirs[0] is None else run_dirs[0].name.rpartition("-s")[0]
-    return drive(StackedSeeds(trainer), run_configs, run_dirs, progress, group)
+    return drive(StackedSeeds(trainer), run_configs, run_dirs, progress, group, callbacks=callbacks)
 
 
 class SeedsLayout:
@@ -170,13 +173,20 @@ class SeedsLayout:
     Args:
         num_seeds: Number of seeds (>= 1).
         network_factory: Builds the seeds' network (``SeedsTrainer``'s); None: the config's.
+        callbacks: The user's callbacks, called for every seed.
     """
 
-    def __init__(self, num_seeds: int, network_factory: NetworkFactory | None = None) -> None:
+    def __init__(
+        self,
+        num_seeds: int,
+        network_factory: NetworkFactory | None = None,
+        callbacks: Sequence[Callback] = (),
+    ) -> None:
         if num_seeds < 1:
             raise ConfigError(f"--seeds {num_seeds}: must be >= 1")
         self.num_seeds = num_seeds
         self.network_factory = network_factory
+        self.callbacks = tuple(callbacks)
 
     def check(self, config: RunConfig) -> None:
         """Refuses an algorithm without a ``SeedsTrainer``.
@@ -224,7 +234,7 @@ class SeedsLayout:
         self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
     ) -> list[TrainResult]:
         """Trains the seeds (``run_seeds``)."""
-        return run_seeds(trainer, run_configs, run_dirs, progress)
+        return run_seeds(trainer, run_configs, run_dirs, progress, self.callbacks)
 
 
 def train_seeds(
@@ -239,6 +249,7 @@ def train_seeds(
     resume: bool = False,
     env: EnvArg | None = None,
     network_factory: NetworkFactory | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> list[TrainResult]:
     """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
 
@@ -253,6 +264,8 @@ def train_seeds(
         resume: Every seed's run dir must exist (``--resume``).
         env: The env, replacing the config's (as [`train`][batchppo.experiment.loop.train]).
         network_factory: Builds the network (as [`train`][batchppo.experiment.loop.train]).
+        callbacks: The user's callbacks, called for every seed (as
+            [`train`][batchppo.experiment.loop.train]'s, adapted by ``as_callbacks``).
 
     Returns:
         One [`TrainResult`][batchppo.experiment.ledger.TrainResult] per seed, in seed order.
@@ -262,6 +275,6 @@ def train_seeds(
             incomplete, differ or stand at different checkpoint steps.
     """
     return launch(
-        SeedsLayout(num_seeds, network_factory), config, logdir, name=name, timestamp=timestamp,
-        overrides=overrides, progress=progress, resume=resume, env=env,
+        SeedsLayout(num_seeds, network_factory, callbacks), config, logdir, name=name,
+        timestamp=timestamp, overrides=overrides, progress=progress, resume=resume, env=env,
     )  # fmt: skip

@@ -1,4 +1,5 @@
-"""Graceful stop: the first Ctrl-C / SIGTERM asks a run to stop after its iteration and save."""
+"""Graceful stop: the first Ctrl-C / SIGTERM (or a user's callback) asks a run to stop after its
+iteration and save."""
 
 from __future__ import annotations
 
@@ -10,12 +11,24 @@ from typing import Any
 
 
 class StopFlag:
-    """A stop request: the signal that asked a run to stop (None: none yet), and whether a
-    second Ctrl-C asked to abort."""
+    """A stop request: the signal or the user's callback that asked a run to stop (None: none
+    yet), and whether a second Ctrl-C asked to abort."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.callback: str | None = None
         self.abort = False
+
+    @property
+    def requested(self) -> bool:
+        """Whether a signal or a callback asked the run to stop."""
+        return self.signum is not None or self.callback is not None
+
+    def ask(self, callback: str) -> None:
+        """Records that the callback named ``callback`` asked the run to stop (the first one
+        that asked stays named)."""
+        if self.callback is None:
+            self.callback = callback
 
     def check_abort(self) -> None:
         """Raises the KeyboardInterrupt of a second Ctrl-C, in case it got lost.
