@@ -122,8 +122,9 @@ def make_env(
             ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields
             (``gymnax``).
         options: The backend's own settings, for a backend that takes some
-            (``Backend.config_options``): ``step_timeout`` for ``process`` and ``ray``, and for
-            ``ray`` the other keyword arguments of
+            ([`Backend.make_options`][batchppo.backends.Backend.make_options] of a config):
+            ``step_timeout`` for ``process`` and ``ray``, ``wrappers`` for the host backends,
+            and for ``ray`` its ``backend_options``, the other keyword arguments of
             [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
             ``startup_timeout``).
         max_restarts: For backends that support restarts (``process``, ``sync``): the ``BatchEnv``'s
@@ -140,8 +141,8 @@ def make_env(
     """
     record = get_backend(backend)
     options = dict(options or {})
-    if options and record.config_options is None:
-        takers = prose(b.name for b in BACKENDS.values() if b.config_options is not None)
+    if options and not record.takes_options:
+        takers = prose(b.name for b in BACKENDS.values() if b.takes_options)
         raise ValueError(
             f"options {sorted(options)}: backend {backend!r} takes none (backends with options:"
             f" {takers})."

@@ -19,7 +19,7 @@ from batchppo.core.backends import Backend, lazy, register
 if TYPE_CHECKING:
     from batchppo.backends.host_env import HostEnv
 
-__all__ = ["check_gymnasium_id", "host_backend", "make_host_env"]
+__all__ = ["check_gymnasium_id", "host_backend", "make_host_env", "step_timeout_option"]
 
 
 def check_gymnasium_id(env_id: str) -> None:
@@ -38,8 +38,9 @@ def _render_gymnasium(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
     return env_id
 
 
-def _process_options(config: Any) -> dict[str, Any]:
-    """The config's settings of the process backend: keyword arguments of ``BatchEnv``."""
+def step_timeout_option(config: Any) -> dict[str, Any]:
+    """The ``run_options`` of the backends whose workers answer within a timeout (``process``,
+    ``ray``): the config's ``env_step_timeout`` as ``step_timeout``."""
     return {"step_timeout": config.env_step_timeout}
 
 
@@ -70,9 +71,9 @@ def make_host_env(
         num_workers: Worker processes (or actors).
         env_kwargs: ``gymnasium.make`` keywords.
         max_restarts: ``BatchEnv``'s restart budget.
-        options: The backend's settings (``config_options``): ``step_timeout``, ``wrappers``
-            (the config's ``env_wrappers``) and, for ``ray``, the ``ray_options`` of
-            ``make``.
+        options: The backend's settings (``Backend.make_options``): ``step_timeout``,
+            ``wrappers`` (the config's ``env_wrappers``) and, for ``ray``, its
+            ``backend_options``, the ``ray_options`` of ``make``.
 
     Returns:
         The [`HostEnv`][batchppo.backends.HostEnv] (it closes the batch env on ``close()``).
@@ -110,12 +111,12 @@ _HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
 _EXPORT_GYMNASIUM = lazy("batchppo.experiment.export:gymnasium_mapping")
 
 
-def _with_wrappers(config_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
-    """A host backend's ``config_options``: its own, and the config's ``env_wrappers`` as
+def _with_wrappers(run_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
+    """A host backend's ``run_options``: its own, and the config's ``env_wrappers`` as
     ``wrappers`` (which every env ``batchppo.envs.make`` builds is wrapped in)."""
 
     def options(config: Any) -> dict[str, Any]:
-        own = dict(config_options(config)) if config_options is not None else {}
+        own = dict(run_options(config)) if run_options is not None else {}
         return {**own, "wrappers": tuple(getattr(config, "env_wrappers", ()) or ())}
 
     return options
@@ -133,7 +134,7 @@ def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
     Returns:
         The record (not yet registered).
     """
-    fields["config_options"] = _with_wrappers(fields.get("config_options"))
+    fields["run_options"] = _with_wrappers(fields.get("run_options"))
     fields.setdefault("export_mapping", _EXPORT_GYMNASIUM)
     return Backend(
         name=name,
@@ -153,7 +154,7 @@ register(
         "process",
         description="BatchEnv worker processes",
         supports_restarts=True,
-        config_options=_process_options,
+        run_options=step_timeout_option,
         load_with="sync",
     )
 )

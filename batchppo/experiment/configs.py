@@ -365,6 +365,15 @@ def config_to_yaml(config: RunConfig) -> str:
     return yaml.safe_dump(config_to_dict(config), sort_keys=False)
 
 
+def _read_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)``; ConfigError naming ``source`` for invalid YAML."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(f"{source}: not valid YAML ({first})") from None
+
+
 def config_from_yaml(text: str, source: str = "config") -> RunConfig:
     """Parses YAML written by [`config_to_yaml`][batchppo.experiment.configs.config_to_yaml]
     (``yaml.safe_load``).
@@ -372,12 +381,7 @@ def config_from_yaml(text: str, source: str = "config") -> RunConfig:
     Raises:
         ConfigError: Invalid YAML, unknown keys or mistyped values.
     """
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(f"{source}: not valid YAML ({first})") from None
-    return config_from_dict(data, source)
+    return config_from_dict(_read_yaml(text, source), source)
 
 
 BASE_KEY = "base"
@@ -417,11 +421,7 @@ def config_from_file(path: str | Path) -> RunConfig:
             "(`batchppo list`) or the path of a YAML config file"
         ) from None
     source = str(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(f"{source}: not valid YAML ({first})") from None
+    data = _read_yaml(text, source)
     if not isinstance(data, dict) or BASE_KEY not in data:
         return config_from_dict(data, source, complete=True)
     data = dict(data)
@@ -468,7 +468,8 @@ def save_config(config: RunConfig, path: str | Path) -> None:
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Reads a config written by ``save_config``.
+    """Reads a config written by ``save_config``, by this version or an earlier one (whose
+    backend fields ``migrate_backend_fields`` moves into ``backend_options``).
 
     Raises:
         ConfigError: Missing file or invalid content.
@@ -478,7 +479,48 @@ def load_config(path: str | Path) -> RunConfig:
         text = path.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
-    return config_from_yaml(text, source=str(path))
+    return config_from_dict(migrate_backend_fields(_read_yaml(text, str(path))), str(path))
+
+
+FORMER_BACKEND_FIELDS: dict[str, tuple[str, str]] = {
+    "ray_address": ("ray", "address"),
+    "ray_num_cpus": ("ray", "num_cpus"),
+    "ray_startup_timeout": ("ray", "startup_timeout"),
+}
+"""Config fields of one backend's settings that became keys of ``backend_options``: field ->
+(backend, option). The ``config.yaml`` of a run written before loads
+([`load_config`][batchppo.experiment.configs.load_config]); a config file or ``--set`` that
+gives one is refused, naming the new spelling."""
+
+
+def migrate_backend_fields(data: Any) -> Any:
+    """A stored config's data with its former backend fields (``FORMER_BACKEND_FIELDS``) moved
+    into ``backend_options``: those of its own backend where they differ from the option's
+    default; those of other backends dropped, since they meant nothing to it.
+
+    Args:
+        data: A ``config.yaml``'s content; anything but a mapping is returned as it is.
+    """
+    if not isinstance(data, dict) or not FORMER_BACKEND_FIELDS.keys() & data.keys():
+        return data
+    data = dict(data)
+    backend = data.get("backend", RunConfig.backend)
+    options = {}
+    for field, (owner, option) in FORMER_BACKEND_FIELDS.items():
+        if field not in data:
+            continue
+        value = data.pop(field)
+        if owner == backend and value != _option_default(owner, option):
+            options[option] = value
+    if options:
+        data["backend_options"] = {**options, **(data.get("backend_options") or {})}
+    return data
+
+
+def _option_default(backend: str, option: str) -> Any:
+    """The default of the option ``option`` of ``backend``'s record."""
+    (field,) = (f for f in dataclasses.fields(get_backend(backend).options) if f.name == option)
+    return field.default
 
 
 # --- Resume compatibility -------------------------------------------------------------------
@@ -496,16 +538,15 @@ RESUME_MUTABLE = frozenset(
         "xla_convolutions",
         "max_env_restarts",
         "env_step_timeout",
-        "ray_address",
-        "ray_num_cpus",
-        "ray_startup_timeout",
+        "backend_options",
         "track",
         "wandb_project",
         "wandb_entity",
         "wandb_group",
     }
 )
-"""Fields a resumed run may change freely: they affect bookkeeping, speed or how env faults
+"""Fields a resumed run may change freely: they affect bookkeeping, speed, where the envs run
+(``backend_options``: a backend's options must not change what is learned) or how env faults
 are handled, not what is learned."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -62,3 +64,92 @@ def test_a_record_is_frozen_and_fills_its_defaults():
     assert record.title == "x" and record.install == "pip install xpkg" and record.fused
     with pytest.raises(AttributeError):
         record.host = True  # type: ignore[misc]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """A backend's options: every kind of option type a record may declare."""
+
+    host: str | None = None
+    rate: float = 0.5
+    retries: int = 3
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        if self.retries < 0:
+            raise ValueError(f"backend_options.retries={self.retries}: must be >= 0")
+
+
+def _record(options: type | None) -> Backend:
+    return Backend(
+        name="opt", make=lazy("a:b"), check_env_id=lambda env_id: None, host=True,
+        description="x envs", options=options,
+    )  # fmt: skip
+
+
+def test_check_options_fills_defaults_widens_ints_and_runs_the_own_check():
+    record = _record(_Options)
+    assert record.option_names() == ("host", "rate", "retries", "verbose")
+    assert record.check_options({}) == _Options()
+    checked = record.check_options({"rate": 2, "host": "auto", "verbose": True})
+    assert checked == _Options(host="auto", rate=2.0, verbose=True)
+    assert type(checked.rate) is float
+    config = types.SimpleNamespace(backend_options={"retries": 5})
+    assert record.make_options(config) == {
+        "host": None, "rate": 0.5, "retries": 5, "verbose": False,
+    }  # fmt: skip
+    with pytest.raises(ValueError) as info:
+        record.check_options({"retries": -1})
+    assert str(info.value) == "backend_options.retries=-1: must be >= 0"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"rtae": 1.0},
+            "backend_options.rtae: backend 'opt' has no option 'rtae'. Did you mean 'rate'? "
+            "Valid keys: host, rate, retries, verbose",
+        ),
+        (
+            {"rate": "fast"},
+            "backend_options.rate='fast': backend 'opt' expects float. Valid keys: host, rate, "
+            "retries, verbose",
+        ),
+        (
+            {"retries": 2.5},
+            "backend_options.retries=2.5: backend 'opt' expects int. Valid keys: host, rate, "
+            "retries, verbose",
+        ),
+        (
+            {"rate": True},
+            "backend_options.rate=True: backend 'opt' expects float. Valid keys: host, rate, "
+            "retries, verbose",
+        ),
+        (
+            {"host": 3},
+            "backend_options.host=3: backend 'opt' expects str or None. Valid keys: host, rate, "
+            "retries, verbose",
+        ),
+        (
+            ["host"],
+            "backend_options=['host']: must be a mapping of option names to values",
+        ),
+    ],
+)
+def test_check_options_refuses_unknown_keys_and_wrong_types_in_one_line(given, message):
+    with pytest.raises(ValueError) as info:
+        _record(_Options).check_options(given)
+    assert str(info.value) == message
+
+
+def test_a_backend_without_options_refuses_any():
+    record = _record(None)
+    assert record.check_options({}) is None and record.option_names() == ()
+    assert not record.takes_options
+    with pytest.raises(ValueError) as info:
+        record.check_options({"address": "auto"})
+    assert str(info.value) == (
+        "backend_options {'address': 'auto'}: backend 'opt' takes none (backends with "
+        "options: ray); drop backend_options"
+    )

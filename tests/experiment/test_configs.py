@@ -10,8 +10,10 @@ import pytest
 import yaml
 
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.backends import get_backend
 from batchppo.experiment import configs
 from batchppo.experiment.errors import ConfigError
+from batchppo.experiment.rundir import prepare_run_dir
 
 ORIGINAL_TABLE = {
     # name: (env, max_length, steps, overrides) from the original's config table.
@@ -223,6 +225,41 @@ def test_env_kwargs_round_trip_and_configs_stored_without_them_load(tmp_path):
     assert configs.load_config(path).env_kwargs == {}
     with pytest.raises(ConfigError, match="cannot change a resumed run's meaning: env_kwargs"):
         configs.check_resume_overrides(config, {"env_kwargs": {}})
+
+
+def _former(config: PPOConfig, **ray_fields: object) -> dict:
+    """``config`` as a ``config.yaml`` written before ``backend_options``: the ray fields."""
+    data = {k: v for k, v in configs.config_to_dict(config).items() if k != "backend_options"}
+    fields = {"ray_address": None, "ray_num_cpus": 0.5, "ray_startup_timeout": 60.0}
+    return {**data, **fields, **ray_fields}
+
+
+def test_a_stored_config_with_the_former_ray_fields_loads_them_as_backend_options(tmp_path):
+    path = tmp_path / "config.yaml"
+    process = configs.get_preset("pendulum_fast")
+    path.write_text(yaml.safe_dump(_former(process, ray_num_cpus=2.0)))
+    assert configs.load_config(path) == process  # another backend's fields meant nothing
+    ray = dataclasses.replace(process, backend="ray")
+    path.write_text(yaml.safe_dump(_former(ray)))
+    assert configs.load_config(path) == ray  # the defaults: no options given
+    path.write_text(yaml.safe_dump(_former(ray, ray_address="auto", ray_startup_timeout=5.0)))
+    loaded = configs.load_config(path)
+    assert loaded == dataclasses.replace(
+        ray, backend_options={"address": "auto", "startup_timeout": 5.0}
+    )
+    assert get_backend("ray").make_options(loaded)["num_cpus"] == 0.5
+
+
+def test_a_run_dir_with_the_former_ray_fields_resumes(tmp_path):
+    ray = dataclasses.replace(configs.get_preset("pendulum_fast"), backend="ray")
+    run_dir = tmp_path / "T-pendulum_fast"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(_former(ray, ray_address="auto")))
+    stored = dataclasses.replace(ray, backend_options={"address": "auto"})
+    changes = {"log_every": 7}
+    resumed, _, was_resumed = prepare_run_dir(tmp_path, "pendulum_fast", ray, "T", changes)
+    assert was_resumed and resumed == dataclasses.replace(stored, log_every=7)
+    assert configs.load_config(run_dir / "config.yaml") == resumed  # rewritten as it is now
 
 
 def test_stored_config_with_unknown_or_mistyped_keys_is_an_error(tmp_path):
