@@ -258,6 +258,7 @@ def parse_override(text: str, config_class: type | None = None) -> tuple[str, An
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw  # Not YAML: checked as a plain string below.
+    _refuse_former_fields({key: value}, "", "--set")
     return key, coerce_field(key, value, config_class)
 
 
@@ -340,6 +341,7 @@ def config_from_dict(data: Any, source: str = "config", complete: bool = False) 
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from None
     names = field_types(config_class)
+    _refuse_former_fields(data, f"{source}: ", "file")
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise _unknown_keys(unknown, names, source)
@@ -436,6 +438,7 @@ def config_from_file(path: str | Path) -> RunConfig:
             f"{source}: algorithm {algorithm!r} differs from base {base_name!r}'s "
             f"({algorithm_of(base).name}): drop the algorithm key or pick a base of {algorithm}"
         )
+    _refuse_former_fields(data, f"{source}: ", "file")
     unknown = sorted(set(data) - set(field_types(type(base))))
     if unknown:
         raise _unknown_keys(unknown, field_types(type(base)), source)
@@ -515,6 +518,39 @@ def migrate_backend_fields(data: Any) -> Any:
     if options:
         data["backend_options"] = {**options, **(data.get("backend_options") or {})}
     return data
+
+
+def _refuse_former_fields(data: Mapping[str, Any], prefix: str, where: str) -> None:
+    """Refuses the former backend fields (``FORMER_BACKEND_FIELDS``) in a config file or
+    ``--set``, in one line naming their new spelling.
+
+    Args:
+        data: The keys given, with their values.
+        prefix: What the message starts with (the file's name).
+        where: ``"file"`` or ``"--set"``: the spelling to show.
+
+    Raises:
+        ConfigError: ``data`` gives a former field.
+    """
+    former = [key for key in data if key in FORMER_BACKEND_FIELDS]
+    if not former:
+        return
+    options = {FORMER_BACKEND_FIELDS[key][1]: data[key] for key in former}
+    owners = sorted({FORMER_BACKEND_FIELDS[key][0] for key in former})
+    flow = yaml.safe_dump(options, default_flow_style=True, sort_keys=False).strip()
+    quote = '"' if "'" in flow else "'"  # the shell's quotes around YAML's own
+    spelling = (
+        f"--set {quote}backend_options={flow}{quote}"
+        if where == "--set"
+        else f"backend_options: {flow}"
+    )
+    keys = ", ".join(f"backend_options.{option}" for option in options)
+    owner = " and ".join(owners)
+    if len(former) == 1:
+        what = f"config key {former[0]!r} is now {keys} (an option of the {owner} backend)"
+    else:
+        what = f"config keys {former} are now {keys} (options of the {owner} backend)"
+    raise ConfigError(f"{prefix}{what}: give {spelling}")
 
 
 def _option_default(backend: str, option: str) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import shlex
 from pathlib import Path
 
 import pytest
@@ -260,6 +261,48 @@ def test_a_run_dir_with_the_former_ray_fields_resumes(tmp_path):
     resumed, _, was_resumed = prepare_run_dir(tmp_path, "pendulum_fast", ray, "T", changes)
     assert was_resumed and resumed == dataclasses.replace(stored, log_every=7)
     assert configs.load_config(run_dir / "config.yaml") == resumed  # rewritten as it is now
+
+
+@pytest.mark.parametrize(
+    ("override", "spelling"),
+    [
+        ("ray_address=auto", "'backend_options={address: auto}'"),
+        ("ray_address=127.0.0.1:1", "\"backend_options={address: '127.0.0.1:1'}\""),
+    ],
+)
+def test_set_of_a_former_ray_field_names_the_working_spelling(override, spelling):
+    with pytest.raises(ConfigError) as info:
+        configs.parse_override(override)
+    assert str(info.value) == (
+        "config key 'ray_address' is now backend_options.address (an option of the ray "
+        f"backend): give --set {spelling}"
+    )
+    (given,) = shlex.split(spelling)  # what the shell hands --set
+    ray = configs.apply_overrides(configs.get_preset("pendulum_fast"), ["backend=ray", given])
+    assert ray.backend_options == {"address": override.partition("=")[2]}
+
+
+def test_a_config_file_with_former_ray_fields_names_the_new_spelling(tmp_path):
+    path = tmp_path / "part.yaml"
+    path.write_text("base: pendulum_fast\nbackend: ray\nray_num_cpus: 1\n")
+    with pytest.raises(ConfigError) as info:
+        configs.config_from_file(path)
+    assert str(info.value) == (
+        f"{path}: config key 'ray_num_cpus' is now backend_options.num_cpus (an option of the "
+        "ray backend): give backend_options: {num_cpus: 1}"
+    )
+    ray = dataclasses.replace(configs.get_preset("pendulum_fast"), backend="ray")
+    path.write_text(yaml.safe_dump(_former(ray, ray_address="auto")))  # a full file
+    with pytest.raises(ConfigError) as info:
+        configs.config_from_file(path)
+    assert str(info.value) == (
+        f"{path}: config keys ['ray_address', 'ray_num_cpus', 'ray_startup_timeout'] are now "
+        "backend_options.address, backend_options.num_cpus, backend_options.startup_timeout "
+        "(options of the ray backend): give backend_options: {address: auto, num_cpus: 0.5, "
+        "startup_timeout: 60.0}"
+    )
+    path.write_text("base: pendulum_fast\nbackend: ray\nbackend_options: {num_cpus: 1}\n")
+    assert configs.config_from_file(path).backend_options == {"num_cpus": 1}
 
 
 def test_stored_config_with_unknown_or_mistyped_keys_is_an_error(tmp_path):
