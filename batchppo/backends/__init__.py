@@ -86,8 +86,8 @@ __all__ = [
 
 HOST_BACKENDS: tuple[str, ...] = tuple(n for n, b in BACKENDS.registered().items() if b.host)
 """The built-in host backends, whose envs [`batchppo.envs.make`][batchppo.envs.make.make] builds
-(its ``backend`` values); a host backend registered later (a plug-in's) builds its own envs.
-Read without loading the entry points (importing this package loads none)."""
+with their record's ``batch_env`` (its ``backend`` names, with any backend registered later that
+has one). Read without loading the entry points (importing this package loads none)."""
 
 
 def make_env(

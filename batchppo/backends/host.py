@@ -1,7 +1,8 @@
 """The host backends ``process`` and ``sync``: Gymnasium envs stepped on the host.
 
-Both build their batch env with [`batchppo.envs.make`][batchppo.envs.make.make] (``BatchEnv`` worker
-processes, or envs stepped in the calling process) and hand it to the learner as a
+Both build their batch env with [`batchppo.envs.make`][batchppo.envs.make.make], each passing its
+record's ``batch_env`` (``BatchEnv`` with worker processes, or ``in_process_batch_env``: envs
+stepped in the calling process), and hand it to the learner as a
 [`HostEnv`][batchppo.backends.HostEnv]. Their records are registered when this module is imported
 ([`batchppo.backends`][batchppo.backends] imports it); ``host_backend`` fills what every host
 backend built by ``envs.make`` shares, for ``batchppo.backends.ray`` too. The module is
@@ -48,7 +49,7 @@ def make_host_env(
     env_id: str,
     num_envs: int,
     *,
-    backend: str,
+    backend: str | Callable[..., Any],
     max_length: int | None,
     normalize_ranges: bool,
     seed: int,
@@ -63,8 +64,9 @@ def make_host_env(
     Args:
         env_id: Gymnasium id.
         num_envs: Batch size.
-        backend: The host backend, the ``backend`` of
-            [`batchppo.envs.make`][batchppo.envs.make.make]: ``process``, ``sync`` or ``ray``.
+        backend: The ``backend`` of [`batchppo.envs.make`][batchppo.envs.make.make]: the
+            batch env class (or callable) to build, as a record's ``batch_env``, or the name
+            of a backend with one (``process``, ``sync``, ``ray``).
         max_length: Time limit in steps; None keeps the registry's.
         normalize_ranges: Rescale finite bounds to [-1, 1].
         seed: The envs are reset with ``seed`` (env ``i`` with ``seed + i``).
@@ -122,13 +124,18 @@ def _with_wrappers(run_options: Callable[[Any], Mapping[str, Any]] | None) -> An
     return options
 
 
-def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
+def host_backend(
+    name: str, *, description: str, batch_env: Callable[..., Any], **fields: Any
+) -> Backend:
     """The record of a host backend whose envs [`batchppo.envs.make`][batchppo.envs.make.make]
-    builds (``envs.make(backend=name)``), stepped through a [`HostEnv`][batchppo.backends.HostEnv].
+    builds with its ``batch_env``, stepped through a [`HostEnv`][batchppo.backends.HostEnv].
 
     Args:
-        name: The backend's name, one of ``envs.make``'s ``backend`` values.
+        name: The backend's name, which ``envs.make(backend=name)`` takes too.
         description: What steps the envs, for messages.
+        batch_env: The batch env class, or a callable building it
+            (``batchppo.envs.make.BatchEnvFactory``; a ``lazy`` reference keeps the record
+            light).
         **fields: The record's other fields ([`Backend`][batchppo.backends.Backend]).
 
     Returns:
@@ -138,7 +145,8 @@ def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
     fields.setdefault("export_mapping", _EXPORT_GYMNASIUM)
     return Backend(
         name=name,
-        make=functools.partial(make_host_env, backend=name),
+        make=functools.partial(make_host_env, backend=batch_env),
+        batch_env=batch_env,
         check_env_id=check_gymnasium_id,
         host=True,
         description=description,
@@ -153,11 +161,17 @@ register(
     host_backend(
         "process",
         description="BatchEnv worker processes",
+        batch_env=lazy("batchppo.envs.batch_env:BatchEnv"),
         supports_restarts=True,
         run_options=step_timeout_option,
         load_with="sync",
     )
 )
 register(
-    host_backend("sync", description="envs stepped in the calling process", supports_restarts=True)
+    host_backend(
+        "sync",
+        description="envs stepped in the calling process",
+        batch_env=lazy("batchppo.envs.make:in_process_batch_env"),
+        supports_restarts=True,
+    )
 )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from batchppo.backends.host import host_backend, step_timeout_option
-from batchppo.core.backends import register
+from batchppo.core.backends import lazy, register
 
 __all__ = ["RayOptions"]
 
@@ -54,6 +54,7 @@ register(
         "ray",
         description="Ray env actors",
         title="Ray",
+        batch_env=lazy("batchppo.envs.make:ray_batch_env"),
         options=RayOptions,
         run_options=step_timeout_option,
         load_with="sync",

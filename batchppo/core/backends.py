@@ -156,6 +156,11 @@ class Backend:
             from a config's run-level fields, which several backends share (the host backends:
             ``env_step_timeout`` as ``step_timeout``, ``env_wrappers`` as ``wrappers``); None:
             none.
+        batch_env: The batch env class (or a callable building it, with ``BatchEnv``'s
+            arguments: ``batchppo.envs.make.BatchEnvFactory``) that
+            [`batchppo.envs.make`][batchppo.envs.make.make] builds the backend's Gymnasium
+            envs with; ``envs.make(backend=name)`` takes it by name. None: the backend builds
+            its envs another way.
         load_with: The backend to load a trained policy with, when this one runs its envs
             away from the caller (workers, actors); None loads with this one.
         render_id: ``render_id(env_id, env_kwargs)``: the Gymnasium id to render a policy of
@@ -184,6 +189,7 @@ class Backend:
     supports_restarts: bool = False
     options: type | None = None
     run_options: Callable[[Any], Mapping[str, Any]] | None = None
+    batch_env: Callable[..., Any] | None = None
     load_with: str | None = None
     render_id: Callable[[str, Mapping[str, Any]], str] | None = None
     requires: str | None = None

@@ -89,6 +89,44 @@ def test_sync_and_process_backends_agree():
                 np.testing.assert_array_equal(x, y)
 
 
+def test_make_takes_the_batch_env_class_or_a_callable_building_it():
+    built = []
+
+    def factory(env_fns, **kwargs):
+        built.append((len(env_fns), sorted(kwargs)))
+        return BatchEnv(env_fns, **kwargs)
+
+    common = {"seed": 2, "num_workers": 1, "max_length": 3}
+    with (
+        make("Pendulum-v1", 3, backend="process", **common) as by_name,
+        make("Pendulum-v1", 3, backend=BatchEnv, **common) as by_class,
+        make("Pendulum-v1", 3, backend=factory, ray_options={"spin_us": 10.0}, **common) as own,
+        make("Pendulum-v1", 3, backend=make_module.in_process_batch_env, **common) as local,
+    ):
+        assert built == [
+            (3, ["autoreset_mode", "max_restarts", "num_workers", "spin_us", "step_timeout",
+                 "transform"]),
+        ]  # fmt: skip
+        action = np.full((3, 1), 0.5, np.float32)
+        results = [env.step_arrays(action) for env in (by_name, by_class, own, local)]
+        for result in results[1:]:
+            for x, y in zip(results[0], result, strict=True):
+                np.testing.assert_array_equal(x, y)
+
+
+def test_a_backend_name_is_looked_up_in_the_records():
+    from batchppo.backends import get_backend
+
+    assert make_module.batch_env_of("sync") is get_backend("sync").batch_env
+    assert make_module.batch_env_of(BatchEnv) is BatchEnv
+    with pytest.raises(ValueError) as info:
+        make("Pendulum-v1", 2, backend="gymnax")
+    assert str(info.value) == "backend must be one of ('process', 'sync', 'ray'); got 'gymnax'."
+    with pytest.raises(ValueError) as info:
+        make("Pendulum-v1", 2, backend="sync", ray_options={"address": "auto"})
+    assert str(info.value) == "ray_options apply to backend='ray' only; got backend='sync'."
+
+
 def test_halfcheetah_batch():
     with make("HalfCheetah-v5", 2, seed=0, num_workers=2, max_length=2) as env:
         assert env.single_observation_space.shape == (17,)
