@@ -493,8 +493,10 @@ def check_restarts(backend: str, max_restarts: int) -> None:
     """Raises a one-line ValueError when ``max_restarts`` asks env restarts of a backend without
     them (``Backend.supports_restarts``).
 
-    The one home of the rule: [`make_env`][batchppo.backends.make_env] and
-    [`batchppo.envs.make`][batchppo.envs.make.make] call it.
+    The one home of the rule, run once on the way to an env:
+    [`make_env`][batchppo.backends.make_env] calls it (a record's ``make`` then hands
+    [`batchppo.envs.make`][batchppo.envs.make.make] the batch env class, which it does not
+    check again), and ``envs.make`` for a backend given by name.
 
     Args:
         backend: A registered backend name.

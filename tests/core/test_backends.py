@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import subprocess
 import sys
 import types
@@ -10,7 +11,7 @@ import types
 import pytest
 
 from batchppo import backends
-from batchppo.backends import Backend, get_backend, lazy, register
+from batchppo.backends import Backend, check_restarts, get_backend, lazy, register
 
 
 def test_unknown_backend_is_one_line_with_a_suggestion():
@@ -152,4 +153,26 @@ def test_a_backend_without_options_refuses_any():
     assert str(info.value) == (
         "backend_options {'address': 'auto'}: backend 'opt' takes none (backends with "
         "options: ray); drop backend_options"
+    )
+
+
+def test_check_restarts_runs_once_on_the_way_to_an_env(monkeypatch):
+    make_module = importlib.import_module("batchppo.envs.make")
+    calls = []
+
+    def counting(backend: str, max_restarts: int) -> None:
+        calls.append((backend, max_restarts))
+        check_restarts(backend, max_restarts)
+
+    monkeypatch.setattr(backends, "check_restarts", counting)  # make_env's
+    monkeypatch.setattr(make_module, "check_restarts", counting)  # envs.make's, by name
+    backends.make_env("Pendulum-v1", 2, "sync", max_restarts=1).close()
+    assert calls == [("sync", 1)]
+    make_module.make("Pendulum-v1", 2, backend="sync", max_restarts=1).close()
+    assert calls == [("sync", 1), ("sync", 1)]
+    with pytest.raises(ValueError) as info:
+        backends.make_env("Pendulum-v1", 2, "ray", max_restarts=1)
+    assert str(info.value) == (
+        "max_restarts=1: env restarts are for the process and sync backends only; got "
+        "backend='ray'."
     )
