@@ -116,7 +116,9 @@ def make_env(
         max_length: Time limit in steps; None keeps the env's own (1000 for Brax).
         normalize_ranges: Rescale finite observation bounds and action bounds to [-1, 1]
             (Brax actions are in [-1, 1] already; its observations are unbounded).
-        seed: Seed of the host envs (pure-JAX envs draw from the key given to ``reset``).
+        seed: Seed of envs that take one when built; the built-in backends take none: their
+            envs are seeded by the key given to ``reset``, the first reset of a host env
+            included.
         num_workers: Worker processes for the ``process`` backend; None means one per core.
         env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
             ``brax.envs.get_environment`` keywords (``brax``) or ``EnvParams`` fields

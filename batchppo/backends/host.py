@@ -69,7 +69,9 @@ def make_host_env(
             of a backend with one (``process``, ``sync``, ``ray``).
         max_length: Time limit in steps; None keeps the registry's.
         normalize_ranges: Rescale finite bounds to [-1, 1].
-        seed: The envs are reset with ``seed`` (env ``i`` with ``seed + i``).
+        seed: Unused: the envs are left unreset, and the learner's first
+            ``HostEnv.reset(key)`` seeds them (the one reset before the first step; the
+            run's start-up probe has checked that the env resets).
         num_workers: Worker processes (or actors).
         env_kwargs: ``gymnasium.make`` keywords.
         max_restarts: ``BatchEnv``'s restart budget.
@@ -86,10 +88,10 @@ def make_host_env(
     options = dict(options)
     step_timeout = options.pop("step_timeout", None)
     wrappers = options.pop("wrappers", ())
+    del seed  # HostEnv.reset(key) seeds the envs
     vector_env = make_host_envs(
         env_id,
         num_envs,
-        seed=seed,
         backend=backend,
         num_workers=num_workers,
         max_length=max_length,

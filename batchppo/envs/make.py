@@ -382,7 +382,9 @@ def probe_env(
     wrappers: Iterable[Any] = (),
 ) -> EnvProbe:
     """Builds one env of ``env_id`` (its own time limit, ``wrappers``, the standard stack),
-    reads its spaces and closes it: the start-up check of a run, before anything else is made.
+    reads its spaces, resets it once (seed 0) and closes it: the start-up check of a run,
+    before anything else is made. The run's batch env is not reset before the learner's first
+    reset, so this is where an env whose reset raises stops a run from starting.
 
     ``wrappers`` are a config's ``env_wrappers`` (``batchppo.envs.env_wrappers.wrapper_specs``:
     their paths imported and their keyword arguments bound before the env is built).
@@ -391,8 +393,8 @@ def probe_env(
         ValueError: One line naming the problem and its fix: the id
             ([`env_source`][batchppo.envs.make.env_source]), the constructor (keyword arguments it
             does not take, arguments it lacks, its own exception), a factory that returns no
-            ``gymnasium.Env``, a missing optional package. The original exception is the
-            ``__cause__``.
+            ``gymnasium.Env``, a missing optional package, a reset that raises. The original
+            exception is the ``__cause__``.
     """
     source = env_source(env_id)
     specs = wrapper_specs(wrappers, check=True)
@@ -423,17 +425,30 @@ def probe_env(
             f"{_raised_at(error)}; fix env_wrappers"
         ) from error
     try:
-        limit = _time_limit(raw)
-        env = StandardStack(env_id, normalize_ranges).wrap(raw)
+        try:
+            limit = _time_limit(raw)
+            env = StandardStack(env_id, normalize_ranges).wrap(raw)
+        except Exception as error:
+            raise ValueError(
+                f"env {env_id!r}: its spaces are not supported: {_first_line(error)}"
+            ) from error
+        _check_reset(env, env_id)
         return EnvProbe(env.observation_space, env.action_space, limit)
-    except Exception as error:
-        raise ValueError(
-            f"env {env_id!r}: its spaces are not supported: {_first_line(error)}"
-        ) from error
     finally:
         # A failing close says nothing about the run: not the error raised.
         with contextlib.suppress(Exception):
             raw.close()
+
+
+def _check_reset(env: gymnasium.Env, env_id: str) -> None:
+    """Resets the probe's ``env`` once; a one-line ValueError when its reset raises."""
+    try:
+        env.reset(seed=0)
+    except Exception as error:
+        raise ValueError(
+            f"env {env_id!r}: its reset raised {_first_line(error)}{_raised_at(error)}; fix "
+            "the env (or env_kwargs)"
+        ) from error
 
 
 def _constructor_type_error(env_id: str, kwargs: Mapping[str, Any], error: TypeError) -> str:

@@ -651,7 +651,7 @@ def check_tracker(config: RunConfig) -> None:
 def check_env(config: RunConfig) -> Any:
     """The start-up check of a run's env, before its run dir is made: the id (``check_env_id``),
     then, for a backend with a ``probe`` (the Gymnasium ones), one env built with the config's
-    ``env_kwargs`` and closed (its constructor, its spaces).
+    ``env_kwargs``, reset once and closed (its constructor, its spaces, its reset).
 
     Returns:
         The backend's probe of the env (``batchppo.envs.make.EnvProbe``), or None.

@@ -310,6 +310,26 @@ def test_env_ids_name_registered_envs_module_ids_and_factories(user_envs, monkey
     assert make_module.probe_env("myenvs:MyReach-v0").time_limit == 50
 
 
+def test_the_probe_resets_the_env_once_and_names_a_reset_that_raises(user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    reach = importlib.import_module("myenvs").Reach
+    reset, seeds = reach.reset, []
+
+    def counting(self, *, seed=None, options=None):
+        seeds.append(seed)
+        return reset(self, seed=seed, options=options)
+
+    monkeypatch.setattr(reach, "reset", counting)
+    make_module.probe_env("myenvs:make_reach")
+    assert seeds == [0]
+    message = _errors(make_module.probe_env, "myenvs:make_unresettable")
+    assert message.startswith(
+        "env 'myenvs:make_unresettable': its reset raised RuntimeError: the simulator lost its "
+        "state at myenvs.py:"
+    )
+    assert message.endswith("; fix the env (or env_kwargs)")
+
+
 def test_env_id_errors_are_one_line_naming_the_fix(user_envs, monkeypatch):
     monkeypatch.syspath_prepend(str(user_envs))
     source = make_module.env_source
