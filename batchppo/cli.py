@@ -3,7 +3,7 @@
 
 Bad input (an unknown config, a bad config file or ``--set``, a missing or corrupt run dir or
 checkpoint, an env that fails its start-up check: its id, module, constructor, keyword
-arguments or spaces) prints one line ``batchppo: error: ...`` on stderr and exits with status
+arguments, spaces or reset) prints one line ``batchppo: error: ...`` on stderr and exits with status
 2, leaving no run dir behind; ``--debug`` prints the traceback instead. So does a Ray cluster
 that cannot be joined or cannot place the env actors (``RaySetupError``), a run dir that
 another process trains into (the line names it: pid, host, start time), and a write into the

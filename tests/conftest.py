@@ -169,6 +169,15 @@ def make_broken():
     raise RuntimeError("the simulator licence expired")
 
 
+class Unresettable(Reach):
+    def reset(self, *, seed=None, options=None):
+        raise RuntimeError("the simulator lost its state")
+
+
+def make_unresettable():
+    return Unresettable()
+
+
 def make_nothing():
     return 3
 

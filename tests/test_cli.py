@@ -103,6 +103,14 @@ def test_unknown_config_lists_valid_names(capsys, tmp_path):
         ("steps", ["override 'steps' is not of the form KEY=VALUE"]),
         ("discount=1.5", ["invalid config: discount=1.5: must be in (0, 1]"]),
         ("backend=cuda", ["backend='cuda': choose one of"]),
+        (
+            "ray_address=auto",
+            [
+                "config key 'ray_address' is now backend_options.address (an "
+                "option of the ray backend): give --set "
+                "'backend_options={address: auto}'"
+            ],
+        ),
     ],
 )
 def test_bad_overrides(capsys, tmp_path, override, parts):
@@ -322,10 +330,10 @@ def test_python_dash_m_entry_point(tmp_path):
 # --- Your env, your config ---------------------------------------------------------------------
 
 
-def broken_line(user_envs: Path) -> int:
-    """The line of ``myenvs.py`` where ``make_broken`` raises."""
-    lines = (user_envs / "myenvs.py").read_text().splitlines()
-    return lines.index('    raise RuntimeError("the simulator licence expired")') + 1
+def broken_line(user_envs: Path, message: str = "the simulator licence expired") -> int:
+    """The line of ``myenvs.py`` that raises ``RuntimeError(message)`` (``make_broken``'s)."""
+    lines = [line.strip() for line in (user_envs / "myenvs.py").read_text().splitlines()]
+    return lines.index(f'raise RuntimeError("{message}")') + 1
 
 
 def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
@@ -353,6 +361,12 @@ def train_own(capsys, logdir: Path, *argv: str) -> tuple[int, str, str]:
             "env 'myenvs:make_broken': its constructor raised RuntimeError: the simulator "
             "licence expired at myenvs.py:{broken_line} (`raise RuntimeError(\"the simulator "
             'licence expired")`); fix the env (or env_kwargs) (--debug shows the traceback)',
+        ),
+        (
+            ["--config", "pendulum_fast", "--set", "env=myenvs:make_unresettable"],
+            "env 'myenvs:make_unresettable': its reset raised RuntimeError: the simulator lost "
+            "its state at myenvs.py:{reset_line} (`raise RuntimeError(\"the simulator lost its "
+            'state")`); fix the env (or env_kwargs) (--debug shows the traceback)',
         ),
         (
             ["--env", "brokenenvs:X"],
@@ -396,6 +410,8 @@ def test_start_up_failures_are_one_line_exit_2_and_leave_no_run_dir(
     code, _, err = train_own(capsys, tmp_path / "logs", *argv)
     assert_one_line_error(code, err)
     message = message.replace("{broken_line}", str(broken_line(user_envs)))
+    reset_line = broken_line(user_envs, "the simulator lost its state")
+    message = message.replace("{reset_line}", str(reset_line))
     assert err == f"batchppo: error: {message}\n"
     assert not (tmp_path / "logs").exists()  # nothing made
 

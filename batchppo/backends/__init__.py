@@ -92,8 +92,8 @@ __all__ = [
 
 HOST_BACKENDS: tuple[str, ...] = tuple(n for n, b in BACKENDS.registered().items() if b.host)
 """The built-in host backends, whose envs [`batchppo.envs.make`][batchppo.envs.make.make] builds
-(its ``backend`` values); a host backend registered later (a plug-in's) builds its own envs.
-Read without loading the entry points (importing this package loads none)."""
+with their record's ``batch_env`` (its ``backend`` names, with any backend registered later that
+has one). Read without loading the entry points (importing this package loads none)."""
 
 
 def make_env(
@@ -124,14 +124,17 @@ def make_env(
         max_length: Time limit in steps; None keeps the env's own (1000 for Brax).
         normalize_ranges: Rescale finite observation bounds and action bounds to [-1, 1]
             (Brax actions are in [-1, 1] already; its observations are unbounded).
-        seed: Seed of the host envs (pure-JAX envs draw from the key given to ``reset``).
+        seed: Seed of envs that take one when built; the built-in backends take none: their
+            envs are seeded by the key given to ``reset``, the first reset of a host env
+            included.
         num_workers: Worker processes for the ``process`` backend; None means one per core.
         env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
             ``brax.envs.get_environment`` keywords (``brax``), ``EnvParams`` fields
             (``gymnax``) or ``jumanji.make`` keywords (``jumanji``).
         options: The backend's own settings, for a backend that takes some
-            (``Backend.config_options``): ``step_timeout`` for ``process`` and ``ray``, and for
-            ``ray`` the other keyword arguments of
+            ([`Backend.make_options`][batchppo.backends.Backend.make_options] of a config):
+            ``step_timeout`` for ``process`` and ``ray``, ``wrappers`` for the host backends,
+            and for ``ray`` its ``backend_options``, the other keyword arguments of
             [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
             ``startup_timeout``).
         max_restarts: For backends that support restarts (``process``, ``sync``): the ``BatchEnv``'s
@@ -148,8 +151,8 @@ def make_env(
     """
     record = get_backend(backend)
     options = dict(options or {})
-    if options and record.config_options is None:
-        takers = prose(b.name for b in BACKENDS.values() if b.config_options is not None)
+    if options and not record.takes_options:
+        takers = prose(b.name for b in BACKENDS.values() if b.takes_options)
         raise ValueError(
             f"options {sorted(options)}: backend {backend!r} takes none (backends with options:"
             f" {takers})."

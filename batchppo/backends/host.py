@@ -1,7 +1,8 @@
 """The host backends ``process`` and ``sync``: Gymnasium envs stepped on the host.
 
-Both build their batch env with [`batchppo.envs.make`][batchppo.envs.make.make] (``BatchEnv`` worker
-processes, or envs stepped in the calling process) and hand it to the learner as a
+Both build their batch env with [`batchppo.envs.make`][batchppo.envs.make.make], each passing its
+record's ``batch_env`` (``BatchEnv`` with worker processes, or ``in_process_batch_env``: envs
+stepped in the calling process), and hand it to the learner as a
 [`HostEnv`][batchppo.backends.HostEnv]. Their records are registered when this module is imported
 ([`batchppo.backends`][batchppo.backends] imports it); ``host_backend`` fills what every host
 backend built by ``envs.make`` shares, for ``batchppo.backends.ray`` too. The module is
@@ -19,7 +20,7 @@ from batchppo.core.backends import Backend, lazy, register
 if TYPE_CHECKING:
     from batchppo.backends.host_env import HostEnv
 
-__all__ = ["check_gymnasium_id", "host_backend", "make_host_env"]
+__all__ = ["check_gymnasium_id", "host_backend", "make_host_env", "step_timeout_option"]
 
 
 def check_gymnasium_id(env_id: str) -> None:
@@ -38,8 +39,9 @@ def _render_gymnasium(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
     return env_id
 
 
-def _process_options(config: Any) -> dict[str, Any]:
-    """The config's settings of the process backend: keyword arguments of ``BatchEnv``."""
+def step_timeout_option(config: Any) -> dict[str, Any]:
+    """The ``run_options`` of the backends whose workers answer within a timeout (``process``,
+    ``ray``): the config's ``env_step_timeout`` as ``step_timeout``."""
     return {"step_timeout": config.env_step_timeout}
 
 
@@ -47,7 +49,7 @@ def make_host_env(
     env_id: str,
     num_envs: int,
     *,
-    backend: str,
+    backend: str | Callable[..., Any],
     max_length: int | None,
     normalize_ranges: bool,
     seed: int,
@@ -62,17 +64,20 @@ def make_host_env(
     Args:
         env_id: Gymnasium id.
         num_envs: Batch size.
-        backend: The host backend, the ``backend`` of
-            [`batchppo.envs.make`][batchppo.envs.make.make]: ``process``, ``sync`` or ``ray``.
+        backend: The ``backend`` of [`batchppo.envs.make`][batchppo.envs.make.make]: the
+            batch env class (or callable) to build, as a record's ``batch_env``, or the name
+            of a backend with one (``process``, ``sync``, ``ray``).
         max_length: Time limit in steps; None keeps the registry's.
         normalize_ranges: Rescale finite bounds to [-1, 1].
-        seed: The envs are reset with ``seed`` (env ``i`` with ``seed + i``).
+        seed: Unused: the envs are left unreset, and the learner's first
+            ``HostEnv.reset(key)`` seeds them (the one reset before the first step; the
+            run's start-up probe has checked that the env resets).
         num_workers: Worker processes (or actors).
         env_kwargs: ``gymnasium.make`` keywords.
         max_restarts: ``BatchEnv``'s restart budget.
-        options: The backend's settings (``config_options``): ``step_timeout``, ``wrappers``
-            (the config's ``env_wrappers``) and, for ``ray``, the ``ray_options`` of
-            ``make``.
+        options: The backend's settings (``Backend.make_options``): ``step_timeout``,
+            ``wrappers`` (the config's ``env_wrappers``) and, for ``ray``, its
+            ``backend_options``, the ``ray_options`` of ``make``.
 
     Returns:
         The [`HostEnv`][batchppo.backends.HostEnv] (it closes the batch env on ``close()``).
@@ -83,10 +88,10 @@ def make_host_env(
     options = dict(options)
     step_timeout = options.pop("step_timeout", None)
     wrappers = options.pop("wrappers", ())
+    del seed  # HostEnv.reset(key) seeds the envs
     vector_env = make_host_envs(
         env_id,
         num_envs,
-        seed=seed,
         backend=backend,
         num_workers=num_workers,
         max_length=max_length,
@@ -110,34 +115,40 @@ _HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
 _EXPORT_GYMNASIUM = lazy("batchppo.experiment.export:gymnasium_mapping")
 
 
-def _with_wrappers(config_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
-    """A host backend's ``config_options``: its own, and the config's ``env_wrappers`` as
+def _with_wrappers(run_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
+    """A host backend's ``run_options``: its own, and the config's ``env_wrappers`` as
     ``wrappers`` (which every env ``batchppo.envs.make`` builds is wrapped in)."""
 
     def options(config: Any) -> dict[str, Any]:
-        own = dict(config_options(config)) if config_options is not None else {}
+        own = dict(run_options(config)) if run_options is not None else {}
         return {**own, "wrappers": tuple(getattr(config, "env_wrappers", ()) or ())}
 
     return options
 
 
-def host_backend(name: str, *, description: str, **fields: Any) -> Backend:
+def host_backend(
+    name: str, *, description: str, batch_env: Callable[..., Any], **fields: Any
+) -> Backend:
     """The record of a host backend whose envs [`batchppo.envs.make`][batchppo.envs.make.make]
-    builds (``envs.make(backend=name)``), stepped through a [`HostEnv`][batchppo.backends.HostEnv].
+    builds with its ``batch_env``, stepped through a [`HostEnv`][batchppo.backends.HostEnv].
 
     Args:
-        name: The backend's name, one of ``envs.make``'s ``backend`` values.
+        name: The backend's name, which ``envs.make(backend=name)`` takes too.
         description: What steps the envs, for messages.
+        batch_env: The batch env class, or a callable building it
+            (``batchppo.envs.make.BatchEnvFactory``; a ``lazy`` reference keeps the record
+            light).
         **fields: The record's other fields ([`Backend`][batchppo.backends.Backend]).
 
     Returns:
         The record (not yet registered).
     """
-    fields["config_options"] = _with_wrappers(fields.get("config_options"))
+    fields["run_options"] = _with_wrappers(fields.get("run_options"))
     fields.setdefault("export_mapping", _EXPORT_GYMNASIUM)
     return Backend(
         name=name,
-        make=functools.partial(make_host_env, backend=name),
+        make=functools.partial(make_host_env, backend=batch_env),
+        batch_env=batch_env,
         check_env_id=check_gymnasium_id,
         host=True,
         description=description,
@@ -152,11 +163,17 @@ register(
     host_backend(
         "process",
         description="BatchEnv worker processes",
+        batch_env=lazy("batchppo.envs.batch_env:BatchEnv"),
         supports_restarts=True,
-        config_options=_process_options,
+        run_options=step_timeout_option,
         load_with="sync",
     )
 )
 register(
-    host_backend("sync", description="envs stepped in the calling process", supports_restarts=True)
+    host_backend(
+        "sync",
+        description="envs stepped in the calling process",
+        batch_env=lazy("batchppo.envs.make:in_process_batch_env"),
+        supports_restarts=True,
+    )
 )

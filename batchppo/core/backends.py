@@ -45,6 +45,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import types
+import typing
 import warnings
 from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
 from typing import TYPE_CHECKING, Any, Protocol
@@ -143,10 +144,23 @@ class Backend:
         title: Its name in prose (``"Brax"``); the name by default.
         supports_restarts: Honours ``max_env_restarts`` (crashed envs are rebuilt); the rule is
             checked by [`check_restarts`][batchppo.backends.check_restarts].
-        config_options: The backend's own settings from a config (duck-typed: its
-            ``ray_*`` fields, say), passed to ``make`` as ``options``; None takes no options.
-        config_fields: Config fields that only this backend reads and that must stay None
-            with any other backend.
+        options: The backend's own settings, the keys a config's ``backend_options`` may
+            give: a frozen dataclass whose fields are their names, types (``str``, ``int``,
+            ``float``, ``bool``, unions of them with None), defaults and docs, and whose
+            ``__post_init__`` checks their values (a one-line ``ValueError``). A config's
+            mapping is checked against it
+            ([`check_options`][batchppo.backends.Backend.check_options]) and passed to
+            ``make``, every field given, in ``options``. None: the backend takes none, and a
+            config giving any is refused.
+        run_options: ``run_options(config)``: the settings ``make`` also gets in ``options``
+            from a config's run-level fields, which several backends share (the host backends:
+            ``env_step_timeout`` as ``step_timeout``, ``env_wrappers`` as ``wrappers``); None:
+            none.
+        batch_env: The batch env class (or a callable building it, with ``BatchEnv``'s
+            arguments: ``batchppo.envs.make.BatchEnvFactory``) that
+            [`batchppo.envs.make`][batchppo.envs.make.make] builds the backend's Gymnasium
+            envs with; ``envs.make(backend=name)`` takes it by name. None: the backend builds
+            its envs another way.
         load_with: The backend to load a trained policy with, when this one runs its envs
             away from the caller (workers, actors); None loads with this one.
         render_id: ``render_id(env_id, env_kwargs)``: the Gymnasium id to render a policy of
@@ -173,8 +187,9 @@ class Backend:
     description: str
     title: str = ""
     supports_restarts: bool = False
-    config_options: Callable[[Any], Mapping[str, Any]] | None = None
-    config_fields: tuple[str, ...] = ()
+    options: type | None = None
+    run_options: Callable[[Any], Mapping[str, Any]] | None = None
+    batch_env: Callable[..., Any] | None = None
     load_with: str | None = None
     render_id: Callable[[str, Mapping[str, Any]], str] | None = None
     requires: str | None = None
@@ -198,9 +213,105 @@ class Backend:
         """Whether the modules the backend needs are importable (checked without importing)."""
         return self.requires is None or importlib.util.find_spec(self.requires) is not None
 
-    def options(self, config: Any) -> dict[str, Any]:
-        """The backend's own settings from ``config`` (empty for a backend without any)."""
-        return dict(self.config_options(config)) if self.config_options else {}
+    @property
+    def takes_options(self) -> bool:
+        """Whether ``make`` takes ``options`` (``options`` or ``run_options`` declared)."""
+        return self.options is not None or self.run_options is not None
+
+    def option_names(self) -> tuple[str, ...]:
+        """The keys a config's ``backend_options`` may give (none without ``options``)."""
+        return tuple(f.name for f in dataclasses.fields(self.options)) if self.options else ()
+
+    def check_options(self, given: Mapping[str, Any]) -> Any:
+        """Checks a config's ``backend_options`` against the backend's ``options``.
+
+        Args:
+            given: The mapping of option names to values (YAML scalars).
+
+        Returns:
+            The ``options`` dataclass built from ``given`` (its defaults for the keys not
+            given; an int widened to a float option), or None for a backend without options
+            and an empty ``given``.
+
+        Raises:
+            ValueError: One line: ``given`` for a backend that takes none, an unknown key or
+                a value of the wrong type (naming the key, the backend and the valid keys), or
+                a value the options' own check refuses.
+        """
+        if not isinstance(given, Mapping) or not all(isinstance(k, str) for k in given):
+            raise ValueError(
+                f"backend_options={given!r}: must be a mapping of option names to values"
+            )
+        if self.options is None:
+            if given:
+                takers = prose(b.name for b in BACKENDS.values() if b.options is not None)
+                raise ValueError(
+                    f"backend_options {dict(given)}: backend {self.name!r} takes none "
+                    f"(backends with options: {takers or 'none'}); drop backend_options"
+                )
+            return None
+        names = self.option_names()
+        valid = ", ".join(names)
+        types_ = typing.get_type_hints(self.options)
+        values = {}
+        for key, value in given.items():
+            if key not in names:
+                raise ValueError(
+                    f"backend_options.{key}: backend {self.name!r} has no option {key!r}."
+                    f"{did_you_mean(key, names)} Valid keys: {valid}"
+                )
+            try:
+                values[key] = _option_value(value, types_[key])
+            except TypeError:
+                raise ValueError(
+                    f"backend_options.{key}={value!r}: backend {self.name!r} expects "
+                    f"{_type_words(types_[key])}. Valid keys: {valid}"
+                ) from None
+        return self.options(**values)
+
+    def make_options(self, config: Any) -> dict[str, Any]:
+        """What ``make`` gets as ``options`` for ``config``: ``run_options(config)`` and every
+        field of ``options``, from the config's ``backend_options`` or its default (empty for
+        a backend that takes none).
+
+        Raises:
+            ValueError: As [`check_options`][batchppo.backends.Backend.check_options].
+        """
+        run = dict(self.run_options(config)) if self.run_options else {}
+        own = self.check_options(config.backend_options)
+        return {**run, **(dataclasses.asdict(own) if own is not None else {})}
+
+
+_OPTION_TYPES = (bool, int, float, str)
+"""The types an option may have, alone or in a union with None: what YAML scalars hold."""
+
+
+def _option_value(value: Any, annotation: Any) -> Any:
+    """``value`` as an option of type ``annotation`` (an int widened to a float; a bool is no
+    number); TypeError when it does not fit."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        for option in typing.get_args(annotation):
+            try:
+                return _option_value(value, option)
+            except TypeError:
+                pass
+        raise TypeError
+    if annotation is type(None):
+        if value is None:
+            return None
+        raise TypeError
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation in _OPTION_TYPES and type(value) is annotation:
+        return value
+    raise TypeError
+
+
+def _type_words(annotation: Any) -> str:
+    """An option's type in words: ``float``, ``str or None``."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        return " or ".join(_type_words(a) for a in typing.get_args(annotation))
+    return "None" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
 
 
 class BackendEntryPointWarning(UserWarning):
@@ -382,8 +493,10 @@ def check_restarts(backend: str, max_restarts: int) -> None:
     """Raises a one-line ValueError when ``max_restarts`` asks env restarts of a backend without
     them (``Backend.supports_restarts``).
 
-    The one home of the rule: [`make_env`][batchppo.backends.make_env] and
-    [`batchppo.envs.make`][batchppo.envs.make.make] call it.
+    The one home of the rule, run once on the way to an env:
+    [`make_env`][batchppo.backends.make_env] calls it (a record's ``make`` then hands
+    [`batchppo.envs.make`][batchppo.envs.make.make] the batch env class, which it does not
+    check again), and ``envs.make`` for a backend given by name.
 
     Args:
         backend: A registered backend name.

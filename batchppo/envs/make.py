@@ -40,7 +40,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import ClipAction, TimeLimit
 
-from batchppo.backends import HOST_BACKENDS, check_restarts
+from batchppo.backends import BACKENDS, check_restarts, get_backend
 from batchppo.core.wording import did_you_mean, missing_module_fix, unknown_id_message
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
@@ -49,18 +49,22 @@ from batchppo.envs.env_wrappers import apply_wrappers, wrapper_specs
 from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
 
 __all__ = [
+    "BatchEnvFactory",
     "EnvProbe",
     "EnvSource",
     "Preprocessing",
     "StandardStack",
+    "batch_env_of",
     "batch_transform",
     "check_env_id",
     "env_source",
     "factory_env_id",
+    "in_process_batch_env",
     "make",
     "make_env_fn",
     "preprocessing",
     "probe_env",
+    "ray_batch_env",
     "register_vector_env",
     "vector_entry_point",
 ]
@@ -378,7 +382,9 @@ def probe_env(
     wrappers: Iterable[Any] = (),
 ) -> EnvProbe:
     """Builds one env of ``env_id`` (its own time limit, ``wrappers``, the standard stack),
-    reads its spaces and closes it: the start-up check of a run, before anything else is made.
+    reads its spaces, resets it once (seed 0) and closes it: the start-up check of a run,
+    before anything else is made. The run's batch env is not reset before the learner's first
+    reset, so this is where an env whose reset raises stops a run from starting.
 
     ``wrappers`` are a config's ``env_wrappers`` (``batchppo.envs.env_wrappers.wrapper_specs``:
     their paths imported and their keyword arguments bound before the env is built).
@@ -387,8 +393,8 @@ def probe_env(
         ValueError: One line naming the problem and its fix: the id
             ([`env_source`][batchppo.envs.make.env_source]), the constructor (keyword arguments it
             does not take, arguments it lacks, its own exception), a factory that returns no
-            ``gymnasium.Env``, a missing optional package. The original exception is the
-            ``__cause__``.
+            ``gymnasium.Env``, a missing optional package, a reset that raises. The original
+            exception is the ``__cause__``.
     """
     source = env_source(env_id)
     specs = wrapper_specs(wrappers, check=True)
@@ -419,17 +425,30 @@ def probe_env(
             f"{_raised_at(error)}; fix env_wrappers"
         ) from error
     try:
-        limit = _time_limit(raw)
-        env = StandardStack(env_id, normalize_ranges).wrap(raw)
+        try:
+            limit = _time_limit(raw)
+            env = StandardStack(env_id, normalize_ranges).wrap(raw)
+        except Exception as error:
+            raise ValueError(
+                f"env {env_id!r}: its spaces are not supported: {_first_line(error)}"
+            ) from error
+        _check_reset(env, env_id)
         return EnvProbe(env.observation_space, env.action_space, limit)
-    except Exception as error:
-        raise ValueError(
-            f"env {env_id!r}: its spaces are not supported: {_first_line(error)}"
-        ) from error
     finally:
         # A failing close says nothing about the run: not the error raised.
         with contextlib.suppress(Exception):
             raw.close()
+
+
+def _check_reset(env: gymnasium.Env, env_id: str) -> None:
+    """Resets the probe's ``env`` once; a one-line ValueError when its reset raises."""
+    try:
+        env.reset(seed=0)
+    except Exception as error:
+        raise ValueError(
+            f"env {env_id!r}: its reset raised {_first_line(error)}{_raised_at(error)}; fix "
+            "the env (or env_kwargs)"
+        ) from error
 
 
 def _constructor_type_error(env_id: str, kwargs: Mapping[str, Any], error: TypeError) -> str:
@@ -486,15 +505,33 @@ def make_env_fn(
         ValueError: Unknown ``env_id`` (with suggestions), a bad ``max_length`` or a
             preprocessing that does not take this id, limit or keywords.
     """
+    raw_fn = _checked_raw_env_fn(env_id, max_length, render_mode, preprocess, wrappers, env_kwargs)
+    return _stacked(raw_fn, StandardStack(env_id, normalize_ranges))
+
+
+def _checked_raw_env_fn(
+    env_id: str,
+    max_length: int | None,
+    render_mode: str | None,
+    preprocess: str | Mapping[str, Any] | Preprocessing | None,
+    wrappers: Iterable[Any],
+    env_kwargs: dict[str, Any],
+) -> Callable[[], gymnasium.Env]:
+    """``_raw_env_fn`` of ``env_id`` once the id, the time limit and the preprocessing are
+    checked (one-line ``ValueError``s, before any env is built)."""
     source = env_source(env_id)
     if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
         raise ValueError(f"max_length must be a positive int or None; got {max_length!r}.")
     pre = preprocessing(preprocess)
     if pre is not None:
         pre.check(env_id, max_length, env_kwargs)
+    return _raw_env_fn(source, max_length, render_mode, env_kwargs, pre, wrappers)
 
-    raw_fn = _raw_env_fn(source, max_length, render_mode, env_kwargs, pre, wrappers)
-    stack = StandardStack(env_id, normalize_ranges)
+
+def _stacked(
+    raw_fn: Callable[[], gymnasium.Env], stack: StandardStack
+) -> Callable[[], gymnasium.Env]:
+    """A function that builds ``raw_fn``'s env inside ``stack``'s per-env wrappers."""
 
     def env_fn() -> gymnasium.Env:
         return stack.wrap(raw_fn())
@@ -588,12 +625,140 @@ def batch_transform(
     return BatchTransform.of_stack(stack)
 
 
+class BatchEnvFactory(Protocol):
+    """Builds the batch env of [`make`][batchppo.envs.make.make] (the ``batch_env`` of a host
+    backend's record): [`BatchEnv`][batchppo.envs.BatchEnv] itself, or a callable taking the
+    same arguments (``in_process_batch_env``, ``ray_batch_env``).
+
+    It raises a one-line ``ValueError`` for an argument its batch env cannot honour, before
+    any worker starts.
+    """
+
+    def __call__(
+        self,
+        env_fns: list[Callable[[], gymnasium.Env]],
+        *,
+        num_workers: int | None,
+        max_restarts: int,
+        transform: StandardStack,
+        autoreset_mode: AutoresetMode | str,
+        step_timeout: float | None,
+        **options: Any,
+    ) -> gymnasium.vector.VectorEnv:
+        """The batch env of ``env_fns`` (each builds one raw env, without the standard stack,
+        which ``transform`` applies: to the batch, or around each env)."""
+        ...
+
+
+def in_process_batch_env(
+    env_fns: list[Callable[[], gymnasium.Env]],
+    *,
+    num_workers: int | None = None,
+    max_restarts: int = 0,
+    transform: StandardStack | None = None,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    step_timeout: float | None = None,
+) -> BatchEnv:
+    """The ``sync`` backend's batch env: a ``BatchEnv`` that steps every env in the calling
+    process (``num_workers`` is ignored; the other arguments and defaults are ``BatchEnv``'s).
+
+    Raises:
+        ValueError: A ``step_timeout``: the calling process cannot bound its own envs.
+    """
+    del num_workers  # no workers
+    if step_timeout is not None:
+        raise ValueError(
+            f"step_timeout={step_timeout}: the sync backend steps its envs in this process, "
+            "which cannot bound them; use backend='process' (worker processes) for a timeout."
+        )
+    return BatchEnv(
+        env_fns,
+        num_workers=1,
+        step_in_parent=True,
+        max_restarts=max_restarts,
+        transform=transform,
+        autoreset_mode=autoreset_mode,
+    )
+
+
+def ray_batch_env(
+    env_fns: list[Callable[[], gymnasium.Env]],
+    *,
+    num_workers: int | None = None,
+    max_restarts: int = 0,
+    transform: StandardStack,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
+    step_timeout: float | None = None,
+    **options: Any,
+) -> gymnasium.vector.VectorEnv:
+    """The ``ray`` backend's batch env: a [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv]
+    whose actors build each env inside the per-env stack.
+
+    Args:
+        env_fns: Each builds one raw env.
+        num_workers: Actors; None: the CPUs of the Ray cluster.
+        max_restarts: Must be 0: Ray env actors are not restarted.
+        transform: The standard stack, applied around each env.
+        autoreset_mode: ``SAME_STEP``, the only mode of ``RayBatchEnv``.
+        step_timeout: Seconds an actor may take to answer (``RayBatchEnv``).
+        **options: ``RayBatchEnv``'s own keyword arguments (``address``, ``num_cpus``,
+            ``startup_timeout``, ``actor_options``).
+
+    Raises:
+        ValueError: Another autoreset mode, or env restarts asked for.
+    """
+    mode = AutoresetMode(autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode
+    if mode is not AutoresetMode.SAME_STEP:
+        raise ValueError(
+            f"autoreset_mode={autoreset_mode!r}: the ray backend has SAME_STEP only; use "
+            "backend='process' or 'sync' for another autoreset mode."
+        )
+    if max_restarts:
+        raise ValueError(
+            f"max_restarts={max_restarts}: Ray env actors are not restarted; use "
+            "backend='process' or 'sync' for env restarts."
+        )
+    from batchppo.envs.ray_env import RayBatchEnv
+
+    fns = [_stacked(fn, transform) for fn in env_fns]
+    return RayBatchEnv(fns, num_workers=num_workers, step_timeout=step_timeout, **options)
+
+
+def batch_env_of(backend: str | BatchEnvFactory) -> BatchEnvFactory:
+    """The batch env ``make(backend=...)`` builds: a backend's ``batch_env`` by name (the
+    registry's ``Backend.batch_env``), or ``backend`` itself.
+
+    Raises:
+        ValueError: A name of no backend with a ``batch_env``, or neither a name nor a
+            callable.
+    """
+    if callable(backend):
+        return backend
+    record = BACKENDS.get(backend) if isinstance(backend, str) else None
+    if record is None or record.batch_env is None:
+        known = tuple(name for name, b in BACKENDS.items() if b.batch_env is not None)
+        raise ValueError(f"backend must be one of {known}; got {backend!r}.")
+    return record.batch_env
+
+
+def _check_named_backend(
+    backend: str, ray_options: Mapping[str, Any] | None, max_restarts: int
+) -> None:
+    """The checks of the record of a backend given by name: its restarts (``check_restarts``)
+    and its options (``Backend.options``) for ``ray_options``."""
+    if ray_options and get_backend(backend).options is None:
+        takers = [n for n, b in BACKENDS.items() if b.batch_env and b.options is not None]
+        allowed = " or ".join(f"backend={name!r}" for name in takers)
+        raise ValueError(f"ray_options apply to {allowed} only; got backend={backend!r}.")
+    check_restarts(backend, max_restarts)
+
+
 def make(
     env_id: str,
     num_envs: int,
     *,
     seed: int | None = None,
-    backend: str = "process",
+    backend: str | BatchEnvFactory = "process",
     num_workers: int | None = None,
     max_length: int | None = None,
     normalize_ranges: bool = True,
@@ -623,14 +788,18 @@ def make(
         num_envs: Number of envs.
         seed: When given, the envs are reset once with ``seed`` (env ``i`` gets ``seed + i``);
             otherwise call ``reset`` yourself before stepping.
-        backend: ``"process"`` ([`BatchEnv`][batchppo.envs.BatchEnv] with worker processes),
-            ``"sync"`` (the same class with every env stepped in the calling process) or ``"ray"``
-            ([`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv], workers as Ray actors).
+        backend: The batch env to build: its class or a callable taking its arguments (a
+            ``BatchEnvFactory``: [`BatchEnv`][batchppo.envs.BatchEnv], ``in_process_batch_env``,
+            ``ray_batch_env``), or the name of a host backend, whose record gives it
+            (``Backend.batch_env``): ``"process"`` (``BatchEnv`` with worker processes),
+            ``"sync"`` (the same class with every env stepped in the calling process) or
+            ``"ray"`` ([`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv], workers as Ray
+            actors).
         num_workers: Units stepping envs (``BatchEnv`` semantics); ignored by ``"sync"``.
         max_length: Episode step limit; None keeps the registry's.
         normalize_ranges: Map finite bounds to ``[-1, 1]``.
         render_mode: Passed to ``gymnasium.make``.
-        ray_options: ``"ray"`` only: keyword arguments of
+        ray_options: The batch env's own keyword arguments: for ``"ray"``, those of
             [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
             ``startup_timeout``, ``actor_options``).
         max_restarts: ``BatchEnv``'s restart budget (``"process"`` and ``"sync"`` only): how
@@ -661,68 +830,27 @@ def make(
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
 
     Raises:
-        ValueError: Unknown id or backend, bad counts, ``ray_options`` with another backend,
-            ``max_restarts`` with ``"ray"``. Raised before any worker starts.
+        ValueError: Unknown id or backend, bad counts, ``ray_options`` with a backend whose
+            batch env takes none, ``max_restarts`` with ``"ray"``. Raised before any worker
+            starts.
     """
-    if backend not in HOST_BACKENDS:
-        raise ValueError(f"backend must be one of {HOST_BACKENDS}; got {backend!r}.")
-    if ray_options and backend != "ray":
-        raise ValueError(f"ray_options apply to backend='ray' only; got backend={backend!r}.")
-    check_restarts(backend, max_restarts)
+    batch_env = batch_env_of(backend)
+    if isinstance(backend, str):
+        _check_named_backend(backend, ray_options, max_restarts)
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
-    mode = AutoresetMode(autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode
-    if backend == "ray" and mode is not AutoresetMode.SAME_STEP:
-        raise ValueError(
-            f"autoreset_mode={autoreset_mode!r}: the ray backend has SAME_STEP only; use "
-            "backend='process' or 'sync' for another autoreset mode."
-        )
-    if step_timeout is not None and backend == "sync":
-        raise ValueError(
-            f"step_timeout={step_timeout}: the sync backend steps its envs in this process, "
-            "which cannot bound them; use backend='process' (worker processes) for a timeout."
-        )
-    fn = make_env_fn(
-        env_id,
-        max_length=max_length,
-        normalize_ranges=normalize_ranges,
-        render_mode=render_mode,
-        preprocess=preprocess,
-        wrappers=wrappers,
-        **env_kwargs,
+    raw_fn = _checked_raw_env_fn(env_id, max_length, render_mode, preprocess, wrappers, env_kwargs)
+    # The batch env reads the raw spaces off its workers' envs and picks the transform (or
+    # wraps each env in the stack).
+    env = batch_env(
+        [raw_fn] * num_envs,
+        num_workers=num_workers,
+        max_restarts=max_restarts,
+        transform=StandardStack(env_id, normalize_ranges),
+        autoreset_mode=autoreset_mode,
+        step_timeout=step_timeout,
+        **(ray_options or {}),
     )
-    if backend == "ray":
-        fns, transform = [fn] * num_envs, None
-    else:  # BatchEnv reads the raw spaces off its workers' envs and picks the transform
-        pre = preprocessing(preprocess)
-        source = env_source(env_id)
-        fns = [_raw_env_fn(source, max_length, render_mode, env_kwargs, pre, wrappers)]
-        fns = fns * num_envs
-        transform = StandardStack(env_id, normalize_ranges)
-    if backend == "process":
-        env = BatchEnv(
-            fns,
-            num_workers=num_workers,
-            max_restarts=max_restarts,
-            transform=transform,
-            autoreset_mode=autoreset_mode,
-            step_timeout=step_timeout,
-        )
-    elif backend == "sync":
-        env = BatchEnv(
-            fns,
-            num_workers=1,
-            step_in_parent=True,
-            max_restarts=max_restarts,
-            transform=transform,
-            autoreset_mode=autoreset_mode,
-        )
-    else:
-        from batchppo.envs.ray_env import RayBatchEnv
-
-        env = RayBatchEnv(
-            fns, num_workers=num_workers, step_timeout=step_timeout, **(ray_options or {})
-        )
     if seed is not None:
         env.reset(seed=seed)
     return env

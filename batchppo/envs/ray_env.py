@@ -168,12 +168,13 @@ def connect(address: str | None = None, *, timeout: float = CONNECT_TIMEOUT) -> 
         current = ray.get_runtime_context().gcs_address
         if address not in (None, "auto", current):
             warnings.warn(
-                f"Ray is already initialised in this process (cluster {current}); ray_address "
-                f"{address!r} is not joined. Call ray.shutdown() first to join it",
+                f"Ray is already initialised in this process (cluster {current}); "
+                f"backend_options.address {address!r} is not joined. Call ray.shutdown() first "
+                "to join it",
                 stacklevel=2,
             )
         return current
-    source = "ray_address"
+    source = "backend_options.address"
     if address is None and os.environ.get("RAY_ADDRESS"):
         address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
     if address is None:
@@ -183,7 +184,7 @@ def connect(address: str | None = None, *, timeout: float = CONNECT_TIMEOUT) -> 
         return gcs_address
     fix = (
         f"start Ray there (`ray start --head`), correct {source}, or unset "
-        "ray_address and RAY_ADDRESS to start a local Ray"
+        "backend_options.address and RAY_ADDRESS to start a local Ray"
     )
     reason = _probe(address, timeout)
     if reason is None:

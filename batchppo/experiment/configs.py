@@ -258,6 +258,7 @@ def parse_override(text: str, config_class: type | None = None) -> tuple[str, An
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw  # Not YAML: checked as a plain string below.
+    _refuse_former_fields({key: value}, "", "--set")
     return key, coerce_field(key, value, config_class)
 
 
@@ -340,6 +341,7 @@ def config_from_dict(data: Any, source: str = "config", complete: bool = False) 
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from None
     names = field_types(config_class)
+    _refuse_former_fields(data, f"{source}: ", "file")
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise _unknown_keys(unknown, names, source)
@@ -365,6 +367,15 @@ def config_to_yaml(config: RunConfig) -> str:
     return yaml.safe_dump(config_to_dict(config), sort_keys=False)
 
 
+def _read_yaml(text: str, source: str) -> Any:
+    """``yaml.safe_load(text)``; ConfigError naming ``source`` for invalid YAML."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ConfigError(f"{source}: not valid YAML ({first})") from None
+
+
 def config_from_yaml(text: str, source: str = "config") -> RunConfig:
     """Parses YAML written by [`config_to_yaml`][batchppo.experiment.configs.config_to_yaml]
     (``yaml.safe_load``).
@@ -372,12 +383,7 @@ def config_from_yaml(text: str, source: str = "config") -> RunConfig:
     Raises:
         ConfigError: Invalid YAML, unknown keys or mistyped values.
     """
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(f"{source}: not valid YAML ({first})") from None
-    return config_from_dict(data, source)
+    return config_from_dict(_read_yaml(text, source), source)
 
 
 BASE_KEY = "base"
@@ -417,11 +423,7 @@ def config_from_file(path: str | Path) -> RunConfig:
             "(`batchppo list`) or the path of a YAML config file"
         ) from None
     source = str(path)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        first = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise ConfigError(f"{source}: not valid YAML ({first})") from None
+    data = _read_yaml(text, source)
     if not isinstance(data, dict) or BASE_KEY not in data:
         return config_from_dict(data, source, complete=True)
     data = dict(data)
@@ -436,6 +438,7 @@ def config_from_file(path: str | Path) -> RunConfig:
             f"{source}: algorithm {algorithm!r} differs from base {base_name!r}'s "
             f"({algorithm_of(base).name}): drop the algorithm key or pick a base of {algorithm}"
         )
+    _refuse_former_fields(data, f"{source}: ", "file")
     unknown = sorted(set(data) - set(field_types(type(base))))
     if unknown:
         raise _unknown_keys(unknown, field_types(type(base)), source)
@@ -468,7 +471,8 @@ def save_config(config: RunConfig, path: str | Path) -> None:
 
 
 def load_config(path: str | Path) -> RunConfig:
-    """Reads a config written by ``save_config``.
+    """Reads a config written by ``save_config``, by this version or an earlier one (whose
+    backend fields ``migrate_backend_fields`` moves into ``backend_options``).
 
     Raises:
         ConfigError: Missing file or invalid content.
@@ -478,7 +482,81 @@ def load_config(path: str | Path) -> RunConfig:
         text = path.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
-    return config_from_yaml(text, source=str(path))
+    return config_from_dict(migrate_backend_fields(_read_yaml(text, str(path))), str(path))
+
+
+FORMER_BACKEND_FIELDS: dict[str, tuple[str, str]] = {
+    "ray_address": ("ray", "address"),
+    "ray_num_cpus": ("ray", "num_cpus"),
+    "ray_startup_timeout": ("ray", "startup_timeout"),
+}
+"""Config fields of one backend's settings that became keys of ``backend_options``: field ->
+(backend, option). The ``config.yaml`` of a run written before loads
+([`load_config`][batchppo.experiment.configs.load_config]); a config file or ``--set`` that
+gives one is refused, naming the new spelling."""
+
+
+def migrate_backend_fields(data: Any) -> Any:
+    """A stored config's data with its former backend fields (``FORMER_BACKEND_FIELDS``) moved
+    into ``backend_options``: those of its own backend where they differ from the option's
+    default; those of other backends dropped, since they meant nothing to it.
+
+    Args:
+        data: A ``config.yaml``'s content; anything but a mapping is returned as it is.
+    """
+    if not isinstance(data, dict) or not FORMER_BACKEND_FIELDS.keys() & data.keys():
+        return data
+    data = dict(data)
+    backend = data.get("backend", RunConfig.backend)
+    options = {}
+    for field, (owner, option) in FORMER_BACKEND_FIELDS.items():
+        if field not in data:
+            continue
+        value = data.pop(field)
+        if owner == backend and value != _option_default(owner, option):
+            options[option] = value
+    if options:
+        data["backend_options"] = {**options, **(data.get("backend_options") or {})}
+    return data
+
+
+def _refuse_former_fields(data: Mapping[str, Any], prefix: str, where: str) -> None:
+    """Refuses the former backend fields (``FORMER_BACKEND_FIELDS``) in a config file or
+    ``--set``, in one line naming their new spelling.
+
+    Args:
+        data: The keys given, with their values.
+        prefix: What the message starts with (the file's name).
+        where: ``"file"`` or ``"--set"``: the spelling to show.
+
+    Raises:
+        ConfigError: ``data`` gives a former field.
+    """
+    former = [key for key in data if key in FORMER_BACKEND_FIELDS]
+    if not former:
+        return
+    options = {FORMER_BACKEND_FIELDS[key][1]: data[key] for key in former}
+    owners = sorted({FORMER_BACKEND_FIELDS[key][0] for key in former})
+    flow = yaml.safe_dump(options, default_flow_style=True, sort_keys=False).strip()
+    quote = '"' if "'" in flow else "'"  # the shell's quotes around YAML's own
+    spelling = (
+        f"--set {quote}backend_options={flow}{quote}"
+        if where == "--set"
+        else f"backend_options: {flow}"
+    )
+    keys = ", ".join(f"backend_options.{option}" for option in options)
+    owner = " and ".join(owners)
+    if len(former) == 1:
+        what = f"config key {former[0]!r} is now {keys} (an option of the {owner} backend)"
+    else:
+        what = f"config keys {former} are now {keys} (options of the {owner} backend)"
+    raise ConfigError(f"{prefix}{what}: give {spelling}")
+
+
+def _option_default(backend: str, option: str) -> Any:
+    """The default of the option ``option`` of ``backend``'s record."""
+    (field,) = (f for f in dataclasses.fields(get_backend(backend).options) if f.name == option)
+    return field.default
 
 
 # --- Resume compatibility -------------------------------------------------------------------
@@ -496,16 +574,15 @@ RESUME_MUTABLE = frozenset(
         "xla_convolutions",
         "max_env_restarts",
         "env_step_timeout",
-        "ray_address",
-        "ray_num_cpus",
-        "ray_startup_timeout",
+        "backend_options",
         "track",
         "wandb_project",
         "wandb_entity",
         "wandb_group",
     }
 )
-"""Fields a resumed run may change freely: they affect bookkeeping, speed or how env faults
+"""Fields a resumed run may change freely: they affect bookkeeping, speed, where the envs run
+(``backend_options``: a backend's options must not change what is learned) or how env faults
 are handled, not what is learned."""
 
 
@@ -574,7 +651,7 @@ def check_tracker(config: RunConfig) -> None:
 def check_env(config: RunConfig) -> Any:
     """The start-up check of a run's env, before its run dir is made: the id (``check_env_id``),
     then, for a backend with a ``probe`` (the Gymnasium ones), one env built with the config's
-    ``env_kwargs`` and closed (its constructor, its spaces).
+    ``env_kwargs``, reset once and closed (its constructor, its spaces, its reset).
 
     Returns:
         The backend's probe of the env (``batchppo.envs.make.EnvProbe``), or None.

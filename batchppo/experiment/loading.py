@@ -25,8 +25,10 @@ def loading_config(config: RunConfig) -> RunConfig:
     backend = get_backend(config.backend)
     if backend.load_with is None or backend.load_with == backend.name:
         return config
-    dropped = dict.fromkeys(backend.config_fields)  # the old backend's own fields, unset
-    return dataclasses.replace(config, backend=backend.load_with, num_workers=None, **dropped)
+    # The old backend's own options mean nothing to its twin.
+    return dataclasses.replace(
+        config, backend=backend.load_with, num_workers=None, backend_options={}
+    )
 
 
 def load_run(

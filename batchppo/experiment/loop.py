@@ -166,7 +166,7 @@ def train(
 
     Raises:
         UserError: Unknown preset, bad override, an env that fails its start-up check (its id,
-            module, constructor or spaces:
+            module, constructor, spaces or reset:
             [`configs.check_env`][batchppo.experiment.configs.check_env], run before a run dir is
             made), unusable run dir or checkpoint (subclasses of
             [`UserError`][batchppo.experiment.UserError]), a run dir that another process holds

@@ -20,26 +20,27 @@ def test_builtin_records_and_derived_lists():
     assert not any(get_backend(n).fused for n in names(host=True))
     assert get_backend("process").load_with == "sync" and get_backend("sync").load_with is None
     ray_config = types.SimpleNamespace(
-        ray_address="auto",
-        ray_num_cpus=1,
-        ray_startup_timeout=5,
+        backend_options={"address": "auto", "num_cpus": 1, "startup_timeout": 5},
         env_step_timeout=7.0,
         env_wrappers=["minigrid.wrappers.ImgObsWrapper"],
     )
     wrappers = ("minigrid.wrappers.ImgObsWrapper",)  # every host backend's envs take them
-    assert get_backend("ray").options(ray_config) == {
+    assert get_backend("ray").make_options(ray_config) == {
         "address": "auto",
-        "num_cpus": 1,
-        "startup_timeout": 5,
+        "num_cpus": 1.0,
+        "startup_timeout": 5.0,
         "step_timeout": 7.0,
         "wrappers": wrappers,
     }
-    assert get_backend("process").options(ray_config) == {
+    process_config = types.SimpleNamespace(**{**vars(ray_config), "backend_options": {}})
+    assert get_backend("process").make_options(process_config) == {
         "step_timeout": 7.0,
         "wrappers": wrappers,
     }
-    assert get_backend("sync").options(ray_config) == {"wrappers": wrappers}
-    assert get_backend("gymnax").options(object()) == {}
+    assert get_backend("sync").make_options(process_config) == {"wrappers": wrappers}
+    assert get_backend("gymnax").make_options(process_config) == {}
+    assert get_backend("ray").option_names() == ("address", "num_cpus", "startup_timeout")
+    assert [n for n in names() if get_backend(n).option_names()] == ["ray"]
     assert backends.prose(["a", "b", "c"]) == "a, b and c"
 
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import subprocess
 import sys
+import types
 
 import pytest
 
 from batchppo import backends
-from batchppo.backends import Backend, get_backend, lazy, register
+from batchppo.backends import Backend, check_restarts, get_backend, lazy, register
 
 
 def test_unknown_backend_is_one_line_with_a_suggestion():
@@ -62,3 +65,114 @@ def test_a_record_is_frozen_and_fills_its_defaults():
     assert record.title == "x" and record.install == "pip install xpkg" and record.fused
     with pytest.raises(AttributeError):
         record.host = True  # type: ignore[misc]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """A backend's options: every kind of option type a record may declare."""
+
+    host: str | None = None
+    rate: float = 0.5
+    retries: int = 3
+    verbose: bool = False
+
+    def __post_init__(self) -> None:
+        if self.retries < 0:
+            raise ValueError(f"backend_options.retries={self.retries}: must be >= 0")
+
+
+def _record(options: type | None) -> Backend:
+    return Backend(
+        name="opt", make=lazy("a:b"), check_env_id=lambda env_id: None, host=True,
+        description="x envs", options=options,
+    )  # fmt: skip
+
+
+def test_check_options_fills_defaults_widens_ints_and_runs_the_own_check():
+    record = _record(_Options)
+    assert record.option_names() == ("host", "rate", "retries", "verbose")
+    assert record.check_options({}) == _Options()
+    checked = record.check_options({"rate": 2, "host": "auto", "verbose": True})
+    assert checked == _Options(host="auto", rate=2.0, verbose=True)
+    assert type(checked.rate) is float
+    config = types.SimpleNamespace(backend_options={"retries": 5})
+    assert record.make_options(config) == {
+        "host": None, "rate": 0.5, "retries": 5, "verbose": False,
+    }  # fmt: skip
+    with pytest.raises(ValueError) as info:
+        record.check_options({"retries": -1})
+    assert str(info.value) == "backend_options.retries=-1: must be >= 0"
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"rtae": 1.0},
+            "backend_options.rtae: backend 'opt' has no option 'rtae'. Did you mean 'rate'? "
+            "Valid keys: host, rate, retries, verbose",
+        ),
+        (
+            {"rate": "fast"},
+            "backend_options.rate='fast': backend 'opt' expects float. Valid keys: host, rate, "
+            "retries, verbose",
+        ),
+        (
+            {"retries": 2.5},
+            "backend_options.retries=2.5: backend 'opt' expects int. Valid keys: host, rate, "
+            "retries, verbose",
+        ),
+        (
+            {"rate": True},
+            "backend_options.rate=True: backend 'opt' expects float. Valid keys: host, rate, "
+            "retries, verbose",
+        ),
+        (
+            {"host": 3},
+            "backend_options.host=3: backend 'opt' expects str or None. Valid keys: host, rate, "
+            "retries, verbose",
+        ),
+        (
+            ["host"],
+            "backend_options=['host']: must be a mapping of option names to values",
+        ),
+    ],
+)
+def test_check_options_refuses_unknown_keys_and_wrong_types_in_one_line(given, message):
+    with pytest.raises(ValueError) as info:
+        _record(_Options).check_options(given)
+    assert str(info.value) == message
+
+
+def test_a_backend_without_options_refuses_any():
+    record = _record(None)
+    assert record.check_options({}) is None and record.option_names() == ()
+    assert not record.takes_options
+    with pytest.raises(ValueError) as info:
+        record.check_options({"address": "auto"})
+    assert str(info.value) == (
+        "backend_options {'address': 'auto'}: backend 'opt' takes none (backends with "
+        "options: ray); drop backend_options"
+    )
+
+
+def test_check_restarts_runs_once_on_the_way_to_an_env(monkeypatch):
+    make_module = importlib.import_module("batchppo.envs.make")
+    calls = []
+
+    def counting(backend: str, max_restarts: int) -> None:
+        calls.append((backend, max_restarts))
+        check_restarts(backend, max_restarts)
+
+    monkeypatch.setattr(backends, "check_restarts", counting)  # make_env's
+    monkeypatch.setattr(make_module, "check_restarts", counting)  # envs.make's, by name
+    backends.make_env("Pendulum-v1", 2, "sync", max_restarts=1).close()
+    assert calls == [("sync", 1)]
+    make_module.make("Pendulum-v1", 2, backend="sync", max_restarts=1).close()
+    assert calls == [("sync", 1), ("sync", 1)]
+    with pytest.raises(ValueError) as info:
+        backends.make_env("Pendulum-v1", 2, "ray", max_restarts=1)
+    assert str(info.value) == (
+        "max_restarts=1: env restarts are for the process and sync backends only; got "
+        "backend='ray'."
+    )

@@ -89,6 +89,44 @@ def test_sync_and_process_backends_agree():
                 np.testing.assert_array_equal(x, y)
 
 
+def test_make_takes_the_batch_env_class_or_a_callable_building_it():
+    built = []
+
+    def factory(env_fns, **kwargs):
+        built.append((len(env_fns), sorted(kwargs)))
+        return BatchEnv(env_fns, **kwargs)
+
+    common = {"seed": 2, "num_workers": 1, "max_length": 3}
+    with (
+        make("Pendulum-v1", 3, backend="process", **common) as by_name,
+        make("Pendulum-v1", 3, backend=BatchEnv, **common) as by_class,
+        make("Pendulum-v1", 3, backend=factory, ray_options={"spin_us": 10.0}, **common) as own,
+        make("Pendulum-v1", 3, backend=make_module.in_process_batch_env, **common) as local,
+    ):
+        assert built == [
+            (3, ["autoreset_mode", "max_restarts", "num_workers", "spin_us", "step_timeout",
+                 "transform"]),
+        ]  # fmt: skip
+        action = np.full((3, 1), 0.5, np.float32)
+        results = [env.step_arrays(action) for env in (by_name, by_class, own, local)]
+        for result in results[1:]:
+            for x, y in zip(results[0], result, strict=True):
+                np.testing.assert_array_equal(x, y)
+
+
+def test_a_backend_name_is_looked_up_in_the_records():
+    from batchppo.backends import get_backend
+
+    assert make_module.batch_env_of("sync") is get_backend("sync").batch_env
+    assert make_module.batch_env_of(BatchEnv) is BatchEnv
+    with pytest.raises(ValueError) as info:
+        make("Pendulum-v1", 2, backend="gymnax")
+    assert str(info.value) == "backend must be one of ('process', 'sync', 'ray'); got 'gymnax'."
+    with pytest.raises(ValueError) as info:
+        make("Pendulum-v1", 2, backend="sync", ray_options={"address": "auto"})
+    assert str(info.value) == "ray_options apply to backend='ray' only; got backend='sync'."
+
+
 def test_halfcheetah_batch():
     with make("HalfCheetah-v5", 2, seed=0, num_workers=2, max_length=2) as env:
         assert env.single_observation_space.shape == (17,)
@@ -270,6 +308,26 @@ def test_env_ids_name_registered_envs_module_ids_and_factories(user_envs, monkey
     assert truncated == [False, False, True]
     assert make_module.probe_env("myenvs:make_reach").time_limit is None
     assert make_module.probe_env("myenvs:MyReach-v0").time_limit == 50
+
+
+def test_the_probe_resets_the_env_once_and_names_a_reset_that_raises(user_envs, monkeypatch):
+    monkeypatch.syspath_prepend(str(user_envs))
+    reach = importlib.import_module("myenvs").Reach
+    reset, seeds = reach.reset, []
+
+    def counting(self, *, seed=None, options=None):
+        seeds.append(seed)
+        return reset(self, seed=seed, options=options)
+
+    monkeypatch.setattr(reach, "reset", counting)
+    make_module.probe_env("myenvs:make_reach")
+    assert seeds == [0]
+    message = _errors(make_module.probe_env, "myenvs:make_unresettable")
+    assert message.startswith(
+        "env 'myenvs:make_unresettable': its reset raised RuntimeError: the simulator lost its "
+        "state at myenvs.py:"
+    )
+    assert message.endswith("; fix the env (or env_kwargs)")
 
 
 def test_env_id_errors_are_one_line_naming_the_fix(user_envs, monkeypatch):

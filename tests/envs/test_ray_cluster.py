@@ -2,8 +2,8 @@
 
 One ``ray.cluster_utils.Cluster`` (a head node and a second node, one CPU each) serves the
 whole module: starting one takes seconds. Each test joins it through ``RayBatchEnv``'s own
-connection path (``address``, ``RAY_ADDRESS``, ``ray_address`` in a training config) and
-leaves it again.
+connection path (``address``, ``RAY_ADDRESS``, ``backend_options.address`` in a training
+config) and leaves it again.
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ def test_ray_address_is_honoured_and_a_running_ray_is_reused(joined, monkeypatch
         assert ray.get_runtime_context().gcs_address == joined.address
         assert env.reset(seed=0)[0].shape == (2, 3)
         # Ray is initialised now: another env uses it, and says so when given another address.
-        with pytest.warns(UserWarning, match=r"ray_address '127\.0\.0\.1:1' is not joined"):
+        joined_not = r"backend_options\.address '127\.0\.0\.1:1' is not joined"
+        with pytest.warns(UserWarning, match=joined_not):
             other = RayBatchEnv(fns(2), num_workers=1, address=DEAD_ADDRESS)
         with other:
             assert other.reset(seed=0)[0].shape == (2, 3)
@@ -145,7 +146,8 @@ def test_ray_address_is_honoured_and_a_running_ray_is_reused(joined, monkeypatch
 
 def test_an_address_that_does_not_answer_raises_at_once(monkeypatch):
     start = time.monotonic()
-    with pytest.raises(RayConnectionError, match=r"'127\.0\.0\.1:1' \(from ray_address\)"):
+    source = r"'127\.0\.0\.1:1' \(from backend_options\.address\)"
+    with pytest.raises(RayConnectionError, match=source):
         RayBatchEnv(fns(2), address=DEAD_ADDRESS)
     monkeypatch.setenv("RAY_ADDRESS", DEAD_ADDRESS)
     with pytest.raises(RayConnectionError, match=r"\(from RAY_ADDRESS\).*correct RAY_ADDRESS"):
@@ -154,20 +156,20 @@ def test_an_address_that_does_not_answer_raises_at_once(monkeypatch):
     assert not ray.is_initialized()
 
 
-def test_train_on_the_cluster_through_ray_address(joined):
+def test_train_on_the_cluster_through_the_address_option(joined):
     # The trainer's training and eval envs (2 actors each at half a CPU) fill both nodes.
-    overrides = ["backend=ray", f"ray_address={joined.address}", *TINY]
+    overrides = ["backend=ray", f"backend_options={{address: '{joined.address}'}}", *TINY]
     result = batchppo.train("pendulum_fast", overrides=overrides, progress="none")
     assert result.step == 1024
     assert result.score is not None and math.isfinite(result.score)
     assert ray.get_runtime_context().gcs_address == joined.address
 
 
-def test_ray_num_cpus_and_startup_timeout_reach_the_actors(joined):
+def test_num_cpus_and_startup_timeout_options_reach_the_actors(joined):
     # 2 actors at 2 CPUs each cannot be placed on 2 CPUs; on a cluster this process did not
     # start, other clients could free CPUs, so the start-up timeout decides.
-    overrides = ["backend=ray", f"ray_address={joined.address}", *TINY, "ray_num_cpus=2",
-                 "ray_startup_timeout=1", "num_workers=2"]  # fmt: skip
+    options = f"backend_options={{address: '{joined.address}', num_cpus: 2, startup_timeout: 1}}"
+    overrides = ["backend=ray", options, *TINY, "num_workers=2"]
     start = time.monotonic()
     with pytest.raises(RayResourcesError, match=r"need \{CPU: 4\}.*did not start within 1 s"):
         batchppo.train("pendulum_fast", overrides=overrides, progress="none")

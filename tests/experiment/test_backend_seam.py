@@ -17,10 +17,11 @@ import numpy as np
 import pytest
 
 import batchppo
-from batchppo import backends
+from batchppo import backends, envs
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import HostEnv, make_env
-from batchppo.backends.host import make_host_env
+from batchppo.backends.host import host_backend, make_host_env
+from batchppo.envs import BatchEnv
 from batchppo.experiment import configs, loading, visualize
 from batchppo.experiment.errors import ConfigError, UserError
 
@@ -79,6 +80,24 @@ def test_config_make_env_and_env_id_check_take_the_new_backend(fake_backend):
     with pytest.raises(UserError, match=r"cannot render 'Pendulum-v1' \(backend fake\)"):
         visualize.render_env_id(config)
     assert loading.loading_config(config) == config  # no load_with: loads with itself
+
+
+def test_a_host_backend_with_a_batch_env_of_its_own_is_one_record():
+    built: list[int] = []
+
+    def my_batch_env(env_fns: list, **kwargs: Any) -> BatchEnv:
+        built.append(len(env_fns))
+        return BatchEnv(env_fns, **kwargs)
+
+    backends.register(host_backend("mine", description="my batch env", batch_env=my_batch_env))
+    try:
+        with envs.make("Pendulum-v1", 2, backend="mine", num_workers=1, seed=0) as vector_env:
+            assert vector_env.num_envs == 2
+        env = make_env("Pendulum-v1", 3, "mine", seed=0, num_workers=1)
+        env.close()
+        assert isinstance(env, HostEnv) and built == [2, 3]
+    finally:
+        del backends.BACKENDS["mine"]
 
 
 def test_without_the_record_the_name_is_refused():

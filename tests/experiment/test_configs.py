@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import shlex
 from pathlib import Path
 
 import pytest
 import yaml
 
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.backends import get_backend
 from batchppo.experiment import configs
 from batchppo.experiment.errors import ConfigError
+from batchppo.experiment.rundir import prepare_run_dir
 
 ORIGINAL_TABLE = {
     # name: (env, max_length, steps, overrides) from the original's config table.
@@ -250,6 +253,83 @@ def test_env_kwargs_round_trip_and_configs_stored_without_them_load(tmp_path):
     assert configs.load_config(path).env_kwargs == {}
     with pytest.raises(ConfigError, match="cannot change a resumed run's meaning: env_kwargs"):
         configs.check_resume_overrides(config, {"env_kwargs": {}})
+
+
+def _former(config: PPOConfig, **ray_fields: object) -> dict:
+    """``config`` as a ``config.yaml`` written before ``backend_options``: the ray fields."""
+    data = {k: v for k, v in configs.config_to_dict(config).items() if k != "backend_options"}
+    fields = {"ray_address": None, "ray_num_cpus": 0.5, "ray_startup_timeout": 60.0}
+    return {**data, **fields, **ray_fields}
+
+
+def test_a_stored_config_with_the_former_ray_fields_loads_them_as_backend_options(tmp_path):
+    path = tmp_path / "config.yaml"
+    process = configs.get_preset("pendulum_fast")
+    path.write_text(yaml.safe_dump(_former(process, ray_num_cpus=2.0)))
+    assert configs.load_config(path) == process  # another backend's fields meant nothing
+    ray = dataclasses.replace(process, backend="ray")
+    path.write_text(yaml.safe_dump(_former(ray)))
+    assert configs.load_config(path) == ray  # the defaults: no options given
+    path.write_text(yaml.safe_dump(_former(ray, ray_address="auto", ray_startup_timeout=5.0)))
+    loaded = configs.load_config(path)
+    assert loaded == dataclasses.replace(
+        ray, backend_options={"address": "auto", "startup_timeout": 5.0}
+    )
+    assert get_backend("ray").make_options(loaded)["num_cpus"] == 0.5
+
+
+def test_a_run_dir_with_the_former_ray_fields_resumes(tmp_path):
+    ray = dataclasses.replace(configs.get_preset("pendulum_fast"), backend="ray")
+    run_dir = tmp_path / "T-pendulum_fast"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(_former(ray, ray_address="auto")))
+    stored = dataclasses.replace(ray, backend_options={"address": "auto"})
+    changes = {"log_every": 7}
+    resumed, _, was_resumed = prepare_run_dir(tmp_path, "pendulum_fast", ray, "T", changes)
+    assert was_resumed and resumed == dataclasses.replace(stored, log_every=7)
+    assert configs.load_config(run_dir / "config.yaml") == resumed  # rewritten as it is now
+
+
+@pytest.mark.parametrize(
+    ("override", "spelling"),
+    [
+        ("ray_address=auto", "'backend_options={address: auto}'"),
+        ("ray_address=127.0.0.1:1", "\"backend_options={address: '127.0.0.1:1'}\""),
+    ],
+)
+def test_set_of_a_former_ray_field_names_the_working_spelling(override, spelling):
+    with pytest.raises(ConfigError) as info:
+        configs.parse_override(override)
+    assert str(info.value) == (
+        "config key 'ray_address' is now backend_options.address (an option of the ray "
+        f"backend): give --set {spelling}"
+    )
+    (given,) = shlex.split(spelling)  # what the shell hands --set
+    ray = configs.apply_overrides(configs.get_preset("pendulum_fast"), ["backend=ray", given])
+    assert ray.backend_options == {"address": override.partition("=")[2]}
+
+
+def test_a_config_file_with_former_ray_fields_names_the_new_spelling(tmp_path):
+    path = tmp_path / "part.yaml"
+    path.write_text("base: pendulum_fast\nbackend: ray\nray_num_cpus: 1\n")
+    with pytest.raises(ConfigError) as info:
+        configs.config_from_file(path)
+    assert str(info.value) == (
+        f"{path}: config key 'ray_num_cpus' is now backend_options.num_cpus (an option of the "
+        "ray backend): give backend_options: {num_cpus: 1}"
+    )
+    ray = dataclasses.replace(configs.get_preset("pendulum_fast"), backend="ray")
+    path.write_text(yaml.safe_dump(_former(ray, ray_address="auto")))  # a full file
+    with pytest.raises(ConfigError) as info:
+        configs.config_from_file(path)
+    assert str(info.value) == (
+        f"{path}: config keys ['ray_address', 'ray_num_cpus', 'ray_startup_timeout'] are now "
+        "backend_options.address, backend_options.num_cpus, backend_options.startup_timeout "
+        "(options of the ray backend): give backend_options: {address: auto, num_cpus: 0.5, "
+        "startup_timeout: 60.0}"
+    )
+    path.write_text("base: pendulum_fast\nbackend: ray\nbackend_options: {num_cpus: 1}\n")
+    assert configs.config_from_file(path).backend_options == {"num_cpus": 1}
 
 
 def test_stored_config_with_unknown_or_mistyped_keys_is_an_error(tmp_path):

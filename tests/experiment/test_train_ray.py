@@ -12,6 +12,7 @@ ray = pytest.importorskip("ray")
 
 import batchppo  # noqa: E402
 from batchppo import cli  # noqa: E402
+from batchppo.backends import get_backend  # noqa: E402
 from batchppo.experiment import configs  # noqa: E402
 from batchppo.experiment.errors import ConfigError  # noqa: E402
 
@@ -78,31 +79,39 @@ def test_cli_names_an_address_that_does_not_answer_in_one_line(own_ray, capsys, 
     ray.shutdown()  # joining happens only where this process has no Ray yet
     argv = ["train", "--config", "pendulum_fast", "--logdir", str(tmp_path), "--progress",
             "none", *(a for o in TINY_RAY for a in ("--set", o)),
-            "--set", "ray_address=127.0.0.1:1"]  # fmt: skip
+            "--set", "backend_options={address: '127.0.0.1:1'}"]  # fmt: skip
     start = time.monotonic()
     code = cli.main(argv)
     _, err = capsys.readouterr()
     assert code == 2
     head = "batchppo: error: RayBatchEnv: cannot join the Ray cluster at '127.0.0.1:1'"
-    assert err.startswith(f"{head} (from ray_address)") and err.count("\n") == 1, err
+    assert err.startswith(f"{head} (from backend_options.address)") and err.count("\n") == 1, err
     assert time.monotonic() - start < 30
     assert not ray.is_initialized()
 
 
-def test_ray_settings_are_checked_and_mutable_on_resume():
+def test_ray_options_are_checked_and_mutable_on_resume():
     config = configs.apply_overrides(configs.get_preset("pendulum_fast"), ["backend=ray"])
-    assert (config.ray_address, config.ray_num_cpus, config.ray_startup_timeout) == (None, 0.5, 60)
+    assert config.backend_options == {}
+    assert get_backend("ray").make_options(config) == {
+        "address": None,
+        "num_cpus": 0.5,
+        "startup_timeout": 60.0,
+        "step_timeout": 60.0,
+        "wrappers": (),
+    }
     bad = {
-        "ray_address=auto": "set backend=ray, or drop ray_address",
-        "ray_num_cpus=-1": "ray_num_cpus=-1.0: must be >= 0",
-        "ray_startup_timeout=0": "ray_startup_timeout=0.0: must be > 0",
+        "backend_options={address: ''}": "backend_options.address='': give host:port or auto",
+        "backend_options={num_cpus: -1}": "backend_options.num_cpus=-1.0: must be >= 0",
+        "backend_options={startup_timeout: 0}": (
+            "backend_options.startup_timeout=0.0: must be > 0 (seconds)"
+        ),
     }
     for override, message in bad.items():
-        backend = "backend=process" if override.startswith("ray_address") else "backend=ray"
-        with pytest.raises(ConfigError, match=re.escape(message)):
-            configs.apply_overrides(config, [backend, override])
+        with pytest.raises(ConfigError, match=f"^invalid config: {re.escape(message)}"):
+            configs.apply_overrides(config, [override])
     # Where the cluster is and how long its actors may take to start do not change what a
     # run learns: a resumed run may change them.
-    changes = {"ray_address": "auto", "ray_num_cpus": 1.0, "ray_startup_timeout": 5.0}
+    changes = {"backend_options": {"address": "auto", "num_cpus": 1.0, "startup_timeout": 5.0}}
     resumed = configs.check_resume_overrides(config, changes)
-    assert {key: getattr(resumed, key) for key in changes} == changes
+    assert resumed.backend_options == changes["backend_options"]

@@ -78,7 +78,8 @@ class RunConfig:
     num_agents: int = 30
     """Number of parallel environments."""
     num_workers: int | None = None
-    """Worker processes for the ``process`` backend; None means one per core."""
+    """Worker processes for the ``process`` backend (env actors for ``ray``); None means one
+    per core (per CPU of the Ray cluster)."""
     host_loop: bool | None = None
     """Host backends only: collect rollouts with a Python loop around the compiled policy step
     ([`HostLoop`][batchppo.backends.HostLoop]) instead of inside the compiled iteration through
@@ -113,16 +114,12 @@ class RunConfig:
     None waits for ever. The default is far above any step or reset of the MuJoCo presets'
     envs (docs/benchmarks.md); raise it for an env that is slow by nature. The ``sync``
     backend steps its envs in the learner's process, which cannot bound them."""
-    ray_address: str | None = None
-    """``ray`` backend: the Ray cluster to join (``auto`` or ``host:port``); None:
-    ``RAY_ADDRESS`` if set, else a new local Ray. A Ray already initialised in the process is
-    used as it is."""
-    ray_num_cpus: float = 0.5
-    """``ray`` backend: CPUs each env actor books on the cluster (fractions share a CPU; half
-    of one lets the training and eval envs fit side by side)."""
-    ray_startup_timeout: float = 60.0
-    """``ray`` backend: seconds the env actors may take to start before ``RayResourcesError``
-    names what they need and what the cluster has."""
+    backend_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The backend's own settings, by name: the keys and types its record declares
+    (``Backend.options``; ``Backend.check_options`` checks them), e.g. ``ray``'s ``address``,
+    ``num_cpus`` and ``startup_timeout`` (``--set 'backend_options={address: auto}'``); the
+    keys not given take their defaults. Empty for a backend without options. They may change
+    when a run resumes."""
 
     # --- Budget -----------------------------------------------------------------------------
     steps: int = 1_000_000
@@ -260,26 +257,7 @@ class RunConfig:
             f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
             f"(set host_loop=False, or a host backend: {', '.join(backends.names(host=True))})",
         )
-        for other in backends.BACKENDS.values():
-            for name in other.config_fields if other is not backend else ():
-                value = getattr(self, name)
-                check(
-                    value is None,
-                    f"{name}={value!r} is for {other.description}; set backend={other.name}, "
-                    f"or drop {name}",
-                )
-        check(
-            self.ray_address is None or self.ray_address.strip() != "",
-            "ray_address='': give host:port or auto, or None (RAY_ADDRESS, else a local Ray)",
-        )
-        check(
-            self.ray_num_cpus >= 0,
-            f"ray_num_cpus={self.ray_num_cpus}: must be >= 0 (CPUs per Ray env actor)",
-        )
-        check(
-            self.ray_startup_timeout > 0,
-            f"ray_startup_timeout={self.ray_startup_timeout}: must be > 0 (seconds)",
-        )
+        backend.check_options(self.backend_options)
         check(
             self.track in TRACKERS,
             f"track={self.track!r}: choose one of {TRACKERS[1:]}, or None (TensorBoard only)",

@@ -92,7 +92,7 @@ def make_run_env(config: Any, num_envs: int, seed: int) -> Env:
         num_workers=config.num_workers,
         max_restarts=config.max_env_restarts,
         env_kwargs=config.env_kwargs,
-        options=get_backend(config.backend).options(config),
+        options=get_backend(config.backend).make_options(config),
     )
 
 

@@ -42,3 +42,27 @@ def test_three_way_switches_take_true_false_or_none_only(field, meaning):
     with pytest.raises(ValueError) as info:
         RunConfig(**{field: "yes"})
     assert str(info.value) == f"{field}='yes': must be true, false or None ({meaning})"
+
+
+def test_backend_options_are_checked_by_the_backend_record():
+    assert RunConfig().backend_options == {}
+    config = RunConfig(backend="ray", backend_options={"address": "auto", "num_cpus": 1})
+    assert config.backend_options == {"address": "auto", "num_cpus": 1}
+    with pytest.raises(ValueError) as info:
+        RunConfig(backend="ray", backend_options={"adress": "auto"})
+    assert str(info.value) == (
+        "backend_options.adress: backend 'ray' has no option 'adress'. Did you mean 'address'? "
+        "Valid keys: address, num_cpus, startup_timeout"
+    )
+    with pytest.raises(ValueError) as info:
+        RunConfig(backend="ray", backend_options={"num_cpus": "two"})
+    assert str(info.value) == (
+        "backend_options.num_cpus='two': backend 'ray' expects float. Valid keys: address, "
+        "num_cpus, startup_timeout"
+    )
+    with pytest.raises(ValueError) as info:
+        RunConfig(backend="process", backend_options={"address": "auto"})
+    assert str(info.value) == (
+        "backend_options {'address': 'auto'}: backend 'process' takes none (backends with "
+        "options: ray); drop backend_options"
+    )
