@@ -14,13 +14,13 @@
   preprocessing, run in the workers by ``make(env_id, n, preprocess="atari")``.
 """
 
+from batchppo.envs.async_compat import InvalidArgumentError
 from batchppo.envs.atari import AtariStack
 from batchppo.envs.batch_env import (
     BatchEnv,
     BatchState,
     EnvRestartWarning,
     EnvTimeoutError,
-    InvalidArgumentError,
     WorkerDiedError,
     WorkerError,
 )

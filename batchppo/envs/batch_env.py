@@ -57,9 +57,22 @@ import numpy as np
 from gymnasium import spaces as gym_spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_differing_spaces, batch_space
+from gymnasium.vector.utils import batch_space
 
 from batchppo.envs import processes as _processes
+from batchppo.envs.async_compat import (
+    NOT_CALLABLE,
+    InvalidArgumentError,
+    batch_observation_space,
+    check_action_batch,
+    check_action_dtype,
+    check_action_shape,
+    check_async_options,
+    expected_spaces,
+    parse_autoreset_mode,
+    parse_seeds,
+    split_reset_mask,
+)
 from batchppo.envs.batch_transform import (
     BatchTransform,
     SpacesOnly,
@@ -94,8 +107,6 @@ __all__ = [
 ]
 
 _LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
-# Names ``call`` refuses, as AsyncVectorEnv's worker does: they have their own methods.
-_NOT_CALLABLE = ("reset", "step", "close", "_setattr", "_check_spaces")
 
 
 class BatchState(Enum):
@@ -121,14 +132,6 @@ _WAITING_STEP = BatchState.WAITING_STEP
 class EnvRestartWarning(RuntimeWarning):
     """A [`BatchEnv`][batchppo.envs.BatchEnv] with ``max_restarts`` restarted an env (its step
     raised or its worker died); the message names the error."""
-
-
-class InvalidArgumentError(ValueError, AssertionError):
-    """A bad argument that Gymnasium's vector envs reject with ``assert``.
-
-    It is a ``ValueError`` and, so that code written for ``AsyncVectorEnv`` catches it the
-    same way, an ``AssertionError``: a seed list of the wrong length, a bad ``reset_mask``.
-    """
 
 
 @dataclasses.dataclass
@@ -336,7 +339,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         for name, value in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
-        start_method, self._obs_rule = _check_async_options(
+        start_method, self._obs_rule = check_async_options(
             shared_memory, copy, context, start_method, daemon, worker, observation_mode, transform
         )
         # AsyncVectorEnv's attributes of the same names.
@@ -345,7 +348,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.daemon = daemon
         self.worker = None
         self.observation_mode = observation_mode
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
             raise ValueError(f"max_restarts must be an int >= 0; got {max_restarts!r}.")
@@ -463,7 +466,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             self.metadata = dict(reports[0]["metadata"])
             self.render_mode = reports[0]["render_mode"]
         # The spaces every env must match (env 0's, or the single space of a custom mode).
-        self._expected = (observation_mode[1], raw[1]) if self._obs_rule == "custom" else raw
+        self._expected = expected_spaces(observation_mode, raw)
         self._transform, self._wrap = _resolve_transform(self._transform_arg, raw)
         if self._transform is not None:
             obs_space, act_space = self._transform.spaces
@@ -521,11 +524,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 self._cmd,
                 self._status,
             )
-        if self._obs_rule == "different":
-            spaces = [s for _, group in sorted(self._env_obs_spaces.items()) for s in group]
-            self.observation_space = batch_differing_spaces(spaces)
-        elif self._obs_rule == "custom":
-            self.observation_space = observation_mode[0]
+        reports = [{"obs_spaces": group} for _, group in sorted(self._env_obs_spaces.items())]
+        self.observation_space = batch_observation_space(
+            observation_mode, self.observation_space, reports
+        )
 
     def _bind_views(self, v: dict[str, Any]) -> None:
         """Keeps the shared arrays: single arrays for flat spaces, dict/tuple trees otherwise."""
@@ -1207,7 +1209,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ValueError: ``name`` is one of ``reset``, ``step``, ``close`` (use them directly).
             AlreadyPendingCallError: A step, reset or call is pending.
         """
-        if name in _NOT_CALLABLE:
+        if name in NOT_CALLABLE:
             raise ValueError(
                 f"Trying to call function `{name}` with `call`, use `{name}` directly instead."
             )
@@ -1329,88 +1331,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         )
 
 
-_START_METHODS = ("forkserver", "spawn")
-
-
-def _check_async_options(
-    shared_memory: bool,
-    copy: bool,
-    context: str | None,
-    start_method: str | None,
-    daemon: bool,
-    worker: Callable[..., None] | None,
-    observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
-    transform: BatchTransform | None,
-) -> tuple[str, str]:
-    """Checks the keywords BatchEnv shares with ``AsyncVectorEnv`` (see
-    [`BatchEnv`][batchppo.envs.BatchEnv]).
-
-    Returns:
-        The start method of the workers, and how env observation spaces must match (``"same"``,
-        ``"different"`` or ``"custom"``; see ``check_spaces``).
-
-    Raises:
-        ValueError: A keyword BatchEnv cannot honour, or a bad value; one line naming why
-            and what to use instead.
-    """
-    for name, value in (("shared_memory", shared_memory), ("copy", copy), ("daemon", daemon)):
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be a bool; got {value!r}.")
-    if not shared_memory:
-        raise ValueError(
-            "BatchEnv(shared_memory=False) cannot be honoured: BatchEnv always returns "
-            "observations through shared memory (Box, Discrete, MultiDiscrete and MultiBinary "
-            "spaces, nested in Dict/Tuple); leave shared_memory=True (the results are the "
-            "same), or use gymnasium.vector.AsyncVectorEnv for spaces shared memory cannot hold."
-        )
-    if worker is not None:
-        raise ValueError(
-            f"BatchEnv(worker={getattr(worker, '__name__', worker)!r}) cannot run a custom "
-            "worker function: its workers run BatchEnv's own shared-memory protocol "
-            "(batchppo.envs.worker); change what an env does with a gymnasium.Wrapper in its "
-            "env function, or use gymnasium.vector.AsyncVectorEnv for a custom worker."
-        )
-    if context is not None and start_method is not None and context != start_method:
-        raise ValueError(
-            f"context={context!r} and start_method={start_method!r} disagree; they are the "
-            "same setting (start_method is BatchEnv's older name), so give one."
-        )
-    name, method = ("context", context) if context is not None else ("start_method", start_method)
-    method = "forkserver" if method is None else method
-    if method not in _START_METHODS:
-        if method not in mp.get_all_start_methods():  # multiprocessing's words, as SB3's
-            raise ValueError(
-                f"cannot find context for {method!r}: {name} must be 'forkserver' (the "
-                "default) or 'spawn'."
-            )
-        raise ValueError(
-            f"{name} must be 'forkserver' (the default) or 'spawn'; got {method!r} ('fork' can "
-            "deadlock a worker forked from a process that runs threads, such as JAX's)."
-        )
-    if isinstance(observation_mode, tuple):
-        if len(observation_mode) != 2 or not all(
-            isinstance(space, gymnasium.Space) for space in observation_mode
-        ):
-            raise ValueError(
-                "observation_mode as a tuple must be (observation_space, "
-                f"single_observation_space), two gymnasium Spaces; got {observation_mode!r}."
-            )
-        rule = "custom"
-    elif isinstance(observation_mode, str) and observation_mode in ("same", "different"):
-        rule = observation_mode
-    else:
-        raise ValueError(  # AsyncVectorEnv's words, which code written for it may match
-            "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and "
-            f"batch observation space, actual got {observation_mode}"
-        )
-    if transform is not None and rule != "same":
-        raise ValueError(
-            f"observation_mode={observation_mode!r} does not apply with a transform (the batch "
-            "env's spaces are the transform's); leave observation_mode='same'."
-        )
-    return method, rule
-
-
 def _resolve_transform(
     transform: BatchTransform | TransformFactory | None,
     raw: tuple[gymnasium.Space, gymnasium.Space],
@@ -1517,118 +1437,6 @@ def available_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def check_action_dtype(dtype: np.dtype, space_dtype: np.dtype, shape: tuple[int, ...]) -> None:
-    """Raises ValueError unless actions of ``dtype`` may be cast to the space's dtype.
-
-    Bool spaces take bool actions; integer spaces take integer actions; real spaces take real
-    (float or int) actions.
-
-    Args:
-        dtype: The dtype of the actions given.
-        space_dtype: The dtype of the action space.
-        shape: The expected shape of the action batch (for the message).
-
-    Raises:
-        ValueError: Naming the dtype and shape expected.
-    """
-    if np.dtype(space_dtype) == np.bool_:
-        kind_ok, expected = dtype == np.bool_, "a bool dtype"
-    elif np.issubdtype(space_dtype, np.integer):
-        kind_ok = np.issubdtype(dtype, np.integer)
-        expected = f"an integer dtype castable to {space_dtype}"
-    else:
-        kind_ok = np.issubdtype(dtype, np.number) and np.can_cast(dtype, space_dtype, "same_kind")
-        expected = f"a real (float or int) dtype castable to {space_dtype}"
-    if not kind_ok:
-        raise ValueError(f"actions must have {expected}, shape {shape}; got dtype {dtype}.")
-
-
-def check_action_batch(actions: np.ndarray, expected: tuple[int, ...]) -> None:
-    """Raises as Gymnasium's vector envs do for an action batch of the wrong shape.
-
-    Raises:
-        TypeError: A scalar where a batch is expected (Gymnasium's class and words: it cannot
-            iterate over it), naming the shape expected.
-        ValueError: Another shape (see ``check_action_shape``).
-    """
-    if actions.ndim == 0 and expected:
-        raise TypeError(
-            f"Unable to iterate over the following elements: {actions}: actions must be a "
-            f"batch of shape {expected} (num_envs, *action_shape), one action per env."
-        )
-    check_action_shape(actions.shape, expected)
-
-
-def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
-    """``AutoresetMode(mode)``; a one-line ``ValueError`` naming the valid values otherwise."""
-    try:
-        return AutoresetMode(mode)
-    except ValueError:
-        valid = ", ".join(repr(m.value) for m in AutoresetMode)
-        raise ValueError(
-            f"autoreset_mode={mode!r}: use a gymnasium.vector.AutoresetMode or one of {valid}."
-        ) from None
-
-
-def check_action_shape(shape: tuple[int, ...], expected: tuple[int, ...]) -> None:
-    """Raises ValueError naming the expected shape when ``shape`` differs."""
-    if shape != expected:
-        raise ValueError(
-            f"actions must have shape {expected} (num_envs, *action_shape); got {shape}."
-        )
-
-
-def parse_seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
-    """Per-env seeds: None for all, ``seed + i`` for an int, or a list of ``num_envs`` seeds.
-
-    Raises:
-        InvalidArgumentError: A list whose length is not ``num_envs``.
-    """
-    if seed is None or isinstance(seed, (int, np.integer)):
-        return [None if seed is None else int(seed) + i for i in range(num_envs)]
-    seeds = list(seed)
-    if len(seeds) != num_envs:
-        raise InvalidArgumentError(
-            f"seed must be None, an int or a list of {num_envs} seeds; got a list of {len(seeds)}."
-        )
-    return seeds
-
-
-def split_reset_mask(
-    options: dict[str, Any] | None, num_envs: int
-) -> tuple[dict[str, Any] | None, np.ndarray | None]:
-    """Separates Gymnasium's ``options["reset_mask"]`` from the options the envs get.
-
-    Args:
-        options: The options of a reset, or None.
-        num_envs: Batch size.
-
-    Returns:
-        ``(options, mask)``: the options without ``reset_mask`` (a new dict; the envs get
-        ``{}`` when it was the only option, as in Gymnasium) and the mask, or
-        ``(options, None)`` when there is no mask.
-
-    Raises:
-        InvalidArgumentError: The mask is not a bool numpy array of shape ``(num_envs,)`` with
-            at least one True (Gymnasium's conditions).
-    """
-    if options is None or "reset_mask" not in options:
-        return options, None
-    mask = options["reset_mask"]
-    rest = {key: value for key, value in options.items() if key != "reset_mask"}
-    if not isinstance(mask, np.ndarray):
-        problem = f"must be a numpy array, got {type(mask)}"
-    elif mask.shape != (num_envs,):
-        problem = f"must have shape `({num_envs},)`, got {mask.shape}"
-    elif mask.dtype != np.bool_:
-        problem = f"must have `dtype=np.bool_`, got {mask.dtype}"
-    elif not mask.any():
-        problem = f"must contain a boolean array, got reset_mask={mask}"  # Gymnasium's words
-    else:
-        return rest, mask
-    raise InvalidArgumentError(f"`options['reset_mask': mask]` {problem}")
 
 
 def _copy_tree(tree: Any) -> Any:
