@@ -28,10 +28,10 @@ Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, o
 is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
 [`BatchEnv`][batchppo.envs.BatchEnv]).
 
-``BatchEnv`` holds the Gymnasium API, the argument checks, the shared-memory layout, the parent's
-share of the envs and the restart policy; its worker processes are a ``WorkerPool`` (start, respawn,
-messages, dead and hung workers, stopping), which reports a dead or killed worker back so that the
-batch env breaks.
+``BatchEnv`` holds the Gymnasium API, the argument checks, the shared-memory layout and the restart
+policy; its worker processes are a ``WorkerPool`` (start, respawn, messages, dead and hung workers,
+stopping), which reports a dead or killed worker back so that the batch env breaks. The parent's
+share of the envs is one more slot of the pool (``LocalWorker``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,6 @@ from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Any
 
-import cloudpickle
 import gymnasium
 import numpy as np
 from gymnasium import spaces as gym_spaces
@@ -77,16 +76,13 @@ from batchppo.envs.batch_transform import (
     BatchTransform,
     SpacesOnly,
     TransformFactory,
-    wrapped_env_fn,
 )
-from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces, space_difference
+from batchppo.envs.env_group import space_difference
 from batchppo.envs.errors import (
     EnvTimeoutError,
     SpaceMismatchError,
     WorkerDiedError,
     WorkerError,
-    error_from_report,
-    with_message,
 )
 from batchppo.envs.final_obs import fill_final_obs
 from batchppo.envs.infos import batch_infos, merge_info_parts
@@ -136,15 +132,11 @@ class EnvRestartWarning(RuntimeWarning):
 
 @dataclasses.dataclass
 class _Request:
-    """A pipe request in flight (reset or call): the parent's share and the answers so far.
+    """A pipe request in flight (reset or call): the answers so far, by slot.
 
     A ``*_wait`` that times out keeps what it has, so the next call goes on from there.
     """
 
-    local: Callable[[EnvGroup], Any]
-    local_done: bool = False
-    local_result: Any = None
-    local_exc: BaseException | None = None
     answers: dict[int, tuple[str, Any]] = dataclasses.field(default_factory=dict)
 
 
@@ -321,15 +313,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._transform_arg = transform
         self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
         self._wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None
-        self._local: EnvGroup | None = None
         self._state = BatchState.DEFAULT
         self._broken_reason = ""
         self._want_info = False  # of the step in flight
-        # The parent's share of the step in flight: whether it is done, its infos and error
-        # (a step_wait that times out keeps them; the pool keeps the workers' answers).
-        self._local_stepped = False
-        self._local_part: tuple[int, int, dict[str, Any]] | None = None
-        self._local_exc: BaseException | None = None
         self._request: _Request | None = None
 
         env_fns = list(env_fns)
@@ -375,8 +361,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         workers = num_workers or available_cpus()
         per = envs_per_worker or math.ceil(num_envs / workers)
         ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
-        local_range = ranges.pop(0) if step_in_parent else None
-        self._local_range = local_range
+        parent_envs = ranges.pop(0) if step_in_parent else None
 
         ctx = mp.get_context(start_method)
         # Decided before any env is built: this may refuse the main script.
@@ -387,11 +372,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         )
         self.num_envs = num_envs
         self.copy = copy
-        self._ranges = ranges
-        self._has_workers = bool(ranges)
         self._pool = WorkerPool(
             ctx,
             ranges,
+            parent_envs=parent_envs,
             process_class=process_class,
             daemon=daemon,
             spin_s=float(spin_us) * 1e-6,
@@ -401,70 +385,37 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         )
 
         self._buffer_fd: int | None = None
-        self._local_envs: list[gymnasium.Env] = []  # built, not yet in self._local
-        # Every env's observation space, by the index of its unit's first env ("different").
-        self._env_obs_spaces: dict[int, list[gymnasium.Space]] = {}
         _LIVE.add(self)
         try:
-            if local_range is not None:
-                self._build_local(env_fns, local_range, observation_mode)
-            reports = self._start_workers(env_fns) if ranges else []
-            self._setup(env_fns, reports, observation_mode)
+            reports = self._pool.start(
+                env_fns,
+                observation_mode,
+                self._obs_rule,
+                self.autoreset_mode,
+                self._restartable,
+                transform,
+            )
+            self._setup(reports, observation_mode)
         except BaseException:
-            for env in self._local_envs:
-                with contextlib.suppress(Exception):
-                    env.close()
             self.close(terminate=True)
             raise
-        self._local_envs = []
-
-    def _build_local(
-        self,
-        env_fns: list[Callable[[], gymnasium.Env]],
-        local_range: tuple[int, int],
-        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
-    ) -> None:
-        """Builds the parent's share (``step_in_parent``), env 0 first, checking the spaces."""
-        try:
-            self._local_envs = build_envs(env_fns[:1], 0, None)
-            env0 = self._local_envs[0]
-            expected = (env0.observation_space, env0.action_space)
-            if self._obs_rule == "custom":
-                expected = (observation_mode[1], env0.action_space)
-                check_spaces(env0, 0, expected, "custom")
-            self._local_envs += build_envs(env_fns[1 : local_range[1]], 1, expected, self._obs_rule)
-        except Exception as exc:
-            index = getattr(exc, "batchppo_env_index", 0)
-            raise with_message(
-                exc, f"{exc}\n[batchppo] raised while building env {index} in the parent process."
-            ) from None
-        if self._obs_rule == "different":
-            self._env_obs_spaces[0] = [env.observation_space for env in self._local_envs]
 
     def _setup(
         self,
-        env_fns: list[Callable[[], gymnasium.Env]],
         reports: list[dict[str, Any]],
         observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
     ) -> None:
-        """Decides the spaces and the transform from env 0, lays out the shared memory, and has the
-        parent's group and the workers' (``WorkerPool.connect``) take their rows.
+        """Decides the spaces and the transform from env 0, lays out the shared memory, and has
+        every slot of the pool take its rows (``WorkerPool.connect``).
 
         Args:
-            env_fns: The env functions.
-            reports: What each worker said of its envs (``describe_envs``); env 0 is the first env
-                of the parent's share, or of worker 0.
+            reports: What each slot said of its envs (``describe_envs``), in env order: env 0 is
+                the first env of the parent's share, or of worker 0.
             observation_mode: As given to the constructor.
         """
-        if self._local_envs:
-            env0 = self._local_envs[0]
-            raw = (env0.observation_space, env0.action_space)
-            self.metadata = dict(getattr(env0, "metadata", {}) or {})
-            self.render_mode = getattr(env0, "render_mode", None)
-        else:
-            raw = (reports[0]["observation_space"], reports[0]["action_space"])
-            self.metadata = dict(reports[0]["metadata"])
-            self.render_mode = reports[0]["render_mode"]
+        raw = (reports[0]["observation_space"], reports[0]["action_space"])
+        self.metadata = dict(reports[0]["metadata"])
+        self.render_mode = reports[0]["render_mode"]
         # The spaces every env must match (env 0's, or the single space of a custom mode).
         self._expected = expected_spaces(observation_mode, raw)
         self._transform, self._wrap = _resolve_transform(self._transform_arg, raw)
@@ -487,44 +438,25 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.observation_space = batch_space(obs_space, num_envs)
         self.action_space = batch_space(act_space, num_envs)
         self._discrete = isinstance(act_space, gym_spaces.Discrete)
-        self._layout = layout = Layout.for_spaces(num_envs, len(self._ranges), obs_space, act_space)
-        if self._ranges:
+        self._layout = layout = Layout.for_spaces(num_envs, self._pool.size, obs_space, act_space)
+        if self._pool.size:
             self._buffer_fd, self._buffer = _shared_buffer(layout.nbytes)
         else:
             self._buffer = bytearray(layout.nbytes)
         self._bind_views(layout.views(self._buffer))
 
-        if self._local_envs:
-            envs, fns = self._local_envs, env_fns[: len(self._local_envs)]
-            if self._wrap is not None:
-                envs = [self._wrap(env) for env in envs]
-                fns = [wrapped_env_fn(fn, self._wrap) for fn in fns]
-            self._local = EnvGroup(
-                envs,
-                0,
-                self._v,
+        self._pool.connect(
+            (
+                "start",
+                self._expected,
+                self._layout,
                 self._discrete,
-                None,
-                self.autoreset_mode,
-                fns if self.max_restarts else None,
                 self._transform,
-            )
-            self._local_envs = []
-        if self._ranges:
-            self._pool.connect(
-                (
-                    "start",
-                    self._expected,
-                    self._layout,
-                    self._discrete,
-                    self._transform,
-                    self._wrap is not None,
-                ),
-                self._buffer_fd,
-                self._cmd,
-                self._status,
-            )
-        reports = [{"obs_spaces": group} for _, group in sorted(self._env_obs_spaces.items())]
+                self._wrap is not None,
+            ),
+            self._buffer_fd,
+            self._v,
+        )
         self.observation_space = batch_observation_space(
             observation_mode, self.observation_space, reports
         )
@@ -575,13 +507,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         """Where the envs are stepped: ``(start, stop)`` of each worker's envs, in worker order (a
         new list each time; the parent's own share is
         [`parent_envs`][batchppo.envs.BatchEnv.parent_envs])."""
-        return list(self._ranges)
+        return self._pool.ranges
 
     @property
     def parent_envs(self) -> tuple[int, int] | None:
         """``(0, stop)``: the envs the calling process steps itself (``step_in_parent``);
         None when the workers step them all (the default)."""
-        return self._local_range
+        return self._pool.parent_envs
 
     @property
     def shared_layout(self) -> Layout:
@@ -603,46 +535,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
     # ------------------------------------------------------------------ processes
 
-    def _start_workers(self, env_fns: list[Callable[[], gymnasium.Env]]) -> list[dict[str, Any]]:
-        """Starts the pool's workers, which build their envs; returns what each says of its
-        envs (and keeps the observation spaces of ``observation_mode="different"``).
-
-        Raises:
-            Exception: What building an env raised (the first worker's to fail), with the
-                env index and the worker's traceback.
-        """
-        restartable = self._restartable
-        payloads = [
-            cloudpickle.dumps(
-                (
-                    env_fns[start:stop],
-                    self._obs_rule,
-                    self.autoreset_mode,
-                    restartable,
-                    self._transform_arg,
-                )
-            )
-            for start, stop in self._ranges
-        ]
-        reports = self._pool.start(payloads, restartable)
-        for (start, _), report in zip(self._ranges, reports, strict=True):
-            if report["obs_spaces"] is not None:
-                self._env_obs_spaces[start] = report["obs_spaces"]
-        return reports
-
     def _mark_broken(self, reason: str) -> None:
         """The batch env can take no call but ``close`` (a worker died or hung, a restart
         failed); ``reason`` says why in its errors."""
         self._broken_reason = reason
         self._state = BatchState.BROKEN
-
-    def _local_error(self, exc: BaseException) -> BaseException:
-        index = self._local.current_global if self._local is not None else None
-        if self._local is not None:
-            self._local.current = None
-        return with_message(
-            exc, f"{exc}\n[batchppo] raised by env {index}, stepped in the parent process."
-        )
 
     # ------------------------------------------------------------------ state
 
@@ -710,11 +607,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             if actions.dtype not in self._ok_dtypes:
                 self._check_action_dtype(actions.dtype)
             np.copyto(self._act, actions, casting="unsafe")
-        if self._has_workers:
-            self._pool.start_step(command)
+        self._pool.start_step(command)
         self._state = _WAITING_STEP
         self._want_info = command == CMD_STEP_INFO
-        self._local_stepped = False
 
     def _check_action_dtype(self, dtype: np.dtype) -> None:
         check_action_dtype(dtype, self._act_dtype, self._act_shape)
@@ -736,31 +631,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             np.copyto(dest, value, casting="unsafe")
 
     def _finish_step(self, timeout: float | None) -> dict[str, Any]:
-        """Steps the parent's share, gathers the workers; returns the batched infos."""
+        """Gathers the pool's answers to the step; returns the batched infos."""
         if self._state is not _WAITING_STEP:
             self._check_waiting(_WAITING_STEP, "step_wait")
         want_info = self._want_info
         deadline = None if timeout is None else time.monotonic() + timeout
-        parts: list[tuple[int, int, dict[str, Any]]]
-        failures: list[tuple[int | None, list[dict[str, Any]]]]  # (slot, env reports)
-        dead: list[tuple[int, str]]  # (slot, how the worker died)
         try:
-            if self._local is not None and not self._local_stepped:
-                self._local_stepped = True
-                self._local_part = self._local_exc = None
-                try:
-                    info = self._local.step(want_info)
-                    if info:
-                        self._local_part = (0, self._local.count, info)
-                except Exception as exc:
-                    self._local_exc = self._local_error(exc)
-            if self._has_workers:
-                # Only the workers that have not answered yet (a step_wait may have timed out).
-                remote_exc, parts, failures, dead = self._pool.wait_step(
-                    deadline, self._restartable
-                )
-            else:
-                remote_exc, parts, failures, dead = None, [], [], []
+            # Only the slots that have not answered yet (a step_wait may have timed out).
+            error, parts, failures, dead = self._pool.wait_step(deadline, self._restartable)
         except mp.TimeoutError:
             # The step stays pending; the pool keeps the answers gathered so far.
             if self._state is BatchState.BROKEN:  # a dead worker; the restarts come at the end
@@ -774,16 +652,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             self._end_wait(_WAITING_STEP)
             raise
         self._state = BatchState.BROKEN if dead else _DEFAULT
-        if self._local is not None:
-            if self._local_exc is not None:
-                local_exc, self._local_exc = self._local_exc, None
-                raise local_exc
-            if self._local_part is not None:
-                parts.insert(0, self._local_part)
-            if self._local.failures:
-                failures.insert(0, (None, self._local.failures))
-        if remote_exc is not None:
-            raise remote_exc
+        if error is not None:
+            raise error
         if failures or dead:
             parts += self._restart(failures, dead)
         done = np.logical_or(self._terminated, self._truncated, out=self._done)
@@ -879,7 +749,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     # ------------------------------------------------------------------ restarts
 
     def _restart(
-        self, failures: list[tuple[int | None, list[dict[str, Any]]]], dead: list[tuple[int, str]]
+        self, failures: list[tuple[int, list[dict[str, Any]]]], dead: list[tuple[int, str]]
     ) -> list[tuple[int, int, dict[str, Any]]]:
         """Restarts the envs that raised in this step and the envs of the workers that died.
 
@@ -887,8 +757,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         first; then every affected group rebuilds (where the env raised) and resets its envs.
 
         Args:
-            failures: ``(slot, reports)``: the error reports of the envs that raised, by worker
-                (slot None: the parent's share).
+            failures: ``(slot, reports)``: the error reports of the envs that raised, by slot of
+                the pool.
             dead: ``(slot, how it died)`` of each worker that died.
 
         Returns:
@@ -901,11 +771,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 budget. Otherwise what rebuilding or resetting an env raised; the batch env is then
                 broken.
         """
-        targets: dict[int | None, list[int]] = {}  # slot -> global indices to restart
+        targets: dict[int, list[int]] = {}  # slot -> global indices to restart
         for slot, reports in failures:
             targets[slot] = [report["env_index"] for report in reports]
         for slot, _ in dead:
-            targets[slot] = list(range(*self._ranges[slot]))
+            targets[slot] = list(range(*self._pool.envs_of(slot)))
         count = sum(len(indices) for indices in targets.values())
         if self.restarts + count > self.max_restarts:
             raise self._over_budget(failures, dead, count)
@@ -927,7 +797,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
     def _restart_groups(
         self,
-        targets: dict[int | None, list[int]],
+        targets: dict[int, list[int]],
         dead: list[tuple[int, str]],
         number: dict[int, int],
     ) -> dict[int, dict[str, Any]]:
@@ -943,7 +813,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         """
         pool = self._pool
         for slot, _ in dead:
-            start, stop = self._ranges[slot]
+            start, stop = pool.envs_of(slot)
             # The rows still hold the last obs the worker's envs returned: their final obs.
             for obs2d, final2d in zip(self._obs_rows, self._final_rows, strict=True):
                 final2d[start:stop] = obs2d[start:stop]
@@ -951,29 +821,21 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}
         pool.start_clock()
         for slot, indices in targets.items():
-            if slot is not None:
-                start = self._ranges[slot][0]
-                rows = [i - start for i in indices]
-                pool.send(slot, ("restart", rows, [seeds[i] for i in indices]))
+            start = pool.envs_of(slot)[0]
+            rows = [i - start for i in indices]
+            pool.send(slot, ("restart", rows, [seeds[i] for i in indices]))
         infos: dict[int, dict[str, Any]] = {}
-        if None in targets:
-            indices = targets[None]
-            try:
-                result = self._local.restart(indices, [seeds[i] for i in indices])
-            except Exception as exc:
-                raise self._local_error(exc) from None
-            infos.update(zip(indices, result, strict=True))
         hung: list[int] = []
         error: BaseException | None = None
         for slot, indices in targets.items():
-            if slot is None:
-                continue
             try:
                 kind, result = pool.recv(slot, timed=True)
             except HungError:
                 hung.append(slot)
                 continue
             if kind == "error":
+                if isinstance(result, BaseException):  # the parent's share's own exception
+                    raise result from None
                 error = error or pool.remote_error(slot, result)
             else:
                 infos.update(zip(indices, result, strict=True))
@@ -986,7 +848,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
     def _over_budget(
         self,
-        failures: list[tuple[int | None, list[dict[str, Any]]]],
+        failures: list[tuple[int, list[dict[str, Any]]]],
         dead: list[tuple[int, str]],
         count: int,
     ) -> BaseException:
@@ -1005,13 +867,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 f"{chr(10) if stacks else ''}{stacks}"
             )
         slot, reports = failures[0]
-        if slot is None:
-            return error_from_report(reports[0], "the parent", note)
         return self._pool.remote_error(slot, reports[0], note)
 
     def _warn_restarts(
         self,
-        failures: list[tuple[int | None, list[dict[str, Any]]]],
+        failures: list[tuple[int, list[dict[str, Any]]]],
         dead: list[tuple[int, str]],
         number: dict[int, int],
     ) -> None:
@@ -1030,7 +890,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                     stacklevel=4,
                 )
         for slot, how in dead:
-            start, stop = self._ranges[slot]
+            start, stop = self._pool.envs_of(slot)
             how, _, stacks = how.partition("\n")  # a hung worker's reason ends in its stacks
             warnings.warn(
                 f"BatchEnv: {how}; respawned it as pid {self._pool.pids[slot]} and reset its "
@@ -1044,33 +904,29 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     # ------------------------------------------------------------------ pipe requests
 
     def _request_async(
-        self,
-        state: BatchState,
-        caller: str,
-        make_message: Callable[[int, int], tuple],
-        local: Callable[[EnvGroup], Any],
+        self, state: BatchState, caller: str, make_message: Callable[[int, int], tuple]
     ) -> None:
-        """Sends a message to every worker; the parent's share runs ``local`` in the wait."""
+        """Sends a message to every slot of the pool (the parent's share runs it in the wait)."""
         self._check_idle(caller)
         pool = self._pool
         pool.start_clock()
         try:
-            for slot, (start, stop) in enumerate(self._ranges):
-                pool.send(slot, make_message(start, stop))
+            for slot in pool.slots:
+                pool.send(slot, make_message(*pool.envs_of(slot)))
         except KeyboardInterrupt:
             # Some workers got the message and will answer: the pipes cannot be resynchronised.
             self.close(terminate=True)
             raise
-        self._request = _Request(local)
+        self._request = _Request()
         self._state = state
 
     def _request_wait(
         self, state: BatchState, caller: str, timeout: float | None
-    ) -> tuple[list[tuple[int, Any]], Any]:
-        """Runs the parent's share and gathers every worker's answer to the pending request.
+    ) -> list[tuple[int, int, Any]]:
+        """Gathers every slot's answer to the pending request (the parent's share runs it now).
 
         Returns:
-            ``([(slot, answer), ...], local_result)``.
+            ``[(start, stop, answer), ...]`` in env order.
 
         Raises:
             multiprocessing.TimeoutError: ``timeout`` passed; the request stays pending.
@@ -1081,27 +937,23 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         assert request is not None
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            if self._local is not None and not request.local_done:
-                request.local_done = True
+            hung = []
+            pool = self._pool
+            for slot in pool.slots:
+                if slot in request.answers:
+                    continue
                 try:
-                    request.local_result = request.local(self._local)
-                except Exception as exc:
-                    request.local_exc = self._local_error(exc)
-                if deadline is not None and time.monotonic() > deadline:
+                    request.answers[slot] = pool.recv(slot, deadline, timed=True)
+                except HungError:
+                    hung.append(slot)
+                    continue
+                if slot < 0 and deadline is not None and time.monotonic() > deadline:
                     # As AsyncVectorEnv: the call took longer than `timeout` (here the parent's
                     # own share did); it stays pending, and the next wait returns its result.
                     raise mp.TimeoutError(
                         f"The call to `{caller}` has timed out after {timeout} second(s) (the "
                         "envs stepped in this process took that long); it stays pending."
                     )
-            hung = []
-            pool = self._pool
-            for slot in range(pool.size):
-                if slot not in request.answers:
-                    try:
-                        request.answers[slot] = pool.recv(slot, deadline, timed=True)
-                    except HungError:
-                        hung.append(slot)
             if hung:
                 raise pool.hung_error(hung, f"a {state.value}")
         except mp.TimeoutError:
@@ -1115,14 +967,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             raise
         self._end_wait(state)
         self._request = None
-        if request.local_exc is not None:
-            raise request.local_exc
         results = []
         for slot, (kind, data) in sorted(request.answers.items()):
             if kind == "error":
                 raise self._pool.remote_error(slot, data)
-            results.append((slot, data))
-        return results, request.local_result
+            results.append((*self._pool.envs_of(slot), data))
+        return results
 
     def reset_async(
         self,
@@ -1160,7 +1010,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             BatchState.WAITING_RESET,
             "reset_async",
             lambda start, stop: ("reset", seeds[start:stop], options, rows(start, stop)),
-            lambda group: group.reset(seeds[: group.count], options, rows(0, group.count)),
         )
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
@@ -1177,12 +1026,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         Raises:
             NoAsyncCallError: No reset is pending.
         """
-        results, local_info = self._request_wait(BatchState.WAITING_RESET, "reset_wait", timeout)
-        parts = [(0, self._local.count, local_info)] if self._local is not None else []
-        parts += [
-            (self._ranges[slot][0], self._ranges[slot][1] - self._ranges[slot][0], info)
-            for slot, info in results
-        ]
+        results = self._request_wait(BatchState.WAITING_RESET, "reset_wait", timeout)
+        parts = [(start, stop - start, info) for start, stop, info in results]
         infos = merge_info_parts(parts, self.num_envs)
         self._done[...] = False
         return (self._copy_obs(self._obs) if self.copy else self._obs), infos
@@ -1217,7 +1062,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             BatchState.WAITING_CALL,
             "call_async",
             lambda start, stop: ("call", name, args, kwargs),
-            lambda group: group.call(name, args, kwargs),
         )
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
@@ -1228,9 +1072,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             NoAsyncCallError: No call is pending.
             multiprocessing.TimeoutError: ``timeout`` passed; the call stays pending.
         """
-        results, local = self._request_wait(BatchState.WAITING_CALL, "call_wait", timeout)
-        out = list(local or [])
-        for _, values in results:
+        results = self._request_wait(BatchState.WAITING_CALL, "call_wait", timeout)
+        out = []
+        for _, _, values in results:
             out.extend(values)
         return tuple(out)
 
@@ -1276,7 +1120,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             BatchState.WAITING_CALL,
             "set_attr",
             lambda start, stop: ("set_attr", name, values[start:stop]),
-            lambda group: group.set_attr(name, values[: group.count]),
         )
         self._request_wait(BatchState.WAITING_CALL, "set_attr", None)
 
@@ -1305,9 +1148,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             )
         if self._pool is not None:
             self._pool.stop(timeout, terminate, ask=self._state is not BatchState.BROKEN)
-        if self._local is not None:
-            self._local.close()
-            self._local = None
         if self._buffer_fd is not None:  # the mapping stays, for the arrays handed out
             os.close(self._buffer_fd)
             self._buffer_fd = None
@@ -1327,7 +1167,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         return (
             f"BatchEnv(num_envs={getattr(self, 'num_envs', '?')}, "
             f"workers={self._pool.size if getattr(self, '_pool', None) else 0}, "
-            f"in_parent={getattr(self._local, 'count', 0) if self._local else 0})"
+            f"in_parent={self._pool.parent_count if getattr(self, '_pool', None) else 0})"
         )
 
 

@@ -5,7 +5,9 @@ everything that reaches them: their semaphores, pipes and stack pipes, the read 
 parent-alive pipe, and the command words of the shared memory. It starts them (``WorkerPool.start``,
 then ``WorkerPool.connect`` once the shared memory is laid out), sends and receives their messages,
 tells when one died or hung, kills a hung one after asking it for its Python stacks, respawns one
-(restarts) and stops them all (``WorkerPool.stop``, which never hangs).
+(restarts) and stops them all (``WorkerPool.stop``, which never hangs). With ``step_in_parent`` the
+envs that the calling process steps are one more slot, a ``LocalWorker`` that answers as a worker
+does, so the batch env talks to every slot alike.
 
 The pool does not decide what a failure means for the batch env: a worker that dies or hangs is
 reported to the ``on_broken`` callback given at construction (the batch env is then broken), and the
@@ -26,11 +28,15 @@ from collections.abc import Callable
 from multiprocessing import reduction
 from typing import Any
 
+import cloudpickle
+import gymnasium
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, error_from_report
+from batchppo.envs.local_worker import LocalWorker
 from batchppo.envs.protocol import (
     CMD_PIPE,
     STATUS_ERROR,
@@ -42,25 +48,29 @@ from batchppo.envs.stderr_tail import StderrTails
 
 __all__ = ["HungError", "StepAnswers", "WorkerPool"]
 
-# The workers' answers to a step: the first error one reported (or None), their batched infos
-# as (first env, count, info), the error reports of envs that raised in restartable workers
-# as (slot, reports), and (slot, why) of each worker that died or was killed as hung.
+# The slot of the envs the calling process steps (``step_in_parent``): before worker 0's, as its
+# envs come first.
+_PARENT = -1
+
+# The slots' answers to a step: the first error one reported (or None), their batched infos as
+# (first env, count, info), the error reports of envs that raised in restartable slots as (slot,
+# reports), and (slot, why) of each worker that died or was killed as hung.
 StepAnswers = tuple[
     BaseException | None,
     list[tuple[int, int, dict[str, Any]]],
-    list[tuple[int | None, list[dict[str, Any]]]],
+    list[tuple[int, list[dict[str, Any]]]],
     list[tuple[int, str]],
 ]
 
 
 @dataclasses.dataclass(frozen=True)
 class _PartialStep:
-    """What the workers have answered of the step in flight, kept when a wait on it timed out
+    """What the slots have answered of the step in flight, kept when a wait on it timed out
     so that the next wait waits only on the others.
 
     Attributes:
-        answered: Workers ``0 .. answered - 1`` have answered (their done semaphores are
-            taken).
+        answered: The slots before slot ``answered`` have answered (the workers' done
+            semaphores are taken).
         answers: What they returned (see ``StepAnswers``).
     """
 
@@ -90,9 +100,14 @@ class HungError(Exception):
 class WorkerPool:
     """The worker processes of a batch env: start, messages, death, hangs, respawn, stop.
 
+    Its slots are ``0 .. W - 1``, the workers, and with ``parent_envs`` a slot before them for the
+    envs that the calling process steps (a ``LocalWorker``); ``slots`` lists them in env order.
+    The messages, answers and errors of every slot take the same form.
+
     Args:
         ctx: The multiprocessing context the workers start with (forkserver or spawn).
         ranges: ``(start, stop)`` of the envs of each worker, in slot order.
+        parent_envs: ``(0, K)``: the envs the calling process steps itself; None for none.
         process_class: The process class to start them with (``process_class``); None when
             ``ranges`` is empty.
         daemon: The workers' ``daemon`` flag.
@@ -110,6 +125,7 @@ class WorkerPool:
         ctx: Any,
         ranges: list[tuple[int, int]],
         *,
+        parent_envs: tuple[int, int] | None,
         process_class: type | None,
         daemon: bool,
         spin_s: float,
@@ -120,6 +136,8 @@ class WorkerPool:
         self._ctx = ctx
         self._forkserver = ctx.get_start_method() == "forkserver"
         self._ranges = ranges
+        self._parent_envs = parent_envs
+        self._parent: LocalWorker | None = None  # built by ``start``
         self._process_class = process_class
         self._daemon = daemon
         self._spin = spin_s
@@ -158,25 +176,86 @@ class WorkerPool:
         """The pid of each worker's process, in slot order (a dead worker's until respawned)."""
         return tuple(proc.pid for proc in self._procs)
 
-    def start(self, payloads: list[bytes], restartable: bool) -> list[dict[str, Any]]:
-        """Starts the workers, which build their envs; returns what each says of its envs.
+    @property
+    def slots(self) -> range:
+        """Every slot, in the order of their envs (the parent's first, when it steps some)."""
+        return range(_PARENT if self._parent_envs is not None else 0, len(self._ranges))
 
-        The first half of a worker's start: the shared memory is laid out only once env 0's spaces
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        """``(start, stop)`` of each worker's envs, in slot order (a new list)."""
+        return list(self._ranges)
+
+    @property
+    def parent_envs(self) -> tuple[int, int] | None:
+        """``(0, K)``: the envs the calling process steps; None when the workers step them all."""
+        return self._parent_envs
+
+    @property
+    def parent_count(self) -> int:
+        """How many envs the calling process steps now (0 before its start, after ``stop``)."""
+        return self._parent.count if self._parent is not None else 0
+
+    def envs_of(self, slot: int) -> tuple[int, int]:
+        """``(start, stop)`` of the envs of ``slot``."""
+        return self._parent_envs if slot == _PARENT else self._ranges[slot]
+
+    def start(
+        self,
+        env_fns: list[Callable[[], gymnasium.Env]],
+        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
+        obs_rule: str,
+        autoreset_mode: AutoresetMode,
+        restartable: bool,
+        transform: Any,
+    ) -> list[dict[str, Any]]:
+        """Has every slot build its envs (the parent's share first, then the workers); returns
+        what each says of its envs.
+
+        The first half of a slot's start: the shared memory is laid out only once env 0's spaces
         are known, and ``connect`` hands it over.
 
         Args:
-            payloads: Each worker's cloudpickled arguments (see ``worker_main``), kept to respawn
-                it.
-            restartable: Whether workers may be respawned (the parent-alive pipe's read end
-                is then kept for them).
+            env_fns: The batch env's env functions; each worker gets its share (kept to respawn
+                it).
+            observation_mode: The batch env's (see ``check_async_options``).
+            obs_rule: How the envs' observation spaces must match (see ``check_spaces``).
+            autoreset_mode: The batch env's autoreset mode.
+            restartable: Whether envs are restarted: their groups keep their env functions, and
+                workers may be respawned (the parent-alive pipe's read end is kept for them).
+            transform: The batch env's ``transform`` argument.
 
         Returns:
-            Each worker's report of its envs (``describe_envs``).
+            Each slot's report of its envs (``describe_envs``), in env order.
 
         Raises:
-            Exception: What building an env raised (the first worker's to fail), with the
-                env index and the worker's traceback.
+            Exception: What building an env raised (the parent's share, else the first worker's
+                to fail), with the env index and where it ran.
         """
+        reports = []
+        if self._parent_envs is not None:
+            self._parent = LocalWorker(
+                env_fns[slice(*self._parent_envs)],
+                observation_mode,
+                obs_rule,
+                autoreset_mode,
+                restartable,
+                transform,
+            )
+            reports.append(self._parent.build())
+        if self._ranges:
+            payloads = [
+                cloudpickle.dumps(
+                    (env_fns[start:stop], obs_rule, autoreset_mode, restartable, transform)
+                )
+                for start, stop in self._ranges
+            ]
+            reports += self._start_workers(payloads, restartable)
+        return reports
+
+    def _start_workers(self, payloads: list[bytes], restartable: bool) -> list[dict[str, Any]]:
+        """Starts the worker processes with their cloudpickled arguments (see ``worker_main``);
+        returns what each says of its envs."""
         ctx = self._ctx
         if ctx.get_start_method() == "forkserver":
             # Workers fork from a server that already imported these (fast start). Not
@@ -199,25 +278,27 @@ class WorkerPool:
             raise error
         return reports
 
-    def connect(
-        self, start_message: tuple, buffer_fd: int, cmd: np.ndarray, status: np.ndarray
-    ) -> None:
-        """Hands every worker ``start_message`` and the shared memory; each checks its envs'
+    def connect(self, start_message: tuple, buffer_fd: int | None, views: dict[str, Any]) -> None:
+        """Hands every slot ``start_message`` and the shared memory; each checks its envs'
         spaces and takes its rows.
 
         Args:
             start_message: ``("start", spaces, layout, discrete, transform, wrap)`` (see
                 ``worker_main``), kept for respawned workers.
-            buffer_fd: The shared buffer's file descriptor.
-            cmd: The command words in shared memory, one per worker.
-            status: The status words in shared memory, one per worker.
+            buffer_fd: The shared buffer's file descriptor (None when there are no workers).
+            views: The arrays of the shared buffer (``Layout.views``), the command and status
+                words (one per worker) among them.
 
         Raises:
             SpaceMismatchError: An env's spaces do not match env 0's (with its index).
         """
         self._start_message = start_message
         self._buffer_fd = buffer_fd
-        self._cmd, self._status = cmd, status
+        self._cmd, self._status = views["cmd"], views["status"]
+        if self._parent is not None:
+            self._parent.connect(start_message, views)
+        if not self._ranges:
+            return
         for slot in range(len(self._ranges)):
             self._send_start(slot)
         error = None
@@ -354,6 +435,8 @@ class WorkerPool:
         for end in (self._alive_w, self._alive_r):
             with contextlib.suppress(Exception):
                 end.close()
+        if self._parent is not None:
+            self._parent.close()
 
     # ------------------------------------------------------------------ messages
 
@@ -368,6 +451,9 @@ class WorkerPool:
         Raises:
             WorkerDiedError: The worker died.
         """
+        if slot == _PARENT:
+            self._parent.send(message)
+            return
         # Wake the worker first, then send: a large message must not fill the pipe while the
         # worker still sleeps on its semaphore.
         self._calls[slot] = _call_words(message)
@@ -392,6 +478,8 @@ class WorkerPool:
             HungError: ``timed`` and the ``step_timeout`` deadline passed.
             multiprocessing.TimeoutError: ``deadline`` passed.
         """
+        if slot == _PARENT:  # it runs the message now (untimed)
+            return self._parent.recv()
         conn, proc = self._conns[slot], self._procs[slot]
         hard = self._hard_deadline if timed else None
         while not conn.poll(_POLL_S):
@@ -408,9 +496,11 @@ class WorkerPool:
 
     def start_step(self, command: int) -> None:
         """Starts the ``step_timeout`` clock and wakes every worker for step ``command``
-        (its actions are in shared memory)."""
+        (its actions are in shared memory); the parent's share steps in ``wait_step``."""
         if self._step_timeout is not None:
             self._hard_deadline = time.monotonic() + self._step_timeout
+        if self._parent is not None:
+            self._parent.start_step(command)
         cmd = self._cmd
         for slot, sem in enumerate(self._cmd_sems):
             self._calls[slot] = "a step"
@@ -437,9 +527,9 @@ class WorkerPool:
     def wait_step(self, deadline: float | None, restartable: bool) -> StepAnswers:
         """Gathers the workers' answers to the step in flight (see ``start_step``).
 
-        Only the workers that have not answered yet are waited on: a wait that times out
-        keeps which workers answered and what they returned, and the next call goes on from
-        there and returns it all.
+        The parent's share is stepped first, then the workers are waited on. Only the slots that
+        have not answered yet are: a wait that times out keeps which slots answered and what they
+        returned, and the next call goes on from there and returns it all.
 
         Args:
             deadline: A ``step_wait`` timeout (monotonic); None waits for ever.
@@ -456,11 +546,11 @@ class WorkerPool:
             multiprocessing.TimeoutError: ``deadline`` passed; the step stays in flight.
         """
         partial, self._partial = self._partial, None
-        if partial is not None:  # an earlier wait timed out: the workers before `first` answered
+        if partial is not None:  # an earlier wait timed out: the slots before `first` answered
             first = partial.answered
             error, parts, failures, dead = partial.answers
         else:
-            first, error, parts, failures, dead = 0, None, [], [], []
+            first, error, parts, failures, dead = self.slots.start, None, [], [], []
         self.hung_reasons = {}
         hung: list[int] = []
         slot = first
@@ -491,25 +581,22 @@ class WorkerPool:
         slot: int,
         deadline: float | None,
         parts: list[tuple[int, int, dict[str, Any]]],
-        failures: list[tuple[int | None, list[dict[str, Any]]]],
+        failures: list[tuple[int, list[dict[str, Any]]]],
     ) -> BaseException | None:
-        """Waits for worker ``slot``'s step; adds its infos to ``parts``, its failed envs'
-        reports (restartable workers) to ``failures``; returns the error it reported, if any.
+        """Waits for slot ``slot``'s step; adds its infos to ``parts``, its failed envs'
+        reports (restartable slots) to ``failures``; returns the error it reported, if any.
 
         Raises:
             WorkerDiedError: The worker died.
             HungError: The ``step_timeout`` deadline passed.
             multiprocessing.TimeoutError: ``deadline`` passed.
         """
-        self._wait_done(slot, deadline)
-        status = self._status[slot]
+        status, message = self._step_answer(slot, deadline)
         if status == STATUS_OK:
             return None
-        start, stop = self._ranges[slot]
+        start, stop = self.envs_of(slot)
         if status == STATUS_ERROR:
-            _, report = self.recv(slot)
-            return self.remote_error(slot, report)
-        message = self.recv(slot)
+            return self.remote_error(slot, message[1])
         if status == STATUS_RESTART and message[0] == "failures":
             _, reports, message = message
             failures.append((slot, reports))
@@ -518,6 +605,15 @@ class WorkerPool:
         if message:
             parts.append((start, stop - start, message))
         return None
+
+    def _step_answer(self, slot: int, deadline: float | None) -> tuple[int, Any]:
+        """Slot ``slot``'s status word for the step and the message that follows it (None after
+        ``STATUS_OK``); the parent's share steps now."""
+        if slot == _PARENT:
+            return self._parent.step()
+        self._wait_done(slot, deadline)
+        status = self._status[slot]
+        return status, (None if status == STATUS_OK else self.recv(slot))
 
     # ------------------------------------------------------------------ failures
 
@@ -555,10 +651,17 @@ class WorkerPool:
             f"one.{more}"
         )
 
-    def remote_error(self, slot: int, report: dict[str, Any], note: str = "") -> BaseException:
-        """The exception worker ``slot`` reported (see ``error_from_report``), naming the worker and
-        its pid."""
-        return error_from_report(report, f"worker {slot} (pid {self._procs[slot].pid})", note)
+    def remote_error(
+        self, slot: int, report: dict[str, Any] | BaseException, note: str = ""
+    ) -> BaseException:
+        """The exception slot ``slot`` reported (see ``error_from_report``), naming the worker and
+        its pid, or the parent. The parent's share answers with its envs' own exceptions, which
+        are returned as they are; its failed envs' reports are rebuilt as a worker's."""
+        if slot != _PARENT:
+            return error_from_report(report, f"worker {slot} (pid {self._procs[slot].pid})", note)
+        if isinstance(report, BaseException):
+            return report
+        return error_from_report(report, "the parent", note)
 
     def hung_error(self, slots: list[int], what: str) -> EnvTimeoutError:
         """Kills the workers ``slots`` that did not answer within ``step_timeout`` (after
