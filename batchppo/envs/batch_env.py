@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import math
 import mmap
 import multiprocessing as mp
@@ -86,8 +85,8 @@ from batchppo.envs.errors import (
 )
 from batchppo.envs.final_obs import fill_final_obs
 from batchppo.envs.infos import batch_infos, merge_info_parts
-from batchppo.envs.pool import HungError, WorkerPool
-from batchppo.envs.protocol import CMD_STEP, CMD_STEP_INFO, Layout
+from batchppo.envs.pool import WorkerPool
+from batchppo.envs.protocol import Layout
 from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
 from batchppo.envs.spaces import leaves as space_leaves
 
@@ -128,16 +127,6 @@ _WAITING_STEP = BatchState.WAITING_STEP
 class EnvRestartWarning(RuntimeWarning):
     """A [`BatchEnv`][batchppo.envs.BatchEnv] with ``max_restarts`` restarted an env (its step
     raised or its worker died); the message names the error."""
-
-
-@dataclasses.dataclass
-class _Request:
-    """A pipe request in flight (reset or call): the answers so far, by slot.
-
-    A ``*_wait`` that times out keeps what it has, so the next call goes on from there.
-    """
-
-    answers: dict[int, tuple[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def _close_all_at_exit() -> None:
@@ -316,7 +305,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._state = BatchState.DEFAULT
         self._broken_reason = ""
         self._want_info = False  # of the step in flight
-        self._request: _Request | None = None
 
         env_fns = list(env_fns)
         num_envs = len(env_fns)
@@ -446,14 +434,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._bind_views(layout.views(self._buffer))
 
         self._pool.connect(
-            (
-                "start",
-                self._expected,
-                self._layout,
-                self._discrete,
-                self._transform,
-                self._wrap is not None,
-            ),
+            self._expected,
+            self._layout,
+            self._discrete,
+            self._transform,
+            self._wrap is not None,
             self._buffer_fd,
             self._v,
         )
@@ -593,9 +578,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             AlreadyPendingCallError: A step, reset or call is pending.
             ClosedEnvironmentError: The batch env is closed.
         """
-        self._start_step(actions, CMD_STEP_INFO)
+        self._start_step(actions, True)
 
-    def _start_step(self, actions: Any, command: int) -> None:
+    def _start_step(self, actions: Any, want_info: bool) -> None:
         if self._state is not _DEFAULT:
             self._check_idle("step_async")
         if self._act is None:
@@ -607,9 +592,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             if actions.dtype not in self._ok_dtypes:
                 self._check_action_dtype(actions.dtype)
             np.copyto(self._act, actions, casting="unsafe")
-        self._pool.start_step(command)
+        self._pool.start_step(want_info)
         self._state = _WAITING_STEP
-        self._want_info = command == CMD_STEP_INFO
+        self._want_info = want_info
 
     def _check_action_dtype(self, dtype: np.dtype) -> None:
         check_action_dtype(dtype, self._act_dtype, self._act_shape)
@@ -709,7 +694,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ``(obs, reward, terminated, truncated, infos)``, as
             [`step_wait`][batchppo.envs.BatchEnv.step_wait].
         """
-        self._start_step(actions, CMD_STEP_INFO)
+        self._start_step(actions, True)
         return self.step_wait()
 
     def step_arrays(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
@@ -733,7 +718,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 f"step_arrays needs autoreset_mode=SAME_STEP (its final_obs is the last obs of "
                 f"each finished episode); this BatchEnv uses {self.autoreset_mode}. Call step."
             )
-        self._start_step(actions, CMD_STEP)
+        self._start_step(actions, False)
         self._finish_step(None)
         if self.copy:
             copy = self._copy_obs
@@ -819,32 +804,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 final2d[start:stop] = obs2d[start:stop]
             pool.respawn(slot)
         seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}
-        pool.start_clock()
-        for slot, indices in targets.items():
-            start = pool.envs_of(slot)[0]
-            rows = [i - start for i in indices]
-            pool.send(slot, ("restart", rows, [seeds[i] for i in indices]))
-        infos: dict[int, dict[str, Any]] = {}
-        hung: list[int] = []
-        error: BaseException | None = None
-        for slot, indices in targets.items():
-            try:
-                kind, result = pool.recv(slot, timed=True)
-            except HungError:
-                hung.append(slot)
-                continue
-            if kind == "error":
-                if isinstance(result, BaseException):  # the parent's share's own exception
-                    raise result from None
-                error = error or pool.remote_error(slot, result)
-            else:
-                infos.update(zip(indices, result, strict=True))
-        if hung:
-            envs = [i for slot in hung for i in targets[slot]]
-            raise pool.hung_error(hung, f"a restart of {_env_list(envs)}")
-        if error is not None:
-            raise error
-        return infos
+        return pool.restart(targets, seeds)
 
     def _over_budget(
         self,
@@ -903,21 +863,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
     # ------------------------------------------------------------------ pipe requests
 
-    def _request_async(
-        self, state: BatchState, caller: str, make_message: Callable[[int, int], tuple]
-    ) -> None:
-        """Sends a message to every slot of the pool (the parent's share runs it in the wait)."""
+    def _request_async(self, state: BatchState, caller: str, send: Callable[[], None]) -> None:
+        """Starts a request: ``send`` has the pool send its message to every slot."""
         self._check_idle(caller)
-        pool = self._pool
-        pool.start_clock()
         try:
-            for slot in pool.slots:
-                pool.send(slot, make_message(*pool.envs_of(slot)))
+            send()
         except KeyboardInterrupt:
             # Some workers got the message and will answer: the pipes cannot be resynchronised.
             self.close(terminate=True)
             raise
-        self._request = _Request()
         self._state = state
 
     def _request_wait(
@@ -933,29 +887,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             Exception: What an env raised (the parent's share first).
         """
         self._check_waiting(state, caller)
-        request = self._request
-        assert request is not None
-        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            hung = []
-            pool = self._pool
-            for slot in pool.slots:
-                if slot in request.answers:
-                    continue
-                try:
-                    request.answers[slot] = pool.recv(slot, deadline, timed=True)
-                except HungError:
-                    hung.append(slot)
-                    continue
-                if slot < 0 and deadline is not None and time.monotonic() > deadline:
-                    # As AsyncVectorEnv: the call took longer than `timeout` (here the parent's
-                    # own share did); it stays pending, and the next wait returns its result.
-                    raise mp.TimeoutError(
-                        f"The call to `{caller}` has timed out after {timeout} second(s) (the "
-                        "envs stepped in this process took that long); it stays pending."
-                    )
-            if hung:
-                raise pool.hung_error(hung, f"a {state.value}")
+            results, error = self._pool.wait_answers(timeout, caller, state.value)
         except mp.TimeoutError:
             raise
         except KeyboardInterrupt:
@@ -966,12 +899,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             self._end_wait(state)
             raise
         self._end_wait(state)
-        self._request = None
-        results = []
-        for slot, (kind, data) in sorted(request.answers.items()):
-            if kind == "error":
-                raise self._pool.remote_error(slot, data)
-            results.append((*self._pool.envs_of(slot), data))
+        if error is not None:
+            raise error
         return results
 
     def reset_async(
@@ -999,9 +928,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._check_idle("reset_async")
         options, mask = split_reset_mask(options, self.num_envs)
 
-        def rows(start: int, stop: int) -> list[bool] | None:
-            return None if mask is None else mask[start:stop].tolist()
-
         for i, env_seed in enumerate(seeds):  # what a restart derives its seed from
             if env_seed is not None and (mask is None or mask[i]):
                 self._seeds[i] = env_seed
@@ -1009,7 +935,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._request_async(
             BatchState.WAITING_RESET,
             "reset_async",
-            lambda start, stop: ("reset", seeds[start:stop], options, rows(start, stop)),
+            lambda: self._pool.send_reset(seeds, options, mask),
         )
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
@@ -1061,7 +987,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._request_async(
             BatchState.WAITING_CALL,
             "call_async",
-            lambda start, stop: ("call", name, args, kwargs),
+            lambda: self._pool.send_call(name, args, kwargs),
         )
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
@@ -1119,7 +1045,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._request_async(
             BatchState.WAITING_CALL,
             "set_attr",
-            lambda start, stop: ("set_attr", name, values[start:stop]),
+            lambda: self._pool.send_set_attr(name, values),
         )
         self._request_wait(BatchState.WAITING_CALL, "set_attr", None)
 
@@ -1206,15 +1132,6 @@ def _broken_callback(env: BatchEnv) -> Callable[[str], None]:
             target._mark_broken(reason)
 
     return on_broken
-
-
-def _env_list(indices: list[int]) -> str:
-    """``env 2``, ``envs 2..3`` or ``envs [1, 4]``: env indices, for messages."""
-    if len(indices) == 1:
-        return f"env {indices[0]}"
-    if indices == list(range(indices[0], indices[-1] + 1)):
-        return f"envs {indices[0]}..{indices[-1]}"
-    return f"envs {indices}"
 
 
 def _shared_buffer(nbytes: int) -> tuple[int, mmap.mmap]:

@@ -2,12 +2,14 @@
 
 A pool owns ``W`` worker processes (``worker_main``), each stepping a contiguous range of envs, and
 everything that reaches them: their semaphores, pipes and stack pipes, the read end of the
-parent-alive pipe, and the command words of the shared memory. It starts them (``WorkerPool.start``,
-then ``WorkerPool.connect`` once the shared memory is laid out), sends and receives their messages,
-tells when one died or hung, kills a hung one after asking it for its Python stacks, respawns one
-(restarts) and stops them all (``WorkerPool.stop``, which never hangs). With ``step_in_parent`` the
-envs that the calling process steps are one more slot, a ``LocalWorker`` that answers as a worker
-does, so the batch env talks to every slot alike.
+parent-alive pipe, and every word of the protocol (``batchppo.envs.protocol``): the command words of
+the shared memory and the pipe messages. It starts them (``WorkerPool.start``, then
+``WorkerPool.connect`` once the shared memory is laid out), steps them, sends them the requests of
+the Gymnasium API (reset, call, set_attr) and restarts and gathers the answers, tells when one died
+or hung, kills a hung one after asking it for its Python stacks, respawns one (restarts) and stops
+them all (``WorkerPool.stop``, which never hangs). With ``step_in_parent`` the envs that the
+calling process steps are one more slot, a ``LocalWorker`` that answers as a worker does, so the
+batch env talks to every slot alike.
 
 The pool does not decide what a failure means for the batch env: a worker that dies or hangs is
 reported to the ``on_broken`` callback given at construction (the batch env is then broken), and the
@@ -35,13 +37,17 @@ from gymnasium.vector import AutoresetMode
 
 from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
+from batchppo.envs.batch_transform import BatchTransform
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, error_from_report
 from batchppo.envs.local_worker import LocalWorker
 from batchppo.envs.protocol import (
     CMD_PIPE,
+    CMD_STEP,
+    CMD_STEP_INFO,
     STATUS_ERROR,
     STATUS_OK,
     STATUS_RESTART,
+    Layout,
     spin_acquire,
 )
 from batchppo.envs.stderr_tail import StderrTails
@@ -152,6 +158,8 @@ class WorkerPool:
         self._alive_r: Any = None
         self._alive_w: Any = None
         self._payloads: list[bytes] = []
+        # Each slot's answer to the request in flight, kept when a wait on it timed out.
+        self._answers: dict[int, tuple[str, Any]] = {}
         self._start_message: tuple = ()
         self._buffer_fd: int | None = None
         self._cmd: np.ndarray | None = None  # the command words in shared memory
@@ -270,7 +278,7 @@ class WorkerPool:
             self._alive_r.close()
         error, reports = None, []
         for slot in range(len(self._ranges)):
-            kind, data = self.recv(slot)
+            kind, data = self._recv(slot)
             if kind == "error" and error is None:
                 error = self.remote_error(slot, data)
             reports.append(data)
@@ -278,13 +286,26 @@ class WorkerPool:
             raise error
         return reports
 
-    def connect(self, start_message: tuple, buffer_fd: int | None, views: dict[str, Any]) -> None:
-        """Hands every slot ``start_message`` and the shared memory; each checks its envs'
-        spaces and takes its rows.
+    def connect(
+        self,
+        spaces: tuple[gymnasium.Space, gymnasium.Space],
+        layout: Layout,
+        discrete: bool,
+        transform: BatchTransform | None,
+        wrap: bool,
+        buffer_fd: int | None,
+        views: dict[str, Any],
+    ) -> None:
+        """Hands every slot the shared memory and what to make of it (the second half of its
+        start); each checks its envs' spaces and takes its rows.
 
         Args:
-            start_message: ``("start", spaces, layout, discrete, transform, wrap)`` (see
-                ``worker_main``), kept for respawned workers.
+            spaces: The ``(observation, action)`` spaces every env must match.
+            layout: The shared buffer's layout.
+            discrete: Whether actions are scalar integers.
+            transform: The batch transform the slots apply to their envs, or None.
+            wrap: Whether each env gets the per-env stack of the ``TransformFactory`` given to
+                ``start``.
             buffer_fd: The shared buffer's file descriptor (None when there are no workers).
             views: The arrays of the shared buffer (``Layout.views``), the command and status
                 words (one per worker) among them.
@@ -292,6 +313,8 @@ class WorkerPool:
         Raises:
             SpaceMismatchError: An env's spaces do not match env 0's (with its index).
         """
+        # Kept for respawned workers.
+        start_message = ("start", spaces, layout, discrete, transform, wrap)
         self._start_message = start_message
         self._buffer_fd = buffer_fd
         self._cmd, self._status = views["cmd"], views["status"]
@@ -303,7 +326,7 @@ class WorkerPool:
             self._send_start(slot)
         error = None
         for slot in range(len(self._ranges)):
-            kind, data = self.recv(slot)
+            kind, data = self._recv(slot)
             if kind == "error" and error is None:
                 error = self.remote_error(slot, data)
         if error is not None:
@@ -388,10 +411,10 @@ class WorkerPool:
         self._procs[slot].join(1.0)
         self._conns[slot].close()
         self._spawn(slot)
-        self.start_clock()
+        self._start_clock()
         for _ in range(2):  # its envs are built; then they took their rows
             try:
-                kind, data = self.recv(slot, timed=True)
+                kind, data = self._recv(slot, timed=True)
             except HungError:
                 raise self.hung_error([slot], "a respawn (building its envs again)") from None
             if kind == "error":
@@ -440,12 +463,12 @@ class WorkerPool:
 
     # ------------------------------------------------------------------ messages
 
-    def start_clock(self) -> None:
+    def _start_clock(self) -> None:
         """Starts the ``step_timeout`` clock of the command being sent to the workers."""
         if self._step_timeout is not None:
             self._hard_deadline = time.monotonic() + self._step_timeout
 
-    def send(self, slot: int, message: tuple) -> None:
+    def _send(self, slot: int, message: tuple) -> None:
         """Wakes worker ``slot`` for a pipe command and sends it ``message``.
 
         Raises:
@@ -464,7 +487,7 @@ class WorkerPool:
         except (BrokenPipeError, OSError):
             raise self._dead(slot) from None
 
-    def recv(self, slot: int, deadline: float | None = None, *, timed: bool = False) -> Any:
+    def _recv(self, slot: int, deadline: float | None = None, *, timed: bool = False) -> Any:
         """The next message of worker ``slot``.
 
         Args:
@@ -494,9 +517,11 @@ class WorkerPool:
         except (EOFError, OSError):
             raise self._dead(slot) from None
 
-    def start_step(self, command: int) -> None:
-        """Starts the ``step_timeout`` clock and wakes every worker for step ``command``
-        (its actions are in shared memory); the parent's share steps in ``wait_step``."""
+    def start_step(self, want_info: bool) -> None:
+        """Starts the ``step_timeout`` clock and wakes every worker for a step (its actions are in
+        shared memory) that reports the envs' infos when ``want_info``; the parent's share steps
+        in ``wait_step``."""
+        command = CMD_STEP_INFO if want_info else CMD_STEP
         if self._step_timeout is not None:
             self._hard_deadline = time.monotonic() + self._step_timeout
         if self._parent is not None:
@@ -613,7 +638,133 @@ class WorkerPool:
             return self._parent.step()
         self._wait_done(slot, deadline)
         status = self._status[slot]
-        return status, (None if status == STATUS_OK else self.recv(slot))
+        return status, (None if status == STATUS_OK else self._recv(slot))
+
+    # ------------------------------------------------------------------ requests
+
+    def send_reset(
+        self, seeds: list[int | None], options: dict[str, Any] | None, mask: np.ndarray | None
+    ) -> None:
+        """Asks every slot to reset its envs: ``seeds`` and ``mask`` (or None) hold one entry per
+        env of the batch, ``options`` goes to every env. ``wait_answers`` gathers the infos."""
+
+        def message(start: int, stop: int) -> tuple:
+            rows = None if mask is None else mask[start:stop].tolist()
+            return ("reset", seeds[start:stop], options, rows)
+
+        self._send_all(message)
+
+    def send_call(self, name: str, args: tuple, kwargs: dict[str, Any]) -> None:
+        """Asks every slot to call method ``name`` of its envs (or read attribute ``name``);
+        ``wait_answers`` gathers one result per env."""
+        self._send_all(lambda start, stop: ("call", name, args, kwargs))
+
+    def send_set_attr(self, name: str, values: list[Any]) -> None:
+        """Asks every slot to set attribute ``name`` of its envs, one value per env of the batch
+        in ``values``; ``wait_answers`` waits for them."""
+        self._send_all(lambda start, stop: ("set_attr", name, values[start:stop]))
+
+    def _send_all(self, message: Callable[[int, int], tuple]) -> None:
+        """Sends each slot ``message(start, stop)`` of its envs, the ``step_timeout`` clock
+        started; the answers gathered so far are dropped."""
+        self._answers = {}
+        self._start_clock()
+        for slot in self.slots:
+            self._send(slot, message(*self.envs_of(slot)))
+
+    def wait_answers(
+        self, timeout: float | None, caller: str, what: str
+    ) -> tuple[list[tuple[int, int, Any]], BaseException | None]:
+        """Gathers every slot's answer to the request in flight (the parent's share runs it now).
+
+        Only the slots that have not answered yet are waited on: a wait that times out keeps the
+        answers, and the next call goes on from there.
+
+        Args:
+            timeout: Seconds to wait (the caller's ``*_wait`` timeout); None waits for ever.
+            caller: The ``*_wait`` method, for the message of a timeout.
+            what: The request, for the message of hung workers (``"reset"``).
+
+        Returns:
+            ``([(start, stop, answer), ...], error)``: each slot's answer in env order, and the
+            first error a slot answered (the envs' exception, naming where it ran) or None.
+
+        Raises:
+            multiprocessing.TimeoutError: ``timeout`` passed; the request stays in flight.
+            EnvTimeoutError: Workers did not answer within ``step_timeout`` (they are killed).
+            WorkerDiedError: A worker died.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        answers = self._answers
+        hung = []
+        for slot in self.slots:
+            if slot in answers:
+                continue
+            try:
+                answers[slot] = self._recv(slot, deadline, timed=True)
+            except HungError:
+                hung.append(slot)
+                continue
+            if slot == _PARENT and deadline is not None and time.monotonic() > deadline:
+                # As AsyncVectorEnv: the call took longer than `timeout` (here the parent's own
+                # share did); it stays pending, and the next wait returns its result.
+                raise mp.TimeoutError(
+                    f"The call to `{caller}` has timed out after {timeout} second(s) (the envs "
+                    "stepped in this process took that long); it stays pending."
+                )
+        if hung:
+            raise self.hung_error(hung, f"a {what}")
+        self._answers = {}
+        results, error = [], None
+        for slot, (kind, data) in sorted(answers.items()):
+            if kind == "error":
+                error = error or self.remote_error(slot, data)
+            results.append((*self.envs_of(slot), data))
+        return results, error
+
+    def restart(
+        self, targets: dict[int, list[int]], seeds: dict[int, int | None]
+    ) -> dict[int, dict[str, Any]]:
+        """Has each slot of ``targets`` restart those of its envs (rebuild the ones that raised,
+        reset them all with their seeds); their reset infos, by env.
+
+        The wait is bounded by ``step_timeout``, counted from the command; the parent's share is
+        not timed, and its error is raised at once.
+
+        Args:
+            targets: Slot -> the global indices of its envs to restart.
+            seeds: Env index -> the seed of its first reset.
+
+        Raises:
+            EnvTimeoutError: A worker did not answer its restart in time (it is killed).
+            Exception: What rebuilding or resetting an env raised.
+        """
+        self._start_clock()
+        for slot, indices in targets.items():
+            start = self.envs_of(slot)[0]
+            rows = [i - start for i in indices]
+            self._send(slot, ("restart", rows, [seeds[i] for i in indices]))
+        infos: dict[int, dict[str, Any]] = {}
+        hung: list[int] = []
+        error: BaseException | None = None
+        for slot, indices in targets.items():
+            try:
+                kind, result = self._recv(slot, timed=True)
+            except HungError:
+                hung.append(slot)
+                continue
+            if kind == "error" and slot == _PARENT:
+                raise result from None
+            if kind == "error":
+                error = error or self.remote_error(slot, result)
+            else:
+                infos.update(zip(indices, result, strict=True))
+        if hung:
+            envs = [i for slot in hung for i in targets[slot]]
+            raise self.hung_error(hung, f"a restart of {_env_list(envs)}")
+        if error is not None:
+            raise error
+        return infos
 
     # ------------------------------------------------------------------ failures
 
@@ -712,6 +863,15 @@ class WorkerPool:
             text = _env_stacks(_read_until_quiet(self._stacks[slot].fileno(), end))
             out[slot] = text or "(none came: the worker did not answer SIGUSR1 either)"
         return out
+
+
+def _env_list(indices: list[int]) -> str:
+    """``env 2``, ``envs 2..3`` or ``envs [1, 4]``: env indices, for messages."""
+    if len(indices) == 1:
+        return f"env {indices[0]}"
+    if indices == list(range(indices[0], indices[-1] + 1)):
+        return f"envs {indices[0]}..{indices[-1]}"
+    return f"envs {indices}"
 
 
 def _call_words(message: tuple) -> str:
