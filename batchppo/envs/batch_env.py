@@ -28,10 +28,11 @@ Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, o
 is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
 [`BatchEnv`][batchppo.envs.BatchEnv]).
 
-``BatchEnv`` holds the Gymnasium API, the argument checks, the shared-memory layout and the restart
-policy; its worker processes are a ``WorkerPool`` (start, respawn, messages, dead and hung workers,
-stopping), which reports a dead or killed worker back so that the batch env breaks. The parent's
-share of the envs is one more slot of the pool (``LocalWorker``).
+``BatchEnv`` holds the Gymnasium API and the shared-memory layout. Its worker processes are a
+``WorkerPool`` (start, messages, respawn, dead and hung workers, stopping), which reports a dead or
+killed worker back so that the batch env breaks; the parent's share of the envs is one more slot of
+the pool (``LocalWorker``). The restart policy is ``batchppo.envs.restarts``, the keywords shared
+with ``AsyncVectorEnv`` and Gymnasium's argument checks ``batchppo.envs.async_compat``.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ import multiprocessing as mp
 import os
 import tempfile
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
@@ -84,9 +84,10 @@ from batchppo.envs.errors import (
     WorkerError,
 )
 from batchppo.envs.final_obs import fill_final_obs
-from batchppo.envs.infos import batch_infos, merge_info_parts
+from batchppo.envs.infos import merge_info_parts
 from batchppo.envs.pool import WorkerPool
 from batchppo.envs.protocol import Layout
+from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
 from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
 from batchppo.envs.spaces import leaves as space_leaves
 
@@ -122,11 +123,6 @@ class BatchState(Enum):
 
 _DEFAULT = BatchState.DEFAULT
 _WAITING_STEP = BatchState.WAITING_STEP
-
-
-class EnvRestartWarning(RuntimeWarning):
-    """A [`BatchEnv`][batchppo.envs.BatchEnv] with ``max_restarts`` restarted an env (its step
-    raised or its worker died); the message names the error."""
 
 
 def _close_all_at_exit() -> None:
@@ -324,17 +320,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.observation_mode = observation_mode
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
-            raise ValueError(f"max_restarts must be an int >= 0; got {max_restarts!r}.")
-        if max_restarts and not self._same_step:
-            raise ValueError(
-                f"max_restarts={max_restarts} needs autoreset_mode=SAME_STEP (a restarted env "
-                f"reports its cut episode as a same-step truncation); got {self.autoreset_mode}: "
-                "pass autoreset_mode='SameStep'."
-            )
+        self._restarts = Restarts(max_restarts, num_envs, self.autoreset_mode)
         self.max_restarts = max_restarts
         self._restartable = max_restarts > 0
-        self.restarts = 0
         if step_timeout is not None and (
             isinstance(step_timeout, bool)
             or not isinstance(step_timeout, (int, float))
@@ -345,7 +333,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 f"{step_timeout!r}."
             )
         self.step_timeout = None if step_timeout is None else float(step_timeout)
-        self._seeds: list[int | None] = [None] * num_envs  # each env's last reset seed
         workers = num_workers or available_cpus()
         per = envs_per_worker or math.ceil(num_envs / workers)
         ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
@@ -478,6 +465,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         the one given, or the one a ``TransformFactory`` chose; None when there is none or
         the envs got the factory's per-env stack."""
         return self._transform
+
+    @property
+    def restarts(self) -> int:
+        """Envs restarted so far (see *Restarts*), at most ``max_restarts``."""
+        return self._restarts.count
 
     @property
     def worker_pids(self) -> tuple[int, ...]:
@@ -640,7 +632,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         if error is not None:
             raise error
         if failures or dead:
-            parts += self._restart(failures, dead)
+            self._restarts.check_budget(failures, dead, self._pool)
+            self._state = _DEFAULT
+            parts += self._restarts.restart(
+                failures, dead, self._pool, self._obs_rows, self._final_rows
+            )
         done = np.logical_or(self._terminated, self._truncated, out=self._done)
         if self._same_step:
             fill_final_obs(self._final_rows, self._obs_rows, done, self._not_done)
@@ -731,136 +727,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             )
         return self._obs, self._reward, self._terminated, self._truncated, self._final_obs
 
-    # ------------------------------------------------------------------ restarts
-
-    def _restart(
-        self, failures: list[tuple[int, list[dict[str, Any]]]], dead: list[tuple[int, str]]
-    ) -> list[tuple[int, int, dict[str, Any]]]:
-        """Restarts the envs that raised in this step and the envs of the workers that died.
-
-        See *Restarts* in the class docstring for the contract. Dead workers are respawned
-        first; then every affected group rebuilds (where the env raised) and resets its envs.
-
-        Args:
-            failures: ``(slot, reports)``: the error reports of the envs that raised, by slot of
-                the pool.
-            dead: ``(slot, how it died)`` of each worker that died.
-
-        Returns:
-            One batched info part ``(env index, 1, info)`` per restarted env: its reset info,
-            ``final_info`` ``{}`` and ``env_restarted`` True.
-
-        Raises:
-            Exception: Over budget: the first env's error (its own type), or
-                [`WorkerDiedError`][batchppo.envs.WorkerDiedError] for a dead worker, naming the
-                budget. Otherwise what rebuilding or resetting an env raised; the batch env is then
-                broken.
-        """
-        targets: dict[int, list[int]] = {}  # slot -> global indices to restart
-        for slot, reports in failures:
-            targets[slot] = [report["env_index"] for report in reports]
-        for slot, _ in dead:
-            targets[slot] = list(range(*self._pool.envs_of(slot)))
-        count = sum(len(indices) for indices in targets.values())
-        if self.restarts + count > self.max_restarts:
-            raise self._over_budget(failures, dead, count)
-        order = sorted(i for indices in targets.values() for i in indices)
-        number = {i: self.restarts + k + 1 for k, i in enumerate(order)}
-        try:
-            infos = self._restart_groups(targets, dead, number)
-        except BaseException as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            self._mark_broken(f"restarting envs {order} failed ({first})")
-            raise
-        self.restarts += count
-        self._state = _DEFAULT
-        self._warn_restarts(failures, dead, number)
-        return [
-            (i, 1, batch_infos([{**infos[i], "final_info": {}, "env_restarted": True}]))
-            for i in order
-        ]
-
-    def _restart_groups(
-        self,
-        targets: dict[int, list[int]],
-        dead: list[tuple[int, str]],
-        number: dict[int, int],
-    ) -> dict[int, dict[str, Any]]:
-        """Respawns the dead workers, then has each group restart its targets; their infos.
-
-        Every wait here is bounded by ``step_timeout``, counted from its own command: each respawn
-        (see ``WorkerPool.respawn``), then the workers' restart command (rebuilding the envs that
-        raised, resetting all targets). The parent's own share is not timed.
-
-        Raises:
-            EnvTimeoutError: A worker did not answer its restart in time (it is killed).
-            Exception: What rebuilding or resetting an env raised.
-        """
-        pool = self._pool
-        for slot, _ in dead:
-            start, stop = pool.envs_of(slot)
-            # The rows still hold the last obs the worker's envs returned: their final obs.
-            for obs2d, final2d in zip(self._obs_rows, self._final_rows, strict=True):
-                final2d[start:stop] = obs2d[start:stop]
-            pool.respawn(slot)
-        seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}
-        return pool.restart(targets, seeds)
-
-    def _over_budget(
-        self,
-        failures: list[tuple[int, list[dict[str, Any]]]],
-        dead: list[tuple[int, str]],
-        count: int,
-    ) -> BaseException:
-        """The error a step raises when its restarts would exceed ``max_restarts``."""
-        note = (
-            f"Not restarted: the restart budget is used up (max_restarts={self.max_restarts}, "
-            f"{self.restarts} restarts done, this step needs {count} more; in a PPOConfig the "
-            "setting is max_env_restarts)."
-        )
-        if dead:  # the batch env stays broken
-            hung = self._pool.hung_reasons
-            error = EnvTimeoutError if any(s in hung for s, _ in dead) else None
-            how, _, stacks = dead[0][1].partition("\n")
-            return (error or WorkerDiedError)(
-                f"{how}. {note} The batch env cannot continue; close it and build a new one."
-                f"{chr(10) if stacks else ''}{stacks}"
-            )
-        slot, reports = failures[0]
-        return self._pool.remote_error(slot, reports[0], note)
-
-    def _warn_restarts(
-        self,
-        failures: list[tuple[int, list[dict[str, Any]]]],
-        dead: list[tuple[int, str]],
-        number: dict[int, int],
-    ) -> None:
-        """One [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning] per env that raised and per
-        worker that died."""
-        budget = f"of max_restarts={self.max_restarts}"
-        for _, reports in failures:
-            for report in reports:
-                index = report["env_index"]
-                tail = "\n".join(report["traceback"].rstrip().splitlines()[-3:])
-                warnings.warn(
-                    f"BatchEnv: env {index} raised {report['type_name']}: {report['message']}; "
-                    f"rebuilt and reset it, its episode reported as truncated (restart "
-                    f"{number[index]} {budget}). Traceback, last lines:\n{tail}",
-                    EnvRestartWarning,
-                    stacklevel=4,
-                )
-        for slot, how in dead:
-            start, stop = self._pool.envs_of(slot)
-            how, _, stacks = how.partition("\n")  # a hung worker's reason ends in its stacks
-            warnings.warn(
-                f"BatchEnv: {how}; respawned it as pid {self._pool.pids[slot]} and reset its "
-                f"envs {start}..{stop - 1}, their episodes reported as truncated (restarts "
-                f"{number[start]}..{number[stop - 1]} {budget}).{chr(10) if stacks else ''}"
-                f"{stacks}",
-                EnvRestartWarning,
-                stacklevel=4,
-            )
-
     # ------------------------------------------------------------------ pipe requests
 
     def _request_async(self, state: BatchState, caller: str, send: Callable[[], None]) -> None:
@@ -928,9 +794,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._check_idle("reset_async")
         options, mask = split_reset_mask(options, self.num_envs)
 
-        for i, env_seed in enumerate(seeds):  # what a restart derives its seed from
-            if env_seed is not None and (mask is None or mask[i]):
-                self._seeds[i] = env_seed
+        self._restarts.note_seeds(seeds, mask)
 
         self._request_async(
             BatchState.WAITING_RESET,
@@ -1168,24 +1032,6 @@ def _check_transform_spaces(
                 f"env 0 has {label} space {space}, but the transform applies to {expected} "
                 f"({space_difference(space, expected)}); build the transform for these envs."
             )
-
-
-def restart_seed(seed: int | None, restart: int) -> int | None:
-    """The seed of an env's first reset after a restart (see *Restarts* in
-    [`BatchEnv`][batchppo.envs.BatchEnv]).
-
-    Args:
-        seed: The seed of the env's last seeded reset (``seed + i`` after ``reset(seed=seed)``),
-            or None when it was never reset with a seed.
-        restart: The restart's number in its batch env (1 for the first).
-
-    Returns:
-        A seed in ``[0, 2**32)`` drawn from both by NumPy's ``SeedSequence``, or None (an
-        unseeded reset) when ``seed`` is None.
-    """
-    if seed is None:
-        return None
-    return int(np.random.SeedSequence([int(seed) % 2**64, restart]).generate_state(1)[0])
 
 
 def available_cpus() -> int:

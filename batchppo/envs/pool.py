@@ -12,9 +12,8 @@ calling process steps are one more slot, a ``LocalWorker`` that answers as a wor
 batch env talks to every slot alike.
 
 The pool does not decide what a failure means for the batch env: a worker that dies or hangs is
-reported to the ``on_broken`` callback given at construction (the batch env is then broken), and the
-restart policy, the Gymnasium API and the shared arrays stay with
-[`BatchEnv`][batchppo.envs.BatchEnv].
+reported to the ``on_broken`` callback given at construction (the batch env is then broken); the
+restart policy (``batchppo.envs.restarts``), the Gymnasium API and the shared arrays stay above it.
 """
 
 from __future__ import annotations
@@ -780,7 +779,9 @@ class WorkerPool:
         envs = f"env {start}" if stop - start == 1 else f"envs {start}..{stop - 1}"
         return f"{envs} (worker {slot}, pid {self._procs[slot].pid})"
 
-    def _broken(self, reason: str) -> None:
+    def mark_broken(self, reason: str) -> None:
+        """Reports the pool unusable as it is to ``on_broken``, ``reason`` saying why in one line:
+        a worker died or hung, or a restart failed (answers may be left in the pipes)."""
         self.broken_reason = reason
         self._on_broken(reason)
 
@@ -791,7 +792,7 @@ class WorkerPool:
         proc.join(0.1)
         tail = self._stderr.tail(slot)
         last = f"; the last line it wrote to stderr: {tail[-1].strip()!r}" if tail else ""
-        self._broken(
+        self.mark_broken(
             f"{self.describe(slot)} died ({_exit_words(proc.exitcode, self._forkserver)}) during "
             f"{self._calls[slot]}{last}"
         )
@@ -840,7 +841,7 @@ class WorkerPool:
             for slot in slots
         }
         envs = "; ".join(self._envs_of(slot) for slot in slots)
-        self._broken(f"{envs} did not answer {what} within {limit} (killed)")
+        self.mark_broken(f"{envs} did not answer {what} within {limit} (killed)")
         where = "\n".join(
             f"Stacks of {described[slot]}, where it was stuck:\n{stacks[slot]}" for slot in slots
         )
