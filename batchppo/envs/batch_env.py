@@ -28,11 +28,11 @@ Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, o
 is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
 [`BatchEnv`][batchppo.envs.BatchEnv]).
 
-``BatchEnv`` holds the Gymnasium API and the shared-memory layout. Its worker processes are a
-``WorkerPool`` (start, messages, respawn, dead and hung workers, stopping), which reports a dead or
-killed worker back so that the batch env breaks; the parent's share of the envs is one more slot of
-the pool (``LocalWorker``). The restart policy is ``batchppo.envs.restarts``, the keywords shared
-with ``AsyncVectorEnv`` and Gymnasium's argument checks ``batchppo.envs.async_compat``.
+``BatchEnv`` holds the Gymnasium API over its shared arrays (``SharedArrays``). Its worker processes
+are a ``WorkerPool`` (start, messages, respawn, dead and hung workers, stopping), which reports a
+dead or killed worker back so that the batch env breaks; the parent's share of the envs is one more
+slot of the pool (``LocalWorker``). The restart policy is ``batchppo.envs.restarts``, the keywords
+shared with ``AsyncVectorEnv`` and Gymnasium's argument checks ``batchppo.envs.async_compat``.
 """
 
 from __future__ import annotations
@@ -40,10 +40,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import math
-import mmap
 import multiprocessing as mp
 import os
-import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -62,9 +60,6 @@ from batchppo.envs.async_compat import (
     NOT_CALLABLE,
     InvalidArgumentError,
     batch_observation_space,
-    check_action_batch,
-    check_action_dtype,
-    check_action_shape,
     check_async_options,
     expected_spaces,
     parse_autoreset_mode,
@@ -83,12 +78,11 @@ from batchppo.envs.errors import (
     WorkerDiedError,
     WorkerError,
 )
-from batchppo.envs.final_obs import fill_final_obs
 from batchppo.envs.infos import merge_info_parts
 from batchppo.envs.pool import WorkerPool
 from batchppo.envs.protocol import Layout
 from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
-from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
+from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.spaces import leaves as space_leaves
 
 __all__ = [
@@ -295,6 +289,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         step_timeout: float | None = None,
     ):
         self._pool: WorkerPool | None = None  # the worker processes
+        self._arrays: SharedArrays | None = None  # laid out once env 0's spaces are known
         self._transform_arg = transform
         self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
         self._wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None
@@ -359,7 +354,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             on_broken=_broken_callback(self),
         )
 
-        self._buffer_fd: int | None = None
         _LIVE.add(self)
         try:
             reports = self._pool.start(
@@ -413,51 +407,19 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.observation_space = batch_space(obs_space, num_envs)
         self.action_space = batch_space(act_space, num_envs)
         self._discrete = isinstance(act_space, gym_spaces.Discrete)
-        self._layout = layout = Layout.for_spaces(num_envs, self._pool.size, obs_space, act_space)
-        if self._pool.size:
-            self._buffer_fd, self._buffer = _shared_buffer(layout.nbytes)
-        else:
-            self._buffer = bytearray(layout.nbytes)
-        self._bind_views(layout.views(self._buffer))
-
+        self._arrays = arrays = SharedArrays(num_envs, self._pool.size, obs_space, act_space)
         self._pool.connect(
             self._expected,
-            self._layout,
+            arrays.layout,
             self._discrete,
             self._transform,
             self._wrap is not None,
-            self._buffer_fd,
-            self._v,
+            arrays.fd,
+            arrays.views,
         )
         self.observation_space = batch_observation_space(
             observation_mode, self.observation_space, reports
         )
-
-    def _bind_views(self, v: dict[str, Any]) -> None:
-        """Keeps the shared arrays: single arrays for flat spaces, dict/tuple trees otherwise."""
-        obs_space, act_space = self.single_observation_space, self.single_action_space
-        n = self.num_envs
-        self._v = v
-        self._obs = unflatten(obs_space, v["obs"])
-        self._final_obs = unflatten(obs_space, v["final_obs"])
-        self._act = v["act"][0] if is_leaf(act_space) else None  # None: nested actions
-        self._act_leaves = v["act"]
-        self._act_paths = leaf_paths(act_space)
-        self._copy_obs = np.ndarray.copy if is_leaf(obs_space) else _copy_tree
-        self._reward, self._terminated, self._truncated = (
-            v["reward"],
-            v["terminated"],
-            v["truncated"],
-        )
-        self._cmd, self._status = v["cmd"], v["status"]
-        # Per leaf, (n, -1) views of the obs and the final obs (final_obs.fill_final_obs).
-        self._obs_rows = [o.reshape(n, -1) for o in v["obs"]]
-        self._final_rows = [f.reshape(n, -1) for f in v["final_obs"]]
-        self._done = np.zeros(n, dtype=bool)
-        self._not_done = np.zeros((n, 1), dtype=bool)
-        self._act_shape = (n, *act_space.shape) if self._act is not None else None
-        self._act_dtype = np.dtype(act_space.dtype) if self._act is not None else None
-        self._ok_dtypes: set[np.dtype] = set()
 
     @property
     def transform(self) -> BatchTransform | None:
@@ -497,7 +459,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         """Where the shared arrays live in the one shared buffer (``Layout``: each observation and
         action leaf's shape and dtype, as the workers write them). Read-only: for tests and
         diagnostics."""
-        return self._layout
+        return self._arrays.layout
 
     @property
     def closed(self) -> bool:
@@ -575,37 +537,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     def _start_step(self, actions: Any, want_info: bool) -> None:
         if self._state is not _DEFAULT:
             self._check_idle("step_async")
-        if self._act is None:
-            self._write_nested_actions(actions)
-        else:
-            actions = np.asarray(actions)
-            if actions.shape != self._act_shape:
-                check_action_batch(actions, self._act_shape)
-            if actions.dtype not in self._ok_dtypes:
-                self._check_action_dtype(actions.dtype)
-            np.copyto(self._act, actions, casting="unsafe")
+        self._arrays.write_actions(actions)
         self._pool.start_step(want_info)
         self._state = _WAITING_STEP
         self._want_info = want_info
-
-    def _check_action_dtype(self, dtype: np.dtype) -> None:
-        check_action_dtype(dtype, self._act_dtype, self._act_shape)
-        self._ok_dtypes.add(dtype)
-
-    def _write_nested_actions(self, actions: Any) -> None:
-        """Checks every leaf of a Dict/Tuple action batch, then writes them to shared memory."""
-        given = check_structure(self.single_action_space, actions, "actions")
-        arrays = []
-        for path, value, dest in zip(self._act_paths, given, self._act_leaves, strict=True):
-            value = np.asarray(value)
-            try:
-                check_action_shape(value.shape, dest.shape)
-                check_action_dtype(value.dtype, dest.dtype, dest.shape)
-            except ValueError as exc:
-                raise ValueError(f"actions{path}: {exc}") from None
-            arrays.append(value)
-        for value, dest in zip(arrays, self._act_leaves, strict=True):
-            np.copyto(dest, value, casting="unsafe")
 
     def _finish_step(self, timeout: float | None) -> dict[str, Any]:
         """Gathers the pool's answers to the step; returns the batched infos."""
@@ -634,12 +569,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         if failures or dead:
             self._restarts.check_budget(failures, dead, self._pool)
             self._state = _DEFAULT
-            parts += self._restarts.restart(
-                failures, dead, self._pool, self._obs_rows, self._final_rows
-            )
-        done = np.logical_or(self._terminated, self._truncated, out=self._done)
-        if self._same_step:
-            fill_final_obs(self._final_rows, self._obs_rows, done, self._not_done)
+            parts += self._restarts.restart(failures, dead, self._pool, self._arrays)
+        self._arrays.end_step(self._same_step)
         if want_info:
             infos = merge_info_parts(parts, self.num_envs) if parts else {}
             return infos
@@ -667,18 +598,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 and the worker's traceback.
         """
         infos = self._finish_step(timeout)
-        copy = self._copy_obs if self.copy else _identity
+        a = self._arrays
+        copy = a.copy_obs if self.copy else _identity
         if self._same_step:
-            infos["final_obs"] = copy(self._final_obs)
-            infos["_final_obs"] = self._done.copy()
+            infos["final_obs"] = copy(a.final_obs)
+            infos["_final_obs"] = a.done.copy()
         # As in AsyncVectorEnv, `copy` is about observations: the rest is always fresh.
-        return (
-            copy(self._obs),
-            self._reward.copy(),
-            self._terminated.copy(),
-            self._truncated.copy(),
-            infos,
-        )
+        return copy(a.obs), a.reward.copy(), a.terminated.copy(), a.truncated.copy(), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Steps every env; ended episodes autoreset as ``autoreset_mode`` says.
@@ -716,16 +642,17 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             )
         self._start_step(actions, False)
         self._finish_step(None)
+        a = self._arrays
         if self.copy:
-            copy = self._copy_obs
+            copy = a.copy_obs
             return (
-                copy(self._obs),
-                self._reward.copy(),
-                self._terminated.copy(),
-                self._truncated.copy(),
-                copy(self._final_obs),
+                copy(a.obs),
+                a.reward.copy(),
+                a.terminated.copy(),
+                a.truncated.copy(),
+                copy(a.final_obs),
             )
-        return self._obs, self._reward, self._terminated, self._truncated, self._final_obs
+        return a.obs, a.reward, a.terminated, a.truncated, a.final_obs
 
     # ------------------------------------------------------------------ pipe requests
 
@@ -819,8 +746,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         results = self._request_wait(BatchState.WAITING_RESET, "reset_wait", timeout)
         parts = [(start, stop - start, info) for start, stop, info in results]
         infos = merge_info_parts(parts, self.num_envs)
-        self._done[...] = False
-        return (self._copy_obs(self._obs) if self.copy else self._obs), infos
+        a = self._arrays
+        a.done[...] = False
+        return (a.copy_obs(a.obs) if self.copy else a.obs), infos
 
     def reset(
         self,
@@ -938,9 +866,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             )
         if self._pool is not None:
             self._pool.stop(timeout, terminate, ask=self._state is not BatchState.BROKEN)
-        if self._buffer_fd is not None:  # the mapping stays, for the arrays handed out
-            os.close(self._buffer_fd)
-            self._buffer_fd = None
+        if self._arrays is not None:
+            self._arrays.close()
 
     def __enter__(self) -> BatchEnv:
         return self
@@ -998,28 +925,6 @@ def _broken_callback(env: BatchEnv) -> Callable[[str], None]:
     return on_broken
 
 
-def _shared_buffer(nbytes: int) -> tuple[int, mmap.mmap]:
-    """A zeroed shared-memory buffer and its file descriptor, which the workers map.
-
-    The descriptor reaches each worker over its pipe (``multiprocessing.reduction``), once
-    env 0's spaces, so the buffer's size, are known: no env has to be built in the parent
-    for them.
-    """
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("batchppo-batch-env", os.MFD_CLOEXEC)
-    else:  # an unlinked file, in memory where the system has /dev/shm
-        fd, path = tempfile.mkstemp(
-            prefix="batchppo-batch-env-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
-        )
-        os.unlink(path)
-    try:
-        os.ftruncate(fd, nbytes)
-        return fd, mmap.mmap(fd, nbytes)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def _check_transform_spaces(
     transform: BatchTransform, raw: tuple[gymnasium.Space, gymnasium.Space]
 ) -> None:
@@ -1040,15 +945,6 @@ def available_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _copy_tree(tree: Any) -> Any:
-    """A copy of a dict/tuple nesting of arrays (Gymnasium's ``deepcopy`` of observations)."""
-    if isinstance(tree, dict):
-        return {key: _copy_tree(value) for key, value in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_copy_tree(value) for value in tree)
-    return tree.copy()
 
 
 def _identity(x: np.ndarray) -> np.ndarray:

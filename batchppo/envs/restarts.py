@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError
 from batchppo.envs.infos import batch_infos
 from batchppo.envs.pool import WorkerPool
+from batchppo.envs.shared_arrays import SharedArrays
 
 __all__ = ["EnvRestartWarning", "Restarts", "restart_seed"]
 
@@ -106,8 +107,7 @@ class Restarts:
         failures: Failures,
         dead: Dead,
         pool: WorkerPool,
-        obs_rows: list[np.ndarray],
-        final_rows: list[np.ndarray],
+        arrays: SharedArrays,
     ) -> list[tuple[int, int, dict[str, Any]]]:
         """Restarts the envs that raised in this step and the envs of the workers that died
         (``check_budget`` said there is room).
@@ -122,8 +122,7 @@ class Restarts:
                 the pool.
             dead: ``(slot, how it died)`` of each worker that died.
             pool: The batch env's pool.
-            obs_rows: Per observation leaf, the ``(num_envs, -1)`` view of the obs.
-            final_rows: The same views of the final obs.
+            arrays: The batch env's shared arrays.
 
         Returns:
             One batched info part ``(env index, 1, info)`` per restarted env: its reset info,
@@ -141,7 +140,7 @@ class Restarts:
             for slot, _ in dead:
                 start, stop = pool.envs_of(slot)
                 # The rows still hold the last obs the worker's envs returned: their final obs.
-                for obs2d, final2d in zip(obs_rows, final_rows, strict=True):
+                for obs2d, final2d in zip(arrays.obs_rows, arrays.final_rows, strict=True):
                     final2d[start:stop] = obs2d[start:stop]
                 pool.respawn(slot)
             seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}
