@@ -39,9 +39,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import math
 import multiprocessing as mp
-import os
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -55,7 +53,6 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchppo.envs import processes as _processes
 from batchppo.envs.async_compat import (
     NOT_CALLABLE,
     InvalidArgumentError,
@@ -66,24 +63,18 @@ from batchppo.envs.async_compat import (
     parse_seeds,
     split_reset_mask,
 )
-from batchppo.envs.batch_transform import (
-    BatchTransform,
-    SpacesOnly,
-    TransformFactory,
-)
-from batchppo.envs.env_group import space_difference
+from batchppo.envs.batch_transform import BatchTransform, resolve_transform
 from batchppo.envs.errors import (
     EnvTimeoutError,
-    SpaceMismatchError,
     WorkerDiedError,
     WorkerError,
 )
 from batchppo.envs.infos import merge_info_parts
-from batchppo.envs.pool import WorkerPool
+from batchppo.envs.pool import WorkerPool, check_step_timeout, split_envs
 from batchppo.envs.protocol import Layout
 from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
 from batchppo.envs.shared_arrays import SharedArrays
-from batchppo.envs.spaces import leaves as space_leaves
+from batchppo.envs.spaces import check_supported
 
 __all__ = [
     "BatchEnv",
@@ -299,11 +290,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
         env_fns = list(env_fns)
         num_envs = len(env_fns)
-        if num_envs == 0:
-            raise ValueError("BatchEnv needs at least one env function; got an empty list.")
-        for name, value in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
+        ranges, parent_envs = split_envs(num_envs, num_workers, envs_per_worker, step_in_parent)
         start_method, self._obs_rule = check_async_options(
             shared_memory, copy, context, start_method, daemon, worker, observation_mode, transform
         )
@@ -318,35 +305,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._restarts = Restarts(max_restarts, num_envs, self.autoreset_mode)
         self.max_restarts = max_restarts
         self._restartable = max_restarts > 0
-        if step_timeout is not None and (
-            isinstance(step_timeout, bool)
-            or not isinstance(step_timeout, (int, float))
-            or not 0 < step_timeout < math.inf
-        ):
-            raise ValueError(
-                f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
-                f"{step_timeout!r}."
-            )
-        self.step_timeout = None if step_timeout is None else float(step_timeout)
-        workers = num_workers or available_cpus()
-        per = envs_per_worker or math.ceil(num_envs / workers)
-        ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
-        parent_envs = ranges.pop(0) if step_in_parent else None
-
-        ctx = mp.get_context(start_method)
-        # Decided before any env is built: this may refuse the main script.
-        process_class = (
-            _processes.process_class(ctx, import_main=not _processes.main_would_rerun_caller())
-            if ranges
-            else None
-        )
+        self.step_timeout = check_step_timeout(step_timeout)
         self.num_envs = num_envs
         self.copy = copy
         self._pool = WorkerPool(
-            ctx,
+            start_method,
             ranges,
             parent_envs=parent_envs,
-            process_class=process_class,
             daemon=daemon,
             spin_s=float(spin_us) * 1e-6,
             worker_spin_s=float(worker_spin_us) * 1e-6,
@@ -387,19 +352,10 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.render_mode = reports[0]["render_mode"]
         # The spaces every env must match (env 0's, or the single space of a custom mode).
         self._expected = expected_spaces(observation_mode, raw)
-        self._transform, self._wrap = _resolve_transform(self._transform_arg, raw)
-        if self._transform is not None:
-            obs_space, act_space = self._transform.spaces
-        elif self._wrap is not None:
-            wrapped = self._wrap(SpacesOnly(*raw))
-            obs_space, act_space = wrapped.observation_space, wrapped.action_space
-        else:
-            obs_space, act_space = self._expected
-        for label, space in (("observation", obs_space), ("action", act_space)):
-            try:
-                space_leaves(space)
-            except ValueError as exc:
-                raise ValueError(f"The {label} space is not supported. {exc}") from None
+        self._transform, self._wrap, (obs_space, act_space) = resolve_transform(
+            self._transform_arg, raw, self._expected
+        )
+        check_supported(obs_space, act_space)
         self.single_observation_space = obs_space
         self.single_action_space = act_space
         num_envs = self.num_envs
@@ -888,30 +844,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         )
 
 
-def _resolve_transform(
-    transform: BatchTransform | TransformFactory | None,
-    raw: tuple[gymnasium.Space, gymnasium.Space],
-) -> tuple[BatchTransform | None, Callable[[gymnasium.Env], gymnasium.Env] | None]:
-    """The batch transform, or the per-env wrapper, for raw envs with spaces ``raw``.
-
-    Raises:
-        SpaceMismatchError: A ``BatchTransform`` built for other spaces than env 0's.
-        ValueError: ``transform`` is neither a ``BatchTransform`` nor a ``TransformFactory``.
-    """
-    if transform is None:
-        return None, None
-    if isinstance(transform, BatchTransform):
-        _check_transform_spaces(transform, raw)
-        return transform, None
-    if isinstance(transform, TransformFactory):
-        batch = transform.for_spaces(*raw)
-        return (batch, None) if batch is not None else (None, transform.wrap)
-    raise ValueError(
-        "transform must be a BatchTransform or a TransformFactory (such as "
-        f"batchppo.envs.make.StandardStack); got {type(transform).__name__}."
-    )
-
-
 def _broken_callback(env: BatchEnv) -> Callable[[str], None]:
     """``env._mark_broken`` through a weak reference: the pool must not keep its batch env
     alive (an env dropped without ``close`` is closed by ``__del__`` at once)."""
@@ -923,28 +855,6 @@ def _broken_callback(env: BatchEnv) -> Callable[[str], None]:
             target._mark_broken(reason)
 
     return on_broken
-
-
-def _check_transform_spaces(
-    transform: BatchTransform, raw: tuple[gymnasium.Space, gymnasium.Space]
-) -> None:
-    """Raises ``SpaceMismatchError`` unless env 0's spaces ``raw`` are those ``transform``
-    applies to."""
-    labels = ("observation", "action")
-    for label, space, expected in zip(labels, raw, transform.raw_spaces, strict=True):
-        if space != expected:
-            raise SpaceMismatchError(
-                f"env 0 has {label} space {space}, but the transform applies to {expected} "
-                f"({space_difference(space, expected)}); build the transform for these envs."
-            )
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _identity(x: np.ndarray) -> np.ndarray:

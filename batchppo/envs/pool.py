@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import multiprocessing as mp
 import os
 import select
@@ -51,7 +52,7 @@ from batchppo.envs.protocol import (
 )
 from batchppo.envs.stderr_tail import StderrTails
 
-__all__ = ["HungError", "StepAnswers", "WorkerPool"]
+__all__ = ["HungError", "StepAnswers", "WorkerPool", "check_step_timeout", "split_envs"]
 
 # The slot of the envs the calling process steps (``step_in_parent``): before worker 0's, as its
 # envs come first.
@@ -90,6 +91,53 @@ _STACK_WAIT_S = 2.0
 _STACK_QUIET_S = 0.2
 
 
+def split_envs(
+    num_envs: int, num_workers: int | None, envs_per_worker: int | None, step_in_parent: bool
+) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """How a batch env's envs are shared out: ``K`` envs per slot, the parent's slot first.
+
+    Args:
+        num_envs: The envs of the batch.
+        num_workers: Units that step envs (workers, plus the parent with ``step_in_parent``);
+            None: the CPUs available.
+        envs_per_worker: Envs per unit ``K``; None: ``ceil(num_envs / num_workers)``.
+        step_in_parent: Whether the calling process steps the first ``K`` envs.
+
+    Returns:
+        ``(ranges, parent_envs)``: ``(start, stop)`` of each worker's envs, and of the parent's
+        (None without ``step_in_parent``).
+
+    Raises:
+        ValueError: No envs, or a count that is not a positive int or None.
+    """
+    if num_envs == 0:
+        raise ValueError("BatchEnv needs at least one env function; got an empty list.")
+    for name, value in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
+    per = envs_per_worker or math.ceil(num_envs / (num_workers or _processes.available_cpus()))
+    ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
+    return ranges, ranges.pop(0) if step_in_parent else None
+
+
+def check_step_timeout(step_timeout: float | None) -> float | None:
+    """``step_timeout`` as a float (None: no limit).
+
+    Raises:
+        ValueError: Not a number of seconds > 0 (nor None).
+    """
+    if step_timeout is not None and (
+        isinstance(step_timeout, bool)
+        or not isinstance(step_timeout, (int, float))
+        or not 0 < step_timeout < math.inf
+    ):
+        raise ValueError(
+            f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
+            f"{step_timeout!r}."
+        )
+    return None if step_timeout is None else float(step_timeout)
+
+
 class HungError(Exception):
     """Worker ``slot`` did not answer within the pool's ``step_timeout``.
 
@@ -110,11 +158,9 @@ class WorkerPool:
     The messages, answers and errors of every slot take the same form.
 
     Args:
-        ctx: The multiprocessing context the workers start with (forkserver or spawn).
+        start_method: The multiprocessing start method of the workers (forkserver or spawn).
         ranges: ``(start, stop)`` of the envs of each worker, in slot order.
         parent_envs: ``(0, K)``: the envs the calling process steps itself; None for none.
-        process_class: The process class to start them with (``process_class``); None when
-            ``ranges`` is empty.
         daemon: The workers' ``daemon`` flag.
         spin_s: Seconds the parent spins on a worker's done semaphore before blocking.
         worker_spin_s: Seconds a worker spins for its next command before blocking.
@@ -123,27 +169,35 @@ class WorkerPool:
             ``SIGUSR1``.
         on_broken: Called with a one-line reason when a worker is found dead or is killed
             as hung: the batch env above can no longer use the pool as it is.
+
+    Raises:
+        RuntimeError: This Python cannot start workers without running an unguarded main script
+            again (see ``process_class``).
     """
 
     def __init__(
         self,
-        ctx: Any,
+        start_method: str,
         ranges: list[tuple[int, int]],
         *,
         parent_envs: tuple[int, int] | None,
-        process_class: type | None,
         daemon: bool,
         spin_s: float,
         worker_spin_s: float,
         step_timeout: float | None,
         on_broken: Callable[[str], None],
     ):
-        self._ctx = ctx
+        self._ctx = ctx = mp.get_context(start_method)
         self._forkserver = ctx.get_start_method() == "forkserver"
         self._ranges = ranges
         self._parent_envs = parent_envs
         self._parent: LocalWorker | None = None  # built by ``start``
-        self._process_class = process_class
+        # Decided before any env is built: this may refuse the main script.
+        self._process_class = (
+            _processes.process_class(ctx, import_main=not _processes.main_would_rerun_caller())
+            if ranges
+            else None
+        )
         self._daemon = daemon
         self._spin = spin_s
         self._worker_spin = worker_spin_s
