@@ -16,8 +16,9 @@
 
 from batchppo.envs.async_compat import InvalidArgumentError
 from batchppo.envs.atari import AtariStack
-from batchppo.envs.batch_env import BatchEnv, BatchState
+from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform
+from batchppo.envs.call_state import BatchState
 from batchppo.envs.errors import EnvTimeoutError, SpaceMismatchError, WorkerDiedError, WorkerError
 from batchppo.envs.make import batch_transform, make, make_env_fn, register_vector_env
 from batchppo.envs.restarts import EnvRestartWarning

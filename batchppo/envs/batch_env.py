@@ -28,28 +28,28 @@ Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, o
 is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
 [`BatchEnv`][batchppo.envs.BatchEnv]).
 
-``BatchEnv`` holds the Gymnasium API over its shared arrays (``SharedArrays``). Its worker processes
-are a ``WorkerPool`` (start, messages, respawn, dead and hung workers, stopping), which reports a
-dead or killed worker back so that the batch env breaks; the parent's share of the envs is one more
-slot of the pool (``LocalWorker``). The restart policy is ``batchppo.envs.restarts``, the keywords
-shared with ``AsyncVectorEnv`` and Gymnasium's argument checks ``batchppo.envs.async_compat``.
+``BatchEnv`` holds the Gymnasium API over its shared arrays (``SharedArrays``), its pending call in
+a ``CallState``. Its worker processes are a ``WorkerPool`` (start, messages, respawn, dead and hung
+workers, stopping), which reports a dead or killed worker back so that the batch env breaks; the
+parent's share of the envs is one more slot of the pool (``LocalWorker``). The restart policy is
+``batchppo.envs.restarts``, the keywords shared with ``AsyncVectorEnv`` and Gymnasium's argument
+checks ``batchppo.envs.async_compat``.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import multiprocessing as mp
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from enum import Enum
 from typing import Any
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces as gym_spaces
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
@@ -64,6 +64,7 @@ from batchppo.envs.async_compat import (
     split_reset_mask,
 )
 from batchppo.envs.batch_transform import BatchTransform, resolve_transform
+from batchppo.envs.call_state import BatchState, CallState
 from batchppo.envs.errors import (
     EnvTimeoutError,
     WorkerDiedError,
@@ -88,22 +89,6 @@ __all__ = [
 ]
 
 _LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
-
-
-class BatchState(Enum):
-    """Where a [`BatchEnv`][batchppo.envs.BatchEnv] is in its life: Gymnasium's ``AsyncState``, plus
-    two ends.
-
-    ``DEFAULT`` accepts any call; ``WAITING_*`` wait for the matching ``*_wait`` call;
-    ``BROKEN`` (a worker died) and ``CLOSED`` accept only ``close``.
-    """
-
-    DEFAULT = "default"
-    WAITING_RESET = "reset"
-    WAITING_STEP = "step"
-    WAITING_CALL = "call"
-    BROKEN = "broken"
-    CLOSED = "closed"
 
 
 _DEFAULT = BatchState.DEFAULT
@@ -279,13 +264,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         transform: BatchTransform | None = None,
         step_timeout: float | None = None,
     ):
+        self._calls = CallState()  # which call is pending
         self._pool: WorkerPool | None = None  # the worker processes
         self._arrays: SharedArrays | None = None  # laid out once env 0's spaces are known
         self._transform_arg = transform
         self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
         self._wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None
-        self._state = BatchState.DEFAULT
-        self._broken_reason = ""
         self._want_info = False  # of the step in flight
 
         env_fns = list(env_fns)
@@ -316,7 +300,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             spin_s=float(spin_us) * 1e-6,
             worker_spin_s=float(worker_spin_us) * 1e-6,
             step_timeout=self.step_timeout,
-            on_broken=_broken_callback(self),
+            on_broken=self._calls.mark_broken,
         )
 
         _LIVE.add(self)
@@ -420,58 +404,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     @property
     def closed(self) -> bool:
         """Whether ``close`` has run (Gymnasium's ``VectorEnv.closed``)."""
-        return self._state is BatchState.CLOSED
+        return self._calls.state is BatchState.CLOSED
 
     @closed.setter
     def closed(self, value: bool) -> None:
         # VectorEnv.close sets ``closed = True`` once close_extras has run.
         if value:
-            self._state = BatchState.CLOSED
-
-    # ------------------------------------------------------------------ processes
-
-    def _mark_broken(self, reason: str) -> None:
-        """The batch env can take no call but ``close`` (a worker died or hung, a restart
-        failed); ``reason`` says why in its errors."""
-        self._broken_reason = reason
-        self._state = BatchState.BROKEN
-
-    # ------------------------------------------------------------------ state
-
-    def _check_usable(self) -> None:
-        """Raises unless the batch env can take calls: closed, or broken by a dead worker."""
-        if self._state is BatchState.CLOSED:
-            raise ClosedEnvironmentError("This BatchEnv is closed; build a new one.")
-        if self._state is BatchState.BROKEN:
-            raise WorkerDiedError(
-                f"{self._broken_reason}; close this BatchEnv and build a new one."
-            )
-
-    def _check_idle(self, caller: str) -> None:
-        """Raises unless no call is pending (``caller`` names the method, for the message)."""
-        if self._state is _DEFAULT:
-            return
-        self._check_usable()
-        pending = self._state.value
-        raise AlreadyPendingCallError(
-            f"Calling `{caller}` while waiting for a pending call to `{pending}` to complete; "
-            f"call `{pending}_wait` first.",
-            pending,
-        )
-
-    def _check_waiting(self, state: BatchState, caller: str) -> None:
-        """Raises unless ``state``'s call is pending (``caller`` is its ``*_wait`` method)."""
-        if self._state is state:
-            return
-        self._check_usable()
-        raise NoAsyncCallError(
-            f"Calling `{caller}` without any prior call to `{state.value}_async`.", state.value
-        )
-
-    def _end_wait(self, state: BatchState) -> None:
-        """The call of ``state`` is over (answered or failed), unless the env broke or closed."""
-        if self._state is state:
-            self._state = _DEFAULT
+            self._calls.state = BatchState.CLOSED
 
     # ------------------------------------------------------------------ stepping
 
@@ -491,17 +430,19 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._start_step(actions, True)
 
     def _start_step(self, actions: Any, want_info: bool) -> None:
-        if self._state is not _DEFAULT:
-            self._check_idle("step_async")
+        calls = self._calls
+        if calls.state is not _DEFAULT:
+            calls.check_idle("step_async")
         self._arrays.write_actions(actions)
         self._pool.start_step(want_info)
-        self._state = _WAITING_STEP
+        calls.state = _WAITING_STEP
         self._want_info = want_info
 
     def _finish_step(self, timeout: float | None) -> dict[str, Any]:
         """Gathers the pool's answers to the step; returns the batched infos."""
-        if self._state is not _WAITING_STEP:
-            self._check_waiting(_WAITING_STEP, "step_wait")
+        calls = self._calls
+        if calls.state is not _WAITING_STEP:
+            calls.check_waiting(_WAITING_STEP, "step_wait")
         want_info = self._want_info
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -509,22 +450,22 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             error, parts, failures, dead = self._pool.wait_step(deadline, self._restartable)
         except mp.TimeoutError:
             # The step stays pending; the pool keeps the answers gathered so far.
-            if self._state is BatchState.BROKEN:  # a dead worker; the restarts come at the end
-                self._state = _WAITING_STEP
+            if calls.state is BatchState.BROKEN:  # a dead worker; the restarts come at the end
+                calls.state = _WAITING_STEP
             raise
         except KeyboardInterrupt:
             # Workers may be mid-step: the batch cannot be resynchronised, so close it.
             self.close(terminate=True)
             raise
         except BaseException:
-            self._end_wait(_WAITING_STEP)
+            calls.end_wait(_WAITING_STEP)
             raise
-        self._state = BatchState.BROKEN if dead else _DEFAULT
+        calls.state = BatchState.BROKEN if dead else _DEFAULT
         if error is not None:
             raise error
         if failures or dead:
             self._restarts.check_budget(failures, dead, self._pool)
-            self._state = _DEFAULT
+            calls.state = _DEFAULT
             parts += self._restarts.restart(failures, dead, self._pool, self._arrays)
         self._arrays.end_step(self._same_step)
         if want_info:
@@ -612,46 +553,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
 
     # ------------------------------------------------------------------ pipe requests
 
-    def _request_async(self, state: BatchState, caller: str, send: Callable[[], None]) -> None:
-        """Starts a request: ``send`` has the pool send its message to every slot."""
-        self._check_idle(caller)
-        try:
-            send()
-        except KeyboardInterrupt:
-            # Some workers got the message and will answer: the pipes cannot be resynchronised.
-            self.close(terminate=True)
-            raise
-        self._state = state
-
-    def _request_wait(
-        self, state: BatchState, caller: str, timeout: float | None
-    ) -> list[tuple[int, int, Any]]:
-        """Gathers every slot's answer to the pending request (the parent's share runs it now).
-
-        Returns:
-            ``[(start, stop, answer), ...]`` in env order.
-
-        Raises:
-            multiprocessing.TimeoutError: ``timeout`` passed; the request stays pending.
-            Exception: What an env raised (the parent's share first).
-        """
-        self._check_waiting(state, caller)
-        try:
-            results, error = self._pool.wait_answers(timeout, caller, state.value)
-        except mp.TimeoutError:
-            raise
-        except KeyboardInterrupt:
-            # Answers may still be on their way: the pipes cannot be resynchronised.
-            self.close(terminate=True)
-            raise
-        except BaseException:
-            self._end_wait(state)
-            raise
-        self._end_wait(state)
-        if error is not None:
-            raise error
-        return results
-
     def reset_async(
         self,
         seed: int | Sequence[int | None] | None = None,
@@ -672,18 +573,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             AlreadyPendingCallError: A step, reset or call is pending.
             ClosedEnvironmentError: The batch env is closed.
         """
-        self._check_usable()
+        self._calls.check_usable()
         seeds = parse_seeds(seed, self.num_envs)
-        self._check_idle("reset_async")
+        self._calls.check_idle("reset_async")
         options, mask = split_reset_mask(options, self.num_envs)
-
         self._restarts.note_seeds(seeds, mask)
-
-        self._request_async(
-            BatchState.WAITING_RESET,
-            "reset_async",
-            lambda: self._pool.send_reset(seeds, options, mask),
-        )
+        send = functools.partial(self._pool.send_reset, seeds, options, mask)
+        self._calls.start(BatchState.WAITING_RESET, "reset_async", send, self._abort)
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """Waits for the reset started by [`reset_async`][batchppo.envs.BatchEnv.reset_async];
@@ -699,7 +595,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         Raises:
             NoAsyncCallError: No reset is pending.
         """
-        results = self._request_wait(BatchState.WAITING_RESET, "reset_wait", timeout)
+        results = self._answers(BatchState.WAITING_RESET, "reset_wait", timeout)
         parts = [(start, stop - start, info) for start, stop, info in results]
         infos = merge_info_parts(parts, self.num_envs)
         a = self._arrays
@@ -732,11 +628,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             raise ValueError(
                 f"Trying to call function `{name}` with `call`, use `{name}` directly instead."
             )
-        self._request_async(
-            BatchState.WAITING_CALL,
-            "call_async",
-            lambda: self._pool.send_call(name, args, kwargs),
-        )
+        send = functools.partial(self._pool.send_call, name, args, kwargs)
+        self._calls.start(BatchState.WAITING_CALL, "call_async", send, self._abort)
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """Waits for the call started by [`call_async`][batchppo.envs.BatchEnv.call_async]; one
@@ -746,7 +639,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             NoAsyncCallError: No call is pending.
             multiprocessing.TimeoutError: ``timeout`` passed; the call stays pending.
         """
-        results = self._request_wait(BatchState.WAITING_CALL, "call_wait", timeout)
+        results = self._answers(BatchState.WAITING_CALL, "call_wait", timeout)
         out = []
         for _, _, values in results:
             out.extend(values)
@@ -782,20 +675,36 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ValueError: A list or tuple whose length is not ``num_envs``.
             AlreadyPendingCallError: A step, reset or call is pending.
         """
-        self._check_usable()
+        self._calls.check_usable()
         if not isinstance(values, (list, tuple)):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(
                 f"set_attr needs one value or a list of {self.num_envs} values; got {len(values)}."
             )
-        values = list(values)
-        self._request_async(
-            BatchState.WAITING_CALL,
-            "set_attr",
-            lambda: self._pool.send_set_attr(name, values),
+        send = functools.partial(self._pool.send_set_attr, name, list(values))
+        self._calls.start(BatchState.WAITING_CALL, "set_attr", send, self._abort)
+        self._answers(BatchState.WAITING_CALL, "set_attr", None)
+
+    def _answers(
+        self, state: BatchState, caller: str, timeout: float | None
+    ) -> list[tuple[int, int, Any]]:
+        """Every slot's answer to the pending request of ``state``, ``(start, stop, answer)`` in
+        env order (the parent's share runs it now); raises the first error an env raised."""
+        results, error = self._calls.wait(
+            state,
+            caller,
+            functools.partial(self._pool.wait_answers, timeout, caller, state.value),
+            self._abort,
         )
-        self._request_wait(BatchState.WAITING_CALL, "set_attr", None)
+        if error is not None:
+            raise error
+        return results
+
+    def _abort(self) -> None:
+        """Closes at once: Ctrl-C came while the workers may be answering, so the pipes cannot
+        be resynchronised."""
+        self.close(terminate=True)
 
     def render(self) -> tuple[Any, ...]:
         """Renders every env (needs ``render_mode`` set at construction); one frame each."""
@@ -815,13 +724,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             **kwargs: What Gymnasium's ``close(**kwargs)`` passes on; ignored.
         """
         _LIVE.discard(self)
-        if self._state.value in ("reset", "step", "call"):
+        state = self._calls.state
+        if state.value in ("reset", "step", "call"):
             gymnasium.logger.warn(
-                f"Calling `close` while waiting for a pending call to `{self._state.value}` to "
-                "complete."
+                f"Calling `close` while waiting for a pending call to `{state.value}` to complete."
             )
         if self._pool is not None:
-            self._pool.stop(timeout, terminate, ask=self._state is not BatchState.BROKEN)
+            self._pool.stop(timeout, terminate, ask=state is not BatchState.BROKEN)
         if self._arrays is not None:
             self._arrays.close()
 
@@ -842,19 +751,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             f"workers={self._pool.size if getattr(self, '_pool', None) else 0}, "
             f"in_parent={self._pool.parent_count if getattr(self, '_pool', None) else 0})"
         )
-
-
-def _broken_callback(env: BatchEnv) -> Callable[[str], None]:
-    """``env._mark_broken`` through a weak reference: the pool must not keep its batch env
-    alive (an env dropped without ``close`` is closed by ``__del__`` at once)."""
-    ref = weakref.ref(env)
-
-    def on_broken(reason: str) -> None:
-        target = ref()
-        if target is not None:
-            target._mark_broken(reason)
-
-    return on_broken
 
 
 def _identity(x: np.ndarray) -> np.ndarray:
