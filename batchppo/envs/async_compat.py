@@ -22,21 +22,22 @@ from gymnasium.vector.utils import batch_differing_spaces
 from batchppo.envs.batch_transform import BatchTransform
 
 __all__ = [
-    "NOT_CALLABLE",
     "InvalidArgumentError",
     "batch_observation_space",
     "check_action_batch",
     "check_action_dtype",
     "check_action_shape",
     "check_async_options",
+    "check_callable",
     "expected_spaces",
     "parse_autoreset_mode",
     "parse_seeds",
+    "per_env_values",
     "split_reset_mask",
 ]
 
 # Names ``call`` refuses, as AsyncVectorEnv's worker does: they have their own methods.
-NOT_CALLABLE = ("reset", "step", "close", "_setattr", "_check_spaces")
+_NOT_CALLABLE = ("reset", "step", "close", "_setattr", "_check_spaces")
 
 
 class InvalidArgumentError(ValueError, AssertionError):
@@ -270,3 +271,28 @@ def check_action_shape(shape: tuple[int, ...], expected: tuple[int, ...]) -> Non
         raise ValueError(
             f"actions must have shape {expected} (num_envs, *action_shape); got {shape}."
         )
+
+
+def check_callable(name: str) -> None:
+    """Raises ValueError, in Gymnasium's words, for the names ``call`` refuses (``reset``,
+    ``step``, ``close``: they have their own methods)."""
+    if name in _NOT_CALLABLE:
+        raise ValueError(
+            f"Trying to call function `{name}` with `call`, use `{name}` directly instead."
+        )
+
+
+def per_env_values(values: Any, num_envs: int) -> list[Any]:
+    """``set_attr``'s values as one per env: a list or tuple of ``num_envs`` values, or one value
+    for every env.
+
+    Raises:
+        ValueError: A list or tuple whose length is not ``num_envs``.
+    """
+    if not isinstance(values, (list, tuple)):
+        values = [values] * num_envs
+    if len(values) != num_envs:
+        raise ValueError(
+            f"set_attr needs one value or a list of {num_envs} values; got {len(values)}."
+        )
+    return list(values)

@@ -49,27 +49,23 @@ from typing import Any
 
 import gymnasium
 import numpy as np
-from gymnasium import spaces as gym_spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from batchppo.envs.async_compat import (
-    NOT_CALLABLE,
     InvalidArgumentError,
     batch_observation_space,
     check_async_options,
+    check_callable,
     expected_spaces,
     parse_autoreset_mode,
     parse_seeds,
+    per_env_values,
     split_reset_mask,
 )
-from batchppo.envs.batch_transform import BatchTransform, resolve_transform
+from batchppo.envs.batch_transform import BatchTransform, TransformFactory, resolve_transform
 from batchppo.envs.call_state import BatchState, CallState
-from batchppo.envs.errors import (
-    EnvTimeoutError,
-    WorkerDiedError,
-    WorkerError,
-)
+from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, WorkerError
 from batchppo.envs.infos import merge_info_parts
 from batchppo.envs.pool import WorkerPool, check_step_timeout, split_envs
 from batchppo.envs.protocol import Layout
@@ -89,8 +85,6 @@ __all__ = [
 ]
 
 _LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
-
-
 _DEFAULT = BatchState.DEFAULT
 _WAITING_STEP = BatchState.WAITING_STEP
 
@@ -108,11 +102,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     """Gymnasium envs stepped in parallel by worker processes over shared memory.
 
     A drop-in for ``gymnasium.vector.AsyncVectorEnv``: the same spaces and batching
-    (``batch_space``; Dict/Tuple observations and actions come as dicts/tuples of arrays),
-    autoreset modes, ``reset_mask``, ``*_async``/``*_wait`` pairs and error classes. Where it
-    differs on purpose: ``final_obs`` is dense (see the module docstring), rewards are
-    float32, and a ``*_wait`` that times out leaves its call pending (call it again to keep
-    waiting) instead of abandoning it.
+    (``batch_space``; Dict/Tuple observations and actions come as dicts/tuples of arrays), autoreset
+    modes, ``reset_mask``, ``*_async``/``*_wait`` pairs and error classes. Where it differs on
+    purpose: ``final_obs`` is dense (see the module docstring), rewards are float32, and a
+    ``*_wait`` that times out leaves its call pending (call it again to keep waiting) instead of
+    abandoning it.
 
     Examples:
         >>> import gymnasium
@@ -122,15 +116,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         ...     obs, reward, terminated, truncated, infos = env.step(env.action_space.sample())
 
     Args:
-        env_fns: One callable per env returning a ``gymnasium.Env`` (lambdas and closures are
-            fine: they are shipped with cloudpickle).
+        env_fns: One callable per env returning a ``gymnasium.Env`` (lambdas and closures are fine:
+            they are shipped with cloudpickle).
         num_workers: Number of units that step envs: worker processes, plus the parent when
             ``step_in_parent``; default: the CPUs available (``os.sched_getaffinity``).
-        envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When
-            given, the number of units is ``ceil(num_envs / K)``.
-        shared_memory: ``AsyncVectorEnv``'s keyword. BatchEnv always passes observations
-            through shared memory, so only True is accepted; False raises a ``ValueError``
-            (use ``AsyncVectorEnv`` for spaces shared memory cannot hold).
+        envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When given,
+            the number of units is ``ceil(num_envs / K)``.
+        shared_memory: ``AsyncVectorEnv``'s keyword. BatchEnv always passes observations through
+            shared memory, so only True is accepted; False raises a ``ValueError`` (use
+            ``AsyncVectorEnv`` for spaces shared memory cannot hold).
         copy: As in ``AsyncVectorEnv``: with True (the default) ``step`` and ``reset`` return fresh
             observation arrays; with False the observations they return (and ``infos["final_obs"]``)
             are views into shared memory that the next step or reset overwrites. Rewards, terminated
@@ -140,19 +134,18 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ``"forkserver"`` (None, the default) or ``"spawn"``. ``"fork"`` raises a ``ValueError``:
             a worker forked from a process that runs threads (JAX's) can deadlock. Reported in
             ``context``.
-        daemon: As in ``AsyncVectorEnv``: the workers' ``daemon`` flag (default True). A
-            daemonic worker cannot start child processes of its own; set False for envs
-            that do (``close``, Ctrl-C and the parent's death still end the workers).
-        worker: ``AsyncVectorEnv``'s custom worker function; BatchEnv's workers run their
-            own protocol, so only None is accepted (a function raises a ``ValueError``
-            naming the alternatives: a ``gymnasium.Wrapper`` per env, or ``AsyncVectorEnv``).
+        daemon: As in ``AsyncVectorEnv``: the workers' ``daemon`` flag (default True). A daemonic
+            worker cannot start child processes of its own; set False for envs that do (``close``,
+            Ctrl-C and the parent's death still end the workers).
+        worker: ``AsyncVectorEnv``'s custom worker function; BatchEnv's workers run their own
+            protocol, so only None is accepted (a function raises a ``ValueError`` naming the
+            alternatives: a ``gymnasium.Wrapper`` per env, or ``AsyncVectorEnv``).
         observation_mode: As in ``AsyncVectorEnv``. ``"same"`` (the default): every env's
-            observation space equals env 0's. ``"different"``: the spaces may differ in
-            their bounds but share env 0's shape and dtype; ``single_observation_space``
-            is env 0's and ``observation_space`` batches them all
-            (``batch_differing_spaces``). A tuple ``(observation_space,
-            single_observation_space)`` sets both; every env's space must share the single
-            one's shape and dtype. Other modes than ``"same"`` do not combine with
+            observation space equals env 0's. ``"different"``: the spaces may differ in their bounds
+            but share env 0's shape and dtype; ``single_observation_space`` is env 0's and
+            ``observation_space`` batches them all (``batch_differing_spaces``). A tuple
+            ``(observation_space, single_observation_space)`` sets both; every env's space must
+            share the single one's shape and dtype. Other modes than ``"same"`` do not combine with
             ``transform``.
         step_in_parent: Opt-in: the parent steps the first ``K`` envs itself while the workers step
             the others (saves one process and its signalling), in ``step_wait``, so ``step_async``
@@ -160,14 +153,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             calls ``os._exit`` or segfaults ends the calling process. With ``num_workers=1`` no
             process is started at all (the ``"sync"`` backend of [`make`][batchppo.envs.make.make]).
         start_method: BatchEnv's older name for ``context`` (give one of the two).
-        spin_us: Microseconds the parent's wait for the workers spins (non-blocking tries,
-            then ``sched_yield``) before it blocks on their semaphores. Spinning saves the
-            wake-up latency of a blocked process when the other side answers quickly;
-            blocking costs no CPU on long waits.
-        worker_spin_us: Microseconds a worker spins, the same way, waiting for its next
-            command after answering one. A worker still spinning when the next step comes
-            starts it without a wake-up; one that spins longer than the caller takes between
-            steps spends up to this much CPU per step.
+        spin_us: Microseconds the parent's wait for the workers spins (non-blocking tries, then
+            ``sched_yield``) before it blocks on their semaphores. Spinning saves the wake-up
+            latency of a blocked process when the other side answers quickly; blocking costs no CPU
+            on long waits.
+        worker_spin_us: Microseconds a worker spins, the same way, waiting for its next command
+            after answering one. A worker still spinning when the next step comes starts it without
+            a wake-up; one that spins longer than the caller takes between steps spends up to this
+            much CPU per step.
         autoreset_mode: A ``gymnasium.vector.AutoresetMode`` or its value (``"SameStep"``,
             ``"NextStep"``, ``"Disabled"``); default ``NEXT_STEP``, as in ``AsyncVectorEnv``.
             ``SAME_STEP`` is what the learners use, and what
@@ -182,65 +175,57 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             exactly as over envs wrapped in that stack. Or a ``TransformFactory`` (what
             [`make`][batchppo.envs.make.make] passes), asked for the transform once env 0's raw
             spaces are known; where it has none, every env gets its per-env stack.
-        step_timeout: Seconds a worker may take to answer a step, reset or call (counted from the
-            command: [`step_async`][batchppo.envs.BatchEnv.step_async],
-            [`reset_async`][batchppo.envs.BatchEnv.reset_async],
-            [`call_async`][batchppo.envs.BatchEnv.call_async]); None (the default) waits for ever.
-            Past it the hung workers write their Python stacks (``faulthandler``, on ``SIGUSR1``),
-            are killed, and the call raises [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError]
-            naming their envs and showing the stacks; the batch env is then broken, except in a step
-            with restarts on, where the hung workers are handled as dead ones (respawned, their
-            envs' episodes truncated; see *Restarts*). A restart's respawn and its rebuild and reset
-            are bounded too (see *Restarts*). It bounds the worker processes only: envs stepped in
-            the parent (``step_in_parent``) are not timed, nor is building the envs at construction
-            (building may legitimately take long, and the caller sees it happen).
+        step_timeout: Seconds a worker may take to answer a step, reset or call, counted from its
+            ``*_async`` call; None (the default) waits for ever. Past it the hung workers write
+            their Python stacks (``faulthandler``, on ``SIGUSR1``), are killed, and the call raises
+            [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] naming their envs and showing the
+            stacks; the batch env is then broken, except in a step with restarts on, where hung
+            workers are handled as dead ones (see *Restarts*, which bounds a restart's waits too).
+            Only the worker processes are timed: not the envs stepped in the parent
+            (``step_in_parent``), nor building the envs at construction (which may legitimately take
+            long, and the caller sees it happen).
 
-    **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces
-    and metadata, then the parent lays out the shared memory and hands it to them. No env is
-    built in the calling process unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there
-    once more).
+    **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces and
+    metadata, then the parent lays out the shared memory and hands it to them. No env is built in
+    the calling process unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there once more).
 
     **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step`` raises, or
-    a worker process dies during a step, [`step`][batchppo.envs.BatchEnv.step] (and
-    [`step_arrays`][batchppo.envs.BatchEnv.step_arrays]) does not raise. The env is built again from
-    its env function (for a dead worker: the worker is respawned and builds all its envs) and reset
-    with a fresh seed (``restart_seed`` of the env's last reset seed and the restart's number); a
-    worker that did not answer within ``step_timeout`` is killed and handled as a dead one. For that
-    step each such env reports ``truncated=True``, ``terminated=False``, reward 0, the last obs it
-    returned as its final obs, and the new episode's first obs as its obs; the envs of a dead worker
-    that did not cause its death are restarted in the same way. Each restarted env counts once in
-    ``restarts``, is marked in ``infos["env_restarted"]`` (with the mask
-    ``infos["_env_restarted"]``; its ``final_info`` is ``{}``), and gets a
-    [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning] naming the error. When a step would take
-    ``restarts`` past ``max_restarts``, nothing is restarted and the step raises the error (the
-    env's type, ``WorkerDiedError`` or ``EnvTimeoutError``) as with ``max_restarts=0``, its message
-    naming the budget. Errors and worker deaths outside a step (construction, ``reset``, ``call``)
-    raise as with ``max_restarts=0``; a rebuild or reset that fails in a restart raises and breaks
-    the batch env (it then accepts only ``close``). With ``step_timeout`` each wait of a restart is
-    bounded by it, counted from its own
-    command: a respawned worker's start (building its envs, taking their rows), then the
-    restart proper (rebuilding the envs that raised, resetting every restarted env). A worker that
-    does not answer in time is killed and [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] is
-    raised naming its envs and showing its stacks; the batch env is broken. This is a failed
-    restart, treated as a failed rebuild or reset is: not retried and not counted in ``restarts``,
-    because an env that hangs in its restart would most likely hang in the next one too, and every
-    try would hold the run for another ``step_timeout`` without progress.
+    a worker process dies during a step (or does not answer within ``step_timeout``: it is killed
+    and handled as a dead one), [`step`][batchppo.envs.BatchEnv.step] and
+    [`step_arrays`][batchppo.envs.BatchEnv.step_arrays] do not raise. The env is built again from
+    its env function (a dead worker is respawned and builds all its envs: all are restarted) and
+    reset with a fresh seed (``restart_seed`` of the env's last reset seed and the restart's
+    number). For that step each such env reports ``truncated=True``, ``terminated=False``, reward 0,
+    the last obs it returned as its final obs and the new episode's first obs as its obs; it counts
+    once in ``restarts``, is marked in ``infos["env_restarted"]`` (mask ``infos["_env_restarted"]``;
+    its ``final_info`` is ``{}``) and gets an [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning]
+    naming the error. A step that would take ``restarts`` past ``max_restarts`` restarts nothing and
+    raises the error (the env's type, ``WorkerDiedError`` or ``EnvTimeoutError``) as with
+    ``max_restarts=0``, its message naming the budget. Errors and worker deaths outside a step
+    (construction, ``reset``, ``call``) raise as with ``max_restarts=0``; a rebuild or reset that
+    fails in a restart raises and breaks the batch env (it then accepts only ``close``). With
+    ``step_timeout`` each wait of a restart is bounded by it, counted from its own command: a
+    respawned worker's start (building its envs, taking their rows), then the restart proper
+    (rebuilding the envs that raised, resetting every restarted env). A worker that does not answer
+    in time is killed and [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] is raised naming its
+    envs and showing its stacks; the batch env is broken. Such a failed restart is not retried and
+    not counted in ``restarts``, as a failed rebuild or reset: an env that hangs in its restart
+    would most likely hang in the next one too, each try holding the run for another
+    ``step_timeout``.
 
     Attributes:
-        shared_memory, copy, context, daemon, worker, observation_mode: As in
-            ``AsyncVectorEnv`` (``context`` is the start method in use, ``worker`` None).
+        shared_memory, copy, context, daemon, worker, observation_mode: As in ``AsyncVectorEnv``
+            (``context`` is the start method in use, ``worker`` None).
         max_restarts: The restart budget given at construction.
         step_timeout: The limit on a worker's answer given at construction (None: none).
-        restarts: Envs restarted so far (see *Restarts*), at most ``max_restarts``.
 
     A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``: its
     workers then do not run the script again (see ``batchppo.envs.processes``).
 
     Raises:
-        ValueError: No envs, bad counts, an unknown autoreset mode, unsupported or differing
-            spaces.
-        RuntimeError: This Python cannot start workers without running an unguarded main
-            script again (the message names the fix).
+        ValueError: No envs, bad counts, an unknown autoreset mode, unsupported or differing spaces.
+        RuntimeError: This Python cannot start workers without running an unguarded main script
+            again (the message names the fix).
     """
 
     def __init__(
@@ -267,15 +252,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._calls = CallState()  # which call is pending
         self._pool: WorkerPool | None = None  # the worker processes
         self._arrays: SharedArrays | None = None  # laid out once env 0's spaces are known
-        self._transform_arg = transform
         self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
-        self._wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None
         self._want_info = False  # of the step in flight
 
         env_fns = list(env_fns)
         num_envs = len(env_fns)
         ranges, parent_envs = split_envs(num_envs, num_workers, envs_per_worker, step_in_parent)
-        start_method, self._obs_rule = check_async_options(
+        start_method, obs_rule = check_async_options(
             shared_memory, copy, context, start_method, daemon, worker, observation_mode, transform
         )
         # AsyncVectorEnv's attributes of the same names.
@@ -288,7 +271,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         self._restarts = Restarts(max_restarts, num_envs, self.autoreset_mode)
         self.max_restarts = max_restarts
-        self._restartable = max_restarts > 0
+        self._restartable = restartable = max_restarts > 0
         self.step_timeout = check_step_timeout(step_timeout)
         self.num_envs = num_envs
         self.copy = copy
@@ -306,14 +289,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         _LIVE.add(self)
         try:
             reports = self._pool.start(
-                env_fns,
-                observation_mode,
-                self._obs_rule,
-                self.autoreset_mode,
-                self._restartable,
-                transform,
+                env_fns, observation_mode, obs_rule, self.autoreset_mode, restartable, transform
             )
-            self._setup(reports, observation_mode)
+            self._setup(reports, observation_mode, transform)
         except BaseException:
             self.close(terminate=True)
             raise
@@ -322,41 +300,22 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self,
         reports: list[dict[str, Any]],
         observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
+        transform: BatchTransform | TransformFactory | None,
     ) -> None:
-        """Decides the spaces and the transform from env 0, lays out the shared memory, and has
-        every slot of the pool take its rows (``WorkerPool.connect``).
-
-        Args:
-            reports: What each slot said of its envs (``describe_envs``), in env order: env 0 is
-                the first env of the parent's share, or of worker 0.
-            observation_mode: As given to the constructor.
-        """
-        raw = (reports[0]["observation_space"], reports[0]["action_space"])
-        self.metadata = dict(reports[0]["metadata"])
-        self.render_mode = reports[0]["render_mode"]
-        # The spaces every env must match (env 0's, or the single space of a custom mode).
-        self._expected = expected_spaces(observation_mode, raw)
-        self._transform, self._wrap, (obs_space, act_space) = resolve_transform(
-            self._transform_arg, raw, self._expected
-        )
+        """Decides the spaces and the transform from env 0 (its slot's report, the first of
+        ``reports``), lays out the shared memory, and has every slot take its rows."""
+        env0 = reports[0]
+        raw = (env0["observation_space"], env0["action_space"])
+        self.metadata = {**env0["metadata"], "autoreset_mode": self.autoreset_mode}
+        self.render_mode = env0["render_mode"]
+        expected = expected_spaces(observation_mode, raw)  # what every env must match
+        self._transform, wrap, (obs_space, act_space) = resolve_transform(transform, raw, expected)
         check_supported(obs_space, act_space)
-        self.single_observation_space = obs_space
-        self.single_action_space = act_space
-        num_envs = self.num_envs
-        self.metadata["autoreset_mode"] = self.autoreset_mode
-        self.observation_space = batch_space(obs_space, num_envs)
-        self.action_space = batch_space(act_space, num_envs)
-        self._discrete = isinstance(act_space, gym_spaces.Discrete)
-        self._arrays = arrays = SharedArrays(num_envs, self._pool.size, obs_space, act_space)
-        self._pool.connect(
-            self._expected,
-            arrays.layout,
-            self._discrete,
-            self._transform,
-            self._wrap is not None,
-            arrays.fd,
-            arrays.views,
-        )
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.observation_space = batch_space(obs_space, self.num_envs)
+        self.action_space = batch_space(act_space, self.num_envs)
+        self._arrays = SharedArrays(self.num_envs, self._pool.size, obs_space, act_space)
+        self._pool.connect(expected, self._arrays, self._transform, wrap is not None)
         self.observation_space = batch_observation_space(
             observation_mode, self.observation_space, reports
         )
@@ -376,9 +335,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     @property
     def worker_pids(self) -> tuple[int, ...]:
         """The pid of each worker process, in worker order (one per entry of
-        [`worker_envs`][batchppo.envs.BatchEnv.worker_envs]); a worker that died keeps its pid here
-        until it is respawned. Empty when the parent steps every env. Read-only: for tests and
-        monitoring."""
+        [`worker_envs`][batchppo.envs.BatchEnv.worker_envs]); a worker that died keeps its pid until
+        it is respawned. Empty when the parent steps every env. Read-only: for tests, monitoring."""
         return self._pool.pids
 
     @property
@@ -468,10 +426,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             calls.state = _DEFAULT
             parts += self._restarts.restart(failures, dead, self._pool, self._arrays)
         self._arrays.end_step(self._same_step)
-        if want_info:
-            infos = merge_info_parts(parts, self.num_envs) if parts else {}
-            return infos
-        return {}
+        return merge_info_parts(parts, self.num_envs) if want_info and parts else {}
 
     def step_wait(
         self, timeout: float | None = None
@@ -539,17 +494,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             )
         self._start_step(actions, False)
         self._finish_step(None)
-        a = self._arrays
-        if self.copy:
-            copy = a.copy_obs
-            return (
-                copy(a.obs),
-                a.reward.copy(),
-                a.terminated.copy(),
-                a.truncated.copy(),
-                copy(a.final_obs),
-            )
-        return a.obs, a.reward, a.terminated, a.truncated, a.final_obs
+        return self._arrays.results(self.copy)
 
     # ------------------------------------------------------------------ pipe requests
 
@@ -624,10 +569,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ValueError: ``name`` is one of ``reset``, ``step``, ``close`` (use them directly).
             AlreadyPendingCallError: A step, reset or call is pending.
         """
-        if name in NOT_CALLABLE:
-            raise ValueError(
-                f"Trying to call function `{name}` with `call`, use `{name}` directly instead."
-            )
+        check_callable(name)
         send = functools.partial(self._pool.send_call, name, args, kwargs)
         self._calls.start(BatchState.WAITING_CALL, "call_async", send, self._abort)
 
@@ -676,13 +618,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             AlreadyPendingCallError: A step, reset or call is pending.
         """
         self._calls.check_usable()
-        if not isinstance(values, (list, tuple)):
-            values = [values] * self.num_envs
-        if len(values) != self.num_envs:
-            raise ValueError(
-                f"set_attr needs one value or a list of {self.num_envs} values; got {len(values)}."
-            )
-        send = functools.partial(self._pool.send_set_attr, name, list(values))
+        values = per_env_values(values, self.num_envs)
+        send = functools.partial(self._pool.send_set_attr, name, values)
         self._calls.start(BatchState.WAITING_CALL, "set_attr", send, self._abort)
         self._answers(BatchState.WAITING_CALL, "set_attr", None)
 

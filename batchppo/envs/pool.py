@@ -47,9 +47,9 @@ from batchppo.envs.protocol import (
     STATUS_ERROR,
     STATUS_OK,
     STATUS_RESTART,
-    Layout,
     spin_acquire,
 )
+from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.stderr_tail import StderrTails
 
 __all__ = ["HungError", "StepAnswers", "WorkerPool", "check_step_timeout", "split_envs"]
@@ -342,37 +342,31 @@ class WorkerPool:
     def connect(
         self,
         spaces: tuple[gymnasium.Space, gymnasium.Space],
-        layout: Layout,
-        discrete: bool,
+        arrays: SharedArrays,
         transform: BatchTransform | None,
         wrap: bool,
-        buffer_fd: int | None,
-        views: dict[str, Any],
     ) -> None:
         """Hands every slot the shared memory and what to make of it (the second half of its
         start); each checks its envs' spaces and takes its rows.
 
         Args:
             spaces: The ``(observation, action)`` spaces every env must match.
-            layout: The shared buffer's layout.
-            discrete: Whether actions are scalar integers.
+            arrays: The shared buffer and its arrays, the command and status words (one per
+                worker) among them.
             transform: The batch transform the slots apply to their envs, or None.
             wrap: Whether each env gets the per-env stack of the ``TransformFactory`` given to
                 ``start``.
-            buffer_fd: The shared buffer's file descriptor (None when there are no workers).
-            views: The arrays of the shared buffer (``Layout.views``), the command and status
-                words (one per worker) among them.
 
         Raises:
             SpaceMismatchError: An env's spaces do not match env 0's (with its index).
         """
         # Kept for respawned workers.
-        start_message = ("start", spaces, layout, discrete, transform, wrap)
+        start_message = ("start", spaces, arrays.layout, arrays.discrete, transform, wrap)
         self._start_message = start_message
-        self._buffer_fd = buffer_fd
-        self._cmd, self._status = views["cmd"], views["status"]
+        self._buffer_fd = arrays.fd
+        self._cmd, self._status = arrays.views["cmd"], arrays.views["status"]
         if self._parent is not None:
-            self._parent.connect(start_message, views)
+            self._parent.connect(start_message, arrays.views)
         if not self._ranges:
             return
         for slot in range(len(self._ranges)):

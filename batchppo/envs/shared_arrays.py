@@ -17,6 +17,7 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+from gymnasium import spaces as gym_spaces
 
 from batchppo.envs.async_compat import check_action_batch, check_action_dtype, check_action_shape
 from batchppo.envs.final_obs import fill_final_obs
@@ -50,6 +51,7 @@ class SharedArrays:
         obs_rows: Per observation leaf, its ``(num_envs, -1)`` view.
         final_rows: Per observation leaf, the ``(num_envs, -1)`` view of the final obs.
         copy_obs: Makes a fresh copy of ``obs`` or ``final_obs`` (a nested one included).
+        discrete: Whether actions are scalar integers (the envs get them as Python ints).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class SharedArrays:
         self.final_rows = [f.reshape(num_envs, -1) for f in v["final_obs"]]
         self.copy_obs = np.ndarray.copy if is_leaf(obs_space) else _copy_tree
         self._not_done = np.zeros((num_envs, 1), dtype=bool)
+        self.discrete = isinstance(act_space, gym_spaces.Discrete)
         self._act_space = act_space
         self._act = v["act"][0] if is_leaf(act_space) else None  # None: nested actions
         self._act_leaves = v["act"]
@@ -122,6 +125,20 @@ class SharedArrays:
         done = np.logical_or(self.terminated, self.truncated, out=self.done)
         if same_step:
             fill_final_obs(self.final_rows, self.obs_rows, done, self._not_done)
+
+    def results(self, copy: bool) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
+        """``(obs, reward, terminated, truncated, final_obs)`` of the last step: fresh copies, or
+        with ``copy`` False the shared arrays themselves (the next step overwrites them)."""
+        if copy:
+            copy_obs = self.copy_obs
+            return (
+                copy_obs(self.obs),
+                self.reward.copy(),
+                self.terminated.copy(),
+                self.truncated.copy(),
+                copy_obs(self.final_obs),
+            )
+        return self.obs, self.reward, self.terminated, self.truncated, self.final_obs
 
     def close(self) -> None:
         """Closes the buffer's file descriptor; the mapping stays, for the arrays handed out."""
