@@ -159,7 +159,7 @@ class LocalWorker:
                 env.close()
         self._envs = []
 
-    def _error(self, exc: Exception) -> Exception:
+    def _error(self, exc: Exception) -> BaseException:
         """``exc``, its message naming the env that raised it in the parent process."""
         index = self._group.current_global
         self._group.current = None
