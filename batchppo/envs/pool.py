@@ -192,6 +192,7 @@ class WorkerPool:
         self._ranges = ranges
         self._parent_envs = parent_envs
         self._parent: LocalWorker | None = None  # built by ``start``
+        self._first_slot = _PARENT if parent_envs is not None else 0
         # Decided before any env is built: this may refuse the main script.
         self._process_class = (
             _processes.process_class(ctx, import_main=not _processes.main_would_rerun_caller())
@@ -240,7 +241,7 @@ class WorkerPool:
     @property
     def slots(self) -> range:
         """Every slot, in the order of their envs (the parent's first, when it steps some)."""
-        return range(_PARENT if self._parent_envs is not None else 0, len(self._ranges))
+        return range(self._first_slot, len(self._ranges))
 
     @property
     def ranges(self) -> list[tuple[int, int]]:
@@ -622,7 +623,7 @@ class WorkerPool:
             first = partial.answered
             error, parts, failures, dead = partial.answers
         else:
-            first, error, parts, failures, dead = self.slots.start, None, [], [], []
+            first, error, parts, failures, dead = self._first_slot, None, [], [], []
         self.hung_reasons = {}
         hung: list[int] = []
         slot = first
@@ -663,7 +664,12 @@ class WorkerPool:
             HungError: The ``step_timeout`` deadline passed.
             multiprocessing.TimeoutError: ``deadline`` passed.
         """
-        status, message = self._step_answer(slot, deadline)
+        if slot == _PARENT:  # the parent's share steps now
+            status, message = self._parent.step()
+        else:
+            self._wait_done(slot, deadline)
+            status = self._status[slot]
+            message = None if status == STATUS_OK else self._recv(slot)
         if status == STATUS_OK:
             return None
         start, stop = self.envs_of(slot)
@@ -677,15 +683,6 @@ class WorkerPool:
         if message:
             parts.append((start, stop - start, message))
         return None
-
-    def _step_answer(self, slot: int, deadline: float | None) -> tuple[int, Any]:
-        """Slot ``slot``'s status word for the step and the message that follows it (None after
-        ``STATUS_OK``); the parent's share steps now."""
-        if slot == _PARENT:
-            return self._parent.step()
-        self._wait_done(slot, deadline)
-        status = self._status[slot]
-        return status, (None if status == STATUS_OK else self._recv(slot))
 
     # ------------------------------------------------------------------ requests
 
