@@ -14,19 +14,14 @@
   preprocessing, run in the workers by ``make(env_id, n, preprocess="atari")``.
 """
 
+from batchppo.envs.async_compat import InvalidArgumentError
 from batchppo.envs.atari import AtariStack
-from batchppo.envs.batch_env import (
-    BatchEnv,
-    BatchState,
-    EnvRestartWarning,
-    EnvTimeoutError,
-    InvalidArgumentError,
-    WorkerDiedError,
-    WorkerError,
-)
+from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform
-from batchppo.envs.errors import SpaceMismatchError
+from batchppo.envs.call_state import BatchState
+from batchppo.envs.errors import EnvTimeoutError, SpaceMismatchError, WorkerDiedError, WorkerError
 from batchppo.envs.make import batch_transform, make, make_env_fn, register_vector_env
+from batchppo.envs.restarts import EnvRestartWarning
 from batchppo.envs.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,

@@ -28,59 +28,50 @@ Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, o
 is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
 [`BatchEnv`][batchppo.envs.BatchEnv]).
 
-``BatchEnv`` holds the Gymnasium API, the argument checks, the shared-memory layout, the parent's
-share of the envs and the restart policy; its worker processes are a ``WorkerPool`` (start, respawn,
-messages, dead and hung workers, stopping), which reports a dead or killed worker back so that the
-batch env breaks.
+``BatchEnv`` holds the Gymnasium API over its shared arrays (``SharedArrays``), its pending call in
+a ``CallState``. Its worker processes are a ``WorkerPool`` (start, messages, respawn, dead and hung
+workers, stopping), which reports a dead or killed worker back so that the batch env breaks; the
+parent's share of the envs is one more slot of the pool (``LocalWorker``). The restart policy is
+``batchppo.envs.restarts``, the keywords shared with ``AsyncVectorEnv`` and Gymnasium's argument
+checks ``batchppo.envs.async_compat``.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
-import math
-import mmap
+import functools
 import multiprocessing as mp
-import os
-import tempfile
 import time
-import warnings
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from enum import Enum
 from typing import Any
 
-import cloudpickle
 import gymnasium
 import numpy as np
-from gymnasium import spaces as gym_spaces
-from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_differing_spaces, batch_space
+from gymnasium.vector.utils import batch_space
 
-from batchppo.envs import processes as _processes
-from batchppo.envs.batch_transform import (
-    BatchTransform,
-    SpacesOnly,
-    TransformFactory,
-    wrapped_env_fn,
+from batchppo.envs.async_compat import (
+    InvalidArgumentError,
+    batch_observation_space,
+    check_async_options,
+    check_callable,
+    expected_spaces,
+    parse_autoreset_mode,
+    parse_seeds,
+    per_env_values,
+    split_reset_mask,
 )
-from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces, space_difference
-from batchppo.envs.errors import (
-    EnvTimeoutError,
-    SpaceMismatchError,
-    WorkerDiedError,
-    WorkerError,
-    error_from_report,
-    with_message,
-)
-from batchppo.envs.final_obs import fill_final_obs
-from batchppo.envs.infos import batch_infos, merge_info_parts
-from batchppo.envs.pool import HungError, WorkerPool
-from batchppo.envs.protocol import CMD_STEP, CMD_STEP_INFO, Layout
-from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
-from batchppo.envs.spaces import leaves as space_leaves
+from batchppo.envs.batch_transform import BatchTransform, TransformFactory, resolve_transform
+from batchppo.envs.call_state import BatchState, CallState
+from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, WorkerError
+from batchppo.envs.infos import merge_info_parts
+from batchppo.envs.pool import WorkerPool, check_step_timeout, split_envs
+from batchppo.envs.protocol import Layout
+from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
+from batchppo.envs.shared_arrays import SharedArrays
+from batchppo.envs.spaces import check_supported
 
 __all__ = [
     "BatchEnv",
@@ -94,55 +85,8 @@ __all__ = [
 ]
 
 _LIVE: weakref.WeakSet[BatchEnv] = weakref.WeakSet()
-# Names ``call`` refuses, as AsyncVectorEnv's worker does: they have their own methods.
-_NOT_CALLABLE = ("reset", "step", "close", "_setattr", "_check_spaces")
-
-
-class BatchState(Enum):
-    """Where a [`BatchEnv`][batchppo.envs.BatchEnv] is in its life: Gymnasium's ``AsyncState``, plus
-    two ends.
-
-    ``DEFAULT`` accepts any call; ``WAITING_*`` wait for the matching ``*_wait`` call;
-    ``BROKEN`` (a worker died) and ``CLOSED`` accept only ``close``.
-    """
-
-    DEFAULT = "default"
-    WAITING_RESET = "reset"
-    WAITING_STEP = "step"
-    WAITING_CALL = "call"
-    BROKEN = "broken"
-    CLOSED = "closed"
-
-
 _DEFAULT = BatchState.DEFAULT
 _WAITING_STEP = BatchState.WAITING_STEP
-
-
-class EnvRestartWarning(RuntimeWarning):
-    """A [`BatchEnv`][batchppo.envs.BatchEnv] with ``max_restarts`` restarted an env (its step
-    raised or its worker died); the message names the error."""
-
-
-class InvalidArgumentError(ValueError, AssertionError):
-    """A bad argument that Gymnasium's vector envs reject with ``assert``.
-
-    It is a ``ValueError`` and, so that code written for ``AsyncVectorEnv`` catches it the
-    same way, an ``AssertionError``: a seed list of the wrong length, a bad ``reset_mask``.
-    """
-
-
-@dataclasses.dataclass
-class _Request:
-    """A pipe request in flight (reset or call): the parent's share and the answers so far.
-
-    A ``*_wait`` that times out keeps what it has, so the next call goes on from there.
-    """
-
-    local: Callable[[EnvGroup], Any]
-    local_done: bool = False
-    local_result: Any = None
-    local_exc: BaseException | None = None
-    answers: dict[int, tuple[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def _close_all_at_exit() -> None:
@@ -158,11 +102,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     """Gymnasium envs stepped in parallel by worker processes over shared memory.
 
     A drop-in for ``gymnasium.vector.AsyncVectorEnv``: the same spaces and batching
-    (``batch_space``; Dict/Tuple observations and actions come as dicts/tuples of arrays),
-    autoreset modes, ``reset_mask``, ``*_async``/``*_wait`` pairs and error classes. Where it
-    differs on purpose: ``final_obs`` is dense (see the module docstring), rewards are
-    float32, and a ``*_wait`` that times out leaves its call pending (call it again to keep
-    waiting) instead of abandoning it.
+    (``batch_space``; Dict/Tuple observations and actions come as dicts/tuples of arrays), autoreset
+    modes, ``reset_mask``, ``*_async``/``*_wait`` pairs and error classes. Where it differs on
+    purpose: ``final_obs`` is dense (see the module docstring), rewards are float32, and a
+    ``*_wait`` that times out leaves its call pending (call it again to keep waiting) instead of
+    abandoning it.
 
     Examples:
         >>> import gymnasium
@@ -172,15 +116,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         ...     obs, reward, terminated, truncated, infos = env.step(env.action_space.sample())
 
     Args:
-        env_fns: One callable per env returning a ``gymnasium.Env`` (lambdas and closures are
-            fine: they are shipped with cloudpickle).
+        env_fns: One callable per env returning a ``gymnasium.Env`` (lambdas and closures are fine:
+            they are shipped with cloudpickle).
         num_workers: Number of units that step envs: worker processes, plus the parent when
             ``step_in_parent``; default: the CPUs available (``os.sched_getaffinity``).
-        envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When
-            given, the number of units is ``ceil(num_envs / K)``.
-        shared_memory: ``AsyncVectorEnv``'s keyword. BatchEnv always passes observations
-            through shared memory, so only True is accepted; False raises a ``ValueError``
-            (use ``AsyncVectorEnv`` for spaces shared memory cannot hold).
+        envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When given,
+            the number of units is ``ceil(num_envs / K)``.
+        shared_memory: ``AsyncVectorEnv``'s keyword. BatchEnv always passes observations through
+            shared memory, so only True is accepted; False raises a ``ValueError`` (use
+            ``AsyncVectorEnv`` for spaces shared memory cannot hold).
         copy: As in ``AsyncVectorEnv``: with True (the default) ``step`` and ``reset`` return fresh
             observation arrays; with False the observations they return (and ``infos["final_obs"]``)
             are views into shared memory that the next step or reset overwrites. Rewards, terminated
@@ -190,19 +134,18 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ``"forkserver"`` (None, the default) or ``"spawn"``. ``"fork"`` raises a ``ValueError``:
             a worker forked from a process that runs threads (JAX's) can deadlock. Reported in
             ``context``.
-        daemon: As in ``AsyncVectorEnv``: the workers' ``daemon`` flag (default True). A
-            daemonic worker cannot start child processes of its own; set False for envs
-            that do (``close``, Ctrl-C and the parent's death still end the workers).
-        worker: ``AsyncVectorEnv``'s custom worker function; BatchEnv's workers run their
-            own protocol, so only None is accepted (a function raises a ``ValueError``
-            naming the alternatives: a ``gymnasium.Wrapper`` per env, or ``AsyncVectorEnv``).
+        daemon: As in ``AsyncVectorEnv``: the workers' ``daemon`` flag (default True). A daemonic
+            worker cannot start child processes of its own; set False for envs that do (``close``,
+            Ctrl-C and the parent's death still end the workers).
+        worker: ``AsyncVectorEnv``'s custom worker function; BatchEnv's workers run their own
+            protocol, so only None is accepted (a function raises a ``ValueError`` naming the
+            alternatives: a ``gymnasium.Wrapper`` per env, or ``AsyncVectorEnv``).
         observation_mode: As in ``AsyncVectorEnv``. ``"same"`` (the default): every env's
-            observation space equals env 0's. ``"different"``: the spaces may differ in
-            their bounds but share env 0's shape and dtype; ``single_observation_space``
-            is env 0's and ``observation_space`` batches them all
-            (``batch_differing_spaces``). A tuple ``(observation_space,
-            single_observation_space)`` sets both; every env's space must share the single
-            one's shape and dtype. Other modes than ``"same"`` do not combine with
+            observation space equals env 0's. ``"different"``: the spaces may differ in their bounds
+            but share env 0's shape and dtype; ``single_observation_space`` is env 0's and
+            ``observation_space`` batches them all (``batch_differing_spaces``). A tuple
+            ``(observation_space, single_observation_space)`` sets both; every env's space must
+            share the single one's shape and dtype. Other modes than ``"same"`` do not combine with
             ``transform``.
         step_in_parent: Opt-in: the parent steps the first ``K`` envs itself while the workers step
             the others (saves one process and its signalling), in ``step_wait``, so ``step_async``
@@ -210,14 +153,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             calls ``os._exit`` or segfaults ends the calling process. With ``num_workers=1`` no
             process is started at all (the ``"sync"`` backend of [`make`][batchppo.envs.make.make]).
         start_method: BatchEnv's older name for ``context`` (give one of the two).
-        spin_us: Microseconds the parent's wait for the workers spins (non-blocking tries,
-            then ``sched_yield``) before it blocks on their semaphores. Spinning saves the
-            wake-up latency of a blocked process when the other side answers quickly;
-            blocking costs no CPU on long waits.
-        worker_spin_us: Microseconds a worker spins, the same way, waiting for its next
-            command after answering one. A worker still spinning when the next step comes
-            starts it without a wake-up; one that spins longer than the caller takes between
-            steps spends up to this much CPU per step.
+        spin_us: Microseconds the parent's wait for the workers spins (non-blocking tries, then
+            ``sched_yield``) before it blocks on their semaphores. Spinning saves the wake-up
+            latency of a blocked process when the other side answers quickly; blocking costs no CPU
+            on long waits.
+        worker_spin_us: Microseconds a worker spins, the same way, waiting for its next command
+            after answering one. A worker still spinning when the next step comes starts it without
+            a wake-up; one that spins longer than the caller takes between steps spends up to this
+            much CPU per step.
         autoreset_mode: A ``gymnasium.vector.AutoresetMode`` or its value (``"SameStep"``,
             ``"NextStep"``, ``"Disabled"``); default ``NEXT_STEP``, as in ``AsyncVectorEnv``.
             ``SAME_STEP`` is what the learners use, and what
@@ -232,65 +175,57 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             exactly as over envs wrapped in that stack. Or a ``TransformFactory`` (what
             [`make`][batchppo.envs.make.make] passes), asked for the transform once env 0's raw
             spaces are known; where it has none, every env gets its per-env stack.
-        step_timeout: Seconds a worker may take to answer a step, reset or call (counted from the
-            command: [`step_async`][batchppo.envs.BatchEnv.step_async],
-            [`reset_async`][batchppo.envs.BatchEnv.reset_async],
-            [`call_async`][batchppo.envs.BatchEnv.call_async]); None (the default) waits for ever.
-            Past it the hung workers write their Python stacks (``faulthandler``, on ``SIGUSR1``),
-            are killed, and the call raises [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError]
-            naming their envs and showing the stacks; the batch env is then broken, except in a step
-            with restarts on, where the hung workers are handled as dead ones (respawned, their
-            envs' episodes truncated; see *Restarts*). A restart's respawn and its rebuild and reset
-            are bounded too (see *Restarts*). It bounds the worker processes only: envs stepped in
-            the parent (``step_in_parent``) are not timed, nor is building the envs at construction
-            (building may legitimately take long, and the caller sees it happen).
+        step_timeout: Seconds a worker may take to answer a step, reset or call, counted from its
+            ``*_async`` call; None (the default) waits for ever. Past it the hung workers write
+            their Python stacks (``faulthandler``, on ``SIGUSR1``), are killed, and the call raises
+            [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] naming their envs and showing the
+            stacks; the batch env is then broken, except in a step with restarts on, where hung
+            workers are handled as dead ones (see *Restarts*, which bounds a restart's waits too).
+            Only the worker processes are timed: not the envs stepped in the parent
+            (``step_in_parent``), nor building the envs at construction (which may legitimately take
+            long, and the caller sees it happen).
 
-    **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces
-    and metadata, then the parent lays out the shared memory and hands it to them. No env is
-    built in the calling process unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there
-    once more).
+    **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces and
+    metadata, then the parent lays out the shared memory and hands it to them. No env is built in
+    the calling process unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there once more).
 
     **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step`` raises, or
-    a worker process dies during a step, [`step`][batchppo.envs.BatchEnv.step] (and
-    [`step_arrays`][batchppo.envs.BatchEnv.step_arrays]) does not raise. The env is built again from
-    its env function (for a dead worker: the worker is respawned and builds all its envs) and reset
-    with a fresh seed (``restart_seed`` of the env's last reset seed and the restart's number); a
-    worker that did not answer within ``step_timeout`` is killed and handled as a dead one. For that
-    step each such env reports ``truncated=True``, ``terminated=False``, reward 0, the last obs it
-    returned as its final obs, and the new episode's first obs as its obs; the envs of a dead worker
-    that did not cause its death are restarted in the same way. Each restarted env counts once in
-    ``restarts``, is marked in ``infos["env_restarted"]`` (with the mask
-    ``infos["_env_restarted"]``; its ``final_info`` is ``{}``), and gets a
-    [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning] naming the error. When a step would take
-    ``restarts`` past ``max_restarts``, nothing is restarted and the step raises the error (the
-    env's type, ``WorkerDiedError`` or ``EnvTimeoutError``) as with ``max_restarts=0``, its message
-    naming the budget. Errors and worker deaths outside a step (construction, ``reset``, ``call``)
-    raise as with ``max_restarts=0``; a rebuild or reset that fails in a restart raises and breaks
-    the batch env (it then accepts only ``close``). With ``step_timeout`` each wait of a restart is
-    bounded by it, counted from its own
-    command: a respawned worker's start (building its envs, taking their rows), then the
-    restart proper (rebuilding the envs that raised, resetting every restarted env). A worker that
-    does not answer in time is killed and [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] is
-    raised naming its envs and showing its stacks; the batch env is broken. This is a failed
-    restart, treated as a failed rebuild or reset is: not retried and not counted in ``restarts``,
-    because an env that hangs in its restart would most likely hang in the next one too, and every
-    try would hold the run for another ``step_timeout`` without progress.
+    a worker process dies during a step (or does not answer within ``step_timeout``: it is killed
+    and handled as a dead one), [`step`][batchppo.envs.BatchEnv.step] and
+    [`step_arrays`][batchppo.envs.BatchEnv.step_arrays] do not raise. The env is built again from
+    its env function (a dead worker is respawned and builds all its envs: all are restarted) and
+    reset with a fresh seed (``restart_seed`` of the env's last reset seed and the restart's
+    number). For that step each such env reports ``truncated=True``, ``terminated=False``, reward 0,
+    the last obs it returned as its final obs and the new episode's first obs as its obs; it counts
+    once in ``restarts``, is marked in ``infos["env_restarted"]`` (mask ``infos["_env_restarted"]``;
+    its ``final_info`` is ``{}``) and gets an [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning]
+    naming the error. A step that would take ``restarts`` past ``max_restarts`` restarts nothing and
+    raises the error (the env's type, ``WorkerDiedError`` or ``EnvTimeoutError``) as with
+    ``max_restarts=0``, its message naming the budget. Errors and worker deaths outside a step
+    (construction, ``reset``, ``call``) raise as with ``max_restarts=0``; a rebuild or reset that
+    fails in a restart raises and breaks the batch env (it then accepts only ``close``). With
+    ``step_timeout`` each wait of a restart is bounded by it, counted from its own command: a
+    respawned worker's start (building its envs, taking their rows), then the restart proper
+    (rebuilding the envs that raised, resetting every restarted env). A worker that does not answer
+    in time is killed and [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] is raised naming its
+    envs and showing its stacks; the batch env is broken. Such a failed restart is not retried and
+    not counted in ``restarts``, as a failed rebuild or reset: an env that hangs in its restart
+    would most likely hang in the next one too, each try holding the run for another
+    ``step_timeout``.
 
     Attributes:
-        shared_memory, copy, context, daemon, worker, observation_mode: As in
-            ``AsyncVectorEnv`` (``context`` is the start method in use, ``worker`` None).
+        shared_memory, copy, context, daemon, worker, observation_mode: As in ``AsyncVectorEnv``
+            (``context`` is the start method in use, ``worker`` None).
         max_restarts: The restart budget given at construction.
         step_timeout: The limit on a worker's answer given at construction (None: none).
-        restarts: Envs restarted so far (see *Restarts*), at most ``max_restarts``.
 
     A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``: its
     workers then do not run the script again (see ``batchppo.envs.processes``).
 
     Raises:
-        ValueError: No envs, bad counts, an unknown autoreset mode, unsupported or differing
-            spaces.
-        RuntimeError: This Python cannot start workers without running an unguarded main
-            script again (the message names the fix).
+        ValueError: No envs, bad counts, an unknown autoreset mode, unsupported or differing spaces.
+        RuntimeError: This Python cannot start workers without running an unguarded main script
+            again (the message names the fix).
     """
 
     def __init__(
@@ -314,29 +249,16 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         transform: BatchTransform | None = None,
         step_timeout: float | None = None,
     ):
+        self._calls = CallState()  # which call is pending
         self._pool: WorkerPool | None = None  # the worker processes
-        self._transform_arg = transform
+        self._arrays: SharedArrays | None = None  # laid out once env 0's spaces are known
         self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
-        self._wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None
-        self._local: EnvGroup | None = None
-        self._state = BatchState.DEFAULT
-        self._broken_reason = ""
         self._want_info = False  # of the step in flight
-        # The parent's share of the step in flight: whether it is done, its infos and error
-        # (a step_wait that times out keeps them; the pool keeps the workers' answers).
-        self._local_stepped = False
-        self._local_part: tuple[int, int, dict[str, Any]] | None = None
-        self._local_exc: BaseException | None = None
-        self._request: _Request | None = None
 
         env_fns = list(env_fns)
         num_envs = len(env_fns)
-        if num_envs == 0:
-            raise ValueError("BatchEnv needs at least one env function; got an empty list.")
-        for name, value in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
-        start_method, self._obs_rule = _check_async_options(
+        ranges, parent_envs = split_envs(num_envs, num_workers, envs_per_worker, step_in_parent)
+        start_method, obs_rule = check_async_options(
             shared_memory, copy, context, start_method, daemon, worker, observation_mode, transform
         )
         # AsyncVectorEnv's attributes of the same names.
@@ -345,213 +267,58 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.daemon = daemon
         self.worker = None
         self.observation_mode = observation_mode
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
-            raise ValueError(f"max_restarts must be an int >= 0; got {max_restarts!r}.")
-        if max_restarts and not self._same_step:
-            raise ValueError(
-                f"max_restarts={max_restarts} needs autoreset_mode=SAME_STEP (a restarted env "
-                f"reports its cut episode as a same-step truncation); got {self.autoreset_mode}: "
-                "pass autoreset_mode='SameStep'."
-            )
+        self._restarts = Restarts(max_restarts, num_envs, self.autoreset_mode)
         self.max_restarts = max_restarts
-        self._restartable = max_restarts > 0
-        self.restarts = 0
-        if step_timeout is not None and (
-            isinstance(step_timeout, bool)
-            or not isinstance(step_timeout, (int, float))
-            or not 0 < step_timeout < math.inf
-        ):
-            raise ValueError(
-                f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
-                f"{step_timeout!r}."
-            )
-        self.step_timeout = None if step_timeout is None else float(step_timeout)
-        self._seeds: list[int | None] = [None] * num_envs  # each env's last reset seed
-        workers = num_workers or available_cpus()
-        per = envs_per_worker or math.ceil(num_envs / workers)
-        ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
-        local_range = ranges.pop(0) if step_in_parent else None
-        self._local_range = local_range
-
-        ctx = mp.get_context(start_method)
-        # Decided before any env is built: this may refuse the main script.
-        process_class = (
-            _processes.process_class(ctx, import_main=not _processes.main_would_rerun_caller())
-            if ranges
-            else None
-        )
+        self._restartable = restartable = max_restarts > 0
+        self.step_timeout = check_step_timeout(step_timeout)
         self.num_envs = num_envs
         self.copy = copy
-        self._ranges = ranges
-        self._has_workers = bool(ranges)
         self._pool = WorkerPool(
-            ctx,
+            start_method,
             ranges,
-            process_class=process_class,
+            parent_envs=parent_envs,
             daemon=daemon,
             spin_s=float(spin_us) * 1e-6,
             worker_spin_s=float(worker_spin_us) * 1e-6,
             step_timeout=self.step_timeout,
-            on_broken=_broken_callback(self),
+            on_broken=self._calls.mark_broken,
         )
 
-        self._buffer_fd: int | None = None
-        self._local_envs: list[gymnasium.Env] = []  # built, not yet in self._local
-        # Every env's observation space, by the index of its unit's first env ("different").
-        self._env_obs_spaces: dict[int, list[gymnasium.Space]] = {}
         _LIVE.add(self)
         try:
-            if local_range is not None:
-                self._build_local(env_fns, local_range, observation_mode)
-            reports = self._start_workers(env_fns) if ranges else []
-            self._setup(env_fns, reports, observation_mode)
+            reports = self._pool.start(
+                env_fns, observation_mode, obs_rule, self.autoreset_mode, restartable, transform
+            )
+            self._setup(reports, observation_mode, transform)
         except BaseException:
-            for env in self._local_envs:
-                with contextlib.suppress(Exception):
-                    env.close()
             self.close(terminate=True)
             raise
-        self._local_envs = []
-
-    def _build_local(
-        self,
-        env_fns: list[Callable[[], gymnasium.Env]],
-        local_range: tuple[int, int],
-        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
-    ) -> None:
-        """Builds the parent's share (``step_in_parent``), env 0 first, checking the spaces."""
-        try:
-            self._local_envs = build_envs(env_fns[:1], 0, None)
-            env0 = self._local_envs[0]
-            expected = (env0.observation_space, env0.action_space)
-            if self._obs_rule == "custom":
-                expected = (observation_mode[1], env0.action_space)
-                check_spaces(env0, 0, expected, "custom")
-            self._local_envs += build_envs(env_fns[1 : local_range[1]], 1, expected, self._obs_rule)
-        except Exception as exc:
-            index = getattr(exc, "batchppo_env_index", 0)
-            raise with_message(
-                exc, f"{exc}\n[batchppo] raised while building env {index} in the parent process."
-            ) from None
-        if self._obs_rule == "different":
-            self._env_obs_spaces[0] = [env.observation_space for env in self._local_envs]
 
     def _setup(
         self,
-        env_fns: list[Callable[[], gymnasium.Env]],
         reports: list[dict[str, Any]],
         observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
+        transform: BatchTransform | TransformFactory | None,
     ) -> None:
-        """Decides the spaces and the transform from env 0, lays out the shared memory, and has the
-        parent's group and the workers' (``WorkerPool.connect``) take their rows.
-
-        Args:
-            env_fns: The env functions.
-            reports: What each worker said of its envs (``describe_envs``); env 0 is the first env
-                of the parent's share, or of worker 0.
-            observation_mode: As given to the constructor.
-        """
-        if self._local_envs:
-            env0 = self._local_envs[0]
-            raw = (env0.observation_space, env0.action_space)
-            self.metadata = dict(getattr(env0, "metadata", {}) or {})
-            self.render_mode = getattr(env0, "render_mode", None)
-        else:
-            raw = (reports[0]["observation_space"], reports[0]["action_space"])
-            self.metadata = dict(reports[0]["metadata"])
-            self.render_mode = reports[0]["render_mode"]
-        # The spaces every env must match (env 0's, or the single space of a custom mode).
-        self._expected = (observation_mode[1], raw[1]) if self._obs_rule == "custom" else raw
-        self._transform, self._wrap = _resolve_transform(self._transform_arg, raw)
-        if self._transform is not None:
-            obs_space, act_space = self._transform.spaces
-        elif self._wrap is not None:
-            wrapped = self._wrap(SpacesOnly(*raw))
-            obs_space, act_space = wrapped.observation_space, wrapped.action_space
-        else:
-            obs_space, act_space = self._expected
-        for label, space in (("observation", obs_space), ("action", act_space)):
-            try:
-                space_leaves(space)
-            except ValueError as exc:
-                raise ValueError(f"The {label} space is not supported. {exc}") from None
-        self.single_observation_space = obs_space
-        self.single_action_space = act_space
-        num_envs = self.num_envs
-        self.metadata["autoreset_mode"] = self.autoreset_mode
-        self.observation_space = batch_space(obs_space, num_envs)
-        self.action_space = batch_space(act_space, num_envs)
-        self._discrete = isinstance(act_space, gym_spaces.Discrete)
-        self._layout = layout = Layout.for_spaces(num_envs, len(self._ranges), obs_space, act_space)
-        if self._ranges:
-            self._buffer_fd, self._buffer = _shared_buffer(layout.nbytes)
-        else:
-            self._buffer = bytearray(layout.nbytes)
-        self._bind_views(layout.views(self._buffer))
-
-        if self._local_envs:
-            envs, fns = self._local_envs, env_fns[: len(self._local_envs)]
-            if self._wrap is not None:
-                envs = [self._wrap(env) for env in envs]
-                fns = [wrapped_env_fn(fn, self._wrap) for fn in fns]
-            self._local = EnvGroup(
-                envs,
-                0,
-                self._v,
-                self._discrete,
-                None,
-                self.autoreset_mode,
-                fns if self.max_restarts else None,
-                self._transform,
-            )
-            self._local_envs = []
-        if self._ranges:
-            self._pool.connect(
-                (
-                    "start",
-                    self._expected,
-                    self._layout,
-                    self._discrete,
-                    self._transform,
-                    self._wrap is not None,
-                ),
-                self._buffer_fd,
-                self._cmd,
-                self._status,
-            )
-        if self._obs_rule == "different":
-            spaces = [s for _, group in sorted(self._env_obs_spaces.items()) for s in group]
-            self.observation_space = batch_differing_spaces(spaces)
-        elif self._obs_rule == "custom":
-            self.observation_space = observation_mode[0]
-
-    def _bind_views(self, v: dict[str, Any]) -> None:
-        """Keeps the shared arrays: single arrays for flat spaces, dict/tuple trees otherwise."""
-        obs_space, act_space = self.single_observation_space, self.single_action_space
-        n = self.num_envs
-        self._v = v
-        self._obs = unflatten(obs_space, v["obs"])
-        self._final_obs = unflatten(obs_space, v["final_obs"])
-        self._act = v["act"][0] if is_leaf(act_space) else None  # None: nested actions
-        self._act_leaves = v["act"]
-        self._act_paths = leaf_paths(act_space)
-        self._copy_obs = np.ndarray.copy if is_leaf(obs_space) else _copy_tree
-        self._reward, self._terminated, self._truncated = (
-            v["reward"],
-            v["terminated"],
-            v["truncated"],
+        """Decides the spaces and the transform from env 0 (its slot's report, the first of
+        ``reports``), lays out the shared memory, and has every slot take its rows."""
+        env0 = reports[0]
+        raw = (env0["observation_space"], env0["action_space"])
+        self.metadata = {**env0["metadata"], "autoreset_mode": self.autoreset_mode}
+        self.render_mode = env0["render_mode"]
+        expected = expected_spaces(observation_mode, raw)  # what every env must match
+        self._transform, wrap, (obs_space, act_space) = resolve_transform(transform, raw, expected)
+        check_supported(obs_space, act_space)
+        self.single_observation_space, self.single_action_space = obs_space, act_space
+        self.observation_space = batch_space(obs_space, self.num_envs)
+        self.action_space = batch_space(act_space, self.num_envs)
+        self._arrays = SharedArrays(self.num_envs, self._pool.size, obs_space, act_space)
+        self._pool.connect(expected, self._arrays, self._transform, wrap is not None)
+        self.observation_space = batch_observation_space(
+            observation_mode, self.observation_space, reports
         )
-        self._cmd, self._status = v["cmd"], v["status"]
-        # Per leaf, (n, -1) views of the obs and the final obs (final_obs.fill_final_obs).
-        self._obs_rows = [o.reshape(n, -1) for o in v["obs"]]
-        self._final_rows = [f.reshape(n, -1) for f in v["final_obs"]]
-        self._done = np.zeros(n, dtype=bool)
-        self._not_done = np.zeros((n, 1), dtype=bool)
-        self._act_shape = (n, *act_space.shape) if self._act is not None else None
-        self._act_dtype = np.dtype(act_space.dtype) if self._act is not None else None
-        self._ok_dtypes: set[np.dtype] = set()
 
     @property
     def transform(self) -> BatchTransform | None:
@@ -561,11 +328,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         return self._transform
 
     @property
+    def restarts(self) -> int:
+        """Envs restarted so far (see *Restarts*), at most ``max_restarts``."""
+        return self._restarts.count
+
+    @property
     def worker_pids(self) -> tuple[int, ...]:
         """The pid of each worker process, in worker order (one per entry of
-        [`worker_envs`][batchppo.envs.BatchEnv.worker_envs]); a worker that died keeps its pid here
-        until it is respawned. Empty when the parent steps every env. Read-only: for tests and
-        monitoring."""
+        [`worker_envs`][batchppo.envs.BatchEnv.worker_envs]); a worker that died keeps its pid until
+        it is respawned. Empty when the parent steps every env. Read-only: for tests, monitoring."""
         return self._pool.pids
 
     @property
@@ -573,111 +344,31 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         """Where the envs are stepped: ``(start, stop)`` of each worker's envs, in worker order (a
         new list each time; the parent's own share is
         [`parent_envs`][batchppo.envs.BatchEnv.parent_envs])."""
-        return list(self._ranges)
+        return self._pool.ranges
 
     @property
     def parent_envs(self) -> tuple[int, int] | None:
         """``(0, stop)``: the envs the calling process steps itself (``step_in_parent``);
         None when the workers step them all (the default)."""
-        return self._local_range
+        return self._pool.parent_envs
 
     @property
     def shared_layout(self) -> Layout:
         """Where the shared arrays live in the one shared buffer (``Layout``: each observation and
         action leaf's shape and dtype, as the workers write them). Read-only: for tests and
         diagnostics."""
-        return self._layout
+        return self._arrays.layout
 
     @property
     def closed(self) -> bool:
         """Whether ``close`` has run (Gymnasium's ``VectorEnv.closed``)."""
-        return self._state is BatchState.CLOSED
+        return self._calls.state is BatchState.CLOSED
 
     @closed.setter
     def closed(self, value: bool) -> None:
         # VectorEnv.close sets ``closed = True`` once close_extras has run.
         if value:
-            self._state = BatchState.CLOSED
-
-    # ------------------------------------------------------------------ processes
-
-    def _start_workers(self, env_fns: list[Callable[[], gymnasium.Env]]) -> list[dict[str, Any]]:
-        """Starts the pool's workers, which build their envs; returns what each says of its
-        envs (and keeps the observation spaces of ``observation_mode="different"``).
-
-        Raises:
-            Exception: What building an env raised (the first worker's to fail), with the
-                env index and the worker's traceback.
-        """
-        restartable = self._restartable
-        payloads = [
-            cloudpickle.dumps(
-                (
-                    env_fns[start:stop],
-                    self._obs_rule,
-                    self.autoreset_mode,
-                    restartable,
-                    self._transform_arg,
-                )
-            )
-            for start, stop in self._ranges
-        ]
-        reports = self._pool.start(payloads, restartable)
-        for (start, _), report in zip(self._ranges, reports, strict=True):
-            if report["obs_spaces"] is not None:
-                self._env_obs_spaces[start] = report["obs_spaces"]
-        return reports
-
-    def _mark_broken(self, reason: str) -> None:
-        """The batch env can take no call but ``close`` (a worker died or hung, a restart
-        failed); ``reason`` says why in its errors."""
-        self._broken_reason = reason
-        self._state = BatchState.BROKEN
-
-    def _local_error(self, exc: BaseException) -> BaseException:
-        index = self._local.current_global if self._local is not None else None
-        if self._local is not None:
-            self._local.current = None
-        return with_message(
-            exc, f"{exc}\n[batchppo] raised by env {index}, stepped in the parent process."
-        )
-
-    # ------------------------------------------------------------------ state
-
-    def _check_usable(self) -> None:
-        """Raises unless the batch env can take calls: closed, or broken by a dead worker."""
-        if self._state is BatchState.CLOSED:
-            raise ClosedEnvironmentError("This BatchEnv is closed; build a new one.")
-        if self._state is BatchState.BROKEN:
-            raise WorkerDiedError(
-                f"{self._broken_reason}; close this BatchEnv and build a new one."
-            )
-
-    def _check_idle(self, caller: str) -> None:
-        """Raises unless no call is pending (``caller`` names the method, for the message)."""
-        if self._state is _DEFAULT:
-            return
-        self._check_usable()
-        pending = self._state.value
-        raise AlreadyPendingCallError(
-            f"Calling `{caller}` while waiting for a pending call to `{pending}` to complete; "
-            f"call `{pending}_wait` first.",
-            pending,
-        )
-
-    def _check_waiting(self, state: BatchState, caller: str) -> None:
-        """Raises unless ``state``'s call is pending (``caller`` is its ``*_wait`` method)."""
-        if self._state is state:
-            return
-        self._check_usable()
-        raise NoAsyncCallError(
-            f"Calling `{caller}` without any prior call to `{state.value}_async`.", state.value
-        )
-
-    def _end_wait(self, state: BatchState) -> None:
-        """The call of ``state`` is over (answered or failed), unless the env broke or closed."""
-        if self._state is state:
-            self._state = _DEFAULT
+            self._calls.state = BatchState.CLOSED
 
     # ------------------------------------------------------------------ stepping
 
@@ -694,103 +385,48 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             AlreadyPendingCallError: A step, reset or call is pending.
             ClosedEnvironmentError: The batch env is closed.
         """
-        self._start_step(actions, CMD_STEP_INFO)
+        self._start_step(actions, True)
 
-    def _start_step(self, actions: Any, command: int) -> None:
-        if self._state is not _DEFAULT:
-            self._check_idle("step_async")
-        if self._act is None:
-            self._write_nested_actions(actions)
-        else:
-            actions = np.asarray(actions)
-            if actions.shape != self._act_shape:
-                check_action_batch(actions, self._act_shape)
-            if actions.dtype not in self._ok_dtypes:
-                self._check_action_dtype(actions.dtype)
-            np.copyto(self._act, actions, casting="unsafe")
-        if self._has_workers:
-            self._pool.start_step(command)
-        self._state = _WAITING_STEP
-        self._want_info = command == CMD_STEP_INFO
-        self._local_stepped = False
-
-    def _check_action_dtype(self, dtype: np.dtype) -> None:
-        check_action_dtype(dtype, self._act_dtype, self._act_shape)
-        self._ok_dtypes.add(dtype)
-
-    def _write_nested_actions(self, actions: Any) -> None:
-        """Checks every leaf of a Dict/Tuple action batch, then writes them to shared memory."""
-        given = check_structure(self.single_action_space, actions, "actions")
-        arrays = []
-        for path, value, dest in zip(self._act_paths, given, self._act_leaves, strict=True):
-            value = np.asarray(value)
-            try:
-                check_action_shape(value.shape, dest.shape)
-                check_action_dtype(value.dtype, dest.dtype, dest.shape)
-            except ValueError as exc:
-                raise ValueError(f"actions{path}: {exc}") from None
-            arrays.append(value)
-        for value, dest in zip(arrays, self._act_leaves, strict=True):
-            np.copyto(dest, value, casting="unsafe")
+    def _start_step(self, actions: Any, want_info: bool) -> None:
+        calls = self._calls
+        if calls.state is not _DEFAULT:
+            calls.check_idle("step_async")
+        self._arrays.write_actions(actions)
+        self._pool.start_step(want_info)
+        calls.state = _WAITING_STEP
+        self._want_info = want_info
 
     def _finish_step(self, timeout: float | None) -> dict[str, Any]:
-        """Steps the parent's share, gathers the workers; returns the batched infos."""
-        if self._state is not _WAITING_STEP:
-            self._check_waiting(_WAITING_STEP, "step_wait")
+        """Gathers the pool's answers to the step; returns the batched infos."""
+        calls = self._calls
+        if calls.state is not _WAITING_STEP:
+            calls.check_waiting(_WAITING_STEP, "step_wait")
         want_info = self._want_info
         deadline = None if timeout is None else time.monotonic() + timeout
-        parts: list[tuple[int, int, dict[str, Any]]]
-        failures: list[tuple[int | None, list[dict[str, Any]]]]  # (slot, env reports)
-        dead: list[tuple[int, str]]  # (slot, how the worker died)
         try:
-            if self._local is not None and not self._local_stepped:
-                self._local_stepped = True
-                self._local_part = self._local_exc = None
-                try:
-                    info = self._local.step(want_info)
-                    if info:
-                        self._local_part = (0, self._local.count, info)
-                except Exception as exc:
-                    self._local_exc = self._local_error(exc)
-            if self._has_workers:
-                # Only the workers that have not answered yet (a step_wait may have timed out).
-                remote_exc, parts, failures, dead = self._pool.wait_step(
-                    deadline, self._restartable
-                )
-            else:
-                remote_exc, parts, failures, dead = None, [], [], []
+            # Only the slots that have not answered yet (a step_wait may have timed out).
+            error, parts, failures, dead = self._pool.wait_step(deadline, self._restartable)
         except mp.TimeoutError:
             # The step stays pending; the pool keeps the answers gathered so far.
-            if self._state is BatchState.BROKEN:  # a dead worker; the restarts come at the end
-                self._state = _WAITING_STEP
+            if calls.state is BatchState.BROKEN:  # a dead worker; the restarts come at the end
+                calls.state = _WAITING_STEP
             raise
         except KeyboardInterrupt:
             # Workers may be mid-step: the batch cannot be resynchronised, so close it.
             self.close(terminate=True)
             raise
         except BaseException:
-            self._end_wait(_WAITING_STEP)
+            calls.end_wait(_WAITING_STEP)
             raise
-        self._state = BatchState.BROKEN if dead else _DEFAULT
-        if self._local is not None:
-            if self._local_exc is not None:
-                local_exc, self._local_exc = self._local_exc, None
-                raise local_exc
-            if self._local_part is not None:
-                parts.insert(0, self._local_part)
-            if self._local.failures:
-                failures.insert(0, (None, self._local.failures))
-        if remote_exc is not None:
-            raise remote_exc
+        calls.state = BatchState.BROKEN if dead else _DEFAULT
+        if error is not None:
+            raise error
         if failures or dead:
-            parts += self._restart(failures, dead)
-        done = np.logical_or(self._terminated, self._truncated, out=self._done)
-        if self._same_step:
-            fill_final_obs(self._final_rows, self._obs_rows, done, self._not_done)
-        if want_info:
-            infos = merge_info_parts(parts, self.num_envs) if parts else {}
-            return infos
-        return {}
+            self._restarts.check_budget(failures, dead, self._pool)
+            calls.state = _DEFAULT
+            parts += self._restarts.restart(failures, dead, self._pool, self._arrays)
+        self._arrays.end_step(self._same_step)
+        return merge_info_parts(parts, self.num_envs) if want_info and parts else {}
 
     def step_wait(
         self, timeout: float | None = None
@@ -814,18 +450,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 and the worker's traceback.
         """
         infos = self._finish_step(timeout)
-        copy = self._copy_obs if self.copy else _identity
+        a = self._arrays
+        copy = a.copy_obs if self.copy else _identity
         if self._same_step:
-            infos["final_obs"] = copy(self._final_obs)
-            infos["_final_obs"] = self._done.copy()
+            infos["final_obs"] = copy(a.final_obs)
+            infos["_final_obs"] = a.done.copy()
         # As in AsyncVectorEnv, `copy` is about observations: the rest is always fresh.
-        return (
-            copy(self._obs),
-            self._reward.copy(),
-            self._terminated.copy(),
-            self._truncated.copy(),
-            infos,
-        )
+        return copy(a.obs), a.reward.copy(), a.terminated.copy(), a.truncated.copy(), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Steps every env; ended episodes autoreset as ``autoreset_mode`` says.
@@ -837,7 +468,7 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ``(obs, reward, terminated, truncated, infos)``, as
             [`step_wait`][batchppo.envs.BatchEnv.step_wait].
         """
-        self._start_step(actions, CMD_STEP_INFO)
+        self._start_step(actions, True)
         return self.step_wait()
 
     def step_arrays(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]:
@@ -861,266 +492,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
                 f"step_arrays needs autoreset_mode=SAME_STEP (its final_obs is the last obs of "
                 f"each finished episode); this BatchEnv uses {self.autoreset_mode}. Call step."
             )
-        self._start_step(actions, CMD_STEP)
+        self._start_step(actions, False)
         self._finish_step(None)
-        if self.copy:
-            copy = self._copy_obs
-            return (
-                copy(self._obs),
-                self._reward.copy(),
-                self._terminated.copy(),
-                self._truncated.copy(),
-                copy(self._final_obs),
-            )
-        return self._obs, self._reward, self._terminated, self._truncated, self._final_obs
-
-    # ------------------------------------------------------------------ restarts
-
-    def _restart(
-        self, failures: list[tuple[int | None, list[dict[str, Any]]]], dead: list[tuple[int, str]]
-    ) -> list[tuple[int, int, dict[str, Any]]]:
-        """Restarts the envs that raised in this step and the envs of the workers that died.
-
-        See *Restarts* in the class docstring for the contract. Dead workers are respawned
-        first; then every affected group rebuilds (where the env raised) and resets its envs.
-
-        Args:
-            failures: ``(slot, reports)``: the error reports of the envs that raised, by worker
-                (slot None: the parent's share).
-            dead: ``(slot, how it died)`` of each worker that died.
-
-        Returns:
-            One batched info part ``(env index, 1, info)`` per restarted env: its reset info,
-            ``final_info`` ``{}`` and ``env_restarted`` True.
-
-        Raises:
-            Exception: Over budget: the first env's error (its own type), or
-                [`WorkerDiedError`][batchppo.envs.WorkerDiedError] for a dead worker, naming the
-                budget. Otherwise what rebuilding or resetting an env raised; the batch env is then
-                broken.
-        """
-        targets: dict[int | None, list[int]] = {}  # slot -> global indices to restart
-        for slot, reports in failures:
-            targets[slot] = [report["env_index"] for report in reports]
-        for slot, _ in dead:
-            targets[slot] = list(range(*self._ranges[slot]))
-        count = sum(len(indices) for indices in targets.values())
-        if self.restarts + count > self.max_restarts:
-            raise self._over_budget(failures, dead, count)
-        order = sorted(i for indices in targets.values() for i in indices)
-        number = {i: self.restarts + k + 1 for k, i in enumerate(order)}
-        try:
-            infos = self._restart_groups(targets, dead, number)
-        except BaseException as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            self._mark_broken(f"restarting envs {order} failed ({first})")
-            raise
-        self.restarts += count
-        self._state = _DEFAULT
-        self._warn_restarts(failures, dead, number)
-        return [
-            (i, 1, batch_infos([{**infos[i], "final_info": {}, "env_restarted": True}]))
-            for i in order
-        ]
-
-    def _restart_groups(
-        self,
-        targets: dict[int | None, list[int]],
-        dead: list[tuple[int, str]],
-        number: dict[int, int],
-    ) -> dict[int, dict[str, Any]]:
-        """Respawns the dead workers, then has each group restart its targets; their infos.
-
-        Every wait here is bounded by ``step_timeout``, counted from its own command: each respawn
-        (see ``WorkerPool.respawn``), then the workers' restart command (rebuilding the envs that
-        raised, resetting all targets). The parent's own share is not timed.
-
-        Raises:
-            EnvTimeoutError: A worker did not answer its restart in time (it is killed).
-            Exception: What rebuilding or resetting an env raised.
-        """
-        pool = self._pool
-        for slot, _ in dead:
-            start, stop = self._ranges[slot]
-            # The rows still hold the last obs the worker's envs returned: their final obs.
-            for obs2d, final2d in zip(self._obs_rows, self._final_rows, strict=True):
-                final2d[start:stop] = obs2d[start:stop]
-            pool.respawn(slot)
-        seeds = {i: restart_seed(self._seeds[i], n) for i, n in number.items()}
-        pool.start_clock()
-        for slot, indices in targets.items():
-            if slot is not None:
-                start = self._ranges[slot][0]
-                rows = [i - start for i in indices]
-                pool.send(slot, ("restart", rows, [seeds[i] for i in indices]))
-        infos: dict[int, dict[str, Any]] = {}
-        if None in targets:
-            indices = targets[None]
-            try:
-                result = self._local.restart(indices, [seeds[i] for i in indices])
-            except Exception as exc:
-                raise self._local_error(exc) from None
-            infos.update(zip(indices, result, strict=True))
-        hung: list[int] = []
-        error: BaseException | None = None
-        for slot, indices in targets.items():
-            if slot is None:
-                continue
-            try:
-                kind, result = pool.recv(slot, timed=True)
-            except HungError:
-                hung.append(slot)
-                continue
-            if kind == "error":
-                error = error or pool.remote_error(slot, result)
-            else:
-                infos.update(zip(indices, result, strict=True))
-        if hung:
-            envs = [i for slot in hung for i in targets[slot]]
-            raise pool.hung_error(hung, f"a restart of {_env_list(envs)}")
-        if error is not None:
-            raise error
-        return infos
-
-    def _over_budget(
-        self,
-        failures: list[tuple[int | None, list[dict[str, Any]]]],
-        dead: list[tuple[int, str]],
-        count: int,
-    ) -> BaseException:
-        """The error a step raises when its restarts would exceed ``max_restarts``."""
-        note = (
-            f"Not restarted: the restart budget is used up (max_restarts={self.max_restarts}, "
-            f"{self.restarts} restarts done, this step needs {count} more; in a PPOConfig the "
-            "setting is max_env_restarts)."
-        )
-        if dead:  # the batch env stays broken
-            hung = self._pool.hung_reasons
-            error = EnvTimeoutError if any(s in hung for s, _ in dead) else None
-            how, _, stacks = dead[0][1].partition("\n")
-            return (error or WorkerDiedError)(
-                f"{how}. {note} The batch env cannot continue; close it and build a new one."
-                f"{chr(10) if stacks else ''}{stacks}"
-            )
-        slot, reports = failures[0]
-        if slot is None:
-            return error_from_report(reports[0], "the parent", note)
-        return self._pool.remote_error(slot, reports[0], note)
-
-    def _warn_restarts(
-        self,
-        failures: list[tuple[int | None, list[dict[str, Any]]]],
-        dead: list[tuple[int, str]],
-        number: dict[int, int],
-    ) -> None:
-        """One [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning] per env that raised and per
-        worker that died."""
-        budget = f"of max_restarts={self.max_restarts}"
-        for _, reports in failures:
-            for report in reports:
-                index = report["env_index"]
-                tail = "\n".join(report["traceback"].rstrip().splitlines()[-3:])
-                warnings.warn(
-                    f"BatchEnv: env {index} raised {report['type_name']}: {report['message']}; "
-                    f"rebuilt and reset it, its episode reported as truncated (restart "
-                    f"{number[index]} {budget}). Traceback, last lines:\n{tail}",
-                    EnvRestartWarning,
-                    stacklevel=4,
-                )
-        for slot, how in dead:
-            start, stop = self._ranges[slot]
-            how, _, stacks = how.partition("\n")  # a hung worker's reason ends in its stacks
-            warnings.warn(
-                f"BatchEnv: {how}; respawned it as pid {self._pool.pids[slot]} and reset its "
-                f"envs {start}..{stop - 1}, their episodes reported as truncated (restarts "
-                f"{number[start]}..{number[stop - 1]} {budget}).{chr(10) if stacks else ''}"
-                f"{stacks}",
-                EnvRestartWarning,
-                stacklevel=4,
-            )
+        return self._arrays.results(self.copy)
 
     # ------------------------------------------------------------------ pipe requests
-
-    def _request_async(
-        self,
-        state: BatchState,
-        caller: str,
-        make_message: Callable[[int, int], tuple],
-        local: Callable[[EnvGroup], Any],
-    ) -> None:
-        """Sends a message to every worker; the parent's share runs ``local`` in the wait."""
-        self._check_idle(caller)
-        pool = self._pool
-        pool.start_clock()
-        try:
-            for slot, (start, stop) in enumerate(self._ranges):
-                pool.send(slot, make_message(start, stop))
-        except KeyboardInterrupt:
-            # Some workers got the message and will answer: the pipes cannot be resynchronised.
-            self.close(terminate=True)
-            raise
-        self._request = _Request(local)
-        self._state = state
-
-    def _request_wait(
-        self, state: BatchState, caller: str, timeout: float | None
-    ) -> tuple[list[tuple[int, Any]], Any]:
-        """Runs the parent's share and gathers every worker's answer to the pending request.
-
-        Returns:
-            ``([(slot, answer), ...], local_result)``.
-
-        Raises:
-            multiprocessing.TimeoutError: ``timeout`` passed; the request stays pending.
-            Exception: What an env raised (the parent's share first).
-        """
-        self._check_waiting(state, caller)
-        request = self._request
-        assert request is not None
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            if self._local is not None and not request.local_done:
-                request.local_done = True
-                try:
-                    request.local_result = request.local(self._local)
-                except Exception as exc:
-                    request.local_exc = self._local_error(exc)
-                if deadline is not None and time.monotonic() > deadline:
-                    # As AsyncVectorEnv: the call took longer than `timeout` (here the parent's
-                    # own share did); it stays pending, and the next wait returns its result.
-                    raise mp.TimeoutError(
-                        f"The call to `{caller}` has timed out after {timeout} second(s) (the "
-                        "envs stepped in this process took that long); it stays pending."
-                    )
-            hung = []
-            pool = self._pool
-            for slot in range(pool.size):
-                if slot not in request.answers:
-                    try:
-                        request.answers[slot] = pool.recv(slot, deadline, timed=True)
-                    except HungError:
-                        hung.append(slot)
-            if hung:
-                raise pool.hung_error(hung, f"a {state.value}")
-        except mp.TimeoutError:
-            raise
-        except KeyboardInterrupt:
-            # Answers may still be on their way: the pipes cannot be resynchronised.
-            self.close(terminate=True)
-            raise
-        except BaseException:
-            self._end_wait(state)
-            raise
-        self._end_wait(state)
-        self._request = None
-        if request.local_exc is not None:
-            raise request.local_exc
-        results = []
-        for slot, (kind, data) in sorted(request.answers.items()):
-            if kind == "error":
-                raise self._pool.remote_error(slot, data)
-            results.append((slot, data))
-        return results, request.local_result
 
     def reset_async(
         self,
@@ -1142,24 +518,13 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             AlreadyPendingCallError: A step, reset or call is pending.
             ClosedEnvironmentError: The batch env is closed.
         """
-        self._check_usable()
+        self._calls.check_usable()
         seeds = parse_seeds(seed, self.num_envs)
-        self._check_idle("reset_async")
+        self._calls.check_idle("reset_async")
         options, mask = split_reset_mask(options, self.num_envs)
-
-        def rows(start: int, stop: int) -> list[bool] | None:
-            return None if mask is None else mask[start:stop].tolist()
-
-        for i, env_seed in enumerate(seeds):  # what a restart derives its seed from
-            if env_seed is not None and (mask is None or mask[i]):
-                self._seeds[i] = env_seed
-
-        self._request_async(
-            BatchState.WAITING_RESET,
-            "reset_async",
-            lambda start, stop: ("reset", seeds[start:stop], options, rows(start, stop)),
-            lambda group: group.reset(seeds[: group.count], options, rows(0, group.count)),
-        )
+        self._restarts.note_seeds(seeds, mask)
+        send = functools.partial(self._pool.send_reset, seeds, options, mask)
+        self._calls.start(BatchState.WAITING_RESET, "reset_async", send, self._abort)
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
         """Waits for the reset started by [`reset_async`][batchppo.envs.BatchEnv.reset_async];
@@ -1175,15 +540,12 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         Raises:
             NoAsyncCallError: No reset is pending.
         """
-        results, local_info = self._request_wait(BatchState.WAITING_RESET, "reset_wait", timeout)
-        parts = [(0, self._local.count, local_info)] if self._local is not None else []
-        parts += [
-            (self._ranges[slot][0], self._ranges[slot][1] - self._ranges[slot][0], info)
-            for slot, info in results
-        ]
+        results = self._answers(BatchState.WAITING_RESET, "reset_wait", timeout)
+        parts = [(start, stop - start, info) for start, stop, info in results]
         infos = merge_info_parts(parts, self.num_envs)
-        self._done[...] = False
-        return (self._copy_obs(self._obs) if self.copy else self._obs), infos
+        a = self._arrays
+        a.done[...] = False
+        return (a.copy_obs(a.obs) if self.copy else a.obs), infos
 
     def reset(
         self,
@@ -1207,16 +569,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ValueError: ``name`` is one of ``reset``, ``step``, ``close`` (use them directly).
             AlreadyPendingCallError: A step, reset or call is pending.
         """
-        if name in _NOT_CALLABLE:
-            raise ValueError(
-                f"Trying to call function `{name}` with `call`, use `{name}` directly instead."
-            )
-        self._request_async(
-            BatchState.WAITING_CALL,
-            "call_async",
-            lambda start, stop: ("call", name, args, kwargs),
-            lambda group: group.call(name, args, kwargs),
-        )
+        check_callable(name)
+        send = functools.partial(self._pool.send_call, name, args, kwargs)
+        self._calls.start(BatchState.WAITING_CALL, "call_async", send, self._abort)
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """Waits for the call started by [`call_async`][batchppo.envs.BatchEnv.call_async]; one
@@ -1226,9 +581,9 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             NoAsyncCallError: No call is pending.
             multiprocessing.TimeoutError: ``timeout`` passed; the call stays pending.
         """
-        results, local = self._request_wait(BatchState.WAITING_CALL, "call_wait", timeout)
-        out = list(local or [])
-        for _, values in results:
+        results = self._answers(BatchState.WAITING_CALL, "call_wait", timeout)
+        out = []
+        for _, _, values in results:
             out.extend(values)
         return tuple(out)
 
@@ -1262,21 +617,31 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ValueError: A list or tuple whose length is not ``num_envs``.
             AlreadyPendingCallError: A step, reset or call is pending.
         """
-        self._check_usable()
-        if not isinstance(values, (list, tuple)):
-            values = [values] * self.num_envs
-        if len(values) != self.num_envs:
-            raise ValueError(
-                f"set_attr needs one value or a list of {self.num_envs} values; got {len(values)}."
-            )
-        values = list(values)
-        self._request_async(
-            BatchState.WAITING_CALL,
-            "set_attr",
-            lambda start, stop: ("set_attr", name, values[start:stop]),
-            lambda group: group.set_attr(name, values[: group.count]),
+        self._calls.check_usable()
+        values = per_env_values(values, self.num_envs)
+        send = functools.partial(self._pool.send_set_attr, name, values)
+        self._calls.start(BatchState.WAITING_CALL, "set_attr", send, self._abort)
+        self._answers(BatchState.WAITING_CALL, "set_attr", None)
+
+    def _answers(
+        self, state: BatchState, caller: str, timeout: float | None
+    ) -> list[tuple[int, int, Any]]:
+        """Every slot's answer to the pending request of ``state``, ``(start, stop, answer)`` in
+        env order (the parent's share runs it now); raises the first error an env raised."""
+        results, error = self._calls.wait(
+            state,
+            caller,
+            functools.partial(self._pool.wait_answers, timeout, caller, state.value),
+            self._abort,
         )
-        self._request_wait(BatchState.WAITING_CALL, "set_attr", None)
+        if error is not None:
+            raise error
+        return results
+
+    def _abort(self) -> None:
+        """Closes at once: Ctrl-C came while the workers may be answering, so the pipes cannot
+        be resynchronised."""
+        self.close(terminate=True)
 
     def render(self) -> tuple[Any, ...]:
         """Renders every env (needs ``render_mode`` set at construction); one frame each."""
@@ -1296,19 +661,15 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             **kwargs: What Gymnasium's ``close(**kwargs)`` passes on; ignored.
         """
         _LIVE.discard(self)
-        if self._state.value in ("reset", "step", "call"):
+        state = self._calls.state
+        if state.value in ("reset", "step", "call"):
             gymnasium.logger.warn(
-                f"Calling `close` while waiting for a pending call to `{self._state.value}` to "
-                "complete."
+                f"Calling `close` while waiting for a pending call to `{state.value}` to complete."
             )
         if self._pool is not None:
-            self._pool.stop(timeout, terminate, ask=self._state is not BatchState.BROKEN)
-        if self._local is not None:
-            self._local.close()
-            self._local = None
-        if self._buffer_fd is not None:  # the mapping stays, for the arrays handed out
-            os.close(self._buffer_fd)
-            self._buffer_fd = None
+            self._pool.stop(timeout, terminate, ask=state is not BatchState.BROKEN)
+        if self._arrays is not None:
+            self._arrays.close()
 
     def __enter__(self) -> BatchEnv:
         return self
@@ -1325,319 +686,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         return (
             f"BatchEnv(num_envs={getattr(self, 'num_envs', '?')}, "
             f"workers={self._pool.size if getattr(self, '_pool', None) else 0}, "
-            f"in_parent={getattr(self._local, 'count', 0) if self._local else 0})"
+            f"in_parent={self._pool.parent_count if getattr(self, '_pool', None) else 0})"
         )
-
-
-_START_METHODS = ("forkserver", "spawn")
-
-
-def _check_async_options(
-    shared_memory: bool,
-    copy: bool,
-    context: str | None,
-    start_method: str | None,
-    daemon: bool,
-    worker: Callable[..., None] | None,
-    observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
-    transform: BatchTransform | None,
-) -> tuple[str, str]:
-    """Checks the keywords BatchEnv shares with ``AsyncVectorEnv`` (see
-    [`BatchEnv`][batchppo.envs.BatchEnv]).
-
-    Returns:
-        The start method of the workers, and how env observation spaces must match (``"same"``,
-        ``"different"`` or ``"custom"``; see ``check_spaces``).
-
-    Raises:
-        ValueError: A keyword BatchEnv cannot honour, or a bad value; one line naming why
-            and what to use instead.
-    """
-    for name, value in (("shared_memory", shared_memory), ("copy", copy), ("daemon", daemon)):
-        if not isinstance(value, (bool, np.bool_)):
-            raise ValueError(f"{name} must be a bool; got {value!r}.")
-    if not shared_memory:
-        raise ValueError(
-            "BatchEnv(shared_memory=False) cannot be honoured: BatchEnv always returns "
-            "observations through shared memory (Box, Discrete, MultiDiscrete and MultiBinary "
-            "spaces, nested in Dict/Tuple); leave shared_memory=True (the results are the "
-            "same), or use gymnasium.vector.AsyncVectorEnv for spaces shared memory cannot hold."
-        )
-    if worker is not None:
-        raise ValueError(
-            f"BatchEnv(worker={getattr(worker, '__name__', worker)!r}) cannot run a custom "
-            "worker function: its workers run BatchEnv's own shared-memory protocol "
-            "(batchppo.envs.worker); change what an env does with a gymnasium.Wrapper in its "
-            "env function, or use gymnasium.vector.AsyncVectorEnv for a custom worker."
-        )
-    if context is not None and start_method is not None and context != start_method:
-        raise ValueError(
-            f"context={context!r} and start_method={start_method!r} disagree; they are the "
-            "same setting (start_method is BatchEnv's older name), so give one."
-        )
-    name, method = ("context", context) if context is not None else ("start_method", start_method)
-    method = "forkserver" if method is None else method
-    if method not in _START_METHODS:
-        if method not in mp.get_all_start_methods():  # multiprocessing's words, as SB3's
-            raise ValueError(
-                f"cannot find context for {method!r}: {name} must be 'forkserver' (the "
-                "default) or 'spawn'."
-            )
-        raise ValueError(
-            f"{name} must be 'forkserver' (the default) or 'spawn'; got {method!r} ('fork' can "
-            "deadlock a worker forked from a process that runs threads, such as JAX's)."
-        )
-    if isinstance(observation_mode, tuple):
-        if len(observation_mode) != 2 or not all(
-            isinstance(space, gymnasium.Space) for space in observation_mode
-        ):
-            raise ValueError(
-                "observation_mode as a tuple must be (observation_space, "
-                f"single_observation_space), two gymnasium Spaces; got {observation_mode!r}."
-            )
-        rule = "custom"
-    elif isinstance(observation_mode, str) and observation_mode in ("same", "different"):
-        rule = observation_mode
-    else:
-        raise ValueError(  # AsyncVectorEnv's words, which code written for it may match
-            "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and "
-            f"batch observation space, actual got {observation_mode}"
-        )
-    if transform is not None and rule != "same":
-        raise ValueError(
-            f"observation_mode={observation_mode!r} does not apply with a transform (the batch "
-            "env's spaces are the transform's); leave observation_mode='same'."
-        )
-    return method, rule
-
-
-def _resolve_transform(
-    transform: BatchTransform | TransformFactory | None,
-    raw: tuple[gymnasium.Space, gymnasium.Space],
-) -> tuple[BatchTransform | None, Callable[[gymnasium.Env], gymnasium.Env] | None]:
-    """The batch transform, or the per-env wrapper, for raw envs with spaces ``raw``.
-
-    Raises:
-        SpaceMismatchError: A ``BatchTransform`` built for other spaces than env 0's.
-        ValueError: ``transform`` is neither a ``BatchTransform`` nor a ``TransformFactory``.
-    """
-    if transform is None:
-        return None, None
-    if isinstance(transform, BatchTransform):
-        _check_transform_spaces(transform, raw)
-        return transform, None
-    if isinstance(transform, TransformFactory):
-        batch = transform.for_spaces(*raw)
-        return (batch, None) if batch is not None else (None, transform.wrap)
-    raise ValueError(
-        "transform must be a BatchTransform or a TransformFactory (such as "
-        f"batchppo.envs.make.StandardStack); got {type(transform).__name__}."
-    )
-
-
-def _broken_callback(env: BatchEnv) -> Callable[[str], None]:
-    """``env._mark_broken`` through a weak reference: the pool must not keep its batch env
-    alive (an env dropped without ``close`` is closed by ``__del__`` at once)."""
-    ref = weakref.ref(env)
-
-    def on_broken(reason: str) -> None:
-        target = ref()
-        if target is not None:
-            target._mark_broken(reason)
-
-    return on_broken
-
-
-def _env_list(indices: list[int]) -> str:
-    """``env 2``, ``envs 2..3`` or ``envs [1, 4]``: env indices, for messages."""
-    if len(indices) == 1:
-        return f"env {indices[0]}"
-    if indices == list(range(indices[0], indices[-1] + 1)):
-        return f"envs {indices[0]}..{indices[-1]}"
-    return f"envs {indices}"
-
-
-def _shared_buffer(nbytes: int) -> tuple[int, mmap.mmap]:
-    """A zeroed shared-memory buffer and its file descriptor, which the workers map.
-
-    The descriptor reaches each worker over its pipe (``multiprocessing.reduction``), once
-    env 0's spaces, so the buffer's size, are known: no env has to be built in the parent
-    for them.
-    """
-    if hasattr(os, "memfd_create"):
-        fd = os.memfd_create("batchppo-batch-env", os.MFD_CLOEXEC)
-    else:  # an unlinked file, in memory where the system has /dev/shm
-        fd, path = tempfile.mkstemp(
-            prefix="batchppo-batch-env-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
-        )
-        os.unlink(path)
-    try:
-        os.ftruncate(fd, nbytes)
-        return fd, mmap.mmap(fd, nbytes)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _check_transform_spaces(
-    transform: BatchTransform, raw: tuple[gymnasium.Space, gymnasium.Space]
-) -> None:
-    """Raises ``SpaceMismatchError`` unless env 0's spaces ``raw`` are those ``transform``
-    applies to."""
-    labels = ("observation", "action")
-    for label, space, expected in zip(labels, raw, transform.raw_spaces, strict=True):
-        if space != expected:
-            raise SpaceMismatchError(
-                f"env 0 has {label} space {space}, but the transform applies to {expected} "
-                f"({space_difference(space, expected)}); build the transform for these envs."
-            )
-
-
-def restart_seed(seed: int | None, restart: int) -> int | None:
-    """The seed of an env's first reset after a restart (see *Restarts* in
-    [`BatchEnv`][batchppo.envs.BatchEnv]).
-
-    Args:
-        seed: The seed of the env's last seeded reset (``seed + i`` after ``reset(seed=seed)``),
-            or None when it was never reset with a seed.
-        restart: The restart's number in its batch env (1 for the first).
-
-    Returns:
-        A seed in ``[0, 2**32)`` drawn from both by NumPy's ``SeedSequence``, or None (an
-        unseeded reset) when ``seed`` is None.
-    """
-    if seed is None:
-        return None
-    return int(np.random.SeedSequence([int(seed) % 2**64, restart]).generate_state(1)[0])
-
-
-def available_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def check_action_dtype(dtype: np.dtype, space_dtype: np.dtype, shape: tuple[int, ...]) -> None:
-    """Raises ValueError unless actions of ``dtype`` may be cast to the space's dtype.
-
-    Bool spaces take bool actions; integer spaces take integer actions; real spaces take real
-    (float or int) actions.
-
-    Args:
-        dtype: The dtype of the actions given.
-        space_dtype: The dtype of the action space.
-        shape: The expected shape of the action batch (for the message).
-
-    Raises:
-        ValueError: Naming the dtype and shape expected.
-    """
-    if np.dtype(space_dtype) == np.bool_:
-        kind_ok, expected = dtype == np.bool_, "a bool dtype"
-    elif np.issubdtype(space_dtype, np.integer):
-        kind_ok = np.issubdtype(dtype, np.integer)
-        expected = f"an integer dtype castable to {space_dtype}"
-    else:
-        kind_ok = np.issubdtype(dtype, np.number) and np.can_cast(dtype, space_dtype, "same_kind")
-        expected = f"a real (float or int) dtype castable to {space_dtype}"
-    if not kind_ok:
-        raise ValueError(f"actions must have {expected}, shape {shape}; got dtype {dtype}.")
-
-
-def check_action_batch(actions: np.ndarray, expected: tuple[int, ...]) -> None:
-    """Raises as Gymnasium's vector envs do for an action batch of the wrong shape.
-
-    Raises:
-        TypeError: A scalar where a batch is expected (Gymnasium's class and words: it cannot
-            iterate over it), naming the shape expected.
-        ValueError: Another shape (see ``check_action_shape``).
-    """
-    if actions.ndim == 0 and expected:
-        raise TypeError(
-            f"Unable to iterate over the following elements: {actions}: actions must be a "
-            f"batch of shape {expected} (num_envs, *action_shape), one action per env."
-        )
-    check_action_shape(actions.shape, expected)
-
-
-def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
-    """``AutoresetMode(mode)``; a one-line ``ValueError`` naming the valid values otherwise."""
-    try:
-        return AutoresetMode(mode)
-    except ValueError:
-        valid = ", ".join(repr(m.value) for m in AutoresetMode)
-        raise ValueError(
-            f"autoreset_mode={mode!r}: use a gymnasium.vector.AutoresetMode or one of {valid}."
-        ) from None
-
-
-def check_action_shape(shape: tuple[int, ...], expected: tuple[int, ...]) -> None:
-    """Raises ValueError naming the expected shape when ``shape`` differs."""
-    if shape != expected:
-        raise ValueError(
-            f"actions must have shape {expected} (num_envs, *action_shape); got {shape}."
-        )
-
-
-def parse_seeds(seed: int | Sequence[int | None] | None, num_envs: int) -> list[int | None]:
-    """Per-env seeds: None for all, ``seed + i`` for an int, or a list of ``num_envs`` seeds.
-
-    Raises:
-        InvalidArgumentError: A list whose length is not ``num_envs``.
-    """
-    if seed is None or isinstance(seed, (int, np.integer)):
-        return [None if seed is None else int(seed) + i for i in range(num_envs)]
-    seeds = list(seed)
-    if len(seeds) != num_envs:
-        raise InvalidArgumentError(
-            f"seed must be None, an int or a list of {num_envs} seeds; got a list of {len(seeds)}."
-        )
-    return seeds
-
-
-def split_reset_mask(
-    options: dict[str, Any] | None, num_envs: int
-) -> tuple[dict[str, Any] | None, np.ndarray | None]:
-    """Separates Gymnasium's ``options["reset_mask"]`` from the options the envs get.
-
-    Args:
-        options: The options of a reset, or None.
-        num_envs: Batch size.
-
-    Returns:
-        ``(options, mask)``: the options without ``reset_mask`` (a new dict; the envs get
-        ``{}`` when it was the only option, as in Gymnasium) and the mask, or
-        ``(options, None)`` when there is no mask.
-
-    Raises:
-        InvalidArgumentError: The mask is not a bool numpy array of shape ``(num_envs,)`` with
-            at least one True (Gymnasium's conditions).
-    """
-    if options is None or "reset_mask" not in options:
-        return options, None
-    mask = options["reset_mask"]
-    rest = {key: value for key, value in options.items() if key != "reset_mask"}
-    if not isinstance(mask, np.ndarray):
-        problem = f"must be a numpy array, got {type(mask)}"
-    elif mask.shape != (num_envs,):
-        problem = f"must have shape `({num_envs},)`, got {mask.shape}"
-    elif mask.dtype != np.bool_:
-        problem = f"must have `dtype=np.bool_`, got {mask.dtype}"
-    elif not mask.any():
-        problem = f"must contain a boolean array, got reset_mask={mask}"  # Gymnasium's words
-    else:
-        return rest, mask
-    raise InvalidArgumentError(f"`options['reset_mask': mask]` {problem}")
-
-
-def _copy_tree(tree: Any) -> Any:
-    """A copy of a dict/tuple nesting of arrays (Gymnasium's ``deepcopy`` of observations)."""
-    if isinstance(tree, dict):
-        return {key: _copy_tree(value) for key, value in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_copy_tree(value) for value in tree)
-    return tree.copy()
 
 
 def _identity(x: np.ndarray) -> np.ndarray:

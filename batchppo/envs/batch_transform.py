@@ -32,6 +32,8 @@ from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
 from batchppo.core.ranges import RangeMap
+from batchppo.envs.env_group import space_difference
+from batchppo.envs.errors import SpaceMismatchError
 from batchppo.envs.wrappers import (
     ConvertTo32Bit,
     RangeNormalize,
@@ -39,7 +41,13 @@ from batchppo.envs.wrappers import (
     non_finite_reward_message,
 )
 
-__all__ = ["BatchTransform", "SpacesOnly", "TransformFactory", "wrapped_env_fn"]
+__all__ = [
+    "BatchTransform",
+    "SpacesOnly",
+    "TransformFactory",
+    "resolve_transform",
+    "wrapped_env_fn",
+]
 
 
 class SpacesOnly(gymnasium.Env):
@@ -277,3 +285,59 @@ class BatchTransform:
             if message is not None:
                 errors.append((j, message))
         return errors
+
+
+def resolve_transform(
+    transform: BatchTransform | TransformFactory | None,
+    raw: tuple[gymnasium.Space, gymnasium.Space],
+    expected: tuple[gymnasium.Space, gymnasium.Space],
+) -> tuple[
+    BatchTransform | None,
+    Callable[[gymnasium.Env], gymnasium.Env] | None,
+    tuple[gymnasium.Space, gymnasium.Space],
+]:
+    """What a batch env's ``transform`` argument makes of raw envs with env 0's spaces ``raw``.
+
+    Args:
+        transform: The argument: a ``BatchTransform``, a ``TransformFactory`` or None.
+        raw: Env 0's ``(observation, action)`` spaces.
+        expected: The spaces every env must match (env 0's, or those of a custom
+            ``observation_mode``): the batch env's without a transform.
+
+    Returns:
+        ``(batch, wrap, spaces)``: the batch transform (or None), the per-env stack of a factory
+        that gave none (or None), and the ``(observation, action)`` spaces the batch env reports.
+
+    Raises:
+        SpaceMismatchError: A ``BatchTransform`` built for other spaces than env 0's.
+        ValueError: ``transform`` is neither a ``BatchTransform`` nor a ``TransformFactory``.
+    """
+    if transform is None:
+        return None, None, expected
+    if isinstance(transform, BatchTransform):
+        _check_transform_spaces(transform, raw)
+        return transform, None, transform.spaces
+    if isinstance(transform, TransformFactory):
+        batch = transform.for_spaces(*raw)
+        if batch is not None:
+            return batch, None, batch.spaces
+        wrapped = transform.wrap(SpacesOnly(*raw))
+        return None, transform.wrap, (wrapped.observation_space, wrapped.action_space)
+    raise ValueError(
+        "transform must be a BatchTransform or a TransformFactory (such as "
+        f"batchppo.envs.make.StandardStack); got {type(transform).__name__}."
+    )
+
+
+def _check_transform_spaces(
+    transform: BatchTransform, raw: tuple[gymnasium.Space, gymnasium.Space]
+) -> None:
+    """Raises ``SpaceMismatchError`` unless env 0's spaces ``raw`` are those ``transform``
+    applies to."""
+    labels = ("observation", "action")
+    for label, space, expected in zip(labels, raw, transform.raw_spaces, strict=True):
+        if space != expected:
+            raise SpaceMismatchError(
+                f"env 0 has {label} space {space}, but the transform applies to {expected} "
+                f"({space_difference(space, expected)}); build the transform for these envs."
+            )

@@ -2,21 +2,25 @@
 
 A pool owns ``W`` worker processes (``worker_main``), each stepping a contiguous range of envs, and
 everything that reaches them: their semaphores, pipes and stack pipes, the read end of the
-parent-alive pipe, and the command words of the shared memory. It starts them (``WorkerPool.start``,
-then ``WorkerPool.connect`` once the shared memory is laid out), sends and receives their messages,
-tells when one died or hung, kills a hung one after asking it for its Python stacks, respawns one
-(restarts) and stops them all (``WorkerPool.stop``, which never hangs).
+parent-alive pipe, and every word of the protocol (``batchppo.envs.protocol``): the command words of
+the shared memory and the pipe messages. It starts them (``WorkerPool.start``, then
+``WorkerPool.connect`` once the shared memory is laid out), steps them, sends them the requests of
+the Gymnasium API (reset, call, set_attr) and restarts and gathers the answers, tells when one died
+or hung, kills a hung one after asking it for its Python stacks, respawns one (restarts) and stops
+them all (``WorkerPool.stop``, which never hangs). With ``step_in_parent`` the envs that the
+calling process steps are one more slot, a ``LocalWorker`` that answers as a worker does, so the
+batch env talks to every slot alike.
 
 The pool does not decide what a failure means for the batch env: a worker that dies or hangs is
-reported to the ``on_broken`` callback given at construction (the batch env is then broken), and the
-restart policy, the Gymnasium API and the shared arrays stay with
-[`BatchEnv`][batchppo.envs.BatchEnv].
+reported to the ``on_broken`` callback given at construction (the batch env is then broken); the
+restart policy (``batchppo.envs.restarts``), the Gymnasium API and the shared arrays stay above it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import multiprocessing as mp
 import os
 import select
@@ -26,41 +30,53 @@ from collections.abc import Callable
 from multiprocessing import reduction
 from typing import Any
 
+import cloudpickle
+import gymnasium
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from batchppo.envs import processes as _processes
 from batchppo.envs import worker as _worker
+from batchppo.envs.batch_transform import BatchTransform
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, error_from_report
+from batchppo.envs.local_worker import LocalWorker
 from batchppo.envs.protocol import (
     CMD_PIPE,
+    CMD_STEP,
+    CMD_STEP_INFO,
     STATUS_ERROR,
     STATUS_OK,
     STATUS_RESTART,
     spin_acquire,
 )
+from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.stderr_tail import StderrTails
 
-__all__ = ["HungError", "StepAnswers", "WorkerPool"]
+__all__ = ["HungError", "StepAnswers", "WorkerPool", "check_step_timeout", "split_envs"]
 
-# The workers' answers to a step: the first error one reported (or None), their batched infos
-# as (first env, count, info), the error reports of envs that raised in restartable workers
-# as (slot, reports), and (slot, why) of each worker that died or was killed as hung.
+# The slot of the envs the calling process steps (``step_in_parent``): before worker 0's, as its
+# envs come first.
+_PARENT = -1
+
+# The slots' answers to a step: the first error one reported (or None), their batched infos as
+# (first env, count, info), the error reports of envs that raised in restartable slots as (slot,
+# reports), and (slot, why) of each worker that died or was killed as hung.
 StepAnswers = tuple[
     BaseException | None,
     list[tuple[int, int, dict[str, Any]]],
-    list[tuple[int | None, list[dict[str, Any]]]],
+    list[tuple[int, list[dict[str, Any]]]],
     list[tuple[int, str]],
 ]
 
 
 @dataclasses.dataclass(frozen=True)
 class _PartialStep:
-    """What the workers have answered of the step in flight, kept when a wait on it timed out
+    """What the slots have answered of the step in flight, kept when a wait on it timed out
     so that the next wait waits only on the others.
 
     Attributes:
-        answered: Workers ``0 .. answered - 1`` have answered (their done semaphores are
-            taken).
+        answered: The slots before slot ``answered`` have answered (the workers' done
+            semaphores are taken).
         answers: What they returned (see ``StepAnswers``).
     """
 
@@ -73,6 +89,53 @@ _POLL_S = 0.05  # how often a blocked wait checks that the other side is alive
 # the dump (faulthandler writes it in many small writes).
 _STACK_WAIT_S = 2.0
 _STACK_QUIET_S = 0.2
+
+
+def split_envs(
+    num_envs: int, num_workers: int | None, envs_per_worker: int | None, step_in_parent: bool
+) -> tuple[list[tuple[int, int]], tuple[int, int] | None]:
+    """How a batch env's envs are shared out: ``K`` envs per slot, the parent's slot first.
+
+    Args:
+        num_envs: The envs of the batch.
+        num_workers: Units that step envs (workers, plus the parent with ``step_in_parent``);
+            None: the CPUs available.
+        envs_per_worker: Envs per unit ``K``; None: ``ceil(num_envs / num_workers)``.
+        step_in_parent: Whether the calling process steps the first ``K`` envs.
+
+    Returns:
+        ``(ranges, parent_envs)``: ``(start, stop)`` of each worker's envs, and of the parent's
+        (None without ``step_in_parent``).
+
+    Raises:
+        ValueError: No envs, or a count that is not a positive int or None.
+    """
+    if num_envs == 0:
+        raise ValueError("BatchEnv needs at least one env function; got an empty list.")
+    for name, value in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
+    per = envs_per_worker or math.ceil(num_envs / (num_workers or _processes.available_cpus()))
+    ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
+    return ranges, ranges.pop(0) if step_in_parent else None
+
+
+def check_step_timeout(step_timeout: float | None) -> float | None:
+    """``step_timeout`` as a float (None: no limit).
+
+    Raises:
+        ValueError: Not a number of seconds > 0 (nor None).
+    """
+    if step_timeout is not None and (
+        isinstance(step_timeout, bool)
+        or not isinstance(step_timeout, (int, float))
+        or not 0 < step_timeout < math.inf
+    ):
+        raise ValueError(
+            f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
+            f"{step_timeout!r}."
+        )
+    return None if step_timeout is None else float(step_timeout)
 
 
 class HungError(Exception):
@@ -90,11 +153,14 @@ class HungError(Exception):
 class WorkerPool:
     """The worker processes of a batch env: start, messages, death, hangs, respawn, stop.
 
+    Its slots are ``0 .. W - 1``, the workers, and with ``parent_envs`` a slot before them for the
+    envs that the calling process steps (a ``LocalWorker``); ``slots`` lists them in env order.
+    The messages, answers and errors of every slot take the same form.
+
     Args:
-        ctx: The multiprocessing context the workers start with (forkserver or spawn).
+        start_method: The multiprocessing start method of the workers (forkserver or spawn).
         ranges: ``(start, stop)`` of the envs of each worker, in slot order.
-        process_class: The process class to start them with (``process_class``); None when
-            ``ranges`` is empty.
+        parent_envs: ``(0, K)``: the envs the calling process steps itself; None for none.
         daemon: The workers' ``daemon`` flag.
         spin_s: Seconds the parent spins on a worker's done semaphore before blocking.
         worker_spin_s: Seconds a worker spins for its next command before blocking.
@@ -103,24 +169,36 @@ class WorkerPool:
             ``SIGUSR1``.
         on_broken: Called with a one-line reason when a worker is found dead or is killed
             as hung: the batch env above can no longer use the pool as it is.
+
+    Raises:
+        RuntimeError: This Python cannot start workers without running an unguarded main script
+            again (see ``process_class``).
     """
 
     def __init__(
         self,
-        ctx: Any,
+        start_method: str,
         ranges: list[tuple[int, int]],
         *,
-        process_class: type | None,
+        parent_envs: tuple[int, int] | None,
         daemon: bool,
         spin_s: float,
         worker_spin_s: float,
         step_timeout: float | None,
         on_broken: Callable[[str], None],
     ):
-        self._ctx = ctx
+        self._ctx = ctx = mp.get_context(start_method)
         self._forkserver = ctx.get_start_method() == "forkserver"
         self._ranges = ranges
-        self._process_class = process_class
+        self._parent_envs = parent_envs
+        self._parent: LocalWorker | None = None  # built by ``start``
+        self._first_slot = _PARENT if parent_envs is not None else 0
+        # Decided before any env is built: this may refuse the main script.
+        self._process_class = (
+            _processes.process_class(ctx, import_main=not _processes.main_would_rerun_caller())
+            if ranges
+            else None
+        )
         self._daemon = daemon
         self._spin = spin_s
         self._worker_spin = worker_spin_s
@@ -134,6 +212,8 @@ class WorkerPool:
         self._alive_r: Any = None
         self._alive_w: Any = None
         self._payloads: list[bytes] = []
+        # Each slot's answer to the request in flight, kept when a wait on it timed out.
+        self._answers: dict[int, tuple[str, Any]] = {}
         self._start_message: tuple = ()
         self._buffer_fd: int | None = None
         self._cmd: np.ndarray | None = None  # the command words in shared memory
@@ -158,25 +238,86 @@ class WorkerPool:
         """The pid of each worker's process, in slot order (a dead worker's until respawned)."""
         return tuple(proc.pid for proc in self._procs)
 
-    def start(self, payloads: list[bytes], restartable: bool) -> list[dict[str, Any]]:
-        """Starts the workers, which build their envs; returns what each says of its envs.
+    @property
+    def slots(self) -> range:
+        """Every slot, in the order of their envs (the parent's first, when it steps some)."""
+        return range(self._first_slot, len(self._ranges))
 
-        The first half of a worker's start: the shared memory is laid out only once env 0's spaces
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        """``(start, stop)`` of each worker's envs, in slot order (a new list)."""
+        return list(self._ranges)
+
+    @property
+    def parent_envs(self) -> tuple[int, int] | None:
+        """``(0, K)``: the envs the calling process steps; None when the workers step them all."""
+        return self._parent_envs
+
+    @property
+    def parent_count(self) -> int:
+        """How many envs the calling process steps now (0 before its start, after ``stop``)."""
+        return self._parent.count if self._parent is not None else 0
+
+    def envs_of(self, slot: int) -> tuple[int, int]:
+        """``(start, stop)`` of the envs of ``slot``."""
+        return self._parent_envs if slot == _PARENT else self._ranges[slot]
+
+    def start(
+        self,
+        env_fns: list[Callable[[], gymnasium.Env]],
+        observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
+        obs_rule: str,
+        autoreset_mode: AutoresetMode,
+        restartable: bool,
+        transform: Any,
+    ) -> list[dict[str, Any]]:
+        """Has every slot build its envs (the parent's share first, then the workers); returns
+        what each says of its envs.
+
+        The first half of a slot's start: the shared memory is laid out only once env 0's spaces
         are known, and ``connect`` hands it over.
 
         Args:
-            payloads: Each worker's cloudpickled arguments (see ``worker_main``), kept to respawn
-                it.
-            restartable: Whether workers may be respawned (the parent-alive pipe's read end
-                is then kept for them).
+            env_fns: The batch env's env functions; each worker gets its share (kept to respawn
+                it).
+            observation_mode: The batch env's (see ``check_async_options``).
+            obs_rule: How the envs' observation spaces must match (see ``check_spaces``).
+            autoreset_mode: The batch env's autoreset mode.
+            restartable: Whether envs are restarted: their groups keep their env functions, and
+                workers may be respawned (the parent-alive pipe's read end is kept for them).
+            transform: The batch env's ``transform`` argument.
 
         Returns:
-            Each worker's report of its envs (``describe_envs``).
+            Each slot's report of its envs (``describe_envs``), in env order.
 
         Raises:
-            Exception: What building an env raised (the first worker's to fail), with the
-                env index and the worker's traceback.
+            Exception: What building an env raised (the parent's share, else the first worker's
+                to fail), with the env index and where it ran.
         """
+        reports = []
+        if self._parent_envs is not None:
+            self._parent = LocalWorker(
+                env_fns[slice(*self._parent_envs)],
+                observation_mode,
+                obs_rule,
+                autoreset_mode,
+                restartable,
+                transform,
+            )
+            reports.append(self._parent.build())
+        if self._ranges:
+            payloads = [
+                cloudpickle.dumps(
+                    (env_fns[start:stop], obs_rule, autoreset_mode, restartable, transform)
+                )
+                for start, stop in self._ranges
+            ]
+            reports += self._start_workers(payloads, restartable)
+        return reports
+
+    def _start_workers(self, payloads: list[bytes], restartable: bool) -> list[dict[str, Any]]:
+        """Starts the worker processes with their cloudpickled arguments (see ``worker_main``);
+        returns what each says of its envs."""
         ctx = self._ctx
         if ctx.get_start_method() == "forkserver":
             # Workers fork from a server that already imported these (fast start). Not
@@ -191,7 +332,7 @@ class WorkerPool:
             self._alive_r.close()
         error, reports = None, []
         for slot in range(len(self._ranges)):
-            kind, data = self.recv(slot)
+            kind, data = self._recv(slot)
             if kind == "error" and error is None:
                 error = self.remote_error(slot, data)
             reports.append(data)
@@ -200,29 +341,40 @@ class WorkerPool:
         return reports
 
     def connect(
-        self, start_message: tuple, buffer_fd: int, cmd: np.ndarray, status: np.ndarray
+        self,
+        spaces: tuple[gymnasium.Space, gymnasium.Space],
+        arrays: SharedArrays,
+        transform: BatchTransform | None,
+        wrap: bool,
     ) -> None:
-        """Hands every worker ``start_message`` and the shared memory; each checks its envs'
-        spaces and takes its rows.
+        """Hands every slot the shared memory and what to make of it (the second half of its
+        start); each checks its envs' spaces and takes its rows.
 
         Args:
-            start_message: ``("start", spaces, layout, discrete, transform, wrap)`` (see
-                ``worker_main``), kept for respawned workers.
-            buffer_fd: The shared buffer's file descriptor.
-            cmd: The command words in shared memory, one per worker.
-            status: The status words in shared memory, one per worker.
+            spaces: The ``(observation, action)`` spaces every env must match.
+            arrays: The shared buffer and its arrays, the command and status words (one per
+                worker) among them.
+            transform: The batch transform the slots apply to their envs, or None.
+            wrap: Whether each env gets the per-env stack of the ``TransformFactory`` given to
+                ``start``.
 
         Raises:
             SpaceMismatchError: An env's spaces do not match env 0's (with its index).
         """
+        # Kept for respawned workers.
+        start_message = ("start", spaces, arrays.layout, arrays.discrete, transform, wrap)
         self._start_message = start_message
-        self._buffer_fd = buffer_fd
-        self._cmd, self._status = cmd, status
+        self._buffer_fd = arrays.fd
+        self._cmd, self._status = arrays.views["cmd"], arrays.views["status"]
+        if self._parent is not None:
+            self._parent.connect(start_message, arrays.views)
+        if not self._ranges:
+            return
         for slot in range(len(self._ranges)):
             self._send_start(slot)
         error = None
         for slot in range(len(self._ranges)):
-            kind, data = self.recv(slot)
+            kind, data = self._recv(slot)
             if kind == "error" and error is None:
                 error = self.remote_error(slot, data)
         if error is not None:
@@ -307,10 +459,10 @@ class WorkerPool:
         self._procs[slot].join(1.0)
         self._conns[slot].close()
         self._spawn(slot)
-        self.start_clock()
+        self._start_clock()
         for _ in range(2):  # its envs are built; then they took their rows
             try:
-                kind, data = self.recv(slot, timed=True)
+                kind, data = self._recv(slot, timed=True)
             except HungError:
                 raise self.hung_error([slot], "a respawn (building its envs again)") from None
             if kind == "error":
@@ -354,20 +506,25 @@ class WorkerPool:
         for end in (self._alive_w, self._alive_r):
             with contextlib.suppress(Exception):
                 end.close()
+        if self._parent is not None:
+            self._parent.close()
 
     # ------------------------------------------------------------------ messages
 
-    def start_clock(self) -> None:
+    def _start_clock(self) -> None:
         """Starts the ``step_timeout`` clock of the command being sent to the workers."""
         if self._step_timeout is not None:
             self._hard_deadline = time.monotonic() + self._step_timeout
 
-    def send(self, slot: int, message: tuple) -> None:
+    def _send(self, slot: int, message: tuple) -> None:
         """Wakes worker ``slot`` for a pipe command and sends it ``message``.
 
         Raises:
             WorkerDiedError: The worker died.
         """
+        if slot == _PARENT:
+            self._parent.send(message)
+            return
         # Wake the worker first, then send: a large message must not fill the pipe while the
         # worker still sleeps on its semaphore.
         self._calls[slot] = _call_words(message)
@@ -378,7 +535,7 @@ class WorkerPool:
         except (BrokenPipeError, OSError):
             raise self._dead(slot) from None
 
-    def recv(self, slot: int, deadline: float | None = None, *, timed: bool = False) -> Any:
+    def _recv(self, slot: int, deadline: float | None = None, *, timed: bool = False) -> Any:
         """The next message of worker ``slot``.
 
         Args:
@@ -392,6 +549,8 @@ class WorkerPool:
             HungError: ``timed`` and the ``step_timeout`` deadline passed.
             multiprocessing.TimeoutError: ``deadline`` passed.
         """
+        if slot == _PARENT:  # it runs the message now (untimed)
+            return self._parent.recv()
         conn, proc = self._conns[slot], self._procs[slot]
         hard = self._hard_deadline if timed else None
         while not conn.poll(_POLL_S):
@@ -406,11 +565,15 @@ class WorkerPool:
         except (EOFError, OSError):
             raise self._dead(slot) from None
 
-    def start_step(self, command: int) -> None:
-        """Starts the ``step_timeout`` clock and wakes every worker for step ``command``
-        (its actions are in shared memory)."""
+    def start_step(self, want_info: bool) -> None:
+        """Starts the ``step_timeout`` clock and wakes every worker for a step (its actions are in
+        shared memory) that reports the envs' infos when ``want_info``; the parent's share steps
+        in ``wait_step``."""
+        command = CMD_STEP_INFO if want_info else CMD_STEP
         if self._step_timeout is not None:
             self._hard_deadline = time.monotonic() + self._step_timeout
+        if self._parent is not None:
+            self._parent.start_step(command)
         cmd = self._cmd
         for slot, sem in enumerate(self._cmd_sems):
             self._calls[slot] = "a step"
@@ -437,9 +600,9 @@ class WorkerPool:
     def wait_step(self, deadline: float | None, restartable: bool) -> StepAnswers:
         """Gathers the workers' answers to the step in flight (see ``start_step``).
 
-        Only the workers that have not answered yet are waited on: a wait that times out
-        keeps which workers answered and what they returned, and the next call goes on from
-        there and returns it all.
+        The parent's share is stepped first, then the workers are waited on. Only the slots that
+        have not answered yet are: a wait that times out keeps which slots answered and what they
+        returned, and the next call goes on from there and returns it all.
 
         Args:
             deadline: A ``step_wait`` timeout (monotonic); None waits for ever.
@@ -456,11 +619,11 @@ class WorkerPool:
             multiprocessing.TimeoutError: ``deadline`` passed; the step stays in flight.
         """
         partial, self._partial = self._partial, None
-        if partial is not None:  # an earlier wait timed out: the workers before `first` answered
+        if partial is not None:  # an earlier wait timed out: the slots before `first` answered
             first = partial.answered
             error, parts, failures, dead = partial.answers
         else:
-            first, error, parts, failures, dead = 0, None, [], [], []
+            first, error, parts, failures, dead = self._first_slot, None, [], [], []
         self.hung_reasons = {}
         hung: list[int] = []
         slot = first
@@ -491,25 +654,27 @@ class WorkerPool:
         slot: int,
         deadline: float | None,
         parts: list[tuple[int, int, dict[str, Any]]],
-        failures: list[tuple[int | None, list[dict[str, Any]]]],
+        failures: list[tuple[int, list[dict[str, Any]]]],
     ) -> BaseException | None:
-        """Waits for worker ``slot``'s step; adds its infos to ``parts``, its failed envs'
-        reports (restartable workers) to ``failures``; returns the error it reported, if any.
+        """Waits for slot ``slot``'s step; adds its infos to ``parts``, its failed envs'
+        reports (restartable slots) to ``failures``; returns the error it reported, if any.
 
         Raises:
             WorkerDiedError: The worker died.
             HungError: The ``step_timeout`` deadline passed.
             multiprocessing.TimeoutError: ``deadline`` passed.
         """
-        self._wait_done(slot, deadline)
-        status = self._status[slot]
+        if slot == _PARENT:  # the parent's share steps now
+            status, message = self._parent.step()
+        else:
+            self._wait_done(slot, deadline)
+            status = self._status[slot]
+            message = None if status == STATUS_OK else self._recv(slot)
         if status == STATUS_OK:
             return None
-        start, stop = self._ranges[slot]
+        start, stop = self.envs_of(slot)
         if status == STATUS_ERROR:
-            _, report = self.recv(slot)
-            return self.remote_error(slot, report)
-        message = self.recv(slot)
+            return self.remote_error(slot, message[1])
         if status == STATUS_RESTART and message[0] == "failures":
             _, reports, message = message
             failures.append((slot, reports))
@@ -518,6 +683,132 @@ class WorkerPool:
         if message:
             parts.append((start, stop - start, message))
         return None
+
+    # ------------------------------------------------------------------ requests
+
+    def send_reset(
+        self, seeds: list[int | None], options: dict[str, Any] | None, mask: np.ndarray | None
+    ) -> None:
+        """Asks every slot to reset its envs: ``seeds`` and ``mask`` (or None) hold one entry per
+        env of the batch, ``options`` goes to every env. ``wait_answers`` gathers the infos."""
+
+        def message(start: int, stop: int) -> tuple:
+            rows = None if mask is None else mask[start:stop].tolist()
+            return ("reset", seeds[start:stop], options, rows)
+
+        self._send_all(message)
+
+    def send_call(self, name: str, args: tuple, kwargs: dict[str, Any]) -> None:
+        """Asks every slot to call method ``name`` of its envs (or read attribute ``name``);
+        ``wait_answers`` gathers one result per env."""
+        self._send_all(lambda start, stop: ("call", name, args, kwargs))
+
+    def send_set_attr(self, name: str, values: list[Any]) -> None:
+        """Asks every slot to set attribute ``name`` of its envs, one value per env of the batch
+        in ``values``; ``wait_answers`` waits for them."""
+        self._send_all(lambda start, stop: ("set_attr", name, values[start:stop]))
+
+    def _send_all(self, message: Callable[[int, int], tuple]) -> None:
+        """Sends each slot ``message(start, stop)`` of its envs, the ``step_timeout`` clock
+        started; the answers gathered so far are dropped."""
+        self._answers = {}
+        self._start_clock()
+        for slot in self.slots:
+            self._send(slot, message(*self.envs_of(slot)))
+
+    def wait_answers(
+        self, timeout: float | None, caller: str, what: str
+    ) -> tuple[list[tuple[int, int, Any]], BaseException | None]:
+        """Gathers every slot's answer to the request in flight (the parent's share runs it now).
+
+        Only the slots that have not answered yet are waited on: a wait that times out keeps the
+        answers, and the next call goes on from there.
+
+        Args:
+            timeout: Seconds to wait (the caller's ``*_wait`` timeout); None waits for ever.
+            caller: The ``*_wait`` method, for the message of a timeout.
+            what: The request, for the message of hung workers (``"reset"``).
+
+        Returns:
+            ``([(start, stop, answer), ...], error)``: each slot's answer in env order, and the
+            first error a slot answered (the envs' exception, naming where it ran) or None.
+
+        Raises:
+            multiprocessing.TimeoutError: ``timeout`` passed; the request stays in flight.
+            EnvTimeoutError: Workers did not answer within ``step_timeout`` (they are killed).
+            WorkerDiedError: A worker died.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        answers = self._answers
+        hung = []
+        for slot in self.slots:
+            if slot in answers:
+                continue
+            try:
+                answers[slot] = self._recv(slot, deadline, timed=True)
+            except HungError:
+                hung.append(slot)
+                continue
+            if slot == _PARENT and deadline is not None and time.monotonic() > deadline:
+                # As AsyncVectorEnv: the call took longer than `timeout` (here the parent's own
+                # share did); it stays pending, and the next wait returns its result.
+                raise mp.TimeoutError(
+                    f"The call to `{caller}` has timed out after {timeout} second(s) (the envs "
+                    "stepped in this process took that long); it stays pending."
+                )
+        if hung:
+            raise self.hung_error(hung, f"a {what}")
+        self._answers = {}
+        results, error = [], None
+        for slot, (kind, data) in sorted(answers.items()):
+            if kind == "error":
+                error = error or self.remote_error(slot, data)
+            results.append((*self.envs_of(slot), data))
+        return results, error
+
+    def restart(
+        self, targets: dict[int, list[int]], seeds: dict[int, int | None]
+    ) -> dict[int, dict[str, Any]]:
+        """Has each slot of ``targets`` restart those of its envs (rebuild the ones that raised,
+        reset them all with their seeds); their reset infos, by env.
+
+        The wait is bounded by ``step_timeout``, counted from the command; the parent's share is
+        not timed, and its error is raised at once.
+
+        Args:
+            targets: Slot -> the global indices of its envs to restart.
+            seeds: Env index -> the seed of its first reset.
+
+        Raises:
+            EnvTimeoutError: A worker did not answer its restart in time (it is killed).
+            Exception: What rebuilding or resetting an env raised.
+        """
+        self._start_clock()
+        for slot, indices in targets.items():
+            start = self.envs_of(slot)[0]
+            rows = [i - start for i in indices]
+            self._send(slot, ("restart", rows, [seeds[i] for i in indices]))
+        infos: dict[int, dict[str, Any]] = {}
+        hung: list[int] = []
+        error: BaseException | None = None
+        for slot, indices in targets.items():
+            try:
+                kind, result = self._recv(slot, timed=True)
+            except HungError:
+                hung.append(slot)
+                continue
+            if kind == "error" and slot == _PARENT:
+                raise result from None
+            if kind == "error":
+                error = error or self.remote_error(slot, result)
+            else:
+                infos.update(zip(indices, result, strict=True))
+        if hung:
+            envs = [i for slot in hung for i in targets[slot]]
+            raise self.hung_error(hung, f"a restart of {_env_list(envs)}")
+        if error is not None:
+            raise error
+        return infos
 
     # ------------------------------------------------------------------ failures
 
@@ -533,7 +824,9 @@ class WorkerPool:
         envs = f"env {start}" if stop - start == 1 else f"envs {start}..{stop - 1}"
         return f"{envs} (worker {slot}, pid {self._procs[slot].pid})"
 
-    def _broken(self, reason: str) -> None:
+    def mark_broken(self, reason: str) -> None:
+        """Reports the pool unusable as it is to ``on_broken``, ``reason`` saying why in one line:
+        a worker died or hung, or a restart failed (answers may be left in the pipes)."""
         self.broken_reason = reason
         self._on_broken(reason)
 
@@ -544,7 +837,7 @@ class WorkerPool:
         proc.join(0.1)
         tail = self._stderr.tail(slot)
         last = f"; the last line it wrote to stderr: {tail[-1].strip()!r}" if tail else ""
-        self._broken(
+        self.mark_broken(
             f"{self.describe(slot)} died ({_exit_words(proc.exitcode, self._forkserver)}) during "
             f"{self._calls[slot]}{last}"
         )
@@ -555,10 +848,17 @@ class WorkerPool:
             f"one.{more}"
         )
 
-    def remote_error(self, slot: int, report: dict[str, Any], note: str = "") -> BaseException:
-        """The exception worker ``slot`` reported (see ``error_from_report``), naming the worker and
-        its pid."""
-        return error_from_report(report, f"worker {slot} (pid {self._procs[slot].pid})", note)
+    def remote_error(
+        self, slot: int, report: dict[str, Any] | BaseException, note: str = ""
+    ) -> BaseException:
+        """The exception slot ``slot`` reported (see ``error_from_report``), naming the worker and
+        its pid, or the parent. The parent's share answers with its envs' own exceptions, which
+        are returned as they are; its failed envs' reports are rebuilt as a worker's."""
+        if slot != _PARENT:
+            return error_from_report(report, f"worker {slot} (pid {self._procs[slot].pid})", note)
+        if isinstance(report, BaseException):
+            return report
+        return error_from_report(report, "the parent", note)
 
     def hung_error(self, slots: list[int], what: str) -> EnvTimeoutError:
         """Kills the workers ``slots`` that did not answer within ``step_timeout`` (after
@@ -586,7 +886,7 @@ class WorkerPool:
             for slot in slots
         }
         envs = "; ".join(self._envs_of(slot) for slot in slots)
-        self._broken(f"{envs} did not answer {what} within {limit} (killed)")
+        self.mark_broken(f"{envs} did not answer {what} within {limit} (killed)")
         where = "\n".join(
             f"Stacks of {described[slot]}, where it was stuck:\n{stacks[slot]}" for slot in slots
         )
@@ -609,6 +909,15 @@ class WorkerPool:
             text = _env_stacks(_read_until_quiet(self._stacks[slot].fileno(), end))
             out[slot] = text or "(none came: the worker did not answer SIGUSR1 either)"
         return out
+
+
+def _env_list(indices: list[int]) -> str:
+    """``env 2``, ``envs 2..3`` or ``envs [1, 4]``: env indices, for messages."""
+    if len(indices) == 1:
+        return f"env {indices[0]}"
+    if indices == list(range(indices[0], indices[-1] + 1)):
+        return f"envs {indices[0]}..{indices[-1]}"
+    return f"envs {indices}"
 
 
 def _call_words(message: tuple) -> str:

@@ -35,7 +35,21 @@ from multiprocessing import synchronize as mp_synchronize
 from multiprocessing import util as mp_util
 from typing import Any
 
-__all__ = ["main_would_rerun_caller", "process_class", "start_forkserver", "unlink_semaphores"]
+__all__ = [
+    "available_cpus",
+    "main_would_rerun_caller",
+    "process_class",
+    "start_forkserver",
+    "unlink_semaphores",
+]
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def start_forkserver() -> None:

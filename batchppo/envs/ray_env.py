@@ -47,7 +47,7 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchppo.envs.batch_env import (
+from batchppo.envs.async_compat import (
     check_action_dtype,
     check_action_shape,
     parse_seeds,

@@ -19,6 +19,7 @@ from gymnasium import spaces as gym_spaces
 __all__ = [
     "LEAF_SPACES",
     "check_structure",
+    "check_supported",
     "flattener",
     "is_leaf",
     "leaf_paths",
@@ -143,3 +144,13 @@ def check_structure(space: Space, value: Any, what: str) -> list[Any]:
             f"{what} must have the structure of the batched space {space} (a dict of arrays "
             f"for a Dict, a tuple of arrays for a Tuple); {exc}."
         ) from None
+
+
+def check_supported(observation_space: Space, action_space: Space) -> None:
+    """Raises ValueError, naming the space and why, unless both spaces are leaf spaces or
+    Dict/Tuple nestings of them (what shared memory holds)."""
+    for label, space in (("observation", observation_space), ("action", action_space)):
+        try:
+            leaves(space)
+        except ValueError as exc:
+            raise ValueError(f"The {label} space is not supported. {exc}") from None

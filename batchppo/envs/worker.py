@@ -38,7 +38,7 @@ from batchppo.envs.protocol import (
     spin_acquire,
 )
 
-__all__ = ["describe_envs", "worker_main"]
+__all__ = ["describe_envs", "run_message", "worker_main"]
 
 
 def _wait(sem: Any, spin_s: float, alive_r: Any) -> bool:
@@ -284,17 +284,7 @@ def _handle(message: tuple, group: EnvGroup, conn: Any) -> bool:
         conn.send(("ok", None))
         return True
     try:
-        if kind == "reset":
-            result = group.reset(message[1], message[2], message[3])
-        elif kind == "restart":
-            result = group.restart(message[1], message[2])
-        elif kind == "call":
-            result = group.call(message[1], message[2], message[3])
-        elif kind == "set_attr":
-            group.set_attr(message[1], message[2])
-            result = None
-        else:
-            raise RuntimeError(f"unknown message {kind!r}")
+        result = run_message(group, message)
     except Exception as exc:
         conn.send(("error", describe_exception(exc, group.current_global)))
         group.current = None
@@ -303,6 +293,27 @@ def _handle(message: tuple, group: EnvGroup, conn: Any) -> bool:
         _ignore_stop_signals()
     conn.send(("ok", result))
     return False
+
+
+def run_message(group: EnvGroup, message: tuple) -> Any:
+    """Runs a pipe message other than ``close`` on ``group``: what a worker answers with
+    ``("ok", result)``, and the parent's own share (``LocalWorker``) with it.
+
+    Raises:
+        RuntimeError: An unknown message.
+        Exception: What an env raised (``group.current`` names it).
+    """
+    kind = message[0]
+    if kind == "reset":
+        return group.reset(message[1], message[2], message[3])
+    if kind == "restart":
+        return group.restart(message[1], message[2])
+    if kind == "call":
+        return group.call(message[1], message[2], message[3])
+    if kind == "set_attr":
+        group.set_attr(message[1], message[2])
+        return None
+    raise RuntimeError(f"unknown message {kind!r}")
 
 
 if __name__ == "__main__":  # pragma: no cover
