@@ -64,15 +64,20 @@ def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
     return jax.tree.map(select, new, old)
 
 
+def _positive_int(name: str, value: Any, meaning: str = "") -> int:
+    """``value`` as an int >= 1, or a one-line ValueError naming ``name`` (and ``meaning``)."""
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an int, got {value!r}.") from None
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1{meaning}, got {value}.")
+    return value
+
+
 def check_num_envs(num_envs: Any) -> int:
     """``num_envs`` as an int >= 1, or a one-line ValueError."""
-    try:
-        num_envs = operator.index(num_envs)
-    except TypeError:
-        raise ValueError(f"num_envs must be an int, got {num_envs!r}.") from None
-    if num_envs < 1:
-        raise ValueError(f"num_envs must be >= 1, got {num_envs}.")
-    return num_envs
+    return _positive_int("num_envs", num_envs)
 
 
 def check_max_length(max_length: Any) -> int | None:
@@ -108,13 +113,7 @@ def check_autoreset(mode: Any) -> str:
 def check_reset_ratio(ratio: Any) -> int:
     """``ratio`` (envs per fresh reset of ``autoreset="optimistic"``) as an int >= 1, or a
     one-line ValueError."""
-    try:
-        ratio = operator.index(ratio)
-    except TypeError:
-        raise ValueError(f"reset_ratio must be an int, got {ratio!r}.") from None
-    if ratio < 1:
-        raise ValueError(f"reset_ratio must be >= 1 (envs per fresh reset), got {ratio}.")
-    return ratio
+    return _positive_int("reset_ratio", ratio, " (envs per fresh reset)")
 
 
 def optimistic_reset(done: jax.Array, fresh: Any, current: Any) -> Any:
