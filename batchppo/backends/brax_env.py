@@ -127,9 +127,7 @@ class BraxEnv(PureJaxEnv):
     def reset(self, key: jax.Array) -> tuple[TimedState, jax.Array]:
         """Resets every env; returns ``(state, obs)``."""
         env_state = self._reset_all(key)
-        time = jnp.zeros((self._num_envs,), jnp.int32)
-        first = env_state if self._autoreset == "first" else None
-        state = TimedState(env_state=env_state, time=time, first=first)
+        state = self._fresh_state(env_state, env_state)
         return state, env_state.obs.astype(jnp.float32)
 
     def step(self, state: TimedState, action: jax.Array, key: jax.Array) -> StepResult:

@@ -303,9 +303,7 @@ class JumanjiEnv(PureJaxEnv):
     def reset(self, key: jax.Array) -> tuple[TimedState, Any]:
         """Resets every env; returns ``(state, obs)``."""
         env_state, obs = self._reset_all(key)
-        time = jnp.zeros((self._num_envs,), jnp.int32)
-        first = (env_state, obs) if self._autoreset == "first" else None
-        return TimedState(env_state=env_state, time=time, first=first), obs
+        return self._fresh_state(env_state, (env_state, obs)), obs
 
     def step(self, state: TimedState, action: Any, key: jax.Array) -> StepResult:
         """Steps every env; finished episodes restart in the same step."""

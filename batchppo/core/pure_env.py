@@ -181,6 +181,13 @@ class PureJaxEnv:
     _autoreset: str
     _reset_ratio: int = DEFAULT_RESET_RATIO
 
+    def _fresh_state(self, env_state: Any, restart_from: Any) -> TimedState:
+        """The state of freshly reset envs: our step counts at 0 and, with
+        ``autoreset="first"``, ``restart_from`` kept as what each env restarts from."""
+        time = jnp.zeros((self._num_envs,), jnp.int32)
+        first = restart_from if self._autoreset == "first" else None
+        return TimedState(env_state=env_state, time=time, first=first)
+
     def _restart(
         self, done: jax.Array, state: TimedState, fresh: Callable[[int], Any], current: Any
     ) -> Any:
