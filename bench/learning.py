@@ -37,6 +37,10 @@ actions: CleanRL's is the mean of the games its training finished in the last te
 steps (its ``charts/episodic_return``), ours the mean of ``--episodes`` games of the final
 policy (our mean-action score over whole games is printed beside it). CleanRL needs torch,
 tyro and tensorboard (the ``bench`` extra) and runs torch on the CPU with one thread per core.
+Its script runs through ``bench/cleanrl_atari.py train``, which saves the agent it trained
+(``ppo_atari.cleanrl_model``, kept beside its events under ``--logdir``); ``cleanrl_atari.py
+import`` turns that into a run dir of ours that ``batchppo evaluate`` scores by our protocol.
+``--only cleanrl`` (or ``batchppo``) runs one side.
 
 Examples:
     python bench/learning.py                    # 1M steps each (SB3: about 25 min on 2 cores)
@@ -69,6 +73,7 @@ import psutil
 ENV_ID = "HalfCheetah-v5"
 PRESET = "cheetah_fast"
 RUNNERS = ("sb3", "batchppo")
+ATARI_SIDES = ("cleanrl", "batchppo")
 SAC_ENV_ID = "Hopper-v5"
 SAC_LEARNING_STARTS = 10_000
 """rl-baselines3-zoo's ``learning_starts`` for the MuJoCo tasks: random actions before SAC
@@ -78,6 +83,9 @@ SAC_1M_RETURN = 2787.0
 SAC_BUDGET = 1_000_000
 ATARI_PRESET = "breakout_atari"
 """The preset whose settings (CleanRL's) train every Atari game here, its env replaced."""
+CLEANRL_MODEL = "ppo_atari.cleanrl_model"
+"""The file CleanRL's trained agent is saved to (in its run's directory, then kept beside its
+TensorBoard events under ``--logdir``)."""
 FINAL_FRACTION = 0.1
 """CleanRL's score: the games that its training finished in this last fraction of the steps."""
 
@@ -260,11 +268,16 @@ def _play_game(env, policy, seed: int) -> float:
     return total
 
 
-def cleanrl_command(cleanrl_dir: str, game: str, steps: int, seed: int) -> list[str]:
-    """The command line of CleanRL's ``ppo_atari.py`` for ``game`` on the CPU."""
+def cleanrl_command(
+    cleanrl_dir: str, game: str, steps: int, seed: int, model: str = CLEANRL_MODEL
+) -> list[str]:
+    """The command line of CleanRL's ``ppo_atari.py`` for ``game`` on the CPU, run by
+    ``bench/cleanrl_atari.py``, which saves the trained agent to ``model`` when it ends."""
     script = Path(cleanrl_dir).expanduser() / "cleanrl" / "ppo_atari.py"
+    runner = Path(__file__).with_name("cleanrl_atari.py")
     return [
-        sys.executable, str(script), "--env-id", f"{game}NoFrameskip-v4",
+        sys.executable, str(runner), "train", "--model", model, "--",
+        str(script), "--env-id", f"{game}NoFrameskip-v4",
         "--total-timesteps", str(steps), "--seed", str(seed), "--no-cuda",
         "--exp-name", "bench",
     ]  # fmt: skip
@@ -327,7 +340,8 @@ def run_cleanrl_atari(args: argparse.Namespace) -> dict:
         if args.logdir:
             keep = Path(args.logdir) / f"cleanrl-{args.atari}-s{args.seed}"
             shutil.copytree(events, keep, dirs_exist_ok=True)
-            print(f"cleanrl: its TensorBoard events kept in {keep}", flush=True)
+            shutil.copy2(Path(cwd) / CLEANRL_MODEL, keep / CLEANRL_MODEL)
+            print(f"cleanrl: its TensorBoard events and final model kept in {keep}", flush=True)
     score, games = final_training_score(returns, args.steps)
     result = {**run, "score": score, "games": games}
     if args.eval_every:  # the games up to each of our evals, to set beside them
@@ -344,11 +358,12 @@ def atari(args: argparse.Namespace) -> dict:
     )
     worker_args = (args.atari, args.steps, args.seed, args.episodes, args.logdir, args.eval_every)
     results: dict[str, dict] = {}
-    for name, run in (
-        ("cleanrl", lambda: run_cleanrl_atari(args)),
-        ("batchppo", lambda: _spawn("batchppo-atari", args, worker_args)),
-    ):
-        results[name] = res = run()
+    sides = {
+        "cleanrl": lambda: run_cleanrl_atari(args),
+        "batchppo": lambda: _spawn("batchppo-atari", args, worker_args),
+    }
+    for name in args.only.split(",") if args.only else ATARI_SIDES:
+        results[name] = res = sides[name]()
         if args.json:  # each side's figures as soon as they exist
             Path(args.json).write_text(json.dumps(results, indent=1))
         if "error" in res:
@@ -365,7 +380,7 @@ def atari(args: argparse.Namespace) -> dict:
             f"min, CPU {res['cpu_seconds'] / 60:.1f} min",
             flush=True,
         )
-    if all("score" in res for res in results.values()):
+    if all("score" in results.get(name, {}) for name in ATARI_SIDES):
         ours, theirs = results["batchppo"], results["cleanrl"]
         print(f"ratio wall-clock batchppo / cleanrl = {ours['seconds'] / theirs['seconds']:.3f}")
         print(
@@ -534,7 +549,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000_000, help="env steps of each run")
     parser.add_argument("--seed", type=int, default=0, help="seed of both runs")
     parser.add_argument("--episodes", type=int, default=10, help="final eval episodes")
-    parser.add_argument("--only", default=",".join(RUNNERS), help="runners: sb3,batchppo")
+    parser.add_argument(
+        "--only", default="",
+        help="runners: sb3,batchppo (default both); with --atari: cleanrl,batchppo",
+    )  # fmt: skip
     parser.add_argument("--timeout", type=float, default=4 * 3600, help="per-run timeout (s)")
     parser.add_argument("--json", default="", help="also write the results to this file")
     parser.add_argument(
@@ -581,6 +599,9 @@ def main() -> None:
             parser.error(
                 "--atari needs --cleanrl-dir DIR (a checkout of CleanRL's gymnasium-v1.0 branch)"
             )
+        unknown = sorted(set(args.only.split(",")) - set(ATARI_SIDES)) if args.only else []
+        if unknown:
+            parser.error(f"--only: unknown sides {unknown}; choose from {', '.join(ATARI_SIDES)}")
         atari(args)  # writes --json itself, after each side
         return
     if args.against_sac:
@@ -590,7 +611,7 @@ def main() -> None:
         if args.json:
             Path(args.json).write_text(json.dumps(results, indent=1))
         return
-    runners = args.only.split(",")
+    runners = args.only.split(",") if args.only else list(RUNNERS)
     unknown = sorted(set(runners) - set(RUNNERS))
     if unknown:
         parser.error(f"--only: unknown runners {unknown}; choose from {', '.join(RUNNERS)}")

@@ -74,10 +74,12 @@ def test_cleanrl_s_windows_hold_the_games_of_the_tenth_up_to_each_point():
     assert (final["mean_return"], final["games"]) == learning.final_training_score(returns, 1000)
 
 
-def test_cleanrl_runs_the_game_without_frame_skip_on_the_cpu():
+def test_cleanrl_runs_the_game_without_frame_skip_on_the_cpu_and_saves_its_agent():
     learning = bench_learning()
     command = learning.cleanrl_command("/x/cleanrl", "Pong", 5000, 3)
+    runner = str(Path(learning.__file__).with_name("cleanrl_atari.py"))
     assert command[1:] == [
+        runner, "train", "--model", "ppo_atari.cleanrl_model", "--",
         "/x/cleanrl/cleanrl/ppo_atari.py", "--env-id", "PongNoFrameskip-v4",
         "--total-timesteps", "5000", "--seed", "3", "--no-cuda", "--exp-name", "bench",
     ]  # fmt: skip
@@ -99,7 +101,7 @@ def test_a_relative_cleanrl_dir_reaches_the_script_run_in_its_fresh_directory(
     monkeypatch.chdir(tmp_path)
     args = argparse.Namespace(cleanrl_dir="cl", atari="Pong", steps=5000, seed=3, timeout=1.0)
     assert learning.run_cleanrl_atari(args) == {"error": "stopped here", "seconds": 0.0}
-    assert seen["command"][1] == str(tmp_path / "cl" / "cleanrl" / "ppo_atari.py")
+    assert seen["command"][6] == str(tmp_path / "cl" / "cleanrl" / "ppo_atari.py")
     assert seen["pythonpath"] == str(tmp_path / "cl")
 
 
