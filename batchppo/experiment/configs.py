@@ -676,6 +676,12 @@ def check_env(config: RunConfig) -> Any:
         check_spaces = backend.check_spaces
         if check_spaces is not None:
             check_spaces(probe.observation_space, probe.action_space)
+        if not backend.host and config.max_length is None and probe.time_limit is None:
+            # A compiled env counts its steps against a limit; a host env may run unbounded.
+            raise ValueError(
+                f"env {config.env!r} has no time limit of its own; set max_length "
+                "(--set max_length=N)"
+            )
     except ValueError as error:
         message = str(error)
         if not message.startswith(("env ", "cannot build", "unknown", "env_wrappers")):

@@ -252,6 +252,13 @@ def test_start_up_mistakes_are_one_line_with_exit_2(capsys, tmp_path):
         "batchppo: error: env 'jumanji:make': action spec: BoundedArray 'actions' is not "
         "supported (needs one DiscreteArray, MultiDiscreteArray or float BoundedArray or Array)"
     )
+    # Game2048 ends only when the board is full: with max_length null nothing bounds it.
+    unbounded = ["--set", "env_kwargs={id: Game2048-v1}", "--set", "max_length=null"]
+    assert cli.main(["train", "--env", "jumanji:make", *unbounded, *logs]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "batchppo: error: env 'jumanji:make' has no time limit of its own; set max_length "
+        "(--set max_length=N) (--debug shows the traceback)"
+    )
     assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").iterdir())
 
 
