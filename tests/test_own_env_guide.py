@@ -90,5 +90,6 @@ def test_the_guide_shows_the_messages_batchppo_prints(tmp_path, monkeypatch, cap
     assert not Path("logs").exists()
     recipe = configs.recipe_for_env("myenvs:MyReach-v0")[1]
     assert texts[0] == f"batchppo: {recipe}\n"
-    jumanji = configs.recipe_for_env("jumanji:make", {"id": "Game2048-v1"})[1]
-    assert texts[1] == f"batchppo: {jumanji}\n"
+    config, jumanji = configs.recipe_for_env("jumanji:make", {"id": "Game2048-v1"})
+    mask = configs.describe_action_mask(config, configs.check_env(config))
+    assert texts[1] == f"batchppo: {jumanji}\nbatchppo: {mask}\n"

@@ -719,6 +719,36 @@ def describe_images(config: RunConfig, probe: Any) -> str | None:
     )
 
 
+def describe_action_mask(config: RunConfig, probe: Any) -> str | None:
+    """Which observation leaf masks the actions, in one line (``NetworkConfig.action_mask``);
+    None where none does or without a probe.
+
+    Raises:
+        ConfigError: A named ``action_mask`` the env's spaces do not have or fit.
+    """
+    setting = getattr(config, "action_mask", None)
+    if setting is None or setting == "none" or probe is None:
+        return None
+    from batchppo.algorithms.common.masking import action_mask_leaf
+    from batchppo.backends.host_env import from_gymnasium  # JAX: only when an env is probed
+    from batchppo.core import spaces
+    from batchppo.core.env import EnvSpec
+
+    obs_space = from_gymnasium(probe.observation_space)
+    spec = EnvSpec.from_spaces(obs_space, from_gymnasium(probe.action_space))
+    try:
+        index = action_mask_leaf(setting, spec)
+    except spaces.UnsupportedSpaceError as error:
+        raise ConfigError(f"env {config.env!r}: {error}") from None
+    if index is None:
+        return None
+    path = spaces.leaf_paths(obs_space)[index]
+    return (
+        f"actions: the observation's {path} leaf masks the disallowed ones (never taken; "
+        f"action_mask={setting}; --set action_mask=none turns it off)"
+    )
+
+
 # --- Starting recipes -----------------------------------------------------------------------
 
 

@@ -244,9 +244,13 @@ def launch(  # noqa: D417
         or not all((Path(logdir) / f"{timestamp}-{dir_name}").exists() for dir_name in names)
     ):
         # Before a run dir is made for it (a resume checks its own).
-        images = configs.describe_images(config, configs.check_env(config))
-        if images is not None:
-            print(f"batchppo: {images}", file=sys.stderr, flush=True)
+        probe = configs.check_env(config)
+        for line in (
+            configs.describe_images(config, probe),
+            configs.describe_action_mask(config, probe),
+        ):
+            if line is not None:
+                print(f"batchppo: {line}", file=sys.stderr, flush=True)
     resumed = False
     with contextlib.ExitStack() as locks:
         if logdir is None:

@@ -6,6 +6,8 @@ worker processes too):
 * ``make_grid2d``: highway-env's shape, a Box(5, 5) float observation and Discrete(5)
   actions (10-step episodes);
 * ``make_pick_many``: a vector observation and a MultiDiscrete([2, 3]) action;
+* ``make_one_legal_move``: a Dict observation whose ``action_mask`` (MultiBinary(4)) allows
+  one of four actions each step; an illegal action ends the episode, 20 legal ones fill it;
 * ``make_handler_env``: a Pendulum built with pygame initialised and SIGTERM and SIGINT
   handlers of its own that exit with 255.
 """
@@ -56,6 +58,31 @@ class PickMany(gymnasium.Env):
         return np.zeros(2, np.float32), float(np.sum(action == 0)), False, self.t >= 10, {}
 
 
+class OneLegalMove(gymnasium.Env):
+    """One legal action of four each step, drawn at random and marked in ``action_mask``:
+    reward 1 for it; any other ends the episode (terminated). 20 steps at most."""
+
+    observation_space = spaces.Dict(
+        {"action_mask": spaces.MultiBinary(4), "t": spaces.Box(0.0, 1.0, (1,), np.float32)}
+    )
+    action_space = spaces.Discrete(4)
+
+    def _obs(self):
+        mask = np.zeros(4, np.int8)
+        mask[self.legal] = 1
+        return {"action_mask": mask, "t": np.array([self.t / 20], np.float32)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.legal = 0, int(self.np_random.integers(4))
+        return self._obs(), {}
+
+    def step(self, action):
+        legal = int(action) == self.legal
+        self.t, self.legal = self.t + 1, int(self.np_random.integers(4))
+        return self._obs(), float(legal), not legal, legal and self.t >= 20, {}
+
+
 def _exit_255(signum, frame):  # pygame's parachute: the process exits on the signal
     sys.exit(255)
 
@@ -66,6 +93,10 @@ def make_grid2d():
 
 def make_pick_many():
     return PickMany()
+
+
+def make_one_legal_move():
+    return OneLegalMove()
 
 
 class SlowPendulum(PendulumEnv):

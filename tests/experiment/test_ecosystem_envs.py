@@ -16,6 +16,7 @@ import pytest
 from crash_envs import train_argv
 
 from batchppo import cli
+from batchppo.experiment.logging import read_metrics
 
 HERE = Path(__file__).parent
 
@@ -156,3 +157,29 @@ def test_a_group_sigterm_stops_a_highway_env_run_with_its_checkpoint(tmp_path):
     assert "WorkerDiedError" not in err
     assert re.search(r"stopped at step [\d,]+; checkpoint saved at step", err), err
     assert out.startswith(f"resume with: batchppo train --env {HIGHWAY} ")
+
+
+@pytest.mark.timeout(240)
+def test_an_action_mask_in_the_observation_keeps_every_action_legal(capsys, ecosystem):
+    """``make_one_legal_move`` ends an episode at the first illegal action: with its
+    ``action_mask`` leaf picked (``action_mask: auto``), every episode, sampled in training
+    and with the mean action in evaluation, takes the 20 legal steps; unmasked, the same
+    untrained policy falls out early."""
+    argv = ["--env", "ecosystem_envs:make_one_legal_move", "--set", "steps=1024"]
+    code, err = train(capsys, ecosystem, *argv)
+    assert code == 0, err
+    assert (
+        "batchppo: actions: the observation's ['action_mask'] leaf masks the disallowed ones "
+        "(never taken; action_mask=auto; --set action_mask=none turns it off)"
+    ) in err.splitlines()
+    (run_dir,) = ecosystem.glob("*-make_one_legal_move")
+    records = read_metrics(run_dir)
+    train_scores = [r["score"] for r in records if r["phase"] == "train" and "score" in r]
+    evals = [r["score"] for r in records if r["phase"] == "eval"]
+    assert train_scores and set(train_scores) == {20.0}
+    assert evals and set(evals) == {20.0}
+    code, err = train(capsys, ecosystem / "none", *argv, "--set", "action_mask=none")
+    assert code == 0, err
+    (run_dir,) = (ecosystem / "none").glob("*-make_one_legal_move")
+    records = read_metrics(run_dir)
+    assert max(r["score"] for r in records if r["phase"] == "eval") < 20.0

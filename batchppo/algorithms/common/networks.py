@@ -13,6 +13,9 @@ How a network is chosen from the spaces:
 * **Actions.** The heads of ``heads``: Gaussian (``Box``), categorical (``Discrete``), independent
   categoricals (``MultiDiscrete``), Bernoulli (``MultiBinary``), and their product over the leaves
   of a Dict/Tuple action.
+* **Invalid actions.** Where the observation carries a mask of the allowed values of a
+  ``Discrete`` action (``action_mask``: a leaf named ``action_mask`` by default), the policy's
+  logits of the others are masked (``masking.py``).
 * **Recurrence.** ``network`` names the policy: ``feed_forward`` or ``recurrent`` (the policy's
   last hidden layer is a GRU whose state is carried through ``simulate`` and reset where
   ``first`` is True; the value network stays feed-forward, as in the original), with the head
@@ -53,6 +56,7 @@ from batchppo.algorithms.common.heads import (
     gaussian_distribution,
     multi_categorical_distribution,
 )
+from batchppo.algorithms.common.masking import action_mask_leaf, mask_logits
 from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT, NetworkConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
@@ -269,8 +273,9 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
 
     Args:
         config: A ``NetworkConfig`` (PPO's and A2C's configs are), or any object with its
-            fields: the image fields are read only for an image observation and
-            ``shared_torso`` only for one that is not one vector ``Box``.
+            fields: the image fields are read only for an image observation,
+            ``shared_torso`` only for one that is not one vector ``Box``, and
+            ``action_mask`` only where it has one (an object without it masks nothing).
         spec: The environment's spec (its ``obs_space`` and ``action_space`` trees).
 
     Returns:
@@ -390,7 +395,7 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         _, dists = lax.scan(step, carry0, (x_t, jnp.swapaxes(first, 0, 1)))
         return jax.tree.map(lambda d: jnp.swapaxes(d, 0, 1), dists), values
 
-    return Network(
+    network = Network(
         init=init,
         initial_carry=initial_carry,
         policy_step=policy_step,
@@ -399,6 +404,39 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         distribution=head.distribution,
         mode=head.mode,
         recurrent=recurrent,
+        policy_step_and_value=policy_step_and_value,
+        policy_sequence_and_value=policy_sequence_and_value,
+    )
+    mask = action_mask_leaf(getattr(config, "action_mask", "none"), spec)
+    return network if mask is None else with_action_mask(network, mask)
+
+
+def with_action_mask(network: Network, index: int) -> Network:
+    """``network`` with its policy's logits masked by the observation leaf ``index``
+    (``masking.mask_logits``) wherever it maps observations to a distribution."""
+
+    def policy_step(params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array) -> Any:
+        dist, carry = network.policy_step(params, carry, obs, first)
+        return mask_logits(dist, obs, index), carry
+
+    def policy_sequence(params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array) -> Any:
+        return mask_logits(network.policy_sequence(params, carry0, obs, first), obs, index)
+
+    def policy_step_and_value(
+        params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
+    ) -> tuple[PyTree, PyTree, jax.Array]:
+        dist, carry, value = network.policy_step_and_value(params, carry, obs, first)
+        return mask_logits(dist, obs, index), carry, value
+
+    def policy_sequence_and_value(
+        params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array
+    ) -> tuple[PyTree, jax.Array]:
+        dist, value = network.policy_sequence_and_value(params, carry0, obs, first)
+        return mask_logits(dist, obs, index), value
+
+    return network._replace(
+        policy_step=policy_step,
+        policy_sequence=policy_sequence,
         policy_step_and_value=policy_step_and_value,
         policy_sequence_and_value=policy_sequence_and_value,
     )
@@ -424,4 +462,5 @@ __all__ = [
     "gaussian_distribution",
     "make_network",
     "multi_categorical_distribution",
+    "with_action_mask",
 ]

@@ -312,8 +312,8 @@ class NetworkConfig:
     config's check (``check_network``) takes the network names the algorithm trains.
 
     ``cnn``, ``cnn_dense``, ``image_layout`` and ``image_encoding`` are read only when the
-    observation has an image leaf, and ``shared_torso`` only when the observation is not one
-    vector ``Box``.
+    observation has an image leaf, ``shared_torso`` only when the observation is not one
+    vector ``Box``, and ``action_mask`` only for a structured observation.
     """
 
     network: str = "feed_forward_gaussian"
@@ -347,6 +347,13 @@ class NetworkConfig:
     flattened into the MLPs, no CNN) or ``auto`` (codes for an integer image whose ``high``
     is below 255 or whose side is under 8, as MiniGrid's 7x7 view:
     ``is_code_grid`` in ``core/spaces.py``)."""
+    action_mask: str = "auto"
+    """The observation leaf that says which actions are allowed, for one ``Discrete(n)``
+    action: the key of a Dict observation's leaf of shape ``(n,)`` (bool or 0/1), as
+    Jumanji's and PettingZoo's ``action_mask``; ``auto`` (that leaf where the observation has
+    a leaf named ``action_mask`` of that shape) or ``none``. A disallowed action's logit is
+    ``MASKED_LOGIT``: it is never sampled nor the mean action, and gets no gradient. The leaf
+    stays an input of the network too."""
     shared_torso: bool = False
     """Policy and value networks share one observation encoder (the CNNs, the norm for
     pixels) instead of each having its own. One vector observation has no encoder: it goes
@@ -370,6 +377,10 @@ class NetworkConfig:
         check(
             self.image_encoding in IMAGE_ENCODINGS,
             f"image_encoding={self.image_encoding!r}: choose one of {IMAGE_ENCODINGS}",
+        )
+        check(
+            bool(self.action_mask) and isinstance(self.action_mask, str),
+            f"action_mask={self.action_mask!r}: name a Dict observation key, or auto or none",
         )
         check(
             self.image_layout in IMAGE_LAYOUTS,

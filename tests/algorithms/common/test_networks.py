@@ -117,7 +117,8 @@ def test_recurrent_state_resets_at_episode_starts():
 @pytest.mark.parametrize("network", ["feed_forward_gaussian", "feed_forward_categorical"])
 def test_any_config_with_the_network_fields_builds_the_same_network(network):
     fields = {f.name for f in dataclasses.fields(NetConfig)}
-    images = {"cnn", "cnn_dense", "image_layout", "image_encoding", "shared_torso"}
+    # Read only for images, structured observations, a mask leaf.
+    images = {"cnn", "cnn_dense", "image_layout", "image_encoding", "shared_torso", "action_mask"}
     assert fields | images == {f.name for f in dataclasses.fields(NetworkConfig)}
     spec = DISC if network == "feed_forward_categorical" else CONT
     a2c = A2CConfig(network=network, policy_layers=(8, 4), value_layers=(5,))
