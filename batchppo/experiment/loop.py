@@ -55,7 +55,7 @@ from batchppo.experiment.rundir import (
     prepare_run_dir,
     run_timestamp,
 )
-from batchppo.experiment.seeds import train_seeds
+from batchppo.experiment.seed_runs import train_seeds
 from batchppo.experiment.trainers import (
     EVALUATE_RUN_KEY,
     TrainerFactory,
