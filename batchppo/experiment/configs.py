@@ -194,7 +194,8 @@ def _is_yaml(value: Any) -> bool:
 
 
 def _is_plain(value: Any) -> bool:
-    """Whether ``value`` is a YAML scalar or a list of them (what env options may hold)."""
+    """Whether ``value`` is a YAML scalar or a list of them (what the values of a mapping field,
+    such as ``env_kwargs``, may hold)."""
     if isinstance(value, (list, tuple)):
         return all(_is_plain(v) for v in value)
     return value is None or isinstance(value, (bool, int, float, str))
