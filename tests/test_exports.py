@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import batchppo
+from batchppo import backends
 
 
 def test_a_name_is_imported_on_first_use_and_cached():
@@ -36,3 +37,13 @@ def test_packages_export_their_names_without_importing_jax_first():
     )
     subprocess.run([sys.executable, "-c", code], check=True)
     assert {"train", "load_policy", "PPOConfig"} <= set(dir(batchppo))
+
+
+def test_the_lazy_core_and_backends_packages_keep_their_names():
+    import batchppo.core.simulation  # the module's name is not the function's
+    from batchppo.backends import HostEnv, host_env, make_env
+    from batchppo.core import simulate
+
+    assert callable(simulate) and simulate is batchppo.core.simulation.simulate
+    assert HostEnv is host_env.HostEnv and make_env is backends.make_env
+    assert "rollout" in dir(batchppo.core) and "HostLoop" in dir(backends)

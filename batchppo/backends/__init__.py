@@ -128,9 +128,9 @@ def make_env(
             envs are seeded by the key given to ``reset``, the first reset of a host env
             included.
         num_workers: Worker processes for the ``process`` backend; None means one per core.
-        env_kwargs: Env options: ``gymnasium.make`` keywords (host backends),
-            ``brax.envs.get_environment`` keywords (``brax``), ``EnvParams`` fields
-            (``gymnax``) or ``jumanji.make`` keywords (``jumanji``).
+        env_kwargs: Keyword arguments of the env's constructor: ``gymnasium.make`` keywords
+            (host backends), ``brax.envs.get_environment`` keywords (``brax``), ``EnvParams``
+            fields (``gymnax``) or ``jumanji.make`` keywords (``jumanji``).
         options: The backend's own settings, for a backend that takes some
             ([`Backend.make_options`][batchppo.backends.Backend.make_options] of a config):
             ``step_timeout`` for ``process`` and ``ray``, ``wrappers`` for the host backends,

@@ -21,7 +21,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchppo.envs.errors import SpaceMismatchError, describe_exception
 from batchppo.envs.infos import batch_infos
-from batchppo.envs.spaces import flattener, is_leaf, unflatten
+from batchppo.envs.spaces import flattener, is_gym_leaf, unflatten
 
 if TYPE_CHECKING:
     from batchppo.envs.batch_transform import BatchTransform
@@ -76,7 +76,7 @@ class TreeRows:
 
 def _rows(space: gymnasium.Space, arrays: Sequence[np.ndarray], rows: slice) -> Any:
     """The rows ``rows`` of a space's leaf arrays: an array (flat space) or a TreeRows."""
-    if is_leaf(space):
+    if is_gym_leaf(space):
         return arrays[0][rows]
     return TreeRows(space, [array[rows] for array in arrays])
 

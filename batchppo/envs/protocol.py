@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from batchppo.envs.spaces import leaves as space_leaves
+from batchppo.envs.spaces import gym_leaves
 
 __all__ = [
     "ALIGN",
@@ -85,7 +85,7 @@ class Layout:
 
         def of(space: gymnasium.Space) -> tuple[Leaf, ...]:
             return tuple(
-                (tuple(leaf.shape), np.dtype(leaf.dtype).str) for leaf in space_leaves(space)
+                (tuple(leaf.shape), np.dtype(leaf.dtype).str) for leaf in gym_leaves(space)
             )
 
         return cls(num_envs, num_slots, of(obs_space), of(act_space))

@@ -58,7 +58,7 @@ from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, with_message
 from batchppo.envs.final_obs import dense_final_obs
 from batchppo.envs.infos import merge_info_parts
 from batchppo.envs.protocol import Layout
-from batchppo.envs.spaces import is_leaf
+from batchppo.envs.spaces import is_gym_leaf
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -236,7 +236,7 @@ class _EnvActor:
             raise with_message(exc, message) from exc.__cause__
         obs_space, act_space = self.envs[0].observation_space, self.envs[0].action_space
         self.group: EnvGroup | None = None
-        if is_leaf(obs_space) and is_leaf(act_space):
+        if is_gym_leaf(obs_space) and is_gym_leaf(act_space):
             layout = Layout.for_spaces(len(self.envs), 0, obs_space, act_space)
             self.views = layout.views(bytearray(layout.nbytes))
             discrete = isinstance(act_space, gym_spaces.Discrete)
@@ -432,7 +432,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         """
         obs_space, act_space = reports[0]["spaces"][0]
         for label, space in (("observation", obs_space), ("action", act_space)):
-            if not is_leaf(space):
+            if not is_gym_leaf(space):
                 raise ValueError(
                     f"RayBatchEnv supports Box, Discrete, MultiDiscrete and MultiBinary spaces; "
                     f"the {label} space is {space}. Use BatchEnv for Dict and Tuple spaces."

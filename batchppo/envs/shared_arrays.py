@@ -22,7 +22,7 @@ from gymnasium import spaces as gym_spaces
 from batchppo.envs.async_compat import check_action_batch, check_action_dtype, check_action_shape
 from batchppo.envs.final_obs import fill_final_obs
 from batchppo.envs.protocol import Layout
-from batchppo.envs.spaces import check_structure, is_leaf, leaf_paths, unflatten
+from batchppo.envs.spaces import check_structure, gym_leaf_paths, is_gym_leaf, unflatten
 
 __all__ = ["SharedArrays"]
 
@@ -74,13 +74,13 @@ class SharedArrays:
         self.done = np.zeros(num_envs, dtype=bool)
         self.obs_rows = [o.reshape(num_envs, -1) for o in v["obs"]]
         self.final_rows = [f.reshape(num_envs, -1) for f in v["final_obs"]]
-        self.copy_obs = np.ndarray.copy if is_leaf(obs_space) else _copy_tree
+        self.copy_obs = np.ndarray.copy if is_gym_leaf(obs_space) else _copy_tree
         self._not_done = np.zeros((num_envs, 1), dtype=bool)
         self.discrete = isinstance(act_space, gym_spaces.Discrete)
         self._act_space = act_space
-        self._act = v["act"][0] if is_leaf(act_space) else None  # None: nested actions
+        self._act = v["act"][0] if is_gym_leaf(act_space) else None  # None: nested actions
         self._act_leaves = v["act"]
-        self._act_paths = leaf_paths(act_space)
+        self._act_paths = gym_leaf_paths(act_space)
         self._act_shape = (num_envs, *act_space.shape) if self._act is not None else None
         self._act_dtype = np.dtype(act_space.dtype) if self._act is not None else None
         self._ok_dtypes: set[np.dtype] = set()

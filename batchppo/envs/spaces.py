@@ -1,4 +1,4 @@
-"""Nested spaces as flat lists of array leaves, the form they take in shared memory.
+"""Nested Gymnasium spaces as flat lists of array leaves, the form they take in shared memory.
 
 A [`BatchEnv`][batchppo.envs.BatchEnv] keeps one shared array per *leaf* of a space: a ``Box``,
 ``Discrete``, ``MultiDiscrete`` or ``MultiBinary`` found by walking ``Dict`` (in its key order) and
@@ -6,6 +6,9 @@ A [`BatchEnv`][batchppo.envs.BatchEnv] keeps one shared array per *leaf* of a sp
 ``(n, *leaf.shape)`` and the leaf's dtype, and the batch of a nested space is the same ``dict`` /
 ``tuple`` structure over those arrays: what Gymnasium's ``AsyncVectorEnv`` returns
 (``gymnasium.vector.utils.read_from_shared_memory`` / ``concatenate``).
+
+``is_gym_leaf``, ``gym_leaves`` and ``gym_leaf_paths`` walk Gymnasium spaces; their namesakes
+without ``gym`` in ``batchppo.core.spaces`` walk the core's own space trees.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ __all__ = [
     "check_structure",
     "check_supported",
     "flattener",
-    "is_leaf",
-    "leaf_paths",
-    "leaves",
+    "gym_leaf_paths",
+    "gym_leaves",
+    "is_gym_leaf",
     "unflatten",
 ]
 
@@ -35,12 +38,12 @@ LEAF_SPACES = (
 )
 
 
-def is_leaf(space: Space) -> bool:
+def is_gym_leaf(space: Space) -> bool:
     """Whether ``space`` is one array (Box, Discrete, MultiDiscrete or MultiBinary)."""
     return isinstance(space, LEAF_SPACES)
 
 
-def leaves(space: Space) -> list[Space]:
+def gym_leaves(space: Space) -> list[Space]:
     """The leaf spaces of ``space``, depth first (Dict in key order, Tuple in order).
 
     Args:
@@ -55,13 +58,13 @@ def leaves(space: Space) -> list[Space]:
     return [leaf for _, leaf in _walk(space, "")]
 
 
-def leaf_paths(space: Space) -> list[str]:
+def gym_leaf_paths(space: Space) -> list[str]:
     """Where each leaf sits, for messages: ``"['pos']"``, ``"[1]['x']"``; ``""`` for a leaf."""
     return [path for path, _ in _walk(space, "")]
 
 
 def _walk(space: Space, path: str) -> list[tuple[str, Space]]:
-    if is_leaf(space):
+    if is_gym_leaf(space):
         return [(path, space)]
     if isinstance(space, gym_spaces.Dict):
         out = []
@@ -84,10 +87,10 @@ def _walk(space: Space, path: str) -> list[tuple[str, Space]]:
 def flattener(space: Space) -> Callable[[Any], list[Any]]:
     """A function mapping a value of ``space`` (one env's, or a batch) to its list of leaves.
 
-    The leaves come in the order of ``leaves``. Raises ``KeyError``/``IndexError``/ ``TypeError`` on
-    a value that does not have the structure of ``space``.
+    The leaves come in the order of ``gym_leaves``. Raises ``KeyError``/``IndexError``/
+    ``TypeError`` on a value that does not have the structure of ``space``.
     """
-    if is_leaf(space):
+    if is_gym_leaf(space):
         return lambda value: [value]
     if isinstance(space, gym_spaces.Dict):
         parts = [(key, flattener(sub)) for key, sub in space.spaces.items()]
@@ -107,7 +110,7 @@ def unflatten(space: Space, values: Sequence[Any]) -> Any:
 
     Args:
         space: The space (a leaf space gives back ``values[0]``).
-        values: One value per leaf, in the order of ``leaves``.
+        values: One value per leaf, in the order of ``gym_leaves``.
 
     Returns:
         Plain ``dict`` (Dict spaces, in key order) and ``tuple`` (Tuple spaces) nesting, as
@@ -118,7 +121,7 @@ def unflatten(space: Space, values: Sequence[Any]) -> Any:
 
 
 def _unflatten(space: Space, it: Any) -> Any:
-    if is_leaf(space):
+    if is_gym_leaf(space):
         return next(it)
     if isinstance(space, gym_spaces.Dict):
         return {key: _unflatten(sub, it) for key, sub in space.spaces.items()}
@@ -151,6 +154,6 @@ def check_supported(observation_space: Space, action_space: Space) -> None:
     Dict/Tuple nestings of them (what shared memory holds)."""
     for label, space in (("observation", observation_space), ("action", action_space)):
         try:
-            leaves(space)
+            gym_leaves(space)
         except ValueError as exc:
             raise ValueError(f"The {label} space is not supported. {exc}") from None

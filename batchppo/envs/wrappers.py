@@ -41,7 +41,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import FrameStackObservation
 
 from batchppo.core.ranges import RangeMap, maps_dtype, range_map
-from batchppo.envs.spaces import flattener, is_leaf, leaf_paths, leaves, unflatten
+from batchppo.envs.spaces import flattener, gym_leaf_paths, gym_leaves, is_gym_leaf, unflatten
 
 __all__ = [
     "ActionRepeat",
@@ -82,7 +82,7 @@ def _nested_leaves(space: spaces.Dict | spaces.Tuple, owner: str) -> tuple[list[
             MultiBinary; the one-line message names where it sits and what to do.
     """
     try:
-        return leaves(space), leaf_paths(space)
+        return gym_leaves(space), gym_leaf_paths(space)
     except ValueError:
         path, part = _unsupported_part(space, "") or ("", space)
         raise ValueError(
@@ -94,8 +94,8 @@ def _nested_leaves(space: spaces.Dict | spaces.Tuple, owner: str) -> tuple[list[
 
 def _unsupported_part(space: gymnasium.Space, path: str) -> tuple[str, gymnasium.Space] | None:
     """``(path, space)`` of the first part of a nesting that is neither a leaf nor a Dict/Tuple
-    (paths as ``leaf_paths`` writes them), or None."""
-    if is_leaf(space):
+    (paths as ``gym_leaf_paths`` writes them), or None."""
+    if is_gym_leaf(space):
         return None
     if isinstance(space, spaces.Dict):
         items = [(repr(key), sub) for key, sub in space.spaces.items()]
@@ -136,7 +136,7 @@ def _unit_space(ranges: RangeMap, dtype: np.dtype) -> spaces.Box:
 
 def _rebuild_space(space: gymnasium.Space, converted: Iterator[gymnasium.Space]) -> gymnasium.Space:
     """``space`` with its leaves replaced, in order, by ``converted`` (Dict keys kept in order)."""
-    if is_leaf(space):
+    if is_gym_leaf(space):
         return next(converted)
     if isinstance(space, spaces.Dict):
         return spaces.Dict([(k, _rebuild_space(sub, converted)) for k, sub in space.spaces.items()])
@@ -222,8 +222,8 @@ class RangeNormalize(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
 
     @property
     def leaf_maps(self) -> list[RangeMap | None] | None:
-        """The map of each leaf of a Dict/Tuple observation space, in the order of ``leaves`` (None:
-        flat, or no leaf mapped)."""
+        """The map of each leaf of a Dict/Tuple observation space, in the order of ``gym_leaves``
+        (None: flat, or no leaf mapped)."""
         return self._leaf_maps
 
     @property
@@ -281,7 +281,7 @@ def non_finite_obs_message(env_id: str, step: int, obs: Any, path: str = "") -> 
         obs: The observation, as checked (after range normalisation, before conversion); for
             a Dict/Tuple observation, the leaf that is not finite.
         path: Where that leaf sits in a Dict/Tuple observation (``"['pos']"``, ``"[1]"``:
-            ``leaf_paths``); ``""`` for a flat observation.
+            ``gym_leaf_paths``); ``""`` for a flat observation.
     """
     what = f"observation leaf obs{path}" if path else "observation"
     return (

@@ -194,7 +194,8 @@ def _is_yaml(value: Any) -> bool:
 
 
 def _is_plain(value: Any) -> bool:
-    """Whether ``value`` is a YAML scalar or a list of them (what env options may hold)."""
+    """Whether ``value`` is a YAML scalar or a list of them (what the values of a mapping field,
+    such as ``env_kwargs``, may hold)."""
     if isinstance(value, (list, tuple)):
         return all(_is_plain(v) for v in value)
     return value is None or isinstance(value, (bool, int, float, str))
@@ -617,8 +618,9 @@ def check_resume_overrides(stored: RunConfig, changes: Mapping[str, Any]) -> Run
 # --- Env ids --------------------------------------------------------------------------------
 
 
-def check_env_id(config: RunConfig) -> None:
-    """Fails fast when the config's env id is unknown to its backend (the backend's check).
+def check_config_env_id(config: RunConfig) -> None:
+    """Fails fast when the config's backend is not installed or its env id is unknown to the
+    backend (the backend record's ``check_env_id``, which takes the id alone).
 
     Raises:
         ConfigError: Naming the id, a close match if any, and where the valid ids come from;
@@ -649,9 +651,10 @@ def check_tracker(config: RunConfig) -> None:
 
 
 def check_env(config: RunConfig) -> Any:
-    """The start-up check of a run's env, before its run dir is made: the id (``check_env_id``),
-    then, for a backend with a ``probe`` (the Gymnasium ones), one env built with the config's
-    ``env_kwargs``, reset once and closed (its constructor, its spaces, its reset).
+    """The start-up check of a run's env, before its run dir is made: the backend and the id
+    (``check_config_env_id``), then, for a backend with a ``probe`` (the Gymnasium ones), one env
+    built with the config's ``env_kwargs``, reset once and closed (its constructor, its spaces,
+    its reset).
 
     Returns:
         The backend's probe of the env (``batchppo.envs.make.EnvProbe``), or None.
@@ -660,7 +663,7 @@ def check_env(config: RunConfig) -> Any:
         ConfigError: One line naming the problem and the fix; the original exception is its
             ``__cause__`` (``batchppo train --debug`` shows its traceback).
     """
-    check_env_id(config)
+    check_config_env_id(config)
     check_tracker(config)
     backend = get_backend(config.backend)
     if backend.probe is None:

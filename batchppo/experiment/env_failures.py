@@ -73,22 +73,18 @@ def env_failure(error: BaseException) -> EnvFailure | None:
     return failure if isinstance(failure, EnvFailure) else None
 
 
-def is_env_error(error: BaseException) -> bool:
-    """Whether ``error`` is an env's error (``batchppo.backends.host_env.is_env_error``)."""
-    from batchppo.backends import host_env  # imported late: only after a failure
-
-    return host_env.is_env_error(error)
-
-
 @contextmanager
 def stop_on_env_error(stopped: Callable[[Exception], None]) -> Iterator[None]:
-    """Calls ``stopped(error)`` on an env error (``is_env_error``), which propagates.
+    """Calls ``stopped(error)`` on an env error (``batchppo.backends.host_env.is_env_error``),
+    which propagates.
 
     Other exceptions propagate untouched.
     """
     try:
         yield
     except Exception as error:
+        from batchppo.backends.host_env import is_env_error  # imported late: only after a failure
+
         if not is_env_error(error):
             raise
         stopped(error)

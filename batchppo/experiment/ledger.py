@@ -61,8 +61,10 @@ class TrainResult:
     stopped_by: str | None = None
 
 
-class Evaluator(Protocol):
-    """What a ledger needs of its trainer: the evaluation of one seed's state."""
+class SupportsEvaluate(Protocol):
+    """What a ledger needs of its trainer: the evaluation of one seed's state (a ``Trainer``'s
+    ``evaluate``; not the eval env's runner, ``batchppo.algorithms.common.evaluation.Evaluator``).
+    """
 
     def evaluate(self, train_state: Any, num_episodes: int, key: Any) -> dict: ...
 
@@ -86,7 +88,7 @@ class RunLedger:
 
     def __init__(
         self,
-        trainer: Evaluator,
+        trainer: SupportsEvaluate,
         config: RunConfig,
         run_dir: Path | None,
         progress: str,

@@ -53,7 +53,8 @@ def load_run(
     step, path = ckpt.find_checkpoint(run_dir / CHECKPOINT_DIR, checkpoint)
     # One device: the policy acts unsharded, and any num_agents loads on a machine of several.
     loading = dataclasses.replace(loading_config(config), devices=1)
-    configs.check_env_id(loading)  # e.g. a module:factory that is not importable from here
+    # Refuses an env unknown here, e.g. a module:factory that is not importable from here.
+    configs.check_config_env_id(loading)
     trainer = trainers.build_trainer(trainer_factory, loading)
     try:
         template = trainer.init(host_key(config.seed, INIT_KEY))

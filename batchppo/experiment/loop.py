@@ -13,7 +13,7 @@ An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 
 run as Ctrl-C does, reports and checkpoint of the last completed iteration included, and then raises
 the env's own exception, which carries an ``EnvFailure`` (``env_failure``); its full text is in
 ``<run dir>/env_error.txt``. In a ``--seeds`` run every seed's run dir gets both
-(``batchppo.experiment.seeds``).
+(``batchppo.experiment.seed_runs``).
 
 This module holds [`train`][batchppo.experiment.loop.train] and names the public parts of the
 modules a run is made of: ``rundir`` (run directories), ``progress``, ``window`` (the metric
@@ -55,7 +55,7 @@ from batchppo.experiment.rundir import (
     prepare_run_dir,
     run_timestamp,
 )
-from batchppo.experiment.seeds import train_seeds
+from batchppo.experiment.seed_runs import train_seeds
 from batchppo.experiment.trainers import (
     EVALUATE_RUN_KEY,
     TrainerFactory,
@@ -115,8 +115,8 @@ def train(
     """Trains a policy; resumes when ``<logdir>/<timestamp>-<name>`` already exists.
 
     With ``seeds=N``, seeds ``config.seed + i`` (``i < N``) train together in one program into run
-    dirs ``<timestamp>-<name>-s<i>`` (see ``batchppo.experiment.seeds``), and one result per seed
-    comes back.
+    dirs ``<timestamp>-<name>-s<i>`` (see ``batchppo.experiment.seed_runs``), and one result per
+    seed comes back.
 
     Args:
         config: An algorithm's config (``PPOConfig``, ``A2CConfig``; see

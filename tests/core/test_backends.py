@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import subprocess
-import sys
 import types
 
 import pytest
 
-from batchppo import backends
-from batchppo.backends import Backend, check_restarts, get_backend, lazy, register
+from batchppo.backends import Backend, get_backend, lazy, register
 
 
 def test_unknown_backend_is_one_line_with_a_suggestion():
@@ -26,31 +22,6 @@ def test_register_refuses_a_taken_name_and_lazy_refs_bind_arguments():
     assert descending([1, 3, 2]) == [3, 2, 1]
     with pytest.raises(ValueError, match="module:name"):
         lazy("os.path.join")
-
-
-def test_the_registry_and_config_parsing_import_nothing_heavy():
-    code = (
-        "import sys\n"
-        "from batchppo import backends\n"
-        "from batchppo.experiment import configs\n"
-        "config = configs.apply_overrides(configs.get_preset('cartpole'), ['backend=sync'])\n"
-        "assert configs.config_from_yaml(configs.config_to_yaml(config)) == config\n"
-        "assert backends.get_backend(config.backend).host\n"
-        "heavy = [m for m in ('jax', 'flax', 'gymnax', 'gymnasium', 'ray', 'brax', 'jumanji') "
-        "if m in sys.modules]\n"
-        "assert not heavy, heavy\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
-
-
-def test_the_lazy_core_and_backends_packages_keep_their_names():
-    import batchppo.core.simulation  # the module's name is not the function's
-    from batchppo.backends import HostEnv, host_env, make_env
-    from batchppo.core import simulate
-
-    assert callable(simulate) and simulate is batchppo.core.simulation.simulate
-    assert HostEnv is host_env.HostEnv and make_env is backends.make_env
-    assert "rollout" in dir(batchppo.core) and "HostLoop" in dir(backends)
 
 
 def test_a_record_is_frozen_and_fills_its_defaults():
@@ -153,26 +124,4 @@ def test_a_backend_without_options_refuses_any():
     assert str(info.value) == (
         "backend_options {'address': 'auto'}: backend 'opt' takes none (backends with "
         "options: ray); drop backend_options"
-    )
-
-
-def test_check_restarts_runs_once_on_the_way_to_an_env(monkeypatch):
-    make_module = importlib.import_module("batchppo.envs.make")
-    calls = []
-
-    def counting(backend: str, max_restarts: int) -> None:
-        calls.append((backend, max_restarts))
-        check_restarts(backend, max_restarts)
-
-    monkeypatch.setattr(backends, "check_restarts", counting)  # make_env's
-    monkeypatch.setattr(make_module, "check_restarts", counting)  # envs.make's, by name
-    backends.make_env("Pendulum-v1", 2, "sync", max_restarts=1).close()
-    assert calls == [("sync", 1)]
-    make_module.make("Pendulum-v1", 2, backend="sync", max_restarts=1).close()
-    assert calls == [("sync", 1), ("sync", 1)]
-    with pytest.raises(ValueError) as info:
-        backends.make_env("Pendulum-v1", 2, "ray", max_restarts=1)
-    assert str(info.value) == (
-        "max_restarts=1: env restarts are for the process and sync backends only; got "
-        "backend='ray'."
     )

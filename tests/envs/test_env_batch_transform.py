@@ -18,7 +18,7 @@ from batchppo.envs import (
     make,
     make_env_fn,
 )
-from batchppo.envs.spaces import flattener, leaves
+from batchppo.envs.spaces import flattener, gym_leaves
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -144,12 +144,12 @@ def test_nested_float_leaves_are_bitwise_the_batch_transform_of_flat_spaces():
         raw_obs.append(raw.step(np.zeros(1))[0])
     raw_flat, out_flat = flattener(raw.observation_space), flattener(stack.observation_space)
     checked = 0
-    for i, leaf in enumerate(leaves(raw.observation_space)):
+    for i, leaf in enumerate(gym_leaves(raw.observation_space)):
         if not (isinstance(leaf, spaces.Box) and leaf.dtype.kind == "f"):
             continue
         transform = batch_transform("x", leaf, spaces.Box(-2.0, 2.0, (1,), np.float64))
         assert transform is not None
-        assert leaves(stack.observation_space)[i] == transform.spaces[0]
+        assert gym_leaves(stack.observation_space)[i] == transform.spaces[0]
         batch = transform.observations(np.stack([raw_flat(o)[i] for o in raw_obs]))
         stored = np.asarray(batch, transform.spaces[0].dtype)  # as BatchEnv stores it
         _assert_equal(np.stack([out_flat(o)[i] for o in nested_obs]), stored)

@@ -19,7 +19,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
 from batchppo.envs.make import StandardStack
-from batchppo.envs.spaces import flattener, leaves
+from batchppo.envs.spaces import flattener, gym_leaves
 from batchppo.envs.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,
@@ -222,12 +222,12 @@ def test_each_leaf_of_a_nested_observation_is_treated_as_a_flat_observation(laye
 
     raw = BoundedNestedObsEnv()
     env = wrap(raw)
-    nested_leaves = leaves(env.observation_space)
+    nested_leaves = gym_leaves(env.observation_space)
     obs, _ = env.reset(seed=1)
     raw_values = flattener(raw.observation_space)(raw._obs())
     values = flattener(env.observation_space)(obs)
     for raw_leaf, leaf, raw_value, value in zip(
-        leaves(raw.observation_space), nested_leaves, raw_values, values, strict=True
+        gym_leaves(raw.observation_space), nested_leaves, raw_values, values, strict=True
     ):
         flat = _FlatEnv(raw_leaf)
         flat.value = raw_value

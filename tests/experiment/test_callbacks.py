@@ -12,7 +12,7 @@ from experiment_fakes import FakeSeedsTrainer, FakeTrainer, fake_config
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import loop, seeds
+from batchppo.experiment import loop, seed_runs
 from batchppo.experiment.callbacks import Callback, RunInfo, as_callbacks
 from batchppo.experiment.logging import read_metrics
 from batchppo.experiment.rundir import CHECKPOINT_DIR, ENV_ERROR_FILE
@@ -147,9 +147,11 @@ def test_an_exception_in_a_callback_leaves_the_checkpoint(tmp_path: Path) -> Non
 
 
 def fake_seeds_run(tmp_path: Path, *callbacks: Any) -> list[loop.TrainResult]:
-    run_configs, run_dirs = seeds.prepare_seed_dirs(tmp_path, "fake", fake_config(), 2, "T", None)
+    run_configs, run_dirs = seed_runs.prepare_seed_dirs(
+        tmp_path, "fake", fake_config(), 2, "T", None
+    )
     trainer = FakeSeedsTrainer(run_configs[0], 2)
-    return seeds.run_seeds(trainer, run_configs, run_dirs, "none", as_callbacks(callbacks))
+    return seed_runs.run_seeds(trainer, run_configs, run_dirs, "none", as_callbacks(callbacks))
 
 
 def test_with_seeds_a_callback_sees_every_seed_and_a_function_seed_0(tmp_path: Path) -> None:

@@ -372,13 +372,15 @@ def test_resume_allows_raising_steps_and_bookkeeping_only():
         configs.check_resume_overrides(annealed, {"steps": stored.steps * 2})
 
 
-def test_check_env_id():
-    configs.check_env_id(configs.get_preset("cartpole"))
-    configs.check_env_id(configs.get_preset("cartpole_jax"))
+def test_check_config_env_id():
+    configs.check_config_env_id(configs.get_preset("cartpole"))
+    configs.check_config_env_id(configs.get_preset("cartpole_jax"))
     with pytest.raises(ConfigError, match=r"unknown Gymnasium env id 'CartPole-v9'.*'CartPole-v1'"):
-        configs.check_env_id(dataclasses.replace(configs.get_preset("cartpole"), env="CartPole-v9"))
+        configs.check_config_env_id(
+            dataclasses.replace(configs.get_preset("cartpole"), env="CartPole-v9")
+        )
     with pytest.raises(ConfigError, match=r"unknown gymnax env id 'Pendulum'.*Pendulum-v1"):
-        configs.check_env_id(
+        configs.check_config_env_id(
             dataclasses.replace(configs.get_preset("pendulum_jax"), env="Pendulum")
         )
 

@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 from batchppo import cli
-from batchppo.experiment import configs, loop, seeds
+from batchppo.experiment import configs, loop, seed_runs
 from batchppo.experiment.runlock import (
     LOCK_FILE,
     RunDirLockedError,
@@ -99,7 +99,7 @@ def test_a_second_train_in_a_held_run_dir_gets_one_line_naming_the_holder_and_st
 
 def test_a_seeds_run_locks_every_seed_dir(tmp_path, capsys):
     config = configs.get_preset("pendulum_fast")
-    _, run_dirs = seeds.prepare_seed_dirs(tmp_path, "pendulum_fast", config, 2, "T", None)
+    _, run_dirs = seed_runs.prepare_seed_dirs(tmp_path, "pendulum_fast", config, 2, "T", None)
     with held_by_another_process(run_dirs[1]) as holder:
         code = cli.main(_argv(tmp_path, "--seeds", "2"))
     _, err = capsys.readouterr()

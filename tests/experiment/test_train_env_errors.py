@@ -21,7 +21,7 @@ from batchppo.backends import make_env
 from batchppo.backends.host_env import is_env_error, mark_env_error
 from batchppo.envs import EnvRestartWarning
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import loop, seeds
+from batchppo.experiment import loop, seed_runs
 from batchppo.experiment.logging import read_metrics
 
 pytestmark = pytest.mark.timeout(180)
@@ -273,9 +273,11 @@ class _FailingFakeSeedsTrainer(FakeSeedsTrainer):
 
 
 def _fake_seeds_run(tmp_path, **fail):
-    run_configs, run_dirs = seeds.prepare_seed_dirs(tmp_path, "fake", fake_config(), 2, "T", None)
+    run_configs, run_dirs = seed_runs.prepare_seed_dirs(
+        tmp_path, "fake", fake_config(), 2, "T", None
+    )
     trainer = _FailingFakeSeedsTrainer(run_configs[0], 2, **fail)
-    return seeds.run_seeds(trainer, run_configs, run_dirs, "none")
+    return seed_runs.run_seeds(trainer, run_configs, run_dirs, "none")
 
 
 @pytest.mark.parametrize(

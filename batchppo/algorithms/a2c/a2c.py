@@ -21,7 +21,7 @@ import optax
 from flax import struct
 
 from batchppo.algorithms.a2c.config import A2CConfig
-from batchppo.algorithms.common import seeds as common_seeds
+from batchppo.algorithms.common import stacked_seeds
 from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
 from batchppo.algorithms.common.networks import NetworkFactory, build_network
@@ -193,7 +193,7 @@ class Trainer(common.Trainer):
         super().__init__(config, functools.partial(A2C, network_factory=network_factory), env)
 
 
-class SeedsTrainer(common_seeds.SeedsTrainer):
+class SeedsTrainer(stacked_seeds.SeedsTrainer):
     """Several seeds of one A2C config in one program (``--seeds``); ``network_factory`` as
     ``Trainer``'s."""
 

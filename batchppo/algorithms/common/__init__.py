@@ -6,7 +6,8 @@
   (``obs -> action`` on the host).
 * ``trainer``: ``Trainer``, the object API the experiment loop drives, over any agent of the
   [`Agent`][batchppo.algorithms.common.trainer.Agent] protocol.
-* ``seeds``: ``SeedsTrainer``, several seeds of one config in one program, over any agent.
+* ``stacked_seeds``: ``SeedsTrainer``, several seeds of one config stacked in one program, over
+  any agent.
 * ``sharding``: the device mesh of a data-parallel learner.
 * ``run_config``: ``RunConfig``, the run-level fields every algorithm's config subclasses, and
   ``NetworkConfig``, the network fields of PPO's and A2C's configs (imports no JAX).

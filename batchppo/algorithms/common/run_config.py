@@ -54,10 +54,10 @@ class RunConfig:
     ``gymnax`` or ``brax`` (pure JAX, fused with the learner); any backend of the registry
     ``batchppo.core.backends``."""
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Env construction options: keyword arguments of ``gymnasium.make`` for host backends
+    """Keyword arguments of the env's constructor: of ``gymnasium.make`` for host backends
     (e.g. ``{include_cfrc_ext_in_observation: false}`` for Ant-v5), of
-    ``brax.envs.get_environment`` for ``brax``, and ``EnvParams`` fields for ``gymnax``.
-    Values are YAML scalars or lists of them."""
+    ``brax.envs.get_environment`` for ``brax``, and ``EnvParams`` fields for ``gymnax``. Values
+    are YAML scalars or lists of them. (The backend's own settings are ``backend_options``.)"""
     env_wrappers: tuple[Any, ...] = ()
     """Host backends built by ``batchppo.envs.make`` (``process``, ``sync``, ``ray``):
     Gymnasium wrappers around each env, innermost first, in every worker and in the
@@ -68,9 +68,9 @@ class RunConfig:
     observation. Each path is imported and its arguments checked when a run starts
     (``batchppo.envs.env_wrappers``)."""
     eval_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Options of the evaluation env only, over ``env_kwargs``: e.g. the Atari presets'
-    ``{preprocess: atari_game}`` scores whole games (all lives, unclipped rewards) where
-    training sees lives as episodes and clipped rewards."""
+    """Keyword arguments of the evaluation env's constructor only, over ``env_kwargs``: e.g. the
+    Atari presets' ``{preprocess: atari_game}`` scores whole games (all lives, unclipped rewards)
+    where training sees lives as episodes and clipped rewards."""
     max_length: int | None = 200
     """Episode time limit in steps (truncation); None keeps the env's own limit."""
     normalize_ranges: bool = True

@@ -7,7 +7,7 @@ The agent is a set of pure functions over a [`TrainState`][batchppo.algorithms.p
   driver ([`Trainer`][batchppo.algorithms.common.trainer.Trainer]: compiled programs, host envs,
   devices, evaluation and deployment) over ``PPO``.
 * ``SeedsTrainer``: ``num_seeds`` seeds of one config in one program (``--seeds``), the shared
-  ``batchppo.algorithms.common.seeds.SeedsTrainer`` over ``PPO``.
+  ``batchppo.algorithms.common.stacked_seeds.SeedsTrainer`` over ``PPO``.
 * [`make_train`][batchppo.algorithms.ppo.make_train]: ``config -> train_fn(key) -> (TrainState,
   metrics)``, a pure function of the whole run for pure-JAX envs; ``jax.vmap(train_fn)(keys)``
   trains several seeds in one program.
@@ -37,7 +37,7 @@ import optax
 from flax import struct
 from jax import lax
 
-from batchppo.algorithms.common import seeds as common_seeds
+from batchppo.algorithms.common import stacked_seeds
 from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
 from batchppo.algorithms.common.networks import Network, NetworkFactory, build_network
@@ -590,7 +590,7 @@ class Trainer(common.Trainer):
         self.network = self.ppo.network
 
 
-class SeedsTrainer(common_seeds.SeedsTrainer):
+class SeedsTrainer(stacked_seeds.SeedsTrainer):
     """The PPO trainer of ``num_seeds`` seeds at once (``config.seed + i``).
 
     One compiled program and one set of envs for every seed, each seed computing what a

@@ -1,9 +1,10 @@
-"""SeedsTrainer (``algorithms/common/seeds.py``): N seeds in one program equal N separate runs.
+"""SeedsTrainer (``algorithms/common/stacked_seeds.py``): N seeds in one program equal N
+separate runs.
 
 The counting agent (``counting_agent.py``) samples its actions from its keys, so a seed's
 observations, sampled actions and counts depend on its keys: equal states mean the seed's
-computation is the separate run's. (``tests/algorithms/common/test_seeds.py`` would share
-its basename with ``tests/experiment/test_seeds.py``, which tests the loop's ``--seeds``.)
+computation is the separate run's. (The loop's ``--seeds``, a run dir per seed, is tested in
+``tests/experiment/test_seed_runs.py``.)
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ import pytest
 from counting_agent import Counter
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.algorithms.common.seeds import SeedsTrainer, SharedHostEnv, seeds_of, stack, unstack
+from batchppo.algorithms.common.stacked_seeds import (
+    SeedsTrainer,
+    SharedHostEnv,
+    seeds_of,
+    stack,
+    unstack,
+)
 from batchppo.algorithms.common.trainer import Trainer
 from batchppo.core.keys import host_key
 from batchppo.experiment.checkpoint import to_host

@@ -1,11 +1,12 @@
-"""Several seeds in one program: ``batchppo train --seeds N`` and ``train(..., seeds=N)``.
+"""The runs of ``batchppo train --seeds N`` (``train(..., seeds=N)``): a run dir per seed.
 
 Seed ``i`` is ``config.seed + i``. The seeds train together in one
-``batchppo.algorithms.common.seeds.SeedsTrainer`` (one compiled iteration; for host envs one shared
-batch env), and each writes an ordinary single-seed run dir ``<logdir>/<timestamp>-<config>-s<i>/``
-whose ``config.yaml`` holds its own seed. Each seed has its own ledger (``RunLedger``: reports,
-evaluations, checkpoints, their cadence), and the driver a single run uses
-(``batchppo.experiment.driver``) iterates them over the stacked state (``StackedSeeds``).
+``batchppo.algorithms.common.stacked_seeds.SeedsTrainer`` (one compiled iteration; for host envs
+one shared batch env), and each writes an ordinary single-seed run dir
+``<logdir>/<timestamp>-<config>-s<i>/`` whose ``config.yaml`` holds its own seed. Each seed has
+its own ledger (``RunLedger``: reports, evaluations, checkpoints, their cadence), and the driver
+a single run uses (``batchppo.experiment.driver``) iterates them over the stacked state
+(``StackedSeeds``).
 
 Resume: ``--seeds N --timestamp T`` resumes all ``N`` dirs together when all exist and their
 newest checkpoints are at one step; otherwise it stops with a one-line error. One seed's dir
@@ -73,13 +74,13 @@ class StackedSeeds:
 
     def part(self, state: Any, index: int) -> Any:
         """Seed ``index``'s state."""
-        from batchppo.algorithms.common.seeds import unstack
+        from batchppo.algorithms.common.stacked_seeds import unstack
 
         return unstack(state, index)
 
     def join(self, parts: Sequence[Any]) -> Any:
         """The seeds' states, stacked."""
-        from batchppo.algorithms.common.seeds import stack
+        from batchppo.algorithms.common.stacked_seeds import stack
 
         return stack(list(parts))
 
