@@ -14,8 +14,8 @@ compilation included) and steady state (the train reports' steps/s, which leave 
 run's first, compiling, iteration; summed over the seeds trained at once).
 
 Example:
-    python bench/seeds.py                                      # pendulum_jax and cheetah_fast
-    python bench/seeds.py --presets pendulum_jax --steps 20480 --seeds 4
+    python bench/many_seeds.py                                      # pendulum_jax and cheetah_fast
+    python bench/many_seeds.py --presets pendulum_jax --steps 20480 --seeds 4
 """
 
 from __future__ import annotations
