@@ -37,7 +37,7 @@ from batchppo.experiment.rundir import open_run_dir
 
 
 @dataclasses.dataclass(frozen=True)
-class Protocol:
+class ScoringProtocol:
     """How one score is measured.
 
     Attributes:
@@ -53,22 +53,22 @@ class Protocol:
     used_by: str
 
 
-PROTOCOLS: dict[str, Protocol] = {
+PROTOCOLS: dict[str, ScoringProtocol] = {
     p.name: p
     for p in (
-        Protocol(
+        ScoringProtocol(
             "final-mean", "mean return of the final policy's evaluation episodes", "mean",
             "rl-baselines3-zoo (deterministic evaluation); batchppo's own tables",
         ),
-        Protocol(
+        ScoringProtocol(
             "final-sampled", "mean return of the final policy's evaluation episodes",
             "sampled", "batchppo evaluate --sample",
         ),
-        Protocol(
+        ScoringProtocol(
             "training-window", "mean return of the run's last N training episodes",
             "sampled", "CleanRL's benchmarks and the PPO paper (last 100 episodes)",
         ),
-        Protocol(
+        ScoringProtocol(
             "max-eval-mean", "maximum over evaluation points of the mean over seeds of each "
             "periodic evaluation", "as the run's evaluations (ours: mean action)",
             "Tianshou's MuJoCo benchmark (10 seeds, first 1M steps)",
