@@ -305,7 +305,7 @@ def factory_env_id(factory: Callable[..., Any]) -> str:
     shown = qualname or repr(factory)
     fix = (
         "define it at the top level of a module (e.g. myenvs.py) and pass it, or pass "
-        "'module:name'; options go in env_kwargs"
+        "'module:name'; the factory's arguments go in env_kwargs"
     )
     if not module or not qualname or "<" in qualname:
         raise ValueError(
