@@ -26,7 +26,7 @@ from batchppo.experiment.rundir import prepare_run_dir
 from batchppo.experiment.trainers import TrainerFactory, TrainerLike
 
 EnvArg = str | Callable[..., Any]
-"""An env for [`train`][batchppo.experiment.loop.train]: an env id (``"Pendulum-v1"``,
+"""An env for [`train`][batchppo.experiment.training.train]: an env id (``"Pendulum-v1"``,
 ``"module:EnvId"``, ``"module:factory"``) or a factory (a callable returning a
 ``gymnasium.Env``)."""
 
@@ -223,13 +223,13 @@ def launch(  # noqa: D417
     Args:
         layout: One run or several seeds (``SingleRunLayout``, ``SeedsLayout``).
         config, logdir, name, timestamp, overrides, progress, resume, env: As
-            [`train`][batchppo.experiment.loop.train]'s.
+            [`train`][batchppo.experiment.training.train]'s.
 
     Returns:
         One result per ledger, in order.
 
     Raises:
-        UserError: As [`train`][batchppo.experiment.loop.train].
+        UserError: As [`train`][batchppo.experiment.training.train].
     """
     # With a preset, only the explicit overrides may differ from a resumed run's stored config
     # (the preset itself may have been retuned since); with a config, every differing field.

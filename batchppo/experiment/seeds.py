@@ -259,20 +259,20 @@ def train_seeds(
         num_seeds: Number of seeds (>= 1).
         name: Run dir suffix before ``-s<i>``; defaults to the preset name, or ``custom``.
         timestamp: Run dir prefix; existing dirs resume (all seeds at one checkpoint step).
-        overrides: ``KEY=VALUE`` strings, as [`train`][batchppo.experiment.loop.train].
+        overrides: ``KEY=VALUE`` strings, as [`train`][batchppo.experiment.training.train].
         progress: ``auto``, ``bar``, ``lines`` or ``none`` (seed 0's progress).
         resume: Every seed's run dir must exist (``--resume``).
-        env: The env, replacing the config's (as [`train`][batchppo.experiment.loop.train]).
-        network_factory: Builds the network (as [`train`][batchppo.experiment.loop.train]).
+        env: The env, replacing the config's (as [`train`][batchppo.experiment.training.train]).
+        network_factory: Builds the network (as [`train`][batchppo.experiment.training.train]).
         callbacks: The user's callbacks, called for every seed (as
-            [`train`][batchppo.experiment.loop.train]'s, adapted by ``as_callbacks``).
+            [`train`][batchppo.experiment.training.train]'s, adapted by ``as_callbacks``).
 
     Returns:
         One [`TrainResult`][batchppo.experiment.ledger.TrainResult] per seed, in seed order.
 
     Raises:
-        UserError: As [`train`][batchppo.experiment.loop.train], and a resume whose seed dirs are
-            incomplete, differ or stand at different checkpoint steps.
+        UserError: As [`train`][batchppo.experiment.training.train], and a resume whose seed dirs
+            are incomplete, differ or stand at different checkpoint steps.
     """
     return launch(
         SeedsLayout(num_seeds, network_factory, callbacks), config, logdir, name=name,

@@ -1,4 +1,5 @@
-"""The host training loop: train and eval phases, reports, checkpoints, resume, progress.
+"""The entry point of a training run, [`train`][batchppo.experiment.training.train], and the
+public names of the modules a run is made of.
 
 As in the original, training alternates two phases on one x-axis (training env steps):
 the *train* phase runs ``trainer.iteration`` (collect a rollout, update) and reports every
@@ -15,13 +16,12 @@ the env's own exception, which carries an ``EnvFailure`` (``env_failure``); its 
 ``<run dir>/env_error.txt``. In a ``--seeds`` run every seed's run dir gets both
 (``batchppo.experiment.seeds``).
 
-This module holds [`train`][batchppo.experiment.loop.train] and names the public parts of the
-modules a run is made of: ``rundir`` (run directories), ``progress``, ``window`` (the metric
-window), ``stopping`` (Ctrl-C / SIGTERM), [`callbacks`][batchppo.experiment.callbacks] (a user's
-code on a run), ``env_failures``, ``trainers``,
-[`ledger`][batchppo.experiment.ledger] (one run's bookkeeping), ``driver`` (the iterate loop over
-one ledger or the seeds' ledgers), ``launch`` (the set-up of a call, one run's or ``--seeds``') and
-[`loading`][batchppo.experiment.loading].
+The modules a run is made of, whose public parts this module names: ``rundir`` (run
+directories), ``progress``, ``window`` (the metric window), ``stopping`` (Ctrl-C / SIGTERM),
+[`callbacks`][batchppo.experiment.callbacks] (a user's code on a run), ``env_failures``,
+``trainers``, [`ledger`][batchppo.experiment.ledger] (one run's bookkeeping), ``driver`` (the
+iterate loop over one ledger or the seeds' ledgers), ``launch`` (the set-up of a call, one run's
+or ``--seeds``') and [`loading`][batchppo.experiment.loading].
 
 Examples:
     A run trains for tens of seconds and the policy needs a run directory, so the docs test
