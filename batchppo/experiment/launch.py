@@ -91,6 +91,35 @@ def resolve_config(
 
 
 @dataclasses.dataclass(frozen=True)
+class TrainCall:
+    """What a train call asks its set-up (``launch``) for, one run's and ``--seeds``' alike: the
+    arguments of [`train`][batchppo.experiment.training.train] that do not pick the kind of run
+    (its ``RunLayout``).
+
+    Attributes:
+        config: A config, a preset name, or None for a recipe chosen from ``env``'s spaces.
+        logdir: Parent directory of runs; None: no disk I/O.
+        name: The run dir's suffix (before a seed's ``-s<i>``); None: the preset's or the env's.
+        timestamp: The run dirs' prefix; existing dirs resume. None: now.
+        overrides: ``KEY=VALUE`` strings.
+        progress: The first run's progress output.
+        resume: The run dirs must exist (``--resume``).
+        env: The env replacing the config's.
+        callbacks: The user's callbacks, called for every run.
+    """
+
+    config: RunConfig | str | None
+    logdir: str | Path | None
+    name: str | None
+    timestamp: str | None
+    overrides: Sequence[str]
+    progress: str
+    resume: bool
+    env: EnvArg | None
+    callbacks: Sequence[Callback]
+
+
+@dataclasses.dataclass(frozen=True)
 class RunDirRequest:
     """The run dirs a train call asks its ``RunLayout`` for.
 
@@ -135,7 +164,12 @@ class RunLayout(Protocol):
         """The trainer (built with ``build_trainer``)."""
 
     def run(
-        self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
+        self,
+        trainer: Any,
+        run_configs: list[RunConfig],
+        run_dirs: list[Any],
+        progress: str,
+        callbacks: Sequence[Callback],
     ) -> list[TrainResult]:
         """Trains the ledgers with ``trainer`` (``drive``)."""
 
@@ -145,11 +179,10 @@ class SingleRunLayout:
 
     Args:
         factory: Builds the trainer from the config; None: the algorithm's.
-        callbacks: The user's callbacks of the run.
     """
 
-    def __init__(self, factory: TrainerFactory | None, callbacks: Sequence[Callback] = ()) -> None:
-        self.factory, self.callbacks = factory, tuple(callbacks)
+    def __init__(self, factory: TrainerFactory | None) -> None:
+        self.factory = factory
 
     def check(self, config: RunConfig) -> None:
         """Any algorithm's config trains a single run."""
@@ -177,10 +210,15 @@ class SingleRunLayout:
         return trainers.build_trainer(self.factory, config)
 
     def run(
-        self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
+        self,
+        trainer: Any,
+        run_configs: list[RunConfig],
+        run_dirs: list[Any],
+        progress: str,
+        callbacks: Sequence[Callback],
     ) -> list[TrainResult]:
         """Trains the run."""
-        return drive(SingleRun(trainer), run_configs, run_dirs, progress, callbacks=self.callbacks)
+        return drive(SingleRun(trainer), run_configs, run_dirs, progress, callbacks=callbacks)
 
 
 def _build(layout: RunLayout, config: RunConfig) -> Any:
@@ -201,19 +239,7 @@ def _build(layout: RunLayout, config: RunConfig) -> Any:
         ) from error
 
 
-# The run's own arguments are documented once, as train's (D417 wants an entry for each).
-def launch(  # noqa: D417
-    layout: RunLayout,
-    config: RunConfig | str | None,
-    logdir: str | Path | None,
-    *,
-    name: str | None = None,
-    timestamp: str | None = None,
-    overrides: Sequence[str] = (),
-    progress: str = "auto",
-    resume: bool = False,
-    env: EnvArg | None = None,
-) -> list[TrainResult]:
+def launch(layout: RunLayout, call: TrainCall) -> list[TrainResult]:
     """The set-up of a train call, for one run and for ``--seeds`` alike, then its training.
 
     Resolves the config, checks the env before a run dir is made for it (a resume checks the
@@ -222,8 +248,7 @@ def launch(  # noqa: D417
 
     Args:
         layout: One run or several seeds (``SingleRunLayout``, ``SeedsLayout``).
-        config, logdir, name, timestamp, overrides, progress, resume, env: As
-            [`train`][batchppo.experiment.training.train]'s.
+        call: The call's arguments.
 
     Returns:
         One result per ledger, in order.
@@ -234,10 +259,11 @@ def launch(  # noqa: D417
     # With a preset, only the explicit overrides may differ from a resumed run's stored config
     # (the preset itself may have been retuned since); with a config, every differing field.
     # A recipe is a preset too: only the explicit overrides count on resume.
-    from_preset = config is None or isinstance(config, str)
-    config, name, changes = resolve_config(config, name, overrides, env)
+    from_preset = call.config is None or isinstance(call.config, str)
+    config, name, changes = resolve_config(call.config, call.name, call.overrides, call.env)
     layout.check(config)
     names = layout.dir_names(name)
+    logdir, timestamp = call.logdir, call.timestamp
     if (
         logdir is None
         or timestamp is None
@@ -253,7 +279,7 @@ def launch(  # noqa: D417
             run_configs, run_dirs = layout.configs(config), [None] * len(names)
         else:
             explicit = changes if from_preset else None
-            request = RunDirRequest(logdir, name, config, timestamp, explicit, resume)
+            request = RunDirRequest(logdir, name, config, timestamp, explicit, call.resume)
             run_configs, run_dirs, resumed = layout.prepare(request, locks)
             if resumed:
                 configs.check_env(run_configs[0])
@@ -266,6 +292,6 @@ def launch(  # noqa: D417
                         shutil.rmtree(run_dir, ignore_errors=True)
             raise
         try:
-            return layout.run(trainer, run_configs, run_dirs, progress)
+            return layout.run(trainer, run_configs, run_dirs, call.progress, call.callbacks)
         finally:
             trainer.close()

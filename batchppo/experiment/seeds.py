@@ -34,7 +34,7 @@ from batchppo.experiment import configs, trainers
 from batchppo.experiment.callbacks import Callback
 from batchppo.experiment.driver import drive
 from batchppo.experiment.errors import ConfigError, RunDirError
-from batchppo.experiment.launch import EnvArg, RunDirRequest, launch
+from batchppo.experiment.launch import RunDirRequest
 from batchppo.experiment.ledger import TrainResult
 from batchppo.experiment.rundir import CHECKPOINT_DIR, make_timestamp, prepare_run_dir
 
@@ -173,20 +173,13 @@ class SeedsLayout:
     Args:
         num_seeds: Number of seeds (>= 1).
         network_factory: Builds the seeds' network (``SeedsTrainer``'s); None: the config's.
-        callbacks: The user's callbacks, called for every seed.
     """
 
-    def __init__(
-        self,
-        num_seeds: int,
-        network_factory: NetworkFactory | None = None,
-        callbacks: Sequence[Callback] = (),
-    ) -> None:
+    def __init__(self, num_seeds: int, network_factory: NetworkFactory | None = None) -> None:
         if num_seeds < 1:
             raise ConfigError(f"--seeds {num_seeds}: must be >= 1")
         self.num_seeds = num_seeds
         self.network_factory = network_factory
-        self.callbacks = tuple(callbacks)
 
     def check(self, config: RunConfig) -> None:
         """Refuses an algorithm without a ``SeedsTrainer``.
@@ -231,50 +224,12 @@ class SeedsLayout:
         )
 
     def run(
-        self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
+        self,
+        trainer: Any,
+        run_configs: list[RunConfig],
+        run_dirs: list[Any],
+        progress: str,
+        callbacks: Sequence[Callback],
     ) -> list[TrainResult]:
         """Trains the seeds (``run_seeds``)."""
-        return run_seeds(trainer, run_configs, run_dirs, progress, self.callbacks)
-
-
-def train_seeds(
-    config: RunConfig | str,
-    logdir: str | Path | None,
-    num_seeds: int,
-    *,
-    name: str | None = None,
-    timestamp: str | None = None,
-    overrides: Sequence[str] = (),
-    progress: str = "auto",
-    resume: bool = False,
-    env: EnvArg | None = None,
-    network_factory: NetworkFactory | None = None,
-    callbacks: Sequence[Callback] = (),
-) -> list[TrainResult]:
-    """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
-
-    Args:
-        config: An algorithm's config or a preset name.
-        logdir: Parent directory of runs; None: no disk I/O.
-        num_seeds: Number of seeds (>= 1).
-        name: Run dir suffix before ``-s<i>``; defaults to the preset name, or ``custom``.
-        timestamp: Run dir prefix; existing dirs resume (all seeds at one checkpoint step).
-        overrides: ``KEY=VALUE`` strings, as [`train`][batchppo.experiment.training.train].
-        progress: ``auto``, ``bar``, ``lines`` or ``none`` (seed 0's progress).
-        resume: Every seed's run dir must exist (``--resume``).
-        env: The env, replacing the config's (as [`train`][batchppo.experiment.training.train]).
-        network_factory: Builds the network (as [`train`][batchppo.experiment.training.train]).
-        callbacks: The user's callbacks, called for every seed (as
-            [`train`][batchppo.experiment.training.train]'s, adapted by ``as_callbacks``).
-
-    Returns:
-        One [`TrainResult`][batchppo.experiment.ledger.TrainResult] per seed, in seed order.
-
-    Raises:
-        UserError: As [`train`][batchppo.experiment.training.train], and a resume whose seed dirs
-            are incomplete, differ or stand at different checkpoint steps.
-    """
-    return launch(
-        SeedsLayout(num_seeds, network_factory, callbacks), config, logdir, name=name,
-        timestamp=timestamp, overrides=overrides, progress=progress, resume=resume, env=env,
-    )  # fmt: skip
+        return run_seeds(trainer, run_configs, run_dirs, progress, callbacks)

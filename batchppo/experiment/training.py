@@ -43,7 +43,7 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.experiment.callbacks import Callback, CallbackArg, ProgressFn, RunInfo, as_callbacks
 from batchppo.experiment.env_failures import EnvFailure, env_failure
 from batchppo.experiment.errors import RunDirError
-from batchppo.experiment.launch import EnvArg, SingleRunLayout, env_id_of, launch
+from batchppo.experiment.launch import EnvArg, SingleRunLayout, TrainCall, env_id_of, launch
 from batchppo.experiment.ledger import TrainResult
 from batchppo.experiment.loading import load_policy, load_run
 from batchppo.experiment.rundir import (
@@ -55,7 +55,7 @@ from batchppo.experiment.rundir import (
     prepare_run_dir,
     run_timestamp,
 )
-from batchppo.experiment.seeds import train_seeds
+from batchppo.experiment.seeds import SeedsLayout
 from batchppo.experiment.trainers import (
     EVALUATE_RUN_KEY,
     TrainerFactory,
@@ -180,17 +180,11 @@ def train(
             "train: network_factory= builds the network of the algorithm's trainer; with "
             "trainer_factory=, have that factory pass it to the trainer it builds"
         )
+    if seeds is not None and trainer_factory is not None:
+        raise TypeError("train: seeds= trains with the algorithm's SeedsTrainer (no factory)")
+    call = TrainCall(config, logdir, name, timestamp, overrides, progress, resume, env, callbacks)
     if seeds is not None:
-        if trainer_factory is not None:
-            raise TypeError("train: seeds= trains with the algorithm's SeedsTrainer (no factory)")
-        return train_seeds(
-            config, logdir, seeds, name=name, timestamp=timestamp, overrides=overrides,
-            progress=progress, resume=resume, env=env, network_factory=network_factory,
-            callbacks=callbacks,
-        )  # fmt: skip
+        return launch(SeedsLayout(seeds, network_factory), call)
     if network_factory is not None:
         trainer_factory = network_trainer_factory(network_factory)
-    return launch(
-        SingleRunLayout(trainer_factory, callbacks), config, logdir, name=name, timestamp=timestamp,
-        overrides=overrides, progress=progress, resume=resume, env=env,
-    )[0]  # fmt: skip
+    return launch(SingleRunLayout(trainer_factory), call)[0]
