@@ -2,7 +2,7 @@
 
 Its config (a preset, a recipe for an env, overrides, the env), the env check, the run dirs under
 their locks and the trainer; then the driver trains (``batchppo.experiment.driver``). What differs
-between one run and several seeds is a ``RunLayout``.
+between one run and several seeds is the call's run set (``batchppo.experiment.run_set``).
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.experiment import configs, trainers
+from batchppo.experiment import configs
 from batchppo.experiment.callbacks import Callback
-from batchppo.experiment.driver import SingleRun, drive
+from batchppo.experiment.driver import drive
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.ledger import TrainResult
-from batchppo.experiment.rundir import prepare_run_dir
-from batchppo.experiment.trainers import TrainerFactory, TrainerLike
+from batchppo.experiment.run_set import RunDirRequest, RunSet
 
 EnvArg = str | Callable[..., Any]
 """An env for [`train`][batchppo.experiment.training.train]: an env id (``"Pendulum-v1"``,
@@ -94,7 +93,7 @@ def resolve_config(
 class TrainCall:
     """What a train call asks its set-up (``launch``) for, one run's and ``--seeds``' alike: the
     arguments of [`train`][batchppo.experiment.training.train] that do not pick the kind of run
-    (its ``RunLayout``).
+    (its ``RunSet``).
 
     Attributes:
         config: A config, a preset name, or None for a recipe chosen from ``env``'s spaces.
@@ -119,110 +118,8 @@ class TrainCall:
     callbacks: Sequence[Callback]
 
 
-@dataclasses.dataclass(frozen=True)
-class RunDirRequest:
-    """The run dirs a train call asks its ``RunLayout`` for.
-
-    Attributes:
-        logdir: Parent directory of runs.
-        name: The run's name (a dir's suffix, before a seed's ``-s<i>``).
-        config: The config of a new run.
-        timestamp: The dirs' prefix; existing dirs resume. None: now.
-        explicit: When resuming, the explicit changes asked for; None compares ``config`` with the
-            stored one (``prepare_run_dir``).
-        resume: The dirs must exist (``--resume``).
-    """
-
-    logdir: str | Path
-    name: str
-    config: RunConfig
-    timestamp: str | None
-    explicit: dict[str, Any] | None
-    resume: bool
-
-
-class RunLayout(Protocol):
-    """What a train call's set-up (``launch``) asks of its kind of run: one run, or the seeds of
-    ``--seeds``."""
-
-    def check(self, config: RunConfig) -> None:
-        """Refuses a config this kind of run cannot train (a ``ConfigError``)."""
-
-    def dir_names(self, name: str) -> list[str]:
-        """The run dirs' names after ``<timestamp>-``."""
-
-    def configs(self, config: RunConfig) -> list[RunConfig]:
-        """Each ledger's config of a run without a logdir."""
-
-    def prepare(
-        self, request: RunDirRequest, locks: contextlib.ExitStack
-    ) -> tuple[list[RunConfig], list[Path], bool]:
-        """Makes or reopens the run dirs, their locks held in ``locks``: each ledger's
-        config and run dir, and whether they were reopened (a resume)."""
-
-    def build(self, config: RunConfig) -> Any:
-        """The trainer (built with ``build_trainer``)."""
-
-    def run(
-        self,
-        trainer: Any,
-        run_configs: list[RunConfig],
-        run_dirs: list[Any],
-        progress: str,
-        callbacks: Sequence[Callback],
-    ) -> list[TrainResult]:
-        """Trains the ledgers with ``trainer`` (``drive``)."""
-
-
-class SingleRunLayout:
-    """One run in ``<logdir>/<timestamp>-<name>/``.
-
-    Args:
-        factory: Builds the trainer from the config; None: the algorithm's.
-    """
-
-    def __init__(self, factory: TrainerFactory | None) -> None:
-        self.factory = factory
-
-    def check(self, config: RunConfig) -> None:
-        """Any algorithm's config trains a single run."""
-
-    def dir_names(self, name: str) -> list[str]:
-        """The run dir's name: the run's."""
-        return [name]
-
-    def configs(self, config: RunConfig) -> list[RunConfig]:
-        """The config itself."""
-        return [config]
-
-    def prepare(
-        self, request: RunDirRequest, locks: contextlib.ExitStack
-    ) -> tuple[list[RunConfig], list[Path], bool]:
-        """The run dir (``prepare_run_dir``)."""
-        r = request
-        config, run_dir, resumed = prepare_run_dir(
-            r.logdir, r.name, r.config, r.timestamp, r.explicit, resume=r.resume, locks=locks
-        )
-        return [config], [run_dir], resumed
-
-    def build(self, config: RunConfig) -> TrainerLike:
-        """The run's trainer."""
-        return trainers.build_trainer(self.factory, config)
-
-    def run(
-        self,
-        trainer: Any,
-        run_configs: list[RunConfig],
-        run_dirs: list[Any],
-        progress: str,
-        callbacks: Sequence[Callback],
-    ) -> list[TrainResult]:
-        """Trains the run."""
-        return drive(SingleRun(trainer), run_configs, run_dirs, progress, callbacks=callbacks)
-
-
-def _build(layout: RunLayout, config: RunConfig) -> Any:
-    """``layout.build(config)``, a network that does not fit the env's spaces (the config's
+def _build(run_set: RunSet, config: RunConfig) -> Any:
+    """``run_set.build(config)``, a network that does not fit the env's spaces (the config's
     ``network``, ``cnn``, or a space no encoder or head takes) made one user error.
 
     Raises:
@@ -231,7 +128,7 @@ def _build(layout: RunLayout, config: RunConfig) -> Any:
     from batchppo.core.spaces import UnsupportedSpaceError
 
     try:
-        return layout.build(config)
+        return run_set.build(config)
     except UnsupportedSpaceError as error:
         raise ConfigError(
             f"env {config.env!r}: the config's network does not fit the env's spaces: {error}; "
@@ -239,15 +136,15 @@ def _build(layout: RunLayout, config: RunConfig) -> Any:
         ) from error
 
 
-def launch(layout: RunLayout, call: TrainCall) -> list[TrainResult]:
+def launch(run_set: RunSet, call: TrainCall) -> list[TrainResult]:
     """The set-up of a train call, for one run and for ``--seeds`` alike, then its training.
 
     Resolves the config, checks the env before a run dir is made for it (a resume checks the
     stored config's), makes or reopens the run dirs under their locks, builds the trainer (a
-    failed build removes the run dirs it made) and trains (``layout.run``).
+    failed build removes the run dirs it made) and trains (``drive``).
 
     Args:
-        layout: One run or several seeds (``SingleRunLayout``, ``SeedsLayout``).
+        run_set: One run or several seeds (``SingleRun``, ``StackedSeeds``).
         call: The call's arguments.
 
     Returns:
@@ -261,8 +158,8 @@ def launch(layout: RunLayout, call: TrainCall) -> list[TrainResult]:
     # A recipe is a preset too: only the explicit overrides count on resume.
     from_preset = call.config is None or isinstance(call.config, str)
     config, name, changes = resolve_config(call.config, call.name, call.overrides, call.env)
-    layout.check(config)
-    names = layout.dir_names(name)
+    run_set.check(config)
+    names = run_set.dir_names(name)
     logdir, timestamp = call.logdir, call.timestamp
     if (
         logdir is None
@@ -276,15 +173,15 @@ def launch(layout: RunLayout, call: TrainCall) -> list[TrainResult]:
     resumed = False
     with contextlib.ExitStack() as locks:
         if logdir is None:
-            run_configs, run_dirs = layout.configs(config), [None] * len(names)
+            run_configs, run_dirs = run_set.configs(config), [None] * len(names)
         else:
             explicit = changes if from_preset else None
             request = RunDirRequest(logdir, name, config, timestamp, explicit, call.resume)
-            run_configs, run_dirs, resumed = layout.prepare(request, locks)
+            run_configs, run_dirs, resumed = run_set.prepare(request, locks)
             if resumed:
                 configs.check_env(run_configs[0])
         try:
-            trainer = _build(layout, run_configs[0])
+            trainer = _build(run_set, run_configs[0])
         except BaseException:
             if not resumed:  # a failed start leaves no run dir behind
                 for run_dir in run_dirs:
@@ -292,6 +189,8 @@ def launch(layout: RunLayout, call: TrainCall) -> list[TrainResult]:
                         shutil.rmtree(run_dir, ignore_errors=True)
             raise
         try:
-            return layout.run(trainer, run_configs, run_dirs, call.progress, call.callbacks)
+            return drive(
+                run_set, trainer, run_configs, run_dirs, call.progress, callbacks=call.callbacks
+            )
         finally:
             trainer.close()

@@ -20,8 +20,8 @@ The modules a run is made of, whose public parts this module names: ``rundir`` (
 directories), ``progress``, ``window`` (the metric window), ``stopping`` (Ctrl-C / SIGTERM),
 [`callbacks`][batchppo.experiment.callbacks] (a user's code on a run), ``env_failures``,
 ``trainers``, [`ledger`][batchppo.experiment.ledger] (one run's bookkeeping), ``driver`` (the
-iterate loop over one ledger or the seeds' ledgers), ``launch`` (the set-up of a call, one run's
-or ``--seeds``') and [`loading`][batchppo.experiment.loading].
+iterate loop over one ledger or the seeds' ledgers), ``run_set`` (one run or the stacked seeds of
+``--seeds``), ``launch`` (the set-up of a call) and [`loading`][batchppo.experiment.loading].
 
 Examples:
     A run trains for tens of seconds and the policy needs a run directory, so the docs test
@@ -43,9 +43,10 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.experiment.callbacks import Callback, CallbackArg, ProgressFn, RunInfo, as_callbacks
 from batchppo.experiment.env_failures import EnvFailure, env_failure
 from batchppo.experiment.errors import RunDirError
-from batchppo.experiment.launch import EnvArg, SingleRunLayout, TrainCall, env_id_of, launch
+from batchppo.experiment.launch import EnvArg, TrainCall, env_id_of, launch
 from batchppo.experiment.ledger import TrainResult
 from batchppo.experiment.loading import load_policy, load_run
+from batchppo.experiment.run_set import SingleRun, StackedSeeds
 from batchppo.experiment.rundir import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -55,7 +56,6 @@ from batchppo.experiment.rundir import (
     prepare_run_dir,
     run_timestamp,
 )
-from batchppo.experiment.seeds import SeedsLayout
 from batchppo.experiment.trainers import (
     EVALUATE_RUN_KEY,
     TrainerFactory,
@@ -184,7 +184,7 @@ def train(
         raise TypeError("train: seeds= trains with the algorithm's SeedsTrainer (no factory)")
     call = TrainCall(config, logdir, name, timestamp, overrides, progress, resume, env, callbacks)
     if seeds is not None:
-        return launch(SeedsLayout(seeds, network_factory), call)
+        return launch(StackedSeeds(seeds, network_factory), call)
     if network_factory is not None:
         trainer_factory = network_trainer_factory(network_factory)
-    return launch(SingleRunLayout(trainer_factory), call)[0]
+    return launch(SingleRun(trainer_factory), call)[0]

@@ -14,7 +14,9 @@ import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports 
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import seeds, training
 from batchppo.experiment.callbacks import Callback, RunInfo, as_callbacks
+from batchppo.experiment.driver import drive
 from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.run_set import StackedSeeds
 from batchppo.experiment.rundir import CHECKPOINT_DIR, ENV_ERROR_FILE
 
 # 8 envs x 32 steps = 256 env steps per iteration; tiny networks, one epoch; no periodic
@@ -149,7 +151,9 @@ def test_an_exception_in_a_callback_leaves_the_checkpoint(tmp_path: Path) -> Non
 def fake_seeds_run(tmp_path: Path, *callbacks: Any) -> list[training.TrainResult]:
     run_configs, run_dirs = seeds.prepare_seed_dirs(tmp_path, "fake", fake_config(), 2, "T", None)
     trainer = FakeSeedsTrainer(run_configs[0], 2)
-    return seeds.run_seeds(trainer, run_configs, run_dirs, "none", as_callbacks(callbacks))
+    return drive(
+        StackedSeeds(2), trainer, run_configs, run_dirs, "none", callbacks=as_callbacks(callbacks)
+    )
 
 
 def test_with_seeds_a_callback_sees_every_seed_and_a_function_seed_0(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ from batchppo.backends.host_env import is_env_error, mark_env_error
 from batchppo.envs import EnvRestartWarning
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import seeds, training
+from batchppo.experiment.driver import drive
 from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.run_set import StackedSeeds
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -275,7 +277,7 @@ class _FailingFakeSeedsTrainer(FakeSeedsTrainer):
 def _fake_seeds_run(tmp_path, **fail):
     run_configs, run_dirs = seeds.prepare_seed_dirs(tmp_path, "fake", fake_config(), 2, "T", None)
     trainer = _FailingFakeSeedsTrainer(run_configs[0], 2, **fail)
-    return seeds.run_seeds(trainer, run_configs, run_dirs, "none")
+    return drive(StackedSeeds(2), trainer, run_configs, run_dirs, "none")
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, stopping, training
-from batchppo.experiment.driver import Driver, SingleRun
+from batchppo.experiment.driver import Driver
 from batchppo.experiment.errors import (
     ConfigError,
     CorruptCheckpointError,
@@ -25,6 +25,7 @@ from batchppo.experiment.errors import (
 )
 from batchppo.experiment.ledger import RunLedger
 from batchppo.experiment.logging import RunLogger, read_metrics, read_scalars
+from batchppo.experiment.run_set import SingleRun
 from batchppo.experiment.window import MetricWindow, crossed
 
 # 100 steps per iteration, steps=1000, log_every=250, eval_every=400, checkpoint_every=300.
@@ -242,7 +243,7 @@ def test_a_run_sets_every_attribute_in_its_constructor(tmp_path):
     # Its methods never probe for attributes that a later phase may or may not have set.
     trainer, stop = FakeTrainer(fake_config()), stopping.StopFlag()
     run_ = RunLedger(trainer, fake_config(), None, "none", stop)
-    driver = Driver(SingleRun(trainer), [run_], stop)
+    driver = Driver(SingleRun(), trainer, [run_], stop)
     before, driver_before = set(vars(run_)), set(vars(driver))
     assert run_.progress is None and run_.logger is None and driver.completed is None
     run_.message("before start")  # no progress output yet: stderr
@@ -259,7 +260,7 @@ def test_a_run_stops_on_the_flag_its_driver_gives_it():
     trainer = FakeTrainer(fake_config())
     run_ = RunLedger(trainer, fake_config(), None, "none", stop=flag)
     assert run_.stop is flag
-    (result,) = Driver(SingleRun(trainer), [run_], flag).run()
+    (result,) = Driver(SingleRun(), trainer, [run_], flag).run()
     assert result.interrupted and result.stop_signal == signal.SIGTERM and result.step == 0
 
 
