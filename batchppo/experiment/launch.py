@@ -48,13 +48,14 @@ def env_id_of(env: EnvArg) -> str:
         raise ConfigError(str(error)) from None
 
 
-def resolve_config(
+def config_from_arguments(
     config: RunConfig | str | None,
     name: str | None,
     overrides: Sequence[str],
     env: EnvArg | None = None,
 ) -> tuple[RunConfig, str, dict[str, Any]]:
-    """The config, run name and explicit changes of a train call.
+    """The config a train call trains, its run name and its explicit changes: the preset, the
+    recipe chosen from the env's spaces or the config given, with the overrides and the env applied.
 
     Args:
         config: A config, a preset name, or None for a recipe chosen from ``env``'s spaces.
@@ -157,7 +158,7 @@ def launch(run_set: RunSet, call: TrainCall) -> list[TrainResult]:
     # (the preset itself may have been retuned since); with a config, every differing field.
     # A recipe is a preset too: only the explicit overrides count on resume.
     from_preset = call.config is None or isinstance(call.config, str)
-    config, name, changes = resolve_config(call.config, call.name, call.overrides, call.env)
+    config, name, changes = config_from_arguments(call.config, call.name, call.overrides, call.env)
     run_set.check(config)
     names = run_set.dir_names(name)
     logdir, timestamp = call.logdir, call.timestamp
