@@ -44,7 +44,7 @@ class Algorithm:
         config: Its config class, a frozen dataclass that subclasses
             [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig].
         presets: Its presets, by name.
-        trainer: ``config -> trainer``, the object the loop drives (see
+        trainer: ``config -> trainer``, the object the experiment's driver iterates (see
             ``batchppo.experiment.training.TrainerLike``).
         seeds_trainer: ``(config, num_seeds) -> trainer`` over stacked states, for
             ``--seeds``; None where the algorithm trains seeds as separate runs only.
