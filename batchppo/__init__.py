@@ -2,8 +2,8 @@
 
 The public entry points are imported lazily (``import batchppo`` stays cheap):
 
-* [`train`][batchppo.experiment.loop.train] (``batchppo.experiment.loop.train``): train, or resume,
-  a run.
+* [`train`][batchppo.experiment.training.train] (``batchppo.experiment.training.train``): train,
+  or resume, a run.
 * [`load_policy`][batchppo.experiment.loading.load_policy]: a trained run's policy as ``obs batch ->
   action batch``.
 * [`PPOConfig`][batchppo.algorithms.ppo.PPOConfig]: the flat, frozen config of a run.
@@ -18,7 +18,7 @@ from batchppo._exports import lazy_exports
 __version__ = "0.1.0"
 
 _LAZY = {
-    "train": "batchppo.experiment.loop",
+    "train": "batchppo.experiment.training",
     "load_policy": "batchppo.experiment.loading",
     "PPOConfig": "batchppo.algorithms.ppo.config",
 }
@@ -28,7 +28,7 @@ __all__ = ["PPOConfig", "__version__", "load_policy", "train"]
 if TYPE_CHECKING:
     from batchppo.algorithms.ppo.config import PPOConfig
     from batchppo.experiment.loading import load_policy
-    from batchppo.experiment.loop import train
+    from batchppo.experiment.training import train
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY)

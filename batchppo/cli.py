@@ -61,7 +61,7 @@ from batchppo.experiment.errors import UserError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from batchppo.experiment.loop import EnvFailure
+    from batchppo.experiment.training import EnvFailure
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -372,7 +372,7 @@ def _train_config(args: argparse.Namespace) -> tuple[object, str | None]:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from batchppo.experiment import loop
+    from batchppo.experiment import training
 
     config, name = _train_config(args)
     if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
@@ -381,7 +381,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
         enable_compilation_cache()
     try:
-        result = loop.train(
+        result = training.train(
             config,
             args.logdir,
             env=args.env,
@@ -393,7 +393,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             resume=args.resume,
         )
     except Exception as error:
-        failure = loop.env_failure(error)  # an env error that stopped the run
+        failure = training.env_failure(error)  # an env error that stopped the run
         if failure is None:
             raise
         return _report_env_failure(args, error, failure)
@@ -418,7 +418,7 @@ def _resume_command(args: argparse.Namespace, run_dir: Path) -> str:
         run_dir: The run's dir; with ``--seeds``, seed 0's (``<timestamp>-<config>-s0``),
             and the command resumes every seed (``--seeds N --timestamp T``).
     """
-    from batchppo.experiment import configs, loop
+    from batchppo.experiment import configs, training
 
     command = ["batchppo", "train"]
     for flag, value in (("--config", args.config), ("--env", args.env), ("--name", args.name)):
@@ -429,7 +429,7 @@ def _resume_command(args: argparse.Namespace, run_dir: Path) -> str:
     if args.seeds is not None:
         name = configs.seed_run_name(name, 0)
         command += ["--seeds", str(args.seeds)]
-    return shlex.join([*command, "--timestamp", loop.run_timestamp(run_dir, name), "--resume"])
+    return shlex.join([*command, "--timestamp", training.run_timestamp(run_dir, name), "--resume"])
 
 
 def _config_name(args: argparse.Namespace) -> str | None:
@@ -589,7 +589,7 @@ def _load_group(runs: list[str]) -> list[tuple[str, str, str, dict | None]]:
     anything is evaluated; an ``evaluate --json`` file stands for its runs, with their saved
     results.
     """
-    from batchppo.experiment import evaluate, loop, plot
+    from batchppo.experiment import evaluate, plot, training
 
     group: list[tuple[str, str, str, dict | None]] = []
     for run in runs:
@@ -598,7 +598,7 @@ def _load_group(runs: list[str]) -> list[tuple[str, str, str, dict | None]]:
                 preset = e.get("preset") or plot.run_group(e["run_dir"])
                 group.append((e["run_dir"], preset, e["env"], e))
         else:
-            config, _ = loop.open_run_dir(run)
+            config, _ = training.open_run_dir(run)
             group.append((run, plot.run_group(run), config.env, None))
     return group
 

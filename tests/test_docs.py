@@ -170,7 +170,7 @@ def test_home_page_carries_the_readme_results_tables(site: Path) -> None:
 
 def test_api_reference_documents_every_public_name(site: Path) -> None:
     """Each name of a package's ``__all__`` is on its page, or on the page of the package
-    that defines it (``batchppo.train`` is ``batchppo.experiment.loop.train``)."""
+    that defines it (``batchppo.train`` is ``batchppo.experiment.training.train``)."""
     ids = {page: _ids(site / page / "index.html") for page in set(API_PAGES.values())}
     everywhere = set().union(*ids.values())
     for module, page in API_PAGES.items():
@@ -314,7 +314,7 @@ SKIPPED_EXAMPLES = {
     "batchppo.algorithms.ppo.Trainer",
     "batchppo.algorithms.common.trainer.Trainer",
     "batchppo.backends.HostLoop",
-    "batchppo.experiment.loop",
+    "batchppo.experiment.training",
     "batchppo.experiment.export",
 }
 

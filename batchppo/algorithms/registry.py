@@ -44,12 +44,12 @@ class Algorithm:
         config: Its config class, a frozen dataclass that subclasses
             [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig].
         presets: Its presets, by name.
-        trainer: ``config -> trainer``, the object the loop drives (see
-            ``batchppo.experiment.loop.TrainerLike``).
+        trainer: ``config -> trainer``, the object the experiment's driver iterates (see
+            ``batchppo.experiment.training.TrainerLike``).
         seeds_trainer: ``(config, num_seeds) -> trainer`` over stacked states, for
             ``--seeds``; None where the algorithm trains seeds as separate runs only.
         metrics: The train metrics each iteration reports besides
-            ``batchppo.experiment.loop.EPISODE_METRICS`` (and ``env_restarts``).
+            ``batchppo.experiment.training.EPISODE_METRICS`` (and ``env_restarts``).
     """
 
     name: str

@@ -16,7 +16,7 @@ their own, imported on first use:
   [`JumanjiEnv`][batchppo.backends.JumanjiEnv]: pure-JAX envs, fused with the learner.
 * [`HostEnv`][batchppo.backends.HostEnv]: a Gymnasium vector env (``BatchEnv`` worker processes,
   envs in the calling process, Ray actors) called through ``io_callback``, and
-  [`HostLoop`][batchppo.backends.HostLoop], the Python-loop driver over it.
+  [`HostLoop`][batchppo.backends.HostLoop], the Python-loop rollout over it.
 """
 
 from __future__ import annotations

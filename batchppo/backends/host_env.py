@@ -450,7 +450,7 @@ class HostEnv:
         ``state``.
 
         The one home of the env state's meaning (a step counter), for
-        [`step`][batchppo.backends.HostEnv.step] and for drivers that call ``host_step`` themselves
+        [`step`][batchppo.backends.HostEnv.step] and for rollouts that call ``host_step`` themselves
         ([`HostLoop`][batchppo.backends.HostLoop]).
 
         Args:

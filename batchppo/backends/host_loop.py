@@ -1,4 +1,4 @@
-"""The other host driver: ``rollout`` as a Python loop around the compiled halves of a step.
+"""The other host rollout: ``rollout`` as a Python loop around the compiled halves of a step.
 
 [`rollout`][batchppo.core.rollout] over a [`HostEnv`][batchppo.backends.HostEnv] is one compiled
 program that calls back into the host envs at every step (``io_callback``).

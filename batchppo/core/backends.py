@@ -138,7 +138,7 @@ class Backend:
         check_env_id: Raises a one-line ``ValueError`` (with close matches) for an env id the
             backend does not know; cheap, since it runs before a run dir is made.
         host: True when its envs step on the host, outside the compiled program (through
-            ``io_callback`` or the ``host_loop`` driver); False for pure-JAX envs, which fuse with
+            ``io_callback`` or the ``host_loop`` rollout); False for pure-JAX envs, which fuse with
             the learner into one program ([`fused`][batchppo.backends.Backend.fused]).
         description: What steps the envs, for messages (``"Ray env actors"``).
         title: Its name in prose (``"Brax"``); the name by default.

@@ -143,7 +143,7 @@ class ProgressFnCallback(Callback):
 
 
 CallbackArg = Callback | ProgressFn
-"""A callback for [`train`][batchppo.experiment.loop.train]: a ``Callback``, or a function
+"""A callback for [`train`][batchppo.experiment.training.train]: a ``Callback``, or a function
 ``progress_fn(step, metrics)``."""
 
 

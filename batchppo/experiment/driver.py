@@ -2,8 +2,9 @@
 
 The trainer runs the iterations of every ledger at once (one state for a single run, the seeds'
 states stacked for ``--seeds``); after each, every ledger gets its part of the state for its own
-reports, evaluations and checkpoints (``RunLedger``). The loop, its stop request and its env
-failures are written here once.
+reports, evaluations and checkpoints (``RunLedger``); the call's run set
+(``batchppo.experiment.run_set``) says how the state splits into those parts. The loop, its stop
+request and its env failures are written here once.
 
 An env error (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops every
 ledger as Ctrl-C does: each reports its open window, checkpoints its part of the last completed
@@ -22,7 +23,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
@@ -38,85 +39,28 @@ from batchppo.experiment.env_failures import (
 from batchppo.experiment.errors import RunDirError, StorageError
 from batchppo.experiment.ledger import RunLedger, TrainResult
 from batchppo.experiment.stopping import StopFlag, graceful_stop
-from batchppo.experiment.trainers import INIT_KEY, SIM_KEY, TrainerLike
+from batchppo.experiment.trainers import INIT_KEY, SIM_KEY
 from batchppo.experiment.window import MetricWindow
 
-
-class TrainerOfRuns(Protocol):
-    """The trainer of N ledgers as the driver sees it: N keys in, N parts of the state out.
-
-    Attributes:
-        trainer: The trainer underneath; each ledger evaluates its part with it, and the
-            driver precompiles with its ``precompile`` if it has one.
-        stacked: Whether the parts are seeds of one program (``--seeds``, even of one seed):
-            their env-failure notes name each seed's dir, and the failure holds each seed's.
-    """
-
-    trainer: Any
-    stacked: bool
-
-    def init(self, keys: Sequence[np.ndarray]) -> Any: ...
-    def init_sim(self, state: Any, keys: Sequence[np.ndarray]) -> Any: ...
-    def iteration(self, state: Any, sim: Any) -> tuple[Any, Any, Sequence[dict]]: ...
-    def step(self, state: Any) -> int: ...
-    def part(self, state: Any, index: int) -> Any: ...
-    def join(self, parts: Sequence[Any]) -> Any: ...
-
-
-class SingleRun:
-    """A single run's trainer as a ``TrainerOfRuns`` of one ledger.
-
-    Args:
-        trainer: The run's trainer (``TrainerLike``).
-    """
-
-    stacked = False
-
-    def __init__(self, trainer: TrainerLike) -> None:
-        self.trainer = trainer
-
-    def init(self, keys: Sequence[np.ndarray]) -> Any:
-        """The trainer's fresh state for the one ledger's key."""
-        (key,) = keys
-        return self.trainer.init(key)
-
-    def init_sim(self, state: Any, keys: Sequence[np.ndarray]) -> Any:
-        """The trainer's sim state for the one ledger's key."""
-        (key,) = keys
-        return self.trainer.init_sim(state, key)
-
-    def iteration(self, state: Any, sim: Any) -> tuple[Any, Any, Sequence[dict]]:
-        """One iteration; its metrics as a list of one."""
-        state, sim, metrics = self.trainer.iteration(state, sim)
-        return state, sim, [metrics]
-
-    def step(self, state: Any) -> int:
-        """Training env steps done."""
-        return int(state.step)
-
-    def part(self, state: Any, index: int) -> Any:
-        """The state itself (the one ledger's)."""
-        return state
-
-    def join(self, parts: Sequence[Any]) -> Any:
-        """The one ledger's state."""
-        (state,) = parts
-        return state
+if TYPE_CHECKING:
+    from batchppo.experiment.run_set import RunSet
 
 
 class Driver:
     """Trains N ledgers with one trainer: start, the iterate loop, the final save, close.
 
     Args:
-        trainers: The trainer of the ledgers.
+        run_set: The runs of the ledgers: how the trainer's state splits into their parts.
+        trainer: The trainer of the ledgers (built by ``run_set``); each ledger evaluates its
+            part with it, and the driver precompiles with its ``precompile`` if it has one.
         ledgers: One per run, in order; the first shows the progress and the messages.
         stop: The stop flag the ledgers hold; the driver's signal handlers raise it.
     """
 
     def __init__(
-        self, trainers: TrainerOfRuns, ledgers: Sequence[RunLedger], stop: StopFlag
+        self, run_set: RunSet, trainer: Any, ledgers: Sequence[RunLedger], stop: StopFlag
     ) -> None:
-        self.trainers, self.ledgers, self.stop = trainers, ledgers, stop
+        self.run_set, self.trainer, self.ledgers, self.stop = run_set, trainer, ledgers, stop
         # While training: the newest state an iteration completed, its step, each window.
         self.completed: tuple[Any, int, list[MetricWindow]] | None = None
 
@@ -138,17 +82,18 @@ class Driver:
             return self._run()
 
     def _run(self) -> list[TrainResult]:
-        trainers, ledgers = self.trainers, self.ledgers
+        run_set, trainer, ledgers = self.run_set, self.trainer, self.ledgers
         first = ledgers[0]
-        precompile = getattr(trainers.trainer, "precompile", None)
+        precompile = getattr(trainer, "precompile", None)
         if precompile is not None:  # Compile every program side by side, in the background.
             episodes = first.config.eval_episodes if first.eval_on() else None
             precompile(iterations=(1,), eval_episodes=episodes)
         try:
-            state, step = self._start(trainers.init([ledger.key(INIT_KEY) for ledger in ledgers]))
+            keys = [ledger.key(INIT_KEY) for ledger in ledgers]
+            state, step = self._start(run_set.init(trainer, keys))
             state, step, interrupted = self.train_phases(state, step)
             for i, ledger in enumerate(ledgers):
-                ledger.save(trainers.part(state, i), step)
+                ledger.save(run_set.part(state, i), step)
         except BaseException:
             for ledger in ledgers:
                 with contextlib.suppress(StorageError):  # the error in flight is the one to show
@@ -157,7 +102,7 @@ class Driver:
         for ledger in ledgers:
             ledger.close()
         results = [
-            ledger.result(trainers.part(state, i), step, interrupted)
+            ledger.result(run_set.part(state, i), step, interrupted)
             for i, ledger in enumerate(ledgers)
         ]
         for ledger, result in zip(ledgers, results, strict=True):
@@ -166,9 +111,7 @@ class Driver:
 
     def _start(self, fresh: Any) -> tuple[Any, int]:
         """Starts every ledger from its part of ``fresh``; the joined state and its step."""
-        parts = [
-            ledger.start(self.trainers.part(fresh, i)) for i, ledger in enumerate(self.ledgers)
-        ]
+        parts = [ledger.start(self.run_set.part(fresh, i)) for i, ledger in enumerate(self.ledgers)]
         del fresh
         if len({step for _, step in parts}) > 1:  # a seed skipped a damaged checkpoint
             listed = ", ".join(f"s{i}: {step:,}" for i, (_, step) in enumerate(parts))
@@ -176,7 +119,7 @@ class Driver:
                 f"the seeds resume from different steps ({listed}): damaged checkpoints were "
                 "skipped; resume each alone (--config NAME-s<i> without --seeds)"
             )
-        return self.trainers.join([state for state, _ in parts]), parts[0][1]
+        return self.run_set.join([state for state, _ in parts]), parts[0][1]
 
     def train_phases(self, state: Any, step: int) -> tuple[Any, int, bool]:
         """Iterates until the step budget or a stop request; returns (state, step, stopped)."""
@@ -184,17 +127,17 @@ class Driver:
             return self._iterate(state, step)
 
     def _iterate(self, state: Any, step: int) -> tuple[Any, int, bool]:
-        trainers, ledgers = self.trainers, self.ledgers
+        run_set, trainer, ledgers = self.run_set, self.trainer, self.ledgers
         windows = [MetricWindow() for _ in ledgers]
         self.completed = (state, step, windows)  # `windows` is updated in place
-        sim = trainers.init_sim(state, [ledger.key(SIM_KEY, step) for ledger in ledgers])
+        sim = run_set.init_sim(trainer, state, [ledger.key(SIM_KEY, step) for ledger in ledgers])
         for ledger in ledgers:
             ledger.callbacks.train_start(step)
         compiled = False  # The first iteration's time is mostly compilation: not a speed.
         while step < ledgers[0].config.steps and not self.stop.requested:
             start = time.monotonic()
-            state, sim, metrics = trainers.iteration(state, sim)
-            before, step = step, trainers.step(state)
+            state, sim, metrics = run_set.iteration(trainer, state, sim)
+            before, step = step, run_set.step(state)
             seconds = time.monotonic() - start
             for window, part_metrics in zip(windows, metrics, strict=True):
                 window.add(part_metrics, seconds, compiling=not compiled)
@@ -204,7 +147,7 @@ class Driver:
             self.completed = (state, step, windows)  # an evaluation may still fail
             for i, ledger in enumerate(ledgers):
                 windows[i] = ledger.after_iteration(
-                    lambda i=i, state=state: trainers.part(state, i), before, step, windows[i]
+                    lambda i=i, state=state: run_set.part(state, i), before, step, windows[i]
                 )
             self._eval_line(step)
         stopped = [ledger.stopped(step, w) for ledger, w in zip(ledgers, windows, strict=True)]
@@ -245,10 +188,10 @@ class Driver:
         assert self.completed is not None, "_iterate sets it before its first trainer call"
         state, step, windows = self.completed
         lost = state_deleted(state)
-        stacked = self.trainers.stacked
+        stacked = self.run_set.stacked
         failures = []
         for i, (ledger, window) in enumerate(zip(self.ledgers, windows, strict=True)):
-            part = None if lost else self.trainers.part(state, i)
+            part = None if lost else self.run_set.part(state, i)
             failure, notes = ledger.stop_by_error(part, step, window, error if env_error else None)
             for note in notes:
                 error.add_note(f"seed dir s{i}: {note}" if stacked else note)
@@ -275,22 +218,22 @@ def start_up_line(first_start: float, first_seconds: float) -> str:
 
 
 def drive(
-    trainers: TrainerOfRuns,
+    run_set: RunSet,
+    trainer: Any,
     run_configs: Sequence[RunConfig],
     run_dirs: Sequence[Path | None],
     progress: str,
-    group: str | None = None,
     stop: StopFlag | None = None,
     callbacks: Sequence[Callback] = (),
 ) -> list[TrainResult]:
-    """Trains one ledger per config and run dir with ``trainers``; one result per ledger.
+    """Trains one ledger per config and run dir with ``trainer``; one result per ledger.
 
     Args:
-        trainers: The trainer of the ledgers.
+        run_set: The runs of the ledgers (``SingleRun``, ``StackedSeeds``).
+        trainer: The trainer of the ledgers (built by ``run_set``).
         run_configs: Each ledger's config.
         run_dirs: Each ledger's run dir (None: no disk I/O).
         progress: The first ledger's progress output (the others show none).
-        group: The W&B group of the ledgers (see ``RunLedger``).
         stop: The stop flag to raise; None: a new one.
         callbacks: The user's callbacks, called for every ledger (``RunInfo.index`` its place).
 
@@ -299,11 +242,10 @@ def drive(
             and ``env_error.txt`` (see the module docstring).
     """
     stop = stop if stop is not None else StopFlag()
+    group = run_set.group(run_dirs)
     ledgers = []
     for i, (config, run_dir) in enumerate(zip(run_configs, run_dirs, strict=True)):
         run_callbacks = RunCallbacks(callbacks, RunInfo(i, run_dir, config))
         mode = "none" if i else progress
-        ledgers.append(
-            RunLedger(trainers.trainer, config, run_dir, mode, stop, group, run_callbacks)
-        )
-    return Driver(trainers, ledgers, stop).run()
+        ledgers.append(RunLedger(trainer, config, run_dir, mode, stop, group, run_callbacks))
+    return Driver(run_set, trainer, ledgers, stop).run()

@@ -2,7 +2,7 @@
 
 Its config (a preset, a recipe for an env, overrides, the env), the env check, the run dirs under
 their locks and the trainer; then the driver trains (``batchppo.experiment.driver``). What differs
-between one run and several seeds is a ``RunLayout``.
+between one run and several seeds is the call's run set (``batchppo.experiment.run_set``).
 """
 
 from __future__ import annotations
@@ -13,20 +13,19 @@ import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.experiment import configs, trainers
+from batchppo.experiment import configs
 from batchppo.experiment.callbacks import Callback
-from batchppo.experiment.driver import SingleRun, drive
+from batchppo.experiment.driver import drive
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.ledger import TrainResult
-from batchppo.experiment.rundir import prepare_run_dir
-from batchppo.experiment.trainers import TrainerFactory, TrainerLike
+from batchppo.experiment.run_set import RunDirRequest, RunSet
 
 EnvArg = str | Callable[..., Any]
-"""An env for [`train`][batchppo.experiment.loop.train]: an env id (``"Pendulum-v1"``,
+"""An env for [`train`][batchppo.experiment.training.train]: an env id (``"Pendulum-v1"``,
 ``"module:EnvId"``, ``"module:factory"``) or a factory (a callable returning a
 ``gymnasium.Env``)."""
 
@@ -49,13 +48,14 @@ def env_id_of(env: EnvArg) -> str:
         raise ConfigError(str(error)) from None
 
 
-def resolve_config(
+def config_from_arguments(
     config: RunConfig | str | None,
     name: str | None,
     overrides: Sequence[str],
     env: EnvArg | None = None,
 ) -> tuple[RunConfig, str, dict[str, Any]]:
-    """The config, run name and explicit changes of a train call.
+    """The config a train call trains, its run name and its explicit changes: the preset, the
+    recipe chosen from the env's spaces or the config given, with the overrides and the env applied.
 
     Args:
         config: A config, a preset name, or None for a recipe chosen from ``env``'s spaces.
@@ -91,100 +91,36 @@ def resolve_config(
 
 
 @dataclasses.dataclass(frozen=True)
-class RunDirRequest:
-    """The run dirs a train call asks its ``RunLayout`` for.
+class TrainCall:
+    """What a train call asks its set-up (``launch``) for, one run's and ``--seeds``' alike: the
+    arguments of [`train`][batchppo.experiment.training.train] that do not pick the kind of run
+    (its ``RunSet``).
 
     Attributes:
-        logdir: Parent directory of runs.
-        name: The run's name (a dir's suffix, before a seed's ``-s<i>``).
-        config: The config of a new run.
-        timestamp: The dirs' prefix; existing dirs resume. None: now.
-        explicit: When resuming, the explicit changes asked for; None compares ``config`` with the
-            stored one (``prepare_run_dir``).
-        resume: The dirs must exist (``--resume``).
+        config: A config, a preset name, or None for a recipe chosen from ``env``'s spaces.
+        logdir: Parent directory of runs; None: no disk I/O.
+        name: The run dir's suffix (before a seed's ``-s<i>``); None: the preset's or the env's.
+        timestamp: The run dirs' prefix; existing dirs resume. None: now.
+        overrides: ``KEY=VALUE`` strings.
+        progress: The first run's progress output.
+        resume: The run dirs must exist (``--resume``).
+        env: The env replacing the config's.
+        callbacks: The user's callbacks, called for every run.
     """
 
-    logdir: str | Path
-    name: str
-    config: RunConfig
+    config: RunConfig | str | None
+    logdir: str | Path | None
+    name: str | None
     timestamp: str | None
-    explicit: dict[str, Any] | None
+    overrides: Sequence[str]
+    progress: str
     resume: bool
+    env: EnvArg | None
+    callbacks: Sequence[Callback]
 
 
-class RunLayout(Protocol):
-    """What a train call's set-up (``launch``) asks of its kind of run: one run, or the seeds of
-    ``--seeds``."""
-
-    def check(self, config: RunConfig) -> None:
-        """Refuses a config this kind of run cannot train (a ``ConfigError``)."""
-
-    def dir_names(self, name: str) -> list[str]:
-        """The run dirs' names after ``<timestamp>-``."""
-
-    def configs(self, config: RunConfig) -> list[RunConfig]:
-        """Each ledger's config of a run without a logdir."""
-
-    def prepare(
-        self, request: RunDirRequest, locks: contextlib.ExitStack
-    ) -> tuple[list[RunConfig], list[Path], bool]:
-        """Makes or reopens the run dirs, their locks held in ``locks``: each ledger's
-        config and run dir, and whether they were reopened (a resume)."""
-
-    def build(self, config: RunConfig) -> Any:
-        """The trainer (built with ``build_trainer``)."""
-
-    def run(
-        self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
-    ) -> list[TrainResult]:
-        """Trains the ledgers with ``trainer`` (``drive``)."""
-
-
-class SingleRunLayout:
-    """One run in ``<logdir>/<timestamp>-<name>/``.
-
-    Args:
-        factory: Builds the trainer from the config; None: the algorithm's.
-        callbacks: The user's callbacks of the run.
-    """
-
-    def __init__(self, factory: TrainerFactory | None, callbacks: Sequence[Callback] = ()) -> None:
-        self.factory, self.callbacks = factory, tuple(callbacks)
-
-    def check(self, config: RunConfig) -> None:
-        """Any algorithm's config trains a single run."""
-
-    def dir_names(self, name: str) -> list[str]:
-        """The run dir's name: the run's."""
-        return [name]
-
-    def configs(self, config: RunConfig) -> list[RunConfig]:
-        """The config itself."""
-        return [config]
-
-    def prepare(
-        self, request: RunDirRequest, locks: contextlib.ExitStack
-    ) -> tuple[list[RunConfig], list[Path], bool]:
-        """The run dir (``prepare_run_dir``)."""
-        r = request
-        config, run_dir, resumed = prepare_run_dir(
-            r.logdir, r.name, r.config, r.timestamp, r.explicit, resume=r.resume, locks=locks
-        )
-        return [config], [run_dir], resumed
-
-    def build(self, config: RunConfig) -> TrainerLike:
-        """The run's trainer."""
-        return trainers.build_trainer(self.factory, config)
-
-    def run(
-        self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
-    ) -> list[TrainResult]:
-        """Trains the run."""
-        return drive(SingleRun(trainer), run_configs, run_dirs, progress, callbacks=self.callbacks)
-
-
-def _build(layout: RunLayout, config: RunConfig) -> Any:
-    """``layout.build(config)``, a network that does not fit the env's spaces (the config's
+def _build(run_set: RunSet, config: RunConfig) -> Any:
+    """``run_set.build(config)``, a network that does not fit the env's spaces (the config's
     ``network``, ``cnn``, or a space no encoder or head takes) made one user error.
 
     Raises:
@@ -193,7 +129,7 @@ def _build(layout: RunLayout, config: RunConfig) -> Any:
     from batchppo.core.spaces import UnsupportedSpaceError
 
     try:
-        return layout.build(config)
+        return run_set.build(config)
     except UnsupportedSpaceError as error:
         raise ConfigError(
             f"env {config.env!r}: the config's network does not fit the env's spaces: {error}; "
@@ -201,43 +137,31 @@ def _build(layout: RunLayout, config: RunConfig) -> Any:
         ) from error
 
 
-# The run's own arguments are documented once, as train's (D417 wants an entry for each).
-def launch(  # noqa: D417
-    layout: RunLayout,
-    config: RunConfig | str | None,
-    logdir: str | Path | None,
-    *,
-    name: str | None = None,
-    timestamp: str | None = None,
-    overrides: Sequence[str] = (),
-    progress: str = "auto",
-    resume: bool = False,
-    env: EnvArg | None = None,
-) -> list[TrainResult]:
+def launch(run_set: RunSet, call: TrainCall) -> list[TrainResult]:
     """The set-up of a train call, for one run and for ``--seeds`` alike, then its training.
 
     Resolves the config, checks the env before a run dir is made for it (a resume checks the
     stored config's), makes or reopens the run dirs under their locks, builds the trainer (a
-    failed build removes the run dirs it made) and trains (``layout.run``).
+    failed build removes the run dirs it made) and trains (``drive``).
 
     Args:
-        layout: One run or several seeds (``SingleRunLayout``, ``SeedsLayout``).
-        config, logdir, name, timestamp, overrides, progress, resume, env: As
-            [`train`][batchppo.experiment.loop.train]'s.
+        run_set: One run or several seeds (``SingleRun``, ``StackedSeeds``).
+        call: The call's arguments.
 
     Returns:
         One result per ledger, in order.
 
     Raises:
-        UserError: As [`train`][batchppo.experiment.loop.train].
+        UserError: As [`train`][batchppo.experiment.training.train].
     """
     # With a preset, only the explicit overrides may differ from a resumed run's stored config
     # (the preset itself may have been retuned since); with a config, every differing field.
     # A recipe is a preset too: only the explicit overrides count on resume.
-    from_preset = config is None or isinstance(config, str)
-    config, name, changes = resolve_config(config, name, overrides, env)
-    layout.check(config)
-    names = layout.dir_names(name)
+    from_preset = call.config is None or isinstance(call.config, str)
+    config, name, changes = config_from_arguments(call.config, call.name, call.overrides, call.env)
+    run_set.check(config)
+    names = run_set.dir_names(name)
+    logdir, timestamp = call.logdir, call.timestamp
     if (
         logdir is None
         or timestamp is None
@@ -254,15 +178,15 @@ def launch(  # noqa: D417
     resumed = False
     with contextlib.ExitStack() as locks:
         if logdir is None:
-            run_configs, run_dirs = layout.configs(config), [None] * len(names)
+            run_configs, run_dirs = run_set.configs(config), [None] * len(names)
         else:
             explicit = changes if from_preset else None
-            request = RunDirRequest(logdir, name, config, timestamp, explicit, resume)
-            run_configs, run_dirs, resumed = layout.prepare(request, locks)
+            request = RunDirRequest(logdir, name, config, timestamp, explicit, call.resume)
+            run_configs, run_dirs, resumed = run_set.prepare(request, locks)
             if resumed:
                 configs.check_env(run_configs[0])
         try:
-            trainer = _build(layout, run_configs[0])
+            trainer = _build(run_set, run_configs[0])
         except BaseException:
             if not resumed:  # a failed start leaves no run dir behind
                 for run_dir in run_dirs:
@@ -270,6 +194,8 @@ def launch(  # noqa: D417
                         shutil.rmtree(run_dir, ignore_errors=True)
             raise
         try:
-            return layout.run(trainer, run_configs, run_dirs, progress)
+            return drive(
+                run_set, trainer, run_configs, run_dirs, call.progress, callbacks=call.callbacks
+            )
         finally:
             trainer.close()

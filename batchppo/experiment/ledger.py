@@ -35,7 +35,7 @@ from batchppo.experiment.window import RUNNING_TOTALS, MetricWindow, crossed
 
 @dataclasses.dataclass
 class TrainResult:
-    """What [`train`][batchppo.experiment.loop.train] returns.
+    """What [`train`][batchppo.experiment.training.train] returns.
 
     Attributes:
         train_state: The final TrainState (params, optimiser, normalisers, RNG, counters).

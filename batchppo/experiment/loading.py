@@ -39,7 +39,7 @@ def load_run(
     """Restores a run's checkpoint.
 
     Args:
-        run_dir: A run directory written by [`train`][batchppo.experiment.loop.train].
+        run_dir: A run directory written by [`train`][batchppo.experiment.training.train].
         checkpoint: Env step of the checkpoint; None: the newest.
         trainer_factory: Builds the trainer (default: the config's algorithm's).
 
@@ -81,7 +81,7 @@ def load_policy(
     """The trained policy of a run as ``obs batch -> action batch`` (mean action).
 
     Args:
-        run_dir: A run directory written by [`train`][batchppo.experiment.loop.train].
+        run_dir: A run directory written by [`train`][batchppo.experiment.training.train].
         checkpoint: Env step of the checkpoint; None: the newest.
         trainer_factory: Builds the trainer (default: the config's algorithm's).
 

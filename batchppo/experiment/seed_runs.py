@@ -4,9 +4,10 @@ Seed ``i`` is ``config.seed + i``. The seeds train together in one
 ``batchppo.algorithms.common.stacked_seeds.SeedsTrainer`` (one compiled iteration; for host envs
 one shared batch env), and each writes an ordinary single-seed run dir
 ``<logdir>/<timestamp>-<config>-s<i>/`` whose ``config.yaml`` holds its own seed. Each seed has
-its own ledger (``RunLedger``: reports, evaluations, checkpoints, their cadence), and the driver
-a single run uses (``batchppo.experiment.driver``) iterates them over the stacked state
-(``StackedSeeds``).
+its own ledger (``RunLedger``: reports, evaluations, checkpoints, their cadence), and the driver a
+single run uses (``batchppo.experiment.driver``) iterates them over the stacked state; what sets
+them apart from a single run is their run set, ``batchppo.experiment.run_set.StackedSeeds``.
+This module makes or reopens their run dirs.
 
 Resume: ``--seeds N --timestamp T`` resumes all ``N`` dirs together when all exist and their
 newest checkpoints are at one step; otherwise it stops with a one-line error. One seed's dir
@@ -22,70 +23,18 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.algorithms.registry import algorithm_of
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, trainers
-from batchppo.experiment.callbacks import Callback
-from batchppo.experiment.driver import drive
-from batchppo.experiment.errors import ConfigError, RunDirError
-from batchppo.experiment.launch import EnvArg, RunDirRequest, launch
-from batchppo.experiment.ledger import TrainResult
+from batchppo.experiment import configs
+from batchppo.experiment.errors import RunDirError
 from batchppo.experiment.rundir import CHECKPOINT_DIR, make_timestamp, prepare_run_dir
 
-if TYPE_CHECKING:
-    from batchppo.algorithms.common.networks import NetworkFactory
 
-
-class StackedSeeds:
-    """A ``SeedsTrainer`` as the driver sees it (a ``TrainerOfRuns``): the seeds' states stacked,
-    one metrics dict per seed.
-
-    Args:
-        trainer: The ``SeedsTrainer``.
-    """
-
-    stacked = True
-
-    def __init__(self, trainer: Any) -> None:
-        self.trainer = trainer
-
-    def init(self, keys: Sequence[np.ndarray]) -> Any:
-        """The seeds' fresh states, stacked."""
-        return self.trainer.init(list(keys))
-
-    def init_sim(self, state: Any, keys: Sequence[np.ndarray]) -> Any:
-        """The seeds' sim states."""
-        return self.trainer.init_sim(state, list(keys))
-
-    def iteration(self, state: Any, sim: Any) -> tuple[Any, Any, Sequence[dict]]:
-        """One iteration of every seed; one metrics dict per seed."""
-        return self.trainer.iteration(state, sim)
-
-    def step(self, state: Any) -> int:
-        """Training env steps done (every seed's)."""
-        return int(state.step[0])
-
-    def part(self, state: Any, index: int) -> Any:
-        """Seed ``index``'s state."""
-        from batchppo.algorithms.common.stacked_seeds import unstack
-
-        return unstack(state, index)
-
-    def join(self, parts: Sequence[Any]) -> Any:
-        """The seeds' states, stacked."""
-        from batchppo.algorithms.common.stacked_seeds import stack
-
-        return stack(list(parts))
-
-
-def _seed_configs(config: RunConfig, num_seeds: int) -> list[RunConfig]:
+def seed_configs(config: RunConfig, num_seeds: int) -> list[RunConfig]:
+    """Each seed's config: ``config`` with seed ``config.seed + i`` (``i < num_seeds``)."""
     return [dataclasses.replace(config, seed=config.seed + i) for i in range(num_seeds)]
 
 
@@ -122,7 +71,7 @@ def prepare_seed_dirs(
             "started with"
         )
     run_configs, run_dirs = [], []
-    for seed_name, seed_config in zip(names, _seed_configs(config, num_seeds), strict=True):
+    for seed_name, seed_config in zip(names, seed_configs(config, num_seeds), strict=True):
         explicit = overrides if all(exist) else None
         seed_config, run_dir, _ = prepare_run_dir(
             logdir, seed_name, seed_config, timestamp, explicit, locks=locks
@@ -131,7 +80,7 @@ def prepare_seed_dirs(
         run_dirs.append(run_dir)
     if all(exist):
         first = run_configs[0]
-        if run_configs != _seed_configs(first, num_seeds):
+        if run_configs != seed_configs(first, num_seeds):
             raise RunDirError(
                 f"{timestamp}: the {num_seeds} seed dirs' configs differ by more than their "
                 "seeds; resume each alone (--config NAME-s<i> without --seeds)"
@@ -145,137 +94,3 @@ def prepare_seed_dirs(
                 "resume each alone (--config NAME-s<i> without --seeds)"
             )
     return run_configs, run_dirs
-
-
-def run_seeds(
-    trainer: Any,
-    run_configs: Sequence[RunConfig],
-    run_dirs: Sequence[Path | None],
-    progress: str,
-    callbacks: Sequence[Callback] = (),
-) -> list[TrainResult]:
-    """Trains the seeds of ``trainer`` (a ``SeedsTrainer``), one ledger per seed.
-
-    Seed 0 shows the progress (``progress``); each evaluation prints every seed's score. The
-    user's ``callbacks`` are called for every seed (``RunInfo.index``).
-
-    Raises:
-        Exception: An env's own exception, after every seed's run dir got its checkpoint and
-            ``env_error.txt`` (see the module docstring).
-    """
-    # A tracked --seeds run groups its seeds: <timestamp>-<name> of <timestamp>-<name>-s<i>.
-    group = None if run_dirs[0] is None else run_dirs[0].name.rpartition("-s")[0]
-    return drive(StackedSeeds(trainer), run_configs, run_dirs, progress, group, callbacks=callbacks)
-
-
-class SeedsLayout:
-    """The ``--seeds`` run dirs ``<timestamp>-<name>-s<i>`` for ``launch``.
-
-    Args:
-        num_seeds: Number of seeds (>= 1).
-        network_factory: Builds the seeds' network (``SeedsTrainer``'s); None: the config's.
-        callbacks: The user's callbacks, called for every seed.
-    """
-
-    def __init__(
-        self,
-        num_seeds: int,
-        network_factory: NetworkFactory | None = None,
-        callbacks: Sequence[Callback] = (),
-    ) -> None:
-        if num_seeds < 1:
-            raise ConfigError(f"--seeds {num_seeds}: must be >= 1")
-        self.num_seeds = num_seeds
-        self.network_factory = network_factory
-        self.callbacks = tuple(callbacks)
-
-    def check(self, config: RunConfig) -> None:
-        """Refuses an algorithm without a ``SeedsTrainer``.
-
-        Raises:
-            ConfigError: Naming the fix (one run per seed).
-        """
-        algorithm = algorithm_of(config)
-        if algorithm.seeds_trainer is None:
-            raise ConfigError(
-                f"--seeds {self.num_seeds}: {algorithm.title} trains one seed per run; drop "
-                "--seeds and start one run per seed (--set seed=N)"
-            )
-
-    def dir_names(self, name: str) -> list[str]:
-        """``<name>-s<i>`` for each seed."""
-        return [configs.seed_run_name(name, i) for i in range(self.num_seeds)]
-
-    def configs(self, config: RunConfig) -> list[RunConfig]:
-        """Each seed's config: its own seed."""
-        return _seed_configs(config, self.num_seeds)
-
-    def prepare(
-        self, request: RunDirRequest, locks: contextlib.ExitStack
-    ) -> tuple[list[RunConfig], list[Path], bool]:
-        """The seeds' run dirs (``prepare_seed_dirs``); reopened when all existed."""
-        r = request
-        existed = r.timestamp is not None and all(
-            (Path(r.logdir) / f"{r.timestamp}-{n}").exists() for n in self.dir_names(r.name)
-        )
-        run_configs, run_dirs = prepare_seed_dirs(
-            r.logdir, r.name, r.config, self.num_seeds, r.timestamp, r.explicit, r.resume, locks
-        )
-        return run_configs, run_dirs, existed
-
-    def build(self, config: RunConfig) -> Any:
-        """The algorithm's ``SeedsTrainer`` of the seeds."""
-        make_seeds_trainer = algorithm_of(config).seeds_trainer
-        network = {} if self.network_factory is None else {"network_factory": self.network_factory}
-        return trainers.build_trainer(
-            lambda c: make_seeds_trainer(c, self.num_seeds, **network), config
-        )
-
-    def run(
-        self, trainer: Any, run_configs: list[RunConfig], run_dirs: list[Any], progress: str
-    ) -> list[TrainResult]:
-        """Trains the seeds (``run_seeds``)."""
-        return run_seeds(trainer, run_configs, run_dirs, progress, self.callbacks)
-
-
-def train_seeds(
-    config: RunConfig | str,
-    logdir: str | Path | None,
-    num_seeds: int,
-    *,
-    name: str | None = None,
-    timestamp: str | None = None,
-    overrides: Sequence[str] = (),
-    progress: str = "auto",
-    resume: bool = False,
-    env: EnvArg | None = None,
-    network_factory: NetworkFactory | None = None,
-    callbacks: Sequence[Callback] = (),
-) -> list[TrainResult]:
-    """Trains seeds ``config.seed + i`` (``i < num_seeds``) together; one result per seed.
-
-    Args:
-        config: An algorithm's config or a preset name.
-        logdir: Parent directory of runs; None: no disk I/O.
-        num_seeds: Number of seeds (>= 1).
-        name: Run dir suffix before ``-s<i>``; defaults to the preset name, or ``custom``.
-        timestamp: Run dir prefix; existing dirs resume (all seeds at one checkpoint step).
-        overrides: ``KEY=VALUE`` strings, as [`train`][batchppo.experiment.loop.train].
-        progress: ``auto``, ``bar``, ``lines`` or ``none`` (seed 0's progress).
-        resume: Every seed's run dir must exist (``--resume``).
-        env: The env, replacing the config's (as [`train`][batchppo.experiment.loop.train]).
-        network_factory: Builds the network (as [`train`][batchppo.experiment.loop.train]).
-        callbacks: The user's callbacks, called for every seed (as
-            [`train`][batchppo.experiment.loop.train]'s, adapted by ``as_callbacks``).
-
-    Returns:
-        One [`TrainResult`][batchppo.experiment.ledger.TrainResult] per seed, in seed order.
-
-    Raises:
-        UserError: As [`train`][batchppo.experiment.loop.train], and a resume whose seed dirs are
-            incomplete, differ or stand at different checkpoint steps.
-    """
-    return launch(
-        SeedsLayout(num_seeds, network_factory, callbacks), config, logdir, name=name,
-        timestamp=timestamp, overrides=overrides, progress=progress, resume=resume, env=env,
-    )  # fmt: skip

@@ -122,7 +122,7 @@ def test_no_algorithm_imports_another_algorithms_package():
 def test_ppo_iterations_report_the_declared_metrics(objective):
     from batchppo.algorithms.ppo.ppo import Trainer
     from batchppo.core.keys import host_key
-    from batchppo.experiment.loop import EPISODE_METRICS
+    from batchppo.experiment.training import EPISODE_METRICS
 
     config = PPOConfig(
         env="Pendulum-v1", backend="gymnax", num_agents=2, rollout_length=4, update_epochs=1,

@@ -12,7 +12,7 @@ import pytest
 from batchppo.backends import BraxEnv, GymnaxEnv, make_env
 from batchppo.backends.factories import jax_api, resolve_factory
 from batchppo.core.simulation import init_sim_state, rollout
-from batchppo.experiment import configs, loop
+from batchppo.experiment import configs, training
 from batchppo.testing import random_policy
 
 HERE = Path(__file__).parent
@@ -88,7 +88,7 @@ def test_a_factory_of_the_wrong_api_is_one_line(factories):
 @pytest.mark.timeout(300)
 def test_train_a_gymnax_factory_from_its_recipe(factories, tmp_path):
     """``batchppo train --env jax_factories:cartpole_env``: fused, and it learns CartPole."""
-    result = loop.train(
+    result = training.train(
         None,
         tmp_path,
         env="jax_factories:cartpole_env",

@@ -12,9 +12,11 @@ from experiment_fakes import FakeSeedsTrainer, FakeTrainer, fake_config
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import loop, seed_runs
+from batchppo.experiment import seed_runs, training
 from batchppo.experiment.callbacks import Callback, RunInfo, as_callbacks
+from batchppo.experiment.driver import drive
 from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.run_set import StackedSeeds
 from batchppo.experiment.rundir import CHECKPOINT_DIR, ENV_ERROR_FILE
 
 # 8 envs x 32 steps = 256 env steps per iteration; tiny networks, one epoch; no periodic
@@ -51,7 +53,7 @@ class Recorder(Callback):
         self.calls: list[tuple[str, int, int]] = []
         self.runs: list[RunInfo] = []
         self.reports: list[dict[str, Any]] = []
-        self.results: list[loop.TrainResult] = []
+        self.results: list[training.TrainResult] = []
 
     def _record(self, hook: str, run: RunInfo, step: int) -> None:
         self.calls.append((hook, run.index, step))
@@ -72,17 +74,17 @@ class Recorder(Callback):
         self.reports.append(metrics)
         self._record("eval", run, step)
 
-    def on_train_end(self, run: RunInfo, result: loop.TrainResult) -> None:
+    def on_train_end(self, run: RunInfo, result: training.TrainResult) -> None:
         self.results.append(result)
         self._record("end", run, result.step)
 
 
-def train_tiny(logdir: Path, *callbacks: Any) -> loop.TrainResult:
-    result = loop.train(
+def train_tiny(logdir: Path, *callbacks: Any) -> training.TrainResult:
+    result = training.train(
         "cartpole_jax", logdir, timestamp="T", overrides=TINY, progress="none",
         callbacks=list(callbacks),
     )  # fmt: skip
-    assert isinstance(result, loop.TrainResult)
+    assert isinstance(result, training.TrainResult)
     return result
 
 
@@ -146,12 +148,14 @@ def test_an_exception_in_a_callback_leaves_the_checkpoint(tmp_path: Path) -> Non
 # --- The fake trainer: seeds, the hooks outside the iterations, a run without callbacks ---------
 
 
-def fake_seeds_run(tmp_path: Path, *callbacks: Any) -> list[loop.TrainResult]:
+def fake_seeds_run(tmp_path: Path, *callbacks: Any) -> list[training.TrainResult]:
     run_configs, run_dirs = seed_runs.prepare_seed_dirs(
         tmp_path, "fake", fake_config(), 2, "T", None
     )
     trainer = FakeSeedsTrainer(run_configs[0], 2)
-    return seed_runs.run_seeds(trainer, run_configs, run_dirs, "none", as_callbacks(callbacks))
+    return drive(
+        StackedSeeds(2), trainer, run_configs, run_dirs, "none", callbacks=as_callbacks(callbacks)
+    )
 
 
 def test_with_seeds_a_callback_sees_every_seed_and_a_function_seed_0(tmp_path: Path) -> None:
@@ -176,7 +180,7 @@ def test_an_exception_at_the_start_or_the_end_names_the_callback(
     tmp_path: Path, hook: str, step: int, saved: list[int]
 ) -> None:
     with pytest.raises(ValueError, match=f"{hook} failed") as raised:
-        loop.train(
+        training.train(
             fake_config(), tmp_path, timestamp="T", trainer_factory=FakeTrainer, progress="none",
             callbacks=Recorder(raise_in=hook),
         )  # fmt: skip
@@ -186,12 +190,12 @@ def test_an_exception_at_the_start_or_the_end_names_the_callback(
 
 
 def test_callbacks_leave_the_reports_unchanged(tmp_path: Path) -> None:
-    def plain(result: loop.TrainResult) -> list[dict[str, Any]]:
+    def plain(result: training.TrainResult) -> list[dict[str, Any]]:
         drop = ("wall_time", "sps")  # the clock's
         return [{k: v for k, v in r.items() if k not in drop} for r in result.records]
 
-    alone = loop.train(fake_config(), trainer_factory=FakeTrainer, progress="none")
-    watched = loop.train(
+    alone = training.train(fake_config(), trainer_factory=FakeTrainer, progress="none")
+    watched = training.train(
         fake_config(), trainer_factory=FakeTrainer, progress="none",
         callbacks=[Recorder(), lambda step, metrics: metrics.clear()],
     )  # fmt: skip
@@ -203,4 +207,4 @@ def test_callbacks_leave_the_reports_unchanged(tmp_path: Path) -> None:
 
 def test_callbacks_must_be_callbacks_or_functions() -> None:
     with pytest.raises(TypeError, match="callbacks= takes Callback instances or functions"):
-        loop.train(fake_config(), trainer_factory=FakeTrainer, callbacks=[3])
+        training.train(fake_config(), trainer_factory=FakeTrainer, callbacks=[3])

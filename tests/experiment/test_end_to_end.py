@@ -18,7 +18,7 @@ import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports 
 from batchppo import cli
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import evaluate, loop, plot, visualize
+from batchppo.experiment import evaluate, plot, training, visualize
 from batchppo.experiment.logging import read_metrics, read_scalars
 
 # 8 envs x 32 steps = 256 env steps per iteration; tiny networks, one epoch.
@@ -60,7 +60,7 @@ def assert_curves(run_dir: Path, last_step: int, eval_every: int) -> None:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("logdir")
-    first = loop.train(
+    first = training.train(
         "cartpole_jax", logdir, timestamp="T1", overrides=[*TINY, "steps=2048"], progress="none"
     )
     return logdir, first
@@ -77,7 +77,7 @@ def test_train_then_resume_continues_the_step_count_and_curves(tiny_run):
     ]  # fmt: skip
     assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [1024, 1536, 2048]
     assert_curves(run_dir, 2048, 1024)
-    second = loop.train(
+    second = training.train(
         "cartpole_jax", logdir, timestamp="T1", overrides=["steps=3072"], progress="none"
     )
     assert second.step == 3072 and second.config.steps == 3072
@@ -92,7 +92,7 @@ def test_load_policy_and_visualize_writes_playable_videos(tiny_run, tmp_path):
 
     logdir, _ = tiny_run
     run_dir = logdir / "T1-cartpole_jax"
-    policy = loop.load_policy(run_dir)
+    policy = training.load_policy(run_dir)
     actions = policy(np.zeros((5, 4), np.float32))
     assert actions.shape == (5,) and set(np.unique(actions)) <= {0, 1}
     stats = visualize.visualize(run_dir, tmp_path / "videos", num_episodes=2, checkpoint=2048)
@@ -117,9 +117,9 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     # 2048 is kept whether or not the resume test has extended the run to 3072.
     stats = evaluate.evaluate_run(run_dir, checkpoint=2048, num_episodes=11, seed=4)
     # The same episodes as the run's own evaluator from the documented key.
-    config, trainer, state, step = loop.load_run(run_dir, 2048)
+    config, trainer, state, step = training.load_run(run_dir, 2048)
     try:
-        key = host_key(config.seed, loop.EVALUATE_RUN_KEY, 4)
+        key = host_key(config.seed, training.EVALUATE_RUN_KEY, 4)
         expected = trainer.evaluate(state, 11, key)
         expected_sampled = trainer.evaluate(state, 11, key, sample=True)
     finally:

@@ -21,7 +21,7 @@ import pytest
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import backends, cli
 from batchppo.core import spaces
-from batchppo.experiment import export, loop
+from batchppo.experiment import export, training
 
 TINY = [
     "num_agents=8",
@@ -50,7 +50,7 @@ def runs(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("logdir")
     out = {}
     for name, (preset, extra) in RUNS.items():
-        result = loop.train(
+        result = training.train(
             preset, logdir, name=name, timestamp="T", overrides=[*TINY, *extra], progress="none"
         )
         out[name] = result.run_dir
@@ -87,7 +87,7 @@ def run_onnx(path, **inputs) -> np.ndarray:
 
 def std_of(run_dir) -> np.ndarray:
     """The Gaussian head's std at the run's checkpoint: softplus of its ``std_param``."""
-    _, trainer, state, _ = loop.load_run(run_dir)
+    _, trainer, state, _ = training.load_run(run_dir)
     trainer.close()
     (param,) = [
         leaf
@@ -109,7 +109,7 @@ def test_gaussian_gymnax_outputs_the_envs_own_action_range(runs, tmp_path):
     box = env.observation_space(params)
     obs = env_observations("Pendulum-v1")  # the same physics; gymnax's bounds are used below
     low, high = np.asarray(box.low, np.float32), np.asarray(box.high, np.float32)
-    agent_action = loop.load_policy(run_dir)(to_unit(obs, low, high))
+    agent_action = training.load_policy(run_dir)(to_unit(obs, low, high))
     want = 2.0 * np.clip(agent_action, -1, 1)  # gymnax Pendulum's actions are in [-2, 2]
     got = run_onnx(info.path, obs=obs)
     assert got.dtype == np.float32 and got.shape == (64, 1)
@@ -122,12 +122,12 @@ def test_gaussian_host_maps_observations_and_actions_like_the_env_stack(runs, tm
     info = export.export_run(run_dir, tmp_path / "p.onnx")
     space = gymnasium.make("Pendulum-v1").observation_space
     obs = env_observations("Pendulum-v1")
-    agent_action = loop.load_policy(run_dir)(to_unit(obs, space.low, space.high))
+    agent_action = training.load_policy(run_dir)(to_unit(obs, space.low, space.high))
     got = run_onnx(info.path, obs=obs)
     np.testing.assert_allclose(got, 2.0 * np.clip(agent_action, -1, 1), rtol=0, atol=2e-6)
     # Observations far outside the bounds (the model does not clip them) and a batch of one.
     wild = np.array([[5.0, -5.0, 40.0]], np.float32)
-    want = 2.0 * np.clip(loop.load_policy(run_dir)(to_unit(wild, space.low, space.high)), -1, 1)
+    want = 2.0 * np.clip(training.load_policy(run_dir)(to_unit(wild, space.low, space.high)), -1, 1)
     np.testing.assert_allclose(run_onnx(info.path, obs=wild), want, rtol=0, atol=2e-6)
 
 
@@ -138,7 +138,7 @@ def test_categorical_host_argmax_equals_load_policy(runs, tmp_path):
     assert info.outputs == ("action: (B) tensor(int32)",) and info.max_abs_diff == 0.0
     space = gymnasium.make("CartPole-v1").observation_space
     obs = env_observations("CartPole-v1", 200)
-    want = loop.load_policy(run_dir)(to_unit(obs, space.low, space.high))
+    want = training.load_policy(run_dir)(to_unit(obs, space.low, space.high))
     got = run_onnx(info.path, obs=obs)
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
@@ -152,7 +152,7 @@ def test_recurrent_state_is_an_input_and_an_output(runs, tmp_path):
     assert info.outputs == ("action: (B, 1) tensor(float)", "state_out: (B, 16) tensor(float)")
     space = gymnasium.make("Pendulum-v1").observation_space
     session = onnxruntime.InferenceSession(str(info.path), providers=["CPUExecutionProvider"])
-    policy = loop.load_policy(run_dir)  # carries its own state across calls
+    policy = training.load_policy(run_dir)  # carries its own state across calls
     obs = env_observations("Pendulum-v1", 6 * 8).reshape(6, 8, 3)
     state = np.zeros((8, 16), np.float32)
     for t in range(6):
@@ -172,7 +172,7 @@ def test_sampled_gaussian_is_mean_plus_std_times_noise(runs, tmp_path):
     assert info.inputs == ("obs: (B, 3) tensor(float)", "noise: (B, 1) tensor(float)")
     space = gymnasium.make("Pendulum-v1").observation_space
     obs = env_observations("Pendulum-v1")
-    mean = loop.load_policy(run_dir)(to_unit(obs, space.low, space.high))
+    mean = training.load_policy(run_dir)(to_unit(obs, space.low, space.high))
     noise = np.random.default_rng(3).standard_normal((64, 1)).astype(np.float32)
     want = 2.0 * np.clip(mean + std_of(run_dir) * noise, -1, 1)
     np.testing.assert_allclose(run_onnx(info.path, obs=obs, noise=noise), want, atol=2e-6)
@@ -184,7 +184,7 @@ def test_sampled_categorical_is_gumbel_max(runs, tmp_path):
     assert info.inputs == ("obs: (B, 4) tensor(float)", "noise: (B, 2) tensor(float)")
     space = gymnasium.make("CartPole-v1").observation_space
     obs = env_observations("CartPole-v1")
-    mean = loop.load_policy(run_dir)(to_unit(obs, space.low, space.high))
+    mean = training.load_policy(run_dir)(to_unit(obs, space.low, space.high))
     zero = np.zeros((64, 2), np.float32)
     np.testing.assert_array_equal(run_onnx(info.path, obs=obs, noise=zero), mean)
     for action in (0, 1):  # noise that dwarfs the logits picks its action

@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 from batchppo import cli
-from batchppo.experiment import configs, loop, seed_runs
+from batchppo.experiment import configs, seed_runs, training
 from batchppo.experiment.runlock import (
     LOCK_FILE,
     RunDirLockedError,
@@ -71,7 +71,7 @@ def held_by_another_process(*run_dirs):
 
 def _new_run(logdir, name, timestamp="T"):
     config = configs.get_preset(name)
-    return loop.prepare_run_dir(logdir, name, config, timestamp)[1]
+    return training.prepare_run_dir(logdir, name, config, timestamp)[1]
 
 
 def _argv(logdir, *more):
@@ -134,7 +134,7 @@ def test_train_takes_over_a_stale_lock_with_one_warning_line(tmp_path):
         configs.get_preset("cartpole_jax"), num_agents=10, rollout_length=10, steps=500,
         eval_every=200,
     )  # fmt: skip
-    run_dir = loop.prepare_run_dir(tmp_path, "cartpole_jax", config, "T")[1]  # not trained yet
+    run_dir = training.prepare_run_dir(tmp_path, "cartpole_jax", config, "T")[1]  # not trained yet
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     subprocess.run([sys.executable, "-c", DIE_HOLDING, str(run_dir)], env=env, check=True)
     left = json.loads((run_dir / LOCK_FILE).read_text())
@@ -167,10 +167,10 @@ def test_this_process_cannot_lock_a_run_dir_twice(tmp_path):
 def test_a_new_run_holds_its_dir_from_creation_and_releases_it(tmp_path):
     config = configs.get_preset("pendulum_fast")
     with contextlib.ExitStack() as locks:
-        _, run_dir, resumed = loop.prepare_run_dir(tmp_path, "p", config, "T", locks=locks)
+        _, run_dir, resumed = training.prepare_run_dir(tmp_path, "p", config, "T", locks=locks)
         assert not resumed
         assert json.loads((run_dir / LOCK_FILE).read_text())["pid"] == os.getpid()
         with pytest.raises(RunDirLockedError, match="in use by this process"):
-            loop.prepare_run_dir(tmp_path, "p", config, "T", locks=contextlib.ExitStack())
+            training.prepare_run_dir(tmp_path, "p", config, "T", locks=contextlib.ExitStack())
     assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "config.yaml"]
     assert [p.name for p in tmp_path.iterdir()] == ["T-p"]  # no staging dir left

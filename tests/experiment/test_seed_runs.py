@@ -15,7 +15,7 @@ from experiment_fakes import FakeSeedsTrainer
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
-from batchppo.experiment import loop, trainers
+from batchppo.experiment import trainers, training
 from batchppo.experiment.configs import load_config
 from batchppo.experiment.logging import read_metrics
 
@@ -58,7 +58,7 @@ def assert_same_reports(a: list[dict], b: list[dict]) -> None:
 )
 def test_seeds_equal_separate_runs(tmp_path: Path, preset: str, extra: list[str]) -> None:
     overrides = [*TINY, *extra, "seed=5"]
-    results = loop.train(
+    results = training.train(
         preset, tmp_path, timestamp="T", overrides=overrides, progress="none", seeds=2
     )
     assert [r.config.seed for r in results] == [5, 6]
@@ -66,7 +66,7 @@ def test_seeds_equal_separate_runs(tmp_path: Path, preset: str, extra: list[str]
         run_dir = tmp_path / f"T-{preset}-s{i}"
         assert result.run_dir == run_dir and result.step == 1536
         assert load_config(run_dir / "config.yaml").seed == 5 + i
-        alone = loop.train(preset, overrides=[*TINY, *extra, f"seed={5 + i}"], progress="none")
+        alone = training.train(preset, overrides=[*TINY, *extra, f"seed={5 + i}"], progress="none")
         assert_same_reports(result.records, alone.records)
         assert_same_reports(read_metrics(run_dir), alone.records)
         np.testing.assert_allclose(result.score, alone.score, rtol=1e-4)
@@ -76,7 +76,7 @@ def test_resume_needs_every_seed_dir(tmp_path: Path, capsys: pytest.CaptureFixtu
     from batchppo.experiment import configs
 
     assert configs.get_preset("pendulum_jax-s1") == configs.get_preset("pendulum_jax")
-    loop.prepare_run_dir(tmp_path, "pendulum_jax-s0", configs.get_preset("pendulum_jax"), "T")
+    training.prepare_run_dir(tmp_path, "pendulum_jax-s0", configs.get_preset("pendulum_jax"), "T")
     argv = ["train", "--config", "pendulum_jax", "--logdir", str(tmp_path), "--seeds", "2"]
     assert cli.main([*argv, "--timestamp", "T"]) == 2
     err = capsys.readouterr().err.strip()
@@ -104,7 +104,7 @@ def test_a_failed_start_removes_only_the_seed_dirs_it_made(tmp_path: Path, monke
     monkeypatch.setattr(trainers, "build_trainer", no_trainer)
     (tmp_path / "other").mkdir()  # not this run's: kept
     with pytest.raises(ConfigError, match="no trainer today"):
-        loop.train("cartpole_jax", tmp_path, seeds=2, timestamp="T", progress="none")
+        training.train("cartpole_jax", tmp_path, seeds=2, timestamp="T", progress="none")
     assert [p.name for p in tmp_path.iterdir()] == ["other"]
 
 

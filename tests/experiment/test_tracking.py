@@ -14,7 +14,7 @@ import yaml
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
-from batchppo.experiment import configs, loop, tracking, visualize
+from batchppo.experiment import configs, tracking, training, visualize
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.logging import read_metrics
 
@@ -126,7 +126,7 @@ def train_fake(logdir, config=None, **kwargs):
         config = fake_config(
             track="wandb", wandb_project="proj", wandb_entity="ent", wandb_group="grp"
         )
-    return loop.train(
+    return training.train(
         config, logdir, name="fake", timestamp="T", progress="none", trainer_factory=FakeTrainer,
         **kwargs,
     )  # fmt: skip
@@ -183,7 +183,7 @@ def test_a_seeds_run_groups_its_seeds(offline, capsys, monkeypatch):
 
 def test_visualize_sends_the_videos_to_the_tracked_run(offline):
     overrides = [*TINY, "steps=256", "eval_every=0", "track=wandb", "max_length=5"]
-    result = loop.train("cartpole_jax", offline / "logs", timestamp="T", overrides=overrides,
+    result = training.train("cartpole_jax", offline / "logs", timestamp="T", overrides=overrides,
                         progress="none")  # fmt: skip
     stats = visualize.visualize(result.run_dir, offline / "videos", num_episodes=2)
     *_, (run, _, history) = offline_runs(result.run_dir)
@@ -205,7 +205,7 @@ def test_visualize_sends_the_videos_to_the_tracked_run(offline):
 
 def test_no_logdir_tracks_nothing_and_says_so(offline):
     with pytest.warns(UserWarning, match="track=wandb: the run has no logdir, so nothing is"):
-        result = loop.train(fake_config(track="wandb"), progress="none",
+        result = training.train(fake_config(track="wandb"), progress="none",
                             trainer_factory=FakeTrainer)  # fmt: skip
     assert result.run_dir is None and result.step == 1000
 

@@ -21,8 +21,10 @@ from batchppo.backends import make_env
 from batchppo.backends.host_env import is_env_error, mark_env_error
 from batchppo.envs import EnvRestartWarning
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import loop, seed_runs
+from batchppo.experiment import seed_runs, training
+from batchppo.experiment.driver import drive
 from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.run_set import StackedSeeds
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -105,11 +107,11 @@ def test_the_host_loop_driver_raises_the_envs_own_error_and_checkpoints(tmp_path
     # 64 steps per iteration; each env's 40th step fails: in the 3rd iteration (128 -> 192).
     config = _config(host_loop=True, env_kwargs={"fail_at": 40}, eval_every=0)
     with pytest.raises(FailingError, match="step 40 failed on purpose") as raised:
-        loop.train(config, tmp_path, name="hl", timestamp="H", progress="none")
+        training.train(config, tmp_path, name="hl", timestamp="H", progress="none")
     assert is_env_error(raised.value)
-    failure = loop.env_failure(raised.value)
-    assert failure == loop.EnvFailure(
-        128, 128, tmp_path / "H-hl", tmp_path / "H-hl" / loop.ENV_ERROR_FILE
+    failure = training.env_failure(raised.value)
+    assert failure == training.EnvFailure(
+        128, 128, tmp_path / "H-hl", tmp_path / "H-hl" / training.ENV_ERROR_FILE
     )
     assert any(
         "training stopped at step 128 by this env error" in n for n in raised.value.__notes__
@@ -155,7 +157,7 @@ class _FailingFakeTrainer(FakeTrainer):
 def _fake_run(tmp_path, at=None, eval_at=None):
     # 100 steps per iteration; train reports every 250, evals every 400, checkpoints every 300.
     factory = type("Factory", (_FailingFakeTrainer,), {"at": at, "eval_at": eval_at})
-    return loop.train(
+    return training.train(
         fake_config(), tmp_path, name="fake", timestamp="T", progress="none",
         trainer_factory=factory,
     )  # fmt: skip
@@ -178,7 +180,7 @@ def test_an_evaluation_that_fails_checkpoints_its_iteration_without_a_second_rep
     run_dir = tmp_path / "T-fake"
     with pytest.raises(FailingError) as raised:
         _fake_run(tmp_path, eval_at=800)  # the train report at 800 came before
-    assert loop.env_failure(raised.value).checkpoint_step == 800
+    assert training.env_failure(raised.value).checkpoint_step == 800
     assert _train_steps(run_dir) == [300, 500, 800]
     np.testing.assert_array_equal(
         [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")], [600, 800]
@@ -197,9 +199,9 @@ def test_other_errors_propagate_unchanged_without_a_checkpoint(tmp_path):
             return super().iteration(ts, ss)
 
     with pytest.raises(RuntimeError, match="a bug in the learner") as raised:
-        loop.train(fake_config(), tmp_path, name="fake", timestamp="T", progress="none",
+        training.train(fake_config(), tmp_path, name="fake", timestamp="T", progress="none",
                    trainer_factory=Broken)  # fmt: skip
-    assert loop.env_failure(raised.value) is None
+    assert training.env_failure(raised.value) is None
     assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "T-fake" / "checkpoints")] == [300]
 
 
@@ -277,7 +279,7 @@ def _fake_seeds_run(tmp_path, **fail):
         tmp_path, "fake", fake_config(), 2, "T", None
     )
     trainer = _FailingFakeSeedsTrainer(run_configs[0], 2, **fail)
-    return seed_runs.run_seeds(trainer, run_configs, run_dirs, "none")
+    return drive(StackedSeeds(2), trainer, run_configs, run_dirs, "none")
 
 
 @pytest.mark.parametrize(
@@ -298,9 +300,9 @@ def test_an_env_error_in_a_seeds_run_checkpoints_every_seed_at_one_step(
     run_dirs = [tmp_path / f"T-fake-s{i}" for i in range(2)]
     with pytest.raises(FailingError) as raised:
         _fake_seeds_run(tmp_path, **fail)
-    failure = loop.env_failure(raised.value)
+    failure = training.env_failure(raised.value)
     assert [s.run_dir for s in failure.seeds] == run_dirs
-    assert [s.error_file for s in failure.seeds] == [d / loop.ENV_ERROR_FILE for d in run_dirs]
+    assert [s.error_file for s in failure.seeds] == [d / training.ENV_ERROR_FILE for d in run_dirs]
     assert (failure.step, failure.checkpoint_step, failure.run_dir) == (step, step, run_dirs[0])
     where = ", ".join(str(d / "checkpoints") for d in run_dirs)
     assert failure.checkpoints() == f"checkpoints at step {step:,} in {where}"
@@ -311,7 +313,7 @@ def test_an_env_error_in_a_seeds_run_checkpoints_every_seed_at_one_step(
         assert _train_steps(run_dir) == train_steps
         assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")][-1] == step
         assert [r["step"] for r in read_metrics(run_dir) if r["phase"] == "eval"] == seed_evals
-        assert "FailingError" in (run_dir / loop.ENV_ERROR_FILE).read_text()
+        assert "FailingError" in (run_dir / training.ENV_ERROR_FILE).read_text()
 
     results = _fake_seeds_run(tmp_path)  # resumes both seeds at `step` and completes
     for result, run_dir, seed_evals in zip(results, run_dirs, evals, strict=True):

@@ -11,7 +11,7 @@ from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import make_env
 from batchppo.envs import EnvRestartWarning
-from batchppo.experiment import configs, loop
+from batchppo.experiment import configs, training
 from batchppo.experiment.logging import read_metrics
 
 pytestmark = pytest.mark.timeout(120)
@@ -54,7 +54,7 @@ class _RestartingFakeTrainer(FakeTrainer):
 def test_env_restarts_is_a_running_total_that_a_resume_continues(tmp_path):
     # 100 steps per iteration; train reports at 300, 500, 800 and 1000, then 1300 and 1500.
     def run(steps: int):
-        return loop.train(
+        return training.train(
             fake_config(steps=steps), tmp_path, name="fake", timestamp="T", progress="none",
             trainer_factory=_RestartingFakeTrainer,
         )  # fmt: skip

@@ -1,4 +1,4 @@
-"""A2C: synchronous advantage actor-critic on the shared driver (docs/new_algorithm.md).
+"""A2C: synchronous advantage actor-critic on the shared trainer (docs/new_algorithm.md).
 
 The names below are imported on first use: ``A2CConfig`` needs no JAX, the trainer does.
 """

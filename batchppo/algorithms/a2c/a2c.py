@@ -5,7 +5,7 @@ one gradient step on the whole rollout: the policy gradient ``-A log pi(a|s)``, 
 times the squared error of ``V(s)`` against the (GAE-)returns, minus ``entropy_coef`` times the
 entropy. No importance ratio, no clipping, no epochs. Advantages bootstrap from ``V(final_obs)``
 where an episode was truncated, and from the last observation of the rollout, as PPO's do. The
-networks are the shared ones (``batchppo.algorithms.common.networks``), as is the driver
+networks are the shared ones (``batchppo.algorithms.common.networks``), as is the trainer
 ([`Trainer`][batchppo.algorithms.common.trainer.Trainer]).
 """
 
@@ -174,7 +174,7 @@ class A2C(ActorCriticActing):
 
 
 class Trainer(common.Trainer):
-    """The object API of an A2C run: the shared driver over [`A2C`][batchppo.algorithms.a2c.A2C].
+    """The object API of an A2C run: the shared trainer over [`A2C`][batchppo.algorithms.a2c.A2C].
 
     Args:
         config: The run's config.

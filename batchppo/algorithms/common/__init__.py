@@ -1,10 +1,11 @@
-"""What every algorithm's trainer shares: compiled programs, the driver, evaluation, deployment.
+"""What every algorithm's trainer shares: the Trainer over any agent, compiled programs, evaluation,
+deployment.
 
 * ``programs``: XLA options, the compilation cache, and ``Program``, one compiled program that is
   jitted on first use or compiled ahead in a background thread.
 * ``evaluation``: ``Evaluator`` (the mean-action policy in a separate eval env) and ``HostPolicy``
   (``obs -> action`` on the host).
-* ``trainer``: ``Trainer``, the object API the experiment loop drives, over any agent of the
+* ``trainer``: ``Trainer``, the object API the experiment's driver iterates, over any agent of the
   [`Agent`][batchppo.algorithms.common.trainer.Agent] protocol.
 * ``stacked_seeds``: ``SeedsTrainer``, several seeds of one config stacked in one program, over
   any agent.

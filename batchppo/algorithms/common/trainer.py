@@ -1,4 +1,4 @@
-"""The driver of a training run, for any agent: the object API the experiment loop uses.
+"""The trainer of a run, for any agent: the object API the experiment's driver iterates.
 
 An algorithm supplies an *agent* ([`Agent`][batchppo.algorithms.common.trainer.Agent]): pure,
 jittable functions over its own train state (``init``, ``init_sim``, ``iteration``, ``learn``, a

@@ -1,11 +1,11 @@
 """BatchPPO: the training state and the pure functions of one training iteration (``PPO``).
 
 The agent is a set of pure functions over a [`TrainState`][batchppo.algorithms.ppo.TrainState]
-(``PPO``); the drivers run them:
+(``PPO``); these run them:
 
-* [`Trainer`][batchppo.algorithms.ppo.Trainer]: the object API the experiment loop uses, the shared
-  driver ([`Trainer`][batchppo.algorithms.common.trainer.Trainer]: compiled programs, host envs,
-  devices, evaluation and deployment) over ``PPO``.
+* [`Trainer`][batchppo.algorithms.ppo.Trainer]: the object API the experiment's driver iterates,
+  the shared trainer ([`Trainer`][batchppo.algorithms.common.trainer.Trainer]: compiled programs,
+  host envs, devices, evaluation and deployment) over ``PPO``.
 * ``SeedsTrainer``: ``num_seeds`` seeds of one config in one program (``--seeds``), the shared
   ``batchppo.algorithms.common.stacked_seeds.SeedsTrainer`` over ``PPO``.
 * [`make_train`][batchppo.algorithms.ppo.make_train]: ``config -> train_fn(key) -> (TrainState,
@@ -550,7 +550,7 @@ def make_train(
 
 
 class Trainer(common.Trainer):
-    """The object API of a BatchPPO run: the shared driver over
+    """The object API of a BatchPPO run: the shared trainer over
     [`PPO`][batchppo.algorithms.ppo.PPO].
 
     Examples:

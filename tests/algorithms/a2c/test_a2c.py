@@ -13,7 +13,7 @@ from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.registry import get_algorithm
 from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout
-from batchppo.experiment.loop import EPISODE_METRICS
+from batchppo.experiment.training import EPISODE_METRICS
 
 TINY = A2CConfig(
     env="CartPole-v1",

@@ -9,7 +9,7 @@ import yaml
 
 from batchppo import cli
 from batchppo.algorithms.a2c.config import A2CConfig
-from batchppo.experiment import configs, loop
+from batchppo.experiment import configs, training
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.logging import read_metrics
 
@@ -37,7 +37,7 @@ def test_train_resume_load_visualize_and_plot(tmp_path, capsys):
     assert _train(tmp_path, "--set", "steps=800") == 0
     steps = [r["step"] for r in read_metrics(run_dir) if r["phase"] == "eval"]
     assert steps == sorted(set(steps)) and steps[-1] == 800
-    policy = loop.load_policy(run_dir)
+    policy = training.load_policy(run_dir)
     assert policy(np.zeros((3, 4), np.float32)).shape == (3,)
     capsys.readouterr()
     outdir = tmp_path / "videos"
@@ -51,10 +51,10 @@ def test_train_resume_load_visualize_and_plot(tmp_path, capsys):
 
 def test_a_run_of_one_algorithm_does_not_resume_with_another(tmp_path):
     config = configs.apply_overrides(configs.get_preset("cartpole_a2c"), ["steps=40"])
-    loop.prepare_run_dir(tmp_path, "run", config, "T")
+    training.prepare_run_dir(tmp_path, "run", config, "T")
     ppo = configs.get_preset("cartpole_jax")
     with pytest.raises(ConfigError, match="holds a run of algorithm 'a2c', not 'ppo'"):
-        loop.prepare_run_dir(tmp_path, "run", ppo, "T")
+        training.prepare_run_dir(tmp_path, "run", ppo, "T")
 
 
 @pytest.mark.timeout(300)

@@ -1,4 +1,5 @@
-"""The loop's phases, cadence, checkpoints and resume, with a deterministic fake trainer."""
+"""A run's phases, cadence, checkpoints and resume (``train``, its driver and ledgers), with a
+deterministic fake trainer."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import pytest
 from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, loop, stopping
-from batchppo.experiment.driver import Driver, SingleRun
+from batchppo.experiment import configs, stopping, training
+from batchppo.experiment.driver import Driver
 from batchppo.experiment.errors import (
     ConfigError,
     CorruptCheckpointError,
@@ -24,6 +25,7 @@ from batchppo.experiment.errors import (
 )
 from batchppo.experiment.ledger import RunLedger
 from batchppo.experiment.logging import RunLogger, read_metrics, read_scalars
+from batchppo.experiment.run_set import SingleRun
 from batchppo.experiment.window import MetricWindow, crossed
 
 # 100 steps per iteration, steps=1000, log_every=250, eval_every=400, checkpoint_every=300.
@@ -32,7 +34,7 @@ EVAL_STEPS = [400, 800, 1000]
 
 
 def run(tmp_path, config=None, timestamp="T", **kwargs):
-    return loop.train(
+    return training.train(
         config or fake_config(),
         tmp_path,
         name="fake",
@@ -83,7 +85,7 @@ def test_cadence_of_reports_evals_and_checkpoints(tmp_path):
 
 def test_no_logdir_means_no_disk_io(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = loop.train(fake_config(), progress="none", trainer_factory=FakeTrainer)
+    result = training.train(fake_config(), progress="none", trainer_factory=FakeTrainer)
     assert result.run_dir is None and result.score == 1000.0
     assert steps_of(result.records, "train") == TRAIN_STEPS
     assert list(tmp_path.iterdir()) == []
@@ -188,15 +190,15 @@ def test_run_dir_without_config_is_refused(tmp_path):
 def test_load_policy_uses_the_checkpoint(tmp_path):
     run(tmp_path)
     run_dir = tmp_path / "T-fake"
-    policy = loop.load_policy(run_dir, trainer_factory=FakeTrainer)
+    policy = training.load_policy(run_dir, trainer_factory=FakeTrainer)
     np.testing.assert_array_equal(policy(np.zeros((2, 4))), [[10.0], [10.0]])
-    policy = loop.load_policy(run_dir, checkpoint=900, trainer_factory=FakeTrainer)
+    policy = training.load_policy(run_dir, checkpoint=900, trainer_factory=FakeTrainer)
     np.testing.assert_array_equal(policy(np.zeros((1, 4))), [[9.0]])
     assert FakeTrainer.instances[-1].closed
 
 
 def test_progress_lines_when_not_a_terminal(tmp_path, capsys):
-    loop.train(fake_config(), progress="lines", trainer_factory=FakeTrainer)
+    training.train(fake_config(), progress="lines", trainer_factory=FakeTrainer)
     start_up, *lines = capsys.readouterr().out.splitlines()
     assert re.fullmatch(
         r"start-up: set-up \d+\.\d s \(process start to the first iteration\), first "
@@ -211,7 +213,7 @@ def test_progress_lines_when_not_a_terminal(tmp_path, capsys):
 
 def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdout.isatty", lambda: True)
-    loop.train(fake_config(), progress="auto", trainer_factory=FakeTrainer)
+    training.train(fake_config(), progress="auto", trainer_factory=FakeTrainer)
     out = capsys.readouterr().out
     assert "1.00k/1.00k" in out and "score 950.0" in out and "step/s" in out
     assert "eval at step 400: score 400.0" in out
@@ -241,7 +243,7 @@ def test_a_run_sets_every_attribute_in_its_constructor(tmp_path):
     # Its methods never probe for attributes that a later phase may or may not have set.
     trainer, stop = FakeTrainer(fake_config()), stopping.StopFlag()
     run_ = RunLedger(trainer, fake_config(), None, "none", stop)
-    driver = Driver(SingleRun(trainer), [run_], stop)
+    driver = Driver(SingleRun(), trainer, [run_], stop)
     before, driver_before = set(vars(run_)), set(vars(driver))
     assert run_.progress is None and run_.logger is None and driver.completed is None
     run_.message("before start")  # no progress output yet: stderr
@@ -258,7 +260,7 @@ def test_a_run_stops_on_the_flag_its_driver_gives_it():
     trainer = FakeTrainer(fake_config())
     run_ = RunLedger(trainer, fake_config(), None, "none", stop=flag)
     assert run_.stop is flag
-    (result,) = Driver(SingleRun(trainer), [run_], flag).run()
+    (result,) = Driver(SingleRun(), trainer, [run_], flag).run()
     assert result.interrupted and result.stop_signal == signal.SIGTERM and result.step == 0
 
 
@@ -311,7 +313,7 @@ def test_train_takes_an_env_factory_and_records_it_by_name(tmp_path, user_envs, 
 
 def test_train_with_only_an_env_starts_from_a_recipe(tmp_path, user_envs, monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(user_envs))
-    result = loop.train(
+    result = training.train(
         env="myenvs:make_choose", logdir=tmp_path, timestamp="T", progress="none",
         overrides=["steps=200"], trainer_factory=FakeTrainer,
     )  # fmt: skip
@@ -339,7 +341,7 @@ def test_a_start_that_fails_after_the_run_dir_was_made_removes_it(tmp_path):
 def test_resume_skips_a_torn_newest_checkpoint_and_says_so(tmp_path, capsys):
     config = fake_config(keep_checkpoints=3)
     run(tmp_path, config)
-    ckpt_dir = tmp_path / "T-fake" / loop.CHECKPOINT_DIR
+    ckpt_dir = tmp_path / "T-fake" / training.CHECKPOINT_DIR
     assert [s for s, _ in ckpt.list_checkpoints(ckpt_dir)] == [600, 900, 1000]
     newest = ckpt.checkpoint_path(ckpt_dir, 1000)
     newest.write_bytes(newest.read_bytes()[:-50])  # torn
@@ -382,7 +384,7 @@ def test_a_full_disk_during_a_checkpoint_stops_the_run_and_keeps_the_previous_on
         run(tmp_path)
     run_dir = tmp_path / "T-fake"
     assert str(info.value) == FULL_DISK.format(what="the checkpoint at step 600", run_dir=run_dir)
-    ckpt_dir = run_dir / loop.CHECKPOINT_DIR
+    ckpt_dir = run_dir / training.CHECKPOINT_DIR
     assert sorted(p.name for p in ckpt_dir.iterdir()) == [ckpt.checkpoint_path(".", 300).name]
     monkeypatch.undo()
     result = run(tmp_path)  # once there is space again, the run resumes from 300
@@ -402,17 +404,17 @@ def test_a_full_disk_during_a_report_stops_the_run(tmp_path, monkeypatch):
         run(tmp_path)
     run_dir = tmp_path / "T-fake"
     assert str(info.value) == FULL_DISK.format(what="the train report at step 500", run_dir=run_dir)
-    assert [s for s, _ in ckpt.list_checkpoints(run_dir / loop.CHECKPOINT_DIR)] == [300]
+    assert [s for s, _ in ckpt.list_checkpoints(run_dir / training.CHECKPOINT_DIR)] == [300]
 
 
 def test_loading_a_damaged_newest_checkpoint_names_an_older_one(tmp_path):
     run(tmp_path, fake_config(keep_checkpoints=3))
     run_dir = tmp_path / "T-fake"
-    newest = ckpt.checkpoint_path(run_dir / loop.CHECKPOINT_DIR, 1000)
+    newest = ckpt.checkpoint_path(run_dir / training.CHECKPOINT_DIR, 1000)
     newest.write_bytes(b"")
     with pytest.raises(CorruptCheckpointError) as info:
-        loop.load_run(run_dir, trainer_factory=FakeTrainer)
+        training.load_run(run_dir, trainer_factory=FakeTrainer)
     assert str(info.value).endswith("; an older one may be intact: --checkpoint 900")
     assert str(info.value).startswith(f"corrupt or incompatible checkpoint {newest}: ")
-    _, _, _, step = loop.load_run(run_dir, checkpoint=900, trainer_factory=FakeTrainer)
+    _, _, _, step = training.load_run(run_dir, checkpoint=900, trainer_factory=FakeTrainer)
     assert step == 900

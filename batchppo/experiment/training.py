@@ -1,4 +1,5 @@
-"""The host training loop: train and eval phases, reports, checkpoints, resume, progress.
+"""The entry point of a training run, [`train`][batchppo.experiment.training.train], and the
+public names of the modules a run is made of.
 
 As in the original, training alternates two phases on one x-axis (training env steps):
 the *train* phase runs ``trainer.iteration`` (collect a rollout, update) and reports every
@@ -15,13 +16,12 @@ the env's own exception, which carries an ``EnvFailure`` (``env_failure``); its 
 ``<run dir>/env_error.txt``. In a ``--seeds`` run every seed's run dir gets both
 (``batchppo.experiment.seed_runs``).
 
-This module holds [`train`][batchppo.experiment.loop.train] and names the public parts of the
-modules a run is made of: ``rundir`` (run directories), ``progress``, ``window`` (the metric
-window), ``stopping`` (Ctrl-C / SIGTERM), [`callbacks`][batchppo.experiment.callbacks] (a user's
-code on a run), ``env_failures``, ``trainers``,
-[`ledger`][batchppo.experiment.ledger] (one run's bookkeeping), ``driver`` (the iterate loop over
-one ledger or the seeds' ledgers), ``launch`` (the set-up of a call, one run's or ``--seeds``') and
-[`loading`][batchppo.experiment.loading].
+The modules a run is made of, whose public parts this module names: ``rundir`` (run
+directories), ``progress``, ``window`` (the metric window), ``stopping`` (Ctrl-C / SIGTERM),
+[`callbacks`][batchppo.experiment.callbacks] (a user's code on a run), ``env_failures``,
+``trainers``, [`ledger`][batchppo.experiment.ledger] (one run's bookkeeping), ``driver`` (the
+iterate loop over one ledger or the seeds' ledgers), ``run_set`` (one run or the stacked seeds of
+``--seeds``), ``launch`` (the set-up of a call) and [`loading`][batchppo.experiment.loading].
 
 Examples:
     A run trains for tens of seconds and the policy needs a run directory, so the docs test
@@ -43,9 +43,10 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.experiment.callbacks import Callback, CallbackArg, ProgressFn, RunInfo, as_callbacks
 from batchppo.experiment.env_failures import EnvFailure, env_failure
 from batchppo.experiment.errors import RunDirError
-from batchppo.experiment.launch import EnvArg, SingleRunLayout, env_id_of, launch
+from batchppo.experiment.launch import EnvArg, TrainCall, env_id_of, launch
 from batchppo.experiment.ledger import TrainResult
 from batchppo.experiment.loading import load_policy, load_run
+from batchppo.experiment.run_set import SingleRun, StackedSeeds
 from batchppo.experiment.rundir import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -55,7 +56,6 @@ from batchppo.experiment.rundir import (
     prepare_run_dir,
     run_timestamp,
 )
-from batchppo.experiment.seed_runs import train_seeds
 from batchppo.experiment.trainers import (
     EVALUATE_RUN_KEY,
     TrainerFactory,
@@ -180,17 +180,11 @@ def train(
             "train: network_factory= builds the network of the algorithm's trainer; with "
             "trainer_factory=, have that factory pass it to the trainer it builds"
         )
+    if seeds is not None and trainer_factory is not None:
+        raise TypeError("train: seeds= trains with the algorithm's SeedsTrainer (no factory)")
+    call = TrainCall(config, logdir, name, timestamp, overrides, progress, resume, env, callbacks)
     if seeds is not None:
-        if trainer_factory is not None:
-            raise TypeError("train: seeds= trains with the algorithm's SeedsTrainer (no factory)")
-        return train_seeds(
-            config, logdir, seeds, name=name, timestamp=timestamp, overrides=overrides,
-            progress=progress, resume=resume, env=env, network_factory=network_factory,
-            callbacks=callbacks,
-        )  # fmt: skip
+        return launch(StackedSeeds(seeds, network_factory), call)
     if network_factory is not None:
         trainer_factory = network_trainer_factory(network_factory)
-    return launch(
-        SingleRunLayout(trainer_factory, callbacks), config, logdir, name=name, timestamp=timestamp,
-        overrides=overrides, progress=progress, resume=resume, env=env,
-    )[0]  # fmt: skip
+    return launch(SingleRun(trainer_factory), call)[0]
