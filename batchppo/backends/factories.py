@@ -23,16 +23,56 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from batchppo.core.wording import missing_module_fix
 
-__all__ = ["call_factory", "expect_api", "is_factory_id", "jax_api", "resolve_factory"]
+__all__ = [
+    "call_factory",
+    "expect_api",
+    "first_line",
+    "import_env_module",
+    "is_factory_id",
+    "jax_api",
+    "resolve_factory",
+]
 
 
 def is_factory_id(env_id: str) -> bool:
     """Whether ``env_id`` has the ``module:factory`` form."""
     return isinstance(env_id, str) and ":" in env_id
+
+
+def first_line(error: BaseException) -> str:
+    """``"TypeName: first line of the message"`` (the type alone for an empty message)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def import_env_module(env_id: str, module_name: str) -> ModuleType:
+    """The module of an env id ``"module:name"``, imported.
+
+    Raises:
+        ValueError: One line: the module is not found (with where to put it, or the package
+            to install: ``missing_module_fix``), or importing it raised (a module it imports
+            is missing, its own code failed), with that exception's first line.
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.split(".")[0] == error.name.split(".")[0]:
+            fix = missing_module_fix(module_name, error.name)
+            raise ValueError(
+                f"env {env_id!r}: cannot import {module_name!r} ({error}): {fix}"
+            ) from error
+        raise ValueError(
+            f"env {env_id!r}: importing {module_name!r} failed: {first_line(error)}"
+        ) from error
+    except Exception as error:  # the module itself raised while being imported
+        raise ValueError(
+            f"env {env_id!r}: importing {module_name!r} failed: {first_line(error)}"
+        ) from error
 
 
 def resolve_factory(env_id: str) -> Callable[..., Any]:
@@ -45,19 +85,7 @@ def resolve_factory(env_id: str) -> Callable[..., Any]:
     module_name, _, name = env_id.partition(":")
     if not module_name or not name:
         raise ValueError(f"env {env_id!r}: give 'module:factory' (a callable of the module)")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        fix = missing_module_fix(module_name, getattr(error, "name", None))
-        raise ValueError(
-            f"env {env_id!r}: cannot import {module_name!r} ({error}): {fix}"
-        ) from error
-    except Exception as error:  # the module itself raised while being imported
-        first = str(error).splitlines()[0] if str(error) else ""
-        raise ValueError(
-            f"env {env_id!r}: importing {module_name!r} failed: {type(error).__name__}: {first}"
-        ) from error
-    target: Any = module
+    target: Any = import_env_module(env_id, module_name)
     for part in name.split("."):
         if not hasattr(target, part):
             raise ValueError(f"env {env_id!r}: {module_name} has no {name!r}")

@@ -41,7 +41,8 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.wrappers import ClipAction, TimeLimit
 
 from batchppo.backends import BACKENDS, check_restarts, get_backend
-from batchppo.core.wording import did_you_mean, missing_module_fix, unknown_id_message
+from batchppo.backends.factories import first_line, import_env_module
+from batchppo.core.wording import did_you_mean, unknown_id_message
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
@@ -238,21 +239,7 @@ def env_source(env_id: str) -> EnvSource:
             return EnvSource(env_id)
         raise _unknown_id(env_id)
     module_name, _, name = env_id.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name and module_name.split(".")[0] == error.name.split(".")[0]:
-            fix = missing_module_fix(module_name, error.name)
-            raise ValueError(
-                f"env {env_id!r}: cannot import {module_name!r} ({error}): {fix}"
-            ) from error
-        raise ValueError(
-            f"env {env_id!r}: importing {module_name!r} failed: {_first_line(error)}"
-        ) from error
-    except Exception as error:
-        raise ValueError(
-            f"env {env_id!r}: importing {module_name!r} failed: {_first_line(error)}"
-        ) from error
+    module = import_env_module(env_id, module_name)
     path = _import_root(module, module_name)
     if name in gymnasium.registry:
         return EnvSource(env_id, path=path)
@@ -322,11 +309,6 @@ def factory_env_id(factory: Callable[..., Any]) -> str:
             f"env factory {shown}: {module}:{qualname} does not import back to it: {fix}"
         )
     return f"{module}:{qualname}"
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def _raised_at(error: BaseException) -> str:
@@ -405,12 +387,12 @@ def probe_env(
     try:
         raw = _raw_env_fn(source, None, None, kwargs, pre)()
     except gymnasium.error.DependencyNotInstalled as error:
-        raise ValueError(f"cannot build {env_id!r}: {_first_line(error)}") from error
+        raise ValueError(f"cannot build {env_id!r}: {first_line(error)}") from error
     except TypeError as error:
         raise ValueError(_constructor_type_error(env_id, kwargs, error)) from error
     except Exception as error:
         raise ValueError(
-            f"env {env_id!r}: its constructor raised {_first_line(error)}{_raised_at(error)}; "
+            f"env {env_id!r}: its constructor raised {first_line(error)}{_raised_at(error)}; "
             "fix the env (or env_kwargs)"
         ) from error
     try:
@@ -421,7 +403,7 @@ def probe_env(
         if str(error).startswith("env_wrappers:"):  # keep_keys or drop_keys: the fix named
             raise ValueError(f"env {env_id!r}: {error}") from error
         raise ValueError(
-            f"env {env_id!r}: a wrapper of env_wrappers raised {_first_line(error)}"
+            f"env {env_id!r}: a wrapper of env_wrappers raised {first_line(error)}"
             f"{_raised_at(error)}; fix env_wrappers"
         ) from error
     try:
@@ -430,7 +412,7 @@ def probe_env(
             env = StandardStack(env_id, normalize_ranges).wrap(raw)
         except Exception as error:
             raise ValueError(
-                f"env {env_id!r}: its spaces are not supported: {_first_line(error)}"
+                f"env {env_id!r}: its spaces are not supported: {first_line(error)}"
             ) from error
         _check_reset(env, env_id)
         return EnvProbe(env.observation_space, env.action_space, limit)
@@ -446,7 +428,7 @@ def _check_reset(env: gymnasium.Env, env_id: str) -> None:
         env.reset(seed=0)
     except Exception as error:
         raise ValueError(
-            f"env {env_id!r}: its reset raised {_first_line(error)}{_raised_at(error)}; fix "
+            f"env {env_id!r}: its reset raised {first_line(error)}{_raised_at(error)}; fix "
             "the env (or env_kwargs)"
         ) from error
 
@@ -458,15 +440,15 @@ def _constructor_type_error(env_id: str, kwargs: Mapping[str, Any], error: TypeE
     if "unexpected keyword argument" in text:
         return (
             f"env {env_id!r}: its constructor does not take an argument of env_kwargs "
-            f"{kwargs} ({_first_line(error)}): fix env_kwargs (--set 'env_kwargs={{...}}')"
+            f"{kwargs} ({first_line(error)}): fix env_kwargs (--set 'env_kwargs={{...}}')"
         )
     if "missing" in text and "required" in text:
         return (
             f"env {env_id!r}: its constructor needs arguments that env_kwargs {kwargs} does not "
-            f"give ({_first_line(error)}): set them, e.g. --set 'env_kwargs={{name: value}}'"
+            f"give ({first_line(error)}): set them, e.g. --set 'env_kwargs={{name: value}}'"
         )
     return (
-        f"env {env_id!r}: its constructor raised {_first_line(error)}{_raised_at(error)}; fix "
+        f"env {env_id!r}: its constructor raised {first_line(error)}{_raised_at(error)}; fix "
         "the env or env_kwargs"
     )
 

@@ -401,8 +401,8 @@ def test_a_factory_is_recorded_by_module_and_name(user_envs, monkeypatch):
         "env factory test_a_factory_is_recorded_by_module_and_name.<locals>.<lambda>: cannot be "
         "recorded in the run's config.yaml (a lambda, a nested function, a partial or a "
         "function of a script run as a file cannot be imported again): define it at the top "
-        "level of a module (e.g. myenvs.py) and pass it, or pass 'module:name'; options go in "
-        "env_kwargs"
+        "level of a module (e.g. myenvs.py) and pass it, or pass 'module:name'; the factory's "
+        "arguments go in env_kwargs"
     )
     assert _errors(make_module.factory_env_id, lambda: myenvs.Reach()) == expected
 
