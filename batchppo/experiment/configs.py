@@ -698,7 +698,7 @@ def describe_images(config: RunConfig, probe: Any) -> str | None:
     (each cell embedded) or pixels (the CNN), by the config's ``image_encoding``
     (``is_code_grid`` of ``core/spaces.py``); None without an image leaf or a probe."""
     encoding = getattr(config, "image_encoding", None)
-    if encoding is None or probe is None or not _has_image(probe.observation_space):
+    if encoding is None or probe is None:
         return None
     from batchppo.backends.host_env import from_gymnasium  # JAX: only when an env is probed
     from batchppo.core import spaces
@@ -707,6 +707,8 @@ def describe_images(config: RunConfig, probe: Any) -> str | None:
         leaf for leaf in spaces.leaves(from_gymnasium(probe.observation_space))
         if spaces.is_image(leaf)
     ]  # fmt: skip
+    if not images:
+        return None
     words = [
         f"the {leaf.shape} {leaf.dtype} image is "
         + (
@@ -782,11 +784,6 @@ def _leaves(space: Any) -> list[Any]:
     return [space]
 
 
-def _is_image(obs: Any) -> bool:
-    shape = getattr(obs, "shape", None)
-    return type(obs).__name__ == "Box" and shape is not None and len(shape) == 3
-
-
 def _is_vector(obs: Any) -> bool:
     """One Box of rank 0-2: what the networks take flattened into the MLPs, with no encoder."""
     shape = getattr(obs, "shape", None)
@@ -807,8 +804,20 @@ def _other_spaces(obs: Any, act: Any) -> str:
     return f"{_space_words(obs)} observations and {_space_words(act)} actions"
 
 
+def _core_space(space: Any) -> Any:
+    """The core's space tree (``from_gymnasium``) of the Gymnasium space of a probe, which passed
+    HostEnv's check of its spaces: what the image checks of ``core/spaces.py`` read."""
+    from batchppo.backends.host_env import from_gymnasium  # JAX: only when a recipe runs
+
+    return from_gymnasium(space)
+
+
 def _has_image(obs: Any) -> bool:
-    return any(_is_image(leaf) for leaf in _leaves(obs))
+    """Whether the Gymnasium space ``obs`` has an image leaf (``has_image`` of
+    ``core/spaces.py``)."""
+    from batchppo.core import spaces
+
+    return spaces.has_image(_core_space(obs))
 
 
 NATURE_CNN_MIN_SIDE = 36
@@ -818,19 +827,18 @@ NATURE_CNN_MIN_SIDE = 36
 def _has_code_grid(obs: Any) -> bool:
     """Whether an image leaf of the Gymnasium space ``obs`` reads as a grid of codes
     (``is_code_grid`` of ``core/spaces.py``, ``image_encoding=auto``)."""
-    from batchppo.backends.host_env import from_gymnasium  # JAX: only when a recipe runs
     from batchppo.core import spaces
 
-    if not _has_image(obs):
-        return False
-    return any(spaces.is_code_grid(leaf) for leaf in spaces.leaves(from_gymnasium(obs)))
+    return any(spaces.is_code_grid(leaf) for leaf in spaces.leaves(_core_space(obs)))
 
 
 def _smallest_image_side(obs: Any) -> int:
     """The shortest height or width over the image leaves of ``obs`` (axes read as ``auto``)."""
     from batchppo.algorithms.common.encoders import hwc_shape  # Flax: only when a recipe runs
+    from batchppo.core import spaces
 
-    sides = [hwc_shape(leaf.shape, "auto")[:2] for leaf in _leaves(obs) if _is_image(leaf)]
+    leaves = spaces.leaves(_core_space(obs))
+    sides = [hwc_shape(leaf.shape, "auto")[:2] for leaf in leaves if spaces.is_image(leaf)]
     return min(min(hw) for hw in sides)
 
 
