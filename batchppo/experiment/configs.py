@@ -776,12 +776,10 @@ class Recipe:
 
 
 def _leaves(space: Any) -> list[Any]:
-    """The leaf spaces of a Gymnasium space (Dict and Tuple are walked)."""
-    inner = getattr(space, "spaces", None)
-    if type(space).__name__ in ("Dict", "Tuple") and inner is not None:
-        values = inner.values() if isinstance(inner, Mapping) else inner
-        return [leaf for sub in values for leaf in _leaves(sub)]
-    return [space]
+    """The leaf spaces of a Gymnasium space (``gym_leaves``: Dict and Tuple are walked)."""
+    from batchppo.envs.spaces import gym_leaves  # Gymnasium: only when a recipe runs
+
+    return gym_leaves(space)
 
 
 def _is_vector(obs: Any) -> bool:
