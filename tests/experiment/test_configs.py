@@ -1,4 +1,4 @@
-"""Presets, typed overrides, the YAML round trip and resume rules."""
+"""Presets, typed overrides, the YAML round trip, env checks and recipes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import get_backend
-from batchppo.experiment import configs
+from batchppo.experiment import configs, resume
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.rundir import prepare_run_dir
 
@@ -252,7 +252,7 @@ def test_env_kwargs_round_trip_and_configs_stored_without_them_load(tmp_path):
     path.write_text(yaml.safe_dump(data))
     assert configs.load_config(path).env_kwargs == {}
     with pytest.raises(ConfigError, match="cannot change a resumed run's meaning: env_kwargs"):
-        configs.check_resume_overrides(config, {"env_kwargs": {}})
+        resume.check_resume_overrides(config, {"env_kwargs": {}})
 
 
 def _former(config: PPOConfig, **ray_fields: object) -> dict:
@@ -356,20 +356,6 @@ def test_python_objects_in_yaml_are_refused(tmp_path):
     path.write_text("!!python/object/apply:os.system ['echo hacked']\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         configs.load_config(path)
-
-
-def test_resume_allows_raising_steps_and_bookkeeping_only():
-    stored = dataclasses.replace(configs.get_preset("cartpole_jax"), learning_rate=2.5e-4)
-    resumed = configs.check_resume_overrides(stored, {"steps": stored.steps * 2, "log_every": 7})
-    assert resumed.steps == stored.steps * 2 and resumed.log_every == 7
-    assert configs.check_resume_overrides(stored, {"learning_rate": stored.learning_rate}) == stored
-    with pytest.raises(ConfigError, match=r"learning_rate=0\.1 \(stored 0\.00025\)"):
-        configs.check_resume_overrides(stored, {"learning_rate": 0.1})
-    with pytest.raises(ConfigError, match="steps=10"):
-        configs.check_resume_overrides(stored, {"steps": 10})
-    annealed = dataclasses.replace(stored, anneal_lr=True)
-    with pytest.raises(ConfigError, match="steps="):
-        configs.check_resume_overrides(annealed, {"steps": stored.steps * 2})
 
 
 def test_check_config_env_id():
