@@ -167,8 +167,8 @@ def train(
     Raises:
         UserError: Unknown preset, bad override, an env that fails its start-up check (its id,
             module, constructor, spaces or reset:
-            [`configs.check_env`][batchppo.experiment.configs.check_env], run before a run dir is
-            made), unusable run dir or checkpoint (subclasses of
+            [`env_checks.check_env`][batchppo.experiment.env_checks.check_env], run before a run
+            dir is made), unusable run dir or checkpoint (subclasses of
             [`UserError`][batchppo.experiment.UserError]), a run dir that another process holds
             (``RunDirLockedError``), a write into the run dir that failed (``StorageError``).
     """

@@ -358,19 +358,6 @@ def test_python_objects_in_yaml_are_refused(tmp_path):
         configs.load_config(path)
 
 
-def test_check_config_env_id():
-    configs.check_config_env_id(configs.get_preset("cartpole"))
-    configs.check_config_env_id(configs.get_preset("cartpole_jax"))
-    with pytest.raises(ConfigError, match=r"unknown Gymnasium env id 'CartPole-v9'.*'CartPole-v1'"):
-        configs.check_config_env_id(
-            dataclasses.replace(configs.get_preset("cartpole"), env="CartPole-v9")
-        )
-    with pytest.raises(ConfigError, match=r"unknown gymnax env id 'Pendulum'.*Pendulum-v1"):
-        configs.check_config_env_id(
-            dataclasses.replace(configs.get_preset("pendulum_jax"), env="Pendulum")
-        )
-
-
 # --- Config files, nearest keys, recipes ------------------------------------------------------
 
 
