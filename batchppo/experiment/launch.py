@@ -17,7 +17,7 @@ from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.experiment import configs, env_checks
+from batchppo.experiment import configs, env_checks, recipes
 from batchppo.experiment.callbacks import Callback
 from batchppo.experiment.driver import drive
 from batchppo.experiment.errors import ConfigError
@@ -75,7 +75,7 @@ def config_from_arguments(
             raise ConfigError("train: give a config (a preset name or a config), or an env")
         # The env is built with the env_kwargs and wrappers of the overrides to read its spaces.
         given = dict(configs.parse_override(o) for o in overrides)
-        config, message = configs.recipe_for_env(
+        config, message = recipes.recipe_for_env(
             env_id_of(env), given.get("env_kwargs"), given.get("env_wrappers", ())
         )
         print(f"batchppo: {message}", file=sys.stderr, flush=True)

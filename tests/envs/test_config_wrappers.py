@@ -13,7 +13,7 @@ from batchppo.algorithms.common.trainer import make_run_eval_env
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.envs import make
 from batchppo.envs.env_wrappers import wrapper_specs
-from batchppo.experiment import configs, env_checks, export, visualize
+from batchppo.experiment import configs, env_checks, export, recipes, visualize
 
 pytest.importorskip("minigrid")
 
@@ -111,6 +111,6 @@ def test_train_takes_wrappers_from_set_and_refuses_a_bad_one_in_one_line(capsys,
     )
     assert not logdir.exists()
     # The recipe reads the wrapped spaces: a Dict of a Discrete and a grid of codes.
-    config, message = configs.recipe_for_env(MINIGRID, None, [{"drop_keys": ["mission"]}])
+    config, message = recipes.recipe_for_env(MINIGRID, None, [{"drop_keys": ["mission"]}])
     assert config.env_wrappers == ()  # the override, applied after the recipe, records it
     assert message.startswith(f"no --config: {MINIGRID} has a grid of codes")
