@@ -357,15 +357,7 @@ def test_python_objects_in_yaml_are_refused(tmp_path):
         configs.load_config(path)
 
 
-# --- Config files, nearest keys ---------------------------------------------------------------
-
-
-def test_nearest_key_by_initials_then_spelling():
-    names = list(configs.field_types())
-    assert configs.nearest_key("lr", names) == "learning_rate"
-    assert configs.nearest_key("gae", names) == "gae_lambda"
-    assert configs.nearest_key("stepz", names) == "steps"
-    assert configs.nearest_key("qqqqqq", ["alpha", "beta"]) in ("alpha", "beta")
+# --- Config files -----------------------------------------------------------------------------
 
 
 def test_config_file_or_preset():
