@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from batchppo import cli
-from batchppo.experiment import configs
+from batchppo.experiment import configs, env_checks, recipes
 
 GUIDE = Path(__file__).parents[1] / "docs" / "own_env.md"
 BLOCK = re.compile(r"(?:<!-- file: (?P<file>\S+) -->\n)?```(?P<lang>\w+)\n(?P<body>.*?)```", re.S)
@@ -88,8 +88,8 @@ def test_the_guide_shows_the_messages_batchppo_prints(tmp_path, monkeypatch, cap
     assert cli.main(argv) == 2
     assert capsys.readouterr().err == printed + "\n"
     assert not Path("logs").exists()
-    recipe = configs.recipe_for_env("myenvs:MyReach-v0")[1]
+    recipe = recipes.recipe_for_env("myenvs:MyReach-v0")[1]
     assert texts[0] == f"batchppo: {recipe}\n"
-    config, jumanji = configs.recipe_for_env("jumanji:make", {"id": "Game2048-v1"})
-    mask = configs.describe_action_mask(config, configs.check_env(config))
+    config, jumanji = recipes.recipe_for_env("jumanji:make", {"id": "Game2048-v1"})
+    mask = env_checks.describe_action_mask(config, env_checks.check_env(config))
     assert texts[1] == f"batchppo: {jumanji}\nbatchppo: {mask}\n"

@@ -170,7 +170,7 @@ class Backend:
         probe: ``probe(env_id, *, normalize_ranges, env_kwargs)``: builds one env and closes
             it, returning its spaces (an ``EnvProbe``) or raising a one-line ``ValueError``:
             the start-up check of a run, before its run dir is made
-            (``experiment.configs.check_env``); None: only ``check_env_id`` runs.
+            (``experiment.env_checks.check_env``); None: only ``check_env_id`` runs.
         check_spaces: ``check_spaces(observation_space, action_space)``: raises a one-line
             ``ValueError`` for spaces the learners cannot take (run on the probe's spaces).
         export_mapping: ``export_mapping(config, trainer)``: what the env stack does around a

@@ -17,7 +17,7 @@ from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.experiment import configs
+from batchppo.experiment import configs, env_checks, recipes
 from batchppo.experiment.callbacks import Callback
 from batchppo.experiment.driver import drive
 from batchppo.experiment.errors import ConfigError
@@ -75,7 +75,7 @@ def config_from_arguments(
             raise ConfigError("train: give a config (a preset name or a config), or an env")
         # The env is built with the env_kwargs and wrappers of the overrides to read its spaces.
         given = dict(configs.parse_override(o) for o in overrides)
-        config, message = configs.recipe_for_env(
+        config, message = recipes.recipe_for_env(
             env_id_of(env), given.get("env_kwargs"), given.get("env_wrappers", ())
         )
         print(f"batchppo: {message}", file=sys.stderr, flush=True)
@@ -168,10 +168,10 @@ def launch(run_set: RunSet, call: TrainCall) -> list[TrainResult]:
         or not all((Path(logdir) / f"{timestamp}-{dir_name}").exists() for dir_name in names)
     ):
         # Before a run dir is made for it (a resume checks its own).
-        probe = configs.check_env(config)
+        probe = env_checks.check_env(config)
         for line in (
-            configs.describe_images(config, probe),
-            configs.describe_action_mask(config, probe),
+            env_checks.describe_images(config, probe),
+            env_checks.describe_action_mask(config, probe),
         ):
             if line is not None:
                 print(f"batchppo: {line}", file=sys.stderr, flush=True)
@@ -184,7 +184,7 @@ def launch(run_set: RunSet, call: TrainCall) -> list[TrainResult]:
             request = RunDirRequest(logdir, name, config, timestamp, explicit, call.resume)
             run_configs, run_dirs, resumed = run_set.prepare(request, locks)
             if resumed:
-                configs.check_env(run_configs[0])
+                env_checks.check_env(run_configs[0])
         try:
             trainer = _build(run_set, run_configs[0])
         except BaseException:

@@ -13,7 +13,7 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, trainers
+from batchppo.experiment import env_checks, trainers
 from batchppo.experiment.errors import CorruptCheckpointError
 from batchppo.experiment.rundir import CHECKPOINT_DIR, open_run_dir
 from batchppo.experiment.trainers import INIT_KEY, TrainerFactory, TrainerLike
@@ -54,7 +54,7 @@ def load_run(
     # One device: the policy acts unsharded, and any num_agents loads on a machine of several.
     loading = dataclasses.replace(loading_config(config), devices=1)
     # Refuses an env unknown here, e.g. a module:factory that is not importable from here.
-    configs.check_config_env_id(loading)
+    env_checks.check_config_env_id(loading)
     trainer = trainers.build_trainer(trainer_factory, loading)
     try:
         template = trainer.init(host_key(config.seed, INIT_KEY))

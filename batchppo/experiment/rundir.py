@@ -21,6 +21,7 @@ from batchppo.algorithms.registry import algorithm_of
 from batchppo.experiment import configs
 from batchppo.experiment.errors import ConfigError, RunDirError
 from batchppo.experiment.fileio import fsync_dir
+from batchppo.experiment.resume import check_resume_overrides
 from batchppo.experiment.runlock import RunDirLock
 
 CONFIG_FILE = "config.yaml"
@@ -103,7 +104,7 @@ def prepare_run_dir(
                 for f in dataclasses.fields(stored)
                 if getattr(config, f.name) != getattr(stored, f.name)
             }
-        config = configs.check_resume_overrides(stored, overrides)
+        config = check_resume_overrides(stored, overrides)
         if config != stored:
             configs.save_config(config, config_path)
         return config, run_dir, True

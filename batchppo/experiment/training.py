@@ -125,7 +125,7 @@ def train(
             the stored config (the preset may have been retuned since); a config must match it field
             by field (up to the changes a resume allows). None with ``env``: a starting recipe
             chosen from the env's spaces
-            ([`configs.recipe_for_env`][batchppo.experiment.configs.recipe_for_env]; the choice is
+            ([`recipes.recipe_for_env`][batchppo.experiment.recipes.recipe_for_env]; the choice is
             printed on stderr).
         logdir: Parent directory of runs; None: no disk I/O (no logs, no checkpoints).
         env: The env to train on, replacing the config's: an env id (``"Pendulum-v1"``,
@@ -167,8 +167,8 @@ def train(
     Raises:
         UserError: Unknown preset, bad override, an env that fails its start-up check (its id,
             module, constructor, spaces or reset:
-            [`configs.check_env`][batchppo.experiment.configs.check_env], run before a run dir is
-            made), unusable run dir or checkpoint (subclasses of
+            [`env_checks.check_env`][batchppo.experiment.env_checks.check_env], run before a run
+            dir is made), unusable run dir or checkpoint (subclasses of
             [`UserError`][batchppo.experiment.UserError]), a run dir that another process holds
             (``RunDirLockedError``), a write into the run dir that failed (``StorageError``).
     """

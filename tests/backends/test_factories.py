@@ -12,7 +12,7 @@ import pytest
 from batchppo.backends import BraxEnv, GymnaxEnv, make_env
 from batchppo.backends.factories import jax_api, resolve_factory
 from batchppo.core.simulation import init_sim_state, rollout
-from batchppo.experiment import configs, training
+from batchppo.experiment import configs, recipes, training
 from batchppo.testing import random_policy
 
 HERE = Path(__file__).parent
@@ -50,7 +50,7 @@ def test_a_gymnax_factory_steps_as_the_gymnax_id(factories):
 
 
 def test_recipes_of_pure_jax_factories(factories):
-    config, message = configs.recipe_for_env("jax_factories:cartpole_env")
+    config, message = recipes.recipe_for_env("jax_factories:cartpole_env")
     assert (config.backend, config.env, config.max_length) == (
         "gymnax",
         "jax_factories:cartpole_env",
@@ -62,15 +62,15 @@ def test_recipes_of_pure_jax_factories(factories):
         "(4,), Discrete actions, so the run is fused on the gymnax backend from the "
         "cartpole_jax recipe (300,000 steps); the env's own time limit ends episodes"
     )
-    config, message = configs.recipe_for_env("jax_factories:inverted_pendulum")
+    config, message = recipes.recipe_for_env("jax_factories:inverted_pendulum")
     assert (config.backend, config.num_agents) == ("brax", 2048)
     assert "fused on the brax backend from the ant_brax recipe" in message
     # A Gymnasium factory keeps the host recipe.
-    config, _ = configs.recipe_for_env("jax_factories:gymnasium_cartpole")
+    config, _ = recipes.recipe_for_env("jax_factories:gymnasium_cartpole")
     assert config.backend == "process"
     # The adapters' restart options stay out of the factory's keywords, and in the config.
     restart = {"autoreset": "optimistic", "reset_ratio": 4}
-    config, _ = configs.recipe_for_env("jax_factories:cartpole", {**restart, "gravity": 9.0})
+    config, _ = recipes.recipe_for_env("jax_factories:cartpole", {**restart, "gravity": 9.0})
     assert (config.backend, config.env_kwargs) == ("gymnax", {**restart, "gravity": 9.0})
 
 
@@ -82,7 +82,7 @@ def test_a_factory_of_the_wrong_api_is_one_line(factories):
     with pytest.raises(ValueError, match="jax_factories has no 'nope'"):
         make_env("jax_factories:nope", 2, "gymnax")
     with pytest.raises(configs.ConfigError, match="env_wrappers wrap Gymnasium envs"):
-        configs.recipe_for_env("jax_factories:cartpole_env", env_wrappers=("a.b:C",))
+        recipes.recipe_for_env("jax_factories:cartpole_env", env_wrappers=("a.b:C",))
 
 
 @pytest.mark.timeout(300)

@@ -22,7 +22,7 @@ from batchppo.backends.jumanji_env import jumanji_spaces
 from batchppo.core import spaces
 from batchppo.core.env import Env
 from batchppo.core.simulation import init_sim_state, rollout
-from batchppo.experiment import configs
+from batchppo.experiment import configs, recipes
 
 HERE = Path(__file__).parent
 UP = 0  # Snake's actions: up, right, down, left
@@ -263,7 +263,7 @@ def test_start_up_mistakes_are_one_line_with_exit_2(capsys, tmp_path):
 
 
 def test_recipes_of_jumanji_envs():
-    config, message = configs.recipe_for_env("jumanji:make", {"id": "Snake-v1"})
+    config, message = recipes.recipe_for_env("jumanji:make", {"id": "Snake-v1"})
     assert (config.backend, config.max_length, config.cnn) == ("jumanji", None, "minatar")
     assert message == (
         "no --config: jumanji:make returns an env with Jumanji's API, observations "
@@ -271,11 +271,11 @@ def test_recipes_of_jumanji_envs():
         "Discrete(4000)}, Discrete(4) actions, so the run is fused on the jumanji backend from "
         "the breakout_minatar recipe (10,000,000 steps); the env's own time limit ends episodes"
     )
-    config, message = configs.recipe_for_env("jumanji:make", {"id": "Game2048-v1"})
+    config, message = recipes.recipe_for_env("jumanji:make", {"id": "Game2048-v1"})
     assert (config.backend, config.network, config.max_length) == (
         "jumanji",
         "feed_forward",
-        configs.RECIPE_MAX_LENGTH,
+        recipes.RECIPE_MAX_LENGTH,
     )
     assert "from the cartpole_jax recipe with network=feed_forward" in message
 

@@ -13,7 +13,7 @@ from batchppo.algorithms.common.trainer import make_run_eval_env
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.envs import make
 from batchppo.envs.env_wrappers import wrapper_specs
-from batchppo.experiment import configs, export, visualize
+from batchppo.experiment import configs, env_checks, export, recipes, visualize
 
 pytest.importorskip("minigrid")
 
@@ -82,7 +82,7 @@ def test_a_configs_wrappers_reach_the_probe_the_eval_env_export_and_the_video_en
         env_wrappers=("minigrid.wrappers.ImgObsWrapper",),
     )
     assert configs.config_from_yaml(configs.config_to_yaml(config)) == config
-    assert configs.check_env(config).observation_space == IMAGE
+    assert env_checks.check_env(config).observation_space == IMAGE
     env = make_run_eval_env(config, 2, seed=0)
     try:
         assert env.spec.obs_space.shape == (7, 7, 3)
@@ -111,6 +111,6 @@ def test_train_takes_wrappers_from_set_and_refuses_a_bad_one_in_one_line(capsys,
     )
     assert not logdir.exists()
     # The recipe reads the wrapped spaces: a Dict of a Discrete and a grid of codes.
-    config, message = configs.recipe_for_env(MINIGRID, None, [{"drop_keys": ["mission"]}])
+    config, message = recipes.recipe_for_env(MINIGRID, None, [{"drop_keys": ["mission"]}])
     assert config.env_wrappers == ()  # the override, applied after the recipe, records it
     assert message.startswith(f"no --config: {MINIGRID} has a grid of codes")

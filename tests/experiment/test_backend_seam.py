@@ -22,7 +22,7 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import HostEnv, make_env
 from batchppo.backends.host import host_backend, make_host_env
 from batchppo.envs import BatchEnv
-from batchppo.experiment import configs, loading, visualize
+from batchppo.experiment import configs, env_checks, loading, visualize
 from batchppo.experiment.errors import ConfigError, UserError
 
 pytestmark = pytest.mark.timeout(300)
@@ -66,9 +66,9 @@ def fake_backend() -> Iterator[backends.Backend]:
 def test_config_make_env_and_env_id_check_take_the_new_backend(fake_backend):
     config = PPOConfig(backend="fake", host_loop=True, max_env_restarts=2)
     assert config.backend == "fake"
-    configs.check_config_env_id(config)
+    env_checks.check_config_env_id(config)
     with pytest.raises(ConfigError, match=r"^unknown fake env id 'CartPole-v1'"):
-        configs.check_config_env_id(dataclasses.replace(config, env="CartPole-v1"))
+        env_checks.check_config_env_id(dataclasses.replace(config, env="CartPole-v1"))
     env = make_env("Pendulum-v1", 3, "fake", max_length=5, seed=0, max_restarts=1)
     try:
         assert isinstance(env, HostEnv) and env.num_envs == 3 and env.spec.obs_shape == (3,)

@@ -1,18 +1,17 @@
-"""Presets, typed overrides, the YAML round trip and resume rules."""
+"""Presets, typed overrides and the YAML round trip of a config."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
 import shlex
-from pathlib import Path
 
 import pytest
 import yaml
 
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import get_backend
-from batchppo.experiment import configs
+from batchppo.experiment import configs, resume
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.rundir import prepare_run_dir
 
@@ -252,7 +251,7 @@ def test_env_kwargs_round_trip_and_configs_stored_without_them_load(tmp_path):
     path.write_text(yaml.safe_dump(data))
     assert configs.load_config(path).env_kwargs == {}
     with pytest.raises(ConfigError, match="cannot change a resumed run's meaning: env_kwargs"):
-        configs.check_resume_overrides(config, {"env_kwargs": {}})
+        resume.check_resume_overrides(config, {"env_kwargs": {}})
 
 
 def _former(config: PPOConfig, **ray_fields: object) -> dict:
@@ -358,42 +357,7 @@ def test_python_objects_in_yaml_are_refused(tmp_path):
         configs.load_config(path)
 
 
-def test_resume_allows_raising_steps_and_bookkeeping_only():
-    stored = dataclasses.replace(configs.get_preset("cartpole_jax"), learning_rate=2.5e-4)
-    resumed = configs.check_resume_overrides(stored, {"steps": stored.steps * 2, "log_every": 7})
-    assert resumed.steps == stored.steps * 2 and resumed.log_every == 7
-    assert configs.check_resume_overrides(stored, {"learning_rate": stored.learning_rate}) == stored
-    with pytest.raises(ConfigError, match=r"learning_rate=0\.1 \(stored 0\.00025\)"):
-        configs.check_resume_overrides(stored, {"learning_rate": 0.1})
-    with pytest.raises(ConfigError, match="steps=10"):
-        configs.check_resume_overrides(stored, {"steps": 10})
-    annealed = dataclasses.replace(stored, anneal_lr=True)
-    with pytest.raises(ConfigError, match="steps="):
-        configs.check_resume_overrides(annealed, {"steps": stored.steps * 2})
-
-
-def test_check_config_env_id():
-    configs.check_config_env_id(configs.get_preset("cartpole"))
-    configs.check_config_env_id(configs.get_preset("cartpole_jax"))
-    with pytest.raises(ConfigError, match=r"unknown Gymnasium env id 'CartPole-v9'.*'CartPole-v1'"):
-        configs.check_config_env_id(
-            dataclasses.replace(configs.get_preset("cartpole"), env="CartPole-v9")
-        )
-    with pytest.raises(ConfigError, match=r"unknown gymnax env id 'Pendulum'.*Pendulum-v1"):
-        configs.check_config_env_id(
-            dataclasses.replace(configs.get_preset("pendulum_jax"), env="Pendulum")
-        )
-
-
-# --- Config files, nearest keys, recipes ------------------------------------------------------
-
-
-def test_nearest_key_by_initials_then_spelling():
-    names = list(configs.field_types())
-    assert configs.nearest_key("lr", names) == "learning_rate"
-    assert configs.nearest_key("gae", names) == "gae_lambda"
-    assert configs.nearest_key("stepz", names) == "steps"
-    assert configs.nearest_key("qqqqqq", ["alpha", "beta"]) in ("alpha", "beta")
+# --- Config files -----------------------------------------------------------------------------
 
 
 def test_config_file_or_preset():
@@ -407,79 +371,4 @@ def test_a_config_records_an_env_id_not_a_callable():
     assert str(info.value) == (
         "env=<built-in function len>: a config records an env id (a string); pass an env "
         "factory as batchppo.train(config, env=factory), or its id 'module:name'"
-    )
-
-
-def test_recipes_by_spaces(user_envs, monkeypatch):
-    monkeypatch.syspath_prepend(str(user_envs))
-    config, message = configs.recipe_for_env("myenvs:make_reach", {"size": 2.0})
-    assert config == dataclasses.replace(
-        configs.get_preset("cheetah_fast"), env="myenvs:make_reach", env_kwargs={"size": 2.0}
-    )
-    assert message.endswith("max_length=1000 bounds its episodes (--set max_length=N)")
-    assert [r.preset for r in configs.RECIPES] == [
-        "cheetah_fast", "cartpole_jax", "cartpole_jax", "breakout_atari", "breakout_minatar",
-        "cheetah_fast", "cartpole_jax",
-    ]  # fmt: skip
-    # Images of Atari's size: the Atari recipe without its whole-game evaluation env. The env
-    # has no TimeLimit, and the preset keeps the env's own: max_length is the recipes' 1000.
-    config, message = configs.recipe_for_env("myenvs:make_frames")
-    assert config == dataclasses.replace(
-        configs.get_preset("breakout_atari"),
-        env="myenvs:make_frames",
-        env_kwargs={},
-        eval_env_kwargs={},
-        max_length=1000,
-    )
-    assert message == (
-        "no --config: myenvs:make_frames has image observations (36 px or more a side), so "
-        "the run starts from the breakout_atari recipe (10,000,000 steps); the env declares no "
-        "time limit (no max_episode_steps): max_length=1000 bounds its episodes (--set "
-        "max_length=N)"
-    )
-    # Images too small for the Nature CNN (8x8): the MinAtar recipe, in worker processes.
-    config, message = configs.recipe_for_env("myenvs:make_pixels")
-    assert config == dataclasses.replace(
-        configs.get_preset("breakout_minatar"),
-        env="myenvs:make_pixels",
-        backend="process",
-        max_length=1000,
-    )
-    assert message.startswith("no --config: myenvs:make_pixels has small image observations")
-    # A Dict observation with a Discrete action: the generic network, per-leaf encoders.
-    config, message = configs.recipe_for_env("myenvs:make_nested")
-    assert config == dataclasses.replace(
-        configs.get_preset("cartpole_jax"),
-        env="myenvs:make_nested",
-        backend="process",
-        network="feed_forward",
-    )
-    assert message == (
-        "no --config: myenvs:make_nested has Dict observations and Discrete actions, so the run "
-        "starts from the cartpole_jax recipe with network=feed_forward (an encoder per "
-        "observation leaf, a head per action leaf) (300,000 steps); the env declares no time "
-        "limit (no max_episode_steps): max_length=500 bounds its episodes (--set max_length=N)"
-    )
-
-
-def test_a_2d_box_observation_takes_the_vector_recipe(monkeypatch):
-    """highway-env's Box(5, 5): a vector the MLPs take flattened, not a structured space."""
-    monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    config, message = configs.recipe_for_env("ecosystem_envs:make_grid2d")
-    assert config == dataclasses.replace(
-        configs.get_preset("cartpole_jax"), env="ecosystem_envs:make_grid2d", backend="process"
-    )
-    assert message == (
-        "no --config: ecosystem_envs:make_grid2d has discrete actions (vector observations, "
-        "Discrete actions), so the run starts from the cartpole_jax recipe (300,000 steps); the "
-        "env declares no time limit (no max_episode_steps): max_length=500 bounds its episodes "
-        "(--set max_length=N)"
-    )
-    # A vector observation with a MultiDiscrete action: the spaces as they are.
-    config, message = configs.recipe_for_env("ecosystem_envs:make_pick_many")
-    assert config.network == "feed_forward"
-    assert message.startswith(
-        "no --config: ecosystem_envs:make_pick_many has Box (2,) observations and "
-        "MultiDiscrete actions, so the run starts from the cartpole_jax recipe with "
-        "network=feed_forward"
     )

@@ -14,7 +14,7 @@ import yaml
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
-from batchppo.experiment import configs, tracking, training, visualize
+from batchppo.experiment import configs, env_checks, tracking, training, visualize
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.logging import read_metrics
 
@@ -225,9 +225,9 @@ def test_bad_tracking_settings_are_refused(overrides, message):
 
 
 def test_track_wandb_without_the_package_fails_before_a_run_dir(capsys, tmp_path, monkeypatch):
-    real = configs.importlib.util.find_spec
+    real = env_checks.importlib.util.find_spec
     monkeypatch.setattr(
-        configs.importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else
+        env_checks.importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else
         real(name, *a)
     )  # fmt: skip
     code = cli.main(["train", "--config", "cartpole_jax", "--logdir", str(tmp_path / "logs"),

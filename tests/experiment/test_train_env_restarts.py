@@ -11,7 +11,7 @@ from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import make_env
 from batchppo.envs import EnvRestartWarning
-from batchppo.experiment import configs, training
+from batchppo.experiment import resume, training
 from batchppo.experiment.logging import read_metrics
 
 pytestmark = pytest.mark.timeout(120)
@@ -98,4 +98,4 @@ def test_config_checks_and_resume_accepts_a_new_budget():
     with pytest.raises(ValueError, match="process and sync backends only"):
         make_env("Pendulum-v1", 2, "gymnax", max_restarts=1)
     stored = PPOConfig(backend="process")
-    assert configs.check_resume_overrides(stored, {"max_env_restarts": 7}).max_env_restarts == 7
+    assert resume.check_resume_overrides(stored, {"max_env_restarts": 7}).max_env_restarts == 7

@@ -13,7 +13,7 @@ ray = pytest.importorskip("ray")
 import batchppo  # noqa: E402
 from batchppo import cli  # noqa: E402
 from batchppo.backends import get_backend  # noqa: E402
-from batchppo.experiment import configs  # noqa: E402
+from batchppo.experiment import configs, resume  # noqa: E402
 from batchppo.experiment.errors import ConfigError  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
@@ -113,5 +113,5 @@ def test_ray_options_are_checked_and_mutable_on_resume():
     # Where the cluster is and how long its actors may take to start do not change what a
     # run learns: a resumed run may change them.
     changes = {"backend_options": {"address": "auto", "num_cpus": 1.0, "startup_timeout": 5.0}}
-    resumed = configs.check_resume_overrides(config, changes)
+    resumed = resume.check_resume_overrides(config, changes)
     assert resumed.backend_options == changes["backend_options"]
