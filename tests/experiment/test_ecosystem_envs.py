@@ -65,21 +65,19 @@ def test_a_failed_assertion_in_a_constructor_names_its_file_line_and_expression(
     )
 
 
-@pytest.mark.timeout(180)
-def test_a_group_sigterm_stops_a_run_of_a_pygame_env_with_its_checkpoint(tmp_path):
-    """``timeout`` sends SIGTERM to the whole process group: the workers (whose env brought
-    pygame and handlers of its own) and multiprocessing's fork server outlive it, and the
-    run stops as on Pendulum: a checkpoint, the resume line, exit status 143."""
-    argv = train_argv(tmp_path, "T", "ecosystem_envs:make_handler_env", "steps=10000000")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+def _sigterm_after_reports(
+    argv: list[str], metrics: Path, reports: int, timeout: float, **popen
+) -> tuple[int, str, str]:
+    """Runs ``python -m batchppo *argv`` in a session of its own, sends SIGTERM to the whole
+    process group once ``metrics`` holds ``reports`` train reports (as ``timeout`` does), and
+    returns its exit status, stdout and stderr; SIGKILL leaves nothing behind either way."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "batchppo", *argv], cwd=HERE, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        [sys.executable, "-m", "batchppo", *argv], text=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, start_new_session=True, **popen,
     )  # fmt: skip
     try:
-        metrics = tmp_path / "T-pendulum_fast" / "metrics.jsonl"
-        deadline = time.monotonic() + 120
-        while not (metrics.exists() and metrics.read_text().count('"train"') >= 2):
+        deadline = time.monotonic() + timeout
+        while not (metrics.exists() and metrics.read_text().count('"train"') >= reports):
             assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
             time.sleep(0.2)
         os.killpg(process.pid, signal.SIGTERM)
@@ -87,7 +85,19 @@ def test_a_group_sigterm_stops_a_run_of_a_pygame_env_with_its_checkpoint(tmp_pat
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == 143, err
+    return process.returncode, out, err
+
+
+@pytest.mark.timeout(180)
+def test_a_group_sigterm_stops_a_run_of_a_pygame_env_with_its_checkpoint(tmp_path):
+    """``timeout`` sends SIGTERM to the whole process group: the workers (whose env brought
+    pygame and handlers of its own) and multiprocessing's fork server outlive it, and the
+    run stops as on Pendulum: a checkpoint, the resume line, exit status 143."""
+    argv = train_argv(tmp_path, "T", "ecosystem_envs:make_handler_env", "steps=10000000")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    metrics = tmp_path / "T-pendulum_fast" / "metrics.jsonl"
+    code, out, err = _sigterm_after_reports(argv, metrics, 2, 120.0, cwd=HERE, env=env)
+    assert code == 143, err
     assert "WorkerDiedError" not in err
     assert re.search(r"stopped at step [\d,]+; checkpoint saved at step", err), err
     assert out.startswith("resume with: batchppo train --config pendulum_fast ")
@@ -134,22 +144,9 @@ def test_a_group_sigterm_stops_a_highway_env_run_with_its_checkpoint(tmp_path):
     argv = ["train", "--env", HIGHWAY, "--logdir", str(tmp_path), "--timestamp", "T"]
     # Short iterations: a train report comes after 128 steps of highway's 10 ms ones.
     argv += ["--progress", "none", "--set", "num_workers=2", "--set", "rollout_length=16"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "batchppo", *argv], cwd=tmp_path, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-    )  # fmt: skip
-    try:
-        metrics = tmp_path / "T-highway-fast-v0" / "metrics.jsonl"
-        deadline = time.monotonic() + 180
-        while not (metrics.exists() and '"train"' in metrics.read_text()):
-            assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
-            time.sleep(0.2)
-        os.killpg(process.pid, signal.SIGTERM)
-        out, err = process.communicate(timeout=60)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-    assert process.returncode == 143, err
+    metrics = tmp_path / "T-highway-fast-v0" / "metrics.jsonl"
+    code, out, err = _sigterm_after_reports(argv, metrics, 1, 180.0, cwd=tmp_path)
+    assert code == 143, err
     assert err.splitlines()[0] == (
         f"batchppo: no --config: {HIGHWAY} has discrete actions (vector observations, Discrete "
         "actions), so the run starts from the cartpole_jax recipe (300,000 steps); the env "
