@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Atari agent steps/s at CleanRL's settings (issue 41, item 4) on this machine, in one call:
+# first bench/callback_repro.py (which forms of a host step inside a compiled loop compile
+# here), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
+# with the Python rollout loop (`host_loop=true`) and once with the rollout's io_callback
+# inside the compiled iteration (`host_loop=false`; on a GPU with jaxlib 0.11.2 its compiler
+# aborted, benchmarks 8c). Each run's steps/s: the median of its iterations' `sps` after the
+# first (which compiles). Results and logs in $OUT. On a GPU machine without a package index,
+# install the wheels first as bench/gpu.sh does (WHEELS=.whl).
+#
+# Usage, from the repository root:
+#   bench/atari_rate.sh                          # on the GPU machine (about 4 minutes)
+#   STEPS=2048 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
+set -u
+OUT=${OUT:-/tmp/out}
+STEPS=${STEPS:-61440}
+WHEELS=${WHEELS-.whl}
+export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
+mkdir -p "$OUT"
+if [ -n "$WHEELS" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site "$WHEELS"/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+echo "cpus: $(nproc)"
+timeout 300 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1 | tee "$OUT/callback.log"
+for loop in true false; do
+  log="$OUT/atari-host_loop-$loop.log"
+  timeout 240 python3 -m batchppo train --config breakout_atari --set steps="$STEPS" \
+    --set eval_every=0 --set host_loop=$loop --logdir /tmp/atari-rate --timestamp r \
+    --name host_loop-$loop --progress lines >"$log" 2>&1
+  echo "host_loop=$loop: exit $?; $(grep -m1 'start-up' "$log")"
+  python3 - "/tmp/atari-rate/r-host_loop-$loop/metrics.jsonl" <<'EOF' | tee -a "$OUT/rates.txt"
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+sps = [r["sps"] for r in rows if r.get("phase") == "train"][1:]
+print(f"{sys.argv[1]}: {statistics.median(sps):,.0f} agent steps/s (median of {len(sps)} iterations)")
+EOF
+done

@@ -1,0 +1,179 @@
+"""Which forms of a host env step inside a compiled loop does XLA compile (issue 41, item 4)?
+
+On an H200 (jaxlib 0.11.2, CUDA 13) the ``breakout_atari`` rollout with the host env's
+``io_callback`` inside the compiled iteration died while compiling (``shape_util.cc:757 Check
+failed: shape.IsArray() || shape.IsTuple()``, benchmarks 8c). This script is the minimal
+program of that form, and its variants, each compiled and run in a process of its own (an
+abort kills only that process): a fake Atari step on the host (NumPy: eight 84x84x4 uint8
+frames, rewards, terminated, truncated and the final frames, as ``HostEnv.host_step``
+returns) called from a ``lax.scan`` of ``--steps`` steps whose carry holds the frames, behind
+a tiny policy, under ``jax.jit``. A variant that aborts on a device and one of its neighbours
+that does not are the reproduction to report upstream and the form to use.
+
+Variants (``--variants``, default all):
+
+* ``ordered``: ``io_callback(..., ordered=True)`` returning the 5-tuple (HostEnv's form);
+* ``unordered``: the same with ``ordered=False``;
+* ``single``: ordered, one flat uint8 array holding everything (unpacked in the graph);
+* ``float``: ordered, the frames as float32 instead of uint8;
+* ``while``: ordered, in a ``lax.fori_loop`` instead of a ``lax.scan`` (no stacked outputs);
+* ``pure``: ``jax.pure_callback`` (no ordering; the env's order is then not guaranteed).
+
+    python bench/callback_repro.py                       # every variant, on JAX's default device
+    python bench/callback_repro.py --variants ordered --steps 4 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+VARIANTS = ("ordered", "unordered", "single", "float", "while", "pure")
+NUM_ENVS, FRAME = 8, (84, 84, 4)
+
+
+def _host_step(frame_dtype: Any):
+    """A fake batched Atari step on the host: ``action -> (obs, reward, term, trunc, final)``."""
+    import numpy as np
+
+    counter = [0]
+
+    def step(action: np.ndarray) -> tuple[np.ndarray, ...]:
+        counter[0] += 1
+        obs = np.full((NUM_ENVS, *FRAME), counter[0] % 255, frame_dtype)
+        reward = (np.asarray(action) % 2).astype(np.float32)
+        done = np.zeros(NUM_ENVS, np.bool_)
+        done[counter[0] % NUM_ENVS] = counter[0] % 7 == 0
+        return obs, reward, done, np.zeros(NUM_ENVS, np.bool_), obs.copy()
+
+    return step
+
+
+def program(variant: str, steps: int):
+    """``(jitted function, its argument)`` of ``variant``: a rollout of ``steps`` host steps."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental import io_callback
+
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    frame_dtype = np.float32 if variant == "float" else np.uint8
+    host = _host_step(frame_dtype)
+    frames = jax.ShapeDtypeStruct((NUM_ENVS, *FRAME), frame_dtype)
+    flags = jax.ShapeDtypeStruct((NUM_ENVS,), np.bool_)
+    structs = (frames, jax.ShapeDtypeStruct((NUM_ENVS,), np.float32), flags, flags, frames)
+    size = int(np.prod(FRAME))
+
+    def call(action: jax.Array) -> tuple[jax.Array, ...]:
+        if variant == "single":  # everything as one flat uint8 array, unpacked in the graph
+
+            def packed(a: np.ndarray) -> np.ndarray:
+                obs, reward, term, trunc, final = host(a)
+                parts = [obs.reshape(NUM_ENVS, -1), final.reshape(NUM_ENVS, -1)]
+                parts += [reward.astype(np.uint8)[:, None], term[:, None], trunc[:, None]]
+                return np.concatenate([p.astype(np.uint8) for p in parts], axis=1)
+
+            flat = io_callback(packed, jax.ShapeDtypeStruct((NUM_ENVS, 2 * size + 3), np.uint8),
+                               action, ordered=True)  # fmt: skip
+            obs, final = flat[:, :size].reshape(frames.shape), flat[:, size : 2 * size]
+            reward = flat[:, 2 * size].astype(jnp.float32)
+            term, trunc = flat[:, 2 * size + 1] > 0, flat[:, 2 * size + 2] > 0
+            return obs, reward, term, trunc, final.reshape(frames.shape)
+        if variant == "pure":
+            return jax.pure_callback(host, structs, action)
+        return io_callback(host, structs, action, ordered=variant != "unordered")
+
+    def policy(w: jax.Array, obs: jax.Array) -> jax.Array:
+        x = obs.astype(jnp.float32).mean(axis=(1, 2))  # (envs, 4)
+        return jnp.argmax(x @ w, axis=-1).astype(jnp.int32)
+
+    def body(carry: tuple, _: Any) -> tuple[tuple, tuple]:
+        w, obs, total = carry
+        obs, reward, term, trunc, final = call(policy(w, obs))
+        done = term | trunc
+        return (w, obs, total + reward.sum()), (reward, done, final[:, 0, 0, 0])
+
+    def rollout(w: jax.Array) -> tuple:
+        start = (w, jnp.zeros(frames.shape, frame_dtype), jnp.float32(0))
+        if variant == "while":
+            return jax.lax.fori_loop(0, steps, lambda i, c: body(c, None)[0], start)[2]
+        carry, outs = jax.lax.scan(body, start, None, length=steps)
+        return carry[2], outs
+
+    return jax.jit(rollout), jnp.ones((4, 4), jnp.float32)
+
+
+def worker(variant: str, steps: int) -> dict[str, Any]:
+    """Compiles and runs ``variant`` twice; its times and the device."""
+    import jax
+
+    fn, arg = program(variant, steps)
+    start = time.perf_counter()
+    compiled = fn.lower(arg).compile()
+    compile_s = time.perf_counter() - start
+    runs = []
+    for _ in range(2):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(arg))
+        runs.append(time.perf_counter() - start)
+    return {
+        "device": str(jax.devices()[0]),
+        "jax": jax.__version__,
+        "compile_s": compile_s,
+        "step_ms": 1e3 * min(runs) / steps,
+    }
+
+
+def run_variant(variant: str, steps: int, timeout: float) -> dict[str, Any]:
+    """``worker`` in its own process: its result, or how the process ended."""
+    cmd = [sys.executable, __file__, "--worker", variant, "--steps", str(steps)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"variant": variant, "ok": False, "error": f"timed out after {timeout:.0f} s"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-6:]
+        return {"variant": variant, "ok": False, "exit": proc.returncode, "error": tail}
+    return {"variant": variant, "ok": True, **json.loads(lines[-1])}
+
+
+def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
+    parser.add_argument("--steps", type=int, default=128, help="host steps in the loop")
+    parser.add_argument("--timeout", type=float, default=300, help="per variant (s)")
+    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.steps)), flush=True)
+        return []
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
+    results = []
+    for variant in variants:
+        result = run_variant(variant, args.steps, args.timeout)
+        shown = (
+            f"compiles ({result['compile_s']:.1f} s), {result['step_ms']:.3f} ms a step, "
+            f"{result['device']}"
+            if result["ok"]
+            else f"FAILS: {result.get('exit', '')} {result['error']}"
+        )
+        print(f"{variant:>10}: {shown}", flush=True)
+        results.append(result)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()
