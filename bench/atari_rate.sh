@@ -5,24 +5,15 @@
 # with the Python rollout loop (`host_loop=true`) and once with the rollout's io_callback
 # inside the compiled iteration (`host_loop=false`; on a GPU with jaxlib 0.11.2 its compiler
 # aborted, benchmarks 8c). Each run's steps/s: the median of its iterations' `sps` after the
-# first (which compiles). Results and logs in $OUT. On a GPU machine without a package index,
-# install the wheels first as bench/gpu.sh does (WHEELS=.whl).
+# first (which compiles). Results and logs in $OUT; the wheels as bench/gpu_env.sh says.
 #
 # Usage, from the repository root:
 #   bench/atari_rate.sh                          # on the GPU machine (about 4 minutes)
 #   STEPS=2048 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
 set -u
-OUT=${OUT:-/tmp/out}
 STEPS=${STEPS:-61440}
-WHEELS=${WHEELS-.whl}
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-mkdir -p "$OUT"
-if [ -n "$WHEELS" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$WHEELS"/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-echo "cpus: $(nproc)"
+. bench/gpu_env.sh
+rm -rf /tmp/atari-rate  # a run dir left by an earlier call would be resumed
 timeout 300 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1 | tee "$OUT/callback.log"
 for loop in true false; do
   log="$OUT/atari-host_loop-$loop.log"

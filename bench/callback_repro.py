@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from typing import Any
+
+from workers import spawn  # bench/workers.py: a side in a process of its own
 
 VARIANTS = ("ordered", "unordered", "single", "float", "while", "pure")
 NUM_ENVS, FRAME = 8, (84, 84, 4)
@@ -131,16 +131,8 @@ def worker(variant: str, steps: int) -> dict[str, Any]:
 
 def run_variant(variant: str, steps: int, timeout: float) -> dict[str, Any]:
     """``worker`` in its own process: its result, or how the process ended."""
-    cmd = [sys.executable, __file__, "--worker", variant, "--steps", str(steps)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"variant": variant, "ok": False, "error": f"timed out after {timeout:.0f} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode or not lines:
-        tail = [ln for ln in proc.stderr.splitlines() if ln.strip()][-6:]
-        return {"variant": variant, "ok": False, "exit": proc.returncode, "error": tail}
-    return {"variant": variant, "ok": True, **json.loads(lines[-1])}
+    result = spawn(__file__, ["--worker", variant, "--steps", str(steps)], timeout)
+    return {"variant": variant, "ok": "error" not in result, **result}
 
 
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
@@ -165,7 +157,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             f"compiles ({result['compile_s']:.1f} s), {result['step_ms']:.3f} ms a step, "
             f"{result['device']}"
             if result["ok"]
-            else f"FAILS: {result.get('exit', '')} {result['error']}"
+            else f"FAILS, {result['error']}"
         )
         print(f"{variant:>10}: {shown}", flush=True)
         results.append(result)

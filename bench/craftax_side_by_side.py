@@ -29,13 +29,13 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 import time
 import types
 from pathlib import Path
 from typing import Any
+
+from workers import spawn  # bench/workers.py: a side in a process of its own
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_NAME = "Craftax-Classic-Symbolic-v1"
@@ -193,22 +193,6 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"side": spec["side"], "error": f"timed out after {timeout:.0f} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode or not lines:
-        return {"side": spec["side"], "error": f"exit {proc.returncode}: {proc.stderr[-2000:]}"}
-    return json.loads(lines[-1])
-
-
 def final_return(returns: list[float | None], window: int) -> float | None:
     """The mean of the last ``window`` updates' mean returns (updates where none ended skipped)."""
     tail = [r for r in returns[-window:] if r is not None]
@@ -239,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for round_ in range(args.rounds):
         for side in sides if round_ % 2 == 0 else sides[::-1]:
-            row = _spawn({**base, "side": side}, args.timeout)
+            spec = {**base, "side": side}
+            row = {"side": side, **spawn(__file__, ["--worker", json.dumps(spec)], args.timeout)}
             row["round"] = round_
             if "returns" in row:
                 row["final_return"] = final_return(row["returns"], args.window)

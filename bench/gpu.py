@@ -74,12 +74,13 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 import types
 from pathlib import Path
 from typing import Any
+
+from workers import spawn  # bench/workers.py: a side in a process of its own
 
 ROOT = Path(__file__).resolve().parents[1]
 PUREJAXRL_COMMIT = "31756b1"
@@ -438,22 +439,6 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(spec)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode or not lines:
-        return {"error": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"}
-    return json.loads(lines[-1])
-
-
 # --------------------------------------------------------------------------------------------
 # Driver
 # --------------------------------------------------------------------------------------------
@@ -640,7 +625,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if round_ % 2:
                 order.reverse()  # alternate which side runs first
             for name, spec in order:
-                res = {**_spawn(spec, args.timeout), "round": round_, "side": name}
+                res = {
+                    **spawn(__file__, ["--worker", json.dumps(spec)], args.timeout),
+                    "round": round_,
+                    "side": name,
+                }
                 rows.append(res)
                 shown = {k: v for k, v in res.items() if k not in ("run_s", "cpu_s")}
                 print(f"{load['name']} {name} round {round_}: {shown}", flush=True)

@@ -9,18 +9,8 @@
 #   bench/gpu.sh                   # on the GPU machine; results in $OUT
 #   SMALL=1 WHEELS= OUT=/tmp/out bench/gpu.sh   # the same steps at tiny sizes, on a CPU
 set -u
-OUT=${OUT:-/tmp/out}
 SMALL=${SMALL:-0}
-WHEELS=${WHEELS-.whl}  # WHEELS= where the packages are installed already
-export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false
-mkdir -p "$OUT"
-if [ -n "$WHEELS" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$WHEELS"/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null
-echo "cpus: $(nproc)"
+. bench/gpu_env.sh
 
 if [ "$SMALL" = 1 ]; then
   CARTPOLE="--cartpole-envs 4,64 --cartpole-steps 8192 --cartpole-lean"

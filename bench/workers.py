@@ -1,0 +1,43 @@
+"""What the side-by-side bench scripts share: one side run in a Python process of its own.
+
+A side that imports its library in a fresh process reuses no other side's compilation, caches
+or threads, and a side that aborts (a compiler's check failure, a segfault) ends only its own
+process. The script runs itself with ``--worker`` and prints its result as a JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spawn(script: str | os.PathLike, args: list[str], timeout: float) -> dict[str, Any]:
+    """Runs ``python script *args`` with this repository first on ``PYTHONPATH``.
+
+    Returns:
+        The last line of its stdout that is a JSON object; where it timed out, exited
+        non-zero or printed none, ``{"error": ...}`` (the time-out, or ``exit N:`` and the end
+        of its stderr) with ``exit`` (None after a time-out).
+    """
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
+    cmd = [sys.executable, str(Path(script).resolve()), *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s", "exit": None}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode or not lines:
+        return {
+            "error": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}",
+            "exit": proc.returncode,
+        }
+    return json.loads(lines[-1])
