@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from experiment_fakes import FakeSeedsTrainer, FakeTrainer, fake_config
+from tiny_runs import tiny_run
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo.experiment import checkpoint as ckpt
@@ -19,22 +20,8 @@ from batchppo.experiment.logging import read_metrics
 from batchppo.experiment.run_set import StackedSeeds
 from batchppo.experiment.rundir import CHECKPOINT_DIR, ENV_ERROR_FILE
 
-# 8 envs x 32 steps = 256 env steps per iteration; tiny networks, one epoch; no periodic
-# checkpoint, so a checkpoint before the end is the stop's.
-TINY = [
-    "num_agents=8",
-    "rollout_length=32",
-    "update_epochs=1",
-    "num_minibatches=1",
-    "policy_layers=[16]",
-    "value_layers=[16]",
-    "max_length=60",
-    "eval_episodes=2",
-    "log_every=256",
-    "eval_every=512",
-    "checkpoint_every=0",
-    "steps=1024",
-]
+# No periodic checkpoint, so a checkpoint before the end is the stop's.
+TINY = tiny_run(eval_episodes=2, eval_every=512, checkpoint_every=0, steps=1024)
 
 
 class Recorder(Callback):

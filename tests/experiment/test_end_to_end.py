@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_runs import tiny_run
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
@@ -21,20 +22,7 @@ from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import evaluate, plot, training, visualize
 from batchppo.experiment.logging import read_metrics, read_scalars
 
-# 8 envs x 32 steps = 256 env steps per iteration; tiny networks, one epoch.
-TINY = [
-    "num_agents=8",
-    "rollout_length=32",
-    "update_epochs=1",
-    "num_minibatches=1",
-    "policy_layers=[16]",
-    "value_layers=[16]",
-    "max_length=60",
-    "eval_episodes=2",
-    "log_every=256",
-    "eval_every=1024",
-    "checkpoint_every=512",
-]
+TINY = tiny_run(eval_episodes=2, eval_every=1024, checkpoint_every=512)
 PER_ITERATION = 256
 KILL_STEPS = 40_000
 

@@ -17,25 +17,14 @@ import jax
 import numpy as np
 import onnxruntime
 import pytest
+from tiny_runs import tiny_run
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import backends, cli
 from batchppo.core import spaces
 from batchppo.experiment import export, training
 
-TINY = [
-    "num_agents=8",
-    "rollout_length=32",
-    "update_epochs=1",
-    "num_minibatches=1",
-    "policy_layers=[16]",
-    "value_layers=[16]",
-    "max_length=60",
-    "eval_every=0",
-    "log_every=256",
-    "checkpoint_every=256",
-    "steps=256",
-]
+TINY = tiny_run(eval_every=0, checkpoint_every=256, steps=256)
 RUNS = {
     # name: (preset, extra overrides)
     "gaussian-gymnax": ("pendulum_jax", []),

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from experiment_fakes import FakeSeedsTrainer
+from tiny_runs import tiny_run
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
@@ -19,21 +20,14 @@ from batchppo.experiment import trainers, training
 from batchppo.experiment.configs import load_config
 from batchppo.experiment.logging import read_metrics
 
-# 8 envs x 32 steps = 256 env steps per iteration; tiny networks.
-TINY = [
-    "num_agents=8",
-    "rollout_length=32",
-    "update_epochs=2",
-    "num_minibatches=2",
-    "policy_layers=[16]",
-    "value_layers=[16]",
-    "max_length=60",
-    "eval_episodes=2",
-    "log_every=256",
-    "eval_every=512",
-    "checkpoint_every=512",
-    "steps=1536",
-]
+TINY = tiny_run(
+    update_epochs=2,
+    num_minibatches=2,
+    eval_episodes=2,
+    eval_every=512,
+    checkpoint_every=512,
+    steps=1536,
+)
 COMPARED = ("score", "length", "policy_loss", "value_loss", "kl", "entropy", "obs_mean")
 
 

@@ -20,20 +20,9 @@ from batchppo.experiment.logging import read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from experiment_fakes import FakeSeedsTrainer, FakeTrainer, fake_config
+from tiny_runs import tiny_run
 
-TINY = [
-    "num_agents=8",
-    "rollout_length=32",
-    "update_epochs=1",
-    "num_minibatches=1",
-    "policy_layers=[16]",
-    "value_layers=[16]",
-    "max_length=60",
-    "eval_episodes=2",
-    "log_every=256",
-    "eval_every=512",
-    "checkpoint_every=512",
-]
+TINY = tiny_run(eval_episodes=2, eval_every=512, checkpoint_every=512)
 _BLOCK = 32768
 
 
