@@ -577,7 +577,8 @@ def main() -> None:
     parser.add_argument(
         "--atari", metavar="GAME",
         help="instead: CleanRL's PPO Atari script against our Atari settings on GAME "
-        "(e.g. Breakout, Pong); --steps counts agent steps; needs --cleanrl-dir",
+        "(e.g. Breakout, Pong); --steps counts agent steps; needs --cleanrl-dir (but for "
+        "--only batchppo)",
     )  # fmt: skip
     parser.add_argument(
         "--cleanrl-dir", metavar="DIR",
@@ -595,13 +596,15 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     if args.atari:
-        if not args.cleanrl_dir:
-            parser.error(
-                "--atari needs --cleanrl-dir DIR (a checkout of CleanRL's gymnasium-v1.0 branch)"
-            )
-        unknown = sorted(set(args.only.split(",")) - set(ATARI_SIDES)) if args.only else []
+        sides = args.only.split(",") if args.only else list(ATARI_SIDES)
+        unknown = sorted(set(sides) - set(ATARI_SIDES))
         if unknown:
             parser.error(f"--only: unknown sides {unknown}; choose from {', '.join(ATARI_SIDES)}")
+        if "cleanrl" in sides and not args.cleanrl_dir:
+            parser.error(
+                "--atari needs --cleanrl-dir DIR (a checkout of CleanRL's gymnasium-v1.0 "
+                "branch), or --only batchppo"
+            )
         atari(args)  # writes --json itself, after each side
         return
     if args.against_sac:

@@ -146,3 +146,17 @@ def test_a_failed_run_reports_the_end_of_its_stderr():
     run = "import sys\nfor i in range(10):\n    print(f'line {i}', file=sys.stderr)\nsys.exit(3)\n"
     result = learning._run_timed([sys.executable, "-c", run], timeout=60.0)
     assert result["error"] == "exit 3: line 5 | line 6 | line 7 | line 8 | line 9"
+
+
+def test_our_atari_side_alone_needs_no_cleanrl_checkout(monkeypatch, capsys):
+    learning = bench_learning()
+    ran = []
+    monkeypatch.setattr(learning, "atari", ran.append)
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--atari", "Breakout", "--only", "batchppo"])
+    learning.main()
+    assert [a.only for a in ran] == ["batchppo"]
+    monkeypatch.setattr(sys, "argv", ["learning.py", "--atari", "Breakout"])
+    with pytest.raises(SystemExit) as stop:
+        learning.main()
+    assert stop.value.code == 2 and len(ran) == 1
+    assert "--atari needs --cleanrl-dir DIR" in capsys.readouterr().err
