@@ -1,4 +1,5 @@
-"""The README's MuJoCo results tables, computed from `docs/results`: one table per protocol.
+"""The README's results tables, computed from `docs/results`: MuJoCo (one table per peer's
+protocol), MinAtar and Atari.
 
 Every figure of ours in these tables is recomputed here from the per-run entries that
 `batchppo evaluate --json` wrote into `docs/results` (and the bootstrap intervals from the
@@ -231,7 +232,142 @@ def protocol_tables() -> list[str]:
     return lines
 
 
-TABLES = {"mujoco-fresh": fresh_table, "mujoco-protocols": protocol_tables}
+def _scored(stem: str, protocol: str, episodes: int) -> np.ndarray | None:
+    """The runs' scores of `<stem>.json` by seed, checked to be ``episodes`` episodes a run
+    under ``protocol`` (`final-mean`, `final-sampled`); None where the file is not there.
+
+    `evaluate --json` wrote no protocol before it had `--sample`: such entries are the mean
+    action's.
+    """
+    entries = load_entries(RESULTS / f"{stem}.json")
+    if entries is None:
+        return None
+    for e in entries:
+        got = (e.get("protocol", "final-mean"), e["episodes"])
+        if got != (protocol, episodes):
+            raise SystemExit(
+                f"{stem}.json: seed {e['seed']} was scored {got[0]} over {got[1]} episodes, "
+                f"the table needs {protocol} over {episodes}"
+            )
+    return {e["seed"]: e["mean_return"] for e in entries}
+
+
+def _seeds(
+    by_seed: dict[int, float] | None, seeds: Sequence[int], over: Sequence[int] | None = None
+) -> tuple[float | None, str]:
+    """`a / b / c (mean m)`: the runs' scores at ``seeds`` (`—` for a seed with none), valued by
+    their mean over ``over`` (default ``seeds``), which the text names where it is fewer."""
+    if by_seed is None:
+        return None, "pending"
+    over = seeds if over is None else over
+    each = " / ".join(f"{by_seed[s]:.1f}" if s in by_seed else "—" for s in seeds)
+    mean = float(np.mean([by_seed[s] for s in over]))
+    which = "mean" if list(over) == list(seeds) else f"mean of seeds {', '.join(map(str, over))}:"
+    return mean, f"{each} ({which} {mean:.1f})"
+
+
+@dataclasses.dataclass(frozen=True)
+class MinAtarGame:
+    """A MinAtar game, its results stem and gymnax's published PPO return.
+
+    Attributes:
+        name: The game's name in the table.
+        preset: Our preset; its runs' results are `<preset>-10M-3seeds*.json`.
+        gymnax: The PPO return of gymnax's README (gymnax-blines' checkpoint: one run of 10M
+            steps, the mean of 164 episodes with sampled actions, on the same gymnax env).
+    """
+
+    name: str
+    preset: str
+    gymnax: float
+
+
+MINATAR = (
+    MinAtarGame("Breakout", "breakout_minatar", 28),
+    MinAtarGame("Asterix", "asterix_minatar", 15),
+    MinAtarGame("Freeway", "freeway_minatar", 58),
+    MinAtarGame("SpaceInvaders", "space_invaders_minatar", 131),
+)
+MINATAR_SEEDS = (0, 1, 2)
+"""Source: RobertTLange/gymnax README (its table of PPO returns, since commit bb236c1) and
+the checkpoints and configs of RobertTLange/gymnax-blines (benchmarks, 6b and 6c)."""
+
+
+def minatar_table() -> list[str]:
+    """Ours by gymnax's protocol (164 episodes, sampled) beside gymnax's, and by the mean action."""
+    lines = [
+        "By gymnax's protocol (its README's PPO return, gymnax-blines: one run's final policy "
+        "at 10M steps, the mean of 164 episodes with sampled actions): ours the same, seeds "
+        "0-2 (seed 0 also screened Breakout's learning rate); beside it our 100-episode "
+        "evaluation with the mean action. Bold: the better by gymnax's protocol.",
+        "",
+        "| game | gymnax PPO (1 run) | batchppo, 164 episodes sampled: seeds 0 / 1 / 2 | "
+        "batchppo, 100 episodes mean action: seeds 0 / 1 / 2 |",
+        "|---|---:|---:|---:|",
+    ]
+    for game in MINATAR:
+        stem = f"{game.preset}-10M-3seeds"
+        peer, sampled = _bold([
+            (game.gymnax, f"{game.gymnax:g}"),
+            _seeds(_scored(f"{stem}-sampled164", "final-sampled", 164), MINATAR_SEEDS),
+        ])  # fmt: skip
+        mean_action = _seeds(_scored(stem, "final-mean", 100), MINATAR_SEEDS)[1]
+        lines.append(f"| {game.name} | {peer} | {sampled} | {mean_action} |")
+    return lines
+
+
+ATARI_SEEDS = (0, 1, 2)
+ATARI_FINAL = (
+    ("final policy, 30 games, sampled actions", "final-sampled", "sampled"),
+    ("final policy, 30 games, mean action", "final-mean", "mean"),
+)
+"""The Atari table's rows scored by our evaluator: label, protocol, file suffix."""
+
+
+def _cleanrl_training_games() -> tuple[float | None, str]:
+    """CleanRL's own figure per seed: its training games of the last 50k steps (the bench's
+    last window, `docs/results/breakout_cleanrl-2M-seed<s>-rerun.json`)."""
+    values = []
+    for seed in ATARI_SEEDS:
+        path = RESULTS / f"breakout_cleanrl-2M-seed{seed}-rerun.json"
+        if not path.is_file():
+            return None, "pending"
+        values.append(json.loads(path.read_text())["cleanrl"]["windows"][-1]["mean_return"])
+    return _seeds(dict(zip(ATARI_SEEDS, values, strict=True)), ATARI_SEEDS)
+
+
+def atari_table() -> list[str]:
+    """Breakout at 2M frames: CleanRL's final model and ours, scored alike, per seed."""
+    lines = [
+        "Breakout at 2M frames (500k agent steps), CleanRL's `ppo_atari.py` and our "
+        "`breakout_atari` at its settings, all on a 2-core CPU, ours at one code version. The "
+        "final policies' rows: 30 whole games a seed (all lives, raw rewards, `ALE/Breakout-v5` "
+        "without sticky actions) by our evaluator, each game from the same start on both "
+        "sides; CleanRL's model imported by `bench/cleanrl_atari.py`. Per seed, and the mean "
+        "over the seeds both sides have; bold: the better mean.",
+        "",
+        "| protocol | CleanRL `ppo_atari.py`: seeds 0 / 1 / 2 | batchppo: seeds 0 / 1 / 2 |",
+        "|---|---:|---:|",
+    ]
+    for label, protocol, suffix in ATARI_FINAL:
+        theirs = _scored(f"breakout_cleanrl_model-2M-3seeds-{suffix}", protocol, 30)
+        ours = _scored(f"breakout_atari-2M-rerun-{suffix}", protocol, 30)
+        both = [s for s in ATARI_SEEDS if all(s in side for side in (theirs, ours) if side)]
+        cells = _bold([_seeds(theirs, ATARI_SEEDS, both), _seeds(ours, ATARI_SEEDS, both)])
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append(
+        "| CleanRL's own: its training games of the last 50k steps, sampled | "
+        f"{_cleanrl_training_games()[1]} | not logged (our training counts lives, clipped) |"
+    )
+    return lines
+
+
+TABLES = {
+    "mujoco-fresh": fresh_table,
+    "mujoco-protocols": protocol_tables,
+    "minatar": minatar_table,
+    "atari": atari_table,
+}
 """Each generated block of the README by its marker name."""
 
 

@@ -47,3 +47,40 @@ def test_seeds_csv_has_a_row_per_seed_in_seed_order(results, tmp_path):
     out = tmp_path / "r.csv"
     results.seeds_csv(src, out)
     assert out.read_text().splitlines() == ["seed,score", "10,1.0", "11,2.5"]
+
+
+def _write_entries(folder: Path, stem: str, entries: list[dict]) -> None:
+    (folder / f"{stem}.json").write_text(json.dumps(entries))
+
+
+def test_a_file_scored_by_another_protocol_is_refused(results, tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    run = {"seed": 0, "mean_return": 3.0, "episodes": 30, "protocol": "final-mean"}
+    _write_entries(tmp_path, "mean", [run])
+    with pytest.raises(SystemExit, match="seed 0 was scored final-mean over 30 episodes, "
+                       "the table needs final-sampled over 30"):  # fmt: skip
+        results._scored("mean", "final-sampled", 30)
+    with pytest.raises(SystemExit, match="final-mean over 30 episodes, the table needs "
+                       "final-mean over 164"):  # fmt: skip
+        results._scored("mean", "final-mean", 164)
+    assert results._scored("missing", "final-mean", 30) is None
+
+
+def test_entries_older_than_the_protocol_field_are_the_mean_action(results, tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    runs = [{"seed": s, "mean_return": r, "episodes": 100} for s, r in ((1, 4.5), (0, 1.0))]
+    _write_entries(tmp_path, "old", runs)
+    assert results._scored("old", "final-mean", 100) == {0: 1.0, 1: 4.5}
+    with pytest.raises(SystemExit, match="scored final-mean"):
+        results._scored("old", "final-sampled", 100)
+
+
+def test_a_cell_of_seeds_lists_each_seed_and_their_mean(results):
+    seeds = (0, 1, 2)
+    assert results._seeds({2: 4.5, 0: 1.0, 1: 2.0}, seeds) == (2.5, "1.0 / 2.0 / 4.5 (mean 2.5)")
+    # A seed without a run shows as such, and the mean is over the seeds named.
+    assert results._seeds({0: 1.0, 1: 9.0, 2: 4.0}, seeds, over=(0, 2)) == (
+        2.5, "1.0 / 9.0 / 4.0 (mean of seeds 0, 2: 2.5)")  # fmt: skip
+    assert results._seeds({0: 1.0, 2: 4.0}, seeds, over=(0, 2)) == (
+        2.5, "1.0 / — / 4.0 (mean of seeds 0, 2: 2.5)")  # fmt: skip
+    assert results._seeds(None, seeds) == (None, "pending")
