@@ -232,7 +232,7 @@ def protocol_tables() -> list[str]:
     return lines
 
 
-def _scored(stem: str, protocol: str, episodes: int) -> np.ndarray | None:
+def _scored(stem: str, protocol: str, episodes: int) -> dict[int, float] | None:
     """The runs' scores of `<stem>.json` by seed, checked to be ``episodes`` episodes a run
     under ``protocol`` (`final-mean`, `final-sampled`); None where the file is not there.
 
@@ -288,9 +288,9 @@ MINATAR = (
     MinAtarGame("Freeway", "freeway_minatar", 58),
     MinAtarGame("SpaceInvaders", "space_invaders_minatar", 131),
 )
-MINATAR_SEEDS = (0, 1, 2)
 """Source: RobertTLange/gymnax README (its table of PPO returns, since commit bb236c1) and
 the checkpoints and configs of RobertTLange/gymnax-blines (benchmarks, 6b and 6c)."""
+MINATAR_SEEDS = (0, 1, 2)
 
 
 def minatar_table() -> list[str]:
