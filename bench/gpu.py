@@ -479,6 +479,13 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
                 **sides["batchppo"],
                 "settings": batchppo_cartpole(n, steps, minibatch_diagnostics=False),
             }
+        if getattr(args, "cartpole_sort", False):
+            # batchppo shuffling minibatches by sorting random keys, as before the default
+            # became the elementwise index permutation (and as PureJaxRL does).
+            sides["batchppo-sort"] = {
+                **sides["batchppo"],
+                "settings": batchppo_cartpole(n, steps, minibatch_shuffle="sort"),
+            }
         out.append(
             {
                 "name": f"cartpole-{n}",
@@ -568,6 +575,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--cartpole-lean",
         action="store_true",
         help="also a batchppo side with minibatch_diagnostics=False ('batchppo-lean')",
+    )
+    p.add_argument(
+        "--cartpole-sort",
+        action="store_true",
+        help="also a batchppo side with minibatch_shuffle='sort' ('batchppo-sort')",
     )
     p.add_argument("--brax-envs", default="ant,humanoid", help="comma list, or none")
     p.add_argument("--brax-steps", type=int, default=2_097_152, help="env steps per timed call")

@@ -13,11 +13,11 @@ SMALL=${SMALL:-0}
 . bench/gpu_env.sh
 
 if [ "$SMALL" = 1 ]; then
-  CARTPOLE="--cartpole-envs 4,64 --cartpole-steps 8192 --cartpole-lean"
+  CARTPOLE="--cartpole-envs 4,64 --cartpole-steps 8192 --cartpole-lean --cartpole-sort"
   BRAX="--brax-envs ant --brax-autoreset cond,first --brax-num-envs 16 --brax-unroll 4 --brax-minibatches 4 --brax-epochs 2
     --brax-policy-layers 32,32 --brax-value-layers 32,32 --brax-steps 256"
 else
-  CARTPOLE="--cartpole-envs 4,2048 --cartpole-steps 5e5,5e7 --cartpole-lean"
+  CARTPOLE="--cartpole-envs 4,2048 --cartpole-steps 5e5,5e7 --cartpole-lean --cartpole-sort"
   BRAX="--brax-envs ant,humanoid --brax-autoreset cond,first --brax-steps 1048576"
 fi
 PJX=.purejaxrl/purejaxrl

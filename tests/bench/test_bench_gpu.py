@@ -82,21 +82,22 @@ def test_workloads_take_one_budget_or_one_per_env_count():
 
 
 def test_variants_are_sides_of_their_own_and_get_ratios():
-    """``--cartpole-lean`` and ``--brax-autoreset`` add batchppo sides with one setting
-    changed; the summary gives each its ratio to the peer."""
+    """``--cartpole-lean``, ``--cartpole-sort`` and ``--brax-autoreset`` add batchppo sides
+    with one setting changed; the summary gives each its ratio to the peer."""
     import argparse
 
     gpu = bench_gpu()
     args = argparse.Namespace(
         cartpole_envs="4", cartpole_steps="512", purejaxrl_dir="pjx", repeats=1,
-        cartpole_lean=True, brax_envs="ant", brax_autoreset="cond,first", brax_steps=32768,
-        brax_num_envs=2048, brax_unroll=16, brax_minibatches=32, brax_epochs=4,
+        cartpole_lean=True, cartpole_sort=True, brax_envs="ant", brax_autoreset="cond,first",
+        brax_steps=32768, brax_num_envs=2048, brax_unroll=16, brax_minibatches=32, brax_epochs=4,
         brax_policy_layers="8", brax_value_layers="8", skip_brax_peer=False,
     )  # fmt: skip
     cart, brax = gpu.main.__globals__["workloads"](args)
-    assert list(cart["sides"]) == ["purejaxrl", "batchppo", "batchppo-lean"]
-    lean = cart["sides"]["batchppo-lean"]["settings"]
-    assert lean == {**cart["sides"]["batchppo"]["settings"], "minibatch_diagnostics": False}
+    assert list(cart["sides"]) == ["purejaxrl", "batchppo", "batchppo-lean", "batchppo-sort"]
+    ours = cart["sides"]["batchppo"]["settings"]
+    assert cart["sides"]["batchppo-lean"]["settings"] == {**ours, "minibatch_diagnostics": False}
+    assert cart["sides"]["batchppo-sort"]["settings"] == {**ours, "minibatch_shuffle": "sort"}
     assert list(brax["sides"]) == ["brax", "batchppo", "batchppo-first"]
     assert brax["sides"]["batchppo-first"]["settings"]["env_kwargs"] == {"autoreset": "first"}
     assert "env_kwargs" not in brax["sides"]["batchppo"]["settings"]

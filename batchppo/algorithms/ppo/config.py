@@ -16,6 +16,7 @@ from batchppo.algorithms.common.run_config import (
     RunConfig,
     check,
 )
+from batchppo.algorithms.common.shuffle import SHUFFLES
 
 OBJECTIVES = ("kl_penalty", "clip")
 REWARD_SCALES = ("reward", "return")
@@ -63,6 +64,13 @@ class PPOConfig(NetworkConfig, RunConfig):
     """Passes over the collected batch per update."""
     num_minibatches: int = 1
     """Minibatches per epoch (split over envs/sequences)."""
+    minibatch_shuffle: str = "index"
+    """How each epoch's permutation of the batch is drawn: ``index`` maps the indices through
+    a keyed bijection (``batchppo.algorithms.common.shuffle.index_permutation``: elementwise
+    work), ``sort`` sorts random keys (``jax.random.permutation``: XLA's CPU backend sorts
+    with a comparator, which at thousands of indices costs more than a minibatch's gradient
+    step). Both shuffle every epoch; ``sort`` draws the permutations of batchppo's earlier
+    versions, to repeat a run made with them."""
     unroll_update: bool | None = None
     """Compile the update's epochs and minibatch steps unrolled (True) or as loops (False);
     None decides: unrolled where the network has a CNN torso (an image observation) and JAX
@@ -177,6 +185,10 @@ class PPOConfig(NetworkConfig, RunConfig):
             f"recompute_advantages=True with network={self.network!r}: advantages are "
             "recomputed for feed-forward networks only; use a feed_forward network or set "
             "recompute_advantages=False",
+        )
+        check(
+            self.minibatch_shuffle in SHUFFLES,
+            f"minibatch_shuffle={self.minibatch_shuffle!r}: choose one of {SHUFFLES}",
         )
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
         check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")

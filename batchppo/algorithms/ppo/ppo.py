@@ -37,6 +37,7 @@ import optax
 from flax import struct
 from jax import lax
 
+from batchppo.algorithms.common import shuffle as shuffle_lib
 from batchppo.algorithms.common import stacked_seeds
 from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
@@ -426,7 +427,7 @@ class PPO(ActorCriticActing):
         def epoch(
             carry: tuple[PyTree, PyTree, jax.Array], k: jax.Array
         ) -> tuple[tuple[PyTree, PyTree, jax.Array], jax.Array]:
-            perm = jax.random.permutation(k, self.num_sequences)
+            perm = shuffle_lib.permutation(k, self.num_sequences, config.minibatch_shuffle)
 
             def shuffle(x: jax.Array) -> jax.Array:
                 x = jnp.take(x, perm, axis=0)

@@ -256,6 +256,21 @@ def test_minibatch_diagnostics_off_trains_the_same_and_logs_less(objective):
         dataclasses.replace(config, minibatch_diagnostics=False, lr_kl_cap=0.02)
 
 
+def test_minibatch_shuffle_draws_other_minibatches_and_refuses_unknown_methods():
+    """``index`` and ``sort`` shuffle the same batch into other minibatches: the same rollout
+    (the first iteration's data metrics agree), other params after the update."""
+    config = dataclasses.replace(TINY, objective="clip", steps=96, num_minibatches=2)
+    (ts_i, m_i), (ts_s, m_s) = (
+        jax.jit(make_train(dataclasses.replace(config, minibatch_shuffle=m)))(jax.random.key(3))
+        for m in ("index", "sort")
+    )
+    np.testing.assert_array_equal(m_i["value_mean"][0], m_s["value_mean"][0])
+    diffs = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), ts_i.params, ts_s.params)
+    assert max(jax.tree.leaves(diffs)) > 0
+    with pytest.raises(ValueError, match="minibatch_shuffle='riffle': choose one of"):
+        dataclasses.replace(config, minibatch_shuffle="riffle")
+
+
 def test_make_train_rejects_host_backends():
     with pytest.raises(ValueError, match="pure-JAX backend"):
         make_train(dataclasses.replace(TINY, backend="process"))
