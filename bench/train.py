@@ -32,10 +32,11 @@ import dataclasses
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from workers import spawn
 
 THRESHOLD = -200.0
 EVAL_EPISODES = 10
@@ -226,16 +227,10 @@ def worker_cheetah(seconds: float, preset: str) -> dict:
 
 
 def _spawn(args: list[str], timeout: float) -> dict:
-    env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "_worker", *args]
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"hit": False, "error": f"timeout after {timeout:.0f} s"}
-    for line in reversed(out.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-    return {"hit": False, "error": out.stderr[-2000:]}
+    """A worker of this script in its own process, on the CPU unless ``JAX_PLATFORMS`` says
+    otherwise; a result printed before a failed exit is kept (``workers.spawn``)."""
+    platforms = {"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
+    return spawn(__file__, ["_worker", *args], timeout, env=platforms, any_exit=True)
 
 
 def _median_seconds(results: list[dict]) -> float:

@@ -1,0 +1,122 @@
+"""Minibatch permutations, ``index`` against ``sort`` (``minibatch_shuffle``), side by side.
+
+Two parts, both in this one process:
+
+* ``--sizes``: one permutation of n indices by each method, in a compiled loop of ``--reps``
+  draws, microseconds a draw and the ratio sort / index.
+* ``--presets``: the fused presets' whole runs (``make_train`` for ``--iterations``
+  iterations) with either method, compiled apart and then called alternately ``--rounds``
+  times; median steps/s by wall clock and by CPU time, and the ratio index / sort.
+
+Usage::
+
+    JAX_PLATFORMS=cpu python bench/shuffle.py --presets cartpole_jax,pendulum_jax --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from batchppo.algorithms.common import shuffle
+from batchppo.algorithms.ppo import make_train
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.ppo.ppo import rollout_length
+from batchppo.algorithms.ppo.presets import PRESETS
+
+
+def permutation_us(method: str, n: int, reps: int) -> float:
+    """Microseconds a permutation of ``n`` by ``method``: ``reps`` draws in one compiled loop,
+    each summed so that none is left out of the program."""
+
+    def body(i: jax.Array, acc: jax.Array) -> jax.Array:
+        return acc + shuffle.permutation(jax.random.fold_in(key, i), n, method).sum()
+
+    key = jax.random.key(0)
+    loop = jax.jit(lambda k: lax.fori_loop(0, reps, body, jnp.zeros((), jnp.int32)))
+    loop(key).block_until_ready()
+    t = time.perf_counter()
+    loop(key).block_until_ready()
+    return (time.perf_counter() - t) / reps * 1e6
+
+
+def preset_rates(name: str, iterations: int, rounds: int) -> dict[str, Any]:
+    """``name``'s fused run with each method: steps/s (wall, CPU) medians and the ratios."""
+    base = PRESETS[name]
+    steps = iterations * rollout_length(base) * base.num_agents
+    programs = {}
+    for method in shuffle.SHUFFLES:
+        config: PPOConfig = dataclasses.replace(base, steps=steps, minibatch_shuffle=method)
+        key = jax.random.key(config.seed)
+        programs[method] = jax.jit(make_train(config)).lower(key).compile()
+        jax.block_until_ready(programs[method](key))
+    wall: dict[str, list[float]] = {m: [] for m in programs}
+    cpu: dict[str, list[float]] = {m: [] for m in programs}
+    for round_ in range(rounds):
+        for method, program in programs.items():
+            key = jax.random.key(round_)
+            t, c = time.perf_counter(), time.process_time()
+            jax.block_until_ready(program(key))
+            wall[method].append(time.perf_counter() - t)
+            cpu[method].append(time.process_time() - c)
+    out: dict[str, Any] = {"steps": steps, "batch": rollout_length(base) * base.num_agents}
+    for method in programs:
+        out[method] = {
+            "sps": steps / statistics.median(wall[method]),
+            "cpu_sps": steps / statistics.median(cpu[method]),
+        }
+    out["ratio"] = out["index"]["sps"] / out["sort"]["sps"]
+    out["cpu_ratio"] = out["index"]["cpu_sps"] / out["sort"]["cpu_sps"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="512,8192,65536", help="comma list of n, or none")
+    p.add_argument("--reps", type=int, default=50, help="draws per size and method")
+    p.add_argument("--presets", default="none", help="comma list of fused presets, or none")
+    p.add_argument("--iterations", type=int, default=32, help="iterations of a preset's run")
+    p.add_argument("--rounds", type=int, default=5, help="alternating calls of each program")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+    results: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "backend": jax.default_backend(),
+        "jax": jax.__version__,
+        "sizes": {},
+        "presets": {},
+    }
+    for n in [int(x) for x in args.sizes.split(",") if x not in ("", "none")]:
+        row = {m: permutation_us(m, n, args.reps) for m in shuffle.SHUFFLES}
+        row["ratio"] = row["sort"] / row["index"]
+        results["sizes"][n] = row
+        print(
+            f"n={n}: sort {row['sort']:.1f} us, index {row['index']:.1f} us, "
+            f"sort / index {row['ratio']:.1f}",
+            flush=True,
+        )
+    for name in [x for x in args.presets.split(",") if x not in ("", "none")]:
+        row = preset_rates(name, args.iterations, args.rounds)
+        results["presets"][name] = row
+        print(
+            f"{name} (batch {row['batch']}): index {row['index']['sps']:.0f} steps/s, sort "
+            f"{row['sort']['sps']:.0f}; index / sort {row['ratio']:.2f} by wall clock, "
+            f"{row['cpu_ratio']:.2f} by CPU time",
+            flush=True,
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    main()
