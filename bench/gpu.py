@@ -37,7 +37,10 @@ What is timed, per side:
   ``block_until_ready``); ``compile_s`` = first epoch - median later epoch; ``setup_s`` = the time
   from calling ``train`` to the first epoch's start (Brax builds its env, networks, reset and
   optimiser state there).
-* batchppo's Brax side: as the gymnax sides (``make_train``), on the same budget per call.
+* batchppo's Brax side: as the gymnax sides (``make_train``), on the same budget per call;
+  ``brax.envs`` is imported with the imports, as on Brax's side.
+* Every side: ``backend_s``, JAX starting its backend (on a GPU the driver and context), timed
+  apart before the set-up on both sides, so that neither set-up carries it.
 
 Settings: ``settings`` in the JSON lists each side's, matched by name; ``differences`` lists
 what cannot be matched (each library's own algorithmic choices). On a GPU machine without a
@@ -367,6 +370,16 @@ def _profile(side: str, settings: dict[str, Any], spec: dict[str, Any]) -> dict[
     }
 
 
+def _backend_start() -> float:
+    """Seconds JAX takes to start its backend (a GPU's driver and context), which the first
+    array would otherwise charge to a side's set-up."""
+    import jax
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(jax.numpy.zeros(()))
+    return time.perf_counter() - t0
+
+
 def worker(spec: dict[str, Any]) -> dict[str, Any]:
     """Runs one side of one workload (in its own process) and returns its figures."""
     t_start = time.perf_counter()
@@ -380,7 +393,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
             settings["module"] = import_purejaxrl(spec["purejaxrl_dir"])
         else:
             import batchppo.algorithms.ppo  # noqa: F401  (imports timed apart from set-up)
+
+            if spec["settings"].get("backend") == "brax":
+                import brax.envs  # noqa: F401  (as Brax's side imports it before its set-up)
         out["import_s"] = time.perf_counter() - t_start
+        out["backend_s"] = _backend_start()
         t0 = time.perf_counter()
         train, key, out["steps"] = _make_side(side, settings)
         out["setup_s"] = time.perf_counter() - t0
@@ -397,6 +414,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         from brax.training.agents.ppo import train as ppo
 
         out["import_s"] = time.perf_counter() - t_start
+        out["backend_s"] = _backend_start()
         kwargs = dict(spec["settings"])
         factory = functools.partial(
             ppo_networks.make_ppo_networks,
@@ -535,6 +553,7 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
             "cpu_sps_median": statistics.median(r["cpu_sps"] for r in ok),
             "compile_s_median": statistics.median(r["compile_s"] for r in ok),
             "setup_s_median": statistics.median(r["setup_s"] for r in ok),
+            "backend_s_median": statistics.median(r.get("backend_s", 0.0) for r in ok),
             "steps_per_call": ok[0]["steps"],
             "device": ok[0]["device"],
         }

@@ -300,6 +300,11 @@ axes as the channels (the last on a tie)."""
 ACTIVATIONS = ("relu", "tanh")
 """The hidden activations of the MLPs."""
 
+SHUFFLES = ("index", "sort")
+"""How minibatch permutations are drawn (``batchppo.algorithms.common.shuffle``): ``index``
+(a keyed bijection of the indices: elementwise) or ``sort`` (``jax.random.permutation``: a
+sort of random keys)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:

@@ -21,9 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-SHUFFLES = ("index", "sort")
-"""How minibatch permutations are drawn: ``index`` (``index_permutation``: elementwise) or
-``sort`` (``jax.random.permutation``: a sort of random keys)."""
+from batchppo.algorithms.common.run_config import SHUFFLES
 
 ROUNDS = 8
 """Feistel rounds of ``index_permutation`` (four make a strong pseudorandom permutation from

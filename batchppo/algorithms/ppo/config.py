@@ -12,11 +12,11 @@ import dataclasses
 from batchppo.algorithms.common.run_config import (
     NETWORKS,
     RECURRENT,
+    SHUFFLES,
     NetworkConfig,
     RunConfig,
     check,
 )
-from batchppo.algorithms.common.shuffle import SHUFFLES
 
 OBJECTIVES = ("kl_penalty", "clip")
 REWARD_SCALES = ("reward", "return")
