@@ -7,6 +7,11 @@ Two parts, both in this one process:
 * ``--presets``: the fused presets' whole runs (``make_train`` for ``--iterations``
   iterations) with either method, compiled apart and then called alternately ``--rounds``
   times; median steps/s by wall clock and by CPU time, and the ratio index / sort.
+* ``--learning``: the fused presets trained to their full ``steps`` with either method, the
+  seeds of ``--seeds`` in one program (``jax.vmap`` of ``make_train`` over ``key(seed)``);
+  per seed the mean return of the training episodes that ended in the last tenth of the
+  iterations (``final_returns``), and over the seeds the IQM and mean with 95 %
+  stratified-bootstrap intervals.
 
 Usage::
 
@@ -24,6 +29,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+import scipy.stats
 from jax import lax
 
 from batchppo.algorithms.common import shuffle
@@ -31,6 +38,7 @@ from batchppo.algorithms.ppo import make_train
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
+from batchppo.experiment import stats
 
 
 def permutation_us(method: str, n: int, reps: int) -> float:
@@ -78,6 +86,55 @@ def preset_rates(name: str, iterations: int, rounds: int) -> dict[str, Any]:
     return out
 
 
+def learning(name: str, seeds: list[int], steps: int | None = None) -> dict[str, Any]:
+    """``name`` trained with each method over ``seeds`` (for ``steps``, or the preset's): the
+    per-seed final training return and its IQM and mean over the seeds, each with its 95 %
+    bootstrap interval."""
+    base = PRESETS[name]
+    if steps:
+        base = dataclasses.replace(base, steps=steps)
+    keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
+    out: dict[str, Any] = {"seeds": seeds, "steps": base.steps}
+    for method in shuffle.SHUFFLES:
+        config = dataclasses.replace(base, minibatch_shuffle=method)
+        _, metrics = jax.jit(jax.vmap(make_train(config)))(keys)
+        finals = final_returns(np.asarray(metrics["score"]), np.asarray(metrics["episodes"]))
+        row: dict[str, Any] = {"final": finals.tolist()}
+        for stat, fn in (("iqm", _iqm), ("mean", _mean)):
+            est = stats.bootstrap_interval([finals], fn)
+            row[stat] = [float(est.value), float(est.low), float(est.high)]
+        out[method] = row
+    return out
+
+
+def final_returns(score: np.ndarray, episodes: np.ndarray) -> np.ndarray:
+    """Per seed, the mean return of the episodes that ended in the last tenth of the
+    iterations, or in the last fifth, quarter, ... where some seed had none there (envs of
+    equal episode lengths end together, every few iterations).
+
+    Args:
+        score: ``(seeds, iterations)`` mean return of each iteration's ended episodes (nan
+            where none ended).
+        episodes: ``(seeds, iterations)`` how many ended.
+    """
+    iterations = score.shape[1]
+    for parts in (10, 5, 4, 3, 2, 1):
+        tail = max(iterations // parts, 1)
+        count = episodes[:, -tail:].sum(axis=1)
+        if (count > 0).all():
+            total = np.where(episodes[:, -tail:] > 0, score[:, -tail:] * episodes[:, -tail:], 0)
+            return total.sum(axis=1) / count
+    raise ValueError("a seed ended no episode in the whole run")
+
+
+def _iqm(x: np.ndarray, axis: int) -> np.ndarray:
+    return scipy.stats.trim_mean(x, stats.IQM_CUT, axis=axis)
+
+
+def _mean(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.mean(x, axis=axis)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="512,8192,65536", help="comma list of n, or none")
@@ -85,6 +142,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--presets", default="none", help="comma list of fused presets, or none")
     p.add_argument("--iterations", type=int, default=32, help="iterations of a preset's run")
     p.add_argument("--rounds", type=int, default=5, help="alternating calls of each program")
+    p.add_argument("--learning", default="none", help="comma list of fused presets, or none")
+    p.add_argument("--seeds", default="10-19", help="seeds of --learning: first-last")
+    p.add_argument("--learning-steps", type=int, default=0, help="0: each preset's steps")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     results: dict[str, Any] = {
@@ -112,6 +172,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{row['cpu_ratio']:.2f} by CPU time",
             flush=True,
         )
+    first, last = (int(x) for x in args.seeds.split("-"))
+    results["learning"] = {}
+    for name in [x for x in args.learning.split(",") if x not in ("", "none")]:
+        row = learning(name, list(range(first, last + 1)), args.learning_steps)
+        results["learning"][name] = row
+        for method in shuffle.SHUFFLES:
+            iqm, mean = row[method]["iqm"], row[method]["mean"]
+            finals = ", ".join(f"{v:.1f}" for v in row[method]["final"])
+            print(
+                f"{name} {method}: IQM {iqm[0]:.1f} [{iqm[1]:.1f}, {iqm[2]:.1f}], mean "
+                f"{mean[0]:.1f} [{mean[1]:.1f}, {mean[2]:.1f}]; seeds {finals}",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

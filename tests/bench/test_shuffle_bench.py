@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pytest
 from benchlib import load_bench
 
 
@@ -23,3 +25,34 @@ def test_sizes_and_a_preset_are_timed_with_both_methods(tmp_path, capsys):
     assert json.loads(out.read_text())["presets"]["cartpole_jax"]["steps"] == 1024
     shown = capsys.readouterr().out
     assert "n=100: sort" in shown and "cartpole_jax (batch 1024): index" in shown
+
+
+def test_learning_trains_every_seed_with_both_methods(capsys):
+    bench = load_bench("shuffle")
+    results = bench.main(
+        ["--sizes", "none", "--learning", "cartpole_jax", "--seeds", "3-5",
+         "--learning-steps", "4096"]
+    )  # fmt: skip
+    row = results["learning"]["cartpole_jax"]
+    assert row["seeds"] == [3, 4, 5] and row["steps"] == 4096
+    for method in ("index", "sort"):
+        finals = row[method]["final"]
+        assert len(finals) == 3 and all(f > 0 for f in finals)  # CartPole pays 1 a step
+        iqm, low, high = row[method]["iqm"]
+        assert low <= iqm <= high and row[method]["mean"][0] == pytest.approx(sum(finals) / 3)
+    assert "cartpole_jax sort: IQM" in capsys.readouterr().out
+
+
+def test_final_returns_weigh_episodes_and_widen_the_tail_until_every_seed_has_one():
+    bench = load_bench("shuffle")
+    nan = float("nan")
+    score = np.array([[1.0, 2.0, nan, 4.0, 6.0], [1.0, nan, 3.0, nan, nan]])
+    episodes = np.array([[1, 1, 0, 1, 3], [1, 0, 2, 0, 0]])
+    # The last fifth (one iteration) has no episode of seed 1, nor do the last two (a half
+    # of 5 iterations rounds to 2): the whole run counts, weighted by episodes.
+    np.testing.assert_allclose(
+        bench.final_returns(score, episodes), [(1 + 2 + 4 + 18) / 6, (1 + 6) / 3]
+    )
+    np.testing.assert_allclose(bench.final_returns(score[:1], episodes[:1]), [6.0])
+    with pytest.raises(ValueError, match="no episode"):
+        bench.final_returns(score[:, :2] * nan, episodes[:, :2] * 0)
