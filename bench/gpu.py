@@ -346,7 +346,8 @@ def _profile(side: str, settings: dict[str, Any], spec: dict[str, Any]) -> dict[
     """One call of a short program (``profile_iterations`` iterations) under JAX's profiler.
 
     The Perfetto trace (kernels and their launches, host and device) is written under
-    ``spec["profile"]/<side>-<workload>``; returns its folder and the call's time.
+    ``spec["profile"]/<name>-<workload>``, ``name`` the side's own (``batchppo-lean``, where
+    ``side`` says which library runs); returns its folder and the call's time.
     """
     import jax
 
@@ -359,7 +360,7 @@ def _profile(side: str, settings: dict[str, Any], spec: dict[str, Any]) -> dict[
     train, key, steps = _make_side(side, {**settings, "config": config})
     compiled = jax.jit(train).lower(key).compile()
     jax.block_until_ready(compiled(key))
-    folder = Path(spec["profile"]) / f"{side}-{spec['workload']}"
+    folder = Path(spec["profile"]) / f"{spec.get('name', side)}-{spec['workload']}"
     t0 = time.perf_counter()
     with jax.profiler.trace(str(folder), create_perfetto_trace=True):
         jax.block_until_ready(compiled(key))
@@ -657,7 +658,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 order.reverse()  # alternate which side runs first
             for name, spec in order:
                 res = {
-                    **spawn(__file__, ["--worker", json.dumps(spec)], args.timeout),
+                    **spawn(
+                        __file__, ["--worker", json.dumps({**spec, "name": name})], args.timeout
+                    ),
                     "round": round_,
                     "side": name,
                 }

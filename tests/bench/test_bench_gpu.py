@@ -177,3 +177,16 @@ def test_tiny_run_writes_every_sides_figures(tmp_path):
     assert brax["sides"]["brax"]["steps_per_call"] == 8
     assert cart["settings"]["purejaxrl"]["NUM_ENVS"] == 2
     assert brax["settings"]["brax"]["batch_size"] == 2
+
+
+def test_each_variant_side_writes_its_own_trace(tmp_path):
+    """Variants run batchppo's worker (``side`` batchppo) under their own names: their traces
+    go to folders of their own, not over the default side's."""
+    pytest.importorskip("gymnax")
+    gpu = bench_gpu()
+    settings = {"config": gpu.batchppo_cartpole(2, 256, minibatch_diagnostics=False)}
+    spec = {"profile": str(tmp_path), "profile_iterations": 1, "workload": "cartpole-2"}
+    lean = gpu._profile("batchppo", settings, {**spec, "name": "batchppo-lean"})
+    assert lean["profile_dir"] == str(tmp_path / "batchppo-lean-cartpole-2")
+    assert lean["profile_steps"] == 256
+    assert list((tmp_path / "batchppo-lean-cartpole-2").rglob("perfetto_trace.json.gz"))
