@@ -554,7 +554,7 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
             "cpu_sps_median": statistics.median(r["cpu_sps"] for r in ok),
             "compile_s_median": statistics.median(r["compile_s"] for r in ok),
             "setup_s_median": statistics.median(r["setup_s"] for r in ok),
-            "backend_s_median": statistics.median(r.get("backend_s", 0.0) for r in ok),
+            "backend_s_median": statistics.median(r["backend_s"] for r in ok),
             "steps_per_call": ok[0]["steps"],
             "device": ok[0]["device"],
         }

@@ -30,7 +30,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import scipy.stats
 from jax import lax
 
 from batchppo.algorithms.common import shuffle
@@ -99,10 +98,10 @@ def learning(name: str, seeds: list[int], steps: int | None = None) -> dict[str,
         config = dataclasses.replace(base, minibatch_shuffle=method)
         _, metrics = jax.jit(jax.vmap(make_train(config)))(keys)
         finals = final_returns(np.asarray(metrics["score"]), np.asarray(metrics["episodes"]))
+        aggregates = stats.aggregate_intervals({name: finals}, normalized=False)
         row: dict[str, Any] = {"final": finals.tolist()}
-        for stat, fn in (("iqm", _iqm), ("mean", _mean)):
-            est = stats.bootstrap_interval([finals], fn)
-            row[stat] = [float(est.value), float(est.low), float(est.high)]
+        for stat in ("iqm", "mean"):
+            row[stat] = [aggregates[stat][k] for k in ("value", "low", "high")]
         out[method] = row
     return out
 
@@ -125,14 +124,6 @@ def final_returns(score: np.ndarray, episodes: np.ndarray) -> np.ndarray:
             total = np.where(episodes[:, -tail:] > 0, score[:, -tail:] * episodes[:, -tail:], 0)
             return total.sum(axis=1) / count
     raise ValueError("a seed ended no episode in the whole run")
-
-
-def _iqm(x: np.ndarray, axis: int) -> np.ndarray:
-    return scipy.stats.trim_mean(x, stats.IQM_CUT, axis=axis)
-
-
-def _mean(x: np.ndarray, axis: int) -> np.ndarray:
-    return np.mean(x, axis=axis)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

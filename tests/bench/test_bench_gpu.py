@@ -103,7 +103,7 @@ def test_variants_are_sides_of_their_own_and_get_ratios():
     assert "env_kwargs" not in brax["sides"]["batchppo"]["settings"]
     rows = [
         {"side": side, "round": 0, "sps": sps, "cpu_sps": sps, "compile_s": 1.0,
-         "setup_s": 1.0, "steps": 8, "device": "cpu"}
+         "setup_s": 1.0, "backend_s": 0.1, "steps": 8, "device": "cpu"}
         for side, sps in (("purejaxrl", 100.0), ("batchppo", 90.0), ("batchppo-lean", 110.0))
     ]  # fmt: skip
     rows.append({"side": "batchppo-first", "round": 0, "error": "exit 1"})
