@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # Atari agent steps/s at CleanRL's settings (issue 41, item 4) on this machine, in one call:
 # first bench/callback_repro.py (which forms of a host step inside a compiled loop compile
-# here), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
+# here), then bench/host_phases.py (where a host-loop iteration's time goes: env, policy,
+# update), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
 # with the Python rollout loop (`host_loop=true`) and once with the rollout's io_callback
 # inside the compiled iteration (`host_loop=false`; on a GPU with jaxlib 0.11.2 its compiler
-# aborted, benchmarks 8c). Each run's steps/s: the median of its iterations' `sps` after the
-# first (which compiles). Results and logs in $OUT; the wheels as bench/gpu_env.sh says.
+# aborted, benchmarks 8c and 11e; that run dumps the iteration's HLO as XLA received it,
+# $OUT/xla-dump.tgz, the reproduction to report upstream). Each run's steps/s: the median of
+# its iterations' `sps` after the first (which compiles). Results and logs in $OUT; the wheels
+# as bench/gpu_env.sh says.
 #
 # Usage, from the repository root:
-#   bench/atari_rate.sh                          # on the GPU machine (about 4 minutes)
-#   STEPS=2048 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
+#   bench/atari_rate.sh                          # on the GPU machine (about 3 minutes)
+#   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
 set -u
-STEPS=${STEPS:-61440}
+STEPS=${STEPS:-30720}
+PHASES=${PHASES:-4}
 . bench/gpu_env.sh
-rm -rf /tmp/atari-rate  # a run dir left by an earlier call would be resumed
-timeout 300 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1 | tee "$OUT/callback.log"
+rm -rf /tmp/atari-rate /tmp/xla-dump  # a run dir left by an earlier call would be resumed
+timeout 120 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1
+timeout 150 python3 bench/host_phases.py --preset breakout_atari --iterations "$PHASES" \
+  --json "$OUT/phases.json" 2>&1 | grep -v -e "^A.L.E" -e Stella
 for loop in true false; do
   log="$OUT/atari-host_loop-$loop.log"
-  timeout 240 python3 -m batchppo train --config breakout_atari --set steps="$STEPS" \
-    --set eval_every=0 --set host_loop=$loop --logdir /tmp/atari-rate --timestamp r \
-    --name host_loop-$loop --progress lines >"$log" 2>&1
+  flags=(${XLA_FLAGS:+"XLA_FLAGS=$XLA_FLAGS"})
+  [ $loop = false ] && flags=("XLA_FLAGS=${XLA_FLAGS:-} --xla_dump_to=/tmp/xla-dump --xla_dump_hlo_module_re=iteration")
+  env "${flags[@]}" timeout 200 python3 -m batchppo train --config breakout_atari \
+    --set steps="$STEPS" --set eval_every=0 --set host_loop=$loop --logdir /tmp/atari-rate \
+    --timestamp r --name host_loop-$loop --progress lines >"$log" 2>&1
   echo "host_loop=$loop: exit $?; $(grep -m1 'start-up' "$log")"
   python3 - "/tmp/atari-rate/r-host_loop-$loop/metrics.jsonl" <<'EOF' | tee -a "$OUT/rates.txt"
 import json, statistics, sys
@@ -28,3 +36,4 @@ sps = [r["sps"] for r in rows if r.get("phase") == "train"][1:]
 print(f"{sys.argv[1]}: {statistics.median(sps):,.0f} agent steps/s (median of {len(sps)} iterations)")
 EOF
 done
+(cd /tmp/xla-dump 2>/dev/null && find . -name '*before_optimizations*' | tar czf "$OUT/xla-dump.tgz" -T -)

@@ -19,6 +19,18 @@ Variants (``--variants``, default all):
 * ``while``: ordered, in a ``lax.fori_loop`` instead of a ``lax.scan`` (no stacked outputs);
 * ``pure``: ``jax.pure_callback`` (no ordering; the env's order is then not guaranteed).
 
+Every form above compiled on an H200 where the ``breakout_atari`` iteration still aborted, in
+XLA's ``PriorityFusion`` cost analysis (benchmarks 11e). The next forms add, to ``ordered``,
+one by one what that iteration holds around its callback, to find which brings the abort:
+
+* ``frames``: the rollout stacks every step's frames and final frames (``u8[T, 8, 84, 84, 4]``
+  twice, as the rollout's transitions do);
+* ``cond``: ``frames``, then a ``lax.cond`` on "any episode truncated" that reads the stacked
+  final frames (the bootstrap of truncated episodes);
+* ``cnn``: ``frames`` with a convolutional policy on the frames;
+* ``update``: ``cnn``, then a gradient step of a loss over the stacked frames;
+* ``preset``: all of these at once.
+
     python bench/callback_repro.py                       # every variant, on JAX's default device
     python bench/callback_repro.py --variants ordered --steps 4 --json out.json
 """
@@ -32,7 +44,15 @@ from typing import Any
 
 from workers import spawn  # bench/workers.py: a side in a process of its own
 
-VARIANTS = ("ordered", "unordered", "single", "float", "while", "pure")
+# What each bisecting form adds to ``ordered`` (see the docstring).
+FEATURES = {
+    "frames": {"frames"},
+    "cond": {"frames", "cond"},
+    "cnn": {"frames", "cnn"},
+    "update": {"frames", "cnn", "update"},
+    "preset": {"frames", "cond", "cnn", "update"},
+}
+VARIANTS = ("ordered", "unordered", "single", "float", "while", "pure", *FEATURES)
 NUM_ENVS, FRAME = 8, (84, 84, 4)
 
 
@@ -88,24 +108,60 @@ def program(variant: str, steps: int):
             return jax.pure_callback(host, structs, action)
         return io_callback(host, structs, action, ordered=variant != "unordered")
 
-    def policy(w: jax.Array, obs: jax.Array) -> jax.Array:
-        x = obs.astype(jnp.float32).mean(axis=(1, 2))  # (envs, 4)
-        return jnp.argmax(x @ w, axis=-1).astype(jnp.int32)
+    features = FEATURES.get(variant, set())
+
+    def logits(w: dict[str, jax.Array], obs: jax.Array) -> jax.Array:
+        x = obs.astype(jnp.float32)
+        if "cnn" in features:  # one strided convolution, as the Nature CNN's first layer
+            x = jax.lax.conv_general_dilated(
+                x / 255.0, w["conv"], (4, 4), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")
+            )
+            x = jax.nn.relu(x)
+        return x.mean(axis=(1, 2)) @ w["head"]  # (envs, 4)
+
+    def policy(w: dict[str, jax.Array], obs: jax.Array) -> jax.Array:
+        return jnp.argmax(logits(w, obs), axis=-1).astype(jnp.int32)
 
     def body(carry: tuple, _: Any) -> tuple[tuple, tuple]:
         w, obs, total = carry
-        obs, reward, term, trunc, final = call(policy(w, obs))
+        next_obs, reward, term, trunc, final = call(policy(w, obs))
         done = term | trunc
-        return (w, obs, total + reward.sum()), (reward, done, final[:, 0, 0, 0])
+        out = (reward, done, final[:, 0, 0, 0])
+        if "frames" in features:
+            out = (reward, done, trunc, obs, final)
+        return (w, next_obs, total + reward.sum()), out
 
-    def rollout(w: jax.Array) -> tuple:
+    def rollout(w: dict[str, jax.Array]) -> tuple:
         start = (w, jnp.zeros(frames.shape, frame_dtype), jnp.float32(0))
         if variant == "while":
             return jax.lax.fori_loop(0, steps, lambda i, c: body(c, None)[0], start)[2]
         carry, outs = jax.lax.scan(body, start, None, length=steps)
+        if "cond" in features:  # a value of the final frames where an episode was truncated
+            trunc, final = outs[2], outs[4]
+            boot = jax.lax.cond(
+                trunc.any(),
+                lambda f: f.astype(jnp.float32).mean(axis=(2, 3, 4)),
+                lambda f: jnp.zeros(f.shape[:2], jnp.float32),
+                final,
+            )
+            outs = (*outs, boot)
+        if "update" in features:  # one gradient step over the stacked frames
+            stacked = outs[3].reshape(-1, *FRAME)
+
+            def loss(w: dict[str, jax.Array]) -> jax.Array:
+                return jnp.mean(jax.nn.log_softmax(logits(w, stacked)) ** 2)
+
+            w = jax.tree.map(lambda p, g: p - 1e-3 * g, w, jax.grad(loss)(w))
+            return carry[2], outs, w
         return carry[2], outs
 
-    return jax.jit(rollout), jnp.ones((4, 4), jnp.float32)
+    def weights(*shape: int) -> jax.Array:  # distinct values, so that the gradient is not 0
+        return jnp.linspace(-1.0, 1.0, int(np.prod(shape)), dtype=jnp.float32).reshape(shape)
+
+    w = {"head": weights(16 if "cnn" in features else FRAME[-1], 4)}
+    if "cnn" in features:
+        w["conv"] = weights(8, 8, FRAME[-1], 16) / 64
+    return jax.jit(rollout), w
 
 
 def worker(variant: str, steps: int) -> dict[str, Any]:

@@ -667,7 +667,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rows.append(res)
                 shown = {k: v for k, v in res.items() if k not in ("run_s", "cpu_s")}
                 print(f"{load['name']} {name} round {round_}: {shown}", flush=True)
-        summary = summarize(rows, load["peer"])
+                # after each side: a run cut short keeps what it measured
+                _record(results, load, rows, complete=False, path=args.json)
+        summary = _record(results, load, rows, complete=True, path=args.json)
         if "ratio" in summary:
             rr = ", ".join(f"{r:.2f}" for r in summary["ratio_rounds"])
             print(
@@ -677,15 +679,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         for side, ratio in summary.get("variant_ratios", {}).items():
             print(f"{load['name']}: {side} / {load['peer']} steps/s = {ratio:.2f}")
-        results["workloads"][load["name"]] = {
-            **summary,
-            "rows": rows,
-            "settings": {k: v["settings"] for k, v in load["sides"].items()},
-            "differences": load["differences"],
-        }
-        if args.json:  # after each workload: a run cut short keeps what it measured
-            Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     return results
+
+
+def _record(
+    results: dict[str, Any],
+    load: dict[str, Any],
+    rows: list[dict],
+    complete: bool,
+    path: str | None,
+) -> dict[str, Any]:
+    """Puts ``load``'s summary of ``rows`` into ``results`` (and the file ``path``, if any)."""
+    summary = summarize(rows, load["peer"])
+    results["workloads"][load["name"]] = {
+        **summary,
+        "complete": complete,
+        "rows": rows,
+        "settings": {k: v["settings"] for k, v in load["sides"].items()},
+        "differences": load["differences"],
+    }
+    if path:
+        Path(path).write_text(json.dumps(results, indent=1, default=str))
+    return summary
 
 
 if __name__ == "__main__":

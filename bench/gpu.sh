@@ -17,15 +17,17 @@ if [ "$SMALL" = 1 ]; then
   BRAX="--brax-envs ant --brax-autoreset cond,first --brax-num-envs 16 --brax-unroll 4 --brax-minibatches 4 --brax-epochs 2
     --brax-policy-layers 32,32 --brax-value-layers 32,32 --brax-steps 256"
 else
-  CARTPOLE="--cartpole-envs 4,2048 --cartpole-steps 5e5,5e7 --cartpole-lean --cartpole-sort"
-  BRAX="--brax-envs ant,humanoid --brax-autoreset cond,first --brax-steps 1048576"
+  # The sort side (--cartpole-sort) was measured in 11e (0.99x at 4 and 2048 envs) and is left
+  # out to keep both steps within their limits; humanoid (its target still open) goes first.
+  CARTPOLE="--cartpole-envs 4,2048 --cartpole-steps 5e5,5e7 --cartpole-lean"
+  BRAX="--brax-envs humanoid,ant --brax-autoreset cond,first --brax-steps 1048576"
 fi
 PJX=.purejaxrl/purejaxrl
 [ -d $PJX ] || { echo "no PureJaxRL checkout at $PJX"; exit 1; }
-timeout 230 python3 bench/gpu.py --purejaxrl-dir $PJX $CARTPOLE --brax-envs none --rounds 1 \
+timeout 210 python3 bench/gpu.py --purejaxrl-dir $PJX $CARTPOLE --brax-envs none --rounds 1 \
   --repeats 2 --timeout 150 --profile /tmp/gpu-profile --json "$OUT/cartpole.json" 2>&1 \
   | grep --line-buffered -v warp | tee "$OUT/cartpole.log"
 (cd /tmp/gpu-profile 2>/dev/null && find . -name perfetto_trace.json.gz | tar czf "$OUT/profiles.tgz" -T -)
 # shellcheck disable=SC2086
-timeout 320 python3 bench/gpu.py --cartpole-envs none $BRAX --rounds 1 --repeats 2 \
+timeout 360 python3 bench/gpu.py --cartpole-envs none $BRAX --rounds 1 --repeats 2 \
   --timeout 200 --json "$OUT/brax.json" 2>&1 | grep --line-buffered -v warp | tee "$OUT/brax.log"

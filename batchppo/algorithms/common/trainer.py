@@ -241,6 +241,12 @@ class Trainer:
         return 1 if self.sharding is None else self.sharding.num_devices
 
     @property
+    def host_loop(self) -> HostLoop | None:
+        """The Python loop that collects the rollouts over host envs (``config.host_loop``);
+        None where the rollout runs inside the compiled iteration."""
+        return self._host_loop
+
+    @property
     def steps_per_iteration(self) -> int:
         """Env steps (summed over envs) collected by one iteration."""
         return self.agent.T * self.env.num_envs

@@ -165,6 +165,18 @@ def test_close_closes_the_eval_env_and_drops_its_programs():
     trainer.close()  # a second close is harmless
 
 
+@pytest.mark.timeout(120)
+def test_the_host_loop_is_there_where_the_config_asks_for_it():
+    assert Trainer(CONFIG, Counter).host_loop is None  # fused: no loop
+    host = dataclasses.replace(CONFIG, backend="sync")
+    for host_loop in (False, True):
+        trainer = Trainer(dataclasses.replace(host, host_loop=host_loop), Counter)
+        assert (trainer.host_loop is not None) is host_loop
+        if host_loop:
+            assert trainer.host_loop.env is trainer.env
+        trainer.close()
+
+
 def test_host_loop_is_refused_for_pure_jax_backends():
     with pytest.raises(ValueError, match="host_loop=True drives host envs"):
         dataclasses.replace(CONFIG, host_loop=True)

@@ -1,0 +1,140 @@
+"""Where a host-loop iteration's time goes (issue 41, item 4): env, policy, update.
+
+``breakout_atari`` at CleanRL's settings trains at about 2k agent steps/s on an H200 with the
+rollout a Python loop (``host_loop=true``, benchmarks 11e): 4 ms per step of 8 envs, where the
+target is under 1 ms. This script splits that time for a preset with host envs, in one process,
+after a warm-up iteration that compiles everything:
+
+* ``iteration``: ``Trainer.iteration`` (the rollout loop, then the compiled update);
+* ``rollout``: ``HostLoop.rollout`` alone over the trainer's env;
+* ``env``: the part of ``rollout`` spent in the env's ``host_step`` (the workers' step, their
+  shared memory read back);
+* ``replay``: ``rollout`` with ``host_step`` answering at once with a recorded step, i.e. what
+  the loop costs besides the env: the compiled policy step, the action's way to the host, the
+  bookkeeping step and the stacking of the rollout;
+* ``update`` = ``iteration`` - ``rollout`` (the compiled update and its metrics).
+
+Each is the median over ``--iterations`` timed calls, in milliseconds per rollout step (one
+step of all the envs), with the implied agent steps/s.
+
+    python bench/host_phases.py --preset breakout_atari --iterations 8 --json phases.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from batchppo.algorithms.ppo import Trainer
+from batchppo.algorithms.ppo.ppo import rollout_length
+from batchppo.algorithms.ppo.presets import PRESETS
+from batchppo.backends import HostEnv, get_backend
+
+PARTS = ("iteration", "rollout", "env", "replay", "update")
+
+
+def _timed(times: list[float], results: list[Any], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` that adds each call's wall time to ``times[-1]`` and keeps its last result."""
+
+    def call(*args: Any) -> Any:
+        start = time.perf_counter()
+        results[:] = [fn(*args)]
+        times[-1] += time.perf_counter() - start
+        return results[0]
+
+    return call
+
+
+def phases(preset: str, iterations: int, overrides: dict[str, Any] | None = None) -> dict:
+    """The medians of each part (``PARTS``) of ``preset``'s host-loop iteration, ms per step.
+
+    Args:
+        preset: A preset whose envs run on the host (``backend: process``).
+        iterations: Timed calls of each part (after one warm-up of each).
+        overrides: Config fields to replace (e.g. ``num_agents``), besides ``host_loop=True``.
+    """
+    config = dataclasses.replace(PRESETS[preset], **(overrides or {}))
+    if get_backend(config.backend).fused:
+        raise ValueError(f"{preset} runs fused ({config.backend}): pick a preset of host envs")
+    trainer = Trainer(dataclasses.replace(config, host_loop=True))
+    env, loop = trainer.env, trainer.host_loop
+    assert isinstance(env, HostEnv) and loop is not None
+    steps = rollout_length(config)
+    ts = trainer.init(jax.random.key(config.seed))
+    ss = trainer.init_sim(ts, jax.random.key(config.seed + 1))
+    times: dict[str, list[float]] = {part: [] for part in PARTS}
+    host_step = env.host_step
+    env_time: list[float] = []
+    last: list[Any] = []
+    try:
+        ts, ss, _ = trainer.iteration(ts, ss)  # compiles the loop's steps and the update
+        for _ in range(iterations):
+            start = time.perf_counter()
+            ts, ss, _ = trainer.iteration(ts, ss)
+            times["iteration"].append(time.perf_counter() - start)
+        params = trainer.agent.acting_params(ts)  # the update donates the state it is given
+        env.host_step = _timed(env_time, last, host_step)
+        for i in range(iterations + 1):
+            env_time.append(0.0)
+            start = time.perf_counter()
+            ss, traj, _ = loop.rollout(params, ss, steps)
+            jax.block_until_ready((ss, traj))
+            if i:  # the first compiles the loop's own steps
+                times["rollout"].append(time.perf_counter() - start)
+                times["env"].append(env_time[-1])
+        recorded = last[0]
+        env.host_step = lambda action: recorded
+        for _ in range(iterations):
+            start = time.perf_counter()
+            jax.block_until_ready(loop.rollout(params, ss, steps))
+            times["replay"].append(time.perf_counter() - start)
+    finally:
+        env.host_step = host_step
+        trainer.close()
+    medians = {part: statistics.median(t) for part, t in times.items() if t}
+    medians["update"] = medians["iteration"] - medians["rollout"]
+    envs = env.num_envs
+    return {
+        "preset": preset,
+        "envs": envs,
+        "steps": steps,
+        "device": str(jax.devices()[0]),
+        "ms_per_step": {part: 1e3 * medians[part] / steps for part in PARTS},
+        "agent_steps_per_s": {part: envs * steps / medians[part] for part in PARTS},
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="breakout_atari")
+    parser.add_argument("--iterations", type=int, default=8, help="timed calls of each part")
+    parser.add_argument("--num-agents", type=int, default=0, help="0: the preset's")
+    parser.add_argument("--rollout-length", type=int, default=0, help="0: the preset's")
+    parser.add_argument("--json", help="also write the result to this file")
+    args = parser.parse_args(argv)
+    overrides: dict[str, Any] = {}
+    if args.num_agents:
+        overrides["num_agents"] = args.num_agents
+    if args.rollout_length:
+        overrides["rollout_length"] = args.rollout_length
+    result = phases(args.preset, args.iterations, overrides)
+    for part in PARTS:
+        print(
+            f"{part:>9}: {result['ms_per_step'][part]:7.3f} ms a step "
+            f"({result['agent_steps_per_s'][part]:10,.0f} agent steps/s)"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""bench/host_phases.py: a host-loop iteration's time split into env, policy and update."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from benchlib import load_bench
+
+
+def test_the_parts_of_a_host_loop_iteration_add_up(tmp_path, capsys):
+    phases = load_bench("host_phases")
+    out = tmp_path / "phases.json"
+    argv = ["--preset", "cartpole", "--iterations", "2", "--num-agents", "2"]
+    result = phases.main([*argv, "--rollout-length", "8", "--json", str(out)])
+    assert json.loads(out.read_text()) == result
+    assert (result["preset"], result["envs"], result["steps"]) == ("cartpole", 2, 8)
+    ms, rates = result["ms_per_step"], result["agent_steps_per_s"]
+    assert set(ms) == set(rates) == set(phases.PARTS)
+    assert ms["update"] == pytest.approx(ms["iteration"] - ms["rollout"])
+    assert 0 < ms["env"] < ms["rollout"] and ms["replay"] > 0
+    for part in phases.PARTS:
+        assert rates[part] == pytest.approx(2 * 1e3 / ms[part])
+    assert "replay:" in capsys.readouterr().out
+
+
+def test_a_fused_preset_is_refused():
+    phases = load_bench("host_phases")
+    with pytest.raises(ValueError, match="cartpole_jax runs fused"):
+        phases.phases("cartpole_jax", 1)
