@@ -613,8 +613,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument(
         "--brax-autoreset",
         default="cond",
-        help="batchppo sides' restart modes (comma list of cond, select, first): cond is the "
-        "default side 'batchppo', the others run as 'batchppo-<mode>'",
+        help="batchppo sides' restart modes (comma list of pure_env.AUTORESET_MODES): cond is "
+        "the default side 'batchppo', the others run as 'batchppo-<mode>'",
     )
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds of the sides")
     p.add_argument("--repeats", type=int, default=2, help="timed calls per side and round")
@@ -630,6 +630,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.worker:
         print(json.dumps(worker(json.loads(args.worker))), flush=True)
         return {}
+    from batchppo.core.pure_env import AUTORESET_MODES
+
+    modes = [m for m in args.brax_autoreset.split(",") if m not in AUTORESET_MODES]
+    if modes:
+        p.error(
+            f"--brax-autoreset: unknown modes {modes}; choose from {', '.join(AUTORESET_MODES)}"
+        )
     import jax
 
     results: dict[str, Any] = {

@@ -168,7 +168,7 @@ def test_tiny_run_writes_every_sides_figures(tmp_path):
     assert set(cart["sides"]) == {"purejaxrl", "batchppo"}
     assert set(brax["sides"]) == {"brax", "batchppo"}
     for load in (cart, brax):
-        assert load["ratio"] > 0
+        assert load["ratio"] > 0 and load["complete"] is True
         for side in load["sides"].values():
             assert side["sps_median"] > 0 and side["compile_s_median"] >= -1.0
             assert side["backend_s_median"] > 0  # timed apart from the set-up
@@ -190,3 +190,33 @@ def test_each_variant_side_writes_its_own_trace(tmp_path):
     assert lean["profile_dir"] == str(tmp_path / "batchppo-lean-cartpole-2")
     assert lean["profile_steps"] == 256
     assert list((tmp_path / "batchppo-lean-cartpole-2").rglob("perfetto_trace.json.gz"))
+
+
+def test_a_workload_cut_short_keeps_the_sides_that_ran(tmp_path):
+    gpu = bench_gpu()
+    out = tmp_path / "gpu.json"
+    results = {"workloads": {}}
+    load = {
+        "name": "brax-ant",
+        "peer": "brax",
+        "sides": {n: {"settings": {"n": n}} for n in ("brax", "batchppo", "batchppo-first")},
+        "differences": [],
+    }
+    row = {"round": 0, "cpu_sps": 1.0, "compile_s": 1.0, "setup_s": 1.0, "backend_s": 0.1}
+    row |= {"steps": 8, "device": "cpu"}
+    rows = [{**row, "side": "brax", "sps": 100.0}, {**row, "side": "batchppo", "sps": 120.0}]
+    gpu._record(results, load, rows, complete=False, path=str(out))
+    written = json.loads(out.read_text())["workloads"]["brax-ant"]
+    assert written["complete"] is False and set(written["sides"]) == {"brax", "batchppo"}
+    assert written["ratio"] == 1.2 and written["settings"]["batchppo-first"] == {
+        "n": "batchppo-first"
+    }
+
+
+def test_an_unknown_restart_mode_is_refused_in_one_line(capsys):
+    with pytest.raises(SystemExit):
+        bench_gpu().main(["--cartpole-envs", "none", "--brax-autoreset", "cond,fresh"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(
+        "--brax-autoreset: unknown modes ['fresh']; choose from select, cond, first, optimistic"
+    )
