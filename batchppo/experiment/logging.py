@@ -17,6 +17,7 @@ import json
 import math
 import os
 import struct
+import sys
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -64,7 +65,26 @@ def truncate_metrics(run_dir: str | Path, max_step: int) -> int:
 # --- TensorBoard event files (TFRecord framing) ---------------------------------------------
 
 
+def _load_tensorboardx() -> None:
+    """Loads tensorboardX without letting it import torch.
+
+    tensorboardX's writer module imports torch wherever torch is installed, only to accept
+    torch tensors, which batchppo never gives it; that import is a second or more of every
+    run's set-up (several with torch's CUDA build). So while tensorboardX loads, ``import
+    torch`` fails for it; afterwards torch imports as usual. A torch imported before is left
+    alone.
+    """
+    if "tensorboardX" in sys.modules or "torch" in sys.modules:
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # ``import torch`` now raises
+    try:
+        import tensorboardX  # noqa: F401
+    finally:
+        del sys.modules["torch"]
+
+
 def _masked_crc(data: bytes) -> int:
+    _load_tensorboardx()
     from tensorboardX.record_writer import masked_crc32c
 
     return masked_crc32c(data)
@@ -101,6 +121,7 @@ def _frame(body: bytes) -> bytes:
 
 def read_scalars(phase_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
     """All scalars of the event files in ``phase_dir`` by tag, as ``(step, value)``, in order."""
+    _load_tensorboardx()
     from tensorboardX.proto.event_pb2 import Event
 
     scalars: dict[str, list[tuple[int, float]]] = {}
@@ -114,6 +135,7 @@ def read_scalars(phase_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
 
 def truncate_events(phase_dir: str | Path, max_step: int) -> None:
     """Rewrites the event files in ``phase_dir`` without summaries of ``step > max_step``."""
+    _load_tensorboardx()
     from tensorboardX.proto.event_pb2 import Event
 
     for path in sorted(Path(phase_dir).glob("events.out.tfevents.*")):
@@ -135,6 +157,7 @@ class _EventFile:
     """
 
     def __init__(self, directory: Path, purge_step: int | None) -> None:
+        _load_tensorboardx()
         from tensorboardX.event_file_writer import EventsWriter
         from tensorboardX.proto.event_pb2 import Event, SessionLog
         from tensorboardX.proto.summary_pb2 import Summary

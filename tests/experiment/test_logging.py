@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
+import pytest
 
 from batchppo.experiment.logging import (
     RunLogger,
@@ -79,3 +84,25 @@ def test_truncate_events_keeps_file_version_and_rewrites_only_when_needed(tmp_pa
     truncate_events(tmp_path / "eval", 6)
     assert read_scalars(tmp_path / "eval") == {}
     assert len(list(iter_event_records(event_file))) == 1  # the file_version event
+
+
+def test_the_event_files_load_tensorboardx_without_torch(tmp_path):
+    # A fresh interpreter: tensorboardX's writer imports torch where torch is installed (a
+    # second or more of a run's set-up); the logger loads it without, and torch still imports.
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed: tensorboardX has nothing to import")
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from batchppo.experiment.logging import RunLogger, read_scalars
+        logger = RunLogger({str(tmp_path)!r})
+        logger.log("train", 3, {{"loss": 0.5}})
+        logger.close()
+        assert "tensorboardX" in sys.modules and "torch" not in sys.modules
+        assert read_scalars({str(tmp_path / "train")!r}) == {{"loss": [(3, 0.5)]}}
+        import torch, tensorboardX.x2num
+        print("ok", torch.tensor([1.0]).item())
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.split() == ["ok", "1.0"], out.stderr
