@@ -29,7 +29,9 @@ one by one what that iteration holds around its callback, to find which brings t
   final frames (the bootstrap of truncated episodes);
 * ``cnn``: ``frames`` with a convolutional policy on the frames;
 * ``update``: ``cnn``, then a gradient step of a loss over the stacked frames;
-* ``preset``: all of these at once.
+* ``preset``: all of these at once;
+* ``preset_unordered``: ``preset`` with ``ordered=False`` (no token in the program; the calls
+  then follow each other only through their data).
 
     python bench/callback_repro.py                       # every variant, on JAX's default device
     python bench/callback_repro.py --variants ordered --steps 4 --json out.json
@@ -51,6 +53,7 @@ FEATURES = {
     "cnn": {"frames", "cnn"},
     "update": {"frames", "cnn", "update"},
     "preset": {"frames", "cond", "cnn", "update"},
+    "preset_unordered": {"frames", "cond", "cnn", "update", "unordered"},
 }
 VARIANTS = ("ordered", "unordered", "single", "float", "while", "pure", *FEATURES)
 NUM_ENVS, FRAME = 8, (84, 84, 4)
@@ -106,7 +109,8 @@ def program(variant: str, steps: int):
             return obs, reward, term, trunc, final.reshape(frames.shape)
         if variant == "pure":
             return jax.pure_callback(host, structs, action)
-        return io_callback(host, structs, action, ordered=variant != "unordered")
+        unordered = variant == "unordered" or "unordered" in FEATURES.get(variant, ())
+        return io_callback(host, structs, action, ordered=not unordered)
 
     features = FEATURES.get(variant, set())
 
