@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             if result["ok"]
             else f"FAILS, {result['error']}"
         )
-        print(f"{variant:>10}: {shown}", flush=True)
+        print(f"{variant:>16}: {shown}", flush=True)
         results.append(result)
     if args.json:
         with open(args.json, "w") as f:

@@ -50,9 +50,10 @@ package index, the packages its image lacks travel as wheels (as docs/benchmarks
         gymnax==1.0.1 gymnasium==1.3.0 farama-notifications distrax==0.1.9 tfp-nightly \
         dm-tree gast decorator tensorboardX brax==0.14.2 mujoco mujoco-mjx trimesh jaxopt \
         ml_collections   # about 27 MB; 8c's pins of flax, optax and chex where the image's differ
+    # (bench/atari_rate.sh also needs ale-py==0.12.1, 3 MB)
     # on the GPU machine (PureJaxRL's checkout travels in an ignored folder, named in `carry`);
-    # bench/gpu.sh does all of it in one call of about 6 minutes (smaller budgets than below,
-    # with Perfetto traces: --profile); by hand, in two calls:
+    # bench/gpu.sh does the open questions in one call of about 9 minutes (smaller budgets than
+    # below, with Perfetto traces: --profile); by hand, in two calls:
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
     export PYTHONPATH=/tmp/site:$PWD
     python3 bench/gpu.py --purejaxrl-dir .purejaxrl/purejaxrl --cartpole-envs 4,2048 \

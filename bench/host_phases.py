@@ -86,7 +86,7 @@ def phases(preset: str, iterations: int, overrides: dict[str, Any] | None = None
             start = time.perf_counter()
             ss, traj, _ = loop.rollout(params, ss, steps)
             jax.block_until_ready((ss, traj))
-            if i:  # the first compiles the loop's own steps
+            if i:  # the first is a warm-up
                 times["rollout"].append(time.perf_counter() - start)
                 times["env"].append(env_time[-1])
         recorded = last[0]
