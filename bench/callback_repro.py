@@ -91,6 +91,7 @@ def program(variant: str, steps: int):
     flags = jax.ShapeDtypeStruct((NUM_ENVS,), np.bool_)
     structs = (frames, jax.ShapeDtypeStruct((NUM_ENVS,), np.float32), flags, flags, frames)
     size = int(np.prod(FRAME))
+    features = FEATURES.get(variant, set())
 
     def call(action: jax.Array) -> tuple[jax.Array, ...]:
         if variant == "single":  # everything as one flat uint8 array, unpacked in the graph
@@ -109,10 +110,8 @@ def program(variant: str, steps: int):
             return obs, reward, term, trunc, final.reshape(frames.shape)
         if variant == "pure":
             return jax.pure_callback(host, structs, action)
-        unordered = variant == "unordered" or "unordered" in FEATURES.get(variant, ())
+        unordered = variant == "unordered" or "unordered" in features
         return io_callback(host, structs, action, ordered=not unordered)
-
-    features = FEATURES.get(variant, set())
 
     def logits(w: dict[str, jax.Array], obs: jax.Array) -> jax.Array:
         x = obs.astype(jnp.float32)
