@@ -142,8 +142,9 @@ def test_a_group_sigterm_stops_a_highway_env_run_with_its_checkpoint(tmp_path):
     import highway_env  # noqa: F401  (the test extra installs it; a missing package fails)
 
     argv = ["train", "--env", HIGHWAY, "--logdir", str(tmp_path), "--timestamp", "T"]
-    # Short iterations: a train report comes after 128 steps of highway's 10 ms ones.
+    # A train report after each iteration of 16 x 16 steps (highway's steps take about 10 ms).
     argv += ["--progress", "none", "--set", "num_workers=2", "--set", "rollout_length=16"]
+    argv += ["--set", "log_every=256"]
     metrics = tmp_path / "T-highway-fast-v0" / "metrics.jsonl"
     code, out, err = _sigterm_after_reports(argv, metrics, 1, 180.0, cwd=tmp_path)
     assert code == 143, err
