@@ -65,6 +65,10 @@ Usage on a CPU (seconds; what CI runs, without PureJaxRL, is tests/bench/test_be
 
     JAX_PLATFORMS=cpu python bench/gpu.py --purejaxrl-dir ~/purejaxrl/purejaxrl \
         --cartpole-envs 4,64 --cartpole-steps 65536 --brax-envs none --rounds 3
+
+Every side's process inherits the environment: ``PJRT_NPROC=1`` before the command gives each
+side's XLA a CPU thread pool of one thread (XLA's own variable; unset, one thread per core), the
+same for all sides; the JSON records it (``machine.pjrt_nproc``).
 """
 
 from __future__ import annotations
@@ -650,6 +654,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "cpus": os.cpu_count(),
             "jax": jax.__version__,
             "backend": os.environ.get("JAX_PLATFORMS", "") or "default",
+            # XLA's CPU thread pool size in every side's process (unset: one thread per core)
+            "pjrt_nproc": os.environ.get("PJRT_NPROC"),
         },
         "purejaxrl_commit": PUREJAXRL_COMMIT if args.purejaxrl_dir else None,
         "workloads": {},

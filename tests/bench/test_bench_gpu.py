@@ -138,9 +138,10 @@ def test_settings_of_the_sides_match_where_both_have_them():
 
 
 @pytest.mark.slow
-def test_tiny_run_writes_every_sides_figures(tmp_path):
+def test_tiny_run_writes_every_sides_figures(tmp_path, monkeypatch):
     pytest.importorskip("gymnax")
     pytest.importorskip("brax")
+    monkeypatch.setenv("PJRT_NPROC", "1")  # every side's process: XLA's CPU pool of one thread
     folder = tmp_path / "purejaxrl"
     folder.mkdir()
     (folder / "ppo.py").write_text(STAND_IN)
@@ -177,6 +178,7 @@ def test_tiny_run_writes_every_sides_figures(tmp_path):
     assert brax["sides"]["brax"]["steps_per_call"] == 8
     assert cart["settings"]["purejaxrl"]["NUM_ENVS"] == 2
     assert brax["settings"]["brax"]["batch_size"] == 2
+    assert result["machine"]["pjrt_nproc"] == "1"
 
 
 def test_each_variant_side_writes_its_own_trace(tmp_path):
