@@ -10,8 +10,9 @@ after a warm-up iteration that compiles everything:
 * ``env``: the part of ``rollout`` spent in the env's ``host_step`` (the workers' step, their
   shared memory read back);
 * ``replay``: ``rollout`` with ``host_step`` answering at once with a recorded step, i.e. what
-  the loop costs besides the env: the compiled policy step, the action's way to the host, the
-  bookkeeping step and the stacking of the rollout;
+  the loop costs besides the env: the compiled call between env steps (the bookkeeping of the
+  step before, written into the rollout's arrays, and the policy on the new observation) and
+  the action's way to the host;
 * ``update`` = ``iteration`` - ``rollout`` (the compiled update and its metrics).
 
 Each is the median over ``--iterations`` timed calls, in milliseconds per rollout step (one

@@ -3,10 +3,11 @@
 [`rollout`][batchppo.core.rollout] over a [`HostEnv`][batchppo.backends.HostEnv] is one compiled
 program that calls back into the host envs at every step (``io_callback``).
 [`HostLoop`][batchppo.backends.HostLoop] runs the same steps the other way round: a Python loop that
-calls the compiled policy step (``batchppo.core.simulation.act``), steps the vector env directly,
-and calls the compiled bookkeeping (``batchppo.core.simulation.advance``). Both give the same
-transitions, episode statistics and final state; which is faster depends on the env and the machine
-(``bench/train.py`` measures both), so the trainer offers both (``host_loop``).
+steps the vector env directly and, between two env steps, makes one compiled call: the bookkeeping
+of the step before (``batchppo.core.simulation.advance``), its transition written in place into the
+rollout's arrays, and the policy on the new observation (``batchppo.core.simulation.act``). Both
+give the same transitions, episode statistics and final state; which is faster depends on the env
+and the machine (``bench/train.py`` measures both), so the trainer offers both (``host_loop``).
 """
 
 from __future__ import annotations
@@ -36,8 +37,45 @@ def _advance_host(
     return advance(state, action, extras, policy_carry, key, res)
 
 
-def _stack(steps: list[Any]) -> Any:
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *steps)
+Acted = tuple[SimState, jax.Array, dict[str, Any], PyTree, jax.Array]
+"""A state and what the policy did in it: ``(state, action, extras, policy_carry, next_key)``."""
+
+
+def _act(policy_fn: PolicyFn, params: PyTree, state: SimState) -> Acted:
+    action, extras, carry, key, _ = act(policy_fn, params, state)
+    return state, action, extras, carry, key
+
+
+def _empty(num_steps: int, acted: Acted, host_result: tuple[np.ndarray, ...]) -> PyTree:
+    """Zeros of ``(num_steps, ...)`` for each leaf of a step's ``(transition, stats)``."""
+    _, transition, stats = jax.eval_shape(_advance_host, *acted, host_result)
+    return jax.tree.map(
+        lambda leaf: jnp.zeros((num_steps, *leaf.shape), leaf.dtype), (transition, stats)
+    )
+
+
+def _advance_into(
+    acted: Acted, host_result: tuple[np.ndarray, ...], steps: PyTree, t: jax.Array
+) -> tuple[SimState, PyTree]:
+    """The step's bookkeeping, its transition and stats written at index ``t`` of ``steps``."""
+    state, transition, stats = _advance_host(*acted, host_result)
+    steps = jax.tree.map(
+        lambda buf, x: jax.lax.dynamic_update_index_in_dim(buf, x, t, 0), steps, (transition, stats)
+    )
+    return state, steps
+
+
+def _advance_act(
+    policy_fn: PolicyFn,
+    params: PyTree,
+    acted: Acted,
+    host_result: tuple[np.ndarray, ...],
+    steps: PyTree,
+    t: jax.Array,
+) -> tuple[Acted, PyTree, jax.Array]:
+    """``_advance_into``, then the policy's next step: one compiled call between env steps."""
+    state, steps = _advance_into(acted, host_result, steps, t)
+    return _act(policy_fn, params, state), steps, t + 1
 
 
 class HostLoop:
@@ -71,9 +109,16 @@ class HostLoop:
             )
         self.env = env
         options = dict(compiler_options) if compiler_options else None
-        self._act = jax.jit(functools.partial(act, policy_fn), compiler_options=options)
-        self._advance = jax.jit(_advance_host)
-        self._stack = jax.jit(_stack)
+        # Between two env steps one compiled call: the bookkeeping of the step before, written
+        # in place into the rollout's arrays (donated), and the policy on the new observation.
+        self._act = jax.jit(functools.partial(_act, policy_fn), compiler_options=options)
+        self._advance_act = jax.jit(
+            functools.partial(_advance_act, policy_fn),
+            donate_argnums=(3,),
+            compiler_options=options,
+        )
+        self._advance_into = jax.jit(_advance_into, donate_argnums=(2,))
+        self._empty = jax.jit(_empty, static_argnums=(0,))
 
     def rollout(
         self, params: PyTree, state: SimState, num_steps: int
@@ -90,11 +135,16 @@ class HostLoop:
         """
         if num_steps < 1:
             raise ValueError(f"num_steps must be >= 1, got {num_steps}.")
-        steps = []
-        for _ in range(num_steps):
-            action, extras, carry, key, _ = self._act(params, state)
-            host_result = self.env.host_step(jax.tree.map(np.asarray, action))
-            state, transition, stats = self._advance(state, action, extras, carry, key, host_result)
-            steps.append((transition, stats))
-        transitions, stats = self._stack(steps)
+        acted = self._act(params, state)
+        host_result = self._host_step(acted)
+        steps = self._empty(num_steps, acted, host_result)
+        t = jnp.zeros((), jnp.int32)
+        for _ in range(num_steps - 1):
+            acted, steps, t = self._advance_act(params, acted, host_result, steps, t)
+            host_result = self._host_step(acted)
+        state, (transitions, stats) = self._advance_into(acted, host_result, steps, t)
         return state, transitions, stats
+
+    def _host_step(self, acted: Acted) -> tuple[np.ndarray, ...]:
+        """The env's step on the policy's action (waits for the action, brings it to the host)."""
+        return self.env.host_step(jax.tree.map(np.asarray, acted[1]))

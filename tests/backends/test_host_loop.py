@@ -26,14 +26,14 @@ def test_host_loop_equals_in_graph_rollout_step_for_step():
     loop = HostLoop(loop_env, policy)
     graph_state = init_sim_state(graph_env, (), jax.random.key(5))
     loop_state = init_sim_state(loop_env, (), jax.random.key(5))
-    for _ in range(2):  # the second rollout continues from the carried state
-        graph_state, graph_traj, graph_stats = run(graph_env, policy, None, graph_state, 7)
-        loop_state, loop_traj, loop_stats = loop.rollout(None, loop_state, 7)
+    for length in (7, 1, 7):  # each rollout continues from the carried state
+        graph_state, graph_traj, graph_stats = run(graph_env, policy, None, graph_state, length)
+        loop_state, loop_traj, loop_stats = loop.rollout(None, loop_state, length)
         # Same keys, so the same sampled actions; same envs, so the same everything else.
         jax.tree.map(np.testing.assert_array_equal, loop_traj, graph_traj)
         jax.tree.map(np.testing.assert_array_equal, loop_stats, graph_stats)
         jax.tree.map(np.testing.assert_array_equal, _raw(loop_state), _raw(graph_state))
-    assert int(loop_state.env_state) == 14
+    assert int(loop_state.env_state) == 15
     graph_env.close()
     loop_env.close()
 
