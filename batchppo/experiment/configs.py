@@ -340,7 +340,8 @@ def save_config(config: RunConfig, path: str | Path) -> None:
 
 def load_config(path: str | Path) -> RunConfig:
     """Reads a config written by ``save_config``, by this version or an earlier one (whose
-    backend fields ``migrate_backend_fields`` moves into ``backend_options``).
+    backend fields ``migrate_backend_fields`` moves into ``backend_options``, and whose missing
+    fields take the values that repeat what it did: ``fill_fields_added``).
 
     Raises:
         ConfigError: Missing file or invalid content.
@@ -350,7 +351,22 @@ def load_config(path: str | Path) -> RunConfig:
         text = path.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
-    return config_from_dict(migrate_backend_fields(_read_yaml(text, str(path))), str(path))
+    data = migrate_backend_fields(_read_yaml(text, str(path)))
+    return config_from_dict(fill_fields_added(data), str(path))
+
+
+def fill_fields_added(data: Any) -> Any:
+    """A stored config's data with each field its algorithm's config added since
+    (``RunConfig.FIELDS_ADDED``) and the data lacks set to the value that repeats the code
+    before it; anything but a mapping, or a mapping of an unknown algorithm, is returned as it
+    is (``config_from_dict`` names the problem)."""
+    if not isinstance(data, dict):
+        return data
+    try:
+        config_class = get_algorithm(str(data.get("algorithm", DEFAULT_ALGORITHM))).config
+    except ValueError:
+        return data
+    return {**config_class.FIELDS_ADDED, **data}
 
 
 FORMER_BACKEND_FIELDS: dict[str, tuple[str, str]] = {

@@ -254,6 +254,31 @@ def test_env_kwargs_round_trip_and_configs_stored_without_them_load(tmp_path):
         resume.check_resume_overrides(config, {"env_kwargs": {}})
 
 
+def test_a_run_stored_before_minibatch_shuffle_resumes_with_the_sort_it_used(tmp_path):
+    """A stored config.yaml without a field of ``FIELDS_ADDED`` loads with the value that
+    repeats the code before the field (PPO's permutations were sorts); one that names the
+    field keeps it, and a field added with a default that repeats the old code stays at it."""
+    assert PPOConfig.FIELDS_ADDED == {"minibatch_shuffle": "sort"}
+    config = configs.get_preset("pendulum_fast")
+    assert config.minibatch_shuffle == "index"
+    data = configs.config_to_dict(config)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert configs.load_config(path) == config
+    del data["minibatch_shuffle"], data["env_kwargs"]
+    path.write_text(yaml.safe_dump(data))
+    assert configs.load_config(path) == dataclasses.replace(config, minibatch_shuffle="sort")
+    run_dir = tmp_path / "T-pendulum_fast"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(data))
+    resumed, _, was_resumed = prepare_run_dir(tmp_path, "pendulum_fast", config, "T", {})
+    assert was_resumed and resumed.minibatch_shuffle == "sort"
+    assert configs.load_config(run_dir / "config.yaml").minibatch_shuffle == "sort"
+    a2c = configs.config_to_dict(configs.get_preset("cartpole_a2c"))
+    path.write_text(yaml.safe_dump(a2c))
+    assert configs.load_config(path) == configs.get_preset("cartpole_a2c")  # A2C adds none
+
+
 def _former(config: PPOConfig, **ray_fields: object) -> dict:
     """``config`` as a ``config.yaml`` written before ``backend_options``: the ray fields."""
     data = {k: v for k, v in configs.config_to_dict(config).items() if k != "backend_options"}

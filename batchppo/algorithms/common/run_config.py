@@ -12,7 +12,9 @@ whatever the algorithm. Importing this module does not import JAX.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+import types
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from batchppo import backends
 from batchppo.algorithms.common.torsos import TORSOS, torso_names
@@ -42,6 +44,13 @@ def check(ok: bool, message: str) -> None:
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """The run-level fields of a training run. Invalid values raise ``ValueError``."""
+
+    FIELDS_ADDED: ClassVar[Mapping[str, Any]] = types.MappingProxyType({})
+    """Fields added to the config after runs were stored whose default does something else
+    than the code before them did: field -> the value that repeats what it did. A stored
+    ``config.yaml`` that lacks such a field loads with that value
+    ([`load_config`][batchppo.experiment.configs.load_config]), so that a resumed run goes on
+    learning as it began; a field not named here takes its default."""
 
     # --- Environment -----------------------------------------------------------------------
     env: str = "Pendulum-v1"

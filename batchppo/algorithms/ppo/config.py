@@ -8,6 +8,9 @@ presets read the same. Named presets live in ``batchppo.algorithms.ppo.presets``
 from __future__ import annotations
 
 import dataclasses
+import types
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from batchppo.algorithms.common.run_config import (
     NETWORKS,
@@ -54,6 +57,10 @@ class PPOConfig(NetworkConfig, RunConfig):
     defaults; the fields below are PPO's.
     """
 
+    FIELDS_ADDED: ClassVar[Mapping[str, Any]] = types.MappingProxyType(
+        {"minibatch_shuffle": "sort"}  # the permutations before the field existed
+    )
+
     # --- Schedule ---------------------------------------------------------------------------
     update_every: int = 30
     """Episodes per update (the original's schedule). Used when ``rollout_length`` is None:
@@ -70,7 +77,8 @@ class PPOConfig(NetworkConfig, RunConfig):
     work), ``sort`` sorts random keys (``jax.random.permutation``: XLA's CPU backend sorts
     with a comparator, which at thousands of indices costs more than a minibatch's gradient
     step). Both shuffle every epoch; ``sort`` draws the permutations of batchppo's earlier
-    versions, to repeat a run made with them."""
+    versions, to repeat a run made with them (a run stored before this field resumes with
+    it: ``FIELDS_ADDED``)."""
     unroll_update: bool | None = None
     """Compile the update's epochs and minibatch steps unrolled (True) or as loops (False);
     None decides: unrolled where the network has a CNN torso (an image observation) and JAX
