@@ -6,9 +6,10 @@
 # with the Python rollout loop (`host_loop=true`) and once with the rollout's io_callback
 # inside the compiled iteration (`host_loop=false`; on a GPU with jaxlib 0.11.2 its compiler
 # aborted, benchmarks 8c and 11e; that run dumps the iteration's HLO as XLA received it,
-# $OUT/xla-dump.tgz, the reproduction to report upstream). Each run's steps/s: the median of
-# its iterations' `sps` after the first (which compiles). Results and logs in $OUT; the wheels
-# as bench/gpu_env.sh says.
+# $OUT/xla-dump.tgz, the reproduction to report upstream); last bench/envs.py, the env's step
+# alone (BatchEnv against ALE's C++ vector env on this machine's cores). Each run's steps/s: the
+# median of its iterations' `sps` after the first (which compiles). Results and logs in $OUT;
+# the wheels as bench/gpu_env.sh says.
 #
 # Usage, from the repository root:
 #   bench/atari_rate.sh                          # on the GPU machine (about 3 minutes)
@@ -37,3 +38,8 @@ print(f"{sys.argv[1]}: {statistics.median(sps):,.0f} agent steps/s (median of {l
 EOF
 done
 (cd /tmp/xla-dump 2>/dev/null && find . -name '*before_optimizations*' | tar czf "$OUT/xla-dump.tgz" -T -)
+# The env's step alone on this machine's cores: BatchEnv (a worker process per env) against
+# ALE's C++ vector env (threads), 8 and 16 envs, the step waited for each time as the loop does.
+timeout 75 python3 bench/envs.py --envs ALE/Breakout-v5 --sizes 8,16 --seconds 2 --rounds 2 \
+  --peers single,parallel,batch_arr,ale_vector,make_arr --json "$OUT/envs.json" 2>&1 \
+  | grep -v -e "^A.L.E" -e Stella
