@@ -90,9 +90,10 @@ class RunConfig:
     """Worker processes for the ``process`` backend (env actors for ``ray``); None means one
     per core (per CPU of the Ray cluster)."""
     host_loop: bool | None = None
-    """Host backends only: collect rollouts with a Python loop around the compiled policy step
-    ([`HostLoop`][batchppo.backends.HostLoop]) instead of inside the compiled iteration through
-    ``io_callback`` (``HostEnv``). Same results; docs/benchmarks.md compares the speed of the two.
+    """Host backends only: collect rollouts with a Python loop that steps the envs and makes one
+    compiled call between env steps ([`HostLoop`][batchppo.backends.HostLoop]) instead of
+    inside the compiled iteration through ``io_callback`` (``HostEnv``). Same results;
+    docs/benchmarks.md compares the speed of the two.
     None: the in-graph rollout on the CPU, the loop on an accelerator, where XLA's GPU compiler
     aborted on the in-graph rollout (``resolve_host_loop``)."""
     devices: int | None = None
