@@ -68,7 +68,9 @@ Usage on a CPU (seconds; what CI runs, without PureJaxRL, is tests/bench/test_be
 
 Every side's process inherits the environment: ``PJRT_NPROC=1`` before the command gives each
 side's XLA a CPU thread pool of one thread (XLA's own variable; unset, one thread per core), the
-same for all sides; the JSON records it (``machine.pjrt_nproc``).
+same for all sides; the JSON records it (``machine.pjrt_nproc``). ``--cartpole-threads 1`` runs
+both CartPole sides a second time in the same run with that pool (``purejaxrl-threads1``,
+``batchppo-threads1``; ``paired_ratios`` in the JSON compares the two).
 """
 
 from __future__ import annotations
@@ -460,6 +462,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     # On a machine shared with other work, CPU time is the steadier measure of a side's work.
     out["cpu_sps"] = out["steps"] / statistics.median(out["cpu_s"])
     out["device"] = str(jax.devices()[0].device_kind)
+    out["pjrt_nproc"] = os.environ.get("PJRT_NPROC")  # XLA's CPU pool size, if set
     return out
 
 
@@ -503,6 +506,10 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
                 **sides["batchppo"],
                 "settings": batchppo_cartpole(n, steps, minibatch_diagnostics=False),
             }
+        for threads in _thread_counts(args):
+            # Both sides again, each process's XLA with a CPU pool of `threads` threads.
+            for side in [k for k in ("purejaxrl", "batchppo") if k in sides]:
+                sides[f"{side}-threads{threads}"] = {**sides[side], "xla_threads": threads}
         if getattr(args, "cartpole_sort", False):
             # batchppo shuffling minibatches by sorting random keys, as before the default
             # became the elementwise index permutation (and as PureJaxRL does).
@@ -548,6 +555,15 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
     return out
 
 
+def _thread_counts(args: argparse.Namespace) -> list[int]:
+    """``--cartpole-threads`` as a list of positive ints (empty when not given)."""
+    value = getattr(args, "cartpole_threads", "") or ""
+    counts = [int(x) for x in value.split(",") if x.strip()]
+    if any(n < 1 for n in counts):
+        raise SystemExit(f"--cartpole-threads {value}: thread counts must be >= 1")
+    return counts
+
+
 def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
     """Per side: median steps/s, compile and set-up over rounds; the ratio batchppo / peer."""
     sides: dict[str, Any] = {}
@@ -569,6 +585,15 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
             side: sides[side]["sps_median"] / sides[peer]["sps_median"]
             for side in sorted(sides)
             if side.startswith("batchppo-")
+        }
+        # Sides run the same way on both libraries (e.g. ``-threads1``): batchppo's over the
+        # peer's with the same suffix.
+        summary["paired_ratios"] = {
+            suffix: sides[f"batchppo-{suffix}"]["sps_median"] / sides[side]["sps_median"]
+            for side in sorted(sides)
+            if side.startswith(f"{peer}-")
+            for suffix in [side[len(peer) + 1 :]]
+            if f"batchppo-{suffix}" in sides
         }
     if peer in sides and "batchppo" in sides:
         summary["ratio"] = sides["batchppo"]["sps_median"] / sides[peer]["sps_median"]
@@ -605,6 +630,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--cartpole-sort",
         action="store_true",
         help="also a batchppo side with minibatch_shuffle='sort' ('batchppo-sort')",
+    )
+    p.add_argument(
+        "--cartpole-threads",
+        default="",
+        help="comma list of XLA CPU pool sizes: for each N, both sides again with PJRT_NPROC=N "
+        "in their processes ('purejaxrl-threadsN', 'batchppo-threadsN')",
     )
     p.add_argument("--brax-envs", default="ant,humanoid", help="comma list, or none")
     p.add_argument("--brax-steps", type=int, default=2_097_152, help="env steps per timed call")
@@ -671,9 +702,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if round_ % 2:
                 order.reverse()  # alternate which side runs first
             for name, spec in order:
+                threads = spec.get("xla_threads")
                 res = {
                     **spawn(
-                        __file__, ["--worker", json.dumps({**spec, "name": name})], args.timeout
+                        __file__,
+                        ["--worker", json.dumps({**spec, "name": name})],
+                        args.timeout,
+                        env={"PJRT_NPROC": str(threads)} if threads else None,
                     ),
                     "round": round_,
                     "side": name,
@@ -693,6 +728,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         for side, ratio in summary.get("variant_ratios", {}).items():
             print(f"{load['name']}: {side} / {load['peer']} steps/s = {ratio:.2f}")
+        for suffix, ratio in summary.get("paired_ratios", {}).items():
+            print(
+                f"{load['name']}: batchppo-{suffix} / {load['peer']}-{suffix} steps/s = {ratio:.2f}"
+            )
     return results
 
 

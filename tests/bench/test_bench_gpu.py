@@ -113,6 +113,47 @@ def test_variants_are_sides_of_their_own_and_get_ratios():
     assert summary["ratio_rounds"] == [pytest.approx(0.9)]
 
 
+def test_thread_sides_run_both_libraries_with_that_pool_and_are_compared_in_pairs(monkeypatch):
+    """``--cartpole-threads 1`` adds PureJaxRL's and batchppo's side again, each process with
+    ``PJRT_NPROC=1``; ``paired_ratios`` sets batchppo's over PureJaxRL's of the same pool."""
+    import argparse
+
+    gpu = bench_gpu()
+    args = argparse.Namespace(
+        cartpole_envs="4", cartpole_steps="512", purejaxrl_dir="pjx", repeats=1,
+        cartpole_threads="1", brax_envs="none",
+    )  # fmt: skip
+    (cart,) = gpu.main.__globals__["workloads"](args)
+    sides = cart["sides"]
+    assert list(sides) == ["purejaxrl", "batchppo", "purejaxrl-threads1", "batchppo-threads1"]
+    assert sides["batchppo-threads1"] == {**sides["batchppo"], "xla_threads": 1}
+    assert sides["purejaxrl-threads1"] == {**sides["purejaxrl"], "xla_threads": 1}
+    rows = [
+        {"side": side, "round": 0, "sps": sps, "cpu_sps": sps, "compile_s": 1.0,
+         "setup_s": 1.0, "backend_s": 0.1, "steps": 8, "device": "cpu"}
+        for side, sps in (("purejaxrl", 100.0), ("batchppo", 90.0),
+                          ("purejaxrl-threads1", 120.0), ("batchppo-threads1", 132.0))
+    ]  # fmt: skip
+    summary = gpu.summarize(rows, "purejaxrl")
+    assert summary["ratio"] == pytest.approx(0.9)
+    assert summary["paired_ratios"] == {"threads1": pytest.approx(1.1)}
+    with pytest.raises(SystemExit, match="thread counts must be >= 1"):
+        gpu.main.__globals__["workloads"](
+            argparse.Namespace(**vars(args) | {"cartpole_threads": "0"})
+        )
+    # The worker's process gets the pool size: spawn is called with PJRT_NPROC.
+    calls = []
+
+    def spawn(script, argv, timeout, env=None):
+        calls.append(env)
+        return {"error": "not run", "exit": 1}
+
+    monkeypatch.setitem(gpu.main.__globals__, "spawn", spawn)
+    gpu.main(["--purejaxrl-dir", "pjx", "--cartpole-envs", "4", "--cartpole-steps", "512",
+              "--cartpole-threads", "1", "--brax-envs", "none", "--rounds", "1"])  # fmt: skip
+    assert calls == [None, None, {"PJRT_NPROC": "1"}, {"PJRT_NPROC": "1"}]
+
+
 def test_settings_of_the_sides_match_where_both_have_them():
     gpu = bench_gpu()
     pjx = gpu.purejaxrl_config(4, 512)
