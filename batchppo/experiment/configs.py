@@ -194,8 +194,9 @@ def config_from_dict(data: Any, source: str = "config", complete: bool = False) 
         data: The mapping (a ``config.yaml``'s content).
         source: Where it comes from, for messages.
         complete: Every field must be given (a full config file of ``--config``); otherwise
-            missing fields take the config class's defaults (a stored ``config.yaml``
-            written before a field existed).
+            missing fields (a stored ``config.yaml`` written before a field existed) take the
+            value that repeats the code before them where the config class names one
+            (``RunConfig.FIELDS_ADDED``), else the class's default.
 
     Raises:
         ConfigError: Not a mapping, an unknown algorithm, unknown keys (the nearest valid key
@@ -220,6 +221,7 @@ def config_from_dict(data: Any, source: str = "config", complete: bool = False) 
             "config.yaml, or the output of `batchppo show PRESET`); or start the file from a "
             "preset with `base: PRESET` and give only the keys that change"
         )
+    data = {**{k: v for k, v in config_class.FIELDS_ADDED.items() if k in missing}, **data}
     try:
         changes = {k: coerce_field(k, v, config_class) for k, v in data.items()}
     except ConfigError as error:
@@ -341,7 +343,7 @@ def save_config(config: RunConfig, path: str | Path) -> None:
 def load_config(path: str | Path) -> RunConfig:
     """Reads a config written by ``save_config``, by this version or an earlier one (whose
     backend fields ``migrate_backend_fields`` moves into ``backend_options``, and whose missing
-    fields take the values that repeat what it did: ``fill_fields_added``).
+    fields take the values that repeat what it did: ``RunConfig.FIELDS_ADDED``).
 
     Raises:
         ConfigError: Missing file or invalid content.
@@ -351,22 +353,7 @@ def load_config(path: str | Path) -> RunConfig:
         text = path.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
-    data = migrate_backend_fields(_read_yaml(text, str(path)))
-    return config_from_dict(fill_fields_added(data), str(path))
-
-
-def fill_fields_added(data: Any) -> Any:
-    """A stored config's data with each field its algorithm's config added since
-    (``RunConfig.FIELDS_ADDED``) and the data lacks set to the value that repeats the code
-    before it; anything but a mapping, or a mapping of an unknown algorithm, is returned as it
-    is (``config_from_dict`` names the problem)."""
-    if not isinstance(data, dict):
-        return data
-    try:
-        config_class = get_algorithm(str(data.get("algorithm", DEFAULT_ALGORITHM))).config
-    except ValueError:
-        return data
-    return {**config_class.FIELDS_ADDED, **data}
+    return config_from_dict(migrate_backend_fields(_read_yaml(text, str(path))), str(path))
 
 
 FORMER_BACKEND_FIELDS: dict[str, tuple[str, str]] = {
