@@ -588,11 +588,11 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
         }
         # Sides run the same way on both libraries (e.g. ``-threads1``): batchppo's over the
         # peer's with the same suffix.
+        suffixes = [s.removeprefix(f"{peer}-") for s in sorted(sides) if s.startswith(f"{peer}-")]
         summary["paired_ratios"] = {
-            suffix: sides[f"batchppo-{suffix}"]["sps_median"] / sides[side]["sps_median"]
-            for side in sorted(sides)
-            if side.startswith(f"{peer}-")
-            for suffix in [side[len(peer) + 1 :]]
+            suffix: sides[f"batchppo-{suffix}"]["sps_median"]
+            / sides[f"{peer}-{suffix}"]["sps_median"]
+            for suffix in suffixes
             if f"batchppo-{suffix}" in sides
         }
     if peer in sides and "batchppo" in sides:
