@@ -14,8 +14,11 @@
 # Usage, from the repository root:
 #   bench/gpu.sh                   # on the GPU machine; results in $OUT
 #   SMALL=1 WHEELS= OUT=/tmp/out bench/gpu.sh   # the same steps at tiny sizes, on a CPU
+#   ONLY=humanoid AUTORESET=cond,optimistic bench/gpu.sh   # some steps (cartpole, humanoid, ant)
 set -u
 SMALL=${SMALL:-0}
+ONLY=${ONLY:-cartpole,humanoid,ant}
+AUTORESET=${AUTORESET:-cond,first,optimistic}
 . bench/gpu_env.sh
 
 if [ "$SMALL" = 1 ]; then
@@ -31,15 +34,16 @@ PJX=.purejaxrl/purejaxrl
 bench() {  # a step's time limit, its name, then bench/gpu.py's arguments
   local limit=$1 name=$2
   shift 2
+  [[ ",$ONLY," == *",$name,"* ]] || return 0
   timeout "$limit" python3 bench/gpu.py "$@" --rounds 1 --repeats 2 --json "$OUT/$name.json" 2>&1 \
     | grep --line-buffered -v warp | tee "$OUT/$name.log"
 }
 # shellcheck disable=SC2086
 bench 110 cartpole --purejaxrl-dir $PJX $CARTPOLE --brax-envs none --timeout 90 \
   --profile /tmp/gpu-profile
-(cd /tmp/gpu-profile 2>/dev/null && find . -name perfetto_trace.json.gz | tar czf "$OUT/profiles.tgz" -T -)
+[ -d /tmp/gpu-profile ] && (cd /tmp/gpu-profile && find . -name perfetto_trace.json.gz | tar czf "$OUT/profiles.tgz" -T -)
 # shellcheck disable=SC2086
-bench 270 humanoid --cartpole-envs none --brax-envs humanoid --brax-autoreset cond,first,optimistic \
+bench 270 humanoid --cartpole-envs none --brax-envs humanoid --brax-autoreset "$AUTORESET" \
   $SIZES --timeout 120
 # shellcheck disable=SC2086
 bench 170 ant --cartpole-envs none --brax-envs ant --brax-autoreset cond,optimistic $SIZES --timeout 100
