@@ -4,9 +4,9 @@
 # here), then bench/host_phases.py (where a host-loop iteration's time goes: env, policy,
 # update), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
 # with the Python rollout loop (`host_loop=true`) and once with the rollout's io_callback
-# inside the compiled iteration (`host_loop=false`; on a GPU with jaxlib 0.11.2 its compiler
-# aborted, benchmarks 8c and 11e; that run dumps the iteration's HLO as XLA received it,
-# $OUT/xla-dump.tgz, the reproduction to report upstream); last bench/envs.py, the env's step
+# inside the compiled iteration (`host_loop=false`: unordered on an accelerator, chained by the
+# env state, since the ordered form's token aborted XLA's GPU compiler beside the stacked
+# frames, benchmarks 11e and 11i); last bench/envs.py, the env's step
 # alone (BatchEnv against ALE's C++ vector env on this machine's cores). Each run's steps/s: the
 # median of its iterations' `sps` after the first (which compiles). Results and logs in $OUT;
 # the wheels as bench/gpu_env.sh says.
@@ -14,19 +14,20 @@
 # Usage, from the repository root:
 #   bench/atari_rate.sh                          # on the GPU machine (about 3 minutes)
 #   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
+#   PARTS=train,envs bench/atari_rate.sh        # some parts (callback, phases, train, envs)
 set -u
 STEPS=${STEPS:-30720}
 PHASES=${PHASES:-4}
+PARTS=${PARTS:-callback,phases,train,envs}
+part() { [[ ",$PARTS," == *",$1,"* ]]; }
 . bench/gpu_env.sh
-rm -rf /tmp/atari-rate /tmp/xla-dump  # a run dir left by an earlier call would be resumed
-timeout 120 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1
-timeout 150 python3 bench/host_phases.py --preset breakout_atari --iterations "$PHASES" \
-  --json "$OUT/phases.json" 2>&1 | grep -v -e "^A.L.E" -e Stella
-for loop in true false; do
+rm -rf /tmp/atari-rate  # a run dir left by an earlier call would be resumed
+part callback && timeout 120 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1
+part phases && timeout 150 python3 bench/host_phases.py --preset breakout_atari \
+  --iterations "$PHASES" --json "$OUT/phases.json" 2>&1 | grep -v -e "^A.L.E" -e Stella
+part train && for loop in true false; do
   log="$OUT/atari-host_loop-$loop.log"
-  flags=(${XLA_FLAGS:+"XLA_FLAGS=$XLA_FLAGS"})
-  [ $loop = false ] && flags=("XLA_FLAGS=${XLA_FLAGS:-} --xla_dump_to=/tmp/xla-dump --xla_dump_hlo_module_re=iteration")
-  env "${flags[@]}" timeout 200 python3 -m batchppo train --config breakout_atari \
+  timeout 200 python3 -m batchppo train --config breakout_atari \
     --set steps="$STEPS" --set eval_every=0 --set host_loop=$loop --logdir /tmp/atari-rate \
     --timestamp r --name host_loop-$loop --progress lines >"$log" 2>&1
   echo "host_loop=$loop: exit $?; $(grep -m1 'start-up' "$log")"
@@ -37,9 +38,8 @@ sps = [r["sps"] for r in rows if r.get("phase") == "train"][1:]
 print(f"{sys.argv[1]}: {statistics.median(sps):,.0f} agent steps/s (median of {len(sps)} iterations)")
 EOF
 done
-(cd /tmp/xla-dump 2>/dev/null && find . -name '*before_optimizations*' | tar czf "$OUT/xla-dump.tgz" -T -)
 # The env's step alone on this machine's cores: BatchEnv (a worker process per env) against
 # ALE's C++ vector env (threads), 8 and 16 envs, the step waited for each time as the loop does.
-timeout 75 python3 bench/envs.py --envs ALE/Breakout-v5 --sizes 8,16 --seconds 2 --rounds 2 \
+part envs && timeout 75 python3 bench/envs.py --envs ALE/Breakout-v5 --sizes 8,16 --seconds 2 --rounds 2 \
   --peers single,parallel,batch_arr,ale_vector,make_arr --json "$OUT/envs.json" 2>&1 \
   | grep -v -e "^A.L.E" -e Stella

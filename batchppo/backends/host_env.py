@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HostEnv",
     "from_gymnasium",
+    "host_call",
     "is_env_error",
     "mark_env_error",
     "raise_env_error",
@@ -203,29 +203,47 @@ def _quiet_jax_callback_log() -> None:
         logger.addFilter(_EnvErrorLogFilter())
 
 
-def _warn_off_cpu() -> None:
-    """Warns when a host env's step is traced for an accelerator: XLA's GPU compiler aborted the
-    process on a rollout of it inside a compiled loop (a failed shape check, seen with jaxlib 0.11.2
-    on an H200: docs/benchmarks.md, 8c), while the same env driven from Python
-    ([`HostLoop`][batchppo.backends.HostLoop]) trained."""
-    backend = jax.default_backend()
-    if backend != "cpu":
-        warnings.warn(
-            f"a host env's step is compiled for the {backend}, where XLA's compiler has aborted "
-            "on host-env rollouts in a compiled loop (docs/benchmarks.md, 8c); if this process "
-            "aborts while compiling, drive the envs from Python: host_loop=true",
-            stacklevel=3,
-        )
+def host_call(host_fn: Any, result_structs: Any, state: jax.Array, *args: Any) -> tuple[Any, Any]:
+    """``host_fn(*args)`` on the host from inside a compiled program, after every host call whose
+    env state ``state`` descends from: the one home of how a host env's calls are ordered.
+
+    The call goes through ``io_callback`` and hands ``state`` (the env's int32 step counter) back
+    unchanged beside ``host_fn``'s result, so the next call, which takes the state this one
+    returned, cannot start before it: calls on one env are chained by their data, whatever the
+    policy does with the observations. On the CPU the callback is also ``ordered`` (a token
+    through the program, and from program to program, as JAX orders effects). On an accelerator
+    it is not: XLA's GPU compiler (jaxlib 0.11.2) aborts on programs where the ordered
+    callback's token meets stacked uint8 frames (``bench/callback_repro.py``'s ``frames``
+    form; docs/benchmarks.md, 11i); there the device runs one program at a time, and within a
+    program the chain orders the calls.
+
+    Args:
+        host_fn: The host function (NumPy in, NumPy out).
+        result_structs: ``jax.ShapeDtypeStruct`` tree of its result.
+        state: The env state the call follows (int32 step counters, of any shape).
+        *args: ``host_fn``'s arguments.
+
+    Returns:
+        ``(state, result)``: ``state`` as the call handed it back, and ``host_fn``'s result.
+    """
+
+    def call(counter: np.ndarray, *host_args: Any) -> tuple[np.ndarray, Any]:
+        return np.asarray(counter, np.int32), host_fn(*host_args)
+
+    ordered = jax.default_backend() == "cpu"
+    counter = jax.ShapeDtypeStruct(jnp.shape(state), jnp.int32)
+    return io_callback(call, (counter, result_structs), state, *args, ordered=ordered)
 
 
 class HostEnv:
     """A Gymnasium ``VectorEnv`` (same-step auto-reset) as a functional Env usable under jit.
 
-    ``reset`` and ``step`` call the vector env through ``jax.experimental.io_callback`` with
-    ``ordered=True`` (one callback per step moving obs, reward, flags and final obs together),
-    so a whole ``rollout`` over host envs compiles into one XLA program, as the original's
-    ``InGraphBatchEnv`` put host envs into the TensorFlow graph. The env state is a step
-    counter that only threads the data dependency; the real state lives on the host.
+    ``reset`` and ``step`` call the vector env through ``jax.experimental.io_callback``
+    ([`host_call`][batchppo.backends.host_env.host_call]: one callback per step moving obs,
+    reward, flags and final obs together), so a whole ``rollout`` over host envs compiles into
+    one XLA program, as the original's ``InGraphBatchEnv`` put host envs into the TensorFlow
+    graph. The env state is a step counter that chains the calls by their data; the real state
+    lives on the host.
 
     Observation and action spaces are trees (``batchppo.core.spaces``): every observation leaf keeps
     its dtype (64-bit narrowed to 32-bit), so a uint8 frame crosses the ``io_callback`` as uint8;
@@ -433,15 +451,14 @@ class HostEnv:
 
     def reset(self, key: jax.Array) -> tuple[jax.Array, Any]:
         """Resets the vector env with a seed drawn from ``key``; returns ``(state, obs)``."""
-        obs = io_callback(self.host_reset, self._obs_struct, self.seed_from_key(key), ordered=True)
-        return jnp.zeros((), jnp.int32), obs
+        start = jnp.zeros((), jnp.int32)
+        return host_call(self.host_reset, self._obs_struct, start, self.seed_from_key(key))
 
     def step(self, state: jax.Array, action: Any, key: jax.Array) -> StepResult:
         """Steps the vector env on the host (the key is unused: host envs own their RNG)."""
         del key
-        _warn_off_cpu()
         action = spaces.cast_actions(self._spec.action_space, action, self._num_envs, "HostEnv")
-        host_result = io_callback(self.host_step, self._step_structs, action, ordered=True)
+        state, host_result = host_call(self.host_step, self._step_structs, state, action)
         return self.step_result(state, host_result)
 
     @staticmethod

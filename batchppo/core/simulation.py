@@ -141,8 +141,8 @@ def rollout(
 
     Jittable with ``env``, ``policy_fn`` and ``num_steps`` static (for example ``jax.jit(rollout,
     static_argnums=(0, 1, 4))``), and usable inside a larger jitted training step. Host envs
-    ([`HostEnv`][batchppo.backends.HostEnv]) work too: their ``io_callback`` is ordered, so the env
-    sees the steps in order.
+    ([`HostEnv`][batchppo.backends.HostEnv]) work too: each ``io_callback`` takes the env state the
+    one before returned, so the env sees the steps in order.
 
     Args:
         env: The batched env.

@@ -1,7 +1,5 @@
 """HostLoop: the Python-loop host driver gives exactly what the in-graph rollout gives."""
 
-import warnings
-
 import jax
 import numpy as np
 import pytest
@@ -59,15 +57,22 @@ def test_host_loop_surfaces_env_errors_with_their_type():
     env.close()
 
 
-def test_a_host_env_step_compiled_for_an_accelerator_warns_and_names_host_loop(monkeypatch):
-    env = HostEnv(make_mock_vector_env((2, 3), (True, False)))
-    policy = random_policy(env.spec)
-    state = init_sim_state(env, (), jax.random.key(0))
-    trace = jax.jit(rollout, static_argnums=(0, 1, 4)).trace
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # on the CPU: no warning
-        trace(env, policy, None, state, 3)
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    with pytest.warns(UserWarning, match=r"compiled for the gpu.*host_loop=true"):
-        trace(env, policy, None, state, 4)  # a new length: traced again
-    env.close()
+def test_host_calls_chain_by_env_state_and_take_a_token_only_on_the_cpu(monkeypatch):
+    # random_policy ignores the observations, so only the env state orders the host calls.
+    envs = {}
+    lowered = {}
+    results = {}
+    for backend in ("cpu", "gpu"):  # "gpu": the unordered form, run here on the CPU
+        monkeypatch.setattr(jax, "default_backend", lambda b=backend: b)
+        env = envs[backend] = HostEnv(make_mock_vector_env((2, 3, 4), (True, False, True)))
+        policy = random_policy(env.spec)
+        state = init_sim_state(env, (), jax.random.key(3))
+        run = jax.jit(rollout, static_argnums=(0, 1, 4))
+        lowered[backend] = run.lower(env, policy, None, state, 9).as_text()
+        state, traj, stats = run(env, policy, None, state, 9)
+        results[backend] = _raw(state), traj, stats
+        env.close()
+    assert "token" in lowered["cpu"] and "token" not in lowered["gpu"]
+    jax.tree.map(np.testing.assert_array_equal, results["cpu"], results["gpu"])
+    assert int(results["gpu"][0].env_state) == 9  # the counter came back through every call
+    assert results["gpu"][1].terminated[:, 0].tolist() == [0, 1, 0, 1, 0, 1, 0, 1, 0]

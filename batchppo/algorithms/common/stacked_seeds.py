@@ -47,7 +47,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.experimental import io_callback
 
 from batchppo.algorithms.common.programs import (
     Program,
@@ -155,11 +154,15 @@ class SharedHostEnv:
             lambda x: x.reshape((self.num_seeds, self.per_seed, *x.shape[1:])), tree
         )
 
-    def reset(self, keys: jax.Array) -> jax.Array:
-        """Resets every seed's envs from its key (as ``HostEnv.reset``); obs ``(S, B, ...)``."""
+    def reset(self, keys: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Resets every seed's envs from its key (as ``HostEnv.reset``); returns the env states
+        ``(S,)`` and obs ``(S, B, ...)``."""
+        from batchppo.backends.host_env import host_call  # imported late: host envs only
+
         seeds = jax.vmap(self.env.seed_from_key)(keys)
-        obs = io_callback(self._host_reset, self._obs_struct, seeds, ordered=True)
-        return self._split(obs)
+        start = jnp.zeros((self.num_seeds,), jnp.int32)
+        state, obs = host_call(self._host_reset, self._obs_struct, start, seeds)
+        return state, self._split(obs)
 
     def step(self, state: jax.Array, action: jax.Array) -> StepResult:
         """Steps all envs on actions ``(S, B, ...)``; every leaf comes back as ``(S, B, ...)``."""
@@ -168,7 +171,9 @@ class SharedHostEnv:
             action,
             self.spec.action_space,
         )
-        results = io_callback(self.env.host_step, self._step_structs, flat, ordered=True)
+        from batchppo.backends.host_env import host_call  # imported late: host envs only
+
+        state, results = host_call(self.env.host_step, self._step_structs, state, flat)
         obs, reward, terminated, truncated, final_obs = (self._split(x) for x in results)
         return StepResult(state + 1, obs, reward, terminated, truncated, final_obs)
 
@@ -278,11 +283,11 @@ class SeedsTrainer:
     def _init_sim(self, keys: jax.Array) -> SimState:
         assert self.shared is not None
         key_reset, key_next = jax.vmap(jax.random.split, out_axes=1)(keys)
-        obs = self.shared.reset(key_reset)
+        env_state, obs = self.shared.reset(key_reset)
         S, B = self.num_seeds, self.config.num_agents
         carry = jax.vmap(lambda _: self.agent.initial_carry(B))(jnp.arange(S))
         ss = SimState(
-            env_state=jnp.zeros((S,), jnp.int32),
+            env_state=env_state,
             obs=obs,
             first=jnp.ones((S, B), jnp.bool_),
             policy_carry=carry,
