@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,8 +55,12 @@ def spawn(
     if lines and any_exit and proc.returncode:
         return {**json.loads(lines[-1]), "exit": proc.returncode}
     if proc.returncode or not lines:
+        # A native abort's own line (absl's "F<date> ... Check failed: ...") comes before a
+        # long stack: keep it beside the stderr's end.
+        fatal = next((ln for ln in proc.stderr.splitlines() if re.match(r"F\d{4} ", ln)), None)
+        tail = proc.stderr.strip()[-2000:]
         return {
-            "error": f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}",
+            "error": f"exit {proc.returncode}: {fatal + ' ... ' if fatal else ''}{tail}",
             "exit": proc.returncode,
         }
     return json.loads(lines[-1])

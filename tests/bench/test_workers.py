@@ -18,6 +18,10 @@ SIDE = textwrap.dedent(
     if what == "fail":
         print("shutting down went wrong", file=sys.stderr)
         sys.exit(3)
+    if what == "abort":  # a native abort: absl's fatal line, then a stack longer than the tail kept
+        print("F1127 12:44:43.777259 4641 shape_util.cc:757] Check failed: x", file=sys.stderr)
+        print("    @ frame\\n" * 400, file=sys.stderr)
+        sys.exit(134)
     """
 )
 
@@ -40,6 +44,15 @@ def test_a_failed_exit_is_an_error_unless_any_exit_keeps_the_result(tmp_path):
     assert failed == {"error": "exit 3: shutting down went wrong", "exit": 3}
     kept = workers.spawn(script, ["fail"], timeout=60, any_exit=True)
     assert kept["exit"] == 3 and set(kept) == {"platforms", "path", "exit"}
+
+
+def test_a_native_abort_keeps_its_fatal_line_before_the_end_of_the_stack(tmp_path):
+    workers, script = _side(tmp_path)
+    error = workers.spawn(script, ["abort"], timeout=60)["error"]
+    assert error.startswith(
+        "exit 134: F1127 12:44:43.777259 4641 shape_util.cc:757] Check failed: x ... "
+    )
+    assert error.endswith("    @ frame")
 
 
 def test_a_side_past_its_time_is_killed_and_reported(tmp_path):

@@ -94,8 +94,8 @@ class RunConfig:
     compiled call between env steps ([`HostLoop`][batchppo.backends.HostLoop]) instead of
     inside the compiled iteration through ``io_callback`` (``HostEnv``). Same results;
     docs/benchmarks.md compares the speed of the two.
-    None: the in-graph rollout on the CPU, the loop on an accelerator, where XLA's GPU compiler
-    aborted on the in-graph rollout (``resolve_host_loop``)."""
+    None: the in-graph rollout on the CPU, the loop on an accelerator, where it is the faster
+    (``resolve_host_loop``)."""
     devices: int | None = None
     """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded, parameters
     and normaliser statistics replicated; ``batchppo.algorithms.common.sharding``). None takes every
