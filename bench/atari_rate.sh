@@ -7,18 +7,19 @@
 # inside the compiled iteration (`host_loop=false`: unordered on an accelerator, chained by the
 # env state, since the ordered form's token aborted XLA's GPU compiler beside the stacked
 # frames, benchmarks 11e and 11i); last bench/envs.py, the env's step
-# alone (BatchEnv against ALE's C++ vector env on this machine's cores). Each run's steps/s: the
+# alone (BatchEnv against ALE's C++ vector env on this machine's cores), and bench/lockstep.py,
+# what waiting for the slowest of 8 or 16 envs leaves of one env's rate. Each run's steps/s: the
 # median of its iterations' `sps` after the first (which compiles). Results and logs in $OUT;
 # the wheels as bench/gpu_env.sh says.
 #
 # Usage, from the repository root:
 #   bench/atari_rate.sh                          # on the GPU machine (about 3 minutes)
 #   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
-#   PARTS=train,envs bench/atari_rate.sh        # some parts (callback, phases, train, envs)
+#   PARTS=train,envs bench/atari_rate.sh   # some parts (callback, phases, train, envs, lockstep)
 set -u
 STEPS=${STEPS:-30720}
 PHASES=${PHASES:-4}
-PARTS=${PARTS:-callback,phases,train,envs}
+PARTS=${PARTS:-callback,phases,train,envs,lockstep}
 part() { [[ ",$PARTS," == *",$1,"* ]]; }
 . bench/gpu_env.sh
 rm -rf /tmp/atari-rate  # a run dir left by an earlier call would be resumed
@@ -43,3 +44,5 @@ done
 part envs && timeout 75 python3 bench/envs.py --envs ALE/Breakout-v5 --sizes 8,16 --seconds 2 --rounds 2 \
   --peers single,parallel,batch_arr,ale_vector,make_arr --json "$OUT/envs.json" 2>&1 \
   | grep -v -e "^A.L.E" -e Stella
+part lockstep && timeout 60 python3 bench/lockstep.py --sizes 8,16 --steps 4000 \
+  --json "$OUT/lockstep.json" 2>&1 | grep -v -e "^A.L.E" -e Stella

@@ -94,10 +94,12 @@ class BraxEnv(PureJaxEnv):
         self._num_envs = check_num_envs(num_envs)
         max_length = check_max_length(max_length)
         self._max_length = 1000 if max_length is None else max_length
-        # Brax's own ``observation_size`` runs a reset op by op (for ``ant``, 45 s of set-up
-        # on this CPU: every operation compiled on its own); its shape traced abstractly is
-        # the same and takes milliseconds.
-        obs = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0)).obs
+        # One env's reset, jitted so that JAX traces it once, for the shape below and for
+        # every program that resets (the first reset, the restarts): a pipeline's reset is a
+        # long trace. Not Brax's own ``observation_size``: it runs a reset op by op, each
+        # operation compiled on its own.
+        self._reset_one = jax.jit(self._env.reset)
+        obs = jax.eval_shape(self._reset_one, jax.random.key(0)).obs
         if isinstance(obs, jax.ShapeDtypeStruct):
             obs_shape: tuple[int, ...] = (int(obs.shape[-1]),)
         else:
@@ -122,7 +124,7 @@ class BraxEnv(PureJaxEnv):
     def _reset_all(self, key: jax.Array, count: int | None = None) -> Any:
         """Fresh resets of ``count`` envs (every env by default)."""
         keys = jax.random.split(key, self._num_envs if count is None else count)
-        return jax.vmap(self._env.reset)(keys)
+        return jax.vmap(self._reset_one)(keys)
 
     def reset(self, key: jax.Array) -> tuple[TimedState, jax.Array]:
         """Resets every env; returns ``(state, obs)``."""

@@ -86,3 +86,19 @@ def test_brax_autoreset_first_restarts_from_the_first_state():
     restarted = starts["optimistic"][1]
     np.testing.assert_array_equal(restarted, np.broadcast_to(restarted[0], restarted.shape))
     assert not np.allclose(restarted, starts["first"][0])
+
+
+@pytest.mark.timeout(300)
+def test_brax_reset_is_traced_once_for_the_shape_and_every_program(monkeypatch):
+    from brax.envs.inverted_pendulum import InvertedPendulum
+
+    traces = []
+    reset = InvertedPendulum.reset
+    monkeypatch.setattr(
+        InvertedPendulum, "reset", lambda self, rng: traces.append(1) or reset(self, rng)
+    )
+    env = BraxEnv("inverted_pendulum", 3, max_length=4, backend="spring")
+    assert len(traces) == 1  # the observation's shape
+    state = init_sim_state(env, (), jax.random.key(0))  # a program with the first reset
+    run_rollout(env, push(1.0), None, state, 9)  # a program with the restarts under lax.cond
+    assert len(traces) == 1
