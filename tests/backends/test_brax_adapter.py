@@ -26,7 +26,14 @@ def push(value: float):
 
 
 @pytest.mark.timeout(300)
-def test_brax_inverted_pendulum_truncates_and_terminates():
+def test_brax_inverted_pendulum_truncates_and_terminates(monkeypatch):
+    from brax.envs.inverted_pendulum import InvertedPendulum
+
+    traces = []  # of one env's reset: once, for the shape and every program that resets
+    reset = InvertedPendulum.reset
+    monkeypatch.setattr(
+        InvertedPendulum, "reset", lambda self, rng: traces.append(1) or reset(self, rng)
+    )
     env = BraxEnv("inverted_pendulum", 3, max_length=4, backend="spring")
     assert isinstance(env, BraxEnv) and isinstance(env, Env)
     assert env.spec.obs_shape == (4,) and env.spec.action_shape == (1,)
@@ -42,6 +49,7 @@ def test_brax_inverted_pendulum_truncates_and_terminates():
     # final_obs continues the episode except at the cut, where the next obs is a fresh reset.
     np.testing.assert_array_equal(traj.final_obs[:2], traj.obs[1:3])
     assert not np.allclose(traj.final_obs[3], traj.obs[4])
+    assert len(traces) == 1  # the first reset's program and the restarts' reused the shape's
 
     # Full push with a long limit: the pole falls, which Brax reports as termination.
     long = BraxEnv("inverted_pendulum", 3, max_length=1000, backend="spring")
@@ -86,19 +94,3 @@ def test_brax_autoreset_first_restarts_from_the_first_state():
     restarted = starts["optimistic"][1]
     np.testing.assert_array_equal(restarted, np.broadcast_to(restarted[0], restarted.shape))
     assert not np.allclose(restarted, starts["first"][0])
-
-
-@pytest.mark.timeout(300)
-def test_brax_reset_is_traced_once_for_the_shape_and_every_program(monkeypatch):
-    from brax.envs.inverted_pendulum import InvertedPendulum
-
-    traces = []
-    reset = InvertedPendulum.reset
-    monkeypatch.setattr(
-        InvertedPendulum, "reset", lambda self, rng: traces.append(1) or reset(self, rng)
-    )
-    env = BraxEnv("inverted_pendulum", 3, max_length=4, backend="spring")
-    assert len(traces) == 1  # the observation's shape
-    state = init_sim_state(env, (), jax.random.key(0))  # a program with the first reset
-    run_rollout(env, push(1.0), None, state, 9)  # a program with the restarts under lax.cond
-    assert len(traces) == 1
