@@ -99,7 +99,8 @@ class BraxEnv(PureJaxEnv):
         # long trace. Not Brax's own ``observation_size``: it runs a reset op by op, each
         # operation compiled on its own.
         self._reset_one = jax.jit(self._env.reset)
-        obs = jax.eval_shape(self._reset_one, jax.random.key(0)).obs
+        # The key is made inside the abstract trace too, so that nothing runs on the device.
+        obs = jax.eval_shape(lambda: self._reset_one(jax.random.key(0))).obs
         if isinstance(obs, jax.ShapeDtypeStruct):
             obs_shape: tuple[int, ...] = (int(obs.shape[-1]),)
         else:
