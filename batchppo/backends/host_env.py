@@ -239,11 +239,10 @@ class HostEnv:
     """A Gymnasium ``VectorEnv`` (same-step auto-reset) as a functional Env usable under jit.
 
     ``reset`` and ``step`` call the vector env through ``jax.experimental.io_callback``
-    (``host_env.host_call``: one callback per step moving obs,
-    reward, flags and final obs together), so a whole ``rollout`` over host envs compiles into
-    one XLA program, as the original's ``InGraphBatchEnv`` put host envs into the TensorFlow
-    graph. The env state is a step counter that chains the calls by their data; the real state
-    lives on the host.
+    (``host_env.host_call``: one callback per step moving obs, reward, flags and final obs
+    together), so a whole ``rollout`` over host envs compiles into one XLA program, as the
+    original's ``InGraphBatchEnv`` put host envs into the TensorFlow graph. The env state is a
+    step counter that chains the calls by their data; the real state lives on the host.
 
     Observation and action spaces are trees (``batchppo.core.spaces``): every observation leaf keeps
     its dtype (64-bit narrowed to 32-bit), so a uint8 frame crosses the ``io_callback`` as uint8;
