@@ -26,7 +26,9 @@ printed and written as JSON (``--json``) with every setting of every side:
 What is timed, per side:
 
 * gymnax sides (PureJaxRL, batchppo): ``setup_s`` builds ``train = make_train(config)`` (env and
-  network objects; imports excluded, reported as ``import_s``); ``compile_s`` is
+  network objects; imports excluded, reported as ``import_s``), of which ``setup_compiles``
+  XLA compilations taking ``setup_compile_s`` (programs run eagerly while building; on a GPU
+  each is a device compilation); ``compile_s`` is
   ``jax.jit(train).lower(key).compile()``; ``run_s`` are ``--repeats`` calls of the compiled
   program on the whole budget, each ended by ``block_until_ready``; steps/s = env steps of one
   call / its time, the median of the calls; ``cpu_sps`` the same by the process's CPU time
@@ -378,6 +380,23 @@ def _profile(side: str, settings: dict[str, Any], spec: dict[str, Any]) -> dict[
     }
 
 
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+
+
+def _compile_times() -> list[float]:
+    """A list that, from now on, gets the seconds of each XLA compilation in this process."""
+    import jax.monitoring
+
+    times: list[float] = []
+
+    def listen(event: str, seconds: float, **_: Any) -> None:
+        if event == _COMPILE_EVENT:
+            times.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    return times
+
+
 def _backend_start() -> float:
     """Seconds JAX takes to start its backend (a GPU's driver and context), which the first
     array would otherwise charge to a side's set-up."""
@@ -406,9 +425,11 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
                 import brax.envs  # noqa: F401  (as Brax's side imports it before its set-up)
         out["import_s"] = time.perf_counter() - t_start
         out["backend_s"] = _backend_start()
+        compiles = _compile_times()
         t0 = time.perf_counter()
         train, key, out["steps"] = _make_side(side, settings)
         out["setup_s"] = time.perf_counter() - t0
+        out["setup_compiles"], out["setup_compile_s"] = len(compiles), sum(compiles)
         out.update(_timed_program(train, key, repeats))
         if spec.get("profile"):
             out.update(_profile(side, settings, spec))

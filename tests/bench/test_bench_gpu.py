@@ -179,6 +179,16 @@ def test_settings_of_the_sides_match_where_both_have_them():
 
 
 @pytest.mark.slow
+def test_compile_times_counts_each_compilation_from_its_call_on():
+    import jax
+
+    jax.jit(lambda x: x - 1)(1.0)  # before: not counted
+    times = bench_gpu()._compile_times()
+    jax.jit(lambda x: x * 3)(2.0)
+    jax.jit(lambda x: x + 7)(jax.numpy.arange(5))
+    assert len(times) == 2 and all(t > 0 for t in times)
+
+
 def test_tiny_run_writes_every_sides_figures(tmp_path, monkeypatch):
     pytest.importorskip("gymnax")
     pytest.importorskip("brax")
@@ -220,6 +230,10 @@ def test_tiny_run_writes_every_sides_figures(tmp_path, monkeypatch):
     assert cart["settings"]["purejaxrl"]["NUM_ENVS"] == 2
     assert brax["settings"]["brax"]["batch_size"] == 2
     assert result["machine"]["pjrt_nproc"] == "1"
+    for load in (cart, brax):
+        for row in load["rows"]:
+            if row["side"] != "brax":  # Brax's own set-up is timed from its train's start
+                assert row["setup_compiles"] >= 0 and row["setup_compile_s"] >= 0
 
 
 def test_each_variant_side_writes_its_own_trace(tmp_path):
