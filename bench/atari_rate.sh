@@ -24,6 +24,9 @@ part() { [[ ",$PARTS," == *",$1,"* ]]; }
 . bench/gpu_env.sh
 rm -rf /tmp/atari-rate  # a run dir left by an earlier call would be resumed
 part callback && timeout 120 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1
+part callback && for form in --ordered --unordered; do  # the standalone reproduction for XLA
+  timeout 60 python3 bench/xla_token_repro.py $form 2>&1 | grep -e "^compiled" -e "Check failed"
+done
 part phases && timeout 150 python3 bench/host_phases.py --preset breakout_atari \
   --iterations "$PHASES" --json "$OUT/phases.json" 2>&1 | grep -v -e "^A.L.E" -e Stella
 part train && for loop in true false; do
