@@ -293,7 +293,9 @@ class AtariStack:
             repeat_action_probability=self.repeat_action_probability,
             max_num_frames_per_episode=self.max_frames,
             full_action_space=self.full_action_space,
-            **env_kwargs,
+            # The ALE env copies out a screen at every frame, which the preprocessing ignores
+            # (it reads the screen it keeps itself): the grey one is a third of the RGB copy.
+            **{"obs_type": "grayscale", **env_kwargs},
         )
         return self.wrap(env)
 

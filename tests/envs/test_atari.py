@@ -60,6 +60,24 @@ def test_frame_stack_holds_the_last_four_frames_padded_with_the_reset_frame():
     assert len({frame.tobytes() for frame in frames}) > 1  # the frames do change
 
 
+def test_the_ale_envs_own_screen_type_changes_nothing_the_stack_returns():
+    # The stack asks the ALE env for grey screens (cheaper, unused); RGB gives the same steps.
+    grey = AtariStack().make("ALE/Breakout-v5", None, {})
+    rgb = AtariStack().make("ALE/Breakout-v5", None, {"obs_type": "rgb"})
+    assert grey.unwrapped._obs_type == "grayscale" and rgb.unwrapped._obs_type == "rgb"
+    actions = np.random.default_rng(0).integers(4, size=400)
+    np.testing.assert_array_equal(grey.reset(seed=5)[0], rgb.reset(seed=5)[0])
+    ends = 0
+    for action in actions:
+        a, b = grey.step(int(action)), rgb.step(int(action))
+        for x, y in zip(a[:4], b[:4], strict=True):
+            np.testing.assert_array_equal(x, y)
+        if a[2] or a[3]:
+            ends += 1
+            np.testing.assert_array_equal(grey.reset()[0], rgb.reset()[0])
+    assert ends > 0  # lives were lost, and the restarts agree too
+
+
 def test_noop_starts_follow_the_seed():
     """AtariPreprocessing draws 1..30 no-ops from the env's generator, seeded by the reset
     seed; FIRE then takes 4 frames. Same seed, same start; the frame count shows the no-ops."""
