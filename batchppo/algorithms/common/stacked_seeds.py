@@ -174,8 +174,7 @@ class SharedHostEnv:
         from batchppo.backends.host_env import host_call  # imported late: host envs only
 
         state, results = host_call(self.env.host_step, self._step_structs, state, flat)
-        obs, reward, terminated, truncated, final_obs = (self._split(x) for x in results)
-        return StepResult(state + 1, obs, reward, terminated, truncated, final_obs)
+        return self.env.step_result(state, tuple(self._split(x) for x in results))
 
 
 def _seeds_rollout(
