@@ -602,14 +602,14 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
         }
     summary: dict[str, Any] = {"sides": sides}
     if peer in sides:
+        # Sides run the same way on both libraries (e.g. ``-threads1``): batchppo's over the
+        # peer's with the same suffix, never over the peer's default side.
+        suffixes = [s.removeprefix(f"{peer}-") for s in sorted(sides) if s.startswith(f"{peer}-")]
         summary["variant_ratios"] = {
             side: sides[side]["sps_median"] / sides[peer]["sps_median"]
             for side in sorted(sides)
-            if side.startswith("batchppo-")
+            if side.startswith("batchppo-") and side.removeprefix("batchppo-") not in suffixes
         }
-        # Sides run the same way on both libraries (e.g. ``-threads1``): batchppo's over the
-        # peer's with the same suffix.
-        suffixes = [s.removeprefix(f"{peer}-") for s in sorted(sides) if s.startswith(f"{peer}-")]
         summary["paired_ratios"] = {
             suffix: sides[f"batchppo-{suffix}"]["sps_median"]
             / sides[f"{peer}-{suffix}"]["sps_median"]

@@ -138,6 +138,7 @@ def test_thread_sides_run_both_libraries_with_that_pool_and_are_compared_in_pair
     summary = gpu.summarize(rows, "purejaxrl")
     assert summary["ratio"] == pytest.approx(0.9)
     assert summary["paired_ratios"] == {"threads1": pytest.approx(1.1)}
+    assert summary["variant_ratios"] == {}  # not one-thread batchppo over the default peer
     with pytest.raises(SystemExit, match="thread counts must be >= 1"):
         gpu.main.__globals__["workloads"](
             argparse.Namespace(**vars(args) | {"cartpole_threads": "0"})
