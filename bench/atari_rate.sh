@@ -2,7 +2,8 @@
 # Atari agent steps/s at CleanRL's settings (issue 41, item 4) on this machine, in one call:
 # first bench/callback_repro.py (which forms of a host step inside a compiled loop compile
 # here), then bench/host_phases.py (where a host-loop iteration's time goes: env, policy,
-# update), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
+# update; with `profile` a Perfetto trace of one rollout, with `spin` the learner and the
+# workers spinning before they block, with `half` 4 envs), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
 # with the Python rollout loop (`host_loop=true`) and once with the rollout's io_callback
 # inside the compiled iteration (`host_loop=false`: unordered on an accelerator, chained by the
 # env state, since the ordered form's token aborted XLA's GPU compiler beside the stacked
@@ -15,20 +16,36 @@
 # Usage, from the repository root:
 #   bench/atari_rate.sh                          # on the GPU machine (about 3 minutes)
 #   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
-#   PARTS=train,envs bench/atari_rate.sh   # some parts (callback, phases, train, envs, lockstep)
+#   PARTS=train,envs bench/atari_rate.sh   # some parts (callback, repro: its XLA report's alone,
+#                                          # phases, profile, spin, half, train, envs, lockstep)
 set -u
 STEPS=${STEPS:-30720}
 PHASES=${PHASES:-4}
 PARTS=${PARTS:-callback,phases,train,envs,lockstep}
 part() { [[ ",$PARTS," == *",$1,"* ]]; }
 . bench/gpu_env.sh
+# One compilation of each program for all the processes of the call (set-up is not measured).
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/jax-cache}
+export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
 rm -rf /tmp/atari-rate  # a run dir left by an earlier call would be resumed
 part callback && timeout 120 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1
-part callback && for form in --ordered --unordered; do  # the standalone reproduction for XLA
+{ part callback || part repro; } && for form in --ordered --unordered; do  # the report's program
   timeout 60 python3 bench/xla_token_repro.py $form 2>&1 | grep -e "^compiled" -e "Check failed"
 done
-part phases && timeout 150 python3 bench/host_phases.py --preset breakout_atari \
-  --iterations "$PHASES" --json "$OUT/phases.json" 2>&1 | grep -v -e "^A.L.E" -e Stella
+phases() {  # bench/host_phases.py on breakout_atari: the result's name, then its arguments
+  local name=$1
+  shift
+  timeout 150 python3 bench/host_phases.py --preset breakout_atari --iterations "$PHASES" \
+    --json "$OUT/$name.json" "$@" 2>&1 | grep -v -e "^A.L.E" -e Stella
+}
+part phases && phases phases
+# One more rollout under JAX's profiler: the compiled calls on the device against the host's gaps.
+part profile && phases phases-profile --profile /tmp/atari-profile && (cd /tmp/atari-profile \
+  && find . -name perfetto_trace.json.gz | tar czf "$OUT/atari-profile.tgz" -T -)
+# The learner and the workers spinning 20 ms before they block: what wake-ups cost a step.
+part spin && phases phases-spin --spin-us 20000 --worker-spin-us 20000
+# Half the envs: what a group of 4 costs a step (envs stepped in two groups that overlap).
+part half && phases phases-4envs --num-agents 4
 part train && for loop in true false; do
   log="$OUT/atari-host_loop-$loop.log"
   timeout 200 python3 -m batchppo train --config breakout_atari \
@@ -47,5 +64,5 @@ done
 part envs && timeout 75 python3 bench/envs.py --envs ALE/Breakout-v5 --sizes 8,16 --seconds 2 --rounds 2 \
   --peers single,parallel,batch_arr,ale_vector,make_arr --json "$OUT/envs.json" 2>&1 \
   | grep -v -e "^A.L.E" -e Stella
-part lockstep && timeout 60 python3 bench/lockstep.py --sizes 8,16 --steps 4000 \
+part lockstep && timeout 60 python3 bench/lockstep.py --sizes 4,8,16 --steps 4000 \
   --json "$OUT/lockstep.json" 2>&1 | grep -v -e "^A.L.E" -e Stella

@@ -16,7 +16,12 @@ after a warm-up iteration that compiles everything:
 * ``update`` = ``iteration`` - ``rollout`` (the compiled update and its metrics).
 
 Each is the median over ``--iterations`` timed calls, in milliseconds per rollout step (one
-step of all the envs), with the implied agent steps/s.
+step of all the envs), with the implied agent steps/s. ``--profile DIR`` then records one more
+rollout under JAX's profiler (a Perfetto trace: the compiled calls on the device against the
+host's gaps). ``--spin-us`` and ``--worker-spin-us`` set how long the learner and the workers
+spin on their semaphores before blocking (``BatchEnv``'s ``spin_us`` and ``worker_spin_us``,
+which the trainer leaves at their defaults: set here for this process's envs, to measure what
+a wake-up costs a step where cores are many).
 
     python bench/host_phases.py --preset breakout_atari --iterations 8 --json phases.json
 """
@@ -37,6 +42,7 @@ from batchppo.algorithms.ppo import Trainer
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.backends import HostEnv, get_backend
+from batchppo.envs import BatchEnv
 
 PARTS = ("iteration", "rollout", "env", "replay", "update")
 
@@ -53,13 +59,19 @@ def _timed(times: list[float], results: list[Any], fn: Callable[..., Any]) -> Ca
     return call
 
 
-def phases(preset: str, iterations: int, overrides: dict[str, Any] | None = None) -> dict:
+def phases(
+    preset: str,
+    iterations: int,
+    overrides: dict[str, Any] | None = None,
+    profile: str | None = None,
+) -> dict:
     """The medians of each part (``PARTS``) of ``preset``'s host-loop iteration, ms per step.
 
     Args:
         preset: A preset whose envs run on the host (``backend: process``).
         iterations: Timed calls of each part (after one warm-up of each).
         overrides: Config fields to replace (e.g. ``num_agents``), besides ``host_loop=True``.
+        profile: A folder for a Perfetto trace of one more rollout; None: no trace.
     """
     config = dataclasses.replace(PRESETS[preset], **(overrides or {}))
     if get_backend(config.backend).fused:
@@ -96,6 +108,10 @@ def phases(preset: str, iterations: int, overrides: dict[str, Any] | None = None
             start = time.perf_counter()
             jax.block_until_ready(loop.rollout(params, ss, steps))
             times["replay"].append(time.perf_counter() - start)
+        env.host_step = host_step
+        if profile:
+            with jax.profiler.trace(profile, create_perfetto_trace=True):
+                jax.block_until_ready(loop.rollout(params, ss, steps))
     finally:
         env.host_step = host_step
         trainer.close()
@@ -119,13 +135,25 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--num-agents", type=int, default=0, help="0: the preset's")
     parser.add_argument("--rollout-length", type=int, default=0, help="0: the preset's")
     parser.add_argument("--json", help="also write the result to this file")
+    parser.add_argument("--profile", help="a folder for a Perfetto trace of one more rollout")
+    parser.add_argument("--spin-us", type=float, help="BatchEnv's spin_us (None: its default)")
+    parser.add_argument("--worker-spin-us", type=float, help="BatchEnv's worker_spin_us")
     args = parser.parse_args(argv)
+    defaults = BatchEnv.__init__.__kwdefaults__
+    spins = {"spin_us": args.spin_us, "worker_spin_us": args.worker_spin_us}
+    spins = {name: defaults[name] if value is None else value for name, value in spins.items()}
     overrides: dict[str, Any] = {}
     if args.num_agents:
         overrides["num_agents"] = args.num_agents
     if args.rollout_length:
         overrides["rollout_length"] = args.rollout_length
-    result = phases(args.preset, args.iterations, overrides)
+    saved = {name: defaults[name] for name in spins}
+    defaults.update(spins)  # the trainer builds its BatchEnv with the defaults
+    try:
+        result = phases(args.preset, args.iterations, overrides, args.profile)
+    finally:
+        defaults.update(saved)
+    result["spins_us"] = spins
     for part in PARTS:
         print(
             f"{part:>9}: {result['ms_per_step'][part]:7.3f} ms a step "

@@ -28,3 +28,24 @@ def test_a_fused_preset_is_refused():
     phases = load_bench("host_phases")
     with pytest.raises(ValueError, match="cartpole_jax runs fused"):
         phases.phases("cartpole_jax", 1)
+
+
+def test_spins_are_set_for_the_run_only_and_a_profile_is_written(tmp_path, monkeypatch):
+    phases = load_bench("host_phases")
+    from batchppo.envs import BatchEnv
+
+    defaults = dict(BatchEnv.__init__.__kwdefaults__)
+    seen = []
+    measure = phases.phases
+    monkeypatch.setattr(
+        phases,
+        "phases",
+        lambda *a: seen.append(dict(BatchEnv.__init__.__kwdefaults__)) or measure(*a),
+    )
+    argv = ["--preset", "cartpole", "--iterations", "1", "--num-agents", "2"]
+    argv += ["--rollout-length", "4", "--worker-spin-us", "7", "--profile", str(tmp_path)]
+    result = phases.main(argv)
+    assert result["spins_us"] == {"spin_us": defaults["spin_us"], "worker_spin_us": 7.0}
+    assert seen[0]["worker_spin_us"] == 7.0 and seen[0]["spin_us"] == defaults["spin_us"]
+    assert BatchEnv.__init__.__kwdefaults__ == defaults
+    assert list(tmp_path.rglob("perfetto_trace.json.gz"))
