@@ -3,7 +3,8 @@
 # first bench/callback_repro.py (which forms of a host step inside a compiled loop compile
 # here), then bench/host_phases.py (where a host-loop iteration's time goes: env, policy,
 # update; with `profile` a Perfetto trace of one rollout, with `spin` the learner and the
-# workers spinning before they block, with `half` 4 envs), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
+# workers spinning before they block, with `half` 4 envs, with `graphs` XLA's command buffers
+# over the cuDNN calls too), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
 # with the Python rollout loop (`host_loop=true`) and once with the rollout's io_callback
 # inside the compiled iteration (`host_loop=false`: unordered on an accelerator, chained by the
 # env state, since the ordered form's token aborted XLA's GPU compiler beside the stacked
@@ -17,11 +18,14 @@
 #   bench/atari_rate.sh                          # on the GPU machine (about 3 minutes)
 #   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
 #   PARTS=train,envs bench/atari_rate.sh   # some parts (callback, repro: its XLA report's alone,
-#                                          # phases, profile, spin, half, train, envs, lockstep)
+#                                          # phases, profile, spin, half, graphs, train, envs,
+#                                          # lockstep)
 set -u
 STEPS=${STEPS:-30720}
 PHASES=${PHASES:-4}
 PARTS=${PARTS:-callback,phases,train,envs,lockstep}
+LOOPS=${LOOPS:-true false}  # the train part's host_loop settings
+GRAPHS=${GRAPHS:-FUSION,CUBLAS,CUBLASLT,CUDNN,CUSTOM_CALL}  # the graphs part's command buffers
 part() { [[ ",$PARTS," == *",$1,"* ]]; }
 . bench/gpu_env.sh
 # One compilation of each program for all the processes of the call (set-up is not measured).
@@ -46,7 +50,10 @@ part profile && phases phases-profile --profile /tmp/atari-profile && (cd /tmp/a
 part spin && phases phases-spin --spin-us 20000 --worker-spin-us 20000
 # Half the envs: what a group of 4 costs a step (envs stepped in two groups that overlap).
 part half && phases phases-4envs --num-agents 4
-part train && for loop in true false; do
+# XLA's CUDA graphs over the convolutions too (by default each cuDNN call is launched apart).
+part graphs && XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=$GRAPHS" \
+  phases phases-graphs
+part train && for loop in $LOOPS; do
   log="$OUT/atari-host_loop-$loop.log"
   timeout 200 python3 -m batchppo train --config breakout_atari \
     --set steps="$STEPS" --set eval_every=0 --set host_loop=$loop --logdir /tmp/atari-rate \

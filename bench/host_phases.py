@@ -9,10 +9,11 @@ after a warm-up iteration that compiles everything:
 * ``rollout``: ``HostLoop.rollout`` alone over the trainer's env;
 * ``env``: the part of ``rollout`` spent in the env's ``host_step`` (the workers' step, their
   shared memory read back);
-* ``replay``: ``rollout`` with ``host_step`` answering at once with a recorded step, i.e. what
-  the loop costs besides the env: the compiled call between env steps (the bookkeeping of the
-  step before, written into the rollout's arrays, and the policy on the new observation) and
-  the action's way to the host;
+* ``replay``: ``rollout`` with ``host_step`` answering at once with the steps recorded in the
+  last timed ``rollout`` (in their order, so episodes end where they did), i.e. what the loop
+  costs besides the env: the answers' way to the device, the compiled call between env steps
+  (the bookkeeping of the step before, written into the rollout's arrays, and the policy on the
+  new observation) and the action's way to the host; ``REPLAYS`` are variants of it;
 * ``update`` = ``iteration`` - ``rollout`` (the compiled update and its metrics).
 
 Each is the median over ``--iterations`` timed calls, in milliseconds per rollout step (one
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import statistics
 import time
@@ -42,21 +44,47 @@ from batchppo.algorithms.ppo import Trainer
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.backends import HostEnv, get_backend
+from batchppo.backends.host_loop import HostLoop
 from batchppo.envs import BatchEnv
 
 PARTS = ("iteration", "rollout", "env", "replay", "update")
+REPLAYS = ("dense", "packed", "on_device")
+"""``replay`` again with how the env's answers go to the device changed: ``dense``, the final
+observations sent at every step (as before the loop left them behind where no episode ended);
+``packed``, each answer as one byte buffer (``HostLoop(transfer="packed")``); ``on_device``, the
+answers already on the device before the rollout starts (the call with no transfer at all)."""
 
 
 def _timed(times: list[float], results: list[Any], fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` that adds each call's wall time to ``times[-1]`` and keeps its last result."""
+    """``fn`` that adds each call's wall time to ``times[-1]`` and appends its result."""
 
     def call(*args: Any) -> Any:
         start = time.perf_counter()
-        results[:] = [fn(*args)]
+        results.append(fn(*args))
         times[-1] += time.perf_counter() - start
-        return results[0]
+        return results[-1]
 
     return call
+
+
+def _replayer(recorded: list[Any]) -> Callable[[Any], Any]:
+    """A ``host_step`` that answers at once with the recorded answers, in their order."""
+    answers = itertools.cycle(recorded)
+    return lambda action: next(answers)
+
+
+def _replay_loops(loop: HostLoop, recorded: list[Any]) -> dict[str, HostLoop]:
+    """The loop of each ``REPLAYS`` part, over the same env (whose ``host_step`` replays)."""
+
+    def variant(transfer: str) -> HostLoop:
+        return HostLoop(loop.env, loop.policy_fn, loop.compiler_options, transfer=transfer)
+
+    dense = variant("arrays")
+    dense.send = lambda result: (result, None)  # every array, the final observations too
+    on_device = variant("arrays")
+    sent = {id(result): jax.device_put(on_device.send(result)) for result in recorded}
+    on_device.send = lambda result: sent[id(result)]
+    return {"replay": loop, "dense": dense, "packed": variant("packed"), "on_device": on_device}
 
 
 def phases(
@@ -82,10 +110,10 @@ def phases(
     steps = rollout_length(config)
     ts = trainer.init(jax.random.key(config.seed))
     ss = trainer.init_sim(ts, jax.random.key(config.seed + 1))
-    times: dict[str, list[float]] = {part: [] for part in PARTS}
+    times: dict[str, list[float]] = {part: [] for part in (*PARTS, *REPLAYS)}
     host_step = env.host_step
     env_time: list[float] = []
-    last: list[Any] = []
+    recorded: list[Any] = []
     try:
         ts, ss, _ = trainer.iteration(ts, ss)  # compiles the loop's steps and the update
         for _ in range(iterations):
@@ -93,21 +121,23 @@ def phases(
             ts, ss, _ = trainer.iteration(ts, ss)
             times["iteration"].append(time.perf_counter() - start)
         params = trainer.agent.acting_params(ts)  # the update donates the state it is given
-        env.host_step = _timed(env_time, last, host_step)
+        env.host_step = _timed(env_time, recorded, host_step)
         for i in range(iterations + 1):
             env_time.append(0.0)
+            recorded.clear()
             start = time.perf_counter()
             ss, traj, _ = loop.rollout(params, ss, steps)
             jax.block_until_ready((ss, traj))
             if i:  # the first is a warm-up
                 times["rollout"].append(time.perf_counter() - start)
                 times["env"].append(env_time[-1])
-        recorded = last[0]
-        env.host_step = lambda action: recorded
-        for _ in range(iterations):
-            start = time.perf_counter()
-            jax.block_until_ready(loop.rollout(params, ss, steps))
-            times["replay"].append(time.perf_counter() - start)
+        env.host_step = _replayer(recorded)
+        for part, replay_loop in _replay_loops(loop, recorded).items():
+            for i in range(iterations + 1):  # the first compiles the variant's calls
+                start = time.perf_counter()
+                jax.block_until_ready(replay_loop.rollout(params, ss, steps))
+                if i:
+                    times[part].append(time.perf_counter() - start)
         env.host_step = host_step
         if profile:
             with jax.profiler.trace(profile, create_perfetto_trace=True):
@@ -123,8 +153,8 @@ def phases(
         "envs": envs,
         "steps": steps,
         "device": str(jax.devices()[0]),
-        "ms_per_step": {part: 1e3 * medians[part] / steps for part in PARTS},
-        "agent_steps_per_s": {part: envs * steps / medians[part] for part in PARTS},
+        "ms_per_step": {part: 1e3 * medians[part] / steps for part in medians},
+        "agent_steps_per_s": {part: envs * steps / medians[part] for part in medians},
     }
 
 
@@ -154,7 +184,7 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         defaults.update(saved)
     result["spins_us"] = spins
-    for part in PARTS:
+    for part in result["ms_per_step"]:
         print(
             f"{part:>9}: {result['ms_per_step'][part]:7.3f} ms a step "
             f"({result['agent_steps_per_s'][part]:10,.0f} agent steps/s)"

@@ -44,11 +44,26 @@ def fill_final_obs(
         scratch: Optional ``(n,)`` or ``(n, 1)`` bool buffer for ``not done``, so that the
             call allocates nothing.
     """
+    if not done.any():  # every row continues its episode: one plain copy a leaf
+        for final, obs in zip(final_leaves, obs_leaves, strict=True):
+            np.copyto(final, obs)
+        return
     if scratch is not None:
         done = done.reshape(scratch.shape)
     not_done = np.logical_not(done, out=scratch)
+    rows = None
     for final, obs in zip(final_leaves, obs_leaves, strict=True):
-        np.copyto(final, obs, where=_rows_mask(not_done, final.ndim))
+        if final[:1].nbytes >= _ROW_COPY_BYTES:  # whole rows copied beat a per-element mask
+            rows = np.flatnonzero(not_done) if rows is None else rows
+            final[rows] = obs[rows]
+        else:
+            np.copyto(final, obs, where=_rows_mask(not_done, final.ndim))
+
+
+_ROW_COPY_BYTES = 1024
+"""Row size from which ``fill_final_obs`` copies the continuing rows by index: a mask is tested
+element by element, which costs more than indexing for large rows (an Atari frame stack) and
+less for small ones (a few floats)."""
 
 
 def dense_final_obs(obs: np.ndarray, final_obs: np.ndarray, done: np.ndarray) -> np.ndarray:

@@ -16,10 +16,11 @@ def test_the_parts_of_a_host_loop_iteration_add_up(tmp_path, capsys):
     assert json.loads(out.read_text()) == result
     assert (result["preset"], result["envs"], result["steps"]) == ("cartpole", 2, 8)
     ms, rates = result["ms_per_step"], result["agent_steps_per_s"]
-    assert set(ms) == set(rates) == set(phases.PARTS)
+    assert set(ms) == set(rates) == {*phases.PARTS, *phases.REPLAYS}
     assert ms["update"] == pytest.approx(ms["iteration"] - ms["rollout"])
     assert 0 < ms["env"] < ms["rollout"] and ms["replay"] > 0
-    for part in phases.PARTS:
+    assert all(ms[part] > 0 for part in phases.REPLAYS)
+    for part in ms:
         assert rates[part] == pytest.approx(2 * 1e3 / ms[part])
     assert "replay:" in capsys.readouterr().out
 

@@ -39,6 +39,17 @@ def test_fill_final_obs_in_place_per_leaf_with_scratch() -> None:
     np.testing.assert_array_equal(scratch[:, 0], [True, False, True])
 
 
+def test_fill_final_obs_copies_large_rows_by_index_and_small_ones_by_mask() -> None:
+    # A frame-stack leaf (rows of 4 x 84 x 84 bytes) beside a small one, done given as (n, 1).
+    frames = np.arange(3 * 4 * 84 * 84, dtype=np.int64).reshape(3, 4, 84, 84).astype(np.uint8)
+    final = [np.full_like(frames, 7), ENDED.copy()]
+    scratch = np.ones((3, 1), bool)
+    fill_final_obs(final, [frames, OBS], DONE.reshape(3, 1), scratch)
+    np.testing.assert_array_equal(final[0][[0, 2]], frames[[0, 2]])
+    assert (final[0][1] == 7).all()  # the ended row keeps its final obs
+    np.testing.assert_array_equal(final[1], EXPECTED)
+
+
 def test_fill_final_obs_nothing_done_copies_obs() -> None:
     final = ENDED.copy()
     fill_final_obs([final], [OBS], np.zeros(3, bool))
