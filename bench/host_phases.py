@@ -13,7 +13,8 @@ after a warm-up iteration that compiles everything:
   last timed ``rollout`` (in their order, so episodes end where they did), i.e. what the loop
   costs besides the env: the answers' way to the device, the compiled call between env steps
   (the bookkeeping of the step before, written into the rollout's arrays, and the policy on the
-  new observation) and the action's way to the host; ``REPLAYS`` are variants of it;
+  new observation) and the action's way to the host; ``on_device`` (``REPLAYS``) the same with
+  the answers on the device already;
 * ``update`` = ``iteration`` - ``rollout`` (the compiled update and its metrics).
 
 Each is the median over ``--iterations`` timed calls, in milliseconds per rollout step (one
@@ -44,15 +45,12 @@ from batchppo.algorithms.ppo import Trainer
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.backends import HostEnv, get_backend
-from batchppo.backends.host_loop import HostLoop
 from batchppo.envs import BatchEnv
 
 PARTS = ("iteration", "rollout", "env", "replay", "update")
-REPLAYS = ("dense", "packed", "on_device")
-"""``replay`` again with how the env's answers go to the device changed: ``dense``, the final
-observations sent at every step (as before the loop left them behind where no episode ended);
-``packed``, each answer as one byte buffer (``HostLoop(transfer="packed")``); ``on_device``, the
-answers already on the device before the rollout starts (the call with no transfer at all)."""
+REPLAYS = ("on_device",)
+"""``replay`` again with the recorded answers already on the device before the rollout starts:
+the compiled call with no transfer of the env's answer at all."""
 
 
 def _timed(times: list[float], results: list[Any], fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -71,20 +69,6 @@ def _replayer(recorded: list[Any]) -> Callable[[Any], Any]:
     """A ``host_step`` that answers at once with the recorded answers, in their order."""
     answers = itertools.cycle(recorded)
     return lambda action: next(answers)
-
-
-def _replay_loops(loop: HostLoop, recorded: list[Any]) -> dict[str, HostLoop]:
-    """The loop of each ``REPLAYS`` part, over the same env (whose ``host_step`` replays)."""
-
-    def variant(transfer: str) -> HostLoop:
-        return HostLoop(loop.env, loop.policy_fn, loop.compiler_options, transfer=transfer)
-
-    dense = variant("arrays")
-    dense.send = lambda result: (result, None)  # every array, the final observations too
-    on_device = variant("arrays")
-    sent = {id(result): jax.device_put(on_device.send(result)) for result in recorded}
-    on_device.send = lambda result: sent[id(result)]
-    return {"replay": loop, "dense": dense, "packed": variant("packed"), "on_device": on_device}
 
 
 def phases(
@@ -131,11 +115,12 @@ def phases(
             if i:  # the first is a warm-up
                 times["rollout"].append(time.perf_counter() - start)
                 times["env"].append(env_time[-1])
-        env.host_step = _replayer(recorded)
-        for part, replay_loop in _replay_loops(loop, recorded).items():
-            for i in range(iterations + 1):  # the first compiles the variant's calls
+        answers = {"replay": recorded, "on_device": [jax.device_put(a) for a in recorded]}
+        for part, replies in answers.items():
+            env.host_step = _replayer(replies)
+            for i in range(iterations + 1):  # the first is a warm-up
                 start = time.perf_counter()
-                jax.block_until_ready(replay_loop.rollout(params, ss, steps))
+                jax.block_until_ready(loop.rollout(params, ss, steps))
                 if i:
                     times[part].append(time.perf_counter() - start)
         env.host_step = host_step
