@@ -18,8 +18,8 @@
 #   bench/atari_rate.sh                          # on the GPU machine (about 3 minutes)
 #   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
 #   PARTS=train,envs bench/atari_rate.sh   # some parts (callback, repro: its XLA report's alone,
-#                                          # phases, profile, spin, half, graphs, train, envs,
-#                                          # lockstep)
+#                                          # phases, profile, spin, half, graphs, graphopt,
+#                                          # train, envs, lockstep)
 set -u
 STEPS=${STEPS:-30720}
 PHASES=${PHASES:-4}
@@ -53,6 +53,8 @@ part half && phases phases-4envs --num-agents 4
 # XLA's CUDA graphs over the convolutions too (by default each cuDNN call is launched apart).
 part graphs && XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=$GRAPHS" \
   phases phases-graphs
+# The same as a compiler option of the trainer's hot programs only (how batchppo would set it).
+part graphopt && phases phases-graphopt --compiler-option "xla_gpu_enable_command_buffer=$GRAPHS"
 part train && for loop in $LOOPS; do
   log="$OUT/atari-host_loop-$loop.log"
   timeout 200 python3 -m batchppo train --config breakout_atari \

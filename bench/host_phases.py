@@ -23,7 +23,8 @@ rollout under JAX's profiler (a Perfetto trace: the compiled calls on the device
 host's gaps). ``--spin-us`` and ``--worker-spin-us`` set how long the learner and the workers
 spin on their semaphores before blocking (``BatchEnv``'s ``spin_us`` and ``worker_spin_us``,
 which the trainer leaves at their defaults: set here for this process's envs, to measure what
-a wake-up costs a step where cores are many).
+a wake-up costs a step where cores are many). ``--compiler-option KEY=VALUE`` (repeatable) adds
+an XLA option to the trainer's hot programs (the host loop's policy step, the update).
 
     python bench/host_phases.py --preset breakout_atari --iterations 8 --json phases.json
 """
@@ -41,6 +42,7 @@ from typing import Any
 
 import jax
 
+from batchppo.algorithms.common import trainer as trainer_module
 from batchppo.algorithms.ppo import Trainer
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
@@ -153,7 +155,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--profile", help="a folder for a Perfetto trace of one more rollout")
     parser.add_argument("--spin-us", type=float, help="BatchEnv's spin_us (None: its default)")
     parser.add_argument("--worker-spin-us", type=float, help="BatchEnv's worker_spin_us")
+    parser.add_argument(
+        "--compiler-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an XLA option of the hot programs besides the trainer's own",
+    )
     args = parser.parse_args(argv)
+    extra = dict(option.split("=", 1) for option in args.compiler_option)
     defaults = BatchEnv.__init__.__kwdefaults__
     spins = {"spin_us": args.spin_us, "worker_spin_us": args.worker_spin_us}
     spins = {name: defaults[name] if value is None else value for name, value in spins.items()}
@@ -164,10 +174,14 @@ def main(argv: list[str] | None = None) -> dict:
         overrides["rollout_length"] = args.rollout_length
     saved = {name: defaults[name] for name in spins}
     defaults.update(spins)  # the trainer builds its BatchEnv with the defaults
+    hot = trainer_module.hot_compiler_options
+    trainer_module.hot_compiler_options = lambda *a: {**hot(*a), **extra}
     try:
         result = phases(args.preset, args.iterations, overrides, args.profile)
     finally:
         defaults.update(saved)
+        trainer_module.hot_compiler_options = hot
+    result["compiler_options"] = extra
     result["spins_us"] = spins
     for part in result["ms_per_step"]:
         print(

@@ -45,7 +45,21 @@ def test_spins_are_set_for_the_run_only_and_a_profile_is_written(tmp_path, monke
     )
     argv = ["--preset", "cartpole", "--iterations", "1", "--num-agents", "2"]
     argv += ["--rollout-length", "4", "--worker-spin-us", "7", "--profile", str(tmp_path)]
-    result = phases.main(argv)
+    from batchppo.algorithms.common import trainer
+
+    hot = trainer.hot_compiler_options
+    options = []
+    monkeypatch.setattr(
+        trainer.Trainer,
+        "iteration",
+        lambda self, *a, f=trainer.Trainer.iteration: (
+            options.append(self._hot_options) or f(self, *a)
+        ),
+    )
+    result = phases.main([*argv, "--compiler-option", "xla_backend_optimization_level=2"])
+    assert trainer.hot_compiler_options is hot
+    assert options and options[0]["xla_backend_optimization_level"] == "2"
+    assert result["compiler_options"] == {"xla_backend_optimization_level": "2"}
     assert result["spins_us"] == {"spin_us": defaults["spin_us"], "worker_spin_us": 7.0}
     assert seen[0]["worker_spin_us"] == 7.0 and seen[0]["spin_us"] == defaults["spin_us"]
     assert BatchEnv.__init__.__kwdefaults__ == defaults
