@@ -39,39 +39,15 @@ more slowly than with XLA's own kernels: a Nature-CNN gradient step on 256 Atari
 3.12x as long on 2 cores (bench/conv.py; docs/benchmarks.md, 8a). See
 ``RunConfig.xla_convolutions``."""
 
-CUDA_CONVOLUTIONS_OPTIONS = {
-    "xla_gpu_enable_command_buffer": "FUSION,CUBLAS,CUBLASLT,CUDNN,CUSTOM_CALL"
-}
-"""XLA's option on CUDA GPUs that lists what it launches inside command buffers (CUDA graphs):
-XLA's default leaves the cuDNN convolutions out, so each is a launch from the host of its own
-between the graphs; with CUDNN listed a policy step of a CNN is launched as one graph. The
-host loop's policy step of ``breakout_atari`` (8 frame stacks) on an H200 took 1.21-1.24 ms
-with it against 1.45 ms (docs/benchmarks.md, 11j). See ``RunConfig.xla_convolutions``."""
-
-
-def _convolution_platform() -> str:
-    """``cpu``, ``cuda`` or another backend's name: which options ``xla_convolutions`` sets."""
-    backend = jax.default_backend()
-    if backend == "gpu":
-        device = jax.devices()[0]
-        kind = f"{device.client.platform_version} {getattr(device, 'device_kind', '')}".lower()
-        if "cuda" in kind or "nvidia" in kind:
-            return "cuda"
-    return backend
-
-
-_CONVOLUTION_OPTIONS = {"cpu": XLA_CONVOLUTIONS_OPTIONS, "cuda": CUDA_CONVOLUTIONS_OPTIONS}
-
 
 def resolve_xla_convolutions(
     xla_convolutions: bool | None, obs_space: Any, image_encoding: str = "auto"
 ) -> bool:
-    """Whether the hot programs keep convolutions inside XLA's own execution: its own kernels
-    on the CPU (``XLA_CONVOLUTIONS_OPTIONS``), its CUDA graphs on a CUDA GPU
-    (``CUDA_CONVOLUTIONS_OPTIONS``). ``xla_convolutions`` as set, or where None, whether an
-    observation leaf is an image (a CNN torso); never on other platforms, where neither
-    option has a meaning."""
-    if _convolution_platform() not in _CONVOLUTION_OPTIONS:
+    """Whether the hot programs keep convolutions on XLA's own kernels
+    (``XLA_CONVOLUTIONS_OPTIONS``): ``xla_convolutions`` as set, or where None, whether an
+    observation leaf is an image (a CNN torso); never off the CPU, where the option has no
+    meaning."""
+    if jax.default_backend() != "cpu":
         return False
     if xla_convolutions is None:
         return spaces.has_cnn_image(obs_space, image_encoding)
@@ -91,10 +67,10 @@ def resolve_host_loop(host_loop: bool | None, host: bool) -> bool:
 
 def hot_compiler_options(xla_convolutions: bool) -> dict[str, Any]:
     """XLA options of the hot programs (the training iteration, the update, the host loop's policy
-    step): ``COMPILER_OPTIONS``, with the platform's convolution options where
-    ``xla_convolutions`` (see ``resolve_xla_convolutions``)."""
+    step): ``COMPILER_OPTIONS``, with ``XLA_CONVOLUTIONS_OPTIONS`` where ``xla_convolutions`` (see
+    ``resolve_xla_convolutions``)."""
     if xla_convolutions:
-        return {**COMPILER_OPTIONS, **_CONVOLUTION_OPTIONS.get(_convolution_platform(), {})}
+        return {**COMPILER_OPTIONS, **XLA_CONVOLUTIONS_OPTIONS}
     return COMPILER_OPTIONS
 
 

@@ -103,16 +103,12 @@ class RunConfig:
     device for host backends, which cannot shard. ``num_agents`` must be a multiple of the device
     count. It may change on resume."""
     xla_convolutions: bool | None = None
-    """CPU and CUDA GPUs: whether the hot programs (the training iteration, the update, the host
-    loop's policy step) keep their convolutions inside XLA's own execution. On the CPU: XLA's
-    own kernels (True) or the YNNPACK library, as XLA does by default (False; the XLA option
-    ``xla_cpu_experimental_ynn_fusion_type``), whose CNN gradient step was about 3x slower
-    (docs/benchmarks.md, 8a). On a CUDA GPU: cuDNN's convolutions launched inside XLA's
-    command buffers (CUDA graphs) with the program's other kernels (True), or each launched
-    from the host apart, XLA's default (False; the XLA option
-    ``xla_gpu_enable_command_buffer``), which made the host loop's policy step of
-    ``breakout_atari`` 1.2x as long (11j). None: True where an observation leaf is an image (a
-    CNN torso). Results agree up to float rounding; it may change on resume."""
+    """CPU only: the hot programs (the training iteration, the update, the host loop's policy
+    step) run convolutions with XLA's own kernels (True) or hand them to the YNNPACK library
+    as XLA does by default (False; the XLA option ``xla_cpu_experimental_ynn_fusion_type``).
+    None: True where an observation leaf is an image (a CNN torso), whose gradient step
+    YNNPACK's convolutions made about 3x slower (docs/benchmarks.md, 8a). Results agree up to
+    float rounding; it may change on resume."""
     max_env_restarts: int = 0
     """``process`` and ``sync`` backends: how many env restarts each env batch (training,
     evaluation) may make in one training process. An env whose step raises, or whose worker

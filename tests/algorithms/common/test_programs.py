@@ -1,6 +1,5 @@
 """Program: jitted on first use, precompiled in the background, and its fallbacks."""
 
-import types
 from concurrent.futures import Executor, Future
 
 import jax
@@ -10,7 +9,6 @@ import pytest
 
 from batchppo.algorithms.common.programs import (
     COMPILER_OPTIONS,
-    CUDA_CONVOLUTIONS_OPTIONS,
     XLA_CONVOLUTIONS_OPTIONS,
     Compiler,
     Program,
@@ -99,30 +97,6 @@ def test_host_loop_is_the_default_for_host_envs_on_an_accelerator_only(monkeypat
 def test_the_hot_options_keep_convolutions_on_xla_only_where_asked():
     assert hot_compiler_options(False) == COMPILER_OPTIONS
     assert hot_compiler_options(True) == {**COMPILER_OPTIONS, **XLA_CONVOLUTIONS_OPTIONS}
-
-
-@pytest.mark.parametrize(
-    ("version", "kind", "platform"),
-    [
-        ("PJRT C API\ncuda 13000", "NVIDIA H200", "cuda"),
-        ("PJRT C API", "NVIDIA H100 80GB HBM3", "cuda"),
-        ("PJRT C API\nrocm 60300", "AMD Instinct MI300X", None),
-    ],
-)
-def test_on_a_gpu_convolutions_go_into_xlas_graphs_on_cuda_only(
-    monkeypatch, version, kind, platform
-):
-    device = types.SimpleNamespace(
-        client=types.SimpleNamespace(platform_version=version), device_kind=kind
-    )
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    monkeypatch.setattr(jax, "devices", lambda *a: [device])
-    image = ImageCueEnv(4).spec.obs_space
-    assert resolve_xla_convolutions(None, image, "pixels") is (platform == "cuda")
-    assert resolve_xla_convolutions(True, image, "pixels") is (platform == "cuda")
-    if platform == "cuda":
-        assert hot_compiler_options(True) == {**COMPILER_OPTIONS, **CUDA_CONVOLUTIONS_OPTIONS}
-    assert hot_compiler_options(False) == COMPILER_OPTIONS
 
 
 def test_the_option_keeps_a_convolution_out_of_ynnpack():
