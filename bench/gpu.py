@@ -50,8 +50,11 @@ package index, the packages its image lacks travel as wheels (as docs/benchmarks
 
     pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl \
         gymnax==1.0.1 gymnasium==1.3.0 farama-notifications distrax==0.1.9 tfp-nightly \
-        dm-tree gast decorator tensorboardX brax==0.14.2 mujoco mujoco-mjx trimesh jaxopt \
-        ml_collections   # about 27 MB; 8c's pins of flax, optax and chex where the image's differ
+        dm-tree gast decorator tensorboardX brax==0.14.2 mujoco mujoco-core mujoco-mjx \
+        trimesh jaxopt ml_collections flax optax chex   # about 30 MB with ale-py; the
+    # versions this project's venv resolved (2026-11-27: mujoco and mujoco-core 4.0.0,
+    # mujoco-mjx 3.17.0; pyproject.toml's pins of flax, optax and chex, where the image's differ);
+    # add --implementation cp and the manylinux --platform tags the device tool's README lists
     # (bench/atari_rate.sh also needs ale-py==0.12.1, 3 MB)
     # on the GPU machine (PureJaxRL's checkout travels in an ignored folder, named in `carry`);
     # bench/gpu.sh does the open questions in one call of about 9 minutes (smaller budgets than
