@@ -4,27 +4,29 @@
 # here), then bench/host_phases.py (where a host-loop iteration's time goes: env, policy,
 # update; with `profile` a Perfetto trace of one rollout, with `spin` the learner and the
 # workers spinning before they block, with `half` 4 envs, with `graphs` XLA's command buffers
-# over the cuDNN calls too), then `breakout_atari` (8 envs) trained for $STEPS agent steps with no evaluation, once
-# with the Python rollout loop (`host_loop=true`) and once with the rollout's io_callback
-# inside the compiled iteration (`host_loop=false`: unordered on an accelerator, chained by the
-# env state, since the ordered form's token aborted XLA's GPU compiler beside the stacked
-# frames, benchmarks 11e and 11i); last bench/envs.py, the env's step
-# alone (BatchEnv against ALE's C++ vector env on this machine's cores), and bench/lockstep.py,
-# what waiting for the slowest of 8 or 16 envs leaves of one env's rate. Each run's steps/s: the
-# median of its iterations' `sps` after the first (which compiles). Results and logs in $OUT;
-# the wheels as bench/gpu_env.sh says.
+# over the cuDNN calls too), then `breakout_atari` (8 envs) trained for $STEPS agent steps with
+# no evaluation, once with the Python rollout loop (`host_loop=true`) and once with the
+# rollout's io_callback inside the compiled iteration (`host_loop=false`: unordered on an
+# accelerator, chained by the env state, since the ordered form's token aborted XLA's GPU
+# compiler beside the stacked frames, benchmarks 11e and 11i); then bench/envs.py, the env's
+# step alone (BatchEnv against ALE's C++ vector env on this machine's cores); with `cleanrl`,
+# CleanRL's own EnvPool script beside breakout_atari (bench/cleanrl_envpool.py: carry .cleanrl
+# and .whl-cleanrl); last bench/lockstep.py, what waiting for the slowest of 4, 8 or 16 envs
+# leaves of one env's rate. Each run's steps/s: the median of its iterations' `sps` after the
+# first (which compiles). Results and logs in $OUT; the wheels as bench/gpu_env.sh says.
 #
 # Usage, from the repository root:
 #   bench/atari_rate.sh                          # on the GPU machine (about 3 minutes)
 #   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
 #   PARTS=train,envs bench/atari_rate.sh   # some parts (callback, repro: its XLA report's alone,
 #                                          # phases, profile, spin, half, graphs, graphopt,
-#                                          # train, envs, lockstep)
+#                                          # train, envs, cleanrl, lockstep)
 set -u
 STEPS=${STEPS:-30720}
 PHASES=${PHASES:-4}
 PARTS=${PARTS:-callback,phases,train,envs,lockstep}
 LOOPS=${LOOPS:-true false}  # the train part's host_loop settings
+CLEANRL_STEPS=${CLEANRL_STEPS:-40960}  # agent steps of each run of the cleanrl part
 GRAPHS=${GRAPHS:-FUSION,CUBLAS,CUBLASLT,CUDNN,CUSTOM_CALL}  # the graphs part's command buffers
 part() { [[ ",$PARTS," == *",$1,"* ]]; }
 . bench/gpu_env.sh
@@ -73,5 +75,10 @@ done
 part envs && timeout 75 python3 bench/envs.py --envs ALE/Breakout-v5 --sizes 8,16 --seconds 2 --rounds 2 \
   --peers single,parallel,batch_arr,ale_vector,make_arr --json "$OUT/envs.json" 2>&1 \
   | grep -v -e "^A.L.E" -e Stella
+# CleanRL's own EnvPool script (a checkout in .cleanrl, its wheels in .whl-cleanrl, both carried)
+# beside breakout_atari, each side its own process, two rounds.
+part cleanrl && timeout 400 python3 bench/cleanrl_envpool.py --cleanrl-dir .cleanrl/cleanrl \
+  --steps "$CLEANRL_STEPS" --rounds 2 --json "$OUT/cleanrl.json" 2>&1 \
+  | grep -v -e "^A.L.E" -e Stella -e "^global_step" -e "^SPS" -e "[Gg]ym" | tee "$OUT/cleanrl.log"
 part lockstep && timeout 60 python3 bench/lockstep.py --sizes 4,8,16 --steps 4000 \
   --json "$OUT/lockstep.json" 2>&1 | grep -v -e "^A.L.E" -e Stella

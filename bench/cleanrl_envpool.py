@@ -191,9 +191,11 @@ def iteration_rate(rates: list[float]) -> dict[str, Any]:
 
 
 def cleanrl_side(args: argparse.Namespace, seed: int, work: Path) -> dict[str, Any]:
-    """One run of CleanRL's script in its own process; its rate from ``charts/SPS_update``."""
+    """One run of CleanRL's script in its own process, in the fresh folder ``work``; its rate
+    from ``charts/SPS_update``."""
     script = str(Path(args.cleanrl_dir).resolve() / SCRIPT)
-    scalars = work / f"cleanrl-{seed}.jsonl"
+    work.mkdir(parents=True)
+    scalars = work / "scalars.jsonl"
     argv = ["--env-id", "Breakout-v5", "--total-timesteps", str(args.steps), "--seed", str(seed)]
     call = f"run_cleanrl({script!r}, {argv!r}, {str(scalars)!r}, {str(work)!r})"
     code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
@@ -205,13 +207,14 @@ def cleanrl_side(args: argparse.Namespace, seed: int, work: Path) -> dict[str, A
 
 
 def batchppo_side(args: argparse.Namespace, seed: int, work: Path) -> dict[str, Any]:
-    """One ``batchppo train --config breakout_atari`` run; its rate from ``metrics.jsonl``."""
-    logdir = work / f"batchppo-{seed}"
+    """One ``batchppo train --config breakout_atari`` run in the fresh folder ``work`` (a run
+    dir already there would be resumed); its rate from ``metrics.jsonl``."""
+    work.mkdir(parents=True)
     command = [sys.executable, "-m", "batchppo", "train", "--config", "breakout_atari"]
     command += ["--set", f"steps={args.steps}", "--set", "eval_every=0", "--set", f"seed={seed}"]
-    command += ["--logdir", str(logdir), "--timestamp", "r", "--name", "run", "--progress", "lines"]
+    command += ["--logdir", str(work), "--timestamp", "r", "--name", "run", "--progress", "lines"]
     subprocess.run(command, check=True, timeout=args.timeout)
-    metrics = logdir / "r-run" / "metrics.jsonl"
+    metrics = work / "r-run" / "metrics.jsonl"
     rows = [json.loads(line) for line in metrics.read_text().splitlines()]
     rates = [row["sps"] for row in rows if row.get("phase") == "train"]
     return {"side": "batchppo", "seed": seed, **iteration_rate(rates)}
@@ -249,12 +252,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     if not (Path(args.cleanrl_dir) / SCRIPT).is_file():
         parser.error(f"no {SCRIPT} in --cleanrl-dir {args.cleanrl_dir}: name a checkout's cleanrl/")
-    sides = (cleanrl_side, batchppo_side)
+    sides = (("cleanrl", cleanrl_side), ("batchppo", batchppo_side))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
-            for side in sides if r % 2 == 0 else sides[::-1]:
-                row = {**side(args, args.seed, Path(tmp)), "round": r}
+            for name, side in sides if r % 2 == 0 else sides[::-1]:
+                row = {**side(args, args.seed, Path(tmp) / f"{name}-{r}"), "round": r}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     rate = {

@@ -9,6 +9,7 @@ EnvPool 1.2.7's env and of ``gym``'s spaces, in its own process as the bench run
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
 
@@ -118,7 +119,7 @@ def test_the_published_calls_run_through_the_adapter(tmp_path, monkeypatch):
     args = argparse.Namespace(
         cleanrl_dir=str(checkout), cleanrl_python=sys.executable, steps=4096, timeout=120
     )
-    row = bench.cleanrl_side(args, 3, tmp_path)
+    row = bench.cleanrl_side(args, 3, tmp_path / "run")
     # The median of the iterations after the first (7.0, which compiled).
     assert row == {"side": "cleanrl", "seed": 3, "agent_steps_per_s": 102.0, "iterations": 3}
 
@@ -138,3 +139,35 @@ def test_versions_name_what_an_interpreter_imports():
     found = bench.versions(sys.executable)
     assert set(found) <= set(bench.PACKAGES) and {"jax", "flax", "batchppo"} <= set(found)
     assert "envpool" not in found  # not installed here: left out
+
+
+def test_rounds_alternate_the_sides_each_in_a_fresh_folder(tmp_path, monkeypatch, capsys):
+    bench = load_bench("cleanrl_envpool")
+    (tmp_path / bench.SCRIPT).write_text("")
+    calls = []
+
+    def side(name, rate):
+        def run(args, seed, work):
+            assert not work.exists()  # a run dir left there would be resumed
+            work.mkdir(parents=True)
+            calls.append((name, work.name))
+            return {"side": name, "seed": seed, "agent_steps_per_s": rate, "iterations": 2}
+
+        return run
+
+    monkeypatch.setattr(bench, "cleanrl_side", side("cleanrl", 50.0))
+    monkeypatch.setattr(bench, "batchppo_side", side("batchppo", 75.0))
+    out = tmp_path / "result.json"
+    result = bench.main(["--cleanrl-dir", str(tmp_path), "--rounds", "3", "--json", str(out)])
+    assert calls == [
+        ("cleanrl", "cleanrl-0"),
+        ("batchppo", "batchppo-0"),
+        ("batchppo", "batchppo-1"),
+        ("cleanrl", "cleanrl-1"),
+        ("cleanrl", "cleanrl-2"),
+        ("batchppo", "batchppo-2"),
+    ]
+    assert result["agent_steps_per_s"] == {"cleanrl": 50.0, "batchppo": 75.0}
+    assert result["ratio_batchppo_over_cleanrl"] == 1.5
+    assert json.loads(out.read_text())["rows"] == result["rows"]
+    assert "batchppo / CleanRL 1.50" in capsys.readouterr().out
