@@ -121,8 +121,9 @@ class _OldGymEnvPool:
 
 
 def adapt_imports() -> None:
-    """What the script imports, adapted (the module docstring): ``envpool.make`` and a
-    ``torch.utils.tensorboard`` whose ``SummaryWriter`` keeps scalars in JSON lines."""
+    """What the script imports, adapted as the module docstring lists: ``envpool.make``,
+    ``jax.tree_map``, ``flax.struct.dataclass`` and ``torch.utils.tensorboard``'s
+    ``SummaryWriter`` (scalars in JSON lines)."""
     import envpool
 
     make = envpool.make
