@@ -76,10 +76,11 @@ DIFFERENCES = {
 
 
 class _ScalarWriter:
-    """``SummaryWriter`` as the script uses it: each scalar a JSON line in ``path``."""
+    """``SummaryWriter`` as the script uses it: each scalar a JSON line in the file that
+    ``run_cleanrl`` names in ``CLEANRL_SCALARS`` (``log_dir`` is not used)."""
 
-    def __init__(self, log_dir: str, path: str = "") -> None:
-        self._file = open(path or os.environ["CLEANRL_SCALARS"], "a")  # noqa: SIM115
+    def __init__(self, log_dir: str) -> None:
+        self._file = open(os.environ["CLEANRL_SCALARS"], "a")  # noqa: SIM115
 
     def add_scalar(self, tag: str, value: Any, step: int) -> None:
         self._file.write(json.dumps({"tag": tag, "value": float(value), "step": int(step)}) + "\n")

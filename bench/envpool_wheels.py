@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 ENVPOOL = "envpool==1.2.7"
@@ -47,13 +48,15 @@ def keep_assets(name: str) -> bool:
     return parts[0] != "envpool_assets" or len(parts) < 3 or parts[1] == "atari"
 
 
-def strip_wheel(src: Path, dst: Path, keep: object, replace: dict[str, bytes] | None = None) -> int:
+def strip_wheel(
+    src: Path, dst: Path, keep: Callable[[str], bool], replace: dict[str, bytes] | None = None
+) -> int:
     """Writes ``src`` again as ``dst`` with the files ``keep`` keeps, those in ``replace``
     rewritten; returns ``dst``'s size in bytes."""
     replace = replace or {}
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
         for info in zin.infolist():
-            if keep(info.filename):  # type: ignore[operator]
+            if keep(info.filename):
                 zout.writestr(info, replace.get(info.filename, zin.read(info.filename)))
     return dst.stat().st_size
 

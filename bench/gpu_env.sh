@@ -1,7 +1,8 @@
 # Sourced by the bench scripts that run on a lent GPU machine (gpu.sh, atari_rate.sh): the
 # machine has no package index, so the packages its image lacks travel as wheels in $WHEELS
 # (default .whl; WHEELS= where they are installed already, as on a CPU for a smoke test), with
-# .whl-cleanrl where present (bench/envpool_wheels.py), and are installed under /tmp/site. Also makes $OUT and prints the GPU and the cores.
+# .whl-cleanrl where present (bench/envpool_wheels.py), and are installed under /tmp/site.
+# Also makes $OUT and prints the GPU and the cores.
 OUT=${OUT:-/tmp/out}
 WHEELS=${WHEELS-.whl}
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false

@@ -51,10 +51,9 @@ def fill_final_obs(
     if scratch is not None:
         done = done.reshape(scratch.shape)
     not_done = np.logical_not(done, out=scratch)
-    rows = None
+    rows = np.flatnonzero(not_done)
     for final, obs in zip(final_leaves, obs_leaves, strict=True):
         if final[:1].nbytes >= _ROW_COPY_BYTES:  # whole rows copied beat a per-element mask
-            rows = np.flatnonzero(not_done) if rows is None else rows
             final[rows] = obs[rows]
         else:
             np.copyto(final, obs, where=_rows_mask(not_done, final.ndim))
