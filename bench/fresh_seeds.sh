@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fresh seeds 10-19 of the *_fast MuJoCo presets, the presets frozen (docs/benchmarks.md 10c).
+# Fresh seeds 10-19 of the *_fast MuJoCo presets, the presets frozen (docs/benchmarks.md 10c), or
+# any seeds of a variant of them (a lever tried on the tuning seeds: SEEDS, VARIANT, SETS).
 #
 #   bench/fresh_seeds.sh train [PRESET ...]   # train what is missing into runs_fresh/, one run at
 #                                              # a time (a started run resumes; published seeds skip)
@@ -12,11 +13,16 @@
 # (FRESH_COMMIT, default HEAD) from a worktree of its own and records it in runs_fresh/log.txt,
 # and `publish` refuses runs whose config differs from the preset's seed-10 run but for the seed.
 # Run it with the project's virtualenv active (batchppo on PATH).
+#
+# A variant: SEEDS="0 1 2" VARIANT=ln SETS="mlp=layernorm discount=0.995" bench/fresh_seeds.sh
+# train hopper_fast trains runs_fresh/s<seed>-hopper_fast-ln with those fields set (`train` only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export JAX_PLATFORMS=cpu
 FINAL=ckpt-000001001472.msgpack
-SEEDS="10 11 12 13 14 15 16 17 18 19"
+SEEDS=${SEEDS:-10 11 12 13 14 15 16 17 18 19}
+VARIANT=${VARIANT:-}  # a run-name suffix: the runs of SETS
+SETS=${SETS:-}  # FIELD=VALUE ... set on top of the preset
 ALL="cheetah_fast hopper_fast walker_fast ant_fast humanoid_fast"
 
 # The runs train with the code of one commit (FRESH_COMMIT, default HEAD), checked out in a
@@ -28,20 +34,24 @@ train() {
   code=runs_fresh/code-${commit:0:12}
   [ -d $code ] || git worktree add --detach $code $commit > /dev/null
   echo "commit $commit start $(date -Is)" >> runs_fresh/log.txt
+  local sets=()
+  for kv in $SETS; do sets+=(--set "$kv"); done
   for p in ${@:-$ALL}; do
+    local name=$p${VARIANT:+-$VARIANT}
     for seed in $SEEDS; do
-      [ -f docs/runs/s$seed-$p/checkpoints/$FINAL ] && continue
-      dir=runs_fresh/s$seed-$p
+      [ -f docs/runs/s$seed-$name/checkpoints/$FINAL ] && continue
+      dir=runs_fresh/s$seed-$name
       [ -f $dir/checkpoints/$FINAL ] && continue
-      echo "$(date -Is) start $p seed $seed" >> runs_fresh/log.txt
+      echo "$(date -Is) start $name seed $seed" >> runs_fresh/log.txt
       if [ -d $dir ]; then
         (cd $code && python -m batchppo.cli train --config $p --logdir ../../runs_fresh \
-          --timestamp s$seed --resume --progress lines) >> $dir.out 2>&1
+          --timestamp s$seed --name $name --resume --progress lines) >> $dir.out 2>&1
       else
         (cd $code && python -m batchppo.cli train --config $p --logdir ../../runs_fresh \
-          --timestamp s$seed --set seed=$seed --progress lines) > $dir.out 2>&1
+          --timestamp s$seed --name $name --set seed=$seed "${sets[@]}" --progress lines) \
+          > $dir.out 2>&1
       fi
-      echo "$(date -Is) end $p seed $seed rc=$?" >> runs_fresh/log.txt
+      echo "$(date -Is) end $name seed $seed rc=$?" >> runs_fresh/log.txt
     done
   done
 }
