@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -208,12 +209,28 @@ def cleanrl_side(args: argparse.Namespace, seed: int, work: Path) -> dict[str, A
     return {"side": "cleanrl", "seed": seed, **iteration_rate(rates)}
 
 
-def batchppo_side(args: argparse.Namespace, seed: int, work: Path) -> dict[str, Any]:
-    """One ``batchppo train --config breakout_atari`` run in the fresh folder ``work`` (a run
-    dir already there would be resumed); its rate from ``metrics.jsonl``."""
+def parse_variant(spec: str) -> tuple[str, list[str]]:
+    """``NAME`` or ``NAME:KEY=VALUE;KEY=VALUE``: a batchppo side's name and its ``--set`` values."""
+    name, _, sets = spec.partition(":")
+    fields = [kv for kv in sets.split(";") if kv]
+    if not name or name == "cleanrl" or any("=" not in kv for kv in fields):
+        raise argparse.ArgumentTypeError(
+            f"--variant {spec!r}: write NAME or NAME:KEY=VALUE;KEY=VALUE (NAME not 'cleanrl')"
+        )
+    return name, fields
+
+
+def batchppo_side(
+    args: argparse.Namespace, seed: int, work: Path, sets: list[str] | tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """One ``batchppo train --config breakout_atari`` run (with ``sets`` as ``--set`` values) in
+    the fresh folder ``work`` (a run dir already there would be resumed); its rate from
+    ``metrics.jsonl``."""
     work.mkdir(parents=True)
     command = [sys.executable, "-m", "batchppo", "train", "--config", "breakout_atari"]
     command += ["--set", f"steps={args.steps}", "--set", "eval_every=0", "--set", f"seed={seed}"]
+    for kv in sets:
+        command += ["--set", kv]
     command += ["--logdir", str(work), "--timestamp", "r", "--name", "run", "--progress", "lines"]
     subprocess.run(command, check=True, timeout=args.timeout)
     metrics = work / "r-run" / "metrics.jsonl"
@@ -250,11 +267,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=1800.0, help="per run, seconds")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        type=parse_variant,
+        help="a batchppo side NAME[:KEY=VALUE;...] (repeatable; default one side, 'batchppo', "
+        "the preset as it ships), e.g. ale-fused:backend=ale",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
+    variants = dict(args.variant or [("batchppo", [])])
     if not (Path(args.cleanrl_dir) / SCRIPT).is_file():
         parser.error(f"no {SCRIPT} in --cleanrl-dir {args.cleanrl_dir}: name a checkout's cleanrl/")
-    sides = (("cleanrl", cleanrl_side), ("batchppo", batchppo_side))
+
+    def side_of(name: str, sets: list[str]) -> Callable[..., dict[str, Any]]:
+        def run(args: argparse.Namespace, seed: int, work: Path) -> dict[str, Any]:
+            return {**batchppo_side(args, seed, work, sets), "side": name, "sets": sets}
+
+        return run
+
+    sides = [("cleanrl", cleanrl_side)] + [(n, side_of(n, s)) for n, s in variants.items()]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -264,8 +296,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rows.append(row)
     rate = {
         name: statistics.median(row["agent_steps_per_s"] for row in rows if row["side"] == name)
-        for name in ("cleanrl", "batchppo")
+        for name, _ in sides
     }
+    ratios = {name: rate[name] / rate["cleanrl"] for name in variants}
     result = {
         "command": sys.argv,
         "steps": args.steps,
@@ -277,13 +310,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "batchppo": versions(sys.executable),
         },
         "rows": rows,
+        "variants": variants,
         "agent_steps_per_s": rate,
-        "ratio_batchppo_over_cleanrl": rate["batchppo"] / rate["cleanrl"],
+        "ratios_over_cleanrl": ratios,
     }
-    print(
-        f"agent steps/s: CleanRL {rate['cleanrl']:,.0f}, batchppo {rate['batchppo']:,.0f}; "
-        f"batchppo / CleanRL {result['ratio_batchppo_over_cleanrl']:.2f}"
-    )
+    if "batchppo" in ratios:
+        result["ratio_batchppo_over_cleanrl"] = ratios["batchppo"]
+    sides_text = ", ".join(f"{name} {rate[name]:,.0f} ({ratios[name]:.2f}x)" for name in variants)
+    print(f"agent steps/s: CleanRL {rate['cleanrl']:,.0f}; {sides_text} (x: over CleanRL)")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return result

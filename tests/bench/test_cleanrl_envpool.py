@@ -147,10 +147,10 @@ def test_rounds_alternate_the_sides_each_in_a_fresh_folder(tmp_path, monkeypatch
     calls = []
 
     def side(name, rate):
-        def run(args, seed, work):
+        def run(args, seed, work, sets=()):
             assert not work.exists()  # a run dir left there would be resumed
             work.mkdir(parents=True)
-            calls.append((name, work.name))
+            calls.append((name, work.name, tuple(sets)))
             return {"side": name, "seed": seed, "agent_steps_per_s": rate, "iterations": 2}
 
         return run
@@ -160,14 +160,75 @@ def test_rounds_alternate_the_sides_each_in_a_fresh_folder(tmp_path, monkeypatch
     out = tmp_path / "result.json"
     result = bench.main(["--cleanrl-dir", str(tmp_path), "--rounds", "3", "--json", str(out)])
     assert calls == [
-        ("cleanrl", "cleanrl-0"),
-        ("batchppo", "batchppo-0"),
-        ("batchppo", "batchppo-1"),
-        ("cleanrl", "cleanrl-1"),
-        ("cleanrl", "cleanrl-2"),
-        ("batchppo", "batchppo-2"),
+        ("cleanrl", "cleanrl-0", ()),
+        ("batchppo", "batchppo-0", ()),
+        ("batchppo", "batchppo-1", ()),
+        ("cleanrl", "cleanrl-1", ()),
+        ("cleanrl", "cleanrl-2", ()),
+        ("batchppo", "batchppo-2", ()),
     ]
     assert result["agent_steps_per_s"] == {"cleanrl": 50.0, "batchppo": 75.0}
     assert result["ratio_batchppo_over_cleanrl"] == 1.5
     assert json.loads(out.read_text())["rows"] == result["rows"]
-    assert "batchppo / CleanRL 1.50" in capsys.readouterr().out
+    assert "batchppo 75 (1.50x)" in capsys.readouterr().out
+
+
+def test_variants_are_batchppo_sides_with_their_own_settings(tmp_path, monkeypatch):
+    bench = load_bench("cleanrl_envpool")
+    (tmp_path / bench.SCRIPT).write_text("")
+    calls = []
+    rates = {(): 100.0, ("backend=ale",): 300.0, ("backend=ale", "host_loop=false"): 500.0}
+
+    def batchppo(args, seed, work, sets=()):
+        work.mkdir(parents=True)
+        calls.append((work.name, tuple(sets)))
+        return {
+            "side": "batchppo",
+            "seed": seed,
+            "agent_steps_per_s": rates[tuple(sets)],
+            "iterations": 2,
+        }
+
+    def cleanrl(args, seed, work):
+        return {"side": "cleanrl", "seed": seed, "agent_steps_per_s": 250.0, "iterations": 2}
+
+    monkeypatch.setattr(bench, "cleanrl_side", cleanrl)
+    monkeypatch.setattr(bench, "batchppo_side", batchppo)
+    result = bench.main(
+        [
+            "--cleanrl-dir",
+            str(tmp_path),
+            "--rounds",
+            "2",
+            "--variant",
+            "process",
+            "--variant",
+            "ale:backend=ale",
+            "--variant",
+            "fused:backend=ale;host_loop=false",
+        ]
+    )
+    assert calls == [
+        ("process-0", ()),
+        ("ale-0", ("backend=ale",)),
+        ("fused-0", ("backend=ale", "host_loop=false")),
+        ("fused-1", ("backend=ale", "host_loop=false")),
+        ("ale-1", ("backend=ale",)),
+        ("process-1", ()),
+    ]
+    assert result["agent_steps_per_s"] == {
+        "cleanrl": 250.0,
+        "process": 100.0,
+        "ale": 300.0,
+        "fused": 500.0,
+    }
+    assert result["ratios_over_cleanrl"] == {"process": 0.4, "ale": 1.2, "fused": 2.0}
+    assert "ratio_batchppo_over_cleanrl" not in result
+    assert {row["side"] for row in result["rows"]} == {"cleanrl", "process", "ale", "fused"}
+
+
+@pytest.mark.parametrize("spec", ["", "cleanrl", "ale:backend", ":backend=ale"])
+def test_a_malformed_variant_is_a_one_line_error(spec):
+    bench = load_bench("cleanrl_envpool")
+    with pytest.raises(argparse.ArgumentTypeError, match="write NAME or NAME:KEY=VALUE"):
+        bench.parse_variant(spec)
