@@ -1,15 +1,20 @@
-"""The README's results tables, computed from `docs/results`: MuJoCo (one table per peer's
-protocol), MinAtar and Atari.
+"""The README's results, computed from `docs/results`: the MuJoCo tables (one per peer's
+protocol), MinAtar, Atari, Craftax, and the speed on a GPU and on a CPU.
 
-Every figure of ours in these tables is recomputed here from the per-run entries that
-`batchppo evaluate --json` wrote into `docs/results` (and the bootstrap intervals from the
-`--stats-json` files beside them, whose IQM must agree with the entries'); the peers'
-figures are constants below, each with its source and protocol. `--check README.md` fails
-when the README's tables differ from what the files give (tests/bench/test_results.py runs
-it in CI), so a table cannot drift from its data, and a figure is changed by rerunning
+Every figure of ours in these blocks is recomputed here from what the runs and benches wrote
+into `docs/results` (`batchppo evaluate --json` entries and the bootstrap intervals of the
+`--stats-json` files beside them, whose IQM must agree with the entries'; `bench/gpu.py`'s
+JSON and logs; the side-by-side benches' JSON) and `docs/runs`; the peers' figures are
+constants below, each with its source and protocol. `--check README.md` fails when a
+generated block of the README differs from what the files give (tests/bench/test_results.py
+runs it in CI), so a figure cannot drift from its data, and a figure is changed by rerunning
 its measurement, not by editing the README.
 
-    python bench/results.py                      # print the tables
+What the data supports decides the wording: a figure is bold only where its 95 % interval lies
+wholly above the other side's (else the row says "tie"); the tuning seeds' column is never
+compared; a figure measured more than once lists every reading and how many there were.
+
+    python bench/results.py                      # print the blocks
     python bench/results.py --write README.md    # replace them in the README
     python bench/results.py --check README.md    # exit 1 if the README differs
     python bench/results.py --seeds-csv RESULTS.json RESULTS.csv  # `seed,score` rows
@@ -18,12 +23,13 @@ its measurement, not by editing the README.
 from __future__ import annotations
 
 import argparse
+import ast
 import csv
 import dataclasses
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +37,7 @@ import scipy.stats
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
+RUNS = ROOT / "docs" / "runs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,13 +98,64 @@ def iqm(values: np.ndarray) -> float:
     return float(scipy.stats.trim_mean(values, 0.25))
 
 
-def stats_interval(path: Path, env: str, values: np.ndarray) -> tuple[float, float]:
-    """The IQM's bootstrap interval from a `--stats-json` file, checked against the runs."""
+def stats_interval(
+    path: Path, env: str | None, values: np.ndarray, statistic: str = "iqm"
+) -> tuple[float, float]:
+    """The bootstrap interval of the runs' IQM (or ``statistic="mean"``: their mean) from a
+    `--stats-json` file (its one group; ``env`` None: its one env), checked against the runs."""
     group = next(iter(json.loads(path.read_text())["groups"].values()))
-    saved = group["envs"][env]["iqm"]
-    if not np.isclose(saved["value"], iqm(values), rtol=1e-9):
-        raise SystemExit(f"{path}: IQM {saved['value']} but its runs give {iqm(values)}")
+    envs = group["envs"]
+    saved = (envs[env] if env is not None else next(iter(envs.values())))[statistic]
+    ours = iqm(values) if statistic == "iqm" else float(values.mean())
+    if not np.isclose(saved["value"], ours, rtol=1e-9):
+        raise SystemExit(f"{path}: {statistic} {saved['value']} but its runs give {ours}")
     return saved["low"], saved["high"]
+
+
+Interval = tuple[float, float]
+
+
+def t_interval(mean: float, std: float, runs: int) -> Interval:
+    """The 95 % t-interval of a published mean over ``runs`` runs, its ± read as the sample
+    std; one run gives the point itself (its spread over episodes says nothing of other runs)."""
+    if runs == 1:
+        return mean, mean
+    half = scipy.stats.t.ppf(0.975, runs - 1) * std / np.sqrt(runs)
+    return mean - half, mean + half
+
+
+def higher(intervals: Sequence[Interval | None]) -> int | None:
+    """The index of the interval that lies wholly above every other one, or None: a tie (or
+    fewer than two sides to compare)."""
+    known = [(i, iv) for i, iv in enumerate(intervals) if iv is not None]
+    if len(known) < 2:
+        return None
+    for i, (low, _) in known:
+        if all(low > high for j, (_, high) in known if j != i):
+            return i
+    return None
+
+
+def _verdict(
+    names: Sequence[str], intervals: Sequence[Interval | None], digits: int
+) -> tuple[int | None, str]:
+    """Which side is higher (its index, or None) and the cell that says so from the
+    intervals: `[a, b] / [c, d]: tie`; a point (a peer's one run) shows as published."""
+    best = higher(intervals)
+    if sum(iv is not None for iv in intervals) < 2:
+        return None, "—"
+    shown = " / ".join(
+        "—" if iv is None
+        else f"{iv[0]:g}" if iv[0] == iv[1]
+        else f"[{iv[0]:.{digits}f}, {iv[1]:.{digits}f}]"
+        for iv in intervals
+    )  # fmt: skip
+    return best, f"{shown}: " + ("tie" if best is None else f"{names[best]} higher")
+
+
+def _bold_at(texts: Sequence[str], best: int | None) -> list[str]:
+    """The texts, the one at ``best`` in bold."""
+    return [f"**{t}**" if i == best else t for i, t in enumerate(texts)]
 
 
 def fresh_stem(task: Task) -> str:
@@ -108,35 +166,9 @@ def tuning_stem(task: Task) -> str:
     return f"{task.preset}-1M-seeds0-9"
 
 
-def _bold(cells: list[tuple[float | None, str]]) -> list[str]:
-    """The cells' texts, the one with the highest value in bold."""
-    values = [v for v, _ in cells if v is not None]
-    best = max(values) if values else None
-    return [f"**{t}**" if v is not None and v == best else t for v, t in cells]
-
-
-def _mean_std(values: np.ndarray | None) -> tuple[float | None, str]:
-    if values is None:
-        return None, "pending"
-    return float(values.mean()), f"{values.mean():.0f} ± {values.std():.0f}"
-
-
-def _peer(figure: tuple[float, float] | None) -> tuple[float | None, str]:
-    return (None, "—") if figure is None else (figure[0], f"{figure[0]:g} ± {figure[1]:g}")
-
-
 def _group_scores(stem: str) -> np.ndarray | None:
     entries = load_entries(RESULTS / f"{stem}.json")
     return None if entries is None else scores(entries)
-
-
-def _max_eval_mean(stem: str, env: str) -> tuple[float | None, str]:
-    path = RESULTS / f"{stem}-stats.json"
-    if not path.is_file():
-        return None, "pending"
-    m = json.loads(path.read_text())["max_eval_mean"]
-    m = next(iter(m.values()))[env]
-    return m["value"], f"{m['value']:.0f} ± {m['std']:.0f}"
 
 
 def _env(stem: str) -> str | None:
@@ -181,53 +213,115 @@ def _window_stem(task: Task, fresh: bool) -> str:
     return f"{fresh_stem(task) if fresh else tuning_stem(task)}-training-window"
 
 
-def _training_window(task: Task, fresh: bool) -> tuple[float | None, str]:
-    return _mean_std(_group_scores(_window_stem(task, fresh)))
+Ours = tuple[str, Interval | None]
+"""Our cell of a protocol table: its text and the 95 % interval it is compared by (None: not
+compared)."""
 
 
-def _final_mean(task: Task, fresh: bool) -> tuple[float | None, str]:
-    return _mean_std(_group_scores(fresh_stem(task) if fresh else task.tuning))
+def _runs_mean(stem: str, env: str) -> Ours:
+    """`mean ± std` of the runs' scores in `<stem>.json` (the population std over seeds) and the
+    bootstrap interval of their mean from `<stem>-stats.json`."""
+    values = _group_scores(stem)
+    if values is None:
+        return "pending", None
+    interval = stats_interval(RESULTS / f"{stem}-stats.json", env, values, "mean")
+    return f"{values.mean():.0f} ± {values.std():.0f}", interval
 
 
-def _tianshou(task: Task, fresh: bool) -> tuple[float | None, str]:
-    return _max_eval_mean(_window_stem(task, fresh), _env(task.tuning))
+def _training_window(task: Task, fresh: bool) -> Ours:
+    return _runs_mean(_window_stem(task, fresh), _env(task.tuning))
 
 
-PROTOCOL_TABLES = (
-    (
+def _final_mean(task: Task, fresh: bool) -> Ours:
+    return _runs_mean(fresh_stem(task) if fresh else task.tuning, _env(task.tuning))
+
+
+def _tianshou(task: Task, fresh: bool) -> Ours:
+    """The max-eval-mean of the runs and the population std over seeds at its step (not
+    compared: our evaluations are not Tianshou's)."""
+    path = RESULTS / f"{_window_stem(task, fresh)}-stats.json"
+    if not path.is_file():
+        return "pending", None
+    m = next(iter(json.loads(path.read_text())["max_eval_mean"].values()))[_env(task.tuning)]
+    return f"{m['value']:.0f} ± {m['std']:.0f}", None
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """A peer's protocol table: the peer's figure beside ours, and how they are compared.
+
+    Attributes:
+        intro: The sentence above the table.
+        peer: The peer's column header.
+        name: The peer's name where a row says which side is higher.
+        figure: The peer's published (mean, ±) for a task; None where it publishes none.
+        runs: The runs behind the peer's mean, for its interval (`t_interval`); 0: not
+            compared (ours measured by another protocol).
+        ours: Our column's header for the fresh seeds.
+        score: Our cell, ``(task, fresh)`` for the fresh or the tuning seeds.
+    """
+
+    intro: str
+    peer: str
+    name: str
+    figure: Callable[[Task], tuple[float, float] | None]
+    runs: int
+    ours: str
+    score: Callable[[Task, bool], Ours]
+
+
+PROTOCOLS = (
+    Protocol(
         "By CleanRL's protocol (and the PPO paper's): the mean return of each run's last 100 "
-        "training episodes, sampled actions; mean ± std over seeds.",
-        "CleanRL PPO (v4, 3 seeds)", lambda task: task.cleanrl, _training_window,
+        "training episodes, sampled actions; mean ± std over seeds (ours the population std). "
+        "Compared: the 95 % bootstrap interval of our mean against CleanRL's 95 % t-interval "
+        "(its 3 seeds, its ± read as their sample std).",
+        "CleanRL PPO (v4, 3 seeds)", "CleanRL", lambda task: task.cleanrl, 3,
+        "batchppo seeds 10-19", _training_window,
     ),
-    (
+    Protocol(
         "By rl-baselines3-zoo's protocol: the final policy's episodes with the deterministic "
-        "(mean) action. rl-zoo: one run, ± the std over its episodes; ours: 100 episodes a "
-        "seed, mean ± std over seeds.",
-        "rl-zoo SB3 PPO (v3, 1 run)", lambda task: task.rlzoo, _final_mean,
+        "(mean) action. rl-zoo: one run, ± the std over its episodes, compared as a point; "
+        "ours: 100 episodes a seed, mean ± population std over seeds, compared by the 95 % "
+        "bootstrap interval of the mean.",
+        "rl-zoo SB3 PPO (v3, 1 run)", "rl-zoo", lambda task: task.rlzoo, 1,
+        "batchppo seeds 10-19", _final_mean,
     ),
-    (
-        "By Tianshou's protocol: the maximum over training (first 1M steps) of the mean over "
-        "seeds of each periodic evaluation, ± the std over seeds there. Tianshou: 10 seeds, "
-        "10 test episodes with sampled actions every 30k steps; ours: 16 episodes with the "
-        "mean action every 50k steps.",
-        "Tianshou PPO (v3, 10 seeds)", lambda task: task.tianshou, _tianshou,
+    Protocol(
+        "Tianshou's published figure: the maximum over training (first 1M steps) of the mean "
+        "over its 10 seeds of each periodic evaluation (10 test episodes with sampled actions "
+        "every 30k steps), ± the std over seeds there. Ours is the same statistic by another "
+        "protocol, 16 episodes with the mean action every 50k steps (± the population std): "
+        "not Tianshou's protocol, so the two are not compared and nothing is bold.",
+        "Tianshou PPO (v3, 10 seeds)", "Tianshou", lambda task: task.tianshou, 0,
+        "batchppo seeds 10-19, another protocol", _tianshou,
     ),
 )  # fmt: skip
-"""Per peer: the protocol's sentence, the peer's column, its figure, and ours: `(task, fresh)
--> (value, text)` for the fresh or the tuning seeds."""
+"""The three peers' tables, in the README's order."""
 
 
 def protocol_tables() -> list[str]:
-    """Three tables: ours by CleanRL's, rl-zoo's and Tianshou's protocols beside theirs."""
+    """Three tables: ours by CleanRL's and rl-zoo's protocols beside theirs, with which side is
+    higher where the intervals say so, and Tianshou's figure beside ours by our evaluations."""
     lines: list[str] = []
-    for intro, peer, figure, ours in PROTOCOL_TABLES:
+    for table in PROTOCOLS:
+        compared = table.runs > 0
+        head = f"| task | {table.peer} | {table.ours} |"
+        head += " 95 % intervals, peer / ours |" if compared else ""
         lines += [
-            *([""] if lines else []), intro, "",
-            f"| task | {peer} | batchppo seeds 10-19 | batchppo seeds 0-9 (tuning) |",
-            "|---|---:|---:|---:|",
+            *([""] if lines else []), table.intro, "",
+            head + " batchppo seeds 0-9 (tuning, not compared) |",
+            "|---|---:|---:|" + ("---|" if compared else "") + "---:|",
         ]  # fmt: skip
         for task in TASKS:
-            cells = _bold([_peer(figure(task)), ours(task, True), ours(task, False)])
+            figure = table.figure(task)
+            ours, interval = table.score(task, True)
+            cells = ["—" if figure is None else f"{figure[0]:g} ± {figure[1]:g}", ours]
+            if compared:
+                theirs = None if figure is None else t_interval(*figure, table.runs)
+                best, verdict = _verdict([table.name, "batchppo"], [theirs, interval], 0)
+                cells = [*_bold_at(cells, best), verdict]
+            cells.append(table.score(task, False)[0])
             lines.append(f"| {task.name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -266,6 +360,15 @@ def _seeds(
     return mean, f"{each} ({which} {mean:.1f})"
 
 
+def _seeds_interval(stem: str, by_seed: dict[int, float] | None) -> Interval | None:
+    """The bootstrap interval of the mean over the runs of `<stem>.json` (``by_seed``, as
+    `_scored` read them) from `<stem>-stats.json`; None where either is not there."""
+    path = RESULTS / f"{stem}-stats.json"
+    if by_seed is None or not path.is_file():
+        return None
+    return stats_interval(path, None, np.array(list(by_seed.values())), "mean")
+
+
 @dataclasses.dataclass(frozen=True)
 class MinAtarGame:
     """A MinAtar game, its results stem and gymnax's published PPO return.
@@ -298,21 +401,25 @@ def minatar_table() -> list[str]:
     lines = [
         "By gymnax's protocol (its README's PPO return, gymnax-blines: one run's final policy "
         "at 10M steps, the mean of 164 episodes with sampled actions): ours the same, seeds "
-        "0-2 (seed 0 also screened Breakout's learning rate); beside it our 100-episode "
-        "evaluation with the mean action. Bold: the better by gymnax's protocol.",
+        "0-2 (seed 0 also screened Breakout's learning rate; the runs shuffle minibatches by "
+        "`sort`, from before the `index` default); beside it our 100-episode evaluation with "
+        "the mean action. Compared by gymnax's protocol: its one run as a point against the "
+        "95 % bootstrap interval of our mean over the seeds.",
         "",
         "| game | gymnax PPO (1 run) | batchppo, 164 episodes sampled: seeds 0 / 1 / 2 | "
-        "batchppo, 100 episodes mean action: seeds 0 / 1 / 2 |",
-        "|---|---:|---:|---:|",
+        "gymnax / ours, 95 % interval | batchppo, 100 episodes mean action: seeds 0 / 1 / 2 |",
+        "|---|---:|---:|---|---:|",
     ]
     for game in MINATAR:
         stem = f"{game.preset}-10M-3seeds"
-        peer, sampled = _bold([
-            (game.gymnax, f"{game.gymnax:g}"),
-            _seeds(_scored(f"{stem}-sampled164", "final-sampled", 164), MINATAR_SEEDS),
-        ])  # fmt: skip
+        sampled = _scored(f"{stem}-sampled164", "final-sampled", 164)
+        best, verdict = _verdict(
+            ["gymnax", "batchppo"],
+            [(game.gymnax, game.gymnax), _seeds_interval(f"{stem}-sampled164", sampled)], 1,
+        )  # fmt: skip
+        cells = _bold_at([f"{game.gymnax:g}", _seeds(sampled, MINATAR_SEEDS)[1]], best)
         mean_action = _seeds(_scored(stem, "final-mean", 100), MINATAR_SEEDS)[1]
-        lines.append(f"| {game.name} | {peer} | {sampled} | {mean_action} |")
+        lines.append(f"| {game.name} | " + " | ".join([*cells, verdict, mean_action]) + " |")
     return lines
 
 
@@ -340,33 +447,384 @@ def atari_table() -> list[str]:
     """Breakout at 2M frames: CleanRL's final model and ours, scored alike, per seed."""
     lines = [
         "Breakout at 2M frames (500k agent steps), CleanRL's `ppo_atari.py` and our "
-        "`breakout_atari` at its settings, all on a 2-core CPU, ours at one code version. The "
-        "final policies' rows: 30 whole games a seed (all lives, raw rewards, `ALE/Breakout-v5` "
-        "without sticky actions) by our evaluator, each game from the same start on both "
-        "sides; CleanRL's model imported by `bench/cleanrl_atari.py`. Per seed, and the mean "
-        "over the seeds both sides have; bold: the better mean.",
+        "`breakout_atari` at its settings, all on a 2-core CPU, ours at one code version (its "
+        "minibatches shuffled by `sort`, from before the `index` default). The final policies' "
+        "rows: 30 whole games a seed (all lives, raw rewards, `ALE/Breakout-v5` without sticky "
+        "actions) by our evaluator, each game from the same start on both sides; CleanRL's "
+        "model imported by `bench/cleanrl_atari.py`. Per seed, and the mean over the seeds "
+        "both sides have, compared by the 95 % bootstrap intervals of the means.",
         "",
-        "| protocol | CleanRL `ppo_atari.py`: seeds 0 / 1 / 2 | batchppo: seeds 0 / 1 / 2 |",
-        "|---|---:|---:|",
+        "| protocol | CleanRL `ppo_atari.py`: seeds 0 / 1 / 2 | batchppo: seeds 0 / 1 / 2 | "
+        "95 % intervals, CleanRL / ours |",
+        "|---|---:|---:|---|",
     ]
     for label, protocol, suffix in ATARI_FINAL:
-        theirs = _scored(f"breakout_cleanrl_model-2M-3seeds-{suffix}", protocol, 30)
-        ours = _scored(f"breakout_atari-2M-rerun-{suffix}", protocol, 30)
-        both = [s for s in ATARI_SEEDS if all(s in side for side in (theirs, ours) if side)]
-        cells = _bold([_seeds(theirs, ATARI_SEEDS, both), _seeds(ours, ATARI_SEEDS, both)])
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        stems = (f"breakout_cleanrl_model-2M-3seeds-{suffix}", f"breakout_atari-2M-rerun-{suffix}")
+        sides = [_scored(stem, protocol, 30) for stem in stems]
+        both = [s for s in ATARI_SEEDS if all(s in side for side in sides if side)]
+        intervals = [
+            _seeds_interval(stem, side) if len(both) == len(ATARI_SEEDS) else None
+            for stem, side in zip(stems, sides, strict=True)
+        ]
+        best, verdict = _verdict(["CleanRL", "batchppo"], intervals, 1)
+        cells = _bold_at([_seeds(side, ATARI_SEEDS, both)[1] for side in sides], best)
+        lines.append(f"| {label} | " + " | ".join([*cells, verdict]) + " |")
     lines.append(
         "| CleanRL's own: its training games of the last 50k steps, sampled | "
-        f"{_cleanrl_training_games()[1]} | not logged (our training counts lives, clipped) |"
+        f"{_cleanrl_training_games()[1]} | not logged (our training counts lives, clipped) | — |"
     )
     return lines
 
 
+def _paragraph(text: str) -> list[str]:
+    """A paragraph as the README holds it: one line, as the tables' captions (a figure then
+    changes one line of the README, not the wrapping of those after it)."""
+    return [text]
+
+
+def _join(items: Sequence[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _count(n: int, what: str) -> str:
+    """`one round`, `3 rounds`."""
+    return f"one {what}" if n == 1 else f"{n} {what}s"
+
+
+def _ratios(values: Sequence[float], what: str = "round") -> str:
+    """Every reading of a ratio and how many there are: `1.02x (one round)`, `1.04x and 1.10x
+    (2 rounds)`."""
+    return f"{_join([f'{v:.2f}x' for v in values])} ({_count(len(values), what)})"
+
+
+def _minutes(run_dirs: Sequence[Path]) -> str:
+    """The range of the runs' wall-clock to their last logged record, in minutes."""
+    times = []
+    for run_dir in run_dirs:
+        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
+        times.append(max(r["wall_time"] for r in records if "wall_time" in r) / 60)
+    return f"{min(times):.1f}-{max(times):.1f} minutes"
+
+
+def fresh_block() -> list[str]:
+    """The fresh-seed table, after the runs' wall-clock."""
+    runs = [RUNS / f"s{seed}-{task.preset}" for task in TASKS for seed in range(10, 20)]
+    return [
+        f"Each of the {len(runs)} runs of seeds 10-19 took {_minutes(runs)} to its final "
+        "evaluation on a 2-core CPU shared with other work.",
+        "",
+        *fresh_table(),
+    ]
+
+
+def minatar_block() -> list[str]:
+    """The MinAtar table, after the runs' wall-clock."""
+    runs = [RUNS / f"s{seed}-{game.preset}-10M" for game in MINATAR for seed in MINATAR_SEEDS]
+    return [
+        f"Each of these {len(runs)} runs took {_minutes(runs)} to its final evaluation on a "
+        "2-core CPU, under differing load (benchmarks, 6b and 6c).",
+        "",
+        *minatar_table(),
+    ]
+
+
+def _leads(theirs: dict[int, float], ours: dict[int, float], action: str) -> str:
+    """Which side scores higher on which seeds, and by how much."""
+    parts = []
+    for side, sign in (("CleanRL's", 1), ("ours", -1)):
+        seeds = [s for s in ATARI_SEEDS if sign * (theirs[s] - ours[s]) > 0]
+        if seeds:
+            by = _join([f"{abs(theirs[s] - ours[s]):.1f}" for s in seeds])
+            parts.append(f"{side} on seed{'s' * (len(seeds) > 1)} {_join(list(map(str, seeds)))} "
+                         f"(by {by} points)")  # fmt: skip
+    return f"with {action} " + _join(parts)  # "with sampled actions CleanRL's on seeds 0, 1 ..."
+
+
+ATARI_TIMED = {
+    1: ("breakout_atari-2M-seed1.json", "breakout_atari-2M-seed1.json"),
+    2: ("breakout_atari-2M-seed2-rerun.json", "breakout_cleanrl-2M-seed2-rerun.json"),
+}
+"""The Breakout seeds whose two runs were timed each alone on the machine: our file and
+CleanRL's (benchmarks, 8e and 10h; seed 0's shared the machine)."""
+
+
+def _atari_times() -> str:
+    """Our whole runs' wall-clock and CPU time over CleanRL's, per seed timed alone."""
+    wall, cpu = [], []
+    for ours, theirs in ATARI_TIMED.values():
+        a = json.loads((RESULTS / ours).read_text())
+        b = json.loads((RESULTS / theirs).read_text())
+        a, b = a.get("bench", a)["batchppo"], b.get("bench", b)["cleanrl"]
+        wall.append(a["seconds"] / b["seconds"])
+        cpu.append(a["cpu_seconds"] / b["cpu_seconds"])
+    seeds = _join([str(s) for s in ATARI_TIMED])
+    return (
+        f"Time of a whole run (start-up and evaluations included), each side alone on the "
+        f"machine, ours over CleanRL's, seeds {seeds}: wall-clock "
+        f"{_join([f'{v:.2f}x' for v in wall])}, CPU time {_join([f'{v:.2f}x' for v in cpu])} "
+        f"(one run a seed; benchmarks, 8e and 10h)."
+    )
+
+
+def _pong() -> str:
+    """Pong's final scores on both sides, three seeds."""
+    values = [e["mean_return"] for e in load_entries(RESULTS / "pong_atari-2M-3seeds.json")]
+    for seed in ATARI_SEEDS:
+        bench = json.loads((RESULTS / f"pong_atari-2M-seed{seed}.json").read_text())["bench"]
+        values += [bench["cleanrl"]["score"], bench["batchppo"]["score"]]
+    learned = "" if max(values) > -19 else "neither side learned "
+    return (
+        f"Pong at 2M frames, seeds {_join([str(s) for s in ATARI_SEEDS])} a side: {learned}(every "
+        f"final score between {min(values):.1f} and {max(values):.1f}, where -21 is a game lost "
+        "0-21; benchmarks, 8f)."
+    )
+
+
+def atari_block() -> list[str]:
+    """The Atari table, then what it says per seed, the time, and Pong."""
+    actions = ("sampled actions", "the mean action")
+    leads = "; ".join(
+        _leads(
+            _scored(f"breakout_cleanrl_model-2M-3seeds-{suffix}", protocol, 30),
+            _scored(f"breakout_atari-2M-rerun-{suffix}", protocol, 30),
+            action,
+        )
+        for (_, protocol, suffix), action in zip(ATARI_FINAL, actions, strict=True)
+    )
+    return [
+        *atari_table(),
+        "",
+        *_paragraph(f"The higher score per seed: {leads}. {_atari_times()} {_pong()}"),
+    ]
+
+
+CRAFTAX = ("craftax-cpu-2026-11-26.json", "craftax-speed-cpu-2026-11-27.json")
+"""`bench/craftax_side_by_side.py`'s runs: the learning run at 1M steps, the speed rounds."""
+
+
+def _craftax_sides(name: str) -> dict[str, list[dict]]:
+    """A Craftax bench file's rows by side, in round order."""
+    rows = json.loads((RESULTS / name).read_text())["rows"]
+    by_side: dict[str, list[dict]] = {}
+    for row in sorted(rows, key=lambda r: r["round"]):
+        by_side.setdefault(row["side"], []).append(row)
+    return by_side
+
+
+def craftax_block() -> list[str]:
+    """Craftax beside the baselines' `ppo.py`: return at 1M steps, speed at equal steps."""
+    learning, speed = (json.loads((RESULTS / name).read_text())["args"] for name in CRAFTAX)
+    if learning["rounds"] != 1:
+        raise SystemExit(f"{CRAFTAX[0]}: {learning['rounds']} runs a side: compare by intervals")
+    final = {side: rows[0]["final_return"] for side, rows in _craftax_sides(CRAFTAX[0]).items()}
+    runs = _craftax_sides(CRAFTAX[1])
+
+    def ratios(side: str) -> str:
+        pairs = zip(runs[side], runs["baseline"], strict=True)
+        return _join([f"{a['sps'] / b['sps']:.2f}x" for a, b in pairs])
+
+    return _paragraph(
+        "**Craftax-Classic-Symbolic** (`craftax_symbolic`: the Craftax baselines' `ppo.py` "
+        "settings, fused) beside that `ppo.py` itself, on 2 CPU cores, by its protocol (the "
+        f"mean return of the sampled training episodes of the last {learning['window']} "
+        f"updates): {final['batchppo']:.2f} against {final['baseline']:.2f} at "
+        f"{learning['steps']:,} steps, seed {learning['seed']}, one run a side: a tie. Speed "
+        f"at equal steps ({speed['steps']:,} a run, each side in its own process, "
+        f"{_count(len(runs['baseline']), 'round')} in alternating order): {ratios('batchppo')} "
+        f"the baseline's steps/s ({ratios('batchppo_lean')} without the per-minibatch "
+        "diagnostics; benchmarks, 13)."
+    )
+
+
+def bench_rows(*names: str) -> dict[str, list[dict]]:
+    """`bench/gpu.py`'s rows (one a side and round: `side`, `round`, `sps`, `setup_s`, ...) by
+    workload, from its JSON files and the logs it printed (a `<workload> <side> round <n>:
+    {...}` line a row), the JSON's row where both hold one."""
+    by_key: dict[tuple[str, str, int], dict] = {}
+    for name in names:
+        path = RESULTS / name
+        if path.suffix == ".json":
+            workloads = json.loads(path.read_text())["workloads"]
+            found = [(w, row) for w, load in workloads.items() for row in load["rows"]]
+        else:
+            found = [
+                (m.group(1), ast.literal_eval(m.group(2)))
+                for m in re.finditer(r"^(\S+) \S+ round \d+: (\{.*\})$", path.read_text(), re.M)
+            ]
+        for workload, row in found:
+            by_key.setdefault((workload, row["side"], row["round"]), row)
+    rows: dict[str, list[dict]] = {}
+    for (workload, _, _), row in by_key.items():
+        rows.setdefault(workload, []).append(row)
+    return rows
+
+
+def side_ratio(rows: Sequence[dict], side: str, peer: str) -> tuple[float, int] | None:
+    """``side``'s median steps/s over ``peer``'s in one run's rows, and its rounds; None where
+    the run has no row of either."""
+    sps = {s: [r["sps"] for r in rows if r["side"] == s] for s in (side, peer)}
+    if not all(sps.values()):
+        return None
+    return float(np.median(sps[side]) / np.median(sps[peer])), len(sps[side])
+
+
+def run_ratios(
+    runs: Sequence[Sequence[str]], workload: str, side: str, peer: str
+) -> list[tuple[float, int]]:
+    """Each run's ratio of ``side`` to ``peer`` on ``workload`` (a run: its files) and its
+    rounds, for the runs that have both sides."""
+    found = [side_ratio(bench_rows(*run).get(workload, []), side, peer) for run in runs]
+    return [f for f in found if f is not None]
+
+
+def _readings(found: Sequence[tuple[float, int]]) -> str:
+    """Every run's ratio, how many runs and, where a run has several, its rounds."""
+    rounds = {n for _, n in found}
+    if rounds == {1}:
+        return _ratios([r for r, _ in found], "round")
+    each = f"{'each ' if len(found) > 1 else ''}of {_count(max(rounds), 'round')}"
+    return _ratios([r for r, _ in found], "run").replace(")", f", {each})")
+
+
+GPU_RUNS = {
+    "cartpole": (
+        ("gpu-h200-cartpole-2026-11-27.json", "gpu-h200-cartpole-2026-11-27.log"),
+        ("gpu-h200-cartpole2048-2026-11-27-c.json",),
+    ),
+    "brax": (
+        ("gpu-h200-brax-2026-11-27.json", "gpu-h200-brax-2026-11-27.log"),
+        ("gpu-h200-humanoid-2026-11-27-b.json",),
+        ("gpu-h200-humanoid-2026-11-27-c.json",),
+    ),
+    "setup": (("gpu-h200-humanoid-setup-2026-11-27-d5.json",),),
+}
+"""`bench/gpu.py`'s runs on the H200 on 2026-11-27 (benchmarks, 11e, 11i, 11j), each a call's
+files: its JSON and, where the call was cut short, the log that kept the rest."""
+ATARI_TARGET = 9600
+"""Issue 41's Atari rate at 8 envs: twice the 4.8k agent steps/s of CleanRL's runtime table
+for `ppo_atari_envpool_xla_jax_scan.py`."""
+
+
+def _setup() -> str:
+    """The range of batchppo's set-up before compiling per preset, over every process."""
+    runs = [run for group in GPU_RUNS.values() for run in group]
+    times: dict[str, list[float]] = {}
+    for run in runs:
+        for workload, rows in bench_rows(*run).items():
+            preset = "CartPole" if workload.startswith("cartpole") else f"`{workload[5:]}_brax`"
+            times.setdefault(preset, []).extend(
+                r["setup_s"] for r in rows if r["side"].startswith("batchppo")
+            )
+    return _join([
+        f"{preset} {min(t):.1f}-{max(t):.1f} s ({len(t)} processes)" for preset, t in times.items()
+    ])  # fmt: skip
+
+
+def _atari_gpu() -> str:
+    """`breakout_atari`'s rates on the GPU machines, the env alone, and the lockstep model."""
+    readings = json.loads((RESULTS / "gpu-h200-atari-train-2026-11-27.json").read_text())
+    loop = [r for r in readings["readings"] if r["host_loop"]]
+    graph = [r for r in readings["readings"] if not r["host_loop"]]
+    env = json.loads((RESULTS / "gpu-h200-envs-atari-2026-11-27.json").read_text())
+    lock = json.loads((RESULTS / "gpu-h200-lockstep-2026-11-27-d1.json").read_text())
+    alone = env["ALE/Breakout-v5"]["8"]["batch_arr"]
+    bound = lock["sizes"]["8"]["lockstep_sps"]
+
+    def rates(found: list[dict]) -> str:
+        return _join([f"{r['agent_steps_per_s']:,}" for r in found])
+
+    return (
+        "**Atari on that GPU**: Breakout at CleanRL's settings (`breakout_atari`, 8 envs in "
+        f"worker processes) trained at {rates(loop)} agent steps/s with the rollout a Python "
+        f"loop ({_count(len(loop), 'run')}, one a call; {rates(graph)} with the rollout inside "
+        "the compiled program; benchmarks, 11i, 11j). In the first of those calls the 8 envs "
+        f"alone (BatchEnv, no learner) stepped at {alone:,.0f} agent steps/s (best of 2 "
+        "rounds). A model, not a measurement: `bench/lockstep.py` draws 8 independent step "
+        "times from one env's step times, measured on the machine of another call, and "
+        f"counts the slowest, so 8 envs stepped together make at most {bound:,.0f} agent "
+        f"steps/s there with no learner at all, under the target of {ATARI_TARGET:,} (2x "
+        "CleanRL's reported rate)."
+    )
+
+
+def gpu_block() -> list[str]:
+    """Our fused PPO against PureJaxRL's and Brax's on the H200, then Atari there."""
+    cartpole, brax = GPU_RUNS["cartpole"], GPU_RUNS["brax"]
+
+    def pjx(envs: int, side: str = "batchppo") -> str:
+        return _readings(run_ratios(cartpole, f"cartpole-{envs}", side, "purejaxrl"))
+
+    def bx(env: str, side: str = "batchppo") -> str:
+        return _readings(run_ratios(brax, f"brax-{env}", side, "brax"))
+
+    speed = _paragraph(
+        "**Speed on one GPU** (an NVIDIA H200 with 16 CPU cores, 2026-11-27, the sides of a "
+        "figure in one call; env steps/s by wall clock with compilation excluded, each side in "
+        "its own process; benchmarks, 11e, 11i, 11j): batchppo's fused PPO against "
+        f"PureJaxRL's `ppo.py` on CartPole with its own settings, {pjx(4)} at 4 envs and "
+        f"{pjx(2048)} at 2048 "
+        f"({pjx(4, 'batchppo-lean')} and {pjx(2048, 'batchppo-lean')} with "
+        "`minibatch_diagnostics: false`); against Brax's own PPO at the `ant_brax` settings "
+        "with Brax's restart to each env's cached first state (`autoreset: first`), "
+        f"{bx('ant', 'batchppo-first')} on `ant` and {bx('humanoid', 'batchppo-first')} on "
+        "`humanoid`; with batchppo's default, a fresh initial state for every episode, "
+        f"{bx('ant')} on `ant` and {bx('humanoid')} on `humanoid`. Set-up before compiling: "
+        f"{_setup()}."
+    )
+    return [*speed, "", *_paragraph(_atari_gpu())]
+
+
+CPU_RUNS = {
+    "default": (
+        ("cpu-cartpole-shuffle-2026-11-27-two-cores.json", ""),
+        ("cpu-cartpole-threads-2026-11-27-a-default.json", ""),
+        ("cpu-cartpole-threads-2026-11-27-default.json", ""),
+        ("cpu-cartpole-threads-2026-11-27-c.json", ""),
+    ),
+    "one thread": (
+        ("cpu-cartpole-threads-2026-11-27-a-one-thread.json", ""),
+        ("cpu-cartpole-threads-2026-11-27-one-thread.json", ""),
+        ("cpu-cartpole-threads-2026-11-27-c.json", "-threads1"),
+    ),
+}
+"""`bench/gpu.py`'s CartPole runs on this project's 2-core CPU on 2026-11-27 (benchmarks, 11d,
+11g), in the order run, with XLA's default thread pool and with one thread (`PJRT_NPROC=1`):
+each run's file and the suffix of its sides (`-c.json` ran both pools, its one-thread sides
+named `batchppo-threads1` and `purejaxrl-threads1`)."""
+
+
+def cpu_block() -> list[str]:
+    """Our fused PPO against PureJaxRL's on CartPole on the 2-core CPU, by XLA's thread pool."""
+
+    def pjx(envs: int, pool: str) -> str:
+        found = [
+            ratio
+            for name, suffix in CPU_RUNS[pool]
+            for ratio in run_ratios([[name]], f"cartpole-{envs}", f"batchppo{suffix}",
+                                    f"purejaxrl{suffix}")
+        ]  # fmt: skip
+        return _readings(found)
+
+    return _paragraph(
+        "**Speed on a 2-core CPU** (this project's AMD EPYC VM, 2026-11-27; CartPole at "
+        "PureJaxRL's settings, env steps/s by wall clock, each side in its own process, 3 calls "
+        "a round; benchmarks, 11d, 11g): batchppo's default against PureJaxRL's `ppo.py`, "
+        f"{pjx(64, 'default')} at 64 envs and {pjx(4, 'default')} at 4 envs, where XLA's CPU "
+        "runtime hops the 4-env program between its threads from run to run; with XLA's pool "
+        f"at one thread on both sides (`PJRT_NPROC=1`), {pjx(4, 'one thread')} at 4 envs and "
+        f"{pjx(64, 'one thread')} at 64."
+    )
+
+
 TABLES = {
-    "mujoco-fresh": fresh_table,
+    "mujoco-fresh": fresh_block,
     "mujoco-protocols": protocol_tables,
-    "minatar": minatar_table,
-    "atari": atari_table,
+    "minatar": minatar_block,
+    "atari": atari_block,
+    "craftax": craftax_block,
+    "speed-gpu": gpu_block,
+    "speed-cpu": cpu_block,
 }
 """Each generated block of the README by its marker name."""
 
@@ -413,7 +871,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             path.write_text(new)
             return 0
         if new != text:
-            print(f"{path}: its results tables differ from docs/results; rerun "
+            print(f"{path}: its generated results differ from docs/results; rerun "
                   f"`python bench/results.py --write {path}`", file=sys.stderr)  # fmt: skip
             return 1
         return 0

@@ -1,8 +1,11 @@
-"""bench/results.py: the README's MuJoCo tables are what docs/results gives, figure for figure."""
+"""bench/results.py: the README's results are what docs/results gives, figure for figure, and
+worded by what the data supports."""
 
 from __future__ import annotations
 
 import json
+import re
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,52 @@ def test_a_changed_figure_fails_the_check(results, tmp_path, capsys):
         str(value), str(value + 1), 1))))  # fmt: skip
     assert results.main(["--check", str(changed)]) == 1
     assert "differ from docs/results" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("figure", "changed"),
+    [
+        ("1.02x (one round) at 4 envs", "1.12x (one round) at 4 envs"),  # GPU, PureJaxRL
+        ("1,685, 1,918 and 2,052 agent", "1,685, 1,918 and 2,152 agent"),  # GPU, Atari
+        ("at most 6,967 agent", "at most 7,967 agent"),  # the lockstep model
+        ("1.09x, 1.26x, 1.27x and 1.33x", "1.19x, 1.26x, 1.27x and 1.33x"),  # CPU
+        ("4.09 against 3.97", "4.19 against 3.97"),  # Craftax
+        ("wall-clock 0.98x and 0.99x", "wall-clock 0.98x and 0.89x"),  # Atari's time
+        ("2.0-12.0 minutes", "2-8 minutes"),  # MuJoCo's wall-clock
+    ],
+)
+def test_a_changed_figure_in_a_paragraph_fails_the_check(
+    results, tmp_path, capsys, figure, changed
+):
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count(figure) == 1
+    copy = tmp_path / "README.md"
+    copy.write_text(readme.replace(figure, changed))
+    assert results.main(["--check", str(copy)]) == 1
+    assert "differ from docs/results" in capsys.readouterr().err
+
+
+def _outside_blocks(readme: str) -> str:
+    """The README's results section without its generated blocks."""
+    section = re.search(r"\[start:results\] -->\n(.*?)<!-- --8<-- \[end:", readme, re.S).group(1)
+    return re.sub(r"<!-- table:(\S+) -->\n.*?<!-- /table:\1 -->", "", section, flags=re.S)
+
+
+def test_the_results_prose_types_no_figure_by_hand():
+    # Outside the generated blocks the results section names settings and protocols only
+    # (seeds 0-9 and 10-19, 95 % intervals, 100 episodes, 70 % of a target, issue 40, 1M and
+    # 10M steps, v3/v4/v5 tasks, Walker2d, uint8, 8 envs, 2 cores, benchmarks 6b/6c/10h, a
+    # 2021 paper); a measured figure typed there would escape the check.
+    numbers = set(re.findall(r"\d+(?:[.,]\d+)*", _outside_blocks((ROOT / "README.md").read_text())))
+    settings = {"0", "1", "2", "3", "4", "5", "6", "8", "9", "10", "19", "40", "70", "95", "100",
+                "2021"}  # fmt: skip
+    assert numbers <= settings, sorted(numbers - settings)
+
+
+def test_the_results_blocks_are_all_generated():
+    names = re.findall(r"<!-- table:(\S+) -->", (ROOT / "README.md").read_text())
+    assert names == ["mujoco-fresh", "mujoco-protocols", "minatar", "atari", "craftax",
+                     "speed-gpu", "speed-cpu"]  # fmt: skip
 
 
 def test_the_tables_recompute_the_iqm_of_the_runs(results):
@@ -84,3 +133,86 @@ def test_a_cell_of_seeds_lists_each_seed_and_their_mean(results):
     assert results._seeds({0: 1.0, 2: 4.0}, seeds, over=(0, 2)) == (
         2.5, "1.0 / — / 4.0 (mean of seeds 0, 2: 2.5)")  # fmt: skip
     assert results._seeds(None, seeds) == (None, "pending")
+
+
+def test_higher_needs_intervals_that_do_not_overlap(results):
+    assert results.higher([(1.0, 2.0), (2.5, 3.0)]) == 1
+    assert results.higher([(2.5, 3.0), (1.0, 2.0)]) == 0
+    assert results.higher([(1.0, 2.6), (2.5, 3.0)]) is None  # overlapping: a tie
+    assert results.higher([(1.0, 2.5), (2.5, 3.0)]) is None  # touching: a tie
+    assert results.higher([(5.0, 5.0), (1.0, 4.0)]) == 0  # a point above an interval
+    assert results.higher([None, (1.0, 2.0)]) is None  # one side: nothing to compare
+
+
+def test_a_verdict_says_tie_and_bolds_nothing_where_intervals_overlap(results):
+    assert results._verdict(["CleanRL", "batchppo"], [(12.1, 15.6), (11.1, 19.9)], 1) == (
+        None, "[12.1, 15.6] / [11.1, 19.9]: tie")  # fmt: skip
+    assert results._verdict(["rl-zoo", "batchppo"], [(3479, 3479), (3549.2, 4434.0)], 0) == (
+        1, "3479 / [3549, 4434]: batchppo higher")  # fmt: skip
+    assert results._verdict(["CleanRL", "batchppo"], [None, (1.0, 2.0)], 0) == (None, "—")
+    assert results._bold_at(["a", "b", "c"], 1) == ["a", "**b**", "c"]
+    assert results._bold_at(["a", "b"], None) == ["a", "b"]
+
+
+def test_t_interval_of_a_published_mean(results):
+    # 3 runs: mean ± t(0.975, 2) s / sqrt(3), t(0.975, 2) = 4.302653.
+    low, high = results.t_interval(2383, 272, 3)
+    assert (low, high) == pytest.approx((2383 - 675.6847, 2383 + 675.6847), abs=1e-3)
+    assert results.t_interval(5819, 664, 1) == (5819, 5819)  # one run: a point
+
+
+def test_no_bold_in_a_tied_row_nor_in_the_tuning_column():
+    readme = (ROOT / "README.md").read_text()
+    for line in readme.splitlines():
+        if line.startswith("| ") and ": tie" in line:
+            assert "**" not in line, line
+    tables = re.findall(r"((?:^\|.*\n)+)", readme, re.M)
+    for table in tables:
+        head, _, *rows = table.splitlines()
+        columns = [c.strip() for c in head.strip("|").split("|")]
+        for i, name in enumerate(columns):
+            if "tuning" in name:
+                assert all("**" not in row.strip("|").split("|")[i] for row in rows), name
+
+
+def test_readings_list_every_run_and_their_rounds(results):
+    assert results._ratios([1.0223]) == "1.02x (one round)"
+    assert results._readings([(1.04, 1), (1.0394, 1)]) == "1.04x and 1.04x (2 rounds)"
+    assert results._readings([(1.09, 2), (1.26, 2), (1.27, 2)]) == (
+        "1.09x, 1.26x and 1.27x (3 runs, each of 2 rounds)")  # fmt: skip
+    assert results._readings([(0.92, 2)]) == "0.92x (one run, of 2 rounds)"
+
+
+def test_bench_rows_come_from_json_and_from_the_log_of_a_run_cut_short(
+    results, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    row = {"side": "batchppo", "round": 0, "sps": 110.0, "setup_s": 2.0}
+    peer = {"side": "purejaxrl", "round": 0, "sps": 100.0, "setup_s": 0.1}
+    (tmp_path / "a.json").write_text(json.dumps({"workloads": {"cartpole-4": {"rows": [row]}}}))
+    log = [f"cartpole-4 {r['side']} round 0: {r!r}" for r in ({**row, "sps": 1.0}, peer)]
+    log.append("cartpole-4: batchppo / purejaxrl steps/s = 1.10 (rounds 1.10)")
+    (tmp_path / "a.log").write_text("\n".join(log) + "\n")
+    rows = results.bench_rows("a.json", "a.log")
+    # The JSON's row wins over the log's for the same side and round; the log adds the peer.
+    assert rows == {"cartpole-4": [row, peer]}
+    assert results.side_ratio(rows["cartpole-4"], "batchppo", "purejaxrl") == (1.1, 1)
+    assert results.side_ratio(rows["cartpole-4"], "batchppo-lean", "purejaxrl") is None
+
+
+def test_the_atari_gpu_readings_are_those_of_their_source_files():
+    results_dir = ROOT / "docs" / "results"
+    readings = json.loads((results_dir / "gpu-h200-atari-train-2026-11-27.json").read_text())
+    for r in readings["readings"]:
+        text = (results_dir / r["source"]).read_text()
+        if r["source"].endswith(".log"):
+            # The progress lines' rates; the first iteration compiles and is left out.
+            rates = [int(m) for m in re.findall(r"\| (\d+) steps/s", text)]
+            assert len(rates) == 30
+            assert statistics.median(rates[1:]) == r["agent_steps_per_s"]
+        else:
+            mode = "true" if r["host_loop"] else "false"
+            line = f"call {r['call']} host_loop={mode}: "
+            assert re.search(rf"^{line} *{r['agent_steps_per_s']:,} agent steps/s", text, re.M), (
+                line
+            )
