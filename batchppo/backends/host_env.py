@@ -214,8 +214,8 @@ def host_call(host_fn: Any, result_structs: Any, state: jax.Array, *args: Any) -
     through the program, and from program to program, as JAX orders effects). On an accelerator
     it is not: XLA's GPU compiler (jaxlib 0.11.2) aborts on programs where the ordered
     callback's token meets stacked uint8 frames (``bench/callback_repro.py``'s ``frames``
-    form; docs/benchmarks.md, 11i); there the device runs one program at a time, and within a
-    program the chain orders the calls.
+    form reproduces it); there the device runs one program at a time, and within a program the
+    chain orders the calls.
 
     Args:
         host_fn: The host function (NumPy in, NumPy out).

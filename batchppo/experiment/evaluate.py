@@ -106,8 +106,8 @@ def platform_info() -> dict[str, str]:
 
     A deterministic policy's return on a chaotic task (HalfCheetah) depends on the float
     rounding of the policy's arithmetic, which XLA's code generation for the CPU's ISA sets:
-    the same checkpoint and command can score differently on another CPU (docs/benchmarks.md,
-    4e). Results files carry this so that a figure names where it reproduces.
+    the same checkpoint and command can score differently on another CPU. Results files carry
+    this so that a figure names where it reproduces.
     """
     import jax
 

@@ -92,10 +92,9 @@ class RunConfig:
     host_loop: bool | None = None
     """Host backends only: collect rollouts with a Python loop that steps the envs and makes one
     compiled call between env steps ([`HostLoop`][batchppo.backends.HostLoop]) instead of
-    inside the compiled iteration through ``io_callback`` (``HostEnv``). Same results;
-    docs/benchmarks.md compares the speed of the two.
-    None: the in-graph rollout on the CPU, the loop on an accelerator, where it is the faster
-    (``resolve_host_loop``)."""
+    inside the compiled iteration through ``io_callback`` (``HostEnv``). Same results, at
+    different speeds. None: the in-graph rollout on the CPU, the loop on an accelerator, each
+    where it trains the faster (``resolve_host_loop``)."""
     devices: int | None = None
     """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded, parameters
     and normaliser statistics replicated; ``batchppo.algorithms.common.sharding``). None takes every
@@ -107,8 +106,8 @@ class RunConfig:
     step) run convolutions with XLA's own kernels (True) or hand them to the YNNPACK library
     as XLA does by default (False; the XLA option ``xla_cpu_experimental_ynn_fusion_type``).
     None: True where an observation leaf is an image (a CNN torso), whose gradient step
-    YNNPACK's convolutions made about 3x slower (docs/benchmarks.md, 8a). Results agree up to
-    float rounding; it may change on resume."""
+    YNNPACK's convolutions made about 3x slower (``bench/conv.py``). Results agree up to float
+    rounding; it may change on resume."""
     max_env_restarts: int = 0
     """``process`` and ``sync`` backends: how many env restarts each env batch (training,
     evaluation) may make in one training process. An env whose step raises, or whose worker
@@ -121,8 +120,8 @@ class RunConfig:
     Python stacks and killed, and the run stops as on an env error, with
     ``EnvTimeoutError`` naming the envs and where they were stuck; under
     ``max_env_restarts`` the worker is respawned instead and its envs' episodes truncated.
-    None waits for ever. The default is far above any step or reset of the MuJoCo presets'
-    envs (docs/benchmarks.md); raise it for an env that is slow by nature. The ``sync``
+    None waits for ever. The default is far above any step or reset of the presets' envs, so
+    it fires on a hung env only; raise it for an env that is slow by nature. The ``sync``
     backend steps its envs in the learner's process, which cannot bound them."""
     backend_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The backend's own settings, by name: the keys and types its record declares

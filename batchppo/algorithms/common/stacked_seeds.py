@@ -247,7 +247,7 @@ class SeedsTrainer:
         self._init_sim_program = Program("init_sim", self._build_init_sim, owner="SeedsTrainer")
         self._iteration_program = Program("iteration", self._build_iteration, owner="SeedsTrainer")
         # XLA's CPU backend runs a convolution vmapped over seeds (a kernel per seed) slower
-        # than the seeds' convolutions one after another (docs/benchmarks.md, 3b), so where
+        # than the seeds' convolutions one after another (``bench/many_seeds.py``), so where
         # the agent unrolls its update for a CNN on the CPU, the seeds take turns in the
         # single-seed program instead of sharing a vmapped one.
         unrolled = bool(getattr(self.agent, "unroll_update", False))

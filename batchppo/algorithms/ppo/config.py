@@ -140,7 +140,7 @@ class PPOConfig(NetworkConfig, RunConfig):
     """Compute and log, at every minibatch step, what the loss does not need: the exact KL to
     the rollout policy (``kl``), the ``clip`` objective's ``clip_fraction`` and ``approx_kl``,
     and the gradient norm (``grad_norm``), each a mean over the update. False drops them from
-    the step (on an H200 at 2048 CartPole envs they are 25 of its 89 kernels, benchmarks 11b)
+    the step (on an H200 at 2048 CartPole envs they are 25 of its 89 kernels)
     and from the metrics; ``lr_kl_cap`` and ``target_kl`` read the KL, so they need it on.
     Training is the same either way."""
 

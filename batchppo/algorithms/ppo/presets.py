@@ -70,8 +70,8 @@ _CLIP: dict[str, Any] = dict(
 # annealed to 0 over the budget. An update stops early once a minibatch's KL passes 1.5 x 0.02:
 # without that, the policy's std shrinks until each update moves it by a KL of 1-5 and the evals
 # swing between -150 and -900, the more the longer the budget. Rewards are scaled by the spread
-# of the discounted return. Final evals of pendulum_jax over seeds 0-2 (docs/benchmarks.md):
-# -154/-231/-165 at 100k steps, -137/-168/-180 at 400k.
+# of the discounted return. Final evals of pendulum_jax over seeds 0-2: -154/-231/-165 at 100k
+# steps, -137/-168/-180 at 400k.
 _PENDULUM_CLIP = _preset(
     **_CLIP,
     env="Pendulum-v1",
@@ -92,10 +92,10 @@ _PENDULUM_CLIP = _preset(
 )
 
 
-# Clipped PPO for the MuJoCo locomotion tasks at a 1M-step budget (docs/benchmarks.md): the
-# settings of Tianshou's MuJoCo PPO benchmark (many small updates per sample: 10 epochs of
-# minibatches of 64 over each 2048-step batch; 64x64 tanh networks; initial std 0.6; value
-# loss weight 0.25), over 16 envs in worker processes. Rewards are scaled by the spread of the
+# Clipped PPO for the MuJoCo locomotion tasks at a 1M-step budget: the settings of Tianshou's
+# MuJoCo PPO benchmark (many small updates per sample: 10 epochs of minibatches of 64 over each
+# 2048-step batch; 64x64 tanh networks; initial std 0.6; value loss weight 0.25), over 16 envs
+# in worker processes. Rewards are scaled by the spread of the
 # discounted return, which keeps value targets near unit scale; the learning rate anneals over
 # the budget.
 _LOCOMOTION: dict[str, Any] = dict(
@@ -126,8 +126,8 @@ def _locomotion(env: str, **changes: Any) -> PPOConfig:
 # Recomputing GAE before each epoch under the value network the earlier epochs trained gives
 # the later epochs better advantage estimates, for one value pass over the batch per epoch; on
 # ten seeds it raised the IQM, the mean and the weakest seed of HalfCheetah, Hopper and
-# Walker2d (docs/benchmarks.md 4d). Ant and Humanoid keep the recipe their ten seeds were
-# measured with until theirs are run with it.
+# Walker2d. Ant and Humanoid keep the recipe their ten seeds were measured with until theirs
+# are run with it.
 _RECOMPUTE: dict[str, Any] = dict(recompute_advantages=True)
 
 _LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
@@ -136,7 +136,8 @@ _LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
     "walker_fast": _locomotion("Walker2d-v5", **_RECOMPUTE),
     # Ant-v5 observes 78 contact-force terms by default; Ant-v4 did not, and under MuJoCo >= 2
     # the v2/v3 ones were all zero (openai/gym#1541), so the peers' Ant figures were learned
-    # without them. Without them Ant learns faster (docs/benchmarks.md section 4).
+    # without them. Without them Ant learns faster: with them two of three seeds stalled near
+    # 1000-1500, falling often, with 40 % of each update's samples clipped.
     "ant_fast": _locomotion("Ant-v5", env_kwargs={"include_cfrc_ext_in_observation": False}),
     "humanoid_fast": _locomotion("Humanoid-v5"),
     "reacher_fast": _locomotion("Reacher-v5", max_length=50),
@@ -149,9 +150,8 @@ _LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
 # (gamma 0.99, GAE 0.95, clip 0.2, entropy 0.01, 4 epochs, 128-step rollouts), over 128 envs.
 # The learning rate starts at 2e-3 and anneals to 0: at 5e-4 Breakout's paddle learns to stay
 # near the centre and the score sits at 6-7 for millions of steps (a discount of 0.999 or
-# separate torsos do not move it), while 1e-3 to 3e-3 leave that plateau within 400k steps
-# (docs/benchmarks.md, section 6). The grid stays 0/1 (no range normalisation); rewards are
-# unscaled.
+# separate torsos do not move it), while 1e-3 to 3e-3 leave that plateau within 400k steps.
+# The grid stays 0/1 (no range normalisation); rewards are unscaled.
 _MINATAR: dict[str, Any] = dict(
     _CLIP,
     backend="gymnax",
@@ -292,7 +292,8 @@ PRESETS: dict[str, PPOConfig] = {
     "asterix_minatar": _minatar("Asterix"),
     "freeway_minatar": _minatar("Freeway"),
     "space_invaders_minatar": _minatar("SpaceInvaders"),
-    # Needs the craftax package (pip install craftax --no-deps: see docs/benchmarks.md).
+    # Needs the craftax package, installed with `pip install craftax --no-deps`: it requires
+    # pygame, which clashes with the pygame-ce that minigrid and highway-env install.
     "craftax_symbolic": _preset(**_CRAFTAX),
     # --- Atari (ALE envs in worker processes, uint8 frames in shared memory). ---------------
     "breakout_atari": _atari("Breakout"),
