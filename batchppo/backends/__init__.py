@@ -3,8 +3,8 @@ factory by backend name.
 
 Each backend module registers its [`Backend`][batchppo.backends.Backend] record in the registry of
 ``batchppo.core.backends`` when imported, and this package imports them all, in the order messages
-list the backends: ``host`` (``process`` and ``sync``), ``ray``, ``gymnax``, ``brax`` and
-``jumanji``. Whoever reads the registry (configs, the trainer, the CLI,
+list the backends: ``host`` (``process`` and ``sync``), ``ray``, ``gymnax``, ``brax``,
+``jumanji`` and ``ale``. Whoever reads the registry (configs, the trainer, the CLI,
 [`batchppo.envs.make`][batchppo.envs.make.make]) imports this package, which also re-exports the
 registry's lookups. Backends of other packages join through the ``batchppo.backends`` entry-point
 group, loaded on the registry's first miss or full listing
@@ -41,7 +41,7 @@ from batchppo.core.wording import prose
 
 # isort: off
 # Importing a backend module registers it: the built-ins, in the order messages list them.
-from batchppo.backends import host, ray, gymnax, brax, jumanji  # noqa: F401
+from batchppo.backends import host, ray, gymnax, brax, jumanji, ale  # noqa: F401
 
 # isort: on
 from batchppo.backends.brax import check_brax_id

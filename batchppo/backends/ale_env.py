@@ -1,0 +1,495 @@
+"""The ``ale`` backend's envs: ale-py's ``AtariVectorEnv`` under our env API, in two modes.
+
+* [`AleVectorEnv`][batchppo.backends.ale_env.AleVectorEnv] (``mode=host``): a Gymnasium vector
+  env in same-step autoreset mode over ``send``/``recv``, handed to the learner as a
+  [`HostEnv`][batchppo.backends.HostEnv] like every host batch env (``io_callback`` or the host
+  loop).
+* [`AleFusedEnv`][batchppo.backends.ale_env.AleFusedEnv] (``mode=fused``): ``reset`` and
+  ``step`` as pure functions over a state, calling the XLA FFI targets that
+  ``AtariVectorEnv.xla()`` registers, so a whole rollout is one dispatch.
+
+**Autoreset.** ``xla()`` takes only ALE's ``NEXT_STEP`` mode, where an env whose game ended is
+reset by the *next* ``step`` call, which ignores that call's action. Both modes run ALE in
+``NEXT_STEP`` and turn it into our same-step convention (``batchppo.core.env``) the same way:
+step every env, then reset at once the envs whose game ended (a partial reset through ALE's
+``reset`` with their indices; fused: one in-graph FFI reset per such env, in a
+``lax.while_loop`` that runs no iteration at the steps where no game ended, which is almost
+all of them). The step's observations are the dense ``final_obs`` (the last frame stack where
+a game ended, the continuing one elsewhere) and the reset's, which report the continuing envs'
+current stacks unchanged, are ``obs``; so both hold the rule of ``batchppo.envs.final_obs`` by
+construction, with no copy. The resets pass seed -1: each env draws its no-ops from its own
+generator, seeded by the first reset, so host and fused runs from one key agree step by step.
+
+**Lives.** With the life signal (``AtariStack.episodic_life``, on in the presets) ALE flags
+``terminated`` at a lost life and the game goes on (``life_loss_info``; its
+``episodic_life`` would restart the game). A step ends the *game* where it is truncated (at
+``max_frames`` emulator frames), or terminated without a life lost (lives fell but stay
+above 0); only those envs are reset. ``terminated`` and ``truncated`` are ALE's, kept apart.
+
+**Against the process backend's ``preprocess: atari``** (``batchppo.envs.atari``), for the
+same seed and actions and no sticky actions: with ``noop_max=0`` and ``fire_reset`` off on both
+sides, the newest frame of every observation, the rewards and the terminated/truncated
+sequences are equal (``tests/backends/test_ale_env.py``). The differences:
+
+* *At a lost life* the process backend's reset continues the game with one no-op step (and
+  FIRE, with ``fire_reset``) and starts a new frame stack; here the game goes on with the
+  agent's next action and the frame stack runs on. ``fire_on_life_loss`` (the whole-game
+  evaluation's FIRE after each life, as training presses it) therefore presses nothing here
+  either: training and evaluation act alike after a life, as in the process backend.
+* *A reset's frame stack* is padded with zero frames, not with copies of the reset frame.
+* *No-ops and FIRE after a reset*: ALE presses FIRE for one frame and then draws
+  ``U{0..noop_max-1} - 1`` no-op frames; the process backend draws ``U{1..noop_max}`` no-op
+  frames and then steps FIRE for a frame skip. The start states' distributions differ
+  slightly; both are seeded by the reset.
+* Rewards are clipped here (to their sign, ``clip_rewards``) from ALE's raw rewards, which
+  also make the whole-game scores (``take_games``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from gymnasium.vector import AutoresetMode, VectorEnv
+from jax.experimental import io_callback
+
+from batchppo.backends.ale import ale_game
+from batchppo.backends.host_env import HostEnv, spec_from_spaces, wrap_host_env
+from batchppo.core.env import EnvSpec, StepResult
+from batchppo.envs.atari import AtariStack
+
+__all__ = [
+    "AleFusedEnv",
+    "AleState",
+    "AleVectorEnv",
+    "GameScores",
+    "atari_stack",
+    "env_seeds",
+    "game_ended",
+    "host_env",
+    "probe",
+    "vector_kwargs",
+]
+
+_SEED_MOD = 2**31 - 1
+"""Per-env seeds lie in ``[0, 2**31 - 1)``: ALE takes int32 seeds and -1 means "keep"."""
+
+_NEXT_STEP = AutoresetMode.NEXT_STEP
+
+
+def atari_stack(env_id: str, max_length: int | None, env_kwargs: Mapping[str, Any]) -> AtariStack:
+    """The [`AtariStack`][batchppo.envs.AtariStack] settings of an ``ale`` env's ``env_kwargs``.
+
+    Args:
+        env_id: The env id (for messages).
+        max_length: Must be None (a step limit would cut games by agent steps; ALE counts
+            ``max_frames``).
+        env_kwargs: ``{}`` (the ``atari`` defaults) or ``{"preprocess": "atari" |
+            "atari_game" | {"name": ..., **settings}}``.
+
+    Raises:
+        ValueError: One line: a step limit, another keyword, or another preprocessing.
+    """
+    from batchppo.envs.make import preprocessing
+
+    if max_length is not None:
+        raise ValueError(
+            f"{env_id}: max_length={max_length}: the ale backend ends games at "
+            "AtariStack.max_frames emulator frames; leave max_length None"
+        )
+    others = sorted(set(env_kwargs) - {"preprocess"})
+    if others:
+        raise ValueError(
+            f"{env_id}: env_kwargs {others}: the ale backend takes only 'preprocess' (the "
+            "Atari preprocessing's settings, e.g. {'name': 'atari', 'noop_max': 30})"
+        )
+    stack = preprocessing(env_kwargs.get("preprocess", "atari"))
+    if not isinstance(stack, AtariStack):
+        raise ValueError(
+            f"{env_id}: preprocess={env_kwargs.get('preprocess')!r}: the ale backend runs the "
+            "Atari preprocessing only (preprocess: atari or atari_game)"
+        )
+    return stack
+
+
+def vector_kwargs(stack: AtariStack) -> dict[str, Any]:
+    """``AtariVectorEnv``'s keywords for ``stack`` (the module docstring says what differs).
+
+    ALE's own reward clipping stays off: the raw rewards make the game scores, and the
+    learner's rewards are clipped from them (``learner_reward``).
+    """
+    return {
+        "noop_max": stack.noop_max,
+        "frameskip": stack.frame_skip,
+        "img_height": stack.screen_size,
+        "img_width": stack.screen_size,
+        "stack_num": stack.stack,
+        "grayscale": True,
+        "maxpool": True,
+        "reward_clipping": False,
+        "episodic_life": False,
+        "life_loss_info": stack.episodic_life,
+        "use_fire_reset": stack.fire_reset,
+        "repeat_action_probability": stack.repeat_action_probability,
+        "max_num_frames_per_episode": stack.max_frames,
+        "full_action_space": stack.full_action_space,
+    }
+
+
+def game_ended(terminated: Any, truncated: Any, lives: Any, lives_before: Any) -> Any:
+    """Where a step ended the game (NumPy or JAX arrays): truncated, or terminated without a
+    lost life (``0 < lives < lives_before``: the life signal, after which the game goes on)."""
+    life_lost = (lives > 0) & (lives < lives_before)
+    return truncated | (terminated & ~life_lost)
+
+
+def learner_reward(raw: Any, clip: bool, xp: Any) -> Any:
+    """The learner's float32 rewards from ALE's raw ones: their sign where ``clip``."""
+    reward = raw.astype(xp.float32)
+    return xp.sign(reward) if clip else reward
+
+
+def env_seeds(seed: Any, num_envs: int, xp: Any) -> Any:
+    """The per-env int32 seeds of a reset seeded ``seed``: ``seed + i`` modulo ``2**31 - 1``
+    (NumPy or JAX; the same numbers in both, so host and fused envs start alike)."""
+    total = xp.asarray(seed).astype(xp.uint32) + xp.arange(num_envs, dtype=xp.uint32)
+    return (total % xp.uint32(_SEED_MOD)).astype(xp.int32)
+
+
+class GameScores:
+    """The raw scores of the games that ended, kept until taken (``take``)."""
+
+    def __init__(self) -> None:
+        self._scores: list[float] = []
+
+    def add(self, ended: np.ndarray, scores: np.ndarray) -> None:
+        """Keeps ``scores`` where ``ended``."""
+        self._scores.extend(float(s) for s in np.asarray(scores)[np.asarray(ended, bool)])
+
+    def take(self) -> np.ndarray:
+        """The scores kept since the last call (float64, in the order the games ended)."""
+        taken, self._scores = np.asarray(self._scores, np.float64), []
+        return taken
+
+
+def _vector_env(env_id: str, num_envs: int, stack: AtariStack, **kwargs: Any) -> Any:
+    from ale_py.vector_env import AtariVectorEnv
+
+    return AtariVectorEnv(
+        ale_game(env_id),
+        num_envs,
+        autoreset_mode=_NEXT_STEP,
+        **vector_kwargs(stack),
+        **kwargs,
+    )
+
+
+class AleVectorEnv(VectorEnv):
+    """``AtariVectorEnv`` as a same-step Gymnasium vector env, stepped through ``send``/``recv``
+    (the module docstring: autoreset, lives, the process backend's differences).
+
+    Args:
+        env_id: An ALE id or ROM name.
+        num_envs: Batch size.
+        stack: The preprocessing's settings.
+        batch_size: ``recv``'s batch; None or ``num_envs`` (see ``AleOptions``).
+        num_threads: ALE's threads; 0: one per env, up to the cores.
+
+    Raises:
+        ValueError: A batch size other than ``num_envs``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.SAME_STEP}
+
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        stack: AtariStack,
+        *,
+        batch_size: int | None = None,
+        num_threads: int = 0,
+    ) -> None:
+        if batch_size is not None and batch_size != num_envs:
+            raise ValueError(
+                f"backend_options.batch_size={batch_size}: the learners act on all "
+                f"{num_envs} envs at each step, and recv with a smaller batch hands back a "
+                "different subset of envs each time; drop batch_size (or set it to num_agents)"
+            )
+        self._vec = _vector_env(env_id, num_envs, stack, num_threads=num_threads)
+        self.num_envs = num_envs
+        self.single_observation_space = self._vec.single_observation_space
+        self.single_action_space = self._vec.single_action_space
+        self.observation_space = self._vec.observation_space
+        self.action_space = self._vec.action_space
+        self._clip = stack.clip_rewards
+        self._lives = np.zeros(num_envs, np.int32)
+        self._scores = np.zeros(num_envs, np.float64)
+        self.games = GameScores()
+        """The raw scores of the games that ended (``take_games``)."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Resets every env: env ``i`` seeded ``env_seeds(seed)[i]`` (None: each keeps its
+        generator). Partial resets are the autoreset's own business: ``options`` is refused."""
+        if options:
+            raise ValueError(f"AleVectorEnv.reset takes no options; got {sorted(options)}")
+        seeds = None if seed is None else env_seeds(seed, self.num_envs, np).astype(np.int64)
+        obs, info = self._vec.reset(seed=seeds)
+        self._lives = np.asarray(info["lives"], np.int32)
+        self._scores[:] = 0.0
+        return obs, info
+
+    def step_arrays(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Steps every env; returns ``(obs, reward, terminated, truncated, final_obs)``."""
+        obs, reward, terminated, truncated, _ = self._step(actions)
+        return obs[1], reward, terminated, truncated, obs[0]
+
+    def _step(self, actions: np.ndarray) -> tuple[Any, ...]:
+        final_obs, raw, terminated, truncated, info = self._vec.step(np.asarray(actions, np.int32))
+        ended = game_ended(terminated, truncated, info["lives"], self._lives)
+        self._scores += raw
+        self.games.add(ended, self._scores)
+        self._scores[ended] = 0.0
+        obs, lives = final_obs, info["lives"]
+        if ended.any():
+            obs, reset_info = self._vec.reset(options={"reset_mask": np.asarray(ended)})
+            lives = reset_info["lives"]
+        self._lives = np.asarray(lives, np.int32)
+        reward = learner_reward(np.asarray(raw), self._clip, np)
+        return (final_obs, obs), reward, np.asarray(terminated), np.asarray(truncated), info
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Steps every env (Gymnasium's same-step API: ``final_obs`` and its mask in the
+        infos where an episode ended, a lost life included)."""
+        (final_obs, obs), reward, terminated, truncated, info = self._step(actions)
+        done = terminated | truncated
+        infos = dict(info)
+        if done.any():
+            finals = np.empty(self.num_envs, object)
+            for i in np.flatnonzero(done):
+                finals[i] = final_obs[i]
+            infos.update(final_obs=finals, _final_obs=done)
+        return obs, reward, terminated, truncated, infos
+
+    def take_games(self) -> np.ndarray:
+        """The raw scores (all lives) of the games that ended since the last call."""
+        return self.games.take()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Stops ALE's threads."""
+        self._vec.close()
+
+
+def host_env(
+    env_id: str,
+    num_envs: int,
+    stack: AtariStack,
+    *,
+    batch_size: int | None = None,
+    num_threads: int = 0,
+) -> HostEnv:
+    """The ``mode=host`` env: an [`AleVectorEnv`][batchppo.backends.ale_env.AleVectorEnv] in a
+    [`HostEnv`][batchppo.backends.HostEnv] (uint8 frames and integer rewards: always finite)."""
+    vector = AleVectorEnv(env_id, num_envs, stack, batch_size=batch_size, num_threads=num_threads)
+    return wrap_host_env(vector, check_finite=False)
+
+
+@struct.dataclass
+class AleState:
+    """The state of an [`AleFusedEnv`][batchppo.backends.ale_env.AleFusedEnv]: the emulators
+    live in ALE's C++ envs, and the handle orders the FFI calls by their data.
+
+    Attributes:
+        handle: ALE's vectorizer handle (8 bytes), threaded through every call.
+        lives: ``(num_envs,)`` int32, each env's lives after the last step.
+        scores: ``(num_envs,)`` float32, the raw score of each env's game so far.
+    """
+
+    handle: jax.Array
+    lives: jax.Array
+    scores: jax.Array
+
+
+def _xla_functions(vec: Any) -> tuple[Any, Any]:
+    """``vec.xla()``'s handle and step function, or a one-line error naming the fix."""
+    import ale_py
+
+    if jax.default_backend() != "cpu" and not hasattr(ale_py._ale_py, "VectorXLAStepGPU"):
+        raise ValueError(
+            f"the ale backend's fused mode on {jax.default_backend()} needs ale-py's XLA "
+            f"targets for it, which ale-py {ale_py.__version__} was built without; set "
+            "backend_options.mode=host (or install an ale-py >= 0.12 built with them)"
+        )
+    xla = getattr(vec, "xla", None)
+    if xla is None:
+        raise ValueError(
+            f"the ale backend's fused mode needs AtariVectorEnv.xla(), which ale-py "
+            f"{ale_py.__version__} lacks; pip install 'ale-py>=0.12', or set "
+            "backend_options.mode=host"
+        )
+    try:
+        handle, _, step = xla()
+    except Exception as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(
+            f"AtariVectorEnv.xla() failed ({type(error).__name__}: {first}); set "
+            "backend_options.mode=host"
+        ) from error
+    return handle, step
+
+
+class AleFusedEnv:
+    """ALE's vector env as pure-JAX ``reset``/``step`` (``mode=fused``; the module docstring:
+    autoreset, lives, the process backend's differences).
+
+    The functions call ALE's XLA FFI targets, so they run under ``jit`` and ``lax.scan`` with
+    no host round trip, but they have side effects on the emulators: a program replays
+    nothing, and the env cannot be vmapped. The key of ``step`` is unused (ALE's envs own
+    their generators); ``reset(key)`` seeds them.
+
+    Args:
+        env_id: An ALE id or ROM name.
+        num_envs: Batch size.
+        stack: The preprocessing's settings.
+        num_threads: ALE's threads; 0: one per env, up to the cores.
+
+    Raises:
+        ValueError: ``xla()`` is missing or fails on this platform (one line; mode=host
+            works there).
+    """
+
+    def __init__(
+        self, env_id: str, num_envs: int, stack: AtariStack, *, num_threads: int = 0
+    ) -> None:
+        self._vec = _vector_env(env_id, num_envs, stack, num_threads=num_threads)
+        try:
+            self._handle, self._xla_step = _xla_functions(self._vec)
+        except ValueError:
+            self._vec.close()
+            raise
+        self._num_envs = num_envs
+        self._clip = stack.clip_rewards
+        self._obs_shape = tuple(self._vec.single_observation_space.shape)
+        self._spec = spec_from_spaces(
+            self._vec.single_observation_space, self._vec.single_action_space
+        )
+        self.games = GameScores()
+        """The raw scores of the games that ended (``take_games``)."""
+
+    @property
+    def spec(self) -> EnvSpec:
+        """Shapes, dtypes and bounds of one env."""
+        return self._spec
+
+    @property
+    def num_envs(self) -> int:
+        """Batch size."""
+        return self._num_envs
+
+    def close(self) -> None:
+        """Stops ALE's threads (a compiled program must not call the env after this)."""
+        self._vec.close()
+
+    def __repr__(self) -> str:
+        return f"AleFusedEnv({self._vec.ale!r}, num_envs={self._num_envs})"
+
+    def take_games(self) -> np.ndarray:
+        """The raw scores (all lives) of the games that ended since the last call."""
+        return self.games.take()
+
+    def _reset_call(
+        self, handle: jax.Array, indices: jax.Array, seeds: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """ALE's reset of the envs ``indices`` (the others report their current stacks):
+        ``(handle, obs, lives)`` of every env. The FFI call itself, since ``xla()``'s reset
+        takes a concrete mask only."""
+        n = self._num_envs
+        scalars = [jax.ShapeDtypeStruct((n,), jnp.int32)] * 4
+        call = jax.ffi.ffi_call(
+            "atari_vector_xla_reset",
+            (
+                jax.ShapeDtypeStruct((8,), jnp.uint8),
+                jax.ShapeDtypeStruct((n, *self._obs_shape), jnp.uint8),
+                *scalars,
+            ),
+            has_side_effect=True,
+        )
+        handle, obs, _, lives, _, _ = call(handle, indices, seeds)
+        return handle, obs, lives
+
+    def reset(self, key: jax.Array) -> tuple[AleState, jax.Array]:
+        """Resets every env, env ``i`` seeded ``env_seeds(HostEnv.seed_from_key(key))[i]``
+        (the seeds a host-mode env gets from the same key)."""
+        n = self._num_envs
+        seeds = env_seeds(HostEnv.seed_from_key(key), n, jnp)
+        handle, obs, lives = self._reset_call(self._handle, jnp.arange(n, dtype=jnp.int32), seeds)
+        return AleState(handle, lives, jnp.zeros((n,), jnp.float32)), obs
+
+    def step(self, state: AleState, action: jax.Array, key: jax.Array) -> StepResult:
+        """Steps every env, then resets those whose game ended (same-step autoreset)."""
+        del key
+        action = jnp.asarray(action).astype(jnp.int32).reshape((self._num_envs,))
+        handle, (final_obs, raw, terminated, truncated, info) = self._xla_step(state.handle, action)
+        ended = game_ended(terminated, truncated, info["lives"], state.lives)
+        scores = state.scores + raw.astype(jnp.float32)
+        jax.lax.cond(
+            ended.any(),
+            lambda: io_callback(self.games.add, None, ended, scores, ordered=False),
+            lambda: None,
+        )
+
+        def reset_next(carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+            handle, pending, _, _ = carry
+            i = jnp.argmax(pending).astype(jnp.int32)
+            handle, obs, lives = self._reset_call(handle, i[None], jnp.full((1,), -1, jnp.int32))
+            return handle, pending.at[i].set(False), obs, lives
+
+        handle, _, obs, lives = jax.lax.while_loop(
+            lambda carry: carry[1].any(), reset_next, (handle, ended, final_obs, info["lives"])
+        )
+        return StepResult(
+            state=AleState(handle, lives, jnp.where(ended, 0.0, scores)),
+            obs=obs,
+            reward=learner_reward(raw, self._clip, jnp),
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+        )
+
+
+def probe(
+    env_id: str,
+    *,
+    normalize_ranges: bool = True,
+    env_kwargs: Mapping[str, Any] | None = None,
+    **_: Any,
+) -> Any:
+    """The ``ale`` record's start-up check: one env built, reset and closed; its spaces.
+
+    Raises:
+        ValueError: One line: the id, the settings, or ALE's own error.
+    """
+    from batchppo.envs.make import EnvProbe
+
+    del normalize_ranges  # uint8 frames and a Discrete action: nothing to map
+    stack = atari_stack(env_id, None, dict(env_kwargs or {}))
+    try:
+        vec = _vector_env(env_id, 1, stack)
+    except Exception as error:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"env {env_id!r}: ALE could not build it: {first}") from error
+    try:
+        vec.reset(seed=0)
+        return EnvProbe(vec.single_observation_space, vec.single_action_space, None)
+    finally:
+        vec.close()
