@@ -90,7 +90,9 @@ __all__ = [
     "register",
 ]
 
-HOST_BACKENDS: tuple[str, ...] = tuple(n for n, b in BACKENDS.registered().items() if b.host)
+HOST_BACKENDS: tuple[str, ...] = tuple(
+    n for n, b in BACKENDS.registered().items() if b.host and b.batch_env is not None
+)
 """The built-in host backends, whose envs [`batchppo.envs.make`][batchppo.envs.make.make] builds
 with their record's ``batch_env`` (its ``backend`` names, with any backend registered later that
 has one). Read without loading the entry points (importing this package loads none)."""

@@ -98,6 +98,8 @@ def ale_game(env_id: str) -> str:
     game = _snake(match["game"]) if match else env_id
     known = roms.get_all_rom_ids()
     if game not in known:
+        if match:  # the close matches in the form asked: ALE/MsPacman-v5
+            known = [f"ALE/{''.join(w.capitalize() for w in rom.split('_'))}-v5" for rom in known]
         raise ValueError(
             unknown_id_message(
                 "ALE game",
@@ -155,6 +157,11 @@ def make_ale_env(
     )
 
 
+def _fused(options: AleOptions) -> bool:
+    """The record's ``in_program``: fused mode steps the envs inside the compiled program."""
+    return options.mode == "fused"
+
+
 def _render_ale(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
     del env_kwargs  # the render env is built with them, by the process backend's stack
     if not _ALE_ID.match(env_id):
@@ -179,5 +186,6 @@ register(
         install=_INSTALL,
         probe=lazy("batchppo.backends.ale_env:probe"),
         check_spaces=lazy("batchppo.backends.host_env:spec_from_spaces"),
+        in_program=_fused,
     )
 )

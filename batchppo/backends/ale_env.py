@@ -24,7 +24,9 @@ generator, seeded by the first reset, so host and fused runs from one key agree 
 ``terminated`` at a lost life and the game goes on (``life_loss_info``; its
 ``episodic_life`` would restart the game). A step ends the *game* where it is truncated (at
 ``max_frames`` emulator frames), or terminated without a life lost (lives fell but stay
-above 0); only those envs are reset. ``terminated`` and ``truncated`` are ALE's, kept apart.
+above 0); only those envs are reset (``game_flags``). ``terminated`` and ``truncated`` are
+ALE's, kept apart, but for a life lost at the frame cap's very step, which ALE reports as
+``terminated`` and the process backend as ``truncated``, as this backend does.
 
 **Against the process backend's ``preprocess: atari``** (``batchppo.envs.atari``), for the
 same seed and actions and no sticky actions: with ``noop_max=0`` and ``fire_reset`` off on both
@@ -69,7 +71,7 @@ __all__ = [
     "GameScores",
     "atari_stack",
     "env_seeds",
-    "game_ended",
+    "game_flags",
     "host_env",
     "probe",
     "vector_kwargs",
@@ -140,11 +142,22 @@ def vector_kwargs(stack: AtariStack) -> dict[str, Any]:
     }
 
 
-def game_ended(terminated: Any, truncated: Any, lives: Any, lives_before: Any) -> Any:
-    """Where a step ended the game (NumPy or JAX arrays): truncated, or terminated without a
-    lost life (``0 < lives < lives_before``: the life signal, after which the game goes on)."""
+def game_flags(
+    terminated: Any, truncated: Any, lives: Any, lives_before: Any, steps: Any, max_steps: int
+) -> tuple[Any, Any, Any]:
+    """A step's ``(terminated, truncated, ended)`` from ALE's flags (NumPy or JAX arrays).
+
+    The game ends where it is over (terminated without a lost life: ``0 < lives <
+    lives_before`` is the life signal, after which the game goes on) or cut: at ``max_steps``
+    agent steps of the game (``steps``, this one counted), ALE's ``max_frames``. ALE reports a
+    life lost at the cut's very step as ``terminated`` alone, yet resets the game; that step
+    is ``truncated`` here, as the process backend reports it.
+    """
     life_lost = (lives > 0) & (lives < lives_before)
-    return truncated | (terminated & ~life_lost)
+    over = terminated & ~life_lost
+    truncated = truncated | ((steps >= max_steps) & ~over)
+    terminated = over | (terminated & ~truncated)
+    return terminated, truncated, over | truncated
 
 
 def learner_reward(raw: Any, clip: bool, xp: Any) -> Any:
@@ -227,7 +240,9 @@ class AleVectorEnv(VectorEnv):
         self.observation_space = self._vec.observation_space
         self.action_space = self._vec.action_space
         self._clip = stack.clip_rewards
+        self._max_steps = -(-stack.max_frames // stack.frame_skip)
         self._lives = np.zeros(num_envs, np.int32)
+        self._steps = np.zeros(num_envs, np.int64)
         self._scores = np.zeros(num_envs, np.float64)
         self.games = GameScores()
         """The raw scores of the games that ended (``take_games``)."""
@@ -235,13 +250,20 @@ class AleVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Resets every env: env ``i`` seeded ``env_seeds(seed)[i]`` (None: each keeps its
-        generator). Partial resets are the autoreset's own business: ``options`` is refused."""
+        """Resets every env: env ``i`` seeded ``env_seeds(seed)[i]``, or ``seed[i]`` for a
+        sequence (None: each keeps its generator). Partial resets are the autoreset's own
+        business: ``options`` is refused."""
         if options:
             raise ValueError(f"AleVectorEnv.reset takes no options; got {sorted(options)}")
-        seeds = None if seed is None else env_seeds(seed, self.num_envs, np).astype(np.int64)
+        if seed is None:
+            seeds = None
+        elif np.ndim(seed) == 0:
+            seeds = env_seeds(seed, self.num_envs, np).astype(np.int64)
+        else:  # one seed per env (the stacked seeds' shared env)
+            seeds = np.asarray(seed, np.int64) % _SEED_MOD
         obs, info = self._vec.reset(seed=seeds)
         self._lives = np.asarray(info["lives"], np.int32)
+        self._steps[:] = 0
         self._scores[:] = 0.0
         return obs, info
 
@@ -254,10 +276,14 @@ class AleVectorEnv(VectorEnv):
 
     def _step(self, actions: np.ndarray) -> tuple[Any, ...]:
         final_obs, raw, terminated, truncated, info = self._vec.step(np.asarray(actions, np.int32))
-        ended = game_ended(terminated, truncated, info["lives"], self._lives)
+        self._steps += 1
+        terminated, truncated, ended = game_flags(
+            terminated, truncated, info["lives"], self._lives, self._steps, self._max_steps
+        )
         self._scores += raw
         self.games.add(ended, self._scores)
         self._scores[ended] = 0.0
+        self._steps[ended] = 0
         obs, lives = final_obs, info["lives"]
         if ended.any():
             obs, reset_info = self._vec.reset(options={"reset_mask": np.asarray(ended)})
@@ -312,11 +338,13 @@ class AleState:
     Attributes:
         handle: ALE's vectorizer handle (8 bytes), threaded through every call.
         lives: ``(num_envs,)`` int32, each env's lives after the last step.
+        steps: ``(num_envs,)`` int32, each env's agent steps in its game so far.
         scores: ``(num_envs,)`` float32, the raw score of each env's game so far.
     """
 
     handle: jax.Array
     lives: jax.Array
+    steps: jax.Array
     scores: jax.Array
 
 
@@ -379,6 +407,7 @@ class AleFusedEnv:
             raise
         self._num_envs = num_envs
         self._clip = stack.clip_rewards
+        self._max_steps = -(-stack.max_frames // stack.frame_skip)
         self._obs_shape = tuple(self._vec.single_observation_space.shape)
         self._spec = spec_from_spaces(
             self._vec.single_observation_space, self._vec.single_action_space
@@ -433,14 +462,18 @@ class AleFusedEnv:
         n = self._num_envs
         seeds = env_seeds(HostEnv.seed_from_key(key), n, jnp)
         handle, obs, lives = self._reset_call(self._handle, jnp.arange(n, dtype=jnp.int32), seeds)
-        return AleState(handle, lives, jnp.zeros((n,), jnp.float32)), obs
+        zeros = jnp.zeros((n,), jnp.int32)
+        return AleState(handle, lives, zeros, zeros.astype(jnp.float32)), obs
 
     def step(self, state: AleState, action: jax.Array, key: jax.Array) -> StepResult:
         """Steps every env, then resets those whose game ended (same-step autoreset)."""
         del key
         action = jnp.asarray(action).astype(jnp.int32).reshape((self._num_envs,))
         handle, (final_obs, raw, terminated, truncated, info) = self._xla_step(state.handle, action)
-        ended = game_ended(terminated, truncated, info["lives"], state.lives)
+        steps = state.steps + 1
+        terminated, truncated, ended = game_flags(
+            terminated, truncated, info["lives"], state.lives, steps, self._max_steps
+        )
         scores = state.scores + raw.astype(jnp.float32)
         jax.lax.cond(
             ended.any(),
@@ -458,7 +491,9 @@ class AleFusedEnv:
             lambda carry: carry[1].any(), reset_next, (handle, ended, final_obs, info["lives"])
         )
         return StepResult(
-            state=AleState(handle, lives, jnp.where(ended, 0.0, scores)),
+            state=AleState(
+                handle, lives, jnp.where(ended, 0, steps), jnp.where(ended, 0.0, scores)
+            ),
             obs=obs,
             reward=learner_reward(raw, self._clip, jnp),
             terminated=terminated,

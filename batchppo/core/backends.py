@@ -35,7 +35,7 @@ Examples:
     >>> get_backend("gymnax").fused
     True
     >>> names(host=True)
-    ('process', 'sync', 'ray')
+    ('process', 'sync', 'ray', 'ale')
 """
 
 from __future__ import annotations
@@ -173,6 +173,11 @@ class Backend:
             (``experiment.env_checks.check_env``); None: only ``check_env_id`` runs.
         check_spaces: ``check_spaces(observation_space, action_space)``: raises a one-line
             ``ValueError`` for spaces the learners cannot take (run on the probe's spaces).
+        in_program: For a host backend, ``in_program(options)`` (its ``options`` dataclass):
+            whether those options step the envs from inside the compiled program (the ``ale``
+            backend's fused mode calls ALE's XLA FFI there), leaving no envs for a Python loop
+            to step (``host_loop``) nor for stacked seeds to share through host calls; None:
+            never ([`steps_in_program`][batchppo.backends.Backend.steps_in_program]).
         export_mapping: ``export_mapping(config, trainer)``: what the env stack does around a
             run's policy (an ``EnvMapping`` of ``batchppo.experiment.export``), which
             ``batchppo export`` folds into its ONNX model: ``export.gymnasium_mapping`` for
@@ -197,6 +202,7 @@ class Backend:
     probe: Callable[..., Any] | None = None
     check_spaces: Callable[[Any, Any], Any] | None = None
     export_mapping: Callable[[Any, Any], Any] | None = None
+    in_program: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
         if not self.title:
@@ -208,6 +214,18 @@ class Backend:
     def fused(self) -> bool:
         """Whether the envs fuse with the learner into one compiled program (pure JAX)."""
         return not self.host
+
+    def steps_in_program(self, backend_options: Mapping[str, Any]) -> bool:
+        """Whether a host backend's envs, under a config's ``backend_options``, are stepped from
+        inside the compiled program (``in_program``); False for pure-JAX backends (their envs
+        are the program) and for host backends without ``in_program``.
+
+        Raises:
+            ValueError: As [`check_options`][batchppo.backends.Backend.check_options].
+        """
+        if self.in_program is None:
+            return False
+        return bool(self.in_program(self.check_options(backend_options)))
 
     def available(self) -> bool:
         """Whether the modules the backend needs are importable (checked without importing)."""

@@ -22,6 +22,7 @@ import numpy as np
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
+from batchppo.backends import get_backend
 from batchppo.experiment import configs, trainers
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.rundir import prepare_run_dir
@@ -213,6 +214,12 @@ class StackedSeeds:
             raise ConfigError(
                 f"--seeds {self.num_seeds}: {algorithm.title} trains one seed per run; drop "
                 "--seeds and start one run per seed (--set seed=N)"
+            )
+        if get_backend(config.backend).steps_in_program(config.backend_options):
+            raise ConfigError(
+                f"--seeds {self.num_seeds}: the seeds share one host env through host calls, and "
+                f"backend={config.backend!r} with backend_options {config.backend_options} steps "
+                "its envs inside the compiled program; start one run per seed (--set seed=N)"
             )
 
     def dir_names(self, name: str) -> list[str]:

@@ -158,8 +158,8 @@ def test_a_broken_entry_point_warns_in_one_line_and_others_still_work(
         "failed to load, its backends are unavailable: TypeError: int is neither a module, a "
         "Backend nor a callable",
     ]
-    assert backends.names() == ("process", "sync", "ray", "gymnax", "brax", "jumanji", "tiny",
-                                "tiny-a", "tiny-b")  # fmt: skip
+    assert backends.names() == ("process", "sync", "ray", "gymnax", "brax", "jumanji", "ale",
+                                "tiny", "tiny-a", "tiny-b")  # fmt: skip
     with pytest.raises(ValueError, match=r"^unknown backend 'tinny'\. Did you mean 'tiny'\?.*"):
         backends.get_backend("tinny")
     with warnings.catch_warnings():

@@ -12,8 +12,9 @@ from batchppo.backends import get_backend, names
 
 
 def test_builtin_records_and_derived_lists():
-    assert names() == ("process", "sync", "ray", "gymnax", "brax", "jumanji")
-    assert names(host=True) == ("process", "sync", "ray")
+    assert names() == ("process", "sync", "ray", "gymnax", "brax", "jumanji", "ale")
+    assert names(host=True) == ("process", "sync", "ray", "ale")
+    assert backends.HOST_BACKENDS == ("process", "sync", "ray")  # those envs.make builds
     assert names(host=False) == ("gymnax", "brax", "jumanji")
     assert names(supports_restarts=True) == ("process", "sync")
     assert all(get_backend(n).fused for n in ("gymnax", "brax", "jumanji"))

@@ -123,5 +123,5 @@ def test_a_backend_without_options_refuses_any():
         record.check_options({"address": "auto"})
     assert str(info.value) == (
         "backend_options {'address': 'auto'}: backend 'opt' takes none (backends with "
-        "options: ray); drop backend_options"
+        "options: ray and ale); drop backend_options"
     )

@@ -268,6 +268,12 @@ class RunConfig:
         )
         backend.check_options(self.backend_options)
         check(
+            not self.host_loop or not backend.steps_in_program(self.backend_options),
+            f"host_loop=True steps host envs from a Python loop; backend={self.backend!r} with "
+            f"backend_options {self.backend_options} steps them inside the compiled rollout: "
+            "set host_loop=false (or None)",
+        )
+        check(
             self.track in TRACKERS,
             f"track={self.track!r}: choose one of {TRACKERS[1:]}, or None (TensorBoard only)",
         )

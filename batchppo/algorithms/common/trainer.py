@@ -199,7 +199,9 @@ class Trainer:
         (``config.xla_convolutions``)."""
         self._hot_options = hot_compiler_options(self.xla_convolutions)
         self._host_loop: HostLoop | None = None
-        if resolve_host_loop(config.host_loop, host=self._steps_from_host(config)):
+        backend = get_backend(config.backend)
+        loop_envs = backend.host and not backend.steps_in_program(config.backend_options)
+        if resolve_host_loop(config.host_loop, host=loop_envs):
             from batchppo.backends.host_loop import HostLoop
 
             self._host_loop = HostLoop(self.env, self.agent.policy_fn, self._hot_options)
@@ -234,25 +236,6 @@ class Trainer:
         self._init_sim_program = Program("init_sim", self._build_init_sim)
         self._learn_program = Program("learn", self._build_learn)
         self._iterations_programs: dict[int, Program] = {}
-
-    def _steps_from_host(self, config: Any) -> bool:
-        """Whether the training env can be stepped from a Python loop: a host backend's
-        [`HostEnv`][batchppo.backends.HostEnv]. A host backend may also step its envs from
-        inside the compiled program (the ``ale`` backend's fused mode), where there is no loop to
-        drive them: ``host_loop=True`` is then refused in one line."""
-        from batchppo.backends.host_env import HostEnv
-
-        if self.fused:
-            return False
-        if isinstance(self.env, HostEnv):
-            return True
-        if config.host_loop:
-            raise ValueError(
-                f"host_loop=True steps host envs from a Python loop; backend={config.backend!r} "
-                f"with backend_options {dict(config.backend_options)} steps them inside the "
-                "compiled rollout: set host_loop=false (or None)"
-            )
-        return False
 
     @property
     def num_devices(self) -> int:

@@ -1,0 +1,195 @@
+"""The ``ale`` backend's envs (``batchppo.backends.ale_env``): the same-step autoreset over ALE's
+NEXT_STEP mode, host and fused modes step by step, the process backend's ``preprocess: atari``
+matched where ALE is deterministic, the game scores, and the one-line errors."""
+
+from __future__ import annotations
+
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchppo.backends import make_env
+from batchppo.backends.ale import AleOptions, ale_game
+from batchppo.backends.ale_env import (
+    AleFusedEnv,
+    AleVectorEnv,
+    _xla_functions,
+    atari_stack,
+    env_seeds,
+    game_flags,
+)
+from batchppo.envs import AtariStack, make
+
+pytestmark = pytest.mark.timeout(120)
+
+BREAKOUT = "ALE/Breakout-v5"
+
+
+def _options(**changes):
+    return {**vars(AleOptions()), **changes}
+
+
+def _rollout(env, key, actions):
+    """``reset(key)`` then a ``lax.scan`` of ``step`` over ``actions`` ``(T, n)``, compiled."""
+
+    def run(key):
+        state, obs = env.reset(key)
+
+        def body(state, action):
+            res = env.step(state, action, key)
+            return res.state, (res.obs, res.reward, res.terminated, res.truncated, res.final_obs)
+
+        _, steps = jax.lax.scan(body, state, actions)
+        return obs, steps
+
+    return jax.device_get(jax.jit(run)(key))
+
+
+def test_ale_ids_map_to_rom_names_and_unknown_ones_are_one_line_errors():
+    assert ale_game("ALE/Breakout-v5") == "breakout"
+    assert ale_game("ALE/MsPacman-v5") == "ms_pacman"
+    assert ale_game("pong") == "pong"
+    with pytest.raises(ValueError, match=r"^unknown ALE game 'ALE/Breakot-v5'\. Did you mean"):
+        ale_game("ALE/Breakot-v5")
+
+
+def test_bad_options_and_env_kwargs_are_one_line_errors():
+    with pytest.raises(ValueError, match=r"^backend_options\.mode='fast': the ale backend's "):
+        AleOptions(mode="fast")
+    with pytest.raises(ValueError, match=r"^backend_options\.batch_size=4: a batch size is for"):
+        AleOptions(batch_size=4)
+    with pytest.raises(ValueError, match=r"^backend_options\.num_threads=-1: must be >= 0"):
+        AleOptions(num_threads=-1)
+    with pytest.raises(ValueError, match=r"^backend_options\.batch_size=2: the learners act on"):
+        AleVectorEnv(BREAKOUT, 4, AtariStack(), batch_size=2)
+    with pytest.raises(ValueError, match=r"max_length=100: the ale backend ends games at"):
+        atari_stack(BREAKOUT, 100, {})
+    with pytest.raises(ValueError, match=r"env_kwargs \['frameskip'\]: the ale backend takes"):
+        atari_stack(BREAKOUT, None, {"frameskip": 1})
+    assert atari_stack(BREAKOUT, None, {}) == AtariStack()
+    assert atari_stack(BREAKOUT, None, {"preprocess": "atari_game"}).clip_rewards is False
+
+
+def test_xla_missing_or_failing_is_a_one_line_error_naming_host_mode(monkeypatch):
+    with pytest.raises(ValueError, match=r"lacks; pip install 'ale-py>=0\.12', or set backend_"):
+        _xla_functions(types.SimpleNamespace())
+
+    def fails():
+        raise RuntimeError("no FFI here\nmore")
+
+    with pytest.raises(ValueError, match=r"^AtariVectorEnv\.xla\(\) failed \(RuntimeError: no "):
+        _xla_functions(types.SimpleNamespace(xla=fails))
+    import ale_py
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.delattr(ale_py._ale_py, "VectorXLAStepGPU")
+    with pytest.raises(ValueError, match=r"on gpu needs ale-py's XLA targets for it.*mode=host"):
+        _xla_functions(types.SimpleNamespace(xla=fails))
+
+
+def test_the_game_ends_at_truncation_or_a_termination_without_a_lost_life():
+    # life lost, last life lost, over with lives left, cut, nothing, life lost at the cut
+    terminated = np.array([True, True, True, False, False, True])
+    truncated = np.array([False, False, False, True, False, False])
+    lives = np.array([2, 0, 3, 3, 2, 2])
+    before = np.array([3, 1, 3, 3, 3, 3])
+    steps = np.array([5, 5, 5, 9, 5, 9])
+    flags = game_flags(terminated, truncated, lives, before, steps, 9)
+    assert [f.tolist() for f in flags] == [
+        [True, True, True, False, False, False],
+        [False, False, False, True, False, True],
+        [False, True, True, True, False, True],
+    ]
+    assert env_seeds(2**31 - 3, 4, np).tolist() == [2**31 - 3, 2**31 - 2, 0, 1]
+    assert np.asarray(env_seeds(jnp.int32(2**31 - 3), 4, jnp)).tolist() == [
+        2**31 - 3,
+        2**31 - 2,
+        0,
+        1,
+    ]
+
+
+@pytest.mark.parametrize("max_frames", [480, 108_000], ids=["truncation", "game-over"])
+def test_host_mode_matches_the_process_backends_preprocessing(max_frames):
+    """Same actions, no sticky actions, no no-ops, no FIRE at reset: the newest frame, the
+    rewards and the done sequences are equal. The process backend's reset after a lost life
+    is one no-op step, which the ALE leaves to the agent: fed to the ALE here, it comes back
+    with reward 0 and the frame the process backend's reset showed."""
+    settings = {"noop_max": 0, "fire_reset": False, "max_frames": max_frames}
+    stack = AtariStack(**settings)
+    process = make(BREAKOUT, 1, backend="sync", preprocess={"name": "atari", **settings})
+    ale = AleVectorEnv(BREAKOUT, 1, stack)
+    actions = np.random.default_rng(0).integers(0, 4, 300).astype(np.int32)
+    events = {"life": 0, "truncated": 0, "game": 0}
+    try:
+        p_obs, _ = process.reset(seed=5)
+        a_obs, _ = ale.reset(seed=5)
+        assert np.array_equal(p_obs[0, -1], a_obs[0, -1])
+        assert not a_obs[0, :-1].any() and (p_obs[0] == p_obs[0, -1]).all()  # the padding
+        lives = 5
+        for action in actions:
+            p_obs, p_rew, p_term, p_trunc, p_final = process.step_arrays(action[None])
+            a_obs, a_rew, a_term, a_trunc, a_final = ale.step_arrays(action[None])
+            assert (p_rew[0], p_term[0], p_trunc[0]) == (a_rew[0], a_term[0], a_trunc[0])
+            assert np.array_equal(p_final[0, -1], a_final[0, -1])
+            life_lost = a_term[0] and 0 < ale._lives[0] < lives
+            lives = ale._lives[0]
+            if life_lost:
+                events["life"] += 1
+                assert np.array_equal(a_obs, a_final)  # the game goes on: no reset
+                a_obs, a_rew, a_term, a_trunc, _ = ale.step_arrays(np.zeros(1, np.int32))
+                assert (a_rew[0], a_term[0], a_trunc[0]) == (0.0, False, False)
+            elif a_term[0] or a_trunc[0]:
+                events["game" if a_term[0] else "truncated"] += 1
+                assert not a_obs[0, :-1].any() and (p_obs[0] == p_obs[0, -1]).all()
+                lives = ale._lives[0]
+            assert np.array_equal(p_obs[0, -1], a_obs[0, -1])
+    finally:
+        process.close()
+        ale.close()
+    if max_frames == 480:
+        assert events["truncated"] >= 2 and events["life"] >= 2 and events["game"] == 0
+    else:
+        assert events["game"] >= 1 and events["life"] >= 4 and events["truncated"] == 0
+
+
+def test_fused_and_host_modes_agree_step_by_step_and_keep_the_final_obs_rule():
+    kwargs = {"preprocess": {"name": "atari", "max_frames": 600, "clip_rewards": False}}
+    fused = make_env(BREAKOUT, 3, "ale", env_kwargs=kwargs, options=_options())
+    host = make_env(BREAKOUT, 3, "ale", env_kwargs=kwargs, options=_options(mode="host"))
+    assert isinstance(fused, AleFusedEnv) and isinstance(host.vector_env, AleVectorEnv)
+    actions = jnp.asarray(np.random.default_rng(1).integers(0, 4, (400, 3)), jnp.int32)
+    key = jax.random.key(3)
+    try:
+        f_first, f_steps = _rollout(fused, key, actions)
+        h_first, h_steps = _rollout(host, key, actions)
+        f_games, h_games = fused.take_games(), host.vector_env.take_games()
+    finally:
+        fused.close()
+        host.close()
+    assert np.array_equal(f_first, h_first)
+    for f_leaf, h_leaf in zip(f_steps, h_steps, strict=True):
+        assert np.array_equal(f_leaf, h_leaf)
+    obs, reward, terminated, truncated, final_obs = f_steps
+    assert not (terminated & truncated).any()
+    done = terminated | truncated
+    assert np.array_equal(obs[~done], final_obs[~done])  # dense final_obs: obs where none ended
+    # A reset (the game ended) pads the stack with zero frames; a lost life goes on.
+    reset = ~obs[:, :, 2].any(axis=(-1, -2))
+    assert not (reset & ~done).any()
+    rows_equal = (obs == final_obs).all(axis=(-1, -2, -3))
+    assert rows_equal[done & ~reset].all() and not rows_equal[reset].any()
+    assert (reset == truncated | (terminated & reset)).all()
+    assert truncated.sum() >= 3 and (terminated & reset).sum() >= 1
+    assert (terminated & ~reset).sum() >= 3  # lives lost
+    # Every game's raw score, in the order the games ended, from the unclipped rewards.
+    scores, expected = np.zeros(3), []
+    for t in range(len(actions)):
+        scores += reward[t]
+        for i in np.flatnonzero(reset[t]):
+            expected.append(scores[i])
+            scores[i] = 0.0
+    assert f_games.tolist() == h_games.tolist() == expected and len(expected) >= 4
