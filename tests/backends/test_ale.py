@@ -60,7 +60,8 @@ def test_a_host_loop_or_shared_seeds_are_refused_where_the_envs_step_in_the_prog
     assert cli.main([*argv, "--set", "host_loop=true"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "batchppo: error: invalid config: host_loop=True steps host envs from a Python loop; "
-        "backend='ale' with backend_options {} steps them inside the compiled rollout: set host_loop=false (or None)"
+        "backend='ale' with backend_options {} steps them inside the compiled rollout: set "
+        "host_loop=false (or None)"
     )
     assert cli.main([*argv, "--seeds", "2"]) == 2
     assert "start one run per seed" in capsys.readouterr().err
