@@ -41,7 +41,7 @@ def test_builtin_records_and_derived_lists():
     assert get_backend("sync").make_options(process_config) == {"wrappers": wrappers}
     assert get_backend("gymnax").make_options(process_config) == {}
     assert get_backend("ray").option_names() == ("address", "num_cpus", "startup_timeout")
-    assert [n for n in names() if get_backend(n).option_names()] == ["ray"]
+    assert [n for n in names() if get_backend(n).option_names()] == ["ray", "ale"]
     assert backends.prose(["a", "b", "c"]) == "a, b and c"
 
 
