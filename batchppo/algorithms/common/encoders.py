@@ -211,7 +211,7 @@ class ObsEncoder(nn.Module):
                 image = image_to_float(x, self.layout)  # HWC
                 if torso.layout == "chw":
                     image = jnp.moveaxis(image, -1, 1)
-                features.append(torso.build(self.cnn_dense, f"cnn_{i}")(image))
+                features.append(torso.build(f"cnn_{i}", dense=self.cnn_dense)(image))
             else:
                 features.append(encode_leaf(leaf, x))
         return features[0] if len(features) == 1 else jnp.concatenate(features, axis=-1)

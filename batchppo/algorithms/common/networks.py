@@ -22,9 +22,15 @@ How a network is chosen from the spaces:
   chosen from the action space. The original's names stay: ``feed_forward_gaussian`` and
   ``recurrent_gaussian`` (one Box action), ``feed_forward_categorical`` (one Discrete action).
 
-The policy MLP's layers follow the encoder; the Gaussian mean head is ``tanh`` with a small
-initialisation (``init_mean_factor``) and a state-independent standard deviation
-``softplus(p)`` that starts at ``init_std``.
+* **Hidden layers.** The vector torso ``mlp`` (a record of the registry
+  ``batchppo.algorithms.common.torsos``) follows the encoder, in the policy and in the value
+  network, sized by ``policy_layers`` and ``value_layers``: ``plain`` (``MLP``, the
+  original's), ``layernorm`` (``LayerNormMLP``) or ``simba`` (``SimbaMLP``). With
+  ``penultimate_norm`` the features that enter each head are divided by their L2 norm
+  (``normalize_features``).
+
+The Gaussian mean head is ``tanh`` with a small initialisation (``init_mean_factor``) and a
+state-independent standard deviation ``softplus(p)`` that starts at ``init_std``.
 
 A network is used through ``Network``, a bundle of pure functions. Distribution parameters travel as
 plain dicts (``{"mean", "std"}`` or ``{"logits"}``; a tree of them for a Dict/Tuple action) so they
@@ -57,7 +63,8 @@ from batchppo.algorithms.common.heads import (
     multi_categorical_distribution,
 )
 from batchppo.algorithms.common.masking import action_mask_leaf, mask_logits
-from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT, NetworkConfig
+from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT, NetworkConfig, check_mlp
+from batchppo.algorithms.common.torsos import get_torso
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
@@ -72,7 +79,7 @@ def _hidden_init() -> nn.initializers.Initializer:
 
 
 class MLP(nn.Module):
-    """A stack of dense layers with an activation after each."""
+    """A stack of dense layers with an activation after each: the ``plain`` vector torso."""
 
     layers: Sequence[int]
     activation: str = "relu"
@@ -85,50 +92,150 @@ class MLP(nn.Module):
         return x
 
 
+class LayerNormMLP(nn.Module):
+    """Dense, LayerNorm, then the activation, per layer: the ``layernorm`` vector torso.
+
+    LayerNorm (Ba et al. 2016, arXiv 1607.06450) keeps each hidden layer's pre-activations at
+    zero mean and unit variance per sample, then applies a learned scale and bias per unit.
+    Tanaka and Mahmood 2026 ("Performance Variation in Deep Reinforcement Learning", arXiv
+    2606.06746) find that it narrows PPO's spread over runs.
+    """
+
+    layers: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = _ACTIVATIONS[self.activation]
+        for size in self.layers:
+            x = act(nn.LayerNorm()(nn.Dense(size, kernel_init=_hidden_init())(x)))
+        return x
+
+
+SIMBA_EXPANSION = 4
+"""How much wider a SimBa block's inner layer is than the block (Lee et al. 2024)."""
+
+
+class SimbaBlock(nn.Module):
+    """One pre-LN residual block of SimBa: ``x + Dense(width)(act(Dense(4 width)(LN(x))))``."""
+
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        width = x.shape[-1]
+        y = nn.LayerNorm()(x)
+        y = _ACTIVATIONS[self.activation](
+            nn.Dense(SIMBA_EXPANSION * width, kernel_init=_hidden_init())(y)
+        )
+        return x + nn.Dense(width, kernel_init=_hidden_init())(y)
+
+
+class SimbaMLP(nn.Module):
+    """SimBa's torso (Lee et al. 2024, "SimBa: Simplicity Bias for Scaling Up Parameters in
+    Deep Reinforcement Learning", arXiv 2410.09754): the ``simba`` vector torso.
+
+    A linear projection of the inputs to the blocks' width, one pre-LN residual block
+    (``SimbaBlock``) per entry of ``layers`` (all entries one width: the torso's config check
+    refuses others), then a final LayerNorm. The residual path lets the network keep a
+    near-linear map of its inputs, the simplicity bias the paper credits for its gains.
+    SimBa's third part, running-statistics normalisation of the observations, is the
+    algorithms' observation normaliser (``normalize_observations``,
+    ``batchppo.core.normalize``), which this torso does not repeat. The paper's blocks use
+    ReLU; this one uses the config's ``activation``.
+    """
+
+    layers: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = nn.Dense(self.layers[0], kernel_init=_hidden_init(), name="embed")(x)
+        for i in range(len(self.layers)):
+            x = SimbaBlock(self.activation, name=f"block_{i}")(x)
+        return nn.LayerNorm(name="norm")(x)
+
+
+FEATURE_NORM_EPS = 1e-6
+"""Added to the squared L2 norm of the penultimate features before its root is taken, so
+that all-zero features (dead ReLUs) give zeros and finite gradients."""
+
+
+def normalize_features(x: jax.Array) -> jax.Array:
+    """``x / ||x||`` over the last axis, with ``FEATURE_NORM_EPS``: ``penultimate_norm``.
+
+    Bjorck et al. 2021 ("Is High Variance Unavoidable in RL? A Case Study in Continuous
+    Control", arXiv 2110.11222) trace much of the spread over seeds to outlier runs that fail
+    early, with saturating units, and normalise the penultimate features this way against
+    it; Tanaka and Mahmood 2026 (arXiv 2606.06746) find that it narrows PPO's spread too.
+    """
+    return x * lax.rsqrt(jnp.sum(jnp.square(x), axis=-1, keepdims=True) + FEATURE_NORM_EPS)
+
+
+def _hidden(x: jax.Array, mlp: str, layers: Sequence[int], activation: str) -> jax.Array:
+    # The config's vector torso, built inside the calling module (Flax names it after its class).
+    return get_torso(mlp, "vector").build(layers=tuple(layers), activation=activation)(x)
+
+
+def _penultimate(x: jax.Array, penultimate_norm: bool) -> jax.Array:
+    return normalize_features(x) if penultimate_norm else x
+
+
 class ValueNet(nn.Module):
     """Feed-forward value network ``obs -> V(obs)`` (scalar per observation); an optional
-    encoder first (a list of observation leaves in, features out)."""
+    encoder first (a list of observation leaves in, features out), then the vector torso
+    ``mlp``."""
 
     layers: Sequence[int]
     activation: str = "relu"
     encoder: nn.Module | None = None
+    mlp: str = "plain"
+    penultimate_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: Any) -> jax.Array:
         x = obs if self.encoder is None else self.encoder(obs)
-        x = MLP(self.layers, self.activation)(x)
+        x = _hidden(x, self.mlp, self.layers, self.activation)
+        x = _penultimate(x, self.penultimate_norm)
         return nn.Dense(1, kernel_init=_hidden_init())(x)[..., 0]
 
 
 class FeedForwardPolicy(nn.Module):
-    """``obs -> dist params`` through an optional encoder, an MLP and a head."""
+    """``obs -> dist params`` through an optional encoder, the vector torso ``mlp`` and a
+    head."""
 
     layers: Sequence[int]
     activation: str
     head: nn.Module
     encoder: nn.Module | None = None
+    mlp: str = "plain"
+    penultimate_norm: bool = False
 
     @nn.compact
     def __call__(self, obs: Any) -> Any:
         x = obs if self.encoder is None else self.encoder(obs)
-        return self.head(MLP(self.layers, self.activation)(x))
+        x = _hidden(x, self.mlp, self.layers, self.activation)
+        return self.head(_penultimate(x, self.penultimate_norm))
 
 
 class RecurrentPolicy(nn.Module):
-    """An optional encoder, an MLP, then a GRU cell (the last policy layer), then the head;
-    one step."""
+    """An optional encoder, the vector torso ``mlp`` on all but the last policy layer, then a
+    GRU cell (the last policy layer), then the head; one step. With ``penultimate_norm`` the
+    head reads the GRU's output normalised; the carry is the GRU's own."""
 
     layers: Sequence[int]
     activation: str
     head: nn.Module
     encoder: nn.Module | None = None
+    mlp: str = "plain"
+    penultimate_norm: bool = False
 
     @nn.compact
     def __call__(self, carry: jax.Array, obs: Any) -> tuple[jax.Array, Any]:
         x = obs if self.encoder is None else self.encoder(obs)
-        x = MLP(self.layers[:-1], self.activation)(x)
+        x = _hidden(x, self.mlp, self.layers[:-1], self.activation)
         carry, x = nn.GRUCell(self.layers[-1], name="gru")(carry, x)
-        return carry, self.head(x)
+        return carry, self.head(_penultimate(x, self.penultimate_norm))
 
 
 class Network(NamedTuple):
@@ -298,14 +405,13 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         encoder = _encoder(config, spec.obs_space)
         if config.shared_torso:
             torso, encoder = encoder, None
-    value_net = ValueNet(tuple(config.value_layers), config.activation, encoder)
+    check_mlp(config)
+    body = {"mlp": config.mlp, "penultimate_norm": config.penultimate_norm}
+    value_net = ValueNet(tuple(config.value_layers), config.activation, encoder, **body)
     layers = tuple(config.policy_layers)
-    if recurrent:
-        policy_net: nn.Module = RecurrentPolicy(layers, config.activation, head.module, encoder)
-        hidden = int(layers[-1])
-    else:
-        policy_net = FeedForwardPolicy(layers, config.activation, head.module, encoder)
-        hidden = 0
+    policy_class = RecurrentPolicy if recurrent else FeedForwardPolicy
+    policy_net = policy_class(layers, config.activation, head.module, encoder, **body)
+    hidden = int(layers[-1]) if recurrent else 0
 
     def features(params: PyTree, x: Any) -> Any:
         if torso is None:
@@ -450,11 +556,14 @@ __all__ = [
     "DistParams",
     "FeedForwardPolicy",
     "GaussianHead",
+    "LayerNormMLP",
     "MultiCategoricalHead",
     "Network",
     "NetworkConfig",
     "NetworkFactory",
     "RecurrentPolicy",
+    "SimbaBlock",
+    "SimbaMLP",
     "ValueNet",
     "bernoulli_distribution",
     "build_network",
@@ -462,5 +571,6 @@ __all__ = [
     "gaussian_distribution",
     "make_network",
     "multi_categorical_distribution",
+    "normalize_features",
     "with_action_mask",
 ]

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from batchppo import backends
-from batchppo.algorithms.common.torsos import TORSOS, torso_names
+from batchppo.algorithms.common.torsos import get_torso
 
 EVALS_PER_RUN = 20
 """Evaluations over a run's budget when ``eval_every`` is None."""
@@ -321,6 +321,25 @@ SHUFFLES = ("index", "sort")
 sort of random keys)."""
 
 
+def check_mlp(config: Any) -> None:
+    """Checks a config's ``mlp``: a vector torso that builds from the config's layers.
+
+    Args:
+        config: A ``NetworkConfig``, or any object with its fields ``mlp``, ``network``,
+            ``policy_layers`` and ``value_layers``.
+
+    Raises:
+        ValueError: One line naming the field, its value and the fix.
+    """
+    torso = get_torso(config.mlp, "vector")
+    policy_layers = tuple(config.policy_layers)
+    if config.network in RECURRENT:  # the GRU is the last policy layer, not the torso's
+        torso.check_layers("policy_layers[:-1]", policy_layers[:-1])
+    else:
+        torso.check_layers("policy_layers", policy_layers)
+    torso.check_layers("value_layers", tuple(config.value_layers))
+
+
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
     """The network fields every algorithm's config over the shared networks has, and the only
@@ -348,10 +367,28 @@ class NetworkConfig:
     """Hidden sizes of the value MLP."""
     activation: str = "relu"
     """Hidden activation: ``relu`` or ``tanh``."""
+    mlp: str = "plain"
+    """The hidden layers of the policy and the value network (after the encoder, if any): a
+    vector torso of the registry [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS].
+    ``plain``: dense layers, each followed by the activation (the original's). ``layernorm``:
+    dense, LayerNorm, activation per layer. ``simba``: SimBa's input projection, one pre-LN
+    residual block per entry of ``policy_layers`` / ``value_layers`` (the entry is the
+    block's width; all entries one width) and a final LayerNorm; its blocks use
+    ``activation`` (the paper's: ``relu``). For a recurrent policy the torso takes all policy
+    layers but the last, the GRU's."""
+    penultimate_norm: bool = False
+    """Divide the features that enter the policy's head and the value network's output layer
+    by their L2 norm, per sample (Bjorck et al. 2021, arXiv 2110.11222;
+    ``networks.normalize_features``). It composes with every ``mlp`` and with the GRU
+    policy, whose head then reads the GRU's output normalised."""
     init_std: float = 0.35
     """Initial standard deviation of the Gaussian policy (state-independent, softplus)."""
     init_mean_factor: float = 0.1
-    """Scale of the policy head's initialisation (small, as in the original)."""
+    """Scale of the policy head's initialisation (small, as in the original): the variance
+    scale of its fan-in initialisation, whose weights have a standard deviation of
+    ``sqrt(init_mean_factor / fan_in)``, against ``sqrt(1 / fan_in)`` for the hidden layers.
+    ``1e-4`` makes them 0.01 times the hidden layers' scale, the last-layer scaling that
+    Andrychowicz et al. 2021 (arXiv 2006.05990) recommend."""
     cnn: str = "nature"
     """The CNN torso of image observations (rank-3 Box leaves): a name of the torso registry
     [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS], which lists each torso with the
@@ -392,7 +429,8 @@ class NetworkConfig:
             ValueError: One line naming the field, its value and the fix.
         """
         check(self.network in networks, f"network={self.network!r}: choose one of {networks}")
-        check(self.cnn in TORSOS, f"cnn={self.cnn!r}: choose one of {torso_names()}")
+        get_torso(self.cnn, "image")
+        check_mlp(self)
         check(self.cnn_dense >= 1, f"cnn_dense={self.cnn_dense}: must be >= 1")
         check(
             self.image_encoding in IMAGE_ENCODINGS,

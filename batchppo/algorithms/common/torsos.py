@@ -1,28 +1,43 @@
-"""The registry of CNN torsos: one [`Torso`][batchppo.algorithms.common.torsos.Torso] record
+"""The registry of torsos: one [`Torso`][batchppo.algorithms.common.torsos.Torso] record
 each, in [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS].
 
-A torso turns an image observation (a rank-3 ``Box`` leaf) into a feature vector; a config's
-``cnn`` names it. Everything that knows the torsos reads these records: the config check of
-``cnn`` (``NetworkConfig``, the choices its message lists), the encoder that builds a torso
-(``encoders.ObsEncoder``), the check that a torso fits its image and the torsos a refusal
-suggests (``encoders.check_cnn``), and the docs (the example below).
+A torso turns an input into a feature vector. It takes one of two inputs (its ``takes``):
+
+* ``image``: an image observation (a rank-3 ``Box`` leaf); a config's ``cnn`` names it;
+* ``vector``: a batch of feature vectors (a vector observation, flattened, or the encoder's
+  features); a config's ``mlp`` names it, the hidden layers of both the policy and the value
+  network, between their inputs and their heads.
+
+Everything that knows the torsos reads these records: the config checks of ``cnn`` and
+``mlp`` (``NetworkConfig``, the choices their messages list, the layers a vector torso
+takes), the encoder that builds an image torso (``encoders.ObsEncoder``) and the networks
+that build a vector torso (``networks.ValueNet`` and the policies), the check that an image
+torso fits its image and the torsos a refusal suggests (``encoders.check_cnn``), and the docs
+(the example below).
 
 This module imports nothing heavy: a record points at its torso's Flax module through
 ``lazy("module:Class")``, imported when a network is built, so that parsing and validating a
-config imports no JAX or Flax. The built-in torsos' classes live in
-``batchppo.algorithms.common.encoders``; their records are registered at the end of this
+config imports no JAX or Flax. The built-in image torsos' classes live in
+``batchppo.algorithms.common.encoders``, the vector torsos' in
+``batchppo.algorithms.common.networks``; their records are registered at the end of this
 module. A torso of one's own is its module plus one
 [`register_torso`][batchppo.algorithms.common.torsos.register_torso] call next to it
 (docs/design.md, "Adding a torso").
 
 Examples:
     >>> for torso in TORSOS.values():
-    ...     print(f"{torso.name} (sides >= {torso.min_side}): {torso.description}")
+    ...     takes = f"sides >= {torso.min_side}" if torso.takes == "image" else "vectors"
+    ...     print(f"{torso.name} ({takes}): {torso.description}")
     nature (sides >= 36): the Nature CNN of Mnih et al. 2015
     impala (sides >= 1): the IMPALA ResNet of Espeholt et al. 2018
     minatar (sides >= 3): the MinAtar paper's one 3x3 conv, for small grids (MinAtar's 10x10)
+    plain (vectors): dense layers, each followed by the activation
+    layernorm (vectors): dense layers, each followed by LayerNorm, then the activation
+    simba (vectors): SimBa's residual blocks (Lee et al. 2024): one per layer entry
     >>> fitting(10, 10)
     ['minatar', 'impala']
+    >>> torso_names("vector")
+    ('plain', 'layernorm', 'simba')
 """
 
 from __future__ import annotations
@@ -33,27 +48,49 @@ from typing import Any
 
 from batchppo.core.backends import lazy
 
-__all__ = ["TORSOS", "Torso", "fitting", "get_torso", "register_torso", "torso_names"]
+__all__ = [
+    "TORSOS",
+    "TORSO_FIELDS",
+    "Torso",
+    "fitting",
+    "get_torso",
+    "register_torso",
+    "torso_names",
+]
 
 TORSO_LAYOUTS = ("hwc", "chw")
-"""The axis orders a torso may take its images in."""
+"""The axis orders an image torso may take its images in."""
+
+TORSO_FIELDS = {"image": "cnn", "vector": "mlp"}
+"""What a torso takes (``Torso.takes``) -> the config field that names such a torso."""
+
+LayersRule = Callable[[tuple[int, ...]], str | None]
+"""A vector torso's rule for the layer sizes it builds from: what is wrong with them, or None."""
 
 
 @dataclasses.dataclass(frozen=True)
 class Torso:
-    """What the package knows of one CNN torso.
+    """What the package knows of one torso.
 
     Attributes:
-        name: The ``cnn`` value of a config.
-        module: Builds the torso: ``module(dense=..., name=...)`` returns a Flax module that maps
-            a float32 image batch (``(B, H, W, C)`` or ``(B, C, H, W)``, per ``layout``; uint8
-            frames already scaled by 1/255) to features ``(B, dense)``. The module's class, or
-            ``lazy("package.module:Class")``, which imports it when a network is built.
-        min_side: The smallest image height and width it takes (its unpadded convolutions
-            leave at least one cell); a smaller image is refused when the network is built.
-        layout: The axis order it takes its images in: ``hwc`` or ``chw``; the encoder puts
-            each image in it, whatever the observation's own (``image_layout``).
+        name: The ``cnn`` (image torso) or ``mlp`` (vector torso) value of a config.
+        module: Builds the torso: the module's class, or ``lazy("package.module:Class")``,
+            which imports it when a network is built. An image torso's
+            ``module(dense=..., name=...)`` maps a float32 image batch (``(B, H, W, C)`` or
+            ``(B, C, H, W)``, per ``layout``; uint8 frames already scaled by 1/255) to
+            features ``(B, dense)``. A vector torso's ``module(layers=..., activation=...)``
+            maps float32 features ``(B, D)`` to ``(B, layers[-1])`` (``(B, D)`` unchanged
+            where it takes no layers), its hidden sizes being the config's ``policy_layers``
+            or ``value_layers`` and its activation the config's ``activation``.
+        min_side: Image torsos: the smallest image height and width it takes (its unpadded
+            convolutions leave at least one cell); a smaller image is refused when the network
+            is built. 1 for a vector torso.
+        layout: Image torsos: the axis order it takes its images in, ``hwc`` or ``chw``; the
+            encoder puts each image in it, whatever the observation's own (``image_layout``).
         description: One line for the docs.
+        takes: What it takes: ``image`` or ``vector`` (``TORSO_FIELDS``).
+        layers_rule: Vector torsos: what is wrong with a tuple of layer sizes it cannot
+            build from, or None where it builds from any (``check_layers``).
     """
 
     name: str
@@ -61,14 +98,25 @@ class Torso:
     min_side: int
     layout: str
     description: str
+    takes: str = "image"
+    layers_rule: LayersRule | None = None
 
-    def build(self, dense: int, name: str) -> Any:
-        """The torso's Flax module, ``dense`` features wide, named ``name`` in its parent."""
-        return self.module(dense=dense, name=name)
+    def build(self, name: str | None = None, **sizes: Any) -> Any:
+        """The torso's Flax module: ``module(**sizes, name=name)``, its sizes those of its
+        kind (``dense``; ``layers`` and ``activation``). ``name`` None lets Flax name it
+        after its class in its parent (``MLP_0``)."""
+        return self.module(**sizes, name=name)
 
     def fits(self, height: int, width: int) -> bool:
         """Whether the torso takes an image of ``height`` x ``width``."""
         return min(height, width) >= self.min_side
+
+    def check_layers(self, field: str, layers: tuple[int, ...]) -> None:
+        """Raises a one-line ``ValueError`` where the vector torso cannot build from
+        ``layers``, the config's ``field``."""
+        problem = None if self.layers_rule is None else self.layers_rule(tuple(layers))
+        if problem is not None:
+            raise ValueError(f"mlp={self.name!r} with {field}={list(layers)}: {problem}")
 
 
 TORSOS: dict[str, Torso] = {}
@@ -79,8 +127,10 @@ def register_torso(
     name: str,
     module: Callable[..., Any],
     *,
-    min_side: int,
+    takes: str = "image",
+    min_side: int = 1,
     layout: str = "hwc",
+    layers_rule: LayersRule | None = None,
     description: str,
 ) -> Torso:
     """Adds a torso to [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS] (see
@@ -90,44 +140,58 @@ def register_torso(
         The record.
 
     Raises:
-        ValueError: A torso of that name exists already, ``min_side`` is below 1, or
-            ``layout`` is neither ``hwc`` nor ``chw``.
+        ValueError: A torso of that name exists already, ``takes`` is neither ``image`` nor
+            ``vector``, ``min_side`` is below 1, or ``layout`` is neither ``hwc`` nor ``chw``.
     """
     if name in TORSOS:
         raise ValueError(f"torso {name!r} is registered already")
+    if takes not in TORSO_FIELDS:
+        raise ValueError(f"torso {name!r}: takes={takes!r}: choose one of {tuple(TORSO_FIELDS)}")
     if min_side < 1:
         raise ValueError(f"torso {name!r}: min_side={min_side} must be >= 1")
     if layout not in TORSO_LAYOUTS:
         raise ValueError(f"torso {name!r}: layout={layout!r}: choose one of {TORSO_LAYOUTS}")
-    torso = Torso(name, module, min_side, layout, description)
+    torso = Torso(name, module, min_side, layout, description, takes, layers_rule)
     TORSOS[name] = torso
     return torso
 
 
-def torso_names() -> tuple[str, ...]:
-    """The names of the registered torsos, in registration order."""
-    return tuple(TORSOS)
+def torso_names(takes: str = "image") -> tuple[str, ...]:
+    """The names of the registered torsos that take ``takes``, in registration order."""
+    return tuple(name for name, torso in TORSOS.items() if torso.takes == takes)
 
 
-def get_torso(name: str) -> Torso:
-    """The registered torso ``name``.
+def get_torso(name: str, takes: str = "image") -> Torso:
+    """The registered torso ``name``, one that takes ``takes``.
 
     Raises:
-        ValueError: No torso of that name (the message lists the registered ones).
+        ValueError: No such torso (the message names the config field and lists the
+            registered torsos that take ``takes``).
     """
-    if name not in TORSOS:
-        raise ValueError(f"cnn={name!r}: choose one of {torso_names()}")
+    if name not in torso_names(takes):
+        raise ValueError(f"{TORSO_FIELDS[takes]}={name!r}: choose one of {torso_names(takes)}")
     return TORSOS[name]
 
 
 def fitting(height: int, width: int) -> list[str]:
-    """The torsos that take an image of ``height`` x ``width``, the largest ``min_side`` first
-    (the one made for the smallest images a refusal suggests last)."""
-    fits = [torso for torso in TORSOS.values() if torso.fits(height, width)]
+    """The image torsos that take an image of ``height`` x ``width``, the largest
+    ``min_side`` first (the one made for the smallest images a refusal suggests last)."""
+    fits = [TORSOS[name] for name in torso_names("image") if TORSOS[name].fits(height, width)]
     return [torso.name for torso in sorted(fits, key=lambda torso: -torso.min_side)]
 
 
-# --- The built-in torsos (their classes are in encoders.py) -----------------------------------
+def _blocks_of_one_width(layers: tuple[int, ...]) -> str | None:
+    # Each block adds its output to its input, so every block has the same width.
+    if layers and len(set(layers)) == 1:
+        return None
+    return (
+        "SimBa builds one residual block per entry, all of one width: repeat one width "
+        "(e.g. [64, 64] for two blocks of 64)"
+    )
+
+
+# --- The built-in torsos (the image torsos' classes are in encoders.py, the vector torsos' in
+# --- networks.py) -----------------------------------------------------------------------------
 
 register_torso(
     "nature",
@@ -146,4 +210,23 @@ register_torso(
     lazy("batchppo.algorithms.common.encoders:MinAtarCNN"),
     min_side=3,  # one 3x3/1 unpadded
     description="the MinAtar paper's one 3x3 conv, for small grids (MinAtar's 10x10)",
+)
+register_torso(
+    "plain",
+    lazy("batchppo.algorithms.common.networks:MLP"),
+    takes="vector",
+    description="dense layers, each followed by the activation",
+)
+register_torso(
+    "layernorm",
+    lazy("batchppo.algorithms.common.networks:LayerNormMLP"),
+    takes="vector",
+    description="dense layers, each followed by LayerNorm, then the activation",
+)
+register_torso(
+    "simba",
+    lazy("batchppo.algorithms.common.networks:SimbaMLP"),
+    takes="vector",
+    layers_rule=_blocks_of_one_width,
+    description="SimBa's residual blocks (Lee et al. 2024): one per layer entry",
 )

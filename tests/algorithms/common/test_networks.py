@@ -1,5 +1,6 @@
-"""Networks and distributions: closed-form log-prob/KL/entropy, init, recurrent resets, and
-any config with the network fields."""
+"""Networks and distributions: closed-form log-prob/KL/entropy, init, recurrent resets, any
+config with the network fields, and the vector torsos (``mlp``) and ``penultimate_norm``:
+their exact math, the default's unchanged parameters, and a short training with each."""
 
 import dataclasses
 import math
@@ -9,17 +10,24 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import batchppo
 from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.common.networks import (
+    FEATURE_NORM_EPS,
+    LayerNormMLP,
     NetworkConfig,
+    SimbaBlock,
+    SimbaMLP,
     categorical_distribution,
     gaussian_distribution,
     make_network,
+    normalize_features,
 )
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
+from batchppo.experiment.configs import get_preset
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +38,8 @@ class NetConfig:
     policy_layers: tuple[int, ...] = (200, 100)
     value_layers: tuple[int, ...] = (200, 100)
     activation: str = "relu"
+    mlp: str = "plain"
+    penultimate_norm: bool = False
     init_std: float = 0.35
     init_mean_factor: float = 0.1
 
@@ -245,13 +255,9 @@ def test_original_network_names_refuse_other_action_spaces():
         make_network(ImageNetConfig(cnn="nature"), image)
 
 
-@pytest.mark.parametrize("network", ["feed_forward", "recurrent"])
-@pytest.mark.parametrize("shared", [False, True])
-def test_policy_and_value_together_equal_them_apart(network, shared):
-    spec = EnvSpec.from_spaces(DICT_OBS, spaces.Discrete(3))
-    config = ImageNetConfig(network=network, shared_torso=shared, policy_layers=(8, 6))
-    net = make_network(config, spec)
-    params = net.init(jax.random.key(0))
+def _together_equal_apart(net, params):
+    """The joint policy-and-value calls of ``net`` on Dict observations equal the separate
+    ones, and the sequence call equals the steps one after another."""
     first = jnp.array([[True, False, False], [True, True, False]])
     carry0 = net.initial_carry(2)
     obs = _dict_obs((2, 3))
@@ -267,6 +273,20 @@ def test_policy_and_value_together_equal_them_apart(network, shared):
     np.testing.assert_allclose(d["logits"], d2["logits"], rtol=1e-5)
     np.testing.assert_allclose(v, net.value(params, step_obs), rtol=1e-5)
     assert jax.tree.structure(c) == jax.tree.structure(c2)
+    carry = carry0
+    for t in range(3):
+        obs_t = jax.tree.map(lambda x, t=t: x[:, t], obs)
+        d, carry = net.policy_step(params, carry, obs_t, first[:, t])
+        np.testing.assert_allclose(d["logits"], dist["logits"][:, t], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("network", ["feed_forward", "recurrent"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_policy_and_value_together_equal_them_apart(network, shared):
+    spec = EnvSpec.from_spaces(DICT_OBS, spaces.Discrete(3))
+    config = ImageNetConfig(network=network, shared_torso=shared, policy_layers=(8, 6))
+    net = make_network(config, spec)
+    _together_equal_apart(net, net.init(jax.random.key(0)))
 
 
 @pytest.mark.parametrize(
@@ -305,3 +325,234 @@ def test_a_grid_of_codes_is_embedded_per_cell_not_scaled():
     assert not np.allclose(dist["logits"][0], dist["logits"][1])
     pixels = make_network(dataclasses.replace(config, image_encoding="pixels"), spec)
     assert list(pixels.init(jax.random.key(0))["policy"]["encoder"]) == ["cnn_0"]
+
+
+# --- The vector torsos (``mlp``) and ``penultimate_norm`` -------------------------------------
+
+# The parameter tree of hopper_fast's network on an 11-dim observation and a 3-dim action,
+# produced by the code before ``mlp`` existed: path -> (shape, sum of the initial values at
+# key 0). A checkpoint of a run made then must load into the network the default builds.
+HOPPER_FAST_TREE = {
+    "policy/MLP_0/Dense_0/bias": ((64,), 0.0),
+    "policy/MLP_0/Dense_0/kernel": ((11, 64), -6.851637737127021),
+    "policy/MLP_0/Dense_1/bias": ((64,), 0.0),
+    "policy/MLP_0/Dense_1/kernel": ((64, 64), -6.515186599292065),
+    "policy/head/Dense_0/bias": ((3,), 0.0),
+    "policy/head/Dense_0/kernel": ((64, 3), -0.1023438777483534),
+    "policy/head/std_param": ((3,), -0.5876111090183258),
+    "value/Dense_0/bias": ((1,), 0.0),
+    "value/Dense_0/kernel": ((64, 1), 0.40924244542839006),
+    "value/MLP_0/Dense_0/bias": ((64,), 0.0),
+    "value/MLP_0/Dense_0/kernel": ((11, 64), -1.075381212751381),
+    "value/MLP_0/Dense_1/bias": ((64,), 0.0),
+    "value/MLP_0/Dense_1/kernel": ((64, 64), -6.953967050826122),
+}
+HOPPER = EnvSpec.from_spaces(spaces.box((11,), np.float32), spaces.box((3,), np.float32, -1, 1))
+
+
+def _tree(params):
+    flat = jax.tree_util.tree_flatten_with_path(params)[0]
+    return {"/".join(k.key for k in path): leaf for path, leaf in flat}
+
+
+def test_the_default_torso_keeps_the_parameter_tree_and_its_initial_values():
+    config = get_preset("hopper_fast")
+    assert (config.mlp, config.penultimate_norm) == ("plain", False)
+    tree = _tree(make_network(config, HOPPER).init(jax.random.key(0)))
+    assert {path: leaf.shape for path, leaf in tree.items()} == {
+        path: shape for path, (shape, _) in HOPPER_FAST_TREE.items()
+    }
+    for path, (_, total) in HOPPER_FAST_TREE.items():
+        assert float(np.asarray(tree[path], np.float64).sum()) == pytest.approx(total, abs=1e-5)
+
+
+def _dense(rng, fan_in, fan_out):
+    return {"kernel": rng.normal(size=(fan_in, fan_out)), "bias": rng.normal(size=fan_out)}
+
+
+def _layer_norm(x, scale=1.0, bias=0.0, eps=1e-6):
+    mean = x.mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(-1, keepdims=True) + eps) * scale + bias
+
+
+def _apply(module, params, x):
+    as_f32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
+    return np.asarray(module.apply({"params": as_f32}, jnp.asarray(x, jnp.float32)), np.float64)
+
+
+X = np.random.default_rng(7).normal(size=(4, 3))
+
+
+def test_the_layernorm_torso_is_dense_layernorm_activation_per_layer():
+    rng = np.random.default_rng(0)
+    d0, d1 = _dense(rng, 3, 5), _dense(rng, 5, 6)
+    scale, bias = rng.normal(size=6), rng.normal(size=6)
+    ones = {"scale": np.ones(5), "bias": np.zeros(5)}
+    params = {"Dense_0": d0, "LayerNorm_0": ones, "Dense_1": d1}
+    params["LayerNorm_1"] = {"scale": scale, "bias": bias}
+    out = _apply(LayerNormMLP((5, 6), "tanh"), params, X)
+    h = np.tanh(_layer_norm(X @ d0["kernel"] + d0["bias"]))
+    want = np.tanh(_layer_norm(h @ d1["kernel"] + d1["bias"], scale, bias))
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    # At its initial scale 1 and bias 0, each sample's pre-activations have mean 0, variance 1.
+    first = np.arctanh(_apply(LayerNormMLP((5,), "tanh"), {"Dense_0": d0, "LayerNorm_0": ones}, X))
+    np.testing.assert_allclose(first.mean(-1), 0.0, atol=1e-5)
+    np.testing.assert_allclose(first.var(-1), 1.0, atol=1e-4)
+    assert _apply(LayerNormMLP(()), {}, X) == pytest.approx(X, abs=1e-6)  # no layers: identity
+
+
+def _simba_params(rng, width, blocks, inner_zero=False):
+    params = {
+        "embed": _dense(rng, 3, width),
+        "norm": {"scale": np.ones(width), "bias": np.zeros(width)},
+    }
+    for i in range(blocks):
+        out = _dense(rng, 4 * width, width)
+        if inner_zero:
+            out = jax.tree.map(np.zeros_like, out)
+        ln = {"scale": rng.normal(size=width), "bias": rng.normal(size=width)}
+        params[f"block_{i}"] = {
+            "LayerNorm_0": ln,
+            "Dense_0": _dense(rng, width, 4 * width),
+            "Dense_1": out,
+        }
+    return params
+
+
+def test_the_simba_torso_is_a_projection_residual_blocks_and_a_final_layernorm():
+    rng = np.random.default_rng(1)
+    params = _simba_params(rng, width=4, blocks=2)
+    out = _apply(SimbaMLP((4, 4), "relu"), params, X)
+    h = X @ params["embed"]["kernel"] + params["embed"]["bias"]
+    for i in range(2):
+        block = params[f"block_{i}"]
+        y = _layer_norm(h, block["LayerNorm_0"]["scale"], block["LayerNorm_0"]["bias"])
+        y = np.maximum(y @ block["Dense_0"]["kernel"] + block["Dense_0"]["bias"], 0.0)
+        h = h + y @ block["Dense_1"]["kernel"] + block["Dense_1"]["bias"]
+    np.testing.assert_allclose(out, _layer_norm(h), rtol=1e-5, atol=1e-5)
+    assert out.shape == (4, 4)
+
+
+def test_a_simba_block_whose_last_layer_is_zero_passes_its_input_on_exactly():
+    params = _simba_params(np.random.default_rng(2), width=3, blocks=3, inner_zero=True)
+    block = {
+        k: jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), v)
+        for k, v in params["block_0"].items()
+    }
+    x = jnp.asarray(np.random.default_rng(3).normal(size=(4, 3)), jnp.float32)
+    np.testing.assert_array_equal(SimbaBlock("tanh").apply({"params": block}, x), x)
+    embedded = X @ params["embed"]["kernel"] + params["embed"]["bias"]
+    out = _apply(SimbaMLP((3, 3, 3)), params, X)
+    np.testing.assert_allclose(out, _layer_norm(embedded), rtol=1e-5, atol=1e-5)
+
+
+def test_normalized_features_have_unit_norm_and_zeros_stay_zero_with_finite_gradients():
+    x = np.random.default_rng(4).normal(size=(5, 7)) * [[0.1], [1], [10], [100], [3]]
+    out = np.asarray(normalize_features(jnp.asarray(x, jnp.float32)), np.float64)
+    squares = (x**2).sum(-1, keepdims=True)
+    np.testing.assert_allclose(out, x / np.sqrt(squares + FEATURE_NORM_EPS), rtol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=-1), 1.0, rtol=1e-4)
+    zero = jnp.zeros((1, 7))
+    assert np.all(np.asarray(normalize_features(zero)) == 0.0)
+    grad = jax.grad(lambda z: normalize_features(z).sum())(zero)
+    assert np.all(np.isfinite(np.asarray(grad)))
+
+
+def test_penultimate_norm_feeds_each_head_unit_norm_features():
+    config = NetConfig(policy_layers=(5,), value_layers=(4,), activation="tanh")
+    plain = make_network(config, CONT)
+    normed = make_network(dataclasses.replace(config, penultimate_norm=True), CONT)
+    params = plain.init(jax.random.key(0))
+    assert jax.tree.structure(params) == jax.tree.structure(normed.init(jax.random.key(0)))
+    obs = jax.random.normal(jax.random.key(1), (6, 3))
+    value = params["value"]
+    h = np.tanh(obs @ value["MLP_0"]["Dense_0"]["kernel"] + value["MLP_0"]["Dense_0"]["bias"])
+    h = h / np.sqrt((h**2).sum(-1, keepdims=True) + FEATURE_NORM_EPS)
+    want = h @ value["Dense_0"]["kernel"][:, 0] + value["Dense_0"]["bias"][0]
+    np.testing.assert_allclose(normed.value(params, obs), want, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(plain.value(params, obs), want)
+    policy = params["policy"]
+    h = np.tanh(obs @ policy["MLP_0"]["Dense_0"]["kernel"] + policy["MLP_0"]["Dense_0"]["bias"])
+    h = h / np.sqrt((h**2).sum(-1, keepdims=True) + FEATURE_NORM_EPS)
+    head = policy["head"]["Dense_0"]
+    dist, _ = normed.policy_step(params, (), obs, jnp.zeros(6, bool))
+    np.testing.assert_allclose(dist["mean"], np.tanh(h @ head["kernel"] + head["bias"]), rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("mlp", "policy_keys"),
+    [
+        ("plain", ["MLP_0", "head"]),
+        ("layernorm", ["LayerNormMLP_0", "head"]),
+        ("simba", ["SimbaMLP_0", "head"]),
+    ],
+)
+def test_every_vector_torso_shapes_and_its_parameters(mlp, policy_keys):
+    config = NetConfig(mlp=mlp, policy_layers=(8, 8), value_layers=(6,), penultimate_norm=True)
+    net = make_network(config, HOPPER)
+    params = net.init(jax.random.key(0))
+    assert sorted(params["policy"]) == policy_keys
+    torso = params["value"][policy_keys[0]]
+    if mlp == "simba":
+        assert sorted(torso) == ["block_0", "embed", "norm"]
+        assert torso["block_0"]["Dense_0"]["kernel"].shape == (6, 24)  # 4x the width
+    dist, _ = net.policy_step(params, (), jnp.ones((5, 11)), jnp.zeros(5, bool))
+    assert dist["mean"].shape == (5, 3) and net.value(params, jnp.ones((2, 5, 11))).shape == (2, 5)
+
+
+@pytest.mark.parametrize("mlp", ["layernorm", "simba"])
+def test_every_vector_torso_under_a_gru_and_a_shared_encoder(mlp):
+    spec = EnvSpec.from_spaces(DICT_OBS, spaces.Discrete(3))
+    config = ImageNetConfig(
+        network="recurrent",
+        shared_torso=True,
+        mlp=mlp,
+        penultimate_norm=True,
+        policy_layers=(8, 8, 6),
+        value_layers=(4, 4),
+    )
+    net = make_network(config, spec)
+    params = net.init(jax.random.key(0))
+    assert "torso" in params and "gru" in params["policy"]
+    _together_equal_apart(net, params)
+
+
+def test_a_bad_mlp_or_layers_it_cannot_build_from_is_one_line():
+    for config_class in (PPOConfig, A2CConfig, NetworkConfig):
+        with pytest.raises(ValueError) as info:
+            config_class(mlp="resnet")
+        assert str(info.value) == "mlp='resnet': choose one of ('plain', 'layernorm', 'simba')"
+    with pytest.raises(ValueError) as info:
+        PPOConfig(mlp="nature")  # a CNN is no vector torso
+    assert str(info.value).startswith("mlp='nature': choose one of ('plain',")
+    with pytest.raises(ValueError) as info:
+        PPOConfig(mlp="simba", policy_layers=(64, 64), value_layers=(64, 32))
+    assert str(info.value) == (
+        "mlp='simba' with value_layers=[64, 32]: SimBa builds one residual block per entry, all "
+        "of one width: repeat one width (e.g. [64, 64] for two blocks of 64)"
+    )
+    with pytest.raises(ValueError, match=r"^mlp='simba' with policy_layers\[:-1\]=\[\]: SimBa"):
+        PPOConfig(mlp="simba", network="recurrent", policy_layers=(64,), value_layers=(64,))
+    # The GRU's size may differ from the blocks': the torso takes the layers before it.
+    assert PPOConfig(mlp="simba", network="recurrent", policy_layers=(8, 8, 6), value_layers=(4,))
+    with pytest.raises(ValueError, match=r"^mlp='simba' with policy_layers=\[\]"):
+        make_network(NetConfig(mlp="simba", policy_layers=(), value_layers=(4,)), CONT)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "network"),
+    [
+        (["mlp=layernorm"], ("layernorm", "tanh", False)),
+        (["mlp=simba", "activation=relu"], ("simba", "relu", False)),
+        (["penultimate_norm=true"], ("plain", "tanh", True)),
+    ],
+)
+def test_pendulum_trains_with_each_lever_to_finite_losses(overrides, network):
+    settings = ["steps=4096", "eval_every=0", *overrides]  # 2 iterations of 64 envs x 32 steps
+    result = batchppo.train("pendulum_jax", overrides=settings, progress="none")
+    config = result.config
+    assert (config.mlp, config.activation, config.penultimate_norm) == network
+    assert result.step == 4096 and [r["step"] for r in result.records] == [2048, 4096]
+    for record in result.records:
+        for name in ("loss", "policy_loss", "value_loss"):
+            assert math.isfinite(record[name]), (name, record)

@@ -1,6 +1,7 @@
 """The torso registry: each built-in record's ``min_side`` is its module's, a config's ``cnn`` is
-checked against the registry, and a torso registered from outside the package builds, in its
-own layout, with nothing else changed."""
+checked against the registry's image torsos, and a torso registered from outside the package
+builds, in its own layout, with nothing else changed. The vector torsos' math and the
+config's ``mlp`` are tested in test_networks.py."""
 
 import dataclasses
 
@@ -26,7 +27,8 @@ from batchppo.core.env import EnvSpec
 
 
 def test_the_built_in_torsos_in_their_order():
-    assert torso_names() == ("nature", "impala", "minatar")
+    assert torso_names() == torso_names("image") == ("nature", "impala", "minatar")
+    assert torso_names("vector") == ("plain", "layernorm", "simba")
     assert [TORSOS[name].min_side for name in torso_names()] == [36, 1, 3]
     assert {torso.layout for torso in TORSOS.values()} == {"hwc"}
     assert fitting(84, 84) == ["nature", "minatar", "impala"]
@@ -35,7 +37,7 @@ def test_the_built_in_torsos_in_their_order():
 
 def _dense_inputs(torso, side):
     """The width of the input of the torso's final dense layer on a side x side image."""
-    module = torso.build(8, "torso")
+    module = torso.build("torso", dense=8)
     params = module.init(jax.random.key(0), jnp.zeros((1, side, side, 2), jnp.float32))
     dense = [k for k in params["params"] if k.startswith("Dense")]
     return params["params"][dense[-1]]["kernel"].shape[0]
@@ -56,6 +58,10 @@ def test_configs_check_cnn_against_the_registry():
         assert str(info.value) == "cnn='lenet': choose one of ('nature', 'impala', 'minatar')"
     with pytest.raises(ValueError, match=r"^cnn='lenet': choose one of"):
         get_torso("lenet")
+    with pytest.raises(ValueError, match=r"^cnn='plain': choose one of \('nature',"):
+        PPOConfig(cnn="plain")  # a vector torso is no CNN
+    with pytest.raises(ValueError, match="takes='audio'"):
+        register_torso("other", nn.Dense, takes="audio", description="bad input")
     with pytest.raises(ValueError, match="registered already"):
         register_torso("nature", nn.Dense, min_side=1, description="again")
     with pytest.raises(ValueError, match="layout='whc'"):
