@@ -9,9 +9,12 @@
 # rollout's io_callback inside the compiled iteration (`host_loop=false`: unordered on an
 # accelerator, chained by the env state, since the ordered form's token aborted XLA's GPU
 # compiler beside the stacked frames, benchmarks 11e and 11i); then bench/envs.py, the env's
-# step alone (BatchEnv against ALE's C++ vector env on this machine's cores); with `cleanrl`,
-# CleanRL's own EnvPool script beside breakout_atari (bench/cleanrl_envpool.py: carry .cleanrl
-# and .whl-cleanrl); last bench/lockstep.py, what waiting for the slowest of 4, 8 or 16 envs
+# step alone (BatchEnv against ALE's C++ vector env on this machine's cores); with `ale`,
+# breakout_atari on the process backend beside the ale backend (ALE's AtariVectorEnv) in its
+# host mode (send/recv from the host loop) and its fused mode (xla(): the envs stepped inside
+# the compiled rollout), $STEPS agent steps each, with their ratios; with `cleanrl`, CleanRL's own
+# EnvPool script beside breakout_atari as it ships and on the ale backend in each mode
+# (bench/cleanrl_envpool.py: carry .cleanrl and .whl-cleanrl); last bench/lockstep.py, what waiting for the slowest of 4, 8 or 16 envs
 # leaves of one env's rate. Each run's steps/s: the median of its iterations' `sps` after the
 # first (which compiles). Results and logs in $OUT; the wheels as bench/gpu_env.sh says.
 #
@@ -20,13 +23,19 @@
 #   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
 #   PARTS=train,envs bench/atari_rate.sh   # some parts (callback, repro: its XLA report's alone,
 #                                          # phases, profile, spin, half, graphs, graphopt,
-#                                          # train, envs, cleanrl, lockstep)
+#                                          # train, ale, envs, cleanrl, lockstep)
+#   PARTS=ale,cleanrl bench/atari_rate.sh  # the ale backend beside process and CleanRL
+#   STEPS=3072 PARTS=ale OUT=/tmp/out WHEELS= bench/atari_rate.sh  # the ale part's smoke test
 set -u
 STEPS=${STEPS:-30720}
 PHASES=${PHASES:-4}
 PARTS=${PARTS:-callback,phases,train,envs,lockstep}
 LOOPS=${LOOPS:-true false}  # the train part's host_loop settings
 CLEANRL_STEPS=${CLEANRL_STEPS:-40960}  # agent steps of each run of the cleanrl part
+CLEANRL_ROUNDS=${CLEANRL_ROUNDS:-2}  # rounds of the cleanrl part (its sides alternate)
+# The cleanrl part's batchppo sides (bench/cleanrl_envpool.py --variant NAME:KEY=VALUE;...).
+CLEANRL_VARIANTS=("batchppo" "ale-host:backend=ale;backend_options={mode: host}"
+  "ale-fused:backend=ale;backend_options={mode: fused}")
 GRAPHS=${GRAPHS:-FUSION,CUBLAS,CUBLASLT,CUDNN,CUSTOM_CALL}  # the graphs part's command buffers
 part() { [[ ",$PARTS," == *",$1,"* ]]; }
 . bench/gpu_env.sh
@@ -57,19 +66,49 @@ part graphs && XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_enable_command_buffer=$GRAPHS
   phases phases-graphs
 # The same as a compiler option of the trainer's hot programs only (how batchppo would set it).
 part graphopt && phases phases-graphopt --compiler-option "xla_gpu_enable_command_buffer=$GRAPHS"
-part train && for loop in $LOOPS; do
-  log="$OUT/atari-host_loop-$loop.log"
-  timeout 200 python3 -m batchppo train --config breakout_atari \
-    --set steps="$STEPS" --set eval_every=0 --set host_loop=$loop --logdir /tmp/atari-rate \
-    --timestamp r --name host_loop-$loop --progress lines >"$log" 2>&1
-  echo "host_loop=$loop: exit $?; $(grep -m1 'start-up' "$log")"
-  python3 - "/tmp/atari-rate/r-host_loop-$loop/metrics.jsonl" <<'EOF' | tee -a "$OUT/rates.txt"
+# One breakout_atari run of $STEPS agent steps (no evaluation) with `--set` values: its name,
+# then the values. Its rate (the median of its iterations' sps after the first) goes to
+# $OUT/rates.txt, and to $OUT/rate-NAME.txt for the ratios.
+train_rate() {
+  local name=$1 sets=()
+  shift
+  for kv in "$@"; do sets+=(--set "$kv"); done
+  local log="$OUT/atari-$name.log"
+  timeout 200 python3 -m batchppo train --config breakout_atari --set steps="$STEPS" \
+    --set eval_every=0 "${sets[@]}" --logdir /tmp/atari-rate --timestamp r --name "$name" \
+    --progress lines >"$log" 2>&1
+  echo "$name: exit $?; $(grep -m1 'start-up' "$log")"
+  python3 - "/tmp/atari-rate/r-$name/metrics.jsonl" "$OUT/rate-$name.txt" <<'EOF' \
+    | tee -a "$OUT/rates.txt"
 import json, statistics, sys
-rows = [json.loads(line) for line in open(sys.argv[1])]
-sps = [r["sps"] for r in rows if r.get("phase") == "train"][1:]
+try:
+    rows = [json.loads(line) for line in open(sys.argv[1])]
+except OSError:  # the run failed: its log says why
+    rows = []
+sps = [r["sps"] for r in rows if r.get("phase") == "train"][1:] or [float("nan")]
+open(sys.argv[2], "w").write(f"{statistics.median(sps)}\n")
 print(f"{sys.argv[1]}: {statistics.median(sps):,.0f} agent steps/s (median of {len(sps)} iterations)")
 EOF
-done
+}
+part train && for loop in $LOOPS; do train_rate host_loop-$loop host_loop=$loop; done
+# The ale backend (ALE's C++ vector env) in each mode beside the process backend, the host loop
+# as each resolves it (on an accelerator: a Python loop for process and ale host; none for ale
+# fused, whose envs step inside the compiled rollout).
+if part ale; then
+  train_rate process
+  train_rate ale-host backend=ale "backend_options={mode: host}"
+  train_rate ale-fused backend=ale "backend_options={mode: fused}"
+  python3 - "$OUT" <<'EOF' | tee -a "$OUT/rates.txt"
+import math, sys
+rate = {}
+for name in ("process", "ale-host", "ale-fused"):
+    try:
+        rate[name] = float(open(f"{sys.argv[1]}/rate-{name}.txt").read())
+    except (OSError, ValueError):
+        rate[name] = math.nan
+print("; ".join(f"{n} / process = {rate[n] / rate['process']:.2f}" for n in ("ale-host", "ale-fused")))
+EOF
+fi
 # The env's step alone on this machine's cores: BatchEnv (a worker process per env) against
 # ALE's C++ vector env (threads), 8 and 16 envs, the step waited for each time as the loop does.
 part envs && timeout 75 python3 bench/envs.py --envs ALE/Breakout-v5 --sizes 8,16 --seconds 2 --rounds 2 \
@@ -77,8 +116,9 @@ part envs && timeout 75 python3 bench/envs.py --envs ALE/Breakout-v5 --sizes 8,1
   | grep -v -e "^A.L.E" -e Stella
 # CleanRL's own EnvPool script (a checkout in .cleanrl, its wheels in .whl-cleanrl, both carried)
 # beside breakout_atari, each side its own process, two rounds.
-part cleanrl && timeout 400 python3 bench/cleanrl_envpool.py --cleanrl-dir .cleanrl/cleanrl \
-  --steps "$CLEANRL_STEPS" --rounds 2 --json "$OUT/cleanrl.json" 2>&1 \
+part cleanrl && timeout 560 python3 bench/cleanrl_envpool.py --cleanrl-dir .cleanrl/cleanrl \
+  --steps "$CLEANRL_STEPS" --rounds "$CLEANRL_ROUNDS" "${CLEANRL_VARIANTS[@]/#/--variant=}" \
+  --json "$OUT/cleanrl.json" 2>&1 \
   | grep -v -e "^A.L.E" -e Stella -e "^global_step" -e "^SPS" -e "[Gg]ym" | tee "$OUT/cleanrl.log"
 part lockstep && timeout 60 python3 bench/lockstep.py --sizes 4,8,16 --steps 4000 \
   --json "$OUT/lockstep.json" 2>&1 | grep -v -e "^A.L.E" -e Stella

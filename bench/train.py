@@ -18,11 +18,18 @@ Sections (``--only`` picks some):
   figure quoted from the issue (2.1k steps/s on this 2-core machine; no CleanRL loop is run);
   ``--cheetah-variants`` adds the preset's variants (a flag switched on or off) with their
   ratio to it.
+* ``atari``: ``breakout_atari`` training steps/s (CleanRL's settings, no evaluation) on the
+  process backend (a worker per core) against the ale backend (ALE's C++ vector env) in its
+  host mode (``send``/``recv`` through ``io_callback``) and its fused mode (``xla()``: the envs
+  stepped inside the compiled rollout), at each of ``--atari-envs`` (default 8 and the
+  machine's cores), alternating over ``--rounds``; ratios against the process backend.
 
 Examples:
     python bench/train.py --seeds 5                       # everything (minutes)
     python bench/train.py --only throughput --pjx-steps 204800   # smoke test
     python bench/train.py --only cheetah --cheetah-variants cheetah_fast+recompute_advantages=false
+    python bench/train.py --only atari --atari-seconds 60 --rounds 2   # process vs ale (minutes)
+    python bench/train.py --only atari --atari-seconds 5 --rounds 1 --atari-envs 2  # smoke test
 """
 
 from __future__ import annotations
@@ -195,12 +202,30 @@ def worker_throughput(kind: str, total_steps: int, repeats: int) -> dict:
 
 
 def worker_cheetah(seconds: float, preset: str) -> dict:
+    return _timed_training(_config(preset), seconds)
+
+
+ATARI_SIDES = {
+    "process": {},
+    "ale_host": {"backend": "ale", "backend_options": {"mode": "host"}},
+    "ale_fused": {"backend": "ale", "backend_options": {"mode": "fused"}},
+}
+"""The atari section's sides: ``breakout_atari`` with these fields changed."""
+
+
+def worker_atari(seconds: float, side: str, num_envs: int) -> dict:
+    config = _config("breakout_atari", {**ATARI_SIDES[side], "num_agents": num_envs})
+    return _timed_training(config, seconds)
+
+
+def _timed_training(config, seconds: float) -> dict:
+    """Training steps/s of ``config``: iterations for ``seconds`` after the first (which
+    compiles), with start-up and compilation reported apart."""
     import jax
 
     from batchppo.algorithms.ppo import Trainer
 
     t0 = time.time()
-    config = _config(preset)
     trainer = Trainer(config)
     ts = trainer.init(jax.random.key(0))
     ss = trainer.init_sim(ts, jax.random.key(1))
@@ -327,6 +352,25 @@ def bench_cheetah(args: argparse.Namespace) -> dict:
     return {"batchppo": rows, "variants": variants, "cleanrl_quoted_sps": CLEANRL_CHEETAH_SPS}
 
 
+def bench_atari(args: argparse.Namespace) -> dict:
+    """``breakout_atari`` on the process backend against the ale backend's two modes, at each
+    env count, the sides alternating over rounds (each keeps its best); ratios over process."""
+    sizes = [os.cpu_count() or 1 if n == "cores" else int(n) for n in args.atari_envs.split(",")]
+    rows = {}
+    for n in dict.fromkeys(sizes):
+        runs = {side: ["atari", str(args.atari_seconds), side, str(n)] for side in ATARI_SIDES}
+        best = _best_of_rounds(runs, args.rounds, timeout=args.atari_seconds + args.timeout)
+        rows[n] = best
+        rates = ", ".join(f"{side} {res['sps']:,.0f}" for side, res in best.items())
+        print(f"breakout_atari, {n} envs: agent steps/s {rates}", flush=True)
+        if "process" in best:
+            for side in ("ale_host", "ale_fused"):
+                if side in best:
+                    ratio = best[side]["sps"] / best["process"]["sps"]
+                    print(f"ratio {side} / process at {n} envs = {ratio:.2f}", flush=True)
+    return rows
+
+
 def _cheetah_variants(args: argparse.Namespace) -> dict:
     """Steps/s of preset variants (``cheetah_fast+recompute_advantages=false``) against it.
 
@@ -355,6 +399,8 @@ def _worker_main(argv: list[str]) -> None:
         out = worker_throughput(argv[1], int(argv[2]), int(argv[3]))
     elif kind == "cheetah":
         out = worker_cheetah(float(argv[1]), argv[2])
+    elif kind == "atari":
+        out = worker_atari(float(argv[1]), argv[2], int(argv[3]))
     else:
         raise SystemExit(f"unknown worker {kind!r}")
     print(json.dumps(out, default=float), flush=True)
@@ -391,7 +437,10 @@ def main() -> None:
         "--pjx-steps", type=int, default=2_048_000, help="steps of the throughput runs"
     )
     parser.add_argument(
-        "--rounds", type=int, default=2, help="throughput and cheetah variants: alternating rounds"
+        "--rounds",
+        type=int,
+        default=2,
+        help="throughput, cheetah variants and atari: alternating rounds",
     )
     parser.add_argument("--repeats", type=int, default=3, help="throughput: timed runs per round")
     parser.add_argument("--cheetah-seconds", type=float, default=30.0, help="timed HalfCheetah run")
@@ -400,6 +449,12 @@ def main() -> None:
         default="",
         help="also time these variants of cheetah_fast against it, alternating "
         "(PRESET+FLAG[=false],...; e.g. cheetah_fast+recompute_advantages=false)",
+    )
+    parser.add_argument("--atari-seconds", type=float, default=30.0, help="timed Atari run")
+    parser.add_argument(
+        "--atari-envs",
+        default="8,cores",
+        help="atari: env counts (cores: one per core, the envs that fill the machine)",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="per-run timeout (s)")
     parser.add_argument(
@@ -421,6 +476,8 @@ def main() -> None:
         results["throughput"] = bench_throughput(args)
     if "cheetah" in sections:
         results["cheetah"] = bench_cheetah(args)
+    if "atari" in sections:
+        results["atari"] = bench_atari(args)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=float))
 
