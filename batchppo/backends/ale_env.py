@@ -63,12 +63,12 @@ from batchppo.backends.ale import ale_game
 from batchppo.backends.host_env import HostEnv, spec_from_spaces, wrap_host_env
 from batchppo.core.env import EnvSpec, StepResult
 from batchppo.envs.atari import AtariStack
+from batchppo.envs.episode_metrics import GameScores
 
 __all__ = [
     "AleFusedEnv",
     "AleState",
     "AleVectorEnv",
-    "GameScores",
     "atari_stack",
     "env_seeds",
     "game_flags",
@@ -173,22 +173,6 @@ def env_seeds(seed: Any, num_envs: int, xp: Any) -> Any:
     return (total % xp.uint32(_SEED_MOD)).astype(xp.int32)
 
 
-class GameScores:
-    """The raw scores of the games that ended, kept until taken (``take``)."""
-
-    def __init__(self) -> None:
-        self._scores: list[float] = []
-
-    def add(self, ended: np.ndarray, scores: np.ndarray) -> None:
-        """Keeps ``scores`` where ``ended``."""
-        self._scores.extend(float(s) for s in np.asarray(scores)[np.asarray(ended, bool)])
-
-    def take(self) -> np.ndarray:
-        """The scores kept since the last call (float64, in the order the games ended)."""
-        taken, self._scores = np.asarray(self._scores, np.float64), []
-        return taken
-
-
 def _vector_env(env_id: str, num_envs: int, stack: AtariStack, **kwargs: Any) -> Any:
     from ale_py.vector_env import AtariVectorEnv
 
@@ -281,7 +265,7 @@ class AleVectorEnv(VectorEnv):
             terminated, truncated, info["lives"], self._lives, self._steps, self._max_steps
         )
         self._scores += raw
-        self.games.add(ended, self._scores)
+        self.games.add(self._scores[ended])
         self._scores[ended] = 0.0
         self._steps[ended] = 0
         obs, lives = final_obs, info["lives"]
@@ -327,7 +311,7 @@ def host_env(
     """The ``mode=host`` env: an [`AleVectorEnv`][batchppo.backends.ale_env.AleVectorEnv] in a
     [`HostEnv`][batchppo.backends.HostEnv] (uint8 frames and integer rewards: always finite)."""
     vector = AleVectorEnv(env_id, num_envs, stack, batch_size=batch_size, num_threads=num_threads)
-    return wrap_host_env(vector, check_finite=False)
+    return wrap_host_env(vector, check_finite=False, take_games=vector.take_games)
 
 
 @struct.dataclass
@@ -432,9 +416,19 @@ class AleFusedEnv:
     def __repr__(self) -> str:
         return f"AleFusedEnv({self._vec.ale!r}, num_envs={self._num_envs})"
 
+    @property
+    def reports_games(self) -> bool:
+        """Its envs report their games' scores (``take_games``)."""
+        return True
+
     def take_games(self) -> np.ndarray:
         """The raw scores (all lives) of the games that ended since the last call."""
         return self.games.take()
+
+    def _add_games(self, ended: np.ndarray, scores: np.ndarray) -> None:
+        """Keeps the scores of the games that ended (the step's host callback, at steps where
+        a game ended only)."""
+        self.games.add(np.asarray(scores)[np.asarray(ended, bool)])
 
     def _reset_call(
         self, handle: jax.Array, indices: jax.Array, seeds: jax.Array
@@ -477,7 +471,7 @@ class AleFusedEnv:
         scores = state.scores + raw.astype(jnp.float32)
         jax.lax.cond(
             ended.any(),
-            lambda: io_callback(self.games.add, None, ended, scores, ordered=False),
+            lambda: io_callback(self._add_games, None, ended, scores, ordered=False),
             lambda: None,
         )
 

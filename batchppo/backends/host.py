@@ -104,7 +104,26 @@ def make_host_env(
     )
     # make()'s stack (ConvertTo32Bit, per env or applied to the batch in the workers) already
     # rejects every non-finite observation and reward, naming the env: no second check here.
-    return wrap_host_env(vector_env, check_finite=False)
+    return wrap_host_env(
+        vector_env, check_finite=False, take_games=_game_scores(vector_env, env_kwargs)
+    )
+
+
+def _game_scores(vector_env: Any, env_kwargs: Mapping[str, Any]) -> Callable[[], Any] | None:
+    """``HostEnv``'s ``take_games`` for a batch env of Atari envs (the preprocessing's
+    ``GameScoreLog`` in each, called where the envs live), or None for other envs."""
+    import numpy as np
+
+    from batchppo.envs.atari import AtariStack
+    from batchppo.envs.make import preprocessing
+
+    if not isinstance(preprocessing(env_kwargs.get("preprocess")), AtariStack):
+        return None
+
+    def take() -> Any:
+        return np.concatenate([np.asarray(s, np.float64) for s in vector_env.call("take_games")])
+
+    return take
 
 
 # The start-up probe of a run and the spaces HostEnv takes (the EnvSpec of a Gymnasium env's

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -265,9 +265,18 @@ class HostEnv:
     Args:
         vector_env: The vector env; HostEnv does not own it unless ``close`` is called.
         check_finite: Reject non-finite observations and rewards.
+        take_games: Returns the raw scores of the games that ended since its last call (Atari
+            envs: [`take_games`][batchppo.backends.HostEnv.take_games]); None: the envs report
+            none.
     """
 
-    def __init__(self, vector_env: Any, *, check_finite: bool = True) -> None:
+    def __init__(
+        self,
+        vector_env: Any,
+        *,
+        check_finite: bool = True,
+        take_games: Callable[[], np.ndarray] | None = None,
+    ) -> None:
         _check_same_step(vector_env)
         _quiet_jax_callback_log()
         self._env = vector_env
@@ -276,6 +285,7 @@ class HostEnv:
             vector_env.single_observation_space, vector_env.single_action_space
         )
         self._check_finite = bool(check_finite)
+        self._take_games = take_games
         self._error: Exception | None = None  # the last exception of a host call, untaken
         self._obs_space = self._spec.obs_space
         self._nested_obs = not spaces.is_leaf(self._obs_space)
@@ -332,6 +342,18 @@ class HostEnv:
         instead of its ``step_arrays`` fast path.
         """
         self._recorder = recorder
+
+    @property
+    def reports_games(self) -> bool:
+        """Whether [`take_games`][batchppo.backends.HostEnv.take_games] reports games."""
+        return self._take_games is not None
+
+    def take_games(self) -> np.ndarray:
+        """The raw scores (all lives, before clipping) of the Atari games that ended since the
+        last call, float64; empty where the envs report none (``reports_games``)."""
+        if self._take_games is None:
+            return np.zeros(0)
+        return np.asarray(self._take_games(), np.float64)
 
     def take_error(self) -> Exception | None:
         """The exception the last failed ``host_reset`` / ``host_step`` raised, if not taken yet.
@@ -485,11 +507,16 @@ class HostEnv:
         )
 
 
-def wrap_host_env(vector_env: Any, *, check_finite: bool = True) -> HostEnv:
-    """``HostEnv(vector_env, check_finite=...)``, closing ``vector_env`` when that fails (a
-    host backend's builder owns the batch env it starts)."""
+def wrap_host_env(
+    vector_env: Any,
+    *,
+    check_finite: bool = True,
+    take_games: Callable[[], np.ndarray] | None = None,
+) -> HostEnv:
+    """``HostEnv(vector_env, check_finite=..., take_games=...)``, closing ``vector_env`` when
+    that fails (a host backend's builder owns the batch env it starts)."""
     try:
-        return HostEnv(vector_env, check_finite=check_finite)
+        return HostEnv(vector_env, check_finite=check_finite, take_games=take_games)
     except Exception:
         vector_env.close()
         raise

@@ -11,7 +11,8 @@
    (uint8; OpenCV's area resize);
 3. Gymnasium's ``RecordEpisodeStatistics``: at the step that ends a *game* (not a life), the
    info holds ``episode = {"r": raw return, "l": agent steps, "t": seconds}``, with the rewards
-   before clipping;
+   before clipping; ``GameScoreLog`` keeps each such return until ``take_games`` (the
+   trainer's ``game_score``, called through the batch env in the workers);
 4. ``EpisodicLife`` (``episodic_life``): a lost life ends the learner's episode (``terminated``)
    while the game goes on;
 5. ``FireReset`` (``fire_reset``): FIRE after each reset, in games whose action 1 is FIRE;
@@ -49,11 +50,14 @@ from gymnasium.wrappers import (
     RecordEpisodeStatistics,
 )
 
+from batchppo.envs.episode_metrics import GameScores
+
 __all__ = [
     "PREPROCESSING",
     "AtariStack",
     "EpisodicLife",
     "FireReset",
+    "GameScoreLog",
     "import_ale",
     "whole_games",
 ]
@@ -190,6 +194,35 @@ class FireReset(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         return obs, {**info, **step_info}
 
 
+class GameScoreLog(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
+    """Keeps the raw return of each game that ends (the ``episode`` info of the
+    ``RecordEpisodeStatistics`` inside it) until ``take_games``.
+
+    It sits right outside that wrapper, so every step of the game passes it: the agent's, and
+    those that ``EpisodicLife`` and ``FireReset`` take themselves.
+
+    Args:
+        env: An env inside which ``RecordEpisodeStatistics`` reports whole games.
+    """
+
+    def __init__(self, env: gymnasium.Env):
+        gymnasium.utils.RecordConstructorArgs.__init__(self)
+        gymnasium.Wrapper.__init__(self, env)
+        self._games = GameScores()
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Steps; keeps the game's return where the step ended it."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if "episode" in info:
+            self._games.add([info["episode"]["r"]])
+        return obs, reward, terminated, truncated, info
+
+    def take_games(self) -> list[float]:
+        """The raw returns of the games that ended since the last call (a list, to travel
+        from a worker)."""
+        return self._games.take().tolist()
+
+
 def _needs_fire(env: gymnasium.Env) -> bool:
     meanings = env.unwrapped.get_action_meanings()
     return len(meanings) >= 3 and meanings[1] == "FIRE"
@@ -309,7 +342,7 @@ class AtariStack:
             terminal_on_life_loss=False,
             grayscale_obs=True,
         )
-        env = RecordEpisodeStatistics(env)
+        env = GameScoreLog(RecordEpisodeStatistics(env))
         if self.episodic_life:
             env = EpisodicLife(env)
         if self.fire_reset and _needs_fire(env):

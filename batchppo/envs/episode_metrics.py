@@ -6,6 +6,11 @@
 For every scalar numeric info key it keeps, per env and episode, the mean over the episode's steps
 and the key's value at the reset and at the last step.
 
+``GameScores`` keeps the raw score of each Atari game that ends (all its lives, before reward
+clipping) until the trainer takes them for its report: the training metrics ``games`` and
+``game_score`` (``batchppo.experiment.window``), the protocol by which CleanRL reports its
+training games.
+
 The task metrics derived from them are declared once, in ``TASK_METRICS``, by the info key they
 read: an env whose infos carry the key gets the metric (MuJoCo's locomotion tasks carry
 ``x_velocity`` and ``x_position``), others simply report none.
@@ -19,7 +24,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["TASK_METRICS", "EpisodeInfoRecorder", "TaskMetric", "episode_task_metrics"]
+__all__ = [
+    "TASK_METRICS",
+    "EpisodeInfoRecorder",
+    "GameScores",
+    "TaskMetric",
+    "episode_task_metrics",
+]
 
 # Keys of the batching itself, not of an env's info.
 _RESERVED = frozenset({"final_obs", "final_info", "env_restarted"})
@@ -185,3 +196,23 @@ def episode_task_metrics(episode: Mapping[str, Mapping[str, float]]) -> dict[str
         elif not np.isnan(values["first"]):
             out[metric.name] = values["last"] - values["first"]
     return out
+
+
+class GameScores:
+    """The raw scores of the games that ended, kept until taken.
+
+    The Atari envs keep one (the process backend's ``GameScoreLog`` wrapper in each worker, the
+    ``ale`` backend's envs for their batch), and the trainer takes them after each iteration.
+    """
+
+    def __init__(self) -> None:
+        self._scores: list[float] = []
+
+    def add(self, scores: Any) -> None:
+        """Keeps ``scores`` (an iterable of numbers), in order."""
+        self._scores.extend(float(s) for s in np.ravel(np.asarray(scores, np.float64)))
+
+    def take(self) -> np.ndarray:
+        """The scores kept since the last call, float64 in the order the games ended."""
+        taken, self._scores = np.asarray(self._scores, np.float64), []
+        return taken

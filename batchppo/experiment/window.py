@@ -23,6 +23,11 @@ EPISODE_METRICS = ("env_steps", "episodes", "score", "length")
 """Metrics every trainer iteration reports: env steps collected, episodes that ended, and
 their mean return and length (nan when none ended)."""
 
+GAME_METRICS = ("games", "game_score")
+"""Metrics of the trainers over Atari envs: the games that ended (all their lives) and their
+mean raw score (nan when none ended), which a train report sums and averages over the games as
+it does ``episodes`` and ``score``."""
+
 
 class MetricWindow:
     """Aggregates the trainer's per-iteration metrics between two train reports.
@@ -38,6 +43,7 @@ class MetricWindow:
         self.totals: dict[str, float] = {}
         self.steps = self.episodes = self.iterations = 0
         self.score_sum = self.length_sum = 0.0
+        self.games, self.game_score_sum = 0, 0.0
         self.seconds = self.all_seconds = 0.0
         self.all_steps = 0
 
@@ -66,10 +72,14 @@ class MetricWindow:
             self.episodes += episodes
             self.score_sum += episodes * float(metrics["score"])
             self.length_sum += episodes * float(metrics["length"])
+        games = int(metrics.get("games", 0))
+        if games:
+            self.games += games
+            self.game_score_sum += games * float(metrics["game_score"])
         for key, value in metrics.items():
             if key in RUNNING_TOTALS:
                 self.totals[key] = float(value)
-            elif key not in EPISODE_METRICS:
+            elif key not in EPISODE_METRICS and key not in GAME_METRICS:
                 self.values.setdefault(key, []).append(float(value))
 
     def _check_keys(self, metrics: Mapping[str, Any]) -> None:
@@ -91,7 +101,8 @@ class MetricWindow:
             )
 
     def summary(self) -> dict[str, float]:
-        """The train report's values: episode means, speed, metric means, running totals."""
+        """The train report's values: episode means, speed, the games' count and mean score
+        where the iterations report them, metric means, running totals."""
         nan = float("nan")
         out = {
             "score": self.score_sum / self.episodes if self.episodes else nan,
@@ -101,6 +112,9 @@ class MetricWindow:
             if self.seconds > 0 and self.steps
             else (self.all_steps / self.all_seconds if self.all_seconds > 0 else nan),
         }
+        if self.keys is not None and "games" in self.keys:
+            out["games"] = self.games
+            out["game_score"] = self.game_score_sum / self.games if self.games else nan
         for key, values in self.values.items():
             finite = [v for v in values if not math.isnan(v)]
             out[key] = float(np.mean(finite)) if finite else nan

@@ -193,13 +193,14 @@ def test_wrapper_order_and_fire_reset():
         layer = layer.env
     # Outermost first: make()'s stack, then the preprocessing's, then gymnasium.make's.
     # RangeNormalize maps nothing here (uint8 frames, Discrete actions).
-    assert chain[:9] == [
+    assert chain[:10] == [
         "ConvertTo32Bit",
         "RangeNormalize",
         "FrameStackObservation",
         "ClipReward",
         "FireReset",
         "EpisodicLife",
+        "GameScoreLog",
         "RecordEpisodeStatistics",
         "AtariPreprocessing",
         "OrderEnforcing",
@@ -345,3 +346,43 @@ def test_the_start_up_probe_builds_a_preprocessed_env():
     assert probe.time_limit is None
     with pytest.raises(ValueError, match=r"^ALE/Pong-v5: frameskip is set by the Atari"):
         probe_env("ALE/Pong-v5", env_kwargs={"preprocess": "atari", "frameskip": 2})
+
+
+def test_the_process_backends_env_reports_each_games_raw_score_once():
+    """Under the training preprocessing (lives as episodes, clipped rewards) the host env
+    takes from the workers the raw score of every game that ended: the ``episode`` returns."""
+    from batchppo.backends import make_env
+
+    env = make_env(
+        "ALE/Breakout-v5", 2, "process", num_workers=2, env_kwargs={"preprocess": "atari"}
+    )
+    other = make_env("CartPole-v1", 1, "sync")
+    try:
+        assert env.reports_games and not other.reports_games
+        assert other.take_games().tolist() == []
+        env.host_reset(0)
+        recorder = EpisodeReturns(env)
+        rng = np.random.default_rng(0)
+        while len(recorder.games) < 3:
+            env.host_step(rng.integers(0, 4, 2).astype(np.int32))
+        assert sorted(env.take_games().tolist()) == sorted(recorder.games)
+        assert env.take_games().tolist() == []
+    finally:
+        env.close()
+        other.close()
+
+
+class EpisodeReturns:
+    """The ``episode`` returns of a HostEnv's games, read off its infos (``record_infos``)."""
+
+    def __init__(self, env):
+        self.games = []
+        env.record_infos(self)
+
+    def reset(self, infos):
+        pass
+
+    def step(self, infos, terminated, truncated):
+        final = infos.get("final_info", {})
+        for i in np.flatnonzero(final.get("_episode", [])):
+            self.games.append(float(final["episode"]["r"][i]))

@@ -12,6 +12,7 @@ from batchppo.envs import BatchEnv
 from batchppo.envs.episode_metrics import (
     TASK_METRICS,
     EpisodeInfoRecorder,
+    GameScores,
     episode_task_metrics,
 )
 
@@ -109,3 +110,13 @@ def test_recorder_on_hopper_distance_is_the_x_position_difference():
             assert episode_task_metrics(summary)["distance"] == distance
         running = episode_task_metrics(recorder.running()[i])
         assert running["distance"] == positions[i][-1] - positions[i][0]
+
+
+def test_game_scores_are_kept_in_order_until_taken():
+    games = GameScores()
+    assert games.take().tolist() == []
+    games.add([3.0, 1])
+    games.add(np.array([[7.5]]))
+    taken = games.take()
+    assert taken.dtype == np.float64 and taken.tolist() == [3.0, 1.0, 7.5]
+    assert games.take().tolist() == []

@@ -418,3 +418,17 @@ def test_loading_a_damaged_newest_checkpoint_names_an_older_one(tmp_path):
     assert str(info.value).startswith(f"corrupt or incompatible checkpoint {newest}: ")
     _, _, _, step = training.load_run(run_dir, checkpoint=900, trainer_factory=FakeTrainer)
     assert step == 900
+
+
+def test_a_report_counts_the_games_and_averages_their_scores_over_games():
+    base = {"env_steps": 100, "episodes": 0, "score": float("nan"), "length": float("nan")}
+    window = MetricWindow()
+    window.add({**base, "games": 0.0, "game_score": float("nan")}, 1.0)
+    window.add({**base, "games": 3.0, "game_score": 2.0}, 1.0)
+    window.add({**base, "games": 1.0, "game_score": 10.0}, 1.0)
+    summary = window.summary()
+    assert (summary["games"], summary["game_score"]) == (4, 4.0)  # (3 * 2 + 10) / 4
+    assert "games" not in MetricWindow().summary()
+    empty = MetricWindow()
+    empty.add({**base, "games": 0.0, "game_score": float("nan")}, 1.0)
+    assert empty.summary()["games"] == 0 and np.isnan(empty.summary()["game_score"])

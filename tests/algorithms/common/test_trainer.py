@@ -8,6 +8,7 @@ known exactly. CartPole (gymnax) pays a reward of 1 per step and, within the tim
 from __future__ import annotations
 
 import dataclasses
+import types
 
 import jax
 import jax.numpy as jnp
@@ -202,3 +203,18 @@ def test_strong_gives_weakly_typed_arrays_their_dtype_for_good():
     already = jnp.zeros(2, jnp.int32)
     assert strong(already) is already
     assert strong(3) == 3
+
+
+def test_the_games_an_env_reports_are_the_last_iterations_of_a_call():
+    from batchppo.algorithms.common.trainer import Trainer as CommonTrainer
+
+    scores = [np.array([3.0, 5.0]), np.array([])]
+    env = types.SimpleNamespace(reports_games=True, take_games=lambda: scores.pop(0))
+    owner = types.SimpleNamespace(env=env, env_restarts=None)
+    first = CommonTrainer._with_env_metrics(owner, [{"a": 1.0}, {"a": 2.0}])
+    assert first[0]["games"] == 0.0 and np.isnan(first[0]["game_score"])
+    assert (first[1]["games"], first[1]["game_score"]) == (2.0, 4.0)
+    (second,) = CommonTrainer._with_env_metrics(owner, [{"a": 3.0}])
+    assert second["games"] == 0.0 and np.isnan(second["game_score"])
+    silent = types.SimpleNamespace(env=object(), env_restarts=None)
+    assert CommonTrainer._with_env_metrics(silent, [{"a": 1.0}]) == [{"a": 1.0}]
