@@ -49,7 +49,8 @@ class Algorithm:
         seeds_trainer: ``(config, num_seeds) -> trainer`` over stacked states, for
             ``--seeds``; None where the algorithm trains seeds as separate runs only.
         metrics: The train metrics each iteration reports besides
-            ``batchppo.experiment.training.EPISODE_METRICS`` (and ``env_restarts``).
+            ``batchppo.experiment.training.EPISODE_METRICS`` (and what the env reports:
+            ``env_restarts``, and ``games`` and ``game_score`` over Atari envs).
     """
 
     name: str

@@ -50,6 +50,7 @@ def test_breakout_atari_trains_from_the_cli_in_each_mode(tmp_path, mode):
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r["phase"] == "train"]
     assert [r["step"] for r in train] == [32, 64]
+    assert all("games" in r and "game_score" in r for r in train)  # the whole-game scores
 
 
 def test_a_host_loop_or_shared_seeds_are_refused_where_the_envs_step_in_the_program(
