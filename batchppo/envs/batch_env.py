@@ -67,11 +67,12 @@ from batchppo.envs.batch_transform import BatchTransform, TransformFactory, reso
 from batchppo.envs.call_state import BatchState, CallState
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, WorkerError
 from batchppo.envs.infos import merge_info_parts
-from batchppo.envs.pool import WorkerPool, check_step_timeout, split_envs
+from batchppo.envs.pool import WorkerPool, check_step_timeout
 from batchppo.envs.protocol import Layout
 from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
 from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.spaces import check_supported
+from batchppo.envs.worker_processes import split_envs
 
 __all__ = [
     "BatchEnv",
