@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -291,13 +292,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for name, side in sides if r % 2 == 0 else sides[::-1]:
-                row = {**side(args, args.seed, Path(tmp) / f"{name}-{r}"), "round": r}
+                try:
+                    row = {**side(args, args.seed, Path(tmp) / f"{name}-{r}"), "round": r}
+                except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
+                    # One side failing (say a mode a platform lacks) leaves the others measured;
+                    # the failure is a row of its own, and the side gets no rate.
+                    row = {"side": name, "seed": args.seed, "round": r, "error": str(error)}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    rate = {
-        name: statistics.median(row["agent_steps_per_s"] for row in rows if row["side"] == name)
-        for name, _ in sides
-    }
+    rate = {}
+    for name, _ in sides:
+        measured = [
+            row["agent_steps_per_s"] for row in rows if row["side"] == name and "error" not in row
+        ]
+        rate[name] = statistics.median(measured) if measured else math.nan
     ratios = {name: rate[name] / rate["cleanrl"] for name in variants}
     result = {
         "command": sys.argv,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import subprocess
 import sys
 import textwrap
 
@@ -232,3 +234,27 @@ def test_a_malformed_variant_is_a_one_line_error(spec):
     bench = load_bench("cleanrl_envpool")
     with pytest.raises(argparse.ArgumentTypeError, match="write NAME or NAME:KEY=VALUE"):
         bench.parse_variant(spec)
+
+
+def test_a_failing_side_is_a_row_and_leaves_the_others_measured(tmp_path, monkeypatch):
+    bench = load_bench("cleanrl_envpool")
+    (tmp_path / bench.SCRIPT).write_text("")
+
+    def batchppo(args, seed, work, sets=()):
+        if sets:
+            raise subprocess.CalledProcessError(1, ["batchppo", "train"])
+        return {"side": "batchppo", "seed": seed, "agent_steps_per_s": 90.0, "iterations": 2}
+
+    def cleanrl(args, seed, work):
+        return {"side": "cleanrl", "seed": seed, "agent_steps_per_s": 45.0, "iterations": 2}
+
+    monkeypatch.setattr(bench, "cleanrl_side", cleanrl)
+    monkeypatch.setattr(bench, "batchppo_side", batchppo)
+    result = bench.main(
+        ["--cleanrl-dir", str(tmp_path), "--variant", "batchppo", "--variant", "ale:backend=ale"]
+    )
+    failed = [row for row in result["rows"] if "error" in row]
+    assert [(row["side"], row["round"]) for row in failed] == [("ale", 0)]
+    assert "returned non-zero exit status 1" in failed[0]["error"]
+    assert result["ratios_over_cleanrl"]["batchppo"] == 2.0
+    assert math.isnan(result["agent_steps_per_s"]["ale"])
