@@ -132,14 +132,27 @@ def phases(
     finally:
         env.host_step = host_step
         trainer.close()
-    medians = {part: statistics.median(t) for part, t in times.items() if t}
-    medians["update"] = medians["iteration"] - medians["rollout"]
-    envs = env.num_envs
     return {
         "preset": preset,
-        "envs": envs,
+        "envs": env.num_envs,
         "steps": steps,
         "device": str(jax.devices()[0]),
+        **per_step(times, env.num_envs, steps),
+    }
+
+
+def per_step(times: dict[str, list[float]], envs: int, steps: int) -> dict[str, dict[str, float]]:
+    """Each part's median call (seconds) as ``ms_per_step`` and ``agent_steps_per_s``; the
+    update, which is not timed alone, as the median iteration less the median rollout.
+
+    Args:
+        times: Seconds of each timed call, by part (parts without calls are left out).
+        envs: Envs stepped together.
+        steps: Steps of each env in a call (a rollout's length).
+    """
+    medians = {part: statistics.median(t) for part, t in times.items() if t}
+    medians["update"] = medians["iteration"] - medians["rollout"]
+    return {
         "ms_per_step": {part: 1e3 * medians[part] / steps for part in medians},
         "agent_steps_per_s": {part: envs * steps / medians[part] for part in medians},
     }

@@ -124,12 +124,13 @@ def _is_plain(value: Any) -> bool:
 
 def nearest_key(key: str, names: Iterable[str]) -> str:
     """The valid key nearest to ``key``: one whose words' initials spell it (``lr`` for
-    ``learning_rate``), else the closest spelling (``difflib``)."""
+    ``learning_rate``), else the closest spelling (``difflib``), else, where no name shares a
+    letter with it, the first name."""
     names = list(names)
     initials = [n for n in names if "_" in n and "".join(w[0] for w in n.split("_")) == key]
     if initials:
         return initials[0]
-    for cutoff in (0.6, 0.0):
+    for cutoff in (0.6, 1e-9):  # a close spelling, else any shared letter
         close = difflib.get_close_matches(key, names, n=1, cutoff=cutoff)
         if close:
             return close[0]

@@ -10,4 +10,9 @@ def test_nearest_key_by_initials_then_spelling():
     assert config_fields.nearest_key("lr", names) == "learning_rate"
     assert config_fields.nearest_key("gae", names) == "gae_lambda"
     assert config_fields.nearest_key("stepz", names) == "steps"
-    assert config_fields.nearest_key("qqqqqq", ["alpha", "beta"]) in ("alpha", "beta")
+    # Nothing in common: the first name, whatever the order (difflib alone ranks unrelated
+    # names by their spelling).
+    assert config_fields.nearest_key("qqqqqq", ["alpha", "beta"]) == "alpha"
+    assert config_fields.nearest_key("qqqqqq", ["beta", "alpha"]) == "beta"
+    # One shared letter beats none, far below the close-spelling cutoff.
+    assert config_fields.nearest_key("zzzzt", ["alpha", "beta"]) == "beta"
