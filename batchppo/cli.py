@@ -542,8 +542,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.max_eval_mean is not None:
         statistics = {**(statistics or {}), "max_eval_mean": _max_eval_means(groups, args)}
     if args.json:
-        entries = [{**r, "group": label} for label, rs in groups.items() for r in rs]
-        print(f"wrote {evaluate.write_stats(entries, args.json)}")
+        print(f"wrote {evaluate.write_stats(evaluate.results_document(groups), args.json)}")
     if args.csv:
         print(f"wrote {evaluate.write_csv(groups, args.csv)}")
     if args.stats_json:
@@ -553,14 +552,16 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _score_run(run_dir: str, args: argparse.Namespace) -> dict:
     """One run's results entry by the protocol that ``args`` asks for."""
-    from batchppo.experiment import evaluate, protocols
+    from batchppo.experiment import evaluate, protocols, provenance
 
     if args.training_window is not None:
-        return protocols.training_window(run_dir, args.training_window)
-    return {"run_dir": str(run_dir), **evaluate.evaluate_run(
-        run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed,
-        sample=args.sample,
-    )}  # fmt: skip
+        entry = protocols.training_window(run_dir, args.training_window)
+    else:
+        entry = {"run_dir": str(run_dir), **evaluate.evaluate_run(
+            run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed,
+            sample=args.sample,
+        )}  # fmt: skip
+    return {**entry, **provenance.run_provenance(run_dir)}
 
 
 def _max_eval_means(groups: dict[str, list[dict]], args: argparse.Namespace) -> dict:
@@ -579,7 +580,7 @@ def _max_eval_means(groups: dict[str, list[dict]], args: argparse.Namespace) -> 
             print(
                 f"group {label}: {env} max-eval-mean {m['value']:.1f} at step {m['step']:,} "
                 f"(std over {m['runs']} runs {m['std']:.1f}; {m['points']} evaluation points "
-                f"of {'/'.join(map(str, m['episodes']))} episodes)"
+                f"of {'/'.join(map(str, m['episodes']))} episodes, {m['actions']} actions)"
             )
     return out
 

@@ -87,7 +87,8 @@ class Driver:
         precompile = getattr(trainer, "precompile", None)
         if precompile is not None:  # Compile every program side by side, in the background.
             episodes = first.config.eval_episodes if first.eval_on() else None
-            precompile(iterations=(1,), eval_episodes=episodes)
+            sample = first.config.eval_actions == "sampled"
+            precompile(iterations=(1,), eval_episodes=episodes, eval_sample=sample)
         try:
             keys = [ledger.key(INIT_KEY) for ledger in ledgers]
             state, step = self._start(run_set.init(trainer, keys))

@@ -27,7 +27,7 @@ import numpy as np
 
 from batchppo.core.keys import host_key
 from batchppo.envs.episode_metrics import TASK_METRICS, episode_task_metrics
-from batchppo.experiment import stats
+from batchppo.experiment import provenance, stats
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loading import load_run
 from batchppo.experiment.plot import run_group
@@ -194,25 +194,59 @@ def is_results_file(path: str | Path) -> bool:
     return path.suffix == ".json" and path.is_file()
 
 
+def results_document(groups: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """What ``batchppo evaluate --json`` writes: ``runs`` (one entry per run, its ``group``
+    named) and ``provenance``: per group, the runs' ``commit``, ``note`` and ``config``
+    (``batchppo.experiment.provenance``; one value where the runs agree, else a list in their
+    order), and ``evaluated_with``, the code version that scored them."""
+    keys = provenance.PROVENANCE_KEYS
+    return {
+        "provenance": {
+            name: {k: provenance.fold([r.get(k) for r in results]) for k in keys}
+            for name, results in groups.items()
+        },
+        "evaluated_with": provenance.code_version(),
+        "runs": [
+            {**{k: v for k, v in r.items() if k not in keys}, "group": name}
+            for name, results in groups.items()
+            for r in results
+        ],
+    }
+
+
 def load_results(path: str | Path) -> list[dict[str, Any]]:
-    """The run entries of a file written by ``batchppo evaluate --json``.
+    """The run entries of a file written by ``batchppo evaluate --json``, each with its run's
+    ``commit``, ``note`` and ``config`` (None in a file written before they were
+    recorded: a bare list of entries).
 
     Raises:
-        UserError: The file is not such a file (no list of entries with ``RESULT_KEYS``).
+        UserError: The file is not such a file (no runs with ``RESULT_KEYS``).
     """
     try:
-        entries = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
         raise UserError(f"{path}: not a readable JSON file ({error})") from None
+    entries = data.get("runs") if isinstance(data, dict) else data
     if (
         not isinstance(entries, list)
         or not entries
         or not all(isinstance(e, dict) and all(k in e for k in RESULT_KEYS) for e in entries)
     ):
         raise UserError(
-            f"{path}: not a file of `batchppo evaluate --json` (a list of runs with "
-            f"{', '.join(RESULT_KEYS)})"
+            f"{path}: not a file of `batchppo evaluate --json` (runs with {', '.join(RESULT_KEYS)})"
         )
+    groups = data.get("provenance", {}) if isinstance(data, dict) else {}
+    order = list(dict.fromkeys(e.get("group") for e in entries))
+    for name in order:
+        runs = [e for e in entries if e.get("group") == name]
+        record = groups.get(name, {})
+        for key in provenance.PROVENANCE_KEYS:
+            try:
+                values = provenance.unfold(record.get(key), len(runs))
+            except ValueError as error:
+                raise UserError(f"{path}: group {name}'s {key}: {error}") from None
+            for entry, value in zip(runs, values, strict=True):
+                entry[key] = value
     return entries
 
 

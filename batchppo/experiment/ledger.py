@@ -26,6 +26,7 @@ from batchppo.experiment.env_failures import EnvFailure, state_deleted
 from batchppo.experiment.errors import StorageError
 from batchppo.experiment.logging import RunLogger, read_metrics
 from batchppo.experiment.progress import Progress
+from batchppo.experiment.provenance import record_code
 from batchppo.experiment.rundir import CHECKPOINT_DIR, ENV_ERROR_FILE
 from batchppo.experiment.stopping import StopFlag
 from batchppo.experiment.tracking import open_tracker
@@ -66,7 +67,9 @@ class SupportsEvaluate(Protocol):
     ``evaluate``; not the eval env's runner, ``batchppo.algorithms.common.evaluation.Evaluator``).
     """
 
-    def evaluate(self, train_state: Any, num_episodes: int, key: Any) -> dict: ...
+    def evaluate(
+        self, train_state: Any, num_episodes: int, key: Any, sample: bool = False
+    ) -> dict: ...
 
 
 class RunLedger:
@@ -204,12 +207,16 @@ class RunLedger:
         """Runs an evaluation of ``state`` and writes its eval report at ``step``."""
         start = time.monotonic()
         key = self.key(EVAL_KEY, step)
-        result = self.trainer.evaluate(state, self.config.eval_episodes, key)
+        actions = self.config.eval_actions
+        result = self.trainer.evaluate(
+            state, self.config.eval_episodes, key, sample=actions == "sampled"
+        )
         seconds = time.monotonic() - start
         lengths = np.asarray(result.get("lengths", []))
         self.report(
             "eval", step,
             {
+                "actions": actions,
                 "score": float(result["score"]),
                 "length": float(result["length"]),
                 "episodes": int(lengths.size) or self.config.eval_episodes,
@@ -238,6 +245,8 @@ class RunLedger:
         step = int(state.step)
         self.started = time.monotonic()
         try:
+            if self.run_dir is not None:  # the code that runs from this step on
+                record_code(self.run_dir, step)
             self.logger = RunLogger(self.run_dir, resume_step)
         except OSError as error:  # opening the logs, or cutting them back to the checkpoint
             raise self._storage_error("the reports", error) from None

@@ -70,7 +70,7 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
         ),
         ScoringProtocol(
             "max-eval-mean", "maximum over evaluation points of the mean over seeds of each "
-            "periodic evaluation", "as the run's evaluations (ours: mean action)",
+            "periodic evaluation", "as the runs' evaluations (eval_actions)",
             "Tianshou's MuJoCo benchmark (10 seeds, first 1M steps)",
         ),
     )
@@ -91,10 +91,10 @@ def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
     """The mean return of a run's last ``episodes`` training episodes (sampled actions).
 
     Train reports hold the mean return and the number of the episodes that ended since the
-    report before; the window is the run's last reports that together hold at least
-    ``episodes`` episodes, averaged weighted by their episodes. A window can therefore hold a
-    few episodes more than asked (up to one report's worth); ``episodes`` in the result says
-    how many it holds.
+    report before. The window holds exactly ``episodes`` episodes: the run's last reports
+    whole, and from the report before them the episodes still missing, which enter at that
+    report's mean (a report keeps no single episode's return); ``first_episodes`` says how
+    many of that report's episodes were taken, of how many.
 
     Args:
         run_dir: A run directory written by ``batchppo train``.
@@ -104,7 +104,8 @@ def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
         A results entry as ``batchppo evaluate`` writes: ``run_dir``, ``env``, ``preset``,
         ``seed``, ``checkpoint`` (the last report's step), ``episodes``, ``mean_return``,
         ``std_return`` and ``stderr_return`` (None: the reports hold means only),
-        ``first_step`` (the step of the window's first report), ``protocol``
+        ``first_step`` (the step of the window's first report), ``first_episodes`` (``[taken,
+        held]``: its episodes in the window, of those it holds), ``protocol``
         (``"training-window"``).
 
     Raises:
@@ -118,12 +119,14 @@ def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
         if r.get("phase") == "train" and r.get("episodes") and r.get("score") is not None
     ]  # fmt: skip
     config, _ = open_run_dir(run_dir)
-    held, total, first = 0, 0.0, None
+    held, total, first, taken = 0, 0.0, None, None
     for record in reversed(records):
-        held += int(record["episodes"])
-        total += float(record["score"]) * int(record["episodes"])
+        count = int(record["episodes"])
+        taken = [min(count, episodes - held), count]
+        held += taken[0]
+        total += float(record["score"]) * taken[0]
         first = int(record["step"])
-        if held >= episodes:
+        if held == episodes:
             break
     if held < episodes:
         raise UserError(
@@ -137,6 +140,7 @@ def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
         "seed": config.seed,
         "checkpoint": int(records[-1]["step"]),
         "first_step": first,
+        "first_episodes": taken,
         "episodes": held,
         "mean_return": total / held,
         "std_return": None,
@@ -158,21 +162,31 @@ def max_eval_mean(run_dirs: Sequence[str | Path], max_step: int | None = None) -
     Returns:
         ``value`` (the maximum), ``step`` (where it is reached), ``std`` (the population std
         over runs of their scores at that step), ``runs``, ``points`` (evaluation steps
-        compared), ``episodes`` (episodes per evaluation, as the runs' reports say) and
-        ``protocol`` (``"max-eval-mean"``).
+        compared), ``episodes`` (episodes per evaluation, as the runs' reports say),
+        ``actions`` (how the evaluations acted: ``mean`` or ``sampled``) and ``protocol``
+        (``"max-eval-mean"``).
 
     Raises:
-        UserError: No run, a missing run dir, or no evaluation step that every run shares.
+        UserError: No run, a missing run dir, runs evaluated with different actions, or no
+            evaluation step that every run shares.
     """
     if not run_dirs:
         raise UserError("max-eval-mean needs at least one run dir")
     by_step: list[dict[int, float]] = []
-    episodes = set()
+    episodes, actions = set(), set()
     for run_dir in run_dirs:
         evals = [r for r in _records(run_dir) if r.get("phase") == "eval"]
         evals = [r for r in evals if r.get("score") is not None and not math.isnan(r["score"])]
         by_step.append({int(r["step"]): float(r["score"]) for r in evals})
         episodes.update(int(r["episodes"]) for r in evals if r.get("episodes"))
+        # Eval reports written before `eval_actions` existed acted with the mean action.
+        actions.update(r.get("actions", "mean") for r in evals)
+    if len(actions) > 1:
+        raise UserError(
+            f"the {len(run_dirs)} runs' evaluations act differently "
+            f"({' and '.join(sorted(actions))} actions): max-eval-mean compares runs evaluated "
+            "alike; set one eval_actions"
+        )
     steps = sorted(set.intersection(*(set(s) for s in by_step)))
     steps = [s for s in steps if max_step is None or s <= max_step]
     if not steps:
@@ -191,5 +205,6 @@ def max_eval_mean(run_dirs: Sequence[str | Path], max_step: int | None = None) -
         "runs": len(run_dirs),
         "points": len(steps),
         "episodes": sorted(episodes),
+        "actions": actions.pop() if actions else None,
         "protocol": "max-eval-mean",
     }

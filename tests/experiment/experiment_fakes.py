@@ -47,6 +47,7 @@ class FakeTrainer:
         self.signal_at, self.signal_num = signal_at, signal_num
         self.closed = False
         self.evaluated_at: list[int] = []
+        self.sampled: list[bool] = []
         FakeTrainer.instances.append(self)
 
     def init(self, key: jax.Array) -> FakeState:
@@ -84,8 +85,11 @@ class FakeTrainer:
         }
         return ts, ss, metrics
 
-    def evaluate(self, ts: FakeState, num_episodes: int, key: jax.Array) -> dict:
+    def evaluate(
+        self, ts: FakeState, num_episodes: int, key: jax.Array, sample: bool = False
+    ) -> dict:
         self.evaluated_at.append(int(ts.step))
+        self.sampled.append(sample)
         returns = np.full((num_episodes,), float(ts.step))
         lengths = np.full((num_episodes,), 7)
         return {"score": float(ts.step), "length": 7.0, "returns": returns, "lengths": lengths}
@@ -132,8 +136,10 @@ class FakeSeedsTrainer:
                for i in range(self.num_seeds)]  # fmt: skip
         return _stack([ts for ts, _, _ in out]), ss, [metrics for _, _, metrics in out]
 
-    def evaluate(self, ts: FakeState, num_episodes: int, key: jax.Array) -> dict:
-        return self.one.evaluate(ts, num_episodes, key)
+    def evaluate(
+        self, ts: FakeState, num_episodes: int, key: jax.Array, sample: bool = False
+    ) -> dict:
+        return self.one.evaluate(ts, num_episodes, key, sample)
 
     def policy(self, ts: FakeState, deterministic: bool = True) -> Any:
         return self.one.policy(ts, deterministic)

@@ -135,10 +135,14 @@ def test_cli_aggregates_results_files(tmp_path, capsys):
         {"hopper_fast": new, "hopper": old}, stats.REFERENCE_SETS["targets-1m"], resamples=500
     )
     assert json.loads(out_stats.read_text()) == expected
-    assert json.loads(out_json.read_text()) == [
+    written = json.loads(out_json.read_text())
+    assert written["runs"] == [
         *({**r, "group": "hopper_fast"} for r in new),
         *({**r, "group": "hopper"} for r in old),
     ]
+    # Files without provenance (written before it was recorded) give none to the new one.
+    unknown = {"commit": None, "note": None, "config": None}
+    assert written["provenance"] == {"hopper_fast": unknown, "hopper": unknown}
     assert lines[0] == (
         "logdir/T-hopper_fast-s0: Hopper-v5 checkpoint 1,000: mean return 3000.00 ± 0.50 "
         "(standard error; episodes' std 1.00) over 4 episodes, mean length 10.0"

@@ -26,11 +26,11 @@ def train(step: int, score: float | None, episodes: int) -> dict:
     return {"step": step, "phase": "train", "score": score, "episodes": episodes}
 
 
-def evals(step: int, score: float) -> dict:
-    return {"step": step, "phase": "eval", "score": score, "episodes": 16}
+def evals(step: int, score: float, **more) -> dict:
+    return {"step": step, "phase": "eval", "score": score, "episodes": 16, **more}
 
 
-def test_training_window_takes_the_last_reports_holding_enough_episodes(tmp_path):
+def test_training_window_holds_exactly_the_last_episodes_asked(tmp_path):
     run_dir = write_run(
         tmp_path, "p", 3,
         [train(10, 100.0, 50), train(20, None, 0), evals(20, 7.0), train(30, -10.0, 30),
@@ -38,12 +38,18 @@ def test_training_window_takes_the_last_reports_holding_enough_episodes(tmp_path
     )  # fmt: skip
     window = protocols.training_window(run_dir, 40)
     assert window["episodes"] == 40 and window["first_step"] == 30
-    assert window["mean_return"] == pytest.approx((-10.0 * 30 + 2.0 * 10) / 40)
+    assert window["first_episodes"] == [30, 30]
+    assert window["mean_return"] == (-10.0 * 30 + 2.0 * 10) / 40
     assert (window["checkpoint"], window["seed"], window["protocol"]) == (40, 3, "training-window")
-    # Asking for 41 episodes reaches back to the report of 50: 90 episodes.
+    # 41 episodes: the last 40, and 1 of the 50 of the report at step 10, at its mean.
     wide = protocols.training_window(run_dir, 41)
-    assert wide["episodes"] == 90 and wide["first_step"] == 10
-    assert wide["mean_return"] == pytest.approx((5000.0 - 300.0 + 20.0) / 90)
+    assert (wide["episodes"], wide["first_step"], wide["first_episodes"]) == (41, 10, [1, 50])
+    assert wide["mean_return"] == (100.0 - 300.0 + 20.0) / 41
+    # Fewer than one report's worth: part of the last report alone.
+    narrow = protocols.training_window(run_dir, 4)
+    assert (narrow["episodes"], narrow["first_step"], narrow["first_episodes"]) == (4, 40, [4, 10])
+    assert narrow["mean_return"] == 2.0
+    assert protocols.training_window(run_dir, 90)["mean_return"] == (5000.0 - 300.0 + 20.0) / 90
     with pytest.raises(UserError, match="hold 90 episodes, fewer than the 91 asked"):
         protocols.training_window(run_dir, 91)
     with pytest.raises(UserError, match="must be >= 1"):
@@ -63,6 +69,16 @@ def test_max_eval_mean_over_the_shared_steps(tmp_path):
         protocols.max_eval_mean([a, b], max_step=5)
 
 
+def test_max_eval_mean_says_how_the_evaluations_acted_and_refuses_a_mix(tmp_path):
+    old = write_run(tmp_path, "p", 0, [evals(10, 1.0)])  # written before eval_actions: mean
+    mean = write_run(tmp_path, "p", 1, [evals(10, 3.0, actions="mean")])
+    sampled = write_run(tmp_path, "p", 2, [evals(10, 2.0, actions="sampled")])
+    assert protocols.max_eval_mean([old, mean])["actions"] == "mean"
+    assert protocols.max_eval_mean([sampled])["actions"] == "sampled"
+    with pytest.raises(UserError, match=r"act differently \(mean and sampled actions\)"):
+        protocols.max_eval_mean([old, sampled])
+
+
 def test_cli_scores_runs_by_training_window_and_max_eval_mean(tmp_path, capsys):
     runs = [
         write_run(tmp_path, "p", s, [train(10, 10.0 * (s + 1), 5), evals(10, float(s))])
@@ -76,6 +92,7 @@ def test_cli_scores_runs_by_training_window_and_max_eval_mean(tmp_path, capsys):
     assert f"{runs[1]}: Pendulum-v1 mean return 20.00 over its last 5 training episodes" in printed
     assert "mean over 3 runs: 20.00 ± 8.16" in printed
     assert "group p: Pendulum-v1 max-eval-mean 1.0 at step 10" in printed
+    assert "evaluation points of 16 episodes, mean actions)" in printed
     saved = json.loads(out.read_text())
     assert saved["max_eval_mean"]["p"]["Pendulum-v1"]["value"] == 1.0
     argv = ["evaluate", str(runs[0]), "--training-window", "5", "--sample"]

@@ -148,10 +148,10 @@ class _FailingFakeTrainer(FakeTrainer):
             raise mark_env_error(FailingError("the env failed in the iteration"))
         return super().iteration(ts, ss)
 
-    def evaluate(self, ts, num_episodes, key):
+    def evaluate(self, ts, num_episodes, key, sample=False):
         if int(ts.step) == self.eval_at:
             raise mark_env_error(FailingError("the eval env failed"))
-        return super().evaluate(ts, num_episodes, key)
+        return super().evaluate(ts, num_episodes, key, sample)
 
 
 def _fake_run(tmp_path, at=None, eval_at=None):
@@ -266,12 +266,12 @@ class _FailingFakeSeedsTrainer(FakeSeedsTrainer):
             raise mark_env_error(FailingError("the env failed in the iteration"))
         return super().iteration(ts, ss)
 
-    def evaluate(self, ts, num_episodes, key):
+    def evaluate(self, ts, num_episodes, key, sample=False):
         if int(ts.step) == self.eval_at:
             if self.evaluated == self.eval_seed:
                 raise mark_env_error(FailingError("the eval env failed"))
             self.evaluated += 1
-        return super().evaluate(ts, num_episodes, key)
+        return super().evaluate(ts, num_episodes, key, sample)
 
 
 def _fake_seeds_run(tmp_path, **fail):

@@ -282,8 +282,8 @@ def test_window_refuses_missing_or_changing_metrics():
 
 def test_eval_reports_count_the_episodes_that_eval_max_steps_cut(tmp_path):
     class CuttingTrainer(FakeTrainer):
-        def evaluate(self, ts, num_episodes, key):
-            return {**super().evaluate(ts, num_episodes, key), "cut": 1}
+        def evaluate(self, ts, num_episodes, key, sample=False):
+            return {**super().evaluate(ts, num_episodes, key, sample), "cut": 1}
 
     run(tmp_path, factory=CuttingTrainer)
     evals = [r for r in read_metrics(tmp_path / "T-fake") if r["phase"] == "eval"]
@@ -293,6 +293,24 @@ def test_eval_reports_count_the_episodes_that_eval_max_steps_cut(tmp_path):
         (800, 1.0),
         (1000, 1.0),
     ]
+
+
+@pytest.mark.parametrize("actions", ["mean", "sampled"])
+def test_eval_phases_act_as_eval_actions_says_and_their_reports_record_it(tmp_path, actions):
+    FakeTrainer.instances.clear()
+    run(tmp_path, dataclasses.replace(fake_config(), eval_actions=actions))
+    (trainer,) = FakeTrainer.instances
+    assert trainer.sampled == [actions == "sampled"] * len(EVAL_STEPS)
+    evals = [r for r in read_metrics(tmp_path / "T-fake") if r["phase"] == "eval"]
+    assert [r["actions"] for r in evals] == [actions] * len(EVAL_STEPS)
+    assert "actions" not in read_scalars(tmp_path / "T-fake" / "eval")  # not a scalar
+
+
+def test_eval_actions_takes_mean_or_sampled_only():
+    with pytest.raises(
+        ValueError, match=r"^eval_actions='greedy': choose one of \('mean', 'sampled'\)$"
+    ):
+        dataclasses.replace(fake_config(), eval_actions="greedy")
 
 
 # --- Your env: a factory from Python, start-up failures ---------------------------------------

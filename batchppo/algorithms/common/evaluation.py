@@ -174,13 +174,16 @@ class Evaluator:
 
         return more
 
-    def precompile(self, num_episodes: int, params: PyTree, key: jax.Array) -> None:
+    def precompile(
+        self, num_episodes: int, params: PyTree, key: jax.Array, sample: bool = False
+    ) -> None:
         """Lowers the eval calls (the first and its continuation) for ``params`` and ``key``
-        (shapes will do) and compiles them in the background; builds the eval env."""
+        (shapes will do) and compiles them in the background; builds the eval env. ``sample``:
+        the calls of ``evaluate(..., sample=True)``."""
         num_envs, chunk = self.layout(num_episodes)
-        start = self._start_program(num_envs, chunk, False)
+        start = self._start_program(num_envs, chunk, sample)
         ss, _, _ = start.precompile(self._compiler, params, key)
-        self._more_program(num_envs, chunk, False).precompile(self._compiler, params, ss)
+        self._more_program(num_envs, chunk, sample).precompile(self._compiler, params, ss)
 
     def evaluate(
         self,

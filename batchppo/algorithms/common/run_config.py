@@ -30,6 +30,10 @@ CHECKPOINTS_PER_RUN = 10
 TRACKERS = (None, "wandb")
 """The values of ``track``: None (TensorBoard and ``metrics.jsonl`` only) or a tracker."""
 
+EVAL_ACTIONS = ("mean", "sampled")
+"""How the periodic evaluations act (``eval_actions``): the policy's mean (deterministic)
+action, or actions sampled from it as in training (Tianshou's benchmark protocol)."""
+
 
 def _interval(explicit: int | None, steps: int, per_run: int) -> int:
     return explicit if explicit is not None else max(1, steps // per_run)
@@ -136,7 +140,10 @@ class RunConfig:
 
     # --- Evaluation, logging, checkpoints ---------------------------------------------------
     eval_episodes: int = 30
-    """Episodes per evaluation phase (mean action)."""
+    """Episodes per evaluation phase."""
+    eval_actions: str = "mean"
+    """How the evaluation phases act: ``mean`` (the deterministic action) or ``sampled`` (drawn
+    from the policy, as in training). Each eval report records it (``actions``)."""
     eval_max_steps: int = 100_000
     """Steps each eval env may run in one evaluation phase. Episodes that have not ended by
     then are cut there and counted with their return and length so far: the eval report's
@@ -215,6 +222,10 @@ class RunConfig:
         check(self.num_agents >= 1, f"num_agents={self.num_agents}: must be >= 1")
         check(self.steps >= 1, f"steps={self.steps}: must be >= 1")
         check(self.seed >= 0, f"seed={self.seed}: must be >= 0")
+        check(
+            self.eval_actions in EVAL_ACTIONS,
+            f"eval_actions={self.eval_actions!r}: choose one of {EVAL_ACTIONS}",
+        )
         for name in ("eval_every", "log_every", "checkpoint_every"):
             value = getattr(self, name)
             check(

@@ -338,7 +338,10 @@ class Trainer:
         return self._iterations_programs[n]
 
     def precompile(
-        self, iterations: Sequence[int] = (1,), eval_episodes: int | None = None
+        self,
+        iterations: Sequence[int] = (1,),
+        eval_episodes: int | None = None,
+        eval_sample: bool = False,
     ) -> None:
         """Starts compiling the run's programs in background threads and returns at once.
 
@@ -350,6 +353,7 @@ class Trainer:
         Args:
             iterations: The ``n`` of the ``iterations(n)`` calls to come (1: ``iteration``).
             eval_episodes: The ``num_episodes`` of the ``evaluate`` calls to come; None skips.
+            eval_sample: Their ``sample``.
         """
         counts = sorted({int(n) for n in iterations}, reverse=True)
         if counts and counts[-1] < 1:
@@ -364,7 +368,7 @@ class Trainer:
             params = self.agent.acting_params(ts)
             if self.sharding is not None:  # evaluation runs on one device
                 params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), params)
-            self._evaluator.precompile(eval_episodes, params, key)
+            self._evaluator.precompile(eval_episodes, params, key, eval_sample)
         if self._host_loop is not None:  # the loop's own steps compile on first use
             traj, stats = jax.eval_shape(self._rollout_shapes, ts, ss)
             self._learn_program.precompile(compiler, ts, traj, stats)

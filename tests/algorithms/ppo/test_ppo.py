@@ -152,6 +152,16 @@ def test_evaluation_counts_and_warns_of_episodes_cut_by_eval_max_steps():
         dataclasses.replace(config, eval_max_steps=0)
 
 
+@pytest.mark.timeout(120)
+def test_precompile_of_sampled_evaluations_compiles_the_sampled_programs():
+    trainer = Trainer(dataclasses.replace(TINY, max_length=20))
+    trainer.precompile(iterations=(1,), eval_episodes=6, eval_sample=True)
+    evals = sorted(name for name in trainer.programs if name.startswith("eval"))
+    assert evals == ["eval_more_sampled(4, 20)", "eval_start_sampled(4, 20)"]
+    assert all(isinstance(trainer.programs[name].stage, Future) for name in evals)
+    trainer.close()
+
+
 @pytest.mark.timeout(180)
 def test_precompiled_programs_compute_what_the_jitted_ones_do():
     config = dataclasses.replace(TINY, max_length=20)
