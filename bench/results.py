@@ -29,11 +29,14 @@ import dataclasses
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.stats
+
+from batchppo.experiment import configs, evaluate, provenance
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
@@ -84,8 +87,10 @@ examples/mujoco/README.md (its PPO table at 1M steps and footnote on the reward 
 
 
 def load_entries(path: Path) -> list[dict] | None:
-    """The run entries of an `evaluate --json` file; None where it is not there (yet)."""
-    return json.loads(path.read_text()) if path.is_file() else None
+    """The run entries of an `evaluate --json` file, each with its run's provenance (`commit`,
+    `note`, `config`: `batchppo.experiment.evaluate.load_results`); None where it is not there
+    (yet)."""
+    return evaluate.load_results(path) if path.is_file() else None
 
 
 def scores(entries: Sequence[dict]) -> np.ndarray:
@@ -818,6 +823,75 @@ def cpu_block() -> list[str]:
     )
 
 
+# --- The presets as shipped against the runs behind the figures ------------------------------
+
+ATARI_RUN: dict[str, Any] = {"steps": 500_000, "eval_every": 100_000}
+"""What our Atari runs at 2M frames set on top of their preset (`bench/learning.py --atari
+--steps 500000 --eval-every 100000`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A results file the README's blocks read, and the recipe its runs must be.
+
+    Attributes:
+        stem: The file, `docs/results/<stem>.json`.
+        preset: The preset its runs trained; None for a peer's runs (CleanRL's models, imported
+            into run dirs of ours), which no preset of ours describes.
+        overrides: What the runs' command set on top of the preset.
+    """
+
+    stem: str
+    preset: str | None
+    overrides: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def sources() -> list[Source]:
+    """Every `evaluate --json` file behind the README's blocks (tests/bench/test_results.py
+    checks that rendering reads no other)."""
+    out = []
+    for task in TASKS:
+        stems = (task.tuning, fresh_stem(task), _window_stem(task, True), _window_stem(task, False))
+        out += [Source(stem, task.preset) for stem in stems]
+    for game in MINATAR:
+        stem = f"{game.preset}-10M-3seeds"
+        out += [Source(stem, game.preset), Source(f"{stem}-sampled164", game.preset)]
+    for _, _, suffix in ATARI_FINAL:
+        out.append(Source(f"breakout_atari-2M-rerun-{suffix}", "breakout_atari", ATARI_RUN))
+        out.append(Source(f"breakout_cleanrl_model-2M-3seeds-{suffix}", None))
+    out.append(Source("pong_atari-2M-3seeds", "pong_atari", ATARI_RUN))
+    return out
+
+
+def shipped_differences() -> list[str]:
+    """Where a preset as the package builds it differs from the recorded config of the runs
+    behind the README's figures (the seed, and fields that change neither what a run learns nor
+    how it is measured, aside): one line per results file and config, naming the preset, each
+    field with both values, and the fix."""
+    lines = []
+    for source in sources():
+        entries = load_entries(RESULTS / f"{source.stem}.json")
+        if entries is None or source.preset is None:
+            continue
+        preset = dataclasses.replace(configs.PRESETS[source.preset], **source.overrides)
+        shipped = provenance.effective_config(preset)
+        where = f"{source.preset}: docs/results/{source.stem}.json"
+        recorded_configs: list[dict | None] = []
+        for entry in entries:
+            if entry["config"] not in recorded_configs:
+                recorded_configs.append(entry["config"])
+        for recorded in recorded_configs:
+            if recorded is None:
+                lines.append(f"{where} records no config of its runs: rerun its evaluation")
+                continue
+            diffs = provenance.config_differences(shipped, recorded)
+            if diffs:
+                fields = "; ".join(f"{k}: shipped {a!r}, its runs {b!r}" for k, a, b in diffs)
+                pins = ", ".join(f"{k}={b!r}" for k, _, b in diffs)
+                lines.append(f"{where}: {fields}. Rerun, or pin {pins} in the preset")
+    return lines
+
+
 TABLES = {
     "mujoco-fresh": fresh_block,
     "mujoco-protocols": protocol_tables,
@@ -847,7 +921,7 @@ def render(text: str) -> str:
 
 def seeds_csv(results_json: Path, out: Path) -> None:
     """Writes `seed,score` (one row a seed, seed order) from an `evaluate --json` file."""
-    entries = sorted(json.loads(results_json.read_text()), key=lambda e: e["seed"])
+    entries = sorted(evaluate.load_results(results_json), key=lambda e: e["seed"])
     with out.open("w", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(["seed", "score"])

@@ -3,6 +3,7 @@ worded by what the data supports."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import statistics
@@ -85,21 +86,55 @@ def test_the_results_blocks_are_all_generated():
 
 def test_the_tables_recompute_the_iqm_of_the_runs(results):
     # The tuning seeds' IQM from the runs' own entries: the mean of seeds 2-7 of 10 by score.
-    entries = json.loads((ROOT / "docs/results/hopper_fast-recompute-1M-10seeds.json").read_text())
+    entries = results.load_entries(ROOT / "docs/results/hopper_fast-recompute-1M-10seeds.json")
     scores = np.sort([e["mean_return"] for e in entries])
     assert results.iqm(results.scores(entries)) == pytest.approx(scores[2:8].mean(), rel=1e-12)
 
 
+def test_the_presets_as_shipped_are_the_recipes_of_the_readme_figures(results):
+    differences = results.shipped_differences()
+    assert not differences, "\n".join(differences)
+
+
+def test_a_preset_changed_since_its_figures_fails_by_name_with_both_values_and_the_fix(
+    results, monkeypatch
+):
+    from batchppo.experiment import configs
+
+    shipped = configs.PRESETS["pong_atari"]
+    changed = dataclasses.replace(shipped, minibatch_shuffle="index", value_coef=0.25)
+    monkeypatch.setitem(configs.PRESETS, "pong_atari", changed)
+    assert results.shipped_differences() == [
+        "pong_atari: docs/results/pong_atari-2M-3seeds.json: minibatch_shuffle: shipped "
+        "'index', its runs 'sort'; value_coef: shipped 0.25, its runs 0.5. Rerun, or pin "
+        "minibatch_shuffle='sort', value_coef=0.5 in the preset"
+    ]
+    # A field that changes neither learning nor measurement is not a difference.
+    monkeypatch.setitem(configs.PRESETS, "pong_atari", dataclasses.replace(shipped, host_loop=True))
+    assert results.shipped_differences() == []
+
+
+def test_every_results_file_the_readme_reads_is_a_checked_source(results, monkeypatch):
+    read = []
+    load = results.load_entries
+    monkeypatch.setattr(results, "load_entries", lambda path: read.append(path.stem) or load(path))
+    results.render((ROOT / "README.md").read_text())
+    assert read and set(read) <= {source.stem for source in results.sources()}
+
+
 def test_seeds_csv_has_a_row_per_seed_in_seed_order(results, tmp_path):
     src = tmp_path / "r.json"
-    src.write_text(json.dumps([{"seed": 11, "mean_return": 2.5}, {"seed": 10, "mean_return": 1.0}]))
+    runs = [{"seed": 11, "mean_return": 2.5}, {"seed": 10, "mean_return": 1.0}]
+    _write_entries(tmp_path, "r", [{**run, "episodes": 1} for run in runs])
     out = tmp_path / "r.csv"
     results.seeds_csv(src, out)
     assert out.read_text().splitlines() == ["seed,score", "10,1.0", "11,2.5"]
 
 
 def _write_entries(folder: Path, stem: str, entries: list[dict]) -> None:
-    (folder / f"{stem}.json").write_text(json.dumps(entries))
+    """An `evaluate --json` file of an earlier version (a bare list) holding ``entries``."""
+    run = {"run_dir": "r", "env": "Breakout-MinAtar", "checkpoint": 1, "std_return": 0.0}
+    (folder / f"{stem}.json").write_text(json.dumps([{**run, **e} for e in entries]))
 
 
 def test_a_file_scored_by_another_protocol_is_refused(results, tmp_path, monkeypatch):
