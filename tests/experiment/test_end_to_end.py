@@ -19,7 +19,7 @@ import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports 
 from batchppo import cli
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import evaluate, plot, training, visualize
+from batchppo.experiment import evaluate, plot, provenance, training, visualize
 from batchppo.experiment.logging import read_metrics, read_scalars
 
 TINY = tiny_run(eval_episodes=2, eval_every=1024, checkpoint_every=512)
@@ -61,7 +61,7 @@ def test_train_then_resume_continues_the_step_count_and_curves(tiny_run):
     assert first.run_dir == run_dir and first.step == 2048
     assert np.isfinite(first.score)
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "checkpoints", "config.yaml", "eval", "metrics.jsonl", "train",
+        "checkpoints", "code.jsonl", "config.yaml", "eval", "metrics.jsonl", "train",
     ]  # fmt: skip
     assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [1024, 1536, 2048]
     assert_curves(run_dir, 2048, 1024)
@@ -69,6 +69,9 @@ def test_train_then_resume_continues_the_step_count_and_curves(tiny_run):
         "cartpole_jax", logdir, timestamp="T1", overrides=["steps=3072"], progress="none"
     )
     assert second.step == 3072 and second.config.steps == 3072
+    starts = [json.loads(line) for line in (run_dir / "code.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in starts] == [0, 2048]  # the code of each start and resume
+    assert starts[0]["commit"] == starts[1]["commit"] == provenance.code_version()["commit"]
     assert second.records[0]["step"] == 2048 + PER_ITERATION
     assert int(second.train_state.updates) == 3072 // PER_ITERATION
     assert_curves(run_dir, 3072, 1024)
@@ -132,9 +135,11 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     code = cli.main([*argv, "--seed", "4", "--json", str(out_file)])
     out, _ = capsys.readouterr()
     assert code == 0
-    assert json.loads(out_file.read_text()) == [
-        {"run_dir": str(run_dir), **stats, "group": "cartpole_jax"}
-    ]
+    written = json.loads(out_file.read_text())
+    assert written["runs"] == [{"run_dir": str(run_dir), **stats, "group": "cartpole_jax"}]
+    config = provenance.effective_config(training.open_run_dir(run_dir)[0])
+    assert written["provenance"]["cartpole_jax"]["config"] == config
+    assert written["provenance"]["cartpole_jax"]["commit"] == provenance.run_code(run_dir)[0]
     # CartPole's infos carry no task metrics: falls (terminated episodes) only.
     assert stats["metrics"] == stats["info_means"] == {}
     falls = int(sum(stats["terminated"]))

@@ -140,10 +140,12 @@ def test_offline_run_has_the_config_and_every_report_of_metrics_jsonl(offline):
     assert history == expected_rows(records)
     assert history[0]["train/policy_loss"] == 2.0 and history[0]["train/score"] == 200.0
     assert "train/kl" in history[0]  # the first iteration's NaN is left out of the mean
-    # The eval report as metrics.jsonl has it, less its nulls (NaN: left out, as in TensorBoard).
-    assert records[1]["cut"] is None
+    # The eval report as metrics.jsonl has it, less its nulls (NaN: left out, as in TensorBoard)
+    # and its action mode (a word, not a scalar).
+    assert records[1]["cut"] is None and records[1]["actions"] == "mean"
+    left_out = ("step", "phase", "cut", "actions")
     assert history[1] == {"step": 400, **{f"eval/{k}": v for k, v in records[1].items()
-                                         if k not in ("step", "phase", "cut")}}  # fmt: skip
+                                         if k not in left_out}}  # fmt: skip
 
     # Resuming (steps raised) continues the same W&B run: a second offline file, same id.
     train_fake(offline / "logs", "cartpole_jax", overrides=["steps=1200"])
