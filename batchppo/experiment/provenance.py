@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.experiment.configs import config_to_dict, load_config
+from batchppo.experiment.configs import config_from_dict, config_to_dict, load_config
 from batchppo.experiment.resume import RESUME_MUTABLE
 from batchppo.experiment.rundir import CONFIG_FILE
 
@@ -88,6 +88,18 @@ def run_code(run_dir: str | Path) -> tuple[str | None, str | None]:
 def effective_config(config: RunConfig) -> dict[str, Any]:
     """``config`` as plain data (``config_to_dict``) without its seed."""
     return {k: v for k, v in config_to_dict(config).items() if k != "seed"}
+
+
+def loaded(recorded: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
+    """A recorded effective config as this version loads it: fields added since it was
+    recorded take the values that repeat what the code did before them (``config_from_dict``:
+    ``FIELDS_ADDED``, else their defaults).
+
+    Raises:
+        ConfigError: The record no longer reads as a config (a field removed, a value now
+            invalid).
+    """
+    return effective_config(config_from_dict(dict(recorded), source))
 
 
 def run_provenance(run_dir: str | Path) -> dict[str, Any]:

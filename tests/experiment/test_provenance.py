@@ -11,7 +11,7 @@ from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo import cli
 from batchppo.experiment import configs, evaluate, provenance, training
-from batchppo.experiment.errors import UserError
+from batchppo.experiment.errors import ConfigError, UserError
 
 
 @pytest.fixture
@@ -95,6 +95,15 @@ def test_run_provenance_is_the_stored_config_as_loaded_without_its_seed(tmp_path
     expected = configs.config_to_dict(dataclasses.replace(config, minibatch_shuffle="sort"))
     del expected["seed"]
     assert record == {"commit": "ccc", "note": None, "config": expected}
+
+
+def test_a_recorded_config_loads_with_the_fields_added_since_at_their_former_values():
+    shipped = provenance.effective_config(configs.get_preset("pendulum_jax"))
+    recorded = {k: v for k, v in shipped.items() if k not in ("minibatch_shuffle", "eval_actions")}
+    # minibatch_shuffle's default changed (FIELDS_ADDED: sort); eval_actions' repeats the past.
+    assert provenance.loaded(recorded) == {**shipped, "minibatch_shuffle": "sort"}
+    with pytest.raises(ConfigError, match=r"^r.json: unknown config keys \['old_field'\]"):
+        provenance.loaded({**recorded, "old_field": 1}, "r.json")
 
 
 def test_fold_keeps_one_value_where_runs_agree_and_a_list_where_they_differ():
