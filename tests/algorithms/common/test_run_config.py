@@ -64,5 +64,5 @@ def test_backend_options_are_checked_by_the_backend_record():
         RunConfig(backend="process", backend_options={"address": "auto"})
     assert str(info.value) == (
         "backend_options {'address': 'auto'}: backend 'process' takes none (backends with "
-        "options: ray); drop backend_options"
+        "options: ray and ale); drop backend_options"
     )
