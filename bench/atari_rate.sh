@@ -14,7 +14,10 @@
 # host mode (send/recv from the host loop) and its fused mode (xla(): the envs stepped inside
 # the compiled rollout), $STEPS agent steps each, with their ratios; with `cleanrl`, CleanRL's own
 # EnvPool script beside breakout_atari as it ships and on the ale backend in each mode
-# (bench/cleanrl_envpool.py: carry .cleanrl and .whl-cleanrl); last bench/lockstep.py, what waiting for the slowest of 4, 8 or 16 envs
+# (bench/cleanrl_envpool.py: carry .cleanrl and .whl-cleanrl); with `fused`, where the ale
+# backend's fused mode spends its time (bench/ale_fused.py: ALE's raw xla() step, the env's
+# step, the trainer's rollout, update and iteration, for each variant of the step; $FUSED adds
+# its arguments), with a trace of one iteration; last bench/lockstep.py, what waiting for the slowest of 4, 8 or 16 envs
 # leaves of one env's rate. Each run's steps/s: the median of its iterations' `sps` after the
 # first (which compiles). Results and logs in $OUT; the wheels as bench/gpu_env.sh says.
 #
@@ -23,14 +26,18 @@
 #   STEPS=2048 PHASES=1 OUT=/tmp/out WHEELS= bench/atari_rate.sh   # a smoke test on a CPU
 #   PARTS=train,envs bench/atari_rate.sh   # some parts (callback, repro: its XLA report's alone,
 #                                          # phases, profile, spin, half, graphs, graphopt,
-#                                          # train, ale, envs, cleanrl, lockstep)
+#                                          # train, ale, fused, envs, cleanrl, lockstep)
 #   PARTS=ale,cleanrl bench/atari_rate.sh  # the ale backend beside process and CleanRL
 #   STEPS=3072 PARTS=ale OUT=/tmp/out WHEELS= bench/atari_rate.sh  # the ale part's smoke test
+#   PARTS=fused,cleanrl bench/atari_rate.sh  # the fused mode part by part, then beside CleanRL
+#   FUSED="--envs 2 --steps 8 --repeats 1 --set cnn=minatar" PARTS=fused OUT=/tmp/out WHEELS= \
+#     bench/atari_rate.sh                    # the fused part's smoke test
 set -u
 STEPS=${STEPS:-30720}
 PHASES=${PHASES:-4}
 PARTS=${PARTS:-callback,phases,train,envs,lockstep}
 LOOPS=${LOOPS:-true false}  # the train part's host_loop settings
+FUSED=${FUSED:-}  # bench/ale_fused.py's arguments besides its JSON and trace (the fused part)
 CLEANRL_STEPS=${CLEANRL_STEPS:-40960}  # agent steps of each run of the cleanrl part
 CLEANRL_ROUNDS=${CLEANRL_ROUNDS:-2}  # rounds of the cleanrl part (its sides alternate)
 # The cleanrl part's batchppo sides (bench/cleanrl_envpool.py --variant NAME:KEY=VALUE;...).
@@ -108,6 +115,14 @@ for name in ("process", "ale-host", "ale-fused"):
         rate[name] = math.nan
 print("; ".join(f"{n} / process = {rate[n] / rate['process']:.2f}" for n in ("ale-host", "ale-fused")))
 EOF
+fi
+# The fused mode part by part in one process; the trace of one iteration, as a Perfetto file.
+if part fused; then
+  rm -rf /tmp/ale-fused-profile
+  timeout 300 python3 bench/ale_fused.py $FUSED --json "$OUT/ale_fused.json" \
+    --profile /tmp/ale-fused-profile 2>&1 | grep -v -e "^A.L.E" -e Stella | tee "$OUT/ale_fused.log"
+  (cd /tmp/ale-fused-profile && find . -name perfetto_trace.json.gz \
+    | tar czf "$OUT/ale-fused-profile.tgz" -T -)
 fi
 # The env's step alone on this machine's cores: BatchEnv (a worker process per env) against
 # ALE's C++ vector env (threads), 8 and 16 envs, the step waited for each time as the loop does.
