@@ -70,7 +70,7 @@ import gymnasium
 import numpy as np
 import psutil
 
-from batchppo.envs import BatchEnv
+from batchppo.envs import BatchEnv, WorkerOptions
 
 
 def _env_fn(env_id: str) -> Callable[[], gymnasium.Env]:
@@ -318,10 +318,14 @@ def stack_cpu(env_id: str, n: int, steps: int, rounds: int) -> dict[str, float]:
 
     envs = {
         "raw": BatchEnv(
-            [_env_fn(env_id)] * n, num_workers=1, step_in_parent=True, autoreset_mode="SameStep"
+            [_env_fn(env_id)] * n,
+            WorkerOptions(num_workers=1, step_in_parent=True),
+            autoreset_mode="SameStep",
         ),
         "per_env": BatchEnv(
-            [make_env_fn(env_id)] * n, num_workers=1, step_in_parent=True, autoreset_mode="SameStep"
+            [make_env_fn(env_id)] * n,
+            WorkerOptions(num_workers=1, step_in_parent=True),
+            autoreset_mode="SameStep",
         ),
         "make": make(env_id, n, backend="sync"),
     }

@@ -21,9 +21,10 @@ Each is the median over ``--iterations`` timed calls, in milliseconds per rollou
 step of all the envs), with the implied agent steps/s. ``--profile DIR`` then records one more
 rollout under JAX's profiler (a Perfetto trace: the compiled calls on the device against the
 host's gaps). ``--spin-us`` and ``--worker-spin-us`` set how long the learner and the workers
-spin on their semaphores before blocking (``BatchEnv``'s ``spin_us`` and ``worker_spin_us``,
-which the trainer leaves at their defaults: set here for this process's envs, to measure what
-a wake-up costs a step where cores are many). ``--compiler-option KEY=VALUE`` (repeatable) adds
+spin on their semaphores before blocking (``WorkerOptions``' ``spin_us`` and ``worker_spin_us``,
+which the trainer leaves at their defaults: set here for this process's envs, through the
+``process`` backend's batch env factory, to measure what a wake-up costs a step where cores are
+many). ``--compiler-option KEY=VALUE`` (repeatable) adds
 an XLA option to the trainer's hot programs (the host loop's policy step, the update).
 
     python bench/host_phases.py --preset breakout_atari --iterations 8 --json phases.json
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import importlib
 import itertools
 import json
 import statistics
@@ -47,7 +50,9 @@ from batchppo.algorithms.ppo import Trainer
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.backends import HostEnv, get_backend
-from batchppo.envs import BatchEnv
+from batchppo.envs import WorkerOptions
+
+make_module = importlib.import_module("batchppo.envs.make")  # the function shadows the module
 
 PARTS = ("iteration", "rollout", "env", "replay", "update")
 REPLAYS = ("on_device",)
@@ -166,8 +171,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rollout-length", type=int, default=0, help="0: the preset's")
     parser.add_argument("--json", help="also write the result to this file")
     parser.add_argument("--profile", help="a folder for a Perfetto trace of one more rollout")
-    parser.add_argument("--spin-us", type=float, help="BatchEnv's spin_us (None: its default)")
-    parser.add_argument("--worker-spin-us", type=float, help="BatchEnv's worker_spin_us")
+    parser.add_argument("--spin-us", type=float, help="WorkerOptions.spin_us (None: its default)")
+    parser.add_argument("--worker-spin-us", type=float, help="WorkerOptions.worker_spin_us")
     parser.add_argument(
         "--compiler-option",
         action="append",
@@ -177,7 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     args = parser.parse_args(argv)
     extra = dict(option.split("=", 1) for option in args.compiler_option)
-    defaults = BatchEnv.__init__.__kwdefaults__
+    defaults = dataclasses.asdict(WorkerOptions())
     spins = {"spin_us": args.spin_us, "worker_spin_us": args.worker_spin_us}
     spins = {name: defaults[name] if value is None else value for name, value in spins.items()}
     overrides: dict[str, Any] = {}
@@ -185,14 +190,14 @@ def main(argv: list[str] | None = None) -> dict:
         overrides["num_agents"] = args.num_agents
     if args.rollout_length:
         overrides["rollout_length"] = args.rollout_length
-    saved = {name: defaults[name] for name in spins}
-    defaults.update(spins)  # the trainer builds its BatchEnv with the defaults
+    factory = make_module.process_batch_env  # what the process backend builds its envs with
+    make_module.process_batch_env = functools.partial(factory, **spins)
     hot = trainer_module.hot_compiler_options
     trainer_module.hot_compiler_options = lambda *a: {**hot(*a), **extra}
     try:
         result = phases(args.preset, args.iterations, overrides, args.profile)
     finally:
-        defaults.update(saved)
+        make_module.process_batch_env = factory
         trainer_module.hot_compiler_options = hot
     result["compiler_options"] = extra
     result["spins_us"] = spins

@@ -31,7 +31,7 @@ import numpy as np
 import ray
 from envs import _actions, _env_fn, _timed  # bench/envs.py: the same envs, actions and timer
 
-from batchppo.envs import BatchEnv
+from batchppo.envs import BatchEnv, WorkerOptions
 from batchppo.envs.ray_env import RayBatchEnv
 
 PEERS = ("process", "ray", "ray_1")
@@ -40,7 +40,9 @@ PEERS = ("process", "ray", "ray_1")
 def _build(peer: str, env_id: str, n: int, workers: int):
     fns = [_env_fn(env_id)] * n
     if peer == "process":
-        env = BatchEnv(fns, num_workers=workers, copy=False, autoreset_mode="SameStep")
+        env = BatchEnv(
+            fns, WorkerOptions(num_workers=workers), copy=False, autoreset_mode="SameStep"
+        )
     elif peer == "ray":
         env = RayBatchEnv(fns, num_workers=workers)
     elif peer == "ray_1":

@@ -9,7 +9,8 @@ This script measures, for each setting, interleaved over ``--rounds``:
   random actions (the parent steps no env), as a fraction of cores x the single-env rate;
 * ``train`` (with ``--train-seconds``): end-to-end training steps/s of the ``cheetah_fast``
   preset (in-graph driver, and the host loop), each run in a fresh process, compilation
-  excluded. The setting is applied by replacing BatchEnv's default in that process.
+  excluded. The setting is applied by binding it to the ``process`` backend's batch env
+  factory (``batchppo.envs.make.process_batch_env``) in that process.
 
     python bench/spin.py --spins 50,1000 --rounds 2 --train-seconds 20
 """
@@ -26,7 +27,7 @@ import time
 import gymnasium
 import numpy as np
 
-from batchppo.envs import BatchEnv
+from batchppo.envs import BatchEnv, WorkerOptions
 
 
 def single_rate(env_id: str, seconds: float) -> float:
@@ -48,7 +49,7 @@ def batch_rate(env_id: str, num_envs: int, worker_spin_us: float, seconds: float
     """Steps/s (summed over the batch) of ``BatchEnv.step_arrays`` with ``copy=False``."""
     with BatchEnv(
         [lambda: gymnasium.make(env_id)] * num_envs,
-        worker_spin_us=worker_spin_us,
+        WorkerOptions(worker_spin_us=worker_spin_us),
         copy=False,
         autoreset_mode="SameStep",
     ) as env:
@@ -64,18 +65,19 @@ def batch_rate(env_id: str, num_envs: int, worker_spin_us: float, seconds: float
 
 
 def worker_train(worker_spin_us: float, host_loop: bool, seconds: float) -> dict:
-    """Training steps/s of ``cheetah_fast`` with BatchEnv's default worker spin replaced."""
+    """Training steps/s of ``cheetah_fast`` with its envs' worker spin set."""
     import dataclasses
     import functools
+    import importlib
 
     import jax
 
     from batchppo.algorithms.ppo import Trainer
     from batchppo.algorithms.ppo.presets import PRESETS
-    from batchppo.envs import batch_env
 
-    batch_env.BatchEnv.__init__ = functools.partialmethod(
-        batch_env.BatchEnv.__init__, worker_spin_us=worker_spin_us
+    make_module = importlib.import_module("batchppo.envs.make")  # the function shadows it
+    make_module.process_batch_env = functools.partial(
+        make_module.process_batch_env, worker_spin_us=worker_spin_us
     )
     config = PRESETS["cheetah_fast"]
     if host_loop:

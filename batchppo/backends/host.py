@@ -1,8 +1,8 @@
 """The host backends ``process`` and ``sync``: Gymnasium envs stepped on the host.
 
 Both build their batch env with [`batchppo.envs.make`][batchppo.envs.make.make], each passing its
-record's ``batch_env`` (``BatchEnv`` with worker processes, or ``in_process_batch_env``: envs
-stepped in the calling process), and hand it to the learner as a
+record's ``batch_env`` (``process_batch_env``: a ``BatchEnv`` with worker processes, or
+``in_process_batch_env``: envs stepped in the calling process), and hand it to the learner as a
 [`HostEnv`][batchppo.backends.HostEnv]. Their records are registered when this module is imported
 ([`batchppo.backends`][batchppo.backends] imports it); ``host_backend`` fills what every host
 backend built by ``envs.make`` shares, for ``batchppo.backends.ray`` too. The module is
@@ -182,7 +182,7 @@ register(
     host_backend(
         "process",
         description="BatchEnv worker processes",
-        batch_env=lazy("batchppo.envs.batch_env:BatchEnv"),
+        batch_env=lazy("batchppo.envs.make:process_batch_env"),
         supports_restarts=True,
         run_options=step_timeout_option,
         load_with="sync",

@@ -3,7 +3,9 @@
 * [`BatchEnv`][batchppo.envs.BatchEnv]: a ``gymnasium.vector.VectorEnv`` stepping envs in worker
   processes, a drop-in for ``AsyncVectorEnv`` (all autoreset modes, Gymnasium's ``NEXT_STEP`` by
   default, Dict/Tuple spaces; in same-step mode a dense ``final_obs`` and the ``step_arrays`` fast
-  path; with ``max_restarts``, envs that crash are rebuilt and their episodes truncated).
+  path), its processes and fault handling set by [`WorkerOptions`][batchppo.envs.WorkerOptions]
+  (workers, ``step_in_parent``, ``step_timeout``; with ``max_restarts``, envs that crash are
+  rebuilt and their episodes truncated).
 * [`make`][batchppo.envs.make.make] / [`make_env_fn`][batchppo.envs.make_env_fn]: the standard
   wrapper stack and the batch env; ``batch_transform``: that stack as a
   [`BatchTransform`][batchppo.envs.BatchTransform], which a ``BatchEnv`` applies to all the envs of
@@ -22,6 +24,7 @@ from batchppo.envs.call_state import BatchState
 from batchppo.envs.errors import EnvTimeoutError, SpaceMismatchError, WorkerDiedError, WorkerError
 from batchppo.envs.make import batch_transform, make, make_env_fn, register_vector_env
 from batchppo.envs.restarts import EnvRestartWarning
+from batchppo.envs.worker_options import WorkerOptions
 from batchppo.envs.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,
@@ -48,6 +51,7 @@ __all__ = [
     "SpaceMismatchError",
     "WorkerDiedError",
     "WorkerError",
+    "WorkerOptions",
     "batch_transform",
     "make",
     "make_env_fn",

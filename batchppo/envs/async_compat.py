@@ -5,7 +5,8 @@ The keywords ``BatchEnv`` shares with Gymnasium's ``AsyncVectorEnv`` (``shared_m
 autoreset mode, and the arguments of the vector API that Gymnasium checks with ``assert``: seeds,
 ``reset_mask``, action batches and the names ``call`` refuses. Each check raises in Gymnasium's
 words where code written for ``AsyncVectorEnv`` may match them, and otherwise names what to use
-instead. ``RayBatchEnv`` checks its seeds and actions here too.
+instead. ``RayBatchEnv`` checks its seeds and actions here too, and shares ``BatchEnv``'s reads of
+every env through ``call`` (``CallingVectorEnv``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gymnasium.vector.utils import batch_differing_spaces
 from batchppo.envs.batch_transform import BatchTransform
 
 __all__ = [
+    "CallingVectorEnv",
     "InvalidArgumentError",
     "batch_observation_space",
     "check_action_batch",
@@ -51,11 +53,48 @@ class InvalidArgumentError(ValueError, AssertionError):
 _START_METHODS = ("forkserver", "spawn")
 
 
+class CallingVectorEnv(gymnasium.vector.VectorEnv):
+    """A vector env whose reads of every env go through its ``call``, as ``AsyncVectorEnv``'s
+    do (``get_attr``, ``np_random_seed``, ``np_random``, ``render``), and that closes itself at
+    the end of a ``with`` block."""
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Calls method ``name`` of every env (or reads attribute ``name``); one result each."""
+        raise NotImplementedError
+
+    @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Every env's ``np_random_seed``, as Gymnasium's vector envs report it.
+
+        After ``reset(seed=42)`` on 4 envs: ``(42, 43, 44, 45)``. Before a seeded reset each
+        env seeds itself from entropy on first access, as a Gymnasium env does.
+        """
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Copies of every env's random generator (they live where the envs run)."""
+        return self.get_attr("np_random")
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Reads attribute ``name`` of every env (through wrappers), as Gymnasium does."""
+        return self.call(name)
+
+    def render(self) -> tuple[Any, ...]:
+        """Renders every env (needs ``render_mode`` set at construction); one frame each."""
+        return self.call("render")
+
+    def __enter__(self) -> CallingVectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
 def check_async_options(
     shared_memory: bool,
     copy: bool,
     context: str | None,
-    start_method: str | None,
     daemon: bool,
     worker: Callable[..., None] | None,
     observation_mode: str | tuple[gymnasium.Space, gymnasium.Space],
@@ -89,21 +128,15 @@ def check_async_options(
             "(batchppo.envs.worker); change what an env does with a gymnasium.Wrapper in its "
             "env function, or use gymnasium.vector.AsyncVectorEnv for a custom worker."
         )
-    if context is not None and start_method is not None and context != start_method:
-        raise ValueError(
-            f"context={context!r} and start_method={start_method!r} disagree; they are the "
-            "same setting (start_method is BatchEnv's older name), so give one."
-        )
-    name, method = ("context", context) if context is not None else ("start_method", start_method)
-    method = "forkserver" if method is None else method
+    method = "forkserver" if context is None else context
     if method not in _START_METHODS:
         if method not in mp.get_all_start_methods():  # multiprocessing's words, as SB3's
             raise ValueError(
-                f"cannot find context for {method!r}: {name} must be 'forkserver' (the "
+                f"cannot find context for {method!r}: context must be 'forkserver' (the "
                 "default) or 'spawn'."
             )
         raise ValueError(
-            f"{name} must be 'forkserver' (the default) or 'spawn'; got {method!r} ('fork' can "
+            f"context must be 'forkserver' (the default) or 'spawn'; got {method!r} ('fork' can "
             "deadlock a worker forked from a process that runs threads, such as JAX's)."
         )
     if isinstance(observation_mode, tuple):

@@ -4,11 +4,11 @@
 ``AsyncVectorEnv``. ``W`` worker processes, started with ``forkserver``, step ``K`` envs each; by
 default one per available core, and the calling process steps none, so an env that crashes
 (``os._exit``, a segfault) kills only its worker and surfaces as
-[`WorkerDiedError`][batchppo.envs.WorkerDiedError]. ``step_in_parent=True`` opts into the parent
-stepping the first share itself (one process fewer), giving up that isolation. Observations,
-actions, rewards, terminated, truncated and final observations live in one shared buffer, one array
-per leaf of a nested Dict/Tuple space (``batchppo.envs.spaces``); a step moves no Python object
-between processes (see ``batchppo.envs.protocol`` for the protocol).
+[`WorkerDiedError`][batchppo.envs.WorkerDiedError]. ``WorkerOptions(step_in_parent=True)`` opts
+into the parent stepping the first share itself (one process fewer), giving up that isolation.
+Observations, actions, rewards, terminated, truncated and final observations live in one shared
+buffer, one array per leaf of a nested Dict/Tuple space (``batchppo.envs.spaces``); a step moves no
+Python object between processes (see ``batchppo.envs.protocol`` for the protocol).
 
 Autoreset follows Gymnasium's ``AutoresetMode``, chosen with ``autoreset_mode=`` and reported in
 ``metadata["autoreset_mode"]``. The default is Gymnasium's own, ``NEXT_STEP``, so that
@@ -24,9 +24,15 @@ the envs returned none) with the mask ``infos["_final_info"]``. ``NEXT_STEP`` an
 behave exactly as in ``AsyncVectorEnv``; ``step_arrays``, the learner's fast path, and env restarts
 exist in ``SAME_STEP`` mode only.
 
-Errors fail fast by default. With ``max_restarts=N`` an env whose step raises, or whose worker dies,
-is rebuilt and its episode reported as truncated, up to N times (see *Restarts* in
-[`BatchEnv`][batchppo.envs.BatchEnv]).
+Each env is built once: the workers build theirs and report env 0's spaces and metadata, then the
+parent lays out the shared memory and hands it to them. No env is built in the calling process
+unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there once more). A script may build a
+BatchEnv at its top level without ``if __name__ == "__main__":``: its workers then do not run the
+script again (see ``batchppo.envs.processes``).
+
+Errors fail fast by default. With ``WorkerOptions(max_restarts=N)`` an env whose step raises, or
+whose worker dies, is rebuilt and its episode reported as truncated, up to N times (see *Restarts*
+in [`WorkerOptions`][batchppo.envs.WorkerOptions]).
 
 ``BatchEnv`` holds the Gymnasium API over its shared arrays (``SharedArrays``), its pending call in
 a ``CallState``. Its worker processes are a ``WorkerPool`` (start, messages, respawn, dead and hung
@@ -53,6 +59,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from batchppo.envs.async_compat import (
+    CallingVectorEnv,
     InvalidArgumentError,
     batch_observation_space,
     check_async_options,
@@ -67,11 +74,16 @@ from batchppo.envs.batch_transform import BatchTransform, TransformFactory, reso
 from batchppo.envs.call_state import BatchState, CallState
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, WorkerError
 from batchppo.envs.infos import merge_info_parts
-from batchppo.envs.pool import WorkerPool, check_step_timeout
+from batchppo.envs.pool import WorkerPool
 from batchppo.envs.protocol import Layout
 from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
 from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.spaces import check_supported
+from batchppo.envs.worker_options import (
+    WorkerOptions,
+    check_worker_options,
+    refuses_moved_keywords,
+)
 from batchppo.envs.worker_processes import split_envs
 
 __all__ = [
@@ -99,7 +111,7 @@ def _close_all_at_exit() -> None:
 atexit.register(_close_all_at_exit)
 
 
-class BatchEnv(gymnasium.vector.VectorEnv):
+class BatchEnv(CallingVectorEnv):
     """Gymnasium envs stepped in parallel by worker processes over shared memory.
 
     A drop-in for ``gymnasium.vector.AsyncVectorEnv``: the same spaces and batching
@@ -119,121 +131,59 @@ class BatchEnv(gymnasium.vector.VectorEnv):
     Args:
         env_fns: One callable per env returning a ``gymnasium.Env`` (lambdas and closures are fine:
             they are shipped with cloudpickle).
-        num_workers: Number of units that step envs: worker processes, plus the parent when
-            ``step_in_parent``; default: the CPUs available (``os.sched_getaffinity``).
-        envs_per_worker: Envs per unit ``K``; default ``ceil(num_envs / num_workers)``. When given,
-            the number of units is ``ceil(num_envs / K)``.
-        shared_memory: ``AsyncVectorEnv``'s keyword. BatchEnv always passes observations through
-            shared memory, so only True is accepted; False raises a ``ValueError`` (use
-            ``AsyncVectorEnv`` for spaces shared memory cannot hold).
-        copy: As in ``AsyncVectorEnv``: with True (the default) ``step`` and ``reset`` return fresh
-            observation arrays; with False the observations they return (and ``infos["final_obs"]``)
-            are views into shared memory that the next step or reset overwrites. Rewards, terminated
-            and truncated are fresh arrays either way. With False,
+        worker_options: Where the envs are stepped and how their faults are met (workers, envs
+            per worker, ``step_in_parent``, env restarts, ``step_timeout``, spinning): a
+            [`WorkerOptions`][batchppo.envs.WorkerOptions] (its *Restarts* say how an env is
+            restarted); None: its defaults (a worker per CPU, fail fast, no time limit).
+        shared_memory: As in ``AsyncVectorEnv``, but only True: BatchEnv always passes observations
+            through shared memory (False raises a ``ValueError`` naming ``AsyncVectorEnv``).
+        copy: As in ``AsyncVectorEnv``: True (the default) returns fresh observation arrays; False
+            returns views into shared memory (``infos["final_obs"]`` too) that the next step or
+            reset overwrites. Rewards and flags are fresh either way; with False,
             [`step_arrays`][batchppo.envs.BatchEnv.step_arrays] returns views for all five arrays.
-        context: ``AsyncVectorEnv``'s name for the workers' multiprocessing start method:
-            ``"forkserver"`` (None, the default) or ``"spawn"``. ``"fork"`` raises a ``ValueError``:
-            a worker forked from a process that runs threads (JAX's) can deadlock. Reported in
-            ``context``.
-        daemon: As in ``AsyncVectorEnv``: the workers' ``daemon`` flag (default True). A daemonic
-            worker cannot start child processes of its own; set False for envs that do (``close``,
-            Ctrl-C and the parent's death still end the workers).
-        worker: ``AsyncVectorEnv``'s custom worker function; BatchEnv's workers run their own
-            protocol, so only None is accepted (a function raises a ``ValueError`` naming the
-            alternatives: a ``gymnasium.Wrapper`` per env, or ``AsyncVectorEnv``).
-        observation_mode: As in ``AsyncVectorEnv``. ``"same"`` (the default): every env's
-            observation space equals env 0's. ``"different"``: the spaces may differ in their bounds
-            but share env 0's shape and dtype; ``single_observation_space`` is env 0's and
-            ``observation_space`` batches them all (``batch_differing_spaces``). A tuple
-            ``(observation_space, single_observation_space)`` sets both; every env's space must
-            share the single one's shape and dtype. Other modes than ``"same"`` do not combine with
-            ``transform``.
-        step_in_parent: Opt-in: the parent steps the first ``K`` envs itself while the workers step
-            the others (saves one process and its signalling), in ``step_wait``, so ``step_async``
-            still returns at once. This gives up crash isolation: an env of the parent's share that
-            calls ``os._exit`` or segfaults ends the calling process. With ``num_workers=1`` no
-            process is started at all (the ``"sync"`` backend of [`make`][batchppo.envs.make.make]).
-        start_method: BatchEnv's older name for ``context`` (give one of the two).
-        spin_us: Microseconds the parent's wait for the workers spins (non-blocking tries, then
-            ``sched_yield``) before it blocks on their semaphores. Spinning saves the wake-up
-            latency of a blocked process when the other side answers quickly; blocking costs no CPU
-            on long waits.
-        worker_spin_us: Microseconds a worker spins, the same way, waiting for its next command
-            after answering one. A worker still spinning when the next step comes starts it without
-            a wake-up; one that spins longer than the caller takes between steps spends up to this
-            much CPU per step.
+        context: The workers' start method (``AsyncVectorEnv``'s name): ``"forkserver"`` (None,
+            the default) or ``"spawn"``; ``"fork"`` raises a ``ValueError`` (a worker forked from
+            a process that runs threads, JAX's, can deadlock). Reported in ``context``.
+        daemon: As in ``AsyncVectorEnv`` (default True): False for envs that start processes of
+            their own (``close``, Ctrl-C and the parent's death still end the workers).
+        worker: Only None: BatchEnv's workers run their own protocol (a function raises a
+            ``ValueError`` naming a ``gymnasium.Wrapper`` per env, or ``AsyncVectorEnv``).
+        observation_mode: As in ``AsyncVectorEnv``: ``"same"`` (the default), ``"different"``
+            (spaces that differ in their bounds only; ``single_observation_space`` is env 0's,
+            ``observation_space`` batches them all with ``batch_differing_spaces``), or a tuple
+            ``(observation_space, single_observation_space)`` whose single space every env's
+            must match in shape and dtype. Other than ``"same"``, no ``transform``.
         autoreset_mode: A ``gymnasium.vector.AutoresetMode`` or its value (``"SameStep"``,
             ``"NextStep"``, ``"Disabled"``); default ``NEXT_STEP``, as in ``AsyncVectorEnv``.
             ``SAME_STEP`` is what the learners use, and what
             [`step_arrays`][batchppo.envs.BatchEnv.step_arrays] and ``max_restarts`` need.
-        max_restarts: How many env restarts this batch env may make over its life (see *Restarts*
-            below); 0 (the default) fails fast: the env's error (or
-            [`WorkerDiedError`][batchppo.envs.WorkerDiedError]) is raised.
-        transform: A [`BatchTransform`][batchppo.envs.BatchTransform]: a standard wrapper stack that
-            the workers apply to all their envs at once instead of per env. The env functions then
-            build raw envs with ``transform.raw_spaces``; the batch env reports ``transform.spaces``
-            (and so does ``get_attr`` of ``observation_space`` and ``action_space``), and behaves
-            exactly as over envs wrapped in that stack. Or a ``TransformFactory`` (what
+        transform: A [`BatchTransform`][batchppo.envs.BatchTransform]: the standard wrapper stack,
+            which the workers apply to all their envs at once. The env functions build raw envs
+            (``transform.raw_spaces``); the batch env reports ``transform.spaces`` (``get_attr``
+            too) and behaves exactly as over envs in that stack. Or a ``TransformFactory`` (what
             [`make`][batchppo.envs.make.make] passes), asked for the transform once env 0's raw
             spaces are known; where it has none, every env gets its per-env stack.
-        step_timeout: Seconds a worker may take to answer a step, reset or call, counted from its
-            ``*_async`` call; None (the default) waits for ever. Past it the hung workers write
-            their Python stacks (``faulthandler``, on ``SIGUSR1``), are killed, and the call raises
-            [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] naming their envs and showing the
-            stacks; the batch env is then broken, except in a step with restarts on, where hung
-            workers are handled as dead ones (see *Restarts*, which bounds a restart's waits too).
-            Only the worker processes are timed: not the envs stepped in the parent
-            (``step_in_parent``), nor building the envs at construction (which may legitimately take
-            long, and the caller sees it happen).
-
-    **Start-up.** Each env is built once: the workers build theirs and report env 0's spaces and
-    metadata, then the parent lays out the shared memory and hands it to them. No env is built in
-    the calling process unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there once more).
-
-    **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step`` raises, or
-    a worker process dies during a step (or does not answer within ``step_timeout``: it is killed
-    and handled as a dead one), [`step`][batchppo.envs.BatchEnv.step] and
-    [`step_arrays`][batchppo.envs.BatchEnv.step_arrays] do not raise. The env is built again from
-    its env function (a dead worker is respawned and builds all its envs: all are restarted) and
-    reset with a fresh seed (``restart_seed`` of the env's last reset seed and the restart's
-    number). For that step each such env reports ``truncated=True``, ``terminated=False``, reward 0,
-    the last obs it returned as its final obs and the new episode's first obs as its obs; it counts
-    once in ``restarts``, is marked in ``infos["env_restarted"]`` (mask ``infos["_env_restarted"]``;
-    its ``final_info`` is ``{}``) and gets an [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning]
-    naming the error. A step that would take ``restarts`` past ``max_restarts`` restarts nothing and
-    raises the error (the env's type, ``WorkerDiedError`` or ``EnvTimeoutError``) as with
-    ``max_restarts=0``, its message naming the budget. Errors and worker deaths outside a step
-    (construction, ``reset``, ``call``) raise as with ``max_restarts=0``; a rebuild or reset that
-    fails in a restart raises and breaks the batch env (it then accepts only ``close``). With
-    ``step_timeout`` each wait of a restart is bounded by it, counted from its own command: a
-    respawned worker's start (building its envs, taking their rows), then the restart proper
-    (rebuilding the envs that raised, resetting every restarted env). A worker that does not answer
-    in time is killed and [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] is raised naming its
-    envs and showing its stacks; the batch env is broken. Such a failed restart is not retried and
-    not counted in ``restarts``, as a failed rebuild or reset: an env that hangs in its restart
-    would most likely hang in the next one too, each try holding the run for another
-    ``step_timeout``.
 
     Attributes:
         shared_memory, copy, context, daemon, worker, observation_mode: As in ``AsyncVectorEnv``
             (``context`` is the start method in use, ``worker`` None).
-        max_restarts: The restart budget given at construction.
-        step_timeout: The limit on a worker's answer given at construction (None: none).
-
-    A script may build a BatchEnv at its top level without ``if __name__ == "__main__":``: its
-    workers then do not run the script again (see ``batchppo.envs.processes``).
+        worker_options: The worker options given at construction (``max_restarts`` and
+            ``step_timeout`` are theirs too).
 
     Raises:
-        ValueError: No envs, bad counts, an unknown autoreset mode, unsupported or differing spaces.
+        ValueError: No envs, an unknown autoreset mode, unsupported or differing spaces.
+        TypeError: ``worker_options`` is not a ``WorkerOptions``, or a keyword that moved into it
+            (``num_workers``, ``max_restarts``, ...) or was renamed (``start_method``: ``context``)
+            is given; the message spells the call to make.
         RuntimeError: This Python cannot start workers without running an unguarded main script
             again (the message names the fix).
     """
 
+    @refuses_moved_keywords
     def __init__(
         self,
         env_fns: Iterable[Callable[[], gymnasium.Env]],
-        num_workers: int | None = None,
-        envs_per_worker: int | None = None,
+        worker_options: WorkerOptions | None = None,
         *,
         shared_memory: bool = True,
         copy: bool = True,
@@ -241,14 +191,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         daemon: bool = True,
         worker: Callable[..., None] | None = None,
         observation_mode: str | tuple[gymnasium.Space, gymnasium.Space] = "same",
-        step_in_parent: bool = False,
-        start_method: str | None = None,
-        spin_us: float = 50.0,
-        worker_spin_us: float = 1000.0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-        max_restarts: int = 0,
         transform: BatchTransform | None = None,
-        step_timeout: float | None = None,
     ):
         self._calls = CallState()  # which call is pending
         self._pool: WorkerPool | None = None  # the worker processes
@@ -256,11 +200,14 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self._transform: BatchTransform | None = None  # decided once env 0's spaces are known
         self._want_info = False  # of the step in flight
 
+        options = check_worker_options(worker_options)
         env_fns = list(env_fns)
         num_envs = len(env_fns)
-        ranges, parent_envs = split_envs(num_envs, num_workers, envs_per_worker, step_in_parent)
+        ranges, parent_envs = split_envs(
+            num_envs, options.num_workers, options.envs_per_worker, options.step_in_parent
+        )
         start_method, obs_rule = check_async_options(
-            shared_memory, copy, context, start_method, daemon, worker, observation_mode, transform
+            shared_memory, copy, context, daemon, worker, observation_mode, transform
         )
         # AsyncVectorEnv's attributes of the same names.
         self.shared_memory = True
@@ -270,10 +217,11 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.observation_mode = observation_mode
         self.autoreset_mode = parse_autoreset_mode(autoreset_mode)
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        self._restarts = Restarts(max_restarts, num_envs, self.autoreset_mode)
-        self.max_restarts = max_restarts
-        self._restartable = restartable = max_restarts > 0
-        self.step_timeout = check_step_timeout(step_timeout)
+        self.worker_options = options
+        self.max_restarts = options.max_restarts
+        self.step_timeout = options.step_timeout
+        self._restarts = Restarts(self.max_restarts, num_envs, self.autoreset_mode)
+        self._restartable = restartable = self.max_restarts > 0
         self.num_envs = num_envs
         self.copy = copy
         self._pool = WorkerPool(
@@ -281,8 +229,8 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             ranges,
             parent_envs=parent_envs,
             daemon=daemon,
-            spin_s=float(spin_us) * 1e-6,
-            worker_spin_s=float(worker_spin_us) * 1e-6,
+            spin_s=float(options.spin_us) * 1e-6,
+            worker_spin_s=float(options.worker_spin_us) * 1e-6,
             step_timeout=self.step_timeout,
             on_broken=self._calls.mark_broken,
         )
@@ -593,24 +541,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         self.call_async(name, *args, **kwargs)
         return self.call_wait()
 
-    @property
-    def np_random_seed(self) -> tuple[int, ...]:
-        """Every env's ``np_random_seed``, as Gymnasium's vector envs report it.
-
-        After ``reset(seed=42)`` on 4 envs: ``(42, 43, 44, 45)``. Before a seeded reset each
-        env seeds itself from entropy on first access, as a Gymnasium env does.
-        """
-        return self.get_attr("np_random_seed")
-
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:
-        """Copies of every env's random generator (they live in the workers)."""
-        return self.get_attr("np_random")
-
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """Reads attribute ``name`` of every env (through wrappers), as Gymnasium does."""
-        return self.call(name)
-
     def set_attr(self, name: str, values: Any) -> None:
         """Sets attribute ``name`` of every env; ``values`` is one value or one per env.
 
@@ -644,10 +574,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
         be resynchronised."""
         self.close(terminate=True)
 
-    def render(self) -> tuple[Any, ...]:
-        """Renders every env (needs ``render_mode`` set at construction); one frame each."""
-        return self.call("render")
-
     # ------------------------------------------------------------------ closing
 
     def close_extras(self, timeout: float = 1.0, terminate: bool = False, **kwargs: Any) -> None:
@@ -671,12 +597,6 @@ class BatchEnv(gymnasium.vector.VectorEnv):
             self._pool.stop(timeout, terminate, ask=state is not BatchState.BROKEN)
         if self._arrays is not None:
             self._arrays.close()
-
-    def __enter__(self) -> BatchEnv:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
 
     def __del__(self):
         if not getattr(self, "closed", True):

@@ -47,6 +47,7 @@ from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
 from batchppo.envs.env_wrappers import apply_wrappers, wrapper_specs
+from batchppo.envs.worker_options import WorkerOptions
 from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
 
 __all__ = [
@@ -609,8 +610,8 @@ def batch_transform(
 
 class BatchEnvFactory(Protocol):
     """Builds the batch env of [`make`][batchppo.envs.make.make] (the ``batch_env`` of a host
-    backend's record): [`BatchEnv`][batchppo.envs.BatchEnv] itself, or a callable taking the
-    same arguments (``in_process_batch_env``, ``ray_batch_env``).
+    backend's record): ``process_batch_env``, ``in_process_batch_env``, ``ray_batch_env``, or
+    one's own callable taking these arguments.
 
     It raises a one-line ``ValueError`` for an argument its batch env cannot honour, before
     any worker starts.
@@ -630,6 +631,37 @@ class BatchEnvFactory(Protocol):
         """The batch env of ``env_fns`` (each builds one raw env, without the standard stack,
         which ``transform`` applies: to the batch, or around each env)."""
         ...
+
+
+def process_batch_env(
+    env_fns: list[Callable[[], gymnasium.Env]],
+    *,
+    num_workers: int | None = None,
+    max_restarts: int = 0,
+    transform: StandardStack | None = None,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    step_timeout: float | None = None,
+    **worker_options: Any,
+) -> BatchEnv:
+    """The ``process`` backend's batch env: a ``BatchEnv`` whose envs step in worker processes.
+
+    Args:
+        env_fns: Each builds one raw env.
+        num_workers: Worker processes; None: one per CPU.
+        max_restarts: The restart budget (see [`WorkerOptions`][batchppo.envs.WorkerOptions]).
+        transform: The standard stack, applied to each worker's envs at once where it can be.
+        autoreset_mode: ``BatchEnv``'s autoreset mode.
+        step_timeout: Seconds a worker may take to answer; None waits for ever.
+        **worker_options: The other fields of ``WorkerOptions`` (``envs_per_worker``,
+            ``step_in_parent``, ``spin_us``, ``worker_spin_us``).
+    """
+    options = WorkerOptions(
+        num_workers=num_workers,
+        max_restarts=max_restarts,
+        step_timeout=step_timeout,
+        **worker_options,
+    )
+    return BatchEnv(env_fns, options, transform=transform, autoreset_mode=autoreset_mode)
 
 
 def in_process_batch_env(
@@ -655,9 +687,7 @@ def in_process_batch_env(
         )
     return BatchEnv(
         env_fns,
-        num_workers=1,
-        step_in_parent=True,
-        max_restarts=max_restarts,
+        WorkerOptions(num_workers=1, step_in_parent=True, max_restarts=max_restarts),
         transform=transform,
         autoreset_mode=autoreset_mode,
     )
@@ -770,9 +800,9 @@ def make(
         num_envs: Number of envs.
         seed: When given, the envs are reset once with ``seed`` (env ``i`` gets ``seed + i``);
             otherwise call ``reset`` yourself before stepping.
-        backend: The batch env to build: its class or a callable taking its arguments (a
-            ``BatchEnvFactory``: [`BatchEnv`][batchppo.envs.BatchEnv], ``in_process_batch_env``,
-            ``ray_batch_env``), or the name of a host backend, whose record gives it
+        backend: The batch env to build: a callable taking its arguments (a
+            ``BatchEnvFactory``: ``process_batch_env``, ``in_process_batch_env``,
+            ``ray_batch_env``, or one's own), or the name of a host backend, whose record gives it
             (``Backend.batch_env``): ``"process"`` (``BatchEnv`` with worker processes),
             ``"sync"`` (the same class with every env stepped in the calling process) or
             ``"ray"`` ([`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv], workers as Ray

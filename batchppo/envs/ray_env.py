@@ -48,6 +48,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from batchppo.envs.async_compat import (
+    CallingVectorEnv,
     check_action_dtype,
     check_action_shape,
     parse_seeds,
@@ -59,6 +60,7 @@ from batchppo.envs.final_obs import dense_final_obs
 from batchppo.envs.infos import merge_info_parts
 from batchppo.envs.protocol import Layout
 from batchppo.envs.spaces import is_gym_leaf
+from batchppo.envs.worker_options import check_step_timeout
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -315,7 +317,7 @@ class _EnvActor:
         return ray.get_runtime_context().get_node_id(), os.getpid()
 
 
-class RayBatchEnv(gymnasium.vector.VectorEnv):
+class RayBatchEnv(CallingVectorEnv):
     """The [`BatchEnv`][batchppo.envs.BatchEnv] contract with workers as Ray actors.
 
     Same API and semantics as ``BatchEnv`` (same-step autoreset, dense ``infos["final_obs"]``,
@@ -379,12 +381,7 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         import ray
 
         self._ray = ray
-        if step_timeout is not None and not 0 < step_timeout < math.inf:
-            raise ValueError(
-                f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
-                f"{step_timeout!r}."
-            )
-        self.step_timeout = step_timeout
+        self.step_timeout = check_step_timeout(step_timeout)
         self._started = 0.0  # when the call in flight was sent (step_timeout's clock)
         self._actors: list[Any] = []
         self.remote_calls = 0
@@ -686,26 +683,12 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         ]
         return np.concatenate([r[0] for r in results]), merge_info_parts(parts, self.num_envs)
 
-    @property
-    def np_random_seed(self) -> tuple[int, ...]:
-        """Every env's ``np_random_seed``, as Gymnasium's vector envs (and BatchEnv) report it."""
-        return self.get_attr("np_random_seed")
-
-    @property
-    def np_random(self) -> tuple[np.random.Generator, ...]:
-        """Copies of every env's random generator (they live in the actors)."""
-        return self.get_attr("np_random")
-
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Calls ``name`` on every env (or reads the attribute)."""
         self._check()
         refs = self._send("call", lambda start, stop: (name, args, kwargs))
         results = self._get(refs, what="a call")
         return tuple(x for r in results for x in r)
-
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """Reads attribute ``name`` of every env."""
-        return self.call(name)
 
     def set_attr(self, name: str, values: Any) -> None:
         """Sets attribute ``name``; one value or one per env."""
@@ -716,10 +699,6 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
             raise ValueError(f"set_attr needs one value or {self.num_envs}; got {len(values)}.")
         refs = self._send("set_attr", lambda start, stop: (name, list(values[start:stop])))
         self._get(refs, what="a call")
-
-    def render(self) -> tuple[Any, ...]:
-        """One frame per env."""
-        return self.call("render")
 
     def close_extras(self, **kwargs: Any) -> None:
         """Closes the envs and kills the actors (never hangs: 5 s for a clean close)."""
@@ -732,9 +711,3 @@ class RayBatchEnv(gymnasium.vector.VectorEnv):
         self._actors = []
         with _HELD_LOCK:
             _HELD.pop(self, None)
-
-    def __enter__(self) -> RayBatchEnv:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()

@@ -65,13 +65,11 @@ class Restarts:
         count: Envs restarted so far, at most ``max_restarts``.
 
     Raises:
-        ValueError: ``max_restarts`` is not an int >= 0, or is positive in another autoreset
-            mode than ``SAME_STEP``.
+        ValueError: ``max_restarts`` (an int >= 0, as ``WorkerOptions`` checks it) is positive in
+            another autoreset mode than ``SAME_STEP``.
     """
 
     def __init__(self, max_restarts: int, num_envs: int, autoreset_mode: AutoresetMode):
-        if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < 0:
-            raise ValueError(f"max_restarts must be an int >= 0; got {max_restarts!r}.")
         if max_restarts and autoreset_mode is not AutoresetMode.SAME_STEP:
             raise ValueError(
                 f"max_restarts={max_restarts} needs autoreset_mode=SAME_STEP (a restarted env "

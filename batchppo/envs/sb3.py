@@ -36,6 +36,7 @@ from gymnasium.vector.utils import concatenate, create_empty_array
 
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.indexed import IndexedEnvFn
+from batchppo.envs.worker_options import WorkerOptions
 
 try:
     from stable_baselines3.common.vec_env.base_vec_env import (
@@ -141,18 +142,19 @@ class BatchVecEnv(VecEnv):
         start_method: The workers' start method, as in ``SubprocVecEnv``: ``"forkserver"``
             (None, the default) or ``"spawn"``; ``"fork"`` raises a ``ValueError`` (a fork of
             a process running threads can deadlock).
-        num_workers: Worker processes (BatchEnv's ``num_workers``); default: the CPUs
+        num_workers: Worker processes (``WorkerOptions.num_workers``); default: the CPUs
             available.
-        envs_per_worker: Envs per worker (BatchEnv's ``envs_per_worker``); default
+        envs_per_worker: Envs per worker (``WorkerOptions.envs_per_worker``); default
             ``ceil(num_envs / num_workers)``.
-        step_in_parent: BatchEnv's ``step_in_parent``: the calling process steps the first
+        step_in_parent: ``WorkerOptions.step_in_parent``: the calling process steps the first
             share of envs itself (one process fewer, no crash isolation for those envs).
         daemon: The workers' ``daemon`` flag; False for envs that start processes.
-        max_restarts: BatchEnv's restart budget: an env whose step raises (or whose worker
-            dies) is rebuilt and its episode reported as truncated, up to this many times.
-        spin_us: BatchEnv's ``spin_us``: how long the caller spins waiting for the workers
+        max_restarts: ``WorkerOptions.max_restarts``, the restart budget: an env whose step
+            raises (or whose worker dies) is rebuilt and its episode reported as truncated, up
+            to this many times.
+        spin_us: ``WorkerOptions.spin_us``: how long the caller spins waiting for the workers
             before it blocks.
-        worker_spin_us: BatchEnv's ``worker_spin_us``: how long a worker spins waiting for
+        worker_spin_us: ``WorkerOptions.worker_spin_us``: how long a worker spins waiting for
             the next step before it blocks.
 
     The other BatchEnv settings are fixed by SB3's contract: ``SAME_STEP`` autoreset, fresh
@@ -180,14 +182,16 @@ class BatchVecEnv(VecEnv):
         env_fns = list(env_fns)
         self.batch_env = BatchEnv(
             [IndexedEnvFn(fn, i) for i, fn in enumerate(env_fns)],
-            num_workers=num_workers,
-            envs_per_worker=envs_per_worker,
+            WorkerOptions(
+                num_workers=num_workers,
+                envs_per_worker=envs_per_worker,
+                step_in_parent=step_in_parent,
+                max_restarts=max_restarts,
+                spin_us=spin_us,
+                worker_spin_us=worker_spin_us,
+            ),
             context=start_method,
-            step_in_parent=step_in_parent,
             daemon=daemon,
-            max_restarts=max_restarts,
-            spin_us=spin_us,
-            worker_spin_us=worker_spin_us,
             autoreset_mode="SameStep",  # SB3's terminal_observation comes from final_obs
         )
         self.closed = False

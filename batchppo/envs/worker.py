@@ -3,8 +3,8 @@
 A worker builds its ``K`` envs into an ``EnvGroup`` over the batch env's shared memory, then waits
 for command words (``batchppo.envs.protocol``): a step runs the group and answers with a status
 word, a pipe command (reset, restart, call, set_attr, close) is read from the pipe and answered on
-it. With restarts on (``BatchEnv(max_restarts=N)``) the worker's group steps on past an env that
-raises; the step then ends with ``STATUS_RESTART`` and the envs' error reports
+it. With restarts on (``WorkerOptions(max_restarts=N)``) the worker's group steps on past an env
+that raises; the step then ends with ``STATUS_RESTART`` and the envs' error reports
 (``batchppo.envs.errors``), and the parent either sends a ``restart`` message (rebuild and reset
 them) or raises. A worker exits when its parent dies.
 """

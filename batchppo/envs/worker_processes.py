@@ -42,9 +42,10 @@ def split_envs(
 
     Args:
         num_envs: The envs of the batch.
-        num_workers: Units that step envs (workers, plus the parent with ``step_in_parent``);
-            None: the CPUs available.
-        envs_per_worker: Envs per unit ``K``; None: ``ceil(num_envs / num_workers)``.
+        num_workers: Units that step envs (workers, plus the parent with ``step_in_parent``), a
+            positive int (as ``WorkerOptions`` checks it); None: the CPUs available.
+        envs_per_worker: Envs per unit ``K``, a positive int; None: ``ceil(num_envs /
+            num_workers)``.
         step_in_parent: Whether the calling process steps the first ``K`` envs.
 
     Returns:
@@ -52,13 +53,10 @@ def split_envs(
         (None without ``step_in_parent``).
 
     Raises:
-        ValueError: No envs, or a count that is not a positive int or None.
+        ValueError: No envs.
     """
     if num_envs == 0:
         raise ValueError("BatchEnv needs at least one env function; got an empty list.")
-    for name, value in (("num_workers", num_workers), ("envs_per_worker", envs_per_worker)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
     per = envs_per_worker or math.ceil(num_envs / (num_workers or _processes.available_cpus()))
     ranges = [(i, min(i + per, num_envs)) for i in range(0, num_envs, per)]
     return ranges, ranges.pop(0) if step_in_parent else None

@@ -15,6 +15,7 @@ from batchppo import envs
 from batchppo.backends import GymnaxEnv, HostEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.simulation import init_sim_state, rollout
+from batchppo.envs.worker_options import WorkerOptions
 from batchppo.envs.wrappers import RangeNormalize
 from batchppo.testing import MockGymEnv, make_mock_vector_env, random_policy
 
@@ -428,7 +429,7 @@ def test_make_env_host_backend_sync():
 def test_host_env_over_batch_env_process_worker_error_surfaces():
     # Two units: the parent steps env 0, a worker process steps env 1, which fails at step 4.
     fns = [partial(MockGymEnv, 2, 0), partial(MockGymEnv, 3, 1, fail_at_step=4)]
-    batch = envs.BatchEnv(fns, num_workers=2, autoreset_mode="SameStep")
+    batch = envs.BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep")
     try:
         host = HostEnv(batch)
         state = init_sim_state(host, (), jax.random.key(0))
@@ -482,7 +483,7 @@ def test_host_env_carries_dict_spaces_with_their_dtypes(batch):
     if batch == "sync":
         vector_env = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     else:
-        vector_env = envs.BatchEnv(fns, num_workers=1, autoreset_mode="SameStep")
+        vector_env = envs.BatchEnv(fns, WorkerOptions(num_workers=1), autoreset_mode="SameStep")
     env = HostEnv(vector_env)
     try:
         spec = env.spec

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -50,15 +51,16 @@ def test_a_fused_preset_is_refused():
 
 def test_spins_are_set_for_the_run_only_and_a_profile_is_written(tmp_path, monkeypatch):
     phases = load_bench("host_phases")
-    from batchppo.envs import BatchEnv
+    from batchppo.envs import WorkerOptions
 
-    defaults = dict(BatchEnv.__init__.__kwdefaults__)
+    defaults = dataclasses.asdict(WorkerOptions())
+    factory = phases.make_module.process_batch_env
     seen = []
     measure = phases.phases
     monkeypatch.setattr(
         phases,
         "phases",
-        lambda *a: seen.append(dict(BatchEnv.__init__.__kwdefaults__)) or measure(*a),
+        lambda *a: seen.append(phases.make_module.process_batch_env.keywords) or measure(*a),
     )
     argv = ["--preset", "cartpole", "--iterations", "1", "--num-agents", "2"]
     argv += ["--rollout-length", "4", "--worker-spin-us", "7", "--profile", str(tmp_path)]
@@ -79,5 +81,5 @@ def test_spins_are_set_for_the_run_only_and_a_profile_is_written(tmp_path, monke
     assert result["compiler_options"] == {"xla_backend_optimization_level": "2"}
     assert result["spins_us"] == {"spin_us": defaults["spin_us"], "worker_spin_us": 7.0}
     assert seen[0]["worker_spin_us"] == 7.0 and seen[0]["spin_us"] == defaults["spin_us"]
-    assert BatchEnv.__init__.__kwdefaults__ == defaults
+    assert phases.make_module.process_batch_env is factory
     assert list(tmp_path.rglob("perfetto_trace.json.gz"))

@@ -27,7 +27,7 @@ from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
-from batchppo.envs import BatchEnv, EnvRestartWarning
+from batchppo.envs import BatchEnv, EnvRestartWarning, WorkerOptions
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,7 +45,7 @@ def count_fns(n: int = 4, info: bool = False):
 def test_same_step_autoreset_exact_sequence():
     # Envs 0 and 1 are stepped by the parent (the opt-in), 2 and 3 by one worker process.
     with BatchEnv(
-        count_fns(), num_workers=2, step_in_parent=True, autoreset_mode="SameStep"
+        count_fns(), WorkerOptions(num_workers=2, step_in_parent=True), autoreset_mode="SameStep"
     ) as env:
         assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         obs, _ = env.reset(seed=0)
@@ -87,7 +87,8 @@ def test_same_step_autoreset_exact_sequence():
 def test_spinning_or_blocking_waits_give_the_same_steps(spin_us, worker_spin_us):
     # 0 blocks on every wait; the parent or the workers spinning only changes who waits how.
     def run(**spin):
-        with BatchEnv(count_fns(), num_workers=2, autoreset_mode="SameStep", **spin) as env:
+        options = WorkerOptions(num_workers=2, **spin)
+        with BatchEnv(count_fns(), options, autoreset_mode="SameStep") as env:
             env.reset(seed=0)
             action = np.full((4, 1), 0.5, np.float32)
             return [env.step_arrays(action) for _ in range(5)]
@@ -104,7 +105,9 @@ def test_matches_gymnasium_same_step_on_pendulum():
     fns = [lambda: gymnasium.make("Pendulum-v1", max_episode_steps=3)] * 5
     ref = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     # All 5 envs in 3 worker processes (K = 2, 2, 1); the parent steps none.
-    with BatchEnv(fns, num_workers=3, step_in_parent=False, autoreset_mode="SameStep") as env:
+    with BatchEnv(
+        fns, WorkerOptions(num_workers=3, step_in_parent=False), autoreset_mode="SameStep"
+    ) as env:
         obs, _ = env.reset(seed=3)
         ref_obs, _ = ref.reset(seed=3)
         np.testing.assert_array_equal(obs, ref_obs)
@@ -130,8 +133,8 @@ def test_matches_gymnasium_same_step_on_pendulum():
 
 def test_step_async_wait_equals_step_and_step_arrays():
     with (
-        BatchEnv(count_fns(), num_workers=2, autoreset_mode="SameStep") as a,
-        BatchEnv(count_fns(), num_workers=2, autoreset_mode="SameStep") as b,
+        BatchEnv(count_fns(), WorkerOptions(num_workers=2), autoreset_mode="SameStep") as a,
+        BatchEnv(count_fns(), WorkerOptions(num_workers=2), autoreset_mode="SameStep") as b,
     ):
         a.reset(seed=1)
         b.reset(seed=1)
@@ -148,7 +151,9 @@ def test_step_async_wait_equals_step_and_step_arrays():
 
 
 def test_copy_false_returns_shared_views_and_copy_true_fresh_arrays():
-    with BatchEnv(count_fns(), num_workers=2, copy=False, autoreset_mode="SameStep") as env:
+    with BatchEnv(
+        count_fns(), WorkerOptions(num_workers=2), copy=False, autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         action = np.zeros((4, 1), np.float32)
         first = env.step_arrays(action)
@@ -159,7 +164,7 @@ def test_copy_false_returns_shared_views_and_copy_true_fresh_arrays():
         assert not np.array_equal(first_values[0], second[0])  # t moved on: views updated
         assert second[0].dtype == np.float32 and second[1].dtype == np.float32
         assert second[2].dtype == np.bool_ and second[3].dtype == np.bool_
-    with BatchEnv(count_fns(), num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(count_fns(), WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         first = env.step_arrays(action)
         second = env.step_arrays(action)
@@ -169,7 +174,9 @@ def test_copy_false_returns_shared_views_and_copy_true_fresh_arrays():
 
 def test_infos_are_batched_with_final_info():
     fns = [lambda i=i: CountEnv(i, terminate_at=2 + i, info=True) for i in range(3)]
-    with BatchEnv(fns, num_workers=2, envs_per_worker=1, autoreset_mode="SameStep") as env:
+    with BatchEnv(
+        fns, WorkerOptions(num_workers=2, envs_per_worker=1), autoreset_mode="SameStep"
+    ) as env:
         _, infos = env.reset(seed=0)
         np.testing.assert_array_equal(infos["t"], [0, 0, 0])
         np.testing.assert_array_equal(infos["_reset"], [True, True, True])
@@ -187,7 +194,7 @@ def test_infos_are_batched_with_final_info():
 
 
 def test_seeds_are_seed_plus_index():
-    with BatchEnv(count_fns(5), num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(count_fns(5), WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset(seed=10)
         assert env.get_attr("last_seed") == (10, 11, 12, 13, 14)
         env.reset(seed=[1, None, 2, None, 3])
@@ -198,7 +205,7 @@ def test_seeds_are_seed_plus_index():
 
 def test_call_get_attr_set_attr_render():
     fns = [lambda i=i: CountEnv(i, render_mode="rgb_array") for i in range(5)]
-    with BatchEnv(fns, num_workers=3, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=3), autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         assert env.call("double", 3) == (6, 7, 8, 9, 10)
         assert env.get_attr("tag") == (0, 1, 2, 3, 4)
@@ -213,7 +220,7 @@ def test_call_get_attr_set_attr_render():
 
 def test_envs_get_their_own_action_arrays():
     """An env that keeps the action it got must not see it change on later steps."""
-    with BatchEnv(count_fns(4), num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(count_fns(4), WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         for k in range(3):
             env.step(np.full((4, 1), k / 10, np.float32))
@@ -222,7 +229,7 @@ def test_envs_get_their_own_action_arrays():
 
 
 def test_wrong_action_shape_or_dtype_is_a_value_error():
-    with BatchEnv(count_fns(4), num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(count_fns(4), WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         with pytest.raises(ValueError, match=r"\(4, 1\)"):
             env.step(np.zeros((3, 1), np.float32))
@@ -232,7 +239,7 @@ def test_wrong_action_shape_or_dtype_is_a_value_error():
             env.step(np.full((4, 1), "a"))
         env.step(np.zeros((4, 1), np.float64))  # float64 casts to the float32 space
     fns = [lambda: gymnasium.make("CartPole-v1")] * 3
-    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         env.step(np.array([0, 1, 0], np.int32))
         env.step(np.array([1, 1, 0], np.int64))
@@ -245,28 +252,32 @@ def test_differing_spaces_fail_at_construction(bad_index):
     fns = [lambda: CountEnv()] * 4
     fns[bad_index] = lambda: OtherSpaceEnv()
     with pytest.raises(ValueError, match=f"env {bad_index} has observation space"):
-        BatchEnv(fns, num_workers=2, step_in_parent=bad_index == 1, autoreset_mode="SameStep")
+        BatchEnv(
+            fns,
+            WorkerOptions(num_workers=2, step_in_parent=bad_index == 1),
+            autoreset_mode="SameStep",
+        )
 
 
 def test_unsupported_space_is_a_value_error_naming_where_it_is():
     expected = r"The observation space is not supported\. .* found Text\(.*\) at \['name'\]\."
     with pytest.raises(ValueError, match=expected):
-        BatchEnv([TextInDictObsEnv] * 2, num_workers=1, autoreset_mode="SameStep")
+        BatchEnv([TextInDictObsEnv] * 2, WorkerOptions(num_workers=1), autoreset_mode="SameStep")
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="at least one env"):
         BatchEnv([], autoreset_mode="SameStep")
     with pytest.raises(ValueError, match="num_workers"):
-        BatchEnv(count_fns(2), num_workers=0, autoreset_mode="SameStep")
+        BatchEnv(count_fns(2), WorkerOptions(num_workers=0), autoreset_mode="SameStep")
     with pytest.raises(ValueError, match="fork"):
-        BatchEnv(count_fns(2), start_method="fork", autoreset_mode="SameStep")
+        BatchEnv(count_fns(2), context="fork", autoreset_mode="SameStep")
 
 
 def test_one_worker_in_parent_steps_everything_in_process():
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with BatchEnv(
-        count_fns(4), num_workers=1, step_in_parent=True, autoreset_mode="SameStep"
+        count_fns(4), WorkerOptions(num_workers=1, step_in_parent=True), autoreset_mode="SameStep"
     ) as env:
         after = {p.pid for p in psutil.Process().children(recursive=True)}
         assert after <= before  # no process was started
@@ -286,7 +297,9 @@ def test_importing_the_envs_layer_does_not_import_jax():
 
 
 def test_infos_larger_than_a_pipe_buffer_do_not_deadlock():
-    with BatchEnv([lambda: BigInfoEnv()] * 4, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(
+        [lambda: BigInfoEnv()] * 4, WorkerOptions(num_workers=2), autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         for t in (1, 2):
             *_, infos = env.step(np.zeros((4, 1), np.float32))
@@ -297,7 +310,7 @@ def test_infos_larger_than_a_pipe_buffer_do_not_deadlock():
 def test_np_random_seed_is_one_seed_per_env_as_in_gymnasium():
     """As AsyncVectorEnv: a tuple of each env's ``np_random_seed`` (ints), before and after."""
     fns = [lambda: gymnasium.make("Pendulum-v1")] * 4
-    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         before = env.np_random_seed
         # Before any seeded reset every env draws its own seed from entropy, as in Gymnasium.
         assert type(before) is tuple and len(before) == 4
@@ -314,7 +327,7 @@ def test_np_random_seed_is_one_seed_per_env_as_in_gymnasium():
 
 def test_bool_box_actions_step_with_bool_actions():
     fns = [lambda: BoolActionEnv()] * 3
-    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         assert env.single_action_space.dtype == np.bool_
         env.reset(seed=0)
         actions = np.array([[True, False], [False, False], [True, True]])
@@ -331,7 +344,7 @@ def test_bool_box_actions_step_with_bool_actions():
 def test_final_info_is_present_when_an_episode_ends_without_infos():
     """Gymnasium's SAME_STEP contract: ``final_info`` ({} here) with its mask, as AsyncVectorEnv."""
     fns = [lambda i=i: CountEnv(i, terminate_at=1 + i) for i in range(3)]
-    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         action = np.zeros((3, 1), np.float32)
         *_, infos = env.step(action)  # env 0 ends
@@ -350,7 +363,11 @@ def test_differing_spaces_name_the_env_and_what_differs(step_in_parent):
     fns = [lambda: CountEnv()] * 4
     fns[1] = lambda: OtherSpaceEnv()
     with pytest.raises(ValueError) as info:
-        BatchEnv(fns, num_workers=2, step_in_parent=step_in_parent, autoreset_mode="SameStep")
+        BatchEnv(
+            fns,
+            WorkerOptions(num_workers=2, step_in_parent=step_in_parent),
+            autoreset_mode="SameStep",
+        )
     message = str(info.value)
     assert message.startswith(
         "env 1 has observation space Box(-inf, inf, (4,), float32), but env 0 has "
@@ -370,7 +387,7 @@ def test_differing_spaces_name_the_env_and_what_differs(step_in_parent):
 
 def test_step_arrays_with_nested_spaces_returns_the_obs_structure_and_dense_final_obs():
     fns = [lambda i=i: NestedEnv(i, terminate_at=2 + i) for i in range(3)]
-    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         obs, _ = env.reset(seed=0)
         assert set(obs) == {"pos", "t"} and obs["t"].dtype == np.int64
         actions = (np.full((3, 2), 0.25, np.float32), np.array([0, 1, 2]))
@@ -388,7 +405,7 @@ def test_step_arrays_with_nested_spaces_returns_the_obs_structure_and_dense_fina
         # Fresh arrays: the envs' actions do not change with the next step's.
         env.step_arrays((np.zeros((3, 2), np.float32), np.zeros(3, np.int64)))
         np.testing.assert_array_equal(seen[0][0], [0.25, 0.25])
-    with BatchEnv(fns, num_workers=1, copy=False, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=1), copy=False, autoreset_mode="SameStep") as env:
         obs, _ = env.reset(seed=0)
         first = env.step_arrays(actions)
         second = env.step_arrays(actions)
@@ -397,7 +414,9 @@ def test_step_arrays_with_nested_spaces_returns_the_obs_structure_and_dense_fina
 
 
 def test_nested_actions_of_the_wrong_structure_shape_or_dtype_name_the_leaf():
-    with BatchEnv([lambda: NestedEnv()] * 2, num_workers=1, autoreset_mode="SameStep") as env:
+    with BatchEnv(
+        [lambda: NestedEnv()] * 2, WorkerOptions(num_workers=1), autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         good = (np.zeros((2, 2), np.float32), np.zeros(2, np.int64))
         with pytest.raises(ValueError, match=r"actions\[0\]: actions must have shape \(2, 2\)"):
@@ -411,20 +430,20 @@ def test_nested_actions_of_the_wrong_structure_shape_or_dtype_name_the_leaf():
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED, "NextStep"])
 def test_step_arrays_needs_same_step_mode(mode):
-    with BatchEnv(count_fns(2), num_workers=1, autoreset_mode=mode) as env:
+    with BatchEnv(count_fns(2), WorkerOptions(num_workers=1), autoreset_mode=mode) as env:
         assert env.metadata["autoreset_mode"] == AutoresetMode(mode)
         env.reset(seed=0)
         with pytest.raises(RuntimeError, match="step_arrays needs autoreset_mode=SAME_STEP"):
             env.step_arrays(np.zeros((2, 1), np.float32))
         env.step(np.zeros((2, 1), np.float32))  # nothing was left pending
     with pytest.raises(ValueError, match="AutoresetMode"):
-        BatchEnv(count_fns(2), num_workers=1, autoreset_mode="sometimes")
+        BatchEnv(count_fns(2), WorkerOptions(num_workers=1), autoreset_mode="sometimes")
 
 
 def test_reset_wait_times_out_and_the_reset_stays_pending():
     """Unlike AsyncVectorEnv, which abandons a call that timed out: call the wait again."""
     fns = [lambda i=i: NestedEnv(i, reset_delay=0.3 if i == 1 else 0.0) for i in range(2)]
-    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset_async(seed=0)
         with pytest.raises(mp.TimeoutError):
             env.reset_wait(timeout=0.05)
@@ -449,7 +468,9 @@ def test_step_wait_after_a_timeout_returns_that_step():
         lambda: SlowEnv(2, delay=1.5),
     ]
     with BatchEnv(
-        fns, num_workers=2, envs_per_worker=1, step_in_parent=True, autoreset_mode="SameStep"
+        fns,
+        WorkerOptions(num_workers=2, envs_per_worker=1, step_in_parent=True),
+        autoreset_mode="SameStep",
     ) as env:
         env.reset(seed=0)
         for t in (1, 2):
@@ -469,7 +490,7 @@ def test_step_wait_after_a_timeout_returns_that_step():
 
 def test_step_wait_after_a_timeout_still_raises_an_earlier_workers_error():
     fns = [lambda: FaultyEnv(0, 0, "step", at=1), lambda: SlowEnv(1, delay=1.5)]
-    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         env.step_async(np.zeros((2, 1), np.float32))
         time.sleep(0.3)  # worker 0 has reported its env's error
@@ -485,7 +506,9 @@ def test_step_wait_after_a_timeout_restarts_a_worker_that_died_before_it():
     """A worker found dead by a ``step_wait`` that then timed out is not forgotten: the next
     wait respawns it and reports its env's episode as truncated, as an uninterrupted one."""
     fns = [lambda: FaultyEnv(0, 0, "exit", at=1), lambda: SlowEnv(1, delay=1.5)]
-    with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep", max_restarts=1) as env:
+    with BatchEnv(
+        fns, WorkerOptions(num_workers=2, max_restarts=1), autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         env.step_async(np.zeros((2, 1), np.float32))
         time.sleep(0.3)  # worker 0 has died, worker 1 is still in its 1.5 s step
@@ -521,8 +544,7 @@ def test_each_env_is_built_once_and_in_the_parent_only_when_asked(
     fns = [functools.partial(ConstructionCountingEnv, str(path), i) for i in range(4)]
     with BatchEnv(
         fns,
-        num_workers=2,
-        step_in_parent=step_in_parent,
+        WorkerOptions(num_workers=2, step_in_parent=step_in_parent),
         observation_mode=observation_mode,
         autoreset_mode="SameStep",
     ) as env:

@@ -14,6 +14,7 @@ from batchppo.envs import (
     ConvertTo32Bit,
     RangeNormalize,
     SpaceMismatchError,
+    WorkerOptions,
     batch_transform,
     make,
     make_env_fn,
@@ -87,8 +88,7 @@ def test_make_is_bitwise_the_per_env_stack(env_id, max_length, steps, backend):
         make(env_id, 6, backend=backend, max_length=max_length, **kwargs) as fast,
         BatchEnv(
             fns,
-            num_workers=2 - step_in_parent,
-            step_in_parent=step_in_parent,
+            WorkerOptions(num_workers=2 - step_in_parent, step_in_parent=step_in_parent),
             autoreset_mode="SameStep",
         ) as slow,
     ):
@@ -101,7 +101,7 @@ def test_make_is_bitwise_the_per_env_stack(env_id, max_length, steps, backend):
 def test_make_without_range_normalisation_clips_to_the_env_bounds():
     with make("Pendulum-v1", 4, num_workers=2, max_length=20, normalize_ranges=False) as fast:
         fns = [make_env_fn("Pendulum-v1", max_length=20, normalize_ranges=False)] * 4
-        with BatchEnv(fns, num_workers=2, autoreset_mode="SameStep") as slow:
+        with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as slow:
             assert fast.single_action_space.high[0] == np.inf  # ClipAction's space
             _assert_same_steps(fast, slow, 60)
 
@@ -120,8 +120,7 @@ def test_make_on_nested_observations_is_bitwise_the_per_env_stack(backend):
         make(env_id, 4, backend=backend, **kwargs) as fast,
         BatchEnv(
             fns,
-            num_workers=2 - step_in_parent,
-            step_in_parent=step_in_parent,
+            WorkerOptions(num_workers=2 - step_in_parent, step_in_parent=step_in_parent),
             autoreset_mode="SameStep",
         ) as slow,
     ):
@@ -179,10 +178,11 @@ def _transform():
 
 @pytest.mark.parametrize("autoreset_mode", ["SameStep", "NextStep", "Disabled"])
 def test_float64_envs_and_every_autoreset_mode(autoreset_mode):
-    kwargs = {"num_workers": 2, "autoreset_mode": autoreset_mode}
+    kwargs = {"autoreset_mode": autoreset_mode}
+    options = WorkerOptions(num_workers=2)
     with (
-        BatchEnv(_diverging("overflow"), transform=_transform(), **kwargs) as fast,
-        BatchEnv(_diverging("overflow", stacked=True), **kwargs) as slow,
+        BatchEnv(_diverging("overflow"), options, transform=_transform(), **kwargs) as fast,
+        BatchEnv(_diverging("overflow", stacked=True), options, **kwargs) as slow,
     ):
         assert fast.single_observation_space.dtype == np.float32
         assert fast.single_action_space.dtype == np.float32
@@ -221,13 +221,13 @@ def _first_line(excinfo: pytest.ExceptionInfo) -> str:
 )
 @pytest.mark.parametrize("step_in_parent", [False, True])
 def test_non_finite_values_raise_as_in_the_stack(fault, expected, step_in_parent):
-    kwargs = {"num_workers": 2, "step_in_parent": step_in_parent, "envs_per_worker": 3}
+    options = WorkerOptions(num_workers=2, step_in_parent=step_in_parent, envs_per_worker=3)
     errors = []
     for fns, transform in [
         (_diverging(fault), _transform()),
         (_diverging(fault, stacked=True), None),
     ]:
-        with BatchEnv(fns, transform=transform, autoreset_mode="SameStep", **kwargs) as env:
+        with BatchEnv(fns, options, transform=transform, autoreset_mode="SameStep") as env:
             env.reset(seed=0)
             with pytest.raises(ValueError) as excinfo:
                 for _ in range(40):
@@ -241,12 +241,12 @@ def test_non_finite_values_raise_as_in_the_stack(fault, expected, step_in_parent
 @pytest.mark.parametrize("fault", ["obs", "reward", "final_obs"])
 @pytest.mark.filterwarnings("ignore::batchppo.envs.EnvRestartWarning")
 def test_non_finite_values_restart_the_env_as_in_the_stack(fault):
-    kwargs = {"num_workers": 2, "max_restarts": 10}
+    options = WorkerOptions(num_workers=2, max_restarts=10)
     with (
         BatchEnv(
-            _diverging(fault), transform=_transform(), autoreset_mode="SameStep", **kwargs
+            _diverging(fault), options, transform=_transform(), autoreset_mode="SameStep"
         ) as fast,
-        BatchEnv(_diverging(fault, stacked=True), autoreset_mode="SameStep", **kwargs) as slow,
+        BatchEnv(_diverging(fault, stacked=True), options, autoreset_mode="SameStep") as slow,
     ):
         fast.reset(seed=0), slow.reset(seed=0)
         rng = np.random.default_rng(0)
@@ -262,7 +262,9 @@ def test_transform_needs_the_spaces_it_was_built_for():
     env = DivergingEnv()
     other = batch_transform("Pendulum-v1", env.observation_space, spaces.Box(-1, 1, (2,)))
     with pytest.raises(SpaceMismatchError, match="the transform applies to"):
-        BatchEnv(_diverging(), transform=other, num_workers=1, autoreset_mode="SameStep")
+        BatchEnv(
+            _diverging(), WorkerOptions(num_workers=1), transform=other, autoreset_mode="SameStep"
+        )
 
 
 def test_spaces_the_transform_does_not_cover():

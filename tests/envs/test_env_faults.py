@@ -18,7 +18,13 @@ import psutil
 import pytest
 from envs_testlib import FaultyEnv, HangAfterRestartEnv, SlowEnv
 
-from batchppo.envs import BatchEnv, EnvRestartWarning, EnvTimeoutError, WorkerDiedError
+from batchppo.envs import (
+    BatchEnv,
+    EnvRestartWarning,
+    EnvTimeoutError,
+    WorkerDiedError,
+    WorkerOptions,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -57,8 +63,7 @@ def test_constructor_error_keeps_type_and_names_env(bad):
     with pytest.raises(ZeroDivisionError, match=f"env {bad}") as info:
         BatchEnv(
             faulty_fns(4, bad, "init"),
-            num_workers=2,
-            step_in_parent=bad == 1,
+            WorkerOptions(num_workers=2, step_in_parent=bad == 1),
             autoreset_mode="SameStep",
         )
     assert "constructor of env" in str(info.value)
@@ -71,8 +76,7 @@ def test_reset_error_keeps_type_and_names_env(bad):
     with (
         BatchEnv(
             faulty_fns(4, bad, "reset"),
-            num_workers=2,
-            step_in_parent=bad == 1,
+            WorkerOptions(num_workers=2, step_in_parent=bad == 1),
             autoreset_mode="SameStep",
         ) as env,
         pytest.raises(KeyError, match=f"env {bad}"),
@@ -84,8 +88,7 @@ def test_reset_error_keeps_type_and_names_env(bad):
 def test_step_error_keeps_type_names_env_and_carries_traceback(bad):
     with BatchEnv(
         faulty_fns(4, bad, "step"),
-        num_workers=2,
-        step_in_parent=bad == 1,
+        WorkerOptions(num_workers=2, step_in_parent=bad == 1),
         autoreset_mode="SameStep",
     ) as env:
         env.reset(seed=0)
@@ -104,7 +107,9 @@ def test_step_error_keeps_type_names_env_and_carries_traceback(bad):
 @pytest.mark.parametrize("fault", ["exit", "kill", "segfault"])
 def test_dead_worker_is_an_error_not_a_hang(fault):
     env = BatchEnv(
-        faulty_fns(4, 3, fault), num_workers=2, step_in_parent=True, autoreset_mode="SameStep"
+        faulty_fns(4, 3, fault),
+        WorkerOptions(num_workers=2, step_in_parent=True),
+        autoreset_mode="SameStep",
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -119,7 +124,9 @@ def test_dead_worker_is_an_error_not_a_hang(fault):
 
 
 def test_hanging_step_times_out_and_close_terminates():
-    env = BatchEnv(faulty_fns(4, 2, "hang", at=1), num_workers=2, autoreset_mode="SameStep")
+    env = BatchEnv(
+        faulty_fns(4, 2, "hang", at=1), WorkerOptions(num_workers=2), autoreset_mode="SameStep"
+    )
     pids = worker_pids(env)
     env.reset(seed=0)
     env.step_async(np.zeros((4, 1), np.float32))
@@ -131,14 +138,18 @@ def test_hanging_step_times_out_and_close_terminates():
 
 
 def test_hanging_env_close_is_escalated():
-    env = BatchEnv(faulty_fns(4, 3, "hang_close"), num_workers=2, autoreset_mode="SameStep")
+    env = BatchEnv(
+        faulty_fns(4, 3, "hang_close"), WorkerOptions(num_workers=2), autoreset_mode="SameStep"
+    )
     pids = worker_pids(env)
     env.close(timeout=0.2)
     assert_all_gone(pids, within=3.0)
 
 
 def test_close_twice_and_use_after_close():
-    env = BatchEnv(faulty_fns(2, -1, "none"), num_workers=2, autoreset_mode="SameStep")
+    env = BatchEnv(
+        faulty_fns(2, -1, "none"), WorkerOptions(num_workers=2), autoreset_mode="SameStep"
+    )
     pids = worker_pids(env)
     env.close()
     env.close()
@@ -151,7 +162,9 @@ def test_workers_leave_sigterm_to_the_parent():
     # `timeout`, Slurm and systemd stop a job by sending SIGTERM to its whole process group;
     # the parent decides (a training run finishes its iteration and saves), so the workers
     # live on until it closes them.
-    with BatchEnv(faulty_fns(2, -1, "none"), num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(
+        faulty_fns(2, -1, "none"), WorkerOptions(num_workers=2), autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         for pid in worker_pids(env):
             os.kill(pid, signal.SIGTERM)
@@ -176,10 +189,10 @@ PARENT_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {here!r})
     import envs_testlib
     cloudpickle.register_pickle_by_value(envs_testlib)
-    from batchppo.envs import BatchEnv
+    from batchppo.envs import BatchEnv, WorkerOptions
     fault = sys.argv[1]
     env = BatchEnv([lambda i=i: envs_testlib.FaultyEnv(i, 3, fault, 1) for i in range(4)],
-                   num_workers=3)
+                   WorkerOptions(num_workers=3))
     env.reset(seed=0)
     pids = [p.pid for p in psutil.Process().children(recursive=True)]
     print(" ".join(map(str, pids)), flush=True)
@@ -255,7 +268,9 @@ def test_no_child_outlives_ctrl_c(tmp_path):
 def test_unpicklable_info_is_an_error_not_a_dead_worker():
     from envs_testlib import LockInfoEnv
 
-    with BatchEnv([LockInfoEnv] * 2, num_workers=2, autoreset_mode="SameStep") as env:
+    with BatchEnv(
+        [LockInfoEnv] * 2, WorkerOptions(num_workers=2), autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         env.step(np.zeros((2, 1), np.float32))
         with pytest.raises(TypeError, match="lock"):
@@ -271,7 +286,7 @@ ISOLATION_SCRIPT = textwrap.dedent(
     sys.path.insert(0, {here!r})
     import envs_testlib
     cloudpickle.register_pickle_by_value(envs_testlib)
-    from batchppo.envs import BatchEnv, WorkerDiedError
+    from batchppo.envs import BatchEnv, WorkerDiedError, WorkerOptions
 
     if __name__ == "__main__":
         # Every env calls os._exit(3) in its first step; default arguments.
@@ -323,8 +338,8 @@ def test_default_isolation_an_exiting_env_raises_instead_of_killing_the_caller()
 def test_step_in_parent_opt_in_exit_takes_the_caller_but_leaks_nothing():
     code = ISOLATION_SCRIPT.format(here=HERE).replace(
         'BatchEnv([lambda: envs_testlib.FaultyEnv(0, 0, "exit", 1)] * 4)',
-        'BatchEnv([lambda: envs_testlib.FaultyEnv(0, 0, "exit", 1)] * 4, num_workers=2, '
-        "step_in_parent=True)",
+        'BatchEnv([lambda: envs_testlib.FaultyEnv(0, 0, "exit", 1)] * 4, '
+        "WorkerOptions(num_workers=2, step_in_parent=True))",
     )
     result = _run_script(code)
     # The opt-in gives up crash isolation: the env's os._exit(3) ends the calling process...
@@ -344,7 +359,9 @@ def test_default_is_one_worker_process_per_available_core(monkeypatch):
         env.reset(seed=0)
         assert env.get_attr("tag") == tuple(range(7))
     with BatchEnv(
-        faulty_fns(4, -1, "none"), num_workers=2, step_in_parent=True, autoreset_mode="SameStep"
+        faulty_fns(4, -1, "none"),
+        WorkerOptions(num_workers=2, step_in_parent=True),
+        autoreset_mode="SameStep",
     ) as env:
         # The opt-in: num_workers counts the parent, which steps the first share.
         assert env.parent_envs == (0, 2) and len(env.worker_pids) == 1
@@ -354,7 +371,7 @@ def test_parent_blocks_instead_of_spinning_while_workers_step():
     from envs_testlib import SlowEnv
 
     with BatchEnv(
-        [lambda: SlowEnv(delay=0.2)] * 2, num_workers=2, autoreset_mode="SameStep"
+        [lambda: SlowEnv(delay=0.2)] * 2, WorkerOptions(num_workers=2), autoreset_mode="SameStep"
     ) as env:
         env.reset(seed=0)
         action = np.zeros((2, 1), np.float32)
@@ -372,7 +389,9 @@ def test_idle_workers_stop_spinning_after_worker_spin_us():
     # Workers spin up to worker_spin_us for the next command, then block: a caller that
     # takes long between steps costs them no CPU.
     with BatchEnv(
-        faulty_fns(2, -1, "none"), num_workers=2, worker_spin_us=1000.0, autoreset_mode="SameStep"
+        faulty_fns(2, -1, "none"),
+        WorkerOptions(num_workers=2, worker_spin_us=1000.0),
+        autoreset_mode="SameStep",
     ) as env:
         env.reset(seed=0)
         env.step(np.zeros((2, 1), np.float32))
@@ -397,7 +416,9 @@ SLEEPING_FRAME = r'envs_testlib\.py", line \d+ in {}\n'
 def test_a_step_that_hangs_raises_env_timeout_error_naming_the_env_and_its_stack():
     # The issue's reproduction: env 2 of 4 sleeps in its 5th step.
     env = BatchEnv(
-        faulty_fns(4, 2, "hang", at=5), num_workers=2, autoreset_mode="SameStep", step_timeout=1.0
+        faulty_fns(4, 2, "hang", at=5),
+        WorkerOptions(num_workers=2, step_timeout=1.0),
+        autoreset_mode="SameStep",
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -424,10 +445,8 @@ def test_a_step_that_hangs_raises_env_timeout_error_naming_the_env_and_its_stack
 def test_a_hung_worker_is_restarted_under_max_restarts_and_its_episodes_truncated():
     env = BatchEnv(
         faulty_fns(4, 2, "hang", at=5),
-        num_workers=2,
+        WorkerOptions(num_workers=2, step_timeout=1.0, max_restarts=2),
         autoreset_mode="SameStep",
-        step_timeout=1.0,
-        max_restarts=2,
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -464,10 +483,8 @@ def test_a_hung_worker_is_restarted_under_max_restarts_and_its_episodes_truncate
 def test_a_timeout_past_the_restart_budget_raises_env_timeout_error_naming_the_budget():
     env = BatchEnv(
         faulty_fns(4, 2, "hang", at=2),
-        num_workers=2,
+        WorkerOptions(num_workers=2, step_timeout=1.0, max_restarts=1),
         autoreset_mode="SameStep",
-        step_timeout=1.0,
-        max_restarts=1,
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -507,10 +524,8 @@ def test_a_restart_that_hangs_raises_env_timeout_error_and_breaks_the_batch_env(
     marker = str(tmp_path / "failed")
     env = BatchEnv(
         [lambda i=i: HangAfterRestartEnv(i, 2, first, then, marker) for i in range(4)],
-        num_workers=2,
+        WorkerOptions(num_workers=2, step_timeout=1.0, max_restarts=4),
         autoreset_mode="SameStep",
-        step_timeout=1.0,
-        max_restarts=4,
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -539,7 +554,9 @@ def test_a_restart_that_hangs_raises_env_timeout_error_and_breaks_the_batch_env(
 def test_a_reset_or_call_that_hangs_raises_env_timeout_error(call):
     fault = "hang_reset" if call == "reset" else "none"
     env = BatchEnv(
-        faulty_fns(4, 2, fault), num_workers=2, autoreset_mode="SameStep", step_timeout=1.0
+        faulty_fns(4, 2, fault),
+        WorkerOptions(num_workers=2, step_timeout=1.0),
+        autoreset_mode="SameStep",
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -555,7 +572,9 @@ def test_a_reset_or_call_that_hangs_raises_env_timeout_error(call):
 
 def test_a_step_wait_timeout_keeps_the_step_pending_until_step_timeout():
     env = BatchEnv(
-        faulty_fns(4, 2, "hang", at=1), num_workers=2, autoreset_mode="SameStep", step_timeout=1.0
+        faulty_fns(4, 2, "hang", at=1),
+        WorkerOptions(num_workers=2, step_timeout=1.0),
+        autoreset_mode="SameStep",
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -571,9 +590,8 @@ def test_a_step_wait_timeout_keeps_the_step_pending_until_step_timeout():
 def test_a_slow_step_within_the_timeout_is_not_an_error():
     env = BatchEnv(
         [lambda i=i: SlowEnv(i, 0.3) for i in range(2)],
-        num_workers=2,
+        WorkerOptions(num_workers=2, step_timeout=1.0),
         autoreset_mode="SameStep",
-        step_timeout=1.0,
     )
     env.reset(seed=0)
     obs, *_ = env.step(np.zeros((2, 1), np.float32))
@@ -585,7 +603,9 @@ def test_a_slow_step_within_the_timeout_is_not_an_error():
 def test_step_timeout_must_be_positive_seconds(bad):
     with pytest.raises(ValueError) as info:
         BatchEnv(
-            faulty_fns(2, -1, "none"), num_workers=1, autoreset_mode="SameStep", step_timeout=bad
+            faulty_fns(2, -1, "none"),
+            WorkerOptions(num_workers=1, step_timeout=bad),
+            autoreset_mode="SameStep",
         )
     assert str(info.value) == (
         f"step_timeout must be a number of seconds > 0, or None to wait for ever; got {bad!r}."

@@ -19,10 +19,10 @@ UNGUARDED = textwrap.dedent(
     """
     import gymnasium
     import numpy as np
-    from batchppo.envs import BatchEnv
+    from batchppo.envs import BatchEnv, WorkerOptions
 
     print("top level runs", flush=True)
-    env = BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 3, num_workers=2)
+    env = BatchEnv([lambda: gymnasium.make("Pendulum-v1")] * 3, WorkerOptions(num_workers=2))
     obs, _ = env.reset(seed=0)
     obs, reward, *_ = env.step(np.zeros((3, 1), np.float32))
     print("stepped", obs.shape, reward.dtype, len(env.worker_pids), flush=True)
@@ -37,7 +37,7 @@ GUARDED_REGISTERING = textwrap.dedent(
     import gymnasium
     import numpy as np
     from gymnasium.envs.classic_control import PendulumEnv
-    from batchppo.envs import BatchEnv
+    from batchppo.envs import BatchEnv, WorkerOptions
 
     class MyPendulum(PendulumEnv):
         pass
@@ -45,7 +45,7 @@ GUARDED_REGISTERING = textwrap.dedent(
     gymnasium.register("MyPendulum-v0", entry_point=MyPendulum, max_episode_steps=5)
 
     if __name__ == "__main__":
-        env = BatchEnv([lambda: gymnasium.make("MyPendulum-v0")] * 2, num_workers=2)
+        env = BatchEnv([lambda: gymnasium.make("MyPendulum-v0")] * 2, WorkerOptions(num_workers=2))
         env.reset(seed=0)
         env.step(np.zeros((2, 1), np.float32))
         print("stepped", env.get_attr("spec")[1].id, flush=True)

@@ -89,17 +89,17 @@ def test_sync_and_process_backends_agree():
                 np.testing.assert_array_equal(x, y)
 
 
-def test_make_takes_the_batch_env_class_or_a_callable_building_it():
+def test_make_takes_a_batch_env_factory_by_name_or_as_a_callable():
     built = []
 
     def factory(env_fns, **kwargs):
         built.append((len(env_fns), sorted(kwargs)))
-        return BatchEnv(env_fns, **kwargs)
+        return make_module.process_batch_env(env_fns, **kwargs)
 
     common = {"seed": 2, "num_workers": 1, "max_length": 3}
     with (
         make("Pendulum-v1", 3, backend="process", **common) as by_name,
-        make("Pendulum-v1", 3, backend=BatchEnv, **common) as by_class,
+        make("Pendulum-v1", 3, backend=make_module.process_batch_env, **common) as by_class,
         make("Pendulum-v1", 3, backend=factory, ray_options={"spin_us": 10.0}, **common) as own,
         make("Pendulum-v1", 3, backend=make_module.in_process_batch_env, **common) as local,
     ):

@@ -14,7 +14,7 @@ from envs_testlib import BuiltOnceEnv, CountEnv, FaultyNestedEnv
 from gymnasium.vector import AutoresetMode
 from test_env_faults import assert_all_gone, faulty_fns, worker_pids
 
-from batchppo.envs import BatchEnv, EnvRestartWarning, WorkerDiedError, make
+from batchppo.envs import BatchEnv, EnvRestartWarning, WorkerDiedError, WorkerOptions, make
 from batchppo.envs.batch_env import restart_seed
 
 pytestmark = pytest.mark.timeout(30)
@@ -56,7 +56,9 @@ def stepper(env: BatchEnv, method: str):
 def test_env_that_raises_is_rebuilt_and_its_episode_truncated(bad, method):
     fns = faulty_fns(4, bad, "step", at=2)
     with BatchEnv(
-        fns, num_workers=2, step_in_parent=bad == 1, max_restarts=3, autoreset_mode="SameStep"
+        fns,
+        WorkerOptions(num_workers=2, step_in_parent=bad == 1, max_restarts=3),
+        autoreset_mode="SameStep",
     ) as env:
         step = stepper(env, method)
         env.reset(seed=10)
@@ -107,7 +109,9 @@ def test_dead_worker_is_respawned_and_all_its_envs_truncated(how):
     # cause the death and is restarted too.
     fault = "kill" if how == "env_kills_its_worker_in_step" else "none"
     env = BatchEnv(
-        faulty_fns(4, 3, fault, at=2), num_workers=2, max_restarts=4, autoreset_mode="SameStep"
+        faulty_fns(4, 3, fault, at=2),
+        WorkerOptions(num_workers=2, max_restarts=4),
+        autoreset_mode="SameStep",
     )
     old = worker_pids(env)
     env.reset(seed=0)
@@ -143,7 +147,9 @@ def test_dead_worker_is_respawned_and_all_its_envs_truncated(how):
 
 def test_nested_observations_restart_leaf_by_leaf():
     fns = [lambda i=i: FaultyNestedEnv(i, 1, at=2) for i in range(2)]
-    with BatchEnv(fns, num_workers=2, max_restarts=1, autoreset_mode="SameStep") as env:
+    with BatchEnv(
+        fns, WorkerOptions(num_workers=2, max_restarts=1), autoreset_mode="SameStep"
+    ) as env:
         env.reset(seed=0)
         actions = (np.zeros((2, 2), np.float32), np.zeros(2, np.int64))
         env.step(actions)
@@ -158,7 +164,9 @@ def test_nested_observations_restart_leaf_by_leaf():
 def test_used_up_budget_raises_the_envs_own_error_naming_the_setting():
     # Env 3 raises at its first step of every episode: restart 1 is allowed, the next is not.
     with BatchEnv(
-        faulty_fns(4, 3, "step", at=1), num_workers=2, max_restarts=1, autoreset_mode="SameStep"
+        faulty_fns(4, 3, "step", at=1),
+        WorkerOptions(num_workers=2, max_restarts=1),
+        autoreset_mode="SameStep",
     ) as env:
         env.reset(seed=0)
         with pytest.warns(EnvRestartWarning):
@@ -176,7 +184,9 @@ def test_used_up_budget_raises_the_envs_own_error_naming_the_setting():
 
 def test_used_up_budget_on_a_dead_worker_raises_worker_died_error():
     env = BatchEnv(
-        faulty_fns(4, 3, "kill", at=1), num_workers=2, max_restarts=1, autoreset_mode="SameStep"
+        faulty_fns(4, 3, "kill", at=1),
+        WorkerOptions(num_workers=2, max_restarts=1),
+        autoreset_mode="SameStep",
     )
     pids = worker_pids(env)
     env.reset(seed=0)
@@ -195,7 +205,9 @@ def test_used_up_budget_on_a_dead_worker_raises_worker_died_error():
 def test_default_fails_fast_and_never_restarts():
     with warnings.catch_warnings():
         warnings.simplefilter("error", EnvRestartWarning)
-        with BatchEnv(faulty_fns(4, 3, "step"), num_workers=2, autoreset_mode="SameStep") as env:
+        with BatchEnv(
+            faulty_fns(4, 3, "step"), WorkerOptions(num_workers=2), autoreset_mode="SameStep"
+        ) as env:
             assert env.max_restarts == 0
             env.reset(seed=0)
             env.step(ACTION)
@@ -203,7 +215,9 @@ def test_default_fails_fast_and_never_restarts():
                 env.step(ACTION)
             assert "restart" not in str(info.value)
             assert env.restarts == 0
-        env = BatchEnv(faulty_fns(4, 3, "kill"), num_workers=2, autoreset_mode="SameStep")
+        env = BatchEnv(
+            faulty_fns(4, 3, "kill"), WorkerOptions(num_workers=2), autoreset_mode="SameStep"
+        )
         pids = worker_pids(env)
         env.reset(seed=0)
         env.step(ACTION)
@@ -221,8 +235,7 @@ def test_failed_rebuild_is_raised_and_breaks_the_batch_env():
     # Env 1 (alone in worker 1) raises in step, then cannot be built again.
     env = BatchEnv(
         [lambda i=i: BuiltOnceEnv(i, 1) for i in range(2)],
-        num_workers=2,
-        max_restarts=5,
+        WorkerOptions(num_workers=2, max_restarts=5),
         autoreset_mode="SameStep",
     )
     pids = worker_pids(env)
@@ -240,17 +253,13 @@ def test_bad_settings_are_refused_at_construction():
         with pytest.raises(ValueError, match="max_restarts must be an int >= 0"):
             BatchEnv(
                 [CountEnv],
-                num_workers=1,
-                step_in_parent=True,
-                max_restarts=bad,
+                WorkerOptions(num_workers=1, step_in_parent=True, max_restarts=bad),
                 autoreset_mode="SameStep",
             )
     with pytest.raises(ValueError, match="max_restarts=2 needs autoreset_mode=SAME_STEP"):
         BatchEnv(
             [CountEnv],
-            num_workers=1,
-            step_in_parent=True,
-            max_restarts=2,
+            WorkerOptions(num_workers=1, step_in_parent=True, max_restarts=2),
             autoreset_mode=AutoresetMode.NEXT_STEP,
         )
     with pytest.raises(ValueError, match="process and sync backends only"):

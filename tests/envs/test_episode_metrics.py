@@ -8,7 +8,7 @@ import pytest
 from envs_testlib import WalkEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from batchppo.envs import BatchEnv
+from batchppo.envs import BatchEnv, WorkerOptions
 from batchppo.envs.episode_metrics import (
     TASK_METRICS,
     EpisodeInfoRecorder,
@@ -45,7 +45,7 @@ def test_recorder_summarises_each_episode(backend):
     if backend == "gymnasium":
         env = SyncVectorEnv(walk_fns(2), autoreset_mode=AutoresetMode.SAME_STEP)
     else:
-        env = BatchEnv(walk_fns(2), num_workers=1, autoreset_mode="SameStep")
+        env = BatchEnv(walk_fns(2), WorkerOptions(num_workers=1), autoreset_mode="SameStep")
     recorder = EpisodeInfoRecorder(2)
     try:
         _, infos = env.reset(seed=0)

@@ -13,7 +13,7 @@ from gymnasium.wrappers import TimeLimit
 
 ray = pytest.importorskip("ray")
 
-from batchppo.envs import BatchEnv, make, make_env_fn  # noqa: E402
+from batchppo.envs import BatchEnv, WorkerOptions, make, make_env_fn  # noqa: E402
 from batchppo.envs.errors import (  # noqa: E402
     EnvTimeoutError,
     SpaceMismatchError,
@@ -46,7 +46,7 @@ def fns():
 def test_ray_matches_batch_env(local_ray):
     with (
         RayBatchEnv(fns(), num_workers=2) as renv,
-        BatchEnv(fns(), num_workers=2, autoreset_mode="SameStep") as benv,
+        BatchEnv(fns(), WorkerOptions(num_workers=2), autoreset_mode="SameStep") as benv,
     ):
         assert renv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
         r_obs, _ = renv.reset(seed=4)

@@ -39,7 +39,7 @@ from gymnasium.vector.utils import (
     iterate,
 )
 
-from batchppo.envs import BatchEnv
+from batchppo.envs import BatchEnv, WorkerOptions
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -212,9 +212,11 @@ IMPLS = {
     "AsyncVectorEnv": lambda fns, mode, **kw: AsyncVectorEnv(
         fns, autoreset_mode=mode, **{"context": _CONTEXT, **kw}
     ),
-    "BatchEnv": lambda fns, mode, **kw: BatchEnv(fns, num_workers=2, autoreset_mode=mode, **kw),
+    "BatchEnv": lambda fns, mode, **kw: BatchEnv(
+        fns, WorkerOptions(num_workers=2), autoreset_mode=mode, **kw
+    ),
     "BatchEnv-parent": lambda fns, mode, **kw: BatchEnv(
-        fns, num_workers=2, step_in_parent=True, autoreset_mode=mode, **kw
+        fns, WorkerOptions(num_workers=2, step_in_parent=True), autoreset_mode=mode, **kw
     ),
 }
 # The implementations whose every env runs in a worker process (for the checks of workers).
@@ -550,7 +552,9 @@ def test_close_abandons_a_pending_call_where_gymnasium_waits_for_it():
     """A documented difference: BatchEnv's close() with a step pending warns as Gymnasium's
     does, then ends the workers without waiting for the step (Gymnasium's close waits for
     the pending call, here for ever)."""
-    env = BatchEnv([lambda i=i: StuckEnv("box", i) for i in range(NUM_ENVS)], num_workers=2)
+    env = BatchEnv(
+        [lambda i=i: StuckEnv("box", i) for i in range(NUM_ENVS)], WorkerOptions(num_workers=2)
+    )
     env.reset(seed=0)
     pids = set(env.call("pid"))
     env.step_async(actions_for("box", 0))
@@ -569,7 +573,7 @@ def test_the_default_autoreset_is_gymnasiums_so_its_wrappers_take_batch_env():
     fns = [lambda i=i: CountingEnv("dict", i) for i in range(NUM_ENVS)]
     results = {}
     for name, cls in (("AsyncVectorEnv", AsyncVectorEnv), ("BatchEnv", BatchEnv)):
-        kwargs = {"context": _CONTEXT} if cls is AsyncVectorEnv else {"num_workers": 2}
+        kwargs = {"context": _CONTEXT} if cls is AsyncVectorEnv else {}
         env = NormalizeObservation(FlattenObservation(cls(fns, **kwargs)))
         assert env.metadata["autoreset_mode"] is NEXT
         obs, _ = env.reset(seed=0)

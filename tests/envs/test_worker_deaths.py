@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
-from batchppo.envs import BatchEnv, WorkerDiedError
+from batchppo.envs import BatchEnv, WorkerDiedError, WorkerOptions
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -61,7 +61,7 @@ class HandlerPendulum(PendulumEnv):
 
 
 def test_a_death_names_the_exit_code_the_call_and_the_stderr_tail(capfd):
-    env = BatchEnv([DyingPendulum] * 2, num_workers=2, autoreset_mode="SameStep")
+    env = BatchEnv([DyingPendulum] * 2, WorkerOptions(num_workers=2), autoreset_mode="SameStep")
     pid = env.worker_pids[0]
     env.reset(seed=0)
     env.step(ACTIONS)
@@ -84,7 +84,9 @@ def test_a_death_names_the_exit_code_the_call_and_the_stderr_tail(capfd):
 
 def test_a_death_by_signal_in_a_call_names_the_signal_and_the_call():
     env = BatchEnv(
-        [lambda: DyingPendulum(signal_kill=True)] * 2, num_workers=2, autoreset_mode="SameStep"
+        [lambda: DyingPendulum(signal_kill=True)] * 2,
+        WorkerOptions(num_workers=2),
+        autoreset_mode="SameStep",
     )
     env.reset(seed=0)
     with pytest.raises(WorkerDiedError, match=r"died \(killed by signal SIGKILL\) during a "
@@ -94,7 +96,7 @@ def test_a_death_by_signal_in_a_call_names_the_signal_and_the_call():
 
 
 def test_a_worker_ignores_stop_signals_whatever_handlers_its_env_installs():
-    env = BatchEnv([HandlerPendulum] * 2, num_workers=2, autoreset_mode="SameStep")
+    env = BatchEnv([HandlerPendulum] * 2, WorkerOptions(num_workers=2), autoreset_mode="SameStep")
     try:
         env.reset(seed=0)
         for pid in env.worker_pids:

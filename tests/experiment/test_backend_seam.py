@@ -22,6 +22,7 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import HostEnv, make_env
 from batchppo.backends.host import host_backend, make_host_env
 from batchppo.envs import BatchEnv
+from batchppo.envs.make import process_batch_env
 from batchppo.experiment import configs, env_checks, loading, visualize
 from batchppo.experiment.errors import ConfigError, UserError
 
@@ -87,7 +88,7 @@ def test_a_host_backend_with_a_batch_env_of_its_own_is_one_record():
 
     def my_batch_env(env_fns: list, **kwargs: Any) -> BatchEnv:
         built.append(len(env_fns))
-        return BatchEnv(env_fns, **kwargs)
+        return process_batch_env(env_fns, **kwargs)
 
     backends.register(host_backend("mine", description="my batch env", batch_env=my_batch_env))
     try:

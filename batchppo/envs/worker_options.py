@@ -1,0 +1,188 @@
+"""WorkerOptions: how a [`BatchEnv`][batchppo.envs.BatchEnv] shares its envs among processes and
+how it meets their faults, as one checked value.
+
+The settings that ``AsyncVectorEnv`` has no word for (how many workers, whether the calling
+process steps a share, the restart budget, the time limit on a worker's answer and the waits'
+spinning) travel together: ``BatchEnv(env_fns, WorkerOptions(num_workers=4, max_restarts=2))``.
+A bad value is refused where the options are made, in one line naming the setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["WorkerOptions", "check_step_timeout", "check_worker_options", "refuses_moved_keywords"]
+
+
+def check_step_timeout(step_timeout: float | None) -> float | None:
+    """``step_timeout`` as a float (None: no limit).
+
+    Raises:
+        ValueError: Not a number of seconds > 0 (nor None).
+    """
+    if step_timeout is not None and (
+        isinstance(step_timeout, bool)
+        or not isinstance(step_timeout, (int, float))
+        or not 0 < step_timeout < math.inf
+    ):
+        raise ValueError(
+            f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
+            f"{step_timeout!r}."
+        )
+    return None if step_timeout is None else float(step_timeout)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerOptions:
+    """Where a batch env's envs are stepped and how their faults are met.
+
+    Examples:
+        >>> import gymnasium
+        >>> from batchppo.envs import BatchEnv, WorkerOptions
+        >>> options = WorkerOptions(num_workers=2, max_restarts=1, step_timeout=30.0)
+        >>> fns = [lambda: gymnasium.make("Pendulum-v1")] * 4
+        >>> with BatchEnv(fns, options, autoreset_mode="SameStep") as env:
+        ...     env.worker_envs
+        [(0, 2), (2, 4)]
+
+    Attributes:
+        num_workers: Number of units that step envs: worker processes, plus the parent when
+            ``step_in_parent``; None (the default): the CPUs available
+            (``os.sched_getaffinity``).
+        envs_per_worker: Envs per unit ``K``; None: ``ceil(num_envs / num_workers)``. When
+            given, the number of units is ``ceil(num_envs / K)``.
+        step_in_parent: Opt-in: the parent steps the first ``K`` envs itself while the workers
+            step the others (saves one process and its signalling), in ``step_wait``, so
+            ``step_async`` still returns at once. This gives up crash isolation: an env of the
+            parent's share that calls ``os._exit`` or segfaults ends the calling process. With
+            ``num_workers=1`` no process is started at all (the ``"sync"`` backend of
+            [`make`][batchppo.envs.make.make]).
+        max_restarts: How many env restarts the batch env may make over its life (``SAME_STEP``
+            mode only; see *Restarts* below); 0 (the default) fails fast: the env's error (or
+            [`WorkerDiedError`][batchppo.envs.WorkerDiedError]) is raised.
+        step_timeout: Seconds a worker may take to answer a step, reset or call, counted from
+            its ``*_async`` call; None (the default) waits for ever. Past it the hung workers
+            write their Python stacks (``faulthandler``, on ``SIGUSR1``), are killed, and the
+            call raises [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] naming their envs
+            and showing the stacks; the batch env is then broken, except in a step with
+            restarts on, where hung workers are handled as dead ones (see *Restarts*, which
+            bounds a restart's waits too). Only the worker processes are timed: not the envs
+            stepped in the parent (``step_in_parent``), nor building the envs at construction
+            (which may legitimately take long, and the caller sees it happen).
+        spin_us: Microseconds the parent's wait for the workers spins (non-blocking tries, then
+            ``sched_yield``) before it blocks on their semaphores. Spinning saves the wake-up
+            latency of a blocked process when the other side answers quickly; blocking costs
+            no CPU on long waits.
+        worker_spin_us: Microseconds a worker spins, the same way, waiting for its next command
+            after answering one. A worker still spinning when the next step comes starts it
+            without a wake-up; one that spins longer than the caller takes between steps spends
+            up to this much CPU per step.
+
+    **Restarts** (``max_restarts > 0``, ``SAME_STEP`` mode only). When an env's ``step`` raises, or
+    a worker process dies during a step (or does not answer within ``step_timeout``: it is killed
+    and handled as a dead one), [`step`][batchppo.envs.BatchEnv.step] and
+    [`step_arrays`][batchppo.envs.BatchEnv.step_arrays] do not raise. The env is built again from
+    its env function (a dead worker is respawned and builds all its envs: all are restarted) and
+    reset with a fresh seed (``restart_seed`` of the env's last reset seed and the restart's
+    number). For that step each such env reports ``truncated=True``, ``terminated=False``, reward 0,
+    the last obs it returned as its final obs and the new episode's first obs as its obs; it counts
+    once in ``BatchEnv.restarts``, is marked in ``infos["env_restarted"]`` (mask
+    ``infos["_env_restarted"]``; its ``final_info`` is ``{}``) and gets an
+    [`EnvRestartWarning`][batchppo.envs.EnvRestartWarning] naming the error. A step that would take
+    ``restarts`` past ``max_restarts`` restarts nothing and raises the error (the env's type,
+    ``WorkerDiedError`` or ``EnvTimeoutError``) as with ``max_restarts=0``, its message naming the
+    budget. Errors and worker deaths outside a step (construction, ``reset``, ``call``) raise as
+    with ``max_restarts=0``; a rebuild or reset that fails in a restart raises and breaks the batch
+    env (it then accepts only ``close``). With ``step_timeout`` each wait of a restart is bounded by
+    it, counted from its own command: a respawned worker's start (building its envs, taking their
+    rows), then the restart proper (rebuilding the envs that raised, resetting every restarted
+    env). A worker that does not answer in time is killed and
+    [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] is raised naming its envs and showing its
+    stacks; the batch env is broken. Such a failed restart is not retried and not counted in
+    ``restarts``, as a failed rebuild or reset: an env that hangs in its restart would most likely
+    hang in the next one too, each try holding the run for another ``step_timeout``.
+
+    Raises:
+        ValueError: A setting of the wrong type or out of range, in one line naming it.
+    """
+
+    num_workers: int | None = None
+    envs_per_worker: int | None = None
+    step_in_parent: bool = False
+    max_restarts: int = 0
+    step_timeout: float | None = None
+    spin_us: float = 50.0
+    worker_spin_us: float = 1000.0
+
+    def __post_init__(self) -> None:
+        for name in ("num_workers", "envs_per_worker"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
+        if not isinstance(self.step_in_parent, bool):
+            raise ValueError(f"step_in_parent must be a bool; got {self.step_in_parent!r}.")
+        if not _is_int(self.max_restarts) or self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be an int >= 0; got {self.max_restarts!r}.")
+        object.__setattr__(self, "step_timeout", check_step_timeout(self.step_timeout))
+        for name in ("spin_us", "worker_spin_us"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (0 <= value < math.inf)
+            ):
+                raise ValueError(f"{name} must be a number of microseconds >= 0; got {value!r}.")
+
+
+def check_worker_options(worker_options: WorkerOptions | None) -> WorkerOptions:
+    """``worker_options`` as given, or the defaults for None.
+
+    Raises:
+        TypeError: Not a ``WorkerOptions`` (nor None).
+    """
+    if worker_options is None:
+        return WorkerOptions()
+    if not isinstance(worker_options, WorkerOptions):
+        raise TypeError(
+            f"worker_options must be a batchppo.envs.WorkerOptions or None; got "
+            f"{worker_options!r} ({type(worker_options).__name__}): pass, say, "
+            "worker_options=WorkerOptions(num_workers=4)."
+        )
+    return worker_options
+
+
+MOVED_KEYWORDS = frozenset(field.name for field in dataclasses.fields(WorkerOptions))
+"""``BatchEnv``'s keyword arguments that moved into ``WorkerOptions``."""
+
+
+def refuses_moved_keywords(init: Callable[..., None]) -> Callable[..., None]:
+    """Wraps ``BatchEnv.__init__`` so that a keyword argument it no longer takes raises a
+    one-line ``TypeError`` naming the spelling that replaces it: ``worker_options=WorkerOptions(
+    ...)`` for the settings that moved there, ``context`` for ``start_method``. Any other
+    keyword meets Python's own error; the signature shown is ``init``'s."""
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        moved = {name: value for name, value in kwargs.items() if name in MOVED_KEYWORDS}
+        if moved:
+            given = ", ".join(f"{name}={value!r}" for name, value in moved.items())
+            raise TypeError(
+                f"BatchEnv() takes {', '.join(moved)} in its worker options: pass "
+                f"worker_options=WorkerOptions({given}) (from batchppo.envs)."
+            )
+        if "start_method" in kwargs:
+            raise TypeError(
+                "BatchEnv() names the workers' start method context, as AsyncVectorEnv does: "
+                f"pass context={kwargs['start_method']!r}."
+            )
+        init(self, *args, **kwargs)
+
+    return checked
