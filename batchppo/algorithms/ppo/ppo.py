@@ -511,7 +511,7 @@ class PPO(ActorCriticActing):
 def make_train(
     config: PPOConfig, network_factory: NetworkFactory | None = None
 ) -> Callable[[jax.Array], tuple[TrainState, dict]]:
-    """The whole training run as one pure function, for pure-JAX backends (gymnax, brax).
+    """The whole training run as one pure function, for pure-JAX backends (gymnax, Brax, Jumanji).
 
     Examples:
         Four seeds of a whole run in one compiled program (a run's worth of training: the docs
@@ -521,7 +521,8 @@ def make_train(
         >>> states, metrics = train_fn(jax.random.split(jax.random.key(0), 4))  # doctest: +SKIP
 
     Args:
-        config: The run's config; ``backend`` must be ``gymnax`` or ``brax``.
+        config: The run's config; its ``backend`` must be a pure-JAX one (``gymnax``, ``brax``,
+            ``jumanji``).
         network_factory: ``(config, spec) -> Network`` that builds the network (as Brax's
             ``network_factory``); None: ``make_network``, from the config's network fields.
 
