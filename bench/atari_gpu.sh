@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One Atari preset for a long budget on a lent GPU machine (the `device` tool): the machine has
 # no package index, so the packages its image lacks travel as wheels in .whl/ (see
-# docs/benchmarks.md, section 8c, for the list and the command that fetched them).
+# docs/benchmarks-journal.md, section 8c, for the list and the command that fetched them).
 #
 # Usage (from the repository root, on the GPU machine):
 #   PRESET=breakout_atari STEPS=1250000 LIMIT=540 bench/atari_gpu.sh          # a new run

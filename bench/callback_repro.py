@@ -2,7 +2,7 @@
 
 On an H200 (jaxlib 0.11.2, CUDA 13) the ``breakout_atari`` rollout with the host env's
 ``io_callback`` inside the compiled iteration died while compiling (``shape_util.cc:757 Check
-failed: shape.IsArray() || shape.IsTuple()``, benchmarks 8c). This script is the minimal
+failed: shape.IsArray() || shape.IsTuple()``, benchmarks journal 8c). This script is the minimal
 program of that form, and its variants, each compiled and run in a process of its own (an
 abort kills only that process): a fake Atari step on the host (NumPy: eight 84x84x4 uint8
 frames, rewards, terminated, truncated and the final frames, as ``HostEnv.host_step``
@@ -20,7 +20,7 @@ Variants (``--variants``, default all):
 * ``pure``: ``jax.pure_callback`` (no ordering; the env's order is then not guaranteed).
 
 Every form above compiled on an H200 where the ``breakout_atari`` iteration still aborted, in
-XLA's ``PriorityFusion`` cost analysis (benchmarks 11e). The next forms add, to ``ordered``,
+XLA's ``PriorityFusion`` cost analysis (benchmarks journal 11e). The next forms add, to ``ordered``,
 one by one what that iteration holds around its callback, to find which brings the abort:
 
 * ``frames``: the rollout stacks every step's frames and final frames (``u8[T, 8, 84, 84, 4]``

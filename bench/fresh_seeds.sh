@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fresh seeds 10-19 of the *_fast MuJoCo presets, the presets frozen (docs/benchmarks.md 10c), or
+# Fresh seeds 10-19 of the *_fast MuJoCo presets, the presets frozen (docs/benchmarks-journal.md 10c), or
 # any seeds of a variant of them (a lever tried on the tuning seeds: SEEDS, VARIANT, SETS).
 #
 #   bench/fresh_seeds.sh train [PRESET ...]   # train what is missing into runs_fresh/, one run at

@@ -46,7 +46,7 @@ What is timed, per side:
 
 Settings: ``settings`` in the JSON lists each side's, matched by name; ``differences`` lists
 what cannot be matched (each library's own algorithmic choices). On a GPU machine without a
-package index, the packages its image lacks travel as wheels (as docs/benchmarks.md 8c):
+package index, the packages its image lacks travel as wheels (as docs/benchmarks-journal.md 8c):
 
     pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl \
         gymnax==1.0.1 gymnasium==1.3.0 farama-notifications distrax==0.1.9 tfp-nightly \

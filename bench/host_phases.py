@@ -1,9 +1,9 @@
 """Where a host-loop iteration's time goes (issue 41, item 4): env, policy, update.
 
 ``breakout_atari`` at CleanRL's settings trains at about 2k agent steps/s on an H200 with the
-rollout a Python loop (``host_loop=true``, benchmarks 11e): 4 ms per step of 8 envs, where the
-target is under 1 ms. This script splits that time for a preset with host envs, in one process,
-after a warm-up iteration that compiles everything:
+rollout a Python loop (``host_loop=true``, benchmarks journal 11e): 4 ms per step of 8 envs,
+where the target is under 1 ms. This script splits that time for a preset with host envs, in
+one process, after a warm-up iteration that compiles everything:
 
 * ``iteration``: ``Trainer.iteration`` (the rollout loop, then the compiled update);
 * ``rollout``: ``HostLoop.rollout`` alone over the trainer's env;

@@ -398,7 +398,7 @@ MINATAR = (
     MinAtarGame("SpaceInvaders", "space_invaders_minatar", 131),
 )
 """Source: RobertTLange/gymnax README (its table of PPO returns, since commit bb236c1) and
-the checkpoints and configs of RobertTLange/gymnax-blines (benchmarks, 6b and 6c)."""
+the checkpoints and configs of RobertTLange/gymnax-blines (benchmarks journal, 6b and 6c)."""
 MINATAR_SEEDS = (0, 1, 2)
 
 
@@ -529,7 +529,7 @@ def minatar_block() -> list[str]:
     runs = [RUNS / f"s{seed}-{game.preset}-10M" for game in MINATAR for seed in MINATAR_SEEDS]
     return [
         f"Each of these {len(runs)} runs took {_minutes(runs)} to its final evaluation on a "
-        "2-core CPU, under differing load (benchmarks, 6b and 6c).",
+        "2-core CPU, under differing load (benchmarks journal, 6b and 6c).",
         "",
         *minatar_table(),
     ]
@@ -552,7 +552,7 @@ ATARI_TIMED = {
     2: ("breakout_atari-2M-seed2-rerun.json", "breakout_cleanrl-2M-seed2-rerun.json"),
 }
 """The Breakout seeds whose two runs were timed each alone on the machine: our file and
-CleanRL's (benchmarks, 8e and 10h; seed 0's shared the machine)."""
+CleanRL's (benchmarks journal, 8e and 10h; seed 0's shared the machine)."""
 
 
 def _atari_times() -> str:
@@ -569,7 +569,7 @@ def _atari_times() -> str:
         f"Time of a whole run (start-up and evaluations included), each side alone on the "
         f"machine, ours over CleanRL's, seeds {seeds}: wall-clock "
         f"{_join([f'{v:.2f}x' for v in wall])}, CPU time {_join([f'{v:.2f}x' for v in cpu])} "
-        f"(one run a seed; benchmarks, 8e and 10h)."
+        f"(one run a seed; benchmarks journal, 8e and 10h)."
     )
 
 
@@ -579,12 +579,12 @@ def _pong() -> str:
     for seed in ATARI_SEEDS:
         bench = json.loads((RESULTS / f"pong_atari-2M-seed{seed}.json").read_text())["bench"]
         values += [bench["cleanrl"]["score"], bench["batchppo"]["score"]]
-    # Within two points of a game lost 0-21, as benchmarks 8f reads "not learned".
+    # Within two points of a game lost 0-21, as benchmarks journal 8f reads "not learned".
     learned = "" if max(values) > -19 else "neither side learned "
     return (
         f"Pong at 2M frames, seeds {_join([str(s) for s in ATARI_SEEDS])} a side: {learned}(every "
         f"final score between {min(values):.1f} and {max(values):.1f}, where -21 is a game lost "
-        "0-21; benchmarks, 8f)."
+        "0-21; benchmarks journal, 8f)."
     )
 
 
@@ -640,7 +640,7 @@ def craftax_block() -> list[str]:
         f"at equal steps ({speed['steps']:,} a run, each side in its own process, "
         f"{_count(len(runs['baseline']), 'round')} in alternating order): {ratios('batchppo')} "
         f"the baseline's steps/s ({ratios('batchppo_lean')} without the per-minibatch "
-        "diagnostics; benchmarks, 13)."
+        "diagnostics; benchmarks journal, 13)."
     )
 
 
@@ -706,8 +706,9 @@ GPU_RUNS = {
     ),
     "setup": (("gpu-h200-humanoid-setup-2026-11-27-d5.json",),),
 }
-"""`bench/gpu.py`'s runs on the H200 on 2026-11-27 (benchmarks, 11e, 11i, 11j), each a call's
-files: its JSON and, where the call was cut short, the log that kept the rest."""
+"""`bench/gpu.py`'s runs on the H200 on 2026-11-27 (benchmarks journal, 11e, 11i,
+11j), each a call's files: its JSON and, where the call was cut short, the log that kept the
+rest."""
 ATARI_TARGET = 9600
 """Issue 41's Atari rate at 8 envs: twice the 4.8k agent steps/s of CleanRL's runtime table
 for `ppo_atari_envpool_xla_jax_scan.py`."""
@@ -745,7 +746,8 @@ def _atari_gpu() -> str:
         "**Atari on that GPU**: Breakout at CleanRL's settings (`breakout_atari`, 8 envs in "
         f"worker processes) trained at {rates(loop)} agent steps/s with the rollout a Python "
         f"loop ({_count(len(loop), 'run')}, one a call; {rates(graph)} with the rollout inside "
-        "the compiled program; benchmarks, 11i, 11j). In the first of those calls the 8 envs "
+        "the compiled program; benchmarks journal, 11i, 11j). In the first of those calls the 8 "
+        "envs "
         f"alone (BatchEnv, no learner) stepped at {alone:,.0f} agent steps/s (best of 2 "
         "rounds). A model, not a measurement: `bench/lockstep.py` draws 8 independent step "
         "times from one env's step times, measured on the machine of another call, and "
@@ -768,7 +770,7 @@ def gpu_block() -> list[str]:
     speed = _paragraph(
         "**Speed on one GPU** (an NVIDIA H200 with 16 CPU cores, 2026-11-27, the sides of a "
         "figure in one call; env steps/s by wall clock with compilation excluded, each side in "
-        "its own process; benchmarks, 11e, 11i, 11j): batchppo's fused PPO against "
+        "its own process; benchmarks journal, 11e, 11i, 11j): batchppo's fused PPO against "
         f"PureJaxRL's `ppo.py` on CartPole with its own settings, {pjx(4)} at 4 envs and "
         f"{pjx(2048)} at 2048 "
         f"({pjx(4, 'batchppo-lean')} and {pjx(2048, 'batchppo-lean')} with "
@@ -795,10 +797,10 @@ CPU_RUNS = {
         ("cpu-cartpole-threads-2026-11-27-c.json", "-threads1"),
     ),
 }
-"""`bench/gpu.py`'s CartPole runs on this project's 2-core CPU on 2026-11-27 (benchmarks, 11d,
-11g), in the order run, with XLA's default thread pool and with one thread (`PJRT_NPROC=1`):
-each run's file and the suffix of its sides (`-c.json` ran both pools, its one-thread sides
-named `batchppo-threads1` and `purejaxrl-threads1`)."""
+"""`bench/gpu.py`'s CartPole runs on this project's 2-core CPU on 2026-11-27 (benchmarks
+journal, 11d, 11g), in the order run, with XLA's default thread pool and with one thread
+(`PJRT_NPROC=1`): each run's file and the suffix of its sides (`-c.json` ran both pools, its
+one-thread sides named `batchppo-threads1` and `purejaxrl-threads1`)."""
 
 
 def cpu_block() -> list[str]:
@@ -816,7 +818,7 @@ def cpu_block() -> list[str]:
     return _paragraph(
         "**Speed on a 2-core CPU** (this project's AMD EPYC VM, 2026-11-27; CartPole at "
         "PureJaxRL's settings, env steps/s by wall clock, each side in its own process, 3 calls "
-        "a round; benchmarks, 11d, 11g): batchppo's default against PureJaxRL's `ppo.py`, "
+        "a round; benchmarks journal, 11d, 11g): batchppo's default against PureJaxRL's `ppo.py`, "
         f"{pjx(64, 'default')} at 64 envs and {pjx(4, 'default')} at 4 envs, where XLA's CPU "
         "runtime hops the 4-env program between its threads from run to run; with XLA's pool "
         f"at one thread on both sides (`PJRT_NPROC=1`), {pjx(4, 'one thread')} at 4 envs and "

@@ -18,7 +18,7 @@ graceful stop: checkpoint, exit 143); then this process checks that no process t
 started is still running and that none of the ``/dev/shm`` entries (semaphores, shared memory)
 its processes mapped is left.
 
-Example (docs/benchmarks.md):
+Example (docs/benchmarks-journal.md):
     nice -n 19 python bench/soak.py --minutes 60 --out soak.jsonl > soak.txt 2>&1
 """
 

@@ -433,7 +433,7 @@ def test_readme_example_runs(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     steps, score = result.stdout.splitlines()[-2].split()
     # 50k steps of CartPole: seeds 0-2 end at 426, 500 and 491 on this project's machine
-    # (docs/benchmarks.md 10f); an untrained mean action scores about 9, a random policy 22.
+    # (docs/benchmarks-journal.md 10f); an untrained mean action scores about 9, a random policy 22.
     assert int(steps) >= 50_000 and float(score) >= 150.0, score
     assert result.stdout.splitlines()[-1] == "(8, 3) float32"
     assert list(tmp_path.iterdir()) == []  # no logdir: nothing on disk

@@ -108,7 +108,7 @@ def test_a_group_sigterm_stops_a_run_of_a_pygame_env_with_its_checkpoint(tmp_pat
 def test_minigrid_empty_learns_from_its_recipe_as_a_grid_of_codes(capsys, ecosystem):
     """MiniGrid-Empty-5x5 under ImgObsWrapper (7x7x3 uint8 ids): the grid-of-codes recipe
     reaches a mean-action return of 0.9 within 32,768 steps (seeds 0-2 at 100,000 steps:
-    docs/benchmarks.md, 12)."""
+    docs/benchmarks-journal.md, 12)."""
     pytest.importorskip("minigrid")
     env = "minigrid:MiniGrid-Empty-5x5-v0"
     wrappers = "env_wrappers=[minigrid.wrappers.ImgObsWrapper]"

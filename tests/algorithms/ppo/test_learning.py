@@ -56,7 +56,7 @@ def test_gymnax_cartpole_preset_as_shipped_learns_on_three_seeds():
     # an untrained mean action about 9, so 100 on every seed means each seed learnt to balance;
     # a mean of 300 asks the seeds together to be most of the way to CartPole's cap of 500. The
     # bars stop short of 500 because the preset does not hold the cap on every seed (its spread
-    # over ten seeds: docs/benchmarks.md 10f and 11d).
+    # over ten seeds: docs/benchmarks-journal.md 10f and 11d).
     scores = [_final_score(dataclasses.replace(CARTPOLE, seed=seed)) for seed in range(3)]
     assert min(scores) >= 100.0 and np.mean(scores) >= 300.0, scores
 
