@@ -38,6 +38,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import io_callback
 
 from batchppo.algorithms.ppo import Trainer
 from batchppo.algorithms.ppo.presets import PRESETS
@@ -46,8 +47,49 @@ from batchppo.backends.ale_env import AleFusedEnv, _vector_env, atari_stack
 from batchppo.core.simulation import rollout
 from batchppo.experiment.configs import apply_overrides
 
-VARIANTS: dict[str, type[AleFusedEnv]] = {"package": AleFusedEnv}
-"""The steps compared: ``package`` is the backend's own ``AleFusedEnv``."""
+
+class WhileLoopReset(AleFusedEnv):
+    """``AleFusedEnv`` resetting the envs whose game ended one FFI call each, in a
+    ``lax.while_loop`` on ``pending.any()`` (the step before its single switched reset)."""
+
+    def _reset_ended(
+        self, handle: jax.Array, ended: jax.Array, obs: jax.Array, lives: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        def reset_next(carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+            handle, pending, _, _ = carry
+            i = jnp.argmax(pending).astype(jnp.int32)
+            handle, obs, lives = self._reset_call(handle, i[None], jnp.full((1,), -1, jnp.int32))
+            return handle, pending.at[i].set(False), obs, lives
+
+        handle, _, obs, lives = jax.lax.while_loop(
+            lambda carry: carry[1].any(), reset_next, (handle, ended, obs, lives)
+        )
+        return handle, obs, lives
+
+
+class Before(WhileLoopReset):
+    """``WhileLoopReset`` that also calls the host where a game ended, in a ``lax.cond`` on
+    ``ended.any()`` (the step before the scores stayed in the state; what that call costs: the
+    games are counted in the state all the same)."""
+
+    def step(self, state: Any, action: jax.Array, key: jax.Array) -> Any:
+        res = super().step(state, action, key)
+        ended = res.state.steps == 0  # the games that ended (their counts restart)
+        jax.lax.cond(
+            ended.any(),
+            lambda: io_callback(lambda *_: None, None, ended, state.scores, ordered=False),
+            lambda: None,
+        )
+        return res
+
+
+VARIANTS: dict[str, type[AleFusedEnv]] = {
+    "package": AleFusedEnv,
+    "while_loop": WhileLoopReset,
+    "before": Before,
+}
+"""The steps compared: ``package`` is the backend's own ``AleFusedEnv``; ``while_loop`` resets
+as the step before did; ``before`` is that step whole (host callback and reset loop)."""
 
 PARTS = ("env", "rollout", "update", "iteration")
 
@@ -144,7 +186,7 @@ def variant_times(
         times["rollout"], (ss, traj, stats) = timed(
             lambda carry: collect(params, carry[0]), (ss, None, None), repeats
         )
-        env.take_games()  # the rollouts' games are no iteration's
+        env.take_games(ss.env_state)  # the rollouts' games are no iteration's
         learn = trainer.programs["learn"]
         times["update"], (ts, _) = timed(lambda c: learn(c[0], traj, stats), (ts, None), repeats)
 

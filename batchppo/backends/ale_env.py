@@ -12,13 +12,14 @@
 reset by the *next* ``step`` call, which ignores that call's action. Both modes run ALE in
 ``NEXT_STEP`` and turn it into our same-step convention (``batchppo.core.env``) the same way:
 step every env, then reset at once the envs whose game ended (a partial reset through ALE's
-``reset`` with their indices; fused: one in-graph FFI reset per such env, in a
-``lax.while_loop`` that runs no iteration at the steps where no game ended, which is almost
-all of them). The step's observations are the dense ``final_obs`` (the last frame stack where
-a game ended, the continuing one elsewhere) and the reset's, which report the continuing envs'
-current stacks unchanged, are ``obs``; so both hold the rule of ``batchppo.envs.final_obs`` by
-construction, with no copy. The resets pass seed -1: each env draws its no-ops from its own
-generator, seeded by the first reset, so host and fused runs from one key agree step by step.
+``reset`` with their indices; fused: the same call in the graph, one FFI reset of all of
+them, chosen by a ``lax.switch`` on their count, which calls nothing at the steps where no
+game ended, almost all of them). The step's observations are the dense ``final_obs`` (the
+last frame stack where a game ended, the continuing one elsewhere) and the reset's, which
+report the continuing envs' current stacks unchanged, are ``obs``; so both hold the rule of
+``batchppo.envs.final_obs`` by construction, with no copy. The resets pass seed -1: each env
+draws its no-ops from its own generator, seeded by the first reset, so host and fused runs
+from one key agree step by step.
 
 **Lives.** With the life signal (``AtariStack.episodic_life``, on in the presets) ALE flags
 ``terminated`` at a lost life and the game goes on (``life_loss_info``; its
@@ -66,6 +67,7 @@ from batchppo.envs.atari import AtariStack
 from batchppo.envs.episode_metrics import GameScores
 
 __all__ = [
+    "GAMES_KEPT_PER_ENV",
     "AleFusedEnv",
     "AleState",
     "AleVectorEnv",
@@ -314,6 +316,13 @@ def host_env(
     return wrap_host_env(vector, check_finite=False, take_games=vector.take_games)
 
 
+GAMES_KEPT_PER_ENV = 1024
+"""The game scores an [`AleFusedEnv`][batchppo.backends.ale_env.AleFusedEnv]'s state keeps per
+env between two ``take_games``: an env ends at most one game a step, so none is lost where the
+games are taken at least every this many steps (``Trainer.iteration`` takes them after each
+rollout)."""
+
+
 @struct.dataclass
 class AleState:
     """The state of an [`AleFusedEnv`][batchppo.backends.ale_env.AleFusedEnv]: the emulators
@@ -324,12 +333,20 @@ class AleState:
         lives: ``(num_envs,)`` int32, each env's lives after the last step.
         steps: ``(num_envs,)`` int32, each env's agent steps in its game so far.
         scores: ``(num_envs,)`` float32, the raw score of each env's game so far.
+        game_scores: ``(num_envs * GAMES_KEPT_PER_ENV,)`` float32, a ring of the raw scores of
+            the games that ended, game ``g`` (counted from the reset) at ``g`` modulo its size.
+        games: int32, the games that ended since the reset.
+        run: int32, which reset of the env this state continues (the host's count of resets:
+            ``take_games`` counts the games of each run from its start).
     """
 
     handle: jax.Array
     lives: jax.Array
     steps: jax.Array
     scores: jax.Array
+    game_scores: jax.Array
+    games: jax.Array
+    run: jax.Array
 
 
 def _xla_functions(vec: Any) -> tuple[Any, Any]:
@@ -367,7 +384,9 @@ class AleFusedEnv:
     The functions call ALE's XLA FFI targets, so they run under ``jit`` and ``lax.scan`` with
     no host round trip, but they have side effects on the emulators: a program replays
     nothing, and the env cannot be vmapped. The key of ``step`` is unused (ALE's envs own
-    their generators); ``reset(key)`` seeds them.
+    their generators); ``reset(key)`` seeds them. The games' scores stay in the state, and
+    ``take_games(state)`` brings them to the host, where the trainer brings its metrics
+    (once a rollout): no step calls the host.
 
     Args:
         env_id: An ALE id or ROM name.
@@ -396,8 +415,8 @@ class AleFusedEnv:
         self._spec = spec_from_spaces(
             self._vec.single_observation_space, self._vec.single_action_space
         )
-        self.games = GameScores()
-        """The raw scores of the games that ended (``take_games``)."""
+        self._runs = 0  # resets run so far (each starts a run of games)
+        self._run, self._taken = -1, 0  # the run and its games taken by the last take_games
 
     @property
     def spec(self) -> EnvSpec:
@@ -421,14 +440,34 @@ class AleFusedEnv:
         """Its envs report their games' scores (``take_games``)."""
         return True
 
-    def take_games(self) -> np.ndarray:
-        """The raw scores (all lives) of the games that ended since the last call."""
-        return self.games.take()
+    def take_games(self, state: AleState) -> np.ndarray:
+        """The raw scores (all lives), in the order the games ended, of the games that ended
+        in ``state``'s run since the last call (since its reset where the last call saw
+        another run).
 
-    def _add_games(self, ended: np.ndarray, scores: np.ndarray) -> None:
-        """Keeps the scores of the games that ended (the step's host callback, at steps where
-        a game ended only)."""
-        self.games.add(np.asarray(scores)[np.asarray(ended, bool)])
+        Args:
+            state: The env state a compiled call returned (before it is donated to the next).
+
+        Raises:
+            ValueError: More games ended since the last call than the state keeps
+                (``GAMES_KEPT_PER_ENV``).
+        """
+        run, games, ring = jax.device_get((state.run, state.games, state.game_scores))
+        run, games = int(run), int(games)
+        start = self._taken if run == self._run else 0
+        if games - start > len(ring):
+            raise ValueError(
+                f"{games - start} games ended since the last take_games, more than the "
+                f"{len(ring)} an AleFusedEnv state keeps: take them at least every "
+                f"{GAMES_KEPT_PER_ENV} steps"
+            )
+        self._run, self._taken = run, games
+        return ring[np.arange(start, games) % len(ring)].astype(np.float64)
+
+    def _next_run(self) -> np.ndarray:
+        """A new run's number (the reset's host callback, once per reset)."""
+        self._runs += 1
+        return np.asarray(self._runs, np.int32)
 
     def _reset_call(
         self, handle: jax.Array, indices: jax.Array, seeds: jax.Array
@@ -452,15 +491,41 @@ class AleFusedEnv:
 
     def reset(self, key: jax.Array) -> tuple[AleState, jax.Array]:
         """Resets every env, env ``i`` seeded ``env_seeds(HostEnv.seed_from_key(key))[i]``
-        (the seeds a host-mode env gets from the same key)."""
+        (the seeds a host-mode env gets from the same key), and starts a run of games."""
         n = self._num_envs
         seeds = env_seeds(HostEnv.seed_from_key(key), n, jnp)
         handle, obs, lives = self._reset_call(self._handle, jnp.arange(n, dtype=jnp.int32), seeds)
         zeros = jnp.zeros((n,), jnp.int32)
-        return AleState(handle, lives, zeros, zeros.astype(jnp.float32)), obs
+        run = io_callback(self._next_run, jax.ShapeDtypeStruct((), jnp.int32), ordered=False)
+        ring = jnp.zeros((n * GAMES_KEPT_PER_ENV,), jnp.float32)
+        state = AleState(handle, lives, zeros, zeros.astype(jnp.float32), ring, zeros[0], run)
+        return state, obs
+
+    def _reset_ended(
+        self, handle: jax.Array, ended: jax.Array, obs: jax.Array, lives: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(handle, obs, lives)`` after one FFI reset of the envs ``ended`` (all at once,
+        as host mode resets them; none where no game ended): ``obs`` and ``lives`` of a step
+        are those of the continuing envs. ALE's reset takes a list of indices of a fixed
+        length, each env at most once, so a ``lax.switch`` on their count picks the call."""
+        n = self._num_envs
+        (indices,) = jnp.nonzero(ended, size=n, fill_value=0)
+        indices = indices.astype(jnp.int32)
+
+        def reset_first(k: int) -> Any:
+            def branch(handle: jax.Array, obs: jax.Array, lives: jax.Array) -> Any:
+                if k == 0:
+                    return handle, obs, lives
+                return self._reset_call(handle, indices[:k], jnp.full((k,), -1, jnp.int32))
+
+            return branch
+
+        branches = [reset_first(k) for k in range(n + 1)]
+        return jax.lax.switch(ended.sum(), branches, handle, obs, lives)
 
     def step(self, state: AleState, action: jax.Array, key: jax.Array) -> StepResult:
-        """Steps every env, then resets those whose game ended (same-step autoreset)."""
+        """Steps every env, then resets those whose game ended (same-step autoreset), and
+        keeps the scores of the games that ended in the state (``take_games``)."""
         del key
         action = jnp.asarray(action).astype(jnp.int32).reshape((self._num_envs,))
         handle, (final_obs, raw, terminated, truncated, info) = self._xla_step(state.handle, action)
@@ -469,24 +534,15 @@ class AleFusedEnv:
             terminated, truncated, info["lives"], state.lives, steps, self._max_steps
         )
         scores = state.scores + raw.astype(jnp.float32)
-        jax.lax.cond(
-            ended.any(),
-            lambda: io_callback(self._add_games, None, ended, scores, ordered=False),
-            lambda: None,
-        )
-
-        def reset_next(carry: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-            handle, pending, _, _ = carry
-            i = jnp.argmax(pending).astype(jnp.int32)
-            handle, obs, lives = self._reset_call(handle, i[None], jnp.full((1,), -1, jnp.int32))
-            return handle, pending.at[i].set(False), obs, lives
-
-        handle, _, obs, lives = jax.lax.while_loop(
-            lambda carry: carry[1].any(), reset_next, (handle, ended, final_obs, info["lives"])
-        )
+        handle, obs, lives = self._reset_ended(handle, ended, final_obs, info["lives"])
         return StepResult(
             state=AleState(
-                handle, lives, jnp.where(ended, 0, steps), jnp.where(ended, 0.0, scores)
+                handle,
+                lives,
+                jnp.where(ended, 0, steps),
+                jnp.where(ended, 0.0, scores),
+                *_keep_games(state.game_scores, state.games, ended, scores),
+                state.run,
             ),
             obs=obs,
             reward=learner_reward(raw, self._clip, jnp),
@@ -494,6 +550,16 @@ class AleFusedEnv:
             truncated=truncated,
             final_obs=final_obs,
         )
+
+
+def _keep_games(
+    ring: jax.Array, games: jax.Array, ended: jax.Array, scores: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """``(ring, games)`` with the ``scores`` of the envs ``ended`` written after the ``games``
+    kept so far (in the envs' order), modulo the ring's size; the other envs write nothing."""
+    slot = games + jnp.cumsum(ended) - 1
+    slot = jnp.where(ended, slot % ring.shape[0], ring.shape[0])
+    return ring.at[slot].set(scores, mode="drop"), games + ended.sum(dtype=jnp.int32)
 
 
 def probe(

@@ -348,9 +348,12 @@ class HostEnv:
         """Whether [`take_games`][batchppo.backends.HostEnv.take_games] reports games."""
         return self._take_games is not None
 
-    def take_games(self) -> np.ndarray:
+    def take_games(self, state: Any = None) -> np.ndarray:
         """The raw scores (all lives, before clipping) of the Atari games that ended since the
-        last call, float64; empty where the envs report none (``reports_games``)."""
+        last call, float64; empty where the envs report none (``reports_games``). ``state``,
+        the env state (which the fused envs keep their games in), is unused: the envs keep
+        them on the host."""
+        del state
         if self._take_games is None:
             return np.zeros(0)
         return np.asarray(self._take_games(), np.float64)

@@ -15,7 +15,9 @@ from batchppo.backends import make_env
 from batchppo.backends.ale import AleOptions, ale_game
 from batchppo.backends.ale_env import (
     AleFusedEnv,
+    AleState,
     AleVectorEnv,
+    _keep_games,
     _xla_functions,
     atari_stack,
     env_seeds,
@@ -32,20 +34,25 @@ def _options(**changes):
     return {**vars(AleOptions()), **changes}
 
 
-def _rollout(env, key, actions):
-    """``reset(key)`` then a ``lax.scan`` of ``step`` over ``actions`` ``(T, n)``, compiled."""
+def _rollout(env, key, actions, chunks=1):
+    """``reset(key)`` then ``lax.scan``s of ``step`` over ``actions`` ``(T, n)`` in ``chunks``
+    compiled calls: the first observations, the steps and the env state after each call."""
 
-    def run(key):
-        state, obs = env.reset(key)
-
+    def scan(state, actions):
         def body(state, action):
             res = env.step(state, action, key)
             return res.state, (res.obs, res.reward, res.terminated, res.truncated, res.final_obs)
 
-        _, steps = jax.lax.scan(body, state, actions)
-        return obs, steps
+        return jax.lax.scan(body, state, actions)
 
-    return jax.device_get(jax.jit(run)(key))
+    state, obs = jax.jit(env.reset)(key)
+    scan, steps, states = jax.jit(scan), [], []
+    for part in jnp.array_split(actions, chunks):
+        state, chunk = scan(state, part)
+        steps.append(jax.device_get(chunk))
+        states.append(state)
+    steps = tuple(np.concatenate(leaves) for leaves in zip(*steps, strict=True))
+    return jax.device_get(obs), steps, states
 
 
 def test_ale_ids_map_to_rom_names_and_unknown_ones_are_one_line_errors():
@@ -164,9 +171,13 @@ def test_fused_and_host_modes_agree_step_by_step_and_keep_the_final_obs_rule():
     actions = jnp.asarray(np.random.default_rng(1).integers(0, 4, (400, 3)), jnp.int32)
     key = jax.random.key(3)
     try:
-        f_first, f_steps = _rollout(fused, key, actions)
-        h_first, h_steps = _rollout(host, key, actions)
-        f_games, h_games = fused.take_games(), host.vector_env.take_games()
+        f_first, f_steps, f_states = _rollout(fused, key, actions, chunks=4)
+        f_games = np.concatenate([fused.take_games(state) for state in f_states])
+        h_first, h_steps, _ = _rollout(host, key, actions)
+        h_games = host.vector_env.take_games()
+        # A new reset starts a new run of games: its first take counts from the reset.
+        _, again, (state,) = _rollout(fused, key, actions[:200])
+        again_games = fused.take_games(state)
     finally:
         fused.close()
         host.close()
@@ -193,3 +204,57 @@ def test_fused_and_host_modes_agree_step_by_step_and_keep_the_final_obs_rule():
             expected.append(scores[i])
             scores[i] = 0.0
     assert f_games.tolist() == h_games.tolist() == expected and len(expected) >= 4
+    # Taken after 200 steps of the same actions from the same key: the same first games.
+    assert np.array_equal(again[1], reward[:200])
+    done_by = [g for g, t in zip(expected, _game_ends(reset), strict=True) if t < 200]
+    assert again_games.tolist() == done_by and 0 < len(done_by) < len(expected)
+
+
+def test_envs_whose_games_end_at_one_step_are_reset_together_as_in_host_mode():
+    # No no-ops: the games start alike and are cut together every 50 agent steps.
+    stack = {"name": "atari", "max_frames": 200, "noop_max": 0, "clip_rewards": False}
+    kwargs = {"preprocess": stack}
+    fused = make_env(BREAKOUT, 3, "ale", env_kwargs=kwargs, options=_options())
+    host = make_env(BREAKOUT, 3, "ale", env_kwargs=kwargs, options=_options(mode="host"))
+    actions = jnp.asarray(np.random.default_rng(2).integers(0, 4, (120, 3)), jnp.int32)
+    key = jax.random.key(4)
+    try:
+        f_first, f_steps, (state,) = _rollout(fused, key, actions)
+        h_first, h_steps, _ = _rollout(host, key, actions)
+        f_games, h_games = fused.take_games(state), host.vector_env.take_games()
+    finally:
+        fused.close()
+        host.close()
+    assert np.array_equal(f_first, h_first)
+    for f_leaf, h_leaf in zip(f_steps, h_steps, strict=True):
+        assert np.array_equal(f_leaf, h_leaf)
+    truncated = f_steps[3]
+    assert np.flatnonzero(truncated.all(axis=1)).tolist() == [49, 99]
+    assert f_games.tolist() == h_games.tolist() and len(f_games) == 6
+
+
+def _game_ends(reset):
+    """The steps at which games ended, in the order of the scores (step, then env)."""
+    return [t for t in range(len(reset)) for _ in np.flatnonzero(reset[t])]
+
+
+def test_the_fused_state_keeps_the_games_in_a_ring_and_take_games_reads_each_once():
+    ring, games = jnp.zeros(4), jnp.int32(3)
+    ended = jnp.array([True, False, True])
+    ring, games = _keep_games(ring, games, ended, jnp.array([7.0, 8.0, 9.0]))
+    # Games 3 and 4 (env order) at slots 3 and 0; env 1 writes nothing.
+    assert ring.tolist() == [9.0, 0.0, 0.0, 7.0] and int(games) == 5
+    env = AleFusedEnv(BREAKOUT, 1, AtariStack(), num_threads=1)
+    try:
+        state = AleState(*[jnp.zeros(1)] * 4, jnp.arange(4.0), jnp.int32(3), jnp.int32(1))
+        assert env.take_games(state).tolist() == [0.0, 1.0, 2.0]
+        state = state.replace(games=jnp.int32(6))  # games 3, 4 and 5: slots 3, 0 and 1
+        assert env.take_games(state).tolist() == [3.0, 0.0, 1.0]
+        assert env.take_games(state).tolist() == []
+        state = state.replace(games=jnp.int32(11))
+        with pytest.raises(ValueError, match=r"^5 games ended since the last take_games, more "):
+            env.take_games(state)
+        state = state.replace(run=jnp.int32(2), games=jnp.int32(2))  # another reset's run
+        assert env.take_games(state).tolist() == [0.0, 1.0]
+    finally:
+        env.close()

@@ -416,11 +416,11 @@ class Trainer:
             if self._host_loop is None:
                 train_state, sim_state = self._place(train_state, sim_state)
                 ts, ss, metrics = self._iterations_program(1)(train_state, sim_state)
-                return ts, ss, self._with_env_metrics([to_python(metrics)])[0]
+                return ts, ss, self._with_env_metrics([to_python(metrics)], ss)[0]
             params = self.agent.acting_params(train_state)
             ss, traj, stats = self._host_loop.rollout(params, sim_state, self.agent.T)
             ts, metrics = self._learn_program(train_state, traj, stats)
-            return ts, ss, self._with_env_metrics([to_python(metrics)])[0]
+            return ts, ss, self._with_env_metrics([to_python(metrics)], ss)[0]
         except Exception as error:
             self._raise_env_error(error)
             raise
@@ -453,7 +453,7 @@ class Trainer:
             self._raise_env_error(error)
             raise
         per_iteration = [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
-        return ts, ss, self._with_env_metrics(per_iteration)
+        return ts, ss, self._with_env_metrics(per_iteration, ss)
 
     @property
     def env_restarts(self) -> int | None:
@@ -463,18 +463,22 @@ class Trainer:
         counts = [count for count in counts if count is not None]
         return sum(counts) if counts else None
 
-    def _with_env_metrics(self, metrics: list[dict[str, float]]) -> list[dict[str, float]]:
+    def _with_env_metrics(
+        self, metrics: list[dict[str, float]], sim_state: SimState
+    ) -> list[dict[str, float]]:
         """The metrics of the iterations of one call, with what the training env reports on the
         host: ``env_restarts`` (a running total) where the envs count restarts, and for Atari
         envs ``games`` and ``game_score``, the count and mean raw score (all lives, rewards
         unclipped; nan when none) of the games that ended: all of the call's games are the
-        last iteration's (the others report 0 and nan), as the env tells them once."""
+        last iteration's (the others report 0 and nan), as the env tells them once. Envs
+        stepped in the program keep their games in their state: ``take_games`` reads them off
+        ``sim_state``'s env state, the call's last."""
         restarts = self.env_restarts
         if restarts is not None:
             for m in metrics:
                 m["env_restarts"] = float(restarts)
         if getattr(self.env, "reports_games", False):
-            scores = self.env.take_games()
+            scores = self.env.take_games(sim_state.env_state)
             for m in metrics:
                 m.update(games=0.0, game_score=float("nan"))
             if len(scores):

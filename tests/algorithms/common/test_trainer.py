@@ -209,12 +209,18 @@ def test_the_games_an_env_reports_are_the_last_iterations_of_a_call():
     from batchppo.algorithms.common.trainer import Trainer as CommonTrainer
 
     scores = [np.array([3.0, 5.0]), np.array([])]
-    env = types.SimpleNamespace(reports_games=True, take_games=lambda: scores.pop(0))
+    seen = []
+    env = types.SimpleNamespace(
+        reports_games=True, take_games=lambda state: seen.append(state) or scores.pop(0)
+    )
     owner = types.SimpleNamespace(env=env, env_restarts=None)
-    first = CommonTrainer._with_env_metrics(owner, [{"a": 1.0}, {"a": 2.0}])
+    sim = types.SimpleNamespace(env_state="first")
+    first = CommonTrainer._with_env_metrics(owner, [{"a": 1.0}, {"a": 2.0}], sim)
     assert first[0]["games"] == 0.0 and np.isnan(first[0]["game_score"])
     assert (first[1]["games"], first[1]["game_score"]) == (2.0, 4.0)
-    (second,) = CommonTrainer._with_env_metrics(owner, [{"a": 3.0}])
+    sim = types.SimpleNamespace(env_state="second")
+    (second,) = CommonTrainer._with_env_metrics(owner, [{"a": 3.0}], sim)
     assert second["games"] == 0.0 and np.isnan(second["game_score"])
+    assert seen == ["first", "second"]  # the env state of the call's end
     silent = types.SimpleNamespace(env=object(), env_restarts=None)
-    assert CommonTrainer._with_env_metrics(silent, [{"a": 1.0}]) == [{"a": 1.0}]
+    assert CommonTrainer._with_env_metrics(silent, [{"a": 1.0}], sim) == [{"a": 1.0}]
