@@ -757,6 +757,81 @@ def _atari_gpu() -> str:
     )
 
 
+ALE_GPU_CALLS = (
+    ("gpu-h200-cleanrl-ale-2026-11-28.json", "the old fused step"),
+    (
+        "gpu-h200-cleanrl-ale-fused-2026-11-28.json",
+        "another machine, a fused step with no host call",
+    ),
+)
+"""`bench/cleanrl_envpool.py`'s calls on the H200 on 2026-11-28 (benchmarks journal, 14), in
+the order run, and what each call's README line says of it besides its code version."""
+ALE_RAW = ("gpu-h200-ale-fused-2026-11-28.json", "gpu-h200-ale-fused-32envs-2026-11-28.json")
+"""`bench/ale_fused.py`'s calls on the second call's machine: ALE's raw step at 8 and 32 envs
+(the first in the same call as that call's CleanRL rounds)."""
+ALE_SIDES = {
+    "batchppo": "batchppo on the process backend",
+    "ale-host": "`ale` host mode",
+    "ale-fused": "`ale` fused mode",
+}
+"""The README's names of `bench/cleanrl_envpool.py`'s sides, in the order it gives them."""
+
+
+def _rounds(rows: Sequence[dict], side: str) -> list[float]:
+    """``side``'s agent steps/s in a `bench/cleanrl_envpool.py` file's rows, by round."""
+    found = sorted((r for r in rows if r["side"] == side), key=lambda r: r["round"])
+    return [r["agent_steps_per_s"] for r in found]
+
+
+def _ale_call(name: str, what: str, number: int) -> tuple[str, float]:
+    """One call's readings, each side's rounds and its median over CleanRL's median in the
+    call; and that CleanRL median."""
+    data = json.loads((RESULTS / name).read_text())
+    rows = data["rows"]
+    theirs = _rounds(rows, "cleanrl")
+    median = float(np.median(theirs))
+
+    def rates(values: Sequence[float]) -> str:
+        return _join([f"{v:,.0f}" for v in values])
+
+    sides = [
+        f"{label} {rates(_rounds(rows, side))} "
+        f"({float(np.median(_rounds(rows, side))) / median:.2f}x)"
+        for side, label in ALE_SIDES.items()
+        if _rounds(rows, side)
+    ]
+    text = (
+        f"call {number} (code {data['code_version']}, {what}, "
+        f"{_count(len(theirs), 'round')}): CleanRL {rates(theirs)} (median {median:,.0f}), "
+        f"{_join(sides)}"
+    )
+    return text, median
+
+
+def _atari_ale_gpu() -> str:
+    """Breakout on the `ale` backend beside CleanRL's EnvPool script, call by call, and ALE's
+    raw step alone on the second call's machine."""
+    calls = [_ale_call(name, what, i + 1) for i, (name, what) in enumerate(ALE_GPU_CALLS)]
+    raw = [json.loads((RESULTS / name).read_text()) for name in ALE_RAW]
+    last_median = calls[-1][1]
+    eight, more = (r["raw_step"]["agent_steps_per_s"] for r in raw)
+    steps = f"{eight:,.0f} agent steps/s at {raw[0]['envs']} envs ({more:,.0f} at {raw[1]['envs']}"
+    return (
+        "**Atari on ALE's own vector env on that GPU** (`breakout_atari` with `backend=ale`, an "
+        "H200, 2026-11-28; agent steps/s at CleanRL's settings, each side's median over its "
+        "iterations after the first, beside CleanRL's `ppo_atari_envpool_xla_jax_scan.py` in "
+        "the same call; ratios: a side's median over CleanRL's median in that call; "
+        f"benchmarks journal, 14): {'; '.join(text for text, _ in calls)}. On the second "
+        "call's machine ALE's own `xla()` step alone, with no learner, fixed actions and its "
+        f"own autoreset (`bench/ale_fused.py`, median of {raw[0]['repeats']} calls of "
+        f"{raw[0]['steps']} steps), made {steps} envs, in a later call): a measurement of the "
+        f"env library alone, under twice that call's CleanRL median ({2 * last_median:,.0f}). "
+        "A trace of one fused "
+        "iteration there shows the compiled rollout calling ALE's step twice per agent step "
+        "(journal, 14)."
+    )
+
+
 def gpu_block() -> list[str]:
     """Our fused PPO against PureJaxRL's and Brax's on the H200, then Atari there."""
     cartpole, brax = GPU_RUNS["cartpole"], GPU_RUNS["brax"]
@@ -781,7 +856,7 @@ def gpu_block() -> list[str]:
         f"{bx('ant')} on `ant` and {bx('humanoid')} on `humanoid`. Set-up before compiling: "
         f"{_setup()}."
     )
-    return [*speed, "", *_paragraph(_atari_gpu())]
+    return [*speed, "", *_paragraph(_atari_gpu()), "", *_paragraph(_atari_ale_gpu())]
 
 
 CPU_RUNS = {

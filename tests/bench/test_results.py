@@ -44,6 +44,8 @@ def test_a_changed_figure_fails_the_check(results, tmp_path, capsys):
         ("1.02x (one round) at 4 envs", "1.12x (one round) at 4 envs"),  # GPU, PureJaxRL
         ("1,685, 1,918 and 2,052 agent", "1,685, 1,918 and 2,152 agent"),  # GPU, Atari
         ("at most 6,967 agent", "at most 7,967 agent"),  # the lockstep model
+        ("1,879 and 1,974 (0.54x)", "1,879 and 1,974 (0.55x)"),  # GPU, ale beside CleanRL
+        ("made 5,067 agent steps/s", "made 5,167 agent steps/s"),  # ALE's raw step
         ("1.09x, 1.26x, 1.27x and 1.33x", "1.19x, 1.26x, 1.27x and 1.33x"),  # CPU
         ("4.09 against 3.97", "4.19 against 3.97"),  # Craftax
         ("wall-clock 0.98x and 0.99x", "wall-clock 0.98x and 0.89x"),  # Atari's time
@@ -251,3 +253,19 @@ def test_the_atari_gpu_readings_are_those_of_their_source_files():
             assert re.search(rf"^{line} *{r['agent_steps_per_s']:,} agent steps/s", text, re.M), (
                 line
             )
+
+
+def test_the_ale_gpu_paragraph_holds_every_reading_of_each_call(results):
+    paragraph = results._atari_ale_gpu()
+    for name, _ in results.ALE_GPU_CALLS:
+        data = json.loads((ROOT / "docs" / "results" / name).read_text())
+        rows = data["rows"]
+        theirs = [r["agent_steps_per_s"] for r in rows if r["side"] == "cleanrl"]
+        for side, ratio in data["ratios_over_cleanrl"].items():
+            # Each side's rounds in round order, then its median over CleanRL's in that call.
+            rates = [r["agent_steps_per_s"] for r in sorted(rows, key=lambda r: r["round"])
+                     if r["side"] == side]  # fmt: skip
+            reading = " and ".join(f"{v:,.0f}" for v in rates)
+            assert f"{results.ALE_SIDES[side]} {reading} ({ratio:.2f}x)" in paragraph
+            assert statistics.median(rates) / statistics.median(theirs) == pytest.approx(ratio)
+        assert f"(median {statistics.median(theirs):,.0f})" in paragraph
