@@ -19,7 +19,11 @@ and for each variant of ``AleFusedEnv.step`` (``VARIANTS``; ``--variants`` picks
 * ``iteration``: ``Trainer.iteration``, the call a training run makes (rollout and update in one
   compiled program, then its metrics and game scores brought to the host).
 
-Each is given in ms per call and in agent steps/s (``envs * steps`` per call). ``--profile DIR``
+Each is given in ms per call and in agent steps/s (``envs * steps`` per call). ``step_calls``
+gives, for each variant, the ALE step calls (``atari_vector_xla_step``) in the compiled HLO of
+its ``env`` scan (XLA's default options), ``rollout`` and ``iteration`` (the trainer's options,
+which turn off XLA's GPU dynamic-slice fusion there): one each where XLA copied no step call
+(``ale_env.check_step_calls``, which refuses the trainer's programs otherwise). ``--profile DIR``
 then writes a ``jax.profiler`` trace (Perfetto) of one more iteration of the first variant.
 
     python bench/ale_fused.py --json ale_fused.json --profile /tmp/ale-profile
@@ -43,7 +47,7 @@ from jax.experimental import io_callback
 from batchppo.algorithms.ppo import Trainer
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.backends.ale import AleOptions
-from batchppo.backends.ale_env import AleFusedEnv, _vector_env, atari_stack
+from batchppo.backends.ale_env import AleFusedEnv, _vector_env, atari_stack, step_calls
 from batchppo.core.simulation import rollout
 from batchppo.experiment.configs import apply_overrides
 
@@ -146,6 +150,12 @@ def raw_step_times(config: Any, repeats: int) -> tuple[list[float], jax.Array]:
         vec.close()
 
 
+def compiled(jitted: Any, *args: Any) -> tuple[Any, int]:
+    """``jitted`` compiled for ``args``, and the ALE step calls in its compiled HLO."""
+    program = jitted.lower(*args).compile()
+    return program, step_calls(program.as_text())
+
+
 def env_scan(env: AleFusedEnv, actions: jax.Array) -> Callable[[Any], Any]:
     """``state -> (state, reward sum)``: a compiled scan of ``env.step`` over ``actions``."""
 
@@ -163,17 +173,19 @@ def env_scan(env: AleFusedEnv, actions: jax.Array) -> Callable[[Any], Any]:
 
 def variant_times(
     config: Any, cls: type[AleFusedEnv], actions: jax.Array, repeats: int, profile: str | None
-) -> dict[str, list[float]]:
-    """Times of each part (``PARTS``) over an env of class ``cls`` and a trainer around it;
-    with ``profile``, a trace of one more iteration there."""
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Times of each part (``PARTS``) over an env of class ``cls`` and a trainer around it, and
+    the step calls of its compiled ``env``, ``rollout`` and ``iteration``; with ``profile``, a
+    trace of one more iteration there."""
     stack = atari_stack(config.env, None, config.env_kwargs)
     options = AleOptions(**config.backend_options)
     env = cls(config.env, config.num_agents, stack, num_threads=options.num_threads)
     trainer = Trainer(config, env=env)
     times: dict[str, list[float]] = {}
+    calls: dict[str, int] = {}
     try:
         state, _ = jax.jit(env.reset)(jax.random.key(config.seed))
-        scan = env_scan(env, actions)
+        scan, calls["env"] = compiled(env_scan(env, actions), state)
         times["env"], _ = timed(lambda carry: scan(carry[0]), (state, None), repeats)
         agent = trainer.agent
         ts = trainer.init(jax.random.key(config.seed))
@@ -183,6 +195,7 @@ def variant_times(
             compiler_options=trainer._hot_options,
         )
         params = agent.acting_params(ts)
+        collect, calls["rollout"] = compiled(collect, params, ss)
         times["rollout"], (ss, traj, stats) = timed(
             lambda carry: collect(params, carry[0]), (ss, None, None), repeats
         )
@@ -195,12 +208,13 @@ def variant_times(
             return ts, ss
 
         times["iteration"], (ts, ss) = timed(iteration, (ts, ss), repeats)
+        calls["iteration"] = step_calls(trainer.programs["iterations(1)"].stage.as_text())
         if profile:
             with jax.profiler.trace(profile, create_perfetto_trace=True):
                 jax.block_until_ready(iteration((ts, ss)))
     finally:
         trainer.close()
-    return times
+    return times, calls
 
 
 def measure(
@@ -217,10 +231,13 @@ def measure(
         "device": str(jax.devices()[0]),
         "raw_step": summary(raw, steps * envs),
         "variants": {},
+        "step_calls": {},
     }
     for i, name in enumerate(variants):
-        times = variant_times(config, VARIANTS[name], actions, repeats, profile if i == 0 else None)
+        trace = profile if i == 0 else None
+        times, calls = variant_times(config, VARIANTS[name], actions, repeats, trace)
         result["variants"][name] = {part: summary(times[part], steps * envs) for part in PARTS}
+        result["step_calls"][name] = calls
     return result
 
 

@@ -50,6 +50,7 @@ sequences are equal (``tests/backends/test_ale_env.py``). The differences:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -72,10 +73,12 @@ __all__ = [
     "AleState",
     "AleVectorEnv",
     "atari_stack",
+    "check_step_calls",
     "env_seeds",
     "game_flags",
     "host_env",
     "probe",
+    "step_calls",
     "vector_kwargs",
 ]
 
@@ -349,6 +352,52 @@ class AleState:
     run: jax.Array
 
 
+STEP_TARGET = "atari_vector_xla_step"
+"""The custom-call target of ALE's step (``AtariVectorEnv.xla()``'s FFI)."""
+
+GPU_COMPILER_OPTIONS = {"xla_gpu_enable_dynamic_slice_fusion": False}
+"""XLA's GPU option that turns off its dynamic-slice fusion, whose rewriter was seen to clone
+ALE's step into a ``dynamic_slice_fusion`` beside the original on an H200, two step calls per
+agent step (docs/benchmarks-journal.md, section 14; openxla/xla#45799)."""
+
+_STEP_CALL = re.compile(rf'custom_call_target="{STEP_TARGET}"')
+
+
+def step_calls(hlo: str) -> int:
+    """The ALE step calls (``custom_call_target="atari_vector_xla_step"``) in HLO text."""
+    return len(_STEP_CALL.findall(hlo))
+
+
+def check_step_calls(program: str, lowered_hlo: str, compiled_hlo: str) -> None:
+    """Refuses a compiled program that calls ALE's step more often than its trace does.
+
+    The criterion is exact: each step call in the traced program (``lowered_hlo``, one per
+    ``env.step`` traced, e.g. one in a rollout's scanned body) is one agent step, so the
+    compiled program (``compiled_hlo``) must hold as many, each where the trace put it. A
+    compiler pass that copies the call (XLA's GPU dynamic-slice fusion did: each loop
+    iteration then steps the emulators twice) leaves more; nothing removes one, as the call
+    has side effects. A pass that unrolled the loop would be refused too, falsely; XLA
+    unrolls none of the rollout's loops at the trainer's options.
+
+    Args:
+        program: The program's name, for the message.
+        lowered_hlo: The program's HLO as traced (``Lowered.as_text(dialect="hlo")``).
+        compiled_hlo: Its HLO as compiled (``Compiled.as_text()``).
+
+    Raises:
+        RuntimeError: One line: the counts and the two ways around it.
+    """
+    traced, compiled = step_calls(lowered_hlo), step_calls(compiled_hlo)
+    if compiled > traced:
+        raise RuntimeError(
+            f"the compiled program {program!r} calls ALE's step ({STEP_TARGET}) {compiled} "
+            f"times where its trace calls it {traced}: XLA duplicated the call, so the "
+            "emulators would advance several steps per agent step; set "
+            "backend_options={mode: host}, or compile with "
+            "XLA_FLAGS=--xla_gpu_enable_dynamic_slice_fusion=false"
+        )
+
+
 def _xla_functions(vec: Any) -> tuple[Any, Any]:
     """``vec.xla()``'s handle and step function, or a one-line error naming the fix."""
     import ale_py
@@ -431,6 +480,23 @@ class AleFusedEnv:
     def close(self) -> None:
         """Stops ALE's threads (a compiled program must not call the env after this)."""
         self._vec.close()
+
+    @property
+    def compiler_options(self) -> dict[str, Any]:
+        """XLA options of the programs that step this env: on a GPU, ``GPU_COMPILER_OPTIONS``
+        (no dynamic-slice fusion, which cloned ALE's step there); none elsewhere. Whether it
+        removes the clone is not verified on a GPU yet; ``check_compiled`` refuses the
+        program if it does not."""
+        return dict(GPU_COMPILER_OPTIONS) if jax.default_backend() == "gpu" else {}
+
+    def check_compiled(self, program: str, lowered_hlo: str, compiled_hlo: str) -> None:
+        """The trainer's check of each compiled program that steps this env
+        (``check_step_calls``): no more ALE step calls than its trace makes.
+
+        Raises:
+            RuntimeError: One line, where XLA duplicated the step.
+        """
+        check_step_calls(program, lowered_hlo, compiled_hlo)
 
     def __repr__(self) -> str:
         return f"AleFusedEnv({self._vec.ale!r}, num_envs={self._num_envs})"

@@ -14,14 +14,18 @@ import pytest
 from batchppo.backends import make_env
 from batchppo.backends.ale import AleOptions, ale_game
 from batchppo.backends.ale_env import (
+    GPU_COMPILER_OPTIONS,
+    STEP_TARGET,
     AleFusedEnv,
     AleState,
     AleVectorEnv,
     _keep_games,
     _xla_functions,
     atari_stack,
+    check_step_calls,
     env_seeds,
     game_flags,
+    step_calls,
 )
 from batchppo.envs import AtariStack, make
 
@@ -256,5 +260,52 @@ def test_the_fused_state_keeps_the_games_in_a_ring_and_take_games_reads_each_onc
             env.take_games(state)
         state = state.replace(run=jnp.int32(2), games=jnp.int32(2))  # another reset's run
         assert env.take_games(state).tolist() == [0.0, 1.0]
+    finally:
+        env.close()
+
+
+def _hlo(calls):
+    """HLO text of a loop body with ``calls`` ALE step calls and one reset call."""
+    call = (
+        f'  %s = (u8[8], u8[2,4,84,84]) custom-call(%h, %a), custom_call_target="{STEP_TARGET}"\n'
+    )
+    reset = '  %r = u8[8] custom-call(%s), custom_call_target="atari_vector_xla_reset"\n'
+    return "%body (p: (u8[8], s32[2])) -> u8[8] {\n" + call * calls + reset + "}\n"
+
+
+def test_a_compiled_program_with_more_step_calls_than_its_trace_is_refused():
+    assert [step_calls(_hlo(n)) for n in (0, 1, 2)] == [0, 1, 2]
+    check_step_calls("iterations(1)", _hlo(1), _hlo(1))
+    check_step_calls("two rollouts", _hlo(2), _hlo(2))
+    message = (
+        "^the compiled program 'iterations\\(1\\)' calls ALE's step \\(atari_vector_xla_step\\) 2 "
+        "times where its trace calls it 1: XLA duplicated the call, so the emulators would "
+        "advance several steps per agent step; set backend_options={mode: host}, or compile "
+        "with XLA_FLAGS=--xla_gpu_enable_dynamic_slice_fusion=false$"
+    )
+    with pytest.raises(RuntimeError, match=message):
+        check_step_calls("iterations(1)", _hlo(1), _hlo(2))
+
+
+def test_the_compiled_cpu_rollout_holds_one_step_call_and_passes_the_guard(monkeypatch):
+    env = AleFusedEnv(BREAKOUT, 2, AtariStack(), num_threads=1)
+    key = jax.random.key(0)
+
+    def scan(state, actions):  # the steps' observations stacked, as a rollout stacks them
+        def body(state, action):
+            res = env.step(state, action, key)
+            return res.state, (res.obs, res.final_obs, res.reward)
+
+        return jax.lax.scan(body, state, actions)
+
+    try:
+        state, _ = jax.jit(env.reset)(key)
+        lowered = jax.jit(scan).lower(state, jnp.zeros((8, 2), jnp.int32))
+        compiled = lowered.compile().as_text()
+        assert step_calls(lowered.as_text(dialect="hlo")) == step_calls(compiled) == 1
+        env.check_compiled("scan", lowered.as_text(dialect="hlo"), compiled)
+        assert env.compiler_options == {}  # the CPU's XLA has no dynamic-slice fusion
+        monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+        assert env.compiler_options == GPU_COMPILER_OPTIONS
     finally:
         env.close()

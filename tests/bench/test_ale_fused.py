@@ -21,6 +21,9 @@ def test_every_part_of_every_variant_is_timed_and_a_trace_is_written(tmp_path):
     assert (result["env"], result["envs"], result["steps"]) == ("ALE/Breakout-v5", 2, 4)
     assert result["sets"] == ["cnn=minatar", "cnn_dense=8"]
     assert set(result["variants"]) == set(bench.VARIANTS)
+    # One ALE step call in each compiled program on the CPU.
+    programs = {"env": 1, "rollout": 1, "iteration": 1}
+    assert result["step_calls"] == {name: programs for name in bench.VARIANTS}
     rows = [result["raw_step"]]
     for parts in result["variants"].values():
         assert set(parts) == set(bench.PARTS)

@@ -23,7 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.algorithms.common.programs import Compiler, Program, cold_compiler_options
+from batchppo.algorithms.common.programs import (
+    Compiler,
+    Program,
+    cold_compiler_options,
+    env_check,
+    env_compiler_options,
+)
 from batchppo.core import spaces
 from batchppo.core.env import Env
 from batchppo.core.keys import raw_key
@@ -63,6 +69,12 @@ def _recorded(recorder: EpisodeInfoRecorder | None, episode: _Episode) -> dict:
     if episode.cut:
         return recorder.running()[episode.env]
     return recorder.episodes[episode.env][episode.index]
+
+
+def _options(env: Env) -> dict[str, Any]:
+    """XLA options of the eval programs over ``env``: they run rarely (cold), with the env's
+    own (``env_compiler_options``)."""
+    return env_compiler_options(cold_compiler_options(), env)
 
 
 class Evaluator:
@@ -149,8 +161,9 @@ class Evaluator:
             def start(params: PyTree, key: jax.Array) -> tuple[SimState, EpisodeStats, jax.Array]:
                 return more(params, self._init_sim(key, env))
 
-            build = lambda: jax.jit(start, compiler_options=cold_compiler_options())  # noqa: E731
-            self._start[sample] = Program(self._name("start", sample, num_envs, chunk), build)
+            build = lambda: jax.jit(start, compiler_options=_options(env))  # noqa: E731
+            name = self._name("start", sample, num_envs, chunk)
+            self._start[sample] = Program(name, build, check=env_check(env))
         return self._start[sample]
 
     def _more_program(self, num_envs: int, chunk: int, sample: bool) -> Program:
@@ -158,9 +171,9 @@ class Evaluator:
         env = self._env(num_envs)
         if (sample, chunk) not in self._more:
             more = self._rollout(env, chunk, sample)
-            build = lambda: jax.jit(more, compiler_options=cold_compiler_options())  # noqa: E731
+            build = lambda: jax.jit(more, compiler_options=_options(env))  # noqa: E731
             name = self._name("more", sample, num_envs, chunk)
-            self._more[sample, chunk] = Program(name, build)
+            self._more[sample, chunk] = Program(name, build, check=env_check(env))
         return self._more[sample, chunk]
 
     def _rollout(self, env: Env, chunk: int, sample: bool) -> Callable:

@@ -75,6 +75,20 @@ def hot_compiler_options(xla_convolutions: bool) -> dict[str, Any]:
     return COMPILER_OPTIONS
 
 
+def env_compiler_options(options: dict[str, Any], env: Any) -> dict[str, Any]:
+    """``options`` with the XLA options that ``env`` asks of the programs that step it (its
+    ``compiler_options``, e.g. ``AleFusedEnv``'s on a GPU); ``options`` where it asks none."""
+    own = getattr(env, "compiler_options", None)
+    return {**options, **own} if own else options
+
+
+def env_check(env: Any) -> Callable[[str, str, str], None] | None:
+    """The check that ``env`` runs on each compiled program that steps it (its
+    ``check_compiled(program, lowered_hlo, compiled_hlo)``, see ``Program``); None where it
+    has none."""
+    return getattr(env, "check_compiled", None)
+
+
 def cold_compiler_options() -> dict[str, Any]:
     """XLA options of the programs that run rarely: compiled fast on CPU, as usual elsewhere."""
     return COLD_COMPILER_OPTIONS if jax.default_backend() == "cpu" else COMPILER_OPTIONS
@@ -142,12 +156,24 @@ class Program:
         build: Returns the jitted function (``jax.jit(...)``); called when the program is first
             needed, and again for a foreground compilation after a failed precompiled one.
         owner: Names the program's owner in warnings (e.g. ``Trainer``).
+        check: ``check(name, lowered_hlo, compiled_hlo)``, run on the HLO text of the program
+            as traced and as compiled before its first call, raising where the compiled
+            program is wrong (``env_check``); the program is then always compiled ahead of
+            time, so that its compiled text exists. None: no check.
     """
 
-    def __init__(self, name: str, build: Callable[[], Any], owner: str = "Trainer") -> None:
+    def __init__(
+        self,
+        name: str,
+        build: Callable[[], Any],
+        owner: str = "Trainer",
+        check: Callable[[str, str, str], None] | None = None,
+    ) -> None:
         self.name = name
         self.owner = owner
         self._build = build
+        self._check = check
+        self._lowered: Any = None  # the precompiled program's lowering, for ``check``
         # The jitted function, a compiled one, or a Future of one while it compiles.
         self._stage: Callable | Future | None = None
 
@@ -167,6 +193,7 @@ class Program:
         lowered = self._build().lower(*args)
         if self._stage is None:
             self._stage = compiler.submit(lowered.compile)
+            self._lowered = lowered
         return lowered.out_info
 
     def __call__(self, *args: Any) -> Any:
@@ -184,9 +211,12 @@ class Program:
             except Exception as error:  # compiled again below, in the foreground
                 self._warn(f"its background compilation failed: {error!r}")
                 program = None
-            self._stage = program = program or self._build()
+            if program is not None:
+                self._checked(self._lowered, program)
+            self._lowered = None
+            self._stage = program = program or self._foreground(args)
         elif program is None:
-            self._stage = program = self._build()
+            self._stage = program = self._foreground(args)
         try:
             return program(*args)
         except TypeError as error:
@@ -195,8 +225,22 @@ class Program:
             if not isinstance(program, jax.stages.Compiled):
                 raise
             self._warn(f"it does not take these inputs: {error}")
-            self._stage = program = self._build()
+            self._stage = program = self._foreground(args)
             return program(*args)
+
+    def _foreground(self, args: tuple[Any, ...]) -> Any:
+        """The program built now: the jitted function, or with a ``check`` the checked
+        compilation for ``args``."""
+        if self._check is None:
+            return self._build()
+        lowered = self._build().lower(*args)
+        return self._checked(lowered, lowered.compile())
+
+    def _checked(self, lowered: Any, compiled: Any) -> Any:
+        """``compiled`` once ``check`` passed on it (where there is one)."""
+        if self._check is not None:
+            self._check(self.name, lowered.as_text(dialect="hlo"), compiled.as_text())
+        return compiled
 
     def _warn(self, why: str) -> None:
         """Warns that this precompiled program is compiled again in the foreground."""

@@ -35,6 +35,8 @@ from batchppo.algorithms.common.programs import (
     Compiler,
     Program,
     cold_compiler_options,
+    env_check,
+    env_compiler_options,
     hot_compiler_options,
     iteration_donation,
     resolve_host_loop,
@@ -198,7 +200,9 @@ class Trainer:
         )
         """Whether the hot programs keep convolutions on XLA's own kernels
         (``config.xla_convolutions``)."""
-        self._hot_options = hot_compiler_options(self.xla_convolutions)
+        self._hot_options = env_compiler_options(
+            hot_compiler_options(self.xla_convolutions), self.env
+        )
         self._host_loop: HostLoop | None = None
         backend = get_backend(config.backend)
         loop_envs = backend.host and not backend.steps_in_program(config.backend_options)
@@ -334,7 +338,8 @@ class Trainer:
                     )
                 return jax.jit(fn, donate_argnums=donate, compiler_options=self._hot_options)
 
-            self._iterations_programs[n] = Program(f"iterations({n})", build)
+            name = f"iterations({n})"
+            self._iterations_programs[n] = Program(name, build, check=env_check(self.env))
         return self._iterations_programs[n]
 
     def precompile(

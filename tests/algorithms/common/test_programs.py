@@ -1,5 +1,6 @@
 """Program: jitted on first use, precompiled in the background, and its fallbacks."""
 
+import types
 from concurrent.futures import Executor, Future
 
 import jax
@@ -12,6 +13,8 @@ from batchppo.algorithms.common.programs import (
     XLA_CONVOLUTIONS_OPTIONS,
     Compiler,
     Program,
+    env_check,
+    env_compiler_options,
     hot_compiler_options,
     iteration_donation,
     resolve_host_loop,
@@ -68,6 +71,52 @@ def test_inputs_a_precompiled_program_does_not_take_fall_back_with_a_warning():
     np.testing.assert_array_equal(out, [2, 2, 2, 2])
     assert isinstance(program.stage, jax.stages.Wrapped)
     compiler.shutdown()
+
+
+def _checking(seen, refuse=False):
+    """A program's ``check`` that records what it is given and refuses where asked."""
+
+    def check(name, lowered_hlo, compiled_hlo):
+        seen.append((name, "multiply" in lowered_hlo, "ENTRY" in compiled_hlo))
+        if refuse:
+            raise RuntimeError(f"{name} refused")
+
+    return check
+
+
+@pytest.mark.parametrize("precompiled", [False, True])
+def test_a_checked_program_is_compiled_ahead_and_checked_before_its_first_call(precompiled):
+    seen, compiler = [], Compiler()
+    program = Program("double", _double, check=_checking(seen))
+    if precompiled:
+        program.precompile(compiler, jax.ShapeDtypeStruct((3,), jnp.float32))
+        assert seen == []  # checked where it is first called
+    np.testing.assert_array_equal(program(jnp.ones(3)), [2.0, 2.0, 2.0])
+    program(jnp.ones(3))
+    assert seen == [("double", True, True)]  # its HLO as traced and as compiled, once
+    assert isinstance(program.stage, jax.stages.Compiled)
+    compiler.shutdown()
+
+
+@pytest.mark.parametrize("precompiled", [False, True])
+def test_a_program_its_check_refuses_never_runs(precompiled):
+    seen, compiler = [], Compiler()
+    program = Program("double", _double, check=_checking(seen, refuse=True))
+    if precompiled:
+        program.precompile(compiler, jnp.ones(3))
+    for _ in range(2):  # refused at every call
+        with pytest.raises(RuntimeError, match=r"^double refused$"):
+            program(jnp.ones(3))
+    assert len(seen) == 2
+    compiler.shutdown()
+
+
+def test_an_env_adds_its_compiler_options_and_its_check():
+    options = {"xla_backend_optimization_level": 1}
+    assert env_compiler_options(options, object()) is options and env_check(object()) is None
+    env = types.SimpleNamespace(compiler_options={"a": False}, check_compiled=print)
+    assert env_compiler_options(options, env) == {**options, "a": False}
+    assert env_check(env) is print
 
 
 def test_iteration_donation_keeps_the_train_state_of_host_envs():
