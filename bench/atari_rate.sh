@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Atari agent steps/s at CleanRL's settings (issue 41, item 4) on this machine, in one call:
-# first bench/callback_repro.py (which forms of a host step inside a compiled loop compile
-# here), then bench/host_phases.py (where a host-loop iteration's time goes: env, policy,
+# first bench/investigations/callback_repro.py (which forms of a host step inside a compiled loop compile
+# here), then bench/investigations/host_phases.py (where a host-loop iteration's time goes: env, policy,
 # update; with `profile` a Perfetto trace of one rollout, with `spin` the learner and the
 # workers spinning before they block, with `half` 4 envs, with `graphs` XLA's command buffers
 # over the cuDNN calls too), then `breakout_atari` (8 envs) trained for $STEPS agent steps with
@@ -50,14 +50,14 @@ part() { [[ ",$PARTS," == *",$1,"* ]]; }
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/jax-cache}
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0
 rm -rf /tmp/atari-rate  # a run dir left by an earlier call would be resumed
-part callback && timeout 120 python3 bench/callback_repro.py --json "$OUT/callback.json" 2>&1
+part callback && timeout 120 python3 bench/investigations/callback_repro.py --json "$OUT/callback.json" 2>&1
 { part callback || part repro; } && for form in --ordered --unordered; do  # the report's program
-  timeout 60 python3 bench/xla_token_repro.py $form 2>&1 | grep -e "^compiled" -e "Check failed"
+  timeout 60 python3 bench/investigations/xla_token_repro.py $form 2>&1 | grep -e "^compiled" -e "Check failed"
 done
-phases() {  # bench/host_phases.py on breakout_atari: the result's name, then its arguments
+phases() {  # bench/investigations/host_phases.py on breakout_atari: the result's name, then its arguments
   local name=$1
   shift
-  timeout 150 python3 bench/host_phases.py --preset breakout_atari --iterations "$PHASES" \
+  timeout 150 python3 bench/investigations/host_phases.py --preset breakout_atari --iterations "$PHASES" \
     --json "$OUT/$name.json" "$@" 2>&1 | grep -v -e "^A.L.E" -e Stella
 }
 part phases && phases phases

@@ -213,9 +213,9 @@ def host_call(host_fn: Any, result_structs: Any, state: jax.Array, *args: Any) -
     policy does with the observations. On the CPU the callback is also ``ordered`` (a token
     through the program, and from program to program, as JAX orders effects). On an accelerator
     it is not: XLA's GPU compiler (jaxlib 0.11.2) aborts on programs where the ordered
-    callback's token meets stacked uint8 frames (``bench/callback_repro.py``'s ``frames``
-    form reproduces it); there the device runs one program at a time, and within a program the
-    chain orders the calls.
+    callback's token meets stacked uint8 frames (the ``frames`` form of
+    ``bench/investigations/callback_repro.py`` reproduces it); there the device runs one
+    program at a time, and within a program the chain orders the calls.
 
     Args:
         host_fn: The host function (NumPy in, NumPy out).

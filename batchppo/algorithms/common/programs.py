@@ -36,7 +36,7 @@ XLA_CONVOLUTIONS_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUS
 ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=dot``). By default the XLA of jaxlib 0.10
 hands it convolutions too, and a CNN's gradient convolutions (dilated windows) then run far
 more slowly than with XLA's own kernels: a Nature-CNN gradient step on 256 Atari frames took
-3.12x as long on 2 cores (bench/conv.py). See
+3.12x as long on 2 cores (bench/investigations/conv.py). See
 ``RunConfig.xla_convolutions``."""
 
 

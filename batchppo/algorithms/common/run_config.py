@@ -110,8 +110,8 @@ class RunConfig:
     step) run convolutions with XLA's own kernels (True) or hand them to the YNNPACK library
     as XLA does by default (False; the XLA option ``xla_cpu_experimental_ynn_fusion_type``).
     None: True where an observation leaf is an image (a CNN torso), whose gradient step
-    YNNPACK's convolutions made about 3x slower (``bench/conv.py``). Results agree up to float
-    rounding; it may change on resume."""
+    YNNPACK's convolutions made about 3x slower (``bench/investigations/conv.py``). Results
+    agree up to float rounding; it may change on resume."""
     max_env_restarts: int = 0
     """``process`` and ``sync`` backends: how many env restarts each env batch (training,
     evaluation) may make in one training process. An env whose step raises, or whose worker

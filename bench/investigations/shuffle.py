@@ -1,4 +1,4 @@
-"""Minibatch permutations, ``index`` against ``sort`` (``minibatch_shuffle``), side by side.
+r"""Minibatch permutations, ``index`` against ``sort`` (``minibatch_shuffle``), side by side.
 
 Two parts, both in this one process:
 
@@ -15,7 +15,8 @@ Two parts, both in this one process:
 
 Usage::
 
-    JAX_PLATFORMS=cpu python bench/shuffle.py --presets cartpole_jax,pendulum_jax --json out.json
+    JAX_PLATFORMS=cpu python bench/investigations/shuffle.py \
+        --presets cartpole_jax,pendulum_jax --json out.json
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ This script measures, for each setting, interleaved over ``--rounds``:
   excluded. The setting is applied by binding it to the ``process`` backend's batch env
   factory (``batchppo.envs.make.process_batch_env``) in that process.
 
-    python bench/spin.py --spins 50,1000 --rounds 2 --train-seconds 20
+    python bench/investigations/spin.py --spins 50,1000 --rounds 2 --train-seconds 20
 """
 
 from __future__ import annotations
@@ -124,7 +124,10 @@ def main() -> None:
     args = parser.parse_args()
     spins = [float(s) for s in args.spins.split(",")]
     cores = len(os.sched_getaffinity(0))
-    print(f"bench/spin.py: {cores} cores, {args.num_envs} envs, rounds {args.rounds}", flush=True)
+    print(
+        f"bench/investigations/spin.py: {cores} cores, {args.num_envs} envs, rounds {args.rounds}",
+        flush=True,
+    )
     for env_id in args.envs.split(","):
         limit = cores * single_rate(env_id, 2.0)
         for round_ in range(args.rounds):

@@ -1,4 +1,4 @@
-"""bench/host_phases.py: a host-loop iteration's time split into env, policy and update."""
+"""bench/investigations/host_phases.py: a host-loop iteration split into env, policy, update."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from benchlib import load_bench
 
 
 def test_the_parts_of_a_host_loop_iteration_add_up(tmp_path, capsys):
-    phases = load_bench("host_phases")
+    phases = load_bench("investigations/host_phases")
     out = tmp_path / "phases.json"
     argv = ["--preset", "cartpole", "--iterations", "2", "--num-agents", "2"]
     result = phases.main([*argv, "--rollout-length", "8", "--json", str(out)])
@@ -26,7 +26,7 @@ def test_the_parts_of_a_host_loop_iteration_add_up(tmp_path, capsys):
 
 
 def test_each_part_is_its_median_call_per_step_and_the_update_the_iteration_less_the_rollout():
-    phases = load_bench("host_phases")
+    phases = load_bench("investigations/host_phases")
     times = {
         "iteration": [0.9, 0.5, 0.7],
         "rollout": [0.2, 0.4, 0.3, 0.5],
@@ -44,13 +44,13 @@ def test_each_part_is_its_median_call_per_step_and_the_update_the_iteration_less
 
 
 def test_a_fused_preset_is_refused():
-    phases = load_bench("host_phases")
+    phases = load_bench("investigations/host_phases")
     with pytest.raises(ValueError, match="cartpole_jax runs fused"):
         phases.phases("cartpole_jax", 1)
 
 
 def test_spins_are_set_for_the_run_only_and_a_profile_is_written(tmp_path, monkeypatch):
-    phases = load_bench("host_phases")
+    phases = load_bench("investigations/host_phases")
     from batchppo.envs import WorkerOptions
 
     defaults = dataclasses.asdict(WorkerOptions())

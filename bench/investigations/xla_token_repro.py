@@ -1,11 +1,13 @@
 """A standalone reproduction, for XLA's maintainers, of the GPU compiler's abort on an ordered
-host callback whose scan stacks uint8 frames (``bench/callback_repro.py``'s ``frames`` form,
-which aborted on an H200 with jaxlib 0.11.2; docs/benchmarks-journal.md, 11i).
+host callback whose scan stacks uint8 frames (the ``frames`` form of
+``bench/investigations/callback_repro.py``, which aborted on an H200 with jaxlib 0.11.2;
+docs/benchmarks-journal.md, 11i).
 
-Run on a GPU: ``python bench/xla_token_repro.py`` compiles the program with ``ordered=True``
-(aborted there: ``shape_util.cc:757 Check failed: shape.IsArray() || shape.IsTuple()`` in
-``GpuHloCostAnalysis`` under ``PriorityFusion``), ``--unordered`` the same program without the
-token (compiled there). Needs only JAX and NumPy; prints ``compiled`` and the device.
+Run on a GPU: ``python bench/investigations/xla_token_repro.py`` compiles the program with
+``ordered=True`` (aborted there: ``shape_util.cc:757 Check failed: shape.IsArray() ||
+shape.IsTuple()`` in ``GpuHloCostAnalysis`` under ``PriorityFusion``), ``--unordered`` the same
+program without the token (compiled there). Needs only JAX and NumPy; prints ``compiled`` and
+the device.
 """
 
 import sys

@@ -10,9 +10,9 @@ in alternating order; the best round counts. Torch runs with one thread per core
 float32 parameters; torch: ``autocast``), for CPUs with bfloat16 instructions.
 
 Examples:
-    python bench/conv.py                      # batch 256, 16 steps, 3 rounds
-    python bench/conv.py --batch 64 --steps 4 --rounds 1      # smoke test
-    python bench/conv.py --bf16                              # and the bfloat16 sides
+    python bench/investigations/conv.py                      # batch 256, 16 steps, 3 rounds
+    python bench/investigations/conv.py --batch 64 --steps 4 --rounds 1      # smoke test
+    python bench/investigations/conv.py --bf16                              # and the bfloat16 sides
 """
 
 from __future__ import annotations
@@ -126,7 +126,10 @@ def main() -> None:
             for _ in range(args.steps):
                 sides[name]()
             best[name] = min(best[name], (time.perf_counter() - start) / args.steps)
-    print(f"bench/conv.py: batch {args.batch}, {os.cpu_count()} cores, best of {args.rounds}")
+    print(
+        f"bench/investigations/conv.py: batch {args.batch}, {os.cpu_count()} cores, "
+        f"best of {args.rounds}"
+    )
     for name, seconds in best.items():
         print(f"{name}: {1000 * seconds:.0f} ms per gradient step")
     base, ours, torch = (best[name] for name in names[:3])

@@ -1,4 +1,4 @@
-"""Where a host-loop iteration's time goes (issue 41, item 4): env, policy, update.
+r"""Where a host-loop iteration's time goes (issue 41, item 4): env, policy, update.
 
 ``breakout_atari`` at CleanRL's settings trains at about 2k agent steps/s on an H200 with the
 rollout a Python loop (``host_loop=true``, benchmarks journal 11e): 4 ms per step of 8 envs,
@@ -27,7 +27,8 @@ which the trainer leaves at their defaults: set here for this process's envs, th
 many). ``--compiler-option KEY=VALUE`` (repeatable) adds
 an XLA option to the trainer's hot programs (the host loop's policy step, the update).
 
-    python bench/host_phases.py --preset breakout_atari --iterations 8 --json phases.json
+    python bench/investigations/host_phases.py --preset breakout_atari --iterations 8 \
+        --json phases.json
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A compile setting of the training programs on and off, side by side: ``unroll_update`` or
+r"""A compile setting of the training programs on and off, side by side: ``unroll_update`` or
 ``xla_convolutions``.
 
 Both settings exist for CNN torsos on the CPU, and both are on there by default (None):
@@ -16,8 +16,9 @@ seconds, env steps per second and CPU seconds per iteration of each, and their r
 ``--rounds`` repeats the pair, alternating which side goes first.
 
 Examples:
-    python bench/settings.py                                # unroll_update, breakout_minatar
-    python bench/settings.py --setting xla_convolutions --presets breakout_minatar,breakout_atari
+    python bench/investigations/settings.py             # unroll_update, breakout_minatar
+    python bench/investigations/settings.py --setting xla_convolutions \
+        --presets breakout_minatar,breakout_atari
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=3, help="timed iterations of each")
     parser.add_argument("--rounds", type=int, default=1, help="pairs, alternating the order")
     args = parser.parse_args()
-    print(f"bench/settings.py: JAX backend {jax.default_backend()}", flush=True)
+    print(f"bench/investigations/settings.py: JAX backend {jax.default_backend()}", flush=True)
     for preset in args.presets.split(","):
         rates: dict[bool, list[float]] = {True: [], False: []}
         for k in range(args.rounds):

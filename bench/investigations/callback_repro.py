@@ -33,17 +33,21 @@ one by one what that iteration holds around its callback, to find which brings t
 * ``preset_unordered``: ``preset`` with ``ordered=False`` (no token in the program; the calls
   then follow each other only through their data).
 
-    python bench/callback_repro.py                       # every variant, on JAX's default device
-    python bench/callback_repro.py --variants ordered --steps 4 --json out.json
+    python bench/investigations/callback_repro.py           # every variant, on JAX's default device
+    python bench/investigations/callback_repro.py --variants ordered --steps 4 --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
+# bench/ on the path, as for a script run from there: the harness lives beside the stable suite.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from workers import spawn  # bench/workers.py: a side in a process of its own
 
 # What each bisecting form adds to ``ordered`` (see the docstring).

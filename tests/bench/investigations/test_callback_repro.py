@@ -1,4 +1,4 @@
-"""bench/callback_repro.py: the host step inside a compiled loop, each form in its own process."""
+"""bench/investigations/callback_repro.py: each form of a host step in a compiled loop, alone."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from benchlib import load_bench
 
 
 def test_each_form_compiles_and_runs_on_the_cpu(tmp_path, capsys):
-    repro = load_bench("callback_repro")
+    repro = load_bench("investigations/callback_repro")
     out = tmp_path / "out.json"
     forms = ["ordered", "single", "while", "preset"]  # preset: every bisecting feature at once
     results = repro.main(["--variants", ",".join(forms), "--steps", "3", "--json", str(out)])
@@ -19,7 +19,7 @@ def test_each_form_compiles_and_runs_on_the_cpu(tmp_path, capsys):
 
 
 def test_a_form_that_fails_reports_its_exit_and_stderr():
-    repro = load_bench("callback_repro")
+    repro = load_bench("investigations/callback_repro")
     result = repro.run_variant("no-such-form", 2, timeout=120)
     assert not result["ok"] and result["exit"] == 1
     assert result["error"].startswith("exit 1: Traceback") and result["error"].endswith(
@@ -30,7 +30,7 @@ def test_a_form_that_fails_reports_its_exit_and_stderr():
 
 
 def test_the_bisecting_forms_add_their_features_to_the_ordered_form():
-    repro = load_bench("callback_repro")
+    repro = load_bench("investigations/callback_repro")
     bisecting = {v: f for v, f in repro.FEATURES.items() if v != "preset_unordered"}
     assert all(features <= repro.FEATURES["preset"] for features in bisecting.values())
     assert set().union(*bisecting.values()) == {"frames", "cond", "cnn", "update"}

@@ -1,4 +1,4 @@
-"""bench/shuffle.py: both methods timed at a size and on a preset, ratios reported."""
+"""bench/investigations/shuffle.py: both methods timed at a size and on a preset, with ratios."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from benchlib import load_bench
 
 
 def test_sizes_and_a_preset_are_timed_with_both_methods(tmp_path, capsys):
-    bench = load_bench("shuffle")
+    bench = load_bench("investigations/shuffle")
     out = tmp_path / "out.json"
     results = bench.main(
         ["--sizes", "100", "--reps", "2", "--presets", "cartpole_jax", "--iterations", "1",
@@ -28,7 +28,7 @@ def test_sizes_and_a_preset_are_timed_with_both_methods(tmp_path, capsys):
 
 
 def test_learning_trains_every_seed_with_both_methods(capsys):
-    bench = load_bench("shuffle")
+    bench = load_bench("investigations/shuffle")
     results = bench.main(
         ["--sizes", "none", "--learning", "cartpole_jax", "--seeds", "3-5",
          "--learning-steps", "4096"]
@@ -44,7 +44,7 @@ def test_learning_trains_every_seed_with_both_methods(capsys):
 
 
 def test_final_returns_weigh_episodes_and_widen_the_tail_until_every_seed_has_one():
-    bench = load_bench("shuffle")
+    bench = load_bench("investigations/shuffle")
     nan = float("nan")
     score = np.array([[1.0, 2.0, nan, 4.0, 6.0], [1.0, nan, 3.0, nan, nan]])
     episodes = np.array([[1, 1, 0, 1, 3], [1, 0, 2, 0, 0]])
