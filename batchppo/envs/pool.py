@@ -25,7 +25,6 @@ restart policy (``batchppo.envs.restarts``), the Gymnasium API and the shared ar
 from __future__ import annotations
 
 import dataclasses
-import math
 import multiprocessing as mp
 import time
 from collections.abc import Callable
@@ -52,7 +51,7 @@ from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.worker_processes import PARENT_SLOT as _PARENT
 from batchppo.envs.worker_processes import WorkerProcesses
 
-__all__ = ["StepAnswers", "WorkerPool", "check_step_timeout"]
+__all__ = ["StepAnswers", "WorkerPool"]
 
 # The slots' answers to a step: the first error one reported (or None), their batched infos as
 # (first env, count, info), the error reports of envs that raised in restartable slots as (slot,
@@ -78,24 +77,6 @@ class _PartialStep:
 
     answered: int
     answers: StepAnswers
-
-
-def check_step_timeout(step_timeout: float | None) -> float | None:
-    """``step_timeout`` as a float (None: no limit).
-
-    Raises:
-        ValueError: Not a number of seconds > 0 (nor None).
-    """
-    if step_timeout is not None and (
-        isinstance(step_timeout, bool)
-        or not isinstance(step_timeout, (int, float))
-        or not 0 < step_timeout < math.inf
-    ):
-        raise ValueError(
-            f"step_timeout must be a number of seconds > 0, or None to wait for ever; got "
-            f"{step_timeout!r}."
-        )
-    return None if step_timeout is None else float(step_timeout)
 
 
 class WorkerPool:
