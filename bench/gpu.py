@@ -272,6 +272,14 @@ class _FiveValueStep:
         )
 
 
+def _stub_attribute(attr: str) -> Any:
+    """A stubbed module's attribute: a blank object, but no module dunder (``__file__``,
+    ``__path__``...), which Python's own tools (``inspect.getmodule`` over ``sys.modules``) read."""
+    if attr.startswith("__"):
+        raise AttributeError(attr)
+    return types.SimpleNamespace()
+
+
 def import_purejaxrl(folder: str | os.PathLike) -> types.ModuleType:
     """PureJaxRL's ``ppo.py`` from ``folder``, its ``gymnax.make`` adapted to gymnax 1.0.
 
@@ -286,7 +294,7 @@ def import_purejaxrl(folder: str | os.PathLike) -> types.ModuleType:
             importlib.import_module(name)
         except ImportError:
             stub = types.ModuleType(name)
-            stub.__getattr__ = lambda attr, _n=name: types.SimpleNamespace()  # type: ignore
+            stub.__getattr__ = _stub_attribute  # type: ignore[method-assign]
             sys.modules[name] = stub
     sys.path.insert(0, folder)
     try:

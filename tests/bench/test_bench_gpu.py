@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import statistics
 import textwrap
+import types
 from pathlib import Path
 
 import numpy as np
@@ -319,3 +320,10 @@ def test_an_unknown_restart_mode_is_refused_in_one_line(capsys):
     assert err.endswith(
         "--brax-autoreset: unknown modes ['fresh']; choose from select, cond, first, optimistic"
     )
+
+
+def test_a_stubbed_module_answers_no_dunder():
+    bench = load_bench("gpu")
+    assert isinstance(bench._stub_attribute("VecEnv"), types.SimpleNamespace)
+    with pytest.raises(AttributeError):
+        bench._stub_attribute("__file__")
