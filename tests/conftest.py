@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import psutil
 import pytest
@@ -215,3 +218,43 @@ def forget_user_modules() -> Iterator[None]:
         sys.modules.pop(name, None)
     if "gymnasium" in sys.modules:
         sys.modules["gymnasium"].registry.pop("MyReach-v0", None)
+
+
+InstallPackage = Callable[[str, Mapping[str, Mapping[str, str]], Mapping[str, str]], Path]
+"""``install(name, entry_points, modules)``: see ``install_package``."""
+
+
+@pytest.fixture
+def install_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InstallPackage]:
+    """Installs a user's package as pip would leave it, with nothing of batchppo told of it.
+
+    ``install(name, entry_points, modules)`` writes the modules (name -> source) and a
+    ``<name>-0.1.dist-info`` folder (its ``METADATA``, and an ``entry_points.txt`` of the groups
+    in ``entry_points``: group -> entry point name -> value) into a fresh folder, puts that on
+    ``sys.path``, where ``importlib.metadata`` finds the entry points, and returns the folder.
+    The modules leave ``sys.modules`` (and the folder ``sys.path``) when the test ends.
+    """
+    written: list[str] = []
+
+    def install(
+        name: str, entry_points: Mapping[str, Mapping[str, str]], modules: Mapping[str, str]
+    ) -> Path:
+        root = tmp_path / f"site-{name}"
+        info = root / f"{name}-0.1.dist-info"
+        info.mkdir(parents=True)
+        for module, source in modules.items():
+            (root / f"{module}.py").write_text(textwrap.dedent(source))
+            written.append(module)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+        groups = "".join(
+            f"[{group}]\n" + "".join(f"{key} = {value}\n" for key, value in points.items())
+            for group, points in entry_points.items()
+        )
+        (info / "entry_points.txt").write_text(groups)
+        monkeypatch.syspath_prepend(str(root))
+        return root
+
+    yield install
+    for module in written:
+        sys.modules.pop(module, None)
+    importlib.invalidate_caches()

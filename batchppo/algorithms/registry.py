@@ -10,7 +10,11 @@ field existed are PPO runs.
 A record points at the algorithm's trainer through a lazy reference, so this module imports
 nothing heavy (no JAX): the config classes and preset tables it imports are plain data.
 Adding an algorithm is one package under ``batchppo/algorithms/`` plus one record here
-(docs/new_algorithm.md).
+(docs/new_algorithm.md). A user's package adds one without any import by its user through an
+entry point of the group ``batchppo.algorithms`` (a
+[`Registry`][batchppo.core.registry.Registry]'s): one naming a module that registers records,
+an ``Algorithm`` record or a callable returning records; its presets then train from the
+command line (``--config mypreset``), and config files naming it (``algorithm: mine``) load.
 
 Examples:
     >>> get_algorithm("ppo").config.__name__
@@ -25,10 +29,11 @@ from typing import Any
 
 from batchppo.algorithms.a2c import config as a2c_config
 from batchppo.algorithms.a2c import presets as a2c_presets
+from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo import config as ppo_config
 from batchppo.algorithms.ppo import presets as ppo_presets
 from batchppo.core.backends import lazy
-from batchppo.core.wording import did_you_mean
+from batchppo.core.registry import Registry
 
 DEFAULT_ALGORITHM = "ppo"
 """The algorithm of a ``config.yaml`` that names none (written before the field existed)."""
@@ -62,34 +67,52 @@ class Algorithm:
     metrics: tuple[str, ...] = ()
 
 
-ALGORITHMS: dict[str, Algorithm] = {}
-"""The algorithms by name, in registration order."""
+def _check_joins(algorithm: Algorithm) -> None:
+    """Refuses a record that the lookups by config class and by preset name could not tell
+    from a registered one (``ALGORITHMS``' check)."""
+    name = algorithm.name
+    if not (isinstance(algorithm.config, type) and issubclass(algorithm.config, RunConfig)):
+        raise ValueError(f"algorithm {name!r}: its config must be a subclass of RunConfig")
+    for other in ALGORITHMS.registered().values():
+        if other.config is algorithm.config:
+            raise ValueError(
+                f"algorithm {name!r}: config class {algorithm.config.__name__} belongs to "
+                f"algorithm {other.name!r} already; give it a class of its own (a subclass "
+                "will do)"
+            )
+        taken = sorted(set(algorithm.presets) & set(other.presets))
+        if taken:
+            raise ValueError(
+                f"algorithm {name!r}: preset names {taken} belong to algorithm "
+                f"{other.name!r} already; rename them"
+            )
+
+
+ALGORITHMS: Registry[Algorithm] = Registry(
+    "algorithm", Algorithm, group="batchppo.algorithms", check=_check_joins
+)
+"""The algorithms by name, in registration order: the built-ins, then those of the entry
+points of ``batchppo.algorithms``."""
 
 
 def register(algorithm: Algorithm) -> Algorithm:
     """Adds ``algorithm`` to [`ALGORITHMS`][batchppo.algorithms.registry.ALGORITHMS].
 
     Raises:
-        ValueError: A record of that name exists already.
+        ValueError: A record of that name, config class or preset name exists already, or its
+            config class is no ``RunConfig``.
     """
-    if algorithm.name in ALGORITHMS:
-        raise ValueError(f"algorithm {algorithm.name!r} is registered already")
-    ALGORITHMS[algorithm.name] = algorithm
-    return algorithm
+    return ALGORITHMS.register(algorithm)
 
 
 def get_algorithm(name: str) -> Algorithm:
-    """The record of algorithm ``name``.
+    """The record of algorithm ``name`` (the entry points loaded first if it is not
+    registered).
 
     Raises:
         ValueError: Unknown name, in one line with a close match and the known names.
     """
-    if name not in ALGORITHMS:
-        raise ValueError(
-            f"unknown algorithm {name!r}.{did_you_mean(name, ALGORITHMS)} Known algorithms: "
-            f"{', '.join(ALGORITHMS)}"
-        )
-    return ALGORITHMS[name]
+    return ALGORITHMS.lookup(name)
 
 
 def algorithm_of(config: Any) -> Algorithm:

@@ -4,9 +4,10 @@ normalisation.
 The core imports no backend: the envs that implement its API (gymnax, Brax, Gymnasium envs on the
 host) adapt to it from [`batchppo.backends`][batchppo.backends], which also has ``make_env``. The
 names below are imported on first use, so that the light modules of the package (the backend
-registry ``batchppo.core.backends``, which a config's validation reads, the range-normalisation
-rule ``batchppo.core.ranges``, which host workers use, and the wording of messages
-``batchppo.core.wording``, which every layer uses) can be imported without JAX.
+registry ``batchppo.core.backends`` and the registry type ``batchppo.core.registry``, which a
+config's validation reads, the range-normalisation rule ``batchppo.core.ranges``, which host
+workers use, and the wording of messages ``batchppo.core.wording``, which every layer uses)
+can be imported without JAX.
 """
 
 from __future__ import annotations

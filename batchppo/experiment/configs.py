@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +40,26 @@ from batchppo.experiment.fileio import atomic_write_bytes
 DEFAULT_PRESET = "pendulum_jax"
 """The preset the README's first command trains: the fastest to a good result."""
 
-PRESETS: dict[str, RunConfig] = {
-    name: config for algorithm in ALGORITHMS.values() for name, config in algorithm.presets.items()
-}
+
+class _Presets(Mapping[str, RunConfig]):
+    """Every algorithm's presets by name, in registry order, read from the registry at each
+    use: a plug-in algorithm's too (its entry point loaded on the first listing)."""
+
+    def _all(self) -> dict[str, RunConfig]:
+        algorithms = ALGORITHMS.values()
+        return {name: config for a in algorithms for name, config in a.presets.items()}
+
+    def __getitem__(self, name: str) -> RunConfig:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+PRESETS: Mapping[str, RunConfig] = _Presets()
 """Every algorithm's presets, by name (in registry order)."""
 
 

@@ -1,5 +1,6 @@
-"""The algorithm registry: records, lookups, config files naming their algorithm, and the
-experiment layer's independence of any one algorithm."""
+"""The algorithm registry: records, lookups, config files naming their algorithm, a user's
+package's algorithm trained from the command line through an entry point, and the experiment
+layer's independence of any one algorithm."""
 
 from __future__ import annotations
 
@@ -30,6 +31,32 @@ def test_lookups_by_name_and_by_config():
         registry.algorithm_of(RunConfig())
     with pytest.raises(ValueError, match="'ppo' is registered already"):
         registry.register(ppo)
+
+
+def test_a_record_the_lookups_could_not_tell_from_a_registered_one_is_refused():
+    ppo = registry.get_algorithm("ppo")
+    with pytest.raises(ValueError) as info:
+        registry.register(dataclasses.replace(ppo, name="ppo2", presets={}))
+    assert str(info.value) == (
+        "algorithm 'ppo2': config class PPOConfig belongs to algorithm 'ppo' already; give it "
+        "a class of its own (a subclass will do)"
+    )
+
+    @dataclasses.dataclass(frozen=True)
+    class OwnConfig(PPOConfig):
+        pass
+
+    with pytest.raises(ValueError) as info:
+        registry.register(
+            dataclasses.replace(ppo, name="own", config=OwnConfig, presets={"cartpole_jax": None})
+        )
+    assert str(info.value) == (
+        "algorithm 'own': preset names ['cartpole_jax'] belong to algorithm 'ppo' already; "
+        "rename them"
+    )
+    with pytest.raises(ValueError, match=r"^algorithm 'own': its config must be a subclass of Run"):
+        registry.register(dataclasses.replace(ppo, name="own", config=dict, presets={}))
+    assert "own" not in registry.ALGORITHMS.registered()
 
 
 def test_every_config_class_is_a_run_config_and_every_preset_its_algorithms():
@@ -133,3 +160,76 @@ def test_ppo_iterations_report_the_declared_metrics(objective):
     _, _, metrics = trainer.iteration(ts, trainer.init_sim(ts, host_key(0, 1)))
     trainer.close()
     assert {*EPISODE_METRICS, *registry.get_algorithm("ppo").metrics} <= set(metrics)
+
+
+USER_ALGORITHM = '''
+"""A user's algorithm package: PPO under a config class of its own, with a field of its own."""
+
+import dataclasses
+
+from batchppo.algorithms.ppo.config import METRICS, PPOConfig
+from batchppo.algorithms.registry import Algorithm
+
+BUILT = []
+
+
+@dataclasses.dataclass(frozen=True)
+class PatientConfig(PPOConfig):
+    patience: int = 3
+
+
+def trainer(config, **kwargs):
+    from batchppo.algorithms.ppo.ppo import Trainer
+
+    BUILT.append(config.patience)
+    return Trainer(config, **kwargs)
+
+
+ALGORITHM = Algorithm(
+    name="patient",
+    title="Patient PPO",
+    config=PatientConfig,
+    presets={
+        "cartpole_patient": PatientConfig(
+            env="CartPole-v1", backend="gymnax", normalize_ranges=False,
+            network="feed_forward_categorical", num_agents=8, rollout_length=64,
+            policy_layers=(8,), value_layers=(8,), steps=100_000,
+        )
+    },
+    trainer=trainer,
+    metrics=METRICS,
+)
+'''
+
+
+@pytest.fixture
+def fresh_algorithms():
+    """The algorithm registry loads its entry points again, and forgets the user's after."""
+    registry.ALGORITHMS.forget_entry_points()
+    yield
+    registry.ALGORITHMS.forget_entry_points()
+
+
+@pytest.mark.timeout(300)
+def test_a_users_algorithm_trains_from_the_cli_through_an_entry_point(
+    install_package, fresh_algorithms, tmp_path
+):
+    import sys
+
+    from batchppo import cli
+    from batchppo.experiment.loading import load_run
+
+    points = {"batchppo.algorithms": {"patient": "patientppo:ALGORITHM"}}
+    install_package("patientppo", points, {"patientppo": USER_ALGORITHM})
+    assert "patient" not in registry.ALGORITHMS.registered()  # nothing imported the package
+    assert "cartpole_patient" in configs.PRESETS  # listing the presets loads the entry points
+    logdir = tmp_path / "logs"
+    argv = ["train", "--config", "cartpole_patient", "--set", "patience=5", "--set", "steps=1024"]
+    assert cli.main([*argv, "--logdir", str(logdir), "--progress", "none"]) == 0
+    (run_dir,) = logdir.iterdir()
+    stored = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert (stored["algorithm"], stored["patience"]) == ("patient", 5)
+    assert sys.modules["patientppo"].BUILT[0] == 5  # the package's trainer trained it
+    config, trainer, _, step = load_run(run_dir)
+    trainer.close()
+    assert type(config).__name__ == "PatientConfig" and step == 1024

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from batchppo.algorithms.common import run_config
 from batchppo.algorithms.common.run_config import NetworkConfig, RunConfig, check
 
-NETWORKS = ("feed_forward", "feed_forward_gaussian", "feed_forward_categorical")
+NETWORKS = tuple(n for n in run_config.NETWORKS if n not in run_config.RECURRENT)
+"""The networks A2C trains: the feed-forward ones (its rollouts carry no recurrent state)."""
 OPTIMIZERS = ("rmsprop", "adam")
 METRICS = (
     "policy_loss",
@@ -45,7 +47,7 @@ class A2CConfig(NetworkConfig, RunConfig):
     value_layers: tuple[int, ...] = (64, 64)
     """Hidden sizes of the value MLP (SB3's A2C; a ``NetworkConfig`` field)."""
     activation: str = "tanh"
-    """Hidden activation: ``relu`` or ``tanh`` (a ``NetworkConfig`` field)."""
+    """Hidden activation (a ``NetworkConfig`` field)."""
     init_std: float = 1.0
     """Initial standard deviation of the Gaussian policy (a ``NetworkConfig`` field)."""
     init_mean_factor: float = 0.01

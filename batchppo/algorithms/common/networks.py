@@ -25,7 +25,7 @@ How a network is chosen from the spaces:
 * **Hidden layers.** The vector torso ``mlp`` (a record of the registry
   ``batchppo.algorithms.common.torsos``) follows the encoder, in the policy and in the value
   network, sized by ``policy_layers`` and ``value_layers``: ``plain`` (``MLP``, the
-  original's), ``layernorm`` (``LayerNormMLP``) or ``simba`` (``SimbaMLP``). With
+  original's), ``layernorm`` (``MLP`` with ``layer_norm``) or ``simba`` (``SimbaMLP``). With
   ``penultimate_norm`` the features that enter each head are divided by their L2 norm
   (``normalize_features``).
 
@@ -63,14 +63,23 @@ from batchppo.algorithms.common.heads import (
     multi_categorical_distribution,
 )
 from batchppo.algorithms.common.masking import action_mask_leaf, mask_logits
-from batchppo.algorithms.common.run_config import NETWORKS, RECURRENT, NetworkConfig, check_mlp
+from batchppo.algorithms.common.run_config import (
+    ACTIVATIONS,
+    NETWORKS,
+    RECURRENT,
+    NetworkConfig,
+    check_mlp,
+)
 from batchppo.algorithms.common.torsos import get_torso
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
 PyTree = Any
 
-_ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {"relu": nn.relu, "tanh": nn.tanh}
+ACTIVATION_FUNCTIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    name: getattr(nn, name) for name in ACTIVATIONS
+}
+"""The config's ``activation`` names (``ACTIVATIONS``) -> Flax's functions of those names."""
 
 
 def _hidden_init() -> nn.initializers.Initializer:
@@ -79,21 +88,8 @@ def _hidden_init() -> nn.initializers.Initializer:
 
 
 class MLP(nn.Module):
-    """A stack of dense layers with an activation after each: the ``plain`` vector torso."""
-
-    layers: Sequence[int]
-    activation: str = "relu"
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        act = _ACTIVATIONS[self.activation]
-        for size in self.layers:
-            x = act(nn.Dense(size, kernel_init=_hidden_init())(x))
-        return x
-
-
-class LayerNormMLP(nn.Module):
-    """Dense, LayerNorm, then the activation, per layer: the ``layernorm`` vector torso.
+    """A stack of dense layers, each followed by the activation: the ``plain`` vector torso;
+    with ``layer_norm``, by LayerNorm and then the activation: the ``layernorm`` one.
 
     LayerNorm (Ba et al. 2016, arXiv 1607.06450) keeps each hidden layer's pre-activations at
     zero mean and unit variance per sample, then applies a learned scale and bias per unit.
@@ -103,12 +99,14 @@ class LayerNormMLP(nn.Module):
 
     layers: Sequence[int]
     activation: str = "relu"
+    layer_norm: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        act = _ACTIVATIONS[self.activation]
+        act = ACTIVATION_FUNCTIONS[self.activation]
         for size in self.layers:
-            x = act(nn.LayerNorm()(nn.Dense(size, kernel_init=_hidden_init())(x)))
+            x = nn.Dense(size, kernel_init=_hidden_init())(x)
+            x = act(nn.LayerNorm()(x) if self.layer_norm else x)
         return x
 
 
@@ -125,7 +123,7 @@ class SimbaBlock(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         width = x.shape[-1]
         y = nn.LayerNorm()(x)
-        y = _ACTIVATIONS[self.activation](
+        y = ACTIVATION_FUNCTIONS[self.activation](
             nn.Dense(SIMBA_EXPANSION * width, kernel_init=_hidden_init())(y)
         )
         return x + nn.Dense(width, kernel_init=_hidden_init())(y)
@@ -549,6 +547,7 @@ def with_action_mask(network: Network, index: int) -> Network:
 
 
 __all__ = [
+    "ACTIVATION_FUNCTIONS",
     "MLP",
     "NETWORKS",
     "BernoulliHead",
@@ -556,7 +555,6 @@ __all__ = [
     "DistParams",
     "FeedForwardPolicy",
     "GaussianHead",
-    "LayerNormMLP",
     "MultiCategoricalHead",
     "Network",
     "NetworkConfig",

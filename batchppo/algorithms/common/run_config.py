@@ -324,7 +324,8 @@ axes as the channels (the last on a tie)."""
 
 
 ACTIVATIONS = ("relu", "tanh")
-"""The hidden activations of the MLPs."""
+"""The hidden activations of the torsos: names of Flax's functions
+(``networks.ACTIVATION_FUNCTIONS``)."""
 
 SHUFFLES = ("index", "sort")
 """How minibatch permutations are drawn (``batchppo.algorithms.common.shuffle``): ``index``
@@ -377,7 +378,7 @@ class NetworkConfig:
     value_layers: tuple[int, ...] = (200, 100)
     """Hidden sizes of the value MLP."""
     activation: str = "relu"
-    """Hidden activation: ``relu`` or ``tanh``."""
+    """Hidden activation: one of ``ACTIVATIONS`` (``relu``, ``tanh``)."""
     mlp: str = "plain"
     """The hidden layers of the policy and the value network (after the encoder, if any): a
     vector torso of the registry [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS].
@@ -457,6 +458,6 @@ class NetworkConfig:
         )
         check(
             self.activation in ACTIVATIONS,
-            f"activation={self.activation!r}: use relu or tanh",
+            f"activation={self.activation!r}: choose one of {ACTIVATIONS}",
         )
         check(self.init_std > 0, f"init_std={self.init_std}: must be > 0")

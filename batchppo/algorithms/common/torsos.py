@@ -22,7 +22,10 @@ config imports no JAX or Flax. The built-in image torsos' classes live in
 ``batchppo.algorithms.common.networks``; their records are registered at the end of this
 module. A torso of one's own is its module plus one
 [`register_torso`][batchppo.algorithms.common.torsos.register_torso] call next to it
-(docs/design.md, "Adding a torso").
+(docs/design.md, "Adding a torso"). A user's package makes it known without any import by
+its user through an entry point of the group ``batchppo.torsos`` (a
+[`Registry`][batchppo.core.registry.Registry]'s): one naming that module, a ``Torso`` record or
+a callable returning records, so that ``--set mlp=mytorso`` trains from the command line.
 
 Examples:
     >>> for torso in TORSOS.values():
@@ -47,6 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batchppo.core.backends import lazy
+from batchppo.core.registry import Registry
 
 __all__ = [
     "TORSOS",
@@ -91,21 +95,42 @@ class Torso:
         takes: What it takes: ``image`` or ``vector`` (``TORSO_FIELDS``).
         layers_rule: Vector torsos: what is wrong with a tuple of layer sizes it cannot
             build from, or None where it builds from any (``check_layers``).
+        module_name: The name its module takes in its network where the network names it
+            not (the vector torsos), which keys its parameters
+            (``params["policy"][module_name]``); None: Flax's, after its class (``MLP_0``).
+
+    Raises:
+        ValueError: ``takes`` is neither ``image`` nor ``vector``, ``min_side`` is below 1,
+            or ``layout`` is neither ``hwc`` nor ``chw``.
     """
 
     name: str
     module: Callable[..., Any]
-    min_side: int
-    layout: str
-    description: str
+    min_side: int = 1
+    layout: str = "hwc"
+    description: str = ""
     takes: str = "image"
     layers_rule: LayersRule | None = None
+    module_name: str | None = None
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if self.takes not in TORSO_FIELDS:
+            raise ValueError(
+                f"torso {name!r}: takes={self.takes!r}: choose one of {tuple(TORSO_FIELDS)}"
+            )
+        if self.min_side < 1:
+            raise ValueError(f"torso {name!r}: min_side={self.min_side} must be >= 1")
+        if self.layout not in TORSO_LAYOUTS:
+            raise ValueError(
+                f"torso {name!r}: layout={self.layout!r}: choose one of {TORSO_LAYOUTS}"
+            )
 
     def build(self, name: str | None = None, **sizes: Any) -> Any:
         """The torso's Flax module: ``module(**sizes, name=name)``, its sizes those of its
-        kind (``dense``; ``layers`` and ``activation``). ``name`` None lets Flax name it
-        after its class in its parent (``MLP_0``)."""
-        return self.module(**sizes, name=name)
+        kind (``dense``; ``layers`` and ``activation``). ``name`` None names it
+        ``module_name``, or lets Flax name it after its class in its parent (``MLP_0``)."""
+        return self.module(**sizes, name=name or self.module_name)
 
     def fits(self, height: int, width: int) -> bool:
         """Whether the torso takes an image of ``height`` x ``width``."""
@@ -119,8 +144,9 @@ class Torso:
             raise ValueError(f"mlp={self.name!r} with {field}={list(layers)}: {problem}")
 
 
-TORSOS: dict[str, Torso] = {}
-"""The torsos by name, in registration order (the order messages list them)."""
+TORSOS: Registry[Torso] = Registry("torso", Torso, group="batchppo.torsos")
+"""The torsos by name, in registration order (the order messages list them): the built-ins,
+then those of the entry points of ``batchppo.torsos``."""
 
 
 def register_torso(
@@ -131,6 +157,7 @@ def register_torso(
     min_side: int = 1,
     layout: str = "hwc",
     layers_rule: LayersRule | None = None,
+    module_name: str | None = None,
     description: str,
 ) -> Torso:
     """Adds a torso to [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS] (see
@@ -140,20 +167,11 @@ def register_torso(
         The record.
 
     Raises:
-        ValueError: A torso of that name exists already, ``takes`` is neither ``image`` nor
-            ``vector``, ``min_side`` is below 1, or ``layout`` is neither ``hwc`` nor ``chw``.
+        ValueError: A torso of that name exists already, or a field ``Torso`` refuses.
     """
-    if name in TORSOS:
-        raise ValueError(f"torso {name!r} is registered already")
-    if takes not in TORSO_FIELDS:
-        raise ValueError(f"torso {name!r}: takes={takes!r}: choose one of {tuple(TORSO_FIELDS)}")
-    if min_side < 1:
-        raise ValueError(f"torso {name!r}: min_side={min_side} must be >= 1")
-    if layout not in TORSO_LAYOUTS:
-        raise ValueError(f"torso {name!r}: layout={layout!r}: choose one of {TORSO_LAYOUTS}")
-    torso = Torso(name, module, min_side, layout, description, takes, layers_rule)
-    TORSOS[name] = torso
-    return torso
+    return TORSOS.register(
+        Torso(name, module, min_side, layout, description, takes, layers_rule, module_name)
+    )
 
 
 def torso_names(takes: str = "image") -> tuple[str, ...]:
@@ -162,15 +180,16 @@ def torso_names(takes: str = "image") -> tuple[str, ...]:
 
 
 def get_torso(name: str, takes: str = "image") -> Torso:
-    """The registered torso ``name``, one that takes ``takes``.
+    """The registered torso ``name``, one that takes ``takes`` (the entry points loaded
+    first if it is not registered).
 
     Raises:
-        ValueError: No such torso (the message names the config field and lists the
-            registered torsos that take ``takes``).
+        ValueError: No such torso, in one line naming the config field, the closest name and
+            the registered torsos that take ``takes``.
     """
-    if name not in torso_names(takes):
-        raise ValueError(f"{TORSO_FIELDS[takes]}={name!r}: choose one of {torso_names(takes)}")
-    return TORSOS[name]
+    return TORSOS.lookup(
+        name, among=torso_names(takes), kind=f"{takes} torso", field=TORSO_FIELDS[takes]
+    )
 
 
 def fitting(height: int, width: int) -> list[str]:
@@ -219,8 +238,9 @@ register_torso(
 )
 register_torso(
     "layernorm",
-    lazy("batchppo.algorithms.common.networks:LayerNormMLP"),
+    lazy("batchppo.algorithms.common.networks:MLP", layer_norm=True),
     takes="vector",
+    module_name="LayerNormMLP_0",  # the name its parameters had as a class of its own
     description="dense layers, each followed by LayerNorm, then the activation",
 )
 register_torso(

@@ -14,7 +14,7 @@ import batchppo
 from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.common.networks import (
     FEATURE_NORM_EPS,
-    LayerNormMLP,
+    MLP,
     NetworkConfig,
     SimbaBlock,
     SimbaMLP,
@@ -366,6 +366,36 @@ def test_the_default_torso_keeps_the_parameter_tree_and_its_initial_values():
         assert float(np.asarray(tree[path], np.float64).sum()) == pytest.approx(total, abs=1e-5)
 
 
+# The kernels of hopper_fast's network with ``mlp=layernorm``, as ``LayerNormMLP`` built them
+# before the ``layernorm`` torso became ``MLP`` with ``layer_norm``: path -> sum of the initial
+# values at key 0. The tree also holds those kernels' zero biases and one LayerNorm (scale 1,
+# bias 0) per layer; a checkpoint of a run made then must load into the network built now.
+LAYERNORM_KERNELS = {
+    "policy/LayerNormMLP_0/Dense_0/kernel": 1.1104244795897102,
+    "policy/LayerNormMLP_0/Dense_1/kernel": 4.429700671536921,
+    "value/LayerNormMLP_0/Dense_0/kernel": 6.9945846513146535,
+    "value/LayerNormMLP_0/Dense_1/kernel": -3.5185989714536845,
+}
+
+
+def test_the_layernorm_torso_keeps_the_parameter_tree_and_initial_values_of_its_runs():
+    config = dataclasses.replace(get_preset("hopper_fast"), mlp="layernorm")
+    tree = _tree(make_network(config, HOPPER).init(jax.random.key(0)))
+    torsos = {path: leaf for path, leaf in tree.items() if "/LayerNormMLP_0/" in path}
+    layers = [(net, i) for net in ("policy", "value") for i in (0, 1)]
+    assert sorted(torsos) == sorted(
+        f"{net}/LayerNormMLP_0/{layer}_{i}/{leaf}"
+        for net, i in layers
+        for layer, leaf in [("Dense", "bias"), ("Dense", "kernel"), ("LayerNorm", "bias"),
+                            ("LayerNorm", "scale")]
+    )  # fmt: skip
+    assert sorted(set(tree) - set(torsos)) == sorted(
+        path for path in HOPPER_FAST_TREE if "/MLP_0/" not in path
+    )
+    for path, total in LAYERNORM_KERNELS.items():
+        assert float(np.asarray(tree[path], np.float64).sum()) == pytest.approx(total, abs=1e-5)
+
+
 def _dense(rng, fan_in, fan_out):
     return {"kernel": rng.normal(size=(fan_in, fan_out)), "bias": rng.normal(size=fan_out)}
 
@@ -390,15 +420,16 @@ def test_the_layernorm_torso_is_dense_layernorm_activation_per_layer():
     ones = {"scale": np.ones(5), "bias": np.zeros(5)}
     params = {"Dense_0": d0, "LayerNorm_0": ones, "Dense_1": d1}
     params["LayerNorm_1"] = {"scale": scale, "bias": bias}
-    out = _apply(LayerNormMLP((5, 6), "tanh"), params, X)
+    out = _apply(MLP((5, 6), "tanh", layer_norm=True), params, X)
     h = np.tanh(_layer_norm(X @ d0["kernel"] + d0["bias"]))
     want = np.tanh(_layer_norm(h @ d1["kernel"] + d1["bias"], scale, bias))
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
     # At its initial scale 1 and bias 0, each sample's pre-activations have mean 0, variance 1.
-    first = np.arctanh(_apply(LayerNormMLP((5,), "tanh"), {"Dense_0": d0, "LayerNorm_0": ones}, X))
+    layer = MLP((5,), "tanh", layer_norm=True)
+    first = np.arctanh(_apply(layer, {"Dense_0": d0, "LayerNorm_0": ones}, X))
     np.testing.assert_allclose(first.mean(-1), 0.0, atol=1e-5)
     np.testing.assert_allclose(first.var(-1), 1.0, atol=1e-4)
-    assert _apply(LayerNormMLP(()), {}, X) == pytest.approx(X, abs=1e-6)  # no layers: identity
+    assert _apply(MLP((), layer_norm=True), {}, X) == pytest.approx(X, abs=1e-6)  # identity
 
 
 def _simba_params(rng, width, blocks, inner_zero=False):

@@ -1,7 +1,8 @@
 """The torso registry: each built-in record's ``min_side`` is its module's, a config's ``cnn`` is
-checked against the registry's image torsos, and a torso registered from outside the package
-builds, in its own layout, with nothing else changed. The vector torsos' math and the
-config's ``mlp`` are tested in test_networks.py."""
+checked against the registry's image torsos, a torso registered from outside the package
+builds, in its own layout, with nothing else changed, and a user's package's torso trains from
+the command line through an entry point. The vector torsos' math and the config's ``mlp`` are
+tested in test_networks.py."""
 
 import dataclasses
 
@@ -11,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchppo import cli
 from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.common.encoders import check_cnn
 from batchppo.algorithms.common.networks import make_network
@@ -24,6 +26,9 @@ from batchppo.algorithms.common.torsos import (
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
+from batchppo.core.keys import host_key
+from batchppo.experiment.loading import load_run
+from batchppo.experiment.trainers import INIT_KEY
 
 
 def test_the_built_in_torsos_in_their_order():
@@ -54,12 +59,17 @@ def test_min_side_is_the_smallest_image_the_module_leaves_a_cell_of(name):
 def test_configs_check_cnn_against_the_registry():
     for config_class in (PPOConfig, A2CConfig):
         with pytest.raises(ValueError) as info:
-            config_class(cnn="lenet")
-        assert str(info.value) == "cnn='lenet': choose one of ('nature', 'impala', 'minatar')"
-    with pytest.raises(ValueError, match=r"^cnn='lenet': choose one of"):
+            config_class(cnn="natrue")
+        assert str(info.value) == (
+            "cnn='natrue': unknown image torso. Did you mean 'nature'? Choose one of: nature, "
+            "impala, minatar."
+        )
+    with pytest.raises(ValueError, match=r"^cnn='lenet': unknown image torso\. Choose one of"):
         get_torso("lenet")
-    with pytest.raises(ValueError, match=r"^cnn='plain': choose one of \('nature',"):
+    with pytest.raises(ValueError, match=r"^cnn='plain': unknown image torso\. Choose one of: n"):
         PPOConfig(cnn="plain")  # a vector torso is no CNN
+    with pytest.raises(ValueError, match=r"^mlp='nature': unknown vector torso\. Choose one of: p"):
+        PPOConfig(mlp="nature")
     with pytest.raises(ValueError, match="takes='audio'"):
         register_torso("other", nn.Dense, takes="audio", description="bad input")
     with pytest.raises(ValueError, match="registered already"):
@@ -100,3 +110,68 @@ def test_a_registered_torso_is_a_cnn_of_every_config(plug_in):
     with pytest.raises(spaces.UnsupportedSpaceError) as info:
         check_cnn("plug_in", (4, 4, 2), "hwc", "")
     assert str(info.value).endswith("use cnn='minatar' (fits: ['minatar', 'impala']).")
+
+
+USER_TORSO = '''
+"""A user's torso package: importing it registers the vector torso "tower"."""
+
+import flax.linen as nn
+
+from batchppo.algorithms.common.networks import ACTIVATION_FUNCTIONS
+from batchppo.algorithms.common.torsos import register_torso
+
+
+class Tower(nn.Module):
+    """Dense layers named by storey."""
+
+    layers: tuple
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x):
+        for i, size in enumerate(self.layers):
+            x = ACTIVATION_FUNCTIONS[self.activation](nn.Dense(size, name=f"storey_{i}")(x))
+        return x
+
+
+register_torso("tower", Tower, takes="vector", description="a user's dense layers")
+'''
+
+
+@pytest.fixture
+def fresh_torsos():
+    """The torso registry loads its entry points again, and forgets the user's afterwards."""
+    TORSOS.forget_entry_points()
+    yield
+    TORSOS.forget_entry_points()
+
+
+def test_a_users_torso_trains_from_the_cli_through_an_entry_point(
+    install_package, fresh_torsos, tmp_path
+):
+    install_package(
+        "usertorso", {"batchppo.torsos": {"tower": "usertorso"}}, {"usertorso": USER_TORSO}
+    )
+    assert "tower" not in TORSOS.registered()  # nothing imported the package
+    logdir = tmp_path / "logs"
+    code = cli.main(
+        [
+            "train", "--config", "cartpole_jax", "--set", "mlp=tower", "--set", "steps=2048",
+            "--set", "policy_layers=[8, 8]", "--set", "value_layers=[4]",
+            "--logdir", str(logdir), "--progress", "none",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    (run_dir,) = logdir.iterdir()
+    config, trainer, state, step = load_run(run_dir)
+    try:
+        initial = trainer.init(host_key(config.seed, INIT_KEY)).params
+    finally:
+        trainer.close()
+    assert config.mlp == "tower" and step == 2048
+    policy, value = state.params["policy"], state.params["value"]
+    assert sorted(policy) == ["Tower_0", "head"] and sorted(value) == ["Dense_0", "Tower_0"]
+    assert policy["Tower_0"]["storey_1"]["kernel"].shape == (8, 8)
+    assert value["Tower_0"]["storey_0"]["kernel"].shape == (4, 4)  # CartPole's 4 observations
+    trained = policy["Tower_0"]["storey_0"]["kernel"]
+    assert not np.allclose(trained, initial["policy"]["Tower_0"]["storey_0"]["kernel"])
