@@ -552,10 +552,12 @@ def test_a_bad_mlp_or_layers_it_cannot_build_from_is_one_line():
     for config_class in (PPOConfig, A2CConfig, NetworkConfig):
         with pytest.raises(ValueError) as info:
             config_class(mlp="resnet")
-        assert str(info.value) == "mlp='resnet': choose one of ('plain', 'layernorm', 'simba')"
+        assert str(info.value) == (
+            "mlp='resnet': unknown vector torso. Choose one of: plain, layernorm, simba."
+        )
     with pytest.raises(ValueError) as info:
         PPOConfig(mlp="nature")  # a CNN is no vector torso
-    assert str(info.value).startswith("mlp='nature': choose one of ('plain',")
+    assert str(info.value).startswith("mlp='nature': unknown vector torso. Choose one of: plain")
     with pytest.raises(ValueError) as info:
         PPOConfig(mlp="simba", policy_layers=(64, 64), value_layers=(64, 32))
     assert str(info.value) == (

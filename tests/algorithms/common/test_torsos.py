@@ -5,6 +5,9 @@ the command line through an entry point. The vector torsos' math and the config'
 tested in test_networks.py."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import flax.linen as nn
 import jax
@@ -175,3 +178,24 @@ def test_a_users_torso_trains_from_the_cli_through_an_entry_point(
     assert value["Tower_0"]["storey_0"]["kernel"].shape == (4, 4)  # CartPole's 4 observations
     trained = policy["Tower_0"]["storey_0"]["kernel"]
     assert not np.allclose(trained, initial["policy"]["Tower_0"]["storey_0"]["kernel"])
+
+
+def test_the_cli_prints_a_broken_torso_entry_point_as_one_warning_line(install_package, tmp_path):
+    broken = 'raise ImportError("no towers here\\n(a second line that the warning leaves out)")\n'
+    site = install_package("brokentorso", {"batchppo.torsos": {"tower": "brokentorso"}}, {
+        "brokentorso": broken
+    })  # fmt: skip
+    paths = [str(site), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    argv = ["train", "--config", "cartpole_jax", "--set", "mlp=tower", "--logdir", str(tmp_path)]
+    result = subprocess.run(
+        [sys.executable, "-m", "batchppo", *argv],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "batchppo: warning: torso entry point 'tower' (brokentorso) of group 'batchppo.torsos' "
+        "failed to load, its torsos are unavailable: ImportError: no towers here\n"
+        "batchppo: error: invalid config: mlp='tower': unknown vector torso. Choose one of: "
+        "plain, layernorm, simba.\n"
+    )
