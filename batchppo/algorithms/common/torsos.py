@@ -95,9 +95,9 @@ class Torso:
         takes: What it takes: ``image`` or ``vector`` (``TORSO_FIELDS``).
         layers_rule: Vector torsos: what is wrong with a tuple of layer sizes it cannot
             build from, or None where it builds from any (``check_layers``).
-        module_name: The name its module takes in its network where the network names it
-            not (the vector torsos), which keys its parameters
-            (``params["policy"][module_name]``); None: Flax's, after its class (``MLP_0``).
+        module_name: The name of its module in a network that builds it unnamed (the
+            vector torsos), the key of its parameters (``params["policy"][module_name]``);
+            None: Flax's, after its class (``MLP_0``).
 
     Raises:
         ValueError: ``takes`` is neither ``image`` nor ``vector``, ``min_side`` is below 1,
