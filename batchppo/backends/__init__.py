@@ -4,10 +4,12 @@ factory by backend name.
 Each backend module registers its [`Backend`][batchppo.backends.Backend] record in the registry of
 ``batchppo.core.backends`` when imported, and this package imports them all, in the order messages
 list the backends: ``host`` (``process`` and ``sync``), ``ray``, ``gymnax``, ``brax``,
-``jumanji`` and ``ale``. Whoever reads the registry (configs, the trainer, the CLI,
-[`batchppo.envs.make`][batchppo.envs.make.make]) imports this package, which also re-exports the
-registry's lookups. Backends of other packages join through the ``batchppo.backends`` entry-point
-group, loaded on the registry's first miss or full listing
+``jumanji`` and ``ale``. Whoever reads the registry (configs, the trainer, the CLI) imports this
+package, which also re-exports the registry's lookups. The layers below it (``batchppo.core``,
+``batchppo.envs``) know no backend: the host backends build their envs with
+[`batchppo.envs.make`][batchppo.envs.make.make], handing it their batch env factory. Backends of
+other packages join through the ``batchppo.backends`` entry-point group, loaded on the
+registry's first miss or full listing
 ([`load_entry_points`][batchppo.backends.load_entry_points]). The backend modules are light (no
 JAX, gymnax, Gymnasium, Brax, Jumanji or Ray until an env is built); their envs live in modules of
 their own, imported on first use:
@@ -46,7 +48,7 @@ from batchppo.backends import host, ray, gymnax, brax, jumanji, ale  # noqa: F40
 # isort: on
 from batchppo.backends.brax import check_brax_id
 from batchppo.backends.gymnax import check_gymnax_id
-from batchppo.backends.host import check_gymnasium_id
+from batchppo.backends.host import builds_with_envs_make, check_gymnasium_id
 from batchppo.backends.jumanji import check_jumanji_id
 
 if TYPE_CHECKING:
@@ -91,11 +93,11 @@ __all__ = [
 ]
 
 HOST_BACKENDS: tuple[str, ...] = tuple(
-    n for n, b in BACKENDS.registered().items() if b.host and b.batch_env is not None
+    n for n, b in BACKENDS.registered().items() if builds_with_envs_make(b)
 )
-"""The built-in host backends, whose envs [`batchppo.envs.make`][batchppo.envs.make.make] builds
-with their record's ``batch_env`` (its ``backend`` names, with any backend registered later that
-has one). Read without loading the entry points (importing this package loads none)."""
+"""The built-in host backends whose Gymnasium envs [`batchppo.envs.make`][batchppo.envs.make.make]
+builds (records of ``batchppo.backends.host.host_backend``), which a config's ``env_wrappers``
+wrap. Read without loading the entry points (importing this package loads none)."""
 
 
 def make_env(

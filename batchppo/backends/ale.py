@@ -33,7 +33,7 @@ from batchppo.core.wording import unknown_id_message
 if TYPE_CHECKING:
     from batchppo.core.env import Env
 
-__all__ = ["MODES", "AleOptions", "ale_game", "check_ale_id", "make_ale_env"]
+__all__ = ["ALE_ID", "MODES", "AleOptions", "ale_game", "check_ale_id", "make_ale_env"]
 
 MODES = ("fused", "host")
 """The ``mode`` values of the ``ale`` backend, the default first."""
@@ -77,7 +77,9 @@ class AleOptions:
             )
 
 
-_ALE_ID = re.compile(r"^ALE/(?P<game>[A-Za-z0-9]+)-v5$")
+ALE_ID = re.compile(r"^ALE/(?P<game>[A-Za-z0-9]+)-v5$")
+"""The form of Gymnasium's ALE ids (``ALE/Breakout-v5``), which ale-py registers with
+Gymnasium."""
 
 
 def _snake(name: str) -> str:
@@ -94,7 +96,7 @@ def ale_game(env_id: str) -> str:
     """
     from ale_py import roms
 
-    match = _ALE_ID.match(env_id)
+    match = ALE_ID.match(env_id)
     game = _snake(match["game"]) if match else env_id
     known = roms.get_all_rom_ids()
     if game not in known:
@@ -162,13 +164,6 @@ def _fused(options: AleOptions) -> bool:
     return options.mode == "fused"
 
 
-def _render_ale(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
-    del env_kwargs  # the render env is built with them, by the process backend's stack
-    if not _ALE_ID.match(env_id):
-        raise ValueError(f"only ALE/<Game>-v5 ids render (through Gymnasium); got {env_id!r}")
-    return env_id
-
-
 register(
     Backend(
         name="ale",
@@ -181,11 +176,9 @@ register(
         description="ALE's C++ vector env (AtariVectorEnv), fused or from the host",
         title="ALE",
         options=AleOptions,
-        render_id=_render_ale,
         requires="ale_py",
         install=_INSTALL,
         probe=lazy("batchppo.backends.ale_env:probe"),
-        check_spaces=lazy("batchppo.backends.host_env:spec_from_spaces"),
         in_program=_fused,
     )
 )

@@ -635,10 +635,12 @@ def probe(
     env_kwargs: Mapping[str, Any] | None = None,
     **_: Any,
 ) -> Any:
-    """The ``ale`` record's start-up check: one env built, reset and closed; its spaces.
+    """The ``ale`` record's start-up check (``Backend.probe``): one env built, reset and closed;
+    its spaces, checked as ``HostEnv`` takes them (``spec_from_spaces``).
 
     Raises:
-        ValueError: One line: the id, the settings, or ALE's own error.
+        ValueError: One line: the id, the settings, ALE's own error, or spaces the learners
+            cannot take.
     """
     from batchppo.envs.make import EnvProbe
 
@@ -651,6 +653,7 @@ def probe(
         raise ValueError(f"env {env_id!r}: ALE could not build it: {first}") from error
     try:
         vec.reset(seed=0)
+        spec_from_spaces(vec.single_observation_space, vec.single_action_space)
         return EnvProbe(vec.single_observation_space, vec.single_action_space, None)
     finally:
         vec.close()

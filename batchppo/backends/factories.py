@@ -21,18 +21,14 @@ themselves (``batchppo.envs.make.env_source``).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
-from types import ModuleType
 from typing import Any
 
-from batchppo.core.wording import missing_module_fix
+from batchppo.core.wording import import_env_module
 
 __all__ = [
     "call_factory",
     "expect_api",
-    "first_line",
-    "import_env_module",
     "is_factory_id",
     "jax_api",
     "resolve_factory",
@@ -42,37 +38,6 @@ __all__ = [
 def is_factory_id(env_id: str) -> bool:
     """Whether ``env_id`` has the ``module:factory`` form."""
     return isinstance(env_id, str) and ":" in env_id
-
-
-def first_line(error: BaseException) -> str:
-    """``"TypeName: first line of the message"`` (the type alone for an empty message)."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
-
-
-def import_env_module(env_id: str, module_name: str) -> ModuleType:
-    """The module of an env id ``"module:name"``, imported.
-
-    Raises:
-        ValueError: One line: the module is not found (with where to put it, or the package
-            to install: ``missing_module_fix``), or importing it raised (a module it imports
-            is missing, its own code failed), with that exception's first line.
-    """
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name and module_name.split(".")[0] == error.name.split(".")[0]:
-            fix = missing_module_fix(module_name, error.name)
-            raise ValueError(
-                f"env {env_id!r}: cannot import {module_name!r} ({error}): {fix}"
-            ) from error
-        raise ValueError(
-            f"env {env_id!r}: importing {module_name!r} failed: {first_line(error)}"
-        ) from error
-    except Exception as error:  # the module itself raised while being imported
-        raise ValueError(
-            f"env {env_id!r}: importing {module_name!r} failed: {first_line(error)}"
-        ) from error
 
 
 def resolve_factory(env_id: str) -> Callable[..., Any]:

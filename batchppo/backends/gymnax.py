@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchppo.backends._deferred import deferred_imports
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, lazy, register
+from batchppo.core.backends import Backend, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
@@ -35,8 +35,8 @@ GYMNAX_TESTED_IDS = ("Pendulum-v1", "CartPole-v1", "MountainCarContinuous-v0", "
 GYMNASIUM_TWINS = frozenset(
     {"Pendulum-v1", "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0"}
 )
-"""gymnax ids whose Gymnasium env of the same id has the same dynamics (used to render gymnax
-policies)."""
+"""gymnax ids whose Gymnasium env of the same id has the same dynamics (``batchppo visualize``
+renders gymnax policies in it)."""
 
 # What gymnax 1.0's renderers import at module level (environments/misc, environments/bsuite).
 GYMNAX_DEFERRED = ("seaborn", "matplotlib.pyplot")
@@ -77,20 +77,6 @@ def check_gymnax_id(env_id: str) -> None:
         )
 
 
-def _render_gymnax_twin(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
-    if env_id not in GYMNASIUM_TWINS:
-        raise ValueError(
-            f"gymnax envs render through their Gymnasium twin, which only "
-            f"{sorted(GYMNASIUM_TWINS)} have"
-        )
-    if env_kwargs:
-        raise ValueError(
-            f"its Gymnasium twin has the default parameters, not env_kwargs {dict(env_kwargs)};"
-            " train without env_kwargs to render"
-        )
-    return env_id
-
-
 def make_gymnax_env(
     env_id: str,
     num_envs: int,
@@ -129,7 +115,5 @@ register(
         check_env_id=check_gymnax_id,
         host=False,
         description="gymnax envs in JAX, fused with the learner",
-        render_id=_render_gymnax_twin,
-        export_mapping=lazy("batchppo.experiment.export:bounds_mapping"),
     )
 )

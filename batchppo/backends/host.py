@@ -1,7 +1,7 @@
 """The host backends ``process`` and ``sync``: Gymnasium envs stepped on the host.
 
 Both build their batch env with [`batchppo.envs.make`][batchppo.envs.make.make], each passing its
-record's ``batch_env`` (``process_batch_env``: a ``BatchEnv`` with worker processes, or
+batch env factory (``process_batch_env``: a ``BatchEnv`` with worker processes, or
 ``in_process_batch_env``: envs stepped in the calling process), and hand it to the learner as a
 [`HostEnv`][batchppo.backends.HostEnv]. Their records are registered when this module is imported
 ([`batchppo.backends`][batchppo.backends] imports it); ``host_backend`` fills what every host
@@ -20,7 +20,13 @@ from batchppo.core.backends import Backend, lazy, register
 if TYPE_CHECKING:
     from batchppo.backends.host_env import HostEnv
 
-__all__ = ["check_gymnasium_id", "host_backend", "make_host_env", "step_timeout_option"]
+__all__ = [
+    "builds_with_envs_make",
+    "check_gymnasium_id",
+    "host_backend",
+    "make_host_env",
+    "step_timeout_option",
+]
 
 
 def check_gymnasium_id(env_id: str) -> None:
@@ -32,11 +38,6 @@ def check_gymnasium_id(env_id: str) -> None:
     from batchppo.envs.make import check_env_id
 
     check_env_id(env_id)
-
-
-def _render_gymnasium(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
-    del env_kwargs  # the render env is built with them
-    return env_id
 
 
 def step_timeout_option(config: Any) -> dict[str, Any]:
@@ -65,8 +66,8 @@ def make_host_env(
         env_id: Gymnasium id.
         num_envs: Batch size.
         backend: The ``backend`` of [`batchppo.envs.make`][batchppo.envs.make.make]: the
-            batch env class (or callable) to build, as a record's ``batch_env``, or the name
-            of a backend with one (``process``, ``sync``, ``ray``).
+            batch env factory to build with (``host_backend``'s ``batch_env``), or the name of
+            one of ``envs.make``'s (``process``, ``sync``).
         max_length: Time limit in steps; None keeps the registry's.
         normalize_ranges: Rescale finite bounds to [-1, 1].
         seed: Unused: the envs are left unreset, and the learner's first
@@ -126,12 +127,8 @@ def _game_scores(vector_env: Any, env_kwargs: Mapping[str, Any]) -> Callable[[],
     return take
 
 
-# The start-up probe of a run and the spaces HostEnv takes (the EnvSpec of a Gymnasium env's
-# spaces, or its one-line error).
-_PROBE_GYMNASIUM = lazy("batchppo.envs.make:probe_env")
-_HOST_SPACES = lazy("batchppo.backends.host_env:spec_from_spaces")
-# What the env stack does around a policy, for `batchppo export` (read off one env of the id).
-_EXPORT_GYMNASIUM = lazy("batchppo.experiment.export:gymnasium_mapping")
+# The start-up probe of a run: one env built, and its spaces checked as HostEnv takes them.
+_PROBE_GYMNASIUM = lazy("batchppo.backends.host_env:probe_gymnasium")
 
 
 def _with_wrappers(run_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
@@ -152,9 +149,9 @@ def host_backend(
     builds with its ``batch_env``, stepped through a [`HostEnv`][batchppo.backends.HostEnv].
 
     Args:
-        name: The backend's name, which ``envs.make(backend=name)`` takes too.
+        name: The backend's name.
         description: What steps the envs, for messages.
-        batch_env: The batch env class, or a callable building it
+        batch_env: The batch env factory ``envs.make`` builds with
             (``batchppo.envs.make.BatchEnvFactory``; a ``lazy`` reference keeps the record
             light).
         **fields: The record's other fields ([`Backend`][batchppo.backends.Backend]).
@@ -163,19 +160,22 @@ def host_backend(
         The record (not yet registered).
     """
     fields["run_options"] = _with_wrappers(fields.get("run_options"))
-    fields.setdefault("export_mapping", _EXPORT_GYMNASIUM)
     return Backend(
         name=name,
         make=functools.partial(make_host_env, backend=batch_env),
-        batch_env=batch_env,
         check_env_id=check_gymnasium_id,
         host=True,
         description=description,
-        render_id=_render_gymnasium,
         probe=_PROBE_GYMNASIUM,
-        check_spaces=_HOST_SPACES,
         **fields,
     )
+
+
+def builds_with_envs_make(backend: Backend) -> bool:
+    """Whether ``backend`` is a record of ``host_backend``: its envs are Gymnasium envs that
+    ``batchppo.envs.make`` builds (and wraps in a config's ``env_wrappers``)."""
+    make = backend.make
+    return isinstance(make, functools.partial) and make.func is make_host_env
 
 
 register(
@@ -185,7 +185,6 @@ register(
         batch_env=lazy("batchppo.envs.make:process_batch_env"),
         supports_restarts=True,
         run_options=step_timeout_option,
-        load_with="sync",
     )
 )
 register(

@@ -27,6 +27,7 @@ from batchppo.core.pure_env import check_num_envs
 from batchppo.envs.final_obs import final_obs_from_infos
 
 if TYPE_CHECKING:
+    from batchppo.envs.env_ids import EnvProbe
     from batchppo.envs.episode_metrics import EpisodeInfoRecorder
 
 __all__ = [
@@ -89,6 +90,30 @@ def spec_from_spaces(obs_space: Any, act_space: Any) -> EnvSpec:
         from_gymnasium(obs_space, "HostEnv observation space"),
         from_gymnasium(act_space, "HostEnv action space"),
     )
+
+
+def probe_gymnasium(
+    env_id: str,
+    *,
+    normalize_ranges: bool,
+    env_kwargs: Mapping[str, Any],
+    wrappers: Any = (),
+) -> EnvProbe:
+    """The start-up check of the host backends whose envs ``batchppo.envs.make`` builds
+    (``Backend.probe``): ``batchppo.envs.make.probe_env`` (one env built, reset and closed), and
+    its spaces checked as ``HostEnv`` takes them (``spec_from_spaces``).
+
+    Raises:
+        ValueError: One line, as ``probe_env`` raises it, or a space the learners cannot take
+            (``UnsupportedSpaceError``).
+    """
+    from batchppo.envs.make import probe_env
+
+    probe = probe_env(
+        env_id, normalize_ranges=normalize_ranges, env_kwargs=env_kwargs, wrappers=wrappers
+    )
+    spec_from_spaces(probe.observation_space, probe.action_space)
+    return probe
 
 
 def _final_obs_tree(space: Any, obs: Any, infos: Mapping[str, Any]) -> Any:

@@ -1,21 +1,29 @@
 """The ``ray`` backend: Gymnasium envs in Ray actors
 ([`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv], built by
-[`batchppo.envs.make`][batchppo.envs.make.make]), stepped on the host through a
-[`HostEnv`][batchppo.backends.HostEnv].
+[`batchppo.envs.make`][batchppo.envs.make.make] with this module's ``ray_batch_env``), stepped
+on the host through a [`HostEnv`][batchppo.backends.HostEnv].
 
 Its record is registered when this module is imported ([`batchppo.backends`][batchppo.backends]
-imports it); Ray itself is imported when an env is built. Its settings are a config's
+imports it); Ray and Gymnasium are imported when an env is built. Its settings are a config's
 ``backend_options`` (``RayOptions``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.host import host_backend, step_timeout_option
-from batchppo.core.backends import lazy, register
+from batchppo.core.backends import register
 
-__all__ = ["RayOptions"]
+if TYPE_CHECKING:
+    import gymnasium
+    from gymnasium.vector import AutoresetMode
+
+    from batchppo.envs.standard_stack import StandardStack
+
+__all__ = ["RayOptions", "ray_batch_env"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,14 +57,60 @@ class RayOptions:
             )
 
 
+def ray_batch_env(
+    env_fns: list[Callable[[], gymnasium.Env]],
+    *,
+    num_workers: int | None = None,
+    max_restarts: int = 0,
+    transform: StandardStack,
+    autoreset_mode: AutoresetMode | str = "SameStep",
+    step_timeout: float | None = None,
+    **options: Any,
+) -> gymnasium.vector.VectorEnv:
+    """The ``ray`` backend's batch env (a ``batchppo.envs.make.BatchEnvFactory``): a
+    [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] whose actors build each env inside the
+    per-env stack. ``batchppo.envs.make(env_id, n, backend=ray_batch_env)`` builds it.
+
+    Args:
+        env_fns: Each builds one raw env.
+        num_workers: Actors; None: the CPUs of the Ray cluster.
+        max_restarts: Must be 0: Ray env actors are not restarted.
+        transform: The standard stack, applied around each env.
+        autoreset_mode: ``SAME_STEP``, the only mode of ``RayBatchEnv``.
+        step_timeout: Seconds an actor may take to answer (``RayBatchEnv``).
+        **options: ``RayBatchEnv``'s own keyword arguments (``address``, ``num_cpus``,
+            ``startup_timeout``, ``actor_options``).
+
+    Raises:
+        ValueError: Another autoreset mode, or env restarts asked for.
+    """
+    from gymnasium.vector import AutoresetMode
+
+    from batchppo.envs.ray_env import RayBatchEnv
+    from batchppo.envs.standard_stack import stacked_env_fn
+
+    mode = AutoresetMode(autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode
+    if mode is not AutoresetMode.SAME_STEP:
+        raise ValueError(
+            f"autoreset_mode={autoreset_mode!r}: the ray backend has SAME_STEP only; use "
+            "backend='process' or 'sync' for another autoreset mode."
+        )
+    if max_restarts:
+        raise ValueError(
+            f"max_restarts={max_restarts}: Ray env actors are not restarted; use "
+            "backend='process' or 'sync' for env restarts."
+        )
+    fns = [stacked_env_fn(fn, transform) for fn in env_fns]
+    return RayBatchEnv(fns, num_workers=num_workers, step_timeout=step_timeout, **options)
+
+
 register(
     host_backend(
         "ray",
         description="Ray env actors",
         title="Ray",
-        batch_env=lazy("batchppo.envs.make:ray_batch_env"),
+        batch_env=ray_batch_env,
         options=RayOptions,
         run_options=step_timeout_option,
-        load_with="sync",
     )
 )

@@ -1,11 +1,16 @@
 """The registry of env backends: one [`Backend`][batchppo.backends.Backend] record each, in
 [`BACKENDS`][batchppo.backends.BACKENDS].
 
-Every list of backend names, check and branch of the package is derived from these records:
-``PPOConfig``'s validation, [`batchppo.backends.make_env`][batchppo.backends.make_env], the
-``backend`` values and restart check of [`batchppo.envs.make`][batchppo.envs.make.make], the
-trainer's choice between a fused (pure-JAX) and a host rollout, the experiment's env-id check, the
-backend a trained policy is loaded with and the env ``batchppo visualize`` renders.
+A record holds what every backend has: its name, its ``make``, its checks (``check_env_id``,
+``probe``), whether its envs step on the host or fuse with the learner, its restarts and its
+``options``. The lists of backend names, checks and branches of the package's lower layers are
+derived from these records: ``PPOConfig``'s validation,
+[`batchppo.backends.make_env`][batchppo.backends.make_env], the trainer's choice between a fused
+(pure-JAX) and a host rollout, the experiment's env checks. What only one consumer needs of a
+backend lives with that consumer, in a table keyed by backend name: the backend a trained policy is
+loaded with (``batchppo.experiment.loading``), the Gymnasium env ``batchppo visualize`` renders
+(``batchppo.experiment.visualize``) and the env mapping ``batchppo export`` folds into its model
+(``batchppo.experiment.export``), so no backend module points up at the experiment.
 
 This module is the pure half: records and lookups, importing nothing of a backend (the wording
 of its messages is ``batchppo.core.wording``'s). The
@@ -156,33 +161,18 @@ class Backend:
             from a config's run-level fields, which several backends share (the host backends:
             ``env_step_timeout`` as ``step_timeout``, ``env_wrappers`` as ``wrappers``); None:
             none.
-        batch_env: The batch env class (or a callable building it, with ``BatchEnv``'s
-            arguments: ``batchppo.envs.make.BatchEnvFactory``) that
-            [`batchppo.envs.make`][batchppo.envs.make.make] builds the backend's Gymnasium
-            envs with; ``envs.make(backend=name)`` takes it by name. None: the backend builds
-            its envs another way.
-        load_with: The backend to load a trained policy with, when this one runs its envs
-            away from the caller (workers, actors); None loads with this one.
-        render_id: ``render_id(env_id, env_kwargs)``: the Gymnasium id to render a policy of
-            this backend in, or ``ValueError`` with the reason; None renders nothing.
         requires: A module the backend needs that may be missing (an optional extra).
         install: How to install ``requires``.
         probe: ``probe(env_id, *, normalize_ranges, env_kwargs)``: builds one env and closes
-            it, returning its spaces (an ``EnvProbe``) or raising a one-line ``ValueError``:
-            the start-up check of a run, before its run dir is made
-            (``experiment.env_checks.check_env``); None: only ``check_env_id`` runs.
-        check_spaces: ``check_spaces(observation_space, action_space)``: raises a one-line
-            ``ValueError`` for spaces the learners cannot take (run on the probe's spaces).
+            it, returning its spaces (an ``EnvProbe``) or raising a one-line ``ValueError``
+            (spaces the learners cannot take included): the start-up check of a run, before
+            its run dir is made (``experiment.env_checks.check_env``); None: only
+            ``check_env_id`` runs.
         in_program: For a host backend, ``in_program(options)`` (its ``options`` dataclass):
             whether those options step the envs from inside the compiled program (the ``ale``
             backend's fused mode calls ALE's XLA FFI there), leaving no envs for a Python loop
             to step (``host_loop``) nor for stacked seeds to share through host calls; None:
             never ([`steps_in_program`][batchppo.backends.Backend.steps_in_program]).
-        export_mapping: ``export_mapping(config, trainer)``: what the env stack does around a
-            run's policy (an ``EnvMapping`` of ``batchppo.experiment.export``), which
-            ``batchppo export`` folds into its ONNX model: ``export.gymnasium_mapping`` for
-            Gymnasium envs that ``batchppo.envs.make`` builds, ``export.bounds_mapping`` for
-            an env that tells its ``raw_bounds`` (``GymnaxEnv``); None: its runs do not export.
     """
 
     name: str
@@ -194,14 +184,9 @@ class Backend:
     supports_restarts: bool = False
     options: type | None = None
     run_options: Callable[[Any], Mapping[str, Any]] | None = None
-    batch_env: Callable[..., Any] | None = None
-    load_with: str | None = None
-    render_id: Callable[[str, Mapping[str, Any]], str] | None = None
     requires: str | None = None
     install: str = ""
     probe: Callable[..., Any] | None = None
-    check_spaces: Callable[[Any, Any], Any] | None = None
-    export_mapping: Callable[[Any, Any], Any] | None = None
     in_program: Callable[[Any], bool] | None = None
 
     def __post_init__(self) -> None:
@@ -513,8 +498,8 @@ def check_restarts(backend: str, max_restarts: int) -> None:
 
     The one home of the rule, run once on the way to an env:
     [`make_env`][batchppo.backends.make_env] calls it (a record's ``make`` then hands
-    [`batchppo.envs.make`][batchppo.envs.make.make] the batch env class, which it does not
-    check again), and ``envs.make`` for a backend given by name.
+    [`batchppo.envs.make`][batchppo.envs.make.make] the batch env factory, which it does not
+    check again).
 
     Args:
         backend: A registered backend name.

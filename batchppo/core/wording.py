@@ -1,7 +1,8 @@
-"""The wording of messages, shared by every layer: lists in prose and "did you mean" hints.
+"""The wording of messages, shared by every layer: lists in prose, "did you mean" hints, an
+exception's first line, and the import of a user's env module with its failure in one line.
 
-Pure Python (``difflib`` only), so any module may import it, the light ones too (the backend
-registry, the algorithm registry, config parsing) without importing JAX.
+Pure Python (``difflib`` and ``importlib`` only), so any module may import it, the light ones
+too (the backend registry, the algorithm registry, config parsing) without importing JAX.
 
 Examples:
     >>> prose(["a", "b", "c"])
@@ -13,9 +14,18 @@ Examples:
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Iterable
+from types import ModuleType
 
-__all__ = ["did_you_mean", "missing_module_fix", "prose", "unknown_id_message"]
+__all__ = [
+    "did_you_mean",
+    "first_line",
+    "import_env_module",
+    "missing_module_fix",
+    "prose",
+    "unknown_id_message",
+]
 
 
 def prose(items: Iterable[str]) -> str:
@@ -63,3 +73,34 @@ def missing_module_fix(module_name: str, missing: str | None) -> str:
     if "." in module_name and missing == top:
         return f"install the package that provides {top!r}, or put it on PYTHONPATH"
     return f"put {module_name.replace('.', '/')}.py in the working directory or on PYTHONPATH"
+
+
+def first_line(error: BaseException) -> str:
+    """``"TypeName: first line of the message"`` (the type alone for an empty message)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def import_env_module(env_id: str, module_name: str) -> ModuleType:
+    """The module of an env id ``"module:name"``, imported.
+
+    Raises:
+        ValueError: One line: the module is not found (with where to put it, or the package
+            to install: ``missing_module_fix``), or importing it raised (a module it imports
+            is missing, its own code failed), with that exception's first line.
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.split(".")[0] == error.name.split(".")[0]:
+            fix = missing_module_fix(module_name, error.name)
+            raise ValueError(
+                f"env {env_id!r}: cannot import {module_name!r} ({error}): {fix}"
+            ) from error
+        raise ValueError(
+            f"env {env_id!r}: importing {module_name!r} failed: {first_line(error)}"
+        ) from error
+    except Exception as error:  # the module itself raised while being imported
+        raise ValueError(
+            f"env {env_id!r}: importing {module_name!r} failed: {first_line(error)}"
+        ) from error

@@ -26,8 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium
 from gymnasium.wrappers import TimeLimit
 
-from batchppo.backends.factories import first_line, import_env_module
-from batchppo.core.wording import did_you_mean, unknown_id_message
+from batchppo.core.wording import did_you_mean, first_line, import_env_module, unknown_id_message
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.env_wrappers import apply_wrappers, wrapper_specs
 from batchppo.envs.standard_stack import StandardStack

@@ -9,13 +9,16 @@ Gymnasium's ``ClipAction`` (Box actions without range normalisation) and
 without the layers after the first, and has the batch env apply them to all the envs of a worker
 at once, as array operations (a [`BatchTransform`][batchppo.envs.BatchTransform] read off the
 same stack), with bitwise the same results; only envs whose spaces it does not cover (Dict or
-Tuple spaces, integer observations, ``MultiDiscrete`` actions) and the ``"ray"`` backend get the
-per-env stack.
+Tuple spaces, integer observations, ``MultiDiscrete`` actions) and batch envs that take a
+``transform`` to apply around each env (Ray's) get the per-env stack.
 
-This module holds the batch env factories (``process_batch_env``, ``in_process_batch_env``,
-``ray_batch_env``: what a host backend's record builds with), ``make`` and the
+This module holds the host batch env factories (``process_batch_env``,
+``in_process_batch_env``: the ``"process"`` and ``"sync"`` batch envs), ``make`` and the
 ``gymnasium.make_vec`` registration; it re-exports the names of the other two, so that
-``batchppo.envs.make.NAME`` is where every name of ``make``'s API is found.
+``batchppo.envs.make.NAME`` is where every name of ``make``'s API is found. It knows no env
+backend: a backend's record builds with these factories (``batchppo.backends.host``), and the
+Ray batch env's factory is a backend's, ``batchppo.backends.ray.ray_batch_env``, which ``make``
+takes as ``backend=ray_batch_env``.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from typing import Any, Protocol
 import gymnasium
 from gymnasium.vector import AutoresetMode
 
-from batchppo.backends import BACKENDS, check_restarts, get_backend
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.env_ids import (
     EnvProbe,
@@ -59,7 +61,6 @@ __all__ = [
     "preprocessing",
     "probe_env",
     "process_batch_env",
-    "ray_batch_env",
     "register_vector_env",
     "vector_entry_point",
 ]
@@ -105,8 +106,8 @@ def make_env_fn(
 
 
 class BatchEnvFactory(Protocol):
-    """Builds the batch env of [`make`][batchppo.envs.make.make] (the ``batch_env`` of a host
-    backend's record): ``process_batch_env``, ``in_process_batch_env``, ``ray_batch_env``, or
+    """Builds the batch env of [`make`][batchppo.envs.make.make]: ``process_batch_env``,
+    ``in_process_batch_env``, the Ray backend's ``batchppo.backends.ray.ray_batch_env``, or
     one's own callable taking these arguments.
 
     It raises a one-line ``ValueError`` for an argument its batch env cannot honour, before
@@ -189,76 +190,33 @@ def in_process_batch_env(
     )
 
 
-def ray_batch_env(
-    env_fns: list[Callable[[], gymnasium.Env]],
-    *,
-    num_workers: int | None = None,
-    max_restarts: int = 0,
-    transform: StandardStack,
-    autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
-    step_timeout: float | None = None,
-    **options: Any,
-) -> gymnasium.vector.VectorEnv:
-    """The ``ray`` backend's batch env: a [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv]
-    whose actors build each env inside the per-env stack.
-
-    Args:
-        env_fns: Each builds one raw env.
-        num_workers: Actors; None: the CPUs of the Ray cluster.
-        max_restarts: Must be 0: Ray env actors are not restarted.
-        transform: The standard stack, applied around each env.
-        autoreset_mode: ``SAME_STEP``, the only mode of ``RayBatchEnv``.
-        step_timeout: Seconds an actor may take to answer (``RayBatchEnv``).
-        **options: ``RayBatchEnv``'s own keyword arguments (``address``, ``num_cpus``,
-            ``startup_timeout``, ``actor_options``).
-
-    Raises:
-        ValueError: Another autoreset mode, or env restarts asked for.
-    """
-    mode = AutoresetMode(autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode
-    if mode is not AutoresetMode.SAME_STEP:
-        raise ValueError(
-            f"autoreset_mode={autoreset_mode!r}: the ray backend has SAME_STEP only; use "
-            "backend='process' or 'sync' for another autoreset mode."
-        )
-    if max_restarts:
-        raise ValueError(
-            f"max_restarts={max_restarts}: Ray env actors are not restarted; use "
-            "backend='process' or 'sync' for env restarts."
-        )
-    from batchppo.envs.ray_env import RayBatchEnv
-
-    fns = [stacked_env_fn(fn, transform) for fn in env_fns]
-    return RayBatchEnv(fns, num_workers=num_workers, step_timeout=step_timeout, **options)
+BATCH_ENV_NAMES = ("process", "sync")
+"""The batch envs [`make`][batchppo.envs.make.make] takes by name: ``process_batch_env`` and
+``in_process_batch_env``."""
 
 
 def batch_env_of(backend: str | BatchEnvFactory) -> BatchEnvFactory:
-    """The batch env ``make(backend=...)`` builds: a backend's ``batch_env`` by name (the
-    registry's ``Backend.batch_env``), or ``backend`` itself.
+    """The batch env ``make(backend=...)`` builds: ``"process"`` (``process_batch_env``),
+    ``"sync"`` (``in_process_batch_env``), or ``backend`` itself.
 
     Raises:
-        ValueError: A name of no backend with a ``batch_env``, or neither a name nor a
-            callable.
+        ValueError: Another name (``"ray"``'s factory is a backend's:
+            ``batchppo.backends.ray.ray_batch_env``), or neither a name nor a callable.
     """
     if callable(backend):
         return backend
-    record = BACKENDS.get(backend) if isinstance(backend, str) else None
-    if record is None or record.batch_env is None:
-        known = tuple(name for name, b in BACKENDS.items() if b.batch_env is not None)
-        raise ValueError(f"backend must be one of {known}; got {backend!r}.")
-    return record.batch_env
-
-
-def _check_named_backend(
-    backend: str, ray_options: Mapping[str, Any] | None, max_restarts: int
-) -> None:
-    """The checks of the record of a backend given by name: its restarts (``check_restarts``)
-    and its options (``Backend.options``) for ``ray_options``."""
-    if ray_options and get_backend(backend).options is None:
-        takers = [n for n, b in BACKENDS.items() if b.batch_env and b.options is not None]
-        allowed = " or ".join(f"backend={name!r}" for name in takers)
-        raise ValueError(f"ray_options apply to {allowed} only; got backend={backend!r}.")
-    check_restarts(backend, max_restarts)
+    if backend == "process":
+        return process_batch_env  # read at call time: a test or bench may patch the module's
+    if backend == "sync":
+        return in_process_batch_env
+    if backend == "ray":
+        raise ValueError(
+            "backend='ray': the Ray batch env's factory is the ray backend's; pass "
+            "backend=ray_batch_env (from batchppo.backends.ray import ray_batch_env)."
+        )
+    raise ValueError(
+        f"backend must be one of {BATCH_ENV_NAMES} or a batch env factory; got {backend!r}."
+    )
 
 
 def make(
@@ -296,55 +254,59 @@ def make(
         num_envs: Number of envs.
         seed: When given, the envs are reset once with ``seed`` (env ``i`` gets ``seed + i``);
             otherwise call ``reset`` yourself before stepping.
-        backend: The batch env to build: a callable taking its arguments (a
-            ``BatchEnvFactory``: ``process_batch_env``, ``in_process_batch_env``,
-            ``ray_batch_env``, or one's own), or the name of a host backend, whose record gives it
-            (``Backend.batch_env``): ``"process"`` (``BatchEnv`` with worker processes),
-            ``"sync"`` (the same class with every env stepped in the calling process) or
-            ``"ray"`` ([`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv], workers as Ray
-            actors).
+        backend: The batch env to build: ``"process"`` (``process_batch_env``: ``BatchEnv``
+            with worker processes), ``"sync"`` (``in_process_batch_env``: the same class with
+            every env stepped in the calling process), or a callable taking their arguments (a
+            ``BatchEnvFactory``: one's own, or the ray backend's
+            ``batchppo.backends.ray.ray_batch_env``, a
+            [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] with Ray actors as workers).
         num_workers: Units stepping envs (``BatchEnv`` semantics); ignored by ``"sync"``.
         max_length: Episode step limit; None keeps the registry's.
         normalize_ranges: Map finite bounds to ``[-1, 1]``.
         render_mode: Passed to ``gymnasium.make``.
-        ray_options: The batch env's own keyword arguments: for ``"ray"``, those of
-            [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
-            ``startup_timeout``, ``actor_options``).
-        max_restarts: ``BatchEnv``'s restart budget (``"process"`` and ``"sync"`` only): how
+        ray_options: The keyword arguments of a ``backend`` callable: for ``ray_batch_env``,
+            those of [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``,
+            ``num_cpus``, ``startup_timeout``, ``actor_options``). The named batch envs take
+            none.
+        max_restarts: ``BatchEnv``'s restart budget (not Ray's): how
             many times an env whose step raised, or whose worker died, is rebuilt and its
             episode truncated; 0 fails fast.
         preprocess: What builds each env in the workers in place of ``gymnasium.make``, under the
             standard stack: ``"atari"`` (or ``{"name": "atari", **settings}``, or an
             [`AtariStack`][batchppo.envs.AtariStack]) for the standard Atari preprocessing, uint8
             ``(4, 84, 84)`` frames; see ``preprocessing``.
-        step_timeout: ``"process"`` and ``"ray"``: seconds a worker (or actor) may take to answer a
+        step_timeout: ``"process"`` and Ray's: seconds a worker (or actor) may take to answer a
             step, reset or call before [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] (see
             ``BatchEnv``); None waits for ever. ``"sync"`` refuses it: its envs step in the calling
             process, which cannot bound them.
         autoreset_mode: ``BatchEnv``'s autoreset mode: ``SAME_STEP`` (the default here, what
             the learners use, with the dense ``final_obs`` and ``step_arrays``), or Gymnasium's
             ``NEXT_STEP`` (which its observation wrappers such as ``NormalizeObservation``
-            need) or ``DISABLED``. The ``"ray"`` backend has ``SAME_STEP`` only.
+            need) or ``DISABLED``. Ray's batch env has ``SAME_STEP`` only.
         wrappers: Gymnasium wrappers around each env, built in the workers (see
             ``make_env_fn``).
         **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     The ``"process"`` and ``"sync"`` backends apply the wrapper stack to the batch (see the
     module docstring), read off the spaces of the envs the workers build: every env is built
-    once, and none in the calling process unless ``backend="sync"``. The ``"ray"`` backend
-    builds each env once too, in its actor, in the per-env stack.
+    once, and none in the calling process unless ``backend="sync"``. Ray's batch env builds each
+    env once too, in its actor, in the per-env stack.
 
     Returns:
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
 
     Raises:
-        ValueError: Unknown id or backend, bad counts, ``ray_options`` with a backend whose
-            batch env takes none, ``max_restarts`` with ``"ray"``. Raised before any worker
+        ValueError: Unknown id or batch env name, bad counts, ``ray_options`` with a named
+            batch env, an argument the batch env cannot honour. Raised before any worker
             starts.
     """
     batch_env = batch_env_of(backend)
-    if isinstance(backend, str):
-        _check_named_backend(backend, ray_options, max_restarts)
+    if isinstance(backend, str) and ray_options:
+        raise ValueError(
+            f"ray_options {dict(ray_options)}: the {backend!r} batch env takes none; they are "
+            "the keyword arguments of a batch env factory (backend=ray_batch_env of "
+            "batchppo.backends.ray)."
+        )
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
     raw_fn = checked_raw_env_fn(env_id, max_length, render_mode, preprocess, wrappers, env_kwargs)
@@ -456,3 +418,14 @@ def vector_entry_point(
         **make_kwargs,
         **kwargs,
     )
+
+
+def __getattr__(name: str) -> Any:
+    """A one-line error for the name that left this module (``ray_batch_env``)."""
+    if name == "ray_batch_env":
+        # ImportError, not AttributeError: ``from ... import`` keeps its message.
+        raise ImportError(
+            "batchppo.envs.make.ray_batch_env moved to the ray backend: from "
+            "batchppo.backends.ray import ray_batch_env"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -52,8 +52,8 @@ def check_tracker(config: RunConfig) -> None:
 def check_env(config: RunConfig) -> Any:
     """The start-up check of a run's env, before its run dir is made: the backend and the id
     (``check_config_env_id``), then, for a backend with a ``probe`` (the Gymnasium ones), one env
-    built with the config's ``env_kwargs``, reset once and closed (its constructor, its spaces,
-    its reset).
+    built with the config's ``env_kwargs``, reset once and closed (its constructor, its spaces and
+    whether the learners take them, its reset).
 
     Returns:
         The backend's probe of the env (``batchppo.envs.make.EnvProbe``), or None.
@@ -75,9 +75,6 @@ def check_env(config: RunConfig) -> Any:
             env_kwargs=config.env_kwargs,
             **wrappers,
         )
-        check_spaces = backend.check_spaces
-        if check_spaces is not None:
-            check_spaces(probe.observation_space, probe.action_space)
         if not backend.host and config.max_length is None and probe.time_limit is None:
             # A compiled env counts its steps against a limit; a host env may run unbounded.
             raise ValueError(

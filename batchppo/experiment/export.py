@@ -28,8 +28,8 @@ standard Gumbel ``noise`` of shape ``(batch, num_actions)`` for a categorical (a
 
 Supported: feed-forward and recurrent (GRU) policies over one float ``Box`` observation,
 with one 1-D ``Box`` action (Gaussian) or one ``Discrete`` action (categorical), trained on a
-backend whose record tells its env mapping (``Backend.export_mapping``: the host backends
-``process``, ``sync`` and ``ray``, and ``gymnax``). Anything else raises an
+backend whose env mapping ``EXPORT_MAPPINGS`` tells (the host backends ``process``, ``sync``
+and ``ray``, and ``gymnax``). Anything else raises an
 [`ExportError`][batchppo.experiment.export.ExportError] naming what is not supported.
 ``check_export`` runs the file in onnxruntime against ``load_policy`` (with the same env mapping
 applied around it) on three calls of 256 observations.
@@ -53,7 +53,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.backends import BACKENDS, get_backend
 from batchppo.core import spaces
 from batchppo.core.ranges import RangeMap, range_map
 from batchppo.core.wording import prose
@@ -170,16 +169,16 @@ def _map_bounds(ranges: RangeMap) -> tuple[np.ndarray, np.ndarray]:
 
 
 def gymnasium_mapping(config: Any, trainer: Any) -> EnvMapping:
-    """The ``export_mapping`` of the host backends (their records'): the env stack that
+    """The env mapping of the host backends (``EXPORT_MAPPINGS``): the env stack that
     ``batchppo.envs.make`` builds around one env of the run's id (``host_mapping``);
     ``trainer`` is not read."""
     return host_mapping(config)
 
 
 def bounds_mapping(config: Any, trainer: Any) -> EnvMapping:
-    """The ``export_mapping`` of a pure-JAX backend whose env maps ranges itself and tells its
-    raw bounds, ``raw_bounds`` as [`GymnaxEnv`][batchppo.backends.GymnaxEnv]'s (the ``gymnax``
-    record's): the range maps of ``trainer.env`` (``config`` is not read).
+    """The env mapping of a pure-JAX backend whose env maps ranges itself and tells its raw
+    bounds, ``raw_bounds`` as [`GymnaxEnv`][batchppo.backends.GymnaxEnv]'s (``gymnax``'s in
+    ``EXPORT_MAPPINGS``): the range maps of ``trainer.env`` (``config`` is not read).
 
     Raises:
         ExportError: An env without ``raw_bounds``.
@@ -188,7 +187,7 @@ def bounds_mapping(config: Any, trainer: Any) -> EnvMapping:
     if not hasattr(env, "raw_bounds"):
         raise ExportError(
             f"export: backend {config.backend!r}'s env {type(env).__name__} has no raw_bounds, "
-            "which its record's export_mapping reads"
+            "which its env mapping reads"
         )
     obs_space, action_space = trainer.spec.obs_space, trainer.spec.action_space
     obs_bounds, act_bounds = env.raw_bounds
@@ -209,17 +208,30 @@ def bounds_mapping(config: Any, trainer: Any) -> EnvMapping:
     )
 
 
+EXPORT_MAPPINGS: dict[str, Callable[[Any, Any], EnvMapping]] = {
+    "process": gymnasium_mapping,
+    "sync": gymnasium_mapping,
+    "ray": gymnasium_mapping,
+    "gymnax": bounds_mapping,
+}
+"""What the env stack does around a run's policy, by backend name: ``mapping(config, trainer)``,
+the ``EnvMapping`` that ``batchppo export`` folds into its ONNX model. ``gymnasium_mapping`` for
+the Gymnasium envs that ``batchppo.envs.make`` builds, ``bounds_mapping`` for an env that tells its
+``raw_bounds``. A backend of a plug-in whose runs export adds its entry; a backend without one
+does not export (``brax``, ``jumanji``, ``ale``)."""
+
+
 def env_mapping(config: Any, trainer: Any) -> EnvMapping:
     """The env stack around a run's policy (what
-    [`export_run`][batchppo.experiment.export.export_run] folds into the model), as the run's
-    backend record's ``export_mapping`` gives it.
+    [`export_run`][batchppo.experiment.export.export_run] folds into the model), as
+    ``EXPORT_MAPPINGS`` gives it for the run's backend.
 
     Raises:
-        ExportError: A backend without an ``export_mapping`` (one line).
+        ExportError: A backend without an entry (one line).
     """
-    mapping = get_backend(config.backend).export_mapping
+    mapping = EXPORT_MAPPINGS.get(config.backend)
     if mapping is None:
-        exporting = prose(b.name for b in BACKENDS.values() if b.export_mapping is not None)
+        exporting = prose(EXPORT_MAPPINGS)
         raise ExportError(
             f"export: backend {config.backend!r} is not supported (its env's action mapping is "
             f"not known to the export); runs of the {exporting} backends export"

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.backends import get_backend
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import env_checks, trainers
@@ -18,17 +17,19 @@ from batchppo.experiment.errors import CorruptCheckpointError
 from batchppo.experiment.rundir import CHECKPOINT_DIR, open_run_dir
 from batchppo.experiment.trainers import INIT_KEY, TrainerFactory, TrainerLike
 
+LOAD_WITH: dict[str, str] = {"process": "sync", "ray": "sync"}
+"""The backend a trained policy is loaded with, by the backend of its run: loading needs the
+networks, not parallel simulation, so a backend that runs its envs away from the caller (worker
+processes, Ray actors) loads with its in-process twin. A backend not listed loads with itself."""
+
 
 def loading_config(config: RunConfig) -> RunConfig:
-    # Loading needs the networks, not parallel simulation: a backend that runs its envs away
-    # from the caller (workers, actors) loads with its in-process twin (``load_with``).
-    backend = get_backend(config.backend)
-    if backend.load_with is None or backend.load_with == backend.name:
+    """``config`` as a trained policy is loaded: on the backend ``LOAD_WITH`` names, if any."""
+    twin = LOAD_WITH.get(config.backend, config.backend)
+    if twin == config.backend:
         return config
     # The old backend's own options mean nothing to its twin.
-    return dataclasses.replace(
-        config, backend=backend.load_with, num_workers=None, backend_options={}
-    )
+    return dataclasses.replace(config, backend=twin, num_workers=None, backend_options={})
 
 
 def load_run(

@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.backends import BACKENDS, get_backend
+from batchppo.backends.ale import ALE_ID
+from batchppo.backends.gymnax import GYMNASIUM_TWINS
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.loading import load_run
 from batchppo.experiment.tracking import open_tracker
@@ -32,22 +34,73 @@ from batchppo.experiment.trainers import TrainerFactory
 STATS_FILE = "stats.json"
 
 
+def gymnasium_id(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    """The render id of a backend whose envs are Gymnasium's: the run's own id (the render env
+    is built with its ``env_kwargs``)."""
+    del env_kwargs
+    return env_id
+
+
+def gymnax_twin(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    """The render id of a gymnax run: its Gymnasium twin (``GYMNASIUM_TWINS``: the same id and
+    dynamics), with the default parameters.
+
+    Raises:
+        ValueError: An id without a twin, or ``env_kwargs`` (the twin has the defaults).
+    """
+    if env_id not in GYMNASIUM_TWINS:
+        raise ValueError(
+            f"gymnax envs render through their Gymnasium twin, which only "
+            f"{sorted(GYMNASIUM_TWINS)} have"
+        )
+    if env_kwargs:
+        raise ValueError(
+            f"its Gymnasium twin has the default parameters, not env_kwargs {dict(env_kwargs)};"
+            " train without env_kwargs to render"
+        )
+    return env_id
+
+
+def ale_gymnasium_id(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    """The render id of an ``ale`` run: its Gymnasium ALE id (``ALE/<Game>-v5``), whose env the
+    process backend's stack builds with the run's ``env_kwargs``.
+
+    Raises:
+        ValueError: A ROM name (``breakout``), which Gymnasium does not register.
+    """
+    del env_kwargs
+    if not ALE_ID.match(env_id):
+        raise ValueError(f"only ALE/<Game>-v5 ids render (through Gymnasium); got {env_id!r}")
+    return env_id
+
+
+RENDER_IDS: dict[str, Callable[[str, Mapping[str, Any]], str]] = {
+    "process": gymnasium_id,
+    "sync": gymnasium_id,
+    "ray": gymnasium_id,
+    "gymnax": gymnax_twin,
+    "ale": ale_gymnasium_id,
+}
+"""The Gymnasium id a run's policy renders in, by backend name: ``render_id(env_id,
+env_kwargs)``, or ``ValueError`` with the reason. A backend of a plug-in that renders adds its
+entry; a backend without one renders nothing (``brax``, ``jumanji``)."""
+
+
 def render_env_id(config: RunConfig) -> str:
-    """The Gymnasium id to render a run of ``config`` in (its backend's ``render_id``).
+    """The Gymnasium id to render a run of ``config`` in (``RENDER_IDS`` of its backend).
 
     Raises:
         UserError: Backends without a Gymnasium twin (Brax, gymnax ids without one, gymnax
             with ``env_kwargs``), with the reason.
     """
-    backend = get_backend(config.backend)
+    render_id = RENDER_IDS.get(config.backend)
     try:
-        if backend.render_id is None:
-            renderable = [b.name for b in BACKENDS.values() if b.render_id is not None]
+        if render_id is None:
             raise ValueError(
                 f"its envs have no Gymnasium twin; visualize renders the backends "
-                f"{', '.join(renderable)}"
+                f"{', '.join(RENDER_IDS)}"
             )
-        return backend.render_id(config.env, config.env_kwargs)
+        return render_id(config.env, config.env_kwargs)
     except ValueError as error:
         raise UserError(
             f"cannot render {config.env!r} (backend {config.backend}): {error}"

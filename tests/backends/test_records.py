@@ -1,5 +1,5 @@
-"""The built-in backends' records (``batchppo.backends``): the lists derived from them, their
-env id checks and render ids."""
+"""The built-in backends' records (``batchppo.backends``): the lists derived from them and their
+env id checks."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ def test_builtin_records_and_derived_lists():
     assert names(supports_restarts=True) == ("process", "sync")
     assert all(get_backend(n).fused for n in ("gymnax", "brax", "jumanji"))
     assert not any(get_backend(n).fused for n in names(host=True))
-    assert get_backend("process").load_with == "sync" and get_backend("sync").load_with is None
     ray_config = types.SimpleNamespace(
         backend_options={"address": "auto", "num_cpus": 1, "startup_timeout": 5},
         env_step_timeout=7.0,
@@ -54,17 +53,6 @@ def test_env_id_checks_are_one_line_with_close_matches():
         backends.check_gymnasium_id("Pendulum-v9")
     with pytest.raises(ValueError, match=r"unknown gymnax env id 'Cartpole'.*CartPole-v1"):
         backends.check_gymnax_id("Cartpole")
-
-
-def test_render_ids():
-    gymnax = get_backend("gymnax")
-    assert gymnax.render_id is not None and gymnax.render_id("Pendulum-v1", {}) == "Pendulum-v1"
-    with pytest.raises(ValueError, match="default parameters"):
-        gymnax.render_id("Pendulum-v1", {"max_speed": 9.0})
-    with pytest.raises(ValueError, match="Gymnasium twin"):
-        gymnax.render_id("Catch-bsuite", {})
-    assert get_backend("brax").render_id is None
-    assert get_backend("jumanji").render_id is None
 
 
 def test_every_backend_is_installed_where_the_tests_run():

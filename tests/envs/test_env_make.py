@@ -121,17 +121,39 @@ def test_make_takes_a_batch_env_factory_by_name_or_as_a_callable():
                 np.testing.assert_array_equal(x, y)
 
 
-def test_a_backend_name_is_looked_up_in_the_records():
-    from batchppo.backends import get_backend
-
-    assert make_module.batch_env_of("sync") is get_backend("sync").batch_env
+def test_make_names_its_own_batch_envs_only():
+    # envs/ knows no backend: the names are its two factories', the rest are callables.
+    assert make_module.batch_env_of("sync") is make_module.in_process_batch_env
+    assert make_module.batch_env_of("process") is make_module.process_batch_env
     assert make_module.batch_env_of(BatchEnv) is BatchEnv
     with pytest.raises(ValueError) as info:
         make("Pendulum-v1", 2, backend="gymnax")
-    assert str(info.value) == "backend must be one of ('process', 'sync', 'ray'); got 'gymnax'."
+    assert str(info.value) == (
+        "backend must be one of ('process', 'sync') or a batch env factory; got 'gymnax'."
+    )
+    with pytest.raises(ValueError) as info:
+        make("Pendulum-v1", 2, backend="ray")
+    assert str(info.value) == (
+        "backend='ray': the Ray batch env's factory is the ray backend's; pass "
+        "backend=ray_batch_env (from batchppo.backends.ray import ray_batch_env)."
+    )
     with pytest.raises(ValueError) as info:
         make("Pendulum-v1", 2, backend="sync", ray_options={"address": "auto"})
-    assert str(info.value) == "ray_options apply to backend='ray' only; got backend='sync'."
+    assert str(info.value) == (
+        "ray_options {'address': 'auto'}: the 'sync' batch env takes none; they are the keyword "
+        "arguments of a batch env factory (backend=ray_batch_env of batchppo.backends.ray)."
+    )
+
+
+def test_the_ray_factory_that_left_names_its_new_home():
+    with pytest.raises(ImportError) as info:
+        from batchppo.envs.make import ray_batch_env  # noqa: F401
+    assert str(info.value) == (
+        "batchppo.envs.make.ray_batch_env moved to the ray backend: from "
+        "batchppo.backends.ray import ray_batch_env"
+    )
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        make_module.no_such_name  # noqa: B018
 
 
 def test_halfcheetah_batch():
@@ -316,8 +338,6 @@ def test_make_takes_an_autoreset_mode():
         wrapped = gymnasium.wrappers.vector.NormalizeObservation(env)
         obs, _ = wrapped.reset(seed=0)
         assert obs.shape == (2, 4)
-    with pytest.raises(ValueError, match=r"^autoreset_mode='NextStep': the ray backend"):
-        make("CartPole-v1", 2, backend="ray", autoreset_mode="NextStep")
 
 
 def test_gymnasium_make_vec_builds_make_s_env_through_a_registered_id(user_envs, monkeypatch):

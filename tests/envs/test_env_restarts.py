@@ -14,7 +14,7 @@ from envs_testlib import BuiltOnceEnv, CountEnv, FaultyNestedEnv
 from gymnasium.vector import AutoresetMode
 from test_env_faults import assert_all_gone, faulty_fns, worker_pids
 
-from batchppo.envs import BatchEnv, EnvRestartWarning, WorkerDiedError, WorkerOptions, make
+from batchppo.envs import BatchEnv, EnvRestartWarning, WorkerDiedError, WorkerOptions
 from batchppo.envs.batch_env import restart_seed
 
 pytestmark = pytest.mark.timeout(30)
@@ -262,8 +262,6 @@ def test_bad_settings_are_refused_at_construction():
             WorkerOptions(num_workers=1, step_in_parent=True, max_restarts=2),
             autoreset_mode=AutoresetMode.NEXT_STEP,
         )
-    with pytest.raises(ValueError, match="process and sync backends only"):
-        make("Pendulum-v1", 2, backend="ray", max_restarts=1)
 
 
 def test_restart_seed_is_a_pure_function_of_seed_and_count():

@@ -13,6 +13,7 @@ from gymnasium.wrappers import TimeLimit
 
 ray = pytest.importorskip("ray")
 
+from batchppo.backends.ray import ray_batch_env  # noqa: E402
 from batchppo.envs import BatchEnv, WorkerOptions, make, make_env_fn  # noqa: E402
 from batchppo.envs.errors import (  # noqa: E402
     EnvTimeoutError,
@@ -138,7 +139,7 @@ def test_a_reset_or_call_that_hangs_raises_env_timeout_error_with_the_actors_sta
 def test_make_ray_backend(local_ray):
     from batchppo.envs import make
 
-    with make("Pendulum-v1", 3, seed=0, backend="ray", num_workers=2, max_length=2) as env:
+    with make("Pendulum-v1", 3, seed=0, backend=ray_batch_env, num_workers=2, max_length=2) as env:
         assert isinstance(env, RayBatchEnv)
         obs, *_ = env.step_arrays(np.zeros((3, 1)))
         assert obs.dtype == np.float32 and obs.shape == (3, 3)
@@ -173,7 +174,7 @@ def test_bad_resource_settings():
         RayBatchEnv(fns(), num_cpus=-1)
     from batchppo.envs import make
 
-    with pytest.raises(ValueError, match="ray_options apply to backend='ray' only"):
+    with pytest.raises(ValueError, match="the 'process' batch env takes none"):
         make("Pendulum-v1", 2, backend="process", ray_options={"address": "auto"})
 
 
@@ -227,14 +228,20 @@ def builders(path) -> list[int]:
 
 def test_each_env_is_built_once_in_its_actor(local_ray, tmp_path):
     """Issue 10: the spaces are those the actors report; no env is built in this process
-    (make(backend="ray") built 5 envs for 4, env 0 once more here to read the spaces)."""
+    (make(backend=ray_batch_env) built 5 envs for 4, env 0 once more here to read the spaces)."""
     path = tmp_path / "builds"
     env_id = "envs_testlib:ConstructionCounting-v0"
     # The actors import envs_testlib (make() builds the env by its id): put it on their path.
     here = os.path.dirname(os.path.abspath(__file__))
     ray_options = {"actor_options": {"runtime_env": {"env_vars": {"PYTHONPATH": here}}}}
     with make(
-        env_id, 4, seed=0, backend="ray", num_workers=2, ray_options=ray_options, path=str(path)
+        env_id,
+        4,
+        seed=0,
+        backend=ray_batch_env,
+        num_workers=2,
+        ray_options=ray_options,
+        path=str(path),
     ) as env:
         assert isinstance(env, RayBatchEnv)
         built = builders(path)

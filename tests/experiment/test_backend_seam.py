@@ -80,7 +80,7 @@ def test_config_make_env_and_env_id_check_take_the_new_backend(fake_backend):
         make_env("Pendulum-v1", 3, "fake", options={"address": "auto"})
     with pytest.raises(UserError, match=r"cannot render 'Pendulum-v1' \(backend fake\)"):
         visualize.render_env_id(config)
-    assert loading.loading_config(config) == config  # no load_with: loads with itself
+    assert loading.loading_config(config) == config  # not in LOAD_WITH: loads with itself
 
 
 def test_a_host_backend_with_a_batch_env_of_its_own_is_one_record():
@@ -92,11 +92,14 @@ def test_a_host_backend_with_a_batch_env_of_its_own_is_one_record():
 
     backends.register(host_backend("mine", description="my batch env", batch_env=my_batch_env))
     try:
-        with envs.make("Pendulum-v1", 2, backend="mine", num_workers=1, seed=0) as vector_env:
-            assert vector_env.num_envs == 2
         env = make_env("Pendulum-v1", 3, "mine", seed=0, num_workers=1)
         env.close()
-        assert isinstance(env, HostEnv) and built == [2, 3]
+        assert isinstance(env, HostEnv) and built == [3]
+        # envs.make takes the factory itself, not the backend's name: envs/ knows no backend.
+        with envs.make("Pendulum-v1", 2, backend=my_batch_env, num_workers=1, seed=0) as batch:
+            assert batch.num_envs == 2 and built == [3, 2]
+        with pytest.raises(ValueError, match=r"^backend must be one of \('process', 'sync'\)"):
+            envs.make("Pendulum-v1", 2, backend="mine")
     finally:
         del backends.BACKENDS["mine"]
 

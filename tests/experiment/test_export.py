@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import types
+from typing import Any
 
 import gymnasium
 import jax
@@ -20,7 +21,7 @@ import pytest
 from tiny_runs import tiny_run
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
-from batchppo import backends, cli
+from batchppo import cli
 from batchppo.core import spaces
 from batchppo.experiment import export, training
 
@@ -289,9 +290,9 @@ def test_host_mapping_without_range_normalisation_clips_to_the_env_bounds():
     np.testing.assert_allclose(with_ranges.observation(obs), [[0.5, -0.5, 9.0 / 8.0]])
 
 
-def test_the_env_mapping_is_the_backend_records():
-    # No branch on backend names: the record's export_mapping, or a one-line error naming
-    # the backends that have one.
+def test_the_env_mapping_is_the_export_table_s(monkeypatch):
+    # No branch on backend names: the table's entry, or a one-line error naming the backends
+    # that have one.
     with pytest.raises(export.ExportError) as info:
         export.env_mapping(types.SimpleNamespace(backend="brax"), None)
     assert str(info.value) == (
@@ -299,20 +300,14 @@ def test_the_env_mapping_is_the_backend_records():
         "export); runs of the process, sync, ray and gymnax backends export"
     )
     calls = []
-    record = backends.Backend(
-        name="mapped",
-        make=backends.lazy("a:b"),
-        check_env_id=lambda env_id: None,
-        host=False,
-        description="a test's envs",
-        export_mapping=lambda config, trainer: calls.append((config, trainer)) or "the mapping",
-    )
-    backends.register(record)
-    try:
-        config = types.SimpleNamespace(backend="mapped")
-        assert export.env_mapping(config, "trainer") == "the mapping"
-        assert calls == [(config, "trainer")]
-    finally:
-        del backends.BACKENDS["mapped"]
+
+    def mapping(config: Any, trainer: Any) -> str:
+        calls.append((config, trainer))
+        return "the mapping"
+
+    monkeypatch.setitem(export.EXPORT_MAPPINGS, "mapped", mapping)  # a plug-in's entry
+    config = types.SimpleNamespace(backend="mapped")
+    assert export.env_mapping(config, "trainer") == "the mapping"
+    assert calls == [(config, "trainer")]
     with pytest.raises(export.ExportError, match=r"env object has no raw_bounds"):
         export.bounds_mapping(config, types.SimpleNamespace(env=object()))

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 import warnings
 
 import gymnasium
@@ -28,6 +29,26 @@ def test_render_env_id():
     catch = dataclasses.replace(configs.get_preset("cartpole_jax"), env="Catch-bsuite")
     with pytest.raises(UserError, match="cannot render 'Catch-bsuite'"):
         visualize.render_env_id(catch)
+
+
+def test_render_ids_by_backend():
+    assert visualize.gymnax_twin("Pendulum-v1", {}) == "Pendulum-v1"
+    with pytest.raises(ValueError, match="default parameters"):
+        visualize.gymnax_twin("Pendulum-v1", {"max_speed": 9.0})
+    with pytest.raises(ValueError, match="Gymnasium twin"):
+        visualize.gymnax_twin("Catch-bsuite", {})
+    assert visualize.ale_gymnasium_id("ALE/Pong-v5", {"preprocess": "atari"}) == "ALE/Pong-v5"
+    with pytest.raises(ValueError) as info:
+        visualize.ale_gymnasium_id("pong", {})
+    assert str(info.value) == "only ALE/<Game>-v5 ids render (through Gymnasium); got 'pong'"
+    assert list(visualize.RENDER_IDS) == ["process", "sync", "ray", "gymnax", "ale"]
+    jumanji = types.SimpleNamespace(backend="jumanji", env="Snake-v1", env_kwargs={})
+    with pytest.raises(UserError) as info:
+        visualize.render_env_id(jumanji)
+    assert str(info.value) == (
+        "cannot render 'Snake-v1' (backend jumanji): its envs have no Gymnasium twin; "
+        "visualize renders the backends process, sync, ray, gymnax, ale"
+    )
 
 
 def test_make_render_env_returns_the_run_stack_ready_to_render():

@@ -1,0 +1,22 @@
+"""The backend a trained policy is loaded with (``batchppo.experiment.loading.LOAD_WITH``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.experiment import loading
+
+
+def test_backends_with_envs_away_from_the_caller_load_with_their_in_process_twin():
+    ray = PPOConfig(backend="ray", num_workers=4, backend_options={"address": "auto"})
+    assert loading.loading_config(ray) == dataclasses.replace(
+        ray, backend="sync", num_workers=None, backend_options={}
+    )
+    process = PPOConfig(backend="process", num_workers=2)
+    assert loading.loading_config(process) == dataclasses.replace(
+        process, backend="sync", num_workers=None
+    )
+    for backend in ("sync", "gymnax"):  # not in the table: each loads with itself
+        config = PPOConfig(backend=backend, env="Pendulum-v1")
+        assert loading.loading_config(config) is config
