@@ -4,7 +4,8 @@ The import graph is read from the source with ``ast``, so it holds every edge th
 take, not only those a test run happens to import: module-level imports, imports inside
 functions, ``TYPE_CHECKING`` imports, and strings that name a module of the package (the
 ``lazy("pkg.mod:name")`` references of the registries, the tables of ``lazy_exports``), which
-import it when called.
+import it when called. Entry-point group names (``group="batchppo.torsos"``, ``..._GROUP``
+constants) read as module names but import nothing.
 """
 
 from __future__ import annotations
@@ -33,12 +34,6 @@ FLOORS: dict[str, int] = {
 }
 """Each room of the package (a subpackage, or a module at its top) and its floor, lowest first:
 a module may import its own floor and those below."""
-
-NOT_IMPORTS: dict[str, set[str]] = {
-    # The entry-point group that plug-ins register their backends under: a name, not a module.
-    "core/backends.py": {"batchppo.backends"},
-}
-"""Strings that read as module names of the package but are not imported, by file."""
 
 _MODULE_STRING = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+(:[A-Za-z_][\w.]*)?")
 
@@ -69,6 +64,20 @@ def _is_module(root: Path, package: str, module: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
+def _group_names(tree: ast.AST) -> set[int]:
+    """The ids of the strings that name an entry-point group (``group="batchppo.torsos"``, or
+    the value of a ``..._GROUP`` constant): names that read as modules, not imports."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "group":
+            found.add(id(node.value))
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id.endswith("GROUP") for t in targets):
+                found.add(id(node.value))
+    return found
+
+
 def _targets(node: ast.AST, root: Path, package: str, here: list[str]) -> list[str]:
     """The package's modules ``node`` imports (``here``: the dotted package of its file)."""
     if isinstance(node, ast.Import):
@@ -95,10 +104,12 @@ def import_edges(root: Path, package: str) -> list[Edge]:
         relative = path.relative_to(root)
         tree = ast.parse(path.read_text(), filename=str(path))
         here = [package, *relative.parts[:-1]]
-        skip = NOT_IMPORTS.get(relative.as_posix(), set())
+        groups = _group_names(tree)
         for node in ast.walk(tree):
+            if id(node) in groups:
+                continue
             for target in _targets(node, root, package, here):
-                if target.split(".")[0] == package and target not in skip:
+                if target.split(".")[0] == package:
                     edges.append(Edge(relative.as_posix(), node.lineno, target))
     return edges
 
@@ -136,7 +147,11 @@ def test_no_module_of_the_package_imports_upward():
 FAKE = {
     "__init__.py": "",
     "low/__init__.py": "",
-    "low/base.py": '"""Not imported: pkg.high.top, a word of prose."""\nVALUE = 1\n',
+    "low/base.py": (
+        '"""Not imported: pkg.high.top, a word of prose."""\n'
+        'PLUGIN_GROUP = "pkg.high"\n'
+        'REGISTRY = dict(group="pkg.high.top")\n'
+    ),
     "low/lazy.py": 'from pkg.low import base\nREF = lazy("pkg.high.top:function")\n',
     "low/deferred.py": "def f():\n    from pkg.high import top\n    return top\n",
     "low/typing_only.py": (
