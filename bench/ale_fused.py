@@ -33,15 +33,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from harness import time_calls, write_json
 from jax.experimental import io_callback
 
 from batchppo.algorithms.ppo import Trainer
@@ -101,13 +100,14 @@ PARTS = ("env", "rollout", "update", "iteration")
 def timed(fn: Callable[[Any], Any], carry: Any, repeats: int) -> tuple[list[float], Any]:
     """Seconds of ``repeats`` calls ``carry = fn(carry)`` after one untimed call (which
     compiles), each waited for; returns the times and the last carry."""
-    carry = jax.block_until_ready(fn(carry))
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        carry = jax.block_until_ready(fn(carry))
-        times.append(time.perf_counter() - start)
-    return times, carry
+    state = [carry]
+
+    def call() -> Any:
+        state[0] = jax.block_until_ready(fn(state[0]))
+        return state[0]
+
+    calls = time_calls(call, repeats, warmup=1)
+    return calls.wall_s, calls.last
 
 
 def summary(times: list[float], agent_steps: int) -> dict[str, float]:
@@ -280,8 +280,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for label, row in rows:
         print(f"{label:>20}: {row['ms']:9.2f} ms ({row['agent_steps_per_s']:10,.0f} agent steps/s)")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        return write_json(args.json, result)
     return result
 
 

@@ -260,6 +260,10 @@ def versions(python: str) -> dict[str, str]:
     return {k: v for k, v in json.loads(out.stdout).items() if v is not None}
 
 
+def _print_row(row: dict[str, Any], _: Any) -> None:
+    print(json.dumps(row), flush=True)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cleanrl-dir", required=True, help=f"a checkout's folder of {SCRIPT}")
@@ -277,6 +281,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
+    # Here, not at the top: CleanRL's interpreter imports this module, with no psutil.
+    from harness import Side, compare, write_json
+
     variants = dict(args.variant or [("batchppo", [])])
     if not (Path(args.cleanrl_dir) / SCRIPT).is_file():
         parser.error(f"no {SCRIPT} in --cleanrl-dir {args.cleanrl_dir}: name a checkout's cleanrl/")
@@ -287,28 +294,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         return run
 
-    sides = [("cleanrl", cleanrl_side)] + [(n, side_of(n, s)) for n, s in variants.items()]
-    rows = []
+    runs = {"cleanrl": cleanrl_side, **{n: side_of(n, s) for n, s in variants.items()}}
+    failures = (subprocess.CalledProcessError, subprocess.TimeoutExpired)
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(args.rounds):
-            for name, side in sides if r % 2 == 0 else sides[::-1]:
-                try:
-                    row = {**side(args, args.seed, Path(tmp) / f"{name}-{r}"), "round": r}
-                except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as error:
-                    # One side failing (say a mode a platform lacks) leaves the others measured;
-                    # the failure is a row of its own, and the side gets no rate.
-                    row = {"side": name, "seed": args.seed, "round": r, "error": str(error)}
-                print(json.dumps(row), flush=True)
-                rows.append(row)
-    rate = {}
-    for name, _ in sides:
-        measured = [
-            row["agent_steps_per_s"] for row in rows if row["side"] == name and "error" not in row
+        # One side failing (say a mode a platform lacks) leaves the others measured: the
+        # failure is a row of its own, and the side gets no rate from it.
+        sides = [
+            Side(
+                name, lambda r, name=name, run=run: run(args, args.seed, Path(tmp) / f"{name}-{r}")
+            )
+            for name, run in runs.items()
         ]
-        rate[name] = statistics.median(measured) if measured else math.nan
+        measured = compare(sides, args.rounds, catch=failures, on_row=_print_row)
+    rate = {name: measured.median(name, "agent_steps_per_s") or math.nan for name in runs}
     ratios = {name: rate[name] / rate["cleanrl"] for name in variants}
-    result = {
-        "command": sys.argv,
+    record = {
         "steps": args.steps,
         "settings": SETTINGS,
         "protocol": PROTOCOL,
@@ -317,18 +317,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "cleanrl": versions(args.cleanrl_python),
             "batchppo": versions(sys.executable),
         },
-        "rows": rows,
+        "rows": measured.rows,
         "variants": variants,
         "agent_steps_per_s": rate,
         "ratios_over_cleanrl": ratios,
     }
     if "batchppo" in ratios:
-        result["ratio_batchppo_over_cleanrl"] = ratios["batchppo"]
+        record["ratio_batchppo_over_cleanrl"] = ratios["batchppo"]
     sides_text = ", ".join(f"{name} {rate[name]:,.0f} ({ratios[name]:.2f}x)" for name in variants)
     print(f"agent steps/s: CleanRL {rate['cleanrl']:,.0f}; {sides_text} (x: over CleanRL)")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
-    return result
+        return write_json(args.json, record)
+    return record
 
 
 if __name__ == "__main__":

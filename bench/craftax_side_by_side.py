@@ -30,12 +30,11 @@ import argparse
 import importlib.util
 import json
 import sys
-import time
 import types
 from pathlib import Path
 from typing import Any
 
-from workers import spawn  # bench/workers.py: a side in a process of its own
+from harness import Result, Side, compare, spawn, time_program, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV_NAME = "Craftax-Classic-Symbolic-v1"
@@ -118,21 +117,20 @@ def _baseline(spec: dict[str, Any]) -> dict[str, Any]:
     spec_.loader.exec_module(module)
     config = baseline_config(spec["envs"], spec["steps"])
     train = module.make_train(config)
-    key = jax.random.PRNGKey(spec["seed"])
-    t0 = time.perf_counter()
-    compiled = jax.jit(train).lower(key).compile()
-    compile_s = time.perf_counter() - t0
-    t1, c1 = time.perf_counter(), time.process_time()
-    jax.block_until_ready(compiled(key))
-    run_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
-    steps = config["NUM_UPDATES"] * config["NUM_STEPS"] * config["NUM_ENVS"]
-    returns = [d.get("episode_return") for d in logged]
+    out = _timed_once(train, jax.random.PRNGKey(spec["seed"]))
+    out["steps"] = config["NUM_UPDATES"] * config["NUM_STEPS"] * config["NUM_ENVS"]
+    out["returns"] = [d.get("episode_return") for d in logged]
+    return out
+
+
+def _timed_once(train: Any, key: Any) -> dict[str, Any]:
+    """One call of ``train`` compiled, timed apart from its compilation; its ``output``."""
+    timed = time_program(train, key, repeats=1)
     return {
-        "compile_s": compile_s,
-        "run_s": run_s,
-        "cpu_s": cpu_s,
-        "steps": steps,
-        "returns": returns,
+        "compile_s": timed["compile_s"],
+        "run_s": timed["run_s"][0],
+        "cpu_s": timed["cpu_s"][0],
+        "output": timed["output"],
     }
 
 
@@ -155,18 +153,10 @@ def _batchppo(spec: dict[str, Any]) -> dict[str, Any]:
         # norm), which the baseline does not compute; its parameters are the same.
         minibatch_diagnostics=spec["side"] != "batchppo_lean",
     )
-    train = make_train(config)
-    key = jax.random.key(spec["seed"])
-    t0 = time.perf_counter()
-    compiled = jax.jit(train).lower(key).compile()
-    compile_s = time.perf_counter() - t0
-    t1, c1 = time.perf_counter(), time.process_time()
-    state, metrics = jax.block_until_ready(compiled(key))
-    run_s, cpu_s = time.perf_counter() - t1, time.process_time() - c1
-    steps = num_iterations(config) * config.rollout_length * config.num_agents
-    returns = [None if np.isnan(x) else float(x) for x in np.asarray(metrics["score"])]
-    out = {"compile_s": compile_s, "run_s": run_s, "cpu_s": cpu_s, "steps": steps}
-    out["returns"] = returns
+    out = _timed_once(make_train(config), jax.random.key(spec["seed"]))
+    state, metrics = out["output"]
+    out["steps"] = num_iterations(config) * config.rollout_length * config.num_agents
+    out["returns"] = [None if np.isnan(x) else float(x) for x in np.asarray(metrics["score"])]
     out["mean_action_eval"] = _evaluate(config, state, spec["seed"])
     return out
 
@@ -185,6 +175,7 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
     import jax
 
     out = _baseline(spec) if spec["side"] == "baseline" else _batchppo(spec)
+    del out["output"]
     out["side"] = spec["side"]
     out["sps"] = out["steps"] / out["run_s"]
     # On a machine shared with other work, CPU time is the steadier measure of a side's work.
@@ -220,38 +211,41 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--baselines-dir is needed for the baseline side (or --sides batchppo)")
     base = {"steps": args.steps, "envs": args.envs, "seed": args.seed}
     base["baselines_dir"] = args.baselines_dir
-    rows = []
-    for round_ in range(args.rounds):
-        for side in sides if round_ % 2 == 0 else sides[::-1]:
-            spec = {**base, "side": side}
-            row = {"side": side, **spawn(__file__, ["--worker", json.dumps(spec)], args.timeout)}
-            row["round"] = round_
+
+    def side(name: str) -> Side:
+        def run(_: int) -> dict[str, Any]:
+            spec = json.dumps({**base, "side": name})
+            row = spawn(__file__, ["--worker", spec], args.timeout)
             if "returns" in row:
                 row["final_return"] = final_return(row["returns"], args.window)
-            rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "returns"}), flush=True)
-    _summary(rows)
+            return row
+
+        return Side(name, run)
+
+    def show(row: dict[str, Any], _: Result) -> None:
+        print(json.dumps({k: v for k, v in row.items() if k != "returns"}), flush=True)
+
+    result = compare([side(name) for name in sides], args.rounds, on_row=show)
+    _summary(result)
     if args.json:
-        record = {"args": vars(args), "differences": DIFFERENCES, "rows": rows}
-        Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
+        record = {"args": vars(args), "differences": DIFFERENCES, "rows": result.rows}
+        write_json(args.json, record)
     return 0
 
 
-def _summary(rows: list[dict[str, Any]]) -> None:
-    by_side: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        if "error" not in row:
-            by_side.setdefault(row["side"], []).append(row)
-    for side, runs in by_side.items():
-        best = max(r["sps"] for r in runs)
-        finals = [r["final_return"] for r in runs]
-        print(f"{side}: {best:,.0f} steps/s (best of {len(runs)}), training return {finals}")
-    if "baseline" in by_side:
-        peer = max(r["sps"] for r in by_side["baseline"])
-        for side in ("batchppo", "batchppo_lean"):
-            if side in by_side:
-                ratio = max(r["sps"] for r in by_side[side]) / peer
-                print(f"speed {side} / baseline: {ratio:.2f}x")
+def _summary(result: Result) -> None:
+    for side in result.names:
+        runs = result.readings(side)
+        if runs:
+            finals = [r["final_return"] for r in runs]
+            print(
+                f"{side}: {result.best(side, 'sps'):,.0f} steps/s (best of {len(runs)}), "
+                f"training return {finals}"
+            )
+    ratios = result.ratios("baseline", "sps", how="max")
+    for side in ("batchppo", "batchppo_lean"):
+        if side in ratios:
+            print(f"speed {side} / baseline: {ratios[side]:.2f}x")
 
 
 if __name__ == "__main__":

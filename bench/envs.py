@@ -55,9 +55,6 @@ stack (robust to load from other processes):
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import math
 import multiprocessing as mp
 import os
 import runpy
@@ -68,7 +65,7 @@ from collections.abc import Callable
 
 import gymnasium
 import numpy as np
-import psutil
+from harness import Side, Timing, compare, run_for, write_json
 
 from batchppo.envs import BatchEnv, WorkerOptions
 
@@ -90,19 +87,32 @@ def _actions(space: gymnasium.Space, n: int | None, count: int = 64) -> list[np.
     return [batch.sample() for _ in range(count)]
 
 
-def _timed(
-    step: Callable[[np.ndarray], object], actions: list[np.ndarray], n: int, seconds: float
-) -> float:
+def timed_steps(
+    step: Callable[[np.ndarray], object],
+    actions: list[np.ndarray],
+    n: int,
+    seconds: float,
+    cpu: bool = False,
+) -> Timing:
+    """``step`` over the pre-drawn ``actions`` (``n`` env steps a call), 64 calls at a time for
+    ``seconds`` after 8 warm-up calls; with ``cpu``, the CPU time of this process and its
+    children (the workers) too."""
     for a in actions[:8]:  # warm-up
         step(a)
-    steps, count, start = 0, len(actions), time.perf_counter()
-    while True:
+    count, done = len(actions), [0]
+
+    def once() -> int:
         for i in range(64):
-            step(actions[(steps + i) % count])
-        steps += 64
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return steps * n / elapsed
+            step(actions[(done[0] + i) % count])
+        done[0] += 64
+        return 64 * n
+
+    return run_for(once, seconds, cpu)
+
+
+def _figure(timing: Timing, cpu: bool) -> float:
+    """A peer's figure: steps/s, or with ``cpu`` CPU microseconds per env step."""
+    return timing.cpu_us if cpu else timing.rate
 
 
 class _Single:
@@ -133,7 +143,7 @@ def _parallel_worker(env_id: str, conn: mp.connection.Connection) -> None:
     actions = _actions(env.single_action_space, None)
     while (message := conn.recv()) is not None:
         seconds, cpu = message
-        conn.send((_timed_cpu if cpu else _timed)(env.step, actions, 1, seconds))
+        conn.send(_figure(timed_steps(env.step, actions, 1, seconds, cpu), cpu))
     env.close()
 
 
@@ -231,37 +241,6 @@ def _build(peer: str, env_id: str, n: int):
     return env, step, _actions(env.single_action_space, n), n
 
 
-def _cpu_seconds(me: psutil.Process) -> float:
-    """CPU seconds used so far by this process (every thread) and its live descendants.
-
-    This process's own time is ``time.process_time``'s (fine-grained); its children's is
-    psutil's, in clock ticks (10 ms): a round of a second or more keeps that error small.
-    """
-    total = time.process_time()
-    for child in me.children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            total += sum(child.cpu_times()[:2])
-    return total
-
-
-def _timed_cpu(
-    step: Callable[[np.ndarray], object], actions: list[np.ndarray], n: int, seconds: float
-) -> float:
-    """CPU microseconds per env step of ``step`` (this process and its children), stepped for
-    ``seconds`` of wall time."""
-    for a in actions[:8]:  # warm-up
-        step(a)
-    me = psutil.Process()
-    steps, count = 0, len(actions)
-    cpu, start = _cpu_seconds(me), time.perf_counter()
-    while True:
-        for i in range(64):
-            step(actions[(steps + i) % count])
-        steps += 64
-        if time.perf_counter() - start >= seconds:
-            return (_cpu_seconds(me) - cpu) / (steps * n) * 1e6
-
-
 def measure(
     env_id: str, n: int, peers: list[str], seconds: float, rounds: int, cpu: bool = False
 ) -> dict[str, float | None]:
@@ -272,25 +251,19 @@ def measure(
     that is unavailable (EnvPool not installed, or without this env) gets None.
     """
     built = {p: _build(p, env_id, n) for p in ["single", *peers]}
-    timed, better = (_timed_cpu, min) if cpu else (_timed, max)
-    worst = math.inf if cpu else 0.0
-    values: dict[str, float | None] = {p: None if b is None else worst for p, b in built.items()}
+
+    def side(peer: str, env, step, actions, width) -> Side:
+        if isinstance(env, _Parallel):
+            return Side(peer, lambda _: env.run(seconds, cpu))
+        return Side(peer, lambda _: _figure(timed_steps(step, actions, width, seconds, cpu), cpu))
+
     try:
-        for _ in range(rounds):
-            for peer, b in built.items():
-                if b is None:
-                    continue
-                env, step, actions, width = b
-                if isinstance(env, _Parallel):
-                    value = env.run(seconds, cpu)
-                else:
-                    value = timed(step, actions, width, seconds)
-                values[peer] = better(values[peer], value)
+        result = compare([side(p, *b) for p, b in built.items() if b is not None], rounds)
     finally:
         for b in built.values():
             if b is not None:
                 b[0].close()
-    return values
+    return {p: None if b is None else result.best(p, lower=cpu) for p, b in built.items()}
 
 
 def rates_of_cpu(us: dict[str, float | None], cores: int) -> dict[str, float | None]:
@@ -329,25 +302,28 @@ def stack_cpu(env_id: str, n: int, steps: int, rounds: int) -> dict[str, float]:
         ),
         "make": make(env_id, n, backend="sync"),
     }
-    best = dict.fromkeys(envs, float("inf"))
+    actions = {}
+
+    def side(name: str, env: BatchEnv) -> Side:
+        def run(_: int) -> float:
+            a = actions[name]
+            start = time.process_time()
+            for i in range(steps):
+                env.step_arrays(a[i % len(a)])
+            return (time.process_time() - start) / steps / n * 1e6
+
+        return Side(name, run)
+
     try:
-        actions = {}
         for name, env in envs.items():
             env.copy = False
             env.reset(seed=0)
             actions[name] = _actions(env.single_action_space, n)
-        for _ in range(rounds):
-            for name, env in envs.items():
-                a = actions[name]
-                start = time.process_time()
-                for i in range(steps):
-                    env.step_arrays(a[i % len(a)])
-                used = (time.process_time() - start) / steps / n * 1e6
-                best[name] = min(best[name], used)
+        result = compare([side(name, env) for name, env in envs.items()], rounds)
     finally:
         for env in envs.values():
             env.close()
-    return best
+    return {name: result.best(name, lower=True) for name in envs}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -379,7 +355,8 @@ def main(argv: list[str] | None = None) -> None:
         "--json",
         default="",
         help="also write the table's figures to this file: {env: {N: {peer: value}}}, values "
-        "in steps/s, or with --cpu in CPU us per env step (keys ending in _us)",
+        "in steps/s, or with --cpu in CPU us per env step (keys ending in _us), beside the "
+        "run's date, command, commit and machine",
     )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
@@ -450,8 +427,7 @@ def main(argv: list[str] | None = None) -> None:
                 flush=True,
             )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(table, f, indent=1)
+        write_json(args.json, table)
     print("batch = BatchEnv.step (infos); batch_arr = BatchEnv.step_arrays (copy=False); the")
     print("ratios use the better of the two (make: of make and make_arr). limit = cores x")
     print("single; par = parallel, cores processes stepping a single env each, at once. load =")

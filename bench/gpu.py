@@ -87,7 +87,6 @@ import importlib.util
 import itertools
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -95,7 +94,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from workers import spawn  # bench/workers.py: a side in a process of its own
+from harness import Result, Side, compare, provenance, spawn, time_program, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PUREJAXRL_COMMIT = "31756b1"
@@ -327,21 +326,6 @@ def _device_put_replicated(x: Any, devices: list) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _timed_program(train: Any, key: Any, repeats: int) -> dict[str, Any]:
-    import jax
-
-    t0 = time.perf_counter()
-    compiled = jax.jit(train).lower(key).compile()
-    compile_s = time.perf_counter() - t0
-    runs, cpu = [], []
-    for _ in range(repeats):
-        t1, c1 = time.perf_counter(), time.process_time()
-        jax.block_until_ready(compiled(key))
-        runs.append(time.perf_counter() - t1)
-        cpu.append(time.process_time() - c1)
-    return {"compile_s": compile_s, "run_s": runs, "cpu_s": cpu}
-
-
 def _make_side(side: str, settings: dict[str, Any]) -> tuple[Any, Any, int]:
     """``(train, key, env steps per call)`` of PureJaxRL's side or batchppo's (any backend)."""
     import jax
@@ -441,7 +425,9 @@ def worker(spec: dict[str, Any]) -> dict[str, Any]:
         train, key, out["steps"] = _make_side(side, settings)
         out["setup_s"] = time.perf_counter() - t0
         out["setup_compiles"], out["setup_compile_s"] = len(compiles), sum(compiles)
-        out.update(_timed_program(train, key, repeats))
+        timed = time_program(train, key, repeats)
+        del timed["output"]
+        out.update(timed)
         if spec.get("profile"):
             out.update(_profile(side, settings, spec))
     elif side == "brax":
@@ -598,26 +584,25 @@ def _thread_counts(args: argparse.Namespace) -> list[int]:
 
 def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
     """Per side: median steps/s, compile and set-up over rounds; the ratio batchppo / peer."""
+    result = Result(sorted({r["side"] for r in rows}), rows)
     sides: dict[str, Any] = {}
-    for side in sorted({r["side"] for r in rows if "sps" in r}):  # sides that measured
-        ok = [r for r in rows if r["side"] == side and "sps" in r]
+    for side in [s for s in result.names if result.values(s, "sps")]:  # sides that measured
+        first = result.readings(side)[0]
         sides[side] = {
-            "sps_median": statistics.median(r["sps"] for r in ok),
-            "sps_rounds": [r["sps"] for r in ok],
-            "cpu_sps_median": statistics.median(r["cpu_sps"] for r in ok),
-            "compile_s_median": statistics.median(r["compile_s"] for r in ok),
-            "setup_s_median": statistics.median(r["setup_s"] for r in ok),
-            "backend_s_median": statistics.median(r["backend_s"] for r in ok),
-            "steps_per_call": ok[0]["steps"],
-            "device": ok[0]["device"],
+            "sps_median": result.median(side, "sps"),
+            "sps_rounds": result.values(side, "sps"),
+            **{f"{key}_median": result.median(side, key) for key in MEDIANS},
+            "steps_per_call": first["steps"],
+            "device": first["device"],
         }
     summary: dict[str, Any] = {"sides": sides}
     if peer in sides:
         # Sides run the same way on both libraries (e.g. ``-threads1``): batchppo's over the
         # peer's with the same suffix, never over the peer's default side.
         suffixes = [s.removeprefix(f"{peer}-") for s in sorted(sides) if s.startswith(f"{peer}-")]
+        ratios = result.ratios(peer, "sps")
         summary["variant_ratios"] = {
-            side: sides[side]["sps_median"] / sides[peer]["sps_median"]
+            side: ratios[side]
             for side in sorted(sides)
             if side.startswith("batchppo-") and side.removeprefix("batchppo-") not in suffixes
         }
@@ -628,19 +613,15 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
             if f"batchppo-{suffix}" in sides
         }
     if peer in sides and "batchppo" in sides:
-        summary["ratio"] = sides["batchppo"]["sps_median"] / sides[peer]["sps_median"]
-        summary["cpu_ratio"] = sides["batchppo"]["cpu_sps_median"] / sides[peer]["cpu_sps_median"]
+        summary["ratio"] = result.ratios(peer, "sps")["batchppo"]
+        summary["cpu_ratio"] = result.ratios(peer, "cpu_sps")["batchppo"]
         # Per round (the sides of one round ran back to back).
-        by_round: dict[int, dict[str, float]] = {}
-        for r in rows:
-            if "sps" in r:
-                by_round.setdefault(r["round"], {})[r["side"]] = r["sps"]
-        summary["ratio_rounds"] = [
-            v["batchppo"] / v[peer]
-            for _, v in sorted(by_round.items())
-            if "batchppo" in v and peer in v
-        ]
+        summary["ratio_rounds"] = result.round_ratios("batchppo", peer, "sps")
     return summary
+
+
+MEDIANS = ("cpu_sps", "compile_s", "setup_s", "backend_s")
+"""The figures of each side's rows that ``summarize`` gives the median of, besides ``sps``."""
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -707,14 +688,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     import jax
 
+    run = provenance(argv)
     results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "command": " ".join(
-            [Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]
-        ),
+        **run,
         "machine": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
+            **run["machine"],
             "jax": jax.__version__,
             "backend": os.environ.get("JAX_PLATFORMS", "") or "default",
             # XLA's CPU thread pool size in every side's process (unset: one thread per core)
@@ -728,29 +706,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
         results["machine"]["brax"] = brax.__version__
     for load in workloads(args):
-        rows = []
-        for round_ in range(args.rounds):
-            order = list(load["sides"].items())
-            if round_ % 2:
-                order.reverse()  # alternate which side runs first
-            for name, spec in order:
-                threads = spec.get("xla_threads")
-                res = {
-                    **spawn(
-                        __file__,
-                        ["--worker", json.dumps({**spec, "name": name})],
-                        args.timeout,
-                        env={"PJRT_NPROC": str(threads)} if threads else None,
-                    ),
-                    "round": round_,
-                    "side": name,
-                }
-                rows.append(res)
-                shown = {k: v for k, v in res.items() if k not in ("run_s", "cpu_s")}
-                print(f"{load['name']} {name} round {round_}: {shown}", flush=True)
-                # after each side: a run cut short keeps what it measured
-                _record(results, load, rows, complete=False, path=args.json)
-        summary = _record(results, load, rows, complete=True, path=args.json)
+
+        def side(name: str, spec: dict[str, Any]) -> Side:
+            threads = spec.get("xla_threads")
+            worker_args = ["--worker", json.dumps({**spec, "name": name})]
+            env = {"PJRT_NPROC": str(threads)} if threads else None
+            return Side(name, lambda _: spawn(__file__, worker_args, args.timeout, env=env))
+
+        def on_row(row: dict[str, Any], result: Result, load: dict[str, Any] = load) -> None:
+            shown = {k: v for k, v in row.items() if k not in ("run_s", "cpu_s")}
+            print(f"{load['name']} {row['side']} round {row['round']}: {shown}", flush=True)
+            # after each side: a run cut short keeps what it measured
+            _record(results, load, result.rows, complete=False, path=args.json)
+
+        sides = [side(name, spec) for name, spec in load["sides"].items()]
+        result = compare(sides, args.rounds, on_row=on_row)
+        summary = _record(results, load, result.rows, complete=True, path=args.json)
         if "ratio" in summary:
             rr = ", ".join(f"{r:.2f}" for r in summary["ratio_rounds"])
             print(
@@ -784,7 +755,7 @@ def _record(
         "differences": load["differences"],
     }
     if path:
-        Path(path).write_text(json.dumps(results, indent=1, default=str))
+        write_json(path, results)
     return summary
 
 

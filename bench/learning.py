@@ -60,15 +60,14 @@ import os
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import psutil
+from harness import Result, Side, compare, json_line, python_env, run_process, write_json
 
 ENV_ID = "HalfCheetah-v5"
 PRESET = "cheetah_fast"
@@ -357,36 +356,52 @@ def atari(args: argparse.Namespace) -> dict:
         flush=True,
     )
     worker_args = (args.atari, args.steps, args.seed, args.episodes, args.logdir, args.eval_every)
-    results: dict[str, dict] = {}
     sides = {
         "cleanrl": lambda: run_cleanrl_atari(args),
         "batchppo": lambda: _spawn("batchppo-atari", args, worker_args),
     }
-    for name in args.only.split(",") if args.only else ATARI_SIDES:
-        results[name] = res = sides[name]()
-        if args.json:  # each side's figures as soon as they exist
-            Path(args.json).write_text(json.dumps(results, indent=1))
-        if "error" in res:
-            print(f"{name}: FAILED after {res['seconds']:.0f} s: {res['error']}", flush=True)
-            continue
+
+    def describe(res: dict) -> str:
         what = (
             f"mean of its last {res['games']} training games"
-            if name == "cleanrl"
+            if res["side"] == "cleanrl"
             else f"{len(res['returns'])} games of the final policy; mean action "
             f"{res['mode_score']:.1f}"
         )
+        return f"score {res['score']:.1f} ({what})"
+
+    names = args.only.split(",") if args.only else ATARI_SIDES
+    results = _sides({name: sides[name] for name in names}, _report(args, describe))
+    _time_ratios(results, "batchppo", "cleanrl")
+    return results
+
+
+def _report(args: argparse.Namespace, describe: Callable[[dict], str]) -> Callable:
+    """What each side's row does once run: every side's figures so far to ``--json``, then a
+    line of its figures (``describe``'s, its wall-clock and CPU time) or of its failure."""
+
+    def on_row(row: dict, result: Result) -> None:
+        if args.json:
+            write_json(args.json, {r["side"]: r for r in result.rows})
+        name = row["side"]
+        if "error" in row:
+            print(f"{name}: FAILED after {row['seconds']:.0f} s: {row['error']}", flush=True)
+            return
         print(
-            f"{name}: score {res['score']:.1f} ({what}), wall-clock {res['seconds'] / 60:.1f} "
-            f"min, CPU {res['cpu_seconds'] / 60:.1f} min",
+            f"{name}: {describe(row)}, wall-clock {row['seconds'] / 60:.1f} min, "
+            f"CPU {row['cpu_seconds'] / 60:.1f} min",
             flush=True,
         )
-    if all("score" in results.get(name, {}) for name in ATARI_SIDES):
-        ours, theirs = results["batchppo"], results["cleanrl"]
-        print(f"ratio wall-clock batchppo / cleanrl = {ours['seconds'] / theirs['seconds']:.3f}")
-        print(
-            f"ratio CPU time batchppo / cleanrl = {ours['cpu_seconds'] / theirs['cpu_seconds']:.3f}"
-        )
-    return results
+
+    return on_row
+
+
+def _time_ratios(results: dict[str, dict], ours: str, theirs: str) -> None:
+    """Prints ``ours``' wall-clock and CPU time over ``theirs``', where both scored."""
+    if all("score" in results.get(name, {}) for name in (ours, theirs)):
+        a, b = results[ours], results[theirs]
+        print(f"ratio wall-clock {ours} / {theirs} = {a['seconds'] / b['seconds']:.3f}")
+        print(f"ratio CPU time {ours} / {theirs} = {a['cpu_seconds'] / b['cpu_seconds']:.3f}")
 
 
 def extrapolate_seconds(
@@ -462,72 +477,37 @@ def _key(seed: int):
     return jax.random.key(seed + 10_007)
 
 
-def _tree_cpu_seconds(root: psutil.Process, seen: dict[int, float]) -> None:
-    """Records in ``seen`` the CPU seconds (user + system) of ``root`` and its descendants."""
-    try:
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return
-    for proc in procs:
-        try:
-            times = proc.cpu_times()
-        except psutil.Error:
-            continue
-        seen[proc.pid] = max(seen.get(proc.pid, 0.0), times.user + times.system)
-
-
-def _stop(proc: subprocess.Popen, grace: float = 60.0) -> None:
-    """Stops a run the bench is leaving: SIGTERM (a batchppo run saves after its iteration),
-    then SIGKILL if it has not ended within ``grace`` seconds."""
-    proc.terminate()
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
-def _run_timed(command: Sequence[str], timeout: float, **popen: Any) -> dict:
-    """Runs ``command``, sampling its process tree's CPU time; ``stdout``, wall-clock and CPU
-    seconds, or ``error`` (the last lines of stderr) if it failed or ran past ``timeout``.
-
-    The run's output goes to temporary files, not pipes: nothing reads a pipe until the run
-    ends, and once one holds 64 KiB the run's next print would block it for good.
-    """
-    start = time.monotonic()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        with subprocess.Popen(command, stdout=out, stderr=err, text=True, **popen) as proc:
-            root = psutil.Process(proc.pid)
-            cpu: dict[int, float] = {}
-            try:
-                while proc.poll() is None:
-                    _tree_cpu_seconds(root, cpu)
-                    if time.monotonic() - start > timeout:
-                        proc.kill()
-                    time.sleep(0.5)
-            except BaseException:  # Ctrl-C or SIGTERM (main): the run must not outlive the bench
-                _stop(proc)
-                raise
-        seconds = time.monotonic() - start
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if proc.returncode != 0:
-        tail = stderr.strip().splitlines()[-5:]
-        return {"error": f"exit {proc.returncode}: " + " | ".join(tail), "seconds": seconds}
-    return {"stdout": stdout, "seconds": seconds, "cpu_seconds": sum(cpu.values())}
+def _run_timed(command: Sequence[str], timeout: float, **options: Any) -> dict:
+    """Runs ``command`` (``harness.run_process``: its process tree's CPU time sampled, killed
+    past ``timeout``); ``stdout``, wall-clock and CPU ``seconds``, or ``error`` (its failure)."""
+    finished = run_process(command, timeout, **options)
+    failure = finished.failure()
+    if failure:
+        return {"error": failure["error"], "seconds": finished.seconds}
+    return {
+        "stdout": finished.stdout,
+        "seconds": finished.seconds,
+        "cpu_seconds": finished.cpu_seconds,
+    }
 
 
 def _spawn(runner: str, args: argparse.Namespace, worker_args: Sequence[Any] = ()) -> dict:
     """Runs ``runner``'s worker in a fresh process (its arguments: ``worker_args``, else
     steps, seed and eval episodes); its result with wall-clock and CPU seconds."""
     worker_args = list(worker_args or (args.steps, args.seed, args.episodes))
-    run = _run_timed([sys.executable, __file__, "_worker", runner, json.dumps(worker_args)],
-                     args.timeout)  # fmt: skip
+    command = [sys.executable, __file__, "_worker", runner, json.dumps(worker_args)]
+    run = _run_timed(command, args.timeout, env=python_env())
     if "error" in run:
         return run
-    result = json.loads(run.pop("stdout").strip().splitlines()[-1])
-    return {**result, **run}
+    result = json_line(run.pop("stdout"))
+    return {**run, "error": "printed no JSON line"} if result is None else {**result, **run}
+
+
+def _sides(runs: dict[str, Any], on_row: Any) -> dict[str, dict]:
+    """Each of ``runs`` (a side's name and its run) once, one after the other
+    (``harness.compare``); each side's figures by name."""
+    sides = [Side(name, lambda _, run=run: run()) for name, run in runs.items()]
+    return {row["side"]: row for row in compare(sides, 1, on_row=on_row).rows}
 
 
 def main() -> None:
@@ -612,7 +592,7 @@ def main() -> None:
             parser.error("--sac-steps must be >= 1 and --sac-warmup in 1..999999")
         results = against_sac(args)
         if args.json:
-            Path(args.json).write_text(json.dumps(results, indent=1))
+            write_json(args.json, results)
         return
     runners = args.only.split(",") if args.only else list(RUNNERS)
     unknown = sorted(set(runners) - set(RUNNERS))
@@ -623,25 +603,17 @@ def main() -> None:
         f"{os.cpu_count()} cores; wall-clock includes start-up",
         flush=True,
     )
-    results = {}
-    for runner in runners:
-        results[runner] = res = _spawn(runner, args)
-        if "error" in res:
-            print(f"{runner}: FAILED after {res['seconds']:.0f} s: {res['error']}", flush=True)
-        else:
-            print(
-                f"{runner}: return {res['score']:.0f} (std over episodes "
-                f"{statistics.pstdev(res['returns']):.0f}), "
-                f"wall-clock {res['seconds'] / 60:.1f} min, CPU {res['cpu_seconds'] / 60:.1f} min",
-                flush=True,
-            )
+
+    def describe(res: dict) -> str:
+        spread = statistics.pstdev(res["returns"])
+        return f"return {res['score']:.0f} (std over episodes {spread:.0f})"
+
+    runs = {runner: lambda runner=runner: _spawn(runner, args) for runner in runners}
+    results = _sides(runs, _report(args, describe))
     if all(r in results and "score" in results[r] for r in RUNNERS):
         sb3, ours = results["sb3"], results["batchppo"]
         print(f"ratio return batchppo / sb3 = {ours['score'] / sb3['score']:.2f}")
-        print(f"ratio wall-clock batchppo / sb3 = {ours['seconds'] / sb3['seconds']:.3f}")
-        print(f"ratio CPU time batchppo / sb3 = {ours['cpu_seconds'] / sb3['cpu_seconds']:.3f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+    _time_ratios(results, "batchppo", "sb3")
 
 
 if __name__ == "__main__":

@@ -21,11 +21,11 @@ stack, its same-step autoreset inside the step), then:
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import Any
 
 import numpy as np
+from harness import write_json
 
 from batchppo.envs import make
 
@@ -105,8 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"without restarts {row['no_restarts_sps']:,.0f}"
         )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+        return write_json(args.json, out)
     return out
 
 

@@ -24,6 +24,8 @@ import argparse
 import statistics
 import time
 
+from harness import Side, compare
+
 DEFAULT_STEPS = {"pendulum_jax": 20_480, "cheetah_fast": 8_192}
 
 
@@ -33,30 +35,34 @@ def _steady_sps(records: list[dict]) -> float:
 
 
 def bench(preset: str, num_seeds: int, steps: int) -> dict[str, float]:
-    """Both ways of training ``num_seeds`` seeds of ``preset``; their figures."""
+    """Both ways of training ``num_seeds`` seeds of ``preset`` (``harness.compare``, one round);
+    their figures."""
     import batchppo
 
     overrides = [f"steps={steps}", "eval_episodes=0", "log_every=1"]
-    start = time.perf_counter()
-    results = batchppo.train(preset, overrides=overrides, progress="none", seeds=num_seeds)
-    together = time.perf_counter() - start
-    steps_together = sum(r.step for r in results)
-    # All seeds advance in each iteration: the seeds' steps/s add up.
-    steady_together = sum(_steady_sps(r.records) for r in results)
-    start = time.perf_counter()
-    alone_steps, alone_sps = 0, []
-    for seed in range(num_seeds):
-        result = batchppo.train(preset, overrides=[*overrides, f"seed={seed}"], progress="none")
-        alone_steps += result.step
-        alone_sps.append(_steady_sps(result.records))
-    alone = time.perf_counter() - start
+
+    def together(_: int) -> dict[str, float]:
+        start = time.perf_counter()
+        results = batchppo.train(preset, overrides=overrides, progress="none", seeds=num_seeds)
+        seconds = time.perf_counter() - start
+        # All seeds advance in each iteration: the seeds' steps/s add up.
+        steady = sum(_steady_sps(r.records) for r in results)
+        return {"e2e": sum(r.step for r in results) / seconds, "steady": steady, "s": seconds}
+
+    def alone(_: int) -> dict[str, float]:
+        start, done, sps = time.perf_counter(), 0, []
+        for seed in range(num_seeds):
+            result = batchppo.train(preset, overrides=[*overrides, f"seed={seed}"], progress="none")
+            done += result.step
+            sps.append(_steady_sps(result.records))
+        seconds = time.perf_counter() - start
+        return {"e2e": done / seconds, "steady": statistics.mean(sps), "s": seconds}
+
+    result = compare([Side("together", together), Side("alone", alone)], rounds=1)
     return {
-        "together_e2e": steps_together / together,
-        "alone_e2e": alone_steps / alone,
-        "together_steady": steady_together,
-        "alone_steady": statistics.mean(alone_sps),
-        "together_s": together,
-        "alone_s": alone,
+        f"{side}_{key}": result.values(side, key)[0]
+        for side in result.names
+        for key in ("e2e", "steady", "s")
     }
 
 

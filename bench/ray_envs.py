@@ -29,7 +29,8 @@ import warnings
 
 import numpy as np
 import ray
-from envs import _actions, _env_fn, _timed  # bench/envs.py: the same envs, actions and timer
+from envs import _actions, _env_fn, timed_steps  # bench/envs.py: the same envs, actions, timer
+from harness import Side, compare
 
 from batchppo.envs import BatchEnv, WorkerOptions
 from batchppo.envs.ray_env import RayBatchEnv
@@ -76,7 +77,6 @@ def measure(env_id: str, n: int, peers: list[str], seconds: float, rounds: int, 
     """Steps/s of every peer (best of ``rounds`` interleaved rounds), and for the Ray peers
     the remote calls per step and the round trip of an empty call to every actor."""
     built = {p: _build(p, env_id, n, workers) for p in peers}
-    rates = dict.fromkeys(peers, 0.0)
     calls: dict[str, float] = {}
     trips: dict[str, float] = {}
     try:
@@ -85,13 +85,15 @@ def measure(env_id: str, n: int, peers: list[str], seconds: float, rounds: int, 
             if isinstance(env, RayBatchEnv):
                 calls[peer] = _calls_per_step(env, actions)
                 trips[peer] = _round_trip_us(env)
-        for _ in range(rounds):
-            for peer, env in built.items():
-                rates[peer] = max(rates[peer], _timed(env.step_arrays, actions, n, seconds))
+        sides = [
+            Side(peer, lambda _, env=env: timed_steps(env.step_arrays, actions, n, seconds).rate)
+            for peer, env in built.items()
+        ]
+        result = compare(sides, rounds)
     finally:
         for env in built.values():
             env.close()
-    return rates, calls, trips
+    return {peer: result.best(peer) for peer in peers}, calls, trips
 
 
 def main(argv: list[str] | None = None) -> None:

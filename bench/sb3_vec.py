@@ -25,8 +25,6 @@ default). The ratios divide ``batch`` by each peer.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import math
 import os
 import sys
 import time
@@ -35,8 +33,9 @@ from collections.abc import Callable
 
 import gymnasium
 import numpy as np
-import psutil
 import torch
+from envs import timed_steps  # bench/envs.py: the same stepping loop
+from harness import Side, compare
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
@@ -59,30 +58,11 @@ def _actions(vec_env: VecEnv, count: int = 64) -> list[np.ndarray]:
     return [np.stack([space.sample() for _ in range(vec_env.num_envs)]) for _ in range(count)]
 
 
-def _cpu_seconds(me: psutil.Process) -> float:
-    """CPU seconds used so far by this process and its live descendants (bench/envs.py's)."""
-    total = time.process_time()
-    for child in me.children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            total += sum(child.cpu_times()[:2])
-    return total
-
-
-def env_rate(vec_env: VecEnv, actions: list[np.ndarray], seconds: float) -> tuple[float, float]:
-    """``(steps/s, CPU us per env step)`` of ``vec_env.step`` over at least ``seconds``."""
-    for action in actions[:8]:  # warm-up
-        vec_env.step(action)
-    me = psutil.Process()
-    steps, count = 0, len(actions)
-    cpu, start = _cpu_seconds(me), time.perf_counter()
-    while True:
-        for i in range(64):
-            vec_env.step(actions[(steps + i) % count])
-        steps += 64
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            env_steps = steps * vec_env.num_envs
-            return env_steps / elapsed, (_cpu_seconds(me) - cpu) / env_steps * 1e6
+def env_rate(vec_env: VecEnv, actions: list[np.ndarray], seconds: float) -> dict[str, float]:
+    """``env`` (steps/s) and ``cpu`` (CPU us per env step) of ``vec_env.step`` over at least
+    ``seconds`` (``bench/envs.py``'s loop)."""
+    timing = timed_steps(vec_env.step, actions, vec_env.num_envs, seconds, cpu=True)
+    return {"env": timing.rate, "cpu": timing.cpu_us}
 
 
 def ppo_rate(vec_env: VecEnv, n_steps: int, total: int) -> float:
@@ -96,25 +76,31 @@ def ppo_rate(vec_env: VecEnv, n_steps: int, total: int) -> float:
 def measure(env_id: str, n: int, peers: list[str], args: argparse.Namespace) -> dict[str, dict]:
     """Every peer's ``env`` and ``ppo`` rates for ``env_id`` with ``n`` envs (best of rounds)."""
     built = {peer: PEERS[peer](_env_fns(env_id, n)) for peer in peers}
-    rates: dict[str, dict] = {peer: {"env": 0.0, "cpu": math.inf, "ppo": 0.0} for peer in peers}
     try:
         actions = _actions(built[peers[0]])
         for vec_env in built.values():
             vec_env.seed(0)
             vec_env.reset()
-        for _ in range(args.rounds):
-            for peer, vec_env in built.items():
-                rate, cpu = env_rate(vec_env, actions, args.seconds)
-                rates[peer]["env"] = max(rates[peer]["env"], rate)
-                rates[peer]["cpu"] = min(rates[peer]["cpu"], cpu)
-        for _ in range(args.ppo_rounds):
-            for peer, vec_env in built.items():
-                rate = ppo_rate(vec_env, args.n_steps, args.ppo_steps)
-                rates[peer]["ppo"] = max(rates[peer]["ppo"], rate)
+        steps = compare(
+            [Side(p, lambda _, v=v: env_rate(v, actions, args.seconds)) for p, v in built.items()],
+            args.rounds,
+        )
+        ppo = compare(
+            [Side(p, lambda _, v=v: ppo_rate(v, args.n_steps, args.ppo_steps))
+             for p, v in built.items()],
+            args.ppo_rounds,
+        )  # fmt: skip
     finally:
         for vec_env in built.values():
             vec_env.close()
-    return rates
+    return {
+        peer: {
+            "env": steps.best(peer, "env"),
+            "cpu": steps.best(peer, "cpu", lower=True),
+            "ppo": ppo.best(peer),
+        }
+        for peer in peers
+    }
 
 
 def main(argv: list[str] | None = None) -> None:

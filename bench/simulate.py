@@ -17,9 +17,7 @@ Usage (full figures; smoke test with e.g. ``--gymnax-envs 64 --host-envs 4 --sec
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import time
 from collections.abc import Callable
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -27,6 +25,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax
 import jax.numpy as jnp
 import numpy as np
+from harness import Side, compare, run_for, write_json
 
 from batchppo.backends import GymnaxEnv, HostEnv
 from batchppo.backends.host_loop import HostLoop
@@ -55,21 +54,18 @@ def mlp_policy(params, carry, obs, first, key):
 
 
 def best_rates(fns: dict[str, Callable[[], int]], seconds: float, rounds: int) -> dict[str, float]:
-    """Steps/s of each ``fn`` (returning env steps done), the best of ``rounds`` interleaved runs.
+    """Steps/s of each ``fn`` (returning env steps done), the best of ``rounds`` interleaved runs
+    of ``seconds / rounds`` each, after two untimed calls of each (compilation and first resets;
+    a rollout's second call compiles again, for the state its first returned).
 
     Interleaving and keeping the best run makes the ratios robust to load from other processes
     (the figures are upper bounds of what each path reaches on this machine).
     """
-    for fn in fns.values():
-        fn()  # warm-up: compilation, first resets
-    best = dict.fromkeys(fns, 0.0)
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            steps, start = 0, time.perf_counter()
-            while (elapsed := time.perf_counter() - start) < seconds / rounds or steps == 0:
-                steps += fn()
-            best[name] = max(best[name], steps / elapsed)
-    return best
+    sides = [
+        Side(name, lambda _, fn=fn: run_for(fn, seconds / rounds).rate) for name, fn in fns.items()
+    ]
+    result = compare(sides, rounds, warmup=2)
+    return {name: result.best(name) for name in fns}
 
 
 def rollout_fn(env, params, num_steps: int) -> Callable[[], int]:
@@ -128,7 +124,8 @@ def envs_alone_fn(vec, num_steps: int) -> Callable[[], int]:
     return once
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Runs the benchmark and prints each path's steps/s and the ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--gymnax-envs", type=int, default=2048)
     parser.add_argument("--gymnax-steps", type=int, default=200, help="steps per rollout call")
@@ -140,8 +137,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (best kept)")
     parser.add_argument("--backends", default="process,sync", help="host backends to run")
     parser.add_argument("--skip-gymnax", action="store_true")
-    parser.add_argument("--json", default="", help="also write {row: steps/s} to this file")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--json",
+        default="",
+        help="also write {row: steps/s} to this file, beside the run's date, command, commit "
+        "and machine",
+    )
+    args = parser.parse_args(argv)
 
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} cpus")
     params = mlp_params(jax.random.key(1), 3, 1, args.hidden)
@@ -188,8 +190,7 @@ def main() -> None:
             flush=True,
         )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(rows), f, indent=1)
+        write_json(args.json, dict(rows))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 Sections (``--only`` picks some):
 
 * ``pendulum``: wall-clock until the mean deterministic eval return reaches -200 on Pendulum-v1,
-  per seed, each seed in a fresh Python process (start-up, imports and compilation included):
+  per seed, each seed in a fresh Python process (start-up, imports and compilation included),
+  seed ``r`` of every side in round ``r``, the sides alternating:
   Stable-Baselines3 PPO with the rl-baselines3-zoo hyperparameters (4 envs, n_steps 1024, gamma
   0.9, GAE 0.95, 10 epochs, lr 1e-3, clip 0.2, gSDE every 4 steps), batchppo with
   Gymnasium envs in worker processes (preset ``pendulum_fast``) through both host drivers
@@ -43,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from workers import spawn
+from harness import Result, Side, compare, spawn, time_calls, write_json
 
 THRESHOLD = -200.0
 EVAL_EPISODES = 10
@@ -186,11 +187,8 @@ def worker_throughput(kind: str, total_steps: int, repeats: int) -> dict:
     lowered = jax.jit(train).lower(key)
     compiled = lowered.compile()
     compile_s = time.time() - t0
-    runs = []
-    for _ in range(repeats):  # the best of several runs: the machine may be shared
-        t1 = time.time()
-        jax.block_until_ready(compiled(key))
-        runs.append(time.time() - t1)
+    # The best of several runs: the machine may be shared.
+    runs = time_calls(lambda: jax.block_until_ready(compiled(key)), repeats).wall_s
     steps = (total_steps // 20480) * 20480
     return {
         "compile_s": compile_s,
@@ -253,9 +251,36 @@ def _timed_training(config, seconds: float) -> dict:
 
 def _spawn(args: list[str], timeout: float) -> dict:
     """A worker of this script in its own process, on the CPU unless ``JAX_PLATFORMS`` says
-    otherwise; a result printed before a failed exit is kept (``workers.spawn``)."""
+    otherwise; a result printed before a failed exit is kept (``harness.spawn``)."""
     platforms = {"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS", "cpu")}
     return spawn(__file__, ["_worker", *args], timeout, env=platforms, any_exit=True)
+
+
+def _print_row(row: dict, _: Result) -> None:
+    print(f"{row['side']} (round {row['round']}): {row}", flush=True)
+
+
+def _rounds(runs: dict[str, list[str]], rounds: int, timeout: float) -> Result:
+    """Each worker spec of ``runs`` once per round, in alternating order so that a drift in
+    the machine's speed hits all (``harness.compare``)."""
+    sides = [Side(name, lambda _, spec=spec: _spawn(spec, timeout)) for name, spec in runs.items()]
+    return compare(sides, rounds, on_row=_print_row)
+
+
+def _best_of_rounds(runs: dict[str, list[str]], rounds: int, timeout: float) -> dict:
+    """Each worker spec's fastest round (by ``sps``, see ``_rounds``); a spec that never reports
+    ``sps`` is left out."""
+    result = _rounds(runs, rounds, timeout)
+    best = {name: result.best_row(name, "sps") for name in runs}
+    return {name: row for name, row in best.items() if row is not None}
+
+
+def _print_ratios(best: dict, base: str, sides: list[str], what: str = "") -> None:
+    """Each of ``sides``' steps/s over ``base``'s, for those both measured."""
+    for side in sides:
+        if side in best and base in best:
+            ratio = best[side]["sps"] / best[base]["sps"]
+            print(f"ratio {side} / {base}{what} steps/s = {ratio:.3f}", flush=True)
 
 
 def _median_seconds(results: list[dict]) -> float:
@@ -264,33 +289,44 @@ def _median_seconds(results: list[dict]) -> float:
     return statistics.median(times)
 
 
+PENDULUM_RUNS = {
+    "sb3": ["sb3"],
+    "batchppo_process": ["batchppo", "pendulum_fast"],
+    "batchppo_process_loop": ["batchppo", "pendulum_fast+host_loop"],
+    "batchppo_gymnax": ["batchppo", "pendulum_jax"],
+}
+"""The pendulum section's sides and their worker specs."""
+
+
 def bench_pendulum(args: argparse.Namespace) -> dict:
-    rows = {}
-    runs = [
-        ("sb3", ["sb3"]),
-        ("batchppo_process", ["batchppo", "pendulum_fast"]),
-        ("batchppo_process_loop", ["batchppo", "pendulum_fast+host_loop"]),
-        ("batchppo_gymnax", ["batchppo", "pendulum_jax"]),
-    ]
+    """Each side's wall-clock to the threshold, seed ``r`` in round ``r`` (the sides
+    alternating); with ``--compilation-cache``, one unmeasured run of each batchppo side first
+    fills JAX's persistent compilation cache."""
+    names = args.pendulum_runs.split(",") if args.pendulum_runs else list(PENDULUM_RUNS)
     if args.compilation_cache:
-        # Warm runs: JAX's persistent compilation cache, filled by one unmeasured run first.
         os.environ["BATCHPPO_BENCH_CACHE"] = args.compilation_cache
-        for _, spec in runs[1:]:
-            _spawn([*spec, "999", repr(time.time()), "4096"], timeout=args.timeout)
-    for name, spec in runs:
-        if args.pendulum_runs and name not in args.pendulum_runs.split(","):
-            continue
-        results = []
-        for seed in range(args.seeds):
-            t = time.time()
+
+    def side(name: str) -> Side:
+        spec = PENDULUM_RUNS[name]
+
+        def run(round_: int) -> dict:
+            if round_ < 0:  # the warm-up run: batchppo's compilations into the cache
+                if name == "sb3":
+                    return {}
+                return _spawn([*spec, "999", repr(time.time()), "4096"], timeout=args.timeout)
             extra = [str(args.max_steps)] if name == "sb3" else []
-            res = _spawn(
-                [*spec, str(seed), repr(t), *extra, str(args.eval_every)], timeout=args.timeout
-            )
-            results.append(res)
-            print(f"  {name} seed {seed}: {res}", flush=True)
-        rows[name] = {"median_s": _median_seconds(results), "runs": results}
-        steps = [r.get("steps") for r in results if r.get("hit")]
+            run_args = [str(round_), repr(time.time()), *extra, str(args.eval_every)]
+            return _spawn([*spec, *run_args], timeout=args.timeout)
+
+        return Side(name, run)
+
+    warmup = 1 if args.compilation_cache else 0
+    result = compare([side(n) for n in names], args.seeds, warmup, on_row=_print_row)
+    rows = {}
+    for name in names:
+        runs = [r for r in result.rows if r["side"] == name]
+        rows[name] = {"median_s": _median_seconds(runs), "runs": runs}
+        steps = [r.get("steps") for r in runs if r.get("hit")]
         print(
             f"{name}: median wall to {THRESHOLD:.0f} = {rows[name]['median_s']:.1f} s "
             f"(steps at hit: {steps})",
@@ -304,50 +340,31 @@ def bench_pendulum(args: argparse.Namespace) -> dict:
     return rows
 
 
-def _best_of_rounds(runs: dict[str, list[str]], rounds: int, timeout: float) -> dict:
-    """Runs each worker spec of ``runs`` once per round, alternating them so that a drift in
-    the machine's speed hits all, and keeps each one's fastest round (by ``sps``); a spec
-    that never reports ``sps`` is left out."""
-    best: dict[str, dict] = {}
-    for round_ in range(rounds):
-        for name, spec in runs.items():
-            res = _spawn(spec, timeout=timeout)
-            print(f"{name} (round {round_}): {res}", flush=True)
-            if "sps" in res and res["sps"] > best.get(name, {}).get("sps", 0.0):
-                best[name] = res
-    return best
-
-
 def bench_throughput(args: argparse.Namespace) -> dict:
     runs = {
         kind: ["throughput", kind, str(args.pjx_steps), str(args.repeats)]
         for kind in ("purejaxrl", "batchppo")
     }
     rows = _best_of_rounds(runs, args.rounds, timeout=args.timeout * 4)
-    if "batchppo" in rows and "purejaxrl" in rows:
-        ratio = rows["batchppo"]["sps"] / rows["purejaxrl"]["sps"]
-        print(f"ratio batchppo / purejaxrl steps/s = {ratio:.2f}")
+    _print_ratios(rows, "purejaxrl", ["batchppo"])
     return rows
 
 
 def bench_cheetah(args: argparse.Namespace) -> dict:
-    rows = {}
     # Both host drivers: in-graph HostEnv (the preset) and the Python loop around the policy.
-    for name, preset in (("in_graph", "cheetah_fast"), ("host_loop", "cheetah_fast+host_loop")):
-        res = _spawn(
-            ["cheetah", str(args.cheetah_seconds), preset], timeout=args.cheetah_seconds + 300
-        )
-        rows[name] = res
-        print(f"batchppo HalfCheetah-v5 ({name}): {res}", flush=True)
+    runs = {
+        name: ["cheetah", str(args.cheetah_seconds), preset]
+        for name, preset in (("in_graph", "cheetah_fast"), ("host_loop", "cheetah_fast+host_loop"))
+    }
+    result = _rounds(runs, 1, timeout=args.cheetah_seconds + 300)
+    rows = {name: next(r for r in result.rows if r["side"] == name) for name in runs}
+    for name, res in rows.items():
         if "sps" in res:
             print(
                 f"ratio batchppo {name} / CleanRL (quoted {CLEANRL_CHEETAH_SPS:.0f} steps/s) = "
                 f"{res['sps'] / CLEANRL_CHEETAH_SPS:.1f}"
             )
-    if all("sps" in r for r in rows.values()):
-        print(
-            f"ratio in_graph / host_loop = {rows['in_graph']['sps'] / rows['host_loop']['sps']:.2f}"
-        )
+    _print_ratios({n: r for n, r in rows.items() if "sps" in r}, "host_loop", ["in_graph"])
     variants = _cheetah_variants(args) if args.cheetah_variants else {}
     return {"batchppo": rows, "variants": variants, "cleanrl_quoted_sps": CLEANRL_CHEETAH_SPS}
 
@@ -363,11 +380,7 @@ def bench_atari(args: argparse.Namespace) -> dict:
         rows[n] = best
         rates = ", ".join(f"{side} {res['sps']:,.0f}" for side, res in best.items())
         print(f"breakout_atari, {n} envs: agent steps/s {rates}", flush=True)
-        if "process" in best:
-            for side in ("ale_host", "ale_fused"):
-                if side in best:
-                    ratio = best[side]["sps"] / best["process"]["sps"]
-                    print(f"ratio {side} / process at {n} envs = {ratio:.2f}", flush=True)
+        _print_ratios(best, "process", ["ale_host", "ale_fused"], f" at {n} envs")
     return rows
 
 
@@ -380,10 +393,7 @@ def _cheetah_variants(args: argparse.Namespace) -> dict:
     names = ["cheetah_fast", *args.cheetah_variants.split(",")]
     runs = {name: ["cheetah", str(args.cheetah_seconds), name] for name in names}
     best = _best_of_rounds(runs, args.rounds, timeout=args.cheetah_seconds + 300)
-    for name in names[1:]:
-        if name in best and names[0] in best:
-            ratio = best[name]["sps"] / best[names[0]]["sps"]
-            print(f"ratio {name} / {names[0]} steps/s = {ratio:.3f}")
+    _print_ratios(best, names[0], names[1:])
     return best
 
 
@@ -479,7 +489,7 @@ def main() -> None:
     if "atari" in sections:
         results["atari"] = bench_atari(args)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1, default=float))
+        write_json(args.json, results)
 
 
 if __name__ == "__main__":

@@ -25,14 +25,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness import PROVENANCE, Result, Side, compare, run_process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def flatten(tree: object, prefix: str = "") -> dict[str, float]:
-    """The numeric leaves of a JSON tree, by their ``/``-joined paths (bools left out)."""
+    """The numeric leaves of a JSON tree, by their ``/``-joined paths (bools left out, and the
+    run's provenance: ``harness.PROVENANCE``)."""
     if isinstance(tree, dict):
         out: dict[str, float] = {}
         for key, value in tree.items():
+            if not prefix and key in PROVENANCE:
+                continue
             out.update(flatten(value, f"{prefix}/{key}" if prefix else str(key)))
         return out
     if isinstance(tree, list):
@@ -47,14 +52,10 @@ def lower_is_better(key: str) -> bool:
     return key.endswith(("_s", "_us"))
 
 
-def keep_best(best: dict[str, float], new: dict[str, float]) -> None:
-    """Folds one run's figures into the best so far, key by key."""
-    for key, value in new.items():
-        if key not in best:
-            best[key] = value
-        else:
-            pick = min if lower_is_better(key) else max
-            best[key] = pick(best[key], value)
+def best(result: Result, side: str) -> dict[str, float]:
+    """Each figure of ``side`` at its best over the rounds (``lower_is_better``)."""
+    keys = {key for row in result.readings(side) for key in row} - {"side", "round"}
+    return {key: result.best(side, key, lower=lower_is_better(key)) for key in keys}
 
 
 def run_once(tree: Path, script: list[str], timeout: float) -> dict[str, float]:
@@ -64,10 +65,29 @@ def run_once(tree: Path, script: list[str], timeout: float) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, str(tree / script[0]), *script[1:], "--json", str(out)]
     try:
-        subprocess.run(cmd, cwd=tree, env=env, check=True, timeout=timeout)
+        finished = run_process(cmd, timeout, env=env, cwd=tree, capture=False)
+        if finished.exit != 0:
+            raise SystemExit(f"versions: {' '.join(cmd)}: {finished.failure()['error']}")
         return flatten(json.loads(out.read_text()))
     finally:
         out.unlink(missing_ok=True)
+
+
+def measure(
+    trees: dict[str, Path], script: list[str], rounds: int, timeout: float
+) -> dict[str, dict[str, float]]:
+    """Each tree's figures of ``script`` at their best (``best``) over ``rounds`` rounds, the
+    trees alternating (``harness.compare``)."""
+
+    def side(name: str) -> Side:
+        def run(round_: int) -> dict[str, float]:
+            print(f"[versions] round {round_ + 1}: {name}", flush=True)
+            return run_once(trees[name], script, timeout)
+
+        return Side(name, run)
+
+    result = compare([side(name) for name in trees], rounds)
+    return {name: best(result, name) for name in trees}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,15 +113,10 @@ def main(argv: list[str] | None = None) -> None:
             ["git", "worktree", "add", "--detach", "-q", str(base), revision], cwd=ROOT, check=True
         )
         try:
-            best: dict[str, dict[str, float]] = {"before": {}, "after": {}}
-            for round_ in range(args.rounds):
-                order = [("before", base), ("after", ROOT)]
-                for name, tree in order if round_ % 2 == 0 else order[::-1]:
-                    print(f"[versions] round {round_ + 1}: {name}", flush=True)
-                    keep_best(best[name], run_once(tree, script, args.timeout))
+            found = measure({"before": base, "after": ROOT}, script, args.rounds, args.timeout)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT)
-    before, after = best["before"], best["after"]
+    before, after = found["before"], found["after"]
     width = max((len(k) for k in before), default=10)
     print(f"\nbefore = {revision}, after = the working tree; best of {args.rounds} rounds each")
     print(f"{'figure':<{width}} {'before':>12} {'after':>12} {'after/before':>13}")

@@ -48,7 +48,7 @@ from typing import Any
 
 # bench/ on the path, as for a script run from there: the harness lives beside the stable suite.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from workers import spawn  # bench/workers.py: a side in a process of its own
+from harness import spawn  # bench/harness.py: a side in a process of its own
 
 # What each bisecting form adds to ``ordered`` (see the docstring).
 FEATURES = {

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def load_bench(name: str) -> ModuleType:
     """``bench/<name>.py`` as the module ``bench_<name>``, registered in ``sys.modules`` (its
     dataclasses look their module up there); ``bench/`` is on ``sys.path``, as it is for a script
-    run from there, so that the scripts import each other (``from workers import spawn``).
+    run from there, so that the scripts import each other (``from harness import spawn``).
 
     Args:
         name: The script's path under ``bench/`` without ``.py``: ``"gpu"``, or

@@ -4,6 +4,7 @@ CleanRL's score, exactly."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -105,47 +106,36 @@ def test_a_relative_cleanrl_dir_reaches_the_script_run_in_its_fresh_directory(
     assert seen["pythonpath"] == str(tmp_path / "cl")
 
 
-def test_a_stopped_bench_stops_the_run_it_was_timing(tmp_path, monkeypatch):
+def test_sides_run_one_after_the_other_and_their_times_are_compared(tmp_path, monkeypatch, capsys):
     learning = bench_learning()
-    real_sleep, calls = learning.time.sleep, []
+    figures = {
+        "sb3": {"score": 1000.0, "returns": [900.0, 1100.0], "seconds": 600.0,
+                "cpu_seconds": 1200.0},
+        "batchppo": {"score": 1500.0, "returns": [1500.0, 1500.0], "seconds": 150.0,
+                     "cpu_seconds": 300.0},
+    }  # fmt: skip
+    ran = []
 
-    def sleep_then_stop(seconds):  # the bench's first wait gets SIGTERM (main: SystemExit)
-        calls.append(seconds)
-        if len(calls) == 1:
-            raise SystemExit(143)
-        real_sleep(seconds)
+    def spawn(runner, args, worker_args=()):
+        ran.append((runner, args.steps, args.seed))
+        return dict(figures[runner])
 
-    monkeypatch.setattr(learning.time, "sleep", sleep_then_stop)
-    finished = tmp_path / "finished"
-    run = f"import time; time.sleep(3); open({str(finished)!r}, 'w').close()"
-    with pytest.raises(SystemExit):
-        learning._run_timed([sys.executable, "-c", run], timeout=300.0)
-    real_sleep(4.0)  # had the run been left going, it would have finished by now
-    assert not finished.exists()
-
-
-def test_a_run_that_prints_more_than_a_pipe_holds_is_not_blocked():
-    # CleanRL prints a line per finished game: over 2M Breakout frames, more than a pipe holds.
-    learning = bench_learning()
-    run = (
-        "import sys\n"
-        "for i in range(20_000):\n"
-        "    print(f'global_step={i}, episodic_return=[0.0]')\n"
-        "    print(f'warning {i}', file=sys.stderr)\n"
-        "print('done')\n"
-    )
-    result = learning._run_timed([sys.executable, "-c", run], timeout=60.0)
-    assert "error" not in result
-    lines = result["stdout"].splitlines()
-    assert len(lines) == 20_001 and lines[0] == "global_step=0, episodic_return=[0.0]"
-    assert lines[-1] == "done"
-
-
-def test_a_failed_run_reports_the_end_of_its_stderr():
-    learning = bench_learning()
-    run = "import sys\nfor i in range(10):\n    print(f'line {i}', file=sys.stderr)\nsys.exit(3)\n"
-    result = learning._run_timed([sys.executable, "-c", run], timeout=60.0)
-    assert result["error"] == "exit 3: line 5 | line 6 | line 7 | line 8 | line 9"
+    monkeypatch.setattr(learning, "_spawn", spawn)
+    out = tmp_path / "learning.json"
+    argv = ["learning.py", "--steps", "2048", "--seed", "3", "--json", str(out)]
+    monkeypatch.setattr(sys, "argv", argv)
+    learning.main()
+    assert ran == [("sb3", 2048, 3), ("batchppo", 2048, 3)]
+    lines = capsys.readouterr().out.splitlines()
+    assert "sb3: return 1000 (std over episodes 100), wall-clock 10.0 min, CPU 20.0 min" in lines
+    assert lines[-3:] == [
+        "ratio return batchppo / sb3 = 1.50",
+        "ratio wall-clock batchppo / sb3 = 0.250",
+        "ratio CPU time batchppo / sb3 = 0.250",
+    ]
+    written = json.loads(out.read_text())
+    assert written["batchppo"] == {**figures["batchppo"], "side": "batchppo", "round": 0}
+    assert written["command"] == "learning.py --steps 2048 --seed 3 --json " + str(out)
 
 
 def test_our_atari_side_alone_needs_no_cleanrl_checkout(monkeypatch, capsys):

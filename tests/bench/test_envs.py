@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 
 import pytest
+from benchlib import load_bench
 
 pytestmark = pytest.mark.timeout(120)
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "envs.py")
-
 
 def _bench_envs():
-    spec = importlib.util.spec_from_file_location("bench_envs", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("envs")
 
 
 PEERS = ["parallel", "sync", "batch", "batch_arr", "make", "make_arr"]
@@ -72,3 +66,15 @@ def test_atari_peers_step_the_same_preprocessing(capsys):
     assert row[:2] == ["ALE/Breakout-v5", "2"]
     cells = row[2 : 4 + len(peers)]
     assert all(cell.endswith("k") and float(cell[:-1]) > 0 for cell in cells), row
+
+
+def test_stack_cpu_prints_what_the_wrapper_stack_costs(capsys):
+    """--stack-cpu times raw envs, the per-env stack and make()'s, all in this process."""
+    _bench_envs().main(["--stack-cpu", "--seconds", "0.01", *TINY[2:]])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["env", "N", "raw", "per_env", "make", "per_env/raw", "make/raw"]
+    row = lines[1].split()
+    assert row[:2] == ["Pendulum-v1", "2"]
+    raw, per_env, make = (float(cell.removesuffix("us")) for cell in row[2:5])
+    assert raw > 0 and per_env > 0 and make > 0
+    assert float(row[5][:-1]) == pytest.approx(per_env / raw, rel=0.02, abs=0.011)
