@@ -4,15 +4,15 @@ A refactor must not slow the library down. This runs one of the ``bench/`` scrip
 source trees, a base git revision (checked out into a temporary worktree) and the working
 tree, alternating them round by round so that the machine's drifting load falls on both,
 each run writing its figures with the script's ``--json``. Every numeric figure is kept at
-its best over the rounds (rates: the highest; keys ending in ``_s`` or ``_us``, times: the
-lowest) and printed with the ratio after / before. Each tree runs its own copy of the
-script, so a script that changed its imports with the library still runs on both.
+its best over the rounds (rates: the highest; keys ending in ``_s``, ``_ms`` or ``_us``,
+times: the lowest) and printed with the ratio after / before. Each tree runs its own copy of
+the script, so a script that changed its imports with the library still runs on both.
 
     python bench/versions.py --base 7ee50f4 --rounds 2 -- \
         bench/envs.py --envs Pendulum-v1 --sizes 8,32 --seconds 2 --rounds 1 --peers batch
 
-The script gets ``--json FILE`` appended; ``bench/envs.py``, ``bench/simulate.py`` and
-``bench/train.py`` take it.
+The script gets ``--json FILE`` appended; ``bench/envs.py``, ``bench/simulate.py``,
+``bench/train.py``, ``bench/lockstep.py`` and ``bench/ale_fused.py`` take it.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def flatten(tree: object, prefix: str = "") -> dict[str, float]:
 
 
 def lower_is_better(key: str) -> bool:
-    """Times (``_s``, ``_us``) are better low; everything else (rates) high."""
-    return key.endswith(("_s", "_us"))
+    """Times (``_s``, ``_ms``, ``_us``) are better low; everything else (rates) high."""
+    return key.endswith(("_s", "_ms", "_us"))
 
 
 def best(result: Result, side: str) -> dict[str, float]:

@@ -32,9 +32,10 @@ def test_flatten_keeps_numeric_leaves_by_path_and_drops_lists_bools_and_provenan
 def test_best_takes_the_highest_rate_and_the_lowest_time_over_the_rounds():
     versions = bench_versions()
     rows = [
-        {"a/batch": 100.0, "a/cpu_us": 9.0, "b/median_s": 30.0, "side": "after", "round": 0},
-        {"a/batch": 120.0, "a/cpu_us": 11.0, "b/median_s": 25.0, "c": 1.0, "side": "after",
-         "round": 1},
+        {"a/batch": 100.0, "a/cpu_us": 9.0, "b/median_s": 30.0, "d_ms": 2.0, "side": "after",
+         "round": 0},
+        {"a/batch": 120.0, "a/cpu_us": 11.0, "b/median_s": 25.0, "d_ms": 3.0, "c": 1.0,
+         "side": "after", "round": 1},
         {"a/batch": 500.0, "side": "before", "round": 0},
     ]  # fmt: skip
     result = versions.Result(["before", "after"], rows)
@@ -42,6 +43,7 @@ def test_best_takes_the_highest_rate_and_the_lowest_time_over_the_rounds():
         "a/batch": 120.0,
         "a/cpu_us": 9.0,
         "b/median_s": 25.0,
+        "d_ms": 2.0,
         "c": 1.0,
     }
     assert versions.best(result, "before") == {"a/batch": 500.0}
