@@ -66,13 +66,9 @@ if TYPE_CHECKING:
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
 # Warning classes defined here are the run dir's (StaleLockWarning, UnverifiedCheckpointWarning)
-# and the registries' (EntryPointWarning, BackendEntryPointWarning): printed as one
-# `batchppo: warning:` line, as the command line's errors are.
-_ONE_LINE_WARNINGS_FROM = (
-    "batchppo.experiment.",
-    "batchppo.core.registry",
-    "batchppo.core.backends",
-)
+# and the registries' (EntryPointWarning): printed as one `batchppo: warning:` line, as the
+# command line's errors are.
+_ONE_LINE_WARNINGS_FROM = ("batchppo.experiment.", "batchppo.core.registry")
 
 
 def _one_line_warnings(fallback: Callable[..., str]) -> Callable[..., str]:

@@ -32,8 +32,7 @@ from batchppo.algorithms.a2c import presets as a2c_presets
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo import config as ppo_config
 from batchppo.algorithms.ppo import presets as ppo_presets
-from batchppo.core.backends import lazy
-from batchppo.core.registry import Registry
+from batchppo.core.registry import Registry, lazy
 
 DEFAULT_ALGORITHM = "ppo"
 """The algorithm of a ``config.yaml`` that names none (written before the field existed)."""

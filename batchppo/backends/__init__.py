@@ -9,10 +9,9 @@ package, which also re-exports the registry's lookups. The layers below it (``ba
 ``batchppo.envs``) know no backend: the host backends build their envs with
 [`batchppo.envs.make`][batchppo.envs.make.make], handing it their batch env factory. Backends of
 other packages join through the ``batchppo.backends`` entry-point group, loaded on the
-registry's first miss or full listing
-([`load_entry_points`][batchppo.backends.load_entry_points]). The backend modules are light (no
-JAX, gymnax, Gymnasium, Brax, Jumanji or Ray until an env is built); their envs live in modules of
-their own, imported on first use:
+registry's first miss or full listing (a [`Registry`][batchppo.core.registry.Registry]). The
+backend modules are light (no JAX, gymnax, Gymnasium, Brax, Jumanji or Ray until an env is
+built); their envs live in modules of their own, imported on first use:
 
 * [`GymnaxEnv`][batchppo.backends.GymnaxEnv], [`BraxEnv`][batchppo.backends.BraxEnv] and
   [`JumanjiEnv`][batchppo.backends.JumanjiEnv]: pure-JAX envs, fused with the learner.
@@ -31,14 +30,12 @@ from batchppo.core.backends import (
     BACKENDS,
     ENTRY_POINT_GROUP,
     Backend,
-    BackendEntryPointWarning,
     check_restarts,
     get_backend,
-    lazy,
-    load_entry_points,
     names,
     register,
 )
+from batchppo.core.registry import lazy
 from batchppo.core.wording import prose
 
 # isort: off
@@ -72,7 +69,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "HOST_BACKENDS",
     "Backend",
-    "BackendEntryPointWarning",
     "BraxEnv",
     "GymnaxEnv",
     "HostEnv",
@@ -85,7 +81,6 @@ __all__ = [
     "check_restarts",
     "get_backend",
     "lazy",
-    "load_entry_points",
     "make_env",
     "names",
     "prose",

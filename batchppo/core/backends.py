@@ -29,11 +29,12 @@ every check and branch takes it up.
 A user's package adds backends without any import by its user: an entry point of the group
 ``batchppo.backends`` (``ENTRY_POINT_GROUP``) names a module whose import registers its records,
 or an object that is a record, or a callable returning records (or registering them itself).
-The registry loads the group once, lazily: the first time a lookup misses or the full list of
+``BACKENDS`` is a [`Registry`][batchppo.core.registry.Registry], the type of the package's
+registries: it loads the group once, lazily, the first time a lookup misses or the full list of
 backends is read (``get_backend``, ``names``, iterating or searching ``BACKENDS``), so
 ``backend: mybackend`` in a config validates and trains from the command line. An entry point
 that fails to load is skipped with a one-line
-[`BackendEntryPointWarning`][batchppo.backends.BackendEntryPointWarning].
+[`EntryPointWarning`][batchppo.core.registry.EntryPointWarning].
 
 Examples:
     >>> import batchppo.backends  # registers the built-in backends
@@ -46,15 +47,13 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.metadata
 import importlib.util
 import types
 import typing
-import warnings
-from collections.abc import Callable, ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from batchppo.core.registry import Registry, lazy
 from batchppo.core.wording import did_you_mean, prose
 
 if TYPE_CHECKING:
@@ -64,13 +63,10 @@ __all__ = [
     "BACKENDS",
     "ENTRY_POINT_GROUP",
     "Backend",
-    "BackendEntryPointWarning",
     "MakeEnv",
-    "Registry",
     "check_restarts",
     "get_backend",
     "lazy",
-    "load_entry_points",
     "names",
     "register",
 ]
@@ -101,36 +97,6 @@ class MakeEnv(Protocol):
     ) -> Env:
         """Returns the env (with a ``close()`` method)."""
         ...
-
-
-@dataclasses.dataclass(frozen=True)
-class _Lazy:
-    """A callable that imports ``module:name`` on its first call (and binds ``kwargs``)."""
-
-    ref: str
-    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        module, _, name = self.ref.partition(":")
-        function = getattr(importlib.import_module(module), name)
-        return function(*args, **self.kwargs, **kwargs)
-
-
-def lazy(ref: str, **kwargs: Any) -> Callable[..., Any]:
-    """A callable that calls ``module:name`` (imported at call time) with ``kwargs`` bound.
-
-    Records point at their backend's code this way, so the registry imports nothing heavy.
-
-    Args:
-        ref: ``"package.module:function"``.
-        **kwargs: Keyword arguments bound to every call.
-
-    Returns:
-        The lazy callable.
-    """
-    if ":" not in ref:
-        raise ValueError(f"lazy reference {ref!r}: expected 'package.module:name'")
-    return _Lazy(ref, dict(kwargs))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -317,71 +283,9 @@ def _type_words(annotation: Any) -> str:
     return "None" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
 
 
-class BackendEntryPointWarning(UserWarning):
-    """An entry point of the ``batchppo.backends`` group that failed to load (its backends are
-    unavailable; the others work)."""
-
-
-class Registry(dict[str, Backend]):
-    """The registry's dict: backends by name, which loads the entry points of
-    ``ENTRY_POINT_GROUP`` (once) before it answers a miss or lists its backends.
-
-    Looking a name up (``[]``, ``in``, ``get``) loads them only when the name is not registered
-    yet; iterating, ``len``, ``keys``, ``values`` and ``items`` load them first.
-    """
-
-    def __missing__(self, name: str) -> Backend:
-        load_entry_points()
-        if dict.__contains__(self, name):
-            return dict.__getitem__(self, name)
-        raise KeyError(name)
-
-    def __contains__(self, name: object) -> bool:
-        if not dict.__contains__(self, name):
-            load_entry_points()
-        return dict.__contains__(self, name)
-
-    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
-        """The backend ``name``, or ``default``."""
-        if not dict.__contains__(self, name):
-            load_entry_points()
-        return dict.get(self, name, default)
-
-    def __iter__(self) -> Iterator[str]:
-        load_entry_points()
-        return dict.__iter__(self)
-
-    def __len__(self) -> int:
-        load_entry_points()
-        return dict.__len__(self)
-
-    def keys(self) -> KeysView[str]:  # type: ignore[override]
-        """The names (entry points loaded)."""
-        load_entry_points()
-        return dict.keys(self)
-
-    def values(self) -> ValuesView[Backend]:  # type: ignore[override]
-        """The records (entry points loaded)."""
-        load_entry_points()
-        return dict.values(self)
-
-    def items(self) -> ItemsView[str, Backend]:  # type: ignore[override]
-        """The names and records (entry points loaded)."""
-        load_entry_points()
-        return dict.items(self)
-
-    def registered(self) -> dict[str, Backend]:
-        """The backends registered so far, without loading the entry points."""
-        return dict(dict.items(self))
-
-
-BACKENDS: Registry = Registry()
+BACKENDS: Registry[Backend] = Registry("backend", Backend, group=ENTRY_POINT_GROUP)
 """The registry: every backend by name, in the order messages list them (the built-ins, then
 those of entry points)."""
-
-_entry_points_loaded = False
-_from_entry_points: dict[str, str] = {}
-"""The backends the entry points registered: name -> entry point name."""
 
 
 def register(backend: Backend) -> Backend:
@@ -397,69 +301,7 @@ def register(backend: Backend) -> Backend:
     Raises:
         ValueError: A backend of that name is registered already.
     """
-    if dict.__contains__(BACKENDS, backend.name):
-        raise ValueError(f"backend {backend.name!r} is registered already")
-    dict.__setitem__(BACKENDS, backend.name, backend)
-    return backend
-
-
-def load_entry_points() -> None:
-    """Loads the entry points of ``ENTRY_POINT_GROUP`` (``batchppo.backends``), once per process.
-
-    Each names a module whose import registers backends, a ``Backend`` record, or a callable
-    called with no arguments that returns a record, records or None (having registered them
-    itself). The registry calls this on a miss or a full listing; calling it is not needed.
-    An entry point that fails (its import raises, a name taken already...) is skipped with a
-    one-line ``BackendEntryPointWarning`` naming it and the error.
-    """
-    global _entry_points_loaded
-    if _entry_points_loaded:
-        return
-    _entry_points_loaded = True  # first: a plug-in reading the registry must not reload
-    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        before = set(dict.keys(BACKENDS))
-        try:
-            _load_entry_point(entry_point)
-        except Exception as error:  # a broken plug-in must not stop the runs of other backends
-            reason = (str(error).strip().splitlines() or [""])[0]
-            warnings.warn(
-                f"backend entry point {entry_point.name!r} ({entry_point.value}) of group "
-                f"{ENTRY_POINT_GROUP!r} failed to load, its backends are unavailable: "
-                f"{type(error).__name__}{': ' + reason if reason else ''}",
-                BackendEntryPointWarning,
-                stacklevel=2,
-            )
-        for name in dict.keys(BACKENDS) - before:
-            _from_entry_points[name] = entry_point.name
-
-
-def _load_entry_point(entry_point: importlib.metadata.EntryPoint) -> None:
-    """Loads one entry point, registering the records it gives that are not registered yet."""
-    loaded = entry_point.load()
-    if isinstance(loaded, types.ModuleType):
-        return  # its import registered its backends
-    if not isinstance(loaded, Backend):
-        if not callable(loaded):
-            raise TypeError(
-                f"{type(loaded).__name__} is neither a module, a Backend nor a callable"
-            )
-        loaded = loaded()
-    records = () if loaded is None else (loaded,) if isinstance(loaded, Backend) else loaded
-    for record in records:
-        if not isinstance(record, Backend):
-            raise TypeError(f"gave a {type(record).__name__}, not a Backend record")
-        if dict.get(BACKENDS, record.name) is not record:
-            register(record)
-
-
-def _reset_entry_points() -> None:
-    """Forgets the backends the entry points registered and that they were loaded (for tests:
-    the next miss or listing loads them again)."""
-    global _entry_points_loaded
-    for name in _from_entry_points:
-        dict.pop(BACKENDS, name, None)
-    _from_entry_points.clear()
-    _entry_points_loaded = False
+    return BACKENDS.register(backend)
 
 
 def get_backend(name: str) -> Backend:
@@ -468,11 +310,7 @@ def get_backend(name: str) -> Backend:
     Raises:
         ValueError: An unknown name, with a close match and the valid names.
     """
-    backend = BACKENDS.get(name)
-    if backend is None:
-        close = did_you_mean(name, BACKENDS)
-        raise ValueError(f"unknown backend {name!r}.{close} Choose one of {list(BACKENDS)}.")
-    return backend
+    return BACKENDS.lookup(name)
 
 
 def names(*, host: bool | None = None, supports_restarts: bool | None = None) -> tuple[str, ...]:

@@ -1,13 +1,15 @@
 """Registries of named records: [`Registry`][batchppo.core.registry.Registry], one type for the
-algorithms, the torsos and the env backends.
+algorithms, the torsos and the env backends, and [`lazy`][batchppo.core.registry.lazy], through
+which records point at their heavy code.
 
 A registry is a dict of records by name (each record has a ``name``), in registration order,
 the order messages list them. Modules of the package register the built-in records when
-imported; a user's package adds its own without any import by its user, through an
-entry point of the registry's ``group`` (``batchppo.algorithms``, ``batchppo.torsos``): one
-that names a module whose import registers records, a record, or a callable returning a record,
-records or None (having registered them itself). So a config naming a user's record
-(``mlp: mytorso``) validates and trains from the command line.
+imported; a user's package adds its own without any import by its user, through an entry
+point of the registry's ``group`` (``batchppo.algorithms``, ``batchppo.torsos``,
+``batchppo.backends``): one that names a module whose import registers records, a record, or a
+callable returning a record, records or None (having registered them itself). So a config
+naming a user's record (``mlp: mytorso``, ``backend: mybackend``) validates and trains from
+the command line.
 
 The registry loads its group once, lazily: the first time a lookup misses or the full list is
 read (iterating, ``len``, ``keys``, ``values``, ``items``). An entry point that fails to load is
@@ -34,17 +36,61 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import importlib.metadata
 import types
 import warnings
-from collections.abc import Callable, Collection, ItemsView, Iterator, KeysView, ValuesView
+from collections.abc import (
+    Callable,
+    Collection,
+    ItemsView,
+    Iterator,
+    KeysView,
+    Mapping,
+    ValuesView,
+)
 from typing import Any, TypeVar
 
 from batchppo.core.wording import did_you_mean
 
-__all__ = ["EntryPointWarning", "Registry"]
+__all__ = ["EntryPointWarning", "Registry", "lazy"]
 
 T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Lazy:
+    """A callable that imports ``module:name`` on its first call (and binds ``kwargs``)."""
+
+    ref: str
+    kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        module, _, name = self.ref.partition(":")
+        function = getattr(importlib.import_module(module), name)
+        return function(*args, **self.kwargs, **kwargs)
+
+
+def lazy(ref: str, **kwargs: Any) -> Callable[..., Any]:
+    """A callable that calls ``module:name`` (imported at call time) with ``kwargs`` bound.
+
+    Records point at their code this way (a backend's builder, a torso's module, an
+    algorithm's trainer), so the modules that hold registries import nothing heavy.
+
+    Args:
+        ref: ``"package.module:function"``.
+        **kwargs: Keyword arguments bound to every call.
+
+    Returns:
+        The lazy callable.
+
+    Raises:
+        ValueError: ``ref`` names no ``module:name``.
+    """
+    if ":" not in ref:
+        raise ValueError(f"lazy reference {ref!r}: expected 'package.module:name'")
+    return _Lazy(ref, dict(kwargs))
 
 
 class EntryPointWarning(UserWarning):

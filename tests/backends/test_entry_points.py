@@ -1,26 +1,26 @@
 """Backends of other packages, through the ``batchppo.backends`` entry-point group.
 
-Each test installs a tiny package in ``tmp_path`` (its module and a ``.dist-info`` folder whose
-``entry_points.txt`` declares the group, found by ``importlib.metadata`` on ``sys.path``), and
-makes the registry load the group afresh; nothing of batchppo is edited or told of the package.
+Each test installs a tiny package (``install_package``: its module and a ``.dist-info`` folder
+whose ``entry_points.txt`` declares the group, found by ``importlib.metadata`` on ``sys.path``),
+and makes the registry load the group afresh; nothing of batchppo is edited or told of the
+package.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 import sys
-import textwrap
 import warnings
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
 
 from batchppo import backends, cli
-from batchppo.core import backends as registry
+from batchppo.core.registry import EntryPointWarning
+
+GROUP = backends.ENTRY_POINT_GROUP
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -92,35 +92,18 @@ raise ImportError("no simulator here\\n(a second line that the warning leaves ou
 """
 
 
-def install(root: Path, entry_points: dict[str, str], modules: dict[str, str]) -> None:
-    """Writes the package ``tinybackend`` 0.1 into ``root``: its modules and its dist-info."""
-    for name, source in modules.items():
-        (root / f"{name}.py").write_text(textwrap.dedent(source))
-    info = root / "tinybackend-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinybackend\nVersion: 0.1\n")
-    lines = "".join(f"{name} = {value}\n" for name, value in entry_points.items())
-    (info / "entry_points.txt").write_text(f"[batchppo.backends]\n{lines}")
-
-
 @pytest.fixture
 def fresh_registry() -> Iterator[None]:
     """The registry loads its entry points again, and forgets the tiny package's afterwards."""
-    registry._reset_entry_points()
-    try:
-        yield
-    finally:
-        registry._reset_entry_points()
-        for name in ("tinybackend", "brokenbackend"):
-            sys.modules.pop(name, None)
-        importlib.invalidate_caches()
+    backends.BACKENDS.forget_entry_points()
+    yield
+    backends.BACKENDS.forget_entry_points()
 
 
-def test_a_backend_from_an_entry_point_trains_from_the_cli(tmp_path, monkeypatch, fresh_registry):
-    package = tmp_path / "site"
-    package.mkdir()
-    install(package, {"tiny": "tinybackend"}, {"tinybackend": TINY_MODULE})
-    monkeypatch.syspath_prepend(str(package))
+def test_a_backend_from_an_entry_point_trains_from_the_cli(
+    tmp_path, install_package, fresh_registry
+):
+    install_package("tinybackend", {GROUP: {"tiny": "tinybackend"}}, {"tinybackend": TINY_MODULE})
     assert "tiny" not in backends.BACKENDS.registered()  # nothing imported the package
     logdir = tmp_path / "logs"
     code = cli.main(
@@ -137,7 +120,7 @@ def test_a_backend_from_an_entry_point_trains_from_the_cli(tmp_path, monkeypatch
 
 
 def test_a_broken_entry_point_warns_in_one_line_and_others_still_work(
-    tmp_path, monkeypatch, fresh_registry
+    install_package, fresh_registry
 ):
     entry_points = {
         "broken": "brokenbackend",
@@ -145,9 +128,9 @@ def test_a_broken_entry_point_warns_in_one_line_and_others_still_work(
         "pair": "tinybackend:more_backends",
         "number": "tinybackend:NOT_A_BACKEND",
     }
-    install(tmp_path, entry_points, {"tinybackend": TINY_MODULE, "brokenbackend": BROKEN_MODULE})
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.warns(backends.BackendEntryPointWarning) as caught:
+    modules = {"tinybackend": TINY_MODULE, "brokenbackend": BROKEN_MODULE}
+    install_package("tinybackend", {GROUP: entry_points}, modules)
+    with pytest.warns(EntryPointWarning) as caught:
         assert backends.get_backend("sync").host  # registered: no loading
         assert backends.get_backend("tiny-b").fused  # a miss: the entry points load
     messages = [str(w.message) for w in caught]
@@ -164,14 +147,16 @@ def test_a_broken_entry_point_warns_in_one_line_and_others_still_work(
         backends.get_backend("tinny")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        registry.load_entry_points()  # once only: no second warning, no second registration
+        backends.BACKENDS.load_entry_points()  # once: no second warning, no second registration
     with pytest.raises(ValueError, match=r"registered already"):
         backends.register(backends.get_backend("tiny"))
 
 
-def test_the_cli_prints_a_broken_entry_point_as_one_warning_line(tmp_path):
-    install(tmp_path, {"broken": "brokenbackend"}, {"brokenbackend": BROKEN_MODULE})
-    paths = [str(tmp_path), os.environ.get("PYTHONPATH", "")]
+def test_the_cli_prints_a_broken_entry_point_as_one_warning_line(install_package):
+    site = install_package("brokenbackend", {GROUP: {"broken": "brokenbackend"}}, {
+        "brokenbackend": BROKEN_MODULE
+    })  # fmt: skip
+    paths = [str(site), os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     result = subprocess.run(
         [sys.executable, "-m", "batchppo", "list"],

@@ -49,8 +49,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from batchppo.core.backends import lazy
-from batchppo.core.registry import Registry
+from batchppo.core.registry import Registry, lazy
 
 __all__ = [
     "TORSOS",
