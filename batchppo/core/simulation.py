@@ -90,6 +90,8 @@ def advance(
         done=done,
         score=jnp.where(done, score, jnp.zeros_like(score)),
         length=jnp.where(done, length, jnp.zeros_like(length)),
+        terminated=res.terminated,
+        truncated=res.truncated,
     )
     transition = Transition(
         obs=state.obs,
@@ -127,7 +129,8 @@ def simulate(
     Returns:
         ``(next_state, transition, stats)``: ``transition`` holds the step's obs, action,
         reward, terminated, truncated, first, final_obs and the policy's extras; ``stats``
-        holds, per env, whether an episode ended and its score and length (0 elsewhere).
+        holds, per env, whether an episode ended, how (terminated, truncated), and its score
+        and length (0 elsewhere).
     """
     action, extras, carry, key, key_env = act(policy_fn, params, state)
     res = env.step(state.env_state, action, key_env)

@@ -68,11 +68,15 @@ class EpisodeStats:
         done: An episode ended at this step (terminated or truncated).
         score: The undiscounted return of the episode that ended (0 where ``done`` is False).
         length: The length of the episode that ended (0 where ``done`` is False).
+        terminated: The episode ended in a terminal state at this step.
+        truncated: The episode was cut at this step (a time limit); an env may report both.
     """
 
     done: jax.Array
     score: jax.Array
     length: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
 
 
 @struct.dataclass

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def fsync_dir(directory: str | Path) -> None:
@@ -37,3 +39,29 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The complete records of a JSON-lines file (none where it does not exist); a torn line,
+    the one a killed process was writing, is skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def truncate_jsonl(path: str | Path, max_step: int) -> int:
+    """Keeps the records of a JSON-lines file with ``step <= max_step`` (atomically); returns
+    how many. A missing file stays missing."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    kept = [r for r in read_jsonl(path) if r.get("step", 0) <= max_step]
+    atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+    return len(kept)

@@ -260,6 +260,12 @@ class RunLedger:
         self.progress = Progress(self.progress_mode, config.steps, step)
         if resume_step is not None:
             self.message(f"resuming {self.run_dir} from step {step:,}")
+        if self.run_dir is not None and not self.logger.episodes.enabled:
+            self.message(
+                f"{self.run_dir} has no episodes.jsonl (the run predates it): its training "
+                "episodes are not recorded, and evaluate --training-window approximates them "
+                "from its reports"
+            )
         if step >= config.steps:
             self.message(
                 f"run already complete at step {step:,} (steps={config.steps:,}); "
@@ -298,6 +304,14 @@ class RunLedger:
         last = train[-1] if train else {}
         return {key: float(last[key]) for key in RUNNING_TOTALS if last.get(key) is not None}
 
+    def _log_episodes(self, window: MetricWindow) -> None:
+        """Appends the episodes the window's iterations listed to ``episodes.jsonl``."""
+        logger, _ = self._opened()
+        try:
+            logger.log_episodes(window.take_ended())
+        except OSError as error:
+            raise self._storage_error("the training episodes", error) from None
+
     def _train_values(self, window: MetricWindow) -> dict[str, float]:
         """A train report's values: the window's summary, running totals continued."""
         values = window.summary()
@@ -332,6 +346,10 @@ class RunLedger:
             error.
         """
         notes = []
+        try:
+            self._log_episodes(window)
+        except StorageError as storage_error:  # the error in flight stays the one raised
+            notes.append(str(storage_error))
         last = self.records[-1] if self.records else {}
         if window.iterations and (last.get("phase"), last.get("step")) != ("train", step):
             # Without the callbacks: one that raises again would cost the checkpoint.
@@ -371,6 +389,7 @@ class RunLedger:
         config = self.config
         _, progress = self._opened()
         progress.advance(step)
+        self._log_episodes(window)
         if crossed(before, step, config.log_interval) or step >= config.steps:
             self.report("train", step, self._train_values(window))
             window = MetricWindow()
@@ -382,6 +401,7 @@ class RunLedger:
 
     def stopped(self, step: int, window: MetricWindow) -> bool:
         """Ends the train phases: reports the last window of a stopped run; True if stopped."""
+        self._log_episodes(window)
         if self.stop.requested and window.iterations:
             self.report("train", step, self._train_values(window))
         self.stop_signal, self.stopped_by = self.stop.signum, self.stop.callback

@@ -6,9 +6,12 @@ scalar per metric in the TensorBoard writer of its phase (``<run>/train``, ``<ru
 and eval curves share a chart and an x-axis (env steps). A tracker (``track=wandb``:
 ``batchppo.experiment.tracking``) gets the same scalars.
 
+Every training episode goes to ``<run>/episodes.jsonl`` (``batchppo.experiment.episode_log``),
+flushed before each train report.
+
 Resuming from the checkpoint at step S first drops every record with step > S, from
-``metrics.jsonl`` and from the event files, so the curves continue without a gap or a
-duplicate whatever moment the previous process died at.
+``metrics.jsonl``, ``episodes.jsonl`` and the event files, so the curves continue without a gap
+or a duplicate whatever moment the previous process died at.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from batchppo.experiment.fileio import atomic_write_bytes
+from batchppo.algorithms.common.episodes import EndedEpisodes
+from batchppo.experiment.episode_log import EpisodeFile
+from batchppo.experiment.fileio import atomic_write_bytes, read_jsonl, truncate_jsonl
 
 METRICS_FILE = "metrics.jsonl"
 PHASES = ("train", "eval")
@@ -40,26 +45,12 @@ def _plain(value: Any) -> Any:
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """All complete records of ``<run_dir>/metrics.jsonl`` (a torn last line is skipped)."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # Only the line being written when a process was killed can be torn.
-    return records
+    return read_jsonl(Path(run_dir) / METRICS_FILE)
 
 
 def truncate_metrics(run_dir: str | Path, max_step: int) -> int:
     """Keeps the records of ``metrics.jsonl`` with ``step <= max_step``; returns how many."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        return 0
-    kept = [r for r in read_metrics(run_dir) if r.get("step", 0) <= max_step]
-    atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in kept).encode())
-    return len(kept)
+    return truncate_jsonl(Path(run_dir) / METRICS_FILE, max_step)
 
 
 # --- TensorBoard event files (TFRecord framing) ---------------------------------------------
@@ -196,7 +187,8 @@ class ScalarSink(Protocol):
 
 
 class RunLogger:
-    """Writes reports of a run to ``metrics.jsonl`` and TensorBoard (nothing when disabled).
+    """Writes reports of a run to ``metrics.jsonl`` and TensorBoard, and its training episodes
+    to ``episodes.jsonl`` (nothing when disabled).
 
     Args:
         run_dir: The run directory, or None for no disk I/O at all.
@@ -216,6 +208,7 @@ class RunLogger:
         self._writers: dict[str, _EventFile] = {}
         self._file = None
         self.tracker = tracker
+        self.episodes = EpisodeFile(self.run_dir, resume_step)
         if self.run_dir is None:
             return
         if resume_step is not None:
@@ -231,6 +224,8 @@ class RunLogger:
         """Records one report of ``phase`` at env step ``step``; returns the JSON record."""
         record = {"step": int(step), "phase": phase}
         record.update({k: _plain(v) for k, v in values.items() if k not in record})
+        if phase == "train":  # the report's episodes reach the disk no later than it
+            self.episodes.flush()
         if self._file is not None:
             self._file.write(json.dumps(record) + "\n")
             self._file.flush()  # In the OS's hands: survives a kill -9 of this process.
@@ -248,8 +243,13 @@ class RunLogger:
                 self.tracker.write(phase, int(step), scalars)
         return record
 
+    def log_episodes(self, ended: list[EndedEpisodes]) -> None:
+        """Appends iterations' ended episodes to ``episodes.jsonl`` (``EpisodeFile.write``)."""
+        self.episodes.write(ended)
+
     def flush(self) -> None:
         """Pushes everything written so far to disk (called before each checkpoint)."""
+        self.episodes.flush(sync=True)
         if self._file is not None:
             self._file.flush()
             os.fsync(self._file.fileno())
@@ -261,6 +261,7 @@ class RunLogger:
     def close(self) -> None:
         """Flushes and closes the files."""
         self.flush()
+        self.episodes.close()
         for writer in self._writers.values():
             writer.close()
         self._writers = {}

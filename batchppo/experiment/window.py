@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from batchppo.algorithms.common.episodes import ENDED, EndedEpisodes
+
 
 def crossed(before: int, after: int, every: int) -> bool:
     """Whether a multiple of ``every`` lies in ``(before, after]``."""
@@ -34,7 +36,9 @@ class MetricWindow:
 
     Every iteration reports the same metrics (a trainer's set is fixed), the ``EPISODE_METRICS``
     among them; an iteration that lacks one, or reports others than the window's first, raises
-    ``ValueError`` naming them, rather than skewing the means.
+    ``ValueError`` naming them, rather than skewing the means. The episodes an iteration lists
+    (``ENDED``, where the trainer reports them) wait in the window until the ledger takes them
+    for the run's episodes file (``take_ended``).
     """
 
     def __init__(self) -> None:
@@ -46,6 +50,7 @@ class MetricWindow:
         self.games, self.game_score_sum = 0, 0.0
         self.seconds = self.all_seconds = 0.0
         self.all_steps = 0
+        self.ended: list[EndedEpisodes] = []
 
     def add(self, metrics: Mapping[str, Any], seconds: float, compiling: bool = False) -> None:
         """Adds one iteration; one that compiled counts for speed only if it is alone.
@@ -76,11 +81,20 @@ class MetricWindow:
         if games:
             self.games += games
             self.game_score_sum += games * float(metrics["game_score"])
+        if ENDED in metrics:
+            self.ended.append(metrics[ENDED])
         for key, value in metrics.items():
+            if key == ENDED:
+                continue
             if key in RUNNING_TOTALS:
                 self.totals[key] = float(value)
             elif key not in EPISODE_METRICS and key not in GAME_METRICS:
                 self.values.setdefault(key, []).append(float(value))
+
+    def take_ended(self) -> list[EndedEpisodes]:
+        """The episodes listed by the iterations added since the last call, in order."""
+        ended, self.ended = self.ended, []
+        return ended
 
     def _check_keys(self, metrics: Mapping[str, Any]) -> None:
         missing = [key for key in EPISODE_METRICS if key not in metrics]

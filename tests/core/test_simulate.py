@@ -99,6 +99,8 @@ def test_rollout_exact_done_reset_pattern(kind, durations, done_rows, terminate)
     np.testing.assert_array_equal(stats.done, want["done"])
     np.testing.assert_array_equal(stats.score, want["score"])
     np.testing.assert_array_equal(stats.length, want["length"])
+    np.testing.assert_array_equal(stats.terminated, want["terminated"])
+    np.testing.assert_array_equal(stats.truncated, want["truncated"])
     assert traj.action.shape == (NUM_STEPS, n, 1)
     assert bool(jnp.all(jnp.abs(traj.action) <= 1.0))
     # The carried state continues where the rollout stopped (12 steps into each cycle).

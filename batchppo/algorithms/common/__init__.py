@@ -7,6 +7,8 @@ deployment.
   (``obs -> action`` on the host).
 * ``trainer``: ``Trainer``, the object API the experiment's driver iterates, over any agent of the
   [`Agent`][batchppo.algorithms.common.trainer.Agent] protocol.
+* ``episodes``: ``EndedEpisodes``, every training episode that ended in an iteration, as the
+  trainers hand them to the host.
 * ``stacked_seeds``: ``SeedsTrainer``, several seeds of one config stacked in one program, over
   any agent.
 * ``sharding``: the device mesh of a data-parallel learner.

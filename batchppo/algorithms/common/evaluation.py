@@ -34,8 +34,12 @@ from batchppo.core import spaces
 from batchppo.core.env import Env
 from batchppo.core.keys import raw_key
 from batchppo.core.simulation import rollout
-from batchppo.core.types import EpisodeStats, SimState
+from batchppo.core.types import SimState
 from batchppo.envs.episode_metrics import EpisodeInfoRecorder
+
+Ended = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
+"""What an eval program hands back of its steps, ``(chunk, num_envs)`` each: whether an episode
+ended there, its return, its length and whether it terminated."""
 
 PyTree = Any
 PolicyFn = Callable[..., tuple[jax.Array, dict[str, Any], PyTree]]
@@ -153,12 +157,12 @@ class Evaluator:
 
     def _start_program(self, num_envs: int, chunk: int, sample: bool) -> Program:
         """Fresh episodes and their first ``chunk`` steps:
-        ``(params, key) -> (ss, stats, terminated)``."""
+        ``(params, key) -> (ss, ended)``."""
         env = self._env(num_envs)
         if sample not in self._start:
             more = self._rollout(env, chunk, sample)
 
-            def start(params: PyTree, key: jax.Array) -> tuple[SimState, EpisodeStats, jax.Array]:
+            def start(params: PyTree, key: jax.Array) -> tuple[SimState, Ended]:
                 return more(params, self._init_sim(key, env))
 
             build = lambda: jax.jit(start, compiler_options=_options(env))  # noqa: E731
@@ -167,7 +171,7 @@ class Evaluator:
         return self._start[sample]
 
     def _more_program(self, num_envs: int, chunk: int, sample: bool) -> Program:
-        """``chunk`` more steps: ``(params, ss) -> (ss, stats, terminated)``."""
+        """``chunk`` more steps: ``(params, ss) -> (ss, ended)``."""
         env = self._env(num_envs)
         if (sample, chunk) not in self._more:
             more = self._rollout(env, chunk, sample)
@@ -181,9 +185,9 @@ class Evaluator:
         if act is None:
             raise ValueError("evaluate: sampled actions need the evaluator's sample_act")
 
-        def more(params: PyTree, ss: SimState) -> tuple[SimState, EpisodeStats, jax.Array]:
-            ss, transitions, stats = rollout(env, act, params, ss, chunk)
-            return ss, stats, transitions.terminated
+        def more(params: PyTree, ss: SimState) -> tuple[SimState, Ended]:
+            ss, _, stats = rollout(env, act, params, ss, chunk)
+            return ss, (stats.done, stats.score, stats.length, stats.terminated)
 
         return more
 
@@ -195,7 +199,7 @@ class Evaluator:
         the calls of ``evaluate(..., sample=True)``."""
         num_envs, chunk = self.layout(num_episodes)
         start = self._start_program(num_envs, chunk, sample)
-        ss, _, _ = start.precompile(self._compiler, params, key)
+        ss, _ = start.precompile(self._compiler, params, key)
         self._more_program(num_envs, chunk, sample).precompile(self._compiler, params, ss)
 
     def evaluate(
@@ -281,12 +285,10 @@ class Evaluator:
         per_env = math.ceil(num_episodes / num_envs)
         episodes: list[list[_Episode]] = [[] for _ in range(num_envs)]
         max_steps = self._max_steps
-        ss, stats, terminal = self._start_program(num_envs, chunk, sample)(params, raw_key(key))
+        ss, ended = self._start_program(num_envs, chunk, sample)(params, raw_key(key))
         steps = chunk
         while True:
-            done, score, length, terminal = jax.device_get(
-                (stats.done, stats.score, stats.length, terminal)
-            )
+            done, score, length, terminal = jax.device_get(ended)
             for t, i in zip(*np.nonzero(done), strict=True):
                 k = len(episodes[i])
                 episode = _Episode(float(score[t, i]), int(length[t, i]), False, i, k)
@@ -295,7 +297,7 @@ class Evaluator:
             if min(len(e) for e in episodes) >= per_env or steps >= max_steps:
                 break
             more = min(chunk, max_steps - steps)  # the last call stops at the bound exactly
-            ss, stats, terminal = self._more_program(num_envs, more, sample)(params, ss)
+            ss, ended = self._more_program(num_envs, more, sample)(params, ss)
             steps += more
         running = jax.device_get((ss.score, ss.length))
         for i, env_episodes in enumerate(episodes):

@@ -53,7 +53,13 @@ from batchppo.algorithms.common.programs import (
     hot_compiler_options,
     iteration_donation,
 )
-from batchppo.algorithms.common.trainer import Agent, Trainer, make_run_env, strong
+from batchppo.algorithms.common.trainer import (
+    Agent,
+    Trainer,
+    host_metrics,
+    make_run_env,
+    strong,
+)
 from batchppo.backends import get_backend
 from batchppo.core import spaces
 from batchppo.core.env import Env, EnvSpec, StepResult
@@ -346,8 +352,9 @@ class SeedsTrainer:
         ``seed_after_seed``, one call of the single-seed program per seed).
 
         Returns:
-            ``(train_state, sim_state, metrics)`` with one metrics dict per seed; with env
-            restarts on, each carries the shared envs' running total ``env_restarts``.
+            ``(train_state, sim_state, metrics)`` with one metrics dict per seed (each with its
+            seed's ended episodes, as ``Trainer.iteration``); with env restarts on, each carries
+            the shared envs' running total ``env_restarts``.
 
         Raises:
             Exception: A host env's own exception (as ``Trainer.iteration``); ``train_state``
@@ -357,8 +364,8 @@ class SeedsTrainer:
             return self._iteration_seed_after_seed(train_state, sim_state)
         with self._env_errors():
             ts, ss, metrics = self._iteration_program(train_state, sim_state)
-            metrics = jax.device_get(metrics)
-        per_seed = [{k: float(v[i]) for k, v in metrics.items()} for i in range(self.num_seeds)]
+            fetched, steps = jax.device_get((metrics, ts.step))
+        per_seed = [host_metrics(fetched, i, int(steps[i])) for i in range(self.num_seeds)]
         restarts = self.env_restarts
         if restarts is not None:
             for m in per_seed:

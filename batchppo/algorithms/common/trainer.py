@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from batchppo.algorithms.common.episodes import ENDED, ended_episodes
 from batchppo.algorithms.common.evaluation import EVAL_SEED_OFFSET, Evaluator, HostPolicy
 from batchppo.algorithms.common.programs import (
     Compiler,
@@ -123,22 +124,34 @@ def mean_where(x: jax.Array, w: jax.Array) -> jax.Array:
     return jnp.where(n > 0, (x * w).sum() / jnp.maximum(n, 1), jnp.nan)
 
 
-def episode_metrics(stats: EpisodeStats) -> dict[str, jax.Array]:
-    """Count and means of the episodes that ended in a rollout (nan means when none did)."""
+def episode_metrics(stats: EpisodeStats) -> dict[str, Any]:
+    """Count and means of the episodes that ended in a rollout (nan means when none did), and
+    the rollout's ``stats`` themselves under ``ENDED``, from which the trainer lists each
+    episode on the host (``episodes``)."""
     done = stats.done.astype(jnp.float32)
     return {
         "episodes": done.sum(),
         "score": mean_where(stats.score, done),
         "length": mean_where(stats.length.astype(jnp.float32), done),
+        ENDED: stats,
     }
 
 
-def scan_iterations(agent: Agent, n: int) -> Callable:
-    """``n`` training iterations under one ``lax.scan``; metrics stacked per iteration."""
+def scan_iterations(agent: Agent, n: int, keep_ended: bool = True) -> Callable:
+    """``n`` training iterations under one ``lax.scan``; metrics stacked per iteration.
+
+    Args:
+        agent: The agent whose ``iteration`` is scanned.
+        n: Iterations.
+        keep_ended: Keep the per-step episode stats (``ENDED``) among the stacked metrics;
+            False leaves them out of the program (a whole run's worth, as ``make_train``).
+    """
 
     def many(ts: Any, ss: SimState) -> tuple[Any, SimState, dict]:
         def body(carry: tuple[Any, SimState], _: None) -> tuple[Any, dict]:
             ts, ss, metrics = agent.iteration(*carry)
+            if not keep_ended:
+                metrics = {k: v for k, v in metrics.items() if k != ENDED}
             return (ts, ss), metrics
 
         (ts, ss), metrics = lax.scan(body, (ts, ss), None, length=n)
@@ -147,9 +160,30 @@ def scan_iterations(agent: Agent, n: int) -> Callable:
     return many
 
 
-def to_python(metrics: dict[str, Any]) -> dict[str, float]:
-    """Scalar metrics as Python floats (one host transfer)."""
-    return {k: float(v) for k, v in jax.device_get(metrics).items()}
+def host_metrics(fetched: dict[str, Any], index: int | None, end_step: int) -> dict[str, Any]:
+    """One iteration's metrics on the host, from metrics fetched by ``jax.device_get``.
+
+    Args:
+        fetched: The metrics of one call: numpy scalars, or arrays stacked on a leading axis
+            (the iterations of a scan, or the seeds of a ``SeedsTrainer``).
+        index: This iteration's place on that axis; None: not stacked.
+        end_step: The run's env step after this iteration.
+
+    Returns:
+        The scalar metrics as Python floats, and ``ENDED`` (where the agent reports it) as the
+        iteration's ``EndedEpisodes``.
+    """
+
+    def pick(x: Any) -> Any:
+        return x if index is None else x[index]
+
+    out: dict[str, Any] = {}
+    for key, value in fetched.items():
+        if key == ENDED:
+            out[key] = ended_episodes(jax.tree.map(pick, value), end_step)
+        else:
+            out[key] = float(pick(value))
+    return out
 
 
 class Trainer:
@@ -408,7 +442,11 @@ class Trainer:
         raise_env_error(error, self.env, self._evaluator.env)
 
     def iteration(self, train_state: Any, sim_state: SimState) -> tuple[Any, SimState, dict]:
-        """One collection + update, one compiled call. Returns Python-float metrics.
+        """One collection + update, one compiled call.
+
+        Returns the metrics as Python floats, and under ``ENDED`` the episodes that ended
+        (an [`EndedEpisodes`][batchppo.algorithms.common.episodes.EndedEpisodes]) where the agent
+        reports them (``episode_metrics``); the states and metrics come in one transfer.
 
         With ``host_loop``, the collection is a Python loop
         ([`HostLoop`][batchppo.backends.HostLoop]) and the update one compiled call.
@@ -421,11 +459,12 @@ class Trainer:
             if self._host_loop is None:
                 train_state, sim_state = self._place(train_state, sim_state)
                 ts, ss, metrics = self._iterations_program(1)(train_state, sim_state)
-                return ts, ss, self._with_env_metrics([to_python(metrics)], ss)[0]
-            params = self.agent.acting_params(train_state)
-            ss, traj, stats = self._host_loop.rollout(params, sim_state, self.agent.T)
-            ts, metrics = self._learn_program(train_state, traj, stats)
-            return ts, ss, self._with_env_metrics([to_python(metrics)], ss)[0]
+            else:
+                params = self.agent.acting_params(train_state)
+                ss, traj, stats = self._host_loop.rollout(params, sim_state, self.agent.T)
+                ts, metrics = self._learn_program(train_state, traj, stats)
+            fetched, step = jax.device_get((metrics, ts.step))
+            return ts, ss, self._with_env_metrics([host_metrics(fetched, None, int(step))], ss)[0]
         except Exception as error:
             self._raise_env_error(error)
             raise
@@ -453,11 +492,14 @@ class Trainer:
         try:
             train_state, sim_state = self._place(train_state, sim_state)
             ts, ss, metrics = self._iterations_program(n)(train_state, sim_state)
-            metrics = jax.device_get(metrics)
+            fetched, step = jax.device_get((metrics, ts.step))
         except Exception as error:
             self._raise_env_error(error)
             raise
-        per_iteration = [{k: float(v[i]) for k, v in metrics.items()} for i in range(n)]
+        per_step = self.steps_per_iteration
+        per_iteration = [
+            host_metrics(fetched, i, int(step) - (n - 1 - i) * per_step) for i in range(n)
+        ]
         return ts, ss, self._with_env_metrics(per_iteration, ss)
 
     @property
@@ -469,15 +511,15 @@ class Trainer:
         return sum(counts) if counts else None
 
     def _with_env_metrics(
-        self, metrics: list[dict[str, float]], sim_state: SimState
-    ) -> list[dict[str, float]]:
+        self, metrics: list[dict[str, Any]], sim_state: SimState
+    ) -> list[dict[str, Any]]:
         """The metrics of the iterations of one call, with what the training env reports on the
         host: ``env_restarts`` (a running total) where the envs count restarts, and for Atari
         envs ``games`` and ``game_score``, the count and mean raw score (all lives, rewards
         unclipped; nan when none) of the games that ended: all of the call's games are the
-        last iteration's (the others report 0 and nan), as the env tells them once. Envs
-        stepped in the program keep their games in their state: ``take_games`` reads them off
-        ``sim_state``'s env state, the call's last."""
+        last iteration's (the others report 0 and nan; their scores go to its ``ENDED``), as
+        the env tells them once. Envs stepped in the program keep their games in their state:
+        ``take_games`` reads them off ``sim_state``'s env state, the call's last."""
         restarts = self.env_restarts
         if restarts is not None:
             for m in metrics:
@@ -488,6 +530,8 @@ class Trainer:
                 m.update(games=0.0, game_score=float("nan"))
             if len(scores):
                 metrics[-1].update(games=float(len(scores)), game_score=float(np.mean(scores)))
+                if ENDED in metrics[-1]:
+                    metrics[-1][ENDED] = dataclasses.replace(metrics[-1][ENDED], games=scores)
         return metrics
 
     # --- evaluation and deployment ----------------------------------------------------------

@@ -545,7 +545,7 @@ def make_train(
         k_init, k_sim = jax.random.split(key)
         ts = ppo.init(k_init)
         ss = ppo.init_sim(k_sim)
-        ts, _, metrics = scan_iterations(ppo, ppo.num_iterations)(ts, ss)
+        ts, _, metrics = scan_iterations(ppo, ppo.num_iterations, keep_ended=False)(ts, ss)
         return ts, metrics
 
     return train_fn

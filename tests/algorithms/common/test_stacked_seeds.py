@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from counting_agent import Counter
 
+from batchppo.algorithms.common.episodes import ENDED
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.common.stacked_seeds import (
     SeedsTrainer,
@@ -78,6 +79,8 @@ def assert_seeds_equal_separate_runs(config: RunConfig, exact: bool, agent=Count
     assert not np.array_equal(ss.obs[0], ss.obs[1])
     assert ts.step.tolist() == [24, 24] and ts.reward_sum.tolist() == [24.0, 24.0]
     assert [m["episodes"] for m in metrics[1]] == [3.0, 3.0]
+    # Each seed lists its own envs' episodes (compared with the separate runs' above).
+    assert [m[ENDED].step.tolist() for m in metrics[1]] == [[15, 15, 15]] * 2
     return seeds
 
 

@@ -16,17 +16,20 @@ import numpy as np
 import pytest
 from counting_agent import Counter, CountState
 
+from batchppo.algorithms.common.episodes import ENDED, EndedEpisodes
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.common.trainer import (
     Trainer,
     episode_metrics,
+    host_metrics,
     mean_where,
     strong,
-    to_python,
 )
+from batchppo.backends.host_env import HostEnv
 from batchppo.core import EpisodeStats, SimState
 from batchppo.core.keys import host_key
 from batchppo.experiment.checkpoint import restore_checkpoint, save_checkpoint, to_host
+from batchppo.testing import MockEnv, make_mock_vector_env
 
 CONFIG = RunConfig(env="CartPole-v1", backend="gymnax", num_agents=3, max_length=5, steps=36)
 
@@ -44,11 +47,13 @@ def test_iterations_count_steps_updates_and_the_episodes_that_ended():
     ts, ss = start(trainer)
     ts, ss, first = trainer.iteration(ts, ss)
     # Steps 1-4 of episodes of 5: none ended; nan means, no env_restarts entry.
-    assert first.keys() == {"reward_sum", "episodes", "score", "length"}
+    assert first.keys() == {"reward_sum", "episodes", "score", "length", ENDED}
     assert first["reward_sum"] == 12.0 and first["episodes"] == 0.0
     assert np.isnan(first["score"]) and np.isnan(first["length"])
+    assert len(first.pop(ENDED)) == 0
     ts, ss, more = trainer.iterations(ts, ss, 2)
     # Steps 5-8 and 9-12: each env's episode ends at step 5 and at step 10.
+    assert [len(m.pop(ENDED)) for m in more] == [3, 3]
     assert more == [{"reward_sum": 12.0, "episodes": 3.0, "score": 5.0, "length": 5.0}] * 2
     assert (int(ts.step), int(ts.updates), float(ts.reward_sum)) == (36, 3, 36.0)
     assert [name for name in trainer.programs if name.startswith("iterations")] == [
@@ -191,8 +196,17 @@ def test_mean_where_and_episode_metrics_weigh_only_the_episodes_that_ended():
         done=jnp.asarray([[True, False], [False, True]]),
         score=jnp.asarray([[4.0, 9.0], [9.0, 2.0]]),
         length=jnp.asarray([[7, 1], [1, 3]], jnp.int32),
+        terminated=jnp.asarray([[False, False], [False, True]]),
+        truncated=jnp.asarray([[True, False], [False, True]]),
     )
-    assert to_python(episode_metrics(stats)) == {"episodes": 2.0, "score": 3.0, "length": 5.0}
+    metrics = host_metrics(jax.device_get(episode_metrics(stats)), None, end_step=10)
+    ended = metrics.pop(ENDED)
+    assert metrics == {"episodes": 2.0, "score": 3.0, "length": 5.0}
+    # Two envs, two steps from step 6: env 0 ended at step 8, env 1 at step 10 (both ways).
+    assert ended == EndedEpisodes(
+        step=np.array([8, 10]), score=np.array([4.0, 2.0], np.float32), length=np.array([7, 3]),
+        terminated=np.array([False, True]), truncated=np.array([True, True]), end_step=10,
+    )  # fmt: skip
 
 
 def test_strong_gives_weakly_typed_arrays_their_dtype_for_good():
@@ -224,3 +238,53 @@ def test_the_games_an_env_reports_are_the_last_iterations_of_a_call():
     assert seen == ["first", "second"]  # the env state of the call's end
     silent = types.SimpleNamespace(env=object(), env_restarts=None)
     assert CommonTrainer._with_env_metrics(silent, [{"a": 1.0}], sim) == [{"a": 1.0}]
+    # The games also go to the last iteration's ended episodes, at its end step.
+    none = np.zeros(0)
+    ended = EndedEpisodes(none, none, none, none, none, end_step=24)
+    scores.append(np.array([7.0]))
+    (third,) = CommonTrainer._with_env_metrics(owner, [{"a": 4.0, ENDED: ended}], sim)
+    assert third[ENDED].games.tolist() == [7.0] and third[ENDED].end_step == 24
+
+
+# Three envs of the mock: env 0 ends every step, env 1 every 2 steps (truncated), env 2 every 3;
+# an episode of d steps returns 1 + ... + d. The counting agent's rollouts are 4 steps: each
+# iteration is 12 env steps, and a vector step t of the run ends at env step 3 * (t + 1).
+DURATIONS, TERMINATE = (1, 2, 3), (True, False, True)
+ENDINGS = [
+    # (env step, return, length, terminated) of each episode, by step, then env.
+    [(3, 1, 1, True), (6, 1, 1, True), (6, 3, 2, False), (9, 1, 1, True), (9, 6, 3, True),
+     (12, 1, 1, True), (12, 3, 2, False)],
+    [(15, 1, 1, True), (18, 1, 1, True), (18, 3, 2, False), (18, 6, 3, True), (21, 1, 1, True),
+     (24, 1, 1, True), (24, 3, 2, False)],
+    [(27, 1, 1, True), (27, 6, 3, True), (30, 1, 1, True), (30, 3, 2, False), (33, 1, 1, True),
+     (36, 1, 1, True), (36, 3, 2, False), (36, 6, 3, True)],
+]  # fmt: skip
+
+
+def mock_trainer(kind: str) -> Trainer:
+    """The counting agent's trainer over the mock envs: pure JAX (``fused``), a host env
+    stepped in the compiled iteration (``host``) or from a Python loop (``host_loop``)."""
+    if kind == "fused":
+        return Trainer(CONFIG, Counter, env=MockEnv(DURATIONS, TERMINATE, discrete=True))
+    config = dataclasses.replace(CONFIG, backend="sync", host_loop=kind == "host_loop")
+    env = HostEnv(make_mock_vector_env(DURATIONS, TERMINATE, discrete=True, num_actions=2))
+    return Trainer(config, Counter, env=env)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["fused", "host", "host_loop"])
+def test_every_episode_that_ended_is_listed_with_its_step_return_length_and_ending(kind):
+    trainer = mock_trainer(kind)
+    ts, ss = start(trainer)
+    ts, ss, first = trainer.iteration(ts, ss)
+    ts, ss, more = trainer.iterations(ts, ss, 2)
+    trainer.close()
+    for metrics, endings in zip([first, *more], ENDINGS, strict=True):
+        ended = metrics[ENDED]
+        got = list(zip(ended.step.tolist(), ended.score.tolist(), ended.length.tolist(),
+                       ended.terminated.tolist(), strict=True))  # fmt: skip
+        assert got == endings
+        assert ended.truncated.tolist() == [not t for *_, t in endings]
+        assert ended.score.dtype == np.float32 and ended.games.size == 0
+        assert metrics["episodes"] == len(endings)
+    assert [m[ENDED].end_step for m in [first, *more]] == [12, 24, 36]
