@@ -205,8 +205,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--training-window", type=int, metavar="N",
         help="score each run by the mean return of its last N training episodes (sampled "
-        "actions; CleanRL's and the PPO paper's protocol, N=100), read from its "
-        "metrics.jsonl: nothing is run",
+        "actions; CleanRL's and the PPO paper's protocol, N=100; Atari: whole games), read "
+        "exactly from its episodes.jsonl, or approximated from the reports of metrics.jsonl "
+        "for run dirs without one (with a warning): nothing is run",
     )  # fmt: skip
     ev.add_argument(
         "--max-eval-mean", nargs="?", type=int, const=-1, metavar="STEP",
@@ -607,13 +608,8 @@ def _load_group(runs: list[str]) -> list[tuple[str, str, str, dict | None]]:
 def _print_run(stats: dict) -> None:
     from batchppo.experiment import evaluate
 
-    if stats.get("protocol") == "training-window":
-        print(
-            f"{stats['run_dir']}: {stats['env']} mean return {stats['mean_return']:.2f} over "
-            f"its last {stats['episodes']} training episodes (steps {stats['first_step']:,}-"
-            f"{stats['checkpoint']:,}; sampled actions)",
-            flush=True,
-        )
+    if stats.get("protocol", "").startswith("training-window"):
+        _print_window(stats)
         return
     cut = f", {stats['cut']} cut by eval_max_steps" if stats.get("cut") else ""
     sampled = ", sampled actions" if stats.get("protocol") == "final-sampled" else ""
@@ -626,6 +622,22 @@ def _print_run(stats: dict) -> None:
     )
     if "terminated" in stats:
         print(evaluate.format_run(stats), flush=True)
+
+
+def _print_window(stats: dict) -> None:
+    """One run's training window: exact, or approximated from its reports (older run dirs and
+    results files, whose protocol is ``training-window``)."""
+    exact = stats["protocol"] == "training-window-exact"
+    unit = stats.get("unit", "episodes")
+    raw = "; all lives, raw scores" if unit == "games" else ""
+    how = "exact" if exact else "approximated from its train reports' means"
+    spread = f" ± {stats['stderr_return']:.2f} (standard error)" if exact else ""
+    print(
+        f"{stats['run_dir']}: {stats['env']} mean return {stats['mean_return']:.2f}{spread} "
+        f"over its last {stats['episodes']} training {unit} (steps {stats['first_step']:,}-"
+        f"{stats['checkpoint']:,}; sampled actions{raw}; {how})",
+        flush=True,
+    )
 
 
 def _cmd_visualize(args: argparse.Namespace) -> int:

@@ -7,10 +7,18 @@ protocol. The protocols met in the PPO literature differ in what they average:
   rl-baselines3-zoo's benchmark and our own headline figures (``batchppo evaluate``).
 * ``final-sampled``: the final policy's episodes with sampled actions, as it trained
   (``batchppo evaluate --sample``).
-* ``training-window``: the mean return of a run's last training episodes, sampled actions
-  from the policies of the run's last updates; CleanRL's benchmark tables (the last 100
-  episodes) and the PPO paper (Schulman et al. 2017). `training_window` reads it from a
-  run's ``metrics.jsonl``, without running anything.
+* ``training-window-exact``: the mean return of a run's last N training episodes, sampled
+  actions from the policies of the run's last updates; CleanRL's benchmark tables (the mean of
+  its ``charts/episodic_return`` over the last 100 episodes) and the PPO paper (Schulman et al.
+  2017). `training_window` reads exactly those N episodes from the run's ``episodes.jsonl``
+  (``batchppo.experiment.episode_log``), without running anything; over Atari envs it takes
+  the last N whole games (all lives, raw score), as CleanRL's ``episodic_return`` there counts
+  the games (its ``RecordEpisodeStatistics`` wraps the env inside the life-loss and clipping
+  wrappers, ``cleanrl/ppo_atari.py``).
+* ``training-window-approx``: the same window read from the train reports of ``metrics.jsonl``,
+  for run dirs from before ``episodes.jsonl``: a report keeps only the mean of its episodes, so
+  the window's oldest episodes enter at their report's mean. Results files written before the
+  two were told apart name it ``training-window``.
 * ``max-eval-mean``: the highest, over a group's evaluation points, of the mean over its seeds
   of each periodic evaluation; Tianshou's MuJoCo benchmark (10 seeds, 10 test episodes each,
   the maximum within the first 1M steps), after the TD3 paper's method.
@@ -24,12 +32,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from batchppo.experiment.episode_log import EPISODES_FILE, read_episodes
 from batchppo.experiment.errors import UserError
 from batchppo.experiment.logging import METRICS_FILE, read_metrics
 from batchppo.experiment.plot import run_group
@@ -65,8 +75,14 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
             "sampled", "batchppo evaluate --sample",
         ),
         ScoringProtocol(
-            "training-window", "mean return of the run's last N training episodes",
-            "sampled", "CleanRL's benchmarks and the PPO paper (last 100 episodes)",
+            "training-window-exact", "mean return of the run's last N training episodes "
+            "(Atari: whole games)", "sampled",
+            "CleanRL's benchmarks and the PPO paper (last 100 episodes)",
+        ),
+        ScoringProtocol(
+            "training-window-approx", "mean return of the run's last N training episodes, "
+            "the oldest at their train report's mean", "sampled",
+            "batchppo evaluate --training-window on run dirs without episodes.jsonl",
         ),
         ScoringProtocol(
             "max-eval-mean", "maximum over evaluation points of the mean over seeds of each "
@@ -87,14 +103,18 @@ def _records(run_dir: str | Path) -> list[dict[str, Any]]:
     return read_metrics(path)
 
 
+class ApproximateWindowWarning(UserWarning):
+    """A training window read from a run's train reports: the run dir has no
+    ``episodes.jsonl``, so the window is ``training-window-approx``."""
+
+
 def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
     """The mean return of a run's last ``episodes`` training episodes (sampled actions).
 
-    Train reports hold the mean return and the number of the episodes that ended since the
-    report before. The window holds exactly ``episodes`` episodes: the run's last reports
-    whole, and from the report before them the episodes still missing, which enter at that
-    report's mean (a report keeps no single episode's return); ``first_episodes`` says how
-    many of that report's episodes were taken, of how many.
+    Exactly those episodes where the run dir has ``episodes.jsonl`` (``training-window-exact``;
+    over Atari envs, the last whole games: see the module docstring). A run dir from before
+    that file gets the approximation from its train reports (``training-window-approx``,
+    ``approximate_window``), with an ``ApproximateWindowWarning``.
 
     Args:
         run_dir: A run directory written by ``batchppo train``.
@@ -102,11 +122,12 @@ def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
 
     Returns:
         A results entry as ``batchppo evaluate`` writes: ``run_dir``, ``env``, ``preset``,
-        ``seed``, ``checkpoint`` (the last report's step), ``episodes``, ``mean_return``,
-        ``std_return`` and ``stderr_return`` (None: the reports hold means only),
-        ``first_step`` (the step of the window's first report), ``first_episodes`` (``[taken,
-        held]``: its episodes in the window, of those it holds), ``protocol``
-        (``"training-window"``).
+        ``seed``, ``first_step`` and ``checkpoint`` (the steps of the window's first and last
+        episodes; approximated: of its first and last reports), ``episodes``,
+        ``mean_return``, ``std_return`` (the population std of the episodes' returns) and
+        ``stderr_return`` (of their mean; both None where approximated) and ``protocol``; the
+        exact window adds ``unit`` (``episodes`` or ``games``), ``returns``, and for episodes
+        ``mean_length`` and ``terminated_fraction``; the approximate one ``first_episodes``.
 
     Raises:
         UserError: ``episodes`` < 1, a missing run dir, or a run with fewer training episodes
@@ -114,13 +135,82 @@ def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
     """
     if episodes < 1:
         raise UserError(f"--training-window {episodes}: must be >= 1")
-    records = [
-        r for r in _records(run_dir)
-        if r.get("phase") == "train" and r.get("episodes") and r.get("score") is not None
-    ]  # fmt: skip
+    train = [r for r in _records(run_dir) if r.get("phase") == "train"]
     config, _ = open_run_dir(run_dir)
-    held, total, first, taken = 0, 0.0, None, None
-    for record in reversed(records):
+    head = {"run_dir": str(run_dir), "env": config.env, "preset": run_group(run_dir),
+            "seed": config.seed}  # fmt: skip
+    if (Path(run_dir) / EPISODES_FILE).is_file():
+        return {**head, **exact_window(read_episodes(run_dir), episodes, run_dir)}
+    warnings.warn(
+        f"{run_dir} has no {EPISODES_FILE} (a run from before it): its last {episodes} training "
+        "episodes are approximated from its train reports' means (training-window-approx)",
+        ApproximateWindowWarning,
+        stacklevel=2,
+    )
+    return {**head, **approximate_window(train, episodes, run_dir)}
+
+
+def exact_window(
+    records: Sequence[dict[str, Any]], episodes: int, run_dir: str | Path
+) -> dict[str, Any]:
+    """The last ``episodes`` episodes of a run's ``episodes.jsonl`` records, or its last games
+    where it records games (Atari): their mean return and spread (``training_window``).
+
+    Raises:
+        UserError: Fewer episodes (games) recorded than asked.
+    """
+    games = [r for r in records if "game_score" in r]
+    unit = "games" if games else "episodes"
+    window = (games or [r for r in records if "return" in r])[-episodes:]
+    if len(window) < episodes:
+        raise UserError(
+            f"{run_dir}: its {EPISODES_FILE} holds {len(window)} {unit}, fewer than the "
+            f"{episodes} asked (--training-window)"
+        )
+    key = "game_score" if games else "return"
+    # Returns were float32 on the device: read back as exactly those values.
+    dtype = np.float64 if games else np.float32
+    returns = np.array([_number(r[key]) for r in window], dtype).astype(np.float64)
+    std = float(returns.std())
+    entry = {
+        "first_step": int(window[0]["step"]),
+        "checkpoint": int(window[-1]["step"]),
+        "episodes": episodes,
+        "unit": unit,
+        "mean_return": float(returns.mean()),
+        "std_return": std,
+        "stderr_return": std / math.sqrt(episodes),
+        "returns": returns.tolist(),
+        "protocol": "training-window-exact",
+    }
+    if not games:
+        entry["mean_length"] = float(np.mean([r["length"] for r in window]))
+        entry["terminated_fraction"] = float(np.mean([r["terminated"] for r in window]))
+    return entry
+
+
+def _number(value: float | None) -> float:
+    """A record's number; nan for the null that stands for a non-finite one."""
+    return math.nan if value is None else float(value)
+
+
+def approximate_window(
+    train: Sequence[dict[str, Any]], episodes: int, run_dir: str | Path
+) -> dict[str, Any]:
+    """The last ``episodes`` episodes as a run's train reports hold them (``training_window``).
+
+    A train report holds the mean return and the number of the episodes that ended since the
+    report before. The window holds exactly ``episodes`` episodes: the run's last reports
+    whole, and from the report before them the episodes still missing, which enter at that
+    report's mean; ``first_episodes`` (``[taken, held]``) says how many of that report's
+    episodes were taken, of how many.
+
+    Raises:
+        UserError: Fewer episodes in the reports than asked.
+    """
+    reports = [r for r in train if r.get("episodes") and r.get("score") is not None]
+    held, total, first, taken = 0, 0.0, 0, None
+    for record in reversed(reports):
         count = int(record["episodes"])
         taken = [min(count, episodes - held), count]
         held += taken[0]
@@ -134,18 +224,14 @@ def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
             f"{episodes} asked (--training-window)"
         )
     return {
-        "run_dir": str(run_dir),
-        "env": config.env,
-        "preset": run_group(run_dir),
-        "seed": config.seed,
-        "checkpoint": int(records[-1]["step"]),
         "first_step": first,
+        "checkpoint": int(reports[-1]["step"]),
         "first_episodes": taken,
         "episodes": held,
         "mean_return": total / held,
         "std_return": None,
         "stderr_return": None,
-        "protocol": "training-window",
+        "protocol": "training-window-approx",
     }
 
 

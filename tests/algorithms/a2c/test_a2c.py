@@ -10,6 +10,7 @@ import pytest
 
 from batchppo.algorithms.a2c.a2c import A2C, Trainer
 from batchppo.algorithms.a2c.config import A2CConfig
+from batchppo.algorithms.common.episodes import ENDED
 from batchppo.algorithms.registry import get_algorithm
 from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout
@@ -96,7 +97,7 @@ def test_iterations_report_the_declared_metrics_and_count_steps():
     ts = trainer.init(host_key(0, 0))
     ss = trainer.init_sim(ts, host_key(0, 1))
     ts, ss, metrics = trainer.iteration(ts, ss)
-    declared = {*EPISODE_METRICS, *get_algorithm("a2c").metrics}
+    declared = {*EPISODE_METRICS, *get_algorithm("a2c").metrics, ENDED}  # ENDED: the episodes
     assert set(metrics) == declared
     assert metrics["env_steps"] == 18 and metrics["episodes"] == 3 and metrics["length"] == 4
     ts, ss, more = trainer.iterations(ts, ss, 2)
