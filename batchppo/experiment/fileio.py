@@ -41,27 +41,30 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """The complete records of a JSON-lines file (none where it does not exist); a torn line,
-    the one a killed process was writing, is skipped."""
-    path = Path(path)
-    if not path.exists():
-        return []
+def _jsonl(path: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Each complete line of a JSON-lines file with its record; a torn line, the one a killed
+    process was writing, is skipped."""
     records = []
     for line in path.read_text().splitlines():
         try:
-            records.append(json.loads(line))
+            records.append((line, json.loads(line)))
         except json.JSONDecodeError:
             continue
     return records
 
 
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The complete records of a JSON-lines file (none where it does not exist)."""
+    path = Path(path)
+    return [record for _, record in _jsonl(path)] if path.exists() else []
+
+
 def truncate_jsonl(path: str | Path, max_step: int) -> int:
-    """Keeps the records of a JSON-lines file with ``step <= max_step`` (atomically); returns
-    how many. A missing file stays missing."""
+    """Keeps the lines of a JSON-lines file whose record has ``step <= max_step``, as they
+    were written (atomically); returns how many. A missing file stays missing."""
     path = Path(path)
     if not path.exists():
         return 0
-    kept = [r for r in read_jsonl(path) if r.get("step", 0) <= max_step]
-    atomic_write_bytes(path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+    kept = [line for line, record in _jsonl(path) if record.get("step", 0) <= max_step]
+    atomic_write_bytes(path, "".join(line + "\n" for line in kept).encode())
     return len(kept)

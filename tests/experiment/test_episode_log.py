@@ -8,6 +8,8 @@ so a run resumed at any iteration continues exactly the episodes of a run straig
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import signal
 
@@ -22,7 +24,7 @@ from batchppo.experiment import training
 from batchppo.experiment.episode_log import (
     EPISODES_FILE,
     EpisodeFile,
-    episode_records,
+    episode_lines,
     read_episodes,
 )
 from batchppo.testing import MockEnv
@@ -47,20 +49,29 @@ def ended(steps, scores, end_step, games=()) -> EndedEpisodes:
     )  # fmt: skip
 
 
-def test_records_keep_each_float32_return_exactly_and_the_games_after_the_episodes():
+def test_lines_keep_each_float32_return_exactly_and_the_games_after_the_episodes():
     one = EndedEpisodes(
         step=np.array([3, 12]), score=np.array([-1234.5679, np.nan], np.float32),
         length=np.array([1, 2]), terminated=np.array([True, False]),
         truncated=np.array([False, True]), end_step=12, games=np.array([7.0]),
     )  # fmt: skip
-    records = episode_records(one)
-    assert records == [
-        {"step": 3, "return": -1234.5679, "length": 1, "terminated": True, "truncated": False},
+    text = episode_lines(one)
+    assert text.splitlines()[0] == (
+        '{"step":3,"return":-1234.56787,"length":1,"terminated":true,"truncated":false}'
+    )
+    assert [json.loads(line) for line in text.splitlines()] == [
+        {"step": 3, "return": -1234.56787, "length": 1, "terminated": True, "truncated": False},
         {"step": 12, "return": None, "length": 2, "terminated": False, "truncated": True},
         {"step": 12, "game_score": 7.0},
     ]
-    # The shortest decimal reads back as the very float32 the rollout summed.
-    assert np.float32(records[0]["return"]) == one.score[0]
+    # Nine digits read back as the very float32 the rollout summed, for any float32.
+    returns = np.random.default_rng(0).standard_normal(1000).astype(np.float32) * 1e4
+    many = dataclasses.replace(
+        one, step=np.arange(1000), score=returns, length=np.ones(1000, np.int64),
+        terminated=np.ones(1000, bool), truncated=np.zeros(1000, bool), games=np.zeros(0),
+    )  # fmt: skip
+    read = [json.loads(line)["return"] for line in episode_lines(many).splitlines()]
+    np.testing.assert_array_equal(np.array(read, np.float32), returns)
 
 
 def test_the_file_is_made_by_the_first_iteration_and_cut_back_on_resume(tmp_path):
