@@ -20,6 +20,7 @@ from batchppo import cli
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import evaluate, plot, provenance, training, visualize
+from batchppo.experiment.episode_log import read_episodes
 from batchppo.experiment.logging import read_metrics, read_scalars
 
 TINY = tiny_run(eval_episodes=2, eval_every=1024, checkpoint_every=512)
@@ -43,6 +44,12 @@ def assert_curves(run_dir: Path, last_step: int, eval_every: int) -> None:
     assert [s for s, _ in tb_eval["score"]] == evals
     for tag in ("sps", "policy_loss", "value_loss", "entropy", "learning_rate", "obs_std"):
         assert [s for s, _ in tb_train[tag]] == train, tag
+    # episodes.jsonl holds each episode once: as many in each report's span as it counts.
+    ended = [e["step"] for e in read_episodes(run_dir)]
+    assert ended == sorted(ended) and ended[-1] <= last_step
+    spans = zip([0, *train[:-1]], train, strict=True)
+    counted = [r["episodes"] for r in records if r["phase"] == "train"]
+    assert [sum(a < e <= b for e in ended) for a, b in spans] == counted
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +68,8 @@ def test_train_then_resume_continues_the_step_count_and_curves(tiny_run):
     assert first.run_dir == run_dir and first.step == 2048
     assert np.isfinite(first.score)
     assert sorted(p.name for p in run_dir.iterdir()) == [
-        "checkpoints", "code.jsonl", "config.yaml", "eval", "metrics.jsonl", "train",
+        "checkpoints", "code.jsonl", "config.yaml", "episodes.jsonl", "eval", "metrics.jsonl",
+        "train",
     ]  # fmt: skip
     assert [s for s, _ in ckpt.list_checkpoints(run_dir / "checkpoints")] == [1024, 1536, 2048]
     assert_curves(run_dir, 2048, 1024)
