@@ -1,4 +1,5 @@
-"""Crash-safe file writes (no heavy imports: used by configs, logs and checkpoints)."""
+"""Crash-safe file writes and JSON-lines files read and cut back by step (no heavy imports:
+used by configs, logs and checkpoints)."""
 
 from __future__ import annotations
 

@@ -262,9 +262,9 @@ class RunLedger:
             self.message(f"resuming {self.run_dir} from step {step:,}")
         if self.run_dir is not None and not self.logger.episodes.enabled:
             self.message(
-                f"{self.run_dir} has no episodes.jsonl (the run predates it): its training "
-                "episodes are not recorded, and evaluate --training-window approximates them "
-                "from its reports"
+                f"{self.run_dir} has no episodes.jsonl (the run predates it, or its trainer "
+                "lists no episodes): its training episodes are not recorded, and evaluate "
+                "--training-window approximates them from its reports"
             )
         if step >= config.steps:
             self.message(
