@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, register
+from batchppo.core.backends import Backend, FactoryRecipe, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.brax_env import BraxEnv
 
-__all__ = ["check_brax_id", "make_brax_env"]
+__all__ = ["brax_recipe", "check_brax_id", "has_brax_api", "make_brax_env"]
 
 
 def check_brax_id(env_id: str) -> None:
@@ -58,6 +58,20 @@ def make_brax_env(
     )
 
 
+def has_brax_api(product: Any) -> bool:
+    """Whether a factory's product has Brax's API (``Backend.detect``): ``reset(rng)`` and
+    ``step(state, action)``, plus ``action_size`` and ``observation_size`` (MuJoCo
+    Playground's ``MjxEnv`` has them too)."""
+    names = ("reset", "step", "action_size", "observation_size")
+    return not isinstance(product, tuple) and all(hasattr(product, a) for a in names)
+
+
+def brax_recipe(env_id: str, product: Any) -> FactoryRecipe:
+    """Where a run of a factory's Brax env starts (``Backend.recipe``): the Ant preset's
+    hyperparameters, which fit Brax's locomotion tasks."""
+    return FactoryRecipe("ant_brax", "Brax's API")
+
+
 register(
     Backend(
         name="brax",
@@ -67,5 +81,7 @@ register(
         description="Brax envs in JAX, fused with the learner",
         title="Brax",
         requires="brax",
+        detect=has_brax_api,
+        recipe=brax_recipe,
     )
 )

@@ -2,7 +2,8 @@
 
 An env id ``"module:factory"`` names a callable of an importable module; it is called with the
 run's ``env_kwargs`` and returns an env object. Which fused backend runs it follows from the
-object's API (``jax_api``):
+object's API, which each backend's record reads (``Backend.detect``;
+[`factory_backend`][batchppo.backends.factory_backend] asks them in turn); the built-ins take:
 
 * gymnax's (``reset_env``, ``step_env`` and ``default_params``, as every
   ``gymnax.environments.environment.Environment``; Craftax's envs share it), or a tuple
@@ -24,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from batchppo.core.backends import factory_backend
 from batchppo.core.wording import import_env_module
 
 __all__ = [
     "call_factory",
     "expect_api",
     "is_factory_id",
-    "jax_api",
     "resolve_factory",
 ]
 
@@ -80,36 +81,10 @@ def call_factory(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> An
         ) from error
 
 
-def jax_api(product: Any) -> str | None:
-    """The fused backend whose API a factory's product has (``"gymnax"``, ``"brax"`` or
-    ``"jumanji"``), or None.
-
-    Args:
-        product: What an env factory returned: an env, or gymnax's ``(env, params)``.
-    """
-    env = product[0] if isinstance(product, tuple) and len(product) == 2 else product
-    if all(hasattr(env, a) for a in ("reset_env", "step_env", "default_params")):
-        return "gymnax"
-    if isinstance(product, tuple):
-        return None
-    if _has_jumanji_api(env):
-        return "jumanji"
-    if all(hasattr(env, a) for a in ("reset", "step", "action_size", "observation_size")):
-        return "brax"
-    return None
-
-
-def _has_jumanji_api(env: Any) -> bool:
-    """Whether ``env`` has Jumanji's API, read by shape (Jumanji need not be importable)."""
-    if not all(hasattr(env, a) for a in ("reset", "step", "observation_spec", "action_spec")):
-        return False
-    # dm_env's specs are methods; Jumanji's are (cached) properties holding spec objects.
-    return not callable(env.observation_spec) and not callable(env.action_spec)
-
-
 def expect_api(env_id: str, product: Any, api: str) -> None:
-    """Raises a one-line ``ValueError`` unless ``product`` has ``api`` (``jax_api``)."""
-    found = jax_api(product)
+    """Raises a one-line ``ValueError`` unless backend ``api`` runs ``product``
+    (``factory_backend``)."""
+    found = factory_backend(product)
     if found != api:
         has = f"{found}'s API" if found else f"a {type(product).__name__}"
         raise ValueError(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchppo.backends._deferred import deferred_imports
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, register
+from batchppo.core.backends import Backend, FactoryRecipe, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ __all__ = [
     "GYMNAX_DEFERRED",
     "GYMNAX_TESTED_IDS",
     "check_gymnax_id",
+    "gymnax_recipe",
+    "has_gymnax_api",
     "import_gymnax",
     "make_gymnax_env",
 ]
@@ -108,6 +110,41 @@ def make_gymnax_env(
     )
 
 
+def has_gymnax_api(product: Any) -> bool:
+    """Whether a factory's product has gymnax's API (``Backend.detect``): ``reset_env``,
+    ``step_env`` and ``default_params``, as every ``gymnax.environments.environment.Environment``
+    (Craftax's envs share it), alone or in a tuple ``(env, params)`` as ``gymnax.make`` returns."""
+    env = product[0] if isinstance(product, tuple) and len(product) == 2 else product
+    return all(hasattr(env, a) for a in ("reset_env", "step_env", "default_params"))
+
+
+def gymnax_recipe(env_id: str, product: Any) -> FactoryRecipe:
+    """Where a run of a factory's gymnax env starts (``Backend.recipe``): the preset of its
+    spaces, CartPole's (a vector, Discrete actions), Pendulum's (a vector, Box actions) or
+    MinAtar's (an image, Discrete actions).
+
+    Raises:
+        ValueError: No preset fits the spaces.
+    """
+    inner, params = product if isinstance(product, tuple) else (product, None)
+    params = inner.default_params if params is None else params
+    obs, act = inner.observation_space(params), inner.action_space(params)
+    shape = tuple(getattr(obs, "shape", ()))
+    discrete = type(act).__name__ == "Discrete"
+    if len(shape) == 3 and discrete:
+        preset = "breakout_minatar"
+    elif len(shape) == 1:
+        preset = "cartpole_jax" if discrete else "pendulum_jax"
+    else:
+        raise ValueError(
+            f"env {env_id!r}: no starting recipe fits gymnax observation shape {shape} and "
+            f"action space {type(act).__name__}: pick a config with --config"
+        )
+    kind = f"gymnax's API, observations {shape}, {type(act).__name__} actions"
+    own_limit = bool(getattr(params, "max_steps_in_episode", None))
+    return FactoryRecipe(preset, kind, own_time_limit=own_limit)
+
+
 register(
     Backend(
         name="gymnax",
@@ -115,5 +152,7 @@ register(
         check_env_id=check_gymnax_id,
         host=False,
         description="gymnax envs in JAX, fused with the learner",
+        detect=has_gymnax_api,
+        recipe=gymnax_recipe,
     )
 )

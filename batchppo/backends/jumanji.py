@@ -11,13 +11,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, lazy, register
+from batchppo.core.backends import Backend, FactoryRecipe, lazy, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.jumanji_env import JumanjiEnv
 
-__all__ = ["JUMANJI_TESTED_IDS", "check_jumanji_id", "make_jumanji_env"]
+__all__ = [
+    "JUMANJI_TESTED_IDS",
+    "check_jumanji_id",
+    "has_jumanji_api",
+    "jumanji_recipe",
+    "make_jumanji_env",
+]
 
 JUMANJI_TESTED_IDS = ("Snake-v1", "Game2048-v1", "Maze-v0", "Minesweeper-v0")
 """Jumanji ids whose spaces batchppo's tests check (Snake's episodes step by step, Game2048
@@ -75,6 +81,44 @@ def make_jumanji_env(
     )
 
 
+def has_jumanji_api(product: Any) -> bool:
+    """Whether a factory's product has Jumanji's API (``Backend.detect``), read by shape
+    (Jumanji need not be importable): ``reset(key)`` and ``step(state, action)``, and
+    ``observation_spec`` and ``action_spec`` as spec objects, as every ``jumanji.Environment``."""
+    names = ("reset", "step", "observation_spec", "action_spec")
+    if isinstance(product, tuple) or not all(hasattr(product, a) for a in names):
+        return False
+    # dm_env's specs are methods; Jumanji's are (cached) properties holding spec objects.
+    return not callable(product.observation_spec) and not callable(product.action_spec)
+
+
+def jumanji_recipe(env_id: str, product: Any) -> FactoryRecipe:
+    """Where a run of a factory's Jumanji env starts (``Backend.recipe``), from its specs read
+    as spaces (``jumanji_env.jumanji_spaces``): Pendulum's preset for Box actions, MinAtar's
+    for an image observation, CartPole's otherwise, the generic network (an encoder per
+    observation leaf, a head per action leaf) but for the image.
+
+    Raises:
+        ValueError: A spec the spaces cannot take.
+    """
+    from batchppo.backends.jumanji_env import jumanji_spaces  # JAX: only when a recipe runs
+    from batchppo.core import spaces
+
+    obs, act = jumanji_spaces(product, f"env {env_id!r}")
+    generic = {"network": "feed_forward"}
+    if isinstance(act, spaces.Box):
+        preset, changes = "pendulum_jax", generic
+    elif spaces.has_image(obs):
+        preset, changes = "breakout_minatar", {}
+    else:
+        preset, changes = "cartpole_jax", generic
+    limit = getattr(product, "time_limit", None)
+    words = spaces.describe(obs).replace("'", "")
+    kind = f"Jumanji's API, observations {words}, {spaces.describe(act)} actions"
+    own_limit = isinstance(limit, int) and limit >= 1
+    return FactoryRecipe(preset, kind, changes, own_time_limit=own_limit)
+
+
 register(
     Backend(
         name="jumanji",
@@ -86,5 +130,7 @@ register(
         requires="jumanji",
         # One env built before a run dir is made: its mistakes are one line, with exit 2.
         probe=lazy("batchppo.backends.jumanji_env:probe_jumanji_env"),
+        detect=has_jumanji_api,
+        recipe=jumanji_recipe,
     )
 )

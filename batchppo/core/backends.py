@@ -51,7 +51,7 @@ import importlib.util
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from batchppo.core.registry import Registry, lazy
 from batchppo.core.wording import did_you_mean, prose
@@ -63,8 +63,10 @@ __all__ = [
     "BACKENDS",
     "ENTRY_POINT_GROUP",
     "Backend",
+    "FactoryRecipe",
     "MakeEnv",
     "check_restarts",
+    "factory_backend",
     "get_backend",
     "lazy",
     "names",
@@ -97,6 +99,26 @@ class MakeEnv(Protocol):
     ) -> Env:
         """Returns the env (with a ``close()`` method)."""
         ...
+
+
+class FactoryRecipe(NamedTuple):
+    """Where a run of a factory's env starts on the backend that runs it, given no config
+    (``Backend.recipe``): a preset, with the env, its ``env_kwargs`` and the backend set on
+    top, and the changes below.
+
+    Attributes:
+        preset: The preset whose hyperparameters the run takes.
+        kind: What the env has, for the message (``"gymnax's API, observations (4,),
+            Discrete actions"``).
+        changes: Fields set on top of the preset (a network that takes the env's spaces).
+        own_time_limit: Whether the env ends its episodes itself: ``max_length`` None then,
+            else the recipes' limit (``experiment.recipes.RECIPE_MAX_LENGTH``).
+    """
+
+    preset: str
+    kind: str
+    changes: Mapping[str, Any] = types.MappingProxyType({})
+    own_time_limit: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,6 +161,15 @@ class Backend:
             backend's fused mode calls ALE's XLA FFI there), leaving no envs for a Python loop
             to step (``host_loop``) nor for stacked seeds to share through host calls; None:
             never ([`steps_in_program`][batchppo.backends.Backend.steps_in_program]).
+        detect: ``detect(product)``: whether what an env id ``module:factory`` returned (an
+            env, or gymnax's ``(env, params)``) is an env this backend runs (its API, read by
+            shape); the first backend in registry order that says so runs it
+            ([`factory_backend`][batchppo.backends.factory_backend]). None: it runs no
+            factory's envs (the host backends resolve ``module:factory`` ids themselves).
+        recipe: ``recipe(env_id, product)``: where a run of a product that ``detect`` took
+            starts when it names no config (``batchppo train --env module:factory``), a
+            [`FactoryRecipe`][batchppo.backends.FactoryRecipe], or a one-line
+            ``ValueError`` where no preset fits the env; None: such a run needs a config.
     """
 
     name: str
@@ -154,6 +185,8 @@ class Backend:
     install: str = ""
     probe: Callable[..., Any] | None = None
     in_program: Callable[[Any], bool] | None = None
+    detect: Callable[[Any], bool] | None = None
+    recipe: Callable[[str, Any], FactoryRecipe] | None = None
 
     def __post_init__(self) -> None:
         if not self.title:
@@ -311,6 +344,20 @@ def get_backend(name: str) -> Backend:
         ValueError: An unknown name, with a close match and the valid names.
     """
     return BACKENDS.lookup(name)
+
+
+def factory_backend(product: Any) -> str | None:
+    """The backend that runs what an env id ``module:factory`` returned: the first in registry
+    order (the built-ins, then those of entry points) whose ``detect`` takes it; None for any
+    other product (a Gymnasium env, for the host backends).
+
+    Args:
+        product: What an env factory returned: an env, or gymnax's ``(env, params)``.
+    """
+    for backend in BACKENDS.values():
+        if backend.detect is not None and backend.detect(product):
+            return backend.name
+    return None
 
 
 def names(*, host: bool | None = None, supports_restarts: bool | None = None) -> tuple[str, ...]:

@@ -5,8 +5,9 @@
 [`recipe_for_env`][batchppo.experiment.recipes.recipe_for_env] builds the env once
 ([`check_env`][batchppo.experiment.env_checks.check_env]) and takes the first of
 [`RECIPES`][batchppo.experiment.recipes.RECIPES] that matches its spaces: a preset and the
-fields set on top of it. A ``module:factory`` whose env has a pure-JAX API (gymnax's, Brax's,
-Jumanji's) runs fused on its backend, from a preset of that API.
+fields set on top of it. A ``module:factory`` whose env a backend's record takes (its
+``detect``: gymnax's, Brax's or Jumanji's API, or a plug-in's) runs on that backend, from the
+preset its ``recipe`` names.
 """
 
 from __future__ import annotations
@@ -180,28 +181,14 @@ RECIPES: list[Recipe] = [
 """Starting recipes, tried in order; the first that matches the env's spaces is taken."""
 
 
-FUSED_RECIPES = {
-    "brax": "ant_brax",
-    "gymnax-discrete": "cartpole_jax",
-    "gymnax-box": "pendulum_jax",
-    "gymnax-image": "breakout_minatar",
-    "jumanji-discrete": "cartpole_jax",
-    "jumanji-box": "pendulum_jax",
-    "jumanji-image": "breakout_minatar",
-}
-"""The preset a factory's pure-JAX env starts from, by its API and spaces (``_fused_recipe``)."""
-
-GENERIC_NETWORK = {"network": "feed_forward"}
-"""The network of a recipe whose spaces may be trees: an encoder per observation leaf, a head per
-action leaf."""
-
-
 def _fused_recipe(
     env: str, env_kwargs: Mapping[str, Any] | None, env_wrappers: Sequence[Any]
 ) -> tuple[RunConfig, str] | None:
-    """The recipe of a ``module:factory`` whose env has a pure-JAX API, run on its fused
-    backend (``batchppo.backends.factories``); None for any other env (a Gymnasium one)."""
-    from batchppo.backends.factories import call_factory, jax_api
+    """The recipe of a ``module:factory`` whose env a backend's record takes
+    (``factory_backend``), run on that backend from its ``recipe``; None for any other env (a
+    Gymnasium one)."""
+    from batchppo.backends import factory_backend, get_backend
+    from batchppo.backends.factories import call_factory
     from batchppo.core.pure_env import RESTART_OPTIONS
 
     # The adapters' own restart options are not the factory's keywords.
@@ -212,7 +199,7 @@ def _fused_recipe(
         # A 'module:EnvId' that the module registers, or a factory that fails: the host
         # backends' check names the problem and its fix, with the line that raised.
         return None
-    api = jax_api(product)
+    api = factory_backend(product)
     if api is None:
         close = getattr(product, "close", None)
         if callable(close):
@@ -220,18 +207,24 @@ def _fused_recipe(
         return None
     if env_wrappers:
         raise ConfigError(
-            f"env {env!r} returns an env with {api}'s API, which runs fused: env_wrappers wrap "
-            "Gymnasium envs; leave them out and wrap the env in its factory"
+            f"env {env!r} returns an env of the {api} backend: env_wrappers wrap Gymnasium "
+            "envs; leave them out and wrap the env in its factory"
         )
-    if api == "brax":
-        key, kind, own = "brax", "Brax's API", {}
-    elif api == "jumanji":
-        key, kind, own = _jumanji_recipe(env, product)
-    else:
-        key, kind, own = _gymnax_recipe(env, product)
-    changes = {"env": env, "env_kwargs": dict(env_kwargs or {}), "backend": api, **own}
-    preset = FUSED_RECIPES[key]
-    config = replace_config(get_preset(preset), changes)
+    backend = get_backend(api)
+    if backend.recipe is None:
+        raise ConfigError(
+            f"env {env!r} returns an env of the {api} backend, which has no starting recipe: "
+            "pick a config with --config (`batchppo list`)"
+        )
+    try:
+        start = backend.recipe(env, product)
+    except ValueError as error:
+        raise ConfigError(str(error)) from error
+    max_length = None if start.own_time_limit else RECIPE_MAX_LENGTH
+    changes = {"env": env, "env_kwargs": dict(env_kwargs or {}), "backend": api}
+    config = replace_config(
+        get_preset(start.preset), {**changes, "max_length": max_length, **start.changes}
+    )
     limit = (
         "the env's own time limit ends episodes"
         if config.max_length is None
@@ -239,58 +232,15 @@ def _fused_recipe(
     )
     network = (
         f" with network={config.network} (an encoder per observation leaf, a head per action leaf)"
-        if "network" in own
+        if "network" in start.changes
         else ""
     )
     message = (
-        f"no --config: {env} returns an env with {kind}, so the run is fused on the {api} "
-        f"backend from the {preset} recipe{network} ({config.steps:,} steps); {limit}"
+        f"no --config: {env} returns an env with {start.kind}, so the run is fused on the "
+        f"{api} backend from the {start.preset} recipe{network} ({config.steps:,} steps); "
+        f"{limit}"
     )
     return config, message
-
-
-def _gymnax_recipe(env: str, product: Any) -> tuple[str, str, dict[str, Any]]:
-    """``(recipe key, what the env has, changes)`` of an env with gymnax's API."""
-    inner, params = product if isinstance(product, tuple) else (product, None)
-    params = inner.default_params if params is None else params
-    obs, act = inner.observation_space(params), inner.action_space(params)
-    shape = tuple(getattr(obs, "shape", ()))
-    discrete = type(act).__name__ == "Discrete"
-    if len(shape) == 3 and discrete:
-        key = "gymnax-image"
-    elif len(shape) == 1:
-        key = "gymnax-discrete" if discrete else "gymnax-box"
-    else:
-        raise ConfigError(
-            f"env {env!r}: no starting recipe fits gymnax observation shape {shape} and "
-            f"action space {type(act).__name__}: pick a config with --config"
-        )
-    kind = f"gymnax's API, observations {shape}, {type(act).__name__} actions"
-    own = getattr(params, "max_steps_in_episode", None)
-    return key, kind, {"max_length": None if own else RECIPE_MAX_LENGTH}
-
-
-def _jumanji_recipe(env: str, product: Any) -> tuple[str, str, dict[str, Any]]:
-    """``(recipe key, what the env has, changes)`` of an env with Jumanji's API: its specs
-    read as spaces (``batchppo.backends.jumanji_env.jumanji_spaces``)."""
-    from batchppo.backends.jumanji_env import jumanji_spaces  # JAX: only when a recipe runs
-    from batchppo.core import spaces
-
-    try:
-        obs, act = jumanji_spaces(product, f"env {env!r}")
-    except ValueError as error:
-        raise ConfigError(str(error)) from error
-    if isinstance(act, spaces.Box):
-        key, own = "jumanji-box", dict(GENERIC_NETWORK)
-    elif spaces.has_image(obs):
-        key, own = "jumanji-image", {}
-    else:
-        key, own = "jumanji-discrete", dict(GENERIC_NETWORK)
-    limit = getattr(product, "time_limit", None)
-    own["max_length"] = None if isinstance(limit, int) and limit >= 1 else RECIPE_MAX_LENGTH
-    words = spaces.describe(obs).replace("'", "")
-    kind = f"Jumanji's API, observations {words}, {spaces.describe(act)} actions"
-    return key, kind, own
 
 
 def recipe_for_env(

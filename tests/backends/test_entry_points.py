@@ -25,46 +25,80 @@ GROUP = backends.ENTRY_POINT_GROUP
 pytestmark = pytest.mark.timeout(300)
 
 TINY_MODULE = '''
-"""A user's backend package: importing it registers the fused backend "tiny"."""
+"""A user's backend package: importing it registers the fused backend "tiny", whose env is a
+corridor walk written in JAX against batchppo's Env protocol."""
 
-from batchppo.backends import Backend, register
+import jax.numpy as jnp
+import numpy as np
+
+from batchppo.backends import Backend, FactoryRecipe, register
+from batchppo.backends.factories import call_factory, is_factory_id
+from batchppo.core import spaces
+from batchppo.core.env import EnvSpec, StepResult
 
 BUILT = []
 
 
-class TinyEnv:
-    """gymnax's env of ``env_id`` behind the core Env protocol, in the package's own class."""
+class Corridor:
+    """The game a factory returns: a corridor of ``length`` cells."""
 
-    def __init__(self, env_id, num_envs, *, max_length, normalize_ranges):
-        from batchppo.backends import GymnaxEnv
+    def __init__(self, length=5):
+        self.length = length
 
-        self._env = GymnaxEnv(
-            env_id, num_envs, max_length=max_length, normalize_ranges=normalize_ranges
-        )
+
+def corridor(length=5):
+    """The package's env factory (``--env tinybackend:corridor``)."""
+    return Corridor(length)
+
+
+class CorridorEnv:
+    """A batch of walks from cell 0: action 1 steps right, 0 left; the last cell ends the
+    episode (terminated, reward 1), each other step costs 0.01, ``max_length`` steps cut it."""
+
+    def __init__(self, game, num_envs, max_length):
+        self._game, self._num_envs, self._max_length = game, num_envs, max_length or 50
 
     @property
     def spec(self):
-        return self._env.spec
+        obs = spaces.box((1,), np.float32, 0, self._game.length - 1)
+        return EnvSpec.from_spaces(obs, spaces.Discrete(2))
 
     @property
     def num_envs(self):
-        return self._env.num_envs
+        return self._num_envs
 
     def reset(self, key):
-        return self._env.reset(key)
+        cells = jnp.zeros(self._num_envs, jnp.int32)
+        return (cells, cells), cells[:, None].astype(jnp.float32)
 
     def step(self, state, action, key):
-        return self._env.step(state, action, key)
+        cell, steps = state
+        cell = jnp.clip(cell + 2 * action.astype(jnp.int32) - 1, 0, self._game.length - 1)
+        steps = steps + 1
+        terminated = cell == self._game.length - 1
+        truncated = (steps >= self._max_length) & ~terminated
+        done = terminated | truncated
+        final_obs = cell[:, None].astype(jnp.float32)
+        cell, steps = jnp.where(done, 0, cell), jnp.where(done, 0, steps)
+        return StepResult(
+            state=(cell, steps),
+            obs=cell[:, None].astype(jnp.float32),
+            reward=jnp.where(terminated, 1.0, -0.01),
+            terminated=terminated,
+            truncated=truncated,
+            final_obs=final_obs,
+        )
 
 
-def make_tiny_env(env_id, num_envs, *, max_length, normalize_ranges, **_):
+def make_tiny_env(env_id, num_envs, *, max_length, env_kwargs, **_):
+    game = call_factory(env_id, env_kwargs) if is_factory_id(env_id) else Corridor(**env_kwargs)
     BUILT.append((env_id, num_envs))
-    return TinyEnv(env_id, num_envs, max_length=max_length, normalize_ranges=normalize_ranges)
+    return CorridorEnv(game, num_envs, max_length)
 
 
 def check_tiny_id(env_id):
-    if env_id != "CartPole-v1":
-        raise ValueError(f"unknown tiny env id {env_id!r}; the tiny backend has CartPole-v1")
+    if env_id != "Corridor-v0" and not is_factory_id(env_id):
+        raise ValueError(f"unknown tiny env id {env_id!r}; the tiny backend has Corridor-v0")
 
 
 def record(name):
@@ -74,6 +108,10 @@ def record(name):
         check_env_id=check_tiny_id,
         host=False,
         description="a tiny package's envs",
+        detect=lambda product: isinstance(product, Corridor),
+        recipe=lambda env_id, game: FactoryRecipe(
+            "cartpole_jax", f"a corridor of {game.length} cells", {"policy_layers": (8,)}
+        ),
     )
 
 
@@ -94,10 +132,13 @@ raise ImportError("no simulator here\\n(a second line that the warning leaves ou
 
 @pytest.fixture
 def fresh_registry() -> Iterator[None]:
-    """The registry loads its entry points again, and forgets the tiny package's afterwards."""
+    """The registry loads its entry points again, and forgets the tiny package's afterwards
+    (those its module registered when a run imported it for its factory too)."""
     backends.BACKENDS.forget_entry_points()
     yield
     backends.BACKENDS.forget_entry_points()
+    for name in ("tiny", "tiny-a", "tiny-b"):
+        backends.BACKENDS.pop(name, None)
 
 
 def test_a_backend_from_an_entry_point_trains_from_the_cli(
@@ -109,14 +150,35 @@ def test_a_backend_from_an_entry_point_trains_from_the_cli(
     code = cli.main(
         [
             "train", "--config", "cartpole_jax", "--set", "backend=tiny",
-            "--set", "steps=4096", "--logdir", str(logdir), "--progress", "none",
+            "--set", "env=Corridor-v0", "--set", "steps=1024",
+            "--logdir", str(logdir), "--progress", "none",
         ]
     )  # fmt: skip
     assert code == 0
     (config_file,) = logdir.glob("*/config.yaml")
-    assert yaml.safe_load(config_file.read_text())["backend"] == "tiny"
-    assert ("CartPole-v1", 16) in sys.modules["tinybackend"].BUILT  # the package's make built it
+    stored = yaml.safe_load(config_file.read_text())
+    assert (stored["backend"], stored["env"]) == ("tiny", "Corridor-v0")
+    assert ("Corridor-v0", 16) in sys.modules["tinybackend"].BUILT  # the package's make built it
     assert backends.get_backend("tiny").fused and backends.names()[-1] == "tiny"
+
+
+def test_a_backends_factory_env_trains_from_its_recipe_with_no_config(
+    tmp_path, install_package, fresh_registry, capsys
+):
+    install_package("tinybackend", {GROUP: {"tiny": "tinybackend"}}, {"tinybackend": TINY_MODULE})
+    logdir = tmp_path / "logs"
+    argv = ["train", "--env", "tinybackend:corridor", "--set", "steps=1024"]
+    assert cli.main([*argv, "--logdir", str(logdir), "--progress", "none"]) == 0
+    assert capsys.readouterr().err == (
+        "batchppo: no --config: tinybackend:corridor returns an env with a corridor of 5 cells, "
+        "so the run is fused on the tiny backend from the cartpole_jax recipe (300,000 steps); "
+        "max_length=1000 (--set max_length=N)\n"
+    )  # the recipe's own steps, before --set
+    (config_file,) = logdir.glob("*/config.yaml")
+    stored = yaml.safe_load(config_file.read_text())
+    assert (stored["backend"], stored["env"]) == ("tiny", "tinybackend:corridor")
+    assert (stored["max_length"], stored["policy_layers"]) == (1000, [8])
+    assert ("tinybackend:corridor", 16) in sys.modules["tinybackend"].BUILT
 
 
 def test_a_broken_entry_point_warns_in_one_line_and_others_still_work(

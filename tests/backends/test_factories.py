@@ -9,8 +9,8 @@ import jax
 import numpy as np
 import pytest
 
-from batchppo.backends import BraxEnv, GymnaxEnv, make_env
-from batchppo.backends.factories import jax_api, resolve_factory
+from batchppo.backends import BraxEnv, GymnaxEnv, factory_backend, make_env
+from batchppo.backends.factories import resolve_factory
 from batchppo.core.simulation import init_sim_state, rollout
 from batchppo.experiment import configs, recipes, training
 from batchppo.testing import random_policy
@@ -26,11 +26,11 @@ def factories(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_api_names_the_backend(factories):
     import jax_factories as f
 
-    assert jax_api(f.cartpole()) == "gymnax"
-    assert jax_api(f.cartpole_env()) == "gymnax"
-    assert jax_api(f.inverted_pendulum()) == "brax"
+    assert factory_backend(f.cartpole()) == "gymnax"
+    assert factory_backend(f.cartpole_env()) == "gymnax"
+    assert factory_backend(f.inverted_pendulum()) == "brax"
     env = f.gymnasium_cartpole()
-    assert jax_api(env) is None
+    assert factory_backend(env) is None
     env.close()
 
 

@@ -16,8 +16,7 @@ from jumanji import specs
 from jumanji.wrappers import JumanjiToDMEnvWrapper
 
 from batchppo import cli
-from batchppo.backends import JumanjiEnv, check_jumanji_id, make_env
-from batchppo.backends.factories import jax_api
+from batchppo.backends import JumanjiEnv, check_jumanji_id, factory_backend, make_env
 from batchppo.backends.jumanji_env import jumanji_spaces
 from batchppo.core import spaces
 from batchppo.core.env import Env
@@ -54,9 +53,9 @@ def assert_box(space, shape, dtype, low, high) -> None:
 
 def test_the_api_is_read_by_shape():
     snake = jumanji.make("Snake-v1")
-    assert jax_api(snake) == "jumanji"
+    assert factory_backend(snake) == "jumanji"
     # dm_env's specs are methods: not Jumanji's API.
-    assert jax_api(JumanjiToDMEnvWrapper(snake)) is None
+    assert factory_backend(JumanjiToDMEnvWrapper(snake)) is None
 
 
 def test_snake_specs_are_its_spaces_and_its_observations_a_dict():
