@@ -59,13 +59,12 @@ import multiprocessing as mp
 import os
 import runpy
 import sys
-import time
 import warnings
 from collections.abc import Callable
 
 import gymnasium
 import numpy as np
-from harness import Side, Timing, compare, run_for, write_json
+from harness import Side, Timing, compare, run_for, time_calls, write_json
 
 from batchppo.envs import BatchEnv, WorkerOptions
 
@@ -307,10 +306,8 @@ def stack_cpu(env_id: str, n: int, steps: int, rounds: int) -> dict[str, float]:
     def side(name: str, env: BatchEnv) -> Side:
         def run(_: int) -> float:
             a = actions[name]
-            start = time.process_time()
-            for i in range(steps):
-                env.step_arrays(a[i % len(a)])
-            return (time.process_time() - start) / steps / n * 1e6
+            calls = time_calls(lambda: [env.step_arrays(a[i % len(a)]) for i in range(steps)], 1)
+            return calls.cpu_s[0] / steps / n * 1e6
 
         return Side(name, run)
 

@@ -67,7 +67,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness import Result, Side, compare, json_line, python_env, run_process, write_json
+from harness import Result, Side, compare, run_process, spawn, write_json
 
 ENV_ID = "HalfCheetah-v5"
 PRESET = "cheetah_fast"
@@ -330,10 +330,10 @@ def run_cleanrl_atari(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="cleanrl-") as cwd:
         env = {**os.environ, "PYTHONPATH": str(cleanrl_dir)}
         command = cleanrl_command(str(cleanrl_dir), args.atari, args.steps, args.seed)
-        run = _run_timed(command, args.timeout, cwd=cwd, env=env)
-        if "error" in run:
-            return run
-        del run["stdout"]
+        finished = run_process(command, args.timeout, cwd=cwd, env=env)
+        run = {"seconds": finished.seconds, "cpu_seconds": finished.cpu_seconds}
+        if finished.failure():
+            return {**run, **finished.failure()}
         (events,) = Path(cwd).glob("runs/*")
         returns = read_scalars(events)["charts/episodic_return"]
         if args.logdir:
@@ -477,30 +477,12 @@ def _key(seed: int):
     return jax.random.key(seed + 10_007)
 
 
-def _run_timed(command: Sequence[str], timeout: float, **options: Any) -> dict:
-    """Runs ``command`` (``harness.run_process``: its process tree's CPU time sampled, killed
-    past ``timeout``); ``stdout``, wall-clock and CPU ``seconds``, or ``error`` (its failure)."""
-    finished = run_process(command, timeout, **options)
-    failure = finished.failure()
-    if failure:
-        return {"error": failure["error"], "seconds": finished.seconds}
-    return {
-        "stdout": finished.stdout,
-        "seconds": finished.seconds,
-        "cpu_seconds": finished.cpu_seconds,
-    }
-
-
 def _spawn(runner: str, args: argparse.Namespace, worker_args: Sequence[Any] = ()) -> dict:
     """Runs ``runner``'s worker in a fresh process (its arguments: ``worker_args``, else
     steps, seed and eval episodes); its result with wall-clock and CPU seconds."""
     worker_args = list(worker_args or (args.steps, args.seed, args.episodes))
-    command = [sys.executable, __file__, "_worker", runner, json.dumps(worker_args)]
-    run = _run_timed(command, args.timeout, env=python_env())
-    if "error" in run:
-        return run
-    result = json_line(run.pop("stdout"))
-    return {**run, "error": "printed no JSON line"} if result is None else {**result, **run}
+    command = ["_worker", runner, json.dumps(worker_args)]
+    return spawn(__file__, command, args.timeout, timed=True)
 
 
 def _sides(runs: dict[str, Any], on_row: Any) -> dict[str, dict]:

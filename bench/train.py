@@ -260,27 +260,18 @@ def _print_row(row: dict, _: Result) -> None:
     print(f"{row['side']} (round {row['round']}): {row}", flush=True)
 
 
-def _rounds(runs: dict[str, list[str]], rounds: int, timeout: float) -> Result:
-    """Each worker spec of ``runs`` once per round, in alternating order so that a drift in
-    the machine's speed hits all (``harness.compare``)."""
+def _best_of_rounds(
+    runs: dict[str, list[str]], rounds: int, timeout: float, base: str, what: str = ""
+) -> dict:
+    """Each worker spec of ``runs`` once a round, in alternating order so that a drift in the
+    machine's speed hits all (``harness.compare``); prints each one's best steps/s over
+    ``base``'s and returns its fastest round (a spec that never reports ``sps`` left out)."""
     sides = [Side(name, lambda _, spec=spec: _spawn(spec, timeout)) for name, spec in runs.items()]
-    return compare(sides, rounds, on_row=_print_row)
-
-
-def _best_of_rounds(runs: dict[str, list[str]], rounds: int, timeout: float) -> dict:
-    """Each worker spec's fastest round (by ``sps``, see ``_rounds``); a spec that never reports
-    ``sps`` is left out."""
-    result = _rounds(runs, rounds, timeout)
+    result = compare(sides, rounds, on_row=_print_row)
+    for side, ratio in result.ratios(base, "sps", how="max").items():
+        print(f"ratio {side} / {base}{what} steps/s = {ratio:.3f}", flush=True)
     best = {name: result.best_row(name, "sps") for name in runs}
     return {name: row for name, row in best.items() if row is not None}
-
-
-def _print_ratios(best: dict, base: str, sides: list[str], what: str = "") -> None:
-    """Each of ``sides``' steps/s over ``base``'s, for those both measured."""
-    for side in sides:
-        if side in best and base in best:
-            ratio = best[side]["sps"] / best[base]["sps"]
-            print(f"ratio {side} / {base}{what} steps/s = {ratio:.3f}", flush=True)
 
 
 def _median_seconds(results: list[dict]) -> float:
@@ -306,22 +297,17 @@ def bench_pendulum(args: argparse.Namespace) -> dict:
     if args.compilation_cache:
         os.environ["BATCHPPO_BENCH_CACHE"] = args.compilation_cache
 
-    def side(name: str) -> Side:
-        spec = PENDULUM_RUNS[name]
-
-        def run(round_: int) -> dict:
-            if round_ < 0:  # the warm-up run: batchppo's compilations into the cache
-                if name == "sb3":
-                    return {}
-                return _spawn([*spec, "999", repr(time.time()), "4096"], timeout=args.timeout)
+    def run(name: str, round_: int) -> dict:
+        if round_ < 0:  # the warm-up: batchppo's compilations into the cache
+            spec = [] if name == "sb3" else ["999", repr(time.time()), "4096"]
+        else:
             extra = [str(args.max_steps)] if name == "sb3" else []
-            run_args = [str(round_), repr(time.time()), *extra, str(args.eval_every)]
-            return _spawn([*spec, *run_args], timeout=args.timeout)
-
-        return Side(name, run)
+            spec = [str(round_), repr(time.time()), *extra, str(args.eval_every)]
+        return _spawn([*PENDULUM_RUNS[name], *spec], args.timeout) if spec else {}
 
     warmup = 1 if args.compilation_cache else 0
-    result = compare([side(n) for n in names], args.seeds, warmup, on_row=_print_row)
+    sides = [Side(name, lambda round_, name=name: run(name, round_)) for name in names]
+    result = compare(sides, args.seeds, warmup, on_row=_print_row)
     rows = {}
     for name in names:
         runs = [r for r in result.rows if r["side"] == name]
@@ -345,9 +331,7 @@ def bench_throughput(args: argparse.Namespace) -> dict:
         kind: ["throughput", kind, str(args.pjx_steps), str(args.repeats)]
         for kind in ("purejaxrl", "batchppo")
     }
-    rows = _best_of_rounds(runs, args.rounds, timeout=args.timeout * 4)
-    _print_ratios(rows, "purejaxrl", ["batchppo"])
-    return rows
+    return _best_of_rounds(runs, args.rounds, args.timeout * 4, base="purejaxrl")
 
 
 def bench_cheetah(args: argparse.Namespace) -> dict:
@@ -356,15 +340,12 @@ def bench_cheetah(args: argparse.Namespace) -> dict:
         name: ["cheetah", str(args.cheetah_seconds), preset]
         for name, preset in (("in_graph", "cheetah_fast"), ("host_loop", "cheetah_fast+host_loop"))
     }
-    result = _rounds(runs, 1, timeout=args.cheetah_seconds + 300)
-    rows = {name: next(r for r in result.rows if r["side"] == name) for name in runs}
+    rows = _best_of_rounds(runs, 1, args.cheetah_seconds + 300, base="host_loop")
     for name, res in rows.items():
-        if "sps" in res:
-            print(
-                f"ratio batchppo {name} / CleanRL (quoted {CLEANRL_CHEETAH_SPS:.0f} steps/s) = "
-                f"{res['sps'] / CLEANRL_CHEETAH_SPS:.1f}"
-            )
-    _print_ratios({n: r for n, r in rows.items() if "sps" in r}, "host_loop", ["in_graph"])
+        print(
+            f"ratio batchppo {name} / CleanRL (quoted {CLEANRL_CHEETAH_SPS:.0f} steps/s) = "
+            f"{res['sps'] / CLEANRL_CHEETAH_SPS:.1f}"
+        )
     variants = _cheetah_variants(args) if args.cheetah_variants else {}
     return {"batchppo": rows, "variants": variants, "cleanrl_quoted_sps": CLEANRL_CHEETAH_SPS}
 
@@ -376,25 +357,20 @@ def bench_atari(args: argparse.Namespace) -> dict:
     rows = {}
     for n in dict.fromkeys(sizes):
         runs = {side: ["atari", str(args.atari_seconds), side, str(n)] for side in ATARI_SIDES}
-        best = _best_of_rounds(runs, args.rounds, timeout=args.atari_seconds + args.timeout)
-        rows[n] = best
+        timeout = args.atari_seconds + args.timeout
+        rows[n] = best = _best_of_rounds(runs, args.rounds, timeout, "process", f" at {n} envs")
         rates = ", ".join(f"{side} {res['sps']:,.0f}" for side, res in best.items())
         print(f"breakout_atari, {n} envs: agent steps/s {rates}", flush=True)
-        _print_ratios(best, "process", ["ale_host", "ale_fused"], f" at {n} envs")
     return rows
 
 
 def _cheetah_variants(args: argparse.Namespace) -> dict:
-    """Steps/s of preset variants (``cheetah_fast+recompute_advantages=false``) against it.
-
-    The preset and each variant alternate over ``--rounds`` rounds so that a drift in the
-    machine's speed hits both; each keeps its best round, and the ratio is variant / preset.
-    """
+    """Steps/s of preset variants (``cheetah_fast+recompute_advantages=false``) against it:
+    each keeps its best round of ``--rounds`` (``_best_of_rounds``), the ratio variant /
+    preset."""
     names = ["cheetah_fast", *args.cheetah_variants.split(",")]
     runs = {name: ["cheetah", str(args.cheetah_seconds), name] for name in names}
-    best = _best_of_rounds(runs, args.rounds, timeout=args.cheetah_seconds + 300)
-    _print_ratios(best, names[0], names[1:])
-    return best
+    return _best_of_rounds(runs, args.rounds, args.cheetah_seconds + 300, base=names[0])
 
 
 def _worker_main(argv: list[str]) -> None:

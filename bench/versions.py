@@ -65,7 +65,7 @@ def run_once(tree: Path, script: list[str], timeout: float) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     cmd = [sys.executable, str(tree / script[0]), *script[1:], "--json", str(out)]
     try:
-        finished = run_process(cmd, timeout, env=env, cwd=tree, capture=False)
+        finished = run_process(cmd, timeout, env=env, cwd=tree)
         if finished.exit != 0:
             raise SystemExit(f"versions: {' '.join(cmd)}: {finished.failure()['error']}")
         return flatten(json.loads(out.read_text()))

@@ -96,12 +96,17 @@ def test_a_relative_cleanrl_dir_reaches_the_script_run_in_its_fresh_directory(
 
     def fake_run(command, timeout, cwd, env):
         seen.update(command=command, pythonpath=env["PYTHONPATH"])
-        return {"error": "stopped here", "seconds": 0.0}
+        return load_bench("harness").Finished(2, "", "stopped here", 1.5, 0.5, timeout)
 
-    monkeypatch.setattr(learning, "_run_timed", fake_run)
+    monkeypatch.setattr(learning, "run_process", fake_run)
     monkeypatch.chdir(tmp_path)
     args = argparse.Namespace(cleanrl_dir="cl", atari="Pong", steps=5000, seed=3, timeout=1.0)
-    assert learning.run_cleanrl_atari(args) == {"error": "stopped here", "seconds": 0.0}
+    assert learning.run_cleanrl_atari(args) == {
+        "error": "exit 2: stopped here",
+        "exit": 2,
+        "seconds": 1.5,
+        "cpu_seconds": 0.5,
+    }
     assert seen["command"][6] == str(tmp_path / "cl" / "cleanrl" / "ppo_atari.py")
     assert seen["pythonpath"] == str(tmp_path / "cl")
 
