@@ -582,6 +582,10 @@ def _thread_counts(args: argparse.Namespace) -> list[int]:
     return counts
 
 
+MEDIANS = ("cpu_sps", "compile_s", "setup_s", "backend_s")
+"""The figures of each side's rows that ``summarize`` gives the median of, besides ``sps``."""
+
+
 def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
     """Per side: median steps/s, compile and set-up over rounds; the ratio batchppo / peer."""
     result = Result(sorted({r["side"] for r in rows}), rows)
@@ -618,10 +622,6 @@ def summarize(rows: list[dict[str, Any]], peer: str) -> dict[str, Any]:
         # Per round (the sides of one round ran back to back).
         summary["ratio_rounds"] = result.round_ratios("batchppo", peer, "sps")
     return summary
-
-
-MEDIANS = ("cpu_sps", "compile_s", "setup_s", "backend_s")
-"""The figures of each side's rows that ``summarize`` gives the median of, besides ``sps``."""
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -161,8 +161,8 @@ def test_a_native_abort_keeps_its_fatal_line_before_the_end_of_the_stack(tmp_pat
 
 
 def test_a_side_past_its_time_is_killed_and_reported(tmp_path):
-    assert harness().spawn(_script(tmp_path), ["sleep"], timeout=2) == {
-        "error": "timed out after 2 s",
+    assert harness().spawn(_script(tmp_path), ["sleep"], timeout=1) == {
+        "error": "timed out after 1 s",
         "exit": None,
     }
 
@@ -179,10 +179,10 @@ def test_a_stopped_bench_stops_the_run_it_was_timing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(h, "_tree_cpu", sample_then_stop)
     finished = tmp_path / "finished"
-    run = f"import time; time.sleep(3); open({str(finished)!r}, 'w').close()"
+    run = f"import time; time.sleep(1); open({str(finished)!r}, 'w').close()"
     with pytest.raises(SystemExit):
         h.run_process([sys.executable, "-c", run], timeout=300.0)
-    h.time.sleep(4.0)  # had the run been left going, it would have finished by now
+    h.time.sleep(1.5)  # had the run been left going, it would have finished by now
     assert not finished.exists()
 
 
