@@ -11,7 +11,7 @@ run dir that failed, such as on a full disk (the previous checkpoint intact). Th
 directory is importable, as under ``python -m``, so ``--env myenvs:MyEnv-v0`` finds
 ``./myenvs.py``.
 
-An env that fails during training (its exception or a dead worker, with ``max_env_restarts``
+An env that fails during training (its exception or a dead worker, with ``max_restarts``
 0 or spent) stops the run with a checkpoint of its last completed iteration: ``train`` prints
 the checkpoint and the resume command on one line, then ``batchppo: error: the env raised
 <type>: <message>``, and exits with status 1; the full error, the env's traceback included,

@@ -560,12 +560,12 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
             # batchppo's default restart draws a fresh reset (``cond``); ``first`` restarts
             # from each env's first state, as Brax's AutoResetWrapper does.
             name = "batchppo" if mode == "cond" else f"batchppo-{mode}"
-            env_kwargs = {} if mode == "cond" else {"env_kwargs": {"autoreset": mode}}
+            restart = {} if mode == "cond" else {"backend_options": {"autoreset": mode}}
             sides[name] = {
                 **base,
                 "side": "batchppo",
                 "workload": f"brax-{env}",
-                "settings": {**ours, "steps": steps, **env_kwargs},
+                "settings": {**ours, "steps": steps, **restart},
             }
         out.append(
             {"name": f"brax-{env}", "peer": "brax", "sides": sides, "differences": BRAX_DIFFERENCES}

@@ -1,12 +1,12 @@
 """Soak test: a long host-env training whose envs crash, hang and leak, with restarts on.
 
 A child process trains PPO (preset ``pendulum_fast``) on ``soak:FlakyPendulum-v0``
-(Pendulum-v1 in ``BatchEnv`` worker processes) with ``max_env_restarts`` and
-``env_step_timeout`` set. Each env step, at random
+(Pendulum-v1 in ``BatchEnv`` worker processes) with ``backend_options.max_restarts`` and
+``backend_options.step_timeout`` set. Each env step, at random
 (its own generator, seeded from the env's reset seed):
 
 * raises ``RuntimeError`` with probability ``--crash`` (the env is rebuilt in its worker),
-* sleeps past ``env_step_timeout`` with probability ``--hang`` (the worker is killed and
+* sleeps past ``step_timeout`` with probability ``--hang`` (the worker is killed and
   respawned, after dumping its stacks),
 * and always grows a buffer of the env by ``--leak`` bytes (a slow leak, freed when the env
   is rebuilt or its worker respawned).
@@ -93,9 +93,9 @@ def _child(args: argparse.Namespace) -> int:
         f"env_kwargs={env_kwargs}",
         "steps=1000000000",
         f"num_agents={args.envs}",
-        f"num_workers={args.workers}",
-        "max_env_restarts=1000000000",
-        f"env_step_timeout={args.timeout}",
+        f"backend_options.num_workers={args.workers}",
+        "backend_options.max_restarts=1000000000",
+        f"backend_options.step_timeout={args.timeout}",
         "log_every=100000",
         "eval_every=500000",
         "checkpoint_every=500000",
@@ -222,7 +222,7 @@ def main() -> int:
     parser.add_argument("--crash", type=float, default=1e-5, help="crash chance per env step")
     parser.add_argument("--hang", type=float, default=2e-6, help="hang chance per env step")
     parser.add_argument("--leak", type=int, default=64, help="bytes leaked per env step")
-    parser.add_argument("--timeout", type=float, default=5.0, help="env_step_timeout (s)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="step_timeout (s)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     return _child(args) if args.child else _watch(args)

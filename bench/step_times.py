@@ -1,5 +1,5 @@
-"""The slowest batch step and reset of the MuJoCo presets' envs: what ``env_step_timeout``
-must stay far above.
+"""The slowest batch step and reset of the MuJoCo presets' envs: what the ``process``
+backend's ``step_timeout`` (``backend_options.step_timeout``) must stay far above.
 
 For each preset, its envs are built as training builds them (``batchppo.envs.make`` with the
 preset's ``num_agents`` and ``num_workers``), reset, stepped ``--steps`` times with random
@@ -31,7 +31,8 @@ def main() -> None:
     for name in args.presets:
         config = configs.get_preset(name)
         env = make(
-            config.env, config.num_agents, num_workers=config.num_workers,
+            config.env, config.num_agents,
+            num_workers=config.backend_options.get("num_workers"),
             max_length=config.max_length, **config.env_kwargs,
         )  # fmt: skip
         start = time.perf_counter()

@@ -107,8 +107,7 @@ def test_unknown_config_lists_valid_names(capsys, tmp_path):
             "ray_address=auto",
             [
                 "config key 'ray_address' is now backend_options.address (an "
-                "option of the ray backend): give --set "
-                "'backend_options={address: auto}'"
+                "option of the ray backend): give --set backend_options.address=auto"
             ],
         ),
     ],

@@ -22,6 +22,7 @@ built); their envs live in modules of their own, imported on first use:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,6 @@ from batchppo.core.backends import (
     ENTRY_POINT_GROUP,
     Backend,
     FactoryRecipe,
-    check_restarts,
     factory_backend,
     get_backend,
     names,
@@ -81,7 +81,6 @@ __all__ = [
     "check_gymnasium_id",
     "check_gymnax_id",
     "check_jumanji_id",
-    "check_restarts",
     "factory_backend",
     "get_backend",
     "lazy",
@@ -106,16 +105,20 @@ def make_env(
     *,
     max_length: int | None = None,
     normalize_ranges: bool = True,
-    seed: int = 0,
-    num_workers: int | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     options: Mapping[str, Any] | None = None,
-    max_restarts: int = 0,
 ) -> Env:
     """Builds a batched Env by backend name: the one factory the trainer uses.
 
     The backend is looked up in the registry (``batchppo.core.backends``, filled by the backend
-    modules of this package), whose record builds the env.
+    modules of this package), whose record builds the env. The envs are seeded by the key given
+    to their first ``reset``.
+
+    Examples:
+        >>> env = make_env("Pendulum-v1", 2, "sync", options={"max_restarts": 1})
+        >>> env.num_envs, env.spec.obs_shape
+        (2, (3,))
+        >>> env.close()
 
     Args:
         env_id: Env id: a gymnax id (``gymnax``), a Brax env name (``brax``), a Jumanji id
@@ -123,54 +126,38 @@ def make_env(
             takes a ``module:factory`` too (``batchppo.backends.factories``).
         num_envs: Batch size.
         backend: A registered backend: ``process``, ``sync``, ``ray``, ``gymnax``, ``brax``,
-            ``jumanji``.
+            ``jumanji``, ``ale``.
         max_length: Time limit in steps; None keeps the env's own (1000 for Brax).
         normalize_ranges: Rescale finite observation bounds and action bounds to [-1, 1]
             (Brax actions are in [-1, 1] already; its observations are unbounded).
-        seed: Seed of envs that take one when built; the built-in backends take none: their
-            envs are seeded by the key given to ``reset``, the first reset of a host env
-            included.
-        num_workers: Worker processes for the ``process`` backend; None means one per core.
         env_kwargs: Keyword arguments of the env's constructor: ``gymnasium.make`` keywords
             (host backends), ``brax.envs.get_environment`` keywords (``brax``), ``EnvParams``
             fields (``gymnax``) or ``jumanji.make`` keywords (``jumanji``).
-        options: The backend's own settings, for a backend that takes some
-            ([`Backend.make_options`][batchppo.backends.Backend.make_options] of a config):
-            ``step_timeout`` for ``process`` and ``ray``, ``wrappers`` for the host backends,
-            and for ``ray`` its ``backend_options``, the other keyword arguments of
-            [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
-            ``startup_timeout``).
-        max_restarts: For backends that support restarts (``process``, ``sync``): the ``BatchEnv``'s
-            restart budget (envs whose step raised or whose worker died are rebuilt, their episodes
-            truncated, up to this many times;
-            [`HostEnv.restarts`][batchppo.backends.HostEnv.restarts] counts them); 0 fails fast.
+        options: The backend's options, as a config's ``backend_options`` gives them (those
+            not given take their defaults: ``num_workers``, ``max_restarts`` and
+            ``step_timeout`` of ``process``, ``autoreset`` of the pure-JAX backends...), and
+            the run-level settings of its ``run_options`` (``wrappers`` for the host backends
+            ``batchppo.envs.make`` builds): ``Backend.make_options`` of a config.
 
     Returns:
         An [`Env`][batchppo.core.Env] (with a ``close()`` method).
 
     Raises:
-        ValueError: An unknown backend, ``options`` for a backend that takes none, or
-            ``max_restarts`` for one without restarts.
+        ValueError: An unknown backend, or an option the backend does not take or of the
+            wrong type (one line, as [`check_options`][batchppo.backends.Backend.check_options]).
     """
     record = get_backend(backend)
-    options = dict(options or {})
-    if options and not record.takes_options:
-        takers = prose(b.name for b in BACKENDS.values() if b.takes_options)
-        raise ValueError(
-            f"options {sorted(options)}: backend {backend!r} takes none (backends with options:"
-            f" {takers})."
-        )
-    check_restarts(backend, max_restarts)
+    given = dict(options or {})
+    runs = set(record.run_options.values())
+    run = {key: value for key, value in given.items() if key in runs}
+    own = record.check_options({key: value for key, value in given.items() if key not in runs})
     return record.make(
         env_id,
         num_envs,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
-        seed=seed,
-        num_workers=num_workers,
         env_kwargs=dict(env_kwargs or {}),
-        max_restarts=max_restarts,
-        options=options,
+        options={**run, **(dataclasses.asdict(own) if own is not None else {})},
     )
 
 

@@ -129,9 +129,9 @@ def make_ale_env(
     num_envs: int,
     *,
     max_length: int | None,
+    normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
     options: Mapping[str, Any],
-    **_: Any,
 ) -> Env:
     """The ``ale`` backend's builder (``batchppo.core.backends.MakeEnv``): an
     [`AleFusedEnv`][batchppo.backends.ale_env.AleFusedEnv] (``mode=fused``) or a
@@ -142,14 +142,14 @@ def make_ale_env(
         env_id: An ALE id or ROM name.
         num_envs: Batch size.
         max_length: Must be None: games end at ``max_frames`` emulator frames.
+        normalize_ranges: Not read: uint8 frames and a Discrete action have nothing to map.
         env_kwargs: ``{"preprocess": ...}`` as the process backend takes it (the Atari
             preprocessing with its defaults when absent); nothing else.
-        options: ``AleOptions``' fields (``Backend.make_options``).
-        **_: The host-side arguments (seed, workers, restarts), unused: ALE's envs are
-            seeded by ``reset(key)``.
+        options: ``AleOptions``' fields.
     """
     from batchppo.backends import ale_env
 
+    del normalize_ranges
     own = AleOptions(**options)
     stack = ale_env.atari_stack(env_id, max_length, env_kwargs)
     if own.mode == "fused":

@@ -7,17 +7,37 @@ package) are imported when an env is built or an id checked.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
-from batchppo.core.backends import Backend, FactoryRecipe, register
+from batchppo.core.autoreset import RestartOptions
+from batchppo.core.backends import LEARNED, Backend, FactoryRecipe, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.brax_env import BraxEnv
 
-__all__ = ["brax_recipe", "check_brax_id", "has_brax_api", "make_brax_env"]
+__all__ = ["BraxOptions", "brax_recipe", "check_brax_id", "has_brax_api", "make_brax_env"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BraxOptions(RestartOptions):
+    """The ``backend_options`` of the ``brax`` backend: how finished envs restart
+    (``RestartOptions``; ``cond`` by default, since a Brax reset is expensive) and the physics
+    (``--set backend_options.backend=mjx``). All change what a run learns: a resumed run keeps
+    them."""
+
+    FROM_ENV_KWARGS: ClassVar[tuple[str, ...]] = ("autoreset", "reset_ratio", "backend")
+    """Stored configs gave them in ``env_kwargs``: they move here when such a config loads."""
+
+    autoreset: str = dataclasses.field(default="cond", metadata=LEARNED)
+    """How finished envs restart, one of ``AUTORESET_MODES``: ``cond`` runs a reset only at
+    steps where an episode ended."""
+    backend: str | None = dataclasses.field(default=None, metadata=LEARNED)
+    """Brax's physics backend (``generalized``, ``positional``, ``spring``, ``mjx``); None: the
+    env's default."""
 
 
 def check_brax_id(env_id: str) -> None:
@@ -40,21 +60,29 @@ def make_brax_env(
     num_envs: int,
     *,
     max_length: int | None,
+    normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
-    **_: Any,
+    options: Mapping[str, Any],
 ) -> BraxEnv:
     """The ``brax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``max_length`` None is Brax's 1000 steps; ``env_kwargs`` go to
-    ``brax.envs.get_environment`` (or a ``module:factory``), but for ``BraxEnv``'s own
-    ``backend``, ``autoreset`` and ``reset_ratio``; the host-side arguments are ignored (Brax
-    observations are unbounded and its actions in [-1, 1] already, so ``normalize_ranges``
-    changes nothing).
+    ``brax.envs.get_environment`` (or a ``module:factory``); ``options`` are ``BraxOptions``'
+    fields. ``normalize_ranges`` changes nothing: Brax observations are unbounded and its
+    actions in [-1, 1] already.
     """
     from batchppo.backends.brax_env import BraxEnv
 
+    del normalize_ranges
+    own = BraxOptions(**options)
     return BraxEnv(
-        env_id, num_envs, max_length=1000 if max_length is None else max_length, **env_kwargs
+        env_id,
+        num_envs,
+        max_length=1000 if max_length is None else max_length,
+        backend=own.backend,
+        autoreset=own.autoreset,
+        reset_ratio=own.reset_ratio,
+        **env_kwargs,
     )
 
 
@@ -80,6 +108,7 @@ register(
         host=False,
         description="Brax envs in JAX, fused with the learner",
         title="Brax",
+        options=BraxOptions,
         requires="brax",
         detect=has_brax_api,
         recipe=brax_recipe,

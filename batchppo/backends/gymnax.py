@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchppo.backends._deferred import deferred_imports
 from batchppo.backends.factories import is_factory_id, resolve_factory
+from batchppo.core.autoreset import RestartOptions
 from batchppo.core.backends import Backend, FactoryRecipe, register
 from batchppo.core.wording import unknown_id_message
 
@@ -86,27 +87,24 @@ def make_gymnax_env(
     max_length: int | None,
     normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
-    **_: Any,
+    options: Mapping[str, Any],
 ) -> GymnaxEnv:
     """The ``gymnax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``env_kwargs`` are ``EnvParams`` fields of a gymnax id, or the keywords a ``module:factory``
-    is called with, but for ``autoreset`` and ``reset_ratio`` (``GymnaxEnv``'s restart mode,
-    as for ``BraxEnv``); the host-side arguments are ignored.
+    is called with; ``options`` are ``RestartOptions``' fields (``GymnaxEnv``'s restart mode).
     """
     from batchppo.backends.gymnax_env import GymnaxEnv
 
-    changes = dict(env_kwargs)
-    from batchppo.core.pure_env import RESTART_OPTIONS
-
-    restart = {key: changes.pop(key) for key in RESTART_OPTIONS if key in changes}
+    restart = RestartOptions(**options)
     return GymnaxEnv(
         env_id,
         num_envs,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
-        param_changes=changes,
-        **restart,
+        param_changes=dict(env_kwargs),
+        autoreset=restart.autoreset,
+        reset_ratio=restart.reset_ratio,
     )
 
 
@@ -152,6 +150,7 @@ register(
         check_env_id=check_gymnax_id,
         host=False,
         description="gymnax envs in JAX, fused with the learner",
+        options=RestartOptions,
         detect=has_gymnax_api,
         recipe=gymnax_recipe,
     )

@@ -5,15 +5,19 @@ batch env factory (``process_batch_env``: a ``BatchEnv`` with worker processes, 
 ``in_process_batch_env``: envs stepped in the calling process), and hand it to the learner as a
 [`HostEnv`][batchppo.backends.HostEnv]. Their records are registered when this module is imported
 ([`batchppo.backends`][batchppo.backends] imports it); ``host_backend`` fills what every host
-backend built by ``envs.make`` shares, for ``batchppo.backends.ray`` too. The module is
-light: Gymnasium, JAX and the batch envs are imported when an env is built or an id checked.
+backend built by ``envs.make`` shares, for ``batchppo.backends.ray`` too. Their settings are a
+config's ``backend_options`` (``ProcessOptions``, ``SyncOptions``). The module is light:
+Gymnasium, JAX and the batch envs are imported when an env is built or an id checked.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import math
+import types
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from batchppo.core.backends import Backend, lazy, register
 
@@ -21,11 +25,13 @@ if TYPE_CHECKING:
     from batchppo.backends.host_env import HostEnv
 
 __all__ = [
+    "ProcessOptions",
+    "SyncOptions",
+    "WorkerSettings",
     "builds_with_envs_make",
     "check_gymnasium_id",
     "host_backend",
     "make_host_env",
-    "step_timeout_option",
 ]
 
 
@@ -40,10 +46,107 @@ def check_gymnasium_id(env_id: str) -> None:
     check_env_id(env_id)
 
 
-def step_timeout_option(config: Any) -> dict[str, Any]:
-    """The ``run_options`` of the backends whose workers answer within a timeout (``process``,
-    ``ray``): the config's ``env_step_timeout`` as ``step_timeout``."""
-    return {"step_timeout": config.env_step_timeout}
+def _check_workers(num_workers: int | None) -> None:
+    if num_workers is not None and num_workers < 1:
+        raise ValueError(
+            f"backend_options.num_workers={num_workers}: must be >= 1, or None for one per core"
+        )
+
+
+def _check_restarts(max_restarts: int) -> None:
+    if max_restarts < 0:
+        raise ValueError(
+            f"backend_options.max_restarts={max_restarts}: must be >= 0 (0 fails fast)"
+        )
+
+
+def _check_step_timeout(step_timeout: float | None) -> None:
+    if step_timeout is not None and not 0 < step_timeout < math.inf:
+        raise ValueError(
+            f"backend_options.step_timeout={step_timeout}: must be a number of seconds > 0, or "
+            "None to wait for ever"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncOptions:
+    """The ``backend_options`` of the ``sync`` backend (``--set backend_options.max_restarts=8``).
+    They may change when a run resumes."""
+
+    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
+        {"max_env_restarts": "max_restarts"}
+    )
+    """The config field that became this option (stored configs move it here)."""
+
+    max_restarts: int = 0
+    """How many env restarts each env batch (training, evaluation) may make in one training
+    process. An env whose step raises is then rebuilt and reset, its episode ending truncated,
+    and training goes on; the ``env_restarts`` train metric counts them. 0 fails fast: the env's
+    error ends the run. Past the budget the error is raised, naming this setting."""
+
+    def __post_init__(self) -> None:
+        _check_restarts(self.max_restarts)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """The ``backend_options`` that the backends whose envs step in workers share (``process``:
+    worker processes, ``ray``: Ray actors)."""
+
+    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
+        {"num_workers": "num_workers", "env_step_timeout": "step_timeout"}
+    )
+    """The config fields that became these options (stored configs move them here)."""
+
+    num_workers: int | None = None
+    """Worker processes (env actors for ``ray``); None: one per core (per CPU of the Ray
+    cluster)."""
+    step_timeout: float | None = 60.0
+    """Seconds a worker (or actor) may take to answer one step, reset or call of its envs. Past
+    it the worker is asked for its Python stacks and killed, and the run stops as on an env
+    error, with ``EnvTimeoutError`` naming the envs and where they were stuck; with
+    ``max_restarts`` the worker is respawned instead and its envs' episodes truncated. None
+    waits for ever. The default is far above any step or reset of the presets' envs, so it
+    fires on a hung env only; raise it for an env that is slow by nature."""
+
+    def __post_init__(self) -> None:
+        _check_workers(self.num_workers)
+        _check_step_timeout(self.step_timeout)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessOptions(WorkerSettings):
+    """The ``backend_options`` of the ``process`` backend: ``BatchEnv``'s worker options
+    ([`WorkerOptions`][batchppo.envs.WorkerOptions]), e.g. ``--set
+    backend_options.num_workers=4``. They may change when a run resumes."""
+
+    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
+        {**WorkerSettings.FORMER_FIELDS, **SyncOptions.FORMER_FIELDS}
+    )
+    """The config fields that became these options (stored configs move them here)."""
+
+    # max_restarts and the spins default to BatchEnv's own (WorkerOptions'), which importing
+    # would import Gymnasium when a config is parsed.
+    max_restarts: int = 0
+    """As ``SyncOptions.max_restarts``; a dead worker's envs are restarted too."""
+    spin_us: float = 50.0
+    """Microseconds the learner's wait for the workers spins before it blocks."""
+    worker_spin_us: float = 1000.0
+    """Microseconds a worker spins waiting for its next command before it blocks."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_restarts(self.max_restarts)
+        for name in ("spin_us", "worker_spin_us"):
+            if getattr(self, name) < 0:
+                raise ValueError(
+                    f"backend_options.{name}={getattr(self, name)}: must be >= 0 (microseconds)"
+                )
+
+
+_MAKE_ARGUMENTS = ("num_workers", "max_restarts", "step_timeout", "wrappers")
+"""The host backends' options that are arguments of ``batchppo.envs.make``; the others are the
+batch env factory's own keywords (``make``'s ``ray_options``)."""
 
 
 def make_host_env(
@@ -53,14 +156,14 @@ def make_host_env(
     backend: str | Callable[..., Any],
     max_length: int | None,
     normalize_ranges: bool,
-    seed: int,
-    num_workers: int | None,
     env_kwargs: Mapping[str, Any],
-    max_restarts: int,
     options: Mapping[str, Any],
 ) -> HostEnv:
     """The host backends' builder (``batchppo.core.backends.MakeEnv``):
     ``batchppo.envs.make(backend=backend)`` in a HostEnv.
+
+    The envs are left unreset: the learner's first ``HostEnv.reset(key)`` seeds them (the one
+    reset before the first step; the run's start-up probe has checked that the env resets).
 
     Args:
         env_id: Gymnasium id.
@@ -70,15 +173,11 @@ def make_host_env(
             one of ``envs.make``'s (``process``, ``sync``).
         max_length: Time limit in steps; None keeps the registry's.
         normalize_ranges: Rescale finite bounds to [-1, 1].
-        seed: Unused: the envs are left unreset, and the learner's first
-            ``HostEnv.reset(key)`` seeds them (the one reset before the first step; the
-            run's start-up probe has checked that the env resets).
-        num_workers: Worker processes (or actors).
         env_kwargs: ``gymnasium.make`` keywords.
-        max_restarts: ``BatchEnv``'s restart budget.
-        options: The backend's settings (``Backend.make_options``): ``step_timeout``,
-            ``wrappers`` (the config's ``env_wrappers``) and, for ``ray``, its
-            ``backend_options``, the ``ray_options`` of ``make``.
+        options: The backend's options and ``wrappers`` (the config's ``env_wrappers``):
+            ``num_workers``, ``max_restarts`` and ``step_timeout`` are ``envs.make``'s
+            arguments, the others the batch env factory's own keywords (``ProcessOptions``'
+            spin, ``RayOptions``' cluster settings).
 
     Returns:
         The [`HostEnv`][batchppo.backends.HostEnv] (it closes the batch env on ``close()``).
@@ -86,21 +185,16 @@ def make_host_env(
     from batchppo.backends.host_env import wrap_host_env
     from batchppo.envs import make as make_host_envs
 
-    options = dict(options)
-    step_timeout = options.pop("step_timeout", None)
-    wrappers = options.pop("wrappers", ())
-    del seed  # HostEnv.reset(key) seeds the envs
+    arguments = {k: v for k, v in options.items() if k in _MAKE_ARGUMENTS}
+    own = {k: v for k, v in options.items() if k not in _MAKE_ARGUMENTS}
     vector_env = make_host_envs(
         env_id,
         num_envs,
         backend=backend,
-        num_workers=num_workers,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
-        ray_options=options or None,
-        max_restarts=max_restarts,
-        step_timeout=step_timeout,
-        wrappers=wrappers,
+        ray_options=own or None,
+        **arguments,
         **env_kwargs,
     )
     # make()'s stack (ConvertTo32Bit, per env or applied to the batch in the workers) already
@@ -131,15 +225,9 @@ def _game_scores(vector_env: Any, env_kwargs: Mapping[str, Any]) -> Callable[[],
 _PROBE_GYMNASIUM = lazy("batchppo.backends.host_env:probe_gymnasium")
 
 
-def _with_wrappers(run_options: Callable[[Any], Mapping[str, Any]] | None) -> Any:
-    """A host backend's ``run_options``: its own, and the config's ``env_wrappers`` as
-    ``wrappers`` (which every env ``batchppo.envs.make`` builds is wrapped in)."""
-
-    def options(config: Any) -> dict[str, Any]:
-        own = dict(run_options(config)) if run_options is not None else {}
-        return {**own, "wrappers": tuple(getattr(config, "env_wrappers", ()) or ())}
-
-    return options
+WRAPPERS = {"env_wrappers": "wrappers"}
+"""The host backends' ``run_options``: the config's ``env_wrappers`` as ``wrappers`` (which
+every env ``batchppo.envs.make`` builds is wrapped in)."""
 
 
 def host_backend(
@@ -159,7 +247,6 @@ def host_backend(
     Returns:
         The record (not yet registered).
     """
-    fields["run_options"] = _with_wrappers(fields.get("run_options"))
     return Backend(
         name=name,
         make=functools.partial(make_host_env, backend=batch_env),
@@ -167,6 +254,7 @@ def host_backend(
         host=True,
         description=description,
         probe=_PROBE_GYMNASIUM,
+        run_options=WRAPPERS,
         **fields,
     )
 
@@ -183,8 +271,7 @@ register(
         "process",
         description="BatchEnv worker processes",
         batch_env=lazy("batchppo.envs.make:process_batch_env"),
-        supports_restarts=True,
-        run_options=step_timeout_option,
+        options=ProcessOptions,
     )
 )
 register(
@@ -192,6 +279,6 @@ register(
         "sync",
         description="envs stepped in the calling process",
         batch_env=lazy("batchppo.envs.make:in_process_batch_env"),
-        supports_restarts=True,
+        options=SyncOptions,
     )
 )

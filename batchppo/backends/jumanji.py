@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
+from batchppo.core.autoreset import RestartOptions
 from batchppo.core.backends import Backend, FactoryRecipe, lazy, register
 from batchppo.core.wording import unknown_id_message
 
@@ -58,26 +59,25 @@ def make_jumanji_env(
     max_length: int | None,
     normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
-    **_: Any,
+    options: Mapping[str, Any],
 ) -> JumanjiEnv:
     """The ``jumanji`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
-    ``env_kwargs`` go to ``jumanji.make`` (the env's constructor) or a ``module:factory``, but
-    for ``autoreset`` and ``reset_ratio`` (``JumanjiEnv``'s restart mode, as for the other
-    fused backends); the host-side arguments are ignored.
+    ``env_kwargs`` go to ``jumanji.make`` (the env's constructor) or a ``module:factory``;
+    ``options`` are ``RestartOptions``' fields (``JumanjiEnv``'s restart mode, as for the
+    other fused backends).
     """
     from batchppo.backends.jumanji_env import JumanjiEnv
-    from batchppo.core.pure_env import RESTART_OPTIONS
 
-    kwargs = dict(env_kwargs)
-    restart = {key: kwargs.pop(key) for key in RESTART_OPTIONS if key in kwargs}
+    restart = RestartOptions(**options)
     return JumanjiEnv(
         env_id,
         num_envs,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
-        env_kwargs=kwargs,
-        **restart,
+        env_kwargs=dict(env_kwargs),
+        autoreset=restart.autoreset,
+        reset_ratio=restart.reset_ratio,
     )
 
 
@@ -127,6 +127,7 @@ register(
         host=False,
         description="Jumanji envs in JAX, fused with the learner",
         title="Jumanji",
+        options=RestartOptions,
         requires="jumanji",
         # One env built before a run dir is made: its mistakes are one line, with exit 2.
         probe=lazy("batchppo.backends.jumanji_env:probe_jumanji_env"),

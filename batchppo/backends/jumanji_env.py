@@ -175,7 +175,7 @@ def probe_jumanji_env(
         env_id: A Jumanji id or a ``module:factory``.
         normalize_ranges: Not read: the spaces are the env's own (range normalisation
             changes float bounds only, which the start-up checks do not read).
-        env_kwargs: As ``make_jumanji_env`` takes them (``autoreset`` included).
+        env_kwargs: As ``make_jumanji_env`` takes them.
 
     Returns:
         The env's spaces, as Jumanji maps its specs to Gymnasium's
@@ -188,10 +188,7 @@ def probe_jumanji_env(
 
     from batchppo.envs.make import EnvProbe
 
-    kwargs = dict(env_kwargs)
-    check_autoreset(kwargs.pop("autoreset", "select"))
-    check_reset_ratio(kwargs.pop("reset_ratio", DEFAULT_RESET_RATIO))
-    env = build_jumanji_env(env_id, kwargs)
+    env = build_jumanji_env(env_id, dict(env_kwargs))
     _check_scalar_steps(env_id, env)
     jumanji_spaces(env, f"env {env_id!r}")
     limit = getattr(env, "time_limit", None)

@@ -11,10 +11,11 @@ imports it); Ray and Gymnasium are imported when an env is built. Its settings a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import types
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from batchppo.backends.host import host_backend, step_timeout_option
+from batchppo.backends.host import WorkerSettings, host_backend
 from batchppo.core.backends import register
 
 if TYPE_CHECKING:
@@ -27,9 +28,20 @@ __all__ = ["RayOptions", "ray_batch_env"]
 
 
 @dataclasses.dataclass(frozen=True)
-class RayOptions:
-    """The ``backend_options`` of the ``ray`` backend: keyword arguments of ``RayBatchEnv``
-    (``--set 'backend_options={address: auto}'``). They may change when a run resumes."""
+class RayOptions(WorkerSettings):
+    """The ``backend_options`` of the ``ray`` backend: the actors (``num_workers``,
+    ``step_timeout``, as ``WorkerSettings``) and the keyword arguments of ``RayBatchEnv``
+    (``--set backend_options.address=auto``). They may change when a run resumes."""
+
+    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
+        {
+            **WorkerSettings.FORMER_FIELDS,
+            "ray_address": "address",
+            "ray_num_cpus": "num_cpus",
+            "ray_startup_timeout": "startup_timeout",
+        }
+    )
+    """The config fields that became these options (stored configs move them here)."""
 
     address: str | None = None
     """The Ray cluster to join (``auto`` or ``host:port``); None: ``RAY_ADDRESS`` if set, else a
@@ -42,6 +54,7 @@ class RayOptions:
     need and what the cluster has."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.address is not None and not self.address.strip():
             raise ValueError(
                 "backend_options.address='': give host:port or auto, or None (RAY_ADDRESS, "
@@ -111,6 +124,5 @@ register(
         title="Ray",
         batch_env=ray_batch_env,
         options=RayOptions,
-        run_options=step_timeout_option,
     )
 )

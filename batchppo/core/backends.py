@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from batchppo.core.registry import Registry, lazy
+from batchppo.core.values import coerce, type_name
 from batchppo.core.wording import did_you_mean, prose
 
 if TYPE_CHECKING:
@@ -62,10 +63,10 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKENDS",
     "ENTRY_POINT_GROUP",
+    "LEARNED",
     "Backend",
     "FactoryRecipe",
     "MakeEnv",
-    "check_restarts",
     "factory_backend",
     "get_backend",
     "lazy",
@@ -76,12 +77,19 @@ __all__ = [
 ENTRY_POINT_GROUP = "batchppo.backends"
 """The entry-point group through which installed packages add backends."""
 
+LEARNED: Mapping[str, Any] = types.MappingProxyType({"learned": True})
+"""The ``metadata`` of an option (``dataclasses.field(default=..., metadata=LEARNED)``) that
+changes what a run learns, not only where or how fast its envs run: how finished envs restart,
+the physics. A resumed run may not change it, and comparisons of runs count it
+([`learned_options`][batchppo.backends.Backend.learned_options])."""
+
 
 class MakeEnv(Protocol):
     """Builds a backend's batched [`Env`][batchppo.core.Env] (the ``make`` of a record).
 
-    Every argument is passed by [`make_env`][batchppo.backends.make_env]; a backend ignores those
-    that mean nothing to it (a pure-JAX env has no ``seed`` or workers).
+    Every argument is passed by [`make_env`][batchppo.backends.make_env]. Where the envs run,
+    how many workers step them, how they restart: all of a backend's own settings come in
+    ``options``; the env's constructor gets ``env_kwargs``, untouched.
     """
 
     def __call__(
@@ -91,13 +99,20 @@ class MakeEnv(Protocol):
         *,
         max_length: int | None,
         normalize_ranges: bool,
-        seed: int,
-        num_workers: int | None,
         env_kwargs: Mapping[str, Any],
-        max_restarts: int,
         options: Mapping[str, Any],
     ) -> Env:
-        """Returns the env (with a ``close()`` method)."""
+        """Returns the env (with a ``close()`` method).
+
+        Args:
+            env_id: The env's id, as the backend's ``check_env_id`` takes it.
+            num_envs: Batch size.
+            max_length: Time limit in steps; None keeps the env's own.
+            normalize_ranges: Rescale finite bounds to [-1, 1].
+            env_kwargs: The env constructor's keyword arguments.
+            options: Every field of the backend's ``options`` (those not given at their
+                defaults), and the run-level settings of its ``run_options``.
+        """
         ...
 
 
@@ -135,20 +150,21 @@ class Backend:
             the learner into one program ([`fused`][batchppo.backends.Backend.fused]).
         description: What steps the envs, for messages (``"Ray env actors"``).
         title: Its name in prose (``"Brax"``); the name by default.
-        supports_restarts: Honours ``max_env_restarts`` (crashed envs are rebuilt); the rule is
-            checked by [`check_restarts`][batchppo.backends.check_restarts].
         options: The backend's own settings, the keys a config's ``backend_options`` may
             give: a frozen dataclass whose fields are their names, types (``str``, ``int``,
             ``float``, ``bool``, unions of them with None), defaults and docs, and whose
-            ``__post_init__`` checks their values (a one-line ``ValueError``). A config's
-            mapping is checked against it
+            ``__post_init__`` checks their values (a one-line ``ValueError``). A field whose
+            ``metadata`` is ``LEARNED`` changes what a run learns. Two optional class
+            attributes say what the options were before they were options, so that a stored
+            config's values move into them: ``FORMER_FIELDS`` (config field -> option) and
+            ``FROM_ENV_KWARGS`` (options that rode in ``env_kwargs``, under their own names).
+            A config's mapping is checked against it
             ([`check_options`][batchppo.backends.Backend.check_options]) and passed to
             ``make``, every field given, in ``options``. None: the backend takes none, and a
             config giving any is refused.
-        run_options: ``run_options(config)``: the settings ``make`` also gets in ``options``
-            from a config's run-level fields, which several backends share (the host backends:
-            ``env_step_timeout`` as ``step_timeout``, ``env_wrappers`` as ``wrappers``); None:
-            none.
+        run_options: The run-level env settings ``make`` also gets in ``options``, which a
+            family of backends shares: config field -> key (the host backends that
+            ``batchppo.envs.make`` builds: ``{"env_wrappers": "wrappers"}``); empty: none.
         requires: A module the backend needs that may be missing (an optional extra).
         install: How to install ``requires``.
         probe: ``probe(env_id, *, normalize_ranges, env_kwargs)``: builds one env and closes
@@ -178,9 +194,8 @@ class Backend:
     host: bool
     description: str
     title: str = ""
-    supports_restarts: bool = False
     options: type | None = None
-    run_options: Callable[[Any], Mapping[str, Any]] | None = None
+    run_options: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
     requires: str | None = None
     install: str = ""
     probe: Callable[..., Any] | None = None
@@ -216,13 +231,33 @@ class Backend:
         return self.requires is None or importlib.util.find_spec(self.requires) is not None
 
     @property
+    def supports_restarts(self) -> bool:
+        """Whether crashed envs are rebuilt: the options have a ``max_restarts``."""
+        return "max_restarts" in self.option_names()
+
+    @property
     def takes_options(self) -> bool:
         """Whether ``make`` takes ``options`` (``options`` or ``run_options`` declared)."""
-        return self.options is not None or self.run_options is not None
+        return self.options is not None or bool(self.run_options)
 
     def option_names(self) -> tuple[str, ...]:
         """The keys a config's ``backend_options`` may give (none without ``options``)."""
         return tuple(f.name for f in dataclasses.fields(self.options)) if self.options else ()
+
+    def learned_options(self) -> tuple[str, ...]:
+        """The options that change what a run learns (their ``metadata`` is ``LEARNED``)."""
+        fields = dataclasses.fields(self.options) if self.options else ()
+        return tuple(f.name for f in fields if f.metadata.get("learned"))
+
+    def former_fields(self) -> Mapping[str, str]:
+        """The config fields that became options of this backend: field -> option (the
+        ``FORMER_FIELDS`` of ``options``)."""
+        return dict(getattr(self.options, "FORMER_FIELDS", {}))
+
+    def from_env_kwargs(self) -> tuple[str, ...]:
+        """The options that rode in ``env_kwargs`` under their own names before (the
+        ``FROM_ENV_KWARGS`` of ``options``)."""
+        return tuple(getattr(self.options, "FROM_ENV_KWARGS", ()))
 
     def check_options(self, given: Mapping[str, Any]) -> Any:
         """Checks a config's ``backend_options`` against the backend's ``options``.
@@ -263,57 +298,25 @@ class Backend:
                     f"{did_you_mean(key, names)} Valid keys: {valid}"
                 )
             try:
-                values[key] = _option_value(value, types_[key])
+                values[key] = coerce(value, types_[key])
             except TypeError:
                 raise ValueError(
                     f"backend_options.{key}={value!r}: backend {self.name!r} expects "
-                    f"{_type_words(types_[key])}. Valid keys: {valid}"
+                    f"{type_name(types_[key])}. Valid keys: {valid}"
                 ) from None
         return self.options(**values)
 
     def make_options(self, config: Any) -> dict[str, Any]:
-        """What ``make`` gets as ``options`` for ``config``: ``run_options(config)`` and every
-        field of ``options``, from the config's ``backend_options`` or its default (empty for
-        a backend that takes none).
+        """What ``make`` gets as ``options`` for ``config``: the config's fields that
+        ``run_options`` names, under their keys, and every field of ``options``, from the
+        config's ``backend_options`` or its default (empty for a backend that takes none).
 
         Raises:
             ValueError: As [`check_options`][batchppo.backends.Backend.check_options].
         """
-        run = dict(self.run_options(config)) if self.run_options else {}
+        run = {key: getattr(config, field) for field, key in self.run_options.items()}
         own = self.check_options(config.backend_options)
         return {**run, **(dataclasses.asdict(own) if own is not None else {})}
-
-
-_OPTION_TYPES = (bool, int, float, str)
-"""The types an option may have, alone or in a union with None: what YAML scalars hold."""
-
-
-def _option_value(value: Any, annotation: Any) -> Any:
-    """``value`` as an option of type ``annotation`` (an int widened to a float; a bool is no
-    number); TypeError when it does not fit."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        for option in typing.get_args(annotation):
-            try:
-                return _option_value(value, option)
-            except TypeError:
-                pass
-        raise TypeError
-    if annotation is type(None):
-        if value is None:
-            return None
-        raise TypeError
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if annotation in _OPTION_TYPES and type(value) is annotation:
-        return value
-    raise TypeError
-
-
-def _type_words(annotation: Any) -> str:
-    """An option's type in words: ``float``, ``str or None``."""
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
-        return " or ".join(_type_words(a) for a in typing.get_args(annotation))
-    return "None" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
 
 
 BACKENDS: Registry[Backend] = Registry("backend", Backend, group=ENTRY_POINT_GROUP)
@@ -366,8 +369,8 @@ def names(*, host: bool | None = None, supports_restarts: bool | None = None) ->
 
     Args:
         host: Only host (True) or only pure-JAX (False) backends; None: both.
-        supports_restarts: Only those that do (True) or do not (False) honour
-            ``max_env_restarts``; None: both.
+        supports_restarts: Only those that do (True) or do not (False) rebuild crashed envs
+            (an option ``max_restarts``); None: both.
     """
     return tuple(
         b.name
@@ -375,26 +378,3 @@ def names(*, host: bool | None = None, supports_restarts: bool | None = None) ->
         if (host is None or b.host == host)
         and (supports_restarts is None or b.supports_restarts == supports_restarts)
     )
-
-
-def check_restarts(backend: str, max_restarts: int) -> None:
-    """Raises a one-line ValueError when ``max_restarts`` asks env restarts of a backend without
-    them (``Backend.supports_restarts``).
-
-    The one home of the rule, run once on the way to an env:
-    [`make_env`][batchppo.backends.make_env] calls it (a record's ``make`` then hands
-    [`batchppo.envs.make`][batchppo.envs.make.make] the batch env factory, which it does not
-    check again).
-
-    Args:
-        backend: A registered backend name.
-        max_restarts: The restart budget asked for; 0 asks none.
-
-    Raises:
-        ValueError: An unknown backend, or ``max_restarts`` for one without restarts.
-    """
-    if max_restarts and not get_backend(backend).supports_restarts:
-        raise ValueError(
-            f"max_restarts={max_restarts}: env restarts are for the "
-            f"{prose(names(supports_restarts=True))} backends only; got backend={backend!r}."
-        )

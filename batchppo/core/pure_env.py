@@ -2,7 +2,8 @@
 
 A pure-JAX env (gymnax, Brax) is ``vmap``-ed over the batch and keeps its own step count per env
 (``TimedState``), so that ``truncated`` (the time limit) and ``terminated`` stay separate; finished
-envs restart inside the compiled step (``autoreset``). ``PureJaxEnv`` holds the batch size, the spec
+envs restart inside the compiled step (``autoreset``, its modes those of
+``batchppo.core.autoreset``). ``PureJaxEnv`` holds the batch size, the spec
 and that time-limit rule; the backends' adapters ([`batchppo.backends`][batchppo.backends]) subclass
 it.
 """
@@ -17,11 +18,18 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from batchppo.core.autoreset import (
+    AUTORESET_MODES,
+    DEFAULT_RESET_RATIO,
+    check_autoreset,
+    check_reset_ratio,
+    positive_int,
+)
 from batchppo.core.env import EnvSpec
 
 __all__ = [
     "AUTORESET_MODES",
-    "RESTART_OPTIONS",
+    "DEFAULT_RESET_RATIO",
     "PureJaxEnv",
     "TimedState",
     "autoreset",
@@ -31,27 +39,6 @@ __all__ = [
     "check_reset_ratio",
     "optimistic_reset",
 ]
-
-AUTORESET_MODES = ("select", "cond", "first", "optimistic")
-"""How the pure-JAX adapters restart finished envs: ``select`` computes a fresh random reset at
-every step and selects it per env (as gymnax's own ``step`` does); ``cond`` computes it under
-``lax.cond`` only at steps where some env finished (on a GPU the host reads the predicate, so
-every step waits for the device); ``first`` restarts each env from the state its first reset
-drew, kept in the env state (as Brax's ``AutoResetWrapper``): no reset is computed after the
-start, but every episode of an env starts from the same state, so starts are less diverse;
-``optimistic`` computes ``ceil(num_envs / reset_ratio)`` fresh resets at every step and hands
-them to the envs that finished, in env order (the j-th finished env takes reset j modulo their
-number, so when more envs finish in one step than there are resets, some start from the same
-state): for envs whose reset costs more than a step (Craftax draws a world), as the Craftax
-baselines' optimistic resets. The first two give the same values; ``first`` and
-``optimistic`` are opt-ins for speed, or to match Brax and Craftax's baselines."""
-
-RESTART_OPTIONS = ("autoreset", "reset_ratio")
-"""The ``env_kwargs`` keys that the pure-JAX adapters take for themselves (how finished envs
-restart) rather than pass to the env or its factory."""
-
-DEFAULT_RESET_RATIO = 16
-"""Envs per fresh reset of ``autoreset="optimistic"`` (the Craftax baselines' default)."""
 
 
 def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
@@ -64,20 +51,9 @@ def _batched_where(done: jax.Array, new: Any, old: Any) -> Any:
     return jax.tree.map(select, new, old)
 
 
-def _positive_int(name: str, value: Any, meaning: str = "") -> int:
-    """``value`` as an int >= 1, or a one-line ValueError naming ``name`` (and ``meaning``)."""
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an int, got {value!r}.") from None
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1{meaning}, got {value}.")
-    return value
-
-
 def check_num_envs(num_envs: Any) -> int:
     """``num_envs`` as an int >= 1, or a one-line ValueError."""
-    return _positive_int("num_envs", num_envs)
+    return positive_int("num_envs", num_envs)
 
 
 def check_max_length(max_length: Any) -> int | None:
@@ -101,19 +77,6 @@ class TimedState:
     env_state: Any
     time: jax.Array
     first: Any = None
-
-
-def check_autoreset(mode: Any) -> str:
-    """``mode`` if it is one of ``AUTORESET_MODES``, or a one-line ValueError."""
-    if mode not in AUTORESET_MODES:
-        raise ValueError(f"autoreset must be one of {AUTORESET_MODES}, got {mode!r}.")
-    return mode
-
-
-def check_reset_ratio(ratio: Any) -> int:
-    """``ratio`` (envs per fresh reset of ``autoreset="optimistic"``) as an int >= 1, or a
-    one-line ValueError."""
-    return _positive_int("reset_ratio", ratio, " (envs per fresh reset)")
 
 
 def optimistic_reset(done: jax.Array, fresh: Any, current: Any) -> Any:

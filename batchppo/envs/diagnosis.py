@@ -153,8 +153,8 @@ class Diagnosis:
         workers = "its worker was" if len(slots) == 1 else "their workers were"
         return EnvTimeoutError(
             f"{envs} did not answer {what} within {limit}, so {workers} killed and the batch "
-            "env cannot continue (raise step_timeout, env_step_timeout in a config, if the env "
-            f"is only slow).\n{where}"
+            "env cannot continue (raise step_timeout, backend_options.step_timeout in a config, "
+            f"if the env is only slow).\n{where}"
         )
 
     def _dump_stacks(self, slots: list[int]) -> dict[int, str]:

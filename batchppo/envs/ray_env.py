@@ -599,8 +599,8 @@ class RayBatchEnv(CallingVectorEnv):
         return EnvTimeoutError(
             f"{envs} did not answer {what} within step_timeout={self.step_timeout:g} s, so "
             f"{'its actor was' if len(parts) == 1 else 'their actors were'} killed and the "
-            "batch env cannot continue (raise step_timeout, env_step_timeout in a config, if "
-            f"the env is only slow).\n{where}"
+            "batch env cannot continue (raise step_timeout, backend_options.step_timeout in a "
+            f"config, if the env is only slow).\n{where}"
         )
 
     @property

@@ -161,7 +161,7 @@ class Restarts:
         note = (
             f"Not restarted: the restart budget is used up (max_restarts={self.max_restarts}, "
             f"{self.count} restarts done, this step needs {count} more; in a PPOConfig the "
-            "setting is max_env_restarts)."
+            "setting is backend_options.max_restarts)."
         )
         if dead:  # the batch env stays broken
             hung = pool.hung_reasons

@@ -3,7 +3,8 @@ the valid key nearest to a misspelt one.
 
 What ``--set KEY=VALUE`` and a YAML config give is checked here, field by field
 (``coerce_field``), against the type annotations of the config class of the config's algorithm
-(a [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig] subclass).
+(a [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig] subclass), by the one parser
+of config values, ``batchppo.core.values`` (which checks a backend's options too).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import types
 import typing
 from collections.abc import Iterable
 from typing import Any
 
 from batchppo.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
+from batchppo.core.values import coerce, type_name
 from batchppo.experiment.errors import ConfigError
 
 
@@ -30,96 +31,6 @@ def field_types(config_class: type | None = None) -> dict[str, Any]:
     config_class = config_class or get_algorithm(DEFAULT_ALGORITHM).config
     hints = typing.get_type_hints(config_class)
     return {f.name: hints[f.name] for f in dataclasses.fields(config_class)}
-
-
-def type_name(annotation: Any) -> str:
-    """A short readable name of a field type, e.g. ``int or None``, ``list of int``."""
-    args = typing.get_args(annotation)
-    if _is_union(annotation):
-        return " or ".join(type_name(a) for a in args)
-    if typing.get_origin(annotation) is tuple:
-        return f"list of {type_name(args[0])}"
-    if typing.get_origin(annotation) is dict:
-        return "mapping of names to values"
-    if annotation is type(None):
-        return "None"
-    if annotation is Any:
-        return "YAML value"
-    return annotation.__name__
-
-
-def _is_union(annotation: Any) -> bool:
-    return isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
-
-
-def _coerce(value: Any, annotation: Any) -> Any:
-    """Returns ``value`` converted to ``annotation``; raises TypeError when it does not fit."""
-    if _is_union(annotation):
-        options = typing.get_args(annotation)
-        if type(None) in options and (value is None or value in ("None", "none")):
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce(value, option)
-            except TypeError:
-                pass
-        raise TypeError
-    if typing.get_origin(annotation) is tuple:
-        (item, *_) = typing.get_args(annotation)
-        if isinstance(value, (list, tuple)):
-            return tuple(_coerce(v, item) for v in value)
-        raise TypeError
-    if typing.get_origin(annotation) is dict:
-        names_ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
-        if names_ok and all(_is_plain(v) for v in value.values()):
-            return dict(value)
-        raise TypeError
-    if annotation is Any:  # plain YAML: scalars, lists and mappings with string keys
-        if _is_yaml(value):
-            return value
-        raise TypeError
-    if annotation is bool:
-        if isinstance(value, bool):
-            return value
-        raise TypeError
-    if annotation in (int, float):
-        if isinstance(value, str):
-            # YAML 1.1 reads "1e6" as a string; numbers written that way are still numbers.
-            try:
-                value = float(value)
-            except ValueError:
-                raise TypeError from None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise TypeError
-        if annotation is int:
-            if isinstance(value, float) and not value.is_integer():
-                raise TypeError
-            return int(value)
-        return float(value)
-    if annotation is str:
-        if isinstance(value, str):
-            return value
-        raise TypeError
-    raise TypeError
-
-
-def _is_yaml(value: Any) -> bool:
-    """Whether ``value`` is plain YAML: a scalar, or lists and string-keyed mappings of them."""
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_yaml(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return all(_is_yaml(v) for v in value)
-    return _is_plain(value)
-
-
-def _is_plain(value: Any) -> bool:
-    """Whether ``value`` is a YAML scalar or a list of them (what the values of a mapping field,
-    such as ``env_kwargs``, may hold)."""
-    if isinstance(value, (list, tuple)):
-        return all(_is_plain(v) for v in value)
-    return value is None or isinstance(value, (bool, int, float, str))
 
 
 def nearest_key(key: str, names: Iterable[str]) -> str:
@@ -156,7 +67,7 @@ def coerce_field(key: str, value: Any, config_class: type | None = None) -> Any:
     if key not in types_:
         raise _unknown_key(key, config_class)
     try:
-        return _coerce(value, types_[key])
+        return coerce(value, types_[key])
     except TypeError:
         raise ConfigError(
             f"config key {key!r} expects {type_name(types_[key])}, got {value!r}"

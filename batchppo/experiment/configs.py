@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import typing
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,8 @@ import yaml
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
-from batchppo.backends import get_backend
-from batchppo.core.wording import did_you_mean
+from batchppo.backends import BACKENDS, Backend, get_backend
+from batchppo.core.wording import did_you_mean, prose
 from batchppo.experiment.config_fields import coerce_field, field_types, nearest_key
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
@@ -128,6 +129,10 @@ def describe(name: str, config: RunConfig) -> tuple[str, str, str, str, str]:
 def parse_override(text: str, config_class: type | None = None) -> tuple[str, Any]:
     """Parses ``KEY=VALUE`` (VALUE read as YAML, then checked against the field's type).
 
+    ``KEY`` is a field, or ``FIELD.NAME`` for one entry of a mapping field
+    (``backend_options.num_workers=4``, ``env_kwargs.max_speed=9``), whose value is a YAML
+    scalar or a list of them; ``expand_changes`` merges it into the field's mapping.
+
     Args:
         text: The override.
         config_class: The config it applies to; None: the default algorithm's (PPO).
@@ -144,14 +149,50 @@ def parse_override(text: str, config_class: type | None = None) -> tuple[str, An
     except yaml.YAMLError:
         value = raw  # Not YAML: checked as a plain string below.
     _refuse_former_fields({key: value}, "", "--set")
-    return key, coerce_field(key, value, config_class)
+    field, dot, name = key.partition(".")
+    if not dot:
+        return key, coerce_field(key, value, config_class)
+    types_ = field_types(config_class)
+    if field not in types_:
+        coerce_field(field, value, config_class)  # the unknown key's error, with a close match
+    if not _is_mapping(types_[field]) or not name:
+        mappings = ", ".join(k for k, t in types_.items() if _is_mapping(t))
+        raise ConfigError(
+            f"override {text!r}: FIELD.NAME sets one entry of a mapping field ({mappings})"
+        )
+    coerce_field(field, {name: value}, config_class)  # a plain value, as the field holds
+    return key, value
+
+
+def _is_mapping(annotation: Any) -> bool:
+    """Whether a field's type annotation is a mapping (``dict[str, Any]``)."""
+    return typing.get_origin(annotation) is dict
+
+
+def expand_changes(changes: Mapping[str, Any], base: RunConfig | None) -> dict[str, Any]:
+    """``changes`` with each ``FIELD.NAME`` entry (``parse_override``) merged into the mapping
+    of ``FIELD``: the one ``changes`` gives, else ``base``'s (empty without a base), in order.
+
+    Examples:
+        >>> expand_changes({"backend_options.num_workers": 2, "steps": 10}, None)
+        {'backend_options': {'num_workers': 2}, 'steps': 10}
+    """
+    expanded: dict[str, Any] = {}
+    for key, value in changes.items():
+        field, dot, name = key.partition(".")
+        if not dot:
+            expanded[key] = value
+            continue
+        current = expanded.get(field, getattr(base, field, None) if base is not None else None)
+        expanded[field] = {**(current or {}), name: value}
+    return expanded
 
 
 def replace_config(config: RunConfig, changes: Mapping[str, Any]) -> RunConfig:
-    """``dataclasses.replace`` that reports invalid combinations as
-    [`ConfigError`][batchppo.experiment.ConfigError]."""
+    """``dataclasses.replace`` (with ``FIELD.NAME`` entries merged: ``expand_changes``) that
+    reports invalid combinations as [`ConfigError`][batchppo.experiment.ConfigError]."""
     try:
-        return dataclasses.replace(config, **changes)
+        return dataclasses.replace(config, **expand_changes(changes, config))
     except ValueError as error:
         raise ConfigError(f"invalid config: {error}") from None
 
@@ -373,44 +414,67 @@ def load_config(path: str | Path) -> RunConfig:
     return config_from_dict(migrate_backend_fields(_read_yaml(text, str(path))), str(path))
 
 
-FORMER_BACKEND_FIELDS: dict[str, tuple[str, str]] = {
-    "ray_address": ("ray", "address"),
-    "ray_num_cpus": ("ray", "num_cpus"),
-    "ray_startup_timeout": ("ray", "startup_timeout"),
-}
-"""Config fields of one backend's settings that became keys of ``backend_options``: field ->
-(backend, option). The ``config.yaml`` of a run written before loads
-([`load_config`][batchppo.experiment.configs.load_config]); a config file or ``--set`` that
-gives one is refused, naming the new spelling."""
+def former_fields() -> dict[str, dict[str, str]]:
+    """The config fields that became backend options: field -> {backend: option}, as the
+    backends' options declare them (``Backend.former_fields``: ``ray_address`` of ``ray``,
+    ``num_workers`` of ``process`` and ``ray``, ``max_env_restarts``, ``env_step_timeout``...).
+    The ``config.yaml`` of a run written before loads
+    ([`load_config`][batchppo.experiment.configs.load_config]); a config file or ``--set`` that
+    gives one is refused, naming the new spelling."""
+    found: dict[str, dict[str, str]] = {}
+    for record in BACKENDS.values():
+        for field, option in record.former_fields().items():
+            found.setdefault(field, {})[record.name] = option
+    return found
 
 
 def migrate_backend_fields(data: Any) -> Any:
-    """A stored config's data with its former backend fields (``FORMER_BACKEND_FIELDS``) moved
-    into ``backend_options``: those of its own backend where they differ from the option's
-    default; those of other backends dropped, since they meant nothing to it.
+    """A stored config's data with the settings that became options of its backend moved into
+    ``backend_options``: its former config fields (``former_fields``) where they differ from
+    the option's default, those of other backends dropped (they meant nothing to it); and the
+    keys of ``env_kwargs`` (and ``eval_env_kwargs``, where they repeat them) that its backend
+    takes as options now (``Backend.from_env_kwargs``: the pure-JAX backends' ``autoreset``,
+    ``reset_ratio``, Brax's ``backend``), as they were given. Options the data gives in
+    ``backend_options`` win.
 
     Args:
-        data: A ``config.yaml``'s content; anything but a mapping is returned as it is.
+        data: A ``config.yaml``'s content; anything but a mapping, or a config of an unknown
+            backend, is returned as it is.
     """
-    if not isinstance(data, dict) or not FORMER_BACKEND_FIELDS.keys() & data.keys():
+    if not isinstance(data, dict):
         return data
+    record = BACKENDS.get(str(data.get("backend", RunConfig.backend)))
+    if record is None:
+        return data  # config_from_dict names the unknown backend
     data = dict(data)
-    backend = data.get("backend", RunConfig.backend)
-    options = {}
-    for field, (owner, option) in FORMER_BACKEND_FIELDS.items():
+    options: dict[str, Any] = {}
+    for field, owners in former_fields().items():
         if field not in data:
             continue
         value = data.pop(field)
-        if owner == backend and value != _option_default(owner, option):
+        option = owners.get(record.name)
+        if option is not None and value != _option_default(record, option):
             options[option] = value
+    moved = record.from_env_kwargs()
+    kwargs = data.get("env_kwargs")
+    if isinstance(kwargs, dict) and moved:
+        options.update({key: kwargs[key] for key in moved if key in kwargs})
+        data["env_kwargs"] = {k: v for k, v in kwargs.items() if k not in moved}
+    eval_kwargs = data.get("eval_env_kwargs")
+    if isinstance(eval_kwargs, dict) and moved:
+        # Where they differ from the training env's, the config no longer says it: it is
+        # refused in one line when it loads.
+        data["eval_env_kwargs"] = {
+            k: v for k, v in eval_kwargs.items() if k not in moved or options.get(k, v) != v
+        }
     if options:
         data["backend_options"] = {**options, **(data.get("backend_options") or {})}
     return data
 
 
 def _refuse_former_fields(data: Mapping[str, Any], prefix: str, where: str) -> None:
-    """Refuses the former backend fields (``FORMER_BACKEND_FIELDS``) in a config file or
-    ``--set``, in one line naming their new spelling.
+    """Refuses the former backend fields (``former_fields``) in a config file or ``--set``, in
+    one line naming their new spelling.
 
     Args:
         data: The keys given, with their values.
@@ -420,28 +484,44 @@ def _refuse_former_fields(data: Mapping[str, Any], prefix: str, where: str) -> N
     Raises:
         ConfigError: ``data`` gives a former field.
     """
-    former = [key for key in data if key in FORMER_BACKEND_FIELDS]
+    fields = former_fields()
+    former = [key for key in data if key in fields]
     if not former:
         return
-    options = {FORMER_BACKEND_FIELDS[key][1]: data[key] for key in former}
-    owners = sorted({FORMER_BACKEND_FIELDS[key][0] for key in former})
-    flow = yaml.safe_dump(options, default_flow_style=True, sort_keys=False).strip()
-    quote = '"' if "'" in flow else "'"  # the shell's quotes around YAML's own
-    spelling = (
-        f"--set {quote}backend_options={flow}{quote}"
-        if where == "--set"
-        else f"backend_options: {flow}"
-    )
-    keys = ", ".join(f"backend_options.{option}" for option in options)
-    owner = " and ".join(owners)
-    if len(former) == 1:
-        what = f"config key {former[0]!r} is now {keys} (an option of the {owner} backend)"
+    options = {next(iter(fields[key].values())): data[key] for key in former}
+    owners = list(dict.fromkeys(owner for key in former for owner in fields[key]))
+    if where == "--set":
+        spelling = " ".join(
+            f"--set {_shell_word(f'backend_options.{option}=' + _yaml_scalar(value))}"
+            for option, value in options.items()
+        )
     else:
-        what = f"config keys {former} are now {keys} (options of the {owner} backend)"
+        flow = yaml.safe_dump(options, default_flow_style=True, sort_keys=False).strip()
+        spelling = f"backend_options: {flow}"
+    keys = ", ".join(f"backend_options.{option}" for option in options)
+    owner = f"{prose(owners)} backend{'s' if len(owners) > 1 else ''}"
+    if len(former) == 1:
+        what = f"config key {former[0]!r} is now {keys} (an option of the {owner})"
+    else:
+        what = f"config keys {former} are now {keys} (options of the {owner})"
     raise ConfigError(f"{prefix}{what}: give {spelling}")
 
 
-def _option_default(backend: str, option: str) -> Any:
-    """The default of the option ``option`` of ``backend``'s record."""
-    (field,) = (f for f in dataclasses.fields(get_backend(backend).options) if f.name == option)
+def _yaml_scalar(value: Any) -> str:
+    """``value`` as YAML writes it in flow style: ``auto``, ``'1:2'``, ``null``, ``60.0``."""
+    return yaml.safe_dump(value, default_flow_style=True).splitlines()[0]
+
+
+def _shell_word(text: str) -> str:
+    """``text`` as one word of a shell command line, quoted only where it needs to be (with
+    the quotes YAML's own do not use)."""
+    if re.fullmatch(r"[\w@%+=:,./-]+", text):
+        return text
+    quote = '"' if "'" in text else "'"
+    return f"{quote}{text}{quote}"
+
+
+def _option_default(record: Backend, option: str) -> Any:
+    """The default of the option ``option`` of a backend's record."""
+    (field,) = (f for f in dataclasses.fields(record.options) if f.name == option)
     return field.default

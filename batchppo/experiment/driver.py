@@ -6,7 +6,7 @@ reports, evaluations and checkpoints (``RunLedger``); the call's run set
 (``batchppo.experiment.run_set``) says how the state splits into those parts. The loop, its stop
 request and its env failures are written here once.
 
-An env error (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops every
+An env error (its exception, or a dead worker, with ``max_restarts`` 0 or spent) stops every
 ledger as Ctrl-C does: each reports its open window, checkpoints its part of the last completed
 state and writes ``env_error.txt``; the env's exception then propagates carrying an ``EnvFailure``.
 

@@ -1,6 +1,6 @@
 """Env failures: an env error that stops a run, and the ``EnvFailure`` it carries.
 
-An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops the
+An env that fails (its exception, or a dead worker, with ``max_restarts`` 0 or spent) stops the
 run as Ctrl-C does; the env's own exception then propagates carrying an ``EnvFailure``
 (``env_failure``) that says where the run's checkpoint is.
 """

@@ -28,8 +28,8 @@ def loading_config(config: RunConfig) -> RunConfig:
     twin = LOAD_WITH.get(config.backend, config.backend)
     if twin == config.backend:
         return config
-    # The old backend's own options mean nothing to its twin.
-    return dataclasses.replace(config, backend=twin, num_workers=None, backend_options={})
+    # The old backend's own options (its workers, its cluster) mean nothing to its twin.
+    return dataclasses.replace(config, backend=twin, backend_options={})
 
 
 def load_run(

@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.experiment.configs import config_from_dict, config_to_dict, load_config
-from batchppo.experiment.resume import RESUME_MUTABLE
+from batchppo.experiment.configs import (
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    migrate_backend_fields,
+)
+from batchppo.experiment.resume import RESUME_MUTABLE, learned_option_changes
 from batchppo.experiment.rundir import CONFIG_FILE
 
 CODE_FILE = "code.jsonl"
@@ -29,10 +34,11 @@ CODE_FILE = "code.jsonl"
 PROVENANCE_KEYS = ("commit", "note", "config")
 """What a results entry holds of its run's provenance (``run_provenance``)."""
 
-NO_EFFECT = RESUME_MUTABLE - {"eval_every", "eval_max_steps"}
+NO_EFFECT = RESUME_MUTABLE - {"eval_every", "eval_max_steps", "backend_options"}
 """Config fields that change neither what a run learns nor how its figures are measured
 (bookkeeping, speed, where the envs run: ``RESUME_MUTABLE`` without the evaluations'
-cadence and bound, which the periodic-evaluation protocols read)."""
+cadence and bound, which the periodic-evaluation protocols read, and ``backend_options``,
+whose options that change what is learned ``config_differences`` compares)."""
 
 PACKAGE = Path(__file__).resolve().parent.parent
 
@@ -91,15 +97,16 @@ def effective_config(config: RunConfig) -> dict[str, Any]:
 
 
 def loaded(recorded: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
-    """A recorded effective config as this version loads it: fields added since it was
-    recorded take the values that repeat what the code did before them (``config_from_dict``:
+    """A recorded effective config as this version loads it: settings that became backend
+    options since it was recorded move there (``migrate_backend_fields``), and fields added
+    since take the values that repeat what the code did before them (``config_from_dict``:
     ``FIELDS_ADDED``, else their defaults).
 
     Raises:
         ConfigError: The record no longer reads as a config (a field removed, a value now
             invalid).
     """
-    return effective_config(config_from_dict(dict(recorded), source))
+    return effective_config(config_from_dict(migrate_backend_fields(dict(recorded)), source))
 
 
 def run_provenance(run_dir: str | Path) -> dict[str, Any]:
@@ -129,10 +136,21 @@ def config_differences(
 ) -> list[tuple[str, Any, Any]]:
     """The fields, but those of ``NO_EFFECT`` and the seed, where two effective configs
     differ: ``(field, expected value, recorded value)``, in ``expected``'s order then the rest.
-    A field one of them lacks counts as differing, with None for the missing value."""
+    A field one of them lacks counts as differing, with None for the missing value. Of
+    ``backend_options`` (on one backend) only the options that change what is learned count
+    (``resume.learned_option_changes``), the whole mappings named where they differ."""
     names = list(dict.fromkeys([*expected, *recorded]))
-    return [
-        (name, expected.get(name), recorded.get(name))
-        for name in names
-        if name not in NO_EFFECT and name != "seed" and expected.get(name) != recorded.get(name)
-    ]
+    differences = []
+    for name in names:
+        mine, theirs = expected.get(name), recorded.get(name)
+        if name in NO_EFFECT or name == "seed" or mine == theirs:
+            continue
+        backend = expected.get("backend")
+        if (
+            name == "backend_options"
+            and backend == recorded.get("backend")
+            and not learned_option_changes(str(backend), theirs or {}, mine or {})
+        ):
+            continue
+        differences.append((name, mine, theirs))
+    return differences

@@ -189,12 +189,9 @@ def _fused_recipe(
     Gymnasium one)."""
     from batchppo.backends import factory_backend, get_backend
     from batchppo.backends.factories import call_factory
-    from batchppo.core.pure_env import RESTART_OPTIONS
 
-    # The adapters' own restart options are not the factory's keywords.
-    factory_kwargs = {k: v for k, v in (env_kwargs or {}).items() if k not in RESTART_OPTIONS}
     try:
-        product = call_factory(env, factory_kwargs)  # resolves the id first
+        product = call_factory(env, env_kwargs)  # resolves the id first
     except ValueError:
         # A 'module:EnvId' that the module registers, or a factory that fails: the host
         # backends' check names the problem and its fix, with the line that raised.

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.experiment.configs import replace_config
+from batchppo.backends import get_backend
+from batchppo.experiment.configs import expand_changes, replace_config
 from batchppo.experiment.errors import ConfigError
 
 RESUME_MUTABLE = frozenset(
@@ -22,12 +23,9 @@ RESUME_MUTABLE = frozenset(
         "checkpoint_every",
         "keep_checkpoints",
         "eval_max_steps",
-        "num_workers",
         "devices",
         "host_loop",
         "xla_convolutions",
-        "max_env_restarts",
-        "env_step_timeout",
         "backend_options",
         "track",
         "wandb_project",
@@ -36,22 +34,49 @@ RESUME_MUTABLE = frozenset(
     }
 )
 """Fields a resumed run may change freely: they affect bookkeeping, speed, where the envs run
-(``backend_options``: a backend's options must not change what is learned) or how env faults
-are handled, not what is learned."""
+or how env faults are handled (``backend_options``: the workers, restarts, timeouts...), not
+what is learned. Of ``backend_options``, those that change what is learned
+(``Backend.learned_options``: how pure-JAX envs restart, the physics) may not change
+(``learned_option_changes``)."""
+
+
+def learned_option_changes(
+    backend: str, stored: Mapping[str, Any], given: Mapping[str, Any]
+) -> list[str]:
+    """The options of ``backend`` that change what a run learns and whose values (given or
+    default) differ between two ``backend_options``: ``"backend_options.NAME=new (stored
+    old)"`` each. None for options the backend refuses (the config's validation names them).
+    """
+    record = get_backend(backend)
+    try:
+        before, after = record.check_options(stored), record.check_options(given)
+    except ValueError:
+        return []
+    return [
+        f"backend_options.{name}={getattr(after, name)!r} (stored {getattr(before, name)!r})"
+        for name in record.learned_options()
+        if getattr(before, name) != getattr(after, name)
+    ]
 
 
 def check_resume_overrides(stored: RunConfig, changes: Mapping[str, Any]) -> RunConfig:
     """Applies overrides given when resuming, refusing those that change the run's meaning.
 
     ``steps`` may be raised (not lowered; and not when a schedule spans it, such as PPO's
-    ``anneal_lr``: ``schedule_spans_steps``); bookkeeping fields in ``RESUME_MUTABLE`` may change;
-    anything else that differs from the stored config is refused.
+    ``anneal_lr``: ``schedule_spans_steps``); bookkeeping fields in ``RESUME_MUTABLE`` may change,
+    and the options of ``backend_options`` but those that change what is learned; anything else
+    that differs from the stored config is refused. ``changes`` may set one entry of a mapping
+    (``backend_options.num_workers``: ``expand_changes``), merged into the stored mapping.
 
     Raises:
         ConfigError: Naming the refused keys.
     """
+    changes = expand_changes(changes, stored)
     refused = []
     for key, value in changes.items():
+        if key == "backend_options":
+            refused += learned_option_changes(stored.backend, stored.backend_options, value)
+            continue
         if getattr(stored, key) == value or key in RESUME_MUTABLE:
             continue
         if key == "steps" and value > stored.steps and not stored.schedule_spans_steps:
@@ -63,6 +88,7 @@ def check_resume_overrides(stored: RunConfig, changes: Mapping[str, Any]) -> Run
             + ", ".join(refused)
             + ". Only raising `steps` (unless a schedule spans it, as anneal_lr does) and "
             + ", ".join(sorted(RESUME_MUTABLE))
-            + " are allowed; start a new run (another --timestamp) instead"
+            + " (but the backend options that change what is learned) are allowed; start a new "
+            + "run (another --timestamp) instead"
         )
     return replace_config(stored, changes)

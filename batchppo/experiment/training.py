@@ -10,7 +10,7 @@ episodes with the mean action. A checkpoint follows the reports of its step, eve
 at None is a fixed fraction of ``steps`` (``RunConfig.eval_interval`` and its siblings), so a
 changed budget keeps its number of reports, evaluations and checkpoints.
 
-An env that fails (its exception, or a dead worker, with ``max_env_restarts`` 0 or spent) stops the
+An env that fails (its exception, or a dead worker, with ``max_restarts`` 0 or spent) stops the
 run as Ctrl-C does, reports and checkpoint of the last completed iteration included, and then raises
 the env's own exception, which carries an ``EnvFailure`` (``env_failure``); its full text is in
 ``<run dir>/env_error.txt``. In a ``--seeds`` run every seed's run dir gets both

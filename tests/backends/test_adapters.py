@@ -410,7 +410,7 @@ def test_make_env_gymnax_and_errors():
 
 @pytest.mark.timeout(120)
 def test_make_env_host_backend_sync():
-    env = make_env("Pendulum-v1", 3, "sync", max_length=4, seed=0)
+    env = make_env("Pendulum-v1", 3, "sync", max_length=4)
     try:
         assert isinstance(env, HostEnv)
         assert env.spec.obs_shape == (3,) and not env.spec.discrete

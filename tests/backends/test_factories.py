@@ -68,10 +68,9 @@ def test_recipes_of_pure_jax_factories(factories):
     # A Gymnasium factory keeps the host recipe.
     config, _ = recipes.recipe_for_env("jax_factories:gymnasium_cartpole")
     assert config.backend == "process"
-    # The adapters' restart options stay out of the factory's keywords, and in the config.
-    restart = {"autoreset": "optimistic", "reset_ratio": 4}
-    config, _ = recipes.recipe_for_env("jax_factories:cartpole", {**restart, "gravity": 9.0})
-    assert (config.backend, config.env_kwargs) == ("gymnax", {**restart, "gravity": 9.0})
+    # The factory's keywords are the config's env_kwargs.
+    config, _ = recipes.recipe_for_env("jax_factories:cartpole", {"gravity": 9.0})
+    assert (config.backend, config.env_kwargs) == ("gymnax", {"gravity": 9.0})
 
 
 def test_a_factory_of_the_wrong_api_is_one_line(factories):
@@ -106,19 +105,28 @@ def test_spaces_of_a_library_s_own_classes(factories):
     assert env.spec.discrete and env.spec.num_actions == 2
 
 
-def test_env_kwargs_choose_the_restart_of_either_fused_backend(factories):
-    """``env_kwargs: {autoreset: ...}`` reaches the adapter on both fused backends (for a
-    factory it is not passed on to the factory)."""
-    env = make_env("jax_factories:cartpole", 2, "gymnax", env_kwargs={"autoreset": "cond"})
+def test_backend_options_choose_the_restart_of_either_fused_backend(factories):
+    """``backend_options: {autoreset: ...}`` reaches the adapter on both fused backends; the
+    env's own keywords stay the factory's."""
+    env = make_env("jax_factories:cartpole", 2, "gymnax", options={"autoreset": "cond"})
     assert env._autoreset == "cond"
-    env = make_env("CartPole-v1", 2, "gymnax", env_kwargs={"autoreset": "first"})
+    env = make_env("CartPole-v1", 2, "gymnax", options={"autoreset": "first"})
     assert env._autoreset == "first"
-    env = make_env("jax_factories:inverted_pendulum", 2, "brax", env_kwargs={"autoreset": "first"})
+    env = make_env("CartPole-v1", 2, "gymnax")
+    assert (env._autoreset, env._reset_ratio) == ("select", 16)  # RestartOptions' defaults
+    env = make_env("jax_factories:inverted_pendulum", 2, "brax", options={"autoreset": "first"})
     assert env._autoreset == "first"
-    kwargs = {"autoreset": "optimistic", "reset_ratio": 4}
+    assert make_env("jax_factories:inverted_pendulum", 2, "brax")._autoreset == "cond"
+    options = {"autoreset": "optimistic", "reset_ratio": 4}
     for env_id, backend in (("CartPole-v1", "gymnax"), ("jax_factories:inverted_pendulum", "brax")):
-        env = make_env(env_id, 8, backend, env_kwargs=kwargs)
+        env = make_env(env_id, 8, backend, options=options)
         assert (env._autoreset, env._reset_ratio) == ("optimistic", 4)
+    with pytest.raises(ValueError) as info:
+        make_env("CartPole-v1", 2, "gymnax", options={"autoreset": "sometimes"})
+    assert str(info.value) == (
+        "backend_options.autoreset must be one of ('select', 'cond', 'first', 'optimistic'), got "
+        "'sometimes'."
+    )
 
 
 def test_a_factory_of_a_package_not_installed_says_install_it():

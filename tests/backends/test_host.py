@@ -21,7 +21,7 @@ def test_a_host_env_is_reset_once_before_its_first_step(monkeypatch):
         return reset(self, seed=seed, options=options)
 
     monkeypatch.setattr(BatchEnv, "reset", counting)
-    env = make_env("Pendulum-v1", 2, "sync", seed=3)
+    env = make_env("Pendulum-v1", 2, "sync")
     try:
         assert isinstance(env, HostEnv) and seeds == []
         key = jax.random.key(7)
@@ -29,3 +29,21 @@ def test_a_host_env_is_reset_once_before_its_first_step(monkeypatch):
         assert seeds == [int(HostEnv.seed_from_key(key))] and obs.shape == (2, 3)
     finally:
         env.close()
+
+
+def test_the_process_options_default_to_the_batch_envs_own_worker_options():
+    from batchppo.backends.host import ProcessOptions
+    from batchppo.envs import WorkerOptions
+
+    process, workers = ProcessOptions(), WorkerOptions()
+    for name in ("num_workers", "max_restarts", "spin_us", "worker_spin_us"):
+        assert getattr(process, name) == getattr(workers, name), name
+    assert process.step_timeout == 60.0  # a run bounds its workers; a bare BatchEnv does not
+    with pytest.raises(ValueError) as info:
+        ProcessOptions(spin_us=-1.0)
+    assert str(info.value) == "backend_options.spin_us=-1.0: must be >= 0 (microseconds)"
+    with pytest.raises(ValueError) as info:
+        ProcessOptions(num_workers=0)
+    assert str(info.value) == (
+        "backend_options.num_workers=0: must be >= 1, or None for one per core"
+    )

@@ -1,16 +1,16 @@
 """The ``batchppo.backends`` package (``backends/__init__.py``): importing it fills the registry
 with the built-in records and nothing heavy, and ``make_env``, the factory by backend name,
-checks ``max_restarts`` once on the way to an env."""
+checks a backend's options and hands its builder every one."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
 import pytest
 
 from batchppo import backends
-from batchppo.backends import check_restarts
 
 
 def test_the_registry_and_config_parsing_import_nothing_heavy():
@@ -28,19 +28,26 @@ def test_the_registry_and_config_parsing_import_nothing_heavy():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_check_restarts_runs_once_on_the_way_to_an_env(monkeypatch):
-    calls = []
+def test_make_env_checks_the_options_and_hands_the_builder_every_one(monkeypatch):
+    seen = []
+    record = backends.get_backend("sync")
 
-    def counting(backend: str, max_restarts: int) -> None:
-        calls.append((backend, max_restarts))
-        check_restarts(backend, max_restarts)
+    def recording(env_id, num_envs, **kwargs):
+        seen.append(kwargs["options"])
+        return record.make(env_id, num_envs, **kwargs)
 
-    monkeypatch.setattr(backends, "check_restarts", counting)  # make_env's, the one check
-    backends.make_env("Pendulum-v1", 2, "sync", max_restarts=1).close()
-    assert calls == [("sync", 1)]
+    monkeypatch.setitem(
+        backends.BACKENDS, "sync", dataclasses.replace(record, make=recording)
+    )  # the registry's own dict: no new name
+    backends.make_env("Pendulum-v1", 2, "sync", options={"max_restarts": 1}).close()
+    assert seen == [{"max_restarts": 1}]  # the options, filled, and no run option given
+    backends.make_env("Pendulum-v1", 2, "sync", options={"wrappers": ()}).close()
+    assert seen[-1] == {"wrappers": (), "max_restarts": 0}
     with pytest.raises(ValueError) as info:
-        backends.make_env("Pendulum-v1", 2, "ray", max_restarts=1)
+        backends.make_env("Pendulum-v1", 2, "ray", options={"max_restarts": 1})
     assert str(info.value) == (
-        "max_restarts=1: env restarts are for the process and sync backends only; got "
-        "backend='ray'."
+        "backend_options.max_restarts: backend 'ray' has no option 'max_restarts'. Valid keys: "
+        "num_workers, step_timeout, address, num_cpus, startup_timeout"
     )
+    with pytest.raises(ValueError, match=r"^backend_options\.wrappers: backend 'gymnax' has no"):
+        backends.make_env("Pendulum-v1", 2, "gymnax", options={"wrappers": ()})

@@ -30,6 +30,7 @@ def test_the_ray_record_builds_with_envs_make_and_ray_batch_env():
     record = get_backend("ray")
     assert builds_with_envs_make(record)
     assert record.make.keywords == {"backend": ray_batch_env}
-    # The record's own restart check comes first, naming the backends that have restarts.
-    with pytest.raises(ValueError, match=r"^max_restarts=1: env restarts are for the process"):
-        make_env("Pendulum-v1", 2, "ray", max_restarts=1)
+    # Ray's actors are not restarted: the backend has no such option.
+    assert not record.supports_restarts
+    with pytest.raises(ValueError, match=r"^backend_options\.max_restarts: backend 'ray' has no"):
+        make_env("Pendulum-v1", 2, "ray", options={"max_restarts": 1})

@@ -20,28 +20,76 @@ def test_builtin_records_and_derived_lists():
     assert all(get_backend(n).fused for n in ("gymnax", "brax", "jumanji"))
     assert not any(get_backend(n).fused for n in names(host=True))
     ray_config = types.SimpleNamespace(
-        backend_options={"address": "auto", "num_cpus": 1, "startup_timeout": 5},
-        env_step_timeout=7.0,
-        env_wrappers=["minigrid.wrappers.ImgObsWrapper"],
+        backend_options={"address": "auto", "num_cpus": 1, "step_timeout": 7},
+        env_wrappers=("minigrid.wrappers.ImgObsWrapper",),
     )
     wrappers = ("minigrid.wrappers.ImgObsWrapper",)  # every host backend's envs take them
     assert get_backend("ray").make_options(ray_config) == {
+        "num_workers": None,
+        "step_timeout": 7.0,
         "address": "auto",
         "num_cpus": 1.0,
-        "startup_timeout": 5.0,
-        "step_timeout": 7.0,
+        "startup_timeout": 60.0,
         "wrappers": wrappers,
     }
     process_config = types.SimpleNamespace(**{**vars(ray_config), "backend_options": {}})
     assert get_backend("process").make_options(process_config) == {
-        "step_timeout": 7.0,
+        "num_workers": None,
+        "step_timeout": 60.0,
+        "max_restarts": 0,
+        "spin_us": 50.0,
+        "worker_spin_us": 1000.0,
         "wrappers": wrappers,
     }
-    assert get_backend("sync").make_options(process_config) == {"wrappers": wrappers}
-    assert get_backend("gymnax").make_options(process_config) == {}
-    assert get_backend("ray").option_names() == ("address", "num_cpus", "startup_timeout")
-    assert [n for n in names() if get_backend(n).option_names()] == ["ray", "ale"]
+    assert get_backend("sync").make_options(process_config) == {
+        "max_restarts": 0,
+        "wrappers": wrappers,
+    }
+    assert get_backend("gymnax").make_options(process_config) == {
+        "autoreset": "select",
+        "reset_ratio": 16,
+    }
+    assert get_backend("brax").make_options(process_config) == {
+        "autoreset": "cond",
+        "reset_ratio": 16,
+        "backend": None,
+    }
+    assert get_backend("ray").option_names() == (
+        "num_workers",
+        "step_timeout",
+        "address",
+        "num_cpus",
+        "startup_timeout",
+    )
+    # Every built-in backend declares its options; only the pure-JAX ones change learning.
+    assert all(get_backend(n).options is not None for n in names())
+    assert {
+        n: get_backend(n).learned_options() for n in names() if get_backend(n).learned_options()
+    } == {
+        "gymnax": ("autoreset", "reset_ratio"),
+        "brax": ("autoreset", "reset_ratio", "backend"),
+        "jumanji": ("autoreset", "reset_ratio"),
+    }
     assert backends.prose(["a", "b", "c"]) == "a, b and c"
+
+
+def test_each_backend_says_what_its_options_were_before():
+    assert get_backend("process").former_fields() == {
+        "num_workers": "num_workers",
+        "env_step_timeout": "step_timeout",
+        "max_env_restarts": "max_restarts",
+    }
+    assert get_backend("sync").former_fields() == {"max_env_restarts": "max_restarts"}
+    assert get_backend("ray").former_fields() == {
+        "num_workers": "num_workers",
+        "env_step_timeout": "step_timeout",
+        "ray_address": "address",
+        "ray_num_cpus": "num_cpus",
+        "ray_startup_timeout": "startup_timeout",
+    }
+    assert get_backend("gymnax").from_env_kwargs() == ("autoreset", "reset_ratio")
+    assert get_backend("brax").from_env_kwargs() == ("autoreset", "reset_ratio", "backend")
+    assert get_backend("ale").former_fields() == {} and get_backend("ale").from_env_kwargs() == ()
 
 
 def test_env_id_checks_are_one_line_with_close_matches():

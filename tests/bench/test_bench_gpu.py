@@ -102,7 +102,7 @@ def test_variants_are_sides_of_their_own_and_get_ratios():
     assert cart["sides"]["batchppo-lean"]["settings"] == {**ours, "minibatch_diagnostics": False}
     assert cart["sides"]["batchppo-sort"]["settings"] == {**ours, "minibatch_shuffle": "sort"}
     assert list(brax["sides"]) == ["brax", "batchppo", "batchppo-first"]
-    assert brax["sides"]["batchppo-first"]["settings"]["env_kwargs"] == {"autoreset": "first"}
+    assert brax["sides"]["batchppo-first"]["settings"]["backend_options"] == {"autoreset": "first"}
     assert "env_kwargs" not in brax["sides"]["batchppo"]["settings"]
     rows = [
         {"side": side, "round": 0, "sps": sps, "cpu_sps": sps, "compile_s": 1.0,

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from collections.abc import Mapping
+from typing import ClassVar
 
 import pytest
 
 from batchppo.backends import Backend, get_backend, lazy, register
+from batchppo.core.backends import LEARNED
 
 
 def test_unknown_backend_is_one_line_with_a_suggestion():
@@ -123,5 +126,27 @@ def test_a_backend_without_options_refuses_any():
         record.check_options({"address": "auto"})
     assert str(info.value) == (
         "backend_options {'address': 'auto'}: backend 'opt' takes none (backends with "
-        "options: ray and ale); drop backend_options"
+        "options: process, sync, ray, gymnax, brax, jumanji and ale); drop backend_options"
     )
+    assert not record.supports_restarts and record.learned_options() == ()
+    assert record.former_fields() == {} and record.from_env_kwargs() == ()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Restarting:
+    """Options that restart crashed envs, one that changes learning, and their history."""
+
+    FORMER_FIELDS: ClassVar[Mapping[str, str]] = {"max_env_restarts": "max_restarts"}
+    FROM_ENV_KWARGS: ClassVar[tuple[str, ...]] = ("gravity",)
+
+    max_restarts: int = 0
+    gravity: float = dataclasses.field(default=9.8, metadata=LEARNED)
+
+
+def test_what_a_record_reads_off_its_options():
+    record = _record(_Restarting)
+    assert record.option_names() == ("max_restarts", "gravity")  # no class attribute
+    assert record.supports_restarts and record.learned_options() == ("gravity",)
+    assert record.former_fields() == {"max_env_restarts": "max_restarts"}
+    assert record.from_env_kwargs() == ("gravity",)
+    assert record.check_options({"gravity": "1e1"}) == _Restarting(gravity=10.0)

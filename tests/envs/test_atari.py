@@ -324,15 +324,15 @@ def test_the_eval_env_takes_eval_env_kwargs_over_env_kwargs(monkeypatch):
     from batchppo.experiment.configs import get_preset
 
     built = []
-    monkeypatch.setattr(trainer, "make_run_env", lambda c, n, seed: built.append((c, n, seed)))
+    monkeypatch.setattr(trainer, "make_run_env", lambda c, n: built.append((c, n)))
     config = dataclasses.replace(
         get_preset("breakout_atari"), env_kwargs={"preprocess": "atari", "mode": 0}
     )
-    trainer.make_run_eval_env(config, 2, 7)
-    trainer.make_run_eval_env(dataclasses.replace(config, eval_env_kwargs={}), 3, 8)
-    assert [(c.env_kwargs, n, seed) for c, n, seed in built] == [
-        ({"preprocess": "atari_game", "mode": 0}, 2, 7),
-        ({"preprocess": "atari", "mode": 0}, 3, 8),
+    trainer.make_run_eval_env(config, 2)
+    trainer.make_run_eval_env(dataclasses.replace(config, eval_env_kwargs={}), 3)
+    assert [(c.env_kwargs, n) for c, n in built] == [
+        ({"preprocess": "atari_game", "mode": 0}, 2),
+        ({"preprocess": "atari", "mode": 0}, 3),
     ]
     assert built[0][0].eval_env_kwargs == {"preprocess": "atari_game"}
 
@@ -354,7 +354,11 @@ def test_the_process_backends_env_reports_each_games_raw_score_once():
     from batchppo.backends import make_env
 
     env = make_env(
-        "ALE/Breakout-v5", 2, "process", num_workers=2, env_kwargs={"preprocess": "atari"}
+        "ALE/Breakout-v5",
+        2,
+        "process",
+        env_kwargs={"preprocess": "atari"},
+        options={"num_workers": 2},
     )
     other = make_env("CartPole-v1", 1, "sync")
     try:

@@ -83,7 +83,7 @@ def test_a_configs_wrappers_reach_the_probe_the_eval_env_export_and_the_video_en
     )
     assert configs.config_from_yaml(configs.config_to_yaml(config)) == config
     assert env_checks.check_env(config).observation_space == IMAGE
-    env = make_run_eval_env(config, 2, seed=0)
+    env = make_run_eval_env(config, 2)
     try:
         assert env.spec.obs_space.shape == (7, 7, 3)
     finally:

@@ -408,7 +408,7 @@ def test_idle_workers_stop_spinning_after_worker_spin_us():
 TIMEOUT_HEAD = (
     "envs 2..3 (worker 1, pid {pid}) did not answer {what} within step_timeout=1 s, so its "
     "worker was killed and the batch env cannot continue (raise step_timeout, "
-    "env_step_timeout in a config, if the env is only slow)."
+    "backend_options.step_timeout in a config, if the env is only slow)."
 )
 SLEEPING_FRAME = r'envs_testlib\.py", line \d+ in {}\n'
 
@@ -496,8 +496,9 @@ def test_a_timeout_past_the_restart_budget_raises_env_timeout_error_naming_the_b
     assert lines[0] == (
         f"worker 1 (pid {pids[1]}, envs 2..3) did not answer a step within step_timeout=1 s "
         "(killed). Not restarted: the restart budget is used up (max_restarts=1, 0 restarts "
-        "done, this step needs 2 more; in a PPOConfig the setting is max_env_restarts). The "
-        "batch env cannot continue; close it and build a new one."
+        "done, this step needs 2 more; in a PPOConfig the setting is "
+        "backend_options.max_restarts). The batch env cannot continue; close it and build a new "
+        "one."
     )
     assert lines[1] == "Its stacks, where it was stuck:"
     assert re.search(SLEEPING_FRAME.format("step"), str(info.value))

@@ -177,7 +177,7 @@ def test_used_up_budget_raises_the_envs_own_error_naming_the_setting():
         assert "raised by env 3 in worker 1" in message
         assert (
             "Not restarted: the restart budget is used up (max_restarts=1, 1 restarts done, "
-            "this step needs 1 more; in a PPOConfig the setting is max_env_restarts)"
+            "this step needs 1 more; in a PPOConfig the setting is backend_options.max_restarts)"
         ) in message
         assert env.restarts == 1
 

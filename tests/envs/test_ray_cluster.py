@@ -169,7 +169,7 @@ def test_num_cpus_and_startup_timeout_options_reach_the_actors(joined):
     # 2 actors at 2 CPUs each cannot be placed on 2 CPUs; on a cluster this process did not
     # start, other clients could free CPUs, so the start-up timeout decides.
     options = f"backend_options={{address: '{joined.address}', num_cpus: 2, startup_timeout: 1}}"
-    overrides = ["backend=ray", options, *TINY, "num_workers=2"]
+    overrides = ["backend=ray", options, *TINY, "backend_options.num_workers=2"]
     start = time.monotonic()
     with pytest.raises(RayResourcesError, match=r"need \{CPU: 4\}.*did not start within 1 s"):
         batchppo.train("pendulum_fast", overrides=overrides, progress="none")

@@ -101,7 +101,7 @@ def test_a_step_that_hangs_raises_env_timeout_error_with_the_actors_stack(local_
     assert lines[0] == (
         "envs 2..3 (Ray env actor 1) did not answer a step within step_timeout=2 s, so its "
         "actor was killed and the batch env cannot continue (raise step_timeout, "
-        "env_step_timeout in a config, if the env is only slow)."
+        "backend_options.step_timeout in a config, if the env is only slow)."
     )
     assert lines[1] == "Stacks of envs 2..3 (Ray env actor 1), where it was stuck:"
     assert lines[-2].endswith(", in step") and "envs_testlib.py" in lines[-2]
@@ -126,7 +126,7 @@ def test_a_reset_or_call_that_hangs_raises_env_timeout_error_with_the_actors_sta
     assert lines[0] == (
         f"envs 2..3 (Ray env actor 1) did not answer a {call} within step_timeout=2 s, so its "
         "actor was killed and the batch env cannot continue (raise step_timeout, "
-        "env_step_timeout in a config, if the env is only slow)."
+        "backend_options.step_timeout in a config, if the env is only slow)."
     )
     assert lines[1] == "Stacks of envs 2..3 (Ray env actor 1), where it was stuck:"
     assert lines[-2].endswith(f", in {frame}") and "envs_testlib.py" in lines[-2]

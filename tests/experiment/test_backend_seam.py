@@ -20,7 +20,7 @@ import batchppo
 from batchppo import backends, envs
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import HostEnv, make_env
-from batchppo.backends.host import host_backend, make_host_env
+from batchppo.backends.host import ProcessOptions, host_backend, make_host_env
 from batchppo.envs import BatchEnv
 from batchppo.envs.make import process_batch_env
 from batchppo.experiment import configs, env_checks, loading, visualize
@@ -44,13 +44,20 @@ def check_fake_id(env_id: str) -> None:
         raise ValueError(f"unknown fake env id {env_id!r}; the fake backend has {FAKE_IDS}")
 
 
+@dataclasses.dataclass(frozen=True)
+class FakeOptions:
+    """The fake backend's options: it restarts crashed envs."""
+
+    max_restarts: int = 0
+
+
 FAKE = backends.Backend(
     name="fake",
     make=make_fake_env,
     check_env_id=check_fake_id,
     host=True,
     description="a test's fake envs",
-    supports_restarts=True,
+    options=FakeOptions,
 )
 
 
@@ -65,18 +72,19 @@ def fake_backend() -> Iterator[backends.Backend]:
 
 
 def test_config_make_env_and_env_id_check_take_the_new_backend(fake_backend):
-    config = PPOConfig(backend="fake", host_loop=True, max_env_restarts=2)
+    config = PPOConfig(backend="fake", host_loop=True, backend_options={"max_restarts": 2})
+    assert FAKE.supports_restarts
     assert config.backend == "fake"
     env_checks.check_config_env_id(config)
     with pytest.raises(ConfigError, match=r"^unknown fake env id 'CartPole-v1'"):
         env_checks.check_config_env_id(dataclasses.replace(config, env="CartPole-v1"))
-    env = make_env("Pendulum-v1", 3, "fake", max_length=5, seed=0, max_restarts=1)
+    env = make_env("Pendulum-v1", 3, "fake", max_length=5, options={"max_restarts": 1})
     try:
         assert isinstance(env, HostEnv) and env.num_envs == 3 and env.spec.obs_shape == (3,)
         assert BUILT == [("Pendulum-v1", 3)]
     finally:
         env.close()
-    with pytest.raises(ValueError, match="backend 'fake' takes none"):
+    with pytest.raises(ValueError, match=r"^backend_options\.address: backend 'fake' has no opt"):
         make_env("Pendulum-v1", 3, "fake", options={"address": "auto"})
     with pytest.raises(UserError, match=r"cannot render 'Pendulum-v1' \(backend fake\)"):
         visualize.render_env_id(config)
@@ -90,9 +98,12 @@ def test_a_host_backend_with_a_batch_env_of_its_own_is_one_record():
         built.append(len(env_fns))
         return process_batch_env(env_fns, **kwargs)
 
-    backends.register(host_backend("mine", description="my batch env", batch_env=my_batch_env))
+    mine = host_backend(
+        "mine", description="my batch env", batch_env=my_batch_env, options=ProcessOptions
+    )
+    backends.register(mine)
     try:
-        env = make_env("Pendulum-v1", 3, "mine", seed=0, num_workers=1)
+        env = make_env("Pendulum-v1", 3, "mine", options={"num_workers": 1})
         env.close()
         assert isinstance(env, HostEnv) and built == [3]
         # envs.make takes the factory itself, not the backend's name: envs/ knows no backend.

@@ -101,12 +101,8 @@ def test_craftax_preset_has_the_craftax_baselines_settings():
         "craftax.craftax_env:make_craftax_env_from_name",
         "gymnax",
     )
-    assert config.env_kwargs == {
-        "name": "Craftax-Classic-Symbolic-v1",
-        "auto_reset": False,
-        "autoreset": "optimistic",
-        "reset_ratio": 16,
-    }
+    assert config.env_kwargs == {"name": "Craftax-Classic-Symbolic-v1", "auto_reset": False}
+    assert config.backend_options == {"autoreset": "optimistic", "reset_ratio": 16}
     settings = (
         config.num_agents, config.rollout_length, config.update_epochs, config.num_minibatches,
         config.learning_rate, config.anneal_lr, config.discount, config.gae_lambda,
@@ -279,46 +275,88 @@ def test_a_run_stored_before_minibatch_shuffle_resumes_with_the_sort_it_used(tmp
     assert configs.load_config(path) == configs.get_preset("cartpole_a2c")  # A2C adds none
 
 
-def _former(config: PPOConfig, **ray_fields: object) -> dict:
-    """``config`` as a ``config.yaml`` written before ``backend_options``: the ray fields."""
+FORMER_FIELDS = {
+    "num_workers": None,
+    "max_env_restarts": 0,
+    "env_step_timeout": 60.0,
+    "ray_address": None,
+    "ray_num_cpus": 0.5,
+    "ray_startup_timeout": 60.0,
+}
+"""The backend settings a ``config.yaml`` held as fields before ``backend_options``, at their
+defaults."""
+
+
+def _former(config: PPOConfig, **fields: object) -> dict:
+    """``config`` as a ``config.yaml`` written before ``backend_options``: the former fields."""
     data = {k: v for k, v in configs.config_to_dict(config).items() if k != "backend_options"}
-    fields = {"ray_address": None, "ray_num_cpus": 0.5, "ray_startup_timeout": 60.0}
-    return {**data, **fields, **ray_fields}
+    return {**data, **FORMER_FIELDS, **fields}
 
 
-def test_a_stored_config_with_the_former_ray_fields_loads_them_as_backend_options(tmp_path):
+def test_a_stored_config_with_the_former_fields_loads_them_as_backend_options(tmp_path):
     path = tmp_path / "config.yaml"
     process = configs.get_preset("pendulum_fast")
     path.write_text(yaml.safe_dump(_former(process, ray_num_cpus=2.0)))
     assert configs.load_config(path) == process  # another backend's fields meant nothing
+    path.write_text(yaml.safe_dump(_former(process, num_workers=2, max_env_restarts=3)))
+    assert configs.load_config(path) == dataclasses.replace(
+        process, backend_options={"num_workers": 2, "max_restarts": 3}
+    )
+    sync = dataclasses.replace(process, backend="sync")
+    path.write_text(yaml.safe_dump(_former(sync, num_workers=2, env_step_timeout=5.0)))
+    assert configs.load_config(path) == sync  # the sync backend read neither
     ray = dataclasses.replace(process, backend="ray")
     path.write_text(yaml.safe_dump(_former(ray)))
     assert configs.load_config(path) == ray  # the defaults: no options given
-    path.write_text(yaml.safe_dump(_former(ray, ray_address="auto", ray_startup_timeout=5.0)))
+    former = _former(ray, ray_address="auto", ray_startup_timeout=5.0, env_step_timeout=None)
+    path.write_text(yaml.safe_dump(former))
     loaded = configs.load_config(path)
     assert loaded == dataclasses.replace(
-        ray, backend_options={"address": "auto", "startup_timeout": 5.0}
+        ray, backend_options={"step_timeout": None, "address": "auto", "startup_timeout": 5.0}
     )
     assert get_backend("ray").make_options(loaded)["num_cpus"] == 0.5
 
 
-def test_a_run_dir_with_the_former_ray_fields_resumes(tmp_path):
-    ray = dataclasses.replace(configs.get_preset("pendulum_fast"), backend="ray")
+def test_a_stored_config_with_options_in_env_kwargs_loads_them_as_backend_options(tmp_path):
+    path = tmp_path / "config.yaml"
+    craftax = configs.get_preset("craftax_symbolic")
+    data = _former(craftax)
+    data["env_kwargs"] = {**craftax.env_kwargs, "autoreset": "optimistic", "reset_ratio": 16}
+    path.write_text(yaml.safe_dump(data))
+    assert configs.load_config(path) == craftax
+    brax = dataclasses.replace(configs.get_preset("pendulum_jax"), backend="brax", env="ant")
+    data = _former(brax, env_kwargs={"backend": "mjx"}, eval_env_kwargs={"backend": "mjx"})
+    path.write_text(yaml.safe_dump(data))
+    assert configs.load_config(path) == dataclasses.replace(
+        brax, backend_options={"backend": "mjx"}
+    )
+    # The host backends pass every keyword to the env: nothing moves.
+    process = dataclasses.replace(configs.get_preset("pendulum_fast"), env_kwargs={"g": 9.0})
+    path.write_text(yaml.safe_dump(_former(process)))
+    assert configs.load_config(path) == process
+
+
+def test_a_run_dir_with_the_former_fields_resumes(tmp_path):
+    process = configs.get_preset("pendulum_fast")
     run_dir = tmp_path / "T-pendulum_fast"
     (run_dir / "checkpoints").mkdir(parents=True)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(_former(ray, ray_address="auto")))
-    stored = dataclasses.replace(ray, backend_options={"address": "auto"})
-    changes = {"log_every": 7}
-    resumed, _, was_resumed = prepare_run_dir(tmp_path, "pendulum_fast", ray, "T", changes)
-    assert was_resumed and resumed == dataclasses.replace(stored, log_every=7)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(_former(process, num_workers=2)))
+    stored = dataclasses.replace(process, backend_options={"num_workers": 2})
+    changes = {"log_every": 7, "backend_options.max_restarts": 4}
+    resumed, _, was_resumed = prepare_run_dir(tmp_path, "pendulum_fast", process, "T", changes)
+    assert was_resumed
+    assert resumed == dataclasses.replace(
+        stored, log_every=7, backend_options={"num_workers": 2, "max_restarts": 4}
+    )
     assert configs.load_config(run_dir / "config.yaml") == resumed  # rewritten as it is now
 
 
 @pytest.mark.parametrize(
     ("override", "spelling"),
     [
-        ("ray_address=auto", "'backend_options={address: auto}'"),
-        ("ray_address=127.0.0.1:1", "\"backend_options={address: '127.0.0.1:1'}\""),
+        ("ray_address=auto", "backend_options.address=auto"),
+        ("ray_address=127.0.0.1:1", "backend_options.address=127.0.0.1:1"),
+        ("ray_address=' a'", "\"backend_options.address=' a'\""),
     ],
 )
 def test_set_of_a_former_ray_field_names_the_working_spelling(override, spelling):
@@ -330,10 +368,45 @@ def test_set_of_a_former_ray_field_names_the_working_spelling(override, spelling
     )
     (given,) = shlex.split(spelling)  # what the shell hands --set
     ray = configs.apply_overrides(configs.get_preset("pendulum_fast"), ["backend=ray", given])
-    assert ray.backend_options == {"address": override.partition("=")[2]}
+    value = yaml.safe_load(override.partition("=")[2])
+    assert ray.backend_options == {"address": value}
 
 
-def test_a_config_file_with_former_ray_fields_names_the_new_spelling(tmp_path):
+def test_set_of_a_former_host_field_names_the_option_and_its_backends():
+    with pytest.raises(ConfigError) as info:
+        configs.parse_override("max_env_restarts=8")
+    assert str(info.value) == (
+        "config key 'max_env_restarts' is now backend_options.max_restarts (an option of the "
+        "process and sync backends): give --set backend_options.max_restarts=8"
+    )
+    config = configs.apply_overrides(
+        configs.get_preset("pendulum_fast"),
+        ["backend_options.max_restarts=8", "backend_options.step_timeout=none"],
+    )
+    assert config.backend_options == {"max_restarts": 8, "step_timeout": None}
+
+
+def test_set_of_one_entry_of_a_mapping_field():
+    base = configs.get_preset("pendulum_fast")
+    config = configs.apply_overrides(
+        base,
+        ["backend_options={num_workers: 1}", "backend_options.max_restarts=2", "env_kwargs.g=9"],
+    )
+    assert config.backend_options == {"num_workers": 1, "max_restarts": 2}
+    assert config.env_kwargs == {"g": 9}
+    with pytest.raises(ConfigError) as info:
+        configs.parse_override("steps.x=1")
+    assert str(info.value) == (
+        "override 'steps.x=1': FIELD.NAME sets one entry of a mapping field (env_kwargs, "
+        "eval_env_kwargs, backend_options)"
+    )
+    with pytest.raises(ConfigError, match=r"^unknown config key 'backend_option'\. Did you mean"):
+        configs.parse_override("backend_option.num_workers=1")
+    with pytest.raises(ConfigError, match="backend 'process' has no option 'num_worker'"):
+        configs.apply_overrides(base, ["backend_options.num_worker=1"])
+
+
+def test_a_config_file_with_former_fields_names_the_new_spelling(tmp_path):
     path = tmp_path / "part.yaml"
     path.write_text("base: pendulum_fast\nbackend: ray\nray_num_cpus: 1\n")
     with pytest.raises(ConfigError) as info:
@@ -342,18 +415,16 @@ def test_a_config_file_with_former_ray_fields_names_the_new_spelling(tmp_path):
         f"{path}: config key 'ray_num_cpus' is now backend_options.num_cpus (an option of the "
         "ray backend): give backend_options: {num_cpus: 1}"
     )
-    ray = dataclasses.replace(configs.get_preset("pendulum_fast"), backend="ray")
-    path.write_text(yaml.safe_dump(_former(ray, ray_address="auto")))  # a full file
+    path.write_text("base: pendulum_fast\nnum_workers: 2\nenv_step_timeout: 5\n")
     with pytest.raises(ConfigError) as info:
         configs.config_from_file(path)
     assert str(info.value) == (
-        f"{path}: config keys ['ray_address', 'ray_num_cpus', 'ray_startup_timeout'] are now "
-        "backend_options.address, backend_options.num_cpus, backend_options.startup_timeout "
-        "(options of the ray backend): give backend_options: {address: auto, num_cpus: 0.5, "
-        "startup_timeout: 60.0}"
+        f"{path}: config keys ['num_workers', 'env_step_timeout'] are now "
+        "backend_options.num_workers, backend_options.step_timeout (options of the process and "
+        "ray backends): give backend_options: {num_workers: 2, step_timeout: 5}"
     )
     path.write_text("base: pendulum_fast\nbackend: ray\nbackend_options: {num_cpus: 1}\n")
-    assert configs.config_from_file(path).backend_options == {"num_cpus": 1}
+    assert configs.config_from_file(path).backend_options == {"num_cpus": 1.0}
 
 
 def test_stored_config_with_unknown_or_mistyped_keys_is_an_error(tmp_path):

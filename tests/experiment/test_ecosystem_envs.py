@@ -112,7 +112,8 @@ def test_minigrid_empty_learns_from_its_recipe_as_a_grid_of_codes(capsys, ecosys
     pytest.importorskip("minigrid")
     env = "minigrid:MiniGrid-Empty-5x5-v0"
     wrappers = "env_wrappers=[minigrid.wrappers.ImgObsWrapper]"
-    argv = ["--env", env, "--set", wrappers, "--set", "steps=32768", "--set", "num_workers=1"]
+    argv = ["--env", env, "--set", wrappers, "--set", "steps=32768"]
+    argv += ["--set", "backend_options.num_workers=1"]
     code = cli.main(["train", "--logdir", str(ecosystem), "--progress", "none", *argv])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -143,7 +144,8 @@ def test_a_group_sigterm_stops_a_highway_env_run_with_its_checkpoint(tmp_path):
 
     argv = ["train", "--env", HIGHWAY, "--logdir", str(tmp_path), "--timestamp", "T"]
     # A train report after each iteration of 16 x 16 steps (highway's steps take about 10 ms).
-    argv += ["--progress", "none", "--set", "num_workers=2", "--set", "rollout_length=16"]
+    argv += ["--progress", "none", "--set", "backend_options.num_workers=2"]
+    argv += ["--set", "rollout_length=16"]
     argv += ["--set", "log_every=256"]
     metrics = tmp_path / "T-highway-fast-v0" / "metrics.jsonl"
     code, out, err = _sigterm_after_reports(argv, metrics, 1, 180.0, cwd=tmp_path)

@@ -29,8 +29,8 @@ TINY = tiny_run(eval_every=0, checkpoint_every=256, steps=256)
 RUNS = {
     # name: (preset, extra overrides)
     "gaussian-gymnax": ("pendulum_jax", []),
-    "gaussian-host": ("pendulum_fast", ["backend=sync", "num_workers=1"]),
-    "categorical-host": ("cartpole", ["backend=sync", "num_workers=1", "normalize_ranges=true"]),
+    "gaussian-host": ("pendulum_fast", ["backend=sync"]),
+    "categorical-host": ("cartpole", ["backend=sync", "normalize_ranges=true"]),
     "recurrent-gymnax": ("pendulum_jax", ["network=recurrent"]),
 }
 

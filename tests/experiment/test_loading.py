@@ -9,13 +9,13 @@ from batchppo.experiment import loading
 
 
 def test_backends_with_envs_away_from_the_caller_load_with_their_in_process_twin():
-    ray = PPOConfig(backend="ray", num_workers=4, backend_options={"address": "auto"})
+    ray = PPOConfig(backend="ray", backend_options={"address": "auto", "num_workers": 4})
     assert loading.loading_config(ray) == dataclasses.replace(
-        ray, backend="sync", num_workers=None, backend_options={}
+        ray, backend="sync", backend_options={}
     )
-    process = PPOConfig(backend="process", num_workers=2)
+    process = PPOConfig(backend="process", backend_options={"num_workers": 2})
     assert loading.loading_config(process) == dataclasses.replace(
-        process, backend="sync", num_workers=None
+        process, backend="sync", backend_options={}
     )
     for backend in ("sync", "gymnax"):  # not in the table: each loads with itself
         config = PPOConfig(backend=backend, env="Pendulum-v1")

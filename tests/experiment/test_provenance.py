@@ -126,7 +126,32 @@ def test_config_differences_name_each_field_with_both_values():
         ("b", None, 2),
     ]
     assert "eval_every" not in provenance.NO_EFFECT  # the periodic evaluations' cadence counts
-    assert {"host_loop", "checkpoint_every", "env_step_timeout"} <= provenance.NO_EFFECT
+    assert {"host_loop", "checkpoint_every", "devices"} <= provenance.NO_EFFECT
+
+
+def test_of_backend_options_only_those_that_change_what_is_learned_count():
+    def config(backend: str, **options: object) -> dict:
+        return {"backend": backend, "backend_options": options}
+
+    differences = provenance.config_differences
+    # Workers and timeouts say where the envs run; a default given is the default.
+    assert differences(config("process", num_workers=2), config("process")) == []
+    assert differences(config("gymnax", autoreset="select"), config("gymnax")) == []
+    assert differences(config("gymnax", autoreset="first"), config("gymnax")) == [
+        ("backend_options", {"autoreset": "first"}, {})
+    ]
+    assert provenance.config_differences(config("ray"), config("sync")) == [
+        ("backend", "ray", "sync")
+    ]
+
+
+def test_a_recorded_config_of_former_fields_loads_with_them_as_options():
+    shipped = provenance.effective_config(configs.get_preset("pendulum_fast"))
+    recorded = {k: v for k, v in shipped.items() if k != "backend_options"}
+    recorded.update(num_workers=3, max_env_restarts=0, env_step_timeout=60.0)
+    loaded = provenance.loaded(recorded)
+    assert loaded["backend_options"] == {"num_workers": 3}  # the defaults stay defaults
+    assert provenance.config_differences(shipped, loaded) == []
 
 
 def entry(run_dir: str, seed: int, config: dict, commit: str | None) -> dict:

@@ -47,7 +47,7 @@ def assert_same_reports(a: list[dict], b: list[dict]) -> None:
 
 @pytest.mark.parametrize(
     "preset, extra",
-    [("pendulum_jax", []), ("pendulum_fast", ["num_workers=1"])],
+    [("pendulum_jax", []), ("pendulum_fast", ["backend_options.num_workers=1"])],
     ids=["gymnax", "process"],
 )
 def test_seeds_equal_separate_runs(tmp_path: Path, preset: str, extra: list[str]) -> None:

@@ -67,7 +67,7 @@ def test_each_brax_preset_builds_its_env_and_steps_it_on_cpu(name):
     # The preset's env as training builds it, at 2 envs; reset and one step of zero actions,
     # compiled as one program (compiling the Brax physics is most of the time).
     config = dataclasses.replace(configs.PRESETS[name], num_agents=2)
-    env = make_run_env(config, config.num_agents, config.seed)
+    env = make_run_env(config, config.num_agents)
     spec = env.spec
     action = jnp.zeros((2, *spec.action_shape), spec.action_dtype)
 

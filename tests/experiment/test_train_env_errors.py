@@ -70,7 +70,7 @@ def test_an_env_error_stops_train_with_its_type_a_checkpoint_and_the_resume_comm
 
     # The printed command resumes from the checkpoint; envs that fail now restart.
     with pytest.warns(EnvRestartWarning, match="step 200 failed on purpose"):
-        code = cli.main(_argv(tmp_path, "F", "max_env_restarts=16"))
+        code = cli.main(_argv(tmp_path, "F", "backend_options.max_restarts=16"))
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.startswith("done: 4,096 steps")
@@ -96,7 +96,8 @@ def test_a_worker_that_exits_stops_train_with_worker_died_error(tmp_path, capsys
 
 def _config(**changes) -> PPOConfig:
     base = PPOConfig(
-        env=ENV, backend="process", num_agents=4, num_workers=2, rollout_length=16,
+        env=ENV, backend="process", num_agents=4, backend_options={"num_workers": 2},
+        rollout_length=16,
         max_length=50, update_epochs=1, num_minibatches=1, policy_layers=(16,),
         value_layers=(16,), steps=640, checkpoint_every=0,
     )  # fmt: skip
@@ -123,7 +124,7 @@ def test_the_host_loop_driver_raises_the_envs_own_error_and_checkpoints(tmp_path
 def test_the_eval_env_raises_its_own_error_not_jax_runtime_error():
     # The training env never fails; the eval env (built from the config) fails at step 5.
     config = _config(env_kwargs={"fail_at": 5})
-    env = make_env(ENV, config.num_agents, "process", num_workers=2, seed=0, max_length=50)
+    env = make_env(ENV, config.num_agents, "process", options={"num_workers": 2}, max_length=50)
     trainer = Trainer(config, env=env)
     try:
         ts = trainer.init(jax.random.key(0))
@@ -240,7 +241,7 @@ def test_an_env_error_stops_every_seed_of_a_seeds_run_and_the_resume_command_res
     resume = shlex.split(lines[-2].split("resume with: ", 1)[1])[1:]  # without "batchppo"
     assert resume == [*argv[:5], "--seeds", "2", "--timestamp", timestamp, "--resume"]
     with pytest.warns(EnvRestartWarning, match="step 200 failed on purpose"):  # eval envs
-        code = cli.main([*resume, "--progress", "none", "--set", "max_env_restarts=16"])
+        code = cli.main([*resume, "--progress", "none", "--set", "backend_options.max_restarts=16"])
     out, err = capsys.readouterr()
     assert code == 0, err
     done = out.strip().splitlines()
@@ -324,9 +325,10 @@ def test_an_env_error_in_a_seeds_run_checkpoints_every_seed_at_one_step(
         ]  # fmt: skip
 
 
-def test_an_env_that_hangs_stops_train_after_env_step_timeout_as_an_env_error(tmp_path, capsys):
+def test_an_env_that_hangs_stops_train_after_its_step_timeout_as_an_env_error(tmp_path, capsys):
     # Each env's 200th step (in the 4th iteration, 1536 -> 2048) sleeps for an hour.
-    argv = _argv(tmp_path, "H", "env_kwargs={fail_at: 200, how: hang}", "env_step_timeout=2")
+    hang = "env_kwargs={fail_at: 200, how: hang}"
+    argv = _argv(tmp_path, "H", hang, "backend_options.step_timeout=2")
     code = cli.main(argv)
     out, err = capsys.readouterr()
     run_dir = tmp_path / "H-pendulum_fast"
@@ -341,7 +343,7 @@ def test_an_env_that_hangs_stops_train_after_env_step_timeout_as_an_env_error(tm
         r"batchppo: error: the env raised EnvTimeoutError: envs 0\.\.3 \(worker 0, pid \d+\); "
         r"envs 4\.\.7 \(worker 1, pid \d+\) did not answer a step within step_timeout=2 s, so "
         r"their workers were killed and the batch env cannot continue \(raise step_timeout, "
-        r"env_step_timeout in a config, if the env is only slow\)\. \(full text: "
+        r"backend_options.step_timeout in a config, if the env is only slow\)\. \(full text: "
         + re.escape(str(run_dir / "env_error.txt"))
         + r"\)",
         lines[-1],
@@ -355,8 +357,8 @@ def test_an_env_that_hangs_stops_train_after_env_step_timeout_as_an_env_error(tm
 
 def test_with_restarts_a_hung_worker_is_respawned_and_training_goes_on(tmp_path, capsys):
     argv = _argv(
-        tmp_path, "HR", "env_kwargs={fail_at: 300, how: hang}", "env_step_timeout=1",
-        "max_env_restarts=40",
+        tmp_path, "HR", "env_kwargs={fail_at: 300, how: hang}", "backend_options.step_timeout=1",
+        "backend_options.max_restarts=40",
     )  # fmt: skip
     with pytest.warns(EnvRestartWarning, match="did not answer a step within step_timeout=1 s"):
         code = cli.main(argv)

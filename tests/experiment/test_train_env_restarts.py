@@ -1,4 +1,5 @@
-"""A real ``batchppo train`` on envs that crash at random steps, with ``max_env_restarts``."""
+"""A real ``batchppo train`` on envs that crash at random steps, with
+``backend_options.max_restarts``."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def _argv(logdir, timestamp: str, *overrides: str) -> list[str]:
 
 def test_training_goes_on_through_env_crashes_and_counts_the_restarts(tmp_path, capsys):
     with pytest.warns(EnvRestartWarning, match="CrashingPendulum: the simulator crashed"):
-        code = cli.main(_argv(tmp_path, "R", "max_env_restarts=200"))
+        code = cli.main(_argv(tmp_path, "R", "backend_options.max_restarts=200"))
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.startswith("done: 4,096 steps")
@@ -68,7 +69,7 @@ def test_env_restarts_is_a_running_total_that_a_resume_continues(tmp_path):
 
 def test_host_env_counts_restarts_of_the_sync_backend_and_stops_at_the_budget():
     env = make_env(
-        ENV, 2, "sync", max_restarts=4, env_kwargs={"crash_probability": 1.0}, seed=0
+        ENV, 2, "sync", options={"max_restarts": 4}, env_kwargs={"crash_probability": 1.0}
     )  # every step crashes
     try:
         obs = env.host_reset(0)
@@ -82,7 +83,7 @@ def test_host_env_counts_restarts_of_the_sync_backend_and_stops_at_the_budget():
             assert env.restarts == restarts
             obs = new_obs
         with pytest.raises(
-            RuntimeError, match=r"max_restarts=4, 4 restarts done.*max_env_restarts"
+            RuntimeError, match=r"max_restarts=4, 4 restarts done.*backend_options.max_restarts"
         ):
             env.host_step(action)
     finally:
@@ -90,12 +91,15 @@ def test_host_env_counts_restarts_of_the_sync_backend_and_stops_at_the_budget():
 
 
 def test_config_checks_and_resume_accepts_a_new_budget():
-    with pytest.raises(ValueError, match="max_env_restarts=-1: must be >= 0"):
-        PPOConfig(max_env_restarts=-1)
-    for backend in ("gymnax", "ray"):
-        with pytest.raises(ValueError, match="process and sync backends only"):
-            PPOConfig(backend=backend, max_env_restarts=3)
-    with pytest.raises(ValueError, match="process and sync backends only"):
-        make_env("Pendulum-v1", 2, "gymnax", max_restarts=1)
-    stored = PPOConfig(backend="process")
-    assert resume.check_resume_overrides(stored, {"max_env_restarts": 7}).max_env_restarts == 7
+    with pytest.raises(ValueError) as info:
+        PPOConfig(backend_options={"max_restarts": -1})
+    assert str(info.value) == "backend_options.max_restarts=-1: must be >= 0 (0 fails fast)"
+    for backend in ("gymnax", "ray"):  # a backend without restarts has no such option
+        no_option = rf"^backend_options.max_restarts: backend '{backend}' has no option"
+        with pytest.raises(ValueError, match=no_option):
+            PPOConfig(backend=backend, env="Pendulum-v1", backend_options={"max_restarts": 3})
+    with pytest.raises(ValueError, match="backend 'gymnax' has no option 'max_restarts'"):
+        make_env("Pendulum-v1", 2, "gymnax", options={"max_restarts": 1})
+    stored = PPOConfig(backend="process", backend_options={"max_restarts": 2, "num_workers": 3})
+    resumed = resume.check_resume_overrides(stored, {"backend_options.max_restarts": 7})
+    assert resumed.backend_options == {"max_restarts": 7, "num_workers": 3}

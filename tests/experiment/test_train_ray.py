@@ -64,7 +64,8 @@ def test_cli_names_the_missing_cpus_in_one_line_at_once(own_ray, capsys, tmp_pat
     workers = int(2 * cpus + 2)
     argv = ["train", "--config", "pendulum_fast", "--logdir", str(tmp_path), "--progress",
             "none", *(a for o in TINY_RAY for a in ("--set", o)),
-            "--set", f"num_agents={workers}", "--set", f"num_workers={workers}"]  # fmt: skip
+            "--set", f"num_agents={workers}",
+            "--set", f"backend_options.num_workers={workers}"]  # fmt: skip
     start = time.monotonic()
     code = cli.main(argv)
     elapsed = time.monotonic() - start
@@ -94,10 +95,11 @@ def test_ray_options_are_checked_and_mutable_on_resume():
     config = configs.apply_overrides(configs.get_preset("pendulum_fast"), ["backend=ray"])
     assert config.backend_options == {}
     assert get_backend("ray").make_options(config) == {
+        "num_workers": None,
+        "step_timeout": 60.0,
         "address": None,
         "num_cpus": 0.5,
         "startup_timeout": 60.0,
-        "step_timeout": 60.0,
         "wrappers": (),
     }
     bad = {

@@ -320,7 +320,7 @@ def test_train_takes_an_env_factory_and_records_it_by_name(tmp_path, user_envs, 
     monkeypatch.syspath_prepend(str(user_envs))
     import myenvs
 
-    config = fake_config(backend="process", num_workers=1)
+    config = fake_config(backend="process", backend_options={"num_workers": 1})
     result = run(tmp_path, config, env=myenvs.make_reach)
     assert result.config.env == "myenvs:make_reach"
     assert configs.load_config(tmp_path / "T-fake" / "config.yaml").env == "myenvs:make_reach"

@@ -44,8 +44,6 @@ ended there, its return, its length and whether it terminated."""
 PyTree = Any
 PolicyFn = Callable[..., tuple[jax.Array, dict[str, Any], PyTree]]
 
-EVAL_SEED_OFFSET = 10_007
-"""The eval env's seed is the run's seed plus this offset."""
 EVAL_CHUNK = 64
 """The most steps of one compiled eval call. An evaluation ends at the end of the call in
 which its last episode ended, so the steps after it (an expensive host env's, say, whose

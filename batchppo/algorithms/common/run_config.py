@@ -90,9 +90,6 @@ class RunConfig:
     """Rescale finite observation bounds and action bounds to [-1, 1]."""
     num_agents: int = 30
     """Number of parallel environments."""
-    num_workers: int | None = None
-    """Worker processes for the ``process`` backend (env actors for ``ray``); None means one
-    per core (per CPU of the Ray cluster)."""
     host_loop: bool | None = None
     """Host backends only: collect rollouts with a Python loop that steps the envs and makes one
     compiled call between env steps ([`HostLoop`][batchppo.backends.HostLoop]) instead of
@@ -112,27 +109,19 @@ class RunConfig:
     None: True where an observation leaf is an image (a CNN torso), whose gradient step
     YNNPACK's convolutions made about 3x slower (``bench/investigations/conv.py``). Results
     agree up to float rounding; it may change on resume."""
-    max_env_restarts: int = 0
-    """``process`` and ``sync`` backends: how many env restarts each env batch (training,
-    evaluation) may make in one training process. An env whose step raises, or whose worker
-    process dies, is then rebuilt and reset, its episode ending truncated, and training goes
-    on; the ``env_restarts`` train metric counts them. 0 (the default) fails fast: the env's
-    error ends the run. Past the budget the error is raised, naming this setting."""
-    env_step_timeout: float | None = 60.0
-    """``process`` and ``ray`` backends: seconds an env worker process (or Ray actor) may
-    take to answer one step, reset or call of its envs. Past it the worker is asked for its
-    Python stacks and killed, and the run stops as on an env error, with
-    ``EnvTimeoutError`` naming the envs and where they were stuck; under
-    ``max_env_restarts`` the worker is respawned instead and its envs' episodes truncated.
-    None waits for ever. The default is far above any step or reset of the presets' envs, so
-    it fires on a hung env only; raise it for an env that is slow by nature. The ``sync``
-    backend steps its envs in the learner's process, which cannot bound them."""
     backend_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The backend's own settings, by name: the keys and types its record declares
-    (``Backend.options``; ``Backend.check_options`` checks them), e.g. ``ray``'s ``address``,
-    ``num_cpus`` and ``startup_timeout`` (``--set 'backend_options={address: auto}'``); the
-    keys not given take their defaults. Empty for a backend without options. They may change
-    when a run resumes."""
+    (``Backend.options``; ``Backend.check_options`` checks them). ``process``: its workers
+    (``num_workers``, None for one per core), env restarts (``max_restarts``, 0 fails fast),
+    ``step_timeout`` (seconds, 60 by default) and spin; ``sync``: ``max_restarts``; ``ray``:
+    ``num_workers``, ``step_timeout``, ``address``, ``num_cpus``, ``startup_timeout``;
+    ``gymnax``, ``brax``, ``jumanji``: how finished envs restart (``autoreset``,
+    ``reset_ratio``; Brax's physics ``backend`` too); ``ale``: ``mode``, ``batch_size``,
+    ``num_threads``. Given as ``--set backend_options.num_workers=4`` (or a mapping,
+    ``--set 'backend_options={address: auto}'``); the keys not given take their defaults.
+    Those that only say where and how fast the envs run may change when a run resumes; those
+    that change what is learned (``Backend.learned_options``: the restarts of pure-JAX envs,
+    the physics) may not."""
 
     # --- Budget -----------------------------------------------------------------------------
     steps: int = 1_000_000
@@ -233,21 +222,6 @@ class RunConfig:
                 f"{name}={value}: must be >= 0 (0 disables), or None for a fraction of steps",
             )
         check(
-            self.max_env_restarts >= 0,
-            f"max_env_restarts={self.max_env_restarts}: must be >= 0 (0 fails fast)",
-        )
-        check(
-            not self.max_env_restarts or backend.supports_restarts,
-            f"max_env_restarts={self.max_env_restarts}: env restarts are for the "
-            f"{backends.prose(backends.names(supports_restarts=True))} backends only; "
-            f"backend={self.backend!r} fails fast (set max_env_restarts=0)",
-        )
-        check(
-            self.env_step_timeout is None or 0 < self.env_step_timeout < float("inf"),
-            f"env_step_timeout={self.env_step_timeout}: must be a number of seconds > 0, or "
-            "None to wait for ever",
-        )
-        check(
             self.devices is None or self.devices >= 1,
             f"devices={self.devices}: must be >= 1, or None for every device",
         )
@@ -277,7 +251,18 @@ class RunConfig:
             f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
             f"(set host_loop=False, or a host backend: {', '.join(backends.names(host=True))})",
         )
-        backend.check_options(self.backend_options)
+        own = backend.check_options(self.backend_options)
+        # The options as their types hold them (``--set backend_options.step_timeout=none``).
+        given = {key: getattr(own, key) for key in self.backend_options}
+        object.__setattr__(self, "backend_options", given)
+        for name in ("env_kwargs", "eval_env_kwargs"):
+            moved = [key for key in getattr(self, name) if key in backend.from_env_kwargs()]
+            check(
+                not moved,
+                f"{name} {moved}: backend {self.backend!r} takes them as options, not as the "
+                f"env's keywords: give {', '.join(f'backend_options.{key}' for key in moved)} "
+                "(--set backend_options.KEY=VALUE)",
+            )
         check(
             not self.host_loop or not backend.steps_in_program(self.backend_options),
             f"host_loop=True steps host envs from a Python loop; backend={self.backend!r} with "

@@ -235,10 +235,10 @@ class SeedsTrainer:
         self.fused = get_backend(config.backend).fused
         self.shared: SharedHostEnv | None = None
         if self.fused:
-            env: Env = make_run_env(config, config.num_agents, config.seed)
+            env: Env = make_run_env(config, config.num_agents)
             seed_env: Any = env
         else:
-            host = make_run_env(config, num_seeds * config.num_agents, config.seed)
+            host = make_run_env(config, num_seeds * config.num_agents)
             self.shared = SharedHostEnv(host, num_seeds)
             seed_env = _SeedSlice(host.spec, config.num_agents)
         self.env = seed_env

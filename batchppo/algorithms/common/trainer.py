@@ -31,7 +31,7 @@ import numpy as np
 from jax import lax
 
 from batchppo.algorithms.common.episodes import ENDED, ended_episodes
-from batchppo.algorithms.common.evaluation import EVAL_SEED_OFFSET, Evaluator, HostPolicy
+from batchppo.algorithms.common.evaluation import Evaluator, HostPolicy
 from batchppo.algorithms.common.programs import (
     Compiler,
     Program,
@@ -84,27 +84,25 @@ class Agent(Protocol):
                 key: jax.Array) -> tuple[jax.Array, dict, PyTree]: ...  # fmt: skip
 
 
-def make_run_env(config: Any, num_envs: int, seed: int) -> Env:
-    """The env of a run's config: ``num_envs`` envs of ``config.env`` on ``config.backend``."""
+def make_run_env(config: Any, num_envs: int) -> Env:
+    """The env of a run's config: ``num_envs`` envs of ``config.env`` on ``config.backend``,
+    with its ``backend_options`` (seeded by the key of their first ``reset``)."""
     return make_env(
         config.env,
         num_envs,
         config.backend,
         max_length=config.max_length,
         normalize_ranges=config.normalize_ranges,
-        seed=seed,
-        num_workers=config.num_workers,
-        max_restarts=config.max_env_restarts,
         env_kwargs=config.env_kwargs,
         options=get_backend(config.backend).make_options(config),
     )
 
 
-def make_run_eval_env(config: Any, num_envs: int, seed: int) -> Env:
+def make_run_eval_env(config: Any, num_envs: int) -> Env:
     """The evaluation env of a run's config: ``make_run_env`` with ``config.eval_env_kwargs`` over
     ``config.env_kwargs``."""
     env_kwargs = {**config.env_kwargs, **config.eval_env_kwargs}
-    return make_run_env(dataclasses.replace(config, env_kwargs=env_kwargs), num_envs, seed)
+    return make_run_env(dataclasses.replace(config, env_kwargs=env_kwargs), num_envs)
 
 
 def strong(x: Any) -> Any:
@@ -225,7 +223,7 @@ class Trainer:
         self, config: Any, make_agent: Callable[[Any, Env], Agent], env: Env | None = None
     ) -> None:
         self.config = config
-        self.env = env if env is not None else make_run_env(config, config.num_agents, config.seed)
+        self.env = env if env is not None else make_run_env(config, config.num_agents)
         self.spec: EnvSpec = self.env.spec
         self.agent = make_agent(config, self.env)
         self.fused = get_backend(config.backend).fused
@@ -246,7 +244,7 @@ class Trainer:
             self._host_loop = HostLoop(self.env, self.agent.policy_fn, self._hot_options)
         self._compiler = Compiler()
         self._evaluator = Evaluator(
-            make_env=lambda n: make_run_eval_env(config, n, config.seed + EVAL_SEED_OFFSET),
+            make_env=lambda n: make_run_eval_env(config, n),
             init_sim=lambda key, env: self.agent.init_sim(key, env),
             act=self.agent.mode_fn,
             sample_act=self.agent.policy_fn,
@@ -504,8 +502,8 @@ class Trainer:
 
     @property
     def env_restarts(self) -> int | None:
-        """Env restarts so far in the training and eval envs (``max_env_restarts``); None
-        for backends that cannot restart envs (pure-JAX ones)."""
+        """Env restarts so far in the training and eval envs (``backend_options.max_restarts``);
+        None for backends that cannot restart envs (pure-JAX ones)."""
         counts = [getattr(env, "restarts", None) for env in (self.env, self._evaluator.env)]
         counts = [count for count in counts if count is not None]
         return sum(counts) if counts else None

@@ -538,7 +538,7 @@ def make_train(
             f"make_train needs a pure-JAX backend {names(host=False)}, got "
             f"backend={config.backend!r}; use Trainer for host envs"
         )
-    env = make_run_env(config, config.num_agents, config.seed)
+    env = make_run_env(config, config.num_agents)
     ppo = PPO(config, env, network_factory=network_factory)
 
     def train_fn(key: jax.Array) -> tuple[TrainState, dict]:

@@ -116,7 +116,7 @@ def test_seeds_over_one_shared_host_env_equal_separate_runs():
 @pytest.mark.timeout(120)
 def test_over_host_envs_an_iteration_keeps_the_train_state_passed_in():
     seeds = SeedsTrainer(
-        dataclasses.replace(CONFIG, backend="sync", max_env_restarts=1), 2, Counter
+        dataclasses.replace(CONFIG, backend="sync", backend_options={"max_restarts": 1}), 2, Counter
     )
     ts = seeds.init([host_key(s, 0) for s in seeds.seeds])
     ss = seeds.init_sim(ts, [host_key(s, 1) for s in seeds.seeds])

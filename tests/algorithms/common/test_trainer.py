@@ -99,7 +99,8 @@ def test_iterations_donate_their_input_states():
 def test_over_host_envs_iterations_keep_the_train_state_and_count_env_restarts():
     # Gymnasium's CartPole stepped in this process: an env error mid-rollout must leave the
     # train state passed in valid, so only the sim state is donated.
-    trainer = Trainer(dataclasses.replace(CONFIG, backend="sync", max_env_restarts=2), Counter)
+    config = dataclasses.replace(CONFIG, backend="sync", backend_options={"max_restarts": 2})
+    trainer = Trainer(config, Counter)
     ts, ss = start(trainer)
     new_ts, _, metrics = trainer.iteration(ts, ss)
     assert not ts.step.is_deleted() and int(ts.step) == 0

@@ -72,7 +72,11 @@ def test_gymnax_pendulum_reaches_minus_250():
 @pytest.mark.timeout(240)
 def test_gymnasium_pendulum_in_processes_improves():
     config = dataclasses.replace(
-        get_preset("pendulum_fast"), num_agents=8, rollout_length=128, num_workers=2, steps=40_960
+        get_preset("pendulum_fast"),
+        num_agents=8,
+        rollout_length=128,
+        backend_options={"num_workers": 2},
+        steps=40_960,
     )
     history = _train_until(config, -250.0, eval_every=10_240, episodes=8)
     # Untrained policies score about -1200 on Pendulum; demand a clear improvement.
@@ -86,7 +90,9 @@ def test_cheetah_fast_learns_halfcheetah_in_150k_steps():
     # budget), seed 0, 8 mean-action episodes. Untrained policies score about -300 and CleanRL's
     # PPO about 1450 after 1M steps: 1000 at 15 % of that budget is a running gait, which an
     # agent that did not learn cannot reach, and is low enough for a slow seed to pass.
-    config = dataclasses.replace(get_preset("cheetah_fast"), steps=153_600, num_workers=2)
+    config = dataclasses.replace(
+        get_preset("cheetah_fast"), steps=153_600, backend_options={"num_workers": 2}
+    )
     history = _train_until(config, float("inf"), eval_every=config.steps, episodes=8)
     assert history[-1] >= 1000.0, history
 

@@ -1,0 +1,112 @@
+"""Values checked against a type annotation: what a config field or a backend option holds.
+
+The one parser of the values a config gives (a YAML file, ``--set KEY=VALUE``, a mapping of
+backend options): ``coerce`` converts a value to a field's or an option's type, or raises
+``TypeError`` for a value that does not fit; ``type_name`` words the type for the one-line
+error its caller raises. Pure Python, so the light modules (the backend registry, config
+parsing) import it without JAX.
+
+Examples:
+    >>> coerce("1e6", int), coerce(2, float), coerce("none", int | None)
+    (1000000, 2.0, None)
+    >>> type_name(float | None)
+    'float or None'
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+__all__ = ["coerce", "is_plain", "type_name"]
+
+
+def type_name(annotation: Any) -> str:
+    """A short readable name of a field type, e.g. ``int or None``, ``list of int``."""
+    args = typing.get_args(annotation)
+    if _is_union(annotation):
+        return " or ".join(type_name(a) for a in args)
+    if typing.get_origin(annotation) is tuple:
+        return f"list of {type_name(args[0])}"
+    if typing.get_origin(annotation) is dict:
+        return "mapping of names to values"
+    if annotation is type(None):
+        return "None"
+    if annotation is Any:
+        return "YAML value"
+    return annotation.__name__
+
+
+def _is_union(annotation: Any) -> bool:
+    return isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+
+
+def coerce(value: Any, annotation: Any) -> Any:
+    """Returns ``value`` converted to ``annotation``; raises TypeError when it does not fit."""
+    if _is_union(annotation):
+        options = typing.get_args(annotation)
+        if type(None) in options and (value is None or value in ("None", "none")):
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return coerce(value, option)
+            except TypeError:
+                pass
+        raise TypeError
+    if typing.get_origin(annotation) is tuple:
+        (item, *_) = typing.get_args(annotation)
+        if isinstance(value, (list, tuple)):
+            return tuple(coerce(v, item) for v in value)
+        raise TypeError
+    if typing.get_origin(annotation) is dict:
+        names_ok = isinstance(value, dict) and all(isinstance(k, str) for k in value)
+        if names_ok and all(is_plain(v) for v in value.values()):
+            return dict(value)
+        raise TypeError
+    if annotation is Any:  # plain YAML: scalars, lists and mappings with string keys
+        if _is_yaml(value):
+            return value
+        raise TypeError
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError
+    if annotation in (int, float):
+        if isinstance(value, str):
+            # YAML 1.1 reads "1e6" as a string; numbers written that way are still numbers.
+            try:
+                value = float(value)
+            except ValueError:
+                raise TypeError from None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError
+        if annotation is int:
+            if isinstance(value, float) and not value.is_integer():
+                raise TypeError
+            return int(value)
+        return float(value)
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise TypeError
+    raise TypeError
+
+
+def _is_yaml(value: Any) -> bool:
+    """Whether ``value`` is plain YAML: a scalar, or lists and string-keyed mappings of them."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_yaml(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_yaml(v) for v in value)
+    return is_plain(value)
+
+
+def is_plain(value: Any) -> bool:
+    """Whether ``value`` is a YAML scalar or a list of them (what the values of a mapping field,
+    such as ``env_kwargs``, may hold)."""
+    if isinstance(value, (list, tuple)):
+        return all(is_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
