@@ -27,7 +27,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from batchppo.core.backends import Backend, lazy, register
+from batchppo.core.backends import Backend, register
+from batchppo.core.registry import lazy
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:

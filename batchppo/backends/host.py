@@ -19,7 +19,8 @@ import types
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from batchppo.core.backends import Backend, lazy, register
+from batchppo.core.backends import Backend, register
+from batchppo.core.registry import lazy
 
 if TYPE_CHECKING:
     from batchppo.backends.host_env import HostEnv
@@ -146,7 +147,7 @@ class ProcessOptions(WorkerSettings):
 
 _MAKE_ARGUMENTS = ("num_workers", "max_restarts", "step_timeout", "wrappers")
 """The host backends' options that are arguments of ``batchppo.envs.make``; the others are the
-batch env factory's own keywords (``make``'s ``ray_options``)."""
+batch env factory's own keywords (``make``'s ``batch_env_kwargs``)."""
 
 
 def make_host_env(
@@ -193,7 +194,7 @@ def make_host_env(
         backend=backend,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
-        ray_options=own or None,
+        batch_env_kwargs=own or None,
         **arguments,
         **env_kwargs,
     )

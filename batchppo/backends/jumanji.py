@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
 from batchppo.core.autoreset import RestartOptions
-from batchppo.core.backends import Backend, FactoryRecipe, lazy, register
+from batchppo.core.backends import Backend, FactoryRecipe, register
+from batchppo.core.registry import lazy
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:

@@ -53,7 +53,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from batchppo.core.registry import Registry, lazy
+from batchppo.core.registry import Registry
 from batchppo.core.values import coerce, type_name
 from batchppo.core.wording import did_you_mean, prose
 
@@ -69,7 +69,6 @@ __all__ = [
     "MakeEnv",
     "factory_backend",
     "get_backend",
-    "lazy",
     "names",
     "register",
 ]

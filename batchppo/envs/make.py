@@ -229,7 +229,7 @@ def make(
     max_length: int | None = None,
     normalize_ranges: bool = True,
     render_mode: str | None = None,
-    ray_options: Mapping[str, Any] | None = None,
+    batch_env_kwargs: Mapping[str, Any] | None = None,
     max_restarts: int = 0,
     preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
@@ -264,10 +264,11 @@ def make(
         max_length: Episode step limit; None keeps the registry's.
         normalize_ranges: Map finite bounds to ``[-1, 1]``.
         render_mode: Passed to ``gymnasium.make``.
-        ray_options: The keyword arguments of a ``backend`` callable: for ``ray_batch_env``,
-            those of [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``,
-            ``num_cpus``, ``startup_timeout``, ``actor_options``). The named batch envs take
-            none.
+        batch_env_kwargs: The batch env factory's own keyword arguments (a ``backend``
+            callable's): for ``ray_batch_env``, those of
+            [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
+            ``startup_timeout``, ``actor_options``); for ``process_batch_env``, the other fields
+            of ``WorkerOptions``. The named batch envs take none.
         max_restarts: ``BatchEnv``'s restart budget (not Ray's): how
             many times an env whose step raised, or whose worker died, is rebuilt and its
             episode truncated; 0 fails fast.
@@ -296,16 +297,23 @@ def make(
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
 
     Raises:
-        ValueError: Unknown id or batch env name, bad counts, ``ray_options`` with a named
-            batch env, an argument the batch env cannot honour. Raised before any worker
+        ValueError: Unknown id or batch env name, bad counts, ``batch_env_kwargs`` with a
+            named batch env, an argument the batch env cannot honour. Raised before any worker
             starts.
+        TypeError: ``ray_options``, the former name of ``batch_env_kwargs``.
     """
+    if "ray_options" in env_kwargs:
+        # Without this it would reach the env's constructor as one of its keywords.
+        raise TypeError(
+            "make() got ray_options: it is now batch_env_kwargs (the batch env factory's own "
+            "keyword arguments)."
+        )
     batch_env = batch_env_of(backend)
-    if isinstance(backend, str) and ray_options:
+    if isinstance(backend, str) and batch_env_kwargs:
         raise ValueError(
-            f"ray_options {dict(ray_options)}: the {backend!r} batch env takes none; they are "
-            "the keyword arguments of a batch env factory (backend=ray_batch_env of "
-            "batchppo.backends.ray)."
+            f"batch_env_kwargs {dict(batch_env_kwargs)}: the {backend!r} batch env takes none; "
+            "they are the keyword arguments of a batch env factory (backend=ray_batch_env of "
+            "batchppo.backends.ray, or one's own)."
         )
     if not isinstance(num_envs, int) or num_envs < 1:
         raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
@@ -319,7 +327,7 @@ def make(
         transform=StandardStack(env_id, normalize_ranges),
         autoreset_mode=autoreset_mode,
         step_timeout=step_timeout,
-        **(ray_options or {}),
+        **(batch_env_kwargs or {}),
     )
     if seed is not None:
         env.reset(seed=seed)
@@ -382,7 +390,7 @@ _MAKE_KEYWORDS = frozenset(
         "backend",
         "num_workers",
         "normalize_ranges",
-        "ray_options",
+        "batch_env_kwargs",
         "max_restarts",
         "preprocess",
         "step_timeout",

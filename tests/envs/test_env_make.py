@@ -107,7 +107,9 @@ def test_make_takes_a_batch_env_factory_by_name_or_as_a_callable():
     with (
         make("Pendulum-v1", 3, backend="process", **common) as by_name,
         make("Pendulum-v1", 3, backend=make_module.process_batch_env, **common) as by_class,
-        make("Pendulum-v1", 3, backend=factory, ray_options={"spin_us": 10.0}, **common) as own,
+        make(
+            "Pendulum-v1", 3, backend=factory, batch_env_kwargs={"spin_us": 10.0}, **common
+        ) as own,
         make("Pendulum-v1", 3, backend=make_module.in_process_batch_env, **common) as local,
     ):
         assert built == [
@@ -138,10 +140,21 @@ def test_make_names_its_own_batch_envs_only():
         "backend=ray_batch_env (from batchppo.backends.ray import ray_batch_env)."
     )
     with pytest.raises(ValueError) as info:
-        make("Pendulum-v1", 2, backend="sync", ray_options={"address": "auto"})
+        make("Pendulum-v1", 2, backend="sync", batch_env_kwargs={"address": "auto"})
     assert str(info.value) == (
-        "ray_options {'address': 'auto'}: the 'sync' batch env takes none; they are the keyword "
-        "arguments of a batch env factory (backend=ray_batch_env of batchppo.backends.ray)."
+        "batch_env_kwargs {'address': 'auto'}: the 'sync' batch env takes none; they are the "
+        "keyword arguments of a batch env factory (backend=ray_batch_env of "
+        "batchppo.backends.ray, or one's own)."
+    )
+
+
+def test_the_former_name_of_batch_env_kwargs_is_refused_in_one_line():
+    # make() passes unknown keywords to the env: the old name must not reach Pendulum's.
+    with pytest.raises(TypeError) as info:
+        make("Pendulum-v1", 2, backend=make_module.process_batch_env, ray_options={"spin_us": 1})
+    assert str(info.value) == (
+        "make() got ray_options: it is now batch_env_kwargs (the batch env factory's own "
+        "keyword arguments)."
     )
 
 

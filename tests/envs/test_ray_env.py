@@ -175,7 +175,7 @@ def test_bad_resource_settings():
     from batchppo.envs import make
 
     with pytest.raises(ValueError, match="the 'process' batch env takes none"):
-        make("Pendulum-v1", 2, backend="process", ray_options={"address": "auto"})
+        make("Pendulum-v1", 2, backend="process", batch_env_kwargs={"address": "auto"})
 
 
 def _count_remote_calls(monkeypatch, handles, log: list[str]) -> None:
@@ -233,14 +233,14 @@ def test_each_env_is_built_once_in_its_actor(local_ray, tmp_path):
     env_id = "envs_testlib:ConstructionCounting-v0"
     # The actors import envs_testlib (make() builds the env by its id): put it on their path.
     here = os.path.dirname(os.path.abspath(__file__))
-    ray_options = {"actor_options": {"runtime_env": {"env_vars": {"PYTHONPATH": here}}}}
+    actor_options = {"actor_options": {"runtime_env": {"env_vars": {"PYTHONPATH": here}}}}
     with make(
         env_id,
         4,
         seed=0,
         backend=ray_batch_env,
         num_workers=2,
-        ray_options=ray_options,
+        batch_env_kwargs=actor_options,
         path=str(path),
     ) as env:
         assert isinstance(env, RayBatchEnv)
