@@ -67,8 +67,11 @@ __all__ = [
     "Backend",
     "FactoryRecipe",
     "MakeEnv",
+    "MovedFields",
     "factory_backend",
+    "former_fields",
     "get_backend",
+    "moved_fields",
     "names",
     "register",
 ]
@@ -377,3 +380,52 @@ def names(*, host: bool | None = None, supports_restarts: bool | None = None) ->
         if (host is None or b.host == host)
         and (supports_restarts is None or b.supports_restarts == supports_restarts)
     )
+
+
+def former_fields() -> dict[str, dict[str, str]]:
+    """The config fields that became backend options: field -> {backend: option}, as the
+    backends' options declare them
+    ([`Backend.former_fields`][batchppo.backends.Backend.former_fields]: ``ray_address`` of
+    ``ray``, ``num_workers`` of ``process`` and ``ray``, ``max_env_restarts``,
+    ``env_step_timeout``...), the entry points loaded."""
+    found: dict[str, dict[str, str]] = {}
+    for record in BACKENDS.values():
+        for field, option in record.former_fields().items():
+            found.setdefault(field, {})[record.name] = option
+    return found
+
+
+class MovedFields(NamedTuple):
+    """The former config fields a config gave ([`moved_fields`][batchppo.backends.moved_fields])."""
+
+    what: str
+    """Which they are and where they went, in words: ``config key 'ray_num_cpus' is now
+    backend_options.num_cpus (an option of the ray backend)``."""
+    options: dict[str, Any]
+    """Their values under their options' names: what ``backend_options`` gives in their place."""
+
+
+def moved_fields(given: Mapping[str, Any], noun: str) -> MovedFields | None:
+    """The former config fields ([`former_fields`][batchppo.backends.former_fields]) among
+    ``given``, for a one-line refusal naming the new spelling; None if it gives none. Every
+    reader of a config (a config file, ``--set``, a config class's constructor) refuses them
+    through this.
+
+    Args:
+        given: The keys a config gives, with their values.
+        noun: What a key is called where it was given (``"config key"``, ``"keyword
+            argument"``); an ``s`` makes it plural.
+    """
+    fields = former_fields()
+    former = [key for key in given if key in fields]
+    if not former:
+        return None
+    options = {next(iter(fields[key].values())): given[key] for key in former}
+    owners = list(dict.fromkeys(owner for key in former for owner in fields[key]))
+    keys = ", ".join(f"backend_options.{option}" for option in options)
+    owner = f"{prose(owners)} backend{'s' if len(owners) > 1 else ''}"
+    if len(former) == 1:
+        what = f"{noun} {former[0]!r} is now {keys} (an option of the {owner})"
+    else:
+        what = f"{noun}s {former} are now {keys} (options of the {owner})"
+    return MovedFields(what, options)

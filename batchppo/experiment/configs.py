@@ -32,8 +32,8 @@ import yaml
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
-from batchppo.backends import BACKENDS, Backend, get_backend
-from batchppo.core.wording import did_you_mean, prose
+from batchppo.backends import BACKENDS, Backend, former_fields, get_backend, moved_fields
+from batchppo.core.wording import did_you_mean
 from batchppo.experiment.config_fields import coerce_field, field_types, nearest_key
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
@@ -414,20 +414,6 @@ def load_config(path: str | Path) -> RunConfig:
     return config_from_dict(migrate_backend_fields(_read_yaml(text, str(path))), str(path))
 
 
-def former_fields() -> dict[str, dict[str, str]]:
-    """The config fields that became backend options: field -> {backend: option}, as the
-    backends' options declare them (``Backend.former_fields``: ``ray_address`` of ``ray``,
-    ``num_workers`` of ``process`` and ``ray``, ``max_env_restarts``, ``env_step_timeout``...).
-    The ``config.yaml`` of a run written before loads
-    ([`load_config`][batchppo.experiment.configs.load_config]); a config file or ``--set`` that
-    gives one is refused, naming the new spelling."""
-    found: dict[str, dict[str, str]] = {}
-    for record in BACKENDS.values():
-        for field, option in record.former_fields().items():
-            found.setdefault(field, {})[record.name] = option
-    return found
-
-
 def migrate_backend_fields(data: Any) -> Any:
     """A stored config's data with the settings that became options of its backend moved into
     ``backend_options``: its former config fields (``former_fields``) where they differ from
@@ -484,27 +470,18 @@ def _refuse_former_fields(data: Mapping[str, Any], prefix: str, where: str) -> N
     Raises:
         ConfigError: ``data`` gives a former field.
     """
-    fields = former_fields()
-    former = [key for key in data if key in fields]
-    if not former:
+    moved = moved_fields(data, "config key")
+    if moved is None:
         return
-    options = {next(iter(fields[key].values())): data[key] for key in former}
-    owners = list(dict.fromkeys(owner for key in former for owner in fields[key]))
     if where == "--set":
         spelling = " ".join(
             f"--set {_shell_word(f'backend_options.{option}=' + _yaml_scalar(value))}"
-            for option, value in options.items()
+            for option, value in moved.options.items()
         )
     else:
-        flow = yaml.safe_dump(options, default_flow_style=True, sort_keys=False).strip()
+        flow = yaml.safe_dump(moved.options, default_flow_style=True, sort_keys=False).strip()
         spelling = f"backend_options: {flow}"
-    keys = ", ".join(f"backend_options.{option}" for option in options)
-    owner = f"{prose(owners)} backend{'s' if len(owners) > 1 else ''}"
-    if len(former) == 1:
-        what = f"config key {former[0]!r} is now {keys} (an option of the {owner})"
-    else:
-        what = f"config keys {former} are now {keys} (options of the {owner})"
-    raise ConfigError(f"{prefix}{what}: give {spelling}")
+    raise ConfigError(f"{prefix}{moved.what}: give {spelling}")
 
 
 def _yaml_scalar(value: Any) -> str:

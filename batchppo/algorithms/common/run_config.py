@@ -185,6 +185,21 @@ class RunConfig:
         algorithm's config says when."""
         return False
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> RunConfig:
+        """Refuses, for every config class, the fields that became backend options
+        (``PPOConfig(num_workers=4)``), in one line naming the new spelling, where the
+        dataclass's ``__init__`` would say only that the keyword is unexpected.
+
+        Raises:
+            TypeError: A former field of a backend (``batchppo.backends.former_fields``).
+        """
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = {key: value for key, value in kwargs.items() if key not in fields}
+        moved = backends.moved_fields(unknown, "keyword argument") if unknown else None
+        if moved is not None:
+            raise TypeError(f"{cls.__name__}: {moved.what}: give backend_options={moved.options!r}")
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         self.check_run()
 
