@@ -41,6 +41,7 @@ def run(devices: int | None) -> dict[str, Any]:
     """
     import jax
 
+    from batchppo.algorithms.common.episodes import ENDED
     from batchppo.algorithms.ppo import Trainer
     from batchppo.experiment.configs import get_preset
 
@@ -58,9 +59,15 @@ def run(devices: int | None) -> dict[str, Any]:
         action = trainer.policy(ts)(np.zeros((3, 3), np.float32))
     finally:
         trainer.close()
+    iterations = [*first, *rest]
     out: dict[str, Any] = {
-        f"metric/{k}": np.array([m[k] for m in [*first, *rest]]) for k in first[0]
+        f"metric/{k}": np.array([m[k] for m in iterations]) for k in first[0] if k != ENDED
     }
+    # The episodes each iteration ended, as flat arrays (an npz holds no objects).
+    for field in ("step", "score", "length", "terminated", "truncated"):
+        out[f"metric/{ENDED}_{field}"] = np.concatenate(
+            [getattr(m[ENDED], field) for m in iterations]
+        )
     for name, tree in (("params", ts.params), ("obs_norm", ts.obs_norm)):
         for i, leaf in enumerate(jax.tree.leaves(tree)):
             out[f"{name}/{i}"] = np.asarray(leaf)
