@@ -14,7 +14,8 @@ deployment.
 * ``sharding``: the device mesh of a data-parallel learner.
 * ``run_config``: ``RunConfig``, the run-level fields every algorithm's config subclasses, and
   ``NetworkConfig``, the network fields of PPO's and A2C's configs (imports no JAX).
-* ``torsos``: the registry of CNN torsos, which a config's ``cnn`` names (imports no JAX).
+* ``torsos``: the registry of torsos, the CNNs a config's ``cnn`` names and the MLPs its ``mlp``
+  names (imports no JAX).
 * ``networks``: the policy and value networks (``make_network``, from a config's
   ``NetworkConfig`` fields).
 * ``acting``: ``ActorCriticActing``, the acting functions of an agent over those networks and
