@@ -16,10 +16,10 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-import operator
 from typing import Any, ClassVar
 
 from batchppo.core.backends import LEARNED
+from batchppo.core.values import positive_int
 
 __all__ = [
     "AUTORESET_MODES",
@@ -27,7 +27,6 @@ __all__ = [
     "RestartOptions",
     "check_autoreset",
     "check_reset_ratio",
-    "positive_int",
 ]
 
 AUTORESET_MODES = ("select", "cond", "first", "optimistic")
@@ -46,17 +45,6 @@ baselines' optimistic resets. The first two give the same values; ``first`` and
 
 DEFAULT_RESET_RATIO = 16
 """Envs per fresh reset of ``autoreset="optimistic"`` (the Craftax baselines' default)."""
-
-
-def positive_int(name: str, value: Any, meaning: str = "") -> int:
-    """``value`` as an int >= 1, or a one-line ValueError naming ``name`` (and ``meaning``)."""
-    try:
-        value = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an int, got {value!r}.") from None
-    if value < 1:
-        raise ValueError(f"{name} must be >= 1{meaning}, got {value}.")
-    return value
 
 
 def check_autoreset(mode: Any) -> str:

@@ -10,7 +10,6 @@ it.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -23,9 +22,9 @@ from batchppo.core.autoreset import (
     DEFAULT_RESET_RATIO,
     check_autoreset,
     check_reset_ratio,
-    positive_int,
 )
 from batchppo.core.env import EnvSpec
+from batchppo.core.values import optional_positive_int, positive_int
 
 __all__ = [
     "AUTORESET_MODES",
@@ -58,15 +57,7 @@ def check_num_envs(num_envs: Any) -> int:
 
 def check_max_length(max_length: Any) -> int | None:
     """``max_length`` as an int >= 1 or None (the env's own), or a one-line ValueError."""
-    if max_length is None:
-        return None
-    try:
-        max_length = operator.index(max_length)
-    except TypeError:
-        raise ValueError(f"max_length must be an int or None, got {max_length!r}.") from None
-    if max_length < 1:
-        raise ValueError(f"max_length must be >= 1 (or None for the env's own), got {max_length}.")
-    return max_length
+    return optional_positive_int("max_length", max_length, "the env's own")
 
 
 @struct.dataclass

@@ -3,23 +3,30 @@
 The one parser of the values a config gives (a YAML file, ``--set KEY=VALUE``, a mapping of
 backend options): ``coerce`` converts a value to a field's or an option's type, or raises
 ``TypeError`` for a value that does not fit; ``type_name`` words the type for the one-line
-error its caller raises. Pure Python, so the light modules (the backend registry, config
-parsing) import it without JAX.
+error its caller raises. ``positive_int`` and ``optional_positive_int`` are the one check of a
+count (an int >= 1, or None where None has a meaning), with its one-line ``ValueError``. Pure
+Python, so the light modules (the backend registry, config parsing, the host envs) import it
+without JAX.
 
 Examples:
     >>> coerce("1e6", int), coerce(2, float), coerce("none", int | None)
     (1000000, 2.0, None)
     >>> type_name(float | None)
     'float or None'
+    >>> optional_positive_int("max_length", 0, "the env's own")
+    Traceback (most recent call last):
+    ...
+    ValueError: max_length must be >= 1 (or None for the env's own), got 0.
 """
 
 from __future__ import annotations
 
+import operator
 import types
 import typing
 from typing import Any
 
-__all__ = ["coerce", "is_plain", "type_name"]
+__all__ = ["coerce", "is_plain", "optional_positive_int", "positive_int", "type_name"]
 
 
 def type_name(annotation: Any) -> str:
@@ -110,3 +117,46 @@ def is_plain(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return all(is_plain(v) for v in value)
     return value is None or isinstance(value, (bool, int, float, str))
+
+
+def positive_int(name: str, value: Any, meaning: str = "") -> int:
+    """``value`` as an int >= 1.
+
+    Args:
+        name: The setting's name, which the error starts with.
+        value: Any int-like value (``operator.index``); a bool is refused.
+        meaning: Words after ``>= 1`` in the error, e.g. ``" (envs per fresh reset)"``.
+
+    Raises:
+        ValueError: ``value`` is no int, or below 1, in one line naming ``name``.
+    """
+    return _at_least_one(name, value, "an int", meaning)
+
+
+def optional_positive_int(name: str, value: Any, none_means: str) -> int | None:
+    """``value`` as an int >= 1, or None, which means ``none_means`` to the caller.
+
+    Args:
+        name: The setting's name, which the error starts with.
+        value: None, or any int-like value (``operator.index``); a bool is refused.
+        none_means: What None gives, for the error: ``"the env's own"``.
+
+    Raises:
+        ValueError: ``value`` is neither None nor an int, or below 1, in one line naming
+            ``name`` and what None would give.
+    """
+    if value is None:
+        return None
+    return _at_least_one(name, value, "an int or None", f" (or None for {none_means})")
+
+
+def _at_least_one(name: str, value: Any, kind: str, meaning: str) -> int:
+    try:
+        if isinstance(value, bool):  # True is an int to Python, but never a count
+            raise TypeError
+        value = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be {kind}, got {value!r}.") from None
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1{meaning}, got {value}.")
+    return value

@@ -26,6 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium
 from gymnasium.wrappers import TimeLimit
 
+from batchppo.core.values import optional_positive_int
 from batchppo.core.wording import did_you_mean, first_line, import_env_module, unknown_id_message
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.env_wrappers import apply_wrappers, wrapper_specs
@@ -436,8 +437,7 @@ def checked_raw_env_fn(
     """``_raw_env_fn`` of ``env_id`` once the id, the time limit and the preprocessing are
     checked (one-line ``ValueError``s, before any env is built)."""
     source = env_source(env_id)
-    if max_length is not None and (not isinstance(max_length, int) or max_length < 1):
-        raise ValueError(f"max_length must be a positive int or None; got {max_length!r}.")
+    max_length = optional_positive_int("max_length", max_length, "the env's own")
     pre = preprocessing(preprocess)
     if pre is not None:
         pre.check(env_id, max_length, env_kwargs)

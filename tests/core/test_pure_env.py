@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.core.pure_env import check_reset_ratio, optimistic_reset
+from batchppo.core.pure_env import check_max_length, check_reset_ratio, optimistic_reset
 
 
 def test_optimistic_reset_hands_fresh_resets_to_finished_envs_in_env_order():
@@ -27,3 +27,13 @@ def test_reset_ratio_is_a_positive_int():
         check_reset_ratio(0)
     with pytest.raises(ValueError, match=r"^reset_ratio must be an int, got 2\.5\.$"):
         check_reset_ratio(2.5)
+
+
+def test_max_length_is_a_positive_int_or_none_for_the_envs_own():
+    assert check_max_length(None) is None and check_max_length(500) == 500
+    with pytest.raises(
+        ValueError, match=r"^max_length must be >= 1 \(or None for the env's own\), got 0\.$"
+    ):
+        check_max_length(0)
+    with pytest.raises(ValueError, match=r"^max_length must be an int or None, got 9\.5\.$"):
+        check_max_length(9.5)

@@ -46,6 +46,15 @@ def test_env_ids_name_registered_envs_module_ids_and_factories(user_envs, monkey
     assert env_ids.probe_env("myenvs:MyReach-v0").time_limit == 50
 
 
+def test_a_bad_max_length_is_refused_before_any_env_is_built():
+    assert _errors(make_env_fn, "Pendulum-v1", max_length=0) == (
+        "max_length must be >= 1 (or None for the env's own), got 0."
+    )
+    assert _errors(make_env_fn, "Pendulum-v1", max_length="200") == (
+        "max_length must be an int or None, got '200'."
+    )
+
+
 def test_the_probe_resets_the_env_once_and_names_a_reset_that_raises(user_envs, monkeypatch):
     monkeypatch.syspath_prepend(str(user_envs))
     reach = importlib.import_module("myenvs").Reach
