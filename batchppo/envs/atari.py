@@ -50,6 +50,7 @@ from gymnasium.wrappers import (
     RecordEpisodeStatistics,
 )
 
+from batchppo.core.values import positive_int
 from batchppo.envs.episode_metrics import GameScores
 
 __all__ = [
@@ -264,9 +265,7 @@ class AtariStack:
 
     def __post_init__(self) -> None:
         for name in ("frame_skip", "screen_size", "stack", "max_frames"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"AtariStack.{name} must be a positive int; got {value!r}.")
+            object.__setattr__(self, name, positive_int(f"AtariStack.{name}", getattr(self, name)))
         if not isinstance(self.noop_max, int) or self.noop_max < 0:
             raise ValueError(f"AtariStack.noop_max must be an int >= 0; got {self.noop_max!r}.")
         if not 0.0 <= self.repeat_action_probability < 1.0:

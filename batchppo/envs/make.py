@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import gymnasium
 from gymnasium.vector import AutoresetMode
 
+from batchppo.core.values import positive_int
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.env_ids import (
     EnvProbe,
@@ -315,8 +316,7 @@ def make(
             "they are the keyword arguments of a batch env factory (backend=ray_batch_env of "
             "batchppo.backends.ray, or one's own)."
         )
-    if not isinstance(num_envs, int) or num_envs < 1:
-        raise ValueError(f"num_envs must be a positive int; got {num_envs!r}.")
+    num_envs = positive_int("num_envs", num_envs)
     raw_fn = checked_raw_env_fn(env_id, max_length, render_mode, preprocess, wrappers, env_kwargs)
     # The batch env reads the raw spaces off its workers' envs and picks the transform (or
     # wraps each env in the stack).

@@ -15,6 +15,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from batchppo.core.values import optional_positive_int
+
 __all__ = ["WorkerOptions", "check_step_timeout", "check_worker_options", "refuses_moved_keywords"]
 
 
@@ -123,10 +125,12 @@ class WorkerOptions:
     worker_spin_us: float = 1000.0
 
     def __post_init__(self) -> None:
-        for name in ("num_workers", "envs_per_worker"):
-            value = getattr(self, name)
-            if value is not None and (not _is_int(value) or value < 1):
-                raise ValueError(f"{name} must be a positive int or None; got {value!r}.")
+        for name, none_means in (
+            ("num_workers", "the CPUs available"),
+            ("envs_per_worker", "an even split"),
+        ):
+            count = optional_positive_int(name, getattr(self, name), none_means)
+            object.__setattr__(self, name, count)
         if not isinstance(self.step_in_parent, bool):
             raise ValueError(f"step_in_parent must be a bool; got {self.step_in_parent!r}.")
         if not _is_int(self.max_restarts) or self.max_restarts < 0:

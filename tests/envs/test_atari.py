@@ -249,7 +249,7 @@ def test_bad_settings_are_one_line_errors():
         make_env_fn("ALE/Breakout-v5", preprocess="atrai")
     with pytest.raises(ValueError, match=r"; got \{'stack': 2\}\.$"):
         make_env_fn("ALE/Breakout-v5", preprocess={"stack": 2})
-    with pytest.raises(ValueError, match=r"^AtariStack.stack must be a positive int; got 0\.$"):
+    with pytest.raises(ValueError, match=r"^AtariStack.stack must be >= 1, got 0\.$"):
         make_env_fn("ALE/Breakout-v5", preprocess={"name": "atari", "stack": 0})
     with pytest.raises(ValueError, match=r"^preprocess='atari': .*'frames'"):
         make_env_fn("ALE/Breakout-v5", preprocess={"name": "atari", "frames": 4})

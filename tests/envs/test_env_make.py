@@ -27,6 +27,8 @@ def test_unknown_id_suggests_close_matches_before_starting_workers(monkeypatch):
         make_env_fn("NoSuchEnv-v0")
     with pytest.raises(ValueError, match="backend"):
         make("Pendulum-v1", 4, backend="threads")
+    with pytest.raises(ValueError, match=r"^num_envs must be >= 1, got 0\.$"):
+        make("Pendulum-v1", 0)
 
 
 def test_make_re_exports_the_standard_stack():

@@ -39,10 +39,11 @@ def test_a_whole_step_timeout_becomes_float_seconds():
 @pytest.mark.parametrize(
     ("field", "bad", "message"),
     [
-        ("num_workers", 0, "num_workers must be a positive int or None; got 0."),
-        ("num_workers", "4", "num_workers must be a positive int or None; got '4'."),
-        ("num_workers", True, "num_workers must be a positive int or None; got True."),
-        ("envs_per_worker", 2.0, "envs_per_worker must be a positive int or None; got 2.0."),
+        ("num_workers", 0, "num_workers must be >= 1 (or None for the CPUs available), got 0."),
+        ("num_workers", "4", "num_workers must be an int or None, got '4'."),
+        ("num_workers", True, "num_workers must be an int or None, got True."),
+        ("envs_per_worker", 2.0, "envs_per_worker must be an int or None, got 2.0."),
+        ("envs_per_worker", 0, "envs_per_worker must be >= 1 (or None for an even split), got 0."),
         ("step_in_parent", 1, "step_in_parent must be a bool; got 1."),
         ("max_restarts", -1, "max_restarts must be an int >= 0; got -1."),
         ("max_restarts", 1.5, "max_restarts must be an int >= 0; got 1.5."),
