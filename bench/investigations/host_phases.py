@@ -38,10 +38,11 @@ import dataclasses
 import functools
 import importlib
 import itertools
-import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -52,6 +53,10 @@ from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.backends import HostEnv, get_backend
 from batchppo.envs import WorkerOptions
+
+# bench/ on the path, as for a script run from there: the harness lives beside the stable suite.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import write_json  # bench/harness.py: the result beside its provenance
 
 make_module = importlib.import_module("batchppo.envs.make")  # the function shadows the module
 
@@ -208,8 +213,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"({result['agent_steps_per_s'][part]:10,.0f} agent steps/s)"
         )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+        result = write_json(args.json, result)
     return result
 
 

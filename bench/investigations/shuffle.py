@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -39,6 +40,10 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.experiment import stats
+
+# bench/ on the path, as for a script run from there: the harness lives beside the stable suite.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from harness import write_json  # bench/harness.py: the result beside its provenance
 
 
 def permutation_us(method: str, n: int, reps: int) -> float:
@@ -140,7 +145,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "backend": jax.default_backend(),
         "jax": jax.__version__,
         "sizes": {},
@@ -178,8 +182,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 flush=True,
             )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+        results = write_json(args.json, results)
     return results
 
 

@@ -14,7 +14,8 @@ def test_the_parts_of_a_host_loop_iteration_add_up(tmp_path, capsys):
     out = tmp_path / "phases.json"
     argv = ["--preset", "cartpole", "--iterations", "2", "--num-agents", "2"]
     result = phases.main([*argv, "--rollout-length", "8", "--json", str(out)])
-    assert json.loads(out.read_text()) == result
+    assert json.loads(out.read_text()) == result  # harness.write_json's record
+    assert {"date", "command", "commit", "machine"} <= set(result)
     assert (result["preset"], result["envs"], result["steps"]) == ("cartpole", 2, 8)
     ms, rates = result["ms_per_step"], result["agent_steps_per_s"]
     assert set(ms) == set(rates) == {*phases.PARTS, *phases.REPLAYS}

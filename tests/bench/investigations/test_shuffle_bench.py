@@ -22,7 +22,10 @@ def test_sizes_and_a_preset_are_timed_with_both_methods(tmp_path, capsys):
     preset = results["presets"]["cartpole_jax"]
     assert preset["batch"] == 1024 and preset["steps"] == 1024
     assert preset["ratio"] == preset["index"]["sps"] / preset["sort"]["sps"]
-    assert json.loads(out.read_text())["presets"]["cartpole_jax"]["steps"] == 1024
+    written = json.loads(out.read_text())
+    assert written["presets"]["cartpole_jax"]["steps"] == 1024
+    # harness.write_json: the results beside where and when they were measured.
+    assert {"date", "command", "commit", "machine", "backend", "jax"} <= set(written)
     shown = capsys.readouterr().out
     assert "n=100: sort" in shown and "cartpole_jax (batch 1024): index" in shown
 
