@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from batchppo.core.backends import Backend, register
 from batchppo.core.registry import lazy
+from batchppo.core.spins import SPIN_US, WORKER_SPIN_US
 
 if TYPE_CHECKING:
     from batchppo.backends.host_env import HostEnv
@@ -126,13 +127,11 @@ class ProcessOptions(WorkerSettings):
     )
     """The config fields that became these options (stored configs move them here)."""
 
-    # max_restarts and the spins default to BatchEnv's own (WorkerOptions'), which importing
-    # would import Gymnasium when a config is parsed.
     max_restarts: int = 0
     """As ``SyncOptions.max_restarts``; a dead worker's envs are restarted too."""
-    spin_us: float = 50.0
+    spin_us: float = SPIN_US
     """Microseconds the learner's wait for the workers spins before it blocks."""
-    worker_spin_us: float = 1000.0
+    worker_spin_us: float = WORKER_SPIN_US
     """Microseconds a worker spins waiting for its next command before it blocks."""
 
     def __post_init__(self) -> None:

@@ -34,6 +34,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array
 
+from batchppo.core.spins import SPIN_US, WORKER_SPIN_US
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.indexed import IndexedEnvFn
 from batchppo.envs.worker_options import WorkerOptions
@@ -176,8 +177,8 @@ class BatchVecEnv(VecEnv):
         step_in_parent: bool = False,
         daemon: bool = True,
         max_restarts: int = 0,
-        spin_us: float = 50.0,
-        worker_spin_us: float = 1000.0,
+        spin_us: float = SPIN_US,
+        worker_spin_us: float = WORKER_SPIN_US,
     ):
         env_fns = list(env_fns)
         self.batch_env = BatchEnv(

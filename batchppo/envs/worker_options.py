@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from batchppo.core.spins import SPIN_US, WORKER_SPIN_US
 from batchppo.core.values import optional_positive_int
 
 __all__ = ["WorkerOptions", "check_step_timeout", "check_worker_options", "refuses_moved_keywords"]
@@ -121,8 +122,8 @@ class WorkerOptions:
     step_in_parent: bool = False
     max_restarts: int = 0
     step_timeout: float | None = None
-    spin_us: float = 50.0
-    worker_spin_us: float = 1000.0
+    spin_us: float = SPIN_US
+    worker_spin_us: float = WORKER_SPIN_US
 
     def __post_init__(self) -> None:
         for name, none_means in (

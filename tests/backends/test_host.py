@@ -31,14 +31,20 @@ def test_a_host_env_is_reset_once_before_its_first_step(monkeypatch):
         env.close()
 
 
-def test_the_process_options_default_to_the_batch_envs_own_worker_options():
-    from batchppo.backends.host import ProcessOptions
-    from batchppo.envs import WorkerOptions
+def test_the_process_backend_hands_its_options_given_or_default_to_the_batch_env():
+    env = make_env("Pendulum-v1", 2, "process", options={"num_workers": 1, "worker_spin_us": 7})
+    try:
+        options = env.vector_env.worker_options
+        assert (options.num_workers, options.max_restarts) == (1, 0)
+        assert (options.spin_us, options.worker_spin_us) == (50.0, 7.0)
+        assert options.step_timeout == 60.0  # a run bounds its workers; a bare BatchEnv does not
+    finally:
+        env.close()
 
-    process, workers = ProcessOptions(), WorkerOptions()
-    for name in ("num_workers", "max_restarts", "spin_us", "worker_spin_us"):
-        assert getattr(process, name) == getattr(workers, name), name
-    assert process.step_timeout == 60.0  # a run bounds its workers; a bare BatchEnv does not
+
+def test_the_process_options_refuse_bad_values_in_one_line():
+    from batchppo.backends.host import ProcessOptions
+
     with pytest.raises(ValueError) as info:
         ProcessOptions(spin_us=-1.0)
     assert str(info.value) == "backend_options.spin_us=-1.0: must be >= 0 (microseconds)"
