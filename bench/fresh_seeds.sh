@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Fresh seeds 10-19 of the *_fast MuJoCo presets, the presets frozen (docs/benchmarks-journal.md 10c), or
-# any seeds of a variant of them (a lever tried on the tuning seeds: SEEDS, VARIANT, SETS).
+# Fresh seeds of the *_fast MuJoCo presets, the presets frozen (issue 56: SEEDS="20 ... 29", the
+# default, then "10 ... 19"), or any seeds of a variant of them (a lever tried on the tuning
+# seeds: SEEDS, VARIANT, SETS).
 #
 #   bench/fresh_seeds.sh train [PRESET ...]   # train what is missing into runs_fresh/, one run at
 #                                              # a time (a started run resumes; published seeds skip)
 #   bench/fresh_seeds.sh stage PRESET         # its finished runs -> docs/runs (kept across sessions)
-#   bench/fresh_seeds.sh publish PRESET       # all 10 runs -> docs/runs, docs/results, and the
-#                                              # README's tables redrawn
+#   bench/fresh_seeds.sh publish PRESET       # the SEEDS' runs, all finished -> docs/runs,
+#                                              # docs/results/PRESET-1M-seedsA-B*, README redrawn
 #
 # A seed counts as published once docs/runs/s<seed>-<preset> holds its final checkpoint. The
 # presets must not change between the runs of one preset: `train` runs the code of one commit
 # (FRESH_COMMIT, default HEAD) from a worktree of its own and records it in runs_fresh/log.txt,
-# and `publish` refuses runs whose config differs from the preset's seed-10 run but for the seed.
+# and `stage` refuses runs whose config differs from the first of SEEDS' but for the seed.
 # Run it with the project's virtualenv active (batchppo on PATH).
 #
 # A variant: SEEDS="0 1 2" VARIANT=ln SETS="mlp=layernorm discount=0.995" bench/fresh_seeds.sh
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export JAX_PLATFORMS=cpu
 FINAL=ckpt-000001001472.msgpack
-SEEDS=${SEEDS:-10 11 12 13 14 15 16 17 18 19}
+SEEDS=${SEEDS:-20 21 22 23 24 25 26 27 28 29}
 VARIANT=${VARIANT:-}  # a run-name suffix: the runs of SETS
 SETS=${SETS:-}  # FIELD=VALUE ... set on top of the preset
 ALL="cheetah_fast hopper_fast walker_fast ant_fast humanoid_fast"
@@ -80,22 +81,26 @@ stage() {
       [ "$need" = all ] && { echo "$src: not finished" >&2; exit 1; }
       continue
     fi
-    local first=docs/runs/s10-$p/config.yaml
-    [ -f $first ] || first=runs_fresh/s10-$p/config.yaml
+    local seed0=${SEEDS%% *}
+    local first=docs/runs/s$seed0-$p/config.yaml
+    [ -f $first ] || first=runs_fresh/s$seed0-$p/config.yaml
     same_recipe $src/config.yaml $first || exit 1
     mkdir -p $dst/checkpoints
-    cp $src/config.yaml $src/metrics.jsonl $dst/
+    # episodes.jsonl: every training episode, for the training-window protocols
+    cp $src/config.yaml $src/metrics.jsonl $src/code.jsonl $src/episodes.jsonl $dst/
     cp $src/checkpoints/$FINAL $dst/checkpoints/
   done
 }
 
 publish() {
-  local p=$1 out=docs/results/$1-1M-seeds10-19
+  local p=$1 seeds=($SEEDS)
+  local out=docs/results/$1-1M-seeds${seeds[0]}-${seeds[-1]} dirs=()
+  for seed in $SEEDS; do dirs+=(docs/runs/s$seed-$p); done
   stage $p all
-  batchppo evaluate docs/runs/s1?-$p --episodes 100 --reference targets-1m \
+  batchppo evaluate "${dirs[@]}" --episodes 100 --reference targets-1m \
     --json $out.json --csv $out-runs.csv --stats-json $out-stats.json
   python bench/results.py --seeds-csv $out.json $out.csv
-  batchppo evaluate docs/runs/s1?-$p --training-window 100 --max-eval-mean 1001472 \
+  batchppo evaluate "${dirs[@]}" --training-window 100 --max-eval-mean 1001472 \
     --json $out-training-window.json --stats-json $out-training-window-stats.json
   python bench/results.py --write README.md
 }

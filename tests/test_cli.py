@@ -444,7 +444,7 @@ def test_env_alone_picks_a_recipe_from_the_spaces(capsys, tmp_path, user_envs, m
     stored = configs.load_config(tmp_path / "T-MyReach-v0" / "config.yaml")
     cheetah = configs.get_preset("cheetah_fast")
     assert stored == dataclasses.replace(
-        cheetah, env="myenvs:MyReach-v0", max_length=None, steps=1000
+        cheetah, env="myenvs:MyReach-v0", max_length=None, steps=1000, init_std=0.6
     )
     code, _, err = train_own(capsys, tmp_path, "--env", "myenvs:make_choose", "--set", "steps=500")
     assert code == 0, err

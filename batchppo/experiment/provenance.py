@@ -31,6 +31,12 @@ CODE_FILE = "code.jsonl"
 """A run dir's record of its code: one JSON line per start or resume, ``{"step", "commit",
 "note"}`` (``code_version``)."""
 
+PERIODIC_EVALUATION = frozenset({"eval_every", "eval_episodes", "eval_actions", "eval_max_steps"})
+"""The fields of a run's periodic evaluations. They change what those evaluations measure but
+not what the run learns (the evaluations draw their own keys and step their own envs), so a
+figure that reads no periodic evaluation (the final policy's, the training episodes') does not
+depend on them (tests/experiment/test_provenance.py trains twice to check it)."""
+
 PROVENANCE_KEYS = ("commit", "note", "config")
 """What a results entry holds of its run's provenance (``run_provenance``)."""
 
@@ -132,18 +138,27 @@ def unfold(value: Any, count: int) -> list[Any]:
 
 
 def config_differences(
-    expected: Mapping[str, Any], recorded: Mapping[str, Any]
+    expected: Mapping[str, Any],
+    recorded: Mapping[str, Any],
+    aside: frozenset[str] = frozenset(),
 ) -> list[tuple[str, Any, Any]]:
-    """The fields, but those of ``NO_EFFECT`` and the seed, where two effective configs
-    differ: ``(field, expected value, recorded value)``, in ``expected``'s order then the rest.
-    A field one of them lacks counts as differing, with None for the missing value. Of
-    ``backend_options`` (on one backend) only the options that change what is learned count
-    (``resume.learned_option_changes``), the whole mappings named where they differ."""
+    """The fields, but those of ``NO_EFFECT``, of ``aside`` and the seed, where two effective
+    configs differ: ``(field, expected value, recorded value)``, in ``expected``'s order then
+    the rest. A field one of them lacks counts as differing, with None for the missing value.
+    Of ``backend_options`` (on one backend) only the options that change what is learned count
+    (``resume.learned_option_changes``), the whole mappings named where they differ.
+
+    Args:
+        expected: The effective config a figure should describe (a preset as shipped).
+        recorded: The effective config its runs recorded.
+        aside: More fields to leave out: ``PERIODIC_EVALUATION`` for a figure that reads no
+            periodic evaluation.
+    """
     names = list(dict.fromkeys([*expected, *recorded]))
     differences = []
     for name in names:
         mine, theirs = expected.get(name), recorded.get(name)
-        if name in NO_EFFECT or name == "seed" or mine == theirs:
+        if name in NO_EFFECT or name in aside or name == "seed" or mine == theirs:
             continue
         backend = expected.get("backend")
         if (

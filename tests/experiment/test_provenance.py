@@ -215,3 +215,48 @@ def test_evaluate_json_records_the_runs_code_and_config(tmp_path, version, capsy
     shipped = provenance.effective_config(configs.get_preset("pendulum_jax"))
     assert written["provenance"] == {"p": {"commit": "ddd", "note": None, "config": shipped}}
     assert [r["mean_return"] for r in written["runs"]] == [5.0, 6.0]
+
+
+@pytest.mark.parametrize("backend", ["gymnax", "sync"])
+def test_the_periodic_evaluations_change_nothing_a_run_learns(backend):
+    # What PERIODIC_EVALUATION promises: two runs apart only in those fields end in the same
+    # training state, bit for bit.
+    import jax
+    import numpy as np
+
+    base = dataclasses.replace(
+        configs.get_preset("pendulum_jax"), backend=backend, steps=4096, log_every=2048
+    )
+    states = []
+    for every, episodes, actions, max_steps in ((2048, 2, "mean", 50), (1024, 3, "sampled", 200)):
+        config = dataclasses.replace(
+            base,
+            eval_every=every,
+            eval_episodes=episodes,
+            eval_actions=actions,
+            eval_max_steps=max_steps,
+        )
+        states.append(training.train(config, progress="none").train_state)
+    assert set(provenance.PERIODIC_EVALUATION) == {
+        "eval_every",
+        "eval_episodes",
+        "eval_actions",
+        "eval_max_steps",
+    }
+    first, second = (jax.tree.leaves(jax.tree.map(np.asarray, s)) for s in states)
+    assert len(first) == len(second) > 0
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_figure_that_reads_no_periodic_evaluation_sets_their_fields_aside():
+    shipped = {"eval_every": 30_000, "eval_actions": "sampled", "init_std": 0.3}
+    recorded = {"eval_every": 50_000, "eval_actions": "mean", "init_std": 0.3}
+    assert provenance.config_differences(shipped, recorded) == [
+        ("eval_every", 30_000, 50_000),
+        ("eval_actions", "sampled", "mean"),
+    ]
+    aside = provenance.PERIODIC_EVALUATION
+    assert provenance.config_differences(shipped, recorded, aside) == []
+    recorded["init_std"] = 0.6
+    assert provenance.config_differences(shipped, recorded, aside) == [("init_std", 0.3, 0.6)]

@@ -97,6 +97,10 @@ _PENDULUM_CLIP = _preset(
 )
 
 
+LOCOMOTION_INIT_STD = 0.6
+"""The initial policy std of the locomotion presets (Tianshou's), and of the recipe for a user's
+continuous-control task."""
+
 # Clipped PPO for the MuJoCo locomotion tasks at a 1M-step budget: the settings of Tianshou's
 # MuJoCo PPO benchmark (many small updates per sample: 10 epochs of minibatches of 64 over each
 # 2048-step batch; 64x64 tanh networks; initial std 0.6; value loss weight 0.25), over 16 envs
@@ -118,10 +122,15 @@ _LOCOMOTION: dict[str, Any] = dict(
     # for longer; the cap keeps each update's KL where the 1M-step runs have it.
     lr_kl_cap=0.03,
     discount=0.99,
-    init_std=0.6,
+    init_std=LOCOMOTION_INIT_STD,
     reward_scale="return",
     value_coef=0.25,
-    eval_episodes=16,
+    # Tianshou's evaluation protocol (10 episodes with sampled actions every 30k steps), so
+    # that the maximum over training of the mean over seeds is its published statistic. It
+    # changes only the periodic evaluations, never what a run learns.
+    eval_every=30_000,
+    eval_episodes=10,
+    eval_actions="sampled",
 )
 
 
@@ -137,8 +146,15 @@ def _locomotion(env: str, **changes: Any) -> PPOConfig:
 _RECOMPUTE: dict[str, Any] = dict(recompute_advantages=True)
 
 _LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
-    "cheetah_fast": _locomotion("HalfCheetah-v5", **_RECOMPUTE),
-    "hopper_fast": _locomotion("Hopper-v5", **_RECOMPUTE),
+    # Initial std 0.3 (Andrychowicz et al. 2021 recommend a low one): on tuning seeds 0-9 the
+    # weakest seed rose from 3500 to 4427, above 70 % of the target, and the IQM from 5043 to
+    # 5417 (docs/results/cheetah_fast-std03-1M-seeds0-9.json). LayerNorm lowered HalfCheetah.
+    "cheetah_fast": _locomotion("HalfCheetah-v5", **_RECOMPUTE, init_std=0.3),
+    # LayerNorm in both networks' hidden layers (Tanaka and Mahmood 2026 report it narrows
+    # PPO's spread): on tuning seeds 0-9 no seed fell below 70 % of the target (two did
+    # without it) and the IQM rose from 3373 to 3429
+    # (docs/results/hopper_fast-ln-1M-seeds0-9.json).
+    "hopper_fast": _locomotion("Hopper-v5", **_RECOMPUTE, mlp="layernorm"),
     "walker_fast": _locomotion("Walker2d-v5", **_RECOMPUTE),
     # Ant-v5 observes 78 contact-force terms by default; Ant-v4 did not, and under MuJoCo >= 2
     # the v2/v3 ones were all zero (openai/gym#1541), so the peers' Ant figures were learned
