@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
+import ale_py
 import gymnasium
 import numpy as np
 import pytest
@@ -35,6 +36,7 @@ def test_make_atari_is_uint8_end_to_end_in_shared_memory():
 
 def reference_frames(env_id, seed, actions, **settings):
     """The frames of Gymnasium's AtariPreprocessing alone, one per reset and step."""
+    gymnasium.register_envs(ale_py)  # ALE's ids, whether or not batchppo registered them yet
     env = gymnasium.make(env_id, frameskip=1, repeat_action_probability=0.0)
     env = AtariPreprocessing(env, **settings)
     frames = [env.reset(seed=seed)[0]]
