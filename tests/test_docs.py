@@ -437,3 +437,10 @@ def test_readme_example_runs(tmp_path: Path) -> None:
     assert int(steps) >= 50_000 and float(score) >= 150.0, score
     assert result.stdout.splitlines()[-1] == "(8, 3) float32"
     assert list(tmp_path.iterdir()) == []  # no logdir: nothing on disk
+
+
+@pytest.mark.parametrize(("page", "most"), [("README.md", 200), ("docs/benchmarks.md", 800)])
+def test_the_front_pages_stay_short(page: str, most: int) -> None:
+    # The README and the results page say what holds now; history goes to the journal.
+    lines = (ROOT / page).read_text().count("\n")
+    assert lines <= most, f"{page} has {lines} lines, at most {most}: move detail to docs/"
