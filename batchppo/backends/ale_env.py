@@ -34,11 +34,14 @@ same seed and actions and no sticky actions: with ``noop_max=0`` and ``fire_rese
 sides, the newest frame of every observation, the rewards and the terminated/truncated
 sequences are equal (``tests/backends/test_ale_env.py``). The differences:
 
-* *At a lost life* the process backend's reset continues the game with one no-op step (and
-  FIRE, with ``fire_reset``) and starts a new frame stack; here the game goes on with the
-  agent's next action and the frame stack runs on. ``fire_on_life_loss`` (the whole-game
-  evaluation's FIRE after each life, as training presses it) therefore presses nothing here
-  either: training and evaluation act alike after a life, as in the process backend.
+* *At a lost life* the process backend's reset continues the game with one no-op step and
+  FIRE (with ``fire_reset``, in games whose action 1 is FIRE) and starts a new frame stack;
+  here the frame stack runs on, and the step after the lost life presses FIRE whatever the
+  agent's action (``fire_after_life``): one agent step with no effect of its choice, where the
+  process backend shows none. A game that waits for FIRE after each life (Breakout) then
+  goes on as in the process backend, in training and in the whole-game evaluation alike
+  (``fire_on_life_loss``), and a deterministic policy that never chose FIRE there cannot stall
+  a game until its frame cap.
 * *A reset's frame stack* is padded with zero frames, not with copies of the reset frame.
 * *No-ops and FIRE after a reset*: ALE presses FIRE for one frame and then draws
   ``U{0..noop_max-1} - 1`` no-op frames; the process backend draws ``U{1..noop_max}`` no-op
@@ -68,6 +71,7 @@ from batchppo.envs.atari import AtariStack
 from batchppo.envs.episode_metrics import GameScores
 
 __all__ = [
+    "FIRE",
     "GAMES_KEPT_PER_ENV",
     "AleFusedEnv",
     "AleState",
@@ -75,8 +79,10 @@ __all__ = [
     "atari_stack",
     "check_step_calls",
     "env_seeds",
+    "fire_after_life",
     "game_flags",
     "host_env",
+    "life_lost",
     "probe",
     "step_calls",
     "vector_kwargs",
@@ -147,6 +153,27 @@ def vector_kwargs(stack: AtariStack) -> dict[str, Any]:
     }
 
 
+def life_lost(lives: Any, lives_before: Any) -> Any:
+    """Where a step lost a life while the game goes on (NumPy or JAX arrays)."""
+    return (lives > 0) & (lives < lives_before)
+
+
+def fire_after_life(stack: AtariStack, vec: Any) -> bool:
+    """Whether the step after a lost life presses FIRE (the module docstring): with
+    ``fire_reset``, where lives are played through (``episodic_life`` in training,
+    ``fire_on_life_loss`` in the whole-game evaluation), in a game whose action 1 is FIRE (as
+    the process backend's ``FireReset`` asks)."""
+    from ale_py import Action
+
+    actions = list(vec.ale.get_action_set())
+    needs_fire = len(actions) >= 3 and actions[1] == Action.FIRE
+    return stack.fire_reset and (stack.episodic_life or stack.fire_on_life_loss) and needs_fire
+
+
+FIRE = 1
+"""The FIRE action's index in the games that need it (``fire_after_life``)."""
+
+
 def game_flags(
     terminated: Any, truncated: Any, lives: Any, lives_before: Any, steps: Any, max_steps: int
 ) -> tuple[Any, Any, Any]:
@@ -158,8 +185,7 @@ def game_flags(
     life lost at the cut's very step as ``terminated`` alone, yet resets the game; that step
     is ``truncated`` here, as the process backend reports it.
     """
-    life_lost = (lives > 0) & (lives < lives_before)
-    over = terminated & ~life_lost
+    over = terminated & ~life_lost(lives, lives_before)
     truncated = truncated | ((steps >= max_steps) & ~over)
     terminated = over | (terminated & ~truncated)
     return terminated, truncated, over | truncated
@@ -230,6 +256,8 @@ class AleVectorEnv(VectorEnv):
         self.action_space = self._vec.action_space
         self._clip = stack.clip_rewards
         self._max_steps = -(-stack.max_frames // stack.frame_skip)
+        self._fire_after_life = fire_after_life(stack, self._vec)
+        self._fire = np.zeros(num_envs, bool)  # the envs whose next step presses FIRE
         self._lives = np.zeros(num_envs, np.int32)
         self._steps = np.zeros(num_envs, np.int64)
         self._scores = np.zeros(num_envs, np.float64)
@@ -252,6 +280,7 @@ class AleVectorEnv(VectorEnv):
             seeds = np.asarray(seed, np.int64) % _SEED_MOD
         obs, info = self._vec.reset(seed=seeds)
         self._lives = np.asarray(info["lives"], np.int32)
+        self._fire[:] = False
         self._steps[:] = 0
         self._scores[:] = 0.0
         return obs, info
@@ -264,11 +293,14 @@ class AleVectorEnv(VectorEnv):
         return obs[1], reward, terminated, truncated, obs[0]
 
     def _step(self, actions: np.ndarray) -> tuple[Any, ...]:
-        final_obs, raw, terminated, truncated, info = self._vec.step(np.asarray(actions, np.int32))
+        actions = np.where(self._fire, FIRE, np.asarray(actions, np.int32)).astype(np.int32)
+        final_obs, raw, terminated, truncated, info = self._vec.step(actions)
         self._steps += 1
         terminated, truncated, ended = game_flags(
             terminated, truncated, info["lives"], self._lives, self._steps, self._max_steps
         )
+        lost = life_lost(np.asarray(info["lives"]), self._lives)
+        self._fire = lost & ~ended & self._fire_after_life
         self._scores += raw
         self.games.add(self._scores[ended])
         self._scores[ended] = 0.0
@@ -334,6 +366,7 @@ class AleState:
     Attributes:
         handle: ALE's vectorizer handle (8 bytes), threaded through every call.
         lives: ``(num_envs,)`` int32, each env's lives after the last step.
+        fire: ``(num_envs,)`` bool, the envs whose next step presses FIRE (``fire_after_life``).
         steps: ``(num_envs,)`` int32, each env's agent steps in its game so far.
         scores: ``(num_envs,)`` float32, the raw score of each env's game so far.
         game_scores: ``(num_envs * GAMES_KEPT_PER_ENV,)`` float32, a ring of the raw scores of
@@ -345,6 +378,7 @@ class AleState:
 
     handle: jax.Array
     lives: jax.Array
+    fire: jax.Array
     steps: jax.Array
     scores: jax.Array
     game_scores: jax.Array
@@ -460,6 +494,7 @@ class AleFusedEnv:
         self._num_envs = num_envs
         self._clip = stack.clip_rewards
         self._max_steps = -(-stack.max_frames // stack.frame_skip)
+        self._fire_after_life = fire_after_life(stack, self._vec)
         self._obs_shape = tuple(self._vec.single_observation_space.shape)
         self._spec = spec_from_spaces(
             self._vec.single_observation_space, self._vec.single_action_space
@@ -564,7 +599,8 @@ class AleFusedEnv:
         zeros = jnp.zeros((n,), jnp.int32)
         run = io_callback(self._next_run, jax.ShapeDtypeStruct((), jnp.int32), ordered=False)
         ring = jnp.zeros((n * GAMES_KEPT_PER_ENV,), jnp.float32)
-        state = AleState(handle, lives, zeros, zeros.astype(jnp.float32), ring, zeros[0], run)
+        fire = jnp.zeros((n,), bool)
+        state = AleState(handle, lives, fire, zeros, zeros.astype(jnp.float32), ring, zeros[0], run)
         return state, obs
 
     def _reset_ended(
@@ -594,17 +630,20 @@ class AleFusedEnv:
         keeps the scores of the games that ended in the state (``take_games``)."""
         del key
         action = jnp.asarray(action).astype(jnp.int32).reshape((self._num_envs,))
+        action = jnp.where(state.fire, FIRE, action)
         handle, (final_obs, raw, terminated, truncated, info) = self._xla_step(state.handle, action)
         steps = state.steps + 1
         terminated, truncated, ended = game_flags(
             terminated, truncated, info["lives"], state.lives, steps, self._max_steps
         )
+        fire = life_lost(info["lives"], state.lives) & ~ended & self._fire_after_life
         scores = state.scores + raw.astype(jnp.float32)
         handle, obs, lives = self._reset_ended(handle, ended, final_obs, info["lives"])
         return StepResult(
             state=AleState(
                 handle,
                 lives,
+                fire,
                 jnp.where(ended, 0, steps),
                 jnp.where(ended, 0.0, scores),
                 *_keep_games(state.game_scores, state.games, ended, scores),

@@ -237,6 +237,42 @@ def test_envs_whose_games_end_at_one_step_are_reset_together_as_in_host_mode():
     assert f_games.tolist() == h_games.tolist() and len(f_games) == 6
 
 
+@pytest.mark.parametrize("preprocess", ["atari", "atari_game"])
+def test_the_step_after_a_lost_life_presses_fire_so_a_policy_that_never_fires_ends_its_game(
+    preprocess,
+):
+    # Breakout waits for FIRE after each life. Always NOOP: FIRE at the reset and after each
+    # lost life launches the ball, the paddle never moves, and the game ends in well under a
+    # game's frame cap (27,000 agent steps), in training and in the whole-game evaluation
+    # alike, host and fused in step; without fire_reset the ball never leaves.
+    kwargs = {"preprocess": {"name": preprocess, "noop_max": 0}}
+    noop = jnp.zeros((600, 2), jnp.int32)
+    key = jax.random.key(0)
+    runs = {}
+    for mode in ("fused", "host"):
+        env = make_env(BREAKOUT, 2, "ale", env_kwargs=kwargs, options=_options(mode=mode))
+        try:
+            _, steps, (state,) = _rollout(env, key, noop)
+            games = env.take_games(state) if mode == "fused" else env.vector_env.take_games()
+        finally:
+            env.close()
+        runs[mode] = steps, games
+    (f_steps, f_games), (h_steps, h_games) = runs["fused"], runs["host"]
+    for f_leaf, h_leaf in zip(f_steps, h_steps, strict=True):
+        assert np.array_equal(f_leaf, h_leaf)
+    assert f_games.tolist() == h_games.tolist() and len(f_games) >= 2
+    terminated = f_steps[2]
+    lives_lost = 5 if preprocess == "atari" else 1  # a step flags each life, or the game
+    assert terminated.sum(axis=0).min() >= lives_lost
+    stalled = {"preprocess": {"name": preprocess, "noop_max": 0, "fire_reset": False}}
+    env = make_env(BREAKOUT, 2, "ale", env_kwargs=stalled, options=_options(mode="host"))
+    try:
+        _, steps, _ = _rollout(env, key, noop)
+    finally:
+        env.close()
+    assert not (steps[2] | steps[3]).any() and not steps[1].any()  # nothing happens
+
+
 def _game_ends(reset):
     """The steps at which games ended, in the order of the scores (step, then env)."""
     return [t for t in range(len(reset)) for _ in np.flatnonzero(reset[t])]
@@ -250,7 +286,7 @@ def test_the_fused_state_keeps_the_games_in_a_ring_and_take_games_reads_each_onc
     assert ring.tolist() == [9.0, 0.0, 0.0, 7.0] and int(games) == 5
     env = AleFusedEnv(BREAKOUT, 1, AtariStack(), num_threads=1)
     try:
-        state = AleState(*[jnp.zeros(1)] * 4, jnp.arange(4.0), jnp.int32(3), jnp.int32(1))
+        state = AleState(*[jnp.zeros(1)] * 5, jnp.arange(4.0), jnp.int32(3), jnp.int32(1))
         assert env.take_games(state).tolist() == [0.0, 1.0, 2.0]
         state = state.replace(games=jnp.int32(6))  # games 3, 4 and 5: slots 3, 0 and 1
         assert env.take_games(state).tolist() == [3.0, 0.0, 1.0]
