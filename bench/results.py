@@ -494,35 +494,70 @@ def _cleanrl_training_games() -> tuple[float | None, str]:
     return _seeds(dict(zip(ATARI_SEEDS, values, strict=True)), ATARI_SEEDS)
 
 
+ATARI_SIDES = (
+    ("CleanRL `ppo_atari.py`", "CleanRL", "breakout_cleanrl_model-2M-3seeds"),
+    ("batchppo, process backend", "process", "breakout_atari-2M-rerun"),
+    ("batchppo, `backend=ale` (fused)", "ale", "breakout_atari_ale-2M-3seeds"),
+)
+"""The Atari table's sides: column header, name in a verdict, results stem (`<stem>-<suffix>`)."""
+
+ATARI_ALE_RUNS = "s{seed}-breakout_atari-ale2M"
+"""The run dirs (in docs/runs) of `breakout_atari` on the ale backend at 2M frames."""
+
+GAMES_WINDOW = 50_000
+"""CleanRL's own figure's window: the training games that ended in the last 50k steps."""
+
+
+def _training_games(run_dir: Path) -> float:
+    """The mean raw score of the training games (all lives) that ended in a run's last
+    `GAMES_WINDOW` steps, from its episodes.jsonl (the `game_score` records)."""
+    games = [json.loads(line) for line in (run_dir / "episodes.jsonl").open()]
+    games = [g for g in games if "game_score" in g]
+    last = max(g["step"] for g in games)
+    return float(np.mean([g["game_score"] for g in games if g["step"] > last - GAMES_WINDOW]))
+
+
+def _ale_training_games() -> tuple[float | None, str]:
+    """Ours by CleanRL's own protocol: the ale runs' training games of their last 50k steps."""
+    dirs = {seed: RUNS / ATARI_ALE_RUNS.format(seed=seed) for seed in ATARI_SEEDS}
+    if not all((d / "episodes.jsonl").is_file() for d in dirs.values()):
+        return None, "pending"
+    return _seeds({seed: _training_games(d) for seed, d in dirs.items()}, ATARI_SEEDS)
+
+
 def atari_table() -> list[str]:
-    """Breakout at 2M frames: CleanRL's final model and ours, scored alike, per seed."""
+    """Breakout at 2M frames: CleanRL's final model and ours on both Atari backends, scored
+    alike, per seed."""
+    heads = " | ".join(f"{header}: seeds 0 / 1 / 2" for header, _, _ in ATARI_SIDES)
+    names = [name for _, name, _ in ATARI_SIDES]
     lines = [
         "Breakout at 2M frames (500k agent steps), CleanRL's `ppo_atari.py` and our "
-        "`breakout_atari` at its settings, all on a 2-core CPU, ours at one code version (its "
+        "`breakout_atari` at its settings, on the process backend and on ALE's own vector env "
+        "(`backend=ale`, its env step inside the compiled rollout), all on a 2-core CPU (its "
         "minibatches shuffled by `sort`, from before the `index` default). The final policies' "
         "rows: 30 whole games a seed (all lives, raw rewards, `ALE/Breakout-v5` without sticky "
-        "actions) by our evaluator, each game from the same start on both sides; CleanRL's "
+        "actions) by our evaluator, each game from the same start on every side; CleanRL's "
         "model imported by `bench/cleanrl_atari.py`. Per seed, and the mean over the seeds "
-        "both sides have, compared by the 95 % bootstrap intervals of the means.",
+        "every side has, compared by the 95 % bootstrap intervals of the means.",
         "",
-        "| protocol | CleanRL `ppo_atari.py`: seeds 0 / 1 / 2 | batchppo: seeds 0 / 1 / 2 | "
-        "95 % intervals, CleanRL / ours |",
-        "|---|---:|---:|---|",
+        f"| protocol | {heads} | 95 % intervals, {' / '.join(names)} |",
+        "|---|" + "---:|" * len(ATARI_SIDES) + "---|",
     ]
     for label, protocol, suffix in ATARI_FINAL:
-        stems = (f"breakout_cleanrl_model-2M-3seeds-{suffix}", f"breakout_atari-2M-rerun-{suffix}")
+        stems = [f"{stem}-{suffix}" for _, _, stem in ATARI_SIDES]
         sides = [_scored(stem, protocol, 30) for stem in stems]
         both = [s for s in ATARI_SEEDS if all(s in side for side in sides if side)]
         intervals = [
             _seeds_interval(stem, side) if len(both) == len(ATARI_SEEDS) else None
             for stem, side in zip(stems, sides, strict=True)
         ]
-        best, verdict = _verdict(["CleanRL", "batchppo"], intervals, 1)
+        best, verdict = _verdict(names, intervals, 1)
         cells = _bold_at([_seeds(side, ATARI_SEEDS, both)[1] for side in sides], best)
         lines.append(f"| {label} | " + " | ".join([*cells, verdict]) + " |")
     lines.append(
         "| CleanRL's own: its training games of the last 50k steps, sampled | "
-        f"{_cleanrl_training_games()[1]} | not logged (our training counts lives, clipped) | — |"
+        f"{_cleanrl_training_games()[1]} | not logged (these runs counted lives, clipped) | "
+        f"{_ale_training_games()[1]} | — |"
     )
     return lines
 
@@ -995,6 +1030,8 @@ def sources() -> list[Source]:
         out += [Source(stem, game.preset), Source(f"{stem}-sampled164", game.preset)]
     for _, _, suffix in ATARI_FINAL:
         out.append(Source(f"breakout_atari-2M-rerun-{suffix}", "breakout_atari", ATARI_RUN))
+        ale = {**ATARI_RUN, "backend": "ale"}
+        out.append(Source(f"breakout_atari_ale-2M-3seeds-{suffix}", "breakout_atari", ale, False))
         out.append(Source(f"breakout_cleanrl_model-2M-3seeds-{suffix}", None))
     out.append(Source("pong_atari-2M-3seeds", "pong_atari", ATARI_RUN))
     return out
