@@ -536,7 +536,8 @@ def atari_table() -> list[str]:
         "(`backend=ale`, its env step inside the compiled rollout), all on a 2-core CPU (its "
         "minibatches shuffled by `sort`, from before the `index` default). The final policies' "
         "rows: 30 whole games a seed (all lives, raw rewards, `ALE/Breakout-v5` without sticky "
-        "actions) by our evaluator, each game from the same start on every side; CleanRL's "
+        "actions) by our evaluator, each game from the same start on CleanRL's side and the "
+        "process backend's, the ale side's on ALE's own env (its own no-op draws); CleanRL's "
         "model imported by `bench/cleanrl_atari.py`. Per seed, and the mean over the seeds "
         "every side has, compared by the 95 % bootstrap intervals of the means.",
         "",
