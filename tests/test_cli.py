@@ -438,13 +438,13 @@ def test_env_alone_picks_a_recipe_from_the_spaces(capsys, tmp_path, user_envs, m
     assert code == 0, err
     assert err == (
         "batchppo: no --config: myenvs:MyReach-v0 has continuous control (vector observations, "
-        "Box actions), so the run starts from the cheetah_fast recipe (1,000,000 steps); the "
+        "Box actions), so the run starts from the walker_fast recipe (1,000,000 steps); the "
         "env's own time limit (50 steps) ends episodes\n"
     )
     stored = configs.load_config(tmp_path / "T-MyReach-v0" / "config.yaml")
-    cheetah = configs.get_preset("cheetah_fast")
+    walker = configs.get_preset("walker_fast")
     assert stored == dataclasses.replace(
-        cheetah, env="myenvs:MyReach-v0", max_length=None, steps=1000, init_std=0.6
+        walker, env="myenvs:MyReach-v0", max_length=None, steps=1000
     )
     code, _, err = train_own(capsys, tmp_path, "--env", "myenvs:make_choose", "--set", "steps=500")
     assert code == 0, err

@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.algorithms.ppo.presets import LOCOMOTION_INIT_STD
 from batchppo.backends.factories import is_factory_id
 from batchppo.experiment.configs import get_preset, replace_config
 from batchppo.experiment.env_checks import check_env
@@ -122,13 +121,12 @@ RECIPE_MAX_LENGTH = 1000
 Atari and MinAtar presets do) when the user's env has no time limit of its own."""
 
 RECIPES: list[Recipe] = [
-    # HalfCheetah's preset starts from a std tuned to it; a user's task starts from the
-    # locomotion presets' shared one.
+    # The locomotion recipe as Walker2d ships it: HalfCheetah's and Hopper's add changes tuned
+    # to those tasks (a lower initial std, LayerNorm).
     Recipe(
         "continuous control (vector observations, Box actions)",
-        "cheetah_fast",
+        "walker_fast",
         lambda obs, act: _is_vector(obs) and type(act).__name__ == "Box",
-        {"init_std": LOCOMOTION_INIT_STD},
     ),
     Recipe(
         "discrete actions (vector observations, Discrete actions)",
@@ -171,9 +169,9 @@ RECIPES: list[Recipe] = [
     # per action leaf; the hyperparameters follow the action leaves' kind.
     Recipe(
         _other_spaces,  # every action leaf a Box
-        "cheetah_fast",
+        "walker_fast",
         lambda obs, act: _all_box(act),
-        {"network": "feed_forward", "init_std": LOCOMOTION_INIT_STD},
+        {"network": "feed_forward"},
     ),
     Recipe(
         _other_spaces,

@@ -11,18 +11,13 @@ from batchppo.experiment import configs, recipes
 def test_recipes_by_spaces(user_envs, monkeypatch):
     monkeypatch.syspath_prepend(str(user_envs))
     config, message = recipes.recipe_for_env("myenvs:make_reach", {"size": 2.0})
-    # HalfCheetah's recipe with the locomotion presets' initial std, not HalfCheetah's own.
     assert config == dataclasses.replace(
-        configs.get_preset("cheetah_fast"),
-        env="myenvs:make_reach",
-        env_kwargs={"size": 2.0},
-        init_std=0.6,
+        configs.get_preset("walker_fast"), env="myenvs:make_reach", env_kwargs={"size": 2.0}
     )
-    assert configs.get_preset("cheetah_fast").init_std == 0.3
     assert message.endswith("max_length=1000 bounds its episodes (--set max_length=N)")
     assert [r.preset for r in recipes.RECIPES] == [
-        "cheetah_fast", "cartpole_jax", "cartpole_jax", "breakout_atari", "breakout_minatar",
-        "cheetah_fast", "cartpole_jax",
+        "walker_fast", "cartpole_jax", "cartpole_jax", "breakout_atari", "breakout_minatar",
+        "walker_fast", "cartpole_jax",
     ]  # fmt: skip
     # Images of Atari's size: the Atari recipe without its whole-game evaluation env. The env
     # has no TimeLimit, and the preset keeps the env's own: max_length is the recipes' 1000.

@@ -97,10 +97,6 @@ _PENDULUM_CLIP = _preset(
 )
 
 
-LOCOMOTION_INIT_STD = 0.6
-"""The initial policy std of the locomotion presets (Tianshou's), and of the recipe for a user's
-continuous-control task."""
-
 # Clipped PPO for the MuJoCo locomotion tasks at a 1M-step budget: the settings of Tianshou's
 # MuJoCo PPO benchmark (many small updates per sample: 10 epochs of minibatches of 64 over each
 # 2048-step batch; 64x64 tanh networks; initial std 0.6; value loss weight 0.25), over 16 envs
@@ -122,7 +118,7 @@ _LOCOMOTION: dict[str, Any] = dict(
     # for longer; the cap keeps each update's KL where the 1M-step runs have it.
     lr_kl_cap=0.03,
     discount=0.99,
-    init_std=LOCOMOTION_INIT_STD,
+    init_std=0.6,
     reward_scale="return",
     value_coef=0.25,
     # Tianshou's evaluation protocol (10 episodes with sampled actions every 30k steps), so

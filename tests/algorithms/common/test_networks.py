@@ -356,8 +356,11 @@ def _tree(params):
 
 
 def test_the_default_torso_keeps_the_parameter_tree_and_its_initial_values():
-    config = get_preset("hopper_fast")
+    # walker_fast's network settings are hopper_fast's before Hopper took LayerNorm.
+    config = get_preset("walker_fast")
     assert (config.mlp, config.penultimate_norm) == ("plain", False)
+    hopper = get_preset("hopper_fast")
+    assert dataclasses.replace(config, env=hopper.env, mlp="layernorm") == hopper
     tree = _tree(make_network(config, HOPPER).init(jax.random.key(0)))
     assert {path: leaf.shape for path, leaf in tree.items()} == {
         path: shape for path, (shape, _) in HOPPER_FAST_TREE.items()
