@@ -67,7 +67,7 @@ from jax.experimental import io_callback
 from batchppo.backends.ale import ale_game
 from batchppo.backends.host_env import HostEnv, spec_from_spaces, wrap_host_env
 from batchppo.core.env import EnvSpec, StepResult
-from batchppo.envs.atari import AtariStack
+from batchppo.envs.atari import AtariStack, needs_fire
 from batchppo.envs.episode_metrics import GameScores
 
 __all__ = [
@@ -163,11 +163,9 @@ def fire_after_life(stack: AtariStack, vec: Any) -> bool:
     ``fire_reset``, where lives are played through (``episodic_life`` in training,
     ``fire_on_life_loss`` in the whole-game evaluation), in a game whose action 1 is FIRE (as
     the process backend's ``FireReset`` asks)."""
-    from ale_py import Action
-
-    actions = list(vec.ale.get_action_set())
-    needs_fire = len(actions) >= 3 and actions[1] == Action.FIRE
-    return stack.fire_reset and (stack.episodic_life or stack.fire_on_life_loss) and needs_fire
+    meanings = [action.name for action in vec.ale.get_action_set()]
+    lives_played = stack.episodic_life or stack.fire_on_life_loss
+    return stack.fire_reset and lives_played and needs_fire(meanings)
 
 
 FIRE = 1

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium
@@ -224,9 +224,13 @@ class GameScoreLog(gymnasium.Wrapper, gymnasium.utils.RecordConstructorArgs):
         return self._games.take().tolist()
 
 
-def _needs_fire(env: gymnasium.Env) -> bool:
-    meanings = env.unwrapped.get_action_meanings()
+def needs_fire(meanings: Sequence[str]) -> bool:
+    """Whether a game with these action meanings waits for FIRE (action 1) after a reset."""
     return len(meanings) >= 3 and meanings[1] == "FIRE"
+
+
+def _needs_fire(env: gymnasium.Env) -> bool:
+    return needs_fire(env.unwrapped.get_action_meanings())
 
 
 @dataclasses.dataclass(frozen=True)
