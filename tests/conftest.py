@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -13,6 +16,32 @@ import psutil
 import pytest
 
 _RAY_PROCESSES = ("raylet", "gcs_server", "ray::", "default_worker")
+
+# One JAX compilation cache per test session, in a fresh directory that the xdist workers and
+# the runs tests start in subprocesses share (they inherit the variable): many tests compile
+# the same small training programs, and each is then compiled once. The cache is the one a
+# user's `batchppo train` turns on, so the tests also cover its reads. Fresh per session so
+# that no result depends on what an earlier session left; `BATCHPPO_TEST_CACHE=0` runs
+# every compilation cold.
+_CACHE_VARIABLE = "BATCHPPO_CACHE_DIR"
+_CACHE_STASH = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("BATCHPPO_TEST_CACHE", "1") == "0":
+        os.environ["BATCHPPO_COMPILATION_CACHE"] = "0"
+        return
+    if not hasattr(config, "workerinput"):  # the controller (or a run without workers)
+        path = tempfile.mkdtemp(prefix="batchppo-test-jax-cache-")
+        os.environ[_CACHE_VARIABLE] = config.stash[_CACHE_STASH] = path
+    from batchppo.algorithms.common.programs import enable_compilation_cache
+
+    enable_compilation_cache(os.environ[_CACHE_VARIABLE])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _CACHE_STASH in config.stash:
+        shutil.rmtree(config.stash[_CACHE_STASH], ignore_errors=True)
 
 
 def ray_children() -> list[str]:

@@ -44,7 +44,6 @@ def run_command(line: str) -> None:
 def test_the_guide_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # a script's directory is importable
-    monkeypatch.setenv("BATCHPPO_COMPILATION_CACHE", "0")
     namespace: dict = {}
     kinds = []
     for file, lang, body in blocks():
