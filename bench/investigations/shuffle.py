@@ -13,6 +13,9 @@ Two parts, both in this one process:
   iterations (``final_returns``), and over the seeds the IQM and mean with 95 %
   stratified-bootstrap intervals.
 
+``--set KEY=VALUE`` (repeatable, as ``batchppo train --set``) changes a field of every preset
+run of ``--presets`` and ``--learning``; the JSON lists them (``sets``).
+
 Usage::
 
     JAX_PLATFORMS=cpu python bench/investigations/shuffle.py \
@@ -40,6 +43,7 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.experiment import stats
+from batchppo.experiment.configs import apply_overrides
 
 # bench/ on the path, as for a script run from there: the harness lives beside the stable suite.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -61,9 +65,12 @@ def permutation_us(method: str, n: int, reps: int) -> float:
     return (time.perf_counter() - t) / reps * 1e6
 
 
-def preset_rates(name: str, iterations: int, rounds: int) -> dict[str, Any]:
-    """``name``'s fused run with each method: steps/s (wall, CPU) medians and the ratios."""
-    base = PRESETS[name]
+def preset_rates(
+    name: str, iterations: int, rounds: int, sets: list[str] | None = None
+) -> dict[str, Any]:
+    """``name``'s fused run (with the ``KEY=VALUE`` overrides ``sets``) with each method:
+    steps/s (wall, CPU) medians and the ratios."""
+    base = apply_overrides(PRESETS[name], sets or [])
     steps = iterations * rollout_length(base) * base.num_agents
     programs = {}
     for method in shuffle.SHUFFLES:
@@ -91,11 +98,13 @@ def preset_rates(name: str, iterations: int, rounds: int) -> dict[str, Any]:
     return out
 
 
-def learning(name: str, seeds: list[int], steps: int | None = None) -> dict[str, Any]:
-    """``name`` trained with each method over ``seeds`` (for ``steps``, or the preset's): the
-    per-seed final training return and its IQM and mean over the seeds, each with its 95 %
-    bootstrap interval."""
-    base = PRESETS[name]
+def learning(
+    name: str, seeds: list[int], steps: int | None = None, sets: list[str] | None = None
+) -> dict[str, Any]:
+    """``name`` (with the ``KEY=VALUE`` overrides ``sets``) trained with each method over
+    ``seeds`` (for ``steps``, or the preset's): the per-seed final training return and its IQM
+    and mean over the seeds, each with its 95 % bootstrap interval."""
+    base = apply_overrides(PRESETS[name], sets or [])
     if steps:
         base = dataclasses.replace(base, steps=steps)
     keys = jax.vmap(jax.random.key)(jnp.asarray(seeds))
@@ -142,6 +151,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--learning", default="none", help="comma list of fused presets, or none")
     p.add_argument("--seeds", default="10-19", help="seeds of --learning: first-last")
     p.add_argument("--learning-steps", type=int, default=0, help="0: each preset's steps")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config field of every preset run (repeatable), e.g. --set update_epochs=1",
+    )
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     results: dict[str, Any] = {
@@ -149,6 +165,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "jax": jax.__version__,
         "sizes": {},
         "presets": {},
+        "sets": args.set,
     }
     for n in [int(x) for x in args.sizes.split(",") if x not in ("", "none")]:
         row = {m: permutation_us(m, n, args.reps) for m in shuffle.SHUFFLES}
@@ -160,7 +177,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             flush=True,
         )
     for name in [x for x in args.presets.split(",") if x not in ("", "none")]:
-        row = preset_rates(name, args.iterations, args.rounds)
+        row = preset_rates(name, args.iterations, args.rounds, args.set)
         results["presets"][name] = row
         print(
             f"{name} (batch {row['batch']}): index {row['index']['sps']:.0f} steps/s, sort "
@@ -171,7 +188,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     first, last = (int(x) for x in args.seeds.split("-"))
     results["learning"] = {}
     for name in [x for x in args.learning.split(",") if x not in ("", "none")]:
-        row = learning(name, list(range(first, last + 1)), args.learning_steps)
+        row = learning(name, list(range(first, last + 1)), args.learning_steps, args.set)
         results["learning"][name] = row
         for method in shuffle.SHUFFLES:
             iqm, mean = row[method]["iqm"], row[method]["mean"]

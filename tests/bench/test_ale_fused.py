@@ -14,13 +14,14 @@ pytestmark = pytest.mark.timeout(600)
 def test_every_part_of_every_variant_is_timed_and_a_trace_is_written(tmp_path):
     bench = load_bench("ale_fused")
     out, trace = tmp_path / "ale_fused.json", tmp_path / "trace"
+    # The smallest programs to compile: a one-conv network, one gradient step an update.
+    sets = ["cnn=minatar", "cnn_dense=8", "update_epochs=1", "num_minibatches=1"]
     argv = ["--envs", "2", "--steps", "4", "--repeats", "1", "--json", str(out)]
-    argv += ["--set", "cnn=minatar", "--set", "cnn_dense=8", "--set", "update_epochs=1"]
-    argv += ["--set", "num_minibatches=1", "--profile", str(trace)]
+    argv += ["--profile", str(trace), *(arg for kv in sets for arg in ("--set", kv))]
     result = bench.main(argv)
     assert json.loads(out.read_text()) == result
     assert (result["env"], result["envs"], result["steps"]) == ("ALE/Breakout-v5", 2, 4)
-    assert result["sets"][:2] == ["cnn=minatar", "cnn_dense=8"]
+    assert result["sets"] == sets
     assert set(result["variants"]) == set(bench.VARIANTS)
     # One ALE step call in each compiled program on the CPU.
     programs = {"env": 1, "rollout": 1, "iteration": 1}

@@ -8,33 +8,42 @@ import numpy as np
 import pytest
 from benchlib import load_bench
 
+# The preset's runs at their smallest programs to compile (one gradient step an iteration, no
+# diagnostics, 8-unit networks): the tests check what is run, timed and written.
+SMALL = [
+    "--set", "update_epochs=1", "--set", "num_minibatches=1",
+    "--set", "minibatch_diagnostics=false", "--set", "policy_layers=[8]",
+    "--set", "value_layers=[8]",
+]  # fmt: skip
+
 
 def test_sizes_and_a_preset_are_timed_with_both_methods(tmp_path, capsys):
     bench = load_bench("investigations/shuffle")
     out = tmp_path / "out.json"
     results = bench.main(
         ["--sizes", "100", "--reps", "2", "--presets", "cartpole_jax", "--iterations", "1",
-         "--rounds", "1", "--json", str(out)]
+         "--rounds", "1", *SMALL, "--set", "num_agents=8", "--json", str(out)]
     )  # fmt: skip
     size = results["sizes"][100]
     assert size["sort"] > 0 and size["index"] > 0
     assert size["ratio"] == size["sort"] / size["index"]
     preset = results["presets"]["cartpole_jax"]
-    assert preset["batch"] == 1024 and preset["steps"] == 1024
+    assert preset["batch"] == 8 * 64 and preset["steps"] == 8 * 64  # --set num_agents=8
     assert preset["ratio"] == preset["index"]["sps"] / preset["sort"]["sps"]
     written = json.loads(out.read_text())
-    assert written["presets"]["cartpole_jax"]["steps"] == 1024
+    assert written["presets"]["cartpole_jax"]["steps"] == 512
+    assert written["sets"] == [*SMALL[1::2], "num_agents=8"]
     # harness.write_json: the results beside where and when they were measured.
     assert {"date", "command", "commit", "machine", "backend", "jax"} <= set(written)
     shown = capsys.readouterr().out
-    assert "n=100: sort" in shown and "cartpole_jax (batch 1024): index" in shown
+    assert "n=100: sort" in shown and "cartpole_jax (batch 512): index" in shown
 
 
 def test_learning_trains_every_seed_with_both_methods(capsys):
     bench = load_bench("investigations/shuffle")
     results = bench.main(
         ["--sizes", "none", "--learning", "cartpole_jax", "--seeds", "3-5",
-         "--learning-steps", "4096"]
+         "--learning-steps", "4096", *SMALL]
     )  # fmt: skip
     row = results["learning"]["cartpole_jax"]
     assert row["seeds"] == [3, 4, 5] and row["steps"] == 4096
