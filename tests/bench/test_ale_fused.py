@@ -8,8 +8,6 @@ import math
 import pytest
 from benchlib import load_bench
 
-pytestmark = pytest.mark.timeout(600)
-
 
 def test_every_part_of_every_variant_is_timed_and_a_trace_is_written(tmp_path):
     bench = load_bench("ale_fused")
