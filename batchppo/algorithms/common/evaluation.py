@@ -192,13 +192,24 @@ class Evaluator:
     def precompile(
         self, num_episodes: int, params: PyTree, key: jax.Array, sample: bool = False
     ) -> None:
-        """Lowers the eval calls (the first and its continuation) for ``params`` and ``key``
-        (shapes will do) and compiles them in the background; builds the eval env. ``sample``:
-        the calls of ``evaluate(..., sample=True)``."""
+        """Lowers the eval calls for ``params`` and ``key`` (shapes will do) and compiles them
+        in the background: the first, and its continuation unless an evaluation of
+        ``num_episodes`` always ends after the first (``_first_call_suffices``); builds the eval
+        env. ``sample``: the calls of ``evaluate(..., sample=True)``."""
         num_envs, chunk = self.layout(num_episodes)
         start = self._start_program(num_envs, chunk, sample)
         ss, _ = start.precompile(self._compiler, params, key)
-        self._more_program(num_envs, chunk, sample).precompile(self._compiler, params, ss)
+        if not self._first_call_suffices(num_episodes):
+            self._more_program(num_envs, chunk, sample).precompile(self._compiler, params, ss)
+
+    def _first_call_suffices(self, num_episodes: int) -> bool:
+        """Whether an evaluation of ``num_episodes`` always ends after its first compiled call:
+        the call reaches ``max_steps``, or each env takes one episode and the time limit ends it
+        within the call (``max_length`` at most ``EVAL_CHUNK`` steps)."""
+        num_envs, chunk = self.layout(num_episodes)
+        one_each = num_episodes <= num_envs
+        within = self._max_length is not None and self._max_length <= chunk
+        return chunk >= self._max_steps or (one_each and within)
 
     def evaluate(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium
 import jax
 import jax.numpy as jnp
@@ -106,6 +108,34 @@ def test_cut_episodes_report_their_infos_so_far():
     assert result["infos"][4]["x_velocity"] == pytest.approx(
         {"mean": 1.0, "first": np.nan, "last": 1.0}, nan_ok=True
     )
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "episodes", "programs", "lengths"),
+    [
+        (100, 2, ["eval_start(2, 5)"], [3, 4]),  # one episode an env: within the first call
+        (5, 4, ["eval_start(2, 5)"], [3, 4, 2, 1]),  # the first call reaches max_steps
+        (100, 4, ["eval_more(2, 5)", "eval_start(2, 5)"], [3, 4, 3, 4]),  # a second episode
+    ],
+)
+def test_precompile_compiles_the_continuation_only_where_an_evaluation_calls_it(
+    max_steps, episodes, programs, lengths
+):
+    """Calls of 5 steps, the time limit: the programs precompiled are the ones the evaluation
+    runs (it compiles no other)."""
+    ev = evaluator(max_steps)
+    key = np.zeros(2, np.uint32)
+    try:
+        ev.precompile(episodes, (), key)
+        precompiled = sorted(ev.programs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the cut episodes' warning
+            result = ev.evaluate((), episodes, key)
+        used = sorted(ev.programs)
+    finally:
+        ev.close()
+    assert precompiled == used == programs
+    assert result["lengths"].tolist() == lengths
 
 
 class Echo(gymnasium.Env):
