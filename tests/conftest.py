@@ -44,6 +44,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(config.stash[_CACHE_STASH], ignore_errors=True)
 
 
+@pytest.fixture
+def no_compilation_cache() -> Iterator[None]:
+    """The test compiles without the session's compilation cache, which it restores after.
+
+    For tests of big programs that no other test compiles (a Brax env's physics): writing
+    their executables to the cache costs time that no later read repays. JAX decides once
+    per process whether the cache is in use; ``reset_cache`` makes it decide again.
+    """
+    import jax
+    from jax._src import compilation_cache
+
+    enabled = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    yield
+    jax.config.update("jax_enable_compilation_cache", enabled)
+    compilation_cache.reset_cache()
+
+
 def ray_children() -> list[str]:
     """Command lines of this process's Ray daemons and workers still running."""
     names = []

@@ -8,12 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchppo.algorithms.common.programs import cold_compiler_options
 from batchppo.backends import BraxEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.simulation import init_sim_state, rollout
 from batchppo.testing import random_policy
 
-run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4))
+# Each rollout runs once: compiled with the XLA options of the package's programs that run once.
+run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4), compiler_options=cold_compiler_options())
 
 
 def push(value: float):

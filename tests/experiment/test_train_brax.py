@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from batchppo import cli
+from batchppo.algorithms.common.programs import cold_compiler_options
 from batchppo.algorithms.common.trainer import make_run_env
 from batchppo.experiment import configs
 from batchppo.experiment.logging import read_metrics
@@ -20,13 +21,14 @@ from batchppo.experiment.logging import read_metrics
 BRAX_PRESETS = sorted(name for name, c in configs.PRESETS.items() if c.backend == "brax")
 
 # cheetah_brax's networks and physics at a CI size: 64 envs x 16 steps = 1024 env steps per
-# iteration, two iterations, an evaluation of 4 episodes of 100 steps after each. Most of the
-# time is XLA compiling the Brax step into the training and evaluation programs.
+# iteration, two iterations, an evaluation of 4 episodes of 64 steps after each. Most of the
+# time is XLA compiling the Brax step into the training and evaluation programs; episodes of
+# at most 64 steps (EVAL_CHUNK) make an evaluation one compiled call, and one program less.
 SMALL = (
     "steps=2048",
     "num_agents=64",
     "num_minibatches=4",
-    "max_length=100",
+    "max_length=64",
     "eval_episodes=4",
     "eval_every=1024",
     "log_every=1024",
@@ -36,6 +38,7 @@ SMALL = (
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.usefixtures("no_compilation_cache")  # its programs are compiled by no other test
 def test_cheetah_brax_trains_on_cpu(tmp_path, capsys):
     argv = ["train", "--config", "cheetah_brax", "--logdir", str(tmp_path), "--timestamp", "B",
             "--progress", "none"]  # fmt: skip
@@ -52,7 +55,7 @@ def test_cheetah_brax_trains_on_cpu(tmp_path, capsys):
         ("train", 1024), ("eval", 1024), ("train", 2048), ("eval", 2048),
     ]  # fmt: skip
     evals = [r for r in records if r["phase"] == "eval"]
-    assert [(r["length"], r["episodes"]) for r in evals] == [(100.0, 4), (100.0, 4)]
+    assert [(r["length"], r["episodes"]) for r in evals] == [(64.0, 4), (64.0, 4)]
     assert all(math.isfinite(r["score"]) for r in records if r["score"] is not None)
 
 
@@ -61,11 +64,13 @@ def test_the_brax_presets_are_found():
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("no_compilation_cache")
 @pytest.mark.parametrize("name", [n for n in BRAX_PRESETS if n != "cheetah_brax"])
 def test_each_brax_preset_builds_its_env_and_steps_it_on_cpu(name):
     # cheetah_brax trains end to end above; each other one's physics compiles here.
     # The preset's env as training builds it, at 2 envs; reset and one step of zero actions,
-    # compiled as one program (compiling the Brax physics is most of the time).
+    # compiled as one program (compiling the Brax physics is most of the time) with the XLA
+    # options of the package's programs that run once.
     config = dataclasses.replace(configs.PRESETS[name], num_agents=2)
     env = make_run_env(config, config.num_agents)
     spec = env.spec
@@ -75,7 +80,8 @@ def test_each_brax_preset_builds_its_env_and_steps_it_on_cpu(name):
         state, obs = env.reset(key)
         return obs, env.step(state, action, key)
 
-    obs, result = jax.jit(reset_and_step)(jax.random.key(0))
+    program = jax.jit(reset_and_step, compiler_options=cold_compiler_options())
+    obs, result = program(jax.random.key(0))
     assert obs.shape == result.obs.shape == (2, *spec.obs_shape)
     assert obs.dtype == result.obs.dtype == jnp.float32
     assert result.reward.shape == (2,) and result.reward.dtype == jnp.float32
