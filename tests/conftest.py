@@ -80,6 +80,20 @@ def no_compilation_cache() -> Iterator[None]:
     compilation_cache.reset_cache()
 
 
+@pytest.fixture
+def cold_training_programs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training programs (iteration, update) compile with the XLA options of the programs
+    that run once (``cold_compiler_options``), as the test's trainers are built.
+
+    For end-to-end tests of a few iterations, whose compilation is most of their time and
+    whose optimised code would run too briefly to matter; the training programs as the
+    package compiles them are the other training tests' to cover.
+    """
+    from batchppo.algorithms.common import programs
+
+    monkeypatch.setattr(programs, "COMPILER_OPTIONS", programs.cold_compiler_options())
+
+
 def ray_children() -> list[str]:
     """Command lines of this process's Ray daemons and workers still running."""
     names = []

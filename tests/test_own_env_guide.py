@@ -41,6 +41,7 @@ def run_command(line: str) -> None:
         Path(target.strip()).write_text(out.getvalue())
 
 
+@pytest.mark.usefixtures("cold_training_programs")  # its runs are a few iterations each
 def test_the_guide_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # a script's directory is importable

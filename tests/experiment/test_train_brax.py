@@ -38,7 +38,8 @@ SMALL = (
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.usefixtures("no_compilation_cache")  # its programs are compiled by no other test
+# Its programs are compiled by no other test; it runs two iterations.
+@pytest.mark.usefixtures("no_compilation_cache", "cold_training_programs")
 def test_cheetah_brax_trains_on_cpu(tmp_path, capsys):
     argv = ["train", "--config", "cheetah_brax", "--logdir", str(tmp_path), "--timestamp", "B",
             "--progress", "none"]  # fmt: skip
