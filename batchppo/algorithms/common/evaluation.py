@@ -199,14 +199,14 @@ class Evaluator:
         num_envs, chunk = self.layout(num_episodes)
         start = self._start_program(num_envs, chunk, sample)
         ss, _ = start.precompile(self._compiler, params, key)
-        if not self._first_call_suffices(num_episodes):
+        if not self._first_call_suffices(num_episodes, num_envs, chunk):
             self._more_program(num_envs, chunk, sample).precompile(self._compiler, params, ss)
 
-    def _first_call_suffices(self, num_episodes: int) -> bool:
-        """Whether an evaluation of ``num_episodes`` always ends after its first compiled call:
-        the call reaches ``max_steps``, or each env takes one episode and the time limit ends it
-        within the call (``max_length`` at most ``EVAL_CHUNK`` steps)."""
-        num_envs, chunk = self.layout(num_episodes)
+    def _first_call_suffices(self, num_episodes: int, num_envs: int, chunk: int) -> bool:
+        """Whether an evaluation of ``num_episodes`` on ``layout(num_episodes)``, ``(num_envs,
+        chunk)``, always ends after its first compiled call: the call reaches ``max_steps``, or
+        each env takes one episode and the time limit ends it within the call (``max_length``
+        at most ``EVAL_CHUNK`` steps)."""
         one_each = num_episodes <= num_envs
         within = self._max_length is not None and self._max_length <= chunk
         return chunk >= self._max_steps or (one_each and within)
