@@ -6,8 +6,10 @@ batch env factory (``process_batch_env``: a ``BatchEnv`` with worker processes, 
 [`HostEnv`][batchppo.backends.HostEnv]. Their records are registered when this module is imported
 ([`batchppo.backends`][batchppo.backends] imports it); ``host_backend`` fills what every host
 backend built by ``envs.make`` shares, for ``batchppo.backends.ray`` too. Their settings are a
-config's ``backend_options`` (``ProcessOptions``, ``SyncOptions``). The module is light:
-Gymnasium, JAX and the batch envs are imported when an env is built or an id checked.
+config's ``backend_options`` (``ProcessOptions``, ``SyncOptions``; the options they share with
+``ray``'s are ``WorkerSettings``, the one they share with each other ``RestartSettings``). The
+module is light: Gymnasium, JAX and the batch envs are imported when an env is built or an id
+checked.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from batchppo.core.backends import Backend, register
 from batchppo.core.registry import lazy
-from batchppo.core.spins import SPIN_US, WORKER_SPIN_US
+from batchppo.core.worker_defaults import MAX_RESTARTS, SPIN_US, WORKER_SPIN_US
 
 if TYPE_CHECKING:
     from batchppo.backends.host_env import HostEnv
 
 __all__ = [
     "ProcessOptions",
+    "RestartSettings",
     "SyncOptions",
     "WorkerSettings",
     "builds_with_envs_make",
@@ -71,16 +74,16 @@ def _check_step_timeout(step_timeout: float | None) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class SyncOptions:
-    """The ``backend_options`` of the ``sync`` backend (``--set backend_options.max_restarts=8``).
-    They may change when a run resumes."""
+class RestartSettings:
+    """The ``backend_options`` that the backends whose envs are restarted share (``process``,
+    ``sync``): the restart budget."""
 
     FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
         {"max_env_restarts": "max_restarts"}
     )
     """The config field that became this option (stored configs move it here)."""
 
-    max_restarts: int = 0
+    max_restarts: int = MAX_RESTARTS
     """How many env restarts each env batch (training, evaluation) may make in one training
     process. An env whose step raises is then rebuilt and reset, its episode ending truncated,
     and training goes on; the ``env_restarts`` train metric counts them. 0 fails fast: the env's
@@ -88,6 +91,12 @@ class SyncOptions:
 
     def __post_init__(self) -> None:
         _check_restarts(self.max_restarts)
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncOptions(RestartSettings):
+    """The ``backend_options`` of the ``sync`` backend (``--set backend_options.max_restarts=8``):
+    the restart budget (``RestartSettings``). They may change when a run resumes."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,27 +125,28 @@ class WorkerSettings:
         _check_step_timeout(self.step_timeout)
 
 
+# RestartSettings first, so that its field follows WorkerSettings' (dataclass fields are
+# collected from the last base on): num_workers, step_timeout, max_restarts, the spins.
 @dataclasses.dataclass(frozen=True)
-class ProcessOptions(WorkerSettings):
+class ProcessOptions(RestartSettings, WorkerSettings):
     """The ``backend_options`` of the ``process`` backend: ``BatchEnv``'s worker options
     ([`WorkerOptions`][batchppo.envs.WorkerOptions]), e.g. ``--set
-    backend_options.num_workers=4``. They may change when a run resumes."""
+    backend_options.num_workers=4``; with ``max_restarts`` (``RestartSettings``) a dead
+    worker's envs are restarted too. They may change when a run resumes."""
 
     FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
-        {**WorkerSettings.FORMER_FIELDS, **SyncOptions.FORMER_FIELDS}
+        {**WorkerSettings.FORMER_FIELDS, **RestartSettings.FORMER_FIELDS}
     )
     """The config fields that became these options (stored configs move them here)."""
 
-    max_restarts: int = 0
-    """As ``SyncOptions.max_restarts``; a dead worker's envs are restarted too."""
     spin_us: float = SPIN_US
     """Microseconds the learner's wait for the workers spins before it blocks."""
     worker_spin_us: float = WORKER_SPIN_US
     """Microseconds a worker spins waiting for its next command before it blocks."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_restarts(self.max_restarts)
+        WorkerSettings.__post_init__(self)
+        RestartSettings.__post_init__(self)
         for name in ("spin_us", "worker_spin_us"):
             if getattr(self, name) < 0:
                 raise ValueError(

@@ -30,6 +30,7 @@ import gymnasium
 from gymnasium.vector import AutoresetMode
 
 from batchppo.core.values import positive_int
+from batchppo.core.worker_defaults import MAX_RESTARTS
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.env_ids import (
     EnvProbe,
@@ -135,7 +136,7 @@ def process_batch_env(
     env_fns: list[Callable[[], gymnasium.Env]],
     *,
     num_workers: int | None = None,
-    max_restarts: int = 0,
+    max_restarts: int = MAX_RESTARTS,
     transform: StandardStack | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     step_timeout: float | None = None,
@@ -166,7 +167,7 @@ def in_process_batch_env(
     env_fns: list[Callable[[], gymnasium.Env]],
     *,
     num_workers: int | None = None,
-    max_restarts: int = 0,
+    max_restarts: int = MAX_RESTARTS,
     transform: StandardStack | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     step_timeout: float | None = None,
@@ -231,7 +232,7 @@ def make(
     normalize_ranges: bool = True,
     render_mode: str | None = None,
     batch_env_kwargs: Mapping[str, Any] | None = None,
-    max_restarts: int = 0,
+    max_restarts: int = MAX_RESTARTS,
     preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
     step_timeout: float | None = None,

@@ -34,7 +34,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array
 
-from batchppo.core.spins import SPIN_US, WORKER_SPIN_US
+from batchppo.core.worker_defaults import MAX_RESTARTS, SPIN_US, WORKER_SPIN_US
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.indexed import IndexedEnvFn
 from batchppo.envs.worker_options import WorkerOptions
@@ -176,7 +176,7 @@ class BatchVecEnv(VecEnv):
         envs_per_worker: int | None = None,
         step_in_parent: bool = False,
         daemon: bool = True,
-        max_restarts: int = 0,
+        max_restarts: int = MAX_RESTARTS,
         spin_us: float = SPIN_US,
         worker_spin_us: float = WORKER_SPIN_US,
     ):

@@ -15,8 +15,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from batchppo.core.spins import SPIN_US, WORKER_SPIN_US
 from batchppo.core.values import optional_positive_int
+from batchppo.core.worker_defaults import MAX_RESTARTS, SPIN_US, WORKER_SPIN_US
 
 __all__ = ["WorkerOptions", "check_step_timeout", "check_worker_options", "refuses_moved_keywords"]
 
@@ -120,7 +120,7 @@ class WorkerOptions:
     num_workers: int | None = None
     envs_per_worker: int | None = None
     step_in_parent: bool = False
-    max_restarts: int = 0
+    max_restarts: int = MAX_RESTARTS
     step_timeout: float | None = None
     spin_us: float = SPIN_US
     worker_spin_us: float = WORKER_SPIN_US
