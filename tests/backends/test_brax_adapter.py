@@ -14,8 +14,13 @@ from batchppo.core.env import Env
 from batchppo.core.simulation import init_sim_state, rollout
 from batchppo.testing import random_policy
 
-# Each rollout runs once: compiled with the XLA options of the package's programs that run once.
-run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4), compiler_options=cold_compiler_options())
+
+@pytest.fixture(scope="module")
+def run_rollout():
+    """``rollout`` jitted with the XLA options of the package's programs that run once (each
+    rollout here runs once). Built by the first test that takes it: the options ask JAX for its
+    backend, which collecting the module would otherwise initialise."""
+    return jax.jit(rollout, static_argnums=(0, 1, 4), compiler_options=cold_compiler_options())
 
 
 def push(value: float):
@@ -28,7 +33,7 @@ def push(value: float):
 
 
 @pytest.mark.timeout(300)
-def test_brax_inverted_pendulum_truncates_and_terminates(monkeypatch):
+def test_brax_inverted_pendulum_truncates_and_terminates(monkeypatch, run_rollout):
     from brax.envs.inverted_pendulum import InvertedPendulum
 
     traces = []  # of one env's reset: once, for the shape and every program that resets
@@ -74,7 +79,7 @@ def test_brax_make_env_and_errors():
 
 
 @pytest.mark.timeout(300)
-def test_brax_autoreset_first_restarts_from_the_first_state():
+def test_brax_autoreset_first_restarts_from_the_first_state(run_rollout):
     """``autoreset="first"`` (Brax's own restart): every episode of an env starts from the
     state of its first reset; with a fresh reset (the default) the starts differ; with
     ``optimistic`` at one reset for the three envs, the three restart from one state."""
