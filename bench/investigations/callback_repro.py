@@ -48,7 +48,7 @@ from typing import Any
 
 # bench/ on the path, as for a script run from there: the harness lives beside the stable suite.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from harness import spawn  # bench/harness.py: a side in a process of its own
+from harness import spawn, write_json  # bench/harness.py: own processes, results with provenance
 
 # What each bisecting form adds to ``ordered`` (see the docstring).
 FEATURES = {
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated")
     parser.add_argument("--steps", type=int, default=128, help="host steps in the loop")
     parser.add_argument("--timeout", type=float, default=300, help="per variant (s)")
-    parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--json", help="also write the results (and their provenance) to this file")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -225,8 +225,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         print(f"{variant:>16}: {shown}", flush=True)
         results.append(result)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+        write_json(args.json, {"steps": args.steps, "results": results}, argv)
     return results
 
 

@@ -14,7 +14,9 @@ def test_each_form_compiles_and_runs_on_the_cpu(tmp_path, capsys):
     results = repro.main(["--variants", ",".join(forms), "--steps", "3", "--json", str(out)])
     assert [r["variant"] for r in results] == forms
     assert all(r["ok"] and r["compile_s"] > 0 and r["step_ms"] > 0 for r in results), results
-    assert json.loads(out.read_text()) == results
+    record = json.loads(out.read_text())
+    assert (record["steps"], record["results"]) == (3, results)
+    assert record["command"].endswith("--steps 3 --json " + str(out))  # with its provenance
     assert "ordered: compiles" in capsys.readouterr().out
 
 
