@@ -850,12 +850,27 @@ ALE_GPU_CALLS = (
         "gpu-h200-cleanrl-ale-fused-2026-11-28.json",
         "another machine, a fused step with no host call",
     ),
+    (
+        "gpu-h200-cleanrl-ale-2026-11-28-call3.json",
+        "a third machine, the GPU programs compiled without dynamic-slice fusion",
+    ),
 )
-"""`bench/cleanrl_envpool.py`'s calls on the H200 on 2026-11-28 (benchmarks journal, 14), in
-the order run, and what each call's README line says of it besides its code version."""
-ALE_RAW = ("gpu-h200-ale-fused-2026-11-28.json", "gpu-h200-ale-fused-32envs-2026-11-28.json")
-"""`bench/ale_fused.py`'s calls on the second call's machine: ALE's raw step at 8 and 32 envs
-(the first in the same call as that call's CleanRL rounds)."""
+"""`bench/cleanrl_envpool.py`'s calls on the H200 on 2026-11-28 (benchmarks journal, 14 and
+18), in the order run, and what each call's README line says of it besides its code version."""
+ALE_RAW = (
+    "gpu-h200-ale-fused-2026-11-28-call3.json",
+    "gpu-h200-ale-fused-32envs-2026-11-28-call3.json",
+)
+"""`bench/ale_fused.py` in the last CleanRL call: ALE's raw step at 8 and 32 envs."""
+ALE_ENV_COUNTS = (
+    "gpu-h200-ale-fused-2026-11-28-call3.json",
+    "gpu-h200-ale-fused-16envs-2026-11-28-call4.json",
+    "gpu-h200-ale-fused-32envs-2026-11-28-call3.json",
+    "gpu-h200-ale-fused-64envs-2026-11-28-call4.json",
+    "gpu-h200-ale-fused-128envs-2026-11-28-call4.json",
+)
+"""`bench/ale_fused.py` on the last call's machine (that call and the next): the trainer's
+fused iteration by env count."""
 ALE_SIDES = {
     "batchppo": "batchppo on the process backend",
     "ale-host": "`ale` host mode",
@@ -868,6 +883,13 @@ def _rounds(rows: Sequence[dict], side: str) -> list[float]:
     """``side``'s agent steps/s in a `bench/cleanrl_envpool.py` file's rows, by round."""
     found = sorted((r for r in rows if r["side"] == side), key=lambda r: r["round"])
     return [r["agent_steps_per_s"] for r in found]
+
+
+def _code_version(data: dict) -> str:
+    """The code a bench file was made from: ``code_version`` where set by hand in the first
+    files, else the harness's ``commit`` (``-dirty`` there: files beside the code, such as
+    the run dirs, were left out of the transfer; the journal says which)."""
+    return data.get("code_version") or data["commit"].removesuffix("-dirty")
 
 
 def _ale_call(name: str, what: str, number: int) -> tuple[str, float]:
@@ -888,16 +910,35 @@ def _ale_call(name: str, what: str, number: int) -> tuple[str, float]:
         if _rounds(rows, side)
     ]
     text = (
-        f"call {number} (code {data['code_version']}, {what}, "
+        f"call {number} (code {_code_version(data)}, {what}, "
         f"{_count(len(theirs), 'round')}): CleanRL {rates(theirs)} (median {median:,.0f}), "
         f"{_join(sides)}"
     )
     return text, median
 
 
+def _ale_env_counts() -> str:
+    """The fused iteration's agent steps/s by env count, and its ALE step calls."""
+    found = [json.loads((RESULTS / name).read_text()) for name in ALE_ENV_COUNTS]
+    calls = {c for r in found for c in r["step_calls"]["package"].values()}
+    rates = _join(
+        [
+            f"{r['variants']['package']['iteration']['agent_steps_per_s']:,.0f} at {r['envs']}"
+            for r in found
+        ]
+    )
+    return (
+        f"The trainer's fused iteration there (policy, env and update; `bench/ale_fused.py`, "
+        f"median of {found[0]['repeats']} calls of {found[0]['steps']} steps) made {rates} "
+        f"envs, each compiled program holding "
+        f"{'one' if calls == {1} else _join(sorted(map(str, calls)))} ALE step call"
+        f"{'' if calls == {1} else 's'} per agent step"
+    )
+
+
 def _atari_ale_gpu() -> str:
-    """Breakout on the `ale` backend beside CleanRL's EnvPool script, call by call, and ALE's
-    raw step alone on the second call's machine."""
+    """Breakout on the `ale` backend beside CleanRL's EnvPool script, call by call, ALE's raw
+    step alone on the last call's machine, and the fused iteration by env count there."""
     calls = [_ale_call(name, what, i + 1) for i, (name, what) in enumerate(ALE_GPU_CALLS)]
     raw = [json.loads((RESULTS / name).read_text()) for name in ALE_RAW]
     last_median = calls[-1][1]
@@ -908,14 +949,13 @@ def _atari_ale_gpu() -> str:
         "H200, 2026-11-28; agent steps/s at CleanRL's settings, each side's median over its "
         "iterations after the first, beside CleanRL's `ppo_atari_envpool_xla_jax_scan.py` in "
         "the same call; ratios: a side's median over CleanRL's median in that call; "
-        f"benchmarks journal, 14): {'; '.join(text for text, _ in calls)}. On the second "
-        "call's machine ALE's own `xla()` step alone, with no learner, fixed actions and its "
-        f"own autoreset (`bench/ale_fused.py`, median of {raw[0]['repeats']} calls of "
-        f"{raw[0]['steps']} steps), made {steps} envs, in a later call): a measurement of the "
-        f"env library alone, under twice that call's CleanRL median ({2 * last_median:,.0f}). "
-        "A trace of one fused "
-        "iteration there shows the compiled rollout calling ALE's step twice per agent step "
-        "(journal, 14)."
+        f"benchmarks journal, 14 and 18): {'; '.join(text for text, _ in calls)}. In calls 1 "
+        "and 2 XLA's GPU compiler cloned ALE's step into a dynamic-slice fusion, so each agent "
+        "step called it twice (a trace, journal 14). On the last call's machine ALE's own "
+        "`xla()` step alone, with no learner, fixed actions and its own autoreset "
+        f"(`bench/ale_fused.py`, median of {raw[0]['repeats']} calls of {raw[0]['steps']} "
+        f"steps), made {steps} envs): a measurement of the env library alone, under twice "
+        f"that call's CleanRL median ({2 * last_median:,.0f}). {_ale_env_counts()}."
     )
 
 
