@@ -24,7 +24,9 @@ stderr, without Python's file and source line.
 
 ``train --timestamp T`` resumes the run ``T`` if it exists and starts it otherwise; the
 resume commands ``train`` prints add ``--resume``, under which a run that is not there (a
-typo, another ``--logdir``) is an error instead of a fresh run.
+typo, another ``--logdir``) is an error instead of a fresh run. A run that is complete already
+says so in one line (its step, its budget, its final checkpoint) and exits 0 without building
+or compiling anything; a larger ``--set steps=N`` trains it on.
 
 Examples:
     ```shell

@@ -234,6 +234,29 @@ def test_train_success_and_ctrl_c_exit_codes(capsys, tmp_path, monkeypatch):
     )
 
 
+def test_train_of_a_complete_run_says_so_in_one_line_and_builds_nothing(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
+    argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "T",
+            "--set", "num_agents=10", "--set", "rollout_length=10",
+            "--set", "steps=500"]  # fmt: skip
+    assert run_cli(capsys, *argv, "--progress", "none")[0] == 0
+    built = len(FakeTrainer.instances)
+    code, out, err = run_cli(capsys, *argv, "--resume", "--progress", "lines")
+    assert (code, err) == (0, "") and len(FakeTrainer.instances) == built
+    run_dir = tmp_path / "T-cartpole_jax"
+    final = run_dir / "checkpoints" / "ckpt-000000000500.msgpack"
+    assert out == (
+        f"run already complete at step 500 (steps=500), nothing to train; final checkpoint "
+        f"{final}; to train on, raise steps (--set steps=N)\n"
+        f"done: 500 steps, eval score 500.00, run dir {run_dir}\n"
+    )
+    code, out, _ = run_cli(capsys, *argv[:-2], "--set", "steps=600", "--progress", "none")
+    assert (code, len(FakeTrainer.instances)) == (0, built + 1)  # more steps: it trains on
+    assert out == f"done: 600 steps, eval score 600.00, run dir {run_dir}\n"
+
+
 def test_a_full_disk_stops_train_with_one_line_and_status_2(capsys, tmp_path, monkeypatch):
 
     monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
@@ -548,8 +571,9 @@ def test_a_failed_resume_keeps_the_run_dir(capsys, tmp_path, user_envs, monkeypa
     assert train_own(capsys, tmp_path, *argv, "--set", "env=myenvs:make_reach")[0] == 0
     run_dir = tmp_path / "T-pendulum_fast"
     config = configs.load_config(run_dir / "config.yaml")
-    configs.save_config(dataclasses.replace(config, env="myenvs:make_broken"), run_dir /
-                        "config.yaml")  # fmt: skip
+    # An env broken since, and steps left to train (a complete run is not reopened).
+    configs.save_config(dataclasses.replace(config, env="myenvs:make_broken", steps=200_000),
+                        run_dir / "config.yaml")  # fmt: skip
     code, _, err = train_own(capsys, tmp_path, *argv, "--resume")
     assert_one_line_error(code, err, "env 'myenvs:make_broken': its constructor raised")
     assert (run_dir / "config.yaml").is_file()

@@ -244,6 +244,20 @@ def _read_payload(path: Path) -> dict[str, Any]:
         ) from None
 
 
+def recorded_step(path: str | Path) -> int | None:
+    """The step that checkpoint ``path`` records, its checksum verified; nothing is restored.
+
+    Returns:
+        The step of its ``meta``; None where the file does not verify or records no step.
+    """
+    try:
+        meta = _read_payload(Path(path)).get("meta")
+    except CorruptCheckpointError:
+        return None
+    step = meta.get("step") if isinstance(meta, dict) else None
+    return step if isinstance(step, int) else None
+
+
 def _aside_path(corrupt: Path, path: Path) -> Path:
     """Where damaged checkpoint ``path`` goes in ``corrupt``: under its own name, or, when an
     earlier damaged copy holds that name, ``ckpt-<step>-<n>.msgpack`` with the first free ``n`` from

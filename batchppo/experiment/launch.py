@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -18,11 +19,15 @@ from typing import Any
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
 from batchppo.experiment import configs, env_checks, recipes
-from batchppo.experiment.callbacks import Callback
+from batchppo.experiment.callbacks import Callback, RunCallbacks, RunInfo
+from batchppo.experiment.checkpoint import checkpoint_path
 from batchppo.experiment.driver import drive
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.ledger import TrainResult
+from batchppo.experiment.ledger import TrainResult, complete_result
+from batchppo.experiment.loading import load_run
 from batchppo.experiment.run_set import RunDirRequest, RunSet
+from batchppo.experiment.rundir import CHECKPOINT_DIR
+from batchppo.experiment.trainers import TrainerFactory
 
 EnvArg = str | Callable[..., Any]
 """An env for [`train`][batchppo.experiment.training.train]: an env id (``"Pendulum-v1"``,
@@ -137,12 +142,64 @@ def _build(run_set: RunSet, config: RunConfig) -> Any:
         ) from error
 
 
+def _complete_runs(
+    run_set: RunSet, call: TrainCall, run_configs: Sequence[RunConfig], run_dirs: Sequence[Path]
+) -> list[TrainResult] | None:
+    """The results of resumed runs that are all complete already (``complete_result``), each
+    named in one line and its callbacks called at its start and end; None where one has steps
+    left. Nothing is built or compiled: a result's ``train_state`` loads when read.
+    """
+    factory = run_set.run_factory()
+    results = []
+    for config, run_dir in zip(run_configs, run_dirs, strict=True):
+        restore = functools.partial(_final_state, run_dir, factory)
+        result = complete_result(config, run_dir, restore)
+        if result is None:
+            return None
+        results.append(result)
+    if call.progress != "none":
+        for result in results:
+            print(_complete_line(result), flush=True)
+    runs = [
+        RunCallbacks(call.callbacks, RunInfo(i, r.run_dir, r.config)) for i, r in enumerate(results)
+    ]
+    for callbacks, result in zip(runs, results, strict=True):
+        callbacks.train_start(result.step)
+    for callbacks, result in zip(runs, results, strict=True):
+        callbacks.train_end(result)
+    return results
+
+
+def _final_state(run_dir: Path, factory: TrainerFactory | None, step: int) -> Any:
+    """The train state of ``run_dir``'s checkpoint at ``step`` (``load_run``)."""
+    _, trainer, state, _ = load_run(run_dir, step, factory)
+    trainer.close()
+    return state
+
+
+def _complete_line(result: TrainResult) -> str:
+    """The line that says a resumed run is complete already: its steps, its final checkpoint
+    and how it trains on."""
+    config = result.config
+    more = (
+        "a schedule spans its steps (as anneal_lr does): to train longer, start a new run"
+        if config.schedule_spans_steps
+        else "to train on, raise steps (--set steps=N)"
+    )
+    checkpoint = checkpoint_path(result.run_dir / CHECKPOINT_DIR, result.step)
+    return (
+        f"run already complete at step {result.step:,} (steps={config.steps:,}), nothing to "
+        f"train; final checkpoint {checkpoint}; {more}"
+    )
+
+
 def launch(run_set: RunSet, call: TrainCall) -> list[TrainResult]:
     """The set-up of a train call, for one run and for ``--seeds`` alike, then its training.
 
     Resolves the config, checks the env before a run dir is made for it (a resume checks the
     stored config's), makes or reopens the run dirs under their locks, builds the trainer (a
-    failed build removes the run dirs it made) and trains (``drive``).
+    failed build removes the run dirs it made) and trains (``drive``). Reopened runs that are
+    complete already return before the env check and the build (``_complete_runs``).
 
     Args:
         run_set: One run or several seeds (``SingleRun``, ``StackedSeeds``).
@@ -184,6 +241,9 @@ def launch(run_set: RunSet, call: TrainCall) -> list[TrainResult]:
             request = RunDirRequest(logdir, name, config, timestamp, explicit, call.resume)
             run_configs, run_dirs, resumed = run_set.prepare(request, locks)
             if resumed:
+                complete = _complete_runs(run_set, call, run_configs, run_dirs)
+                if complete is not None:
+                    return complete
                 env_checks.check_env(run_configs[0])
         try:
             trainer = _build(run_set, run_configs[0])

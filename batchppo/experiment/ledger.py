@@ -34,12 +34,42 @@ from batchppo.experiment.trainers import EVAL_KEY
 from batchppo.experiment.window import RUNNING_TOTALS, MetricWindow, crossed
 
 
+class DeferredState:
+    """A train state restored only when read: ``TrainResult.train_state`` of a run that was
+    complete already (nothing was built to train it).
+
+    Args:
+        restore: Returns the state (loads the run's final checkpoint).
+    """
+
+    def __init__(self, restore: Callable[[], Any]) -> None:
+        self.restore = restore
+
+
+class _TrainStateField:
+    """The descriptor of ``TrainResult.train_state``: the state given, or where a
+    ``DeferredState`` was given, the state it restores on the first read (then kept)."""
+
+    def __get__(self, result: TrainResult | None, owner: type | None = None) -> Any:
+        if result is None:
+            raise AttributeError("train_state")  # the dataclass field has no default
+        state = result.__dict__["_train_state"]
+        if isinstance(state, DeferredState):
+            state = result.__dict__["_train_state"] = state.restore()
+        return state
+
+    def __set__(self, result: TrainResult, state: Any) -> None:
+        result.__dict__["_train_state"] = state
+
+
 @dataclasses.dataclass
 class TrainResult:
     """What [`train`][batchppo.experiment.training.train] returns.
 
     Attributes:
-        train_state: The final TrainState (params, optimiser, normalisers, RNG, counters).
+        train_state: The final TrainState (params, optimiser, normalisers, RNG, counters). Of a
+            run that was complete already, restored from its final checkpoint when first read
+            (``load_run``, which builds a trainer); until then nothing is built or compiled.
         score: Mean return of the last evaluation (mean action); None when evaluation is off.
         step: Training env steps done.
         run_dir: The run directory, or None without a logdir.
@@ -51,7 +81,7 @@ class TrainResult:
             ([`Callback`][batchppo.experiment.callbacks.Callback]).
     """
 
-    train_state: Any
+    train_state: Any = _TrainStateField()
     score: float | None
     step: int
     run_dir: Path | None
@@ -266,11 +296,6 @@ class RunLedger:
                 "lists no episodes): its training episodes are not recorded, and evaluate "
                 "--training-window approximates them from its reports"
             )
-        if step >= config.steps:
-            self.message(
-                f"run already complete at step {step:,} (steps={config.steps:,}); "
-                "raise it with --set steps=N to continue"
-            )
         return state, step
 
     def close(self) -> None:
@@ -288,9 +313,8 @@ class RunLedger:
         """The [`TrainResult`][batchppo.experiment.ledger.TrainResult] of a run that ended at
         ``step``."""
         score = self.last_eval[1] if self.last_eval else None
-        if score is None and self.run_dir is not None and self.eval_on():
-            evals = [r for r in read_metrics(self.run_dir) if r["phase"] == "eval"]
-            score = evals[-1]["score"] if evals else None
+        if score is None:
+            score = last_eval_score(self.config, self.run_dir)
         return TrainResult(
             state, score, step, self.run_dir, self.config, interrupted, self.stop_signal,
             self.records, self.stopped_by,
@@ -321,8 +345,8 @@ class RunLedger:
         return values
 
     def eval_on(self) -> bool:
-        """Whether the run evaluates (an eval interval and a number of episodes)."""
-        return self.config.eval_interval > 0 and self.config.eval_episodes > 0
+        """Whether the run evaluates (``evaluates``)."""
+        return evaluates(self.config)
 
     def stop_by_error(
         self, state: Any, step: int, window: MetricWindow, env_error: Exception | None = None
@@ -406,3 +430,43 @@ class RunLedger:
             self.report("train", step, self._train_values(window))
         self.stop_signal, self.stopped_by = self.stop.signum, self.stop.callback
         return self.stop.requested
+
+
+def evaluates(config: RunConfig) -> bool:
+    """Whether a run of ``config`` evaluates (an eval interval and a number of episodes)."""
+    return config.eval_interval > 0 and config.eval_episodes > 0
+
+
+def last_eval_score(config: RunConfig, run_dir: Path | None) -> float | None:
+    """The score of the last eval report in ``run_dir``; None where the run does not evaluate
+    (``evaluates``), has no run dir or no eval report yet."""
+    if run_dir is None or not evaluates(config):
+        return None
+    evals = [r for r in read_metrics(run_dir) if r["phase"] == "eval"]
+    return evals[-1]["score"] if evals else None
+
+
+def complete_result(
+    config: RunConfig, run_dir: Path, restore: Callable[[int], Any]
+) -> TrainResult | None:
+    """The result of run ``run_dir`` if it is complete already: its newest checkpoint verifies
+    (``recorded_step``) at ``config.steps`` or beyond. Nothing is built or compiled.
+
+    Args:
+        config: The run's config (the stored one, with the changes of this resume).
+        run_dir: The run's directory.
+        restore: ``step -> train state``, the checkpoint at ``step`` restored; called only
+            when the result's ``train_state`` is read (``DeferredState``).
+
+    Returns:
+        The result (no records: nothing ran), or None where the run has steps left or its
+        newest checkpoint does not verify (the resume moves it aside and trains on).
+    """
+    newest = ckpt.latest_checkpoint(run_dir / CHECKPOINT_DIR)
+    if newest is None or newest[0] < config.steps:
+        return None
+    step = ckpt.recorded_step(newest[1])
+    if step is None or step < config.steps:
+        return None
+    state = DeferredState(lambda: restore(step))
+    return TrainResult(state, last_eval_score(config, run_dir), step, run_dir, config)

@@ -59,9 +59,10 @@ class RunSet(Protocol):
     """The runs of a train call, one ledger each, trained by one trainer: one run, or the seeds
     of ``--seeds``.
 
-    The set-up (``launch``) calls ``check``, ``dir_names``, ``configs``, ``prepare`` and
-    ``build``; the driver (``drive``) calls ``group`` and the trainer's side: ``init``,
-    ``init_sim``, ``iteration`` (N keys in, N metrics out), ``step``, ``part`` and ``join``.
+    The set-up (``launch``) calls ``check``, ``dir_names``, ``configs``, ``prepare``,
+    ``run_factory`` and ``build``; the driver (``drive``) calls ``group`` and the trainer's side:
+    ``init``, ``init_sim``, ``iteration`` (N keys in, N metrics out), ``step``, ``part`` and
+    ``join``.
 
     Attributes:
         stacked: Whether the parts are seeds of one program (``--seeds``, even of one seed):
@@ -87,6 +88,9 @@ class RunSet(Protocol):
 
     def build(self, config: RunConfig) -> Any:
         """The trainer (built with ``build_trainer``)."""
+
+    def run_factory(self) -> TrainerFactory | None:
+        """The factory of one run's trainer, which loads one of the runs (``load_run``)."""
 
     def group(self, run_dirs: Sequence[Path | None]) -> str | None:
         """The W&B group of the ledgers (see ``RunLedger``)."""
@@ -145,6 +149,10 @@ class SingleRun:
     def build(self, config: RunConfig) -> TrainerLike:
         """The run's trainer."""
         return trainers.build_trainer(self.factory, config)
+
+    def run_factory(self) -> TrainerFactory | None:
+        """The run's trainer factory."""
+        return self.factory
 
     def group(self, run_dirs: Sequence[Path | None]) -> str | None:
         """None: a single run is no group."""
@@ -250,6 +258,10 @@ class StackedSeeds:
         return trainers.build_trainer(
             lambda c: make_seeds_trainer(c, self.num_seeds, **network), config
         )
+
+    def run_factory(self) -> TrainerFactory | None:
+        """The factory of one seed's trainer: the algorithm's, with the seeds' network."""
+        return trainers.network_trainer_factory(self.network_factory)
 
     def group(self, run_dirs: Sequence[Path | None]) -> str | None:
         """``<timestamp>-<name>`` of the seed dirs ``<timestamp>-<name>-s<i>`` (None without a

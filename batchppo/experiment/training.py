@@ -162,7 +162,9 @@ def train(
 
     Returns:
         The final state, last eval score, step count and run dir; with ``seeds``, a list of
-        them, one per seed.
+        them, one per seed. A resumed run that is complete already (its newest checkpoint at
+        ``steps`` or beyond) says so in one line and returns at once, nothing built or
+        compiled; its ``train_state`` loads from that checkpoint when first read.
 
     Raises:
         UserError: Unknown preset, bad override, an env that fails its start-up check (its id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import time
 import warnings
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 from tiny_runs import tiny_run
@@ -83,6 +85,40 @@ def test_train_then_resume_continues_the_step_count_and_curves(tiny_run):
     assert second.records[0]["step"] == 2048 + PER_ITERATION
     assert int(second.train_state.updates) == 3072 // PER_ITERATION
     assert_curves(run_dir, 3072, 1024)
+
+
+@contextlib.contextmanager
+def jax_compile_events():
+    """The names of JAX's compile-time events (tracing, lowering, XLA compilation) from now on."""
+    events = []
+
+    def listen(event, seconds, **kwargs):
+        if event.startswith("/jax/core/compile/"):
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+
+
+@pytest.mark.timeout(120)
+def test_resuming_a_complete_run_compiles_nothing(tiny_run, capsys):
+    logdir, _ = tiny_run
+    run_dir = logdir / "T1-cartpole_jax"
+    # At 2048 steps, or 3072 where the resume test has extended the run: complete either way.
+    step, final = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    with jax_compile_events() as events:
+        again = training.train("cartpole_jax", logdir, timestamp="T1", progress="lines")
+        assert events == []  # not a program traced, lowered or compiled
+        assert int(again.train_state.updates) == step // PER_ITERATION  # loaded when read
+        assert "/jax/core/compile/jaxpr_trace_duration" in events  # the loading trainer's init
+    assert again.step == again.config.steps == step and again.records == []
+    assert capsys.readouterr().out == (
+        f"run already complete at step {step:,} (steps={step:,}), nothing to train; final "
+        f"checkpoint {final}; to train on, raise steps (--set steps=N)\n"
+    )
 
 
 @pytest.mark.timeout(120)

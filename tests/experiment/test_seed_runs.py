@@ -124,3 +124,29 @@ def test_a_resume_whose_seeds_skip_to_different_steps_stops_in_one_line(
         "checkpoints were skipped; resume each alone (--config NAME-s<i> without --seeds)"
     )
     assert [s for s, _ in ckpt.list_checkpoints(ckpt_dir / "corrupt")] == [500]
+
+
+def test_seeds_that_are_all_complete_build_nothing_and_say_so_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from batchppo.algorithms.ppo import ppo as ppo_module
+
+    built = []
+    monkeypatch.setattr(
+        ppo_module, "SeedsTrainer", lambda c, n: built.append(n) or FakeSeedsTrainer(c, n)
+    )
+    argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "T",
+            "--seeds", "2", "--set", "num_agents=10", "--set", "rollout_length=10",
+            "--set", "steps=500"]  # fmt: skip
+    assert cli.main([*argv, "--progress", "none"]) == 0 and built == [2]
+    capsys.readouterr()
+    assert cli.main([*argv, "--progress", "lines"]) == 0 and built == [2]
+    lines = capsys.readouterr().out.splitlines()
+    for i in range(2):
+        run_dir = tmp_path / f"T-cartpole_jax-s{i}"
+        assert lines[i].startswith(
+            f"run already complete at step 500 (steps=500), nothing to train; final checkpoint "
+            f"{run_dir / 'checkpoints' / 'ckpt-000000000500.msgpack'}; "
+        )
+        assert lines[2 + i] == f"done: seed {i}: 500 steps, eval score 500.00, run dir {run_dir}"
+    assert len(lines) == 4

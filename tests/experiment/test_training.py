@@ -16,6 +16,7 @@ from experiment_fakes import FakeTrainer, fake_config
 
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs, stopping, training
+from batchppo.experiment.callbacks import Callback
 from batchppo.experiment.driver import Driver
 from batchppo.experiment.errors import (
     ConfigError,
@@ -39,7 +40,7 @@ def run(tmp_path, config=None, timestamp="T", **kwargs):
         tmp_path,
         name="fake",
         timestamp=timestamp,
-        progress="none",
+        progress=kwargs.pop("progress", "none"),
         trainer_factory=kwargs.pop("factory", FakeTrainer),
         **kwargs,
     )
@@ -159,16 +160,61 @@ def test_resume_after_a_crash_drops_reports_after_the_last_checkpoint(tmp_path):
     assert times == sorted(times)
 
 
-def test_resume_of_a_complete_run_does_nothing_and_raising_steps_continues(tmp_path):
+class Hooks(Callback):
+    def __init__(self):
+        self.calls = []
+
+    def on_train_start(self, run, step):
+        self.calls.append(("start", run.index, step))
+
+    def on_train_end(self, run, result):
+        self.calls.append(("end", run.index, result.step))
+
+
+def test_resume_of_a_complete_run_builds_nothing_and_raising_steps_continues(tmp_path, capsys):
     run(tmp_path)
-    again = run(tmp_path)
+    built, hooks = len(FakeTrainer.instances), Hooks()
+    again = run(tmp_path, progress="lines", callbacks=hooks)
+    # Decided before a trainer is built: no program traced or compiled, no env started.
+    assert len(FakeTrainer.instances) == built
+    final = tmp_path / "T-fake" / "checkpoints" / "ckpt-000000001000.msgpack"
+    assert capsys.readouterr().out == (
+        f"run already complete at step 1,000 (steps=1,000), nothing to train; final checkpoint "
+        f"{final}; to train on, raise steps (--set steps=N)\n"
+    )
     assert again.step == 1000 and again.records == [] and again.score == 1000.0
+    assert not again.interrupted and hooks.calls == [("start", 0, 1000), ("end", 0, 1000)]
+    # The final state loads when read, with a trainer of its own (closed after).
+    assert float(again.train_state.params["w"][0]) == 10.0
+    assert len(FakeTrainer.instances) == built + 1 and FakeTrainer.instances[-1].closed
     more = run(tmp_path, overrides=["steps=1200"], config="cartpole_jax")
     assert more.step == 1200 and more.config.steps == 1200
     run_dir = tmp_path / "T-fake"
     assert steps_of(read_metrics(run_dir), "train") == [*TRAIN_STEPS, 1200]
     assert steps_of(read_metrics(run_dir), "eval") == [*EVAL_STEPS, 1200]
     assert configs.load_config(run_dir / "config.yaml").steps == 1200
+
+
+def test_a_complete_run_with_a_schedule_over_its_steps_says_to_start_a_new_run(tmp_path, capsys):
+    config = fake_config(anneal_lr=True)
+    run(tmp_path, config)
+    capsys.readouterr()
+    run(tmp_path, config, progress="lines")
+    assert capsys.readouterr().out.endswith(
+        "; a schedule spans its steps (as anneal_lr does): to train longer, start a new run\n"
+    )
+
+
+def test_a_damaged_final_checkpoint_is_no_complete_run(tmp_path):
+    run(tmp_path)
+    final = ckpt.checkpoint_path(tmp_path / "T-fake" / "checkpoints", 1000)
+    final.write_bytes(final.read_bytes()[:-10])
+    built = len(FakeTrainer.instances)
+    resumed = run(tmp_path)  # from step 900, the damaged one moved aside
+    assert len(FakeTrainer.instances) == built + 1
+    assert FakeTrainer.instances[-1].evaluated_at == [1000]
+    assert resumed.step == 1000 and float(resumed.train_state.params["w"][0]) == 10.0
+    assert steps_of(resumed.records, "train") == [1000]
 
 
 def test_resume_refuses_changes_of_meaning(tmp_path):
@@ -347,9 +393,9 @@ def test_a_start_that_fails_after_the_run_dir_was_made_removes_it(tmp_path):
     with pytest.raises(ConfigError, match="no trainer today"):
         run(tmp_path, factory=failing_factory)
     assert list(tmp_path.iterdir()) == []
-    run(tmp_path)  # a run that exists is resumed: a failed resume keeps it
+    run(tmp_path)  # a run that exists is resumed (with steps left): a failed resume keeps it
     with pytest.raises(ConfigError, match="no trainer today"):
-        run(tmp_path, factory=failing_factory)
+        run(tmp_path, factory=failing_factory, config="cartpole_jax", overrides=["steps=1200"])
     assert [p.name for p in tmp_path.iterdir()] == ["T-fake"]
 
 
