@@ -9,10 +9,12 @@ compilation). Calling a program waits for its own compilation.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import warnings
-from collections.abc import Callable
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import jax
@@ -134,18 +136,43 @@ class Compiler:
 
     def __init__(self, executor: Executor | None = None) -> None:
         self._executor = executor
+        self._submitted: list[Future] = []
+        self._after: tuple[Future, ...] = ()  # what compilations submitted now wait for
 
     def submit(self, compile_fn: Callable[[], Any]) -> Future:
-        """Starts ``compile_fn`` in the background; its Future."""
+        """Starts ``compile_fn`` in the background (inside ``after_earlier``, once the
+        compilations submitted before have ended); its Future."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(thread_name_prefix="batchppo-compile")
-        return self._executor.submit(compile_fn)
+        if self._after:
+            compile_fn = functools.partial(_compile_after, self._after, compile_fn)
+        future = self._executor.submit(compile_fn)
+        self._submitted.append(future)
+        return future
+
+    @contextlib.contextmanager
+    def after_earlier(self) -> Iterator[None]:
+        """Within it, the compilations submitted start only once every compilation submitted
+        before it has ended (the eval programs after the training iteration, which the first
+        iteration waits on): they take no CPU from those."""
+        self._after = tuple(self._submitted)
+        try:
+            yield
+        finally:
+            self._after = ()
 
     def shutdown(self) -> None:
         """Drops the compilations that have not started; running ones finish unwatched."""
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
+        self._submitted = []
+
+
+def _compile_after(earlier: Sequence[Future], compile_fn: Callable[[], Any]) -> Any:
+    """``compile_fn()`` once every one of ``earlier`` has ended (failed or cancelled too)."""
+    wait(earlier)
+    return compile_fn()
 
 
 class Program:

@@ -383,9 +383,12 @@ class Trainer:
         """Starts compiling the run's programs in background threads and returns at once.
 
         Start-up of a fresh process is mostly XLA compilation (seconds on CPU). Tracing runs
-        here, in order; the XLA compilations then run side by side, and overlap with whatever
-        the caller does next. Each program waits for its own compilation when first called.
-        Calling programs that were not precompiled compiles them on first use, as usual.
+        here, in order (init, env reset, the training programs, then evaluation); the XLA
+        compilations run side by side, and overlap with whatever the caller does next, but
+        those of the eval programs start once the others have ended
+        (``Compiler.after_earlier``), so that the first iteration waits on its own only. Each
+        program waits for its own compilation when first called. Calling programs that were
+        not precompiled compiles them on first use, as usual.
 
         Args:
             iterations: The ``n`` of the ``iterations(n)`` calls to come (1: ``iteration``).
@@ -398,20 +401,23 @@ class Trainer:
         key, compiler = self._key_aval, self._compiler
         # Lowering runs here, on one core; each compilation starts as soon as its program is
         # lowered, so the small ones fill the other core while the training iteration (the
-        # longest compilation by far) is lowered.
+        # longest compilation by far) is lowered. The eval programs, first needed at the first
+        # evaluation, are lowered while the training programs compile and compile after them:
+        # the first iteration waits on its own compilation only.
         ts = self._init_program.precompile(compiler, key)
         ss = self._init_sim_program.precompile(compiler, key)
-        if eval_episodes:
-            params = self.agent.acting_params(ts)
-            if self.sharding is not None:  # evaluation runs on one device
-                params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), params)
-            self._evaluator.precompile(eval_episodes, params, key, eval_sample)
         if self._host_loop is not None:  # the loop's own steps compile on first use
             traj, stats = jax.eval_shape(self._rollout_shapes, ts, ss)
             self._learn_program.precompile(compiler, ts, traj, stats)
         else:
             for n in counts:
                 self._iterations_program(n).precompile(compiler, ts, ss)
+        if eval_episodes:
+            params = self.agent.acting_params(ts)
+            if self.sharding is not None:  # evaluation runs on one device
+                params = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype), params)
+            with compiler.after_earlier():
+                self._evaluator.precompile(eval_episodes, params, key, eval_sample)
 
     def _rollout_shapes(self, ts: Any, ss: SimState) -> tuple[Transition, EpisodeStats]:
         params = self.agent.acting_params(ts)

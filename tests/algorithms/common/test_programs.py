@@ -1,5 +1,6 @@
 """Program: jitted on first use, precompiled in the background, and its fallbacks."""
 
+import threading
 import types
 from concurrent.futures import Executor, Future
 
@@ -50,6 +51,26 @@ def test_a_precompiled_program_runs_its_compiled_build():
     assert out_info.shape == (3,) and isinstance(program.stage, Future)
     np.testing.assert_array_equal(program(jnp.arange(3.0)), [0.0, 2.0, 4.0])
     assert isinstance(program.stage, jax.stages.Compiled)
+    compiler.shutdown()
+
+
+def test_compilations_after_earlier_ones_start_once_those_have_ended_even_failed():
+    compiler, gate, ran = Compiler(), threading.Event(), []
+
+    def earlier():
+        gate.wait()
+        raise RuntimeError("out of memory while compiling")
+
+    first = compiler.submit(earlier)
+    try:
+        with compiler.after_earlier():
+            later = compiler.submit(lambda: ran.append("later") or "compiled")
+        alone = compiler.submit(lambda: "alone")  # outside the block: starts at once
+        assert alone.result() == "alone" and ran == []  # `earlier` cannot end before the gate
+    finally:
+        gate.set()  # a failed assertion must not leave a thread waiting forever
+    assert later.result() == "compiled" and ran == ["later"]
+    assert isinstance(first.exception(), RuntimeError)
     compiler.shutdown()
 
 

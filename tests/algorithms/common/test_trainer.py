@@ -8,6 +8,7 @@ known exactly. CartPole (gymnax) pays a reward of 1 per step and, within the tim
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 
 import jax
@@ -129,6 +130,33 @@ def test_a_checkpointed_state_restores_and_trains_on_exactly_as_the_original(tmp
     assert (results[1][1]["reward_sum"], results[1][1]["episodes"]) == (12.0, 0.0)
     assert int(results[1][0].step) == 24 and int(results[1][0].updates) == 2
     trainer.close()
+
+
+@pytest.mark.timeout(120)
+def test_precompile_compiles_the_eval_programs_after_the_training_iteration(monkeypatch):
+    # The first iteration waits on its own compilation only. XLA's modules are named after
+    # the functions compiled: the evaluator's are `start` and `more`.
+    log = []
+    compile_ = jax.stages.Lowered.compile
+
+    def recorded(lowered, *args, **kwargs):
+        name = re.search(r"module @jit_(\w+)", lowered.as_text()).group(1)
+        log.append(f"{name} starts")
+        compiled = compile_(lowered, *args, **kwargs)
+        log.append(f"{name} ends")
+        return compiled
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", recorded)
+    trainer = Trainer(CONFIG, Counter)
+    trainer.precompile(iterations=(1,), eval_episodes=6)
+    ts, ss = start(trainer)
+    trainer.iteration(ts, ss)
+    assert trainer.evaluate(ts, 6, host_key(0, 2))["score"] == 5.0  # two calls: start, more
+    trainer.close()
+    names = ("init", "_lambda", "iteration", "start", "more")  # `_lambda`: init_sim
+    assert sorted(log) == sorted(f"{name} {when}" for name in names for when in ("starts", "ends"))
+    first_eval = min(log.index("start starts"), log.index("more starts"))
+    assert {"init ends", "_lambda ends", "iteration ends"} <= set(log[:first_eval])
 
 
 @pytest.mark.timeout(120)
