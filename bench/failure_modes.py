@@ -1,4 +1,4 @@
-"""Failure modes of the `*_fast` presets at 1M steps (issue 40, item 3), from committed logs.
+r"""Failure modes of the `*_fast` presets at 1M steps (issue 40, item 3), from committed logs.
 
 Reads the training logs of seeds 0-9 (`docs/runs/s<seed>-<group>/metrics.jsonl` and
 `config.yaml`) and their 100-episode final evaluations (`docs/results/<group>-1M-10seeds.csv`),
@@ -10,6 +10,14 @@ episodes, and draws `docs/failure-modes-1M.png`. It trains nothing and runs in s
     python bench/failure_modes.py                  # tables, and the figure
     python bench/failure_modes.py --no-plot        # tables only
     python bench/failure_modes.py --groups hopper_fast cheetah_fast  # the older recipe
+
+With `--takeoff` it instead pools seed sets (`GROUP:SEEDS[@FILE]`, the final evaluations in
+`FILE` under `docs/results`, by default the set's `bench/fresh_seeds.sh` name) and reports
+when each seed's training episodes first reached a length (its take-off), the learning rate
+left then, and how the take-off step predicts the final score:
+
+    python bench/failure_modes.py --takeoff humanoid_fast:0-9 humanoid_fast:20-29 \
+        humanoid_fast-issue40:10-19
 
 Derived signals, besides the logged ones (each train row is the mean of the iterations since
 the previous row, 4-6 iterations of 2048 env steps):
@@ -28,13 +36,16 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import yaml
+from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "docs" / "runs"
@@ -149,26 +160,88 @@ def nominal_learning_rates(config: dict, steps: np.ndarray) -> np.ndarray:
     return out
 
 
-def final_results(group: str, results: Path = RESULTS) -> dict[int, dict[str, float]]:
-    """Per-seed 100-episode evaluations of a group's final policies.
+def results_file(group: str, seeds: Sequence[int], results: Path = RESULTS) -> Path:
+    """The CSV of 100-episode final evaluations that holds a seed set.
+
+    `bench/fresh_seeds.sh` names a set's file `<group>-1M-seeds<first>-<last>.csv`; the tuning
+    seeds 0-9 of the shipped recipes are in `<group>-1M-10seeds.csv`. The file is the one whose
+    range covers every seed of the set.
 
     Args:
-        group: The runs' suffix, e.g. `hopper_fast-recompute`.
-        results: The folder of `<group>-1M-10seeds.csv`.
+        group: The runs' suffix, e.g. `humanoid_fast`.
+        seeds: The set's seeds.
+        results: The folder of the evaluations.
+
+    Raises:
+        FileNotFoundError: No such file covers the seeds, or several do.
+    """
+    ranges = {f"{group}-1M-10seeds.csv": (0, 9)}
+    for path in results.glob(f"{group}-1M-seeds*.csv"):
+        match = re.fullmatch(rf"{re.escape(group)}-1M-seeds(\d+)-(\d+)\.csv", path.name)
+        if match:
+            ranges[path.name] = (int(match[1]), int(match[2]))
+    found = [
+        name
+        for name, (first, last) in ranges.items()
+        if first <= min(seeds) and max(seeds) <= last and (results / name).exists()
+    ]
+    if len(found) != 1:
+        what = " and ".join(found) if found else f"no {group}-1M-seeds<first>-<last>.csv"
+        raise FileNotFoundError(
+            f"{what} in {results} for seeds {_seeds_text(seeds)}: name the set's file "
+            "(GROUP:SEEDS@FILE)"
+        )
+    return results / found[0]
+
+
+EVALUATE_COLUMNS = {
+    "score": "mean_return",
+    "length": "mean_length",
+    "falls": "terminated_fraction",
+    "velocity": "forward_velocity",
+}
+"""The columns of `batchppo evaluate --csv` that `final_results` reads, by its key."""
+
+
+def final_results(path: Path, group: str | None = None) -> dict[int, dict[str, float]]:
+    """Per-seed 100-episode evaluations of final policies, from either CSV format.
+
+    `batchppo evaluate --csv` writes one row per run (`run_dir`, `seed`, `mean_return`,
+    `mean_length`, `terminated_fraction`, `forward_velocity`, ...); `bench/fresh_seeds.sh
+    publish` writes `seed,score`.
+
+    Args:
+        path: The CSV.
+        group: Keep only the rows of runs `s<seed>-<group>`, for a file that names its runs
+            (`run_dir`) and may hold several groups'; a `seed,score` file holds one group's
+            seeds and is read whole. None keeps every row.
 
     Returns:
-        `{seed: {"score", "length", "falls", "velocity"}}`: mean return, mean episode length,
-        fraction of episodes that terminated, mean forward velocity.
+        `{seed: {"score", ...}}`: the mean return, and from `evaluate`'s format also
+        "length" (mean episode length), "falls" (fraction of episodes that terminated) and
+        "velocity" (mean forward velocity) where the file has them.
+
+    Raises:
+        ValueError: The file has neither format, or a seed has several rows.
     """
-    out = {}
-    with open(results / f"{group}-1M-10seeds.csv") as f:
-        for row in csv.DictReader(f):
-            out[int(row["seed"])] = {
-                "score": float(row["mean_return"]),
-                "length": float(row["mean_length"]),
-                "falls": float(row["terminated_fraction"]),
-                "velocity": float(row["forward_velocity"]),
-            }
+    with open(path) as f:
+        reader = csv.DictReader(f)
+        header = set(reader.fieldnames or ())
+        rows = list(reader)
+    if "mean_return" in header:
+        columns = {k: c for k, c in EVALUATE_COLUMNS.items() if c in header}
+    elif "score" in header:
+        columns = {"score": "score"}
+    else:
+        raise ValueError(f"{path}: no mean_return or score column; pass an evaluation CSV")
+    if group is not None and "run_dir" in header:
+        rows = [r for r in rows if Path(r["run_dir"]).name == f"s{r['seed']}-{group}"]
+    out: dict[int, dict[str, float]] = {}
+    for row in rows:
+        seed = int(row["seed"])
+        if seed in out:
+            raise ValueError(f"{path}: several rows for seed {seed}; pass the group to keep")
+        out[seed] = {k: float(row[c]) for k, c in columns.items()}
     return out
 
 
@@ -204,24 +277,21 @@ def signal_table(
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties) over the pairs without a NaN; NaN
-    if either side is constant."""
+    """Spearman's rank correlation (`spearman_test`'s rho)."""
+    return spearman_test(x, y)[0]
+
+
+def spearman_test(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Spearman's rank correlation (average ranks for ties) and its two-sided p-value
+    (`scipy.stats.spearmanr`) over the pairs without a NaN; an infinity ranks above every
+    number. Both NaN if either side is constant."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    keep = np.isfinite(x) & np.isfinite(y)
-    rx, ry = _ranks(x[keep]), _ranks(y[keep])
-    if np.std(rx) == 0 or np.std(ry) == 0:
-        return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def _ranks(a: np.ndarray) -> np.ndarray:
-    order = np.argsort(a, kind="stable")
-    ranks = np.empty(len(a))
-    ranks[order] = np.arange(len(a), dtype=float)
-    for value in np.unique(a):  # average the ranks of ties
-        tie = a == value
-        ranks[tie] = ranks[tie].mean()
-    return ranks
+    keep = ~np.isnan(x) & ~np.isnan(y)
+    x, y = x[keep], y[keep]
+    if len(np.unique(x)) < 2 or len(np.unique(y)) < 2:
+        return float("nan"), float("nan")
+    result = stats.spearmanr(x, y)
+    return float(result.statistic), float(result.pvalue)
 
 
 def kl_cap_cuts(run: dict) -> tuple[int, float, float | None, float]:
@@ -238,11 +308,21 @@ def kl_cap_cuts(run: dict) -> tuple[int, float, float | None, float]:
     return int(cut.sum()), float(tr["lr_scale"].min()), first, float(np.nanmax(tr["kl"]))
 
 
+def first_step(rows: dict[str, np.ndarray], signal: str, threshold: float) -> float | None:
+    """The step of the first row whose `signal` reaches `threshold`; None if none did.
+
+    Args:
+        rows: A run's `train` or `eval` arrays (`load_run`).
+        signal: One of their keys.
+        threshold: The value to reach (>=).
+    """
+    hit = rows[signal] >= threshold
+    return float(rows["step"][hit][0]) if hit.any() else None
+
+
 def stable_step(run: dict, length: float = STABLE_LENGTH) -> float | None:
     """The first eval step whose mean episode length reaches `length`; None if none did."""
-    ev = run["eval"]
-    hit = ev["length"] >= length
-    return float(ev["step"][hit][0]) if hit.any() else None
+    return first_step(run["eval"], "length", length)
 
 
 def _fmt(v: float) -> str:
@@ -273,7 +353,7 @@ def report(group: str, runs_dir: Path = RUNS, results: Path = RESULTS) -> str:
     seeds = range(10)
     dirs = [runs_dir / f"s{s}-{group}" for s in seeds]
     runs = [load_run(d) for d in dirs]
-    final = final_results(group, results)
+    final = final_results(results_file(group, seeds, results))
     env = runs[0]["config"]["env"]
     bar = 0.7 * TARGETS[env]
     scores = [final[s]["score"] for s in seeds]
@@ -346,7 +426,7 @@ def plot(groups: Sequence[str], out: Path, runs_dir: Path = RUNS, results: Path 
     )
     colours = ["tab:red", "tab:orange", "tab:purple", "tab:brown"]
     for col, group in enumerate(groups):
-        final = final_results(group, results)
+        final = final_results(results_file(group, range(10), results))
         for s in range(10):
             run = load_run(runs_dir / f"s{s}-{group}")
             env = run["config"]["env"]
@@ -378,8 +458,216 @@ def plot(groups: Sequence[str], out: Path, runs_dir: Path = RUNS, results: Path 
     plt.close(fig)
 
 
+@dataclasses.dataclass(frozen=True)
+class SeedSet:
+    """Runs `s<seed>-<group>` of a group, and the CSV of their final evaluations."""
+
+    group: str
+    seeds: tuple[int, ...]
+    results: str | None = None
+    """The CSV's name under the results folder; None for `results_file`'s name."""
+
+    @classmethod
+    def parse(cls, spec: str) -> SeedSet:
+        """`GROUP:SEEDS[@FILE]`, SEEDS a comma-separated list of seeds and ranges, e.g.
+        `humanoid_fast:0-9`, `humanoid_fast-ln:0-4,9@humanoid_fast-screens-1M.csv`.
+
+        Raises:
+            ValueError: The spec does not read as one.
+        """
+        group, _, rest = spec.partition(":")
+        seeds_text, _, results = rest.partition("@")
+        seeds: list[int] = []
+        try:
+            for item in seeds_text.split(","):
+                first, _, last = item.partition("-")
+                seeds += range(int(first), int(last or first) + 1)
+        except ValueError:
+            seeds = []
+        if not group or not seeds:
+            raise ValueError(f"seed set {spec!r}: write GROUP:SEEDS[@FILE], e.g. humanoid_fast:0-9")
+        return cls(group, tuple(seeds), results or None)
+
+
+TAKEOFF_LENGTHS = (150.0, 200.0, 250.0)
+"""Mean training episode lengths that mark a take-off; the first one is the headline's."""
+
+
+def takeoff_rows(
+    sets: Sequence[SeedSet],
+    lengths: Sequence[float] = TAKEOFF_LENGTHS,
+    runs_dir: Path = RUNS,
+    results: Path = RESULTS,
+) -> list[dict]:
+    """Per seed, when its training episodes first reached each length, and its final score.
+
+    A seed takes off at the first train row whose mean training episode length (the sampled
+    policy's episodes that ended in the row) reaches the length.
+
+    Args:
+        sets: The seed sets; their runs must share one env.
+        lengths: Take-off lengths; the learning rates are read at the first one's take-off.
+        runs_dir: The folder of the run directories.
+        results: The folder of the final evaluations.
+
+    Returns:
+        One dict per seed, in the sets' order: `group`, `seed`, `final` (mean return over the
+        final evaluation's episodes), `bar` (70 % of the env's target), `below` (final < bar),
+        `takeoff` (`{length: step or None}`), and `scheduled_lr`, `logged_lr`: the schedule's
+        mean rate and the logged (KL-capped) rate in the take-off row of `lengths[0]`, as
+        fractions of the configured start rate (None where the seed never took off).
+
+    Raises:
+        ValueError: The sets' runs train different envs, or a seed has no final evaluation.
+    """
+    out = []
+    envs = set()
+    for seed_set in sets:
+        path = (
+            results / seed_set.results
+            if seed_set.results
+            else results_file(seed_set.group, seed_set.seeds, results)
+        )
+        final = final_results(path, seed_set.group)
+        missing = [s for s in seed_set.seeds if s not in final]
+        if missing:
+            raise ValueError(f"{path} has no final evaluation of seeds {missing}")
+        for seed in seed_set.seeds:
+            run = load_run(runs_dir / f"s{seed}-{seed_set.group}")
+            config, tr = run["config"], run["train"]
+            envs.add(config["env"])
+            steps = {x: first_step(tr, "length", x) for x in lengths}
+            row = {"group": seed_set.group, "seed": seed, "final": final[seed]["score"]}
+            row["bar"] = 0.7 * TARGETS[config["env"]]
+            row["below"] = row["final"] < row["bar"]
+            row["takeoff"] = steps
+            row["scheduled_lr"] = row["logged_lr"] = None
+            if steps[lengths[0]] is not None:
+                i = int(np.flatnonzero(tr["step"] == steps[lengths[0]])[0])
+                start = config["learning_rate"]
+                row["scheduled_lr"] = float(nominal_learning_rates(config, tr["step"])[i] / start)
+                row["logged_lr"] = float(tr["learning_rate"][i] / start)
+            out.append(row)
+    if len(envs) > 1:
+        raise ValueError(f"the seed sets train {sorted(envs)}: pool the sets of one env only")
+    return out
+
+
+def takeoff_summary(rows: Sequence[dict], length: float, split: float | None = None) -> dict:
+    """How the take-off step at one length predicts the final score over pooled seeds.
+
+    Args:
+        rows: `takeoff_rows`'s seeds.
+        length: One of their take-off lengths.
+        split: Seeds taking off at or before this step count as early; None splits at the
+            median take-off step (a split chosen from the take-off steps, blind to the finals).
+            A seed that never took off is late.
+
+    Returns:
+        `never` (seeds that never took off), `rho` and `p` (Spearman's rank correlation of
+        the take-off step with the final score, a never ranked after every step, and its
+        two-sided p-value), `split`, `early` and `late` (`(below the bar, seeds)` on each side)
+        and `fisher_p` (Fisher's exact test, two-sided, of below the bar against early/late).
+    """
+    steps = np.array(
+        [np.inf if r["takeoff"][length] is None else r["takeoff"][length] for r in rows]
+    )
+    finals = np.array([r["final"] for r in rows])
+    below = np.array([r["below"] for r in rows])
+    rho, p = spearman_test(steps, finals)
+    split = float(np.median(steps)) if split is None else split
+    early = np.isfinite(steps) & (steps <= split)
+    table = [
+        [int(below[early].sum()), int((~below[early]).sum())],
+        [int(below[~early].sum()), int((~below[~early]).sum())],
+    ]
+    return {
+        "never": int(np.isinf(steps).sum()),
+        "rho": rho,
+        "p": p,
+        "split": split,
+        "early": (table[0][0], int(early.sum())),
+        "late": (table[1][0], int((~early).sum())),
+        "fisher_p": float(stats.fisher_exact(table).pvalue),
+    }
+
+
+def _seeds_text(seeds: Sequence[int]) -> str:
+    """`0-4,9` for seeds 0, 1, 2, 3, 4, 9."""
+    runs: list[list[int]] = []
+    for seed in seeds:
+        if runs and seed == runs[-1][-1] + 1:
+            runs[-1].append(seed)
+        else:
+            runs.append([seed])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else f"{r[0]}" for r in runs)
+
+
+def _kilo(step: float | None) -> str:
+    return "never" if step is None or not np.isfinite(step) else f"{step / 1e3:.0f}k"
+
+
+def takeoff_report(
+    sets: Sequence[SeedSet],
+    lengths: Sequence[float] = TAKEOFF_LENGTHS,
+    split: float | None = None,
+    runs_dir: Path = RUNS,
+    results: Path = RESULTS,
+) -> str:
+    """The Markdown tables of the take-off of pooled seed sets.
+
+    Args:
+        sets: The seed sets, pooled.
+        lengths: Take-off lengths (`takeoff_rows`).
+        split: The early/late split of every length (`takeoff_summary`); None: each length's
+            median take-off step.
+        runs_dir: The folder of the run directories.
+        results: The folder of the final evaluations.
+
+    Returns:
+        Markdown: per seed, ordered by its take-off at `lengths[0]`, the final score, the
+        take-off steps and the learning rates at the first; then, per length, the rank
+        correlation and the early/late comparison.
+    """
+    rows = takeoff_rows(sets, lengths, runs_dir, results)
+    head = lengths[0]
+    rows = sorted(rows, key=lambda r: (r["takeoff"][head] is None, r["takeoff"][head] or 0))
+    sets_text = ", ".join(f"{s.group}:{_seeds_text(s.seeds)}" for s in sets)
+    lines = [
+        f"### Take-off of {len(rows)} seeds ({sets_text}; bar {rows[0]['bar']:.0f})",
+        "",
+        f"| run | final (100 ep.) | below bar | take-off: length >= {head:.0f} "
+        "| scheduled lr / start | logged lr / start | "
+        + " | ".join(f"length >= {x:.0f}" for x in lengths[1:])
+        + " |",
+        "|---|---:|---|---:|---:|---:|" + "---:|" * (len(lengths) - 1),
+    ]
+    for r in rows:
+        lrs = [_fmt(r[k]) if r[k] is not None else "-" for k in ("scheduled_lr", "logged_lr")]
+        later = " | ".join(_kilo(r["takeoff"][x]) for x in lengths[1:])
+        lines.append(
+            f"| s{r['seed']}-{r['group']} | {r['final']:.0f} | {'yes' if r['below'] else 'no'} "
+            f"| {_kilo(r['takeoff'][head])} | {lrs[0]} | {lrs[1]} | {later} |"
+        )
+    lines += [
+        "",
+        "| take-off: length >= | never | Spearman rho (p) | split: take-off <= "
+        "| below bar, early | below bar, late or never | Fisher's exact p |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for x in lengths:
+        t = takeoff_summary(rows, x, split)
+        lines.append(
+            f"| {x:.0f} | {t['never']} | {t['rho']:.3f} ({t['p']:.1e}) | {_kilo(t['split'])} "
+            f"| {t['early'][0]} of {t['early'][1]} | {t['late'][0]} of {t['late'][1]} "
+            f"| {t['fisher_p']:.1e} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Prints the tables of each group and draws the figure.
+    """Prints the tables of each group and draws the figure, or with `--takeoff` the take-off
+    report of the seed sets named.
 
     Args:
         argv: Command-line arguments (`sys.argv[1:]` when None).
@@ -393,7 +681,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=FIGURE)
     parser.add_argument("--no-plot", action="store_true")
+    parser.add_argument(
+        "--takeoff",
+        nargs="+",
+        metavar="GROUP:SEEDS[@FILE]",
+        help="pool these seed sets and print their take-off report instead of the tables",
+    )
+    parser.add_argument(
+        "--takeoff-lengths", nargs="+", type=float, default=list(TAKEOFF_LENGTHS), metavar="L"
+    )
+    parser.add_argument(
+        "--split", type=float, help="early/late take-off split (step); default: the median"
+    )
     args = parser.parse_args(argv)
+    if args.takeoff:
+        try:
+            sets = [SeedSet.parse(spec) for spec in args.takeoff]
+            print(takeoff_report(sets, args.takeoff_lengths, args.split))
+        except (ValueError, FileNotFoundError) as e:
+            parser.error(str(e))
+        return 0
     for group in args.groups:
         print(report(group), end="\n\n")
     if not args.no_plot:

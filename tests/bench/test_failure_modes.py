@@ -1,12 +1,14 @@
-"""bench/failure_modes.py reads the committed run logs as they are."""
+"""bench/failure_modes.py reads the committed run logs as they are, and synthetic ones exactly."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from benchlib import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,3 +62,188 @@ def test_spearman_and_stable_step(failure_modes):
     assert (
         failure_modes.stable_step(failure_modes.load_run(RUNS / "s2-hopper_fast-recompute")) is None
     )
+
+
+# Synthetic runs: 2 envs x 512 steps an iteration, 10 iterations, a train row every 2.
+TOY_CONFIG = {
+    "env": "Humanoid-v5",
+    "learning_rate": 1e-3,
+    "anneal_lr": True,
+    "steps": 10240,
+    "num_agents": 2,
+    "rollout_length": 512,
+}
+TOY_STEPS = (2048, 4096, 6144, 8192, 10240)
+
+
+def _write_run(runs: Path, name: str, lengths: list[float | None], rates: list[float]) -> None:
+    run = runs / name
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(TOY_CONFIG))
+    rows = [
+        {"step": s, "phase": "train", "length": n, "learning_rate": r}
+        for s, n, r in zip(TOY_STEPS, lengths, rates, strict=True)
+    ]
+    rows.append({"step": 10240, "phase": "eval", "score": 1.0, "length": 1.0})
+    (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+EVALUATE_HEADER = "run_dir,seed,mean_return,mean_length,terminated_fraction,forward_velocity\n"
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """Four runs in two groups, their finals in both CSV formats."""
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    results.mkdir()
+    rates = [9e-4, 7e-4, 5e-4, 3e-4, 1e-4]
+    # A row where no episode ended has no length (None -> NaN) and never takes off.
+    _write_run(runs, "s0-toy", [160, None, 140, 210, 260], rates)
+    _write_run(runs, "s1-toy", [90, None, 155, 190, 199], rates)
+    _write_run(runs, "s5-toy-b", [90, 100, 110, 149.9, 120], rates)
+    _write_run(runs, "s6-toy-b", [100, 100, 100, 150.0, 100], rates)
+    (results / "toy-1M-seeds0-1.csv").write_text(
+        EVALUATE_HEADER
+        + "runs/s0-toy,0,5000.5,990,0.02,0.6\n"
+        + "runs/s1-toy,1,3000.0,400,1.0,0.4\n"
+    )
+    (results / "toy-b-1M-seeds5-6.csv").write_text("seed,score\n5,900\n6,4000\n")
+    return runs, results
+
+
+def test_takeoff_steps_and_learning_rates_of_synthetic_runs(failure_modes, toy):
+    runs, results = toy
+    sets = [failure_modes.SeedSet("toy", (0, 1)), failure_modes.SeedSet("toy-b", (5, 6))]
+    rows = failure_modes.takeoff_rows(sets, (150, 200, 250), runs, results)
+    assert [(r["group"], r["seed"]) for r in rows] == [
+        ("toy", 0),
+        ("toy", 1),
+        ("toy-b", 5),
+        ("toy-b", 6),
+    ]
+    assert [r["takeoff"] for r in rows] == [
+        {150: 2048, 200: 8192, 250: 10240},
+        {150: 6144, 200: None, 250: None},
+        {150: None, 200: None, 250: None},  # 149.9 at best: never
+        {150: 8192, 200: None, 250: None},  # exactly 150 reaches it
+    ]
+    assert [r["final"] for r in rows] == [5000.5, 3000.0, 900.0, 4000.0]
+    assert [r["bar"] for r in rows] == [pytest.approx(3850.0)] * 4  # 70 % of 5500
+    assert [r["below"] for r in rows] == [False, True, True, False]
+    # The take-off row's iterations: 0-1 at step 2048, 4-5 at 6144, 6-7 at 8192, of 10, each
+    # at 1 - u / 10 of the start rate; the logged rate is the row's, over the start's 1e-3.
+    assert rows[0]["scheduled_lr"] == pytest.approx((1.0 + 0.9) / 2, rel=1e-12)
+    assert rows[1]["scheduled_lr"] == pytest.approx((0.6 + 0.5) / 2, rel=1e-12)
+    assert rows[3]["scheduled_lr"] == pytest.approx((0.4 + 0.3) / 2, rel=1e-12)
+    assert [r["logged_lr"] for r in rows] == [
+        pytest.approx(0.9),
+        pytest.approx(0.5),
+        None,
+        pytest.approx(0.3),
+    ]
+    assert rows[2]["scheduled_lr"] is None
+    report = failure_modes.takeoff_report(sets, (150, 200), None, runs, results)
+    assert "### Take-off of 4 seeds (toy:0-1, toy-b:5-6; bar 3850)" in report
+    # Ordered by take-off, a never last.
+    assert report.index("| s0-toy |") < report.index("| s1-toy |") < report.index("| s6-toy-b |")
+    assert report.index("| s6-toy-b |") < report.index("| s5-toy-b |")
+    assert "| s1-toy | 3000 | yes | 6k | 0.550 | 0.500 | never |" in report
+
+
+def test_takeoff_summary_ranks_a_never_last_and_splits_at_the_median(failure_modes):
+    def row(step, final):
+        return {"takeoff": {150: step}, "final": final, "below": final < 3850}
+
+    rows = [row(2048, 5000), row(6144, 3000), row(8192, 4000), row(None, 900)]
+    t = failure_modes.takeoff_summary(rows, 150)
+    # Ranks of the take-off 1, 2, 3, 4 (never last), of the finals 4, 2, 3, 1: sum d^2 = 18,
+    # rho = 1 - 6 * 18 / (4 * 15); with n - 2 = 2 degrees of freedom the t test's p is 1 - |rho|.
+    assert t["rho"] == pytest.approx(-0.8, abs=1e-12)
+    assert t["p"] == pytest.approx(0.2, abs=1e-12)
+    assert t["never"] == 1
+    assert t["split"] == 7168.0  # the median of 2048, 6144, 8192 and never
+    assert t["early"] == (1, 2) and t["late"] == (1, 2)
+    assert t["fisher_p"] == pytest.approx(1.0)
+    # Three early seeds above the bar, three late below: Fisher's two tails of 1 / C(6, 3).
+    rows = [row(s, f) for s, f in [(1, 5000), (2, 4000), (3, 6000), (4, 100), (5, 200), (None, 50)]]
+    t = failure_modes.takeoff_summary(rows, 150, split=3)
+    assert t["early"] == (0, 3) and t["late"] == (3, 3)
+    assert t["fisher_p"] == pytest.approx(2 / 20, abs=1e-12)
+    # Finals ranks 5, 4, 6, 2, 3, 1 against take-off ranks 1-6: sum d^2 = 16+4+9+4+4+25 = 62.
+    assert t["rho"] == pytest.approx(1 - 6 * 62 / (6 * 35), abs=1e-12)
+
+
+def test_takeoff_of_committed_humanoid_runs(failure_modes):
+    rows = failure_modes.takeoff_rows([failure_modes.SeedSet("humanoid_fast", (0, 1))])
+    # metrics.jsonl of s0-humanoid_fast: mean training length 153.1 at step 401408, the
+    # first row at or above 150; s1 never reaches 250 (226 at most).
+    assert rows[0]["takeoff"] == {150: 401408, 200: 512000, 250: 620544}
+    assert rows[1]["takeoff"] == {150: 710656, 200: 911360, 250: None}
+    assert rows[0]["final"] == 5281.178880004883  # humanoid_fast-1M-10seeds.csv, mean_return
+    assert rows[1]["below"] and not rows[0]["below"]
+
+
+def test_final_results_reads_both_csv_formats(failure_modes, tmp_path):
+    evaluate = tmp_path / "evaluate.csv"
+    evaluate.write_text(
+        EVALUATE_HEADER
+        + "docs/runs/s1-toy-ln,1,5441.5,1000,0.0,0.55\n"
+        + "docs/runs/s1-toy-kl06,1,1107.0,212.1,1.0,0.42\n"
+        + "docs/runs/s3-toy-ln,3,3374.75,598.5,0.87,0.68\n"
+    )
+    assert failure_modes.final_results(evaluate, "toy-ln") == {
+        1: {"score": 5441.5, "length": 1000.0, "falls": 0.0, "velocity": 0.55},
+        3: {"score": 3374.75, "length": 598.5, "falls": 0.87, "velocity": 0.68},
+    }
+    with pytest.raises(ValueError, match="several rows for seed 1"):
+        failure_modes.final_results(evaluate)
+    published = tmp_path / "published.csv"
+    published.write_text("seed,score\n20,1148.5\n21,5402.25\n")
+    assert failure_modes.final_results(published) == {20: {"score": 1148.5}, 21: {"score": 5402.25}}
+    assert failure_modes.final_results(published, "toy") == {
+        20: {"score": 1148.5},
+        21: {"score": 5402.25},
+    }
+    other = tmp_path / "other.csv"
+    other.write_text("seed,return\n0,1.0\n")
+    with pytest.raises(ValueError, match="no mean_return or score column"):
+        failure_modes.final_results(other)
+    # The committed files of both formats.
+    tuning = failure_modes.final_results(ROOT / "docs/results/humanoid_fast-1M-10seeds.csv")
+    fresh = failure_modes.final_results(ROOT / "docs/results/humanoid_fast-1M-seeds20-29.csv")
+    assert tuning[1]["score"] == 2068.2444897460937 and tuning[1]["falls"] == 1.0
+    assert fresh[26] == {"score": 809.8918731689453}
+
+
+def test_results_file_and_seed_set_names(failure_modes, tmp_path):
+    (tmp_path / "g-1M-10seeds.csv").write_text("seed,score\n")
+    (tmp_path / "g-1M-seeds20-29.csv").write_text("seed,score\n")
+    (tmp_path / "g-ln-1M-seeds20-29.csv").write_text("seed,score\n")
+    assert failure_modes.results_file("g", range(10), tmp_path).name == "g-1M-10seeds.csv"
+    assert failure_modes.results_file("g", [1, 3], tmp_path).name == "g-1M-10seeds.csv"
+    assert failure_modes.results_file("g", range(20, 30), tmp_path).name == "g-1M-seeds20-29.csv"
+    assert failure_modes.results_file("g", [25], tmp_path).name == "g-1M-seeds20-29.csv"
+    with pytest.raises(FileNotFoundError, match=r"no g-1M-seeds<first>-<last>\.csv .* seeds 10-19"):
+        failure_modes.results_file("g", range(10, 20), tmp_path)
+    with pytest.raises(FileNotFoundError, match="for seeds 5-9,20"):  # no file holds them all
+        failure_modes.results_file("g", [5, 6, 7, 8, 9, 20], tmp_path)
+    (tmp_path / "g-1M-seeds0-19.csv").write_text("seed,score\n")
+    with pytest.raises(FileNotFoundError, match=r"g-1M-10seeds\.csv and g-1M-seeds0-19\.csv"):
+        failure_modes.results_file("g", [4], tmp_path)
+    parse = failure_modes.SeedSet.parse
+    assert parse("humanoid_fast-ln:0-4,9@screens.csv") == failure_modes.SeedSet(
+        "humanoid_fast-ln", (0, 1, 2, 3, 4, 9), "screens.csv"
+    )
+    assert parse("humanoid_fast:20-29").seeds == tuple(range(20, 30))
+    for bad in ("humanoid_fast", "humanoid_fast:", ":0-9", "humanoid_fast:0-x"):
+        with pytest.raises(ValueError, match="write GROUP:SEEDS"):
+            parse(bad)
+
+
+def test_takeoff_command_line(failure_modes, capsys):
+    assert failure_modes.main(["--takeoff", "humanoid_fast:0-1", "--takeoff-lengths", "150"]) == 0
+    out = capsys.readouterr().out
+    assert "| s0-humanoid_fast | 5281 | no | 401k |" in out
+    with pytest.raises(SystemExit):
+        failure_modes.main(["--takeoff", "humanoid_fast:0-x"])
+    assert "seed set 'humanoid_fast:0-x': write GROUP:SEEDS" in capsys.readouterr().err
