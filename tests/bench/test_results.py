@@ -272,3 +272,19 @@ def test_the_ale_gpu_paragraph_holds_every_reading_of_each_call(results):
             assert f"{results.ALE_SIDES[side]} {reading} ({ratio:.2f}x)" in paragraph
             assert statistics.median(rates) / statistics.median(theirs) == pytest.approx(ratio)
         assert f"(median {statistics.median(theirs):,.0f})" in paragraph
+
+
+def test_each_fresh_target_has_its_own_verdict(results):
+    # Hopper's bar 1960: one seed below meets the failure target, two miss it.
+    assert results.below_cell([(10, 3504.0), (12, 1814.4)], 1960.0) == "12 (1814): met"
+    assert (
+        results.below_cell([(10, 3504.0), (12, 1814.4), (18, 537.0)], 1960.0)
+        == "12 (1814), 18 (537): missed"
+    )
+    assert results.below_cell([(20, 4660.2), (21, 5400.0)], 4200.0) == (
+        "none (weakest: 20, 4660): met"
+    )
+    readme = (ROOT / "README.md").read_text()
+    hopper = next(line for line in readme.splitlines() if line.startswith("| Hopper | "))
+    assert "3358 [2548, 3481]: met" in hopper  # seeds 10-19: the IQM reaches 2800
+    assert "12 (1814), 18 (537): missed" in hopper  # but two seeds fall below 1960
