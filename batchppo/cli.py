@@ -92,25 +92,55 @@ def _one_line_warnings(fallback: Callable[..., str]) -> Callable[..., str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from batchppo.experiment.configs import DEFAULT_PRESET
-
+    """The command line's parser: one subcommand for each entry of ``COMMANDS``."""
     parser = argparse.ArgumentParser(
         prog="batchppo", description="Batched PPO on JAX: train, evaluate, visualize and plot runs."
     )
-    debug = argparse.ArgumentParser(add_help=False)
-    debug.add_argument(
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_train(sub)
+    _add_evaluate(sub)
+    _add_visualize(sub)
+    _add_export(sub)
+    _add_plot(sub)
+    sub.add_parser("list", help="list the presets", description="List the presets.")
+    _add_show(sub)
+    return parser
+
+
+def _debug_argument(parser: argparse.ArgumentParser) -> None:
+    """``--debug``: on bad input, the traceback instead of the one-line error."""
+    parser.add_argument(
         "--debug", action="store_true",
         help="on bad input, print the traceback instead of the one-line error",
     )  # fmt: skip
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+
+def _checkpoint_argument(parser: argparse.ArgumentParser, default: str = "default newest") -> None:
+    """``--checkpoint``: the env step of the run's checkpoint to load."""
+    parser.add_argument("--checkpoint", type=int, help=f"env step of the checkpoint ({default})")
+
+
+def _seed_argument(parser: argparse.ArgumentParser) -> None:
+    """``--seed`` of the episode starts of ``evaluate`` and ``visualize``."""
+    parser.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
+
+
+def _reference_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--reference``, repeatable: reference scores that normalise the scores of tasks."""
+    parser.add_argument("--reference", action="append", default=[], metavar="SPEC", help=help)
+
+
+def _add_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``train`` command's arguments."""
+    from batchppo.experiment.configs import DEFAULT_PRESET
 
     train = sub.add_parser(
         "train",
-        parents=[debug],
         help="train a preset, a config file or an env (or resume a run)",
         description="Train into <logdir>/<timestamp>-<name>/; an existing timestamp resumes "
         "that run from its last checkpoint with its stored config.",
     )
+    _debug_argument(train)
     train.add_argument(
         "--config",
         help=f"a preset name (`batchppo list`; default {DEFAULT_PRESET}, or a recipe chosen "
@@ -155,6 +185,9 @@ def _parser() -> argparse.ArgumentParser:
         help="progress bar on a terminal, plain lines otherwise (default auto)",
     )  # fmt: skip
 
+
+def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``evaluate`` command's arguments: the runs, their groups and the statistics."""
     ev = sub.add_parser(
         "evaluate",
         help="evaluate a trained policy over many episodes",
@@ -179,13 +212,13 @@ def _parser() -> argparse.ArgumentParser:
         "--labels", nargs="+", metavar="NAME",
         help="names of the groups (default: their presets when they differ, else A and B)",
     )  # fmt: skip
-    ev.add_argument(
-        "--reference", action="append", default=[], metavar="SPEC",
-        help="a task's reference score for normalised aggregates: ENV=HIGH or ENV=LOW:HIGH "
+    _reference_argument(
+        ev,
+        "a task's reference score for normalised aggregates: ENV=HIGH or ENV=LOW:HIGH "
         "(HIGH scores 1, LOW 0; default LOW 0), or a set: "
         "sac-1m (SAC's 1M-step returns), targets-1m (issue 23's targets); repeatable; the "
         "aggregates across the runs of several envs need one for each env",
-    )  # fmt: skip
+    )
     ev.add_argument(
         "--bootstrap", type=int, default=50_000, metavar="N",
         help="bootstrap resamples of the confidence intervals (default 50000)",
@@ -194,11 +227,9 @@ def _parser() -> argparse.ArgumentParser:
         "--bootstrap-seed", type=int, default=0, metavar="S",
         help="seed of the bootstrap (default 0)",
     )  # fmt: skip
-    ev.add_argument(
-        "--checkpoint", type=int, help="env step of the checkpoint (default newest; one run only)"
-    )
+    _checkpoint_argument(ev, "default newest; one run only")
     ev.add_argument("--episodes", type=int, default=100, help="episodes per run (default 100)")
-    ev.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
+    _seed_argument(ev)
     ev.add_argument(
         "--sample", action="store_true",
         help="act with sampled actions, as training does, instead of the mean action "
@@ -224,6 +255,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--csv", help="also write one row per run to this CSV file")
     ev.add_argument("--stats-json", help="also write the aggregate statistics to this JSON file")
 
+
+def _add_visualize(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``visualize`` command's arguments."""
     vis = sub.add_parser(
         "visualize",
         help="record videos of a trained policy",
@@ -232,31 +266,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     _run_dirs_argument(vis, None, "the run directory <logdir>/<ts>-<config>")
     vis.add_argument("--outdir", required=True, help="where to write the videos")
-    vis.add_argument("--checkpoint", type=int, help="env step of the checkpoint (default newest)")
+    _checkpoint_argument(vis)
     vis.add_argument(
         "--num_episodes", "--num-episodes", type=int, default=3, help="episodes (default 3)"
     )
-    vis.add_argument("--seed", type=int, default=0, help="seed of the episode starts")
+    _seed_argument(vis)
 
+
+def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``export`` command's arguments."""
     exp = sub.add_parser(
         "export",
-        parents=[debug],
         help="export a run's policy to ONNX (needs the onnx extra)",
         description="Write the run's policy, from the env's own observation to the env's own "
         "action (range maps and observation normalisation inside), as one ONNX file, and "
         "check it in onnxruntime against load_policy on 3 x 256 observations.",
     )
+    _debug_argument(exp)
     exp.add_argument("run_dir", metavar="RUN", help="the run directory <logdir>/<ts>-<config>")
     exp.add_argument(
         "--out", help="the ONNX file (default RUN/policy.onnx, or policy-sampled.onnx)"
     )
-    exp.add_argument("--checkpoint", type=int, help="env step of the checkpoint (default newest)")
+    _checkpoint_argument(exp)
     exp.add_argument(
         "--sampled", action="store_true",
         help="export the sampling policy: a second input `noise` (standard normal for a Box "
         "action, standard Gumbel per action for a Discrete one)",
     )  # fmt: skip
 
+
+def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``plot`` command's arguments: learning curves, or performance profiles."""
     plot = sub.add_parser(
         "plot",
         help="plot learning curves of runs",
@@ -285,22 +325,23 @@ def _parser() -> argparse.ArgumentParser:
         "runs (the entries' group, else the file's name), the fraction of runs whose score "
         "exceeds each threshold, with 95%% stratified-bootstrap bands (2000 resamples)",
     )  # fmt: skip
-    plot.add_argument(
-        "--reference", action="append", default=[], metavar="SPEC",
-        help="with --profile: normalise scores as `batchppo evaluate --reference` does "
+    _reference_argument(
+        plot,
+        "with --profile: normalise scores as `batchppo evaluate --reference` does "
         "(needed for runs of several envs)",
-    )  # fmt: skip
+    )
 
-    sub.add_parser("list", help="list the presets", description="List the presets.")
+
+def _add_show(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``show`` command's arguments."""
     show = sub.add_parser(
         "show",
-        parents=[debug],
         help="print a preset (or config file) as YAML",
         description="Print a config as the YAML of a run's config.yaml: a full config to "
         "copy, edit and train with --config FILE.",
     )
+    _debug_argument(show)
     show.add_argument("config", metavar="CONFIG", help="a preset name or a YAML config file")
-    return parser
 
 
 RUN_DIR_ALIAS = "--logdir"
