@@ -304,19 +304,8 @@ def make(
             starts.
         TypeError: ``ray_options``, the former name of ``batch_env_kwargs``.
     """
-    if "ray_options" in env_kwargs:
-        # Without this it would reach the env's constructor as one of its keywords.
-        raise TypeError(
-            "make() got ray_options: it is now batch_env_kwargs (the batch env factory's own "
-            "keyword arguments)."
-        )
-    batch_env = batch_env_of(backend)
-    if isinstance(backend, str) and batch_env_kwargs:
-        raise ValueError(
-            f"batch_env_kwargs {dict(batch_env_kwargs)}: the {backend!r} batch env takes none; "
-            "they are the keyword arguments of a batch env factory (backend=ray_batch_env of "
-            "batchppo.backends.ray, or one's own)."
-        )
+    _refuse_ray_options(env_kwargs)
+    batch_env = _checked_batch_env(backend, batch_env_kwargs)
     num_envs = positive_int("num_envs", num_envs)
     raw_fn = checked_raw_env_fn(env_id, max_length, render_mode, preprocess, wrappers, env_kwargs)
     # The batch env reads the raw spaces off its workers' envs and picks the transform (or
@@ -333,6 +322,29 @@ def make(
     if seed is not None:
         env.reset(seed=seed)
     return env
+
+
+def _refuse_ray_options(env_kwargs: Mapping[str, Any]) -> None:
+    """Refuses ``ray_options`` (old ``batch_env_kwargs``) before it reaches the env's factory."""
+    if "ray_options" in env_kwargs:
+        raise TypeError(
+            "make() got ray_options: it is now batch_env_kwargs (the batch env factory's own "
+            "keyword arguments)."
+        )
+
+
+def _checked_batch_env(
+    backend: str | BatchEnvFactory, batch_env_kwargs: Mapping[str, Any] | None
+) -> BatchEnvFactory:
+    """``batch_env_of(backend)``, refusing ``batch_env_kwargs`` for a named one (it takes none)."""
+    batch_env = batch_env_of(backend)
+    if isinstance(backend, str) and batch_env_kwargs:
+        raise ValueError(
+            f"batch_env_kwargs {dict(batch_env_kwargs)}: the {backend!r} batch env takes none; "
+            "they are the keyword arguments of a batch env factory (backend=ray_batch_env of "
+            "batchppo.backends.ray, or one's own)."
+        )
+    return batch_env
 
 
 # --- gymnasium.make_vec ----------------------------------------------------------------------
