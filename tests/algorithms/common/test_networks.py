@@ -3,6 +3,7 @@ config with the network fields, and the vector torsos (``mlp``) and ``penultimat
 their exact math, the default's unchanged parameters, and a short training with each."""
 
 import dataclasses
+import hashlib
 import math
 
 import jax
@@ -397,6 +398,144 @@ def test_the_layernorm_torso_keeps_the_parameter_tree_and_initial_values_of_its_
     )
     for path, total in LAYERNORM_KERNELS.items():
         assert float(np.asarray(tree[path], np.float64).sum()) == pytest.approx(total, abs=1e-5)
+
+
+def _digest(tree):
+    """sha256 of a tree's leaves (path, dtype, shape and bytes, in tree order): equal digests,
+    bit-identical trees."""
+    digest = hashlib.sha256()
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+        leaf = np.asarray(leaf)
+        digest.update(f"{jax.tree_util.keystr(path)} {leaf.dtype} {leaf.shape}".encode())
+        digest.update(leaf.tobytes())
+    return digest.hexdigest()
+
+
+def _every_output(net, params, spec):
+    """What each of ``net``'s functions returns on one batch of 2 sequences of 3 steps; a
+    carry that is not zero where the first step starts no episode."""
+    if spec.obs_space is DICT_OBS:
+        obs = _dict_obs((2, 3))
+        obs["pos"] = jax.random.normal(jax.random.key(1), (2, 3, 2))
+    else:
+        obs = jax.random.normal(jax.random.key(1), (2, 3, *spec.obs_shape))
+    first = jnp.array([[False, False, True], [True, False, False]])
+    carry = jax.tree.map(lambda c: c + 0.5, net.initial_carry(2))
+    step = jax.tree.map(lambda x: x[:, 0], obs)
+    return {
+        "initial_carry": net.initial_carry(2),
+        "policy_step": net.policy_step(params, carry, step, first[:, 0]),
+        "policy_sequence": net.policy_sequence(params, carry, obs, first),
+        "value": net.value(params, obs),
+        "policy_step_and_value": net.policy_step_and_value(params, carry, step, first[:, 0]),
+        "policy_sequence_and_value": net.policy_sequence_and_value(params, carry, obs, first),
+    }
+
+
+_DICT_TORSO = {
+    "torso/cnn_0/Conv_0/bias": (16,),
+    "torso/cnn_0/Conv_0/kernel": (3, 3, 2, 16),
+    "torso/cnn_0/Dense_0/bias": (16,),
+    "torso/cnn_0/Dense_0/kernel": (576, 16),
+    "torso/cnn_1/Conv_0/bias": (16,),
+    "torso/cnn_1/Conv_0/kernel": (3, 3, 3, 16),
+    "torso/cnn_1/Dense_0/bias": (16,),
+    "torso/cnn_1/Dense_0/kernel": (1024, 16),
+    "value/Dense_0/bias": (1,),
+    "value/Dense_0/kernel": (2, 1),
+    "value/MLP_0/Dense_0/bias": (2,),
+    "value/MLP_0/Dense_0/kernel": (37, 2),
+}
+
+
+def _gru(inputs, size):
+    """The parameter shapes of a GRU cell ``gru`` of ``size`` units on ``inputs`` features."""
+    return {
+        **{f"policy/gru/{g}/kernel": (inputs, size) for g in ("ir", "iz", "in")},
+        **{f"policy/gru/{g}/kernel": (size, size) for g in ("hr", "hz", "hn")},
+        **{f"policy/gru/{g}/bias": (size,) for g in ("ir", "iz", "in", "hn")},
+    }
+
+
+# make_network's networks at key 0 on CPU, recorded from the code that trained the published
+# runs: the path and shape of each parameter, and the digests of the parameters and of every
+# function's outputs. A digest that changes means those runs no longer reproduce bit for bit.
+RECORDED_NETWORKS = {
+    "mlp": (
+        NetConfig(policy_layers=(4, 3), value_layers=(5,)),
+        CONT,
+        {
+            "policy/MLP_0/Dense_0/bias": (4,),
+            "policy/MLP_0/Dense_0/kernel": (3, 4),
+            "policy/MLP_0/Dense_1/bias": (3,),
+            "policy/MLP_0/Dense_1/kernel": (4, 3),
+            "policy/head/Dense_0/bias": (2,),
+            "policy/head/Dense_0/kernel": (3, 2),
+            "policy/head/std_param": (2,),
+            "value/Dense_0/bias": (1,),
+            "value/Dense_0/kernel": (5, 1),
+            "value/MLP_0/Dense_0/bias": (5,),
+            "value/MLP_0/Dense_0/kernel": (3, 5),
+        },
+        "a18a337eb964135f5e53caa4aa81e52088085ea839f783d2224377f0b28345e7",
+        "2efeebca2fe4292748082946b6b7630b4a8ba8e4cafc44bde2ea30969ea556e2",
+    ),
+    "recurrent": (
+        NetConfig(network="recurrent_gaussian", policy_layers=(4, 3), value_layers=(2,)),
+        CONT,
+        {
+            "policy/MLP_0/Dense_0/bias": (4,),
+            "policy/MLP_0/Dense_0/kernel": (3, 4),
+            **_gru(4, 3),
+            "policy/head/Dense_0/bias": (2,),
+            "policy/head/Dense_0/kernel": (3, 2),
+            "policy/head/std_param": (2,),
+            "value/Dense_0/bias": (1,),
+            "value/Dense_0/kernel": (2, 1),
+            "value/MLP_0/Dense_0/bias": (2,),
+            "value/MLP_0/Dense_0/kernel": (3, 2),
+        },
+        "77fce821e67a1560b0667fb8b8bca83b74718dcf61b0205549d1c40de9fc32c5",
+        "147cead7182ed247818280167deef71bef34cf6af4bc30b7dc29977b0cf4403e",
+    ),
+    "dict": (
+        ImageNetConfig(shared_torso=True, policy_layers=(4,), value_layers=(2,)),
+        EnvSpec.from_spaces(DICT_OBS, spaces.Discrete(3)),
+        {
+            "policy/MLP_0/Dense_0/bias": (4,),
+            "policy/MLP_0/Dense_0/kernel": (37, 4),
+            "policy/head/Dense_0/bias": (3,),
+            "policy/head/Dense_0/kernel": (4, 3),
+            **_DICT_TORSO,
+        },
+        "35ae72bd609b8fab2b2cc3e4b3fb899964b81c7018612cbe9a3eb5cb447e9d52",
+        "c1f2a7058b76ce7a4730af08687dc0d85ae9b7e900731566aa7693a2358c84ef",
+    ),
+    "dict_recurrent": (
+        ImageNetConfig(
+            network="recurrent", shared_torso=True, policy_layers=(4,), value_layers=(2,)
+        ),
+        EnvSpec.from_spaces(DICT_OBS, spaces.Discrete(3)),
+        {
+            **_gru(37, 4),
+            "policy/head/Dense_0/bias": (3,),
+            "policy/head/Dense_0/kernel": (4, 3),
+            **_DICT_TORSO,
+        },
+        "640e58bd9aa11aa44d43e09330e03637ee9a7f4fdf078835930e07361fb523ac",
+        "dd1321ece5530f3ec4b560be551d1e925b512c7edcb7d623bc8b21164b50a98c",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(RECORDED_NETWORKS))
+def test_make_network_builds_the_recorded_parameters_and_outputs_bit_for_bit(name):
+    config, spec, shapes, params_digest, outputs_digest = RECORDED_NETWORKS[name]
+    net = make_network(config, spec)
+    params = net.init(jax.random.key(0))
+    assert {path: leaf.shape for path, leaf in _tree(params).items()} == shapes
+    assert _digest(params) == params_digest
+    assert _digest(_every_output(net, params, spec)) == outputs_digest
 
 
 def _dense(rng, fan_in, fan_out):
