@@ -39,6 +39,7 @@ can be stored in the rollout and rebuilt into distrax distributions for log-prob
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -51,6 +52,7 @@ from jax import lax
 
 from batchppo.algorithms.common.encoders import ObsEncoder, check_cnn
 from batchppo.algorithms.common.heads import (
+    ActionHead,
     BernoulliHead,
     CategoricalHead,
     DistParams,
@@ -391,6 +393,25 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         UnsupportedSpaceError: The network does not fit the action space, or a space no
             encoder or head takes (one line naming it).
     """
+    model = _model(config, spec)
+    network = Network(
+        init=model.init,
+        initial_carry=model.initial_carry,
+        policy_step=model.policy_step,
+        policy_sequence=model.policy_sequence,
+        value=model.value,
+        distribution=model.head.distribution,
+        mode=model.head.mode,
+        recurrent=model.recurrent,
+        policy_step_and_value=model.policy_step_and_value,
+        policy_sequence_and_value=model.policy_sequence_and_value,
+    )
+    mask = action_mask_leaf(getattr(config, "action_mask", "none"), spec)
+    return network if mask is None else with_action_mask(network, mask)
+
+
+def _model(config: NetworkConfig, spec: EnvSpec) -> _Model:
+    """The Flax modules of ``make_network``'s network, checked against the spaces."""
     _check_network(config.network, spec.action_space)
     head = action_head(spec.action_space, config.init_std, config.init_mean_factor)
     recurrent = config.network in RECURRENT
@@ -410,109 +431,126 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
     policy_class = RecurrentPolicy if recurrent else FeedForwardPolicy
     policy_net = policy_class(layers, config.activation, head.module, encoder, **body)
     hidden = int(layers[-1]) if recurrent else 0
+    return _Model(head, inputs, torso, policy_net, value_net, recurrent, hidden)
 
-    def features(params: PyTree, x: Any) -> Any:
-        if torso is None:
+
+# eq=False: compared and hashed by identity (jit caches on the functions of a Network).
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Model:
+    """A network's modules and, as methods, the pure functions of its ``Network``."""
+
+    head: ActionHead
+    inputs: _Inputs
+    torso: ObsEncoder | None  # the shared torso, run once for the policy and the value
+    policy_net: nn.Module
+    value_net: ValueNet
+    recurrent: bool
+    hidden: int  # the GRU's size; 0 for a feed-forward policy
+
+    def features(self, params: PyTree, x: Any) -> Any:
+        """The shared torso's features of the inputs ``x``, or ``x`` without one."""
+        if self.torso is None:
             return x
-        return torso.apply({"params": params["torso"]}, x)
+        return self.torso.apply({"params": params["torso"]}, x)
 
-    def initial_carry(batch_size: int) -> PyTree:
-        if not recurrent:
+    def initial_carry(self, batch_size: int) -> PyTree:
+        """``Network.initial_carry``."""
+        if not self.recurrent:
             return ()
-        return jnp.zeros((batch_size, hidden), jnp.float32)
+        return jnp.zeros((batch_size, self.hidden), jnp.float32)
 
-    def init(key: jax.Array) -> PyTree:
+    def init(self, key: jax.Array) -> PyTree:
+        """``Network.init``."""
         kp, kv = jax.random.split(key)
         params: dict[str, Any] = {}
-        x = inputs.dummy
-        if torso is not None:
-            params["torso"] = torso.init(jax.random.fold_in(key, 2), x)["params"]
-            x = features(params, x)
-        policy_args = (initial_carry(1), x) if recurrent else (x,)
-        params["policy"] = policy_net.init(kp, *policy_args)["params"]
-        params["value"] = value_net.init(kv, x)["params"]
+        x = self.inputs.dummy
+        if self.torso is not None:
+            params["torso"] = self.torso.init(jax.random.fold_in(key, 2), x)["params"]
+            x = self.features(params, x)
+        policy_args = (self.initial_carry(1), x) if self.recurrent else (x,)
+        params["policy"] = self.policy_net.init(kp, *policy_args)["params"]
+        params["value"] = self.value_net.init(kv, x)["params"]
         return params
 
-    def policy_on(params: PyTree, carry: PyTree, x: Any, first: jax.Array) -> tuple[PyTree, PyTree]:
-        # The policy on one step's features (the torso's output, or the inputs without one).
-        if not recurrent:
-            return head.to_tree(policy_net.apply({"params": params["policy"]}, x)), carry
+    def policy_on(
+        self, params: PyTree, carry: PyTree, x: Any, first: jax.Array
+    ) -> tuple[PyTree, PyTree]:
+        """The policy on one step's features (the torso's output, or the inputs without one)."""
+        if not self.recurrent:
+            return self.head.to_tree(self.policy_net.apply({"params": params["policy"]}, x)), carry
         carry = jnp.where(first[:, None], 0.0, carry)
-        carry, dist = policy_net.apply({"params": params["policy"]}, carry, x)
-        return head.to_tree(dist), carry
+        carry, dist = self.policy_net.apply({"params": params["policy"]}, carry, x)
+        return self.head.to_tree(dist), carry
 
-    def value_on(params: PyTree, x: Any, batch_shape: tuple[int, ...]) -> jax.Array:
-        return value_net.apply({"params": params["value"]}, x).reshape(batch_shape)
+    def value_on(self, params: PyTree, x: Any, batch_shape: tuple[int, ...]) -> jax.Array:
+        """The value of features ``x``, shaped ``batch_shape``."""
+        return self.value_net.apply({"params": params["value"]}, x).reshape(batch_shape)
+
+    def feed_forward_sequence(self, params: PyTree, x: Any, shape: tuple[int, ...]) -> PyTree:
+        """A feed-forward policy on the features ``x`` of ``(N, L)`` steps, shaped ``shape``."""
+        dist = self.head.to_tree(self.policy_net.apply({"params": params["policy"]}, x))
+        return jax.tree.map(lambda d: d.reshape((*shape, *d.shape[1:])), dist)
 
     def policy_step(
-        params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
+        self, params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
     ) -> tuple[PyTree, PyTree]:
-        return policy_on(params, carry, features(params, inputs(obs, 1)), first)
+        """``Network.policy_step``."""
+        return self.policy_on(params, carry, self.features(params, self.inputs(obs, 1)), first)
 
-    def policy_sequence(params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array) -> PyTree:
-        if not recurrent:
-            x = features(params, inputs(obs, 2))
-            dist = head.to_tree(policy_net.apply({"params": params["policy"]}, x))
-            return jax.tree.map(lambda d: d.reshape((*first.shape, *d.shape[1:])), dist)
+    def policy_sequence(
+        self, params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array
+    ) -> PyTree:
+        """``Network.policy_sequence``."""
+        if not self.recurrent:
+            x = self.features(params, self.inputs(obs, 2))
+            return self.feed_forward_sequence(params, x, first.shape)
         # Batch-major (N, L, ...) -> time-major scan over L.
         obs_t = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), obs)
         first_t = jnp.swapaxes(first, 0, 1)
 
         def step(carry: jax.Array, inp: tuple[Any, jax.Array]) -> tuple[Any, Any]:
             o, f = inp
-            dist, carry = policy_step(params, carry, o, f)
+            dist, carry = self.policy_step(params, carry, o, f)
             return carry, dist
 
         _, dists = lax.scan(step, carry0, (obs_t, first_t))
         return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), dists)
 
-    def value(params: PyTree, obs: PyTree) -> jax.Array:
-        batch_shape = inputs.batch_shape(obs)
-        return value_on(params, features(params, inputs(obs, len(batch_shape))), batch_shape)
+    def value(self, params: PyTree, obs: PyTree) -> jax.Array:
+        """``Network.value``."""
+        batch_shape = self.inputs.batch_shape(obs)
+        x = self.features(params, self.inputs(obs, len(batch_shape)))
+        return self.value_on(params, x, batch_shape)
 
     def policy_step_and_value(
-        params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
+        self, params: PyTree, carry: PyTree, obs: PyTree, first: jax.Array
     ) -> tuple[PyTree, PyTree, jax.Array]:
-        if torso is None:
-            dist, new_carry = policy_step(params, carry, obs, first)
-            return dist, new_carry, value(params, obs)
-        x = features(params, inputs(obs, 1))
-        dist, new_carry = policy_on(params, carry, x, first)
-        return dist, new_carry, value_on(params, x, first.shape)
+        """``Network.policy_step_and_value``."""
+        if self.torso is None:
+            dist, new_carry = self.policy_step(params, carry, obs, first)
+            return dist, new_carry, self.value(params, obs)
+        x = self.features(params, self.inputs(obs, 1))
+        dist, new_carry = self.policy_on(params, carry, x, first)
+        return dist, new_carry, self.value_on(params, x, first.shape)
 
     def policy_sequence_and_value(
-        params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array
+        self, params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array
     ) -> tuple[PyTree, jax.Array]:
-        if torso is None:
-            return policy_sequence(params, carry0, obs, first), value(params, obs)
-        x = features(params, inputs(obs, 2))  # (N * L, F): the torso once for every step
-        values = value_on(params, x, first.shape)
-        if not recurrent:
-            dist = head.to_tree(policy_net.apply({"params": params["policy"]}, x))
-            return jax.tree.map(lambda d: d.reshape((*first.shape, *d.shape[1:])), dist), values
+        """``Network.policy_sequence_and_value``."""
+        if self.torso is None:
+            return self.policy_sequence(params, carry0, obs, first), self.value(params, obs)
+        x = self.features(params, self.inputs(obs, 2))  # (N * L, F): the torso once for every step
+        values = self.value_on(params, x, first.shape)
+        if not self.recurrent:
+            return self.feed_forward_sequence(params, x, first.shape), values
         x_t = jnp.swapaxes(x.reshape((*first.shape, -1)), 0, 1)
 
         def step(carry: jax.Array, inp: tuple[jax.Array, jax.Array]) -> tuple[Any, Any]:
-            dist, carry = policy_on(params, carry, *inp)
+            dist, carry = self.policy_on(params, carry, *inp)
             return carry, dist
 
         _, dists = lax.scan(step, carry0, (x_t, jnp.swapaxes(first, 0, 1)))
         return jax.tree.map(lambda d: jnp.swapaxes(d, 0, 1), dists), values
-
-    network = Network(
-        init=init,
-        initial_carry=initial_carry,
-        policy_step=policy_step,
-        policy_sequence=policy_sequence,
-        value=value,
-        distribution=head.distribution,
-        mode=head.mode,
-        recurrent=recurrent,
-        policy_step_and_value=policy_step_and_value,
-        policy_sequence_and_value=policy_sequence_and_value,
-    )
-    mask = action_mask_leaf(getattr(config, "action_mask", "none"), spec)
-    return network if mask is None else with_action_mask(network, mask)
 
 
 def with_action_mask(network: Network, index: int) -> Network:
