@@ -465,7 +465,9 @@ class _Model:
         params: dict[str, Any] = {}
         x = self.inputs.dummy
         if self.torso is not None:
-            params["torso"] = self.torso.init(jax.random.fold_in(key, 2), x)["params"]
+            # A torso of one-hot and flattened leaves only has no parameters to hold.
+            torso = self.torso.init(jax.random.fold_in(key, 2), x)
+            params["torso"] = torso.get("params", {})
             x = self.features(params, x)
         policy_args = (self.initial_carry(1), x) if self.recurrent else (x,)
         params["policy"] = self.policy_net.init(kp, *policy_args)["params"]

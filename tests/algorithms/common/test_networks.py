@@ -220,6 +220,25 @@ def test_dict_observation_network_shapes_and_torso_sharing(shared):
     assert mode[0].shape == (5, 2) and mode[0].dtype == jnp.int32 and mode[1].shape == (5, 1)
 
 
+def test_a_shared_torso_without_parameters_computes_what_separate_encoders_do():
+    # Dict leaves that are only flattened and one-hot encoded: the shared torso has no
+    # parameters, and sharing it changes nothing in the policy or the value.
+    obs_space = {"pos": spaces.box((3,), np.float32), "mode": spaces.Discrete(4)}
+    spec = EnvSpec.from_spaces(obs_space, spaces.Discrete(2))
+    obs = {"pos": jnp.arange(15.0).reshape(5, 3) / 7, "mode": jnp.array([0, 1, 2, 3, 1])}
+    first = jnp.zeros(5, bool)
+    outputs = []
+    for shared in (False, True):
+        net = make_network(ImageNetConfig(shared_torso=shared, policy_layers=(8,)), spec)
+        params = net.init(jax.random.key(0))
+        assert sorted(params) == (["policy", "torso", "value"] if shared else ["policy", "value"])
+        dist, _ = net.policy_step(params, (), obs, first)
+        outputs.append((dist["logits"], net.value(params, obs)))
+    assert outputs[1][0].shape == (5, 2) and outputs[1][1].shape == (5,)
+    for separate, shared in zip(*outputs, strict=True):
+        np.testing.assert_array_equal(separate, shared)
+
+
 def test_recurrent_policy_on_an_image_encoder():
     spec = EnvSpec.from_spaces(spaces.box((10, 10, 4), np.float32, 0, 1), spaces.Discrete(3))
     config = ImageNetConfig(network="recurrent", policy_layers=(8, 6), shared_torso=True)
