@@ -105,6 +105,13 @@ publish() {
   python bench/results.py --write README.md
 }
 
+# Every command runs the project's `python` and `batchppo`: refuse to start without them.
+if ! command -v batchppo > /dev/null || ! python -c "import batchppo" 2> /dev/null; then
+  echo "fresh_seeds.sh: no batchppo on PATH: activate the project's virtualenv" \
+    "(. .venv/bin/activate) and run it again" >&2
+  exit 1
+fi
+
 case "${1:-}" in
   train) shift; train "$@" ;;
   stage) stage "$2" ;;
