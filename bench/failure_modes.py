@@ -101,8 +101,9 @@ def load_run(run_dir: str | Path) -> dict:
     Returns:
         A dict: `config` (the YAML as a dict); `train`, a dict of float arrays, one entry per
         train row, with `step`, the logged metrics (NaN where a row has none, e.g. `score` in
-        a row where no episode ended) and the derived `std`, `lr_scale`, `value_gap`; and
-        `eval`, a dict of arrays `step`, `score`, `length` of the mean-action evaluations.
+        a row where no episode ended) and the derived `std`, `scheduled_lr`
+        (`nominal_learning_rates`), `lr_scale`, `value_gap`; and `eval`, a dict of arrays
+        `step`, `score`, `length` of the mean-action evaluations.
     """
     run_dir = Path(run_dir)
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
@@ -128,7 +129,8 @@ def load_run(run_dir: str | Path) -> dict:
     dims = ACTION_DIMS[config["env"]]
     tr["std"] = np.exp(tr["entropy"] / dims - 0.5 * math.log(2 * math.pi * math.e))
     # Rounded: the logged rate is float32, so an uncut row reads 1 +- 1e-6.
-    tr["lr_scale"] = np.round(tr["learning_rate"] / nominal_learning_rates(config, tr["step"]), 4)
+    tr["scheduled_lr"] = nominal_learning_rates(config, tr["step"])
+    tr["lr_scale"] = np.round(tr["learning_rate"] / tr["scheduled_lr"], 4)
     tr["value_gap"] = tr["value_mean"] - tr["return_mean"]
     ev = {k: np.array([r[k] for r in evals], float) for k in ("step", "score", "length")}
     return {"config": config, "train": tr, "eval": ev}
@@ -545,7 +547,7 @@ def takeoff_rows(
             if steps[lengths[0]] is not None:
                 i = int(np.flatnonzero(tr["step"] == steps[lengths[0]])[0])
                 start = config["learning_rate"]
-                row["scheduled_lr"] = float(nominal_learning_rates(config, tr["step"])[i] / start)
+                row["scheduled_lr"] = float(tr["scheduled_lr"][i] / start)
                 row["logged_lr"] = float(tr["learning_rate"][i] / start)
             out.append(row)
     if len(envs) > 1:
