@@ -7,7 +7,7 @@
 #                                              # a time (a started run resumes; published seeds skip)
 #   bench/fresh_seeds.sh stage PRESET         # its finished runs -> docs/runs (kept across sessions)
 #   bench/fresh_seeds.sh publish PRESET       # the SEEDS' runs, all finished -> docs/runs,
-#                                              # docs/results/PRESET-1M-seedsA-B*, README redrawn
+#                                              # docs/results/PRESET-1M-seedsA-B*, results redrawn
 #
 # A seed counts as published once docs/runs/s<seed>-<preset> holds its final checkpoint. The
 # presets must not change between the runs of one preset: `train` runs the code of one commit
@@ -102,7 +102,7 @@ publish() {
   python bench/results.py --seeds-csv $out.json $out.csv
   batchppo evaluate "${dirs[@]}" --training-window 100 --max-eval-mean 1001472 \
     --json $out-training-window.json --stats-json $out-training-window-stats.json
-  python bench/results.py --write README.md
+  python bench/results.py --write README.md docs/benchmarks.md --figure
 }
 
 # Every command runs the project's `python` and `batchppo`: refuse to start without them.

@@ -1,22 +1,25 @@
-"""The README's results, computed from `docs/results`: the MuJoCo tables (one per peer's
-protocol), MinAtar, Atari, Craftax, and the speed on a GPU and on a CPU.
+"""The results, computed from `docs/results`: the README's headline table and figure, and
+the blocks of docs/benchmarks.md (the MuJoCo tables, one per peer's protocol, MinAtar, Atari,
+Craftax, and the speed on a GPU and on a CPU).
 
 Every figure of ours in these blocks is recomputed here from what the runs and benches wrote
 into `docs/results` (`batchppo evaluate --json` entries and the bootstrap intervals of the
 `--stats-json` files beside them, whose IQM must agree with the entries'; `bench/gpu.py`'s
 JSON and logs; the side-by-side benches' JSON) and `docs/runs`; the peers' figures are
-constants below, each with its source and protocol. `--check README.md` fails when a
-generated block of the README differs from what the files give (tests/bench/test_results.py
-runs it in CI), so a figure cannot drift from its data, and a figure is changed by rerunning
-its measurement, not by editing the README.
+constants below, each with its source and protocol. `--check PAGE...` fails when a generated
+block of a page differs from what the files give, or, on a page that shows the figure, when
+the data written beside the figure do (tests/bench/test_results.py runs it in CI), so a figure
+cannot drift from its data, and a figure is changed by rerunning its measurement, not by
+editing a page.
 
 What the data supports decides the wording: a figure is bold only where its 95 % interval lies
 wholly above the other side's (else the row says "tie"); the tuning seeds' column is never
 compared; a figure measured more than once lists every reading and how many there were.
 
-    python bench/results.py                      # print the blocks
-    python bench/results.py --write README.md    # replace them in the README
-    python bench/results.py --check README.md    # exit 1 if the README differs
+    python bench/results.py                                      # print the blocks
+    python bench/results.py --write README.md docs/benchmarks.md # replace their blocks
+    python bench/results.py --figure     # draw docs/mujoco-fresh-seeds.png and write its data
+    python bench/results.py --check README.md docs/benchmarks.md # exit 1 where one differs
     python bench/results.py --seeds-csv RESULTS.json RESULTS.csv  # `seed,score` rows
 """
 
@@ -29,9 +32,10 @@ import dataclasses
 import json
 import re
 import sys
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.stats
@@ -271,9 +275,18 @@ def fresh_table() -> list[str]:
     return lines
 
 
-Ours = tuple[str, Interval | None]
-"""Our cell of a protocol table: its text and the 95 % interval it is compared by (None: not
-compared)."""
+class Ours(NamedTuple):
+    """Our cell of a protocol table.
+
+    Attributes:
+        text: The cell (`mean ± std`).
+        interval: The 95 % interval it is compared by (None: not compared).
+        value: The mean the interval is about (None where there is none yet).
+    """
+
+    text: str
+    interval: Interval | None = None
+    value: float | None = None
 
 
 def _runs_mean(stem: str, env: str) -> Ours:
@@ -281,9 +294,9 @@ def _runs_mean(stem: str, env: str) -> Ours:
     bootstrap interval of their mean from `<stem>-stats.json`."""
     values = _group_scores(stem)
     if values is None:
-        return "pending", None
+        return Ours("pending")
     interval = stats_interval(RESULTS / f"{stem}-stats.json", env, values, "mean")
-    return f"{values.mean():.0f} ± {values.std():.0f}", interval
+    return Ours(f"{values.mean():.0f} ± {values.std():.0f}", interval, float(values.mean()))
 
 
 def _training_window(task: Task, fresh: bool) -> Ours:
@@ -305,13 +318,14 @@ def _tianshou(task: Task, fresh: bool) -> Ours:
     where the runs' evaluations were Tianshou's."""
     path = RESULTS / f"{window_stem(task)}-stats.json"
     if not fresh or not path.is_file():
-        return "pending", None
+        return Ours("pending")
     m = next(iter(json.loads(path.read_text())["max_eval_mean"].values()))[_env(task.tuning)]
     text = f"{m['value']:.0f} ± {m['std']:.0f}"
     if any(m[key] != value for key, value in TIANSHOU_EVALUATION.items()):
-        return f"{text} (other evaluations: {m['episodes']} {m['actions']})", None
+        return Ours(f"{text} (other evaluations: {m['episodes']} {m['actions']})")
     runs = m["runs"]
-    return text, t_interval(m["value"], m["std"] * np.sqrt(runs / (runs - 1)), runs)
+    interval = t_interval(m["value"], m["std"] * np.sqrt(runs / (runs - 1)), runs)
+    return Ours(text, interval, m["value"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,6 +339,7 @@ class Protocol:
         figure: The peer's published (mean, ±) for a task; None where it publishes none.
         runs: The runs behind the peer's mean, for its interval (`t_interval`).
         score: Our cell, ``(task, fresh)`` for the fresh (20-29) or the tuning seeds.
+        statistic: The peer's statistic in a few words (the figure's legend).
         tuning: Whether the table shows the tuning seeds too (not where their runs were
             evaluated by another protocol).
     """
@@ -335,6 +350,7 @@ class Protocol:
     figure: Callable[[Task], tuple[float, float] | None]
     runs: int
     score: Callable[[Task, bool], Ours]
+    statistic: str
     tuning: bool = True
 
 
@@ -345,6 +361,7 @@ PROTOCOLS = (
         "Compared: the 95 % bootstrap interval of our mean against CleanRL's 95 % t-interval "
         "(its 3 seeds, its ± read as their sample std).",
         "CleanRL PPO (v4, 3 seeds)", "CleanRL", lambda task: task.cleanrl, 3, _training_window,
+        "the last 100 training episodes, sampled",
     ),
     Protocol(
         "By rl-baselines3-zoo's protocol: the final policy's episodes with the deterministic "
@@ -352,6 +369,7 @@ PROTOCOLS = (
         "ours: 100 episodes a seed, mean ± population std over seeds, compared by the 95 % "
         "bootstrap interval of the mean.",
         "rl-zoo SB3 PPO (v3, 1 run)", "rl-zoo", lambda task: task.rlzoo, 1, _final_mean,
+        "the final policy, mean action",
     ),
     Protocol(
         "By Tianshou's protocol: 10 test episodes with sampled actions every 30k steps (the "
@@ -360,10 +378,11 @@ PROTOCOLS = (
         "t-intervals of both means (10 seeds each, each ± read back as a sample std). The "
         "tuning seeds were evaluated otherwise and are not shown.",
         "Tianshou PPO (v3, 10 seeds)", "Tianshou", lambda task: task.tianshou, 10, _tianshou,
+        "the best periodic evaluation, sampled",
         tuning=False,
     ),
 )  # fmt: skip
-"""The three peers' tables, in the README's order."""
+"""The three peers' tables, in their order on the page."""
 
 
 def protocol_tables() -> list[str]:
@@ -377,16 +396,16 @@ def protocol_tables() -> list[str]:
         if table.tuning:
             head += " batchppo seeds 0-9 (tuning, not compared) |"
             rule += "---:|"
-        lines += [*([""] if lines else []), table.intro, "", head, rule]
+        lines += [*([""] if lines else []), *_paragraph(table.intro), "", head, rule]
         for task in TASKS:
             figure = table.figure(task)
-            mine, interval = table.score(task, True)
+            mine, interval, _ = table.score(task, True)
             cells = ["—" if figure is None else f"{figure[0]:g} ± {figure[1]:g}", mine]
             theirs = None if figure is None else t_interval(*figure, table.runs)
             best, verdict = _verdict([table.name, "batchppo"], [theirs, interval], 0)
             cells = [*_bold_at(cells, best), verdict]
             if table.tuning:
-                cells.append(table.score(task, False)[0])
+                cells.append(table.score(task, False).text)
             lines.append(f"| {task.name} | " + " | ".join(cells) + " |")
     return lines
 
@@ -464,12 +483,14 @@ MINATAR_SEEDS = (0, 1, 2)
 def minatar_table() -> list[str]:
     """Ours by gymnax's protocol (164 episodes, sampled) beside gymnax's, and by the mean action."""
     lines = [
-        "By gymnax's protocol (its README's PPO return, gymnax-blines: one run's final policy "
-        "at 10M steps, the mean of 164 episodes with sampled actions): ours the same, seeds "
-        "0-2 (seed 0 also screened Breakout's learning rate; the runs shuffle minibatches by "
-        "`sort`, from before the `index` default); beside it our 100-episode evaluation with "
-        "the mean action. Compared by gymnax's protocol: its one run as a point against the "
-        "95 % bootstrap interval of our mean over the seeds.",
+        *_paragraph(
+            "By gymnax's protocol (its README's PPO return, gymnax-blines: one run's final policy "
+            "at 10M steps, the mean of 164 episodes with sampled actions): ours the same, seeds "
+            "0-2 (seed 0 also screened Breakout's learning rate; the runs shuffle minibatches by "
+            "`sort`, from before the `index` default); beside it our 100-episode evaluation with "
+            "the mean action. Compared by gymnax's protocol: its one run as a point against the "
+            "95 % bootstrap interval of our mean over the seeds."
+        ),
         "",
         "| game | gymnax PPO (1 run) | batchppo, 164 episodes sampled: seeds 0 / 1 / 2 | "
         "gymnax / ours, 95 % interval | batchppo, 100 episodes mean action: seeds 0 / 1 / 2 |",
@@ -545,15 +566,17 @@ def atari_table() -> list[str]:
     heads = " | ".join(f"{header}: seeds 0 / 1 / 2" for header, _, _ in ATARI_SIDES)
     names = [name for _, name, _ in ATARI_SIDES]
     lines = [
-        "Breakout at 2M frames (500k agent steps), CleanRL's `ppo_atari.py` and our "
-        "`breakout_atari` at its settings, on the process backend and on ALE's own vector env "
-        "(`backend=ale`, its env step inside the compiled rollout), all on a 2-core CPU (its "
-        "minibatches shuffled by `sort`, from before the `index` default). The final policies' "
-        "rows: 30 whole games a seed (all lives, raw rewards, `ALE/Breakout-v5` without sticky "
-        "actions) by our evaluator, each game from the same start on CleanRL's side and the "
-        "process backend's, the ale side's on ALE's own env (its own no-op draws); CleanRL's "
-        "model imported by `bench/cleanrl_atari.py`. Per seed, and the mean over the seeds "
-        "every side has, compared by the 95 % bootstrap intervals of the means.",
+        *_paragraph(
+            "Breakout at 2M frames (500k agent steps), CleanRL's `ppo_atari.py` and our "
+            "`breakout_atari` at its settings, on the process backend and on ALE's own vector env "
+            "(`backend=ale`, its env step inside the compiled rollout), all on a 2-core CPU (its "
+            "minibatches shuffled by `sort`, from before the `index` default). The final policies' "
+            "rows: 30 whole games a seed (all lives, raw rewards, `ALE/Breakout-v5` without sticky "
+            "actions) by our evaluator, each game from the same start on CleanRL's side and the "
+            "process backend's, the ale side's on ALE's own env (its own no-op draws); CleanRL's "
+            "model imported by `bench/cleanrl_atari.py`. Per seed, and the mean over the seeds "
+            "every side has, compared by the 95 % bootstrap intervals of the means."
+        ),
         "",
         f"| protocol | {heads} | 95 % intervals, {' / '.join(names)} |",
         "|---|" + "---:|" * len(ATARI_SIDES) + "---|",
@@ -577,10 +600,29 @@ def atari_table() -> list[str]:
     return lines
 
 
+WIDTH = 100
+"""The longest line of a generated paragraph (where no word, code span or link is longer)."""
+
+_UNBROKEN = re.compile(r"`[^`]*`|\*\*[^*]*\*\*|\[[^\]]*\]\([^)]*\)")
+"""What a line never breaks inside: a code span, a bold span, a link."""
+
+_BLOCK_START = re.compile(r"([-+*>#|]|\d+[.)])(\s|$)")
+"""A line start that Markdown would read as a list item, quote, heading or table row."""
+
+
 def _paragraph(text: str) -> list[str]:
-    """A paragraph as the README holds it: one line, as the tables' captions (a figure then
-    changes one line of the README, not the wrapping of those after it)."""
-    return [text]
+    """A paragraph as the pages hold it: lines of at most `WIDTH` characters, broken between
+    words, never inside a code span, a bold span or a link, and never where the next line
+    would start a Markdown block (its first word then stays on the line before)."""
+    glued = _UNBROKEN.sub(lambda m: m.group(0).replace(" ", "\0"), text)
+    lines: list[str] = []
+    for line in textwrap.wrap(glued, WIDTH, break_long_words=False, break_on_hyphens=False):
+        while lines and _BLOCK_START.match(line):
+            first, _, line = line.partition(" ")
+            lines[-1] += f" {first}"
+        if line:
+            lines.append(line)
+    return [line.replace("\0", " ") for line in lines]
 
 
 def _join(items: Sequence[str]) -> str:
@@ -622,15 +664,17 @@ def fresh_block() -> list[str]:
         if runs
         else "No fresh-seed run of the recipes as frozen is published yet."
     )
-    return [timing, "", *fresh_table()]
+    return [*_paragraph(timing), "", *fresh_table()]
 
 
 def minatar_block() -> list[str]:
     """The MinAtar table, after the runs' wall-clock."""
     runs = [RUNS / f"s{seed}-{game.preset}-10M" for game in MINATAR for seed in MINATAR_SEEDS]
     return [
-        f"Each of these {len(runs)} runs took {_minutes(runs)} to its final evaluation on a "
-        "2-core CPU, under differing load (benchmarks journal, 6b and 6c).",
+        *_paragraph(
+            f"Each of these {len(runs)} runs took {_minutes(runs)} to its final evaluation on "
+            "a 2-core CPU, under differing load (benchmarks journal, 6b and 6c)."
+        ),
         "",
         *minatar_table(),
     ]
@@ -890,7 +934,8 @@ ALE_SIDES = {
     "ale-host": "`ale` host mode",
     "ale-fused": "`ale` fused mode",
 }
-"""The README's names of `bench/cleanrl_envpool.py`'s sides, in the order it gives them."""
+"""The names the GPU paragraph gives `bench/cleanrl_envpool.py`'s sides, in the order it gives
+them."""
 
 
 def _rounds(rows: Sequence[dict], side: str) -> list[float]:
@@ -1042,6 +1087,310 @@ def cpu_block() -> list[str]:
     )
 
 
+# --- The front page: one row a family, and the figure of the fresh seeds ----------------------
+
+
+def strongest_peer(task: Task) -> Protocol:
+    """The peer whose published figure for ``task`` is the highest of the three (CleanRL,
+    rl-zoo, Tianshou, each by its own protocol): the one the headline row compares with."""
+    published = [p for p in PROTOCOLS if p.figure(task) is not None]
+    return max(published, key=lambda p: p.figure(task)[0])
+
+
+def _estimate(value: float | None, interval: Interval | None, digits: int) -> str:
+    """`5608 [5110, 5966]`: a figure and its 95 % interval; `(1 run)` where the interval is a
+    point (a peer's one run); `pending` where there is no figure yet."""
+    if value is None:
+        return "pending"
+    text = f"{value:.{digits}f}"
+    if interval is None:
+        return text
+    if interval[0] == interval[1]:
+        return f"{text} (1 run)"
+    return f"{text} [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]"
+
+
+def _bold(text: str, bold: bool) -> str:
+    return f"**{text}**" if bold else text
+
+
+def _outcome(names: Sequence[str], intervals: Sequence[Interval | None]) -> tuple[int | None, str]:
+    """Which side is higher (its index, or None) and the verdict alone: `tie`, `X higher`, or
+    `—` where a side has no interval yet (`_verdict`'s rule)."""
+    best, cell = _verdict(names, intervals, 0)
+    return best, cell.rpartition(": ")[2]
+
+
+def _headline_mujoco(task: Task) -> list[str]:
+    """A MuJoCo row: the IQM over fresh seeds 20-29, and ours beside the strongest peer by the
+    peer's protocol."""
+    stem = fresh_stem(task)
+    values = _group_scores(stem)
+    own = None
+    if values is not None:
+        interval = stats_interval(RESULTS / f"{stem}-stats.json", _env(task.tuning), values)
+        own = _estimate(iqm(values), interval, 0)
+    peer = strongest_peer(task)
+    figure = peer.figure(task)
+    assert figure is not None  # strongest_peer picks among the published figures
+    theirs = t_interval(*figure, peer.runs)
+    ours = peer.score(task, True)
+    best, verdict = _outcome([peer.name, "batchppo"], [theirs, ours.interval])
+    return [
+        task.name,
+        own or "pending",
+        f"{peer.name} {_bold(_estimate(figure[0], theirs, 0), best == 0)}",
+        _bold(_estimate(ours.value, ours.interval, 0), best == 1),
+        verdict,
+    ]
+
+
+def _tally(verdicts: Sequence[str]) -> str:
+    """`batchppo higher on 4 of 4`, `tie on 3 of 4, batchppo higher on 1 of 4`."""
+    counts: dict[str, int] = {}
+    for verdict in verdicts:
+        counts[verdict] = counts.get(verdict, 0) + 1
+    return ", ".join(f"{what} on {n} of {len(verdicts)}" for what, n in counts.items())
+
+
+def _headline_minatar() -> list[str]:
+    """The MinAtar row: per game, our mean action's mean over seeds 0-2, and ours by gymnax's
+    protocol beside gymnax's published return."""
+    own, peer, ours, verdicts = [], [], [], []
+    for game in MINATAR:
+        stem = f"{game.preset}-10M-3seeds"
+        mean_action = _seeds(_scored(stem, "final-mean", 100), MINATAR_SEEDS)[0]
+        sampled = _scored(f"{stem}-sampled164", "final-sampled", 164)
+        interval = _seeds_interval(f"{stem}-sampled164", sampled)
+        best, verdict = _outcome(["gymnax", "batchppo"], [(game.gymnax, game.gymnax), interval])
+        own.append(_estimate(mean_action, None, 1))
+        peer.append(_bold(f"{game.gymnax:g}", best == 0))
+        ours.append(_bold(_estimate(_seeds(sampled, MINATAR_SEEDS)[0], None, 1), best == 1))
+        verdicts.append(verdict)
+    games = " / ".join(game.name for game in MINATAR)
+    return [
+        f"MinAtar: {games}",
+        " / ".join(own),
+        f"gymnax {' / '.join(peer)} (1 run each)",
+        " / ".join(ours),
+        _tally(verdicts),
+    ]
+
+
+def _headline_atari() -> list[str]:
+    """The Atari row: our final policies' mean action, and ours beside CleanRL's final
+    policies, both scored alike with sampled actions."""
+    (_, theirs_name, theirs_stem), (_, _, ours_stem) = ATARI_SIDES[:2]
+    sampled, mean = ATARI_FINAL  # each (label, protocol, file suffix)
+
+    def side(stem: str, row: tuple[str, str, str]) -> tuple[float | None, Interval | None]:
+        _, protocol, suffix = row
+        by_seed = _scored(f"{stem}-{suffix}", protocol, 30)
+        return _seeds(by_seed, ATARI_SEEDS)[0], _seeds_interval(f"{stem}-{suffix}", by_seed)
+
+    own = side(ours_stem, mean)
+    theirs = side(theirs_stem, sampled)
+    ours = side(ours_stem, sampled)
+    best, verdict = _outcome([theirs_name, "batchppo"], [theirs[1], ours[1]])
+    return [
+        "Atari: Breakout",
+        _estimate(*own, 1),
+        f"{theirs_name} {_bold(_estimate(*theirs, 1), best == 0)}",
+        _bold(_estimate(*ours, 1), best == 1),
+        verdict,
+    ]
+
+
+SpeedRuns = Sequence[tuple[Sequence[str], str]]
+"""A speed comparison's runs: each run's files and the suffix of its sides' names."""
+
+
+def _speed_readings(runs: SpeedRuns, envs: int, side: str) -> list[float]:
+    """Every round's env steps/s of ``side`` (with its run's suffix) at ``envs`` envs."""
+    return [
+        row["sps"]
+        for files, suffix in runs
+        for row in bench_rows(*files).get(f"cartpole-{envs}", [])
+        if row["side"] == f"{side}{suffix}"
+    ]
+
+
+def _rate(value: float) -> str:
+    """`24.2M`, `412k`: env steps/s."""
+    return f"{value / 1e6:.1f}M" if value >= 1e6 else f"{value / 1e3:.0f}k"
+
+
+def _headline_speed(label: str, runs: SpeedRuns, envs: Sequence[int]) -> list[str]:
+    """A speed row: CartPole at PureJaxRL's settings, our median env steps/s and PureJaxRL's
+    over every round, our ratio to it in each run (the median of its rounds), and in how
+    many runs ours was the faster."""
+    own, peer, ratios, faster = [], [], [], []
+    for n in envs:
+        found = [
+            ratio
+            for files, suffix in runs
+            for ratio in run_ratios([files], f"cartpole-{n}", f"batchppo{suffix}",
+                                    f"purejaxrl{suffix}")
+        ]  # fmt: skip
+        unit = "round" if {rounds for _, rounds in found} == {1} else "run"
+        own.append(_rate(float(np.median(_speed_readings(runs, n, "batchppo")))))
+        peer.append(_rate(float(np.median(_speed_readings(runs, n, "purejaxrl")))))
+        ratios.append(", ".join(f"{r:.2f}x" for r, _ in found))
+        faster.append((sum(r > 1 for r, _ in found), len(found), unit))
+    if len({unit for _, _, unit in faster}) == 1:  # `2 of 2 / 1 of 1 rounds`
+        counts = " / ".join(f"{k} of {n}" for k, n, _ in faster) + f" {faster[0][2]}s"
+    else:
+        counts = " / ".join(f"{k} of {n} {unit}s" for k, n, unit in faster)
+    return [
+        f"{label}: CartPole, {' / '.join(map(str, envs))} envs",
+        " / ".join(own),
+        f"PureJaxRL `ppo.py` {' / '.join(peer)}",
+        " / ".join(ratios),
+        f"faster in {counts}",
+    ]
+
+
+HEADLINE_CAPTION = (
+    "MuJoCo (v5, 1M env steps): the final policy's 100 episodes with the mean action, the IQM "
+    "over the fresh seeds 20-29 [95 % bootstrap interval]. MinAtar (10M steps, 100 episodes) "
+    "and Atari (2M frames, 30 games): the mean action, the mean of seeds 0-2 (Atari's with its "
+    "95 % interval). The peer: the highest published PPO figure by its own protocol (MuJoCo: of "
+    "CleanRL, rl-zoo and Tianshou; MinAtar: gymnax) with its 95 % interval (one run: a point), "
+    "beside ours by that protocol on the same runs; Atari: CleanRL's `ppo_atari.py` run at the "
+    "same settings, both final policies scored alike with sampled actions. Bold only where the "
+    "two 95 % intervals separate, else a tie. Speed: env steps/s, the median over rounds, and "
+    "ours over PureJaxRL's in each run, the sides taking turns in one call."
+)
+"""The headline table's caption: what each row measures (`docs/benchmarks.md` has the
+protocols in full)."""
+
+
+def headline_block() -> list[str]:
+    """The front page's table: one row per MuJoCo task, MinAtar, Atari and the speed on a GPU
+    and on a CPU, each beside its strongest peer by the peer's protocol, with the verdict."""
+    rows = [
+        *(_headline_mujoco(task) for task in TASKS),
+        _headline_minatar(),
+        _headline_atari(),
+        _headline_speed(
+            "Speed, one H200 GPU", [(files, "") for files in GPU_RUNS["cartpole"]], (2048, 4)
+        ),
+        _headline_speed(
+            "Speed, 2-core CPU",
+            [((name,), suffix) for name, suffix in CPU_RUNS["default"]],
+            (64, 4),
+        ),
+    ]
+    return [
+        *_paragraph(HEADLINE_CAPTION),
+        "",
+        "| task | batchppo | strongest peer, by its protocol | batchppo, by the peer's protocol "
+        "| verdict |",
+        "|---|---:|---|---:|---|",
+        *("| " + " | ".join(row) + " |" for row in rows),
+    ]
+
+
+FIGURE = ROOT / "docs" / "mujoco-fresh-seeds.png"
+"""The front page's figure: each fresh seed's final score per MuJoCo task."""
+FIGURE_DATA = FIGURE.with_suffix(".json")
+"""What `FIGURE` was drawn from, written beside it; `--check` compares it with `figure_data`."""
+
+
+def figure_data() -> dict[str, Any]:
+    """The figure's data from docs/results: per MuJoCo task its target, each fresh seed's final
+    score (20-29), their IQM, and the peers' published figures (each by its own protocol)."""
+    seeds = FRESH_SEEDS[0]
+    tasks = []
+    for task in TASKS:
+        entries = load_entries(RESULTS / f"{fresh_stem(task, seeds)}.json") or []
+        by_seed = {
+            str(e["seed"]): e["mean_return"] for e in sorted(entries, key=lambda e: e["seed"])
+        }
+        tasks.append({
+            "task": task.name,
+            "target": task.target,
+            "scores": by_seed,
+            "iqm": round(iqm(np.array(list(by_seed.values()))), 1) if by_seed else None,
+            "peers": {p.name: p.figure(task)[0] for p in PROTOCOLS if p.figure(task) is not None},
+        })  # fmt: skip
+    return {
+        "seeds": seeds_label(seeds),
+        "score": "the final policy's mean return over 100 episodes of the mean action",
+        "peers": {p.name: f"{p.peer}: {p.statistic}" for p in PROTOCOLS},
+        "tasks": tasks,
+    }
+
+
+def draw_figure(data: Mapping[str, Any], out: Path) -> None:
+    """Draws `figure_data`'s scores, each over its task's target: a dot a seed (red below 70 %
+    of the target), a bar at their IQM, the target and its 70 % line, and the peers' points.
+
+    Args:
+        data: `figure_data()`, or the JSON it was written to.
+        out: The PNG to write.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = data["tasks"]
+    markers = dict(zip(data["peers"], ("v", "s", "D"), strict=True))
+    fig, ax = plt.subplots(figsize=(9, 5.6))
+    ax.axvline(1.0, color="tab:green", lw=1.5, label="the task's target (for the IQM)")
+    ax.axvline(0.7, color="tab:red", lw=1, ls="--", label="70 % of it (every seed's bar)")
+    for row, task in enumerate(tasks):
+        y = len(tasks) - 1 - row
+        scaled = np.array(list(task["scores"].values())) / task["target"]
+        first = row == 0
+        ax.scatter(
+            scaled,
+            y + 0.1 + np.linspace(-0.2, 0.2, len(scaled)),
+            s=24,
+            c=["tab:red" if v < 0.7 else "tab:blue" for v in scaled],
+            zorder=3,
+            label=f"batchppo, seeds {data['seeds']}: a dot a run" if first else None,
+        )
+        if task["iqm"] is not None:
+            iqm_x = task["iqm"] / task["target"]
+            ax.plot([iqm_x] * 2, [y - 0.15, y + 0.35], color="black", lw=2,
+                    label="their IQM" if first else None)  # fmt: skip
+        for name, value in task["peers"].items():
+            ax.scatter(value / task["target"], y - 0.3, marker=markers[name], s=34,
+                       facecolors="none", edgecolors="0.25", zorder=2,
+                       label=data["peers"][name] if first else None)  # fmt: skip
+    ax.set_yticks(
+        range(len(tasks)), [f"{t['task']}\n(target {t['target']:g})" for t in reversed(tasks)]
+    )
+    ax.set_ylim(-0.6, len(tasks) - 0.4)
+    ax.set_xlabel("score over the task's target; peers' figures as published (v3/v4)")
+    ax.set_title(
+        "batchppo on MuJoCo v5 at 1M steps: each fresh seed's final policy "
+        "(100 episodes, mean action)",
+        fontsize=10,
+    )
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def figure_differs() -> bool:
+    """Whether `FIGURE_DATA` differs from what docs/results give now (or is missing)."""
+    if not FIGURE_DATA.is_file():
+        return True
+    return json.loads(FIGURE_DATA.read_text()) != json.loads(json.dumps(figure_data()))
+
+
+def write_figure() -> None:
+    """Writes `FIGURE_DATA` and draws `FIGURE` from it."""
+    data = figure_data()
+    FIGURE_DATA.write_text(json.dumps(data, indent=1) + "\n")
+    draw_figure(json.loads(FIGURE_DATA.read_text()), FIGURE)
+
+
 # --- The presets as shipped against the runs behind the figures ------------------------------
 
 ATARI_RUN: dict[str, Any] = {"steps": 500_000, "eval_every": 100_000}
@@ -1051,7 +1400,7 @@ ATARI_RUN: dict[str, Any] = {"steps": 500_000, "eval_every": 100_000}
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """A results file the README's blocks read, and the recipe its runs must be.
+    """A results file the generated blocks read, and the recipe its runs must be.
 
     Attributes:
         stem: The file, `docs/results/<stem>.json`.
@@ -1069,7 +1418,7 @@ class Source:
 
 
 def sources() -> list[Source]:
-    """Every `evaluate --json` file behind the README's blocks (tests/bench/test_results.py
+    """Every `evaluate --json` file behind the generated blocks (tests/bench/test_results.py
     checks that rendering reads no other)."""
     out = []
     for task in TASKS:
@@ -1094,7 +1443,7 @@ def sources() -> list[Source]:
 
 def shipped_differences() -> list[str]:
     """Where a preset as the package builds it differs from the recorded config of the runs
-    behind the README's figures (the seed, and fields that change neither what a run learns nor
+    behind the published figures (the seed, and fields that change neither what a run learns nor
     how it is measured, aside): one line per results file and config, naming the preset, each
     field with both values, and the fix."""
     lines = []
@@ -1128,6 +1477,7 @@ def shipped_differences() -> list[str]:
 
 
 TABLES = {
+    "headline": headline_block,
     "mujoco-fresh": fresh_block,
     "mujoco-protocols": protocol_tables,
     "minatar": minatar_block,
@@ -1136,21 +1486,40 @@ TABLES = {
     "speed-gpu": gpu_block,
     "speed-cpu": cpu_block,
 }
-"""Each generated block of the README by its marker name."""
+"""Each generated block by its marker name: the headline in the README, the others in
+docs/benchmarks.md."""
+
+PAGES = {
+    "README.md": ("headline",),
+    "docs/benchmarks.md": tuple(name for name in TABLES if name != "headline"),
+}
+"""Which page holds which blocks, in their order there (tests/bench/test_results.py holds
+the pages to it): each block is on one page."""
+
+_MARKER = re.compile(r"<!-- table:(\S+) -->")
 
 
 def _block(name: str) -> re.Pattern:
     return re.compile(rf"(<!-- table:{name} -->\n)(.*?)(<!-- /table:{name} -->)", re.DOTALL)
 
 
+def blocks(text: str) -> list[str]:
+    """The names of the generated blocks in ``text``, in order."""
+    return _MARKER.findall(text)
+
+
 def render(text: str) -> str:
-    """``text`` with every generated block replaced by what the results files give."""
-    for name, make in TABLES.items():
-        pattern = _block(name)
-        if not pattern.search(text):
-            raise SystemExit(f"no <!-- table:{name} --> block to fill")
-        body = "\n".join(make()) + "\n"
-        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
+    """``text`` with each generated block it holds replaced by what the results files give."""
+    names = blocks(text)
+    if not names:
+        raise SystemExit("no <!-- table:NAME --> block to fill")
+    for name in names:
+        if name not in TABLES:
+            raise SystemExit(
+                f"<!-- table:{name} -->: no such block; the blocks: {', '.join(TABLES)}"
+            )
+        body = "\n".join(TABLES[name]()) + "\n"
+        text = _block(name).sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
     return text
 
 
@@ -1164,29 +1533,42 @@ def seeds_csv(results_json: Path, out: Path) -> None:
             writer.writerow([e["seed"], e["mean_return"]])
 
 
+def check(path: Path) -> list[str]:
+    """What differs from docs/results on the page at ``path``: its generated blocks and, where
+    it shows `FIGURE`, the data the figure was drawn from; one line each, naming the fix."""
+    text = path.read_text()
+    problems = []
+    if render(text) != text:
+        problems.append(f"{path}: its generated results differ from docs/results; rerun "
+                        f"`python bench/results.py --write {path}`")  # fmt: skip
+    if FIGURE.name in text and figure_differs():
+        problems.append(f"{FIGURE_DATA}: the figure's data differ from docs/results; rerun "
+                        "`python bench/results.py --figure`")  # fmt: skip
+    return problems
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", metavar="README", help="exit 1 if its tables differ")
-    parser.add_argument("--write", metavar="README", help="replace its tables")
+    parser.add_argument("--check", nargs="+", metavar="PAGE", help="exit 1 if a page differs")
+    parser.add_argument("--write", nargs="+", metavar="PAGE", help="replace its blocks")
+    parser.add_argument("--figure", action="store_true", help=f"write {FIGURE.name} and its data")
     parser.add_argument("--seeds-csv", nargs=2, metavar=("JSON", "CSV"))
     args = parser.parse_args(argv)
     if args.seeds_csv:
         seeds_csv(Path(args.seeds_csv[0]), Path(args.seeds_csv[1]))
         return 0
-    if args.check or args.write:
-        path = Path(args.check or args.write)
-        text = path.read_text()
-        new = render(text)
-        if args.write:
-            path.write_text(new)
-            return 0
-        if new != text:
-            print(f"{path}: its generated results differ from docs/results; rerun "
-                  f"`python bench/results.py --write {path}`", file=sys.stderr)  # fmt: skip
-            return 1
-        return 0
-    for make in TABLES.values():
-        print("\n".join(make()), end="\n\n")
+    if args.figure:
+        write_figure()
+    for page in args.write or ():
+        path = Path(page)
+        path.write_text(render(path.read_text()))
+    if args.check:
+        problems = [line for page in args.check for line in check(Path(page))]
+        print("\n".join(problems), file=sys.stderr, end="\n" if problems else "")
+        return 1 if problems else 0
+    if not (args.figure or args.write):
+        for make in TABLES.values():
+            print("\n".join(make()), end="\n\n")
     return 0
 
 

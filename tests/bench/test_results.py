@@ -1,5 +1,5 @@
-"""bench/results.py: the README's results are what docs/results gives, figure for figure, and
-worded by what the data supports."""
+"""bench/results.py: the results of the README and of docs/benchmarks.md are what docs/results
+gives, figure for figure, and worded by what the data supports."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 import json
 import re
 import statistics
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,8 @@ import pytest
 from benchlib import load_bench
 
 ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 
 
 @pytest.fixture(scope="module")
@@ -21,21 +24,24 @@ def results():
     return load_bench("results")
 
 
-def test_readme_tables_match_docs_results(results, capsys):
-    assert results.main(["--check", str(ROOT / "README.md")]) == 0, capsys.readouterr().err
+def test_the_pages_match_docs_results(results, capsys):
+    assert results.main(["--check", str(README), str(BENCHMARKS)]) == 0, capsys.readouterr().err
 
 
-def test_a_changed_figure_fails_the_check(results, tmp_path, capsys):
-    readme = (ROOT / "README.md").read_text()
-    # The tuning seeds' HalfCheetah IQM, as the fresh-seed table prints it, one unit off.
-    line = next(line for line in readme.splitlines() if line.startswith("| HalfCheetah | "))
-    last = line.rsplit("|", 2)[-2].strip()  # "5043 [4333, 6222]"
-    value = int(last.split()[0])
-    changed = tmp_path / "README.md"
-    changed.write_text(readme.replace(line, line.replace(last, last.replace(
+@pytest.mark.parametrize("page", [README, BENCHMARKS])
+def test_a_changed_figure_fails_the_check(results, tmp_path, capsys, page):
+    text = page.read_text()
+    # One unit off: in the README the headline's HalfCheetah IQM on the fresh seeds (its second
+    # cell, "5608 [5110, 5966]"); in docs/benchmarks.md the fresh-seed table's tuning IQM (its
+    # last cell, "5417 [4938, 6017]").
+    line = next(line for line in text.splitlines() if line.startswith("| HalfCheetah | "))
+    cell = line.split("|")[2 if page == README else -2].strip()
+    value = int(cell.split()[0])
+    changed = tmp_path / page.name
+    changed.write_text(text.replace(line, line.replace(cell, cell.replace(
         str(value), str(value + 1), 1))))  # fmt: skip
     assert results.main(["--check", str(changed)]) == 1
-    assert "differ from docs/results" in capsys.readouterr().err
+    assert f"{changed}: its generated results differ from docs/results" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -55,36 +61,59 @@ def test_a_changed_figure_fails_the_check(results, tmp_path, capsys):
 def test_a_changed_figure_in_a_paragraph_fails_the_check(
     results, tmp_path, capsys, figure, changed
 ):
-    readme = (ROOT / "README.md").read_text()
-    assert readme.count(figure) == 1
-    copy = tmp_path / "README.md"
-    copy.write_text(readme.replace(figure, changed))
+    # The paragraphs are wrapped: a figure's words may stand on two lines.
+    text = BENCHMARKS.read_text()
+    pattern = r"\s+".join(map(re.escape, figure.split()))
+    assert len(re.findall(pattern, text)) == 1
+    copy = tmp_path / "benchmarks.md"
+    copy.write_text(re.sub(pattern, changed, text))
     assert results.main(["--check", str(copy)]) == 1
     assert "differ from docs/results" in capsys.readouterr().err
 
 
-def _outside_blocks(readme: str) -> str:
-    """The README's results section without its generated blocks."""
-    section = re.search(r"\[start:results\] -->\n(.*?)<!-- --8<-- \[end:", readme, re.S).group(1)
+def _outside_blocks(section: str) -> str:
+    """A section without its generated blocks."""
     return re.sub(r"<!-- table:(\S+) -->\n.*?<!-- /table:\1 -->", "", section, flags=re.S)
 
 
+def _results_sections() -> list[str]:
+    """The README's results snippet with what follows it up to the next heading, and the
+    section of docs/benchmarks.md that holds the other blocks."""
+    readme = re.search(r"\[start:results\] -->\n(.*?)\n## ", README.read_text(), re.S).group(1)
+    page = re.search(r"^## Results by protocol\n(.*?)^## ", BENCHMARKS.read_text(), re.S | re.M)
+    return [readme, page.group(1)]
+
+
 def test_the_results_prose_types_no_figure_by_hand():
-    # Outside the generated blocks the results section names settings and protocols only
+    # Outside the generated blocks the results sections name settings and protocols only
     # (seeds 0-9, 10-19 and 20-29, an initial std of 0.3, issues 40 and 56, 95 % intervals,
     # 100 episodes, 70 % of a target, 1M and 10M steps, v3/v4/v5 tasks, Walker2d, uint8, 8 envs,
     # 2 cores, benchmarks journal 6b/6c/10h, a 2021 paper); a measured figure typed there would
     # escape the check.
-    numbers = set(re.findall(r"\d+(?:[.,]\d+)*", _outside_blocks((ROOT / "README.md").read_text())))
-    settings = {"0", "0.3", "1", "2", "3", "4", "5", "6", "8", "9", "10", "19", "20", "29",
-                "40", "56", "70", "95", "100", "2021"}  # fmt: skip
-    assert numbers <= settings, sorted(numbers - settings)
+    for section in _results_sections():
+        numbers = set(re.findall(r"\d+(?:[.,]\d+)*", _outside_blocks(section)))
+        settings = {"0", "0.3", "1", "2", "3", "4", "5", "6", "8", "9", "10", "19", "20", "29",
+                    "40", "56", "70", "95", "100", "2021"}  # fmt: skip
+        assert numbers <= settings, sorted(numbers - settings)
 
 
-def test_the_results_blocks_are_all_generated():
-    names = re.findall(r"<!-- table:(\S+) -->", (ROOT / "README.md").read_text())
-    assert names == ["mujoco-fresh", "mujoco-protocols", "minatar", "atari", "craftax",
-                     "speed-gpu", "speed-cpu"]  # fmt: skip
+def test_the_results_blocks_are_all_generated_each_on_one_page(results):
+    pages = {page: results.blocks((ROOT / page).read_text()) for page in results.PAGES}
+    assert pages == {
+        "README.md": ["headline"],
+        "docs/benchmarks.md": ["mujoco-fresh", "mujoco-protocols", "minatar", "atari",
+                               "craftax", "speed-gpu", "speed-cpu"],
+    }  # fmt: skip
+    assert pages == {page: list(names) for page, names in results.PAGES.items()}
+    assert sorted(n for names in pages.values() for n in names) == sorted(results.TABLES)
+
+
+def test_a_page_without_a_block_or_with_an_unknown_one_is_refused(results):
+    with pytest.raises(SystemExit, match="no <!-- table:NAME --> block to fill"):
+        results.render("# a page\n")
+    with pytest.raises(SystemExit, match="<!-- table:speed-tpu -->: no such block; the blocks: "
+                       "headline, mujoco-fresh,"):  # fmt: skip
+        results.render("<!-- table:speed-tpu -->\n<!-- /table:speed-tpu -->\n")
 
 
 def test_the_tables_recompute_the_iqm_of_the_runs(results):
@@ -123,7 +152,8 @@ def test_every_results_file_the_readme_reads_is_a_checked_source(results, monkey
     read = []
     load = results.load_entries
     monkeypatch.setattr(results, "load_entries", lambda path: read.append(path.stem) or load(path))
-    results.render((ROOT / "README.md").read_text())
+    for page in (README, BENCHMARKS):
+        results.render(page.read_text())
     assert read and set(read) <= {source.stem for source in results.sources()}
 
 
@@ -201,12 +231,13 @@ def test_t_interval_of_a_published_mean(results):
     assert results.t_interval(5819, 664, 1) == (5819, 5819)  # one run: a point
 
 
-def test_no_bold_in_a_tied_row_nor_in_the_tuning_column():
-    readme = (ROOT / "README.md").read_text()
-    for line in readme.splitlines():
-        if line.startswith("| ") and ": tie" in line:
+@pytest.mark.parametrize("page", [README, BENCHMARKS])
+def test_no_bold_in_a_tied_row_nor_in_the_tuning_column(page):
+    text = page.read_text()
+    for line in text.splitlines():
+        if line.startswith("| ") and (": tie" in line or line.endswith("| tie |")):
             assert "**" not in line, line
-    tables = re.findall(r"((?:^\|.*\n)+)", readme, re.M)
+    tables = re.findall(r"((?:^\|.*\n)+)", text, re.M)
     for table in tables:
         head, _, *rows = table.splitlines()
         columns = [c.strip() for c in head.strip("|").split("|")]
@@ -284,7 +315,164 @@ def test_each_fresh_target_has_its_own_verdict(results):
     assert results.below_cell([(20, 4660.2), (21, 5400.0)], 4200.0) == (
         "none (weakest: 20, 4660): met"
     )
-    readme = (ROOT / "README.md").read_text()
-    hopper = next(line for line in readme.splitlines() if line.startswith("| Hopper | "))
+    page = BENCHMARKS.read_text()
+    hopper = next(line for line in page.splitlines() if line.startswith("| Hopper | "))
     assert "3358 [2548, 3481]: met" in hopper  # seeds 10-19: the IQM reaches 2800
     assert "12 (1814), 18 (537): missed" in hopper  # but two seeds fall below 1960
+
+
+def _headline_rows() -> dict[str, list[str]]:
+    """The README's headline table: its rows' cells by their first cell."""
+    block = re.search(r"<!-- table:headline -->\n(.*?)<!-- /table", README.read_text(), re.S)
+    rows = [line.strip("|").split("|") for line in block.group(1).splitlines()
+            if line.startswith("| ")][1:]  # fmt: skip
+    return {cells[0].strip(): [c.strip() for c in cells[1:]] for cells in rows}
+
+
+def test_the_headline_compares_each_task_with_its_highest_published_peer(results):
+    peers = {task.name: results.strongest_peer(task).name for task in results.TASKS}
+    # HalfCheetah: rl-zoo's 5819 over Tianshou's 5783.9 and CleanRL's 1443; the others:
+    # Tianshou's 2609.3, 3588.5, 3258.4 and 787.1 (Ant: CleanRL publishes none; Humanoid:
+    # rl-zoo none).
+    assert peers == {"HalfCheetah": "rl-zoo", "Hopper": "Tianshou", "Walker2d": "Tianshou",
+                     "Ant": "Tianshou", "Humanoid": "Tianshou"}  # fmt: skip
+    rows = _headline_rows()
+    for task in results.TASKS:
+        assert rows[task.name][1].startswith(peers[task.name] + " "), rows[task.name]
+
+
+def test_the_headline_verdicts_are_those_of_the_protocol_tables(results):
+    # Each MuJoCo row's verdict is the verdict of that task's row in its peer's table, and its
+    # figures are that row's intervals.
+    page = BENCHMARKS.read_text()
+    rows = _headline_rows()
+    for task in results.TASKS:
+        peer = results.strongest_peer(task)
+        table = page[page.index(f"| task | {peer.peer} |") :]
+        row = next(line for line in table.splitlines() if line.startswith(f"| {task.name} | "))
+        intervals = row.split("|")[4].strip()  # "[649, 926] / [953, 2429]: batchppo higher"
+        theirs, ours = intervals.split(": ")[0].split(" / ")
+        verdict = intervals.split(": ")[1]
+        _, peer_cell, ours_cell, headline_verdict = rows[task.name]
+        assert headline_verdict == verdict, task.name
+        assert peer_cell.replace("**", "").endswith(
+            "(1 run)" if theirs[0] != "[" else theirs), task.name  # fmt: skip
+        assert ours_cell.replace("**", "").endswith(ours), task.name
+        assert ("**" in ours_cell) == (verdict == "batchppo higher"), task.name
+
+
+def test_the_headline_minatar_and_atari_rows_follow_their_tables():
+    rows = _headline_rows()
+    minatar = rows["MinAtar: Breakout / Asterix / Freeway / SpaceInvaders"]
+    # Ours by gymnax's protocol is the 164-episode mean of each game's row, bold where the
+    # game's row says batchppo higher; the mean action's means beside it.
+    assert minatar == [
+        "76.6 / 60.5 / 67.1 / 180.7",
+        "gymnax 28 / 15 / 58 / 131 (1 run each)",
+        "**76.3** / **60.6** / **67.2** / **176.8**",
+        "batchppo higher on 4 of 4",
+    ]
+    # Atari: the process backend's mean action with its interval; beside CleanRL's by the
+    # sampled row of the Atari table, a tie.
+    assert rows["Atari: Breakout"] == ["15.1 [11.1, 19.9]", "CleanRL 14.6 [11.4, 16.6]",
+                                       "13.4 [10.8, 15.3]", "tie"]  # fmt: skip
+
+
+def test_the_headline_speed_rows_count_the_runs_ours_was_faster_in(results, tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+
+    def run(name: str, ours: list[float], theirs: list[float]) -> None:
+        rows = [{"side": side, "round": r, "sps": v, "setup_s": 1.0}
+                for side, values in (("batchppo", ours), ("purejaxrl", theirs))
+                for r, v in enumerate(values)]  # fmt: skip
+        (tmp_path / name).write_text(json.dumps({"workloads": {"cartpole-4": {"rows": rows}}}))
+
+    run("a.json", [120e3, 100e3], [100e3, 100e3])  # median 110k over 100k: 1.10x
+    run("b.json", [90e3, 90e3], [100e3, 100e3])  # 0.90x
+    row = results._headline_speed("Speed, CPU", [(("a.json",), ""), (("b.json",), "")], (4,))
+    # Ours: the median of our 4 rounds (95k), the peer's (100k); a ratio a run.
+    assert row == ["Speed, CPU: CartPole, 4 envs", "95k", "PureJaxRL `ppo.py` 100k",
+                   "1.10x, 0.90x", "faster in 1 of 2 runs"]  # fmt: skip
+
+
+def test_a_tally_counts_each_verdict():
+    results = load_bench("results")
+    assert results._tally(["batchppo higher"] * 4) == "batchppo higher on 4 of 4"
+    assert results._tally(["tie", "batchppo higher", "tie"]) == (
+        "tie on 2 of 3, batchppo higher on 1 of 3")  # fmt: skip
+
+
+def test_an_estimate_shows_its_interval_or_that_it_is_one_run(results):
+    assert results._estimate(5607.6, (5110.2, 5966.4), 0) == "5608 [5110, 5966]"
+    assert results._estimate(5819, (5819, 5819), 0) == "5819 (1 run)"
+    assert results._estimate(76.55, None, 1) == "76.5"
+    assert results._estimate(None, None, 0) == "pending"
+
+
+def test_the_about_claim_holds_on_the_headline():
+    # The README's opening says batchppo is tied with or ahead of the strongest peer on most
+    # rows: a row is behind where a peer is higher or ours is not faster in every run.
+    verdicts = [cells[-1] for cells in _headline_rows().values()]
+
+    def is_behind(verdict: str) -> bool:
+        if re.search(r"(CleanRL|rl-zoo|Tianshou|gymnax) higher", verdict):
+            return True
+        counts = re.findall(r"(\d+) of (\d+)", verdict)
+        return verdict.startswith("faster") and any(k != n for k, n in counts)
+
+    behind = [v for v in verdicts if is_behind(v)]
+    assert len(verdicts) == 9 and len(behind) < len(verdicts) / 2, behind
+    assert re.search(r"tied with\s+or ahead of the strongest peer on most rows", README.read_text())
+
+
+def test_a_paragraph_is_wrapped_between_words_never_inside_code_bold_or_links(results):
+    # 20 words of 4 letters fill 99 characters: a plain wrap would start the next line with
+    # "- x", a list item, and break the link between its words.
+    text = ("word " * 20 + "- x " + "**bold words** " + "more " * 10 + "`a code span with spaces` "
+            + "[a link](https://example.org/a) " + "tail " * 8 + "1. end")  # fmt: skip
+    plain = textwrap.wrap(text, results.WIDTH)
+    assert plain[1].startswith("- x") and plain[1].endswith(" [a")
+    lines = results._paragraph(text)
+    assert lines[0] == "word " * 20 + "-"
+    assert " ".join(lines) == " ".join(text.split())
+    assert all(len(line) <= results.WIDTH for line in lines[1:]), lines
+    joined = "\n".join(lines)
+    for span in ("**bold words**", "`a code span with spaces`", "[a link](https://example.org/a)"):
+        assert span in joined, lines
+    # No line starts what Markdown would read as a list item.
+    assert not any(re.match(r"([-+*]|\d+[.)]) ", line) for line in lines), lines
+
+
+def test_the_figure_data_are_the_fresh_seeds_final_scores(results):
+    data = results.figure_data()
+    assert data["seeds"] == "20-29"
+    for task, shown in zip(results.TASKS, data["tasks"], strict=True):
+        entries = results.load_entries(ROOT / "docs/results" / f"{results.fresh_stem(task)}.json")
+        assert shown["task"] == task.name and shown["target"] == task.target
+        assert shown["scores"] == {str(e["seed"]): e["mean_return"]
+                                   for e in sorted(entries, key=lambda e: e["seed"])}  # fmt: skip
+        assert list(shown["scores"]) == [str(s) for s in range(20, 30)]
+        peers = {"CleanRL": task.cleanrl, "rl-zoo": task.rlzoo, "Tianshou": task.tianshou}
+        assert shown["peers"] == {k: v[0] for k, v in peers.items() if v is not None}
+    assert not results.figure_differs()
+
+
+def test_changed_figure_data_fail_the_check_of_a_page_that_shows_the_figure(
+    results, tmp_path, monkeypatch, capsys
+):
+    data = json.loads(results.FIGURE_DATA.read_text())
+    data["tasks"][0]["scores"]["20"] += 1
+    changed = tmp_path / "mujoco-fresh-seeds.json"
+    changed.write_text(json.dumps(data))
+    monkeypatch.setattr(results, "FIGURE_DATA", changed)
+    assert results.main(["--check", str(BENCHMARKS)]) == 1
+    assert f"{changed}: the figure's data differ from docs/results; rerun " in (
+        capsys.readouterr().err)  # fmt: skip
+    monkeypatch.setattr(results, "FIGURE_DATA", tmp_path / "missing.json")
+    assert results.main(["--check", str(README)]) == 1
+
+
+def test_the_figure_is_drawn_from_its_data(results, tmp_path):
+    out = tmp_path / "figure.png"
+    results.draw_figure(json.loads(results.FIGURE_DATA.read_text()), out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
