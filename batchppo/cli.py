@@ -24,9 +24,12 @@ stderr, without Python's file and source line.
 
 ``train --timestamp T`` resumes the run ``T`` if it exists and starts it otherwise; the
 resume commands ``train`` prints add ``--resume``, under which a run that is not there (a
-typo, another ``--logdir``) is an error instead of a fresh run. A run that is complete already
-says so in one line (its step, its budget, its final checkpoint) and exits 0 without building
-or compiling anything; a larger ``--set steps=N`` trains it on.
+typo, another ``--logdir``) is an error instead of a fresh run; without ``--config`` it resumes
+the one run at ``T`` in ``--logdir`` (several: ``--name`` says which). A run that is complete
+already says so in one line (its step, its budget, its final checkpoint) and exits 0 without
+building or compiling anything; a larger ``--set steps=N`` trains it on, but where the learning
+rate anneals to 0 over its budget (``anneal_lr``): one line then names the new run that trains
+the larger budget.
 
 Examples:
     ```shell
@@ -171,7 +174,7 @@ def _add_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     train.add_argument(
         "--resume", action="store_true",
         help="the run must exist (what the printed resume commands use): a missing run dir "
-        "is an error instead of a new run",
+        "is an error instead of a new run; without --config, the one run at --timestamp",
     )  # fmt: skip
     train.add_argument(
         "--seeds", type=int, metavar="N",
@@ -415,9 +418,31 @@ def _train_config(args: argparse.Namespace) -> tuple[object, str | None]:
     return args.config, None if name == args.config else name
 
 
+def _find_resumed_run(args: argparse.Namespace) -> None:
+    """``--resume --timestamp T`` without ``--config`` or ``--env``: resumes the one run at
+    ``T`` in ``--logdir`` (``rundir.find_run_name``; ``--name`` and ``--seeds`` narrow it),
+    by its preset's name, else by its stored ``config.yaml`` under its name."""
+    if not (args.resume and args.timestamp and args.config is None and args.env is None):
+        return
+    from pathlib import Path
+
+    from batchppo.experiment import configs, rundir
+
+    name = rundir.find_run_name(args.logdir, args.timestamp, args.name, args.seeds)
+    if name in configs.PRESETS:
+        args.config, args.name = name, None  # the preset's name is the run's
+        return
+    dir_name = configs.seed_run_name(name, 0) if args.seeds is not None else name
+    args.config = str(Path(args.logdir) / f"{args.timestamp}-{dir_name}" / rundir.CONFIG_FILE)
+    args.name = name
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from batchppo.experiment import training
+    from batchppo.experiment.errors import ConfigError
+    from batchppo.experiment.resume import ExtensionError
 
+    _find_resumed_run(args)
     config, name = _train_config(args)
     if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
         # Repeat runs of a config then skip XLA compilation (most of a short run's start-up).
@@ -436,6 +461,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
             seeds=args.seeds,
             resume=args.resume,
         )
+    except ExtensionError as error:  # the command that trains the longer budget instead
+        raise ConfigError(
+            f"cannot extend the run to steps={error.steps}: {error.reason}; train a new run "
+            f"of that budget instead: {shlex.join(_train_command(args))}"
+        ) from None
     except Exception as error:
         failure = training.env_failure(error)  # an env error that stopped the run
         if failure is None:
@@ -464,16 +494,26 @@ def _resume_command(args: argparse.Namespace, run_dir: Path) -> str:
     """
     from batchppo.experiment import configs, training
 
+    command = _train_command(args, overrides=False)
+    name = _run_name(args, _config_name(args)) or args.env.rpartition(":")[2]
+    if args.seeds is not None:
+        name = configs.seed_run_name(name, 0)
+    return shlex.join([*command, "--timestamp", training.run_timestamp(run_dir, name), "--resume"])
+
+
+def _train_command(args: argparse.Namespace, overrides: bool = True) -> list[str]:
+    """The ``train`` command of ``args`` without ``--timestamp`` and ``--resume`` (a new
+    run), its ``--set`` overrides with ``overrides``, as a list of words."""
     command = ["batchppo", "train"]
     for flag, value in (("--config", args.config), ("--env", args.env), ("--name", args.name)):
         if value is not None:
             command += [flag, value]
     command += ["--logdir", args.logdir]
-    name = _run_name(args, _config_name(args)) or args.env.rpartition(":")[2]
     if args.seeds is not None:
-        name = configs.seed_run_name(name, 0)
         command += ["--seeds", str(args.seeds)]
-    return shlex.join([*command, "--timestamp", training.run_timestamp(run_dir, name), "--resume"])
+    for override in args.overrides if overrides else ():
+        command += ["--set", override]
+    return command
 
 
 def _config_name(args: argparse.Namespace) -> str | None:

@@ -140,6 +140,88 @@ def test_resume_refuses_a_change_of_meaning(capsys, tmp_path):
     assert_one_line_error(code, err, "cannot change a resumed run's meaning: learning_rate=0.5")
 
 
+def annealed_run(tmp_path: Path, name: str) -> Path:
+    """A run dir ``T-<name>`` of cartpole_jax with its learning rate annealed to 0."""
+    run_dir = make_run(tmp_path, f"T-{name}")
+    config = dataclasses.replace(configs.get_preset("cartpole_jax"), anneal_lr=True)
+    configs.save_config(config, run_dir / "config.yaml")
+    return run_dir
+
+
+def test_resume_past_an_anneal_to_0_names_the_new_run_that_trains_longer(capsys, tmp_path):
+    annealed_run(tmp_path, "cartpole_jax")
+    annealed_run(tmp_path, "mine")  # started from a config file: resumed from its config.yaml
+    for name, config in (
+        ("cartpole_jax", "cartpole_jax"),
+        ("mine", f"{tmp_path}/T-mine/config.yaml"),
+    ):
+        argv = ["train", "--logdir", str(tmp_path), "--timestamp", "T", "--resume", "--name",
+                name, "--set", "steps=6e5"]  # fmt: skip
+        code, _, err = run_cli(capsys, *argv)
+        also = "" if name == "cartpole_jax" else " --name mine"
+        assert_one_line_error(code, err)
+        assert err == (
+            "batchppo: error: cannot extend the run to steps=600000: anneal_lr anneals the "
+            "learning rate to 0 over steps=300000 (anneal_lr_end=0), so past them it would train "
+            f"at a rate of 0; train a new run of that budget instead: batchppo train --config "
+            f"{config}{also} --logdir {tmp_path} --set steps=6e5\n"
+        )
+        stored = configs.load_config(tmp_path / f"T-{name}" / "config.yaml")
+        assert stored.steps == 300_000 and stored.anneal_lr_steps is None  # unchanged
+
+
+def test_resume_by_timestamp_alone_finds_the_one_run_or_names_the_candidates(capsys, tmp_path):
+    argv = ["train", "--logdir", str(tmp_path), "--resume", "--set", "learning_rate=0.5"]
+    make_run(tmp_path, "T-mine")
+    code, _, err = run_cli(capsys, *argv, "--timestamp", "T")  # found: the change is refused
+    assert_one_line_error(code, err, "cannot change a resumed run's meaning: learning_rate=0.5")
+    code, _, err = run_cli(capsys, *argv, "--timestamp", "U")
+    assert err == (
+        f"batchppo: error: --resume --timestamp U: {tmp_path} holds no run dir U-<name>; check "
+        "--logdir and --timestamp\n"
+    )
+    make_run(tmp_path, "T-cartpole_jax")
+    for seed in (0, 1):
+        make_run(tmp_path, f"T-cartpole_jax-s{seed}")
+    (tmp_path / "T-broken").mkdir()  # no config.yaml: not a run
+    code, _, err = run_cli(capsys, *argv, "--timestamp", "T")
+    assert err == (
+        f"batchppo: error: --resume --timestamp T: several runs in {tmp_path} have that "
+        "timestamp (T-cartpole_jax, T-cartpole_jax-s0, T-cartpole_jax-s1, T-mine); say which "
+        "with --name NAME (the part after the timestamp; a --seeds run's without -s<i>, with "
+        "--seeds N)\n"
+    )
+    for more in (["--name", "cartpole_jax"], ["--seeds", "2"], ["--name", "mine"]):
+        code, _, err = run_cli(capsys, *argv, "--timestamp", "T", *more)
+        assert_one_line_error(code, err, "cannot change a resumed run's meaning: learning_rate")
+    code, _, err = run_cli(capsys, *argv, "--timestamp", "T", "--name", "nope")
+    assert_one_line_error(code, err, "--resume --timestamp T --name nope: ", "holds no run dir")
+    code, _, err = run_cli(capsys, *argv, "--timestamp", "U", "--seeds", "2")
+    assert_one_line_error(code, err, "holds no --seeds run U-<name>-s<i>")
+
+
+def test_resume_by_timestamp_extends_a_run_whose_anneal_ends_above_0(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(trainers, "default_trainer_factory", FakeTrainer)
+    argv = ["train", "--logdir", str(tmp_path), "--timestamp", "T", "--progress", "lines"]
+    sets = ["num_agents=10", "rollout_length=10", "steps=1000", "anneal_lr=true",
+            "anneal_lr_end=0.5"]  # fmt: skip
+    code, _, err = run_cli(capsys, *argv, "--config", "cartpole_jax",
+                           *[w for s in sets for w in ("--set", s)])  # fmt: skip
+    assert code == 0, err
+    code, out, err = run_cli(capsys, *argv, "--resume", "--set", "steps=1500")
+    assert code == 0, err
+    run_dir = tmp_path / "T-cartpole_jax"
+    lines = out.splitlines()
+    assert lines[:2] == [
+        f"resuming {run_dir} from step 1,000",
+        "the learning rate anneals from 0.001 to 0.0005 over the first 1,000 steps "
+        "(anneal_lr_steps) and holds 0.0005 from there to steps=1,500",
+    ]
+    assert lines[-1] == f"done: 1,500 steps, eval score 1500.00, run dir {run_dir}"
+    stored = configs.load_config(run_dir / "config.yaml")
+    assert (stored.steps, stored.anneal_lr_steps, stored.anneal_lr_end) == (1500, 1000, 0.5)
+
+
 def test_bad_timestamp(capsys, tmp_path):
     argv = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--timestamp", "a/b"]
     code, _, err = run_cli(capsys, *argv)

@@ -181,11 +181,11 @@ def _complete_line(result: TrainResult) -> str:
     """The line that says a resumed run is complete already: its steps, its final checkpoint
     and how it trains on."""
     config = result.config
-    more = (
-        "a schedule spans its steps (as anneal_lr does): to train longer, start a new run"
-        if config.schedule_spans_steps
-        else "to train on, raise steps (--set steps=N)"
-    )
+    try:
+        config.extend(config.steps + 1)
+        more = "to train on, raise steps (--set steps=N)"
+    except ValueError as error:  # a schedule that leaves nothing to train past the budget
+        more = f"{error}: to train longer, start a new run (another --timestamp)"
     checkpoint = checkpoint_path(result.run_dir / CHECKPOINT_DIR, result.step)
     return (
         f"run already complete at step {result.step:,} (steps={config.steps:,}), nothing to "

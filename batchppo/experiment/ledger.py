@@ -290,6 +290,9 @@ class RunLedger:
         self.progress = Progress(self.progress_mode, config.steps, step)
         if resume_step is not None:
             self.message(f"resuming {self.run_dir} from step {step:,}")
+            note = config.schedule_note()  # an extended run's schedule past its first budget
+            if note is not None:
+                self.message(note)
         if self.run_dir is not None and not self.logger.episodes.enabled:
             self.message(
                 f"{self.run_dir} has no episodes.jsonl (the run predates it, or its trainer "

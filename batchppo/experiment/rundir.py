@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import glob
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -46,6 +48,48 @@ def run_timestamp(run_dir: str | Path, name: str) -> str:
     if not timestamp or timestamp == dir_name:
         raise ValueError(f"{dir_name!r} is not a run dir <timestamp>-{name}")
     return timestamp
+
+
+def find_run_name(
+    logdir: str | Path, timestamp: str, name: str | None = None, seeds: int | None = None
+) -> str:
+    """The name of the one run at ``timestamp`` in ``logdir``: what ``--resume --timestamp T``
+    resumes without ``--config``.
+
+    Args:
+        logdir: Parent directory of runs.
+        timestamp: The run dirs' prefix, ``<timestamp>-<name>``.
+        name: Only the run of this name (``--name``); None: any.
+        seeds: A ``--seeds`` run's number of seeds: its dirs ``<timestamp>-<name>-s<i>``
+            count as one run of ``name``; None: a single run.
+
+    Returns:
+        The name after the timestamp (before ``-s<i>`` with ``seeds``).
+
+    Raises:
+        RunDirError: No run, or several, at ``timestamp``: one line naming them and the fix.
+    """
+    prefix = f"{timestamp}-"
+    found = sorted(
+        path.name.removeprefix(prefix)
+        for path in Path(logdir).glob(f"{glob.escape(prefix)}*")
+        if (path / CONFIG_FILE).is_file()
+    )
+    if seeds is not None:
+        found = sorted({n.rpartition("-s")[0] for n in found if re.fullmatch(r".+-s\d+", n)})
+    if name is not None:
+        found = [n for n in found if n == name]
+    if len(found) == 1:
+        return found[0]
+    what = f"--resume --timestamp {timestamp}" + (f" --name {name}" if name else "")
+    if not found:
+        kind = f"--seeds run {prefix}<name>-s<i>" if seeds else f"run dir {prefix}<name>"
+        raise RunDirError(f"{what}: {logdir} holds no {kind}; check --logdir and --timestamp")
+    runs = ", ".join(f"{prefix}{n}" for n in found)
+    raise RunDirError(
+        f"{what}: several runs in {logdir} have that timestamp ({runs}); say which with --name "
+        "NAME (the part after the timestamp; a --seeds run's without -s<i>, with --seeds N)"
+    )
 
 
 def prepare_run_dir(

@@ -195,14 +195,21 @@ def test_resume_of_a_complete_run_builds_nothing_and_raising_steps_continues(tmp
     assert configs.load_config(run_dir / "config.yaml").steps == 1200
 
 
-def test_a_complete_run_with_a_schedule_over_its_steps_says_to_start_a_new_run(tmp_path, capsys):
+def test_a_complete_run_annealed_to_0_says_to_start_a_new_run(tmp_path, capsys):
     config = fake_config(anneal_lr=True)
     run(tmp_path, config)
     capsys.readouterr()
     run(tmp_path, config, progress="lines")
     assert capsys.readouterr().out.endswith(
-        "; a schedule spans its steps (as anneal_lr does): to train longer, start a new run\n"
+        "; anneal_lr anneals the learning rate to 0 over steps=1000 (anneal_lr_end=0), so past "
+        "them it would train at a rate of 0: to train longer, start a new run (another "
+        "--timestamp)\n"
     )
+    ending = fake_config(anneal_lr=True, anneal_lr_end=0.5)  # its anneal may be extended
+    run(tmp_path, ending, timestamp="U")
+    capsys.readouterr()
+    run(tmp_path, ending, timestamp="U", progress="lines")
+    assert capsys.readouterr().out.endswith("; to train on, raise steps (--set steps=N)\n")
 
 
 def test_a_damaged_final_checkpoint_is_no_complete_run(tmp_path):

@@ -64,8 +64,10 @@ class A2C(ActorCriticActing):
         self.num_iterations = math.ceil(config.steps / (self.T * config.num_agents))
         self.minibatch_sharding: jax.sharding.Sharding | None = None  # one batch: unused
         lr = config.learning_rate
+        # Over the updates of anneal_lr_steps (None: steps), then held at its end.
+        span = math.ceil((config.anneal_lr_steps or config.steps) / (self.T * config.num_agents))
         self.schedule = (
-            optax.linear_schedule(lr, 0.0, max(self.num_iterations, 1))
+            optax.linear_schedule(lr, lr * config.anneal_lr_end, max(span, 1))
             if config.anneal_lr
             else optax.constant_schedule(lr)
         )

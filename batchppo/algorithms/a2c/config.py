@@ -9,9 +9,17 @@ returns (``gae_lambda`` 1), no advantage normalisation.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from batchppo.algorithms.common import run_config
-from batchppo.algorithms.common.run_config import NetworkConfig, RunConfig, check
+from batchppo.algorithms.common.run_config import (
+    NetworkConfig,
+    RunConfig,
+    anneal_extension,
+    anneal_note,
+    check,
+    check_anneal,
+)
 
 NETWORKS = tuple(n for n in run_config.NETWORKS if n not in run_config.RECURRENT)
 """The networks A2C trains: the feed-forward ones (its rollouts carry no recurrent state)."""
@@ -57,7 +65,16 @@ class A2CConfig(NetworkConfig, RunConfig):
     learning_rate: float = 7e-4
     """Step size of the optimiser."""
     anneal_lr: bool = False
-    """Linearly anneal the learning rate to 0 over ``steps``."""
+    """Linearly anneal the learning rate over ``steps`` (``anneal_lr_steps`` where set) to
+    ``anneal_lr_end`` times its start."""
+    anneal_lr_end: float = 0.0
+    """With ``anneal_lr``: the fraction of ``learning_rate`` the anneal ends at. At 0 (the
+    default) the rate reaches 0 at the end of the budget, and a resume may not raise
+    ``steps``; above 0 it may, the rate holding its end value past the annealed steps."""
+    anneal_lr_steps: int | None = None
+    """With ``anneal_lr``: the training steps the anneal spans; None: ``steps``. A resume that
+    raises ``steps`` sets it to the budget the run had, so that the rate anneals as before
+    and holds ``learning_rate * anneal_lr_end`` after it."""
     optimizer_eps: float = 1e-5
     """Epsilon of the optimiser's denominator."""
     max_grad_norm: float | None = 0.5
@@ -81,12 +98,27 @@ class A2CConfig(NetworkConfig, RunConfig):
 
     @property
     def schedule_spans_steps(self) -> bool:
-        """True with ``anneal_lr``: a resumed run may not raise ``steps``."""
-        return self.anneal_lr
+        """True with ``anneal_lr`` and no ``anneal_lr_steps``: the learning rate anneals over
+        ``steps`` (``extend`` pins it before they are raised)."""
+        return self.anneal_lr and self.anneal_lr_steps is None
+
+    def extend(self, steps: int) -> dict[str, Any]:
+        """``steps``, and the anneal pinned to the current budget
+        (``run_config.anneal_extension``).
+
+        Raises:
+            ValueError: The anneal spans ``steps`` and ends at 0.
+        """
+        return anneal_extension(self, steps)
+
+    def schedule_note(self) -> str | None:
+        """The anneal and the held rate after it, where it ends before ``steps``."""
+        return anneal_note(self)
 
     def __post_init__(self) -> None:
         self.check_run()
         self.check_network(NETWORKS)
+        check_anneal(self)
         check(
             self.optimizer in OPTIMIZERS,
             f"optimizer={self.optimizer!r}: choose one of {OPTIMIZERS}",

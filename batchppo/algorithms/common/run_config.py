@@ -181,9 +181,33 @@ class RunConfig:
     @property
     def schedule_spans_steps(self) -> bool:
         """Whether a schedule is laid over ``steps`` (a learning rate annealed over the
-        budget, say), so that a resumed run may not raise ``steps``. False here; an
-        algorithm's config says when."""
+        budget, say), so that raising ``steps`` would change what the run learned up to its
+        budget unless the schedule is pinned first (``extend``). False here; an algorithm's
+        config says when."""
         return False
+
+    def extend(self, steps: int) -> dict[str, Any]:
+        """The changes that raise this run's budget to ``steps`` (a resume's ``--set
+        steps=N``) and keep what it learns up to its current budget: ``steps`` here. An
+        algorithm's config whose schedule spans ``steps`` pins it to the current budget in a
+        field of its own, or refuses where the schedule leaves nothing to train past it.
+
+        Raises:
+            ValueError: A schedule spans ``steps`` and this config cannot carry it past them
+                (one line naming the field that decides it).
+        """
+        check(
+            not self.schedule_spans_steps,
+            f"a schedule of this {type(self).__name__} spans steps={self.steps} and cannot "
+            "be carried past them",
+        )
+        return {"steps": steps}
+
+    def schedule_note(self) -> str | None:
+        """One line saying how a schedule runs over a budget it does not span (an annealed
+        learning rate held after the steps it annealed over, once ``extend`` raised the
+        budget), for a resume to print; None where every schedule spans the budget."""
+        return None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RunConfig:
         """Refuses, for every config class, the fields that became backend options
@@ -300,6 +324,62 @@ class RunConfig:
             self.max_length is None or self.max_length >= 1,
             f"max_length={self.max_length}: must be >= 1 or None",
         )
+
+
+def anneal_extension(config: Any, steps: int) -> dict[str, Any]:
+    """``extend`` of a config with a linearly annealed learning rate: the fields
+    ``learning_rate``, ``anneal_lr``, ``anneal_lr_end`` (the fraction the anneal ends at)
+    and ``anneal_lr_steps`` (the steps it spans; None: ``steps``).
+
+    Where the anneal spans ``steps``, the extension pins it to the current budget
+    (``anneal_lr_steps``), so the rate anneals as before and then holds its end value;
+    an anneal that ends at 0 is refused, as the run would train on at a rate of 0.
+
+    Raises:
+        ValueError: The anneal spans ``steps`` and ends at 0 (one line naming ``anneal_lr``).
+    """
+    if not (config.anneal_lr and config.anneal_lr_steps is None):
+        return {"steps": steps}
+    check(
+        config.anneal_lr_end > 0,
+        f"anneal_lr anneals the learning rate to 0 over steps={config.steps} "
+        "(anneal_lr_end=0), so past them it would train at a rate of 0",
+    )
+    return {"steps": steps, "anneal_lr_steps": config.steps}
+
+
+def anneal_note(config: Any) -> str | None:
+    """``schedule_note`` of a config with an annealed learning rate (``anneal_extension``):
+    where the anneal ends before the budget, the rates and the steps of both parts."""
+    span = config.anneal_lr_steps
+    if not config.anneal_lr or span is None or span >= config.steps:
+        return None
+    start, end = config.learning_rate, config.learning_rate * config.anneal_lr_end
+    return (
+        f"the learning rate anneals from {start:g} to {end:g} over the first {span:,} steps "
+        f"(anneal_lr_steps) and holds {end:g} from there to steps={config.steps:,}"
+    )
+
+
+def check_anneal(config: Any) -> None:
+    """Validates the anneal fields of a config (``anneal_extension``).
+
+    Raises:
+        ValueError: One line naming the field, its value and the fix.
+    """
+    end, span = config.anneal_lr_end, config.anneal_lr_steps
+    check(0.0 <= end <= 1.0, f"anneal_lr_end={end}: must be in [0, 1]")
+    check(span is None or span >= 1, f"anneal_lr_steps={span}: must be >= 1, or None")
+    check(
+        config.anneal_lr or (end == 0.0 and span is None),
+        f"anneal_lr_end={end}, anneal_lr_steps={span} shape an anneal, and anneal_lr=False: "
+        "set anneal_lr=True, or leave them at 0 and None",
+    )
+    check(
+        not config.anneal_lr or span is None or span >= config.steps or end > 0,
+        f"anneal_lr_steps={span} < steps={config.steps} with anneal_lr_end=0: the learning "
+        "rate would be 0 after them; set anneal_lr_end above 0, or anneal_lr_steps >= steps",
+    )
 
 
 NETWORKS = (

@@ -18,7 +18,10 @@ from batchppo.algorithms.common.run_config import (
     SHUFFLES,
     NetworkConfig,
     RunConfig,
+    anneal_extension,
+    anneal_note,
     check,
+    check_anneal,
 )
 
 OBJECTIVES = ("kl_penalty", "clip")
@@ -97,7 +100,16 @@ class PPOConfig(NetworkConfig, RunConfig):
     learning_rate: float = 1e-4
     """Adam learning rate."""
     anneal_lr: bool = False
-    """Linearly anneal the learning rate to 0 over ``steps``."""
+    """Linearly anneal the learning rate over ``steps`` (``anneal_lr_steps`` where set) to
+    ``anneal_lr_end`` times its start."""
+    anneal_lr_end: float = 0.0
+    """With ``anneal_lr``: the fraction of ``learning_rate`` the anneal ends at. At 0 (the
+    default) the rate reaches 0 at the end of the budget, and a resume may not raise
+    ``steps``; above 0 it may, the rate holding its end value past the annealed steps."""
+    anneal_lr_steps: int | None = None
+    """With ``anneal_lr``: the training steps the anneal spans; None: ``steps``. A resume that
+    raises ``steps`` sets it to the budget the run had, so that the rate anneals as before
+    and holds ``learning_rate * anneal_lr_end`` after it."""
     lr_kl_cap: float | None = None
     """Bound on the KL per update, held through the learning rate (as rsl_rl's adaptive
     schedule, with a desired KL of half the cap): after an update whose KL, the mean over its
@@ -160,13 +172,27 @@ class PPOConfig(NetworkConfig, RunConfig):
 
     @property
     def schedule_spans_steps(self) -> bool:
-        """True with ``anneal_lr``: the learning rate anneals over ``steps``, so a resumed
-        run may not raise them."""
-        return self.anneal_lr
+        """True with ``anneal_lr`` and no ``anneal_lr_steps``: the learning rate anneals over
+        ``steps`` (``extend`` pins it before they are raised)."""
+        return self.anneal_lr and self.anneal_lr_steps is None
+
+    def extend(self, steps: int) -> dict[str, Any]:
+        """``steps``, and the anneal pinned to the current budget
+        (``run_config.anneal_extension``).
+
+        Raises:
+            ValueError: The anneal spans ``steps`` and ends at 0.
+        """
+        return anneal_extension(self, steps)
+
+    def schedule_note(self) -> str | None:
+        """The anneal and the held rate after it, where it ends before ``steps``."""
+        return anneal_note(self)
 
     def __post_init__(self) -> None:
         self.check_run()
         self.check_network(NETWORKS)
+        check_anneal(self)
         check(
             self.objective in OBJECTIVES,
             f"objective={self.objective!r}: choose one of {OBJECTIVES}",

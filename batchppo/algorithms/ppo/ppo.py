@@ -133,9 +133,9 @@ def sequence_length(config: PPOConfig, recurrent: bool) -> int:
     return rollout_length(config)
 
 
-def num_iterations(config: PPOConfig) -> int:
-    """Training iterations needed to reach ``config.steps`` env steps."""
-    return math.ceil(config.steps / (rollout_length(config) * config.num_agents))
+def num_iterations(config: PPOConfig, steps: int | None = None) -> int:
+    """Training iterations needed to reach ``steps`` env steps (None: ``config.steps``)."""
+    return math.ceil((steps or config.steps) / (rollout_length(config) * config.num_agents))
 
 
 def check_layout(config: PPOConfig, recurrent: bool) -> tuple[int, int, int]:
@@ -205,10 +205,14 @@ class PPO(ActorCriticActing):
             config.unroll_update, self.spec, config.image_encoding
         )
         self.num_iterations = num_iterations(config)
-        opt_steps = self.num_iterations * config.update_epochs * config.num_minibatches
         if config.anneal_lr:
+            # Over the optimiser steps of anneal_lr_steps (None: steps), then held at its end.
+            span = num_iterations(config, config.anneal_lr_steps)
+            opt_steps = span * config.update_epochs * config.num_minibatches
             self.schedule: optax.Schedule = optax.linear_schedule(
-                config.learning_rate, 0.0, max(opt_steps, 1)
+                config.learning_rate,
+                config.learning_rate * config.anneal_lr_end,
+                max(opt_steps, 1),
             )
         else:
             self.schedule = optax.constant_schedule(config.learning_rate)
