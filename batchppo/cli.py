@@ -59,7 +59,7 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from batchppo.experiment.errors import UserError
 
@@ -194,11 +194,13 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     ev = sub.add_parser(
         "evaluate",
         help="evaluate a trained policy over many episodes",
-        description="Run episodes of a run's checkpoint with the mean action, in the run's own "
-        "eval env (as its training evals), and print the mean return, its spread and its "
-        "standard error, the episodes that terminated and the task metrics the env's infos "
-        "carry (forward velocity, distance); no videos. Over several runs: mean, median, IQM "
-        "and optimality gap with stratified-bootstrap 95% intervals (Agarwal et al. 2021).",
+        description="Run episodes of a run's checkpoint in the run's own eval env, by default "
+        "as its periodic evaluations do (its config's eval_actions and eval_episodes; "
+        "--mean-action, --sample and --episodes change them), and print the mean return with "
+        "the protocol it was measured by, its spread and its standard error, the episodes that "
+        "terminated and the task metrics the env's infos carry (forward velocity, distance); "
+        "no videos. Over several runs (scored alike): mean, median, IQM and optimality gap "
+        "with stratified-bootstrap 95% intervals (Agarwal et al. 2021).",
     )
     _run_dirs_argument(
         ev, "+",
@@ -231,12 +233,20 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="seed of the bootstrap (default 0)",
     )  # fmt: skip
     _checkpoint_argument(ev, "default newest; one run only")
-    ev.add_argument("--episodes", type=int, default=100, help="episodes per run (default 100)")
-    _seed_argument(ev)
     ev.add_argument(
+        "--episodes", type=int, help="episodes per run (default: the run's eval_episodes)"
+    )
+    _seed_argument(ev)
+    actions = ev.add_mutually_exclusive_group()
+    actions.add_argument(
+        "--mean-action", action="store_true",
+        help="act with the mean (deterministic) action (protocol final-mean), whatever the "
+        "run's eval_actions",
+    )  # fmt: skip
+    actions.add_argument(
         "--sample", action="store_true",
-        help="act with sampled actions, as training does, instead of the mean action "
-        "(protocol final-sampled)",
+        help="act with sampled actions, as training does (protocol final-sampled), whatever "
+        "the run's eval_actions; default: as the run's eval_actions says",
     )  # fmt: skip
     ev.add_argument(
         "--training-window", type=int, metavar="N",
@@ -305,7 +315,9 @@ def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="plot learning curves of runs",
         description="Learning curves (eval and train score; mean and spread over the runs "
         "of each config) from the runs' metrics.jsonl: one panel per env (or per config), "
-        "configs side by side, one shared legend.",
+        "configs side by side, one shared legend, which names each eval curve's protocol "
+        "(the runs' eval_actions and eval_episodes). Runs evaluated by different protocols, "
+        "or that share no steps, are drawn apart, each time with a warning line.",
     )
     plot.add_argument(
         "runs", nargs="+", metavar="RUN",
@@ -319,7 +331,8 @@ def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     plot.add_argument(
         "--phase", choices=("both", "eval", "train"), default="both",
-        help="curves to draw: eval (mean action), train (sampled) or both (default)",
+        help="curves to draw: eval (as the runs' eval_actions and eval_episodes say), train "
+        "(sampled actions) or both (default)",
     )  # fmt: skip
     plot.add_argument("--columns", type=int, default=3, help="panels per row (default 3)")
     plot.add_argument(
@@ -440,6 +453,7 @@ def _find_resumed_run(args: argparse.Namespace) -> None:
 def _cmd_train(args: argparse.Namespace) -> int:
     from batchppo.experiment import training
     from batchppo.experiment.errors import ConfigError
+    from batchppo.experiment.eval_protocol import score_text
     from batchppo.experiment.resume import ExtensionError
 
     _find_resumed_run(args)
@@ -479,7 +493,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         if result.run_dir:
             print(f"resume with: {_resume_command(args, result.run_dir)}")
         return 128 + (result.stop_signal or 2)
-    score = "n/a" if result.score is None else f"{result.score:.2f}"
+    score = score_text(result.score, result.protocol)
     print(f"done: {result.step:,} steps, eval score {score}, run dir {result.run_dir}")
     return 0
 
@@ -528,6 +542,8 @@ def _config_name(args: argparse.Namespace) -> str | None:
 
 def _report_seeds(args: argparse.Namespace, results: list) -> int:
     """Prints the outcome of a ``--seeds`` run (one line per seed); the exit status."""
+    from batchppo.experiment.eval_protocol import score_text
+
     first = results[0]
     if first.interrupted:
         print(f"stopped at step {first.step:,}; checkpoints saved", file=sys.stderr)
@@ -535,7 +551,7 @@ def _report_seeds(args: argparse.Namespace, results: list) -> int:
             print(f"resume with: {_resume_command(args, first.run_dir)}")
         return 128 + (first.stop_signal or 2)
     for result in results:
-        score = "n/a" if result.score is None else f"{result.score:.2f}"
+        score = score_text(result.score, result.protocol)
         print(
             f"done: seed {result.config.seed}: {result.step:,} steps, eval score {score}, "
             f"run dir {result.run_dir}"
@@ -585,29 +601,33 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         raise UserError(f"--labels: the names {' '.join(args.labels)} must differ")
     if args.bootstrap < 1:
         raise UserError(f"--bootstrap {args.bootstrap}: must be >= 1")
-    if args.training_window is not None and (args.sample or args.checkpoint is not None):
+    if args.training_window is not None and (
+        args.sample or args.mean_action or args.checkpoint is not None or args.episodes is not None
+    ):
         raise UserError(
-            "--training-window reads the runs' training episodes: it takes neither --sample "
-            "nor --checkpoint"
+            "--training-window reads the runs' training episodes: it takes none of --sample, "
+            "--mean-action, --checkpoint and --episodes"
         )
     references = stats.parse_references(args.reference)
-    loaded = [_load_group(runs) for runs in inputs]
+    loaded = [_load_group(runs, args) for runs in inputs]
     labels = args.labels or evaluate.default_labels(
-        [[preset for _, preset, _, _ in group] for group in loaded]
+        [[run.preset for run in group] for group in loaded]
     )
     evaluate.check_groups(
-        {label: [env for _, _, env, _ in g] for label, g in zip(labels, loaded, strict=True)}
+        {label: [run.env for run in g] for label, g in zip(labels, loaded, strict=True)}
+    )
+    evaluate.check_protocols(
+        {label: [run.kind for run in g] for label, g in zip(labels, loaded, strict=True)}
     )
     if args.stats_json and sum(map(len, loaded)) < 2:
         raise UserError("--stats-json: aggregate statistics need at least 2 runs")
     groups: dict[str, list[dict]] = {}
     for label, group in zip(labels, loaded, strict=True):
         results = groups.setdefault(label, [])
-        for run_dir, _, _, saved in group:
-            if saved is None:
-                saved = _score_run(run_dir, args)
+        for run in group:
+            saved = run.saved if run.saved is not None else _score_run(run.run_dir, args)
             results.append(saved)
-            _print_run(saved)
+            _print_run(saved, None if run.saved is not None else _protocol_source(args))
     runs = [r for results in groups.values() for r in results]
     for label, results in groups.items():
         if len(results) > 1:
@@ -615,7 +635,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             where = f"group {label}: " if len(groups) > 1 else ""
             print(
                 f"{where}mean over {summary['runs']} runs: {summary['mean']:.2f} ± "
-                f"{summary['std']:.2f} (std of the runs' means)"
+                f"{summary['std']:.2f} (std of the runs' means; each "
+                f"{evaluate.group_protocol(results)})"
             )
     statistics = None
     if len(runs) > 1:
@@ -643,9 +664,30 @@ def _score_run(run_dir: str, args: argparse.Namespace) -> dict:
     else:
         entry = {"run_dir": str(run_dir), **evaluate.evaluate_run(
             run_dir, checkpoint=args.checkpoint, num_episodes=args.episodes, seed=args.seed,
-            sample=args.sample,
+            sample=_sample(args),
         )}  # fmt: skip
     return {**entry, **provenance.run_provenance(run_dir)}
+
+
+def _sample(args: argparse.Namespace) -> bool | None:
+    """``evaluate_run``'s ``sample``: True for ``--sample``, False for ``--mean-action``,
+    None (the run's ``eval_actions``) for neither."""
+    return True if args.sample else False if args.mean_action else None
+
+
+def _protocol_source(args: argparse.Namespace) -> str | None:
+    """What of a run dir's protocol came from the run itself rather than the command line,
+    as a run's line says it; None where the command line gave it all."""
+    if args.training_window is not None:
+        return None
+    own = [
+        name for name, given in (("eval_episodes", args.episodes is not None),
+                                 ("eval_actions", args.mean_action or args.sample))
+        if not given
+    ]  # fmt: skip
+    if len(own) == 2:
+        return "the run's own protocol"
+    return f"the run's {own[0]}" if own else None
 
 
 def _max_eval_means(groups: dict[str, list[dict]], args: argparse.Namespace) -> dict:
@@ -669,38 +711,62 @@ def _max_eval_means(groups: dict[str, list[dict]], args: argparse.Namespace) -> 
     return out
 
 
-def _load_group(runs: list[str]) -> list[tuple[str, str, str, dict | None]]:
-    """``(run dir, preset, env, saved results or None)`` per run of a group, read before
-    anything is evaluated; an ``evaluate --json`` file stands for its runs, with their saved
-    results.
+class _GroupRun(NamedTuple):
+    """A run of an ``evaluate`` group, read before anything is evaluated."""
+
+    run_dir: str
+    preset: str
+    env: str
+    saved: dict | None
+    """Its entry of an ``evaluate --json`` file; None: a run dir, to be scored."""
+    kind: str
+    """How it is (to be) scored: ``evaluate.protocol_kind``."""
+
+
+def _load_group(runs: list[str], args: argparse.Namespace) -> list[_GroupRun]:
+    """The runs of a group; an ``evaluate --json`` file stands for its runs, with their saved
+    results; a run dir is to be scored as ``args`` say (``run_protocol``, checked here).
     """
     from batchppo.experiment import evaluate, plot, training
 
-    group: list[tuple[str, str, str, dict | None]] = []
+    group: list[_GroupRun] = []
     for run in runs:
         if evaluate.is_results_file(run):
             for e in evaluate.load_results(run):
                 preset = e.get("preset") or plot.run_group(e["run_dir"])
-                group.append((e["run_dir"], preset, e["env"], e))
+                kind = evaluate.protocol_kind(e.get("protocol"))
+                group.append(_GroupRun(e["run_dir"], preset, e["env"], e, kind))
+            continue
+        config, _ = training.open_run_dir(run)
+        if args.training_window is not None:
+            kind = "training-window"
         else:
-            config, _ = training.open_run_dir(run)
-            group.append((run, plot.run_group(run), config.env, None))
+            protocol = evaluate.run_protocol(config, args.episodes, _sample(args), run)
+            kind = "final-sampled" if protocol.actions == "sampled" else "final-mean"
+        group.append(_GroupRun(run, plot.run_group(run), config.env, None, kind))
     return group
 
 
-def _print_run(stats: dict) -> None:
+def _print_run(stats: dict, source: str | None = None) -> None:
+    """One run's results line (and the line of its falls and task metrics).
+
+    Args:
+        stats: Its results entry.
+        source: What of its protocol the run set (``_protocol_source``), for a run scored now.
+    """
     from batchppo.experiment import evaluate
 
     if stats.get("protocol", "").startswith("training-window"):
         _print_window(stats)
         return
     cut = f", {stats['cut']} cut by eval_max_steps" if stats.get("cut") else ""
-    sampled = ", sampled actions" if stats.get("protocol") == "final-sampled" else ""
+    how = "sampled actions" if stats.get("protocol") == "final-sampled" else "the mean action"
+    how += f" ({source})" if source else ""
     print(
         f"{stats['run_dir']}: {stats['env']} checkpoint {stats['checkpoint']:,}: mean return "
         f"{stats['mean_return']:.2f} ± {stats['stderr_return']:.2f} (standard error; "
-        f"episodes' std {stats['std_return']:.2f}) over {stats['episodes']} episodes, mean "
-        f"length {stats['mean_length']:.1f}{cut}{sampled}",
+        f"episodes' std {stats['std_return']:.2f}) over {stats['episodes']} episodes with "
+        f"{how}, mean length {stats['mean_length']:.1f}{cut}",
         flush=True,
     )
     if "terminated" in stats:
@@ -734,7 +800,10 @@ def _cmd_visualize(args: argparse.Namespace) -> int:
     )  # fmt: skip
     for video, ret, length in zip(stats["videos"], stats["returns"], stats["lengths"], strict=True):
         print(f"{video}: return {ret:.2f}, length {length}")
-    print(f"mean return {stats['mean_return']:.2f} over {len(stats['returns'])} episodes")
+    print(
+        f"mean return {stats['mean_return']:.2f} over {len(stats['returns'])} episodes with the "
+        "mean action"
+    )
     return 0
 
 

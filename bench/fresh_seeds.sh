@@ -97,7 +97,8 @@ publish() {
   local out=docs/results/$1-1M-seeds${seeds[0]}-${seeds[-1]} dirs=()
   for seed in $SEEDS; do dirs+=(docs/runs/s$seed-$p); done
   stage $p all
-  batchppo evaluate "${dirs[@]}" --episodes 100 --reference targets-1m \
+  # The published protocol, 100 mean-action episodes, whatever the runs' eval_actions (sampled)
+  batchppo evaluate "${dirs[@]}" --episodes 100 --mean-action --reference targets-1m \
     --json $out.json --csv $out-runs.csv --stats-json $out-stats.json
   python bench/results.py --seeds-csv $out.json $out.csv
   batchppo evaluate "${dirs[@]}" --training-window 100 --max-eval-mean 1001472 \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 import os
 import shlex
 import signal
@@ -33,6 +34,10 @@ def assert_one_line_error(code: int, err: str, *parts: str) -> None:
     assert err.count("\n") == 1 and "Traceback" not in err
     for part in parts:
         assert part in err, (part, err)
+
+
+MEAN_16 = "16 episodes, mean action"
+"""The protocol of the evaluations of the presets the tests train (``eval_episodes`` 16)."""
 
 
 def make_run(tmp_path: Path, name: str = "T-cartpole_jax") -> Path:
@@ -265,6 +270,102 @@ def test_evaluate_bad_input(capsys, tmp_path):
     assert_one_line_error(code, err, "--checkpoint picks one run's checkpoint")
 
 
+class ScoringTrainer(FakeTrainer):
+    """A ``FakeTrainer`` that ``evaluate_run`` can score: every episode returns the state's
+    step, plus 0.5 with sampled actions, and lasts 7 steps."""
+
+    def evaluate(self, ts, num_episodes, key, task_metrics=False, sample=False) -> dict:
+        self.sampled.append(sample)
+        score = float(ts.step) + 0.5 * sample
+        returns = [score] * num_episodes
+        return {
+            "score": score, "length": 7.0, "returns": returns, "lengths": [7] * num_episodes,
+            "terminated": [False] * num_episodes, "infos": [{}] * num_episodes, "cut": 0,
+        }  # fmt: skip
+
+
+def test_evaluate_scores_by_the_runs_own_protocol_unless_told_and_says_which(
+    capsys, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(trainers, "default_trainer_factory", ScoringTrainer)
+    train = ["train", "--config", "cartpole_jax", "--logdir", str(tmp_path), "--progress",
+             "none", "--set", "num_agents=10", "--set", "rollout_length=10",
+             "--set", "steps=500"]  # fmt: skip
+    sampled_run, mean_run = tmp_path / "S-cartpole_jax", tmp_path / "M-cartpole_jax"
+    code, out, _ = run_cli(capsys, *train, "--timestamp", "S", "--set", "eval_actions=sampled",
+                           "--set", "eval_episodes=4")  # fmt: skip
+    assert code == 0
+    assert out == (
+        f"done: 500 steps, eval score 500.50 (4 episodes, sampled actions), run dir {sampled_run}\n"
+    )
+    assert run_cli(capsys, *train, "--timestamp", "M")[:2] == (
+        0, f"done: 500 steps, eval score 500.00 ({MEAN_16}), run dir {mean_run}\n"
+    )  # fmt: skip
+
+    def line(run_dir: Path, score: str, how: str) -> str:
+        return (
+            f"{run_dir}: CartPole-v1 checkpoint 500: mean return {score} ± 0.00 (standard "
+            f"error; episodes' std 0.00) over {how}, mean length 7.0"
+        )
+
+    results = tmp_path / "r.json"
+    code, out, _ = run_cli(capsys, "evaluate", str(sampled_run), "--json", str(results))
+    assert code == 0
+    assert out.splitlines() == [
+        line(sampled_run, "500.50", "4 episodes with sampled actions (the run's own protocol)"),
+        "  terminated 0 of 4 episodes",
+        f"wrote {results}",
+    ]
+    (entry,) = json.loads(results.read_text())["runs"]
+    assert [entry[k] for k in ("protocol", "actions", "episodes")] == [
+        "final-sampled",
+        "sampled",
+        4,
+    ]
+    # --mean-action, --sample and --episodes override the run's protocol, each on its own.
+    for flags, how in [
+        (["--mean-action"], "4 episodes with the mean action (the run's eval_episodes)"),
+        (["--episodes", "3"], "3 episodes with sampled actions (the run's eval_actions)"),
+        (["--mean-action", "--episodes", "2"], "2 episodes with the mean action"),
+    ]:
+        code, out, _ = run_cli(capsys, "evaluate", str(sampled_run), *flags)
+        score = "500.00" if "--mean-action" in flags else "500.50"
+        assert (code, out.splitlines()[0]) == (0, line(sampled_run, score, how))
+    code, out, _ = run_cli(capsys, "evaluate", str(mean_run), "--sample", "--episodes", "2")
+    assert out.splitlines()[0] == line(mean_run, "500.50", "2 episodes with sampled actions")
+    with pytest.raises(SystemExit) as info:
+        cli.main(["evaluate", str(sampled_run), "--sample", "--mean-action"])
+    assert info.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+
+    # Runs whose own protocols differ are not aggregated, nor compared, until told how.
+    for argv in ([str(sampled_run), str(mean_run)], [str(sampled_run), "--compare", str(mean_run)],
+                 [str(results), str(mean_run)]):  # fmt: skip
+        code, _, err = run_cli(capsys, "evaluate", *argv)
+        assert_one_line_error(
+            code, err, "the runs would be scored by different protocols (final-sampled: 1 run; "
+            "final-mean: 1 run), whose scores do not compare: pass --mean-action or --sample",
+        )  # fmt: skip
+    code, out, _ = run_cli(capsys, "evaluate", str(sampled_run), str(mean_run), "--mean-action",
+                           "--bootstrap", "10")  # fmt: skip
+    assert code == 0
+    assert out.splitlines()[4:6] == [
+        "mean over 2 runs: 500.00 ± 0.00 (std of the runs' means; each 4 or 16 episodes, mean "
+        "action)",
+        "group cartpole_jax: 2 runs, each 4 or 16 episodes, mean action (95% stratified-"
+        "bootstrap intervals)",
+    ]
+
+    # A run that does not evaluate has no number of episodes of its own.
+    assert run_cli(capsys, *train, "--timestamp", "N", "--set", "eval_episodes=0")[:2] == (
+        0, f"done: 500 steps, eval score n/a, run dir {tmp_path / 'N-cartpole_jax'}\n"
+    )  # fmt: skip
+    code, _, err = run_cli(capsys, "evaluate", str(tmp_path / "N-cartpole_jax"))
+    assert_one_line_error(
+        code, err, "N-cartpole_jax: its config evaluates no episodes (eval_episodes=0), so it has "
+        "no number of episodes of its own: pass --episodes N",
+    )  # fmt: skip
+
+
 @pytest.mark.timeout(60)
 def test_visualize_corrupt_or_absent_checkpoint(capsys, tmp_path):
     run_dir = make_run(tmp_path)
@@ -302,7 +403,10 @@ def test_train_success_and_ctrl_c_exit_codes(capsys, tmp_path, monkeypatch):
             "--set", "steps=500", "--set", "eval_every=200"]  # fmt: skip
     code, out, _ = run_cli(capsys, *argv)
     assert code == 0
-    assert out == f"done: 500 steps, eval score 500.00, run dir {tmp_path / 'T-cartpole_jax'}\n"
+    assert out == (
+        "done: 500 steps, eval score 500.00 (16 episodes, mean action), run dir "
+        f"{tmp_path / 'T-cartpole_jax'}\n"
+    )
 
     monkeypatch.setattr(
         trainers, "default_trainer_factory", lambda c: FakeTrainer(c, signal_at=7, signal_num=2)
@@ -332,11 +436,11 @@ def test_train_of_a_complete_run_says_so_in_one_line_and_builds_nothing(
     assert out == (
         f"run already complete at step 500 (steps=500), nothing to train; final checkpoint "
         f"{final}; to train on, raise steps (--set steps=N)\n"
-        f"done: 500 steps, eval score 500.00, run dir {run_dir}\n"
+        f"done: 500 steps, eval score 500.00 (16 episodes, mean action), run dir {run_dir}\n"
     )
     code, out, _ = run_cli(capsys, *argv[:-2], "--set", "steps=600", "--progress", "none")
     assert (code, len(FakeTrainer.instances)) == (0, built + 1)  # more steps: it trains on
-    assert out == f"done: 600 steps, eval score 600.00, run dir {run_dir}\n"
+    assert out == f"done: 600 steps, eval score 600.00 ({MEAN_16}), run dir {run_dir}\n"
 
 
 def test_a_full_disk_stops_train_with_one_line_and_status_2(capsys, tmp_path, monkeypatch):
@@ -399,7 +503,8 @@ def test_ctrl_c_prints_the_resume_command_of_a_timestamp_with_dashes(
     assert code == 0, err
     names = [f"cartpole_jax-s{i}" for i in range(2)] if seeds else ["cartpole_jax"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"{timestamp}-{n}" for n in names]
-    assert all(f"1,000 steps, eval score 1000.00, run dir {tmp_path}/{timestamp}-" in line
+    score = "eval score 1000.00 (16 episodes, mean action)"
+    assert all(f"1,000 steps, {score}, run dir {tmp_path}/{timestamp}-" in line
                for line in out.strip().splitlines()), out  # fmt: skip
 
 
@@ -642,7 +747,7 @@ def test_preset_with_env_names_the_run_after_both_and_resumes(capsys, tmp_path, 
     code, out, err = train_own(capsys, tmp_path, *argv, "--set", "steps=1000")
     assert code == 0, err
     run_dir = tmp_path / "T-pendulum_fast-make_reach"
-    assert out == f"done: 2,048 steps, eval score 2048.00, run dir {run_dir}\n"
+    assert out == f"done: 2,048 steps, eval score 2048.00 ({MEAN_16}), run dir {run_dir}\n"
     code, again, err = train_own(capsys, tmp_path, *argv, "--resume")  # complete already
     assert (code, again, err) == (0, out, "")
 

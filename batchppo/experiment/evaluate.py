@@ -1,13 +1,15 @@
 """Evaluation of a saved run: many episodes of its policy, without videos.
 
-The training evals of a run use ``eval_episodes`` episodes (16 for the MuJoCo presets), enough to
-follow a curve but not to tell two final policies apart on a task whose returns vary a lot from
-episode to episode (Reacher's targets are random). ``evaluate_run`` restores a checkpoint and runs
-the run's own evaluator (the same eval env, backend and mean action as the training evals) for as
-many episodes as asked, from a key of its own, and reports their mean, spread and standard error,
-with the task metrics the eval env's infos carry (``batchppo.envs.episode_metrics.TASK_METRICS``:
-forward velocity and distance on MuJoCo's locomotion tasks) and the fraction of episodes that ended
-in a terminal state (a fall, on the tasks that end episodes on unhealthy states).
+The training evals of a run use ``eval_episodes`` episodes (10 for the ``*_fast`` MuJoCo presets),
+enough to follow a curve but not to tell two final policies apart on a task whose returns vary a
+lot from episode to episode (Reacher's targets are random). ``evaluate_run`` restores a checkpoint
+and runs the run's own evaluator (the same eval env and backend as the training evals) from a key
+of its own, and reports the episodes' mean, spread and standard error, with the task metrics the
+eval env's infos carry (``batchppo.envs.episode_metrics.TASK_METRICS``: forward velocity and
+distance on MuJoCo's locomotion tasks) and the fraction of episodes that ended in a terminal state
+(a fall, on the tasks that end episodes on unhealthy states). By default it scores by the run's own
+evaluation protocol (``eval_actions``, ``eval_episodes``: ``run_protocol``); the number of
+episodes and the action mode can each be given instead.
 
 ``group_statistics`` aggregates the runs of one or two groups with ``stats`` (IQM and the rest with
 stratified-bootstrap intervals, the probability of improvement); ``write_csv`` writes one row per
@@ -25,57 +27,94 @@ from typing import Any
 
 import numpy as np
 
+from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.core.keys import host_key
 from batchppo.envs.episode_metrics import TASK_METRICS, episode_task_metrics
 from batchppo.experiment import provenance, stats
 from batchppo.experiment.errors import UserError
+from batchppo.experiment.eval_protocol import ACTION_WORDS, EvalProtocol
 from batchppo.experiment.loading import load_run
 from batchppo.experiment.plot import run_group
+from batchppo.experiment.rundir import open_run_dir
 from batchppo.experiment.trainers import EVALUATE_RUN_KEY, TrainerFactory
+
+
+def run_protocol(
+    config: RunConfig,
+    num_episodes: int | None = None,
+    sample: bool | None = None,
+    run_dir: str | Path = "the run",
+) -> EvalProtocol:
+    """The protocol ``evaluate_run`` scores a run of ``config`` by.
+
+    Args:
+        config: The run's config.
+        num_episodes: Episodes; None: the run's ``eval_episodes``.
+        sample: True: sampled actions; False: the mean action; None: the run's
+            ``eval_actions``.
+        run_dir: The run, as the error names it.
+
+    Returns:
+        The action mode and number of episodes.
+
+    Raises:
+        UserError: ``num_episodes`` < 1, or None for a run that does not evaluate
+            (``eval_episodes`` 0).
+    """
+    if num_episodes is not None and num_episodes < 1:
+        raise UserError(f"--episodes {num_episodes}: must be >= 1")
+    if num_episodes is None and config.eval_episodes < 1:
+        raise UserError(
+            f"{run_dir}: its config evaluates no episodes (eval_episodes={config.eval_episodes}),"
+            " so it has no number of episodes of its own: pass --episodes N"
+        )
+    actions = config.eval_actions if sample is None else ("sampled" if sample else "mean")
+    return EvalProtocol(actions, config.eval_episodes if num_episodes is None else num_episodes)
 
 
 def evaluate_run(
     run_dir: str | Path,
     checkpoint: int | None = None,
-    num_episodes: int = 100,
+    num_episodes: int | None = None,
     seed: int = 0,
     trainer_factory: TrainerFactory | None = None,
-    sample: bool = False,
+    sample: bool | None = None,
 ) -> dict[str, Any]:
-    """Evaluates a run's checkpoint over ``num_episodes`` episodes.
+    """Evaluates a run's checkpoint, by default as the run's periodic evaluations do.
 
     Args:
         run_dir: A run directory written by ``batchppo train``.
         checkpoint: Env step of the checkpoint; None: the newest.
-        num_episodes: Episodes to run (>= 1).
+        num_episodes: Episodes to run (>= 1); None: the run's ``eval_episodes``.
         seed: Seed of the episode starts (the key is derived from the run's seed and this).
         trainer_factory: Builds the trainer (default: the trainer of the run's algorithm).
-        sample: Act with sampled actions, as training does; default the mean (deterministic)
-            action.
+        sample: True: act with sampled actions, as training does; False: with the mean
+            (deterministic) action; None: as the run's ``eval_actions`` says.
 
     Returns:
         ``env``, ``checkpoint``, ``episodes``, ``mean_return``, ``std_return`` (of the
         episodes), ``stderr_return`` (of the mean), ``mean_length``, ``cut`` (episodes cut by
         ``eval_max_steps``, counted with their return so far), ``returns`` and ``lengths``;
         ``preset`` (the config name of the run dir), ``seed``, ``protocol`` (``"final-mean"``
-        or ``"final-sampled"``: see ``batchppo.experiment.protocols``), ``platform``
-        (``platform_info()``),
+        or ``"final-sampled"``: see ``batchppo.experiment.protocols``), ``actions``
+        (``"mean"`` or ``"sampled"``), ``platform`` (``platform_info()``),
         ``terminated_fraction`` and ``terminated`` (per episode), ``metrics`` (the means over
         the episodes of the task metrics that every episode has), ``episode_metrics`` (their
         per-episode values) and ``info_means`` (the mean over the episodes of each numeric
         info key's per-episode mean).
 
     Raises:
-        UserError: ``num_episodes`` < 1, or a missing or corrupt run dir or checkpoint.
+        UserError: ``num_episodes`` < 1 (or None for a run that does not evaluate), or a
+            missing or corrupt run dir or checkpoint.
     """
-    if num_episodes < 1:
-        raise UserError(f"--episodes {num_episodes}: must be >= 1")
     if seed < 0:
         raise UserError(f"--seed {seed}: must be >= 0")
+    protocol = run_protocol(open_run_dir(run_dir)[0], num_episodes, sample, run_dir)
+    sample = protocol.actions == "sampled"
     config, trainer, state, step = load_run(run_dir, checkpoint, trainer_factory)
     try:
         key = host_key(config.seed, EVALUATE_RUN_KEY, seed)
-        result = trainer.evaluate(state, num_episodes, key, task_metrics=True, sample=sample)
+        result = trainer.evaluate(state, protocol.episodes, key, task_metrics=True, sample=sample)
     finally:
         trainer.close()
     # At least one episode per eval env: one that the step bound cut still counts.
@@ -96,6 +135,7 @@ def evaluate_run(
         "preset": run_group(run_dir),
         "seed": config.seed,
         "protocol": "final-sampled" if sample else "final-mean",
+        "actions": protocol.actions,
         "platform": platform_info(),
         **episode_summary(result["terminated"], result["infos"]),
     }
@@ -155,6 +195,61 @@ def episode_summary(
     }
 
 
+def group_protocol(results: Sequence[Mapping[str, Any]]) -> str:
+    """How runs were scored, in words: ``"100 episodes, mean action"`` (the final policy's
+    episodes), ``"last 100 training episodes, sampled actions"``; ``"10 or 100 episodes, mean
+    action"`` where the runs' numbers of episodes differ. Entries written before ``protocol``
+    was recorded are the mean action's."""
+    by_kind: dict[str, list[Mapping[str, Any]]] = {}
+    for r in results:
+        by_kind.setdefault(protocol_kind(r.get("protocol")), []).append(r)
+    parts = []
+    for kind, entries in by_kind.items():
+        counts = sorted({int(e["episodes"]) for e in entries})
+        number = " or ".join(map(str, counts))
+        if kind == "training-window":
+            unit = entries[0].get("unit", "episodes")
+            parts.append(f"last {number} training {unit}, sampled actions")
+        else:
+            unit = "episode" if counts == [1] else "episodes"
+            parts.append(f"{number} {unit}, {ACTION_WORDS[KIND_ACTIONS[kind]]}")
+    return " or ".join(parts)
+
+
+KIND_ACTIONS = {"final-mean": "mean", "final-sampled": "sampled", "training-window": "sampled"}
+"""How the episodes of each ``protocol_kind`` acted."""
+
+
+def protocol_kind(name: str | None) -> str:
+    """``final-mean``, ``final-sampled`` or ``training-window`` (exact or approximated) for
+    a results entry's ``protocol`` (None: written before it was recorded, the mean action's)."""
+    name = name or "final-mean"
+    return "training-window" if name.startswith("training-window") else name
+
+
+def check_protocols(kinds: Mapping[str, Sequence[str]]) -> None:
+    """Checks that the runs to be summarised and compared are scored alike, before anything
+    is evaluated: a policy's mean action and its sampled actions score far apart.
+
+    Args:
+        kinds: Each group's runs' ``protocol_kind``, by group name.
+
+    Raises:
+        UserError: Runs of more than one kind.
+    """
+    counts: dict[str, int] = {}
+    for group in kinds.values():
+        for kind in group:
+            counts[kind] = counts.get(kind, 0) + 1
+    if len(counts) > 1:
+        found = "; ".join(f"{k}: {n} run{'s' * (n > 1)}" for k, n in counts.items())
+        raise UserError(
+            f"the runs would be scored by different protocols ({found}), whose scores do not "
+            "compare: pass --mean-action or --sample to score every run dir alike (results "
+            "files keep the protocol they were scored by)"
+        )
+
+
 def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
     """The mean and (population) std over runs of their ``mean_return``, as papers report seeds.
 
@@ -181,8 +276,8 @@ def write_stats(stats: Any, path: str | Path) -> Path:
 RESULT_KEYS = ("run_dir", "env", "checkpoint", "episodes", "mean_return", "std_return")
 """What every run's entry of an ``evaluate --json`` file holds."""
 CSV_COLUMNS = (
-    "group", "run_dir", "preset", "env", "seed", "protocol", "step", "episodes", "mean_return",
-    "std_return", "stderr_return", "mean_length", "terminated_fraction",
+    "group", "run_dir", "preset", "env", "seed", "protocol", "actions", "step", "episodes",
+    "mean_return", "std_return", "stderr_return", "mean_length", "terminated_fraction",
     *(m.name for m in TASK_METRICS), "cut",
 )  # fmt: skip
 """The columns of ``write_csv``, one row per run."""
@@ -323,10 +418,10 @@ def group_statistics(
         seed: Seed of the bootstrap.
 
     Returns:
-        ``{"groups": {name: {"runs", "envs": {env: aggregates or None}, "normalized": aggregates or
-        None, "note": why not across envs, or None}}, "improvement": {"x", "y", "value", "low",
-        "high"} or None}``, aggregates as ``stats.aggregate_intervals`` returns them; None where
-        some env has fewer than 2 runs.
+        ``{"groups": {name: {"runs", "protocol" (``group_protocol``), "envs": {env: aggregates
+        or None}, "normalized": aggregates or None, "note": why not across envs, or None}},
+        "improvement": {"x", "y", "value", "low", "high"} or None}``, aggregates as
+        ``stats.aggregate_intervals`` returns them; None where some env has fewer than 2 runs.
 
     Raises:
         UserError: See ``check_groups``.
@@ -352,8 +447,8 @@ def group_statistics(
                 resamples=resamples, seed=seed,
             )  # fmt: skip
         out["groups"][name] = {
-            "runs": len(results), "envs": per_env, "normalized": normalized,
-            "note": missing_references(name, list(scores), references),
+            "runs": len(results), "protocol": group_protocol(results), "envs": per_env,
+            "normalized": normalized, "note": missing_references(name, list(scores), references),
         }  # fmt: skip
     if len(groups) == 2 and all(enough.values()):
         (x, rx), (y, ry) = groups.items()
@@ -378,7 +473,10 @@ def format_statistics(result: Mapping[str, Any]) -> list[str]:
     """The lines ``batchppo evaluate`` prints for ``group_statistics``' result."""
     lines = []
     for name, group in result["groups"].items():
-        lines.append(f"group {name}: {group['runs']} runs (95% stratified-bootstrap intervals)")
+        lines.append(
+            f"group {name}: {group['runs']} runs, each {group['protocol']} "
+            "(95% stratified-bootstrap intervals)"
+        )
         for env, aggregates in group["envs"].items():
             if aggregates is None:
                 lines.append(f"  {env}: one run; an interval needs at least 2")
@@ -409,7 +507,8 @@ def format_run(result: Mapping[str, Any]) -> str:
 
 
 def write_csv(groups: Mapping[str, Sequence[Mapping[str, Any]]], path: str | Path) -> Path:
-    """Writes one row per run (``CSV_COLUMNS``; empty where a run has no such value).
+    """Writes one row per run (``CSV_COLUMNS``; empty where a run has no such value; ``actions``
+    follows from ``protocol`` where an entry does not name it).
 
     Args:
         groups: ``evaluate_run`` results (with ``run_dir``) by group name.
@@ -428,5 +527,7 @@ def write_csv(groups: Mapping[str, Sequence[Mapping[str, Any]]], path: str | Pat
                     "preset": r.get("preset", run_group(r["run_dir"])),
                     **{m.name: metrics.get(m.name) for m in TASK_METRICS},
                 }  # fmt: skip
+                if r.get("protocol") and not r.get("actions"):
+                    row["actions"] = KIND_ACTIONS.get(protocol_kind(r["protocol"]))
                 writer.writerow(["" if row.get(c) is None else row[c] for c in CSV_COLUMNS])
     return path

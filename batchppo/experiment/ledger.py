@@ -24,6 +24,7 @@ from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment.callbacks import RunCallbacks, RunInfo
 from batchppo.experiment.env_failures import EnvFailure, state_deleted
 from batchppo.experiment.errors import StorageError
+from batchppo.experiment.eval_protocol import EvalProtocol
 from batchppo.experiment.logging import RunLogger, read_metrics
 from batchppo.experiment.progress import Progress
 from batchppo.experiment.provenance import record_code
@@ -70,7 +71,8 @@ class TrainResult:
         train_state: The final TrainState (params, optimiser, normalisers, RNG, counters). Of a
             run that was complete already, restored from its final checkpoint when first read
             (``load_run``, which builds a trainer); until then nothing is built or compiled.
-        score: Mean return of the last evaluation (mean action); None when evaluation is off.
+        score: Mean return of the last evaluation, measured as ``protocol`` says; None when
+            evaluation is off.
         step: Training env steps done.
         run_dir: The run directory, or None without a logdir.
         config: The config the run used (the stored one when resuming).
@@ -90,6 +92,13 @@ class TrainResult:
     stop_signal: int | None = None
     records: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     stopped_by: str | None = None
+
+    @property
+    def protocol(self) -> EvalProtocol | None:
+        """How ``score`` was measured: the run's ``eval_actions`` and ``eval_episodes``
+        ([`EvalProtocol`][batchppo.experiment.eval_protocol.EvalProtocol]; ``str()`` words it,
+        ``"10 episodes, sampled actions"``); None when evaluation is off."""
+        return EvalProtocol.of_config(self.config) if evaluates(self.config) else None
 
 
 class SupportsEvaluate(Protocol):

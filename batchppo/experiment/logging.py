@@ -6,6 +6,11 @@ scalar per metric in the TensorBoard writer of its phase (``<run>/train``, ``<ru
 and eval curves share a chart and an x-axis (env steps). A tracker (``track=wandb``:
 ``batchppo.experiment.tracking``) gets the same scalars.
 
+An eval report's score is measured as its ``actions`` and ``episodes`` say
+(``batchppo.experiment.eval_protocol``): they stay in ``metrics.jsonl`` beside it, and the eval
+writer gets them as the text ``protocol`` (``"10 episodes, sampled actions"``; TensorBoard's Text
+tab) with the first eval report of each process and whenever they change.
+
 Every training episode goes to ``<run>/episodes.jsonl`` (``batchppo.experiment.episode_log``),
 flushed before each train report.
 
@@ -28,10 +33,13 @@ from typing import Any, Protocol
 
 from batchppo.algorithms.common.episodes import EndedEpisodes
 from batchppo.experiment.episode_log import EpisodeFile
+from batchppo.experiment.eval_protocol import EvalProtocol
 from batchppo.experiment.fileio import atomic_write_bytes, read_jsonl, truncate_jsonl
 
 METRICS_FILE = "metrics.jsonl"
 PHASES = ("train", "eval")
+PROTOCOL_TAG = "protocol"
+"""The text tag of the eval writer that names how its scores were measured."""
 
 
 def _plain(value: Any) -> Any:
@@ -120,8 +128,27 @@ def read_scalars(phase_dir: str | Path) -> dict[str, list[tuple[int, float]]]:
         for body in iter_event_records(path):
             event = Event.FromString(body)
             for value in event.summary.value:
-                scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+                if value.HasField("simple_value"):
+                    scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
     return scalars
+
+
+def read_texts(phase_dir: str | Path) -> dict[str, list[tuple[int, str]]]:
+    """All text summaries of the event files in ``phase_dir`` by tag (without the
+    ``/text_summary`` suffix TensorBoard's text plugin adds), as ``(step, text)``, in order."""
+    _load_tensorboardx()
+    from tensorboardX.proto.event_pb2 import Event
+
+    texts: dict[str, list[tuple[int, str]]] = {}
+    for path in sorted(Path(phase_dir).glob("events.out.tfevents.*")):
+        for body in iter_event_records(path):
+            event = Event.FromString(body)
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "text":
+                    tag = value.tag.removesuffix("/text_summary")
+                    text = value.tensor.string_val[0].decode()
+                    texts.setdefault(tag, []).append((event.step, text))
+    return texts
 
 
 def truncate_events(phase_dir: str | Path, max_step: int) -> None:
@@ -171,6 +198,12 @@ class _EventFile:
         summary = self._summary(value=values)
         self._writer.write_event(self._event(wall_time=time.time(), step=step, summary=summary))
 
+    def write_text(self, step: int, tag: str, text: str) -> None:
+        from tensorboardX.summary import text as text_summary
+
+        summary = text_summary(tag, text)
+        self._writer.write_event(self._event(wall_time=time.time(), step=step, summary=summary))
+
     def flush(self) -> None:
         self._writer.flush()
 
@@ -208,6 +241,7 @@ class RunLogger:
         self._writers: dict[str, _EventFile] = {}
         self._file = None
         self.tracker = tracker
+        self._protocol: str | None = None  # the last eval protocol the eval writer got
         self.episodes = EpisodeFile(self.run_dir, resume_step)
         if self.run_dir is None:
             return
@@ -239,9 +273,18 @@ class RunLogger:
                 and not isinstance(v, bool)
             }
             writer.write(int(step), scalars)
+            if phase == "eval":
+                self._write_protocol(writer, record)
             if self.tracker is not None:
                 self.tracker.write(phase, int(step), scalars)
         return record
+
+    def _write_protocol(self, writer: _EventFile, record: Mapping[str, Any]) -> None:
+        """Names the eval report's protocol in the eval writer, the first time and on a change."""
+        protocol = str(EvalProtocol.of_record(record))
+        if protocol != self._protocol:
+            writer.write_text(int(record["step"]), PROTOCOL_TAG, protocol)
+            self._protocol = protocol
 
     def log_episodes(self, ended: list[EndedEpisodes]) -> None:
         """Appends iterations' ended episodes to ``episodes.jsonl`` (``EpisodeFile.write``)."""

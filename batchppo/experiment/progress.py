@@ -9,6 +9,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from batchppo.experiment.eval_protocol import EvalProtocol
+
 
 def _fmt(value: Any, spec: str = ".1f") -> str:
     return (
@@ -59,12 +61,18 @@ class Progress:
         if self._bar is not None:
             self._bar.set_postfix_str(f"score {_fmt(self._score)}", refresh=False)
             if record["phase"] == "eval":
-                self.message(f"eval at step {record['step']:,}: score {_fmt(score)}")
+                self.message(
+                    f"eval at step {record['step']:,}: score {_fmt(score)} "
+                    f"({EvalProtocol.of_record(record)})"
+                )
         elif self.mode == "lines":
             step = record["step"]
             if record["phase"] == "eval":
                 length = _fmt(record.get("length"), ".0f")
-                line = f"eval  step {step:>11,} | score {_fmt(score):>9} | length {length}"
+                line = (
+                    f"eval  step {step:>11,} | score {_fmt(score):>9} | length {length} | "
+                    f"{EvalProtocol.of_record(record)}"
+                )
             else:
                 elapsed = time.monotonic() - self._start
                 rate = (step - self._start_step) / elapsed if elapsed > 0 else 0.0

@@ -4,7 +4,8 @@ public names of the modules a run is made of.
 As in the original, training alternates two phases on one x-axis (training env steps):
 the *train* phase runs ``trainer.iteration`` (collect a rollout, update) and reports every
 ``log_every`` steps; every ``eval_every`` steps an *eval* phase runs ``eval_episodes``
-episodes with the mean action. A checkpoint follows the reports of its step, every
+episodes, acting as ``eval_actions`` says (the mean action by default): the protocol that every
+eval score printed, logged or returned names. A checkpoint follows the reports of its step, every
 ``checkpoint_every`` steps, at the end and on Ctrl-C / SIGTERM, so resuming from checkpoint S
 (dropping records after S) continues every curve without a gap or a duplicate. A cadence left
 at None is a fixed fraction of ``steps`` (``RunConfig.eval_interval`` and its siblings), so a
@@ -161,10 +162,11 @@ def train(
             exception a callback raises stops the run as an env error does, after a checkpoint.
 
     Returns:
-        The final state, last eval score, step count and run dir; with ``seeds``, a list of
-        them, one per seed. A resumed run that is complete already (its newest checkpoint at
-        ``steps`` or beyond) says so in one line and returns at once, nothing built or
-        compiled; its ``train_state`` loads from that checkpoint when first read.
+        The final state, last eval score and its protocol (``TrainResult.protocol``: episodes
+        and action mode), step count and run dir; with ``seeds``, a list of them, one per seed.
+        A resumed run that is complete already (its newest checkpoint at ``steps`` or beyond)
+        says so in one line and returns at once, nothing built or compiled; its
+        ``train_state`` loads from that checkpoint when first read.
 
     Raises:
         UserError: Unknown preset, bad override, an env that fails its start-up check (its id,

@@ -162,6 +162,11 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     # --sample: the sampling policy's episodes from the same key, not the mean action's.
     sampled = evaluate.evaluate_run(run_dir, checkpoint=2048, num_episodes=11, seed=4, sample=True)
     assert sampled["protocol"] == "final-sampled" and stats["protocol"] == "final-mean"
+    assert (sampled["actions"], stats["actions"]) == ("sampled", "mean")
+    # By default, the run's own protocol: its eval_episodes (2) with its eval_actions (mean).
+    own = evaluate.evaluate_run(run_dir, checkpoint=2048, seed=4)
+    assert (own["protocol"], own["episodes"]) == ("final-mean", 2)
+    assert own["returns"] == stats["returns"][:2]  # the first episodes of the same key
     assert sampled["returns"] == np.asarray(expected_sampled["returns"], np.float64).tolist()
     assert sampled["returns"] != stats["returns"]
     returns = np.asarray(expected["returns"], np.float64)
@@ -191,7 +196,8 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     assert out.splitlines() == [
         f"{run_dir}: CartPole-v1 checkpoint 2,048: mean return {stats['mean_return']:.2f} ± "
         f"{stats['stderr_return']:.2f} (standard error; episodes' std {stats['std_return']:.2f}) "
-        f"over 11 episodes, mean length {stats['mean_length']:.1f}",
+        f"over 11 episodes with the mean action (the run's eval_actions), mean length "
+        f"{stats['mean_length']:.1f}",
         f"  terminated {falls} of 11 episodes",
         f"wrote {out_file}",
     ]
@@ -210,11 +216,13 @@ def test_evaluate_runs_the_run_evaluator_for_the_episodes_asked(tiny_run, tmp_pa
     summary = evaluate.summarize([newest, newest])
     assert summary == {"runs": 2, "mean": newest["mean_return"], "std": 0.0}
     assert lines[4] == (
-        f"mean over 2 runs: {newest['mean_return']:.2f} ± 0.00 (std of the runs' means)"
+        f"mean over 2 runs: {newest['mean_return']:.2f} ± 0.00 (std of the runs' means; each 3 "
+        "episodes, mean action)"
     )
     r = newest["mean_return"]
     assert lines[5:] == [
-        "group cartpole_jax: 2 runs (95% stratified-bootstrap intervals)",
+        "group cartpole_jax: 2 runs, each 3 episodes, mean action (95% stratified-bootstrap "
+        "intervals)",
         f"  CartPole-v1 return: mean {r:.1f} [{r:.1f}, {r:.1f}], median {r:.1f} [{r:.1f}, "
         f"{r:.1f}], IQM {r:.1f} [{r:.1f}, {r:.1f}]",
     ]

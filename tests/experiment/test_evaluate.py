@@ -56,13 +56,17 @@ def test_write_csv_exact(tmp_path):
         "new": [run("hopper_fast", "Hopper-v5", 3000.5, 0, protocol="final-mean", **metrics)],
         "old": [run("cheetah", "HalfCheetah-v5", 12.0, 3)],
     }
+    groups["new"].append(run("hopper_fast", "Hopper-v5", 1.0, 1, protocol="final-sampled"))
     path = evaluate.write_csv(groups, tmp_path / "a" / "runs.csv")
+    # `actions` as the entry names it, else as its protocol says (empty without a protocol).
     assert path.read_text().splitlines() == [
-        "group,run_dir,preset,env,seed,protocol,step,episodes,mean_return,std_return,"
+        "group,run_dir,preset,env,seed,protocol,actions,step,episodes,mean_return,std_return,"
         "stderr_return,mean_length,terminated_fraction,forward_velocity,distance,cut",
-        "new,logdir/T-hopper_fast-s0,hopper_fast,Hopper-v5,0,final-mean,1000,4,3000.5,1.0,0.5,"
-        "10.0,0.5,0.25,2.5,0",
-        "old,logdir/T-cheetah-s3,cheetah,HalfCheetah-v5,3,,1000,4,12.0,1.0,0.5,10.0,,,,0",
+        "new,logdir/T-hopper_fast-s0,hopper_fast,Hopper-v5,0,final-mean,mean,1000,4,3000.5,1.0,"
+        "0.5,10.0,0.5,0.25,2.5,0",
+        "new,logdir/T-hopper_fast-s1,hopper_fast,Hopper-v5,1,final-sampled,sampled,1000,4,1.0,"
+        "1.0,0.5,10.0,,,,0",
+        "old,logdir/T-cheetah-s3,cheetah,HalfCheetah-v5,3,,,1000,4,12.0,1.0,0.5,10.0,,,,0",
     ]
 
 
@@ -74,7 +78,8 @@ def test_group_statistics_and_their_lines():
         {"Hopper-v5": np.array([1.0, 2.0, 3.0])}, normalized=False, resamples=1000, seed=3
     )
     assert result["groups"]["a"] == {
-        "runs": 3, "envs": {"Hopper-v5": direct}, "normalized": None, "note": None
+        "runs": 3, "protocol": "4 episodes, mean action", "envs": {"Hopper-v5": direct},
+        "normalized": None, "note": None,
     }  # fmt: skip
     assert result["improvement"]["value"] == 0.5 and result["improvement"]["x"] == "a"
     refs = {"Hopper-v5": stats.Reference(4.0)}
@@ -84,17 +89,21 @@ def test_group_statistics_and_their_lines():
     assert normalized["improvement"] is None
     lines = evaluate.format_statistics(normalized)
     iqm = normalized["groups"]["a"]["normalized"]["iqm"]
-    assert lines[0] == "group a: 3 runs (95% stratified-bootstrap intervals)"
+    assert lines[0] == (
+        "group a: 3 runs, each 4 episodes, mean action (95% stratified-bootstrap intervals)"
+    )
     assert lines[1].startswith("  Hopper-v5 return: mean 2.0 [")
     assert f"IQM 0.500 [{iqm['low']:.3f}, {iqm['high']:.3f}]" in lines[2]
     assert lines[2].endswith("optimality gap 0.500 [0.250, 0.750]")
     one = evaluate.format_statistics(evaluate.group_statistics({"a": a[:1]}, {}))
-    assert one == ["group a: 1 runs (95% stratified-bootstrap intervals)",
-                   "  Hopper-v5: one run; an interval needs at least 2"]  # fmt: skip
+    assert one == ["group a: 1 runs, each 4 episodes, mean action (95% stratified-bootstrap "
+                   "intervals)", "  Hopper-v5: one run; an interval needs at least 2"]  # fmt: skip
     # Runs of two envs without references: per env only, and a line that says why.
     two = [*a, run("c", "Ant-v5", 7.0), run("c", "Ant-v5", 9.0)]
     lines = evaluate.format_statistics(evaluate.group_statistics({"x": two}, {}, resamples=100))
-    assert lines[0] == "group x: 5 runs (95% stratified-bootstrap intervals)"
+    assert lines[0] == (
+        "group x: 5 runs, each 4 episodes, mean action (95% stratified-bootstrap intervals)"
+    )
     assert lines[2].startswith("  Ant-v5 return: mean 8.0 [")
     assert lines[3] == (
         "  no aggregate across envs: group x spans 2 envs: aggregates across envs need a "
@@ -145,11 +154,14 @@ def test_cli_aggregates_results_files(tmp_path, capsys):
     assert written["provenance"] == {"hopper_fast": unknown, "hopper": unknown}
     assert lines[0] == (
         "logdir/T-hopper_fast-s0: Hopper-v5 checkpoint 1,000: mean return 3000.00 ± 0.50 "
-        "(standard error; episodes' std 1.00) over 4 episodes, mean length 10.0"
+        "(standard error; episodes' std 1.00) over 4 episodes with the mean action, mean "
+        "length 10.0"
     )
     assert lines[5:7] == [
-        "group hopper_fast: mean over 3 runs: 2500.00 ± 408.25 (std of the runs' means)",
-        "group hopper: mean over 2 runs: 1600.00 ± 600.00 (std of the runs' means)",
+        "group hopper_fast: mean over 3 runs: 2500.00 ± 408.25 (std of the runs' means; each 4 "
+        "episodes, mean action)",
+        "group hopper: mean over 2 runs: 1600.00 ± 600.00 (std of the runs' means; each 4 "
+        "episodes, mean action)",
     ]
     assert lines[7:-2] == evaluate.format_statistics(expected)
     improvement = expected["improvement"]

@@ -16,6 +16,7 @@ from batchppo.experiment.logging import (
     iter_event_records,
     read_metrics,
     read_scalars,
+    read_texts,
     truncate_events,
     truncate_metrics,
 )
@@ -71,6 +72,28 @@ def test_resume_truncates_event_files_and_continues(tmp_path):
         "score": [(1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0), (5, 50.0)]
     }
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4, 5]
+
+
+def test_the_eval_writer_names_the_protocol_once_and_on_a_change(tmp_path):
+    sampled = {"actions": "sampled", "episodes": 10}
+    logger = RunLogger(tmp_path)
+    for step in (1, 2):
+        logger.log("eval", step, {"score": float(step), **sampled})
+    logger.log("eval", 3, {"score": 3.0, "actions": "mean", "episodes": 1})
+    logger.close()
+    assert read_texts(tmp_path / "eval") == {
+        "protocol": [(1, "10 episodes, sampled actions"), (3, "1 episode, mean action")]
+    }
+    assert read_scalars(tmp_path / "eval") == {
+        "score": [(1, 1.0), (2, 2.0), (3, 3.0)], "episodes": [(1, 10.0), (2, 10.0), (3, 1.0)]
+    }  # fmt: skip
+    # A resume from step 1 drops the later text with the later scalars, and names it again.
+    logger = RunLogger(tmp_path, resume_step=1)
+    logger.log("eval", 2, {"score": 2.0, **sampled})
+    logger.close()
+    assert read_texts(tmp_path / "eval") == {
+        "protocol": [(1, "10 episodes, sampled actions"), (2, "10 episodes, sampled actions")]
+    }
 
 
 def test_truncate_events_keeps_file_version_and_rewrites_only_when_needed(tmp_path):

@@ -1,8 +1,14 @@
-"""Learning-curve figures: grouping into panels and series, aggregation, the PNG, bad input."""
+"""Learning-curve figures: grouping into panels and series, aggregation, the curves drawn
+(their labels, protocols and markers), the PNG, bad input."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,17 +18,29 @@ from batchppo.experiment import configs, plot
 from batchppo.experiment.errors import RunDirError, UserError
 
 
-def fake_run(logdir: Path, name: str, preset: str, evals: list[tuple[int, float]]) -> Path:
-    """A run dir with the preset's config.yaml and eval/train reports at the given steps."""
+def fake_run(
+    logdir: Path, name: str, preset: str, evals: list[tuple[int, float]], **changes
+) -> Path:
+    """A run dir with the preset's config.yaml (with ``changes``) and eval/train reports at
+    the given steps."""
     run_dir = logdir / name
     run_dir.mkdir(parents=True)
-    configs.save_config(configs.get_preset(preset), run_dir / "config.yaml")
+    config = dataclasses.replace(configs.get_preset(preset), **changes)
+    configs.save_config(config, run_dir / "config.yaml")
     lines = []
     for step, score in evals:
         lines.append({"step": step, "phase": "train", "score": score - 1, "wall_time": step / 10})
         lines.append({"step": step, "phase": "eval", "score": score, "wall_time": step / 10})
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     return run_dir
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
 
 
 @pytest.fixture
@@ -41,7 +59,7 @@ def test_panels_by_env_hold_configs_side_by_side(runs):
     assert list(grouped["HalfCheetah-v5"]) == ["cheetah_fast", "cheetah"]
     assert len(grouped["HalfCheetah-v5"]["cheetah_fast"]) == 2
     fast = grouped["HalfCheetah-v5"]["cheetah_fast"]
-    xs, mean, std = plot.aggregate([run["eval"] for run in fast])
+    xs, mean, std = plot.aggregate([run.curves["eval"] for run in fast])
     np.testing.assert_array_equal(xs, [10, 20])
     np.testing.assert_array_equal(mean, [2.0, 4.0])
     np.testing.assert_array_equal(std, [1.0, 1.0])
@@ -51,7 +69,8 @@ def test_panels_by_env_hold_configs_side_by_side(runs):
 
 def test_hours_axis_reads_wall_time(runs):
     grouped = plot.group_runs(runs[:1], x="hours")
-    np.testing.assert_array_equal(grouped["HalfCheetah-v5"]["cheetah_fast"][0]["train"][0], [1, 2])
+    run = grouped["HalfCheetah-v5"]["cheetah_fast"][0]
+    np.testing.assert_array_equal(run.curves["train"][0], [1, 2])
 
 
 def test_aggregate_interpolates_onto_the_shared_range():
@@ -60,6 +79,132 @@ def test_aggregate_interpolates_onto_the_shared_range():
     xs, mean, _ = plot.aggregate([a, b])
     np.testing.assert_array_equal(xs, [5.0, 10.0, 15.0])
     np.testing.assert_array_equal(mean, [2.5, 5.0, 7.5])
+
+
+def drawn_lines(fig) -> list[list[tuple[str, str, str, list[float]]]]:
+    """Each panel's lines as ``(label, line style, marker, x values)``."""
+    return [
+        [(line.get_label(), line.get_linestyle(), line.get_marker(), list(line.get_xdata()))
+         for line in ax.get_lines()]
+        for ax in fig.axes if ax.get_visible()
+    ]  # fmt: skip
+
+
+def legend_entries(fig) -> list[str]:
+    """The figure legend's entries, unwrapped."""
+    return [t.get_text().replace("\n", " ") for t in fig.legends[0].get_texts()]
+
+
+def test_each_eval_curve_is_labelled_by_its_runs_protocol(runs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every run is averaged: nothing to warn of
+        fig = plot.learning_curves(runs, columns=2)
+    assert drawn_lines(fig) == [
+        [
+            ("cheetah_fast: eval (10 episodes, sampled actions), 2 runs", "-", "None", [10, 20]),
+            ("cheetah_fast: train (sampled actions), 2 runs", "--", "None", [10, 20]),
+            ("cheetah: eval (30 episodes, mean action), 1 run", "-", "None", [10, 20]),
+            ("cheetah: train (sampled actions), 1 run", "--", "None", [10, 20]),
+        ],
+        [
+            ("pendulum_fast: eval (16 episodes, mean action), 1 run", "-", "None", [5, 20]),
+            ("pendulum_fast: train (sampled actions), 1 run", "--", "None", [5, 20]),
+        ],
+    ]
+    assert legend_entries(fig) == [line[0] for panel in drawn_lines(fig) for line in panel]
+
+
+def test_runs_of_one_config_evaluated_differently_are_not_averaged(tmp_path):
+    runs = [
+        fake_run(tmp_path, "s0-cheetah_fast", "cheetah_fast", [(10, 1.0), (20, 3.0)]),
+        fake_run(tmp_path, "s1-cheetah_fast", "cheetah_fast", [(10, 5.0), (20, 7.0)],
+                 eval_actions="mean", eval_episodes=100),
+        fake_run(tmp_path, "s2-cheetah_fast", "cheetah_fast", [(10, 3.0), (20, 5.0)]),
+    ]  # fmt: skip
+    grouped = plot.group_runs(runs)
+    with pytest.warns(plot.PlotWarning) as caught:
+        panels, notes = plot.curve_series(grouped, ("eval",))
+        plot.learning_curves(runs, phases=("eval",))
+    assert notes == [
+        "HalfCheetah-v5: the runs of cheetah_fast were evaluated by 2 protocols (10 episodes, "
+        "sampled actions: 2 runs; 100 episodes, mean action: 1 run): their eval curves are drawn "
+        "apart, not averaged together"
+    ]
+    assert [str(w.message) for w in caught] == notes
+    (series,) = panels.values()
+    assert [(s.label, s.style) for s in series] == [
+        ("cheetah_fast: eval (10 episodes, sampled actions), 2 runs", "-"),
+        ("cheetah_fast: eval (100 episodes, mean action), 1 run", "-."),
+    ]
+    np.testing.assert_array_equal(series[0].y, [2.0, 4.0])  # runs 0 and 2 only
+    np.testing.assert_array_equal(series[1].y, [5.0, 7.0])
+
+
+def test_runs_without_common_steps_are_drawn_one_by_one_with_markers(tmp_path):
+    # Two runs of 20k and 16k steps, each evaluated once at its end: no step in common.
+    runs = [
+        fake_run(tmp_path, "s0-cheetah_fast", "cheetah_fast", [(20480, 900.0)]),
+        fake_run(tmp_path, "s1-cheetah_fast", "cheetah_fast", [(16384, 700.0)]),
+    ]
+    with pytest.warns(plot.PlotWarning, match="share no steps for their eval curves") as caught:
+        fig = plot.learning_curves(runs, phases=("eval",))
+    assert [str(w.message) for w in caught] == [
+        "HalfCheetah-v5: the 2 runs of cheetah_fast share no steps for their eval curves, so "
+        "there is nothing to average: they are drawn one by one"
+    ]
+    label = "cheetah_fast: eval (10 episodes, sampled actions), 2 runs drawn one by one (no " \
+        "common steps)"  # fmt: skip
+    assert drawn_lines(fig) == [[(label, "-", "o", [20480]), (label, "-", "o", [16384])]]
+    assert legend_entries(fig) == [label]  # once
+    assert fig.legends[0].get_texts()[0].get_text() == (
+        "cheetah_fast: eval (10 episodes, sampled actions), 2 runs drawn\none by one (no common "
+        "steps)"
+    )  # wrapped to fit under the panel
+    # The command line says so in one line (outside pytest, which records warnings), and
+    # writes the figure.
+    out = tmp_path / "a.png"
+    argv = ["plot", *map(str, runs), "--out", str(out), "--phase", "eval"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "batchppo", *argv], env=env, capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout) == (0, f"wrote {out}\n")
+    assert done.stderr == f"batchppo: warning: {caught[0].message}\n"
+
+
+def test_a_curve_of_one_point_gets_a_marker_and_its_spread_a_bar(tmp_path):
+    runs = [
+        fake_run(tmp_path, f"s{i}-cheetah", "cheetah", [(100, score)])
+        for i, score in enumerate([1.0, 3.0])
+    ]
+    panels, notes = plot.curve_series(plot.group_runs(runs), ("eval",))
+    (series,) = panels["HalfCheetah-v5"]
+    assert notes == [] and series.marker == "o"
+    assert (series.x.tolist(), series.y.tolist(), series.std.tolist()) == ([100], [2.0], [1.0])
+    fig = plot.learning_curves(runs, phases=("eval",))
+    assert drawn_lines(fig) == [
+        [("cheetah: eval (30 episodes, mean action), 2 runs", "-", "o", [100])]
+    ]
+    assert len(fig.axes[0].collections) == 1  # the error bar
+
+
+def test_a_panel_without_the_scores_asked_for_says_so(tmp_path):
+    runs = [
+        fake_run(tmp_path, "s0-cheetah", "cheetah", [(10, 1.0), (20, 2.0)]),
+        fake_run(tmp_path, "s0-pendulum_fast", "pendulum_fast", [(10, 1.0), (20, 2.0)]),
+    ]
+    metrics = runs[1] / "metrics.jsonl"  # the pendulum run has no eval report
+    lines = metrics.read_text().splitlines()
+    metrics.write_text("".join(f"{line}\n" for line in lines if '"eval"' not in line))
+    with pytest.warns(plot.PlotWarning) as caught:
+        fig = plot.learning_curves(runs, phases=("eval",))
+    assert [str(w.message) for w in caught] == [
+        "Pendulum-v1: its runs hold no eval scores: the panel is empty"
+    ]
+    assert [len(panel) for panel in drawn_lines(fig)] == [1, 0]
+    assert [t.get_text() for t in fig.axes[1].texts] == ["no scores"]
+    with pytest.raises(UserError, match=r"^no eval scores to plot yet"):
+        plot.learning_curves(runs[1:], phases=("eval",))
 
 
 @pytest.mark.parametrize(("x", "phases"), [("steps", plot.PHASES), ("hours", ("eval",))])

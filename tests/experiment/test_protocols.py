@@ -168,13 +168,18 @@ def test_cli_scores_runs_by_training_window_and_max_eval_mean(tmp_path, capsys):
     expected = ["training-window-exact"] * 2 + ["training-window-approx"]
     assert [r["protocol"] for r in json.loads(results.read_text())["runs"]] == expected
     with table.open() as f:
-        assert [row["protocol"] for row in csv.DictReader(f)] == expected
+        rows = list(csv.DictReader(f))
+    assert [(row["protocol"], row["actions"]) for row in rows] == [(p, "sampled") for p in expected]
     # A results file of before the two were told apart (protocol training-window) still prints.
     old = json.loads(results.read_text())
     old["runs"] = [{**old["runs"][2], "protocol": "training-window"}]
     results.write_text(json.dumps(old))
     assert cli.main(["evaluate", str(results)]) == 0
     assert "approximated from its train reports' means" in capsys.readouterr().out
-    argv = ["evaluate", str(runs[0]), "--training-window", "5", "--sample"]
-    assert cli.main(argv) == 2
-    assert "takes neither --sample nor --checkpoint" in capsys.readouterr().err
+    for flag in (["--sample"], ["--mean-action"], ["--episodes", "5"]):
+        argv = ["evaluate", str(runs[0]), "--training-window", "5", *flag]
+        assert cli.main(argv) == 2
+        assert capsys.readouterr().err == (
+            "batchppo: error: --training-window reads the runs' training episodes: it takes none "
+            "of --sample, --mean-action, --checkpoint and --episodes\n"
+        )

@@ -149,7 +149,9 @@ def test_train_takes_over_a_stale_lock_with_one_warning_line(tmp_path):
         f"batchppo: warning: {run_dir}: taking over the lock left by pid {left['pid']} on host "
         f"{left['host']}, started {left['started']}, which ended without releasing it\n"
     )
-    assert done.stdout == f"done: 500 steps, eval score 500.00, run dir {run_dir}\n"
+    assert done.stdout == (
+        f"done: 500 steps, eval score 500.00 (16 episodes, mean action), run dir {run_dir}\n"
+    )
     assert not (run_dir / LOCK_FILE).exists()  # released at the end
 
 

@@ -148,5 +148,8 @@ def test_seeds_that_are_all_complete_build_nothing_and_say_so_each(
             f"run already complete at step 500 (steps=500), nothing to train; final checkpoint "
             f"{run_dir / 'checkpoints' / 'ckpt-000000000500.msgpack'}; "
         )
-        assert lines[2 + i] == f"done: seed {i}: 500 steps, eval score 500.00, run dir {run_dir}"
+        assert lines[2 + i] == (
+            f"done: seed {i}: 500 steps, eval score 500.00 (16 episodes, mean action), run dir "
+            f"{run_dir}"
+        )
     assert len(lines) == 4

@@ -24,8 +24,9 @@ from batchppo.experiment.errors import (
     RunDirError,
     StorageError,
 )
+from batchppo.experiment.eval_protocol import EvalProtocol
 from batchppo.experiment.ledger import RunLedger
-from batchppo.experiment.logging import RunLogger, read_metrics, read_scalars
+from batchppo.experiment.logging import RunLogger, read_metrics, read_scalars, read_texts
 from batchppo.experiment.run_set import SingleRun
 from batchppo.experiment.window import MetricWindow, crossed
 
@@ -88,8 +89,16 @@ def test_no_logdir_means_no_disk_io(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = training.train(fake_config(), progress="none", trainer_factory=FakeTrainer)
     assert result.run_dir is None and result.score == 1000.0
+    assert str(result.protocol) == "3 episodes, mean action"
     assert steps_of(result.records, "train") == TRAIN_STEPS
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_without_evaluations_has_neither_score_nor_protocol():
+    config = fake_config(eval_episodes=0)
+    result = training.train(config, progress="none", trainer_factory=FakeTrainer)
+    assert (result.score, result.protocol) == (None, None)
+    assert steps_of(result.records, "eval") == []
 
 
 def test_sigterm_finishes_the_iteration_saves_and_resumes_the_same_curves(tmp_path):
@@ -261,7 +270,9 @@ def test_progress_lines_when_not_a_terminal(tmp_path, capsys):
     assert len(lines) == len(TRAIN_STEPS) + len(EVAL_STEPS)
     assert lines[0].startswith("train step         300/1,000 ( 30%) | score     200.0 |")
     assert "steps/s | ETA " in lines[0]
-    assert lines[1] == "eval  step         400 | score     400.0 | length 7"
+    assert lines[1] == (
+        "eval  step         400 | score     400.0 | length 7 | 3 episodes, mean action"
+    )
 
 
 def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
@@ -269,7 +280,7 @@ def test_progress_bar_on_a_terminal(tmp_path, capsys, monkeypatch):
     training.train(fake_config(), progress="auto", trainer_factory=FakeTrainer)
     out = capsys.readouterr().out
     assert "1.00k/1.00k" in out and "score 950.0" in out and "step/s" in out
-    assert "eval at step 400: score 400.0" in out
+    assert "eval at step 400: score 400.0 (3 episodes, mean action)" in out
 
 
 def test_crossed():
@@ -351,12 +362,18 @@ def test_eval_reports_count_the_episodes_that_eval_max_steps_cut(tmp_path):
 @pytest.mark.parametrize("actions", ["mean", "sampled"])
 def test_eval_phases_act_as_eval_actions_says_and_their_reports_record_it(tmp_path, actions):
     FakeTrainer.instances.clear()
-    run(tmp_path, dataclasses.replace(fake_config(), eval_actions=actions))
+    result = run(tmp_path, dataclasses.replace(fake_config(), eval_actions=actions))
     (trainer,) = FakeTrainer.instances
     assert trainer.sampled == [actions == "sampled"] * len(EVAL_STEPS)
     evals = [r for r in read_metrics(tmp_path / "T-fake") if r["phase"] == "eval"]
     assert [r["actions"] for r in evals] == [actions] * len(EVAL_STEPS)
     assert "actions" not in read_scalars(tmp_path / "T-fake" / "eval")  # not a scalar
+    # TensorBoard names the protocol once, as text beside the eval scalars.
+    words = {"mean": "3 episodes, mean action", "sampled": "3 episodes, sampled actions"}
+    assert read_texts(tmp_path / "T-fake" / "eval") == {"protocol": [(400, words[actions])]}
+    assert read_texts(tmp_path / "T-fake" / "train") == {}
+    # The result names how its score was measured.
+    assert result.protocol == EvalProtocol(actions, 3) and str(result.protocol) == words[actions]
 
 
 def test_eval_actions_takes_mean_or_sampled_only():
