@@ -222,7 +222,9 @@ def test_resume_by_timestamp_extends_a_run_whose_anneal_ends_above_0(capsys, tmp
         "the learning rate anneals from 0.001 to 0.0005 over the first 1,000 steps "
         "(anneal_lr_steps) and holds 0.0005 from there to steps=1,500",
     ]
-    assert lines[-1] == f"done: 1,500 steps, eval score 1500.00, run dir {run_dir}"
+    assert lines[-1] == (
+        f"done: 1,500 steps, eval score 1500.00 (16 episodes, mean action), run dir {run_dir}"
+    )
     stored = configs.load_config(run_dir / "config.yaml")
     assert (stored.steps, stored.anneal_lr_steps, stored.anneal_lr_end) == (1500, 1000, 0.5)
 
