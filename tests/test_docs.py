@@ -435,7 +435,8 @@ def test_readme_example_runs(tmp_path: Path) -> None:
     # 50k steps of CartPole: seeds 0-2 end at 426, 500 and 491 on this project's machine
     # (docs/benchmarks-journal.md 10f); an untrained mean action scores about 9, a random policy 22.
     assert int(steps) >= 50_000 and float(score) >= 150.0, score
-    assert result.stdout.splitlines()[-1] == "(8, 3) float32"
+    # The Pendulum env as Gymnasium makes it: its own action range, not make()'s [-1, 1].
+    assert result.stdout.splitlines()[-1] == "(8, 3) Box(-2.0, 2.0, (1,), float32)"
     assert list(tmp_path.iterdir()) == []  # no logdir: nothing on disk
 
 
