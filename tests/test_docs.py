@@ -374,6 +374,18 @@ def test_getting_started_names_every_extra() -> None:
     assert named == extras, paragraph
 
 
+def test_the_preset_table_names_every_preset() -> None:
+    """docs/experiments.md's table of presets has a row for each preset of ``batchppo list``."""
+    from batchppo.experiment import configs
+
+    page = (ROOT / "docs" / "experiments.md").read_text()
+    table = re.search(r"## Presets\n.*?\n(\|.*?)\n\n", page, re.S).group(1)
+    named = {
+        name for row in table.splitlines() for name in re.findall(r"`(\w+)`", row.split("|")[1])
+    }
+    assert named == set(configs.PRESETS)
+
+
 def test_readme_links_resolve(site: Path) -> None:
     links = re.findall(r"\]\(([^)\s]+)\)", README)
     assert len(links) >= 10
