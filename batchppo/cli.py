@@ -847,12 +847,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
     rows = [("config", "env", "backend", "steps", "algorithm", "")]
     for name, config in configs.PRESETS.items():
-        note = ""
-        backend = get_backend(config.backend)
+        missing = get_backend(config.backend).missing(config.env)
+        note = f"(needs {missing.name})" if missing is not None else ""
         if name == configs.DEFAULT_PRESET:
-            note = "(default)"
-        elif not backend.available():
-            note = f"(needs {backend.requires})"
+            note = " ".join(("(default)", note)).strip()
         rows.append((*configs.describe(name, config), note))
     print("\n".join(_table(rows, right=(3,))))
     return 0

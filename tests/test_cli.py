@@ -6,6 +6,7 @@ import dataclasses
 import errno
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -65,6 +66,34 @@ def test_list(capsys):
         assert [line.index(f" {env} ") + 1, line.index(f" {backend} ") + 1] == starts[:2]
         assert line.index(f" {algorithm}", len(name) + len(env)) + 1 == starts[2]
         assert line[: starts[2] - 2].endswith(steps)  # steps aligned right
+
+
+def test_list_marks_each_preset_whose_package_is_missing(capsys, monkeypatch):
+    import importlib.util
+
+    absent = {"mujoco", "ale_py", "brax", "jumanji", "craftax"}
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in absent else real(name, *a)
+    )
+    code, out, _ = run_cli(capsys, "list")
+    assert code == 0
+    notes = {}
+    for line in out.splitlines()[1:]:
+        note = re.search(r"\(needs (\S+)\)$", line)
+        if note:
+            notes[line.split()[0]] = note.group(1)
+    fast = ["cheetah_fast", "hopper_fast", "walker_fast", "ant_fast", "humanoid_fast"]
+    mujoco = [*fast, "reacher_fast", "reacher", "cheetah", "walker", "hopper", "ant", "humanoid"]
+    assert notes == {
+        "craftax_symbolic": "craftax",
+        "breakout_atari": "batchppo[atari]",
+        "pong_atari": "batchppo[atari]",
+        **dict.fromkeys(mujoco, "batchppo[mujoco]"),
+        "ant_brax": "batchppo[brax]",
+        "cheetah_brax": "batchppo[brax]",
+        "humanoid_brax": "batchppo[brax]",
+    }
 
 
 def test_run_dirs_are_positional_and_the_old_flag_warns(capsys, tmp_path):

@@ -376,6 +376,18 @@ def test_getting_started_names_every_extra() -> None:
     assert named == extras, paragraph
 
 
+def test_the_preset_table_names_every_preset() -> None:
+    """docs/experiments.md's table of presets has a row for each preset of ``batchppo list``."""
+    from batchppo.experiment import configs
+
+    page = (ROOT / "docs" / "experiments.md").read_text()
+    table = re.search(r"## Presets\n.*?\n(\|.*?)\n\n", page, re.S).group(1)
+    named = {
+        name for row in table.splitlines() for name in re.findall(r"`(\w+)`", row.split("|")[1])
+    }
+    assert named == set(configs.PRESETS)
+
+
 def test_readme_links_resolve(site: Path) -> None:
     links = re.findall(r"\]\(([^)\s]+)\)", README)
     assert len(links) >= 10
@@ -437,7 +449,8 @@ def test_readme_example_runs(tmp_path: Path) -> None:
     # 50k steps of CartPole: seeds 0-2 end at 426, 500 and 491 on this project's machine
     # (docs/benchmarks-journal.md 10f); an untrained mean action scores about 9, a random policy 22.
     assert int(steps) >= 50_000 and float(score) >= 150.0, score
-    assert result.stdout.splitlines()[-1] == "(8, 3) float32"
+    # The Pendulum env as Gymnasium makes it: its own action range, not make()'s [-1, 1].
+    assert result.stdout.splitlines()[-1] == "(8, 3) Box(-2.0, 2.0, (1,), float32)"
     assert list(tmp_path.iterdir()) == []  # no logdir: nothing on disk
 
 

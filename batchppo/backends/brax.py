@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
 from batchppo.core.autoreset import RestartOptions
-from batchppo.core.backends import LEARNED, Backend, FactoryRecipe, register
+from batchppo.core.backends import LEARNED, Backend, FactoryRecipe, factory_package, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
@@ -112,5 +112,6 @@ register(
         requires="brax",
         detect=has_brax_api,
         recipe=brax_recipe,
+        env_requires=factory_package,
     )
 )

@@ -42,7 +42,8 @@ def is_factory_id(env_id: str) -> bool:
 
 
 def resolve_factory(env_id: str) -> Callable[..., Any]:
-    """The callable an env id ``"module:factory"`` names, imported (the factory is not called).
+    """The callable an env id ``"module:factory"`` names, imported (the factory is not called);
+    a script's ``"__main__:factory"`` is ``batchppo.envs.env_ids.script_factory``'s.
 
     Raises:
         ValueError: One line naming the problem and the fix: a module that cannot be imported,
@@ -51,6 +52,11 @@ def resolve_factory(env_id: str) -> Callable[..., Any]:
     module_name, _, name = env_id.partition(":")
     if not module_name or not name:
         raise ValueError(f"env {env_id!r}: give 'module:factory' (a callable of the module)")
+    if module_name == "__main__":
+        # A script's own factory: the script's, or the one its run dir recorded by value.
+        from batchppo.envs.env_ids import script_factory
+
+        return script_factory(env_id)
     target: Any = import_env_module(env_id, module_name)
     for part in name.split("."):
         if not hasattr(target, part):

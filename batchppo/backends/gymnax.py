@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from batchppo.backends._deferred import deferred_imports
 from batchppo.backends.factories import is_factory_id, resolve_factory
 from batchppo.core.autoreset import RestartOptions
-from batchppo.core.backends import Backend, FactoryRecipe, register
+from batchppo.core.backends import Backend, FactoryRecipe, factory_package, register
 from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
@@ -153,5 +153,6 @@ register(
         options=RestartOptions,
         detect=has_gymnax_api,
         recipe=gymnax_recipe,
+        env_requires=factory_package,
     )
 )

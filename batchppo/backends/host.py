@@ -21,7 +21,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from batchppo.core.backends import Backend, register
+from batchppo.core.backends import Backend, factory_package, register
 from batchppo.core.registry import lazy
 from batchppo.core.worker_defaults import MAX_RESTARTS, SPIN_US, WORKER_SPIN_US
 
@@ -35,6 +35,7 @@ __all__ = [
     "WorkerSettings",
     "builds_with_envs_make",
     "check_gymnasium_id",
+    "gymnasium_env_requires",
     "host_backend",
     "make_host_env",
 ]
@@ -49,6 +50,36 @@ def check_gymnasium_id(env_id: str) -> None:
     from batchppo.envs.make import check_env_id
 
     check_env_id(env_id)
+
+
+_NAMESPACE_PACKAGES = {"ALE": "ale_py"}
+"""Gymnasium id namespaces and the package that registers and runs their envs."""
+
+_ENTRY_POINT_PACKAGES = {"gymnasium.envs.mujoco": "mujoco"}
+"""Where Gymnasium's registered envs live (their entry point's module) and the package they
+import there."""
+
+
+def gymnasium_env_requires(env_id: str) -> str | None:
+    """The optional package a Gymnasium env id needs (the host backends' ``env_requires``):
+    ``ale_py`` for ``ALE/`` ids, ``mujoco`` for Gymnasium's MuJoCo envs, a known package for a
+    ``module:factory`` of it (``batchppo.core.backends.factory_package``); None for any other.
+    Gymnasium's registry is read, no env module imported.
+    """
+    if ":" in env_id:
+        return factory_package(env_id)
+    namespace = env_id.split("/", 1)[0] if "/" in env_id else None
+    if namespace in _NAMESPACE_PACKAGES:
+        return _NAMESPACE_PACKAGES[namespace]
+    import gymnasium
+
+    entry_point = getattr(gymnasium.registry.get(env_id), "entry_point", None)
+    if isinstance(entry_point, str):
+        module = entry_point.partition(":")[0]
+        for prefix, package in _ENTRY_POINT_PACKAGES.items():
+            if module == prefix or module.startswith(f"{prefix}."):
+                return package
+    return None
 
 
 def _check_workers(num_workers: int | None) -> None:
@@ -265,6 +296,7 @@ def host_backend(
         description=description,
         probe=_PROBE_GYMNASIUM,
         run_options=WRAPPERS,
+        env_requires=gymnasium_env_requires,
         **fields,
     )
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
 from batchppo.core.autoreset import RestartOptions
-from batchppo.core.backends import Backend, FactoryRecipe, register
+from batchppo.core.backends import Backend, FactoryRecipe, factory_package, register
 from batchppo.core.registry import lazy
 from batchppo.core.wording import unknown_id_message
 
@@ -134,5 +134,6 @@ register(
         probe=lazy("batchppo.backends.jumanji_env:probe_jumanji_env"),
         detect=has_jumanji_api,
         recipe=jumanji_recipe,
+        env_requires=factory_package,
     )
 )

@@ -123,6 +123,7 @@ register(
         description="Ray env actors",
         title="Ray",
         batch_env=ray_batch_env,
+        requires="ray",
         options=RayOptions,
     )
 )

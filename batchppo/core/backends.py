@@ -64,16 +64,20 @@ __all__ = [
     "BACKENDS",
     "ENTRY_POINT_GROUP",
     "LEARNED",
+    "OPTIONAL_PACKAGES",
     "Backend",
     "FactoryRecipe",
     "MakeEnv",
     "MovedFields",
+    "Requirement",
     "factory_backend",
+    "factory_package",
     "former_fields",
     "get_backend",
     "moved_fields",
     "names",
     "register",
+    "requirement",
 ]
 
 ENTRY_POINT_GROUP = "batchppo.backends"
@@ -84,6 +88,59 @@ LEARNED: Mapping[str, Any] = types.MappingProxyType({"learned": True})
 changes what a run learns, not only where or how fast its envs run: how finished envs restart,
 the physics. A resumed run may not change it, and comparisons of runs count it
 ([`learned_options`][batchppo.backends.Backend.learned_options])."""
+
+
+class Requirement(NamedTuple):
+    """A package that a backend or an env needs and that may not be installed.
+
+    Attributes:
+        module: The module that is checked (found without importing it): ``"mujoco"``.
+        name: What ``batchppo list`` says a preset needs: the project's extra
+            (``"batchppo[mujoco]"``), or the package where no extra holds it.
+        install: The command that installs it.
+    """
+
+    module: str
+    name: str
+    install: str
+
+
+def _extra(module: str, extra: str) -> Requirement:
+    return Requirement(module, f"batchppo[{extra}]", f"pip install 'batchppo[{extra}]'")
+
+
+OPTIONAL_PACKAGES: Mapping[str, Requirement] = types.MappingProxyType(
+    {
+        "mujoco": _extra("mujoco", "mujoco"),
+        "ale_py": _extra("ale_py", "atari"),
+        "brax": _extra("brax", "brax"),
+        "jumanji": _extra("jumanji", "jumanji"),
+        "ray": _extra("ray", "ray"),
+        # In no extra: it requires pygame, whose module the pygame-ce of minigrid and
+        # highway-env (the test extra) installs too.
+        "craftax": Requirement("craftax", "craftax", "pip install craftax==1.6.1 --no-deps"),
+    }
+)
+"""The optional packages of the backends and the presets' envs, by module, each with the
+project's extra that installs it (``pyproject.toml``), or its own install line: the one table
+of them, which the backends' records (``requires``, ``env_requires``), ``batchppo list`` and the
+start-up check of a run read."""
+
+
+def requirement(module: str) -> Requirement:
+    """The [`Requirement`][batchppo.core.backends.Requirement] of ``module``: its entry in
+    ``OPTIONAL_PACKAGES``, or ``pip install <module>`` for any other."""
+    return OPTIONAL_PACKAGES.get(module) or Requirement(module, module, f"pip install {module}")
+
+
+def factory_package(env_id: str) -> str | None:
+    """The optional package (``OPTIONAL_PACKAGES``) whose module an env id ``"module:factory"``
+    imports (``craftax`` of ``craftax.craftax_env:make_craftax_env_from_name``); None for any
+    other id or package (a user's module is not installed, but put on the path)."""
+    if not isinstance(env_id, str) or ":" not in env_id:
+        return None
+    package = env_id.partition(":")[0].split(".")[0]
+    return package if package in OPTIONAL_PACKAGES else None
 
 
 class MakeEnv(Protocol):
@@ -168,7 +225,12 @@ class Backend:
             family of backends shares: config field -> key (the host backends that
             ``batchppo.envs.make`` builds: ``{"env_wrappers": "wrappers"}``); empty: none.
         requires: A module the backend needs that may be missing (an optional extra).
-        install: How to install ``requires``.
+        install: How to install ``requires``; by default its ``requirement``'s (the project's
+            extra, from ``OPTIONAL_PACKAGES``).
+        env_requires: ``env_requires(env_id)``: the module an env id needs besides
+            ``requires`` (a MuJoCo id of the host backends: ``mujoco``), or None; checked
+            without importing it ([`missing`][batchppo.backends.Backend.missing]). None: only
+            ``requires``.
         probe: ``probe(env_id, *, normalize_ranges, env_kwargs)``: builds one env and closes
             it, returning its spaces (an ``EnvProbe``) or raising a one-line ``ValueError``
             (spaces the learners cannot take included): the start-up check of a run, before
@@ -204,12 +266,13 @@ class Backend:
     in_program: Callable[[Any], bool] | None = None
     detect: Callable[[Any], bool] | None = None
     recipe: Callable[[str, Any], FactoryRecipe] | None = None
+    env_requires: Callable[[str], str | None] | None = None
 
     def __post_init__(self) -> None:
         if not self.title:
             object.__setattr__(self, "title", self.name)
         if self.requires and not self.install:
-            object.__setattr__(self, "install", f"pip install {self.requires}")
+            object.__setattr__(self, "install", requirement(self.requires).install)
 
     @property
     def fused(self) -> bool:
@@ -231,6 +294,18 @@ class Backend:
     def available(self) -> bool:
         """Whether the modules the backend needs are importable (checked without importing)."""
         return self.requires is None or importlib.util.find_spec(self.requires) is not None
+
+    def missing(self, env_id: str) -> Requirement | None:
+        """What running ``env_id`` on this backend needs and is not installed: the backend's own
+        package (``requires``, installed as ``install`` says), then the env's
+        (``env_requires``); None when both are there. Checked without importing them.
+        """
+        if not self.available():
+            return Requirement(self.requires, requirement(self.requires).name, self.install)
+        module = self.env_requires(env_id) if self.env_requires is not None else None
+        if module is not None and importlib.util.find_spec(module) is None:
+            return requirement(module)
+        return None
 
     @property
     def supports_restarts(self) -> bool:

@@ -9,6 +9,13 @@ raw env is the env as built (its own time limit), or the env a preprocessing bui
 it and closes it: the check a run makes before anything else, each problem one line naming its
 fix.
 [`make`][batchppo.envs.make.make] re-exports these names.
+
+A class or function of a script run as a file (``python train.py``, ``python -c``, a notebook)
+is ``"__main__:name"``: no other process can import it by that name, so it travels by value.
+``env_source`` puts the callable itself in the ``EnvSource``, which reaches the workers with
+cloudpickle (by value, as for anything of ``__main__``); a run dir records it with cloudpickle
+(``env.pkl``), and a process that loads the run (``batchppo train --resume``, ``evaluate``,
+``visualize``) holds it again with ``hold_script_factory`` (``script_factory``).
 """
 
 from __future__ import annotations
@@ -109,11 +116,14 @@ class EnvSource:
             registered id (built by ``gymnasium.make(env_id)``).
         path: The ``sys.path`` entry the id's module was imported from in the resolving
             process (None without a module): a worker process adds it before importing.
+        value: The factory itself, for a script's ``"__main__:name"`` (``script_factory``),
+            which no worker could import by name: it travels by value. None otherwise.
     """
 
     env_id: str
     factory: str | None = None
     path: str | None = None
+    value: Callable[..., Any] | None = None
 
     def build(
         self,
@@ -139,7 +149,10 @@ class EnvSource:
         if self.factory is None:
             _import_namespace(self.env_id)
             return gymnasium.make(self.env_id, max_episode_steps=max_length, **kwargs)
-        env = _attribute(*self.factory.split(":", 1))(**kwargs)
+        factory = self.value
+        if factory is None:
+            factory = _attribute(*self.factory.split(":", 1))
+        env = factory(**kwargs)
         if not isinstance(env, gymnasium.Env):
             raise TypeError(
                 f"env {self.env_id!r}: {self.factory} returned {type(env).__name__}, not a "
@@ -206,6 +219,8 @@ def env_source(env_id: str) -> EnvSource:
     """
     if not isinstance(env_id, str) or not env_id:
         raise ValueError(f"env {env_id!r}: give an env id string (e.g. 'Pendulum-v1')")
+    if is_script_env_id(env_id):
+        return EnvSource(env_id, factory=env_id, value=script_factory(env_id))
     if ":" not in env_id:
         _import_namespace(env_id)
         if env_id in gymnasium.registry:
@@ -248,30 +263,30 @@ def check_env_id(env_id: str) -> None:
 def factory_env_id(factory: Callable[..., Any]) -> str:
     """The env id ``"module:qualname"`` of an env factory, for a run's ``config.yaml``.
 
-    A run records its env as a string that a resume (or ``batchppo evaluate``) imports
-    again, so the factory must be reachable by name: a function or class at the top level of
-    an importable module. A factory of a script run as ``python -m pkg.script`` is recorded
-    under ``pkg.script``.
+    A run records its env as a string that a resume (or ``batchppo evaluate``) resolves again:
+    a function or class at the top level of an importable module is recorded by name; one of a
+    script run as a file (``python train.py``) as ``"__main__:name"``, which travels by value
+    (``script_factory``; a run dir records it in ``env.pkl``). A factory of a script run as
+    ``python -m pkg.script`` is recorded under ``pkg.script``.
 
     Raises:
-        ValueError: A factory that cannot be imported again by name (a lambda, a nested
-            function, a ``functools.partial``, a function of a script run as a file).
+        ValueError: A factory that cannot be found again by name (a lambda, a nested function,
+            a ``functools.partial``).
     """
     module = getattr(factory, "__module__", None)
     qualname = getattr(factory, "__qualname__", None)
-    if module == "__main__":
-        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-        module = spec.name if spec is not None else None
+    if module == SCRIPT_MODULE:
+        spec = getattr(sys.modules.get(SCRIPT_MODULE), "__spec__", None)
+        module = spec.name if spec is not None else SCRIPT_MODULE
     shown = qualname or repr(factory)
     fix = (
-        "define it at the top level of a module (e.g. myenvs.py) and pass it, or pass "
-        "'module:name'; the factory's arguments go in env_kwargs"
+        "define it at the top level of your script or of a module (e.g. myenvs.py) and pass "
+        "it, or pass 'module:name'; the factory's arguments go in env_kwargs"
     )
     if not module or not qualname or "<" in qualname:
         raise ValueError(
             f"env factory {shown}: cannot be recorded in the run's config.yaml (a lambda, a "
-            f"nested function, a partial or a function of a script run as a file cannot be "
-            f"imported again): {fix}"
+            f"nested function or a partial has no name to find it by): {fix}"
         )
     try:
         found = _attribute(module, qualname)
@@ -282,6 +297,58 @@ def factory_env_id(factory: Callable[..., Any]) -> str:
             f"env factory {shown}: {module}:{qualname} does not import back to it: {fix}"
         )
     return f"{module}:{qualname}"
+
+
+# --- A script's own envs: by value ------------------------------------------------------------
+
+SCRIPT_MODULE = "__main__"
+"""The module of a script run as a file: its env ids are ``"__main__:name"``."""
+
+_RECORDED: dict[str, Callable[..., Any]] = {}
+
+
+def is_script_env_id(env_id: str) -> bool:
+    """Whether ``env_id`` names a callable of a script run as a file (``"__main__:name"``)."""
+    return isinstance(env_id, str) and env_id.startswith(f"{SCRIPT_MODULE}:")
+
+
+def _runs_a_script() -> bool:
+    """Whether this process runs a script as a file (``python train.py``, ``python -c``, a
+    console script such as ``batchppo``); not ``python -m``, whose ``__main__`` has a spec."""
+    main = sys.modules.get(SCRIPT_MODULE)
+    return main is not None and getattr(main, "__spec__", None) is None
+
+
+def script_factory(env_id: str) -> Callable[..., Any]:
+    """The callable a script's id ``"__main__:name"`` names: the script's own while this
+    process runs a script that defines ``name``, else the one a run dir recorded
+    (``hold_script_factory``).
+
+    Raises:
+        ValueError: One line: neither is here (the id came without the script or its run dir).
+    """
+    name = env_id.partition(":")[2]
+    if _runs_a_script():
+        try:
+            found = _attribute(SCRIPT_MODULE, name)
+        except AttributeError:
+            found = None
+        # Defined by the script, not imported into it (a console script's ``main``).
+        if callable(found) and getattr(found, "__module__", None) == SCRIPT_MODULE:
+            return found
+    if env_id in _RECORDED:
+        return _RECORDED[env_id]
+    raise ValueError(
+        f"env {env_id!r}: {name} of a script run as a file, which this process does not run "
+        "and no run dir recorded here: train it from that script, or resume, evaluate or "
+        "visualize its run dir (which holds it by value in env.pkl)"
+    )
+
+
+def hold_script_factory(env_id: str, factory: Callable[..., Any]) -> None:
+    """Holds ``factory``, loaded by value from a run dir, as what ``env_id`` (``"__main__:name"``)
+    names in this process where the script itself does not define it (``script_factory``)."""
+    _RECORDED[env_id] = factory
 
 
 def _raised_at(error: BaseException) -> str:

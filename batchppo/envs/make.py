@@ -241,6 +241,20 @@ def make(
 ) -> gymnasium.vector.VectorEnv:
     """Builds ``num_envs`` envs with the standard wrapper stack as one batch env.
 
+    The envs are the learners', not Gymnasium's as ``gymnasium.make_vec`` gives them (for
+    those, ``BatchEnv([lambda: gymnasium.make(env_id)] * num_envs)``, the drop-in for
+    ``AsyncVectorEnv``). The standard stack (``batchppo.envs.standard_stack``) changes:
+
+    * ranges (``normalize_ranges``): actions are taken on ``[-1, 1]``, clipped there and mapped
+      to the env's bounds (Pendulum's ``[-2, 2]``); the finite bounds of float ``Box``
+      observations map to ``[-1, 1]``. Without it, Box actions are clipped to the env's bounds;
+    * 32 bits: float64 observations become float32, int64 ones int32, rewards float32, and
+      a ``Discrete`` action space's dtype int32 (Gymnasium's: int64); non-finite observations
+      or rewards raise;
+    * autoreset: ``SAME_STEP`` by default, where the step that ends an episode resets that env,
+      returning the next episode's first observation and the finished one's last in the dense
+      ``infos["final_obs"]`` (``autoreset_mode`` below; Gymnasium's is ``NEXT_STEP``).
+
     Examples:
         >>> import numpy as np
         >>> env = make("Pendulum-v1", 16, seed=0, max_length=200)

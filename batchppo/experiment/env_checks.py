@@ -18,17 +18,24 @@ from batchppo.experiment.errors import ConfigError
 
 
 def check_config_env_id(config: RunConfig) -> None:
-    """Fails fast when the config's backend is not installed or its env id is unknown to the
-    backend (the backend record's ``check_env_id``, which takes the id alone).
+    """Fails fast when the config's backend or its env needs a package that is not installed
+    (``Backend.missing``: the project's extra named) or its env id is unknown to the backend
+    (the backend record's ``check_env_id``, which takes the id alone).
 
     Raises:
         ConfigError: Naming the id, a close match if any, and where the valid ids come from;
-            or the backend needs a package that is not installed.
+            or the package that is missing and the command that installs it.
     """
     backend = get_backend(config.backend)
     if not backend.available():
         raise ConfigError(
             f"backend {backend.name!r} needs {backend.title}, not installed: `{backend.install}`"
+        )
+    missing = backend.missing(config.env)
+    if missing is not None:
+        raise ConfigError(
+            f"env {config.env!r} needs the {missing.module} package, not installed: "
+            f"`{missing.install}`"
         )
     try:
         backend.check_env_id(config.env)

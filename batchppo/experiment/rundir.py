@@ -1,7 +1,9 @@
 """Run directories: ``<logdir>/<timestamp>-<name>/`` made (atomically) or reopened to resume.
 
-A run dir holds ``config.yaml``, ``metrics.jsonl``, ``checkpoints/`` and, after an env
-failure, ``env_error.txt``.
+A run dir holds ``config.yaml``, ``metrics.jsonl``, ``checkpoints/``, after an env
+failure ``env_error.txt``, and, for an env class or function of a script run as a file
+(``"__main__:name"``, which no other process can import), ``env.pkl``: that callable by value
+(cloudpickle), which resuming or opening the run loads again.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import glob
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,13 +25,14 @@ from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
 from batchppo.experiment import configs
 from batchppo.experiment.errors import ConfigError, RunDirError
-from batchppo.experiment.fileio import fsync_dir
+from batchppo.experiment.fileio import atomic_write_bytes, fsync_dir
 from batchppo.experiment.resume import check_resume_overrides
 from batchppo.experiment.runlock import RunDirLock
 
 CONFIG_FILE = "config.yaml"
 CHECKPOINT_DIR = "checkpoints"
 ENV_ERROR_FILE = "env_error.txt"
+ENV_FILE = "env.pkl"
 
 
 def make_timestamp() -> str:
@@ -141,6 +145,7 @@ def prepare_run_dir(
         if locks is not None:
             locks.enter_context(RunDirLock(run_dir))
         stored = configs.load_config(config_path)
+        load_script_env(stored, run_dir)
         _check_same_algorithm(stored, config, run_dir)
         if overrides is None:
             overrides = {
@@ -150,14 +155,16 @@ def prepare_run_dir(
             }
         config = check_resume_overrides(stored, overrides)
         if config != stored:
-            configs.save_config(config, config_path)
+            _save_config(config, run_dir)
+        record_script_env(config, run_dir)  # the script's class, as this session trains it
         return config, run_dir, True
     # Built under a temporary name and renamed: a kill at any moment leaves no half-made run.
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}."))
     lock = locks.enter_context(RunDirLock(staging)) if locks is not None else None
     (staging / CHECKPOINT_DIR).mkdir()
-    configs.save_config(config, staging / CONFIG_FILE)
+    _save_config(config, staging)
+    recorded = record_script_env(config, staging)
     try:
         staging.rename(run_dir)
     except OSError:
@@ -168,7 +175,78 @@ def prepare_run_dir(
     if lock is not None:
         lock.moved(run_dir)
     fsync_dir(run_dir.parent)
+    if recorded:
+        print(
+            f"batchppo: env {config.env} is a class or function of the script run as a file, "
+            f"which no other process can import: recorded by value in {run_dir / ENV_FILE} "
+            "(cloudpickle), which resume, evaluate and visualize load",
+            file=sys.stderr,
+            flush=True,
+        )
     return config, run_dir, False
+
+
+def _save_config(config: RunConfig, run_dir: Path) -> None:
+    """Writes ``config.yaml`` into ``run_dir``; for a script's env, a first comment line names
+    the ``env.pkl`` that holds it."""
+    from batchppo.envs.env_ids import is_script_env_id
+
+    text = configs.config_to_yaml(config)
+    if is_script_env_id(config.env):
+        text = (
+            f"# env {config.env}: a class or function of a script run as a file, recorded by "
+            f"value in {ENV_FILE} beside this file (cloudpickle)\n{text}"
+        )
+    atomic_write_bytes(run_dir / CONFIG_FILE, text.encode())
+
+
+def record_script_env(config: RunConfig, run_dir: Path) -> bool:
+    """Writes ``env.pkl`` into ``run_dir`` when ``config.env`` is a script's
+    ``"__main__:name"``: the callable it names here, by value (cloudpickle).
+
+    Returns:
+        Whether it wrote one.
+
+    Raises:
+        ConfigError: The id names nothing in this process (``script_factory``).
+    """
+    from batchppo.envs.env_ids import is_script_env_id, script_factory
+
+    if not is_script_env_id(config.env):
+        return False
+    import cloudpickle
+
+    try:
+        factory = script_factory(config.env)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    atomic_write_bytes(run_dir / ENV_FILE, cloudpickle.dumps(factory))
+    return True
+
+
+def load_script_env(config: RunConfig, run_dir: Path) -> None:
+    """Holds the callable of ``run_dir``'s ``env.pkl`` as what its script's env id names in this
+    process (``hold_script_factory``); nothing for any other env.
+
+    Raises:
+        RunDirError: The run's env is a script's but ``env.pkl`` is missing or cannot be loaded.
+    """
+    from batchppo.envs.env_ids import hold_script_factory, is_script_env_id
+
+    if not is_script_env_id(config.env):
+        return
+    import cloudpickle
+
+    path = run_dir / ENV_FILE
+    try:
+        factory = cloudpickle.loads(path.read_bytes())
+    except Exception as error:
+        raise RunDirError(
+            f"{run_dir}: its env {config.env} is a script's, recorded by value in {ENV_FILE}, "
+            f"which cannot be loaded ({type(error).__name__}: {error}); restore {path}, or "
+            "train the run again from its script"
+        ) from error
+    hold_script_factory(config.env, factory)
 
 
 def _check_same_algorithm(stored: RunConfig, config: RunConfig, run_dir: Path) -> None:
@@ -186,10 +264,11 @@ def _check_same_algorithm(stored: RunConfig, config: RunConfig, run_dir: Path) -
 
 
 def open_run_dir(run_dir: str | Path) -> tuple[RunConfig, Path]:
-    """Checks that ``run_dir`` is a run and returns its stored config.
+    """Checks that ``run_dir`` is a run and returns its stored config; a script's env
+    recorded in its ``env.pkl`` is loaded (``load_script_env``).
 
     Raises:
-        RunDirError: Missing directory or no config.yaml.
+        RunDirError: Missing directory, no config.yaml, or a script's env not loadable.
         ConfigError: Invalid config.yaml.
     """
     run_dir = Path(run_dir)
@@ -197,4 +276,6 @@ def open_run_dir(run_dir: str | Path) -> tuple[RunConfig, Path]:
         raise RunDirError(f"run dir {run_dir} does not exist")
     if not (run_dir / CONFIG_FILE).is_file():
         raise RunDirError(f"{run_dir} holds no {CONFIG_FILE}: not a batchppo run dir")
-    return configs.load_config(run_dir / CONFIG_FILE), run_dir
+    config = configs.load_config(run_dir / CONFIG_FILE)
+    load_script_env(config, run_dir)
+    return config, run_dir

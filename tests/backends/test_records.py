@@ -108,3 +108,37 @@ def test_every_backend_is_installed_where_the_tests_run():
     # presets in `batchppo list`) ships untested; a new backend's package joins the extra.
     missing = [f"{b.name} ({b.requires})" for b in backends.BACKENDS.values() if not b.available()]
     assert not missing, f"add these backends' packages to the test extra: {missing}"
+
+
+def test_gymnasium_ids_name_the_package_their_envs_need():
+    from batchppo.backends.host import gymnasium_env_requires
+
+    assert gymnasium_env_requires("HalfCheetah-v5") == "mujoco"
+    assert gymnasium_env_requires("Humanoid-v5") == "mujoco"
+    assert gymnasium_env_requires("ALE/Breakout-v5") == "ale_py"
+    assert gymnasium_env_requires("craftax.craftax_env:make_craftax_env_from_name") == "craftax"
+    assert gymnasium_env_requires("Pendulum-v1") is None
+    assert gymnasium_env_requires("myenvs:MyReach-v0") is None
+    assert gymnasium_env_requires("NoSuchEnv-v0") is None  # check_env_id names that one
+    for name in ("process", "sync", "ray"):
+        assert get_backend(name).env_requires is gymnasium_env_requires
+    assert get_backend("ray").requires == "ray"
+
+
+def test_every_extra_an_install_line_names_is_in_pyproject():
+    import re
+    from pathlib import Path
+
+    from batchppo.core.backends import OPTIONAL_PACKAGES
+
+    pyproject = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    section = re.search(r"\[project\.optional-dependencies\]\n(.*?)\n\[", pyproject, re.S)
+    extras = set(re.findall(r"^(\w+) = \[", section.group(1), re.M))
+    for module, found in OPTIONAL_PACKAGES.items():
+        assert found.module == module
+        extra = re.fullmatch(r"batchppo\[(\w+)\]", found.name)
+        if extra is None:  # a package in no extra: installed alone
+            assert found.install.startswith(f"pip install {found.name}"), found
+            continue
+        assert extra.group(1) in extras, found
+        assert found.install == f"pip install 'batchppo[{extra.group(1)}]'"

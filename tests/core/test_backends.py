@@ -150,3 +150,39 @@ def test_what_a_record_reads_off_its_options():
     assert record.former_fields() == {"max_env_restarts": "max_restarts"}
     assert record.from_env_kwargs() == ("gravity",)
     assert record.check_options({"gravity": "1e1"}) == _Restarting(gravity=10.0)
+
+
+def test_a_record_names_what_is_missing_of_it_and_of_its_env(monkeypatch):
+    import importlib.util
+
+    from batchppo.core.backends import Requirement, factory_package, requirement
+
+    record = Backend(
+        name="x",
+        make=lazy("a:b"),
+        check_env_id=lambda env_id: None,
+        host=False,
+        description="x envs",
+        requires="brax",
+        env_requires=factory_package,
+    )
+    assert record.install == "pip install 'batchppo[brax]'"  # the project's extra
+    absent = {"brax", "craftax"}
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in absent else real(name, *a)
+    )
+    brax = Requirement("brax", "batchppo[brax]", "pip install 'batchppo[brax]'")
+    assert record.missing("craftax.craftax_env:make") == brax  # the backend's own first
+    absent.discard("brax")
+    assert record.missing("craftax.craftax_env:make") == Requirement(
+        "craftax", "craftax", "pip install craftax==1.6.1 --no-deps"
+    )
+    assert record.missing("myenvs:make") is None  # a user's module is not a package
+    assert record.missing("ant") is None
+    assert factory_package("jumanji.environments:Snake") == "jumanji"
+    assert factory_package("Pendulum-v1") is None
+    assert requirement("mujoco") == Requirement(
+        "mujoco", "batchppo[mujoco]", "pip install 'batchppo[mujoco]'"
+    )
+    assert requirement("xpkg") == Requirement("xpkg", "xpkg", "pip install xpkg")

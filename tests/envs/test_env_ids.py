@@ -131,10 +131,9 @@ def test_a_factory_is_recorded_by_module_and_name(user_envs, monkeypatch):
     assert env_ids.factory_env_id(myenvs.Reach) == "myenvs:Reach"
     expected = (
         "env factory test_a_factory_is_recorded_by_module_and_name.<locals>.<lambda>: cannot be "
-        "recorded in the run's config.yaml (a lambda, a nested function, a partial or a "
-        "function of a script run as a file cannot be imported again): define it at the top "
-        "level of a module (e.g. myenvs.py) and pass it, or pass 'module:name'; the factory's "
-        "arguments go in env_kwargs"
+        "recorded in the run's config.yaml (a lambda, a nested function or a partial has no "
+        "name to find it by): define it at the top level of your script or of a module (e.g. "
+        "myenvs.py) and pass it, or pass 'module:name'; the factory's arguments go in env_kwargs"
     )
     assert _errors(env_ids.factory_env_id, lambda: myenvs.Reach()) == expected
 

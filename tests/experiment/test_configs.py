@@ -139,7 +139,7 @@ def test_brax_preset_without_brax_is_a_clear_error(monkeypatch):
         importlib.util, "find_spec", lambda name, *a: None if name == "brax" else real(name, *a)
     )
     assert not configs.brax_available()
-    with pytest.raises(ConfigError, match=r"needs Brax.*pip install brax"):
+    with pytest.raises(ConfigError, match=r"needs Brax.*`pip install 'batchppo\[brax\]'`"):
         configs.get_preset("ant_brax")
 
 

@@ -10,6 +10,22 @@ from batchppo.experiment import configs, env_checks
 from batchppo.experiment.errors import ConfigError
 
 
+def test_a_missing_package_of_the_env_names_the_projects_extra(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "mujoco" else real(name, *a)
+    )
+    with pytest.raises(ConfigError) as info:
+        env_checks.check_env(configs.get_preset("cheetah_fast"))
+    assert str(info.value) == (
+        "env 'HalfCheetah-v5' needs the mujoco package, not installed: "
+        "`pip install 'batchppo[mujoco]'`"
+    )
+    env_checks.check_config_env_id(configs.get_preset("pendulum_fast"))
+
+
 def test_check_config_env_id():
     env_checks.check_config_env_id(configs.get_preset("cartpole"))
     env_checks.check_config_env_id(configs.get_preset("cartpole_jax"))
