@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from batchppo import _clock  # noqa: F401 (first: the origin of a run's set-up time)
 from batchppo._exports import lazy_exports
 
 __version__ = "0.1.0"

@@ -796,10 +796,8 @@ def _cmd_visualize(args: argparse.Namespace) -> int:
         raise UserError(f"--num_episodes {args.num_episodes}: must be >= 1")
     stats = visualize.visualize(
         args.logdir, args.outdir, checkpoint=args.checkpoint, num_episodes=args.num_episodes,
-        seed=args.seed,
+        seed=args.seed, progress=True,
     )  # fmt: skip
-    for video, ret, length in zip(stats["videos"], stats["returns"], stats["lengths"], strict=True):
-        print(f"{video}: return {ret:.2f}, length {length}")
     print(
         f"mean return {stats['mean_return']:.2f} over {len(stats['returns'])} episodes with the "
         "mean action"

@@ -21,6 +21,7 @@ import pytest
 import batchppo
 
 FLOORS: dict[str, int] = {
+    "_clock": 0,
     "_exports": 0,
     "core": 0,
     "envs": 1,

@@ -37,6 +37,7 @@ from batchppo.core.values import optional_positive_int
 from batchppo.core.wording import did_you_mean, first_line, import_env_module, unknown_id_message
 from batchppo.envs.atari import PREPROCESSING, import_ale
 from batchppo.envs.env_wrappers import apply_wrappers, wrapper_specs
+from batchppo.envs.mujoco_log import route_mujoco_warnings
 from batchppo.envs.standard_stack import StandardStack
 
 __all__ = [
@@ -148,10 +149,13 @@ class EnvSource:
             sys.path.append(self.path)
         if self.factory is None:
             _import_namespace(self.env_id)
+            _import_entry_point(self.env_id)
+            route_mujoco_warnings()
             return gymnasium.make(self.env_id, max_episode_steps=max_length, **kwargs)
         factory = self.value
         if factory is None:
             factory = _attribute(*self.factory.split(":", 1))
+        route_mujoco_warnings()
         env = factory(**kwargs)
         if not isinstance(env, gymnasium.Env):
             raise TypeError(
@@ -167,6 +171,18 @@ def _import_namespace(env_id: str) -> None:
     namespace = env_id.split("/", 1)[0] if "/" in env_id else None
     if namespace in _NAMESPACE_IMPORTS and env_id not in gymnasium.registry:
         _NAMESPACE_IMPORTS[namespace]()
+
+
+def _import_entry_point(env_id: str) -> None:
+    """Imports the module of a registered id's entry point, which ``gymnasium.make`` is about to
+    import, so that ``route_mujoco_warnings`` finds the ``mujoco`` it imports before the env
+    compiles its model (``batchppo.envs.mujoco_log``)."""
+    module, _, name = env_id.rpartition(":")
+    if module:
+        importlib.import_module(module)
+    spec = gymnasium.registry.get(name)
+    if spec is not None and isinstance(spec.entry_point, str):
+        importlib.import_module(spec.entry_point.partition(":")[0])
 
 
 def _attribute(module: str, qualname: str) -> Any:

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import psutil
 
+from batchppo._clock import IMPORTED_AT
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.experiment.callbacks import Callback, RunCallbacks, RunInfo, stop_on_callback_error
 from batchppo.experiment.env_failures import (
@@ -206,14 +206,16 @@ class Driver:
 def start_up_line(first_start: float, first_seconds: float) -> str:
     """The line that splits a run's start into set-up, compilation and training.
 
+    The set-up counts from the first import of batchppo (``batchppo._clock``).
+
     Args:
         first_start: ``time.monotonic()`` when the first iteration was called.
         first_seconds: That iteration's duration: its compilation (or a load from the
             persistent compilation cache) and one iteration.
     """
-    setup = time.time() - (time.monotonic() - first_start) - psutil.Process().create_time()
+    setup = first_start - IMPORTED_AT
     return (
-        f"start-up: set-up {setup:.1f} s (process start to the first iteration), first "
+        f"start-up: set-up {setup:.1f} s (import of batchppo to the first iteration), first "
         f"iteration {first_seconds:.1f} s (compilation and one iteration); steps/s exclude both"
     )
 

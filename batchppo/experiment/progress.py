@@ -1,4 +1,11 @@
-"""The progress output of a run: a tqdm bar on a terminal, plain lines otherwise."""
+"""The progress output of a run: a tqdm bar on a terminal, plain lines otherwise.
+
+The first iteration of a run (or of a resume) compiles its programs, which can take longer than
+many iterations: its time is left out of the ETA, which counts from the end of the first
+iteration (``steady_eta``; none is shown before a second iteration has ended), and out of the
+bar's rate, whose tqdm bar starts when the first iteration ends (a bar without a rate stands in
+until then).
+"""
 
 from __future__ import annotations
 
@@ -20,8 +27,31 @@ def _fmt(value: Any, spec: str = ".1f") -> str:
     )
 
 
+def steady_eta(origin: tuple[float, int] | None, now: float, step: int, total: int) -> float | None:
+    """Seconds left to ``total`` steps at the rate since ``origin``.
+
+    Args:
+        origin: ``(time, step)`` at the end of the first iteration (which compiles); None
+            before it ended.
+        now: The time (``time.monotonic()``).
+        step: The steps done by ``now``.
+        total: The step budget.
+
+    Returns:
+        The seconds left, or None while no steady rate is known: no origin yet, or no step or no
+        time since it.
+    """
+    if origin is None:
+        return None
+    start, start_step = origin
+    if step <= start_step or now <= start:
+        return None
+    return max(total - step, 0) * (now - start) / (step - start_step)
+
+
 class Progress:
-    """A tqdm bar (steps, steps/s, ETA, last score) on a terminal; plain lines otherwise.
+    """A tqdm bar (steps, steps/s, ETA, last score and eval score) on a terminal; plain lines
+    otherwise.
 
     Args:
         mode: ``auto`` (bar if stdout is a terminal), ``bar``, ``lines`` or ``none``.
@@ -35,18 +65,26 @@ class Progress:
         if mode == "auto":
             mode = "bar" if sys.stdout.isatty() else "lines"
         self.mode, self.total, self._score = mode, total, float("nan")
-        self._bar = None
-        self._start, self._start_step = time.monotonic(), initial
-        if mode == "bar":
-            from tqdm import tqdm
+        self._eval: str | None = None  # the last eval score, with its protocol
+        self._steady: tuple[float, int] | None = None  # (time, step) after the first iteration
+        # Until the first iteration ends, a bar that leaves no line behind (see the docstring).
+        self._bar = self._open_bar(initial, leave=False) if mode == "bar" else None
 
-            self._bar = tqdm(
-                total=total, initial=initial, unit="step", unit_scale=True, dynamic_ncols=True,
-                file=sys.stdout, smoothing=0.1,
-            )  # fmt: skip
+    def _open_bar(self, initial: int, leave: bool) -> Any:
+        from tqdm import tqdm
+
+        return tqdm(
+            total=max(self.total, initial), initial=initial, unit="step", unit_scale=True,
+            dynamic_ncols=True, file=sys.stdout, smoothing=0.1, leave=leave,
+        )  # fmt: skip
 
     def advance(self, step: int) -> None:
-        """Moves the bar to ``step``."""
+        """Moves the bar to ``step``, at the end of an iteration."""
+        if self._steady is None:
+            self._steady = (time.monotonic(), step)
+            if self._bar is not None:  # tqdm's rate counts from its start: start it now.
+                self._bar.close()
+                self._bar = self._open_bar(step, leave=True)
         if self._bar is not None:
             if step > self._bar.total:  # The last iteration may overshoot the budget.
                 self._bar.total = step
@@ -59,12 +97,10 @@ class Progress:
             # A window in which no episode ended has no score: show the last one.
             self._score = score = self._score if score is None else score
         if self._bar is not None:
-            self._bar.set_postfix_str(f"score {_fmt(self._score)}", refresh=False)
-            if record["phase"] == "eval":
-                self.message(
-                    f"eval at step {record['step']:,}: score {_fmt(score)} "
-                    f"({EvalProtocol.of_record(record)})"
-                )
+            if record["phase"] == "eval":  # in the bar, not a line of its own: one bar in all
+                self._eval = f"{_fmt(score)} ({EvalProtocol.of_record(record)})"
+            evaluated = "" if self._eval is None else f", eval {self._eval}"
+            self._bar.set_postfix_str(f"score {_fmt(self._score)}{evaluated}", refresh=False)
         elif self.mode == "lines":
             step = record["step"]
             if record["phase"] == "eval":
@@ -74,10 +110,8 @@ class Progress:
                     f"{EvalProtocol.of_record(record)}"
                 )
             else:
-                elapsed = time.monotonic() - self._start
-                rate = (step - self._start_step) / elapsed if elapsed > 0 else 0.0
-                eta = max(self.total - step, 0) / rate if rate > 0 else float("nan")
-                eta_s = "n/a" if math.isnan(eta) else str(datetime.timedelta(seconds=int(eta)))
+                eta = steady_eta(self._steady, time.monotonic(), step, self.total)
+                eta_s = "n/a" if eta is None else str(datetime.timedelta(seconds=int(eta)))
                 percent = min(100, 100 * step // self.total)
                 line = (
                     f"train step {step:>11,}/{self.total:,} ({percent:3d}%) | "

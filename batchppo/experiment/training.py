@@ -106,7 +106,7 @@ def train(
     name: str | None = None,
     timestamp: str | None = None,
     overrides: Sequence[str] = (),
-    progress: str = "auto",
+    progress: str = "bar",
     trainer_factory: TrainerFactory | None = None,
     seeds: int | None = None,
     resume: bool = False,
@@ -140,7 +140,11 @@ def train(
         overrides: ``KEY=VALUE`` strings applied to the config (typed; see
             [`configs.apply_overrides`][batchppo.experiment.configs.apply_overrides]). When
             resuming, only bookkeeping keys and a larger ``steps`` are accepted.
-        progress: ``auto`` (bar on a terminal, lines otherwise), ``bar``, ``lines``, ``none``.
+        progress: ``bar`` (the default): one tqdm bar on stdout, terminal or not (steps, rate,
+            ETA, the last train and eval scores; the start-up line and messages above it);
+            ``auto`` (``batchppo train``'s default): the bar on a terminal, else ``lines``, a
+            line per report; ``none``: nothing. The ETA leaves the first iteration
+            (compilation) out (``batchppo.experiment.progress``).
         trainer_factory: Builds the trainer from the config (default: the trainer of the
             config's algorithm); not with ``seeds``.
         seeds: Train this many seeds together (see above); None: one run.

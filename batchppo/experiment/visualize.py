@@ -1,10 +1,14 @@
 """Videos and statistics of a trained policy: one MP4 per episode plus ``stats.json``.
 
-Episodes run in one Gymnasium env with the run's wrapper stack (time limit, range
-normalisation, float32 conversion: ``batchppo.envs.make_env_fn``) rendering ``rgb_array``
-frames, acting with the mean (mode) action. gymnax presets render their Gymnasium twin (same
-dynamics, same range normalisation formulas). Frames stream into the MP4 (imageio's bundled
-ffmpeg, H.264), so long MuJoCo episodes need no memory for the whole video.
+Episodes run in one Gymnasium env of the run's *evaluation* env (the env ``batchppo evaluate``
+scores: ``eval_env_kwargs`` over ``env_kwargs``, so the Atari presets record whole games, not
+one life) with the run's wrapper stack (time limit, range normalisation, float32 conversion:
+``batchppo.envs.make_env_fn``) rendering ``rgb_array`` frames, acting with the mean (mode)
+action, each episode cut at ``eval_max_steps`` steps as the evaluations cut theirs. gymnax
+presets render their Gymnasium twin (same dynamics, same range normalisation formulas). Frames
+stream into the MP4 (imageio's bundled ffmpeg, H.264), so long MuJoCo episodes need no memory
+for the whole video. With ``progress``, a line per episode as it ends, and a bar over its steps
+on a terminal: rendering offscreen and encoding make a long episode slow to record.
 
 Headless rendering: classic control draws through pygame with ``SDL_VIDEODRIVER=dummy``;
 MuJoCo renders offscreen through EGL (``MUJOCO_GL=egl``, needs the system's ``libegl1`` and
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.common.trainer import eval_env_config
 from batchppo.backends.ale import ALE_ID
 from batchppo.backends.gymnax import GYMNASIUM_TWINS
 from batchppo.experiment.errors import UserError
@@ -156,12 +162,41 @@ def _even(frame: np.ndarray) -> np.ndarray:
     return frame[: h - h % 2, : w - w % 2]
 
 
-def record_episode(env: Any, policy: Any, path: Path, seed: int, fps: int) -> tuple[float, int]:
+def video_env(config: RunConfig) -> tuple[str, Any]:
+    """The env a run's videos are recorded in, and its Gymnasium id: one env of the run's
+    evaluation env (``eval_env_config``: what ``evaluate`` scores), rendering ``rgb_array``.
+
+    Raises:
+        UserError: See ``render_env_id`` and ``make_render_env``.
+    """
+    config = eval_env_config(config)
+    env_id = render_env_id(config)
+    return env_id, make_render_env(config, env_id)
+
+
+def record_episode(
+    env: Any,
+    policy: Any,
+    path: Path,
+    seed: int,
+    fps: int,
+    max_steps: int | None = None,
+    on_step: Callable[[], object] | None = None,
+) -> tuple[float, int, bool]:
     """Runs one episode with ``policy`` and streams its frames into the MP4 ``path``.
 
+    Args:
+        env: The env (``video_env``).
+        policy: Maps an observation batch to an action batch.
+        path: The MP4 file.
+        seed: The episode's ``env.reset`` seed.
+        fps: Frames per second of the video.
+        max_steps: Cut the episode after this many steps (None: until it ends).
+        on_step: Called after each step.
+
     Returns:
-        ``(return, length)``; the video has ``length + 1`` frames (the first observation's
-        frame, then one per step).
+        ``(return, length, cut)``: ``cut`` when ``max_steps`` ended the episode; the video has
+        ``length + 1`` frames (the first observation's frame, then one per step).
     """
     import imageio.v2 as imageio
 
@@ -181,8 +216,20 @@ def record_episode(env: Any, policy: Any, path: Path, seed: int, fps: int) -> tu
                 total += float(reward)
                 length += 1
                 writer.append_data(_even(env.render()))
+                if on_step is not None:
+                    on_step()
                 if terminated or truncated:
-                    return total, length
+                    return total, length, False
+                if max_steps is not None and length >= max_steps:
+                    return total, length, True
+
+
+def episode_line(video: str, total: float, length: int, cut: bool) -> str:
+    """The line that reports a recorded episode (``visualize``'s progress, ``batchppo
+    visualize``)."""
+    return f"{video}: return {total:.2f}, length {length}" + (
+        " (cut at eval_max_steps)" if cut else ""
+    )
 
 
 def visualize(
@@ -192,9 +239,11 @@ def visualize(
     num_episodes: int = 3,
     seed: int = 0,
     trainer_factory: TrainerFactory | None = None,
+    progress: bool = False,
 ) -> dict[str, Any]:
-    """Records ``num_episodes`` episodes of a run's policy (mean action); a tracked run
-    (``track=wandb``) also sends the videos to its W&B run.
+    """Records ``num_episodes`` episodes of a run's policy (mean action) in its evaluation env
+    (see the module docstring); a tracked run (``track=wandb``) also sends the videos to its W&B
+    run.
 
     Args:
         run_dir: A run directory written by ``batchppo train``.
@@ -203,10 +252,13 @@ def visualize(
         num_episodes: Episodes to record.
         seed: Episode ``i`` starts from ``env.reset(seed=seed + i)``.
         trainer_factory: Builds the trainer (default: the trainer of the run's algorithm).
+        progress: Print each episode's line (``episode_line``) on stdout as it ends, and show
+            a bar over its steps on stderr when that is a terminal; False: print nothing.
 
     Returns:
         The content of ``stats.json``: ``returns``, ``lengths``, ``mean_return``,
-        ``mean_length``, ``videos``, ``checkpoint``, ``env``.
+        ``mean_length``, ``cut`` (episodes cut at ``eval_max_steps``), ``videos``,
+        ``checkpoint``, ``env``.
 
     Raises:
         UserError: Missing or corrupt run dir or checkpoint, or an env that cannot render.
@@ -218,21 +270,34 @@ def visualize(
         policy = trainer.policy(state, deterministic=True)
     finally:
         trainer.close()
-    env_id = render_env_id(config)
-    env = make_render_env(config, env_id)
+    env_id, env = video_env(config)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     fps = int(env.metadata.get("render_fps") or 30)
-    returns, lengths, videos = [], [], []
+    returns, lengths, videos, cut = [], [], [], 0
+    bar = _steps_bar() if progress else None
+    bound = config.eval_max_steps
     try:
         for i in range(num_episodes):
             path = outdir / f"episode-{i:03d}.mp4"
-            total, length = record_episode(env, policy, path, seed + i, fps)
+            if bar is not None:
+                bar.reset(
+                    total=None if config.max_length is None else min(bound, config.max_length)
+                )
+                bar.set_description_str(f"episode {i + 1}/{num_episodes}")
+            total, length, was_cut = record_episode(
+                env, policy, path, seed + i, fps, bound, None if bar is None else bar.update
+            )
             returns.append(total)
             lengths.append(length)
             videos.append(str(path))
+            cut += was_cut
+            if bar is not None:
+                _print_line(bar, episode_line(str(path), total, length, was_cut))
     finally:
         env.close()
+        if bar is not None:
+            bar.close()
     stats = {
         "env": env_id,
         "checkpoint": step,
@@ -240,6 +305,7 @@ def visualize(
         "lengths": lengths,
         "mean_return": float(np.mean(returns)),
         "mean_length": float(np.mean(lengths)),
+        "cut": cut,
         "videos": videos,
     }
     (outdir / STATS_FILE).write_text(json.dumps(stats, indent=2) + "\n")
@@ -251,3 +317,20 @@ def visualize(
         finally:
             tracker.close()
     return stats
+
+
+def _steps_bar() -> Any:
+    """A tqdm bar over an episode's steps on stderr, disabled where stderr is no terminal."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=None, unit="step", file=sys.stderr, disable=None, leave=False, dynamic_ncols=True
+    )
+
+
+def _print_line(bar: Any, text: str) -> None:
+    """Prints ``text`` on stdout without breaking ``bar`` (``_steps_bar``)."""
+    if bar.disable:
+        print(text, flush=True)
+    else:
+        bar.write(text, file=sys.stdout)

@@ -65,6 +65,53 @@ def test_make_render_env_returns_the_run_stack_ready_to_render():
         env.close()
 
 
+def test_the_video_env_of_an_atari_preset_plays_whole_games():
+    # The eval env (eval_env_kwargs, preprocess atari_game), as evaluate scores: an episode is
+    # a game, all its lives; the training env's episodes end at the first lost life.
+    config = configs.get_preset("breakout_atari")
+    env_id, env = visualize.video_env(config)
+    training_env = visualize.make_render_env(config, env_id)
+    try:
+        for built, lives_left in ((env, 0), (training_env, 4)):
+            built.reset(seed=0)
+            while not any(built.step(0)[2:4]):  # NOOP: the ball is lost life after life
+                pass
+            assert built.unwrapped.ale.lives() == lives_left
+    finally:
+        env.close()
+        training_env.close()
+
+
+def untrained_run(tmp_path, preset, overrides):
+    """A run dir of ``preset`` whose one checkpoint (step 0) holds the initial state."""
+    config = configs.apply_overrides(configs.get_preset(preset), overrides)
+    run_dir = tmp_path / f"T-{preset}"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    configs.save_config(config, run_dir / "config.yaml")
+    trainer = trainers.default_trainer_factory(loading.loading_config(config))
+    try:
+        state = trainer.init(jax.random.PRNGKey(0))
+        ckpt.save_checkpoint(run_dir / "checkpoints", state, 0)
+    finally:
+        trainer.close()
+    return run_dir
+
+
+@pytest.mark.timeout(120)
+def test_visualize_prints_each_episode_as_it_ends_and_cuts_at_eval_max_steps(tmp_path, capsys):
+    run_dir = untrained_run(tmp_path, "pendulum_jax", ["eval_max_steps=5"])
+    outdir = tmp_path / "videos"
+    stats = visualize.visualize(run_dir, outdir, num_episodes=2, progress=True)
+    assert stats["lengths"] == [5, 5] and stats["cut"] == 2
+    assert capsys.readouterr().out.splitlines() == [
+        f"{outdir / f'episode-00{i}.mp4'}: return {stats['returns'][i]:.2f}, length 5 (cut at "
+        "eval_max_steps)"
+        for i in range(2)
+    ]
+    visualize.visualize(run_dir, outdir, num_episodes=1)
+    assert capsys.readouterr().out == ""  # no progress: nothing printed
+
+
 def _egl_available() -> bool:
     probe = "import mujoco; c = mujoco.GLContext(64, 64); c.make_current(); c.free()"
     env = {**os.environ, "MUJOCO_GL": "egl"}
@@ -85,20 +132,11 @@ def test_mujoco_video_renders_offscreen(tmp_path):
         )
     import imageio.v2 as imageio
 
-    config = configs.apply_overrides(
-        configs.get_preset("hopper"),
+    # An untrained policy is enough to check rendering.
+    run_dir = untrained_run(
+        tmp_path, "hopper",
         ["num_agents=1", "max_length=20", "policy_layers=[8]", "value_layers=[8]"],
-    )
-    run_dir = tmp_path / "T-hopper"
-    (run_dir / "checkpoints").mkdir(parents=True)
-    configs.save_config(config, run_dir / "config.yaml")
-    # An untrained policy is enough to check rendering: checkpoint the initial state.
-    trainer = trainers.default_trainer_factory(loading.loading_config(config))
-    try:
-        state = trainer.init(jax.random.PRNGKey(0))
-        ckpt.save_checkpoint(run_dir / "checkpoints", state, 0)
-    finally:
-        trainer.close()
+    )  # fmt: skip
     # A fresh process: MuJoCo picks its GL backend (MUJOCO_GL) when first imported.
     outdir = tmp_path / "videos"
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "MUJOCO_GL": "egl"}
@@ -112,6 +150,11 @@ def test_mujoco_video_renders_offscreen(tmp_path):
     assert stats["env"] == "Hopper-v5" and stats["checkpoint"] == 0
     (length,) = stats["lengths"]
     assert 1 <= length <= 20
+    (ret,) = stats["returns"]
+    assert done.stdout.splitlines() == [
+        f"{outdir / 'episode-000.mp4'}: return {ret:.2f}, length {length}",
+        f"mean return {ret:.2f} over 1 episodes with the mean action",
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         reader = imageio.get_reader(outdir / "episode-000.mp4")

@@ -98,11 +98,17 @@ def make_run_env(config: Any, num_envs: int) -> Env:
     )
 
 
-def make_run_eval_env(config: Any, num_envs: int) -> Env:
-    """The evaluation env of a run's config: ``make_run_env`` with ``config.eval_env_kwargs`` over
-    ``config.env_kwargs``."""
+def eval_env_config(config: Any) -> Any:
+    """``config`` with the evaluation env's constructor arguments as its ``env_kwargs``:
+    ``config.eval_env_kwargs`` over ``config.env_kwargs`` (the Atari presets' whole games).
+    The evaluations and ``batchppo visualize`` build their envs from it."""
     env_kwargs = {**config.env_kwargs, **config.eval_env_kwargs}
-    return make_run_env(dataclasses.replace(config, env_kwargs=env_kwargs), num_envs)
+    return dataclasses.replace(config, env_kwargs=env_kwargs)
+
+
+def make_run_eval_env(config: Any, num_envs: int) -> Env:
+    """The evaluation env of a run's config: ``make_run_env`` of ``eval_env_config(config)``."""
+    return make_run_env(eval_env_config(config), num_envs)
 
 
 def strong(x: Any) -> Any:
