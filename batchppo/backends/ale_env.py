@@ -388,9 +388,9 @@ STEP_TARGET = "atari_vector_xla_step"
 """The custom-call target of ALE's step (``AtariVectorEnv.xla()``'s FFI)."""
 
 GPU_COMPILER_OPTIONS = {"xla_gpu_enable_dynamic_slice_fusion": False}
-"""XLA's GPU option that turns off its dynamic-slice fusion, whose rewriter was seen to clone
-ALE's step into a ``dynamic_slice_fusion`` beside the original on an H200, two step calls per
-agent step (docs/benchmarks-journal.md, section 14; openxla/xla#45799)."""
+"""XLA's GPU option that turns off its dynamic-slice fusion, whose rewriter can clone ALE's
+step into a ``dynamic_slice_fusion`` beside the original: two step calls per agent step
+(openxla/xla#45799; ``step_calls`` counts them; docs/benchmarks.md, "Speed on the GPU")."""
 
 _STEP_CALL = re.compile(rf'custom_call_target="{STEP_TARGET}"')
 

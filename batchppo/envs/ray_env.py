@@ -76,7 +76,7 @@ __all__ = [
 # Half a CPU per actor. A trainer holds two RayBatchEnvs at once, the training env and the
 # eval env, each with one actor per CPU by default, and steps only one of them at a time: at
 # a whole CPU each, the eval env's actors could never be placed on a local Ray, whose CPUs
-# the training env already holds, and its construction waited for ever (issue 12). At half a
+# the training env already holds, and its construction would wait for ever. At half a
 # CPU the two fit side by side, and the CPUs Ray books still match the work done at once.
 DEFAULT_NUM_CPUS = 0.5
 # Long enough for Ray to start worker processes on a loaded machine or a cluster to add a

@@ -72,7 +72,7 @@ class Reference:
 
 REFERENCE_SETS: dict[str, dict[str, Reference]] = {
     # SAC at 1M steps, the mean of 10 seeds of SimbaV2's baseline CSVs (results/baseline, Gym
-    # v4 tasks), as quoted in issue 23.
+    # v4 tasks).
     "sac-1m": {
         "HalfCheetah-v5": Reference(11321.0),
         "Hopper-v5": Reference(2787.0),
@@ -80,7 +80,8 @@ REFERENCE_SETS: dict[str, dict[str, Reference]] = {
         "Ant-v5": Reference(5734.0),
         "Humanoid-v5": Reference(4826.0),
     },
-    # Issue 23's targets for the MuJoCo presets at 1M steps.
+    # The project's targets for the MuJoCo presets at 1M steps (docs/benchmarks.md's MuJoCo
+    # table judges the presets against them).
     "targets-1m": {
         "HalfCheetah-v5": Reference(6000.0),
         "Hopper-v5": Reference(2800.0),

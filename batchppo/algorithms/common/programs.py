@@ -37,9 +37,8 @@ XLA_CONVOLUTIONS_OPTIONS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUS
 """XLA's CPU option that lists the ops it hands to the YNNPACK library: dots only (as a flag,
 ``XLA_FLAGS=--xla_cpu_experimental_ynn_fusion_type=dot``). By default the XLA of jaxlib 0.10
 hands it convolutions too, and a CNN's gradient convolutions (dilated windows) then run far
-more slowly than with XLA's own kernels: a Nature-CNN gradient step on 256 Atari frames took
-3.12x as long on 2 cores (bench/investigations/conv.py). See
-``RunConfig.xla_convolutions``."""
+more slowly than with XLA's own kernels (a Nature-CNN gradient step on Atari frames:
+bench/investigations/conv.py measures both). See ``RunConfig.xla_convolutions``."""
 
 
 def resolve_xla_convolutions(
@@ -60,9 +59,9 @@ def resolve_host_loop(host_loop: bool | None, host: bool) -> bool:
     """Whether a trainer drives its host envs from a Python loop around the compiled policy
     (``RunConfig.host_loop``): as set, or where None, for host envs on an accelerator, where a
     host callback inside the compiled iteration costs more than the loop's one compiled call
-    a step (``breakout_atari`` on an H200: 1,918 agent steps/s with the loop, 1,217 in-graph).
-    On the CPU the in-graph rollout is the default: it trained HalfCheetah 1.07x as fast as the
-    loop there (``bench/train.py``)."""
+    a step. On the CPU the in-graph rollout is the default: there it trains faster than the
+    loop (``bench/train.py`` measures both; docs/benchmarks.md, "Speed on the GPU" and "Speed
+    on the CPU")."""
     if host_loop is None:
         return host and jax.default_backend() != "cpu"
     return bool(host_loop)

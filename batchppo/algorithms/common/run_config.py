@@ -107,7 +107,7 @@ class RunConfig:
     step) run convolutions with XLA's own kernels (True) or hand them to the YNNPACK library
     as XLA does by default (False; the XLA option ``xla_cpu_experimental_ynn_fusion_type``).
     None: True where an observation leaf is an image (a CNN torso), whose gradient step
-    YNNPACK's convolutions made about 3x slower (``bench/investigations/conv.py``). Results
+    YNNPACK's convolutions make several times slower (``bench/investigations/conv.py``). Results
     agree up to float rounding; it may change on resume."""
     backend_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The backend's own settings, by name: the keys and types its record declares

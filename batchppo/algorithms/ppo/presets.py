@@ -73,10 +73,9 @@ _CLIP: dict[str, Any] = dict(
 
 # Clipped PPO tuned for Pendulum: 64 envs x 32 steps, 10 epochs x 16 minibatches of 128, lr 1e-3
 # annealed to 0 over the budget. An update stops early once a minibatch's KL passes 1.5 x 0.02:
-# without that, the policy's std shrinks until each update moves it by a KL of 1-5 and the evals
-# swing between -150 and -900, the more the longer the budget. Rewards are scaled by the spread
-# of the discounted return. Final evals of pendulum_jax over seeds 0-2: -154/-231/-165 at 100k
-# steps, -137/-168/-180 at 400k.
+# without that, the policy's std shrinks until each update moves it by a KL far above the
+# target and the evals swing widely, the more the longer the budget. Rewards are scaled by the
+# spread of the discounted return.
 _PENDULUM_CLIP = _preset(
     **_CLIP,
     env="Pendulum-v1",
@@ -136,26 +135,26 @@ def _locomotion(env: str, **changes: Any) -> PPOConfig:
 
 # Recomputing GAE before each epoch under the value network the earlier epochs trained gives
 # the later epochs better advantage estimates, for one value pass over the batch per epoch; on
-# ten seeds it raised the IQM, the mean and the weakest seed of HalfCheetah, Hopper and
-# Walker2d. Ant and Humanoid keep the recipe their ten seeds were measured with until theirs
-# are run with it.
+# tuning seeds 0-9 it raised the IQM, the mean and the weakest seed of HalfCheetah, Hopper and
+# Walker2d (docs/results/*_fast-recompute-vs-before-stats.json). Ant and Humanoid keep the
+# recipe their ten seeds were measured with until theirs are run with it.
 _RECOMPUTE: dict[str, Any] = dict(recompute_advantages=True)
 
 _LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
-    # Initial std 0.3 (Andrychowicz et al. 2021 recommend a low one): on tuning seeds 0-9 the
-    # weakest seed rose from 3500 to 4427, above 70 % of the target, and the IQM from 5043 to
-    # 5417 (docs/results/cheetah_fast-std03-1M-seeds0-9.json). LayerNorm lowered HalfCheetah.
+    # Initial std 0.3 (Andrychowicz et al. 2021 recommend a low one): on tuning seeds 0-9 it
+    # lifted the weakest seed above 70 % of the target and raised the IQM
+    # (docs/results/cheetah_fast-std03-1M-seeds0-9.json). LayerNorm lowered HalfCheetah
+    # (docs/results/cheetah_fast-ln-1M-seeds0-9.json).
     "cheetah_fast": _locomotion("HalfCheetah-v5", **_RECOMPUTE, init_std=0.3),
     # LayerNorm in both networks' hidden layers (Tanaka and Mahmood 2026 report it narrows
-    # PPO's spread): on tuning seeds 0-9 no seed fell below 70 % of the target (two did
-    # without it) and the IQM rose from 3373 to 3429
-    # (docs/results/hopper_fast-ln-1M-seeds0-9.json).
+    # PPO's spread): on tuning seeds 0-9 no seed fell below 70 % of the target (some did
+    # without it) and the IQM rose (docs/results/hopper_fast-ln-1M-seeds0-9.json).
     "hopper_fast": _locomotion("Hopper-v5", **_RECOMPUTE, mlp="layernorm"),
     "walker_fast": _locomotion("Walker2d-v5", **_RECOMPUTE),
     # Ant-v5 observes 78 contact-force terms by default; Ant-v4 did not, and under MuJoCo >= 2
     # the v2/v3 ones were all zero (openai/gym#1541), so the peers' Ant figures were learned
-    # without them. Without them Ant learns faster: with them two of three seeds stalled near
-    # 1000-1500, falling often, with 40 % of each update's samples clipped.
+    # without them. Without them Ant learns faster: with them most seeds stalled early, falling
+    # often, with a large share of each update's samples clipped.
     "ant_fast": _locomotion("Ant-v5", env_kwargs={"include_cfrc_ext_in_observation": False}),
     "humanoid_fast": _locomotion("Humanoid-v5"),
     "reacher_fast": _locomotion("Reacher-v5", max_length=50),
@@ -167,8 +166,9 @@ _LOCOMOTION_PRESETS: dict[str, PPOConfig] = {
 # and value, then one tanh layer of 64 each; PureJaxRL's / Pgx's MinAtar PPO settings otherwise
 # (gamma 0.99, GAE 0.95, clip 0.2, entropy 0.01, 4 epochs, 128-step rollouts), over 128 envs.
 # The learning rate starts at 2e-3 and anneals to 0: at 5e-4 Breakout's paddle learns to stay
-# near the centre and the score sits at 6-7 for millions of steps (a discount of 0.999 or
-# separate torsos do not move it), while 1e-3 to 3e-3 leave that plateau within 400k steps.
+# near the centre and the score plateaus for millions of steps (a discount of 0.999 or
+# separate torsos do not move it), while 1e-3 to 3e-3 leave that plateau early
+# (docs/learning-minatar-breakout-lr.png).
 # The grid stays 0/1 (no range normalisation); rewards are unscaled. Their published figures
 # were measured with the sort permutations (_SORT).
 _MINATAR: dict[str, Any] = dict(
@@ -300,9 +300,9 @@ PRESETS: dict[str, PPOConfig] = {
         num_minibatches=4,
         learning_rate=1e-3,
         discount=0.99,
-        # Without an entropy bonus some seeds settle on policies that balance 200-300 steps
-        # and stay there; with 0.01 (CleanRL's and PureJaxRL's) seeds 0-4 all reach 475
-        # within the budget.
+        # Without an entropy bonus some seeds settle on policies that balance far short of
+        # the 500-step limit and stay there; with 0.01 (CleanRL's and PureJaxRL's) the seeds
+        # tried all reach CartPole's solved return of 475 within the budget.
         entropy_coef=0.01,
         init_mean_factor=0.01,
         steps=300_000,
