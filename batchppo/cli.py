@@ -221,7 +221,8 @@ def _add_evaluate(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         ev,
         "a task's reference score for normalised aggregates: ENV=HIGH or ENV=LOW:HIGH "
         "(HIGH scores 1, LOW 0; default LOW 0), or a set: "
-        "sac-1m (SAC's 1M-step returns), targets-1m (the MuJoCo targets at 1M steps); repeatable; the "
+        "sac-1m (SAC's 1M-step returns), targets-1m (the MuJoCo targets at 1M steps); "
+        "repeatable; the "
         "aggregates across the runs of several envs need one for each env",
     )
     ev.add_argument(
