@@ -1,10 +1,16 @@
 """Crash-safe file writes and JSON-lines files read and cut back by step (no heavy imports:
-used by configs, logs and checkpoints)."""
+used by configs, logs and checkpoints).
+
+A JSON-lines log may be stored xz-compressed beside where it would be (``metrics.jsonl.xz``
+for ``metrics.jsonl``), as the repository keeps the logs of its published runs
+(``bench/rundata.py``): it is read where the plain file is not there, and never written.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import lzma
 import os
 import tempfile
 from pathlib import Path
@@ -42,6 +48,17 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
+def packed(path: str | Path) -> Path:
+    """Where a JSON-lines file is stored xz-compressed: ``<path>.xz``."""
+    path = Path(path)
+    return path.with_name(path.name + ".xz")
+
+
+def jsonl_exists(path: str | Path) -> bool:
+    """Whether a JSON-lines file is there, plain or xz-compressed (``packed``)."""
+    return Path(path).is_file() or packed(path).is_file()
+
+
 def _jsonl(path: Path) -> list[tuple[str, dict[str, Any]]]:
     """Each complete line of a JSON-lines file with its record; a torn line, the one a killed
     process was writing, is skipped."""
@@ -55,9 +72,15 @@ def _jsonl(path: Path) -> list[tuple[str, dict[str, Any]]]:
 
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """The complete records of a JSON-lines file (none where it does not exist)."""
+    """The complete records of a JSON-lines file, or of its xz-compressed copy (``packed``)
+    where the plain file is not there; none where neither exists."""
     path = Path(path)
-    return [record for _, record in _jsonl(path)] if path.exists() else []
+    if path.exists():
+        return [record for _, record in _jsonl(path)]
+    if packed(path).is_file():
+        text = lzma.decompress(packed(path).read_bytes()).decode()
+        return [json.loads(line) for line in text.splitlines()]
+    return []
 
 
 def truncate_jsonl(path: str | Path, max_step: int) -> int:

@@ -35,6 +35,7 @@ import numpy as np
 from batchppo.experiment import configs, stats
 from batchppo.experiment.errors import RunDirError, UserError
 from batchppo.experiment.eval_protocol import EvalProtocol
+from batchppo.experiment.fileio import jsonl_exists
 from batchppo.experiment.logging import METRICS_FILE, read_metrics
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def run_group(run_dir: str | Path) -> str:
 
 
 def _checked_records(run_dir: Path) -> list[dict[str, Any]]:
-    if not (run_dir / METRICS_FILE).is_file():
+    if not jsonl_exists(run_dir / METRICS_FILE):
         what = "does not exist" if not run_dir.exists() else f"holds no {METRICS_FILE}"
         raise RunDirError(f"run dir {run_dir} {what}")
     return read_metrics(run_dir)

@@ -41,6 +41,7 @@ import numpy as np
 
 from batchppo.experiment.episode_log import EPISODES_FILE, read_episodes
 from batchppo.experiment.errors import UserError
+from batchppo.experiment.fileio import jsonl_exists
 from batchppo.experiment.logging import METRICS_FILE, read_metrics
 from batchppo.experiment.plot import run_group
 from batchppo.experiment.rundir import open_run_dir
@@ -97,7 +98,7 @@ PROTOCOLS: dict[str, ScoringProtocol] = {
 def _records(run_dir: str | Path) -> list[dict[str, Any]]:
     """The reports of a run dir, or a one-line error for a dir that is not a run's."""
     path = Path(run_dir)
-    if not (path / METRICS_FILE).is_file():
+    if not jsonl_exists(path / METRICS_FILE):
         what = "does not exist" if not path.exists() else f"holds no {METRICS_FILE}"
         raise UserError(f"run dir {run_dir} {what}")
     return read_metrics(path)
@@ -139,7 +140,7 @@ def training_window(run_dir: str | Path, episodes: int = 100) -> dict[str, Any]:
     config, _ = open_run_dir(run_dir)
     head = {"run_dir": str(run_dir), "env": config.env, "preset": run_group(run_dir),
             "seed": config.seed}  # fmt: skip
-    if (Path(run_dir) / EPISODES_FILE).is_file():
+    if jsonl_exists(Path(run_dir) / EPISODES_FILE):
         return {**head, **exact_window(read_episodes(run_dir), episodes, run_dir)}
     warnings.warn(
         f"{run_dir} has no {EPISODES_FILE} (a run from before it): its last {episodes} training "

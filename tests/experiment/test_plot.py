@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import lzma
 import os
 import subprocess
 import sys
@@ -71,6 +72,18 @@ def test_hours_axis_reads_wall_time(runs):
     grouped = plot.group_runs(runs[:1], x="hours")
     run = grouped["HalfCheetah-v5"]["cheetah_fast"][0]
     np.testing.assert_array_equal(run.curves["train"][0], [1, 2])
+
+
+def test_a_run_whose_log_is_stored_xz_compressed_plots_the_same_curves(runs):
+    # The repository keeps its published runs' logs as metrics.jsonl.xz (bench/rundata.py).
+    plain = plot.load_curves(runs[0])
+    log = runs[0] / "metrics.jsonl"
+    (runs[0] / "metrics.jsonl.xz").write_bytes(lzma.compress(log.read_bytes()))
+    log.unlink()
+    packed = plot.load_curves(runs[0])
+    assert list(packed) == list(plain) == ["eval", "train"]
+    for phase in plain:
+        np.testing.assert_array_equal(packed[phase], plain[phase])
 
 
 def test_aggregate_interpolates_onto_the_shared_range():

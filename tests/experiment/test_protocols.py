@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import lzma
 import warnings
 
 import numpy as np
@@ -67,6 +68,20 @@ def test_training_window_takes_exactly_the_last_episodes_of_episodes_jsonl(tmp_p
         protocols.training_window(run_dir, 2)
     write_episodes(run_dir, [episode(4, 1.0), episode(8, None)])  # a non-finite return
     assert np.isnan(protocols.training_window(run_dir, 2)["mean_return"])
+
+
+def test_a_run_whose_logs_are_stored_xz_compressed_is_scored_the_same(tmp_path):
+    # The repository keeps its published runs' logs as *.jsonl.xz (bench/rundata.py).
+    run_dir = write_run(tmp_path, "p", 3, [train(10, 100.0, 3), train(20, 2.0, 3)])
+    write_episodes(run_dir, [episode(4, 150.0), episode(10, 100.0), episode(20, 4.75)])
+    plain = protocols.training_window(run_dir, 2)
+    for name in ("metrics.jsonl", "episodes.jsonl"):
+        log = run_dir / name
+        (run_dir / f"{name}.xz").write_bytes(lzma.compress(log.read_bytes()))
+        log.unlink()
+    packed = protocols.training_window(run_dir, 2)
+    assert packed == plain and packed["protocol"] == "training-window-exact"
+    assert packed["mean_return"] == (100.0 + 4.75) / 2
 
 
 def test_over_atari_envs_the_window_takes_the_last_whole_games(tmp_path):
