@@ -1,6 +1,6 @@
 r"""Failure modes of the `*_fast` presets at 1M steps (issue 40, item 3), from committed logs.
 
-Reads the training logs of seeds 0-9 (`docs/runs/s<seed>-<group>/metrics.jsonl` and
+Reads the training logs of seeds 0-9 (`docs/runs/s<seed>-<group>/metrics.jsonl.xz` and
 `config.yaml`) and their 100-episode final evaluations (`docs/results/<group>-1M-10seeds.csv`),
 prints per-seed tables of the logged signals at fixed steps, their rank correlations with the
 final score, the KL cap's learning-rate cuts and the step each Hopper seed first hopped whole
@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -46,6 +45,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 from scipy import stats
+
+from batchppo.experiment.logging import read_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "docs" / "runs"
@@ -96,7 +97,8 @@ def load_run(run_dir: str | Path) -> dict:
     """One run's logs as arrays.
 
     Args:
-        run_dir: A run directory holding `config.yaml` and `metrics.jsonl`.
+        run_dir: A run directory holding `config.yaml` and `metrics.jsonl` (or its compressed
+            copy, `metrics.jsonl.xz`, as docs/runs holds it).
 
     Returns:
         A dict: `config` (the YAML as a dict); `train`, a dict of float arrays, one entry per
@@ -107,7 +109,7 @@ def load_run(run_dir: str | Path) -> dict:
     """
     run_dir = Path(run_dir)
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = read_metrics(run_dir)
     train = [row for row in rows if row["phase"] == "train"]
     evals = [row for row in rows if row["phase"] == "eval"]
     keys = [

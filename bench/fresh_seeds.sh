@@ -5,11 +5,14 @@
 #
 #   bench/fresh_seeds.sh train [PRESET ...]   # train what is missing into runs_fresh/, one run at
 #                                              # a time (a started run resumes; published seeds skip)
-#   bench/fresh_seeds.sh stage PRESET         # its finished runs -> docs/runs (kept across sessions)
-#   bench/fresh_seeds.sh publish PRESET       # the SEEDS' runs, all finished -> docs/runs,
-#                                              # docs/results/PRESET-1M-seedsA-B*, results redrawn
+#   bench/fresh_seeds.sh stage PRESET         # its finished runs -> docs/runs, compact
+#   bench/fresh_seeds.sh publish PRESET       # the SEEDS' runs, all finished in runs_fresh/ ->
+#                                              # docs/runs, docs/results/PRESET-1M-seedsA-B*,
+#                                              # the manifest, results redrawn
 #
-# A seed counts as published once docs/runs/s<seed>-<preset> holds its final checkpoint. The
+# docs/runs holds a run in its compact form (bench/rundata.py: config, code, the logs
+# xz-compressed, a summary; no checkpoint): a seed counts as published once its summary there
+# says it finished, and its checkpoints stay in runs_fresh/, where `publish` evaluates them. The
 # presets must not change between the runs of one preset: `train` runs the code of one commit
 # (FRESH_COMMIT, default HEAD) from a worktree of its own and records it in runs_fresh/log.txt,
 # and `stage` refuses runs whose config differs from the first of SEEDS' but for the seed.
@@ -40,7 +43,7 @@ train() {
   for p in ${@:-$ALL}; do
     local name=$p${VARIANT:+-$VARIANT}
     for seed in $SEEDS; do
-      [ -f docs/runs/s$seed-$name/checkpoints/$FINAL ] && continue
+      published s$seed-$name && continue
       dir=runs_fresh/s$seed-$name
       [ -f $dir/checkpoints/$FINAL ] && continue
       echo "$(date -Is) start $name seed $seed" >> runs_fresh/log.txt
@@ -70,13 +73,19 @@ if changed:
 PY
 }
 
-# Copies the preset's finished runs (config, metrics, final checkpoint) to docs/runs; with
-# "all", every seed must be finished.
+# Whether docs/runs holds the run (its summary says it finished).
+published() {
+  python bench/rundata.py finished docs/runs/$1
+}
+
+# Writes the compact form of the preset's finished runs to docs/runs (config, code, the logs
+# xz-compressed, the summary; the checkpoints stay in runs_fresh/); with "all", every seed must
+# be finished.
 stage() {
   local p=$1 need=${2:-}
   for seed in $SEEDS; do
     local src=runs_fresh/s$seed-$p dst=docs/runs/s$seed-$p
-    [ -f $dst/checkpoints/$FINAL ] && continue
+    published s$seed-$p && continue
     if [ ! -f $src/checkpoints/$FINAL ]; then
       [ "$need" = all ] && { echo "$src: not finished" >&2; exit 1; }
       continue
@@ -85,17 +94,15 @@ stage() {
     local first=docs/runs/s$seed0-$p/config.yaml
     [ -f $first ] || first=runs_fresh/s$seed0-$p/config.yaml
     same_recipe $src/config.yaml $first || exit 1
-    mkdir -p $dst/checkpoints
-    # episodes.jsonl: every training episode, for the training-window protocols
-    cp $src/config.yaml $src/metrics.jsonl $src/code.jsonl $src/episodes.jsonl $dst/
-    cp $src/checkpoints/$FINAL $dst/checkpoints/
+    python bench/rundata.py compact $src $dst
   done
 }
 
 publish() {
   local p=$1 seeds=($SEEDS)
   local out=docs/results/$1-1M-seeds${seeds[0]}-${seeds[-1]} dirs=()
-  for seed in $SEEDS; do dirs+=(docs/runs/s$seed-$p); done
+  # Evaluated where the checkpoints are; docs/runs holds each run's compact form by its name.
+  for seed in $SEEDS; do dirs+=(runs_fresh/s$seed-$p); done
   stage $p all
   # The published protocol, 100 mean-action episodes, whatever the runs' eval_actions (sampled)
   batchppo evaluate "${dirs[@]}" --episodes 100 --mean-action --reference targets-1m \
@@ -103,6 +110,7 @@ publish() {
   python bench/results.py --seeds-csv $out.json $out.csv
   batchppo evaluate "${dirs[@]}" --training-window 100 --max-eval-mean 1001472 \
     --json $out-training-window.json --stats-json $out-training-window-stats.json
+  python bench/rundata.py manifest --write
   python bench/results.py --write README.md docs/benchmarks.md --figure
 }
 
@@ -117,5 +125,5 @@ case "${1:-}" in
   train) shift; train "$@" ;;
   stage) stage "$2" ;;
   publish) publish "$2" ;;
-  *) sed -n '2,14p' "$0"; exit 2 ;;
+  *) sed -n '2,18p' "$0"; exit 2 ;;
 esac

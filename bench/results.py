@@ -38,10 +38,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import rundata
 import scipy.stats
 
 from batchppo.experiment import configs, evaluate, provenance
+from batchppo.experiment.episode_log import EPISODES_FILE, read_episodes
 from batchppo.experiment.errors import ConfigError
+from batchppo.experiment.fileio import jsonl_exists
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
@@ -102,9 +105,6 @@ FRESH_SEEDS = (range(20, 30), range(10, 20))
 """The fresh seeds of the frozen recipes (issue 56): 20-29, never run before the recipes were
 frozen, which the protocol tables report; and 10-19, which an earlier recipe ran, rerun on the
 same code."""
-
-FINAL_CHECKPOINT = "ckpt-000001001472.msgpack"
-"""The last checkpoint of a 1M-step `*_fast` run (489 iterations of 2048 steps)."""
 
 
 def load_entries(path: Path) -> list[dict] | None:
@@ -210,9 +210,8 @@ def _env(stem: str) -> str | None:
 
 
 def _finished(task: Task, seeds: range) -> int:
-    """How many of ``seeds`` have a finished run of ``task`` in docs/runs."""
-    return sum((RUNS / f"s{s}-{task.preset}" / "checkpoints" / FINAL_CHECKPOINT).is_file()
-               for s in seeds)  # fmt: skip
+    """How many of ``seeds`` have a finished run of ``task`` in docs/runs (by its summary)."""
+    return sum(rundata.finished(RUNS / f"s{s}-{task.preset}") for s in seeds)
 
 
 def _fresh_cells(task: Task, seeds: range, env: str | None) -> list[str]:
@@ -545,9 +544,8 @@ GAMES_WINDOW = 50_000
 
 def _training_games(run_dir: Path) -> float:
     """The mean raw score of the training games (all lives) that ended in a run's last
-    `GAMES_WINDOW` steps, from its episodes.jsonl (the `game_score` records)."""
-    games = [json.loads(line) for line in (run_dir / "episodes.jsonl").open()]
-    games = [g for g in games if "game_score" in g]
+    `GAMES_WINDOW` steps, from its episodes log (the `game_score` records)."""
+    games = [g for g in read_episodes(run_dir) if "game_score" in g]
     last = max(g["step"] for g in games)
     return float(np.mean([g["game_score"] for g in games if g["step"] > last - GAMES_WINDOW]))
 
@@ -555,7 +553,7 @@ def _training_games(run_dir: Path) -> float:
 def _ale_training_games() -> tuple[float | None, str]:
     """Ours by CleanRL's own protocol: the ale runs' training games of their last 50k steps."""
     dirs = {seed: RUNS / ATARI_ALE_RUNS.format(seed=seed) for seed in ATARI_SEEDS}
-    if not all((d / "episodes.jsonl").is_file() for d in dirs.values()):
+    if not all(jsonl_exists(d / EPISODES_FILE) for d in dirs.values()):
         return None, "pending"
     return _seeds({seed: _training_games(d) for seed, d in dirs.items()}, ATARI_SEEDS)
 
@@ -642,18 +640,16 @@ def _ratios(values: Sequence[float], what: str = "round") -> str:
 
 
 def _minutes(run_dirs: Sequence[Path]) -> str:
-    """The range of the runs' wall-clock to their last logged record, in minutes."""
-    times = []
-    for run_dir in run_dirs:
-        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").open()]
-        times.append(max(r["wall_time"] for r in records if "wall_time" in r) / 60)
+    """The range of the runs' wall-clock to their last logged record, in minutes (from their
+    summaries)."""
+    times = [rundata.load_summary(run_dir)["wall_time"] / 60 for run_dir in run_dirs]
     return f"{min(times):.1f}-{max(times):.1f} minutes"
 
 
 def fresh_block() -> list[str]:
     """The fresh-seed table, after the wall-clock of the runs published in it."""
     runs = [
-        ROOT / entry["run_dir"]
+        RUNS / Path(entry["run_dir"]).name  # evaluated where the checkpoint was
         for task in TASKS
         for seeds in FRESH_SEEDS
         for entry in load_entries(RESULTS / f"{fresh_stem(task, seeds)}.json") or []
