@@ -369,10 +369,22 @@ def spawn(
     return result
 
 
+def cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``; None where it is not there). Read without
+    importing JAX: a bench's parent process must not take the devices its workers use."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return None
+    names = [line.partition(":")[2].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else None
+
+
 def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """When, how and where a run ran: the UTC ``date``, the ``command`` (the script's name and
     ``argv``, by default this process's arguments), this checkout's ``commit`` (``-dirty``
-    where the tree has changes; None outside git) and the ``machine``."""
+    where the tree has changes; None outside git) and the ``machine`` (platform, CPU model,
+    cores, Python)."""
     git = ["git", "-C", str(ROOT), "describe", "--always", "--dirty"]
     try:
         commit = subprocess.run(git, capture_output=True, text=True, check=True).stdout.strip()
@@ -383,8 +395,8 @@ def provenance(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "command": " ".join([Path(sys.argv[0]).name, *args]),
         "commit": commit,
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
-                    "python": platform.python_version()},
+        "machine": {"platform": platform.platform(), "cpu": cpu_model(),
+                    "cpus": os.cpu_count(), "python": platform.python_version()},
     }  # fmt: skip
 
 

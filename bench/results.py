@@ -13,8 +13,12 @@ cannot drift from its data, and a figure is changed by rerunning its measurement
 editing a page.
 
 What the data supports decides the wording: a figure is bold only where its 95 % interval lies
-wholly above the other side's (else the row says "tie"); the tuning seeds' column is never
-compared; a figure measured more than once lists every reading and how many there were.
+wholly above the other side's (else the row says "tie"; one run a side is not compared); the
+tuning seeds' column is never compared; a figure measured more than once lists every reading and
+how many there were. Each block ends with its sources (`source_paragraph`): the files it read,
+their dates and machines, the commits of the code that made them (`docs/manifest.json`:
+recorded, or inferred from git history and marked) and whether `batchppo/` has changed since
+(`git log COMMIT..HEAD -- batchppo/`); a run resumed mid-run is marked where a table names it.
 
     python bench/results.py                                      # print the blocks
     python bench/results.py --write README.md docs/benchmarks.md # replace their blocks
@@ -27,13 +31,16 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import csv
 import dataclasses
+import functools
 import json
 import re
+import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -107,6 +114,33 @@ frozen, which the protocol tables report; and 10-19, which an earlier recipe ran
 same code."""
 
 
+_READING: list[set[str]] = []
+"""The names of docs/results read by each block being generated (`reading`)."""
+
+
+def results_path(name: str) -> Path:
+    """`docs/results/<name>`, noted as read by each block being generated (`reading`)."""
+    for names in _READING:
+        names.add(name)
+    return RESULTS / name
+
+
+def read_json(name: str) -> Any:
+    """A JSON file of docs/results (`results_path`)."""
+    return json.loads(results_path(name).read_text())
+
+
+@contextlib.contextmanager
+def reading() -> Iterator[set[str]]:
+    """The names of the files of docs/results that the code inside the block reads."""
+    names: set[str] = set()
+    _READING.append(names)
+    try:
+        yield names
+    finally:
+        _READING.remove(names)
+
+
 def load_entries(path: Path) -> list[dict] | None:
     """The run entries of an `evaluate --json` file, each with its run's provenance (`commit`,
     `note`, `config`: `batchppo.experiment.evaluate.load_results`); None where it is not there
@@ -166,7 +200,8 @@ def _verdict(
     names: Sequence[str], intervals: Sequence[Interval | None], digits: int
 ) -> tuple[int | None, str]:
     """Which side is higher (its index, or None) and the cell that says so from the
-    intervals: `[a, b] / [c, d]: tie`; a point (a peer's one run) shows as published."""
+    intervals: `[a, b] / [c, d]: tie`; a point (a peer's one run) shows as published. Points
+    alone (one run on every side) are not compared: nothing says how far another run lands."""
     best = higher(intervals)
     if sum(iv is not None for iv in intervals) < 2:
         return None, "—"
@@ -176,7 +211,13 @@ def _verdict(
         else f"[{iv[0]:.{digits}f}, {iv[1]:.{digits}f}]"
         for iv in intervals
     )  # fmt: skip
+    if all(iv[0] == iv[1] for iv in intervals if iv is not None):
+        return None, f"{shown}: {NOT_COMPARED}"
     return best, f"{shown}: " + ("tie" if best is None else f"{names[best]} higher")
+
+
+NOT_COMPARED = "not compared (one run a side, so no interval)"
+"""The verdict where every side is one run."""
 
 
 def _bold_at(texts: Sequence[str], best: int | None) -> list[str]:
@@ -200,12 +241,12 @@ def window_stem(task: Task, seeds: range = FRESH_SEEDS[0]) -> str:
 
 
 def _group_scores(stem: str) -> np.ndarray | None:
-    entries = load_entries(RESULTS / f"{stem}.json")
+    entries = load_entries(results_path(f"{stem}.json"))
     return None if entries is None else scores(entries)
 
 
 def _env(stem: str) -> str | None:
-    entries = load_entries(RESULTS / f"{stem}.json")
+    entries = load_entries(results_path(f"{stem}.json"))
     return None if entries is None else entries[0]["env"]
 
 
@@ -219,32 +260,68 @@ def _fresh_cells(task: Task, seeds: range, env: str | None) -> list[str]:
     whether it reaches the task's target, and the seeds below 70 % of it (the weakest where
     none is) and whether at most one is."""
     stem = fresh_stem(task, seeds)
-    entries = load_entries(RESULTS / f"{stem}.json")
+    entries = load_entries(results_path(f"{stem}.json"))
     if entries is None:
         return [f"pending ({_finished(task, seeds)} of {len(seeds)} run)", "pending"]
     values = scores(entries)
-    low, high = stats_interval(RESULTS / f"{stem}-stats.json", env, values)
+    low, high = stats_interval(results_path(f"{stem}-stats.json"), env, values)
     by_seed = sorted((e["seed"], e["mean_return"]) for e in entries)
     return [
         f"{iqm(values):.0f} [{low:.0f}, {high:.0f}]: "
         + ("met" if iqm(values) >= task.target else "missed"),
-        below_cell(by_seed, 0.7 * task.target),
+        below_cell(by_seed, 0.7 * task.target, resumed(task, seeds)),
     ]
 
 
-def below_cell(by_seed: Sequence[tuple[int, float]], bar: float) -> str:
+RESUMED_MARK = "†"
+"""The mark of a seed whose run was resumed mid-run (`resumed`), where a table names it."""
+
+
+def resumed(task: Task, seeds: Sequence[int]) -> dict[int, int]:
+    """The seeds of ``task`` whose published run was resumed mid-run from its own checkpoint,
+    each with the step it resumed at (its summary's first ``resumed_at``)."""
+    found = {}
+    for seed in seeds:
+        run = RUNS / f"s{seed}-{task.preset}"
+        steps = rundata.load_summary(run)["resumed_at"] if run.is_dir() else []
+        if steps:
+            found[seed] = steps[0]
+    return found
+
+
+def resumed_note(sets: Sequence[Sequence[int]]) -> str:
+    """The footnote of the mark: each resumed run of the tasks over ``sets``, and where it
+    resumed; empty where none was."""
+    runs = [f"{task.name} seed {seed} at {step / 1000:.0f}k steps"
+            for seeds in sets for task in TASKS
+            for seed, step in resumed(task, seeds).items()]  # fmt: skip
+    if not runs:
+        return ""
+    return (f"{RESUMED_MARK} Resumed mid-run from its own checkpoint, on the same code: "
+            f"{_join(runs)}.")  # fmt: skip
+
+
+def below_cell(
+    by_seed: Sequence[tuple[int, float]], bar: float, marked: Mapping[int, int] | None = None
+) -> str:
     """The seeds scoring below ``bar``, each with its score, and the failure target's verdict
     (met where at most one seed of the set is below); the weakest seed where none is.
 
     Args:
         by_seed: ``(seed, score)`` pairs in seed order.
         bar: 70 % of the task's target.
+        marked: Seeds named with `RESUMED_MARK` (those resumed mid-run).
     """
+    marked = marked or {}
+
+    def seed(s: int) -> str:
+        return f"{s}{RESUMED_MARK if s in marked else ''}"
+
     below = [(s, v) for s, v in by_seed if v < bar]
     if not below:
         weakest = min(by_seed, key=lambda sv: sv[1])
-        return f"none (weakest: {weakest[0]}, {weakest[1]:.0f}): met"
-    named = ", ".join(f"{s} ({v:.0f})" for s, v in below)
+        return f"none (weakest: {seed(weakest[0])}, {weakest[1]:.0f}): met"
+    named = ", ".join(f"{seed(s)} ({v:.0f})" for s, v in below)
     return f"{named}: {'met' if len(below) <= 1 else 'missed'}"
 
 
@@ -264,14 +341,15 @@ def fresh_table() -> list[str]:
     for task in TASKS:
         tuning = _group_scores(task.tuning)
         env = _env(task.tuning)
-        low, high = stats_interval(RESULTS / f"{task.tuning}-stats.json", env, tuning)
+        low, high = stats_interval(results_path(f"{task.tuning}-stats.json"), env, tuning)
         cells = [c for seeds in FRESH_SEEDS for c in _fresh_cells(task, seeds, env)]
         lines.append(
             f"| {task.name} | {task.target:g}; {0.7 * task.target:.0f} | "
             + " | ".join(cells)
             + f" | {iqm(tuning):.0f} [{low:.0f}, {high:.0f}] |"
         )
-    return lines
+    note = resumed_note(FRESH_SEEDS)
+    return [*lines, *(["", *_paragraph(note)] if note else [])]
 
 
 class Ours(NamedTuple):
@@ -294,7 +372,7 @@ def _runs_mean(stem: str, env: str) -> Ours:
     values = _group_scores(stem)
     if values is None:
         return Ours("pending")
-    interval = stats_interval(RESULTS / f"{stem}-stats.json", env, values, "mean")
+    interval = stats_interval(results_path(f"{stem}-stats.json"), env, values, "mean")
     return Ours(f"{values.mean():.0f} ± {values.std():.0f}", interval, float(values.mean()))
 
 
@@ -315,7 +393,7 @@ def _tianshou(task: Task, fresh: bool) -> Ours:
     """The max-eval-mean of the fresh runs and the population std over seeds at its step, with
     the 95 % t-interval of that mean (the std read back as the sample std); compared only
     where the runs' evaluations were Tianshou's."""
-    path = RESULTS / f"{window_stem(task)}-stats.json"
+    path = results_path(f"{window_stem(task)}-stats.json")
     if not fresh or not path.is_file():
         return Ours("pending")
     m = next(iter(json.loads(path.read_text())["max_eval_mean"].values()))[_env(task.tuning)]
@@ -405,8 +483,17 @@ def protocol_tables() -> list[str]:
             cells = [*_bold_at(cells, best), verdict]
             if table.tuning:
                 cells.append(table.score(task, False).text)
-            lines.append(f"| {task.name} | " + " | ".join(cells) + " |")
+            lines.append(f"| {_marked_name(task)} | " + " | ".join(cells) + " |")
+    if any(resumed(task, FRESH_SEEDS[0]) for task in TASKS):
+        lines += ["", *_paragraph(
+            f"{RESUMED_MARK} One of its seeds {seeds_label(FRESH_SEEDS[0])} was resumed mid-run "
+            "from its own checkpoint (the fresh-seed table names it).")]  # fmt: skip
     return lines
+
+
+def _marked_name(task: Task) -> str:
+    """The task's name, marked where one of its fresh seeds 20-29 was resumed mid-run."""
+    return task.name + (RESUMED_MARK if resumed(task, FRESH_SEEDS[0]) else "")
 
 
 def _scored(stem: str, protocol: str, episodes: int) -> dict[int, float] | None:
@@ -416,7 +503,7 @@ def _scored(stem: str, protocol: str, episodes: int) -> dict[int, float] | None:
     `evaluate --json` wrote no protocol before it had `--sample`: such entries are the mean
     action's.
     """
-    entries = load_entries(RESULTS / f"{stem}.json")
+    entries = load_entries(results_path(f"{stem}.json"))
     if entries is None:
         return None
     for e in entries:
@@ -446,7 +533,7 @@ def _seeds(
 def _seeds_interval(stem: str, by_seed: dict[int, float] | None) -> Interval | None:
     """The bootstrap interval of the mean over the runs of `<stem>.json` (``by_seed``, as
     `_scored` read them) from `<stem>-stats.json`; None where either is not there."""
-    path = RESULTS / f"{stem}-stats.json"
+    path = results_path(f"{stem}-stats.json")
     if by_seed is None or not path.is_file():
         return None
     return stats_interval(path, None, np.array(list(by_seed.values())), "mean")
@@ -521,7 +608,7 @@ def _cleanrl_training_games() -> tuple[float | None, str]:
     last window, `docs/results/breakout_cleanrl-2M-seed<s>-rerun.json`)."""
     values = []
     for seed in ATARI_SEEDS:
-        path = RESULTS / f"breakout_cleanrl-2M-seed{seed}-rerun.json"
+        path = results_path(f"breakout_cleanrl-2M-seed{seed}-rerun.json")
         if not path.is_file():
             return None, "pending"
         values.append(json.loads(path.read_text())["cleanrl"]["windows"][-1]["mean_return"])
@@ -652,7 +739,7 @@ def fresh_block() -> list[str]:
         RUNS / Path(entry["run_dir"]).name  # evaluated where the checkpoint was
         for task in TASKS
         for seeds in FRESH_SEEDS
-        for entry in load_entries(RESULTS / f"{fresh_stem(task, seeds)}.json") or []
+        for entry in load_entries(results_path(f"{fresh_stem(task, seeds)}.json")) or []
     ]
     timing = (
         f"Each of the {len(runs)} runs published so far took {_minutes(runs)} to its final "
@@ -700,8 +787,8 @@ def _atari_times() -> str:
     """Our whole runs' wall-clock and CPU time over CleanRL's, per seed timed alone."""
     wall, cpu = [], []
     for ours, theirs in ATARI_TIMED.values():
-        a = json.loads((RESULTS / ours).read_text())
-        b = json.loads((RESULTS / theirs).read_text())
+        a = read_json(ours)
+        b = read_json(theirs)
         a, b = a.get("bench", a)["batchppo"], b.get("bench", b)["cleanrl"]
         wall.append(a["seconds"] / b["seconds"])
         cpu.append(a["cpu_seconds"] / b["cpu_seconds"])
@@ -716,9 +803,9 @@ def _atari_times() -> str:
 
 def _pong() -> str:
     """Pong's final scores on both sides, three seeds."""
-    values = [e["mean_return"] for e in load_entries(RESULTS / "pong_atari-2M-3seeds.json")]
+    values = [e["mean_return"] for e in load_entries(results_path("pong_atari-2M-3seeds.json"))]
     for seed in ATARI_SEEDS:
-        bench = json.loads((RESULTS / f"pong_atari-2M-seed{seed}.json").read_text())["bench"]
+        bench = read_json(f"pong_atari-2M-seed{seed}.json")["bench"]
         values += [bench["cleanrl"]["score"], bench["batchppo"]["score"]]
     # Within two points of a game lost 0-21, as benchmarks journal 8f reads "not learned".
     learned = "" if max(values) > -19 else "neither side learned "
@@ -753,7 +840,7 @@ CRAFTAX = ("craftax-cpu-2026-11-26.json", "craftax-speed-cpu-2026-11-27.json")
 
 def _craftax_sides(name: str) -> dict[str, list[dict]]:
     """A Craftax bench file's rows by side, in round order."""
-    rows = json.loads((RESULTS / name).read_text())["rows"]
+    rows = read_json(name)["rows"]
     by_side: dict[str, list[dict]] = {}
     for row in sorted(rows, key=lambda r: r["round"]):
         by_side.setdefault(row["side"], []).append(row)
@@ -762,10 +849,12 @@ def _craftax_sides(name: str) -> dict[str, list[dict]]:
 
 def craftax_block() -> list[str]:
     """Craftax beside the baselines' `ppo.py`: return at 1M steps, speed at equal steps."""
-    learning, speed = (json.loads((RESULTS / name).read_text())["args"] for name in CRAFTAX)
+    learning, speed = (read_json(name)["args"] for name in CRAFTAX)
     if learning["rounds"] != 1:
         raise SystemExit(f"{CRAFTAX[0]}: {learning['rounds']} runs a side: compare by intervals")
     final = {side: rows[0]["final_return"] for side, rows in _craftax_sides(CRAFTAX[0]).items()}
+    points = [(final[side], final[side]) for side in ("baseline", "batchppo")]
+    _, verdict = _outcome(["the baseline", "batchppo"], points)
     runs = _craftax_sides(CRAFTAX[1])
 
     def ratios(side: str) -> str:
@@ -777,7 +866,7 @@ def craftax_block() -> list[str]:
         "settings, fused) beside that `ppo.py` itself, on 2 CPU cores, by its protocol (the "
         f"mean return of the sampled training episodes of the last {learning['window']} "
         f"updates): {final['batchppo']:.2f} against {final['baseline']:.2f} at "
-        f"{learning['steps']:,} steps, seed {learning['seed']}, one run a side: a tie. Speed "
+        f"{learning['steps']:,} steps, seed {learning['seed']}: {verdict}. Speed "
         f"at equal steps ({speed['steps']:,} a run, each side in its own process, "
         f"{_count(len(runs['baseline']), 'round')} in alternating order): {ratios('batchppo')} "
         f"the baseline's steps/s ({ratios('batchppo_lean')} without the per-minibatch "
@@ -791,7 +880,7 @@ def bench_rows(*names: str) -> dict[str, list[dict]]:
     {...}` line a row), the JSON's row where both hold one."""
     by_key: dict[tuple[str, str, int], dict] = {}
     for name in names:
-        path = RESULTS / name
+        path = results_path(name)
         if path.suffix == ".json":
             workloads = json.loads(path.read_text())["workloads"]
             found = [(w, row) for w, load in workloads.items() for row in load["rows"]]
@@ -872,11 +961,11 @@ def _setup() -> str:
 
 def _atari_gpu() -> str:
     """`breakout_atari`'s rates on the GPU machines, the env alone, and the lockstep model."""
-    readings = json.loads((RESULTS / "gpu-h200-atari-train-2026-11-27.json").read_text())
+    readings = read_json("gpu-h200-atari-train-2026-11-27.json")
     loop = [r for r in readings["readings"] if r["host_loop"]]
     graph = [r for r in readings["readings"] if not r["host_loop"]]
-    env = json.loads((RESULTS / "gpu-h200-envs-atari-2026-11-27.json").read_text())
-    lock = json.loads((RESULTS / "gpu-h200-lockstep-2026-11-27-d1.json").read_text())
+    env = read_json("gpu-h200-envs-atari-2026-11-27.json")
+    lock = read_json("gpu-h200-lockstep-2026-11-27-d1.json")
     alone = env["ALE/Breakout-v5"]["8"]["batch_arr"]
     bound = lock["sizes"]["8"]["lockstep_sps"]
 
@@ -950,7 +1039,7 @@ def _code_version(data: dict) -> str:
 def _ale_call(name: str, what: str, number: int) -> tuple[str, float]:
     """One call's readings, each side's rounds and its median over CleanRL's median in the
     call; and that CleanRL median."""
-    data = json.loads((RESULTS / name).read_text())
+    data = read_json(name)
     rows = data["rows"]
     theirs = _rounds(rows, "cleanrl")
     median = float(np.median(theirs))
@@ -974,7 +1063,7 @@ def _ale_call(name: str, what: str, number: int) -> tuple[str, float]:
 
 def _ale_env_counts() -> str:
     """The fused iteration's agent steps/s by env count, and its ALE step calls."""
-    found = [json.loads((RESULTS / name).read_text()) for name in ALE_ENV_COUNTS]
+    found = [read_json(name) for name in ALE_ENV_COUNTS]
     calls = {c for r in found for c in r["step_calls"]["package"].values()}
     rates = _join(
         [
@@ -995,7 +1084,7 @@ def _atari_ale_gpu() -> str:
     """Breakout on the `ale` backend beside CleanRL's EnvPool script, call by call, ALE's raw
     step alone on the last call's machine, and the fused iteration by env count there."""
     calls = [_ale_call(name, what, i + 1) for i, (name, what) in enumerate(ALE_GPU_CALLS)]
-    raw = [json.loads((RESULTS / name).read_text()) for name in ALE_RAW]
+    raw = [read_json(name) for name in ALE_RAW]
     last_median = calls[-1][1]
     eight, more = (r["raw_step"]["agent_steps_per_s"] for r in raw)
     steps = f"{eight:,.0f} agent steps/s at {raw[0]['envs']} envs ({more:,.0f} at {raw[1]['envs']}"
@@ -1124,7 +1213,7 @@ def _headline_mujoco(task: Task) -> list[str]:
     values = _group_scores(stem)
     own = None
     if values is not None:
-        interval = stats_interval(RESULTS / f"{stem}-stats.json", _env(task.tuning), values)
+        interval = stats_interval(results_path(f"{stem}-stats.json"), _env(task.tuning), values)
         own = _estimate(iqm(values), interval, 0)
     peer = strongest_peer(task)
     figure = peer.figure(task)
@@ -1299,7 +1388,7 @@ def figure_data() -> dict[str, Any]:
     seeds = FRESH_SEEDS[0]
     tasks = []
     for task in TASKS:
-        entries = load_entries(RESULTS / f"{fresh_stem(task, seeds)}.json") or []
+        entries = load_entries(results_path(f"{fresh_stem(task, seeds)}.json")) or []
         by_seed = {
             str(e["seed"]): e["mean_return"] for e in sorted(entries, key=lambda e: e["seed"])
         }
@@ -1434,7 +1523,28 @@ def sources() -> list[Source]:
         out.append(Source(f"breakout_atari_ale-2M-3seeds-{suffix}", "breakout_atari", ale, False))
         out.append(Source(f"breakout_cleanrl_model-2M-3seeds-{suffix}", None))
     out.append(Source("pong_atari-2M-3seeds", "pong_atari", ATARI_RUN))
+    for name in CRAFTAX:  # a side-by-side bench: its batchppo side's config
+        args = json.loads((RESULTS / name).read_text())["args"]
+        changes = {"num_agents": args["envs"], "steps": args["steps"]}
+        out.append(Source(name.removesuffix(".json"), "craftax_symbolic", changes, False))
     return out
+
+
+def recorded_configs(stem: str) -> list[dict | None] | None:
+    """The distinct configs recorded for the runs of `docs/results/<stem>.json`: its entries'
+    (an `evaluate --json` file), or its ``config`` (a side-by-side bench's file: its batchppo
+    side's; None where it records none); None where the file is not there."""
+    path = RESULTS / f"{stem}.json"
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    if isinstance(data, dict) and "args" in data:
+        return [data.get("config")]
+    found: list[dict | None] = []
+    for entry in evaluate.load_results(path):
+        if entry["config"] not in found:
+            found.append(entry["config"])
+    return found
 
 
 def shipped_differences() -> list[str]:
@@ -1444,17 +1554,13 @@ def shipped_differences() -> list[str]:
     field with both values, and the fix."""
     lines = []
     for source in sources():
-        entries = load_entries(RESULTS / f"{source.stem}.json")
-        if entries is None or source.preset is None:
+        found = recorded_configs(source.stem)
+        if found is None or source.preset is None:
             continue
         preset = dataclasses.replace(configs.PRESETS[source.preset], **source.overrides)
         shipped = provenance.effective_config(preset)
         where = f"{source.preset}: docs/results/{source.stem}.json"
-        recorded_configs: list[dict | None] = []
-        for entry in entries:
-            if entry["config"] not in recorded_configs:
-                recorded_configs.append(entry["config"])
-        for recorded in recorded_configs:
+        for recorded in found:
             if recorded is None:
                 lines.append(f"{where} records no config of its runs: rerun its evaluation")
                 continue
@@ -1470,6 +1576,183 @@ def shipped_differences() -> list[str]:
                 pins = ", ".join(f"{k}={b!r}" for k, _, b in diffs)
                 lines.append(f"{where}: {fields}. Rerun, or pin {pins} in the preset")
     return lines
+
+
+# --- Where each block's figures come from: files, dates, machines, code --------------------
+
+CODE_PATH = "batchppo/"
+"""The code a figure measures: where it changed since the figure's commit, the page says so."""
+
+
+@functools.cache
+def changed_since(commit: str) -> bool:
+    """Whether `CODE_PATH` has changed between ``commit`` and HEAD (`git log
+    COMMIT..HEAD -- batchppo/` lists a commit)."""
+    git = ["git", "-C", str(ROOT), "log", "--format=%h", f"{commit}..HEAD", "--", CODE_PATH]
+    try:
+        out = subprocess.run(git, capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise SystemExit(
+            f"git log {commit}..HEAD -- {CODE_PATH}: {error}; the figures' code check needs the "
+            "repository's history (a full clone)"
+        ) from None
+    return bool(out.strip())
+
+
+class Code(NamedTuple):
+    """A commit a figure was made at, and whether it is inferred (the commit that added its
+    file: `rundata.ADDED`) rather than recorded."""
+
+    commit: str
+    inferred: bool
+
+    def __str__(self) -> str:
+        return self.commit[:7] + ("*" if self.inferred else "")
+
+
+@functools.cache
+def _manifest(path: Path) -> dict[str, dict[str, Any]]:
+    return rundata.load_manifest() if path == rundata.MANIFEST else {}
+
+
+def manifest_entry(rel: str) -> dict[str, Any]:
+    """The manifest's entry of a file or run dir (`rundata`), by its path in the repository.
+
+    Raises:
+        SystemExit: The manifest has none.
+    """
+    entry = _manifest(rundata.MANIFEST).get(rel)
+    if entry is None or not entry.get("commit"):
+        raise SystemExit(f"{rel}: no entry with a commit in docs/manifest.json; commit the file "
+                         "and rerun `python bench/rundata.py manifest --write`")  # fmt: skip
+    return entry
+
+
+def _code(entry: Mapping[str, Any]) -> Code:
+    return Code(entry["commit"], entry["commit_source"] != "recorded")
+
+
+def _platform(p: Mapping[str, Any]) -> str:
+    """An evaluation's `platform` in a few words."""
+    return f"{p['cpu']} ({p['isa']}), JAX {p['jax']}"
+
+
+def _bench_machine(data: Mapping[str, Any]) -> str | None:
+    """A bench file's machine in a few words: its rows' accelerator, its CPU and cores, JAX's
+    version; a hand-written one as it is; None where it records none."""
+    machine = data.get("machine")
+    if machine is None or isinstance(machine, str):
+        return machine
+    rows = data.get("rows") or [r for w in data.get("workloads", {}).values() for r in w["rows"]]
+    devices = sorted({r.get("device") for r in [*rows, data]} - {None, "cpu"})
+    cpu = f" ({machine['cpu']})" if machine.get("cpu") else " (CPU model not recorded)"
+    jax = f", JAX {machine['jax']}" if machine.get("jax") else ""
+    return ", ".join([*devices, f"{machine['cpus']} CPU cores{cpu}{jax}"])
+
+
+def file_source(name: str) -> tuple[set[Code], Code, set[str], str]:
+    """Where a file of docs/results comes from: the commits its runs trained at (an `evaluate
+    --json` file's entries, or their run dirs'), the commit it was made at, the machines it
+    records, and its date (its own, else the day it was committed)."""
+    path = RESULTS / name
+    entry = manifest_entry(f"docs/results/{name}")
+    made = _code(entry)
+    data = json.loads(path.read_text()) if path.suffix == ".json" else None
+    if path.suffix == ".log" and path.with_suffix(".json").is_file():
+        data = json.loads(path.with_suffix(".json").read_text())
+    trained: set[Code] = set()
+    machines: set[str] = set()
+    if data is not None and rundata.is_evaluate_file(data):
+        for run in evaluate.load_results(path):
+            if run.get("commit"):
+                trained.add(Code(run["commit"], False))
+            else:
+                run_dir = f"docs/runs/{Path(run['run_dir']).name}"
+                known = _manifest(rundata.MANIFEST).get(run_dir)
+                trained.add(_code(known) if known else made)
+            if run.get("platform"):
+                machines.add(_platform(run["platform"]))
+    elif isinstance(data, dict) and _bench_machine(data):
+        machines.add(_bench_machine(data))
+    day = str((data or {}).get("date") or (data or {}).get("when") or "")[:10] if isinstance(
+        data, dict) else ""  # fmt: skip
+    if not re.fullmatch(r"\d{4}-\d\d-\d\d", day):
+        day = entry["added"]
+    return trained, made, machines, day
+
+
+def _codes_text(codes: Sequence[Code]) -> str:
+    return _join([str(c) for c in sorted(codes)])
+
+
+def _changed_text(codes: set[Code]) -> str:
+    """Whether `CODE_PATH` has changed since each commit of ``codes``."""
+    changed = sorted(c for c in codes if changed_since(c.commit))
+    kept = sorted(c for c in codes if not changed_since(c.commit))
+    if not kept:
+        return (f"`{CODE_PATH}` has changed since each of these commits: the figures are of that "
+                "code, not rerun since")  # fmt: skip
+    if not changed:
+        return f"`{CODE_PATH}` is unchanged since these commits"
+    return (f"`{CODE_PATH}` has changed since {_codes_text(changed)}, not since "
+            f"{_codes_text(kept)}")  # fmt: skip
+
+
+def source_paragraph(names: set[str]) -> list[str]:
+    """Where a block's figures come from: its files (a `-stats.json` beside its evaluation
+    left out), their dates, machines and code, and whether the code changed since."""
+    files = sorted(n for n in names if not (n.endswith("-stats.json")
+                   and f"{n.removesuffix('-stats.json')}.json" in names))  # fmt: skip
+    trained: set[Code] = set()
+    made: set[Code] = set()
+    machines: set[str] = set()
+    days = []
+    unrecorded = 0
+    for name in files:
+        runs, at, where, day = file_source(name)
+        trained |= runs
+        made.add(at)
+        machines |= where
+        unrecorded += not where
+        days.append(day)
+    on = "; ".join(sorted(machines)) or "machines not recorded"
+    if machines and unrecorded:
+        on += f" (and {_count(unrecorded, 'file')} recording none)"
+    code = (f"runs trained at {_codes_text(list(trained))}; made at {_codes_text(list(made))}"
+            if trained else f"made at {_codes_text(list(made))}")  # fmt: skip
+    inferred = any(c.inferred for c in trained | made)
+    return _paragraph(
+        f"Sources: {', '.join(f'`{n}`' for n in files)} (`docs/results`; each one's command, "
+        f"sha256 and code in `docs/manifest.json`), {_days(days)}, on {on}. Code: "
+        f"{code}{' (*: inferred, the commit that added the file)' if inferred else ''}; "
+        f"{_changed_text(trained | made)}."
+    )
+
+
+def headline_sources(names: set[str]) -> list[str]:
+    """The headline's short source line: how many files, their dates, and whether the code
+    changed since any of their commits (each block of docs/benchmarks.md names its own)."""
+    codes: set[Code] = set()
+    days = []
+    for name in names:
+        runs, at, _, day = file_source(name)
+        codes |= runs | {at}
+        days.append(day)
+    runs = sum(len(resumed(task, FRESH_SEEDS[0])) for task in TASKS)
+    again = (f" {_count(runs, 'fresh run')} of seeds {seeds_label(FRESH_SEEDS[0])} "
+             f"{'was' if runs == 1 else 'were'} resumed mid-run from "
+             f"{'its own checkpoint' if runs == 1 else 'their own checkpoints'} "
+             "(docs/benchmarks.md marks them)." if runs else "")  # fmt: skip
+    return _paragraph(
+        f"Sources: {_count(len(names), 'file')} of `docs/results`, {_days(days)} "
+        "(docs/benchmarks.md names each under its block, with its machine and code); "
+        f"{_changed_text(codes)}.{again}"
+    )
+
+
+def _days(days: Sequence[str]) -> str:
+    """`2026-11-27`, `2026-11-25 to 2026-11-28`: the range of ``days``."""
+    return min(days) if min(days) == max(days) else f"{min(days)} to {max(days)}"
 
 
 TABLES = {
@@ -1514,7 +1797,10 @@ def render(text: str) -> str:
             raise SystemExit(
                 f"<!-- table:{name} -->: no such block; the blocks: {', '.join(TABLES)}"
             )
-        body = "\n".join(TABLES[name]()) + "\n"
+        with reading() as read:
+            lines = TABLES[name]()
+        source = headline_sources(read) if name == "headline" else source_paragraph(read)
+        body = "\n".join([*lines, "", *source]) + "\n"
         text = _block(name).sub(lambda m, body=body: m.group(1) + body + m.group(3), text)
     return text
 

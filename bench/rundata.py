@@ -23,6 +23,8 @@ file or its run, or else inferred from git history: the commit that added the fi
 from __future__ import annotations
 
 import argparse
+import datetime
+import functools
 import hashlib
 import json
 import lzma
@@ -184,10 +186,10 @@ def finished(run_dir: str | Path) -> bool:
 # --- The manifest --------------------------------------------------------------------------
 
 
-def _git(*args: str) -> str:
-    """A git command's output in the repository."""
+def _git(root: Path, *args: str) -> str:
+    """A git command's output in the repository at ``root``."""
     try:
-        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+        done = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
                               check=True)  # fmt: skip
     except (OSError, subprocess.CalledProcessError) as error:
         raise SystemExit(f"git {' '.join(args)}: {error}; the manifest needs the repository's "
@@ -195,11 +197,21 @@ def _git(*args: str) -> str:
     return done.stdout
 
 
-def added_commit(path: str) -> str | None:
-    """The commit that first added ``path`` (relative to the repository); None where none did
-    (a file not committed yet)."""
-    lines = _git("log", "--diff-filter=A", "--format=%H", "--", path).split()
-    return lines[-1] if lines else None
+@functools.cache
+def added(root: Path) -> dict[str, tuple[str, str]]:
+    """The commit that first added each file of docs/runs and docs/results at its path in the
+    repository at ``root``, and that commit's date (one `git log` over both folders; a file not
+    committed yet has none)."""
+    out = _git(root, "log", "--no-renames", "--diff-filter=A", "--format=@%H %cs", "--name-only",
+               "--", "docs/runs", "docs/results")  # fmt: skip
+    found: dict[str, tuple[str, str]] = {}
+    commit = ("", "")
+    for line in out.splitlines():
+        if line.startswith("@"):
+            commit = tuple(line[1:].split())  # type: ignore[assignment]
+        elif line:
+            found[line] = commit  # newest first: the first commit to add it wins
+    return found
 
 
 def _run_command(run: str) -> str:
@@ -238,7 +250,8 @@ def _evaluate_command(json_path: Path, data: Any) -> str:
     return shlex.join(args)
 
 
-def _is_evaluate_file(data: Any) -> bool:
+def is_evaluate_file(data: Any) -> bool:
+    """Whether a file's data are an `evaluate --json` file's (runs with scores)."""
     entries = data.get("runs") if isinstance(data, dict) else data
     return (
         isinstance(entries, list)
@@ -261,7 +274,7 @@ def _evaluate_source(path: Path) -> Path | None:
     for suffix in ("-stats.json", "-runs.csv", ".csv"):
         if name.endswith(suffix):
             source = path.with_name(name.removesuffix(suffix) + ".json")
-            if source.is_file() and _is_evaluate_file(_json(source)):
+            if source.is_file() and is_evaluate_file(_json(source)):
                 return source
     return None
 
@@ -302,7 +315,7 @@ def command_of(path: Path) -> tuple[str | None, str | None]:
         return (command if isinstance(command, str) else shlex.join(command)), "recorded"
     if isinstance(data, dict) and "baselines_dir" in (data.get("args") or {}):
         return _args_command(CRAFTAX_SCRIPT, data["args"]), "derived"
-    if data is not None and _is_evaluate_file(data):
+    if data is not None and is_evaluate_file(data):
         return _evaluate_command(path, data), "derived"
     source = _evaluate_source(path)
     if source is not None:
@@ -346,16 +359,22 @@ def recorded_commit(path: Path) -> str | None:
     return None
 
 
-def _commit(
-    recorded: str | None, path: Path, known: Mapping[str, Any]
-) -> tuple[str | None, str | None]:
-    """A commit and how it is known: ``recorded``, or else `ADDED` (the commit that added
-    ``path``; from ``known``, the manifest's entry, where it has one, else from git)."""
+def _commit(recorded: str | None, path: Path, known: Mapping[str, Any]) -> dict[str, Any]:
+    """``commit`` and ``commit_source``: ``recorded``, or else `ADDED` (the commit that added
+    ``path``); and ``added``, the date ``path`` was committed (today for a file not committed
+    yet). What git history gives is taken from ``known``, the manifest's entry, where it holds
+    it: a file committed with its manifest entry keeps that entry."""
+    rel = str(path.relative_to(ROOT))
+    commit, day = added(ROOT).get(rel, (None, None))
+    if known.get("added"):
+        day = known["added"]
     if recorded:
-        return recorded, "recorded"
-    commit = known.get("commit") if known.get("commit_source") == ADDED else None
-    commit = commit or added_commit(str(path.relative_to(ROOT)))
-    return commit, ADDED if commit else None
+        return {"commit": recorded, "commit_source": "recorded",
+                "added": day or datetime.date.today().isoformat()}  # fmt: skip
+    if known.get("commit_source") == ADDED and known.get("commit"):
+        commit = known["commit"]
+    return {"commit": commit, "commit_source": ADDED if commit else None,
+            "added": day or datetime.date.today().isoformat()}  # fmt: skip
 
 
 def run_entry(run_dir: Path, known: Mapping[str, Any]) -> dict[str, Any]:
@@ -363,15 +382,13 @@ def run_entry(run_dir: Path, known: Mapping[str, Any]) -> dict[str, Any]:
     trains it again and compacts it, and the ``commit`` of its first start (``code.jsonl``, or
     else the commit that added its config)."""
     code = read_jsonl(run_dir / KEPT[1])
-    commit, how = _commit(code[0]["commit"] if code else None, run_dir / KEPT[0], known)
     files = sorted(p for p in run_dir.rglob("*") if p.is_file())
     return {
         "path": str(run_dir.relative_to(ROOT)),
         "sha256": {str(p.relative_to(run_dir)): sha256(p) for p in files},
         "command": _run_command(run_dir.name),
         "command_source": "derived",
-        "commit": commit,
-        "commit_source": how,
+        **_commit(code[0]["commit"] if code else None, run_dir / KEPT[0], known),
     }
 
 
@@ -380,9 +397,8 @@ def results_entry(path: Path, known: Mapping[str, Any]) -> dict[str, Any]:
     ``command_source`` (`command_of`), ``commit`` and ``commit_source`` (`recorded_commit`,
     or else the commit that added it)."""
     command, how = command_of(path)
-    commit, source = _commit(recorded_commit(path), path, known)
     return {"path": str(path.relative_to(ROOT)), "sha256": sha256(path), "command": command,
-            "command_source": how, "commit": commit, "commit_source": source}  # fmt: skip
+            "command_source": how, **_commit(recorded_commit(path), path, known)}  # fmt: skip
 
 
 def manifest_entries(known: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict]:

@@ -29,7 +29,15 @@ def test_rounds_alternate_and_the_best_rounds_are_compared(tmp_path, monkeypatch
     argv = ["--baselines-dir", str(tmp_path), "--sides", "baseline,batchppo", "--steps", "64"]
     assert bench.main([*argv, "--rounds", "2", "--window", "3", "--json", str(out)]) == 0
     assert calls == [("baseline", 64), ("batchppo", 64), ("batchppo", 64), ("baseline", 64)]
-    rows = json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    rows = written["rows"]
+    # The batchppo side's config, which bench/results.py's guard holds the preset to, and the
+    # code and machine it ran on.
+    config = written["config"]
+    assert (config["num_agents"], config["steps"], config["minibatch_diagnostics"]) == (
+        1024, 64, True)  # fmt: skip
+    assert config["env_kwargs"]["name"] == "Craftax-Classic-Symbolic-v1" and "seed" not in config
+    assert {"commit", "machine", "date", "command"} <= set(written)
     # The last 3 updates' returns, those with none skipped: (3, 5) then (3, 6).
     assert [(r["side"], r["round"], r["final_return"]) for r in rows] == [
         ("baseline", 0, 4.0), ("batchppo", 0, 4.0), ("batchppo", 1, 4.5), ("baseline", 1, 4.5),

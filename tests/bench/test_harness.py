@@ -218,3 +218,18 @@ def test_write_json_records_the_run_beside_the_figures(tmp_path, monkeypatch):
     assert set(record) == {"Pendulum-v1", *h.PROVENANCE}
     assert record["machine"]["cpus"] >= 1
     assert h.provenance(["--rounds", "2"])["command"] == "envs.py --rounds 2"
+
+
+def test_the_machine_names_the_cpu_model_from_proc_cpuinfo(tmp_path, monkeypatch):
+    h = harness()
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9B14\nflags\t: avx512f\n"
+                       "processor\t: 1\nmodel name\t: AMD EPYC 9B14\n")  # fmt: skip
+    real = h.Path
+    monkeypatch.setattr(h, "Path", lambda p: cpuinfo if p == "/proc/cpuinfo" else real(p))
+    assert h.cpu_model() == "AMD EPYC 9B14"
+    assert h.provenance([])["machine"]["cpu"] == "AMD EPYC 9B14"
+    monkeypatch.setattr(
+        h, "Path", lambda p: tmp_path / "missing" if p == "/proc/cpuinfo" else real(p)
+    )
+    assert h.cpu_model() is None

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import re
 import statistics
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -349,7 +350,8 @@ def test_the_headline_verdicts_are_those_of_the_protocol_tables(results):
     for task in results.TASKS:
         peer = results.strongest_peer(task)
         table = page[page.index(f"| task | {peer.peer} |") :]
-        row = next(line for line in table.splitlines() if line.startswith(f"| {task.name} | "))
+        name = results._marked_name(task)  # marked where a seed resumed mid-run
+        row = next(line for line in table.splitlines() if line.startswith(f"| {name} | "))
         intervals = row.split("|")[4].strip()  # "[649, 926] / [953, 2429]: batchppo higher"
         theirs, ours = intervals.split(": ")[0].split(" / ")
         verdict = intervals.split(": ")[1]
@@ -476,3 +478,81 @@ def test_the_figure_is_drawn_from_its_data(results, tmp_path):
     out = tmp_path / "figure.png"
     results.draw_figure(json.loads(results.FIGURE_DATA.read_text()), out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_figure_s_results_file_exists_and_names_its_commit_and_command(results):
+    # What the pages' blocks read, as they are generated: each file is in docs/results, and
+    # the manifest names the commit of the code that made it and the command that remakes it.
+    for page in (README, BENCHMARKS):
+        for name in results.blocks(page.read_text()):
+            with results.reading() as read:
+                results.TABLES[name]()
+            assert read, name
+            for file in sorted(read):
+                assert (ROOT / "docs" / "results" / file).is_file(), (name, file)
+                entry = results.manifest_entry(f"docs/results/{file}")
+                assert re.fullmatch(r"[0-9a-f]{7,40}", entry["commit"]), (name, file)
+                assert entry["command"], (name, file)
+
+
+def test_each_block_says_where_its_figures_come_from_and_whether_the_code_changed(results):
+    page = BENCHMARKS.read_text()
+    craftax = re.search(r"<!-- table:craftax -->\n(.*?)<!-- /table", page, re.S).group(1)
+    # The Craftax files record no commit: the commits that added them, marked as inferred.
+    assert "Code: made at 0f1aa8d* and 0fd4c8e* (*: inferred, the commit that added the file)" in (
+        " ".join(craftax.split()))  # fmt: skip
+    assert "`batchppo/` has changed since each of these commits" in " ".join(craftax.split())
+    # The CPU speed files record their machine (but not its CPU model) and their date.
+    speed = re.search(r"<!-- table:speed-cpu -->\n(.*?)<!-- /table", page, re.S).group(1)
+    assert "2026-11-27, on 2 CPU cores (CPU model not recorded), JAX 0.10.2." in (
+        " ".join(speed.split()))  # fmt: skip
+
+
+def test_code_changed_since_a_commit_is_what_git_log_says(results, monkeypatch):
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+    assert results.changed_since(head) is False
+    # The fresh seeds' code: batchppo/ changed after it (the networks' split, ab3be24).
+    assert results.changed_since("51905e10707d2739fe4675d540c9a2dac6e3faa2") is True
+    code = {results.Code("a" * 40, False), results.Code("b" * 40, True)}
+    monkeypatch.setattr(results, "changed_since", lambda commit: commit.startswith("a"))
+    assert results._changed_text(code) == (
+        "`batchppo/` has changed since aaaaaaa, not since bbbbbbb*")  # fmt: skip
+
+
+def test_resumed_runs_are_marked_where_a_table_names_them_with_a_footnote(results):
+    assert results.resumed(results.TASKS[4], range(20, 30)) == {23: 901120}
+    assert results.resumed(results.TASKS[3], range(10, 30)) == {11: 301056, 22: 600064}
+    assert results.below_cell([(22, 900.0), (23, 1089.2)], 3850.0, {23: 901120}) == (
+        "22 (900), 23† (1089): missed")  # fmt: skip
+    assert results.resumed_note(results.FRESH_SEEDS) == (
+        "† Resumed mid-run from its own checkpoint, on the same code: Hopper seed 23 at 401k "
+        "steps, Walker2d seed 22 at 547k steps, Ant seed 22 at 600k steps, Humanoid seed 23 at "
+        "901k steps and Ant seed 11 at 301k steps."
+    )
+    page = BENCHMARKS.read_text()
+    assert "| Humanoid† | 787.1 ± 193.5 |" in page and "| HalfCheetah | 5783.9 ± 1244 |" in page
+
+
+def test_one_run_a_side_is_not_compared(results):
+    assert results._verdict(["baseline", "batchppo"], [(3.97, 3.97), (4.09, 4.09)], 2) == (
+        None, "3.97 / 4.09: not compared (one run a side, so no interval)")  # fmt: skip
+    assert "seed 0: not compared (one run a side, so no interval)" in " ".join(
+        results.craftax_block())  # fmt: skip
+
+
+def test_the_guard_holds_the_craftax_preset_to_its_figures(results, monkeypatch):
+    from batchppo.algorithms.registry import get_algorithm
+    from batchppo.experiment import configs
+
+    assert {"craftax_symbolic", "breakout_atari", "pong_atari"} <= {
+        s.preset for s in results.sources()}  # fmt: skip
+    shipped = configs.PRESETS["craftax_symbolic"]
+    ppo_presets = get_algorithm("ppo").presets
+    monkeypatch.setitem(ppo_presets, "craftax_symbolic",
+                        dataclasses.replace(shipped, update_epochs=8))  # fmt: skip
+    assert results.shipped_differences() == [
+        f"craftax_symbolic: docs/results/{name}: update_epochs: shipped 8, its runs 4. Rerun, or "
+        "pin update_epochs=4 in the preset"
+        for name in ("craftax-cpu-2026-11-26.json", "craftax-speed-cpu-2026-11-27.json")
+    ]

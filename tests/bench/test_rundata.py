@@ -3,6 +3,7 @@ repository's runs all in that form, and the manifest of docs/runs and docs/resul
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import lzma
@@ -159,7 +160,8 @@ def test_a_changed_file_fails_the_manifest_check(rundata, tmp_path, monkeypatch,
         "path": "docs/results/gpu.json",
         "sha256": hashlib.sha256((results / "gpu.json").read_bytes()).hexdigest(),
         "command": "bench/gpu.py --rounds 2", "command_source": "recorded",
-        "commit": "abc1234", "commit_source": "recorded"}}  # fmt: skip
+        "commit": "abc1234", "commit_source": "recorded",
+        "added": datetime.date.today().isoformat()}}  # not committed yet: today  # fmt: skip
     assert rundata.main(["manifest", "--check"]) == 0
     (results / "gpu.json").write_text(json.dumps({**data, "rows": []}))
     (results / "new.txt").write_text("x")
