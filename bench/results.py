@@ -1,6 +1,6 @@
 """The results, computed from `docs/results`: the README's headline table and figure, and
 the blocks of docs/benchmarks.md (the MuJoCo tables, one per peer's protocol, MinAtar, Atari,
-Craftax, and the speed on a GPU and on a CPU).
+Craftax, the speed on a GPU and on a CPU, and the `ale` backend's bound by env count).
 
 Every figure of ours in these blocks is recomputed here from what the runs and benches wrote
 into `docs/results` (`batchppo evaluate --json` entries and the bootstrap intervals of the
@@ -182,6 +182,15 @@ def t_interval(mean: float, std: float, runs: int) -> Interval:
         return mean, mean
     half = scipy.stats.t.ppf(0.975, runs - 1) * std / np.sqrt(runs)
     return mean - half, mean + half
+
+
+def mean_interval(values: Sequence[float]) -> Interval:
+    """The 95 % t-interval of the mean of runs' scores (their sample std), as a peer's
+    published mean gets (`t_interval`): both sides of a comparison computed alike. Over a
+    few seeds a percentile bootstrap of the mean only spans the lowest to the highest."""
+    values = np.asarray(values, float)
+    std = float(values.std(ddof=1)) if values.size > 1 else 0.0
+    return t_interval(float(values.mean()), std, values.size)
 
 
 def higher(intervals: Sequence[Interval | None]) -> int | None:
@@ -366,22 +375,22 @@ class Ours(NamedTuple):
     value: float | None = None
 
 
-def _runs_mean(stem: str, env: str) -> Ours:
+def _runs_mean(stem: str) -> Ours:
     """`mean ± std` of the runs' scores in `<stem>.json` (the population std over seeds) and the
-    bootstrap interval of their mean from `<stem>-stats.json`."""
+    t-interval of their mean (`mean_interval`)."""
     values = _group_scores(stem)
     if values is None:
         return Ours("pending")
-    interval = stats_interval(results_path(f"{stem}-stats.json"), env, values, "mean")
-    return Ours(f"{values.mean():.0f} ± {values.std():.0f}", interval, float(values.mean()))
+    return Ours(f"{values.mean():.0f} ± {values.std():.0f}", mean_interval(values),
+                float(values.mean()))  # fmt: skip
 
 
 def _training_window(task: Task, fresh: bool) -> Ours:
-    return _runs_mean(window_stem(task) if fresh else task.tuning_window, _env(task.tuning))
+    return _runs_mean(window_stem(task) if fresh else task.tuning_window)
 
 
 def _final_mean(task: Task, fresh: bool) -> Ours:
-    return _runs_mean(fresh_stem(task) if fresh else task.tuning, _env(task.tuning))
+    return _runs_mean(fresh_stem(task) if fresh else task.tuning)
 
 
 TIANSHOU_EVALUATION = {"actions": "sampled", "episodes": [10]}
@@ -435,8 +444,8 @@ PROTOCOLS = (
     Protocol(
         "By CleanRL's protocol (and the PPO paper's): the mean return of each run's last 100 "
         "training episodes, sampled actions; mean ± std over seeds (ours the population std). "
-        "Compared: the 95 % bootstrap interval of our mean against CleanRL's 95 % t-interval "
-        "(its 3 seeds, its ± read as their sample std).",
+        "Compared: the 95 % t-intervals of both means (ours over its seeds' sample std; "
+        "CleanRL's over its 3 seeds, its ± read as their sample std).",
         "CleanRL PPO (v4, 3 seeds)", "CleanRL", lambda task: task.cleanrl, 3, _training_window,
         "the last 100 training episodes, sampled",
     ),
@@ -444,7 +453,7 @@ PROTOCOLS = (
         "By rl-baselines3-zoo's protocol: the final policy's episodes with the deterministic "
         "(mean) action. rl-zoo: one run, ± the std over its episodes, compared as a point; "
         "ours: 100 episodes a seed, mean ± population std over seeds, compared by the 95 % "
-        "bootstrap interval of the mean.",
+        "t-interval of the mean.",
         "rl-zoo SB3 PPO (v3, 1 run)", "rl-zoo", lambda task: task.rlzoo, 1, _final_mean,
         "the final policy, mean action",
     ),
@@ -530,13 +539,10 @@ def _seeds(
     return mean, f"{each} ({which} {mean:.1f})"
 
 
-def _seeds_interval(stem: str, by_seed: dict[int, float] | None) -> Interval | None:
-    """The bootstrap interval of the mean over the runs of `<stem>.json` (``by_seed``, as
-    `_scored` read them) from `<stem>-stats.json`; None where either is not there."""
-    path = results_path(f"{stem}-stats.json")
-    if by_seed is None or not path.is_file():
-        return None
-    return stats_interval(path, None, np.array(list(by_seed.values())), "mean")
+def _seeds_interval(by_seed: dict[int, float] | None) -> Interval | None:
+    """The t-interval of the mean over the runs' scores ``by_seed`` (as `_scored` read them:
+    `mean_interval`); None where there are none."""
+    return None if by_seed is None else mean_interval(list(by_seed.values()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -575,7 +581,7 @@ def minatar_table() -> list[str]:
             "0-2 (seed 0 also screened Breakout's learning rate; the runs shuffle minibatches by "
             "`sort`, from before the `index` default); beside it our 100-episode evaluation with "
             "the mean action. Compared by gymnax's protocol: its one run as a point against the "
-            "95 % bootstrap interval of our mean over the seeds."
+            "95 % t-interval of our mean over the seeds."
         ),
         "",
         "| game | gymnax PPO (1 run) | batchppo, 164 episodes sampled: seeds 0 / 1 / 2 | "
@@ -587,7 +593,7 @@ def minatar_table() -> list[str]:
         sampled = _scored(f"{stem}-sampled164", "final-sampled", 164)
         best, verdict = _verdict(
             ["gymnax", "batchppo"],
-            [(game.gymnax, game.gymnax), _seeds_interval(f"{stem}-sampled164", sampled)], 1,
+            [(game.gymnax, game.gymnax), _seeds_interval(sampled)], 1,
         )  # fmt: skip
         cells = _bold_at([f"{game.gymnax:g}", _seeds(sampled, MINATAR_SEEDS)[1]], best)
         mean_action = _seeds(_scored(stem, "final-mean", 100), MINATAR_SEEDS)[1]
@@ -660,7 +666,7 @@ def atari_table() -> list[str]:
             "actions) by our evaluator, each game from the same start on CleanRL's side and the "
             "process backend's, the ale side's on ALE's own env (its own no-op draws); CleanRL's "
             "model imported by `bench/cleanrl_atari.py`. Per seed, and the mean over the seeds "
-            "every side has, compared by the 95 % bootstrap intervals of the means."
+            "every side has, compared by the 95 % t-intervals of the means."
         ),
         "",
         f"| protocol | {heads} | 95 % intervals, {' / '.join(names)} |",
@@ -671,8 +677,7 @@ def atari_table() -> list[str]:
         sides = [_scored(stem, protocol, 30) for stem in stems]
         both = [s for s in ATARI_SEEDS if all(s in side for side in sides if side)]
         intervals = [
-            _seeds_interval(stem, side) if len(both) == len(ATARI_SEEDS) else None
-            for stem, side in zip(stems, sides, strict=True)
+            _seeds_interval(side) if len(both) == len(ATARI_SEEDS) else None for side in sides
         ]
         best, verdict = _verdict(names, intervals, 1)
         cells = _bold_at([_seeds(side, ATARI_SEEDS, both)[1] for side in sides], best)
@@ -1161,15 +1166,102 @@ def cpu_block() -> list[str]:
         ]  # fmt: skip
         return _readings(found)
 
-    return _paragraph(
-        "**Speed on a 2-core CPU** (this project's AMD EPYC VM, 2026-11-27; CartPole at "
-        "PureJaxRL's settings, env steps/s by wall clock, each side in its own process, 3 calls "
-        "a round; benchmarks journal, 11d, 11g): batchppo's default against PureJaxRL's `ppo.py`, "
-        f"{pjx(64, 'default')} at 64 envs and {pjx(4, 'default')} at 4 envs, where XLA's CPU "
-        "runtime hops the 4-env program between its threads from run to run; with XLA's pool "
-        f"at one thread on both sides (`PJRT_NPROC=1`), {pjx(4, 'one thread')} at 4 envs and "
-        f"{pjx(64, 'one thread')} at 64."
+    cartpole = _paragraph(
+        "**Speed on a 2-core CPU** (CartPole at PureJaxRL's settings, env steps/s by wall clock, "
+        "each side in its own process, 3 calls a round; benchmarks journal, 11d, 11g): "
+        f"batchppo's default against PureJaxRL's `ppo.py`, {pjx(64, 'default')} at 64 envs and "
+        f"{pjx(4, 'default')} at 4 envs, where XLA's CPU runtime hops the 4-env program between "
+        "its threads from run to run; with XLA's pool at one thread on both sides "
+        f"(`PJRT_NPROC=1`), {pjx(4, 'one thread')} at 4 envs and {pjx(64, 'one thread')} at 64."
     )
+    return [*cartpole, "", *_paragraph(_cpu_atari())]
+
+
+CPU_ATARI = ("cpu-atari-ale-2026-11-28.json", "cpu-cleanrl-envpool-2026-11-27.json")
+"""`bench/train.py --only atari` (the process backend against the `ale` backend's modes) and
+`bench/cleanrl_envpool.py` (beside CleanRL's EnvPool script), both on the 2-core CPU."""
+
+CPU_ATARI_SIDES = {"process": "process", "ale_host": "`ale` host", "ale_fused": "`ale` fused"}
+"""The sides of `bench/train.py --only atari`, as the paragraph names them."""
+
+
+def _cpu_atari() -> str:
+    """`breakout_atari` on the CPU: the process backend against the `ale` backend's modes by
+    env count, and beside CleanRL's EnvPool script."""
+    data = read_json(CPU_ATARI[0])
+    sides = data["atari"]
+    best_of = int(re.search(r"--rounds (\d+)", data["command"]).group(1))
+
+    def at(envs: str) -> str:
+        base = sides[envs]["process"]["sps"]
+        return _join([
+            f"{label} {sides[envs][side]['sps']:,.0f}"
+            + ("" if side == "process" else f" ({sides[envs][side]['sps'] / base:.2f}x)")
+            for side, label in CPU_ATARI_SIDES.items()
+        ])  # fmt: skip
+
+    counts = sorted(sides, key=int, reverse=True)
+    envpool = read_json(CPU_ATARI[1])
+    rows = envpool["rows"]
+    ours = float(np.median([r["agent_steps_per_s"] for r in rows if r["side"] == "batchppo"]))
+    theirs = float(np.median([r["agent_steps_per_s"] for r in rows if r["side"] == "cleanrl"]))
+    rounds = len({r["round"] for r in rows})
+    return (
+        "**`breakout_atari` on that CPU** (agent steps/s after start-up, each side's best of "
+        f"{_count(best_of, 'round')}, the sides alternating; `bench/train.py --only atari`): "
+        + "; ".join(f"at {n} envs {at(n)}" for n in counts)
+        + ". Beside CleanRL's `ppo_atari_envpool_xla_jax_scan.py` (`bench/cleanrl_envpool.py`, "
+        f"{envpool['steps']:,} agent steps a run, the median of {_count(rounds, 'round')}): "
+        f"`breakout_atari` {ours:,.0f} against {theirs:,.0f} ({ours / theirs:.1f}x; on this CPU "
+        "CleanRL's update's convolution gradients are the slow part, benchmarks journal 11k)."
+    )
+
+
+def ale_bound_block() -> list[str]:
+    """The fused `ale` iteration by env count on the GPU machine of the last CleanRL call,
+    beside ALE's own step alone: a table of `bench/ale_fused.py`'s phases, and what it bounds."""
+    found = [read_json(name) for name in ALE_ENV_COUNTS]
+    parts = ("env", "rollout", "update")
+    lines = [
+        *_paragraph(
+            f"**The bound by env count** (`bench/ale_fused.py --envs N --variants package "
+            f"--repeats {found[0]['repeats']}`, ms per {found[0]['steps']}-step call, the median "
+            "of the calls, agent steps/s in brackets): ALE's raw `xla()` step alone (its own "
+            "autoreset, fixed actions, no learner) beside the trainer's fused phases."
+        ),
+        "",
+        "| envs | ALE's raw `xla()` step alone | the env's step | the rollout | the update | "
+        "the iteration |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in found:
+        phase = r["variants"]["package"]
+        cells = [
+            f"{r['raw_step']['ms']:,.0f} ({r['raw_step']['agent_steps_per_s']:,.0f})",
+            *(f"{phase[p]['ms']:,.0f}" for p in parts),
+            f"{phase['iteration']['ms']:,.0f} ({phase['iteration']['agent_steps_per_s']:,.0f})",
+        ]
+        lines.append(f"| {r['envs']} | " + " | ".join(cells) + " |")  # fmt: skip
+    eight = found[0]
+    ratio = eight["variants"]["package"]["iteration"]["ms"] / eight["raw_step"]["ms"]
+    slower = [str(r["envs"]) for r in found
+              if r["raw_step"]["ms"] > r["variants"]["package"]["env"]["ms"]]  # fmt: skip
+
+    def minutes(r: Mapping[str, Any]) -> str:
+        return f"{1e7 / r['variants']['package']['iteration']['agent_steps_per_s'] / 60:.0f}"
+
+    best = max(found, key=lambda r: r["variants"]["package"]["iteration"]["agent_steps_per_s"])
+    text = (
+        f"At {eight['envs']} envs the fused iteration takes {ratio:.2f}x ALE's raw step alone. "
+        f"Breakout at 10M agent steps at these rates: about {minutes(eight)} minutes at "
+        f"{eight['envs']} envs, {minutes(best)} at {best['envs']} (the fastest here; that "
+        "recipe's learning not measured)."
+    )
+    if slower:
+        text += (f" At {_join(slower)} envs ALE's raw step (its own autoreset inside the step) "
+                 "is slower than the env's step with batchppo's explicit resets; not "
+                 "investigated.")  # fmt: skip
+    return [*lines, "", *_paragraph(text)]
 
 
 # --- The front page: one row a family, and the figure of the fresh seeds ----------------------
@@ -1246,7 +1338,7 @@ def _headline_minatar() -> list[str]:
         stem = f"{game.preset}-10M-3seeds"
         mean_action = _seeds(_scored(stem, "final-mean", 100), MINATAR_SEEDS)[0]
         sampled = _scored(f"{stem}-sampled164", "final-sampled", 164)
-        interval = _seeds_interval(f"{stem}-sampled164", sampled)
+        interval = _seeds_interval(sampled)
         best, verdict = _outcome(["gymnax", "batchppo"], [(game.gymnax, game.gymnax), interval])
         own.append(_estimate(mean_action, None, 1))
         peer.append(_bold(f"{game.gymnax:g}", best == 0))
@@ -1271,7 +1363,7 @@ def _headline_atari() -> list[str]:
     def side(stem: str, row: tuple[str, str, str]) -> tuple[float | None, Interval | None]:
         _, protocol, suffix = row
         by_seed = _scored(f"{stem}-{suffix}", protocol, 30)
-        return _seeds(by_seed, ATARI_SEEDS)[0], _seeds_interval(f"{stem}-{suffix}", by_seed)
+        return _seeds(by_seed, ATARI_SEEDS)[0], _seeds_interval(by_seed)
 
     own = side(ours_stem, mean)
     theirs = side(theirs_stem, sampled)
@@ -1339,11 +1431,12 @@ HEADLINE_CAPTION = (
     "MuJoCo (v5, 1M env steps): the final policy's 100 episodes with the mean action, the IQM "
     "over the fresh seeds 20-29 [95 % bootstrap interval]. MinAtar (10M steps, 100 episodes) "
     "and Atari (2M frames, 30 games): the mean action, the mean of seeds 0-2 (Atari's with its "
-    "95 % interval). The peer: the highest published PPO figure by its own protocol (MuJoCo: of "
-    "CleanRL, rl-zoo and Tianshou; MinAtar: gymnax) with its 95 % interval (one run: a point), "
-    "beside ours by that protocol on the same runs; Atari: CleanRL's `ppo_atari.py` run at the "
-    "same settings, both final policies scored alike with sampled actions. Bold only where the "
-    "two 95 % intervals separate, else a tie. Speed: env steps/s, the median over rounds, and "
+    "95 % t-interval). The peer: the highest published PPO figure by its own protocol (MuJoCo: "
+    "of CleanRL, rl-zoo and Tianshou; MinAtar: gymnax) with its 95 % t-interval (one run: a "
+    "point), beside ours by that protocol on the same runs with the t-interval of our mean over "
+    "the seeds (both sides alike); Atari: CleanRL's `ppo_atari.py` run at the same settings, both "
+    "final policies scored alike with sampled actions. Bold only where the two 95 % intervals "
+    "separate, else a tie. Speed: env steps/s, the median over rounds, and "
     "ours over PureJaxRL's in each run, the sides taking turns in one call."
 )
 """The headline table's caption: what each row measures (`docs/benchmarks.md` has the
@@ -1764,6 +1857,7 @@ TABLES = {
     "craftax": craftax_block,
     "speed-gpu": gpu_block,
     "speed-cpu": cpu_block,
+    "ale-bound": ale_bound_block,
 }
 """Each generated block by its marker name: the headline in the README, the others in
 docs/benchmarks.md."""

@@ -103,7 +103,7 @@ def test_the_results_blocks_are_all_generated_each_on_one_page(results):
     assert pages == {
         "README.md": ["headline"],
         "docs/benchmarks.md": ["mujoco-fresh", "mujoco-protocols", "minatar", "atari",
-                               "craftax", "speed-gpu", "speed-cpu"],
+                               "craftax", "speed-gpu", "speed-cpu", "ale-bound"],
     }  # fmt: skip
     assert pages == {page: list(names) for page, names in results.PAGES.items()}
     assert sorted(n for names in pages.values() for n in names) == sorted(results.TABLES)
@@ -367,17 +367,31 @@ def test_the_headline_minatar_and_atari_rows_follow_their_tables():
     rows = _headline_rows()
     minatar = rows["MinAtar: Breakout / Asterix / Freeway / SpaceInvaders"]
     # Ours by gymnax's protocol is the 164-episode mean of each game's row, bold where the
-    # game's row says batchppo higher; the mean action's means beside it.
+    # game's row says batchppo higher; the mean action's means beside it. Breakout's seeds
+    # (90.5, 85.2, 53.3) give the t-interval [26.3, 126.3], which holds gymnax's 28: a tie.
     assert minatar == [
         "76.6 / 60.5 / 67.1 / 180.7",
         "gymnax 28 / 15 / 58 / 131 (1 run each)",
-        "**76.3** / **60.6** / **67.2** / **176.8**",
-        "batchppo higher on 4 of 4",
+        "76.3 / **60.6** / **67.2** / **176.8**",
+        "tie on 1 of 4, batchppo higher on 3 of 4",
     ]
-    # Atari: the process backend's mean action with its interval; beside CleanRL's by the
+    # Atari: the process backend's mean action with its t-interval; beside CleanRL's by the
     # sampled row of the Atari table, a tie.
-    assert rows["Atari: Breakout"] == ["15.1 [11.1, 19.9]", "CleanRL 14.6 [11.4, 16.6]",
-                                       "13.4 [10.8, 15.3]", "tie"]  # fmt: skip
+    assert rows["Atari: Breakout"] == ["15.1 [4.1, 26.2]", "CleanRL 14.6 [7.6, 21.5]",
+                                       "13.4 [7.7, 19.1]", "tie"]  # fmt: skip
+
+
+def test_a_mean_over_seeds_gets_the_t_interval_a_peer_s_mean_gets(results):
+    # Breakout MinAtar's seeds by gymnax's protocol: mean 76.33, sample std 20.03, and
+    # t(0.975, 2) = 4.302653; a percentile bootstrap of 3 values would give [53.3, 90.5].
+    values = [90.5, 85.2, 53.3]
+    low, high = results.mean_interval(values)
+    half = 4.302653 * statistics.stdev(values) / 3**0.5
+    assert (low, high) == pytest.approx((statistics.mean(values) - half,
+                                         statistics.mean(values) + half), abs=1e-4)  # fmt: skip
+    assert results.mean_interval(values) == pytest.approx(results.t_interval(
+        statistics.mean(values), statistics.stdev(values), 3), rel=1e-12)  # fmt: skip
+    assert results.mean_interval([5.0]) == (5.0, 5.0)
 
 
 def test_the_headline_speed_rows_count_the_runs_ours_was_faster_in(results, tmp_path, monkeypatch):
@@ -504,7 +518,7 @@ def test_each_block_says_where_its_figures_come_from_and_whether_the_code_change
     assert "`batchppo/` has changed since each of these commits" in " ".join(craftax.split())
     # The CPU speed files record their machine (but not its CPU model) and their date.
     speed = re.search(r"<!-- table:speed-cpu -->\n(.*?)<!-- /table", page, re.S).group(1)
-    assert "2026-11-27, on 2 CPU cores (CPU model not recorded), JAX 0.10.2." in (
+    assert "2026-11-27 to 2026-11-28, on 2 CPU cores (CPU model not recorded), JAX 0.10.2;" in (
         " ".join(speed.split()))  # fmt: skip
 
 
