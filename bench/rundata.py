@@ -214,12 +214,18 @@ def added(root: Path) -> dict[str, tuple[str, str]]:
     return found
 
 
-def _run_command(run: str) -> str:
-    """The commands that train a run of docs/runs again and write its compact form."""
+def _run_command(run: str, commit: str) -> str:
+    """The commands that train a run of docs/runs again, from its config and on the code of its
+    commit (a worktree of its own, as `bench/fresh_seeds.sh train` runs them: a config of an
+    earlier version need not load in a later one), and write its compact form; from the
+    repository's root."""
+    code = f"/tmp/code-{commit[:12]}"
     timestamp, _, name = run.partition("-")
-    return shlex.join(["batchppo", "train", "--config", f"docs/runs/{run}/config.yaml",
-                       "--logdir", "runs", "--timestamp", timestamp, "--name", name]) + (
-        f" && python bench/rundata.py compact runs/{run} docs/runs/{run}")  # fmt: skip
+    train = ["python", "-m", "batchppo.cli", "train", "--config", f"$R/docs/runs/{run}/config.yaml",
+             "--logdir", "$R/runs", "--timestamp", timestamp, "--name", name]  # fmt: skip
+    return (f"R=$PWD; [ -d {code} ] || git worktree add --detach {code} {commit}; "
+            f"(cd {code} && {' '.join(train)}) && "
+            f"python bench/rundata.py compact runs/{run} docs/runs/{run}")  # fmt: skip
 
 
 def _evaluate_command(json_path: Path, data: Any) -> str:
@@ -383,12 +389,13 @@ def run_entry(run_dir: Path, known: Mapping[str, Any]) -> dict[str, Any]:
     else the commit that added its config)."""
     code = read_jsonl(run_dir / KEPT[1])
     files = sorted(p for p in run_dir.rglob("*") if p.is_file())
+    commit = _commit(code[0]["commit"] if code else None, run_dir / KEPT[0], known)
     return {
         "path": str(run_dir.relative_to(ROOT)),
         "sha256": {str(p.relative_to(run_dir)): sha256(p) for p in files},
-        "command": _run_command(run_dir.name),
-        "command_source": "derived",
-        **_commit(code[0]["commit"] if code else None, run_dir / KEPT[0], known),
+        "command": _run_command(run_dir.name, commit["commit"]) if commit["commit"] else None,
+        "command_source": "derived" if commit["commit"] else None,
+        **commit,
     }
 
 

@@ -134,10 +134,14 @@ def test_the_manifest_lists_every_run_and_results_file_as_they_are(rundata, caps
     run = entries["docs/runs/s23-humanoid_fast"]
     assert run["commit"] == "51905e10707d2739fe4675d540c9a2dac6e3faa2"
     assert run["commit_source"] == "recorded"
+    # Trained again on its own commit's code, from its config, then compacted.
     assert run["command"] == (
-        "batchppo train --config docs/runs/s23-humanoid_fast/config.yaml --logdir runs "
-        "--timestamp s23 --name humanoid_fast && python bench/rundata.py compact "
-        "runs/s23-humanoid_fast docs/runs/s23-humanoid_fast"
+        "R=$PWD; [ -d /tmp/code-51905e10707d ] || git worktree add --detach "
+        "/tmp/code-51905e10707d 51905e10707d2739fe4675d540c9a2dac6e3faa2; "
+        "(cd /tmp/code-51905e10707d && python -m batchppo.cli train --config "
+        "$R/docs/runs/s23-humanoid_fast/config.yaml --logdir $R/runs --timestamp s23 --name "
+        "humanoid_fast) && python bench/rundata.py compact runs/s23-humanoid_fast "
+        "docs/runs/s23-humanoid_fast"
     )
 
 
