@@ -1,5 +1,5 @@
 """The ``batchppo`` command line: ``train``, ``evaluate``, ``visualize``, ``export``, ``plot``,
-``list`` and ``show``.
+``list``, ``show`` and ``tune`` (docs/tune.md).
 
 Bad input (an unknown config, a bad config file or ``--set``, a missing or corrupt run dir or
 checkpoint, an env that fails its start-up check: its id, module, constructor, keyword
@@ -47,6 +47,8 @@ Examples:
     batchppo plot --profile results.json --reference sac-1m --out profile.png
     batchppo list
     batchppo show cheetah_fast
+    batchppo tune --config cartpole_jax --space space.yaml --trials 30  # needs [tune]
+    batchppo tune --show studies/cartpole_jax
     ```
 """
 
@@ -55,6 +57,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import signal
 import sys
 import traceback
 import warnings
@@ -107,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_plot(sub)
     sub.add_parser("list", help="list the presets", description="List the presets.")
     _add_show(sub)
+    _add_tune(sub)
     return parser
 
 
@@ -359,6 +363,69 @@ def _add_show(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     _debug_argument(show)
     show.add_argument("config", metavar="CONFIG", help="a preset name or a YAML config file")
+
+
+def _add_tune(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The ``tune`` command's arguments (docs/tune.md)."""
+    tune = sub.add_parser(
+        "tune",
+        help="search hyperparameters with Optuna (needs the tune extra)",
+        description="Run (or resume) an Optuna study: each trial takes values from the search "
+        "space, trains --seeds seeds of the config with them into STUDY/trials/<number>/ and "
+        "is scored by the IQM of their final evaluations (or --objective); periodic "
+        "evaluations go to the pruner. Writes STUDY/best.yaml (train it with --config), "
+        "history.png and importances.png.",
+    )
+    _debug_argument(tune)
+    tune.add_argument(
+        "--config", help="a preset or a YAML config file, as train's (default: the study's own)"
+    )
+    tune.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        help="override a field of --config (repeatable), e.g. --set steps=1e5",
+    )  # fmt: skip
+    tune.add_argument(
+        "--space", metavar="FILE",
+        help="the search space: a YAML file of config keys, e.g. learning_rate: "
+        "{log_uniform: [1.0e-5, 1.0e-2]} (default: the study's own)",
+    )  # fmt: skip
+    tune.add_argument(
+        "--trials", type=int, metavar="N",
+        help="complete or pruned trials the study should have; a rerun runs the rest",
+    )  # fmt: skip
+    tune.add_argument("--seeds", type=int, metavar="K", help="seeds per trial (default 3)")
+    tune.add_argument(
+        "--study", metavar="DIR", help="the study's directory (default studies/<config name>)"
+    )
+    tune.add_argument(
+        "--storage", metavar="URL",
+        help="an Optuna storage URL (postgresql://..., mysql://..., sqlite:///...) or "
+        "journal:PATH, which several processes share (default sqlite:///STUDY/study.db)",
+    )  # fmt: skip
+    tune.add_argument("--study-name", help="the study's name in the storage (default: DIR's)")
+    tune.add_argument(
+        "--objective", metavar="SPEC",
+        help="iqm (default: the IQM of the seeds' final eval scores, maximised) or "
+        "steps-to:VALUE (the first step at which their mean eval score reaches VALUE, "
+        "minimised)",
+    )  # fmt: skip
+    tune.add_argument(
+        "--pruner", choices=("median", "halving", "none"), default="median",
+        help="Optuna's median pruner (default), successive halving, or none",
+    )  # fmt: skip
+    tune.add_argument("--sampler-seed", type=int, metavar="S", help="seed of the TPE sampler")
+    tune.add_argument(
+        "--heartbeat", type=int, default=60, metavar="SECONDS",
+        help="database storages: a running trial's heartbeat; a trial silent for twice that "
+        "is failed and retried (default 60)",
+    )  # fmt: skip
+    tune.add_argument(
+        "--progress", choices=("auto", "bar", "lines", "none"), default="auto",
+        help="a bar of trials on a terminal, a line per trial otherwise (default auto)",
+    )  # fmt: skip
+    tune.add_argument(
+        "--show", metavar="DIR", help="print the table of the study in DIR's trials and exit"
+    )
 
 
 RUN_DIR_ALIAS = "--logdir"
@@ -876,6 +943,46 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tune(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from batchppo.experiment import tune
+
+    if args.show is not None:
+        rows, lines = tune.show(args.show, args.storage, args.study_name)
+        print("\n".join([*lines, *_table(rows, right=(0, 2))]))
+        return 0
+    if args.trials is None:
+        raise UserError("batchppo tune: give --trials N (or --show DIR)")
+    if args.study is None and args.config is None:
+        raise UserError("batchppo tune: give --config (a new study) or --study DIR (resume one)")
+    study = args.study or str(Path("studies") / Path(args.config).stem)
+    if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
+        from batchppo.algorithms.common.programs import enable_compilation_cache
+
+        enable_compilation_cache()
+    result = tune.tune(
+        args.config, args.space, args.trials, study, seeds=args.seeds, overrides=args.overrides,
+        storage=args.storage, study_name=args.study_name, objective=args.objective,
+        pruner=args.pruner, sampler_seed=args.sampler_seed, heartbeat=args.heartbeat,
+        progress=args.progress,
+    )  # fmt: skip
+    print(tune.summary_line(result))
+    for line in result.lines:
+        print(line)
+    if result.best is not None:
+        print(f"wrote {result.best}; train it: batchppo train --config {result.best} --logdir "
+              "logdir")  # fmt: skip
+    if result.stopped is not None:
+        print(
+            f"batchppo: stopped the study by {signal.Signals(result.stopped).name}; the trial "
+            "is failed and queued again: rerun the command to go on",
+            file=sys.stderr,
+        )
+        return 128 + result.stopped
+    return 0
+
+
 COMMANDS = {
     "train": _cmd_train,
     "evaluate": _cmd_evaluate,
@@ -884,6 +991,7 @@ COMMANDS = {
     "plot": _cmd_plot,
     "list": _cmd_list,
     "show": _cmd_show,
+    "tune": _cmd_tune,
 }
 
 

@@ -842,3 +842,68 @@ def test_evaluating_a_run_whose_env_module_is_not_importable_is_one_line(
         "batchppo: error: env 'reachenvs:make_reach': cannot import 'reachenvs' (No module "
         "named 'reachenvs'): put reachenvs.py in the working directory or on PYTHONPATH\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("space", "message"),
+    [
+        ("learning_rat: {log_uniform: [1.0e-5, 1.0e-2]}",
+         "S: unknown config key 'learning_rat'. Did you mean 'learning_rate'?"),
+        ("polcy_layers.x: {choice: [1]}", "S: unknown config key 'polcy_layers.x'. Did you mean "
+         "'policy_layers'?"),
+        ("learning_rate: {log_unifrom: [1.0e-5, 1.0e-2]}",
+         "S: learning_rate: unknown range 'log_unifrom'. Did you mean 'log_uniform'? Ranges: "
+         "uniform, log_uniform, int, log_int, choice"),
+        ("update_epochs: {uniform: [3, 15]}",
+         "S: update_epochs: the field holds int, not a uniform range: use {int: [3, 15]}"),
+        ("learning_rate: {log_uniform: [0, 1.0e-2]}",
+         "S: learning_rate: log_uniform [0.0, 0.01]: a log range needs low > 0"),
+        ("update_epochs: {int: [15, 3]}", "S: update_epochs: int [15, 3]: low must be below high"),
+        ("discount: {uniform: [0.9, 1.1]}",
+         "S: discount: the config rejects 1.1: discount=1.1: must be in (0, 1]"),
+        ("mlp: {choice: [plain, 3]}", "S: mlp: config key 'mlp' expects str, got 3"),
+        ("mlp: {choice: [plain, simbaa]}", "S: mlp: the config rejects 'simbaa': "),
+        ("seed: {int: [0, 9]}", "S: seed is not tuned: seeds are tune's --seeds"),
+        ("steps.x: {int: [1, 2]}", "S: 'steps.x': FIELD.NAME tunes one entry of a mapping field "
+         "(env_kwargs, eval_env_kwargs, backend_options); steps is not one"),
+        ("[learning_rate]", "--space S: expected a mapping of config keys to ranges"),
+    ],
+    ids=["key", "dotted-key", "range", "type", "log", "bounds", "rejected", "choice-type",
+         "choice-rejected", "seed", "not-a-mapping-field", "not-a-mapping"],
+)  # fmt: skip
+def test_tune_refuses_a_bad_space_in_one_line_before_a_trial(capsys, tmp_path, space, message):
+    path = tmp_path / "space.yaml"
+    path.write_text(space + "\n")
+    study = tmp_path / "study"
+    code, _, err = run_cli(capsys, "tune", "--config", "cartpole_jax", "--space", str(path),
+                           "--trials", "2", "--study", str(study))  # fmt: skip
+    assert_one_line_error(code, err, message.replace("S", str(path), 1))
+    assert not study.exists()  # checked before anything is written
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--config", "cartpole_jax", "--space", "s.yaml"], "batchppo tune: give --trials N"),
+        (["--trials", "2"], "give --config (a new study) or --study DIR (resume one)"),
+        (["--study", "nowhere", "--trials", "2"],
+         "no study 'nowhere' in sqlite:///nowhere/study.db: give --config and --space to start it"),
+        (["--config", "cartpole_jax", "--space", "missing.yaml", "--trials", "2"],
+         "--space missing.yaml: cannot read it (No such file or directory)"),
+        (["--config", "cartpole_jax", "--space", "s.yaml", "--trials", "2", "--objective",
+          "steps:10"], "--objective steps:10: give iqm (the IQM of the seeds' final evaluations)"),
+        (["--config", "cartpole_jax", "--space", "s.yaml", "--trials", "2", "--set",
+          "eval_every=0"], "eval_every=0 turns the evaluations off, and a trial is scored by them"),
+        (["--show", "nowhere"], "--show nowhere: no study.db there: not a study dir"),
+        (["--config", "cartpole_jax", "--space", "s.yaml", "--trials", "2", "--storage",
+          "nosuchdb://x"], "--storage nosuchdb://x: Optuna cannot open it"),
+    ],
+    ids=["trials", "config-or-study", "no-study", "space-file", "objective", "no-evals", "show",
+         "storage"],
+)  # fmt: skip
+def test_tune_bad_input_is_one_line(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text("learning_rate: {log_uniform: [1.0e-5, 1.0e-2]}\n")
+    code, _, err = run_cli(capsys, "tune", *argv)
+    assert_one_line_error(code, err, message)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
