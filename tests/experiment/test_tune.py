@@ -3,9 +3,10 @@ storage (resume, retries of killed and stopped trials, several processes) and it
 
 The trials of most tests train the loop's fake trainers, whose evaluation scores
 ``step * learning_rate * 1000``, so that every value the study records is known exactly. The
-tests that end with ``_trains`` train real runs at a tiny budget, on a fused backend
-(cartpole_jax, its seeds in one program) and on host backends (cartpole: the process backend,
-its seeds one after another), from the command line and from processes that are killed.
+tests whose names say they train run real trials at a tiny budget, on a fused backend
+(cartpole_jax, its seeds in one program) and on host backends (cartpole on the sync and the
+process backends, its seeds one after another), from the command line and in processes that are
+killed or stopped.
 """
 
 from __future__ import annotations
@@ -291,6 +292,45 @@ def test_ctrl_c_fails_the_trial_with_a_note_and_a_rerun_retries_it(capsys, tmp_p
     assert study.trials[1].user_attrs["note"] == "retry of trial 0"
 
 
+def test_a_journal_storage_holds_a_study_that_show_reads(capsys, tmp_path, fakes):
+    journal = tmp_path / "cp.journal"
+    where = ["--storage", f"journal:{journal}", "--study-name", "shared"]
+    code, _, err = run_cli(
+        capsys, "tune", "--config", "cartpole_jax", "--space", space_file(tmp_path), "--trials",
+        "2", "--study", str(tmp_path / "cp"), *where, *FAKE,
+    )  # fmt: skip
+    assert code == 0, err
+    assert not (tmp_path / "cp" / "study.db").exists()
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(journal))
+    )
+    study = optuna.load_study(study_name="shared", storage=storage)
+    assert states(study) == ["COMPLETE", "COMPLETE"]
+    code, out, _ = run_cli(capsys, "tune", "--show", str(tmp_path / "cp"), *where)
+    assert code == 0
+    assert out.splitlines()[0] == f"study 'shared' in journal:{journal}: 2 trials (2 complete)"
+
+
+def test_a_combination_the_config_rejects_fails_its_trial_and_the_study_goes_on(
+    capsys, tmp_path, fakes
+):
+    # Each value alone passes the space's check; together the config refuses them.
+    space = "target_kl: {choice: [0.01]}\nminibatch_diagnostics: {choice: [false]}\n"
+    study_dir = tmp_path / "cp"
+    code, out, err = run_cli(
+        capsys, "tune", "--config", "cartpole_jax", "--space", space_file(tmp_path, space),
+        "--trials", "1", "--study", str(study_dir), *FAKE,
+    )  # fmt: skip
+    assert code == 0, err
+    study = load(study_dir)
+    assert states(study) == ["FAIL"]
+    note = study.trials[0].user_attrs["note"]
+    assert note.startswith("invalid combination: invalid config: minibatch_diagnostics=False")
+    assert f"trial 0 FAIL: {note}" in out
+    assert "study 'cp': 1 trials run now; 1 trials (1 fail); none complete yet" in out
+    assert not (study_dir / "trials" / "0").exists()
+
+
 def test_the_trials_of_a_process_that_ended_are_failed_and_queued_again(tmp_path):
     study_dir = tmp_path / "cp"
     study_dir.mkdir()
@@ -444,21 +484,18 @@ def test_ctrl_c_stops_a_host_study_that_trains_and_leaves_no_worker_behind(tmp_p
     assert study.trials[0].user_attrs["note"].startswith("stopped by SIGINT at step ")
 
 
-def test_two_processes_share_one_journal_study_that_trains(tmp_path):
-    journal = tmp_path / "cp.journal"
+def test_two_processes_share_one_study_that_trains(tmp_path):
+    study_dir = tmp_path / "cp"  # both start at once: the default SQLite file, created once
     argv = ["--config", "cartpole", "--space", space_file(tmp_path, ONE_RATE), "--trials", "2",
-            "--seeds", "1", *SYNC, "--storage", f"journal:{journal}",
-            "--study-name", "cp"]  # fmt: skip
+            "--seeds", "1", *SYNC]  # fmt: skip
     processes = [
-        subprocess.Popen(tune_command(tmp_path / "cp", *argv), env=subprocess_env(),
+        subprocess.Popen(tune_command(study_dir, *argv), env=subprocess_env(),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]  # fmt: skip
     outputs = [p.communicate(timeout=300) for p in processes]
     assert [p.returncode for p in processes] == [0, 0], outputs
-    backend = optuna.storages.journal.JournalFileBackend(str(journal))
-    storage = optuna.storages.JournalStorage(backend)
-    study = optuna.load_study(study_name="cp", storage=storage)
+    study = load(study_dir)
     # Each process stops once 2 trials are complete; one running then finishes too.
     assert states(study) in (["COMPLETE"] * 2, ["COMPLETE"] * 3)
     ran = [

@@ -77,13 +77,6 @@ class Dimension:
             return trial.suggest_int(self.key, self.low, self.high, step=self.step or 1, log=log)
         return trial.suggest_float(self.key, self.low, self.high, step=self.step, log=log)
 
-    def describe(self) -> str:
-        """The entry as the space file gives it, on one line."""
-        if self.kind == "choice":
-            return f"{self.key}: {{choice: {list(self.choices)}}}"
-        step = f", step: {self.step}" if self.step is not None else ""
-        return f"{self.key}: {{{self.kind}: [{self.low}, {self.high}]{step}}}"
-
 
 @dataclasses.dataclass(frozen=True)
 class SearchSpace:

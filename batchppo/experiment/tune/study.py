@@ -100,7 +100,7 @@ def open_storage(url: str, heartbeat: int | None) -> Any:
     if url.startswith("sqlite"):
         options["engine_kwargs"] = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}}
     try:
-        with quiet_experimental():
+        with quiet_experimental(), _sqlite_lock(url):
             if heartbeat is not None:
                 retry = optuna.storages.RetryHeartbeatStaleTrialCallback()
                 options.update(heartbeat_interval=heartbeat, heartbeat_stale_trial_callback=retry)
@@ -111,6 +111,26 @@ def open_storage(url: str, heartbeat: int | None) -> Any:
             f"--storage {url}: Optuna cannot open it ({first}); give a database URL "
             f"(sqlite:///PATH, postgresql://..., mysql://...) or {JOURNAL_PREFIX}PATH"
         ) from error
+
+
+@contextlib.contextmanager
+def _sqlite_lock(url: str) -> Iterator[None]:
+    """Holds an exclusive lock on ``<database>.lock`` beside a SQLite file while the storage
+    opens: two processes that start together would otherwise both create its tables, and one
+    would fail (``table studies already exists``). Other URLs: nothing to hold."""
+    prefix = "sqlite:///"
+    path = url.removeprefix(prefix)
+    if not url.startswith(prefix) or not path or path == ":memory:":
+        yield
+        return
+    import fcntl
+
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def study_names(storage: Any) -> list[str]:
