@@ -32,7 +32,7 @@ import ray
 from envs import _actions, _env_fn, timed_steps  # bench/envs.py: the same envs, actions, timer
 from harness import Side, compare
 
-from batchppo.envs import BatchEnv, WorkerOptions
+from batchppo.envs import BatchEnv, RayWorkerOptions, WorkerOptions
 from batchppo.envs.ray_env import RayBatchEnv
 
 PEERS = ("process", "ray", "ray_1")
@@ -45,9 +45,9 @@ def _build(peer: str, env_id: str, n: int, workers: int):
             fns, WorkerOptions(num_workers=workers), copy=False, autoreset_mode="SameStep"
         )
     elif peer == "ray":
-        env = RayBatchEnv(fns, num_workers=workers)
+        env = RayBatchEnv(fns, RayWorkerOptions(num_workers=workers))
     elif peer == "ray_1":
-        env = RayBatchEnv(fns, num_workers=1)
+        env = RayBatchEnv(fns, RayWorkerOptions(num_workers=1))
     else:
         raise ValueError(f"unknown peer {peer!r}")
     env.reset(seed=0)

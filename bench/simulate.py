@@ -159,8 +159,13 @@ def main(argv: list[str] | None = None) -> None:
     from batchppo import envs as host_envs
 
     for backend in [b for b in args.backends.split(",") if b]:
+        options = host_envs.WorkerOptions(num_workers=args.workers)
         vec = host_envs.make(
-            "Pendulum-v1", args.host_envs, seed=0, backend=backend, num_workers=args.workers
+            "Pendulum-v1",
+            args.host_envs,
+            seed=0,
+            backend=backend,
+            options=options if backend == "process" else None,
         )
         try:
             label = f"{backend} BatchEnv, {args.host_envs} envs"

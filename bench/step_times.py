@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from batchppo.envs import make
+from batchppo.envs import WorkerOptions, make
 from batchppo.experiment import configs
 
 PRESETS = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
@@ -32,7 +32,7 @@ def main() -> None:
         config = configs.get_preset(name)
         env = make(
             config.env, config.num_agents,
-            num_workers=config.backend_options.get("num_workers"),
+            options=WorkerOptions(num_workers=config.backend_options.get("num_workers")),
             max_length=config.max_length, **config.env_kwargs,
         )  # fmt: skip
         start = time.perf_counter()

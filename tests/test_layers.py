@@ -145,6 +145,21 @@ def test_no_module_of_the_package_imports_upward():
     assert ("core/backends.py", "batchppo.core.env") in edges  # under TYPE_CHECKING
 
 
+def test_no_learner_reaches_into_the_host_env_adapter():
+    # Env errors and host calls reach the algorithms through the env protocol
+    # (batchppo.core.env: take_error, raise_env_error; HostEnv.host_call), not through
+    # backends/host_env.py's internals, whatever kind of import would bring them.
+    root = Path(batchppo.__file__).parent
+    found = [
+        f"{e.source}:{e.line}"
+        for e in import_edges(root, "batchppo")
+        if e.source.startswith("algorithms/") and e.target.startswith("batchppo.backends.host_env")
+    ]
+    assert found == []
+    text = "\n".join(p.read_text() for p in (root / "algorithms").rglob("*.py"))
+    assert "host_env" not in text
+
+
 FAKE = {
     "__init__.py": "",
     "low/__init__.py": "",

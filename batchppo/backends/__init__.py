@@ -22,7 +22,6 @@ built); their envs live in modules of their own, imported on first use:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -112,7 +111,8 @@ def make_env(
     max_length: int | None = None,
     normalize_ranges: bool = True,
     env_kwargs: Mapping[str, Any] | None = None,
-    options: Mapping[str, Any] | None = None,
+    options: Any = None,
+    run_options: Mapping[str, Any] | None = None,
 ) -> Env:
     """Builds a batched Env by backend name: the one factory the trainer uses.
 
@@ -121,9 +121,10 @@ def make_env(
     to their first ``reset``.
 
     Examples:
-        >>> env = make_env("Pendulum-v1", 2, "sync", options={"max_restarts": 1})
-        >>> env.num_envs, env.spec.obs_shape
-        (2, (3,))
+        >>> from batchppo.backends.host import SyncOptions
+        >>> env = make_env("Pendulum-v1", 2, "sync", options=SyncOptions(max_restarts=1))
+        >>> env.num_envs, env.spec.obs_shape, env.vector_env.worker_options.max_restarts
+        (2, (3,), 1)
         >>> env.close()
 
     Args:
@@ -139,31 +140,39 @@ def make_env(
         env_kwargs: Keyword arguments of the env's constructor: ``gymnasium.make`` keywords
             (host backends), ``brax.envs.get_environment`` keywords (``brax``), ``EnvParams``
             fields (``gymnax``) or ``jumanji.make`` keywords (``jumanji``).
-        options: The backend's options, as a config's ``backend_options`` gives them (those
-            not given take their defaults: ``num_workers``, ``max_restarts`` and
-            ``step_timeout`` of ``process``, ``autoreset`` of the pure-JAX backends...), and
-            the run-level settings of its ``run_options`` (``wrappers`` for the host backends
-            ``batchppo.envs.make`` builds): ``Backend.make_options`` of a config.
+        options: The backend's options: an instance of its ``options`` class (a config's
+            parsed ``backend_options``, ``RunConfig.parsed_backend_options``), handed to the
+            backend as it is; or a mapping of its keys, parsed here as a config's are
+            ([`check_options`][batchppo.backends.Backend.check_options]); None: its defaults.
+        run_options: The run-level settings of the record's ``run_options``, under their
+            keywords (``wrappers`` for the host backends ``batchppo.envs.make`` builds):
+            ``Backend.run_settings`` of a config.
 
     Returns:
         An [`Env`][batchppo.core.Env] (with a ``close()`` method).
 
     Raises:
-        ValueError: An unknown backend, or an option the backend does not take or of the
-            wrong type (one line, as [`check_options`][batchppo.backends.Backend.check_options]).
+        ValueError: An unknown backend, an option the backend does not take or of the wrong
+            type (one line, as [`check_options`][batchppo.backends.Backend.check_options]), or
+            a run option it does not take.
+        TypeError: ``options`` of another backend's class.
     """
     record = get_backend(backend)
-    given = dict(options or {})
-    runs = set(record.run_options.values())
-    run = {key: value for key, value in given.items() if key in runs}
-    own = record.check_options({key: value for key, value in given.items() if key not in runs})
+    run = dict(run_options or {})
+    unknown = sorted(set(run) - set(record.run_options.values()))
+    if unknown:
+        raise ValueError(
+            f"run_options {unknown}: backend {record.name!r} takes "
+            f"{sorted(record.run_options.values()) or 'none'}"
+        )
     return record.make(
         env_id,
         num_envs,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
         env_kwargs=dict(env_kwargs or {}),
-        options={**run, **(dataclasses.asdict(own) if own is not None else {})},
+        options=record.resolve_options(options),
+        **run,
     )
 
 

@@ -132,7 +132,7 @@ def make_ale_env(
     max_length: int | None,
     normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
-    options: Mapping[str, Any],
+    options: AleOptions,
 ) -> Env:
     """The ``ale`` backend's builder (``batchppo.core.backends.MakeEnv``): an
     [`AleFusedEnv`][batchppo.backends.ale_env.AleFusedEnv] (``mode=fused``) or a
@@ -146,17 +146,16 @@ def make_ale_env(
         normalize_ranges: Not read: uint8 frames and a Discrete action have nothing to map.
         env_kwargs: ``{"preprocess": ...}`` as the process backend takes it (the Atari
             preprocessing with its defaults when absent); nothing else.
-        options: ``AleOptions``' fields.
+        options: Its ``AleOptions``.
     """
     from batchppo.backends import ale_env
 
     del normalize_ranges
-    own = AleOptions(**options)
     stack = ale_env.atari_stack(env_id, max_length, env_kwargs)
-    if own.mode == "fused":
-        return ale_env.AleFusedEnv(env_id, num_envs, stack, num_threads=own.num_threads)
+    if options.mode == "fused":
+        return ale_env.AleFusedEnv(env_id, num_envs, stack, num_threads=options.num_threads)
     return ale_env.host_env(
-        env_id, num_envs, stack, batch_size=own.batch_size, num_threads=own.num_threads
+        env_id, num_envs, stack, batch_size=options.batch_size, num_threads=options.num_threads
     )
 
 

@@ -62,26 +62,25 @@ def make_brax_env(
     max_length: int | None,
     normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
-    options: Mapping[str, Any],
+    options: BraxOptions,
 ) -> BraxEnv:
     """The ``brax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``max_length`` None is Brax's 1000 steps; ``env_kwargs`` go to
-    ``brax.envs.get_environment`` (or a ``module:factory``); ``options`` are ``BraxOptions``'
-    fields. ``normalize_ranges`` changes nothing: Brax observations are unbounded and its
+    ``brax.envs.get_environment`` (or a ``module:factory``); ``options`` are its
+    ``BraxOptions``. ``normalize_ranges`` changes nothing: Brax observations are unbounded and its
     actions in [-1, 1] already.
     """
     from batchppo.backends.brax_env import BraxEnv
 
     del normalize_ranges
-    own = BraxOptions(**options)
     return BraxEnv(
         env_id,
         num_envs,
         max_length=1000 if max_length is None else max_length,
-        backend=own.backend,
-        autoreset=own.autoreset,
-        reset_ratio=own.reset_ratio,
+        backend=options.backend,
+        autoreset=options.autoreset,
+        reset_ratio=options.reset_ratio,
         **env_kwargs,
     )
 

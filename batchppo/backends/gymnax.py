@@ -87,24 +87,23 @@ def make_gymnax_env(
     max_length: int | None,
     normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
-    options: Mapping[str, Any],
+    options: RestartOptions,
 ) -> GymnaxEnv:
     """The ``gymnax`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``env_kwargs`` are ``EnvParams`` fields of a gymnax id, or the keywords a ``module:factory``
-    is called with; ``options`` are ``RestartOptions``' fields (``GymnaxEnv``'s restart mode).
+    is called with; ``options`` are its ``RestartOptions`` (``GymnaxEnv``'s restart mode).
     """
     from batchppo.backends.gymnax_env import GymnaxEnv
 
-    restart = RestartOptions(**options)
     return GymnaxEnv(
         env_id,
         num_envs,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
         param_changes=dict(env_kwargs),
-        autoreset=restart.autoreset,
-        reset_ratio=restart.reset_ratio,
+        autoreset=options.autoreset,
+        reset_ratio=options.reset_ratio,
     )
 
 

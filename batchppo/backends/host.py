@@ -6,33 +6,34 @@ batch env factory (``process_batch_env``: a ``BatchEnv`` with worker processes, 
 [`HostEnv`][batchppo.backends.HostEnv]. Their records are registered when this module is imported
 ([`batchppo.backends`][batchppo.backends] imports it); ``host_backend`` fills what every host
 backend built by ``envs.make`` shares, for ``batchppo.backends.ray`` too. Their settings are a
-config's ``backend_options`` (``ProcessOptions``, ``SyncOptions``; the options they share with
-``ray``'s are ``WorkerSettings``, the one they share with each other ``RestartSettings``). The
-module is light: Gymnasium, JAX and the batch envs are imported when an env is built or an id
-checked.
+config's ``backend_options``, parsed once into ``ProcessOptions`` or ``SyncOptions``: the
+batch env's own [`WorkerOptions`][batchppo.envs.WorkerOptions] (subclasses that set a run's
+defaults), which travel as that one object from the config through ``envs.make`` to the
+``BatchEnv``. The module is light: Gymnasium, JAX and the batch envs are imported when an env
+is built or an id checked.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from batchppo.core.backends import Backend, factory_package, register
 from batchppo.core.registry import lazy
-from batchppo.core.worker_defaults import MAX_RESTARTS, SPIN_US, WORKER_SPIN_US
+from batchppo.core.values import fixed
+from batchppo.core.worker_options import SPIN_US, WORKER_SPIN_US, WorkerOptions
 
 if TYPE_CHECKING:
     from batchppo.backends.host_env import HostEnv
 
 __all__ = [
+    "RUN_STEP_TIMEOUT",
+    "BackendOptions",
     "ProcessOptions",
-    "RestartSettings",
     "SyncOptions",
-    "WorkerSettings",
     "builds_with_envs_make",
     "check_gymnasium_id",
     "gymnasium_env_requires",
@@ -82,112 +83,82 @@ def gymnasium_env_requires(env_id: str) -> str | None:
     return None
 
 
-def _check_workers(num_workers: int | None) -> None:
-    if num_workers is not None and num_workers < 1:
-        raise ValueError(
-            f"backend_options.num_workers={num_workers}: must be >= 1, or None for one per core"
-        )
+class BackendOptions:
+    """The errors of a backend's options class built on an envs options class
+    (``ProcessOptions`` on [`WorkerOptions`][batchppo.envs.WorkerOptions]): a value the base
+    refuses is named as the config key it is, ``backend_options.NAME``. The check itself is the
+    base's: the one check of each setting."""
+
+    def __post_init__(self) -> None:
+        try:
+            super().__post_init__()  # type: ignore[misc]
+        except ValueError as error:
+            raise ValueError(f"backend_options.{error}") from None
 
 
-def _check_restarts(max_restarts: int) -> None:
-    if max_restarts < 0:
-        raise ValueError(
-            f"backend_options.max_restarts={max_restarts}: must be >= 0 (0 fails fast)"
-        )
-
-
-def _check_step_timeout(step_timeout: float | None) -> None:
-    if step_timeout is not None and not 0 < step_timeout < math.inf:
-        raise ValueError(
-            f"backend_options.step_timeout={step_timeout}: must be a number of seconds > 0, or "
-            "None to wait for ever"
-        )
+RUN_STEP_TIMEOUT = 60.0
+"""The ``step_timeout`` of a run's workers (``process``, ``ray``) by default: far above any step
+or reset of the presets' envs, so it fires on a hung env only. A batch env built in Python
+(``BatchEnv``, ``envs.make``) waits for ever by default, as ``AsyncVectorEnv`` does."""
 
 
 @dataclasses.dataclass(frozen=True)
-class RestartSettings:
-    """The ``backend_options`` that the backends whose envs are restarted share (``process``,
-    ``sync``): the restart budget."""
+class ProcessOptions(BackendOptions, WorkerOptions):
+    """The ``backend_options`` of the ``process`` backend: the ``BatchEnv``'s
+    [`WorkerOptions`][batchppo.envs.WorkerOptions] themselves (``--set
+    backend_options.num_workers=4``), this object handed to the ``BatchEnv`` as it is. They
+    differ from ``WorkerOptions`` in one default only: a run's workers have a ``step_timeout``
+    (``RUN_STEP_TIMEOUT``). With ``max_restarts`` a crashed env, or a dead or hung worker's
+    envs, are restarted and training goes on; the ``env_restarts`` train metric counts them,
+    and past the budget the error is raised, naming this setting. They may change when a run
+    resumes."""
+
+    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
+        {
+            "num_workers": "num_workers",
+            "env_step_timeout": "step_timeout",
+            "max_env_restarts": "max_restarts",
+        }
+    )
+    """The config fields that became these options (stored configs move them here)."""
+
+    step_timeout: float | None = RUN_STEP_TIMEOUT
+    """Seconds a worker may take to answer one step, reset or call of its envs. Past it the
+    worker is asked for its Python stacks and killed, and the run stops as on an env error,
+    with ``EnvTimeoutError`` naming the envs and where they were stuck; with ``max_restarts``
+    the worker is respawned instead and its envs' episodes truncated. None waits for ever;
+    raise it for an env that is slow by nature."""
+
+
+_IN_PROCESS = "the sync backend steps every env in the calling process"
+_FOR_WORKERS = f"{_IN_PROCESS}; use the process backend for workers"
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncOptions(BackendOptions, WorkerOptions):
+    """The ``backend_options`` of the ``sync`` backend (``--set backend_options.max_restarts=8``):
+    [`WorkerOptions`][batchppo.envs.WorkerOptions] that step every env in the calling process,
+    this object handed to the ``BatchEnv`` as it is. A config gives one of them,
+    ``max_restarts``: how many env restarts each env batch (training, evaluation) may make in
+    one training process. An env whose step raises is then rebuilt and reset, its episode
+    ending truncated, and training goes on; the ``env_restarts`` train metric counts them. 0
+    fails fast: the env's error ends the run. Past the budget the error is raised, naming this
+    setting. The others are held (``batchppo.core.values.fixed``). They may change when a run
+    resumes."""
 
     FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
         {"max_env_restarts": "max_restarts"}
     )
     """The config field that became this option (stored configs move it here)."""
 
-    max_restarts: int = MAX_RESTARTS
-    """How many env restarts each env batch (training, evaluation) may make in one training
-    process. An env whose step raises is then rebuilt and reset, its episode ending truncated,
-    and training goes on; the ``env_restarts`` train metric counts them. 0 fails fast: the env's
-    error ends the run. Past the budget the error is raised, naming this setting."""
-
-    def __post_init__(self) -> None:
-        _check_restarts(self.max_restarts)
-
-
-@dataclasses.dataclass(frozen=True)
-class SyncOptions(RestartSettings):
-    """The ``backend_options`` of the ``sync`` backend (``--set backend_options.max_restarts=8``):
-    the restart budget (``RestartSettings``). They may change when a run resumes."""
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkerSettings:
-    """The ``backend_options`` that the backends whose envs step in workers share (``process``:
-    worker processes, ``ray``: Ray actors)."""
-
-    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
-        {"num_workers": "num_workers", "env_step_timeout": "step_timeout"}
+    num_workers: int | None = fixed(1, _FOR_WORKERS)
+    envs_per_worker: int | None = fixed(None, _FOR_WORKERS)
+    step_in_parent: bool = fixed(True, _IN_PROCESS)
+    step_timeout: float | None = fixed(
+        None, f"{_IN_PROCESS}, which cannot bound them; use the process backend for a timeout"
     )
-    """The config fields that became these options (stored configs move them here)."""
-
-    num_workers: int | None = None
-    """Worker processes (env actors for ``ray``); None: one per core (per CPU of the Ray
-    cluster)."""
-    step_timeout: float | None = 60.0
-    """Seconds a worker (or actor) may take to answer one step, reset or call of its envs. Past
-    it the worker is asked for its Python stacks and killed, and the run stops as on an env
-    error, with ``EnvTimeoutError`` naming the envs and where they were stuck; with
-    ``max_restarts`` the worker is respawned instead and its envs' episodes truncated. None
-    waits for ever. The default is far above any step or reset of the presets' envs, so it
-    fires on a hung env only; raise it for an env that is slow by nature."""
-
-    def __post_init__(self) -> None:
-        _check_workers(self.num_workers)
-        _check_step_timeout(self.step_timeout)
-
-
-# RestartSettings first, so that its field follows WorkerSettings' (dataclass fields are
-# collected from the last base on): num_workers, step_timeout, max_restarts, the spins.
-@dataclasses.dataclass(frozen=True)
-class ProcessOptions(RestartSettings, WorkerSettings):
-    """The ``backend_options`` of the ``process`` backend: ``BatchEnv``'s worker options
-    ([`WorkerOptions`][batchppo.envs.WorkerOptions]), e.g. ``--set
-    backend_options.num_workers=4``; with ``max_restarts`` (``RestartSettings``) a dead
-    worker's envs are restarted too. They may change when a run resumes."""
-
-    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
-        {**WorkerSettings.FORMER_FIELDS, **RestartSettings.FORMER_FIELDS}
-    )
-    """The config fields that became these options (stored configs move them here)."""
-
-    spin_us: float = SPIN_US
-    """Microseconds the learner's wait for the workers spins before it blocks."""
-    worker_spin_us: float = WORKER_SPIN_US
-    """Microseconds a worker spins waiting for its next command before it blocks."""
-
-    def __post_init__(self) -> None:
-        WorkerSettings.__post_init__(self)
-        RestartSettings.__post_init__(self)
-        for name in ("spin_us", "worker_spin_us"):
-            if getattr(self, name) < 0:
-                raise ValueError(
-                    f"backend_options.{name}={getattr(self, name)}: must be >= 0 (microseconds)"
-                )
-
-
-_MAKE_ARGUMENTS = ("num_workers", "max_restarts", "step_timeout", "wrappers")
-"""The host backends' options that are arguments of ``batchppo.envs.make``; the others are the
-batch env factory's own keywords (``make``'s ``batch_env_kwargs``)."""
+    spin_us: float = fixed(SPIN_US, _FOR_WORKERS)
+    worker_spin_us: float = fixed(WORKER_SPIN_US, _FOR_WORKERS)
 
 
 def make_host_env(
@@ -198,10 +169,11 @@ def make_host_env(
     max_length: int | None,
     normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
-    options: Mapping[str, Any],
+    options: WorkerOptions,
+    wrappers: Sequence[Any] = (),
 ) -> HostEnv:
     """The host backends' builder (``batchppo.core.backends.MakeEnv``):
-    ``batchppo.envs.make(backend=backend)`` in a HostEnv.
+    ``batchppo.envs.make(backend=backend, options=options)`` in a HostEnv.
 
     The envs are left unreset: the learner's first ``HostEnv.reset(key)`` seeds them (the one
     reset before the first step; the run's start-up probe has checked that the env resets).
@@ -215,10 +187,11 @@ def make_host_env(
         max_length: Time limit in steps; None keeps the registry's.
         normalize_ranges: Rescale finite bounds to [-1, 1].
         env_kwargs: ``gymnasium.make`` keywords.
-        options: The backend's options and ``wrappers`` (the config's ``env_wrappers``):
-            ``num_workers``, ``max_restarts`` and ``step_timeout`` are ``envs.make``'s
-            arguments, the others the batch env factory's own keywords (``ProcessOptions``'
-            spin, ``RayOptions``' cluster settings).
+        options: The backend's options object (``ProcessOptions``, ``SyncOptions``,
+            ``RayOptions``: [`WorkerOptions`][batchppo.envs.WorkerOptions]), handed through
+            ``envs.make`` to the batch env as it is.
+        wrappers: The config's ``env_wrappers`` (the records' ``run_options``), around each
+            env.
 
     Returns:
         The [`HostEnv`][batchppo.backends.HostEnv] (it closes the batch env on ``close()``).
@@ -226,16 +199,14 @@ def make_host_env(
     from batchppo.backends.host_env import wrap_host_env
     from batchppo.envs import make as make_host_envs
 
-    arguments = {k: v for k, v in options.items() if k in _MAKE_ARGUMENTS}
-    own = {k: v for k, v in options.items() if k not in _MAKE_ARGUMENTS}
     vector_env = make_host_envs(
         env_id,
         num_envs,
         backend=backend,
+        options=options,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
-        batch_env_kwargs=own or None,
-        **arguments,
+        wrappers=wrappers,
         **env_kwargs,
     )
     # make()'s stack (ConvertTo32Bit, per env or applied to the batch in the workers) already

@@ -2,8 +2,9 @@
 same-step auto-reset mode (such as ``batchppo.envs.BatchEnv``) called through
 ``jax.experimental.io_callback`` so that it runs inside ``jit`` and ``lax.scan``: the
 ``InGraphBatchEnv`` of the original Batch PPO. Also the conversion of Gymnasium spaces into the
-core's space trees (``from_gymnasium``) and the marking of a host env's exceptions
-(``mark_env_error``, ``is_env_error``, ``raise_env_error``).
+core's space trees (``from_gymnasium``). A host env's exceptions are kept and handed to the
+learner through the core's env protocol (``take_error``; ``batchppo.core.env.raise_env_error``),
+so no learner imports this module.
 
 The records of the host backends (``process``, ``sync``, ``ray``) live in ``batchppo.backends.host``
 and ``batchppo.backends.ray``; their builder imports this module when it builds an env.
@@ -11,7 +12,6 @@ and ``batchppo.backends.ray``; their builder imports this module when it builds 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,7 @@ import numpy as np
 from jax.experimental import io_callback
 
 from batchppo.core import spaces
-from batchppo.core.env import EnvSpec, StepResult
+from batchppo.core.env import EnvSpec, StepResult, is_env_error, mark_env_error
 from batchppo.core.pure_env import check_num_envs
 from batchppo.envs.final_obs import final_obs_from_infos
 
@@ -34,9 +34,6 @@ __all__ = [
     "HostEnv",
     "from_gymnasium",
     "host_call",
-    "is_env_error",
-    "mark_env_error",
-    "raise_env_error",
     "spec_from_spaces",
     "wrap_host_env",
 ]
@@ -163,50 +160,7 @@ def _check_same_step(vector_env: Any) -> None:
         )
 
 
-_ENV_ERROR = "batchppo_env_error"  # the attribute that marks an env's exception
 _JAX_CALLBACK_LOGGER = "jax._src.callback"  # logs each failed io_callback with its traceback
-
-
-def mark_env_error(error: BaseException) -> BaseException:
-    """Marks ``error`` as raised by a host env's reset or step (see ``is_env_error``)."""
-    with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
-        setattr(error, _ENV_ERROR, True)
-    return error
-
-
-def is_env_error(error: BaseException) -> bool:
-    """Whether ``error`` was raised by a host env's reset or step, through a
-    [`HostEnv`][batchppo.backends.HostEnv] (the env's own exception, ``WorkerDiedError``, a
-    non-finite value)."""
-    return bool(getattr(error, _ENV_ERROR, False))
-
-
-def raise_env_error(error: BaseException, *envs: Any) -> None:
-    """Raises the exception a [`HostEnv`][batchppo.backends.HostEnv] of ``envs`` kept, if one did;
-    else returns.
-
-    Call it where a compiled program over host envs raised ``error``: an exception in an
-    ``io_callback`` reaches the caller as JAX's ``JaxRuntimeError``, its type lost, and this
-    raises the original (type, message and, for ``BatchEnv``, the worker's traceback) in its
-    place. The JAX error, whose text repeats the traceback, stays as its hidden
-    ``__context__``. Envs that are not HostEnvs (or None) are skipped.
-
-    Examples:
-        >>> try:
-        ...     state = compiled_rollout(state)
-        ... except Exception as error:
-        ...     raise_env_error(error, env)
-        ...     raise
-    """
-    kept = None
-    for env in envs:
-        take = getattr(env, "take_error", None)
-        found = take() if take is not None else None
-        kept = kept or found
-    if kept is None or kept is error:
-        return
-    kept.__suppress_context__ = True
-    raise kept
 
 
 class _EnvErrorLogFilter(logging.Filter):
@@ -275,7 +229,9 @@ class HostEnv:
     raise ``ValueError`` naming the env index and the field. An exception raised in ``host_reset``
     or ``host_step`` (the env's own, re-raised by ``BatchEnv`` with the worker's traceback, or
     ``WorkerDiedError``) is marked (``is_env_error``) and kept: a compiled call reports it as JAX's
-    ``JaxRuntimeError``, and ``raise_env_error`` raises the kept original in its place. A
+    ``JaxRuntimeError``, and the core's ``raise_env_error`` takes the kept original
+    ([`take_error`][batchppo.backends.HostEnv.take_error], the env protocol's ``KeepsErrors``)
+    and raises it in its place. A
     ``BatchEnv`` with ``max_restarts`` restarts the env instead (its episode ends truncated;
     [`restarts`][batchppo.backends.HostEnv.restarts] counts the restarts).
 
@@ -391,6 +347,16 @@ class HostEnv:
         """
         error, self._error = self._error, None
         return error
+
+    @staticmethod
+    def host_call(
+        host_fn: Any, result_structs: Any, state: jax.Array, *args: Any
+    ) -> tuple[Any, Any]:
+        """``host_fn(*args)`` on the host from inside a compiled program, ordered after the
+        calls ``state`` descends from, as this env's own steps are (the module's
+        ``host_call``): for a learner that calls its own host functions on this env's batch
+        (the stacked seeds' shared env) without importing this module."""
+        return host_call(host_fn, result_structs, state, *args)
 
     def _keep_error(self, error: Exception) -> None:
         mark_env_error(error)

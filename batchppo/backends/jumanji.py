@@ -60,25 +60,24 @@ def make_jumanji_env(
     max_length: int | None,
     normalize_ranges: bool,
     env_kwargs: Mapping[str, Any],
-    options: Mapping[str, Any],
+    options: RestartOptions,
 ) -> JumanjiEnv:
     """The ``jumanji`` backend's builder (``batchppo.core.backends.MakeEnv``).
 
     ``env_kwargs`` go to ``jumanji.make`` (the env's constructor) or a ``module:factory``;
-    ``options`` are ``RestartOptions``' fields (``JumanjiEnv``'s restart mode, as for the
+    ``options`` are its ``RestartOptions`` (``JumanjiEnv``'s restart mode, as for the
     other fused backends).
     """
     from batchppo.backends.jumanji_env import JumanjiEnv
 
-    restart = RestartOptions(**options)
     return JumanjiEnv(
         env_id,
         num_envs,
         max_length=max_length,
         normalize_ranges=normalize_ranges,
         env_kwargs=dict(env_kwargs),
-        autoreset=restart.autoreset,
-        reset_ratio=restart.reset_ratio,
+        autoreset=options.autoreset,
+        reset_ratio=options.reset_ratio,
     )
 
 

@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from batchppo.core.registry import Registry
-from batchppo.core.values import coerce, type_name
+from batchppo.core.values import coerce, is_fixed, type_name
 from batchppo.core.wording import did_you_mean, prose
 
 if TYPE_CHECKING:
@@ -148,7 +148,8 @@ class MakeEnv(Protocol):
 
     Every argument is passed by [`make_env`][batchppo.backends.make_env]. Where the envs run,
     how many workers step them, how they restart: all of a backend's own settings come in
-    ``options``; the env's constructor gets ``env_kwargs``, untouched.
+    ``options``, the one checked object of its ``options`` class, to be handed on as it is;
+    the env's constructor gets ``env_kwargs``, untouched.
     """
 
     def __call__(
@@ -159,7 +160,8 @@ class MakeEnv(Protocol):
         max_length: int | None,
         normalize_ranges: bool,
         env_kwargs: Mapping[str, Any],
-        options: Mapping[str, Any],
+        options: Any,
+        **run_options: Any,
     ) -> Env:
         """Returns the env (with a ``close()`` method).
 
@@ -169,8 +171,11 @@ class MakeEnv(Protocol):
             max_length: Time limit in steps; None keeps the env's own.
             normalize_ranges: Rescale finite bounds to [-1, 1].
             env_kwargs: The env constructor's keyword arguments.
-            options: Every field of the backend's ``options`` (those not given at their
-                defaults), and the run-level settings of its ``run_options``.
+            options: An instance of the backend's ``options`` class (its defaults where a
+                config gave none), checked once where it was made; None for a backend
+                without options.
+            **run_options: The run-level settings of its ``run_options``, under their keys
+                (``wrappers`` for the host backends ``batchppo.envs.make`` builds).
         """
         ...
 
@@ -213,16 +218,16 @@ class Backend:
             give: a frozen dataclass whose fields are their names, types (``str``, ``int``,
             ``float``, ``bool``, unions of them with None), defaults and docs, and whose
             ``__post_init__`` checks their values (a one-line ``ValueError``). A field whose
-            ``metadata`` is ``LEARNED`` changes what a run learns. Two optional class
-            attributes say what the options were before they were options, so that a stored
-            config's values move into them: ``FORMER_FIELDS`` (config field -> option) and
-            ``FROM_ENV_KWARGS`` (options that rode in ``env_kwargs``, under their own names).
-            A config's mapping is checked against it
-            ([`check_options`][batchppo.backends.Backend.check_options]) and passed to
-            ``make``, every field given, in ``options``. None: the backend takes none, and a
-            config giving any is refused.
-        run_options: The run-level env settings ``make`` also gets in ``options``, which a
-            family of backends shares: config field -> key (the host backends that
+            ``metadata`` is ``LEARNED`` changes what a run learns; one declared with
+            ``batchppo.core.values.fixed`` is held at its default, and no key of a config.
+            An optional class attribute says what the options were before they were options,
+            so that a stored config's values move into them: ``FORMER_FIELDS`` (config field
+            -> option) and ``FROM_ENV_KWARGS`` (options that rode in ``env_kwargs``, under
+            their own names). A config's mapping is parsed into it once
+            ([`check_options`][batchppo.backends.Backend.check_options]), and ``make`` gets
+            that object. None: the backend takes none, and a config giving any is refused.
+        run_options: The run-level env settings ``make`` also gets, as keywords, which a
+            family of backends shares: config field -> keyword (the host backends that
             ``batchppo.envs.make`` builds: ``{"env_wrappers": "wrappers"}``); empty: none.
         requires: A module the backend needs that may be missing (an optional extra).
         install: How to install ``requires``; by default its ``requirement``'s (the project's
@@ -279,17 +284,14 @@ class Backend:
         """Whether the envs fuse with the learner into one compiled program (pure JAX)."""
         return not self.host
 
-    def steps_in_program(self, backend_options: Mapping[str, Any]) -> bool:
-        """Whether a host backend's envs, under a config's ``backend_options``, are stepped from
-        inside the compiled program (``in_program``); False for pure-JAX backends (their envs
-        are the program) and for host backends without ``in_program``.
-
-        Raises:
-            ValueError: As [`check_options`][batchppo.backends.Backend.check_options].
-        """
+    def steps_in_program(self, options: Any) -> bool:
+        """Whether a host backend's envs, under ``options`` (an instance of its ``options``
+        class: a config's parsed ``backend_options``), are stepped from inside the compiled
+        program (``in_program``); False for pure-JAX backends (their envs are the program) and
+        for host backends without ``in_program``."""
         if self.in_program is None:
             return False
-        return bool(self.in_program(self.check_options(backend_options)))
+        return bool(self.in_program(options))
 
     def available(self) -> bool:
         """Whether the modules the backend needs are importable (checked without importing)."""
@@ -318,8 +320,10 @@ class Backend:
         return self.options is not None or bool(self.run_options)
 
     def option_names(self) -> tuple[str, ...]:
-        """The keys a config's ``backend_options`` may give (none without ``options``)."""
-        return tuple(f.name for f in dataclasses.fields(self.options)) if self.options else ()
+        """The keys a config's ``backend_options`` may give (none without ``options``): the
+        fields of ``options`` but those it holds (``batchppo.core.values.fixed``)."""
+        fields = dataclasses.fields(self.options) if self.options else ()
+        return tuple(f.name for f in fields if not is_fixed(f))
 
     def learned_options(self) -> tuple[str, ...]:
         """The options that change what a run learns (their ``metadata`` is ``LEARNED``)."""
@@ -337,7 +341,8 @@ class Backend:
         return tuple(getattr(self.options, "FROM_ENV_KWARGS", ()))
 
     def check_options(self, given: Mapping[str, Any]) -> Any:
-        """Checks a config's ``backend_options`` against the backend's ``options``.
+        """Parses a config's ``backend_options`` into the backend's ``options`` object: the
+        one check of them, done once where a config is made (``RunConfig.check_run``).
 
         Args:
             given: The mapping of option names to values (YAML scalars).
@@ -383,17 +388,30 @@ class Backend:
                 ) from None
         return self.options(**values)
 
-    def make_options(self, config: Any) -> dict[str, Any]:
-        """What ``make`` gets as ``options`` for ``config``: the config's fields that
-        ``run_options`` names, under their keys, and every field of ``options``, from the
-        config's ``backend_options`` or its default (empty for a backend that takes none).
+    def resolve_options(self, given: Any) -> Any:
+        """The backend's options object of ``given``: an instance of its ``options`` class as
+        it is (it was checked when made), a mapping parsed by
+        [`check_options`][batchppo.backends.Backend.check_options], None its defaults.
 
         Raises:
-            ValueError: As [`check_options`][batchppo.backends.Backend.check_options].
+            ValueError: As ``check_options``.
+            TypeError: An object of another class.
         """
-        run = {key: getattr(config, field) for field, key in self.run_options.items()}
-        own = self.check_options(config.backend_options)
-        return {**run, **(dataclasses.asdict(own) if own is not None else {})}
+        if given is None or isinstance(given, Mapping):
+            return self.check_options(given or {})
+        if self.options is None:
+            raise TypeError(f"options={given!r}: backend {self.name!r} takes none; pass None")
+        if not isinstance(given, self.options):
+            raise TypeError(
+                f"options={given!r}: backend {self.name!r} takes {self.options.__name__}, a "
+                "mapping of its keys, or None for its defaults"
+            )
+        return given
+
+    def run_settings(self, config: Any) -> dict[str, Any]:
+        """What ``make`` gets as keywords besides ``options`` for ``config``: the config's
+        fields that ``run_options`` names, under their keywords (empty for most backends)."""
+        return {key: getattr(config, field) for field, key in self.run_options.items()}
 
 
 BACKENDS: Registry[Backend] = Registry("backend", Backend, group=ENTRY_POINT_GROUP)

@@ -19,10 +19,18 @@ still has value. If both are set, terminated wins (no bootstrap).
 Pure-JAX envs (gymnax, Brax/MJX) implement this API directly through adapters; host envs (Gymnasium
 in processes) implement it through ``io_callback`` (see ``batchppo.backends.host_env.HostEnv``). The
 adapters live in [`batchppo.backends`][batchppo.backends].
+
+Env errors. An exception a host env's step or reset raises inside a compiled program reaches
+the caller as JAX's ``JaxRuntimeError``, its type lost. Such an env keeps the original
+(``mark_env_error``) and hands it over through ``take_error``
+([`KeepsErrors`][batchppo.core.env.KeepsErrors], the optional part of the protocol); a learner
+calls [`raise_env_error`][batchppo.core.env.raise_env_error] with its envs where a compiled call
+failed, and the env's own exception is raised in place of JAX's.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Protocol, runtime_checkable
 
 import jax
@@ -169,3 +177,61 @@ class Env(Protocol):
     def step(self, state: PyTree, action: jax.Array, key: jax.Array) -> StepResult:
         """Steps all envs with ``action`` of shape ``(num_envs, *action_shape)``; auto-resets."""
         ...
+
+
+@runtime_checkable
+class KeepsErrors(Protocol):
+    """The optional part of the [`Env`][batchppo.core.Env] protocol for envs whose step or reset
+    runs outside the compiled program (``io_callback``): they keep the exception it raised,
+    since the compiled call reports only JAX's ``JaxRuntimeError`` (the host backends'
+    ``HostEnv``). ``raise_env_error`` reads it."""
+
+    def take_error(self) -> BaseException | None:
+        """The exception the last failed step or reset raised (marked by
+        ``mark_env_error``), if not taken yet; taking it clears it."""
+        ...
+
+
+_ENV_ERROR = "batchppo_env_error"  # the attribute that marks an env's exception
+
+
+def mark_env_error(error: BaseException) -> BaseException:
+    """Marks ``error`` as raised by an env's reset or step (see ``is_env_error``); returns it."""
+    with contextlib.suppress(AttributeError, TypeError):  # an exception without a __dict__
+        setattr(error, _ENV_ERROR, True)
+    return error
+
+
+def is_env_error(error: BaseException) -> bool:
+    """Whether ``error`` was raised by an env's reset or step and marked by the env that kept
+    it (``mark_env_error``: the env's own exception, ``WorkerDiedError``, a non-finite
+    value)."""
+    return bool(getattr(error, _ENV_ERROR, False))
+
+
+def raise_env_error(error: BaseException, *envs: Any) -> None:
+    """Raises the exception one of ``envs`` kept (``KeepsErrors.take_error``), if one did;
+    else returns.
+
+    Call it where a compiled program over ``envs`` raised ``error``: an exception in an
+    ``io_callback`` reaches the caller as JAX's ``JaxRuntimeError``, its type lost, and this
+    raises the original (type, message and, for ``BatchEnv``, the worker's traceback) in its
+    place. The JAX error, whose text repeats the traceback, stays as its hidden
+    ``__context__``. Every env's kept error is taken; envs that keep none (pure-JAX envs, or
+    None) are skipped.
+
+    Examples:
+        >>> try:
+        ...     state = compiled_rollout(state)  # doctest: +SKIP
+        ... except Exception as error:
+        ...     raise_env_error(error, env)
+        ...     raise
+    """
+    kept = None
+    for env in envs:
+        found = env.take_error() if isinstance(env, KeepsErrors) else None
+        kept = kept or found
+    if kept is None or kept is error:
+        return
+    kept.__suppress_context__ = True
+    raise kept

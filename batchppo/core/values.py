@@ -4,7 +4,9 @@ The one parser of the values a config gives (a YAML file, ``--set KEY=VALUE``, a
 backend options): ``coerce`` converts a value to a field's or an option's type, or raises
 ``TypeError`` for a value that does not fit; ``type_name`` words the type for the one-line
 error its caller raises. ``positive_int`` and ``optional_positive_int`` are the one check of a
-count (an int >= 1, or None where None has a meaning), with its one-line ``ValueError``. Pure
+count (an int >= 1, or None where None has a meaning), with its one-line ``ValueError``.
+``fixed`` declares a field of an options dataclass that a subclass holds at one value, and
+``check_fixed`` refuses any other. Pure
 Python, so the light modules (the backend registry, config parsing, the host envs) import it
 without JAX.
 
@@ -21,12 +23,25 @@ Examples:
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import types
 import typing
 from typing import Any
 
-__all__ = ["coerce", "is_plain", "optional_positive_int", "positive_int", "type_name"]
+__all__ = [
+    "check_fixed",
+    "coerce",
+    "fixed",
+    "is_fixed",
+    "is_plain",
+    "optional_positive_int",
+    "positive_int",
+    "type_name",
+]
+
+_FIXED = "fixed"
+"""The ``metadata`` key of a field declared with ``fixed``: why it is held."""
 
 
 def type_name(annotation: Any) -> str:
@@ -160,3 +175,35 @@ def _at_least_one(name: str, value: Any, kind: str, meaning: str) -> int:
     if value < 1:
         raise ValueError(f"{name} must be >= 1{meaning}, got {value}.")
     return value
+
+
+def fixed(default: Any, why: str) -> Any:
+    """A field of an options dataclass that this class holds at ``default``: a subclass that
+    cannot honour a setting of its base redeclares it so (``max_restarts: int = fixed(0, "Ray
+    env actors are not restarted")``). It is no option a config gives
+    (``batchppo.backends.Backend.option_names`` leaves it out), and ``check_fixed`` refuses
+    any other value.
+
+    Args:
+        default: The one value the field takes.
+        why: Why, for the one-line error: what the class does instead, and the fix.
+    """
+    return dataclasses.field(default=default, metadata={_FIXED: why})
+
+
+def is_fixed(field: dataclasses.Field) -> bool:
+    """Whether ``field`` was declared with ``fixed``."""
+    return _FIXED in field.metadata
+
+
+def check_fixed(options: Any) -> None:
+    """Refuses a value other than its default in a field of ``options`` (a dataclass) that
+    was declared with ``fixed``.
+
+    Raises:
+        ValueError: One line naming the field, its value and why it is held.
+    """
+    for field in dataclasses.fields(options):
+        value = getattr(options, field.name)
+        if is_fixed(field) and value != field.default:
+            raise ValueError(f"{field.name}={value!r}: {field.metadata[_FIXED]}")

@@ -5,7 +5,8 @@
   default, Dict/Tuple spaces; in same-step mode a dense ``final_obs`` and the ``step_arrays`` fast
   path), its processes and fault handling set by [`WorkerOptions`][batchppo.envs.WorkerOptions]
   (workers, ``step_in_parent``, ``step_timeout``; with ``max_restarts``, envs that crash are
-  rebuilt and their episodes truncated).
+  rebuilt and their episodes truncated); [`RayWorkerOptions`][batchppo.envs.RayWorkerOptions]
+  extends them for [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv]'s Ray actors.
 * [`make`][batchppo.envs.make.make] / [`make_env_fn`][batchppo.envs.make_env_fn]: the standard
   wrapper stack and the batch env; ``batch_transform``: that stack as a
   [`BatchTransform`][batchppo.envs.BatchTransform], which a ``BatchEnv`` applies to all the envs of
@@ -16,6 +17,7 @@
   preprocessing, run in the workers by ``make(env_id, n, preprocess="atari")``.
 """
 
+from batchppo.core.worker_options import RayWorkerOptions, WorkerOptions
 from batchppo.envs.async_compat import InvalidArgumentError
 from batchppo.envs.atari import AtariStack
 from batchppo.envs.batch_env import BatchEnv
@@ -24,7 +26,6 @@ from batchppo.envs.call_state import BatchState
 from batchppo.envs.errors import EnvTimeoutError, SpaceMismatchError, WorkerDiedError, WorkerError
 from batchppo.envs.make import batch_transform, make, make_env_fn, register_vector_env
 from batchppo.envs.restarts import EnvRestartWarning
-from batchppo.envs.worker_options import WorkerOptions
 from batchppo.envs.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,
@@ -48,6 +49,7 @@ __all__ = [
     "InvalidArgumentError",
     "RandomStart",
     "RangeNormalize",
+    "RayWorkerOptions",
     "SpaceMismatchError",
     "WorkerDiedError",
     "WorkerError",

@@ -58,6 +58,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from batchppo.core.worker_options import WorkerOptions, check_worker_options
 from batchppo.envs.async_compat import (
     CallingVectorEnv,
     InvalidArgumentError,
@@ -79,11 +80,7 @@ from batchppo.envs.protocol import Layout
 from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
 from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.spaces import check_supported
-from batchppo.envs.worker_options import (
-    WorkerOptions,
-    check_worker_options,
-    refuses_moved_keywords,
-)
+from batchppo.envs.worker_options import refuses_moved_keywords
 from batchppo.envs.worker_processes import split_envs
 
 __all__ = [
@@ -227,11 +224,9 @@ class BatchEnv(CallingVectorEnv):
         self._pool = WorkerPool(
             start_method,
             ranges,
+            options,
             parent_envs=parent_envs,
             daemon=daemon,
-            spin_s=float(options.spin_us) * 1e-6,
-            worker_spin_s=float(options.worker_spin_us) * 1e-6,
-            step_timeout=self.step_timeout,
             on_broken=self._calls.mark_broken,
         )
 

@@ -23,6 +23,7 @@ takes as ``backend=ray_batch_env``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -30,7 +31,7 @@ import gymnasium
 from gymnasium.vector import AutoresetMode
 
 from batchppo.core.values import positive_int
-from batchppo.core.worker_defaults import MAX_RESTARTS
+from batchppo.core.worker_options import WorkerOptions
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.env_ids import (
     EnvProbe,
@@ -44,7 +45,6 @@ from batchppo.envs.env_ids import (
     probe_env,
 )
 from batchppo.envs.standard_stack import StandardStack, batch_transform, stacked_env_fn
-from batchppo.envs.worker_options import WorkerOptions
 
 __all__ = [
     "BatchEnvFactory",
@@ -112,84 +112,88 @@ class BatchEnvFactory(Protocol):
     ``in_process_batch_env``, the Ray backend's ``batchppo.backends.ray.ray_batch_env``, or
     one's own callable taking these arguments.
 
-    It raises a one-line ``ValueError`` for an argument its batch env cannot honour, before
-    any worker starts.
+    It raises a one-line ``ValueError`` (or a ``TypeError`` for options of another type) for
+    an argument its batch env cannot honour, before any worker starts.
     """
 
     def __call__(
         self,
         env_fns: list[Callable[[], gymnasium.Env]],
         *,
-        num_workers: int | None,
-        max_restarts: int,
+        options: Any,
         transform: StandardStack,
         autoreset_mode: AutoresetMode | str,
-        step_timeout: float | None,
-        **options: Any,
     ) -> gymnasium.vector.VectorEnv:
         """The batch env of ``env_fns`` (each builds one raw env, without the standard stack,
-        which ``transform`` applies: to the batch, or around each env)."""
+        which ``transform`` applies: to the batch, or around each env), its workers set by
+        ``options`` (a [`WorkerOptions`][batchppo.envs.WorkerOptions], or the subclass the
+        factory takes; None: the factory's defaults), handed to the batch env as they are."""
         ...
 
 
 def process_batch_env(
     env_fns: list[Callable[[], gymnasium.Env]],
     *,
-    num_workers: int | None = None,
-    max_restarts: int = MAX_RESTARTS,
+    options: WorkerOptions | None = None,
     transform: StandardStack | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-    step_timeout: float | None = None,
-    **worker_options: Any,
 ) -> BatchEnv:
     """The ``process`` backend's batch env: a ``BatchEnv`` whose envs step in worker processes.
 
     Args:
         env_fns: Each builds one raw env.
-        num_workers: Worker processes; None: one per CPU.
-        max_restarts: The restart budget (see [`WorkerOptions`][batchppo.envs.WorkerOptions]).
+        options: The ``BatchEnv``'s [`WorkerOptions`][batchppo.envs.WorkerOptions], passed as
+            they are; None: their defaults (a worker per CPU, fail fast, no time limit).
         transform: The standard stack, applied to each worker's envs at once where it can be.
         autoreset_mode: ``BatchEnv``'s autoreset mode.
-        step_timeout: Seconds a worker may take to answer; None waits for ever.
-        **worker_options: The other fields of ``WorkerOptions`` (``envs_per_worker``,
-            ``step_in_parent``, ``spin_us``, ``worker_spin_us``).
     """
-    options = WorkerOptions(
-        num_workers=num_workers,
-        max_restarts=max_restarts,
-        step_timeout=step_timeout,
-        **worker_options,
-    )
     return BatchEnv(env_fns, options, transform=transform, autoreset_mode=autoreset_mode)
+
+
+IN_PROCESS = WorkerOptions(num_workers=1, step_in_parent=True)
+"""The worker options of ``in_process_batch_env`` by default: every env in the calling
+process."""
 
 
 def in_process_batch_env(
     env_fns: list[Callable[[], gymnasium.Env]],
     *,
-    num_workers: int | None = None,
-    max_restarts: int = MAX_RESTARTS,
+    options: WorkerOptions | None = None,
     transform: StandardStack | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-    step_timeout: float | None = None,
 ) -> BatchEnv:
     """The ``sync`` backend's batch env: a ``BatchEnv`` that steps every env in the calling
-    process (``num_workers`` is ignored; the other arguments and defaults are ``BatchEnv``'s).
+    process (``num_workers=1, step_in_parent=True``).
+
+    Args:
+        env_fns: Each builds one raw env.
+        options: The ``BatchEnv``'s [`WorkerOptions`][batchppo.envs.WorkerOptions] (its
+            ``max_restarts``, the restart budget), passed as they are when they place every
+            env in the calling process (the ``sync`` backend's ``SyncOptions`` do), else with
+            those two fields set so; None: ``IN_PROCESS``.
+        transform: The standard stack, applied to the envs at once where it can be.
+        autoreset_mode: ``BatchEnv``'s autoreset mode.
 
     Raises:
-        ValueError: A ``step_timeout``: the calling process cannot bound its own envs.
+        ValueError: A ``step_timeout`` (the calling process cannot bound its own envs), or
+            more than one worker.
     """
-    del num_workers  # no workers
-    if step_timeout is not None:
+    options = IN_PROCESS if options is None else options
+    if options.step_timeout is not None:
         raise ValueError(
-            f"step_timeout={step_timeout}: the sync backend steps its envs in this process, "
-            "which cannot bound them; use backend='process' (worker processes) for a timeout."
+            f"step_timeout={options.step_timeout}: the sync backend steps its envs in this "
+            "process, which cannot bound them; use backend='process' (worker processes) for a "
+            "timeout."
         )
-    return BatchEnv(
-        env_fns,
-        WorkerOptions(num_workers=1, step_in_parent=True, max_restarts=max_restarts),
-        transform=transform,
-        autoreset_mode=autoreset_mode,
-    )
+    if options.num_workers not in (None, 1) or options.envs_per_worker is not None:
+        raise ValueError(
+            f"num_workers={options.num_workers}, envs_per_worker={options.envs_per_worker}: "
+            "the sync backend steps every env in this process; use backend='process' for "
+            "workers."
+        )
+    if (options.num_workers, options.step_in_parent) != (1, True):
+        options = dataclasses.replace(options, num_workers=1, step_in_parent=True)
+    return BatchEnv(env_fns, options, transform=transform, autoreset_mode=autoreset_mode)
 
 
 BATCH_ENV_NAMES = ("process", "sync")
@@ -227,15 +231,12 @@ def make(
     *,
     seed: int | None = None,
     backend: str | BatchEnvFactory = "process",
-    num_workers: int | None = None,
+    options: WorkerOptions | None = None,
     max_length: int | None = None,
     normalize_ranges: bool = True,
     render_mode: str | None = None,
-    batch_env_kwargs: Mapping[str, Any] | None = None,
-    max_restarts: int = MAX_RESTARTS,
     preprocess: str | Mapping[str, Any] | Preprocessing | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.SAME_STEP,
-    step_timeout: float | None = None,
     wrappers: Iterable[Any] = (),
     **env_kwargs: Any,
 ) -> gymnasium.vector.VectorEnv:
@@ -257,7 +258,10 @@ def make(
 
     Examples:
         >>> import numpy as np
-        >>> env = make("Pendulum-v1", 16, seed=0, max_length=200)
+        >>> env = make("Pendulum-v1", 16, seed=0, max_length=200,
+        ...            options=WorkerOptions(num_workers=2, max_restarts=1))
+        >>> env.worker_envs
+        [(0, 8), (8, 16)]
         >>> actions = np.zeros((16, 1), np.float32)
         >>> obs, reward, terminated, truncated, final_obs = env.step_arrays(actions)
         >>> obs.shape, obs.dtype
@@ -276,26 +280,20 @@ def make(
             ``BatchEnvFactory``: one's own, or the ray backend's
             ``batchppo.backends.ray.ray_batch_env``, a
             [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] with Ray actors as workers).
-        num_workers: Units stepping envs (``BatchEnv`` semantics); ignored by ``"sync"``.
+        options: Where the envs step and how their faults are met, handed to the batch env as
+            they are: a [`WorkerOptions`][batchppo.envs.WorkerOptions] (workers, restarts,
+            ``step_timeout``, spinning; ``"sync"`` steps every env in the calling process and
+            refuses a ``step_timeout``, which it cannot honour), or for ``ray_batch_env`` a
+            [`RayWorkerOptions`][batchppo.envs.RayWorkerOptions] (with the Ray
+            cluster's settings); None: the batch env's defaults (for ``"process"``, a worker
+            per CPU, fail fast, no time limit).
         max_length: Episode step limit; None keeps the registry's.
         normalize_ranges: Map finite bounds to ``[-1, 1]``.
         render_mode: Passed to ``gymnasium.make``.
-        batch_env_kwargs: The batch env factory's own keyword arguments (a ``backend``
-            callable's): for ``ray_batch_env``, those of
-            [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] (``address``, ``num_cpus``,
-            ``startup_timeout``, ``actor_options``); for ``process_batch_env``, the other fields
-            of ``WorkerOptions``. The named batch envs take none.
-        max_restarts: ``BatchEnv``'s restart budget (not Ray's): how
-            many times an env whose step raised, or whose worker died, is rebuilt and its
-            episode truncated; 0 fails fast.
         preprocess: What builds each env in the workers in place of ``gymnasium.make``, under the
             standard stack: ``"atari"`` (or ``{"name": "atari", **settings}``, or an
             [`AtariStack`][batchppo.envs.AtariStack]) for the standard Atari preprocessing, uint8
             ``(4, 84, 84)`` frames; see ``preprocessing``.
-        step_timeout: ``"process"`` and Ray's: seconds a worker (or actor) may take to answer a
-            step, reset or call before [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] (see
-            ``BatchEnv``); None waits for ever. ``"sync"`` refuses it: its envs step in the calling
-            process, which cannot bound them.
         autoreset_mode: ``BatchEnv``'s autoreset mode: ``SAME_STEP`` (the default here, what
             the learners use, with the dense ``final_obs`` and ``step_arrays``), or Gymnasium's
             ``NEXT_STEP`` (which its observation wrappers such as ``NormalizeObservation``
@@ -313,52 +311,24 @@ def make(
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
 
     Raises:
-        ValueError: Unknown id or batch env name, bad counts, ``batch_env_kwargs`` with a
-            named batch env, an argument the batch env cannot honour. Raised before any worker
-            starts.
-        TypeError: ``ray_options``, the former name of ``batch_env_kwargs``.
+        ValueError: Unknown id or batch env name, bad counts, an argument the batch env cannot
+            honour. Raised before any worker starts.
+        TypeError: ``options`` of a type the batch env does not take.
     """
-    _refuse_ray_options(env_kwargs)
-    batch_env = _checked_batch_env(backend, batch_env_kwargs)
+    batch_env = batch_env_of(backend)
     num_envs = positive_int("num_envs", num_envs)
     raw_fn = checked_raw_env_fn(env_id, max_length, render_mode, preprocess, wrappers, env_kwargs)
     # The batch env reads the raw spaces off its workers' envs and picks the transform (or
     # wraps each env in the stack).
     env = batch_env(
         [raw_fn] * num_envs,
-        num_workers=num_workers,
-        max_restarts=max_restarts,
+        options=options,
         transform=StandardStack(env_id, normalize_ranges),
         autoreset_mode=autoreset_mode,
-        step_timeout=step_timeout,
-        **(batch_env_kwargs or {}),
     )
     if seed is not None:
         env.reset(seed=seed)
     return env
-
-
-def _refuse_ray_options(env_kwargs: Mapping[str, Any]) -> None:
-    """Refuses ``ray_options`` (old ``batch_env_kwargs``) before it reaches the env's factory."""
-    if "ray_options" in env_kwargs:
-        raise TypeError(
-            "make() got ray_options: it is now batch_env_kwargs (the batch env factory's own "
-            "keyword arguments)."
-        )
-
-
-def _checked_batch_env(
-    backend: str | BatchEnvFactory, batch_env_kwargs: Mapping[str, Any] | None
-) -> BatchEnvFactory:
-    """``batch_env_of(backend)``, refusing ``batch_env_kwargs`` for a named one (it takes none)."""
-    batch_env = batch_env_of(backend)
-    if isinstance(backend, str) and batch_env_kwargs:
-        raise ValueError(
-            f"batch_env_kwargs {dict(batch_env_kwargs)}: the {backend!r} batch env takes none; "
-            "they are the keyword arguments of a batch env factory (backend=ray_batch_env of "
-            "batchppo.backends.ray, or one's own)."
-        )
-    return batch_env
 
 
 # --- gymnasium.make_vec ----------------------------------------------------------------------
@@ -380,8 +350,10 @@ def register_vector_env(env_id: str, vector_id: str | None = None) -> str:
         >>> env.close()
 
     The id's ``vector_entry_point`` is ``vector_entry_point``: ``make_vec``'s keyword arguments go
-    to [`make`][batchppo.envs.make.make] (``seed``, ``backend``, ``num_workers``,
-    ``normalize_ranges``, ``autoreset_mode``, ...) and the others to the env, as
+    to [`make`][batchppo.envs.make.make] (``seed``, ``backend``, ``options``,
+    ``normalize_ranges``, ``autoreset_mode``, ...), the fields of
+    [`WorkerOptions`][batchppo.envs.WorkerOptions] (``num_workers``, ...) into its ``options``,
+    and the others to the env, as
     ``gymnasium.make``'s do. The autoreset mode defaults to Gymnasium's ``NEXT_STEP`` here, so
     Gymnasium's vector wrappers take the env as they take ``make_vec``'s own; pass
     ``autoreset_mode="SameStep"`` for batchppo's. ``max_episode_steps`` is the time limit (the env's
@@ -411,18 +383,12 @@ def register_vector_env(env_id: str, vector_id: str | None = None) -> str:
     return vector_id
 
 
-_MAKE_KEYWORDS = frozenset(
-    {
-        "seed",
-        "backend",
-        "num_workers",
-        "normalize_ranges",
-        "batch_env_kwargs",
-        "max_restarts",
-        "preprocess",
-        "step_timeout",
-    }
-)
+_MAKE_KEYWORDS = frozenset({"seed", "backend", "options", "normalize_ranges", "preprocess"})
+"""The keywords of ``gymnasium.make_vec`` that ``vector_entry_point`` hands to ``make``."""
+
+_WORKER_KEYWORDS = frozenset(field.name for field in dataclasses.fields(WorkerOptions))
+"""The keywords of ``gymnasium.make_vec`` that ``vector_entry_point`` gathers into ``make``'s
+``options``: the fields of ``WorkerOptions``."""
 
 
 def vector_entry_point(
@@ -436,15 +402,32 @@ def vector_entry_point(
     """The ``vector_entry_point`` of [`register_vector_env`][batchppo.envs.register_vector_env]'s
     ids: [`make`][batchppo.envs.make.make].
 
+    ``gymnasium.make_vec`` passes keywords only, so the fields of
+    [`WorkerOptions`][batchppo.envs.WorkerOptions] may be given as keywords here
+    (``make_vec(vector_id, num_envs=8, num_workers=2)``): they become ``make``'s ``options``,
+    ``WorkerOptions(**those)``, here and nowhere else.
+
     Args:
         env_id: The env (the registered spec's ``kwargs``).
         num_envs: ``make_vec``'s ``num_envs``.
         max_episode_steps: The time limit (``make``'s ``max_length``).
         autoreset_mode: As in [`make`][batchppo.envs.make.make]; Gymnasium's ``NEXT_STEP`` by
             default.
-        **kwargs: [`make`][batchppo.envs.make.make]'s keywords, and the env's constructor's.
+        **kwargs: [`make`][batchppo.envs.make.make]'s keywords, the fields of
+            ``WorkerOptions``, and the env's constructor's.
+
+    Raises:
+        TypeError: Both ``options`` and fields of ``WorkerOptions``.
     """
     make_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _MAKE_KEYWORDS}
+    worker = {k: kwargs.pop(k) for k in list(kwargs) if k in _WORKER_KEYWORDS}
+    if worker:
+        if make_kwargs.get("options") is not None:
+            raise TypeError(
+                f"make_vec got options and {', '.join(worker)}: give the worker settings in "
+                "one place, options=WorkerOptions(...)."
+            )
+        make_kwargs["options"] = WorkerOptions(**worker)
     return make(
         env_id,
         num_envs,

@@ -35,6 +35,7 @@ import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from batchppo.core.worker_options import WorkerOptions
 from batchppo.envs.batch_transform import BatchTransform
 from batchppo.envs.channels import Channels
 from batchppo.envs.diagnosis import Diagnosis, HungError, env_list
@@ -90,13 +91,15 @@ class WorkerPool:
     Args:
         start_method: The multiprocessing start method of the workers (forkserver or spawn).
         ranges: ``(start, stop)`` of the envs of each worker, in slot order.
+        options: The batch env's [`WorkerOptions`][batchppo.envs.WorkerOptions] (kept as
+            ``options``), of which the pool reads: ``spin_us``, how long the parent spins on a
+            worker's done semaphore before blocking; ``worker_spin_us``, how long a worker spins
+            for its next command; ``step_timeout``, the seconds a worker may take to answer a
+            command (None: no limit; with one, each worker gets a stack pipe that its
+            ``faulthandler`` writes to on ``SIGUSR1``). ``ranges`` and ``parent_envs`` are
+            where its ``num_workers``, ``envs_per_worker`` and ``step_in_parent`` put the envs.
         parent_envs: ``(0, K)``: the envs the calling process steps itself; None for none.
         daemon: The workers' ``daemon`` flag.
-        spin_s: Seconds the parent spins on a worker's done semaphore before blocking.
-        worker_spin_s: Seconds a worker spins for its next command before blocking.
-        step_timeout: Seconds a worker may take to answer a command (None: no limit); with
-            one, each worker gets a stack pipe that its ``faulthandler`` writes to on
-            ``SIGUSR1``.
         on_broken: Called with a one-line reason when a worker is found dead or is killed
             as hung: the batch env above can no longer use the pool as it is.
 
@@ -109,14 +112,16 @@ class WorkerPool:
         self,
         start_method: str,
         ranges: list[tuple[int, int]],
+        options: WorkerOptions,
         *,
         parent_envs: tuple[int, int] | None,
         daemon: bool,
-        spin_s: float,
-        worker_spin_s: float,
-        step_timeout: float | None,
         on_broken: Callable[[str], None],
     ):
+        self.options = options
+        step_timeout = options.step_timeout
+        worker_spin_s = float(options.worker_spin_us) * 1e-6
+        spin_s = float(options.spin_us) * 1e-6
         self._processes = processes = WorkerProcesses(
             start_method,
             ranges,

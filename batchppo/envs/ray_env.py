@@ -13,7 +13,8 @@ Ray already initialised in this process is reused. An address that does not answ
 minutes.
 
 Resources: each actor asks Ray for ``num_cpus`` (half a CPU by default) and the actors must
-start within ``startup_timeout``; otherwise ``RayResourcesError`` names what is missing.
+start within ``startup_timeout``; otherwise ``RayResourcesError`` names what is missing. These
+settings and the actors' are one [`RayWorkerOptions`][batchppo.envs.RayWorkerOptions].
 
 Start-up: each env is built once, in its actor, and none in the calling process. The actors
 report their envs' spaces once built; env 0's are the batch env's, and every other env's are
@@ -47,6 +48,11 @@ from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoA
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from batchppo.core.worker_options import (
+    DEFAULT_NUM_CPUS,
+    DEFAULT_STARTUP_TIMEOUT,
+    RayWorkerOptions,
+)
 from batchppo.envs.async_compat import (
     CallingVectorEnv,
     check_action_dtype,
@@ -60,7 +66,6 @@ from batchppo.envs.final_obs import dense_final_obs
 from batchppo.envs.infos import merge_info_parts
 from batchppo.envs.protocol import Layout
 from batchppo.envs.spaces import is_gym_leaf
-from batchppo.envs.worker_options import check_step_timeout
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -73,15 +78,6 @@ __all__ = [
     "connect",
 ]
 
-# Half a CPU per actor. A trainer holds two RayBatchEnvs at once, the training env and the
-# eval env, each with one actor per CPU by default, and steps only one of them at a time: at
-# a whole CPU each, the eval env's actors could never be placed on a local Ray, whose CPUs
-# the training env already holds, and its construction would wait for ever. At half a
-# CPU the two fit side by side, and the CPUs Ray books still match the work done at once.
-DEFAULT_NUM_CPUS = 0.5
-# Long enough for Ray to start worker processes on a loaded machine or a cluster to add a
-# node; short enough that a request the cluster cannot meet ends in an error, not a hang.
-DEFAULT_STARTUP_TIMEOUT = 60.0
 _STACKS_GROUP = "stacks"  # the actors' concurrency group of ``stacks``, beside the steps
 _STACKS_WAIT_S = 2.0  # how long a hung actor gets to send its stacks before it is killed
 # Seconds to wait for a cluster's address to accept a connection. ``ray.init`` itself retries
@@ -95,6 +91,23 @@ _OWN_CLUSTERS: set[str] = set()
 # env that is dropped without ``close()``.
 _HELD: weakref.WeakKeyDictionary[RayBatchEnv, dict[str, float]] = weakref.WeakKeyDictionary()
 _HELD_LOCK = threading.Lock()
+
+
+def _checked_options(options: RayWorkerOptions | None) -> RayWorkerOptions:
+    """``options`` as given, or the defaults for None.
+
+    Raises:
+        TypeError: Not a ``RayWorkerOptions`` (nor None).
+    """
+    if options is None:
+        return RayWorkerOptions()
+    if not isinstance(options, RayWorkerOptions):
+        raise TypeError(
+            f"options must be a batchppo.envs.RayWorkerOptions or None; got "
+            f"{options!r} ({type(options).__name__}): pass, say, "
+            "RayWorkerOptions(num_workers=4, address='auto')."
+        )
+    return options
 
 
 class RaySetupError(RuntimeError):
@@ -333,30 +346,26 @@ class RayBatchEnv(CallingVectorEnv):
 
     Args:
         env_fns: One callable per env.
-        num_workers: Number of actors; default: the CPUs of the Ray cluster.
-        envs_per_worker: Envs per actor; default ``ceil(num_envs / num_workers)``.
+        options: The actors and the cluster: a
+            [`RayWorkerOptions`][batchppo.envs.RayWorkerOptions]
+            (``num_workers``, ``envs_per_worker``, ``step_timeout``, ``address``, ``num_cpus``,
+            ``startup_timeout``); None: its defaults (an actor per CPU of the cluster, half a
+            CPU each, no time limit on a step). Past ``step_timeout`` the hung actors are asked
+            for their stacks (a method in a concurrency group of its own, so it runs beside the
+            hung step unless the env holds the interpreter in C code), killed, and the call
+            raises [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] naming their envs and
+            showing the stacks; the batch env cannot continue after that.
         copy: Accepted for API parity; arrays returned are always fresh.
-        num_cpus: CPUs each actor asks Ray for; fractions share a CPU (see
-            ``DEFAULT_NUM_CPUS`` for why the default is half of one).
-        startup_timeout: Seconds to wait for the actors to start (None: for ever); Ray
-            queues an actor it cannot place rather than failing it.
-        actor_options: Passed to ``ray.remote``; its ``num_cpus`` wins over ``num_cpus``.
-        address: The Ray cluster to join when Ray is not initialised yet (see
-            [`connect`][batchppo.envs.ray_env.connect]); None: ``RAY_ADDRESS`` if set, else a new
-            local Ray.
-        step_timeout: Seconds an actor may take to answer a step, reset or call (counted from the
-            call); None (the default) waits for ever. Past it the hung actors are asked for their
-            stacks (a method in a concurrency group of its own, so it runs beside the hung step
-            unless the env holds the interpreter in C code), killed, and the call raises
-            [`EnvTimeoutError`][batchppo.envs.EnvTimeoutError] naming their envs and showing the
-            stacks; the batch env cannot continue after that.
+        actor_options: Passed to ``ray.remote``; its ``num_cpus`` wins over the options'.
 
     Attributes:
+        options: The options given at construction (``step_timeout`` is theirs too).
         remote_calls: Remote calls sent to the actors so far: one per actor for each step,
             reset or call (and for the start-up check), whatever the number of envs.
 
     Raises:
         ImportError: Ray is not installed (``pip install batchppo[ray]``).
+        TypeError: ``options`` is not a ``RayWorkerOptions``.
         ValueError: Env 0 has a Dict or Tuple space (use ``BatchEnv``).
         SpaceMismatchError: An env's spaces differ from env 0's (names the env).
         RayConnectionError: ``address`` (or ``RAY_ADDRESS``) cannot be joined.
@@ -368,20 +377,17 @@ class RayBatchEnv(CallingVectorEnv):
     def __init__(
         self,
         env_fns: Iterable[Callable[[], gymnasium.Env]],
-        num_workers: int | None = None,
-        envs_per_worker: int | None = None,
+        options: RayWorkerOptions | None = None,
         *,
         copy: bool = True,
-        num_cpus: float = DEFAULT_NUM_CPUS,
-        startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT,
         actor_options: dict[str, Any] | None = None,
-        address: str | None = None,
-        step_timeout: float | None = None,
     ):
         import ray
 
+        options = _checked_options(options)
         self._ray = ray
-        self.step_timeout = check_step_timeout(step_timeout)
+        self.options = options
+        self.step_timeout = options.step_timeout
         self._started = 0.0  # when the call in flight was sent (step_timeout's clock)
         self._actors: list[Any] = []
         self.remote_calls = 0
@@ -389,32 +395,28 @@ class RayBatchEnv(CallingVectorEnv):
         env_fns = list(env_fns)
         if not env_fns:
             raise ValueError("RayBatchEnv needs at least one env function; got an empty list.")
-        if startup_timeout is not None and not startup_timeout > 0:
-            raise ValueError(f"startup_timeout must be > 0 or None; got {startup_timeout!r}.")
-        options = {
-            "num_cpus": num_cpus,
+        remote = {
+            "num_cpus": options.num_cpus,
             "concurrency_groups": {_STACKS_GROUP: 1},
             **(actor_options or {}),
         }
-        if not options["num_cpus"] >= 0:
-            raise ValueError(f"num_cpus must be >= 0; got {options['num_cpus']!r}.")
-        connect(address)
+        connect(options.address)
         self.num_envs = n = len(env_fns)
-        workers = num_workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        per = envs_per_worker or math.ceil(n / workers)
+        workers = options.num_workers or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        per = options.envs_per_worker or math.ceil(n / workers)
         self._ranges = [(i, min(i + per, n)) for i in range(0, n, per)]
         self.copy = copy
         self._pending: list[Any] | None = None
         self._want_info = False
-        demand = {k: v * len(self._ranges) for k, v in _actor_demand(options).items()}
+        demand = {k: v * len(self._ranges) for k, v in _actor_demand(remote).items()}
         self._check_resources(demand)
-        actor_cls = ray.remote(**options)(_EnvActor)
+        actor_cls = ray.remote(**remote)(_EnvActor)
         with _HELD_LOCK:
             _HELD[self] = demand
         for start, stop in self._ranges:
             self._actors.append(actor_cls.remote(cloudpickle.dumps(env_fns[start:stop]), start))
         try:
-            self._set_spaces(self._await_start(demand, startup_timeout))
+            self._set_spaces(self._await_start(demand, options.startup_timeout))
         except BaseException:
             self.close()
             raise

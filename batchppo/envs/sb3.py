@@ -34,10 +34,9 @@ import gymnasium
 import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array
 
-from batchppo.core.worker_defaults import MAX_RESTARTS, SPIN_US, WORKER_SPIN_US
+from batchppo.core.worker_options import WorkerOptions
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.indexed import IndexedEnvFn
-from batchppo.envs.worker_options import WorkerOptions
 
 try:
     from stable_baselines3.common.vec_env.base_vec_env import (
@@ -143,20 +142,12 @@ class BatchVecEnv(VecEnv):
         start_method: The workers' start method, as in ``SubprocVecEnv``: ``"forkserver"``
             (None, the default) or ``"spawn"``; ``"fork"`` raises a ``ValueError`` (a fork of
             a process running threads can deadlock).
-        num_workers: Worker processes (``WorkerOptions.num_workers``); default: the CPUs
-            available.
-        envs_per_worker: Envs per worker (``WorkerOptions.envs_per_worker``); default
-            ``ceil(num_envs / num_workers)``.
-        step_in_parent: ``WorkerOptions.step_in_parent``: the calling process steps the first
-            share of envs itself (one process fewer, no crash isolation for those envs).
+        worker_options: The [`WorkerOptions`][batchppo.envs.WorkerOptions] of the
+            ``BatchEnv``, passed as they are (workers, envs per worker, ``step_in_parent``, the
+            restart budget ``max_restarts``: an env whose step raises, or whose worker dies, is
+            rebuilt and its episode reported as truncated; ``step_timeout``, spinning); None:
+            their defaults (a worker per CPU, fail fast).
         daemon: The workers' ``daemon`` flag; False for envs that start processes.
-        max_restarts: ``WorkerOptions.max_restarts``, the restart budget: an env whose step
-            raises (or whose worker dies) is rebuilt and its episode reported as truncated, up
-            to this many times.
-        spin_us: ``WorkerOptions.spin_us``: how long the caller spins waiting for the workers
-            before it blocks.
-        worker_spin_us: ``WorkerOptions.worker_spin_us``: how long a worker spins waiting for
-            the next step before it blocks.
 
     The other BatchEnv settings are fixed by SB3's contract: ``SAME_STEP`` autoreset, fresh
     observation arrays (``copy=True``), every env's observation space equal to env 0's.
@@ -172,25 +163,13 @@ class BatchVecEnv(VecEnv):
         env_fns: Iterable[Callable[[], gymnasium.Env]],
         start_method: str | None = None,
         *,
-        num_workers: int | None = None,
-        envs_per_worker: int | None = None,
-        step_in_parent: bool = False,
+        worker_options: WorkerOptions | None = None,
         daemon: bool = True,
-        max_restarts: int = MAX_RESTARTS,
-        spin_us: float = SPIN_US,
-        worker_spin_us: float = WORKER_SPIN_US,
     ):
         env_fns = list(env_fns)
         self.batch_env = BatchEnv(
             [IndexedEnvFn(fn, i) for i, fn in enumerate(env_fns)],
-            WorkerOptions(
-                num_workers=num_workers,
-                envs_per_worker=envs_per_worker,
-                step_in_parent=step_in_parent,
-                max_restarts=max_restarts,
-                spin_us=spin_us,
-                worker_spin_us=worker_spin_us,
-            ),
+            worker_options,
             context=start_method,
             daemon=daemon,
             autoreset_mode="SameStep",  # SB3's terminal_observation comes from final_obs

@@ -75,7 +75,7 @@ def env_failure(error: BaseException) -> EnvFailure | None:
 
 @contextmanager
 def stop_on_env_error(stopped: Callable[[Exception], None]) -> Iterator[None]:
-    """Calls ``stopped(error)`` on an env error (``batchppo.backends.host_env.is_env_error``),
+    """Calls ``stopped(error)`` on an env error (``batchppo.core.env.is_env_error``),
     which propagates.
 
     Other exceptions propagate untouched.
@@ -83,7 +83,7 @@ def stop_on_env_error(stopped: Callable[[Exception], None]) -> Iterator[None]:
     try:
         yield
     except Exception as error:
-        from batchppo.backends.host_env import is_env_error  # imported late: only after a failure
+        from batchppo.core.env import is_env_error  # imported late (JAX): only after a failure
 
         if not is_env_error(error):
             raise

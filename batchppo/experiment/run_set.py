@@ -223,7 +223,7 @@ class StackedSeeds:
                 f"--seeds {self.num_seeds}: {algorithm.title} trains one seed per run; drop "
                 "--seeds and start one run per seed (--set seed=N)"
             )
-        if get_backend(config.backend).steps_in_program(config.backend_options):
+        if get_backend(config.backend).steps_in_program(config.parsed_backend_options):
             raise ConfigError(
                 f"--seeds {self.num_seeds}: the seeds share one host env through host calls, and "
                 f"backend={config.backend!r} with backend_options {config.backend_options} steps "

@@ -84,6 +84,13 @@ def _replayer(recorded: list[Any]) -> Callable[[Any], Any]:
     return lambda action: next(answers)
 
 
+def with_spins(env_fns: list, *, factory: Callable[..., Any], options: Any = None, **kwargs: Any):
+    """``factory`` (``process_batch_env``) with the spins of ``kwargs`` set on its options."""
+    spins = {name: kwargs.pop(name) for name in ("spin_us", "worker_spin_us")}
+    options = dataclasses.replace(options or WorkerOptions(), **spins)
+    return factory(env_fns, options=options, **kwargs)
+
+
 def phases(
     preset: str,
     iterations: int,
@@ -197,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.rollout_length:
         overrides["rollout_length"] = args.rollout_length
     factory = make_module.process_batch_env  # what the process backend builds its envs with
-    make_module.process_batch_env = functools.partial(factory, **spins)
+    make_module.process_batch_env = functools.partial(with_spins, factory=factory, **spins)
     hot = trainer_module.hot_compiler_options
     trainer_module.hot_compiler_options = lambda *a: {**hot(*a), **extra}
     try:

@@ -9,8 +9,8 @@ This script measures, for each setting, interleaved over ``--rounds``:
   random actions (the parent steps no env), as a fraction of cores x the single-env rate;
 * ``train`` (with ``--train-seconds``): end-to-end training steps/s of the ``cheetah_fast``
   preset (in-graph driver, and the host loop), each run in a fresh process, compilation
-  excluded. The setting is applied by binding it to the ``process`` backend's batch env
-  factory (``batchppo.envs.make.process_batch_env``) in that process.
+  excluded. The setting is the run's backend option ``worker_spin_us`` (``--set
+  backend_options.worker_spin_us=...``), which the ``process`` backend's workers get.
 
     python bench/investigations/spin.py --spins 50,1000 --rounds 2 --train-seconds 20
 """
@@ -67,19 +67,16 @@ def batch_rate(env_id: str, num_envs: int, worker_spin_us: float, seconds: float
 def worker_train(worker_spin_us: float, host_loop: bool, seconds: float) -> dict:
     """Training steps/s of ``cheetah_fast`` with its envs' worker spin set."""
     import dataclasses
-    import functools
-    import importlib
 
     import jax
 
     from batchppo.algorithms.ppo import Trainer
     from batchppo.algorithms.ppo.presets import PRESETS
 
-    make_module = importlib.import_module("batchppo.envs.make")  # the function shadows it
-    make_module.process_batch_env = functools.partial(
-        make_module.process_batch_env, worker_spin_us=worker_spin_us
-    )
     config = PRESETS["cheetah_fast"]
+    # The worker spin is a backend option of the process backend: its envs get it.
+    spin = {**config.backend_options, "worker_spin_us": worker_spin_us}
+    config = dataclasses.replace(config, backend_options=spin)
     if host_loop:
         config = dataclasses.replace(config, host_loop=True)
     trainer = Trainer(config)

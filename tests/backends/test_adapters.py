@@ -15,7 +15,7 @@ from batchppo import envs
 from batchppo.backends import GymnaxEnv, HostEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.simulation import init_sim_state, rollout
-from batchppo.envs.worker_options import WorkerOptions
+from batchppo.core.worker_options import WorkerOptions
 from batchppo.envs.wrappers import RangeNormalize
 from batchppo.testing import MockGymEnv, make_mock_vector_env, random_policy
 
@@ -273,7 +273,8 @@ def _pendulum_vec(kind: str, num_envs: int, max_steps: int):
             [lambda: gym.make("Pendulum-v1", max_episode_steps=max_steps)] * num_envs,
             autoreset_mode=AutoresetMode.SAME_STEP,
         )
-    return envs.make("Pendulum-v1", num_envs, backend=kind, num_workers=2, max_length=max_steps)
+    options = WorkerOptions(num_workers=2) if kind == "process" else None
+    return envs.make("Pendulum-v1", num_envs, backend=kind, options=options, max_length=max_steps)
 
 
 def _tanh_policy(params, carry, obs, first, key):

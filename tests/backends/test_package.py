@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from batchppo import backends
+from batchppo.backends.host import SyncOptions
 
 
 def test_the_registry_and_config_parsing_import_nothing_heavy():
@@ -33,21 +34,23 @@ def test_make_env_checks_the_options_and_hands_the_builder_every_one(monkeypatch
     record = backends.get_backend("sync")
 
     def recording(env_id, num_envs, **kwargs):
-        seen.append(kwargs["options"])
+        seen.append({k: v for k, v in kwargs.items() if k not in ("max_length", "env_kwargs")})
         return record.make(env_id, num_envs, **kwargs)
 
     monkeypatch.setitem(
         backends.BACKENDS, "sync", dataclasses.replace(record, make=recording)
     )  # the registry's own dict: no new name
     backends.make_env("Pendulum-v1", 2, "sync", options={"max_restarts": 1}).close()
-    assert seen == [{"max_restarts": 1}]  # the options, filled, and no run option given
-    backends.make_env("Pendulum-v1", 2, "sync", options={"wrappers": ()}).close()
-    assert seen[-1] == {"wrappers": (), "max_restarts": 0}
+    # The options parsed into the backend's object, filled, and no run option given.
+    assert seen == [{"normalize_ranges": True, "options": SyncOptions(max_restarts=1)}]
+    backends.make_env("Pendulum-v1", 2, "sync", run_options={"wrappers": ()}).close()
+    assert seen[-1] == {"normalize_ranges": True, "options": SyncOptions(), "wrappers": ()}
     with pytest.raises(ValueError) as info:
         backends.make_env("Pendulum-v1", 2, "ray", options={"max_restarts": 1})
     assert str(info.value) == (
         "backend_options.max_restarts: backend 'ray' has no option 'max_restarts'. Valid keys: "
-        "num_workers, step_timeout, address, num_cpus, startup_timeout"
+        "num_workers, envs_per_worker, step_timeout, address, num_cpus, startup_timeout"
     )
-    with pytest.raises(ValueError, match=r"^backend_options\.wrappers: backend 'gymnax' has no"):
-        backends.make_env("Pendulum-v1", 2, "gymnax", options={"wrappers": ()})
+    with pytest.raises(ValueError) as info:
+        backends.make_env("Pendulum-v1", 2, "gymnax", run_options={"wrappers": ()})
+    assert str(info.value) == "run_options ['wrappers']: backend 'gymnax' takes none"

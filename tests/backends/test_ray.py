@@ -8,7 +8,7 @@ import pytest
 from batchppo.backends import get_backend, make_env
 from batchppo.backends.host import builds_with_envs_make
 from batchppo.backends.ray import ray_batch_env
-from batchppo.envs import make
+from batchppo.envs import RayWorkerOptions, WorkerOptions, make
 
 
 def test_ray_batch_env_refuses_another_autoreset_mode_and_restarts():
@@ -19,11 +19,13 @@ def test_ray_batch_env_refuses_another_autoreset_mode_and_restarts():
         "or 'sync' for another autoreset mode."
     )
     with pytest.raises(ValueError) as info:
-        make("Pendulum-v1", 2, backend=ray_batch_env, max_restarts=1)
+        RayWorkerOptions(max_restarts=1)
     assert str(info.value) == (
-        "max_restarts=1: Ray env actors are not restarted; use backend='process' or 'sync' for "
-        "env restarts."
+        "max_restarts=1: Ray env actors are not restarted; use the process or sync backend for "
+        "env restarts"
     )
+    with pytest.raises(TypeError, match=r"^options must be a batchppo.envs.RayWorkerOptions"):
+        make("Pendulum-v1", 2, backend=ray_batch_env, options=WorkerOptions(max_restarts=1))
 
 
 def test_the_ray_record_builds_with_envs_make_and_ray_batch_env():

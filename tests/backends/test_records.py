@@ -19,43 +19,31 @@ def test_builtin_records_and_derived_lists():
     assert names(supports_restarts=True) == ("process", "sync")
     assert all(get_backend(n).fused for n in ("gymnax", "brax", "jumanji"))
     assert not any(get_backend(n).fused for n in names(host=True))
-    ray_config = types.SimpleNamespace(
-        backend_options={"address": "auto", "num_cpus": 1, "step_timeout": 7},
-        env_wrappers=("minigrid.wrappers.ImgObsWrapper",),
+    # A config's backend_options parse into the backend's options object, its defaults for
+    # the keys not given; the run-level settings are the config's own fields.
+    from batchppo.backends.host import ProcessOptions, SyncOptions
+    from batchppo.backends.ray import RayOptions
+    from batchppo.core.autoreset import RestartOptions
+
+    given = {"address": "auto", "num_cpus": 1, "step_timeout": 7}
+    assert get_backend("ray").check_options(given) == RayOptions(
+        address="auto", num_cpus=1.0, step_timeout=7.0, startup_timeout=60.0
     )
-    wrappers = ("minigrid.wrappers.ImgObsWrapper",)  # every host backend's envs take them
-    assert get_backend("ray").make_options(ray_config) == {
-        "num_workers": None,
-        "step_timeout": 7.0,
-        "address": "auto",
-        "num_cpus": 1.0,
-        "startup_timeout": 60.0,
-        "wrappers": wrappers,
-    }
-    process_config = types.SimpleNamespace(**{**vars(ray_config), "backend_options": {}})
-    assert get_backend("process").make_options(process_config) == {
-        "num_workers": None,
-        "step_timeout": 60.0,
-        "max_restarts": 0,
-        "spin_us": 50.0,
-        "worker_spin_us": 1000.0,
-        "wrappers": wrappers,
-    }
-    assert get_backend("sync").make_options(process_config) == {
-        "max_restarts": 0,
-        "wrappers": wrappers,
-    }
-    assert get_backend("gymnax").make_options(process_config) == {
-        "autoreset": "select",
-        "reset_ratio": 16,
-    }
-    assert get_backend("brax").make_options(process_config) == {
+    assert get_backend("process").check_options({}) == ProcessOptions(step_timeout=60.0)
+    assert get_backend("sync").check_options({}) == SyncOptions(max_restarts=0)
+    assert get_backend("gymnax").check_options({}) == RestartOptions("select", 16)
+    assert vars(get_backend("brax").check_options({})) == {
         "autoreset": "cond",
         "reset_ratio": 16,
         "backend": None,
     }
+    config = types.SimpleNamespace(env_wrappers=("minigrid.wrappers.ImgObsWrapper",))
+    for name in ("process", "sync", "ray"):  # every host backend envs.make builds takes them
+        assert get_backend(name).run_settings(config) == {"wrappers": config.env_wrappers}
+    assert get_backend("gymnax").run_settings(config) == {}
     assert get_backend("ray").option_names() == (
         "num_workers",
+        "envs_per_worker",
         "step_timeout",
         "address",
         "num_cpus",

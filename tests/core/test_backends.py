@@ -11,6 +11,7 @@ import pytest
 
 from batchppo.backends import Backend, get_backend, lazy, register
 from batchppo.core.backends import LEARNED
+from batchppo.core.values import check_fixed, fixed
 
 
 def test_unknown_backend_is_one_line_with_a_suggestion():
@@ -69,10 +70,16 @@ def test_check_options_fills_defaults_widens_ints_and_runs_the_own_check():
     checked = record.check_options({"rate": 2, "host": "auto", "verbose": True})
     assert checked == _Options(host="auto", rate=2.0, verbose=True)
     assert type(checked.rate) is float
-    config = types.SimpleNamespace(backend_options={"retries": 5})
-    assert record.make_options(config) == {
-        "host": None, "rate": 0.5, "retries": 5, "verbose": False,
-    }  # fmt: skip
+    # make_env takes the object as it is, parses a mapping, and refuses another class.
+    assert record.resolve_options(checked) is checked
+    assert record.resolve_options({"retries": 5}) == _Options(retries=5)
+    assert record.resolve_options(None) == _Options()
+    with pytest.raises(TypeError) as info:
+        record.resolve_options(types.SimpleNamespace(rate=2.0))
+    assert str(info.value) == (
+        "options=namespace(rate=2.0): backend 'opt' takes _Options, a mapping of its keys, or "
+        "None for its defaults"
+    )
     with pytest.raises(ValueError) as info:
         record.check_options({"retries": -1})
     assert str(info.value) == "backend_options.retries=-1: must be >= 0"
@@ -141,11 +148,22 @@ class _Restarting:
 
     max_restarts: int = 0
     gravity: float = dataclasses.field(default=9.8, metadata=LEARNED)
+    mode: str = fixed("a", "this backend has mode a only")
+
+    def __post_init__(self) -> None:
+        check_fixed(self)
 
 
 def test_what_a_record_reads_off_its_options():
     record = _record(_Restarting)
-    assert record.option_names() == ("max_restarts", "gravity")  # no class attribute
+    # No class attribute, nor the field it holds, is a key of a config.
+    assert record.option_names() == ("max_restarts", "gravity")
+    with pytest.raises(ValueError) as info:
+        record.check_options({"mode": "a"})
+    assert str(info.value).startswith("backend_options.mode: backend 'opt' has no option 'mode'")
+    with pytest.raises(ValueError) as info:
+        _Restarting(mode="b")
+    assert str(info.value) == "mode='b': this backend has mode a only"
     assert record.supports_restarts and record.learned_options() == ("gravity",)
     assert record.former_fields() == {"max_env_restarts": "max_restarts"}
     assert record.from_env_kwargs() == ("gravity",)

@@ -12,7 +12,7 @@ import pytest
 from gymnasium import spaces
 from gymnasium.wrappers import AtariPreprocessing
 
-from batchppo.envs import AtariStack, make, make_env_fn
+from batchppo.envs import AtariStack, WorkerOptions, make, make_env_fn
 from batchppo.envs.atari import EpisodicLife, FireReset, whole_games
 
 pytestmark = pytest.mark.timeout(120)
@@ -21,7 +21,8 @@ FRAME = spaces.Box(0, 255, (4, 84, 84), np.uint8)
 
 
 def test_make_atari_is_uint8_end_to_end_in_shared_memory():
-    with make("ALE/Breakout-v5", 3, seed=0, num_workers=2, preprocess="atari") as env:
+    options = WorkerOptions(num_workers=2)
+    with make("ALE/Breakout-v5", 3, seed=0, options=options, preprocess="atari") as env:
         assert env.single_observation_space == FRAME
         assert env.single_action_space == spaces.Discrete(4, dtype=np.int32)
         # The shared memory holds the frames as uint8: a quarter of float32's bytes.
@@ -326,17 +327,19 @@ def test_the_eval_env_takes_eval_env_kwargs_over_env_kwargs(monkeypatch):
     from batchppo.experiment.configs import get_preset
 
     built = []
-    monkeypatch.setattr(trainer, "make_run_env", lambda c, n: built.append((c, n)))
+    monkeypatch.setattr(trainer, "make_run_env", lambda c, n, kw: built.append((c, n, kw)))
     config = dataclasses.replace(
         get_preset("breakout_atari"), env_kwargs={"preprocess": "atari", "mode": 0}
     )
+    no_eval_kwargs = dataclasses.replace(config, eval_env_kwargs={})
     trainer.make_run_eval_env(config, 2)
-    trainer.make_run_eval_env(dataclasses.replace(config, eval_env_kwargs={}), 3)
-    assert [(c.env_kwargs, n) for c, n in built] == [
-        ({"preprocess": "atari_game", "mode": 0}, 2),
-        ({"preprocess": "atari", "mode": 0}, 3),
+    trainer.make_run_eval_env(no_eval_kwargs, 3)
+    assert built == [
+        (config, 2, {"preprocess": "atari_game", "mode": 0}),
+        (no_eval_kwargs, 3, {"preprocess": "atari", "mode": 0}),
     ]
-    assert built[0][0].eval_env_kwargs == {"preprocess": "atari_game"}
+    # The eval env is built from the run's config itself: its parsed backend options too.
+    assert built[0][0] is config
 
 
 def test_the_start_up_probe_builds_a_preprocessed_env():

@@ -81,7 +81,7 @@ def _assert_equal(x, y) -> None:
 )
 @pytest.mark.parametrize("backend", ["process", "sync"])
 def test_make_is_bitwise_the_per_env_stack(env_id, max_length, steps, backend):
-    kwargs = {"num_workers": 2} if backend == "process" else {}
+    kwargs = {"options": WorkerOptions(num_workers=2)} if backend == "process" else {}
     fns = [make_env_fn(env_id, max_length=max_length)] * 6
     step_in_parent = backend == "sync"
     with (
@@ -99,7 +99,8 @@ def test_make_is_bitwise_the_per_env_stack(env_id, max_length, steps, backend):
 
 
 def test_make_without_range_normalisation_clips_to_the_env_bounds():
-    with make("Pendulum-v1", 4, num_workers=2, max_length=20, normalize_ranges=False) as fast:
+    options = WorkerOptions(num_workers=2)
+    with make("Pendulum-v1", 4, options=options, max_length=20, normalize_ranges=False) as fast:
         fns = [make_env_fn("Pendulum-v1", max_length=20, normalize_ranges=False)] * 4
         with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as slow:
             assert fast.single_action_space.high[0] == np.inf  # ClipAction's space
@@ -113,7 +114,7 @@ def test_make_on_nested_observations_is_bitwise_the_per_env_stack(backend):
     Box leaves are range-normalised (the batch transform covers flat spaces only, so make()
     wraps each env in that stack)."""
     env_id = "envs_testlib:BoundedNestedObs-v0"
-    kwargs = {"num_workers": 2} if backend == "process" else {}
+    kwargs = {"options": WorkerOptions(num_workers=2)} if backend == "process" else {}
     step_in_parent = backend == "sync"
     fns = [make_env_fn(env_id)] * 4
     with (

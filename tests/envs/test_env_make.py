@@ -11,7 +11,7 @@ import pytest
 from gymnasium import spaces
 from gymnasium.wrappers import ClipAction, TimeLimit
 
-from batchppo.envs import BatchEnv, ConvertTo32Bit, RangeNormalize, make, make_env_fn
+from batchppo.envs import BatchEnv, ConvertTo32Bit, RangeNormalize, WorkerOptions, make, make_env_fn
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -88,7 +88,7 @@ def test_discrete_actions_become_int32_and_partial_bounds_normalise():
 def test_sync_and_process_backends_agree():
     with (
         make("Pendulum-v1", 5, seed=2, backend="sync", max_length=3) as a,
-        make("Pendulum-v1", 5, seed=2, backend="process", num_workers=2, max_length=3) as b,
+        make("Pendulum-v1", 5, seed=2, options=WorkerOptions(num_workers=2), max_length=3) as b,
     ):
         assert isinstance(a, BatchEnv) and isinstance(b, BatchEnv)
         rng = np.random.default_rng(1)
@@ -102,22 +102,23 @@ def test_make_takes_a_batch_env_factory_by_name_or_as_a_callable():
     built = []
 
     def factory(env_fns, **kwargs):
-        built.append((len(env_fns), sorted(kwargs)))
+        built.append((len(env_fns), kwargs))
         return make_module.process_batch_env(env_fns, **kwargs)
 
-    common = {"seed": 2, "num_workers": 1, "max_length": 3}
+    options = WorkerOptions(num_workers=1)
+    common = {"seed": 2, "options": options, "max_length": 3}
     with (
         make("Pendulum-v1", 3, backend="process", **common) as by_name,
         make("Pendulum-v1", 3, backend=make_module.process_batch_env, **common) as by_class,
-        make(
-            "Pendulum-v1", 3, backend=factory, batch_env_kwargs={"spin_us": 10.0}, **common
-        ) as own,
+        make("Pendulum-v1", 3, backend=factory, **common) as own,
         make("Pendulum-v1", 3, backend=make_module.in_process_batch_env, **common) as local,
     ):
-        assert built == [
-            (3, ["autoreset_mode", "max_restarts", "num_workers", "spin_us", "step_timeout",
-                 "transform"]),
-        ]  # fmt: skip
+        # The factory gets the options object itself, and the batch env keeps it.
+        ((count, kwargs),) = built
+        assert count == 3 and sorted(kwargs) == ["autoreset_mode", "options", "transform"]
+        assert kwargs["options"] is options
+        assert by_name.worker_options is by_class.worker_options is own.worker_options is options
+        assert local.worker_options == WorkerOptions(num_workers=1, step_in_parent=True)
         action = np.full((3, 1), 0.5, np.float32)
         results = [env.step_arrays(action) for env in (by_name, by_class, own, local)]
         for result in results[1:]:
@@ -141,23 +142,6 @@ def test_make_names_its_own_batch_envs_only():
         "backend='ray': the Ray batch env's factory is the ray backend's; pass "
         "backend=ray_batch_env (from batchppo.backends.ray import ray_batch_env)."
     )
-    with pytest.raises(ValueError) as info:
-        make("Pendulum-v1", 2, backend="sync", batch_env_kwargs={"address": "auto"})
-    assert str(info.value) == (
-        "batch_env_kwargs {'address': 'auto'}: the 'sync' batch env takes none; they are the "
-        "keyword arguments of a batch env factory (backend=ray_batch_env of "
-        "batchppo.backends.ray, or one's own)."
-    )
-
-
-def test_the_former_name_of_batch_env_kwargs_is_refused_in_one_line():
-    # make() passes unknown keywords to the env: the old name must not reach Pendulum's.
-    with pytest.raises(TypeError) as info:
-        make("Pendulum-v1", 2, backend=make_module.process_batch_env, ray_options={"spin_us": 1})
-    assert str(info.value) == (
-        "make() got ray_options: it is now batch_env_kwargs (the batch env factory's own "
-        "keyword arguments)."
-    )
 
 
 def test_the_ray_factory_that_left_names_its_new_home():
@@ -172,7 +156,9 @@ def test_the_ray_factory_that_left_names_its_new_home():
 
 
 def test_halfcheetah_batch():
-    with make("HalfCheetah-v5", 2, seed=0, num_workers=2, max_length=2) as env:
+    with make(
+        "HalfCheetah-v5", 2, seed=0, options=WorkerOptions(num_workers=2), max_length=2
+    ) as env:
         assert env.single_observation_space.shape == (17,)
         assert env.single_action_space.shape == (6,)
         obs, reward, _, truncated, final_obs = env.step_arrays(np.zeros((2, 6)))
@@ -196,8 +182,9 @@ def test_make_builds_each_env_once(tmp_path, backend, int_obs):
     4 envs, 4 constructions, none in the calling process unless the backend is "sync"."""
     path = tmp_path / "builds"
     env_id = "envs_testlib:ConstructionCounting-v0"
+    options = WorkerOptions(num_workers=2) if backend == "process" else None
     with make(
-        env_id, 4, seed=0, backend=backend, num_workers=2, path=str(path), int_obs=int_obs
+        env_id, 4, seed=0, backend=backend, options=options, path=str(path), int_obs=int_obs
     ) as env:
         built = [int(line) for line in path.read_text().split()]
         assert len(built) == 4, built
@@ -247,7 +234,8 @@ def assert_tree_equal(actual, expected):
 def test_make_with_nested_observations(backend):
     """Dict/Tuple observations get the per-env stack: every leaf converted and checked."""
     env_id = "envs_testlib:NestedObs-v0"
-    with make(env_id, 3, backend=backend, num_workers=2) as env:
+    options = WorkerOptions(num_workers=2) if backend == "process" else None
+    with make(env_id, 3, backend=backend, options=options) as env:
         assert env.transform is None  # the batch transform covers flat spaces only
         space = env.single_observation_space
         assert space["pos"] == spaces.Box(-np.inf, np.inf, (2,), np.float32)
@@ -272,7 +260,7 @@ def test_make_with_nested_observations(backend):
         assert_tree_equal(obs, nested_batch(tags, t=1, episode=2, action=1.0))
         assert_tree_equal(final_obs, obs)
 
-    with make(env_id, 3, backend=backend, num_workers=2, nan_tag=1) as env:
+    with make(env_id, 3, backend=backend, options=options, nan_tag=1) as env:
         env.reset(seed=0)
         with pytest.raises(
             ValueError,
@@ -297,7 +285,8 @@ def test_make_with_nested_observations(backend):
 def test_observation_dtypes_in_shared_memory(dtype, kept):
     """Integer and bool observations keep their dtype from the workers' envs to the arrays
     returned (uint8 stays uint8 in shared memory); float64 becomes float32, int64 int32."""
-    with make("envs_testlib:Dtype-v0", 3, backend="process", num_workers=2, dtype=dtype) as env:
+    options = WorkerOptions(num_workers=2)
+    with make("envs_testlib:Dtype-v0", 3, options=options, dtype=dtype) as env:
         assert env.single_observation_space.dtype == np.dtype(kept)
         assert env.shared_layout.obs_leaves == (((2, 3), np.dtype(kept).str),)
         obs, _ = env.reset(seed=0)
@@ -333,7 +322,7 @@ def test_render_mode_reaches_the_constructor_only_when_rendering(user_envs, monk
     monkeypatch.syspath_prepend(str(user_envs))
     # Reach takes no render_mode: make() and make_env_fn() build it (gymnasium.make would
     # not, given render_mode=None).
-    with make("myenvs:MyReach-v0", 2, seed=0, num_workers=1) as env:
+    with make("myenvs:MyReach-v0", 2, seed=0, options=WorkerOptions(num_workers=1)) as env:
         obs, *_ = env.step_arrays(np.zeros((2, 2), np.float32))
         assert obs.shape == (2, 2)
     assert make_env_fn("myenvs:Reach")().unwrapped.size == 1.0
@@ -364,6 +353,8 @@ def test_gymnasium_make_vec_builds_make_s_env_through_a_registered_id(user_envs,
     env = gymnasium.make_vec(vector_id, num_envs=3, num_workers=1, max_episode_steps=2, size=2.0)
     try:
         assert isinstance(env, BatchEnv) and env.num_envs == 3
+        # make_vec's keywords of WorkerOptions become make's options.
+        assert env.worker_options == WorkerOptions(num_workers=1)
         assert env.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
         assert env.get_attr("size") == (2.0, 2.0, 2.0)
         env.reset(seed=0)

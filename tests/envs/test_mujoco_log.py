@@ -7,7 +7,7 @@ import gymnasium
 import numpy as np
 import pytest
 
-from batchppo.envs import mujoco_log
+from batchppo.envs import WorkerOptions, mujoco_log
 from batchppo.envs.make import make
 
 mujoco = pytest.importorskip("mujoco")
@@ -29,7 +29,7 @@ def unstable_cheetah() -> gymnasium.Env:
 def test_workers_print_no_upstream_warning_and_write_no_log_file(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     for env_id in ("HalfCheetah-v5", f"{__name__}:unstable_cheetah"):
-        env = make(env_id, 4, num_workers=2)
+        env = make(env_id, 4, options=WorkerOptions(num_workers=2))
         try:
             env.reset(seed=0)
         finally:

@@ -23,7 +23,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import batchppo  # noqa: E402
-from batchppo.envs import WorkerDiedError, ray_env  # noqa: E402
+from batchppo.envs import RayWorkerOptions, WorkerDiedError, ray_env  # noqa: E402
 from batchppo.envs.ray_env import RayBatchEnv, RayConnectionError, RayResourcesError  # noqa: E402
 
 pytestmark = [
@@ -92,7 +92,8 @@ def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
 
 
 def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined):
-    env = RayBatchEnv(fns(4, SlowEnv), num_workers=2, num_cpus=1, address=joined.address)
+    options = RayWorkerOptions(num_workers=2, num_cpus=1, address=joined.address)
+    env = RayBatchEnv(fns(4, SlowEnv), options)
     try:
         assert ray.get_runtime_context().gcs_address == joined.address
         assert joined.address not in ray_env._OWN_CLUSTERS  # joined, not started here
@@ -118,7 +119,7 @@ def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined):
 
 
 def test_an_actor_process_that_dies_fails_the_next_step_fast(joined):
-    env = RayBatchEnv(fns(4), num_workers=2, num_cpus=1, address=joined.address)
+    env = RayBatchEnv(fns(4), RayWorkerOptions(num_workers=2, num_cpus=1, address=joined.address))
     try:
         env.reset(seed=0)
         (_, pid), *_ = env.actor_locations()
@@ -133,13 +134,13 @@ def test_an_actor_process_that_dies_fails_the_next_step_fast(joined):
 
 def test_ray_address_is_honoured_and_a_running_ray_is_reused(joined, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", joined.address)
-    with RayBatchEnv(fns(2), num_workers=2) as env:
+    with RayBatchEnv(fns(2), RayWorkerOptions(num_workers=2)) as env:
         assert ray.get_runtime_context().gcs_address == joined.address
         assert env.reset(seed=0)[0].shape == (2, 3)
         # Ray is initialised now: another env uses it, and says so when given another address.
         joined_not = r"backend_options\.address '127\.0\.0\.1:1' is not joined"
         with pytest.warns(UserWarning, match=joined_not):
-            other = RayBatchEnv(fns(2), num_workers=1, address=DEAD_ADDRESS)
+            other = RayBatchEnv(fns(2), RayWorkerOptions(num_workers=1, address=DEAD_ADDRESS))
         with other:
             assert other.reset(seed=0)[0].shape == (2, 3)
 
@@ -148,7 +149,7 @@ def test_an_address_that_does_not_answer_raises_at_once(monkeypatch):
     start = time.monotonic()
     source = r"'127\.0\.0\.1:1' \(from backend_options\.address\)"
     with pytest.raises(RayConnectionError, match=source):
-        RayBatchEnv(fns(2), address=DEAD_ADDRESS)
+        RayBatchEnv(fns(2), RayWorkerOptions(address=DEAD_ADDRESS))
     monkeypatch.setenv("RAY_ADDRESS", DEAD_ADDRESS)
     with pytest.raises(RayConnectionError, match=r"\(from RAY_ADDRESS\).*correct RAY_ADDRESS"):
         RayBatchEnv(fns(2))

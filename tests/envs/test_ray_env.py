@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -14,7 +15,7 @@ from gymnasium.wrappers import TimeLimit
 ray = pytest.importorskip("ray")
 
 from batchppo.backends.ray import ray_batch_env  # noqa: E402
-from batchppo.envs import BatchEnv, WorkerOptions, make, make_env_fn  # noqa: E402
+from batchppo.envs import BatchEnv, RayWorkerOptions, WorkerOptions, make, make_env_fn  # noqa: E402
 from batchppo.envs.errors import (  # noqa: E402
     EnvTimeoutError,
     SpaceMismatchError,
@@ -46,7 +47,7 @@ def fns():
 
 def test_ray_matches_batch_env(local_ray):
     with (
-        RayBatchEnv(fns(), num_workers=2) as renv,
+        RayBatchEnv(fns(), RayWorkerOptions(num_workers=2)) as renv,
         BatchEnv(fns(), WorkerOptions(num_workers=2), autoreset_mode="SameStep") as benv,
     ):
         assert renv.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
@@ -72,7 +73,9 @@ def test_ray_matches_batch_env(local_ray):
 
 
 def test_ray_step_error_keeps_type_and_names_env(local_ray):
-    env = RayBatchEnv([lambda i=i: FaultyEnv(i, 2, "step") for i in range(3)], num_workers=2)
+    env = RayBatchEnv(
+        [lambda i=i: FaultyEnv(i, 2, "step") for i in range(3)], RayWorkerOptions(num_workers=2)
+    )
     env.reset(seed=0)
     env.step(np.zeros((3, 1), np.float32))
     with pytest.raises(ZeroDivisionError, match="env 2"):
@@ -83,14 +86,16 @@ def test_ray_step_error_keeps_type_and_names_env(local_ray):
 def test_env_constructor_error_keeps_type_and_names_env(local_ray):
     # The actor's creation fails; the env's own error comes back, not a bare "actor died".
     with pytest.raises(ZeroDivisionError, match=r"(?s)constructor of env 1 .*env 1 in a Ray actor"):
-        RayBatchEnv([lambda i=i: FaultyEnv(i, 1, "init") for i in range(2)], num_workers=2)
+        RayBatchEnv(
+            [lambda i=i: FaultyEnv(i, 1, "init") for i in range(2)], RayWorkerOptions(num_workers=2)
+        )
 
 
 def test_a_step_that_hangs_raises_env_timeout_error_with_the_actors_stack(local_ray):
     env = RayBatchEnv(
-        [lambda i=i: FaultyEnv(i, 2, "hang", 5) for i in range(4)], num_workers=2,
-        step_timeout=2.0,
-    )  # fmt: skip
+        [lambda i=i: FaultyEnv(i, 2, "hang", 5) for i in range(4)],
+        RayWorkerOptions(num_workers=2, step_timeout=2.0),
+    )
     env.reset(seed=0)
     action = np.zeros((4, 1), np.float32)
     for _ in range(4):
@@ -117,7 +122,8 @@ def test_a_reset_or_call_that_hangs_raises_env_timeout_error_with_the_actors_sta
 ):
     fault = "hang_reset" if call == "reset" else "none"  # hang_reset: resets after the first
     env = RayBatchEnv(
-        [lambda i=i: FaultyEnv(i, 2, fault) for i in range(4)], num_workers=2, step_timeout=2.0
+        [lambda i=i: FaultyEnv(i, 2, fault) for i in range(4)],
+        RayWorkerOptions(num_workers=2, step_timeout=2.0),
     )
     env.reset(seed=0)
     with pytest.raises(EnvTimeoutError) as info:
@@ -139,8 +145,11 @@ def test_a_reset_or_call_that_hangs_raises_env_timeout_error_with_the_actors_sta
 def test_make_ray_backend(local_ray):
     from batchppo.envs import make
 
-    with make("Pendulum-v1", 3, seed=0, backend=ray_batch_env, num_workers=2, max_length=2) as env:
-        assert isinstance(env, RayBatchEnv)
+    options = RayWorkerOptions(num_workers=2)
+    with make(
+        "Pendulum-v1", 3, seed=0, backend=ray_batch_env, options=options, max_length=2
+    ) as env:
+        assert isinstance(env, RayBatchEnv) and env.options is options
         obs, *_ = env.step_arrays(np.zeros((3, 1)))
         assert obs.dtype == np.float32 and obs.shape == (3, 3)
         obs, _, _, truncated, final_obs = env.step_arrays(np.zeros((3, 1)))
@@ -160,22 +169,22 @@ def test_train_and_eval_envs_fit_side_by_side(local_ray):
 def test_unplaceable_actors_raise_a_typed_error_within_the_timeout(local_ray):
     start = time.monotonic()
     with pytest.raises(RayResourcesError, match=r"need \{CPU: 3\}.*did not start within 1 s"):
-        RayBatchEnv(fns(), num_workers=1, num_cpus=3, startup_timeout=1.0)
+        RayBatchEnv(fns(), RayWorkerOptions(num_workers=1, num_cpus=3, startup_timeout=1.0))
     assert time.monotonic() - start < 10  # not the 5 s close() gives actors that started
     # The queued actor was killed, not left to grab the CPUs later: a full-size env fits.
-    with RayBatchEnv(fns(), num_workers=2, num_cpus=1, startup_timeout=30) as env:
+    with RayBatchEnv(fns(), RayWorkerOptions(num_workers=2, num_cpus=1, startup_timeout=30)) as env:
         env.reset(seed=0)
 
 
-def test_bad_resource_settings():
-    with pytest.raises(ValueError, match="startup_timeout"):
-        RayBatchEnv(fns(), startup_timeout=0)
-    with pytest.raises(ValueError, match="num_cpus"):
-        RayBatchEnv(fns(), num_cpus=-1)
-    from batchppo.envs import make
-
-    with pytest.raises(ValueError, match="the 'process' batch env takes none"):
-        make("Pendulum-v1", 2, backend="process", batch_env_kwargs={"address": "auto"})
+def test_options_of_the_other_batch_env_are_a_type_error_before_any_actor_starts():
+    # The settings themselves are checked where the options are made (test_worker_options).
+    with pytest.raises(TypeError, match=r"^options must be a batchppo.envs.RayWorkerOptions"):
+        RayBatchEnv(fns(), WorkerOptions(num_workers=2))
+    with pytest.raises(
+        TypeError,
+        match=r"RayWorkerOptions are RayBatchEnv's; give BatchEnv a batchppo.envs.WorkerOptions\.$",
+    ):
+        make("Pendulum-v1", 2, backend="process", options=RayWorkerOptions(address="auto"))
 
 
 def _count_remote_calls(monkeypatch, handles, log: list[str]) -> None:
@@ -203,7 +212,7 @@ def test_a_step_is_one_round_trip_per_actor(local_ray, monkeypatch):
     # 12 envs on 3 actors: every step, with infos or without, sends 3 remote calls (each
     # actor steps its 4 envs), never 12.
     env_fns = [lambda i=i: CountEnv(i, info=True) for i in range(12)]
-    with RayBatchEnv(env_fns, num_workers=3, num_cpus=0.25) as env:
+    with RayBatchEnv(env_fns, RayWorkerOptions(num_workers=3, num_cpus=0.25)) as env:
         env.reset(seed=0)
         log: list[str] = []
         _count_remote_calls(monkeypatch, env.actor_handles, log)
@@ -233,14 +242,13 @@ def test_each_env_is_built_once_in_its_actor(local_ray, tmp_path):
     env_id = "envs_testlib:ConstructionCounting-v0"
     # The actors import envs_testlib (make() builds the env by its id): put it on their path.
     here = os.path.dirname(os.path.abspath(__file__))
-    actor_options = {"actor_options": {"runtime_env": {"env_vars": {"PYTHONPATH": here}}}}
+    actor_options = {"runtime_env": {"env_vars": {"PYTHONPATH": here}}}
     with make(
         env_id,
         4,
         seed=0,
-        backend=ray_batch_env,
-        num_workers=2,
-        batch_env_kwargs=actor_options,
+        backend=functools.partial(ray_batch_env, actor_options=actor_options),
+        options=RayWorkerOptions(num_workers=2),
         path=str(path),
     ) as env:
         assert isinstance(env, RayBatchEnv)
@@ -262,6 +270,6 @@ def test_spaces_are_checked_against_env_0s(local_ray):
     # Env 2 is in the second actor: the actors' reports are checked across actors.
     fns = [CountEnv, CountEnv, OtherSpaceEnv]
     with pytest.raises(SpaceMismatchError, match=r"env 2 has observation space .*\(4,\)"):
-        RayBatchEnv(fns, num_workers=2)
+        RayBatchEnv(fns, RayWorkerOptions(num_workers=2))
     with pytest.raises(ValueError, match=r"the observation space is Dict.*Use BatchEnv"):
-        RayBatchEnv([NestedEnv], num_workers=1)
+        RayBatchEnv([NestedEnv], RayWorkerOptions(num_workers=1))

@@ -55,7 +55,7 @@ from stable_baselines3.common.vec_env import (
     VecNormalize,
 )
 
-from batchppo.envs import EnvRestartWarning
+from batchppo.envs import EnvRestartWarning, WorkerOptions
 from batchppo.envs.sb3 import BatchVecEnv, unbatch_infos
 
 pytestmark = pytest.mark.timeout(180)
@@ -64,13 +64,14 @@ pytestmark = pytest.mark.timeout(180)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 N_ENVS = 3
+TWO_WORKERS = WorkerOptions(num_workers=2)
 
 IMPLS: dict[str, Callable[..., VecEnv]] = {
     "DummyVecEnv": lambda fns: DummyVecEnv(fns),
     "SubprocVecEnv": lambda fns, **kw: SubprocVecEnv(fns, **kw),
-    "BatchVecEnv": lambda fns, **kw: BatchVecEnv(fns, num_workers=2, **kw),
+    "BatchVecEnv": lambda fns, **kw: BatchVecEnv(fns, worker_options=TWO_WORKERS, **kw),
     "BatchVecEnv-parent": lambda fns, **kw: BatchVecEnv(
-        fns, num_workers=2, step_in_parent=True, **kw
+        fns, worker_options=WorkerOptions(num_workers=2, step_in_parent=True), **kw
     ),
 }
 OURS = ["BatchVecEnv", "BatchVecEnv-parent"]
@@ -721,9 +722,9 @@ def test_unbatch_infos_gives_one_dict_per_env():
 
 
 def test_a_restarted_env_reports_a_truncated_episode():
-    vec_env = BatchVecEnv(
-        [lambda i=i: FlakyEnv(i) for i in range(N_ENVS)], num_workers=2, max_restarts=1
-    )
+    options = WorkerOptions(num_workers=2, max_restarts=1)
+    vec_env = BatchVecEnv([lambda i=i: FlakyEnv(i) for i in range(N_ENVS)], worker_options=options)
+    assert vec_env.batch_env.worker_options is options
     try:
         vec_env.reset()
         vec_env.step(np.zeros(N_ENVS, np.int64))
@@ -750,7 +751,7 @@ def test_a_restarted_env_reports_a_truncated_episode():
 
 
 def test_reset_during_a_pending_step_raises_and_close_is_idempotent():
-    vec_env = BatchVecEnv(count_fns(), num_workers=2)
+    vec_env = BatchVecEnv(count_fns(), worker_options=TWO_WORKERS)
     vec_env.reset()
     vec_env.step_async(np.zeros(N_ENVS, np.int64))
     with pytest.raises(AlreadyPendingCallError):
@@ -763,7 +764,7 @@ def test_reset_during_a_pending_step_raises_and_close_is_idempotent():
 
 
 def test_reset_mask_option_is_refused():
-    vec_env = BatchVecEnv(count_fns(), num_workers=2)
+    vec_env = BatchVecEnv(count_fns(), worker_options=TWO_WORKERS)
     try:
         vec_env.set_options({"reset_mask": np.ones(N_ENVS, bool)})
         message = r"^the options of env 0 hold the key 'reset_mask'.*rename that option\.$"
@@ -777,7 +778,10 @@ def test_warnings_free_construction():
     """No warning from SB3's VecEnv base (e.g. a missing render_mode) for ordinary envs."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        vec_env = BatchVecEnv([lambda: gymnasium.make("Pendulum-v1")] * 2, num_workers=1)
+        vec_env = BatchVecEnv(
+            [lambda: gymnasium.make("Pendulum-v1")] * 2,
+            worker_options=WorkerOptions(num_workers=1),
+        )
     try:
         assert vec_env.render_mode is None and vec_env.num_envs == 2
         assert vec_env.observation_space == gymnasium.make("Pendulum-v1").observation_space

@@ -11,7 +11,7 @@ import pytest
 from envs_testlib import CountEnv
 from gymnasium.vector import AsyncVectorEnv
 
-from batchppo.envs import BatchEnv, WorkerOptions
+from batchppo.envs import BatchEnv, RayWorkerOptions, WorkerOptions
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -110,3 +110,35 @@ def test_the_batch_env_uses_and_reports_its_options():
         [CountEnv] * 3, WorkerOptions(num_workers=2, step_in_parent=True), autoreset_mode="SameStep"
     ) as env:
         assert env.parent_envs == (0, 2) and env.worker_envs == [(2, 3)]
+
+
+def test_ray_worker_options_extend_them_and_hold_what_ray_actors_cannot_do():
+    options = RayWorkerOptions(num_workers=2, envs_per_worker=3, address="auto")
+    assert isinstance(options, WorkerOptions)
+    assert (options.num_cpus, options.startup_timeout, options.step_timeout) == (0.5, 60.0, None)
+    bad = {
+        "step_in_parent": (True, "Ray actors step every env; use BatchEnv (backend process)"),
+        "max_restarts": (1, "Ray env actors are not restarted; use the process or sync backend"),
+        "spin_us": (5.0, "Ray actors answer through Ray's own calls, which do not spin"),
+        "address": ("  ", "give host:port or auto, or None (RAY_ADDRESS, else a local Ray)"),
+        "num_cpus": (-1.0, "must be >= 0 (CPUs per Ray env actor)"),
+        "startup_timeout": (0.0, "must be > 0 (seconds), or None to wait for ever"),
+        "num_workers": (0, None),  # WorkerOptions' own check
+    }
+    for name, (value, why) in bad.items():
+        with pytest.raises(ValueError) as info:
+            RayWorkerOptions(**{name: value})
+        message = str(info.value)
+        assert "\n" not in message
+        if why is None:
+            assert message == "num_workers must be >= 1 (or None for the CPUs available), got 0."
+        else:
+            assert message.startswith(f"{name}={value!r}: {why}"), message
+
+
+def test_a_batch_env_refuses_ray_worker_options():
+    with pytest.raises(
+        TypeError,
+        match=r"RayWorkerOptions are RayBatchEnv's; give BatchEnv a batchppo.envs.WorkerOptions\.$",
+    ):
+        BatchEnv([CountEnv] * 2, RayWorkerOptions())

@@ -21,7 +21,7 @@ from batchppo import backends, envs
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.backends import HostEnv, make_env
 from batchppo.backends.host import ProcessOptions, host_backend, make_host_env
-from batchppo.envs import BatchEnv
+from batchppo.envs import BatchEnv, WorkerOptions
 from batchppo.envs.make import process_batch_env
 from batchppo.experiment import configs, env_checks, loading, visualize
 from batchppo.experiment.errors import ConfigError, UserError
@@ -32,10 +32,13 @@ FAKE_IDS = ("Pendulum-v1",)
 BUILT: list[tuple[str, int]] = []
 
 
-def make_fake_env(env_id: str, num_envs: int, **kwargs: Any) -> HostEnv:
-    """The fake backend's builder: the sync backend's envs, recorded in ``BUILT``."""
+def make_fake_env(env_id: str, num_envs: int, *, options: FakeOptions, **kwargs: Any) -> HostEnv:
+    """The fake backend's builder: the sync backend's envs, recorded in ``BUILT``, with the
+    fake options it was given (its own class) turned into the batch env's."""
     BUILT.append((env_id, num_envs))
-    return make_host_env(env_id, num_envs, backend="sync", **kwargs)
+    assert isinstance(options, FakeOptions)
+    workers = WorkerOptions(max_restarts=options.max_restarts)
+    return make_host_env(env_id, num_envs, backend="sync", options=workers, **kwargs)
 
 
 def check_fake_id(env_id: str) -> None:
@@ -106,8 +109,10 @@ def test_a_host_backend_with_a_batch_env_of_its_own_is_one_record():
         env = make_env("Pendulum-v1", 3, "mine", options={"num_workers": 1})
         env.close()
         assert isinstance(env, HostEnv) and built == [3]
+        assert env.vector_env.worker_options == ProcessOptions(num_workers=1)
         # envs.make takes the factory itself, not the backend's name: envs/ knows no backend.
-        with envs.make("Pendulum-v1", 2, backend=my_batch_env, num_workers=1, seed=0) as batch:
+        options = WorkerOptions(num_workers=1)
+        with envs.make("Pendulum-v1", 2, backend=my_batch_env, options=options, seed=0) as batch:
             assert batch.num_envs == 2 and built == [3, 2]
         with pytest.raises(ValueError, match=r"^backend must be one of \('process', 'sync'\)"):
             envs.make("Pendulum-v1", 2, backend="mine")

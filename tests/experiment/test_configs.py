@@ -10,7 +10,6 @@ import pytest
 import yaml
 
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.backends import get_backend
 from batchppo.experiment import configs, resume
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.rundir import prepare_run_dir
@@ -321,7 +320,7 @@ def test_a_stored_config_with_the_former_fields_loads_them_as_backend_options(tm
     assert loaded == dataclasses.replace(
         ray, backend_options={"step_timeout": None, "address": "auto", "startup_timeout": 5.0}
     )
-    assert get_backend("ray").make_options(loaded)["num_cpus"] == 0.5
+    assert loaded.parsed_backend_options.num_cpus == 0.5
 
 
 def test_a_stored_config_with_options_in_env_kwargs_loads_them_as_backend_options(tmp_path):

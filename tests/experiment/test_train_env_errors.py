@@ -18,7 +18,7 @@ from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import Trainer
 from batchppo.backends import make_env
-from batchppo.backends.host_env import is_env_error, mark_env_error
+from batchppo.core.env import is_env_error, mark_env_error
 from batchppo.envs import EnvRestartWarning
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import seed_runs, training

@@ -13,6 +13,7 @@ ray = pytest.importorskip("ray")
 import batchppo  # noqa: E402
 from batchppo import cli  # noqa: E402
 from batchppo.backends import get_backend  # noqa: E402
+from batchppo.backends.ray import RayOptions  # noqa: E402
 from batchppo.experiment import configs, resume  # noqa: E402
 from batchppo.experiment.errors import ConfigError  # noqa: E402
 
@@ -94,14 +95,10 @@ def test_cli_names_an_address_that_does_not_answer_in_one_line(own_ray, capsys, 
 def test_ray_options_are_checked_and_mutable_on_resume():
     config = configs.apply_overrides(configs.get_preset("pendulum_fast"), ["backend=ray"])
     assert config.backend_options == {}
-    assert get_backend("ray").make_options(config) == {
-        "num_workers": None,
-        "step_timeout": 60.0,
-        "address": None,
-        "num_cpus": 0.5,
-        "startup_timeout": 60.0,
-        "wrappers": (),
-    }
+    assert config.parsed_backend_options == RayOptions(
+        num_workers=None, step_timeout=60.0, address=None, num_cpus=0.5, startup_timeout=60.0
+    )
+    assert get_backend("ray").run_settings(config) == {"wrappers": ()}
     bad = {
         "backend_options={address: ''}": "backend_options.address='': give host:port or auto",
         "backend_options={num_cpus: -1}": "backend_options.num_cpus=-1.0: must be >= 0",

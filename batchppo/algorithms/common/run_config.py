@@ -111,10 +111,12 @@ class RunConfig:
     agree up to float rounding; it may change on resume."""
     backend_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The backend's own settings, by name: the keys and types its record declares
-    (``Backend.options``; ``Backend.check_options`` checks them). ``process``: its workers
-    (``num_workers``, None for one per core), env restarts (``max_restarts``, 0 fails fast),
-    ``step_timeout`` (seconds, 60 by default) and spin; ``sync``: ``max_restarts``; ``ray``:
-    ``num_workers``, ``step_timeout``, ``address``, ``num_cpus``, ``startup_timeout``;
+    (``Backend.options``; ``Backend.check_options`` parses them, once, into
+    ``parsed_backend_options``). ``process``: the ``BatchEnv``'s ``WorkerOptions``, its
+    workers (``num_workers``, None for one per core; ``envs_per_worker``, ``step_in_parent``),
+    env restarts (``max_restarts``, 0 fails fast), ``step_timeout`` (seconds, 60 by default)
+    and spin; ``sync``: ``max_restarts``; ``ray``: ``num_workers``, ``envs_per_worker``,
+    ``step_timeout``, ``address``, ``num_cpus``, ``startup_timeout``;
     ``gymnax``, ``brax``, ``jumanji``: how finished envs restart (``autoreset``,
     ``reset_ratio``; Brax's physics ``backend`` too); ``ale``: ``mode``, ``batch_size``,
     ``num_threads``. Given as ``--set backend_options.num_workers=4`` (or a mapping,
@@ -227,6 +229,15 @@ class RunConfig:
     def __post_init__(self) -> None:
         self.check_run()
 
+    @property
+    def parsed_backend_options(self) -> Any:
+        """The backend's options object (an instance of its ``Backend.options`` class, its
+        defaults for the keys not given) that ``backend_options`` was parsed into, once, when
+        this config was made: what ``make_env`` hands the backend, and the backend its batch
+        env (``ProcessOptions``: the ``BatchEnv``'s ``WorkerOptions``). None for a backend
+        without options."""
+        return self._parsed_backend_options
+
     def check_run(self) -> None:
         """Validates the run-level fields.
 
@@ -290,7 +301,10 @@ class RunConfig:
             f"host_loop=True drives host envs; backend={self.backend!r} runs fused in JAX "
             f"(set host_loop=False, or a host backend: {', '.join(backends.names(host=True))})",
         )
+        # The one parse of the backend's options: the object the backend, and through it the
+        # workers, get (``parsed_backend_options``).
         own = backend.check_options(self.backend_options)
+        object.__setattr__(self, "_parsed_backend_options", own)
         # The options as their types hold them (``--set backend_options.step_timeout=none``).
         given = {key: getattr(own, key) for key in self.backend_options}
         object.__setattr__(self, "backend_options", given)
@@ -303,7 +317,7 @@ class RunConfig:
                 "(--set backend_options.KEY=VALUE)",
             )
         check(
-            not self.host_loop or not backend.steps_in_program(self.backend_options),
+            not self.host_loop or not backend.steps_in_program(own),
             f"host_loop=True steps host envs from a Python loop; backend={self.backend!r} with "
             f"backend_options {self.backend_options} steps them inside the compiled rollout: "
             "set host_loop=false (or None)",

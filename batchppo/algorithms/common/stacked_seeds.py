@@ -62,7 +62,7 @@ from batchppo.algorithms.common.trainer import (
 )
 from batchppo.backends import get_backend
 from batchppo.core import spaces
-from batchppo.core.env import Env, EnvSpec, StepResult
+from batchppo.core.env import Env, EnvSpec, StepResult, mark_env_error, raise_env_error
 from batchppo.core.keys import raw_key
 from batchppo.core.simulation import act, advance
 from batchppo.core.types import EpisodeStats, PyTree, SimState, Transition
@@ -109,8 +109,10 @@ class _SeedSlice:
 class SharedHostEnv:
     """A host env of ``num_seeds x per_seed`` envs, reset and stepped per seed slice.
 
-    An exception of its reset or step is marked and kept as ``HostEnv`` keeps its own
-    (``take_error``, ``batchppo.backends.host_env.raise_env_error``).
+    An exception of its reset or step is marked and kept as ``HostEnv`` keeps its own: it
+    keeps errors as the env protocol says (``take_error``, ``batchppo.core.env.KeepsErrors``),
+    which ``batchppo.core.env.raise_env_error`` reads. Its host calls are the ``HostEnv``'s
+    (``HostEnv.host_call``).
 
     Args:
         env: The [`HostEnv`][batchppo.backends.HostEnv] of all seeds' envs.
@@ -140,8 +142,6 @@ class SharedHostEnv:
         try:
             return self._reset_seeds(seeds)
         except Exception as error:
-            from batchppo.backends.host_env import mark_env_error  # imported late: host envs only
-
             mark_env_error(error)
             self._error = error
             raise
@@ -163,11 +163,9 @@ class SharedHostEnv:
     def reset(self, keys: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Resets every seed's envs from its key (as ``HostEnv.reset``); returns the env states
         ``(S,)`` and obs ``(S, B, ...)``."""
-        from batchppo.backends.host_env import host_call  # imported late: host envs only
-
         seeds = jax.vmap(self.env.seed_from_key)(keys)
         start = jnp.zeros((self.num_seeds,), jnp.int32)
-        state, obs = host_call(self._host_reset, self._obs_struct, start, seeds)
+        state, obs = self.env.host_call(self._host_reset, self._obs_struct, start, seeds)
         return state, self._split(obs)
 
     def step(self, state: jax.Array, action: jax.Array) -> StepResult:
@@ -177,9 +175,7 @@ class SharedHostEnv:
             action,
             self.spec.action_space,
         )
-        from batchppo.backends.host_env import host_call  # imported late: host envs only
-
-        state, results = host_call(self.env.host_step, self._step_structs, state, flat)
+        state, results = self.env.host_call(self.env.host_step, self._step_structs, state, flat)
         return self.env.step_result(state, tuple(self._split(x) for x in results))
 
 
@@ -328,8 +324,6 @@ class SeedsTrainer:
         try:
             yield
         except Exception as error:
-            from batchppo.backends.host_env import raise_env_error  # imported late: host envs only
-
             raise_env_error(error, self.shared, self._single.eval_env)
             raise
 

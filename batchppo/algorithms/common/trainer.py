@@ -22,7 +22,7 @@ compiles and runs them:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
@@ -45,7 +45,7 @@ from batchppo.algorithms.common.programs import (
 )
 from batchppo.algorithms.common.sharding import Sharding, learner_devices
 from batchppo.backends import get_backend, make_env
-from batchppo.core.env import Env, EnvSpec
+from batchppo.core.env import Env, EnvSpec, raise_env_error
 from batchppo.core.keys import key_data_aval, raw_key
 from batchppo.core.simulation import rollout
 from batchppo.core.types import EpisodeStats, SimState, Transition
@@ -84,31 +84,45 @@ class Agent(Protocol):
                 key: jax.Array) -> tuple[jax.Array, dict, PyTree]: ...  # fmt: skip
 
 
-def make_run_env(config: Any, num_envs: int) -> Env:
+def make_run_env(config: Any, num_envs: int, env_kwargs: Mapping[str, Any] | None = None) -> Env:
     """The env of a run's config: ``num_envs`` envs of ``config.env`` on ``config.backend``,
-    with its ``backend_options`` (seeded by the key of their first ``reset``)."""
+    with its ``backend_options`` as the one object they were parsed into
+    (``parsed_backend_options``), seeded by the key of their first ``reset``.
+
+    Args:
+        config: The run's config.
+        num_envs: Batch size.
+        env_kwargs: The env's keywords; None: ``config.env_kwargs``.
+    """
     return make_env(
         config.env,
         num_envs,
         config.backend,
         max_length=config.max_length,
         normalize_ranges=config.normalize_ranges,
-        env_kwargs=config.env_kwargs,
-        options=get_backend(config.backend).make_options(config),
+        env_kwargs=config.env_kwargs if env_kwargs is None else env_kwargs,
+        options=config.parsed_backend_options,
+        run_options=get_backend(config.backend).run_settings(config),
     )
+
+
+def _eval_env_kwargs(config: Any) -> dict[str, Any]:
+    """The evaluation env's constructor arguments: ``config.eval_env_kwargs`` over
+    ``config.env_kwargs`` (the Atari presets' whole games)."""
+    return {**config.env_kwargs, **config.eval_env_kwargs}
 
 
 def eval_env_config(config: Any) -> Any:
     """``config`` with the evaluation env's constructor arguments as its ``env_kwargs``:
     ``config.eval_env_kwargs`` over ``config.env_kwargs`` (the Atari presets' whole games).
-    The evaluations and ``batchppo visualize`` build their envs from it."""
-    env_kwargs = {**config.env_kwargs, **config.eval_env_kwargs}
-    return dataclasses.replace(config, env_kwargs=env_kwargs)
+    ``batchppo visualize`` builds its envs from it."""
+    return dataclasses.replace(config, env_kwargs=_eval_env_kwargs(config))
 
 
 def make_run_eval_env(config: Any, num_envs: int) -> Env:
-    """The evaluation env of a run's config: ``make_run_env`` of ``eval_env_config(config)``."""
-    return make_run_env(eval_env_config(config), num_envs)
+    """The evaluation env of a run's config: ``make_run_env`` with ``config.eval_env_kwargs`` over
+    ``config.env_kwargs``, and the same options object as the training env's."""
+    return make_run_env(config, num_envs, _eval_env_kwargs(config))
 
 
 def strong(x: Any) -> Any:
@@ -216,7 +230,7 @@ class Trainer:
     An exception of a host env (its own, re-raised by ``BatchEnv`` with the worker's traceback, or
     ``WorkerDiedError``) reaches the caller of ``init_sim``, ``iteration``, ``iterations`` and
     ``evaluate`` as itself, not as the ``JaxRuntimeError`` of the compiled call it happened in
-    (``batchppo.backends.host_env.raise_env_error``).
+    (``batchppo.core.env.raise_env_error``, through the env protocol's ``take_error``).
 
     Args:
         config: The run's config (an algorithm's config with the run-level fields: env,
@@ -243,7 +257,7 @@ class Trainer:
         )
         self._host_loop: HostLoop | None = None
         backend = get_backend(config.backend)
-        loop_envs = backend.host and not backend.steps_in_program(config.backend_options)
+        loop_envs = backend.host and not backend.steps_in_program(config.parsed_backend_options)
         if resolve_host_loop(config.host_loop, host=loop_envs):
             from batchppo.backends.host_loop import HostLoop
 
@@ -446,9 +460,8 @@ class Trainer:
             raise
 
     def _raise_env_error(self, error: Exception) -> None:
-        """Raises the host env exception that ``error`` (JAX's runtime error) carries, if any."""
-        from batchppo.backends.host_env import raise_env_error  # imported late: host envs only
-
+        """Raises the host env exception that ``error`` (JAX's runtime error) carries, if any
+        (the envs keep it: ``batchppo.core.env.KeepsErrors``)."""
         raise_env_error(error, self.env, self._evaluator.env)
 
     def iteration(self, train_state: Any, sim_state: SimState) -> tuple[Any, SimState, dict]:

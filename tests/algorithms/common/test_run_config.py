@@ -11,7 +11,7 @@ from batchppo.algorithms.a2c import A2CConfig
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo import PPOConfig
 from batchppo.backends import get_backend
-from batchppo.envs import make
+from batchppo.envs import WorkerOptions, make
 
 
 def test_the_step_timeout_defaults_to_a_finite_limit_and_takes_none():
@@ -28,15 +28,16 @@ def test_the_step_timeout_defaults_to_a_finite_limit_and_takes_none():
 def test_the_step_timeout_must_be_positive_seconds(bad):
     with pytest.raises(ValueError) as info:
         RunConfig(backend="ray", backend_options={"step_timeout": bad})
+    # WorkerOptions' own check, named as the config key.
     assert str(info.value) == (
-        f"backend_options.step_timeout={float(bad)}: must be a number of seconds > 0, or None "
-        "to wait for ever"
+        "backend_options.step_timeout must be a number of seconds > 0, or None to wait for "
+        f"ever; got {float(bad)!r}."
     )
 
 
 def test_the_sync_batch_env_refuses_a_step_timeout():
     with pytest.raises(ValueError) as info:
-        make("Pendulum-v1", 2, backend="sync", step_timeout=5.0)
+        make("Pendulum-v1", 2, backend="sync", options=WorkerOptions(step_timeout=5.0))
     assert str(info.value) == (
         "step_timeout=5.0: the sync backend steps its envs in this process, which cannot bound "
         "them; use backend='process' (worker processes) for a timeout."
@@ -59,7 +60,9 @@ def test_backend_options_are_checked_by_the_backend_record():
     assert RunConfig().backend_options == {}
     config = RunConfig(backend="ray", backend_options={"address": "auto", "num_cpus": 1})
     assert config.backend_options == {"address": "auto", "num_cpus": 1.0}  # as the type holds
-    valid = "Valid keys: num_workers, step_timeout, address, num_cpus, startup_timeout"
+    valid = (
+        "Valid keys: num_workers, envs_per_worker, step_timeout, address, num_cpus, startup_timeout"
+    )
     with pytest.raises(ValueError) as info:
         RunConfig(backend="ray", backend_options={"adress": "auto"})
     assert str(info.value) == (
@@ -75,7 +78,8 @@ def test_backend_options_are_checked_by_the_backend_record():
         RunConfig(backend="process", backend_options={"address": "auto"})
     assert str(info.value) == (
         "backend_options.address: backend 'process' has no option 'address'. Valid keys: "
-        "num_workers, step_timeout, max_restarts, spin_us, worker_spin_us"
+        "num_workers, envs_per_worker, step_in_parent, max_restarts, step_timeout, spin_us, "
+        "worker_spin_us"
     )
 
 
