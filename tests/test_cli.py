@@ -137,13 +137,6 @@ def test_unknown_config_lists_valid_names(capsys, tmp_path):
         ("steps", ["override 'steps' is not of the form KEY=VALUE"]),
         ("discount=1.5", ["invalid config: discount=1.5: must be in (0, 1]"]),
         ("backend=cuda", ["backend='cuda': choose one of"]),
-        (
-            "ray_address=auto",
-            [
-                "config key 'ray_address' is now backend_options.address (an "
-                "option of the ray backend): give --set backend_options.address=auto"
-            ],
-        ),
     ],
 )
 def test_bad_overrides(capsys, tmp_path, override, parts):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.factories import is_factory_id, resolve_factory
 from batchppo.core.autoreset import RestartOptions
@@ -28,9 +28,6 @@ class BraxOptions(RestartOptions):
     (``RestartOptions``; ``cond`` by default, since a Brax reset is expensive) and the physics
     (``--set backend_options.backend=mjx``). All change what a run learns: a resumed run keeps
     them."""
-
-    FROM_ENV_KWARGS: ClassVar[tuple[str, ...]] = ("autoreset", "reset_ratio", "backend")
-    """Stored configs gave them in ``env_kwargs``: they move here when such a config loads."""
 
     autoreset: str = dataclasses.field(default="cond", metadata=LEARNED)
     """How finished envs restart, one of ``AUTORESET_MODES``: ``cond`` runs a reset only at

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from batchppo.core.backends import Backend, factory_package, register
 from batchppo.core.registry import lazy
@@ -113,15 +112,6 @@ class ProcessOptions(BackendOptions, WorkerOptions):
     and past the budget the error is raised, naming this setting. They may change when a run
     resumes."""
 
-    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
-        {
-            "num_workers": "num_workers",
-            "env_step_timeout": "step_timeout",
-            "max_env_restarts": "max_restarts",
-        }
-    )
-    """The config fields that became these options (stored configs move them here)."""
-
     step_timeout: float | None = RUN_STEP_TIMEOUT
     """Seconds a worker may take to answer one step, reset or call of its envs. Past it the
     worker is asked for its Python stacks and killed, and the run stops as on an env error,
@@ -145,11 +135,6 @@ class SyncOptions(BackendOptions, WorkerOptions):
     fails fast: the env's error ends the run. Past the budget the error is raised, naming this
     setting. The others are held (``batchppo.core.values.fixed``). They may change when a run
     resumes."""
-
-    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
-        {"max_env_restarts": "max_restarts"}
-    )
-    """The config field that became this option (stored configs move it here)."""
 
     num_workers: int | None = fixed(1, _FOR_WORKERS)
     envs_per_worker: int | None = fixed(None, _FOR_WORKERS)

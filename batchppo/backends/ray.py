@@ -12,9 +12,8 @@ imports it); Ray and Gymnasium are imported when an env is built. Its settings a
 from __future__ import annotations
 
 import dataclasses
-import types
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from batchppo.backends.host import RUN_STEP_TIMEOUT, BackendOptions, host_backend
 from batchppo.core.backends import register
@@ -39,17 +38,6 @@ class RayOptions(BackendOptions, RayWorkerOptions):
     ``RayBatchEnv`` as it is. As ``ProcessOptions``, they differ from the batch env's in one
     default: a run's actors have a ``step_timeout`` (``RUN_STEP_TIMEOUT``). They may change
     when a run resumes."""
-
-    FORMER_FIELDS: ClassVar[Mapping[str, str]] = types.MappingProxyType(
-        {
-            "num_workers": "num_workers",
-            "env_step_timeout": "step_timeout",
-            "ray_address": "address",
-            "ray_num_cpus": "num_cpus",
-            "ray_startup_timeout": "startup_timeout",
-        }
-    )
-    """The config fields that became these options (stored configs move them here)."""
 
     step_timeout: float | None = RUN_STEP_TIMEOUT
     """Seconds an actor may take to answer one step, reset or call of its envs; past it the run

@@ -16,7 +16,7 @@ Examples:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any
 
 from batchppo.core.backends import LEARNED
 from batchppo.core.values import positive_int
@@ -65,9 +65,6 @@ class RestartOptions:
     """The ``backend_options`` of the pure-JAX backends (``gymnax``, ``jumanji``; ``brax``'s add
     its physics): how finished envs restart (``--set backend_options.autoreset=first``). Both
     change what a run learns: a resumed run keeps them."""
-
-    FROM_ENV_KWARGS: ClassVar[tuple[str, ...]] = ("autoreset", "reset_ratio")
-    """Stored configs gave them in ``env_kwargs``: they move here when such a config loads."""
 
     autoreset: str = dataclasses.field(default="select", metadata=LEARNED)
     """How finished envs restart, one of ``AUTORESET_MODES``."""

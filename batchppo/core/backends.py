@@ -68,13 +68,10 @@ __all__ = [
     "Backend",
     "FactoryRecipe",
     "MakeEnv",
-    "MovedFields",
     "Requirement",
     "factory_backend",
     "factory_package",
-    "former_fields",
     "get_backend",
-    "moved_fields",
     "names",
     "register",
     "requirement",
@@ -220,10 +217,7 @@ class Backend:
             ``__post_init__`` checks their values (a one-line ``ValueError``). A field whose
             ``metadata`` is ``LEARNED`` changes what a run learns; one declared with
             ``batchppo.core.values.fixed`` is held at its default, and no key of a config.
-            An optional class attribute says what the options were before they were options,
-            so that a stored config's values move into them: ``FORMER_FIELDS`` (config field
-            -> option) and ``FROM_ENV_KWARGS`` (options that rode in ``env_kwargs``, under
-            their own names). A config's mapping is parsed into it once
+            A config's mapping is parsed into it once
             ([`check_options`][batchppo.backends.Backend.check_options]), and ``make`` gets
             that object. None: the backend takes none, and a config giving any is refused.
         run_options: The run-level env settings ``make`` also gets, as keywords, which a
@@ -329,16 +323,6 @@ class Backend:
         """The options that change what a run learns (their ``metadata`` is ``LEARNED``)."""
         fields = dataclasses.fields(self.options) if self.options else ()
         return tuple(f.name for f in fields if f.metadata.get("learned"))
-
-    def former_fields(self) -> Mapping[str, str]:
-        """The config fields that became options of this backend: field -> option (the
-        ``FORMER_FIELDS`` of ``options``)."""
-        return dict(getattr(self.options, "FORMER_FIELDS", {}))
-
-    def from_env_kwargs(self) -> tuple[str, ...]:
-        """The options that rode in ``env_kwargs`` under their own names before (the
-        ``FROM_ENV_KWARGS`` of ``options``)."""
-        return tuple(getattr(self.options, "FROM_ENV_KWARGS", ()))
 
     def check_options(self, given: Mapping[str, Any]) -> Any:
         """Parses a config's ``backend_options`` into the backend's ``options`` object: the
@@ -473,52 +457,3 @@ def names(*, host: bool | None = None, supports_restarts: bool | None = None) ->
         if (host is None or b.host == host)
         and (supports_restarts is None or b.supports_restarts == supports_restarts)
     )
-
-
-def former_fields() -> dict[str, dict[str, str]]:
-    """The config fields that became backend options: field -> {backend: option}, as the
-    backends' options declare them
-    ([`Backend.former_fields`][batchppo.backends.Backend.former_fields]: ``ray_address`` of
-    ``ray``, ``num_workers`` of ``process`` and ``ray``, ``max_env_restarts``,
-    ``env_step_timeout``...), the entry points loaded."""
-    found: dict[str, dict[str, str]] = {}
-    for record in BACKENDS.values():
-        for field, option in record.former_fields().items():
-            found.setdefault(field, {})[record.name] = option
-    return found
-
-
-class MovedFields(NamedTuple):
-    """The former config fields a config gave ([`moved_fields`][batchppo.backends.moved_fields])."""
-
-    what: str
-    """Which they are and where they went, in words: ``config key 'ray_num_cpus' is now
-    backend_options.num_cpus (an option of the ray backend)``."""
-    options: dict[str, Any]
-    """Their values under their options' names: what ``backend_options`` gives in their place."""
-
-
-def moved_fields(given: Mapping[str, Any], noun: str) -> MovedFields | None:
-    """The former config fields ([`former_fields`][batchppo.backends.former_fields]) among
-    ``given``, for a one-line refusal naming the new spelling; None if it gives none. Every
-    reader of a config (a config file, ``--set``, a config class's constructor) refuses them
-    through this.
-
-    Args:
-        given: The keys a config gives, with their values.
-        noun: What a key is called where it was given (``"config key"``, ``"keyword
-            argument"``); an ``s`` makes it plural.
-    """
-    fields = former_fields()
-    former = [key for key in given if key in fields]
-    if not former:
-        return None
-    options = {next(iter(fields[key].values())): given[key] for key in former}
-    owners = list(dict.fromkeys(owner for key in former for owner in fields[key]))
-    keys = ", ".join(f"backend_options.{option}" for option in options)
-    owner = f"{prose(owners)} backend{'s' if len(owners) > 1 else ''}"
-    if len(former) == 1:
-        what = f"{noun} {former[0]!r} is now {keys} (an option of the {owner})"
-    else:
-        what = f"{noun}s {former} are now {keys} (options of the {owner})"
-    return MovedFields(what, options)

@@ -80,7 +80,6 @@ from batchppo.envs.protocol import Layout
 from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
 from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.spaces import check_supported
-from batchppo.envs.worker_options import refuses_moved_keywords
 from batchppo.envs.worker_processes import split_envs
 
 __all__ = [
@@ -169,14 +168,11 @@ class BatchEnv(CallingVectorEnv):
 
     Raises:
         ValueError: No envs, an unknown autoreset mode, unsupported or differing spaces.
-        TypeError: ``worker_options`` is not a ``WorkerOptions``, or a keyword that moved into it
-            (``num_workers``, ``max_restarts``, ...) or was renamed (``start_method``: ``context``)
-            is given; the message spells the call to make.
+        TypeError: ``worker_options`` is not a ``WorkerOptions``.
         RuntimeError: This Python cannot start workers without running an unguarded main script
             again (the message names the fix).
     """
 
-    @refuses_moved_keywords
     def __init__(
         self,
         env_fns: Iterable[Callable[[], gymnasium.Env]],

@@ -436,14 +436,3 @@ def vector_entry_point(
         **make_kwargs,
         **kwargs,
     )
-
-
-def __getattr__(name: str) -> Any:
-    """A one-line error for the name that left this module (``ray_batch_env``)."""
-    if name == "ray_batch_env":
-        # ImportError, not AttributeError: ``from ... import`` keeps its message.
-        raise ImportError(
-            "batchppo.envs.make.ray_batch_env moved to the ray backend: from "
-            "batchppo.backends.ray import ray_batch_env"
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

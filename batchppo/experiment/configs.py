@@ -4,8 +4,8 @@ A preset is a config of one of the algorithms of
 [`batchppo.algorithms.registry`][batchppo.algorithms.registry] (a
 [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig] subclass); each algorithm keeps its
 presets in its package (``batchppo.algorithms.ppo.presets``). A ``config.yaml`` names its algorithm
-(``algorithm: ppo``); one written before that field existed is read as PPO's, and one written
-before ``backend_options`` has its former backend fields moved into it.
+(``algorithm: ppo``); one written before that field existed is read as PPO's, and a run dir's
+of an earlier version as ``batchppo.experiment.migrate`` moves its former fields.
 
 The fields' types, which every value given is checked against, are those of
 ``batchppo.experiment.config_fields``. Beside this module: the resume rules
@@ -32,11 +32,12 @@ import yaml
 
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
-from batchppo.backends import BACKENDS, Backend, former_fields, get_backend, moved_fields
+from batchppo.backends import get_backend
 from batchppo.core.wording import did_you_mean
 from batchppo.experiment.config_fields import coerce_field, field_types, nearest_key
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import atomic_write_bytes
+from batchppo.experiment.migrate import migrate_config
 
 DEFAULT_PRESET = "pendulum_jax"
 """The preset the README's first command trains: the fastest to a good result."""
@@ -148,7 +149,6 @@ def parse_override(text: str, config_class: type | None = None) -> tuple[str, An
         value = yaml.safe_load(raw) if raw.strip() else None
     except yaml.YAMLError:
         value = raw  # Not YAML: checked as a plain string below.
-    _refuse_former_fields({key: value}, "", "--set")
     field, dot, name = key.partition(".")
     if not dot:
         return key, coerce_field(key, value, config_class)
@@ -268,7 +268,6 @@ def config_from_dict(data: Any, source: str = "config", complete: bool = False) 
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from None
     names = field_types(config_class)
-    _refuse_former_fields(data, f"{source}: ", "file")
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise _unknown_keys(unknown, names, source)
@@ -366,7 +365,6 @@ def config_from_file(path: str | Path) -> RunConfig:
             f"{source}: algorithm {algorithm!r} differs from base {base_name!r}'s "
             f"({algorithm_of(base).name}): drop the algorithm key or pick a base of {algorithm}"
         )
-    _refuse_former_fields(data, f"{source}: ", "file")
     unknown = sorted(set(data) - set(field_types(type(base))))
     if unknown:
         raise _unknown_keys(unknown, field_types(type(base)), source)
@@ -400,7 +398,7 @@ def save_config(config: RunConfig, path: str | Path) -> None:
 
 def load_config(path: str | Path) -> RunConfig:
     """Reads a config written by ``save_config``, by this version or an earlier one (whose
-    backend fields ``migrate_backend_fields`` moves into ``backend_options``, and whose missing
+    former fields ``migrate.migrate_config`` moves to where they are now, and whose missing
     fields take the values that repeat what it did: ``RunConfig.FIELDS_ADDED``).
 
     Raises:
@@ -411,94 +409,4 @@ def load_config(path: str | Path) -> RunConfig:
         text = path.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
-    return config_from_dict(migrate_backend_fields(_read_yaml(text, str(path))), str(path))
-
-
-def migrate_backend_fields(data: Any) -> Any:
-    """A stored config's data with the settings that became options of its backend moved into
-    ``backend_options``: its former config fields (``former_fields``) where they differ from
-    the option's default, those of other backends dropped (they meant nothing to it); and the
-    keys of ``env_kwargs`` (and ``eval_env_kwargs``, where they repeat them) that its backend
-    takes as options now (``Backend.from_env_kwargs``: the pure-JAX backends' ``autoreset``,
-    ``reset_ratio``, Brax's ``backend``), as they were given. Options the data gives in
-    ``backend_options`` win.
-
-    Args:
-        data: A ``config.yaml``'s content; anything but a mapping, or a config of an unknown
-            backend, is returned as it is.
-    """
-    if not isinstance(data, dict):
-        return data
-    record = BACKENDS.get(str(data.get("backend", RunConfig.backend)))
-    if record is None:
-        return data  # config_from_dict names the unknown backend
-    data = dict(data)
-    options: dict[str, Any] = {}
-    for field, owners in former_fields().items():
-        if field not in data:
-            continue
-        value = data.pop(field)
-        option = owners.get(record.name)
-        if option is not None and value != _option_default(record, option):
-            options[option] = value
-    moved = record.from_env_kwargs()
-    kwargs = data.get("env_kwargs")
-    if isinstance(kwargs, dict) and moved:
-        options.update({key: kwargs[key] for key in moved if key in kwargs})
-        data["env_kwargs"] = {k: v for k, v in kwargs.items() if k not in moved}
-    eval_kwargs = data.get("eval_env_kwargs")
-    if isinstance(eval_kwargs, dict) and moved:
-        # Where they differ from the training env's, the config no longer says it: it is
-        # refused in one line when it loads.
-        data["eval_env_kwargs"] = {
-            k: v for k, v in eval_kwargs.items() if k not in moved or options.get(k, v) != v
-        }
-    if options:
-        data["backend_options"] = {**options, **(data.get("backend_options") or {})}
-    return data
-
-
-def _refuse_former_fields(data: Mapping[str, Any], prefix: str, where: str) -> None:
-    """Refuses the former backend fields (``former_fields``) in a config file or ``--set``, in
-    one line naming their new spelling.
-
-    Args:
-        data: The keys given, with their values.
-        prefix: What the message starts with (the file's name).
-        where: ``"file"`` or ``"--set"``: the spelling to show.
-
-    Raises:
-        ConfigError: ``data`` gives a former field.
-    """
-    moved = moved_fields(data, "config key")
-    if moved is None:
-        return
-    if where == "--set":
-        spelling = " ".join(
-            f"--set {_shell_word(f'backend_options.{option}=' + _yaml_scalar(value))}"
-            for option, value in moved.options.items()
-        )
-    else:
-        flow = yaml.safe_dump(moved.options, default_flow_style=True, sort_keys=False).strip()
-        spelling = f"backend_options: {flow}"
-    raise ConfigError(f"{prefix}{moved.what}: give {spelling}")
-
-
-def _yaml_scalar(value: Any) -> str:
-    """``value`` as YAML writes it in flow style: ``auto``, ``'1:2'``, ``null``, ``60.0``."""
-    return yaml.safe_dump(value, default_flow_style=True).splitlines()[0]
-
-
-def _shell_word(text: str) -> str:
-    """``text`` as one word of a shell command line, quoted only where it needs to be (with
-    the quotes YAML's own do not use)."""
-    if re.fullmatch(r"[\w@%+=:,./-]+", text):
-        return text
-    quote = '"' if "'" in text else "'"
-    return f"{quote}{text}{quote}"
-
-
-def _option_default(record: Backend, option: str) -> Any:
-    """The default of the option ``option`` of a backend's record."""
-    (field,) = (f for f in dataclasses.fields(record.options) if f.name == option)
-    return field.default
+    return config_from_dict(migrate_config(_read_yaml(text, str(path))), str(path))

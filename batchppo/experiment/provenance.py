@@ -22,8 +22,8 @@ from batchppo.experiment.configs import (
     config_from_dict,
     config_to_dict,
     load_config,
-    migrate_backend_fields,
 )
+from batchppo.experiment.migrate import migrate_config
 from batchppo.experiment.resume import RESUME_MUTABLE, learned_option_changes
 from batchppo.experiment.rundir import CONFIG_FILE
 
@@ -103,8 +103,8 @@ def effective_config(config: RunConfig) -> dict[str, Any]:
 
 
 def loaded(recorded: Mapping[str, Any], source: str = "config") -> dict[str, Any]:
-    """A recorded effective config as this version loads it: settings that became backend
-    options since it was recorded move there (``migrate_backend_fields``), and fields added
+    """A recorded effective config as this version loads it: its former fields move to where
+    they are now (``migrate.migrate_config``), and fields added
     since take the values that repeat what the code did before them (``config_from_dict``:
     ``FIELDS_ADDED``, else their defaults).
 
@@ -112,7 +112,7 @@ def loaded(recorded: Mapping[str, Any], source: str = "config") -> dict[str, Any
         ConfigError: The record no longer reads as a config (a field removed, a value now
             invalid).
     """
-    return effective_config(config_from_dict(migrate_backend_fields(dict(recorded)), source))
+    return effective_config(config_from_dict(migrate_config(dict(recorded)), source))
 
 
 def run_provenance(run_dir: str | Path) -> dict[str, Any]:

@@ -61,25 +61,6 @@ def test_builtin_records_and_derived_lists():
     assert backends.prose(["a", "b", "c"]) == "a, b and c"
 
 
-def test_each_backend_says_what_its_options_were_before():
-    assert get_backend("process").former_fields() == {
-        "num_workers": "num_workers",
-        "env_step_timeout": "step_timeout",
-        "max_env_restarts": "max_restarts",
-    }
-    assert get_backend("sync").former_fields() == {"max_env_restarts": "max_restarts"}
-    assert get_backend("ray").former_fields() == {
-        "num_workers": "num_workers",
-        "env_step_timeout": "step_timeout",
-        "ray_address": "address",
-        "ray_num_cpus": "num_cpus",
-        "ray_startup_timeout": "startup_timeout",
-    }
-    assert get_backend("gymnax").from_env_kwargs() == ("autoreset", "reset_ratio")
-    assert get_backend("brax").from_env_kwargs() == ("autoreset", "reset_ratio", "backend")
-    assert get_backend("ale").former_fields() == {} and get_backend("ale").from_env_kwargs() == ()
-
-
 def test_env_id_checks_are_one_line_with_close_matches():
     backends.check_gymnasium_id("Pendulum-v1")
     # module:EnvId imports the module (envs/make.py's rule, the one home of it).

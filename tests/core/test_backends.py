@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from collections.abc import Mapping
-from typing import ClassVar
 
 import pytest
 
@@ -136,15 +134,11 @@ def test_a_backend_without_options_refuses_any():
         "options: process, sync, ray, gymnax, brax, jumanji and ale); drop backend_options"
     )
     assert not record.supports_restarts and record.learned_options() == ()
-    assert record.former_fields() == {} and record.from_env_kwargs() == ()
 
 
 @dataclasses.dataclass(frozen=True)
 class _Restarting:
-    """Options that restart crashed envs, one that changes learning, and their history."""
-
-    FORMER_FIELDS: ClassVar[Mapping[str, str]] = {"max_env_restarts": "max_restarts"}
-    FROM_ENV_KWARGS: ClassVar[tuple[str, ...]] = ("gravity",)
+    """Options that restart crashed envs, one that changes learning, one held."""
 
     max_restarts: int = 0
     gravity: float = dataclasses.field(default=9.8, metadata=LEARNED)
@@ -156,7 +150,7 @@ class _Restarting:
 
 def test_what_a_record_reads_off_its_options():
     record = _record(_Restarting)
-    # No class attribute, nor the field it holds, is a key of a config.
+    # The field it holds is no key of a config.
     assert record.option_names() == ("max_restarts", "gravity")
     with pytest.raises(ValueError) as info:
         record.check_options({"mode": "a"})
@@ -165,8 +159,6 @@ def test_what_a_record_reads_off_its_options():
         _Restarting(mode="b")
     assert str(info.value) == "mode='b': this backend has mode a only"
     assert record.supports_restarts and record.learned_options() == ("gravity",)
-    assert record.former_fields() == {"max_env_restarts": "max_restarts"}
-    assert record.from_env_kwargs() == ("gravity",)
     assert record.check_options({"gravity": "1e1"}) == _Restarting(gravity=10.0)
 
 

@@ -144,17 +144,6 @@ def test_make_names_its_own_batch_envs_only():
     )
 
 
-def test_the_ray_factory_that_left_names_its_new_home():
-    with pytest.raises(ImportError) as info:
-        from batchppo.envs.make import ray_batch_env  # noqa: F401
-    assert str(info.value) == (
-        "batchppo.envs.make.ray_batch_env moved to the ray backend: from "
-        "batchppo.backends.ray import ray_batch_env"
-    )
-    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
-        make_module.no_such_name  # noqa: B018
-
-
 def test_halfcheetah_batch():
     with make(
         "HalfCheetah-v5", 2, seed=0, options=WorkerOptions(num_workers=2), max_length=2

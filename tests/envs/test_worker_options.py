@@ -1,5 +1,5 @@
-"""WorkerOptions: BatchEnv's process and fault settings as one checked value, and the keywords
-that moved into it."""
+"""WorkerOptions: BatchEnv's process and fault settings as one checked value, and Ray's
+extension of them."""
 
 from __future__ import annotations
 
@@ -68,23 +68,6 @@ def test_the_constructor_keeps_async_vector_envs_keywords_in_ten_parameters():
     assert len(ours) <= 10
     assert set(theirs) <= set(ours)  # a drop-in: every AsyncVectorEnv keyword is taken
     assert list(ours)[:2] == ["env_fns", "worker_options"]
-
-
-def test_moved_keywords_are_a_type_error_spelling_the_new_call():
-    with pytest.raises(TypeError) as info:
-        BatchEnv([CountEnv] * 2, num_workers=2, max_restarts=1, autoreset_mode="SameStep")
-    assert str(info.value) == (
-        "BatchEnv() takes num_workers, max_restarts in its worker options: pass "
-        "worker_options=WorkerOptions(num_workers=2, max_restarts=1) (from batchppo.envs)."
-    )
-    with pytest.raises(TypeError) as info:
-        BatchEnv([CountEnv] * 2, start_method="spawn")
-    assert str(info.value) == (
-        "BatchEnv() names the workers' start method context, as AsyncVectorEnv does: pass "
-        "context='spawn'."
-    )
-    with pytest.raises(TypeError, match="unexpected keyword argument 'num_worker'"):
-        BatchEnv([CountEnv] * 2, num_worker=2)
 
 
 def test_worker_options_of_another_type_are_a_type_error():

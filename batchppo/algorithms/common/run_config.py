@@ -211,21 +211,6 @@ class RunConfig:
         budget), for a resume to print; None where every schedule spans the budget."""
         return None
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> RunConfig:
-        """Refuses, for every config class, the fields that became backend options
-        (``PPOConfig(num_workers=4)``), in one line naming the new spelling, where the
-        dataclass's ``__init__`` would say only that the keyword is unexpected.
-
-        Raises:
-            TypeError: A former field of a backend (``batchppo.backends.former_fields``).
-        """
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = {key: value for key, value in kwargs.items() if key not in fields}
-        moved = backends.moved_fields(unknown, "keyword argument") if unknown else None
-        if moved is not None:
-            raise TypeError(f"{cls.__name__}: {moved.what}: give backend_options={moved.options!r}")
-        return super().__new__(cls)
-
     def __post_init__(self) -> None:
         self.check_run()
 
@@ -308,12 +293,16 @@ class RunConfig:
         # The options as their types hold them (``--set backend_options.step_timeout=none``).
         given = {key: getattr(own, key) for key in self.backend_options}
         object.__setattr__(self, "backend_options", given)
+        # One setting, one place: a pure-JAX backend's options configure the env its keywords
+        # build (its restarts, Brax's physics), so none is also an env keyword. A host env
+        # takes any keyword of its own.
+        options = () if backend.host else backend.option_names()
         for name in ("env_kwargs", "eval_env_kwargs"):
-            moved = [key for key in getattr(self, name) if key in backend.from_env_kwargs()]
+            twice = [key for key in getattr(self, name) if key in options]
             check(
-                not moved,
-                f"{name} {moved}: backend {self.backend!r} takes them as options, not as the "
-                f"env's keywords: give {', '.join(f'backend_options.{key}' for key in moved)} "
+                not twice,
+                f"{name} {twice}: backend {self.backend!r} takes them as options, not as the "
+                f"env's keywords: give {', '.join(f'backend_options.{key}' for key in twice)} "
                 "(--set backend_options.KEY=VALUE)",
             )
         check(

@@ -11,6 +11,7 @@ from batchppo.algorithms.a2c import A2CConfig
 from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo import PPOConfig
 from batchppo.backends import get_backend
+from batchppo.backends.host import ProcessOptions
 from batchppo.envs import WorkerOptions, make
 
 
@@ -97,41 +98,11 @@ def test_env_kwargs_that_are_options_of_the_backend_are_refused():
     assert config.env_kwargs == {"autoreset": "first"}
 
 
-@dataclasses.dataclass(frozen=True)
-class _OwnConfig(RunConfig):
-    """An algorithm's config of a user's: the refusal below is RunConfig's, inherited."""
-
-    gain: float = 1.0
-
-
-@pytest.mark.parametrize("config_class", [RunConfig, PPOConfig, A2CConfig, _OwnConfig])
-def test_fields_that_became_backend_options_name_their_new_spelling(config_class):
-    name = config_class.__name__
-    with pytest.raises(TypeError) as info:
-        config_class(num_workers=4)
-    assert str(info.value) == (
-        f"{name}: keyword argument 'num_workers' is now backend_options.num_workers (an option "
-        "of the process and ray backends): give backend_options={'num_workers': 4}"
-    )
-    with pytest.raises(TypeError) as info:
-        config_class(backend="ray", ray_address="auto", ray_num_cpus=1, ray_startup_timeout=9)
-    assert str(info.value) == (
-        f"{name}: keyword arguments ['ray_address', 'ray_num_cpus', 'ray_startup_timeout'] are "
-        "now backend_options.address, backend_options.num_cpus, backend_options.startup_timeout "
-        "(options of the ray backend): give backend_options={'address': 'auto', 'num_cpus': 1, "
-        "'startup_timeout': 9}"
-    )
-    with pytest.raises(TypeError) as info:
-        config_class(max_env_restarts=2, env_step_timeout=5.0)
-    assert str(info.value) == (
-        f"{name}: keyword arguments ['max_env_restarts', 'env_step_timeout'] are now "
-        "backend_options.max_restarts, backend_options.step_timeout (options of the process, "
-        "sync and ray backends): give backend_options={'max_restarts': 2, 'step_timeout': 5.0}"
-    )
-    # Another unknown keyword keeps Python's own message; the new spelling builds.
-    with pytest.raises(TypeError, match=r"got an unexpected keyword argument 'workers'$"):
-        config_class(workers=4)
+@pytest.mark.parametrize("config_class", [RunConfig, PPOConfig, A2CConfig])
+def test_a_config_keeps_its_parsed_options_through_replace_and_pickle(config_class):
     config = config_class(backend_options={"num_workers": 4})
-    assert config.backend_options == {"num_workers": 4}
-    assert dataclasses.replace(config, seed=3).seed == 3
-    assert pickle.loads(pickle.dumps(config)) == config
+    assert config.parsed_backend_options == ProcessOptions(num_workers=4)
+    replaced = dataclasses.replace(config, seed=3)
+    assert replaced.seed == 3 and replaced.parsed_backend_options == ProcessOptions(num_workers=4)
+    copy = pickle.loads(pickle.dumps(config))
+    assert copy == config and copy.parsed_backend_options == config.parsed_backend_options
