@@ -31,7 +31,7 @@ import gymnasium
 from gymnasium.vector import AutoresetMode
 
 from batchppo.core.values import positive_int
-from batchppo.core.worker_options import WorkerOptions
+from batchppo.core.worker_options import RayWorkerOptions, WorkerOptions
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.env_ids import (
     EnvProbe,
@@ -225,6 +225,21 @@ def batch_env_of(backend: str | BatchEnvFactory) -> BatchEnvFactory:
     )
 
 
+# Worker settings belong in the options object; as keywords they would reach the env's
+# constructor and fail there with a message that does not name the fix.
+_WORKER_SETTINGS = frozenset(field.name for field in dataclasses.fields(RayWorkerOptions))
+
+
+def _refuse_worker_settings(env_kwargs: Mapping[str, Any]) -> None:
+    misplaced = sorted(_WORKER_SETTINGS.intersection(env_kwargs))
+    if misplaced:
+        given = ", ".join(f"{name}={env_kwargs[name]!r}" for name in misplaced)
+        raise ValueError(
+            f"{', '.join(misplaced)}: a worker setting, not an env keyword: pass "
+            f"options=WorkerOptions({given}) (batchppo.envs.WorkerOptions)"
+        )
+
+
 def make(
     env_id: str,
     num_envs: int,
@@ -311,10 +326,12 @@ def make(
         The batch env (``BatchEnv`` or ``RayBatchEnv``), reset if ``seed`` was given.
 
     Raises:
-        ValueError: Unknown id or batch env name, bad counts, an argument the batch env cannot
+        ValueError: Unknown id or batch env name, bad counts, a worker setting given as an env
+            keyword (it belongs in ``options``), an argument the batch env cannot
             honour. Raised before any worker starts.
         TypeError: ``options`` of a type the batch env does not take.
     """
+    _refuse_worker_settings(env_kwargs)
     batch_env = batch_env_of(backend)
     num_envs = positive_int("num_envs", num_envs)
     raw_fn = checked_raw_env_fn(env_id, max_length, render_mode, preprocess, wrappers, env_kwargs)

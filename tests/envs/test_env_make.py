@@ -31,6 +31,16 @@ def test_unknown_id_suggests_close_matches_before_starting_workers(monkeypatch):
         make("Pendulum-v1", 0)
 
 
+def test_a_worker_setting_as_a_keyword_names_the_options_object(monkeypatch):
+    monkeypatch.setattr(make_module, "BatchEnv", lambda *a, **k: pytest.fail("workers built"))
+    with pytest.raises(ValueError) as error:
+        make("Pendulum-v1", 4, num_workers=2, step_timeout=5.0, g=9.8)
+    assert str(error.value) == (
+        "num_workers, step_timeout: a worker setting, not an env keyword: pass "
+        "options=WorkerOptions(num_workers=2, step_timeout=5.0) (batchppo.envs.WorkerOptions)"
+    )
+
+
 def test_make_re_exports_the_standard_stack():
     from batchppo.envs import standard_stack
 
