@@ -48,6 +48,7 @@ import distrax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from flax import traverse_util
 from jax import lax
 
 from batchppo.algorithms.common.encoders import ObsEncoder, check_cnn
@@ -84,6 +85,13 @@ ACTIVATION_FUNCTIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
 """The config's ``activation`` names (``ACTIVATIONS``) -> Flax's functions of those names."""
 
 
+DIAGNOSTICS = "diagnostics"
+"""The Flax collection the networks ``sow`` their representation diagnostics into: each hidden
+layer's pre-activations (the torsos) and the features that enter each head. A collection that
+is not mutable in an ``apply`` ignores what is sown, so a plain forward pass computes exactly
+what it would without them; ``Network.representation`` makes it mutable."""
+
+
 def _hidden_init() -> nn.initializers.Initializer:
     # LeCun-normal-like fan-in scaling, as the original's variance_scaling(factor=1).
     return nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
@@ -106,8 +114,9 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = ACTIVATION_FUNCTIONS[self.activation]
-        for size in self.layers:
+        for i, size in enumerate(self.layers):
             x = nn.Dense(size, kernel_init=_hidden_init())(x)
+            self.sow(DIAGNOSTICS, f"preact_{i}", x)
             x = act(nn.LayerNorm()(x) if self.layer_norm else x)
         return x
 
@@ -125,9 +134,9 @@ class SimbaBlock(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         width = x.shape[-1]
         y = nn.LayerNorm()(x)
-        y = ACTIVATION_FUNCTIONS[self.activation](
-            nn.Dense(SIMBA_EXPANSION * width, kernel_init=_hidden_init())(y)
-        )
+        y = nn.Dense(SIMBA_EXPANSION * width, kernel_init=_hidden_init())(y)
+        self.sow(DIAGNOSTICS, "preact", y)
+        y = ACTIVATION_FUNCTIONS[self.activation](y)
         return x + nn.Dense(width, kernel_init=_hidden_init())(y)
 
 
@@ -197,6 +206,7 @@ class ValueNet(nn.Module):
         x = obs if self.encoder is None else self.encoder(obs)
         x = _hidden(x, self.mlp, self.layers, self.activation)
         x = _penultimate(x, self.penultimate_norm)
+        self.sow(DIAGNOSTICS, "features", x)
         return nn.Dense(1, kernel_init=_hidden_init())(x)[..., 0]
 
 
@@ -215,7 +225,9 @@ class FeedForwardPolicy(nn.Module):
     def __call__(self, obs: Any) -> Any:
         x = obs if self.encoder is None else self.encoder(obs)
         x = _hidden(x, self.mlp, self.layers, self.activation)
-        return self.head(_penultimate(x, self.penultimate_norm))
+        x = _penultimate(x, self.penultimate_norm)
+        self.sow(DIAGNOSTICS, "features", x)
+        return self.head(x)
 
 
 class RecurrentPolicy(nn.Module):
@@ -262,6 +274,13 @@ class Network(NamedTuple):
             run once.
         policy_sequence_and_value: ``(params, carry0[N], obs[N, L], first[N, L]) ->
             (dist_params[N, L], V[N, L])``: ``policy_sequence`` and ``value`` likewise.
+        representation: ``(params, obs[...]) -> {name: array}``: what a feed-forward
+            network's layers sow into ``DIAGNOSTICS`` on a batch of observations, its batch
+            axes merged into one: ``policy_features`` and ``value_features`` ``(B, F)``, the
+            features that enter each head, and ``policy_preact_<i>`` and
+            ``value_preact_<i>`` ``(B, H)``, each hidden layer's pre-activations in the order
+            the layers run (``representation_diagnostics``). None: the network has none
+            (a recurrent one, or one of a factory's own without it).
     """
 
     init: Callable[[jax.Array], PyTree]
@@ -274,6 +293,7 @@ class Network(NamedTuple):
     recurrent: bool
     policy_step_and_value: Callable[..., tuple[PyTree, PyTree, jax.Array]]
     policy_sequence_and_value: Callable[..., tuple[PyTree, jax.Array]]
+    representation: Callable[[PyTree, PyTree], dict[str, jax.Array]] | None = None
 
 
 def _check_network(network: str, action_space: PyTree) -> None:
@@ -405,6 +425,7 @@ def make_network(config: NetworkConfig, spec: EnvSpec) -> Network:
         recurrent=model.recurrent,
         policy_step_and_value=model.policy_step_and_value,
         policy_sequence_and_value=model.policy_sequence_and_value,
+        representation=None if model.recurrent else model.representation,
     )
     mask = action_mask_leaf(getattr(config, "action_mask", "none"), spec)
     return network if mask is None else with_action_mask(network, mask)
@@ -535,6 +556,19 @@ class _Model:
         dist, new_carry = self.policy_on(params, carry, x, first)
         return dist, new_carry, self.value_on(params, x, first.shape)
 
+    def representation(self, params: PyTree, obs: PyTree) -> dict[str, jax.Array]:
+        """``Network.representation`` (feed-forward networks)."""
+        x = self.features(params, self.inputs(obs, len(self.inputs.batch_shape(obs))))
+        found: dict[str, jax.Array] = {}
+        for part, net in (("policy", self.policy_net), ("value", self.value_net)):
+            _, state = net.apply({"params": params[part]}, x, mutable=[DIAGNOSTICS])
+            sown = traverse_util.flatten_dict(state[DIAGNOSTICS])
+            found[f"{part}_features"] = sown.pop(("features",))[0]
+            # The torso's modules sow in the order they run (Flax keeps it).
+            for i, values in enumerate(sown.values()):
+                found[f"{part}_preact_{i}"] = values[0]
+        return found
+
     def policy_sequence_and_value(
         self, params: PyTree, carry0: PyTree, obs: PyTree, first: jax.Array
     ) -> tuple[PyTree, jax.Array]:
@@ -553,6 +587,21 @@ class _Model:
 
         _, dists = lax.scan(step, carry0, (x_t, jnp.swapaxes(first, 0, 1)))
         return jax.tree.map(lambda d: jnp.swapaxes(d, 0, 1), dists), values
+
+
+def effective_rank(features: jax.Array, delta: float = 0.01) -> jax.Array:
+    """The effective rank (srank) of a ``(samples, features)`` matrix: the fewest of its
+    singular values, largest first, whose sum reaches ``1 - delta`` of the sum of all
+    (Kumar et al. 2021, "Implicit Under-Parameterization", arXiv 2010.14498; Moalla et al.
+    2024, arXiv 2405.00662, with ``delta = 0.01``). 0 for an all-zero matrix.
+
+    Returns:
+        The rank, an int32 scalar.
+    """
+    s = jnp.linalg.svd(features.astype(jnp.float32), compute_uv=False)
+    total = jnp.sum(s)
+    below = jnp.cumsum(s) < (1.0 - delta) * total
+    return jnp.where(total > 0, jnp.sum(below) + 1, 0).astype(jnp.int32)
 
 
 def with_action_mask(network: Network, index: int) -> Network:

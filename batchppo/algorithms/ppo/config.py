@@ -45,7 +45,8 @@ METRICS = (
 )
 """The train metrics of every PPO iteration (the objective adds its own, such as
 ``kl_cutoff`` or ``approx_kl``), besides the episode metrics every trainer reports; ``kl``,
-``grad_norm`` and ``clip_fraction`` of the ``clip`` objective need ``minibatch_diagnostics``."""
+``grad_norm`` and ``clip_fraction`` of the ``clip`` objective need ``minibatch_diagnostics``;
+``representation_diagnostics`` adds the feature ranks and pre-activation norms."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +117,23 @@ class PPOConfig(NetworkConfig, RunConfig):
     minibatch steps, exceeds the cap, a scale on the learning rate is divided by 1.5; after one
     under a quarter of the cap it is multiplied by 1.5, up to 1. An update under the cap leaves
     the schedule exactly as it is. None never scales."""
+    adam_b1: float = 0.9
+    """Adam's decay rate of the gradient's first moment (``optax.adam``'s ``b1``).
+
+    Dohare, Lan and Mahmood 2023 ("Overcoming Policy Collapse in Deep Reinforcement
+    Learning") trace PPO's late collapse on MuJoCo partly to Adam's default betas on
+    non-stationary data, whose large updates after a change of the gradients' scale they
+    tame with ``adam_b1 == adam_b2`` (0.99 both, say)."""
+    adam_b2: float = 0.999
+    """Adam's decay rate of the gradient's second moment (``optax.adam``'s ``b2``); see
+    ``adam_b1``."""
+    weight_decay: float = 0.0
+    """L2 penalty coefficient ``c``: the loss gains ``c / 2 * ||params||^2`` over every
+    parameter (biases, LayerNorm scales and the policy's log-std included), its gradient
+    ``c * params`` added to the loss's gradient before clipping and Adam
+    (``optax.add_decayed_weights`` first in the chain): coupled L2, as Dohare et al. 2023's
+    L2 regularisation against policy collapse, not AdamW's decoupled decay. 0 (the
+    default) adds nothing to the optimiser, whose state then stays that of earlier runs."""
     max_grad_norm: float | None = None
     """Clip gradients to this global norm; None disables clipping (the original)."""
     discount: float = 0.995
@@ -156,6 +174,19 @@ class PPOConfig(NetworkConfig, RunConfig):
     accelerator, where a small network's step is mostly kernel launches) and from the
     metrics; ``lr_kl_cap`` and ``target_kl`` read the KL, so they need it on.
     Training is the same either way."""
+    representation_diagnostics: bool = False
+    """Log, at every update, measures of the networks' representations (Moalla et al. 2024,
+    "No Representation, No Trust", arXiv 2405.00662), on the update's whole batch under the
+    params the update starts from (those that collected it): ``policy_feature_rank`` and
+    ``value_feature_rank``, the effective rank (srank, delta 0.01: the fewest singular values
+    that hold 99 % of their sum; ``networks.effective_rank``) of the features that enter the
+    policy's head and the value's output layer, and ``policy_preact_norm_<i>`` and
+    ``value_preact_norm_<i>``, the mean over samples of the L2 norm of the ``i``-th hidden
+    layer's dense output (before LayerNorm and the activation; for ``mlp=simba`` each
+    block's inner layer). A collapsing rank and growing pre-activation norms precede PPO's
+    collapse in their runs. The measures cost a network pass and an SVD per update;
+    training is the same either way. Feed-forward networks only, and a network of one's
+    own needs ``Network.representation``."""
 
     # --- Normalisation ----------------------------------------------------------------------
     normalize_observations: bool = True
@@ -224,6 +255,17 @@ class PPOConfig(NetworkConfig, RunConfig):
         check(
             self.minibatch_shuffle in SHUFFLES,
             f"minibatch_shuffle={self.minibatch_shuffle!r}: choose one of {SHUFFLES}",
+        )
+        check(
+            0.0 <= self.adam_b1 < 1.0 and 0.0 <= self.adam_b2 < 1.0,
+            f"adam_b1={self.adam_b1}, adam_b2={self.adam_b2}: both must be in [0, 1)",
+        )
+        check(self.weight_decay >= 0, f"weight_decay={self.weight_decay}: must be >= 0")
+        check(
+            not (self.representation_diagnostics and self.network in RECURRENT),
+            f"representation_diagnostics=True with network={self.network!r}: the diagnostics "
+            "measure feed-forward networks only; use a feed_forward network or set "
+            "representation_diagnostics=False",
         )
         check(self.update_epochs >= 1, f"update_epochs={self.update_epochs}: must be >= 1")
         check(self.num_minibatches >= 1, f"num_minibatches={self.num_minibatches}: must be >= 1")

@@ -41,7 +41,12 @@ from batchppo.algorithms.common import shuffle as shuffle_lib
 from batchppo.algorithms.common import stacked_seeds
 from batchppo.algorithms.common import trainer as common
 from batchppo.algorithms.common.acting import ActorCriticActing
-from batchppo.algorithms.common.networks import Network, NetworkFactory, build_network
+from batchppo.algorithms.common.networks import (
+    Network,
+    NetworkFactory,
+    build_network,
+    effective_rank,
+)
 from batchppo.algorithms.common.trainer import episode_metrics, make_run_env, scan_iterations
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
@@ -205,6 +210,12 @@ class PPO(ActorCriticActing):
             config.unroll_update, self.spec, config.image_encoding
         )
         self.num_iterations = num_iterations(config)
+        if config.representation_diagnostics and self.network.representation is None:
+            raise ValueError(
+                "representation_diagnostics=True with a network without "
+                "Network.representation: build it as networks.make_network does, or set "
+                "representation_diagnostics=False"
+            )
         if config.anneal_lr:
             # Over the optimiser steps of anneal_lr_steps (None: steps), then held at its end.
             span = num_iterations(config, config.anneal_lr_steps)
@@ -223,16 +234,27 @@ class PPO(ActorCriticActing):
         that each device takes the gradient of its share; None on one device."""
 
     def make_optimizer(self, lr_scale: float | jax.Array) -> optax.GradientTransformation:
-        """Gradient clipping and Adam at the schedule's learning rate times ``lr_scale``.
+        """The L2 penalty's gradient (``weight_decay``), gradient clipping and Adam
+        (``adam_b1``, ``adam_b2``) at the schedule's learning rate times ``lr_scale``.
 
         The scale enters the scalar step size, so the transformation (and its state) is the
         same for every scale and a scale of 1 computes exactly what the schedule alone does.
+        A zero ``weight_decay`` adds no transformation, so the state keeps its structure.
         """
         config = self.config
         chain = []
+        if config.weight_decay > 0:
+            chain.append(optax.add_decayed_weights(config.weight_decay))
         if config.max_grad_norm is not None:
             chain.append(optax.clip_by_global_norm(config.max_grad_norm))
-        chain.append(optax.adam(lambda count: self.schedule(count) * lr_scale, eps=1e-5))
+        chain.append(
+            optax.adam(
+                lambda count: self.schedule(count) * lr_scale,
+                b1=config.adam_b1,
+                b2=config.adam_b2,
+                eps=1e-5,
+            )
+        )
         return optax.chain(*chain)
 
     # --- state ------------------------------------------------------------------------------
@@ -388,6 +410,20 @@ class PPO(ActorCriticActing):
         metrics = {"value_mean": values.mean(), "return_mean": targets.mean()}
         return batch, inputs, ts, metrics
 
+    def representation_metrics(self, params: PyTree, obs: PyTree) -> dict[str, jax.Array]:
+        """``representation_diagnostics``: the effective rank of each network's features and
+        the mean L2 norm of each hidden layer's pre-activations on the observations ``obs``
+        (any batch axes) under ``params``."""
+        metrics = {}
+        for name, x in self.network.representation(params, obs).items():
+            if name.endswith("_features"):
+                rank = effective_rank(x.reshape((x.shape[0], -1)))
+                metrics[f"{name[: -len('_features')]}_feature_rank"] = rank.astype(jnp.float32)
+            else:
+                norms = jnp.linalg.norm(x.reshape((x.shape[0], -1)), axis=-1)
+                metrics[name.replace("_preact_", "_preact_norm_")] = jnp.mean(norms)
+        return metrics
+
     def update(
         self, ts: TrainState, batch: losses.Batch, inputs: GaeInputs | None = None
     ) -> tuple[TrainState, dict[str, jax.Array]]:
@@ -486,6 +522,9 @@ class PPO(ActorCriticActing):
         config = self.config
         lr = self.schedule(ts.updates * config.update_epochs * config.num_minibatches) * ts.lr_scale
         batch, inputs, ts, data_metrics = self.make_batch(ts, traj)
+        if config.representation_diagnostics:
+            # Under the params that collected the batch, before the update changes them.
+            data_metrics.update(self.representation_metrics(ts.params, batch.obs))
         ts, metrics = self.update(ts, batch, inputs if config.recompute_advantages else None)
         obs_norm = ts.obs_norm
         obs_norm = self.update_obs_norm(obs_norm, traj.obs)
