@@ -637,6 +637,7 @@ def with_action_mask(network: Network, index: int) -> Network:
 
 __all__ = [
     "ACTIVATION_FUNCTIONS",
+    "DIAGNOSTICS",
     "MLP",
     "NETWORKS",
     "BernoulliHead",
@@ -655,6 +656,7 @@ __all__ = [
     "bernoulli_distribution",
     "build_network",
     "categorical_distribution",
+    "effective_rank",
     "gaussian_distribution",
     "make_network",
     "multi_categorical_distribution",
