@@ -182,11 +182,12 @@ class PPOConfig(NetworkConfig, RunConfig):
     that hold 99 % of their sum; ``networks.effective_rank``) of the features that enter the
     policy's head and the value's output layer, and ``policy_preact_norm_<i>`` and
     ``value_preact_norm_<i>``, the mean over samples of the L2 norm of the ``i``-th hidden
-    layer's dense output (before LayerNorm and the activation; for ``mlp=simba`` each
-    block's inner layer). A collapsing rank and growing pre-activation norms precede PPO's
-    collapse in their runs. The measures cost a network pass and an SVD per update;
-    training is the same either way. Feed-forward networks only, and a network of one's
-    own needs ``Network.representation``."""
+    layer's dense output in the vector torso ``mlp`` (before LayerNorm and the activation;
+    for ``mlp=simba`` each block's inner layer; a torso of one's own that sows none into
+    ``networks.DIAGNOSTICS`` adds none). A collapsing rank and growing pre-activation
+    norms precede PPO's collapse in their runs. The measures cost a network pass and an
+    SVD per update; training is the same either way. Feed-forward networks only, and a
+    network of one's own needs ``Network.representation``."""
 
     # --- Normalisation ----------------------------------------------------------------------
     normalize_observations: bool = True
