@@ -10,7 +10,9 @@ unknown key there, named as such.
 What moved: the host backends' settings were config fields (``num_workers``,
 ``env_step_timeout``, ``max_env_restarts``, ``ray_address``, ``ray_num_cpus``,
 ``ray_startup_timeout``) before they were ``backend_options``; the committed runs of
-``docs/runs`` record them.
+``docs/runs`` record them. The pure-JAX backends' options (gymnax's ``autoreset`` and
+``reset_ratio``) were given in ``env_kwargs`` before; the Craftax results of ``docs/results``
+record them there.
 
 Examples:
     >>> migrate_config({"backend": "process", "env_step_timeout": 3600.0, "ray_num_cpus": 0.5})
@@ -54,13 +56,19 @@ def migrate_config(data: Any) -> Any:
             mapping, one without former fields, or a config of an unknown backend, is returned
             as it is (``config_from_dict`` names what is wrong with it).
     """
-    if not isinstance(data, dict) or not FORMER_FIELDS.keys() & data.keys():
+    if not isinstance(data, dict):
         return data
     record = BACKENDS.get(str(data.get("backend", RunConfig.backend)))
     if record is None:
         return data
+    env_kwargs = data.get("env_kwargs") or {}
+    moved = _option_names(record) & env_kwargs.keys() if isinstance(env_kwargs, dict) else set()
+    if not FORMER_FIELDS.keys() & data.keys() and not moved:
+        return data
     data = dict(data)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {key: env_kwargs[key] for key in sorted(moved)}
+    if moved:
+        data["env_kwargs"] = {k: v for k, v in env_kwargs.items() if k not in moved}
     for field, owners in FORMER_FIELDS.items():
         if field not in data:
             continue
@@ -71,6 +79,12 @@ def migrate_config(data: Any) -> Any:
     if options:
         data["backend_options"] = {**options, **(data.get("backend_options") or {})}
     return data
+
+
+def _option_names(record: Backend) -> set[str]:
+    """The option names of a backend's record (none for a backend without options)."""
+    options = record.options
+    return {f.name for f in dataclasses.fields(options)} if options is not None else set()
 
 
 def _option_default(record: Backend, option: str) -> Any:

@@ -51,3 +51,21 @@ def test_the_committed_runs_that_give_former_fields_load_with_them_as_options():
                 timeout = data.get("env_step_timeout", 60.0)
                 assert options.step_timeout == timeout, path
     assert former, "no committed run gives a former field: batchppo.experiment.migrate can go"
+
+
+def test_a_pure_jax_backends_options_move_out_of_env_kwargs():
+    recorded = {
+        "backend": "gymnax",
+        "env_kwargs": {"autoreset": "first", "reset_ratio": 16, "size": 9},
+        "backend_options": {"reset_ratio": 4},
+    }
+    assert migrate_config(recorded) == {
+        "backend": "gymnax",
+        "env_kwargs": {"size": 9},
+        "backend_options": {"autoreset": "first", "reset_ratio": 4},
+    }
+    # A keyword that is no option of the backend stays the env's.
+    assert migrate_config({"backend": "process", "env_kwargs": {"autoreset": 1}}) == {
+        "backend": "process",
+        "env_kwargs": {"autoreset": 1},
+    }
