@@ -68,18 +68,38 @@ class StderrTails:
     def close(self, drain_s: float = 0.2) -> None:
         """Stops following every pipe and ends the thread, once the pipes of the workers,
         which are gone, drained (for at most ``drain_s`` seconds: a process the env started
-        may hold a pipe open)."""
+        may hold a pipe open). What the thread had no time to read by then is read here, as
+        far as it is there, so a busy machine loses no line a worker wrote."""
         end = time.monotonic() + drain_s
         while self._open and time.monotonic() < end:
             time.sleep(0.01)
         with self._lock:
             self._closed = True
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(1.0)
+        if self._thread is None or not self._thread.is_alive():
+            for slot, read_end in list(self._open.items()):
+                self._drain(slot, read_end)
+        with self._lock:
             for read_end in list(self._open.values()):
                 self._forget(read_end)
             self._open.clear()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(1.0)
         self._selector.close()
+
+    def _drain(self, slot: int, read_end: Any) -> None:
+        """Reads what a pipe holds now, without waiting for more, and forwards it all."""
+        with contextlib.suppress(OSError):
+            os.set_blocking(read_end.fileno(), False)
+        while True:
+            try:
+                data = os.read(read_end.fileno(), 65536)
+            except OSError:  # nothing more now (EAGAIN), or closed: its last line goes out
+                data = b""
+            with self._lock:
+                text = self._keep(slot, data) if data else self._end(slot)
+            self._forward(text)
+            if not data:
+                return
 
     def _forget(self, read_end: Any) -> None:
         with contextlib.suppress(KeyError, ValueError, OSError):
@@ -113,10 +133,33 @@ class StderrTails:
             if not data:  # EOF: the worker has exited
                 self._open.pop(slot)
                 self._forget(read_end)
-                return
-            text = self._partial[slot] + data.decode("utf-8", "replace")
-            *lines, self._partial[slot] = text.split("\n")
-            self._tails[slot].extend(line for line in lines if line.strip())
+                text = self._end(slot)
+            else:
+                text = self._keep(slot, data)
+        self._forward(text)
+
+    def _keep(self, slot: int, data: bytes) -> str:
+        """Adds what worker ``slot`` wrote to its tail (under the lock); returns its lines
+        completed by it, to forward. Whole lines only: the workers write into one stderr, and
+        a line forwarded in parts could be cut by another worker's."""
+        text = self._partial[slot] + data.decode("utf-8", "replace")
+        complete, newline, self._partial[slot] = text.rpartition("\n")
+        if newline:
+            self._tails[slot].extend(line for line in complete.split("\n") if line.strip())
+        return complete + newline
+
+    def _end(self, slot: int) -> str:
+        """Worker ``slot``'s last line, unended, once its pipe ends (under the lock)."""
+        partial, self._partial[slot] = self._partial[slot], ""
+        if partial.strip():
+            self._tails[slot].append(partial)
+        return partial
+
+    @staticmethod
+    def _forward(text: str) -> None:
+        """Writes what a worker wrote to the parent's stderr."""
+        if not text:
+            return
         with contextlib.suppress(Exception):  # a closed or replaced sys.stderr
-            sys.stderr.write(data.decode("utf-8", "replace"))
+            sys.stderr.write(text)
             sys.stderr.flush()
