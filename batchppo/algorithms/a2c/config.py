@@ -9,14 +9,12 @@ returns (``gae_lambda`` 1), no advantage normalisation.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from batchppo.algorithms.common import run_config
 from batchppo.algorithms.common.run_config import (
+    AnnealedRate,
     NetworkConfig,
     RunConfig,
-    anneal_extension,
-    anneal_note,
     check,
     check_anneal,
 )
@@ -38,7 +36,7 @@ METRICS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class A2CConfig(NetworkConfig, RunConfig):
+class A2CConfig(AnnealedRate, NetworkConfig, RunConfig):
     """Everything that defines an A2C run. Invalid values raise ``ValueError``.
 
     The run-level fields are [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s
@@ -95,25 +93,6 @@ class A2CConfig(NetworkConfig, RunConfig):
     """Clip normalised observations to [-obs_clip, obs_clip]."""
     reward_factor: float = 1.0
     """A constant factor on the rewards the learner sees (reported scores are the env's)."""
-
-    @property
-    def schedule_spans_steps(self) -> bool:
-        """True with ``anneal_lr`` and no ``anneal_lr_steps``: the learning rate anneals over
-        ``steps`` (``extend`` pins it before they are raised)."""
-        return self.anneal_lr and self.anneal_lr_steps is None
-
-    def extend(self, steps: int) -> dict[str, Any]:
-        """``steps``, and the anneal pinned to the current budget
-        (``run_config.anneal_extension``).
-
-        Raises:
-            ValueError: The anneal spans ``steps`` and ends at 0.
-        """
-        return anneal_extension(self, steps)
-
-    def schedule_note(self) -> str | None:
-        """The anneal and the held rate after it, where it ends before ``steps``."""
-        return anneal_note(self)
 
     def __post_init__(self) -> None:
         self.check_run()

@@ -329,43 +329,49 @@ class RunConfig:
         )
 
 
-def anneal_extension(config: Any, steps: int) -> dict[str, Any]:
-    """``extend`` of a config with a linearly annealed learning rate: the fields
-    ``learning_rate``, ``anneal_lr``, ``anneal_lr_end`` (the fraction the anneal ends at)
-    and ``anneal_lr_steps`` (the steps it spans; None: ``steps``).
+class AnnealedRate:
+    """The reading of a linearly annealed learning rate, for the configs that have one (PPO's
+    and A2C's): their fields ``learning_rate``, ``anneal_lr``, ``anneal_lr_end`` (the fraction
+    the anneal ends at) and ``anneal_lr_steps`` (the steps it spans; None: ``steps``). Listed
+    before ``RunConfig`` among a config's bases, its methods take the place of RunConfig's."""
 
-    Where the anneal spans ``steps``, the extension pins it to the current budget
-    (``anneal_lr_steps``), so the rate anneals as before and then holds its end value;
-    an anneal that ends at 0 is refused, as the run would train on at a rate of 0.
+    @property
+    def schedule_spans_steps(self) -> bool:
+        """True with ``anneal_lr`` and no ``anneal_lr_steps``: the learning rate anneals over
+        ``steps`` (``extend`` pins it before they are raised)."""
+        return self.anneal_lr and self.anneal_lr_steps is None
 
-    Raises:
-        ValueError: The anneal spans ``steps`` and ends at 0 (one line naming ``anneal_lr``).
-    """
-    if not (config.anneal_lr and config.anneal_lr_steps is None):
-        return {"steps": steps}
-    check(
-        config.anneal_lr_end > 0,
-        f"anneal_lr anneals the learning rate to 0 over steps={config.steps} "
-        "(anneal_lr_end=0), so past them it would train at a rate of 0",
-    )
-    return {"steps": steps, "anneal_lr_steps": config.steps}
+    def extend(self, steps: int) -> dict[str, Any]:
+        """``steps``, and, where the anneal spans the current budget, ``anneal_lr_steps``
+        pinned to it, so the rate anneals as before and then holds its end value.
 
+        Raises:
+            ValueError: The anneal spans ``steps`` and ends at 0 (one line naming
+                ``anneal_lr``), as the run would train on at a rate of 0.
+        """
+        if not self.schedule_spans_steps:
+            return {"steps": steps}
+        check(
+            self.anneal_lr_end > 0,
+            f"anneal_lr anneals the learning rate to 0 over steps={self.steps} "
+            "(anneal_lr_end=0), so past them it would train at a rate of 0",
+        )
+        return {"steps": steps, "anneal_lr_steps": self.steps}
 
-def anneal_note(config: Any) -> str | None:
-    """``schedule_note`` of a config with an annealed learning rate (``anneal_extension``):
-    where the anneal ends before the budget, the rates and the steps of both parts."""
-    span = config.anneal_lr_steps
-    if not config.anneal_lr or span is None or span >= config.steps:
-        return None
-    start, end = config.learning_rate, config.learning_rate * config.anneal_lr_end
-    return (
-        f"the learning rate anneals from {start:g} to {end:g} over the first {span:,} steps "
-        f"(anneal_lr_steps) and holds {end:g} from there to steps={config.steps:,}"
-    )
+    def schedule_note(self) -> str | None:
+        """Where the anneal ends before the budget: the rates and the steps of both parts."""
+        span = self.anneal_lr_steps
+        if not self.anneal_lr or span is None or span >= self.steps:
+            return None
+        start, end = self.learning_rate, self.learning_rate * self.anneal_lr_end
+        return (
+            f"the learning rate anneals from {start:g} to {end:g} over the first {span:,} "
+            f"steps (anneal_lr_steps) and holds {end:g} from there to steps={self.steps:,}"
+        )
 
 
 def check_anneal(config: Any) -> None:
-    """Validates the anneal fields of a config (``anneal_extension``).
+    """Validates the anneal fields of a config (``AnnealedRate``).
 
     Raises:
         ValueError: One line naming the field, its value and the fix.

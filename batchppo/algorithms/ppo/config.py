@@ -16,10 +16,9 @@ from batchppo.algorithms.common.run_config import (
     NETWORKS,
     RECURRENT,
     SHUFFLES,
+    AnnealedRate,
     NetworkConfig,
     RunConfig,
-    anneal_extension,
-    anneal_note,
     check,
     check_anneal,
 )
@@ -50,7 +49,7 @@ METRICS = (
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(NetworkConfig, RunConfig):
+class PPOConfig(AnnealedRate, NetworkConfig, RunConfig):
     """Everything that defines a BatchPPO training run. Invalid values raise ``ValueError``.
 
     The run-level fields (env, backend, num_agents, steps, cadences, seed...) are
@@ -203,25 +202,6 @@ class PPOConfig(NetworkConfig, RunConfig):
     """Clip normalised observations to [-obs_clip, obs_clip]."""
     reward_clip: float = 10.0
     """Clip scaled rewards to [-reward_clip, reward_clip]."""
-
-    @property
-    def schedule_spans_steps(self) -> bool:
-        """True with ``anneal_lr`` and no ``anneal_lr_steps``: the learning rate anneals over
-        ``steps`` (``extend`` pins it before they are raised)."""
-        return self.anneal_lr and self.anneal_lr_steps is None
-
-    def extend(self, steps: int) -> dict[str, Any]:
-        """``steps``, and the anneal pinned to the current budget
-        (``run_config.anneal_extension``).
-
-        Raises:
-            ValueError: The anneal spans ``steps`` and ends at 0.
-        """
-        return anneal_extension(self, steps)
-
-    def schedule_note(self) -> str | None:
-        """The anneal and the held rate after it, where it ends before ``steps``."""
-        return anneal_note(self)
 
     def __post_init__(self) -> None:
         self.check_run()
