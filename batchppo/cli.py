@@ -137,6 +137,13 @@ def _reference_argument(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--reference", action="append", default=[], metavar="SPEC", help=help)
 
 
+def _overrides_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--set KEY=VALUE``, repeatable, into ``overrides``: fields set on top of the config."""
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help
+    )
+
+
 def _add_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``train`` command's arguments."""
     from batchppo.experiment.configs import DEFAULT_PRESET
@@ -170,11 +177,10 @@ def _add_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     train.add_argument(
         "--timestamp", help="run name prefix, e.g. 20261121T113000; an existing one resumes"
     )
-    train.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a config field (repeatable), e.g. --set steps=2e5 --set "
-        "policy_layers=[64,64]",
-    )  # fmt: skip
+    _overrides_argument(
+        train,
+        "override a config field (repeatable), e.g. --set steps=2e5 --set policy_layers=[64,64]",
+    )
     train.add_argument(
         "--resume", action="store_true",
         help="the run must exist (what the printed resume commands use): a missing run dir "
@@ -380,10 +386,7 @@ def _add_tune(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tune.add_argument(
         "--config", help="a preset or a YAML config file, as train's (default: the study's own)"
     )
-    tune.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-        help="override a field of --config (repeatable), e.g. --set steps=1e5",
-    )  # fmt: skip
+    _overrides_argument(tune, "override a field of --config (repeatable), e.g. --set steps=1e5")
     tune.add_argument(
         "--space", metavar="FILE",
         help="the search space: a YAML file of config keys, e.g. learning_rate: "
