@@ -531,7 +531,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     config, name = _train_config(args)
     if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
         # Repeat runs of a config then skip XLA compilation (most of a short run's start-up).
-        from batchppo.algorithms.common.programs import enable_compilation_cache
+        from batchppo.algorithms.training.programs import enable_compilation_cache
 
         enable_compilation_cache()
     try:
@@ -961,7 +961,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         raise UserError("batchppo tune: give --config (a new study) or --study DIR (resume one)")
     study = args.study or str(Path("studies") / Path(args.config).stem)
     if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
-        from batchppo.algorithms.common.programs import enable_compilation_cache
+        from batchppo.algorithms.training.programs import enable_compilation_cache
 
         enable_compilation_cache()
     result = tune.tune(

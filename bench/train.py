@@ -122,8 +122,8 @@ def worker_sb3(seed: int, t_launch: float, max_steps: int) -> dict:
 
 
 def worker_batchppo(preset: str, seed: int, t_launch: float, eval_every: int) -> dict:
-    from batchppo.algorithms.common.programs import enable_compilation_cache
     from batchppo.algorithms.ppo import Trainer
+    from batchppo.algorithms.training.programs import enable_compilation_cache
     from batchppo.core.keys import host_key
 
     if os.environ.get("BATCHPPO_BENCH_CACHE"):

@@ -314,7 +314,7 @@ def _examples(obj: Any, name: str) -> doctest.DocTest | None:
 SKIPPED_EXAMPLES = {
     "batchppo.algorithms.ppo.make_train",
     "batchppo.algorithms.ppo.Trainer",
-    "batchppo.algorithms.common.trainer.Trainer",
+    "batchppo.algorithms.training.trainer.Trainer",
     "batchppo.backends.HostLoop",
     "batchppo.experiment.training",
     "batchppo.experiment.export",

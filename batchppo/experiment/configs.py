@@ -2,7 +2,7 @@
 
 A preset is a config of one of the algorithms of
 [`batchppo.algorithms.registry`][batchppo.algorithms.registry] (a
-[`RunConfig`][batchppo.algorithms.common.run_config.RunConfig] subclass); each algorithm keeps its
+[`RunConfig`][batchppo.algorithms.training.run_config.RunConfig] subclass); each algorithm keeps its
 presets in its package (``batchppo.algorithms.ppo.presets``). A ``config.yaml`` names its algorithm
 (``algorithm: ppo``); one written before that field existed is read as PPO's, and a run dir's
 of an earlier version as ``batchppo.experiment.migrate`` moves its former fields.
@@ -30,8 +30,8 @@ from typing import Any
 
 import yaml
 
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.core.wording import did_you_mean
 from batchppo.experiment.config_fields import coerce_field, field_types, nearest_key

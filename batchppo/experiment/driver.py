@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from batchppo._clock import IMPORTED_AT
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.experiment.callbacks import Callback, RunCallbacks, RunInfo, stop_on_callback_error
 from batchppo.experiment.env_failures import (
     EnvFailure,

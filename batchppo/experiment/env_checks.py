@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.experiment.errors import ConfigError
 
@@ -137,7 +137,7 @@ def describe_action_mask(config: RunConfig, probe: Any) -> str | None:
     setting = getattr(config, "action_mask", None)
     if setting is None or setting == "none" or probe is None:
         return None
-    from batchppo.algorithms.common.masking import action_mask_leaf
+    from batchppo.algorithms.networks.masking import action_mask_leaf
     from batchppo.backends.host_env import from_gymnasium  # JAX: only when an env is probed
     from batchppo.core import spaces
     from batchppo.core.env import EnvSpec

@@ -1,5 +1,5 @@
 """A run's ``episodes.jsonl``: every training episode, one JSON record a line, in the order
-they ended (the trainers list them: ``batchppo.algorithms.common.episodes``).
+they ended (the trainers list them: ``batchppo.algorithms.training.episodes``).
 
 Two kinds of record:
 
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from batchppo.algorithms.common.episodes import EndedEpisodes
+from batchppo.algorithms.training.episodes import EndedEpisodes
 from batchppo.experiment.fileio import read_jsonl, truncate_jsonl
 
 EPISODES_FILE = "episodes.jsonl"

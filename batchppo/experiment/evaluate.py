@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.core.keys import host_key
 from batchppo.envs.episode_metrics import TASK_METRICS, episode_task_metrics
 from batchppo.experiment import provenance, stats

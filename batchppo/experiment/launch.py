@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.experiment import configs, env_checks, recipes
 from batchppo.experiment.callbacks import Callback, RunCallbacks, RunInfo
 from batchppo.experiment.checkpoint import checkpoint_path

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment.callbacks import RunCallbacks, RunInfo
@@ -103,7 +103,7 @@ class TrainResult:
 
 class SupportsEvaluate(Protocol):
     """What a ledger needs of its trainer: the evaluation of one seed's state (a ``Trainer``'s
-    ``evaluate``; not the eval env's runner, ``batchppo.algorithms.common.evaluation.Evaluator``).
+    ``evaluate``; not the eval env's runner, ``batchppo.algorithms.training.evaluation.Evaluator``).
     """
 
     def evaluate(

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.core.keys import host_key
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import env_checks, trainers

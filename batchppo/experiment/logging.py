@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from batchppo.algorithms.common.episodes import EndedEpisodes
+from batchppo.algorithms.training.episodes import EndedEpisodes
 from batchppo.experiment.episode_log import EpisodeFile
 from batchppo.experiment.eval_protocol import EvalProtocol
 from batchppo.experiment.fileio import atomic_write_bytes, read_jsonl, truncate_jsonl

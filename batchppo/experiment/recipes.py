@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.backends.factories import is_factory_id
 from batchppo.experiment.configs import get_preset, replace_config
 from batchppo.experiment.env_checks import check_env
@@ -98,7 +98,7 @@ def _has_code_grid(obs: Any) -> bool:
 
 def _smallest_image_side(obs: Any) -> int:
     """The shortest height or width over the image leaves of ``obs`` (axes read as ``auto``)."""
-    from batchppo.algorithms.common.encoders import hwc_shape  # Flax: only when a recipe runs
+    from batchppo.algorithms.networks.encoders import hwc_shape  # Flax: only when a recipe runs
     from batchppo.core import spaces
 
     leaves = spaces.leaves(_core_space(obs))

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.experiment import configs, trainers
 from batchppo.experiment.errors import ConfigError
@@ -29,7 +29,7 @@ from batchppo.experiment.rundir import prepare_run_dir
 from batchppo.experiment.seed_runs import prepare_seed_dirs, seed_configs
 
 if TYPE_CHECKING:
-    from batchppo.algorithms.common.networks import NetworkFactory
+    from batchppo.algorithms.networks.networks import NetworkFactory
     from batchppo.experiment.trainers import TrainerFactory, TrainerLike
 
 
@@ -286,12 +286,12 @@ class StackedSeeds:
 
     def part(self, state: Any, index: int) -> Any:
         """Seed ``index``'s state."""
-        from batchppo.algorithms.common.stacked_seeds import unstack
+        from batchppo.algorithms.training.stacked_seeds import unstack
 
         return unstack(state, index)
 
     def join(self, parts: Sequence[Any]) -> Any:
         """The seeds' states, stacked."""
-        from batchppo.algorithms.common.stacked_seeds import stack
+        from batchppo.algorithms.training.stacked_seeds import stack
 
         return stack(list(parts))

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.experiment import configs
 from batchppo.experiment.errors import ConfigError, RunDirError
 from batchppo.experiment.fileio import atomic_write_bytes, fsync_dir

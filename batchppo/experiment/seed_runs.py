@@ -1,7 +1,7 @@
 """The runs of ``batchppo train --seeds N`` (``train(..., seeds=N)``): a run dir per seed.
 
 Seed ``i`` is ``config.seed + i``. The seeds train together in one
-``batchppo.algorithms.common.stacked_seeds.SeedsTrainer`` (one compiled iteration; for host envs
+``batchppo.algorithms.training.stacked_seeds.SeedsTrainer`` (one compiled iteration; for host envs
 one shared batch env), and each writes an ordinary single-seed run dir
 ``<logdir>/<timestamp>-<config>-s<i>/`` whose ``config.yaml`` holds its own seed. Each seed has
 its own ledger (``RunLedger``: reports, evaluations, checkpoints, their cadence), and the driver a
@@ -26,7 +26,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import configs
 from batchppo.experiment.errors import RunDirError

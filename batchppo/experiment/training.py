@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.experiment.callbacks import Callback, CallbackArg, ProgressFn, RunInfo, as_callbacks
 from batchppo.experiment.env_failures import EnvFailure, env_failure
 from batchppo.experiment.errors import RunDirError
@@ -67,7 +67,7 @@ from batchppo.experiment.trainers import (
 from batchppo.experiment.window import EPISODE_METRICS, RUNNING_TOTALS
 
 if TYPE_CHECKING:
-    from batchppo.algorithms.common.networks import NetworkFactory
+    from batchppo.algorithms.networks.networks import NetworkFactory
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -152,7 +152,7 @@ def train(
             [`RunDirError`][batchppo.experiment.RunDirError] instead of starting a new run.
         network_factory: Builds the network of the algorithm's trainer, ``(config, spec) ->
             Network``, as Brax's ``network_factory``
-            ([`NetworkFactory`][batchppo.algorithms.common.networks.NetworkFactory]); None:
+            ([`NetworkFactory`][batchppo.algorithms.networks.networks.NetworkFactory]); None:
             ``make_network``, from the config's network fields. Not with ``trainer_factory``.
             The run's ``config.yaml`` does not record it: a resume needs the same factory, and
             loading the run (``load_run``, ``evaluate_run``, ``visualize``, ``export_run``)

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.algorithms.common.trainer import eval_env_config
+from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.training.trainer import eval_env_config
 from batchppo.backends.ale import ALE_ID
 from batchppo.backends.gymnax import GYMNASIUM_TWINS
 from batchppo.experiment.errors import UserError

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.common.episodes import ENDED, EndedEpisodes
+from batchppo.algorithms.training.episodes import ENDED, EndedEpisodes
 
 
 def crossed(before: int, after: int, every: int) -> bool:

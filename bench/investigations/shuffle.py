@@ -37,11 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from batchppo.algorithms.common import shuffle
 from batchppo.algorithms.ppo import make_train
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
+from batchppo.algorithms.training import shuffle
 from batchppo.experiment import stats
 from batchppo.experiment.configs import apply_overrides
 

@@ -323,7 +323,7 @@ def test_the_atari_presets_evaluate_whole_games():
 
 
 def test_the_eval_env_takes_eval_env_kwargs_over_env_kwargs(monkeypatch):
-    from batchppo.algorithms.common import trainer
+    from batchppo.algorithms.training import trainer
     from batchppo.experiment.configs import get_preset
 
     built = []

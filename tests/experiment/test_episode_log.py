@@ -16,9 +16,9 @@ import signal
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.episodes import EndedEpisodes
 from batchppo.algorithms.ppo import Trainer as PPOTrainer
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.training.episodes import EndedEpisodes
 from batchppo.experiment import checkpoint as ckpt
 from batchppo.experiment import training
 from batchppo.experiment.episode_log import (

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from batchppo import cli
-from batchppo.algorithms.common.programs import cold_compiler_options
-from batchppo.algorithms.common.trainer import make_run_env
+from batchppo.algorithms.training.programs import cold_compiler_options
+from batchppo.algorithms.training.trainer import make_run_env
 from batchppo.experiment import configs
 from batchppo.experiment.logging import read_metrics
 

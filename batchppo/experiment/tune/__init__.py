@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.experiment import configs
 from batchppo.experiment.errors import ConfigError, UserError
 from batchppo.experiment.tune.objective import Objective, parse_objective

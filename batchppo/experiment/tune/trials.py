@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.experiment import configs
 from batchppo.experiment.errors import ConfigError

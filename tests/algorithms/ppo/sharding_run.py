@@ -41,8 +41,8 @@ def run(devices: int | None) -> dict[str, Any]:
     """
     import jax
 
-    from batchppo.algorithms.common.episodes import ENDED
     from batchppo.algorithms.ppo import Trainer
+    from batchppo.algorithms.training.episodes import ENDED
     from batchppo.experiment.configs import get_preset
 
     config = dataclasses.replace(get_preset("pendulum_jax"), devices=devices, **TINY)

@@ -15,10 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.acting import ActorCriticActing
-from batchppo.algorithms.common.networks import make_network
+from batchppo.algorithms.networks.networks import make_network
 from batchppo.algorithms.ppo import PPOConfig
 from batchppo.algorithms.ppo.ppo import PPO
+from batchppo.algorithms.training.acting import ActorCriticActing
 from batchppo.core import Env, normalize
 from batchppo.testing import DictCueEnv, ImageCueEnv, MockEnv
 

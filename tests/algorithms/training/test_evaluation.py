@@ -12,8 +12,8 @@ import pytest
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from batchppo.algorithms.common.evaluation import Evaluator
-from batchppo.algorithms.common.programs import Compiler
+from batchppo.algorithms.training.evaluation import Evaluator
+from batchppo.algorithms.training.programs import Compiler
 from batchppo.backends.host_env import HostEnv
 from batchppo.core.simulation import init_sim_state
 

@@ -1,4 +1,4 @@
-"""SeedsTrainer (``algorithms/common/stacked_seeds.py``): N seeds in one program equal N
+"""SeedsTrainer (``algorithms/training/stacked_seeds.py``): N seeds in one program equal N
 separate runs.
 
 The counting agent (``counting_agent.py``) samples its actions from its keys, so a seed's
@@ -19,16 +19,16 @@ import numpy as np
 import pytest
 from counting_agent import Counter
 
-from batchppo.algorithms.common.episodes import ENDED
-from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.algorithms.common.stacked_seeds import (
+from batchppo.algorithms.training.episodes import ENDED
+from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.training.stacked_seeds import (
     SeedsTrainer,
     SharedHostEnv,
     seeds_of,
     stack,
     unstack,
 )
-from batchppo.algorithms.common.trainer import Trainer
+from batchppo.algorithms.training.trainer import Trainer
 from batchppo.core.keys import host_key
 from batchppo.experiment.checkpoint import to_host
 

@@ -1,5 +1,5 @@
-"""The registry of torsos: one [`Torso`][batchppo.algorithms.common.torsos.Torso] record
-each, in [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS].
+"""The registry of torsos: one [`Torso`][batchppo.algorithms.networks.torsos.Torso] record
+each, in [`TORSOS`][batchppo.algorithms.networks.torsos.TORSOS].
 
 A torso turns an input into a feature vector. It takes one of two inputs (its ``takes``):
 
@@ -18,10 +18,10 @@ torso fits its image and the torsos a refusal suggests (``encoders.check_cnn``),
 This module imports nothing heavy: a record points at its torso's Flax module through
 ``lazy("module:Class")``, imported when a network is built, so that parsing and validating a
 config imports no JAX or Flax. The built-in image torsos' classes live in
-``batchppo.algorithms.common.encoders``, the vector torsos' in
-``batchppo.algorithms.common.networks``; their records are registered at the end of this
+``batchppo.algorithms.networks.encoders``, the vector torsos' in
+``batchppo.algorithms.networks.networks``; their records are registered at the end of this
 module. A torso of one's own is its module plus one
-[`register_torso`][batchppo.algorithms.common.torsos.register_torso] call next to it
+[`register_torso`][batchppo.algorithms.networks.torsos.register_torso] call next to it
 (docs/design.md, "Adding a torso"). A user's package makes it known without any import by
 its user through an entry point of the group ``batchppo.torsos`` (a
 [`Registry`][batchppo.core.registry.Registry]'s): one naming that module, a ``Torso`` record or
@@ -159,8 +159,8 @@ def register_torso(
     module_name: str | None = None,
     description: str,
 ) -> Torso:
-    """Adds a torso to [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS] (see
-    [`Torso`][batchppo.algorithms.common.torsos.Torso] for the fields).
+    """Adds a torso to [`TORSOS`][batchppo.algorithms.networks.torsos.TORSOS] (see
+    [`Torso`][batchppo.algorithms.networks.torsos.Torso] for the fields).
 
     Returns:
         The record.
@@ -213,38 +213,38 @@ def _blocks_of_one_width(layers: tuple[int, ...]) -> str | None:
 
 register_torso(
     "nature",
-    lazy("batchppo.algorithms.common.encoders:NatureCNN"),
+    lazy("batchppo.algorithms.networks.encoders:NatureCNN"),
     min_side=36,  # 8x8/4, 4x4/2, 3x3/1 unpadded: 36 -> 8 -> 3 -> 1
     description="the Nature CNN of Mnih et al. 2015",
 )
 register_torso(
     "impala",
-    lazy("batchppo.algorithms.common.encoders:ImpalaCNN"),
+    lazy("batchppo.algorithms.networks.encoders:ImpalaCNN"),
     min_side=1,  # padded convs and pools
     description="the IMPALA ResNet of Espeholt et al. 2018",
 )
 register_torso(
     "minatar",
-    lazy("batchppo.algorithms.common.encoders:MinAtarCNN"),
+    lazy("batchppo.algorithms.networks.encoders:MinAtarCNN"),
     min_side=3,  # one 3x3/1 unpadded
     description="the MinAtar paper's one 3x3 conv, for small grids (MinAtar's 10x10)",
 )
 register_torso(
     "plain",
-    lazy("batchppo.algorithms.common.networks:MLP"),
+    lazy("batchppo.algorithms.networks.networks:MLP"),
     takes="vector",
     description="dense layers, each followed by the activation",
 )
 register_torso(
     "layernorm",
-    lazy("batchppo.algorithms.common.networks:MLP", layer_norm=True),
+    lazy("batchppo.algorithms.networks.networks:MLP", layer_norm=True),
     takes="vector",
     module_name="LayerNormMLP_0",  # the name its parameters had as a class of its own
     description="dense layers, each followed by LayerNorm, then the activation",
 )
 register_torso(
     "simba",
-    lazy("batchppo.algorithms.common.networks:SimbaMLP"),
+    lazy("batchppo.algorithms.networks.networks:SimbaMLP"),
     takes="vector",
     layers_rule=_blocks_of_one_width,
     description="SimBa's residual blocks (Lee et al. 2024): one per layer entry",

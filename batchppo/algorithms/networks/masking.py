@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from batchppo.algorithms.common.heads import PAD_LOGIT
+from batchppo.algorithms.networks.heads import PAD_LOGIT
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 

@@ -12,7 +12,7 @@ uniform however coarse the network is on a few bits. The work is elementwise, a 
 integer operations an index. This is the construction of random-access shuffles such as
 TensorFlow's ``tf.random.experimental.index_shuffle``: a pseudorandom permutation rather than
 an exactly uniform draw from all ``n!`` (nor is the sort of 32-bit keys, whose ties keep their
-order); ``tests/algorithms/common/test_shuffle.py`` holds the statistical tests it passes.
+order); ``tests/algorithms/training/test_shuffle.py`` holds the statistical tests it passes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from batchppo.algorithms.common.run_config import SHUFFLES
+from batchppo.algorithms.training.run_config import SHUFFLES
 
 ROUNDS = 8
 """Feistel rounds of ``index_permutation`` (four make a strong pseudorandom permutation from

@@ -12,7 +12,7 @@ import pytest
 
 import batchppo
 from batchppo.algorithms.a2c.config import A2CConfig
-from batchppo.algorithms.common.networks import (
+from batchppo.algorithms.networks.networks import (
     FEATURE_NORM_EPS,
     MLP,
     NetworkConfig,
@@ -23,8 +23,8 @@ from batchppo.algorithms.common.networks import (
     make_network,
     normalize_features,
 )
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 from batchppo.experiment.configs import get_preset

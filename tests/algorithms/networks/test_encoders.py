@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.encoders import (
+from batchppo.algorithms.networks.encoders import (
     ImpalaCNN,
     MinAtarCNN,
     NatureCNN,

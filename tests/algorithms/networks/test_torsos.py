@@ -17,9 +17,9 @@ import pytest
 
 from batchppo import cli
 from batchppo.algorithms.a2c.config import A2CConfig
-from batchppo.algorithms.common.encoders import check_cnn
-from batchppo.algorithms.common.networks import make_network
-from batchppo.algorithms.common.torsos import (
+from batchppo.algorithms.networks.encoders import check_cnn
+from batchppo.algorithms.networks.networks import make_network
+from batchppo.algorithms.networks.torsos import (
     TORSOS,
     fitting,
     get_torso,
@@ -120,8 +120,8 @@ USER_TORSO = '''
 
 import flax.linen as nn
 
-from batchppo.algorithms.common.networks import ACTIVATION_FUNCTIONS
-from batchppo.algorithms.common.torsos import register_torso
+from batchppo.algorithms.networks.networks import ACTIVATION_FUNCTIONS
+from batchppo.algorithms.networks.torsos import register_torso
 
 
 class Tower(nn.Module):

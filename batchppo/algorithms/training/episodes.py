@@ -3,7 +3,7 @@
 An agent's iteration returns, beside its scalar metrics, the rollout's per-step
 [`EpisodeStats`][batchppo.core.EpisodeStats] under the metric ``ENDED`` (``episode_metrics``). The
 trainer fetches them with the other metrics (one transfer per call) and lists the episodes that
-ended as an [`EndedEpisodes`][batchppo.algorithms.common.episodes.EndedEpisodes]: each one's
+ended as an [`EndedEpisodes`][batchppo.algorithms.training.episodes.EndedEpisodes]: each one's
 return, length, how it ended and the env step at which it ended, in the order they ended. The
 experiment layer writes them to the run's ``episodes.jsonl`` (``batchppo.experiment.logging``),
 from which ``batchppo evaluate --training-window`` takes exactly the last N.

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.algorithms.common.programs import (
+from batchppo.algorithms.training.programs import (
     Compiler,
     Program,
     cold_compiler_options,

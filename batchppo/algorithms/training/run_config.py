@@ -2,9 +2,9 @@
 and the network settings of the algorithms over the shared networks.
 
 An algorithm's config is a frozen dataclass that subclasses
-[`RunConfig`][batchppo.algorithms.common.run_config.RunConfig] and adds its hyperparameters
+[`RunConfig`][batchppo.algorithms.training.run_config.RunConfig] and adds its hyperparameters
 (``PPOConfig``, ``A2CConfig``); those over the shared networks take their network fields from
-[`NetworkConfig`][batchppo.algorithms.common.run_config.NetworkConfig]. The experiment
+[`NetworkConfig`][batchppo.algorithms.training.run_config.NetworkConfig]. The experiment
 layer (loop, checkpoints, resume rules, visualize, plot) reads only the run-level fields,
 whatever the algorithm. Importing this module does not import JAX.
 """
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from batchppo import backends
-from batchppo.algorithms.common.torsos import get_torso
+from batchppo.algorithms.networks.torsos import get_torso
 
 EVALS_PER_RUN = 20
 """Evaluations over a run's budget when ``eval_every`` is None."""
@@ -98,10 +98,10 @@ class RunConfig:
     where it trains the faster (``resolve_host_loop``)."""
     devices: int | None = None
     """JAX devices the learner runs on, data-parallel (a 1-D mesh: the env batch sharded, parameters
-    and normaliser statistics replicated; ``batchppo.algorithms.common.sharding``). None takes every
-    device for pure-JAX backends (one device where only one exists: the unsharded program) and one
-    device for host backends, which cannot shard. ``num_agents`` must be a multiple of the device
-    count. It may change on resume."""
+    and normaliser statistics replicated; ``batchppo.algorithms.training.sharding``). None takes
+    every device for pure-JAX backends (one device where only one exists: the unsharded program)
+    and one device for host backends, which cannot shard. ``num_agents`` must be a multiple of the
+    device count. It may change on resume."""
     xla_convolutions: bool | None = None
     """CPU only: the hot programs (the training iteration, the update, the host loop's policy
     step) run convolutions with XLA's own kernels (True) or hand them to the YNNPACK library
@@ -142,7 +142,7 @@ class RunConfig:
     without a time limit (``max_length`` None and none of the env's own) reach it."""
     eval_every: int | None = None
     """Training steps between evaluation phases; 0 disables evaluation; None: ``steps / 20`` (see
-    [`eval_interval`][batchppo.algorithms.common.run_config.RunConfig.eval_interval]), so that a
+    [`eval_interval`][batchppo.algorithms.training.run_config.RunConfig.eval_interval]), so that a
     changed ``steps`` keeps 20 evaluations."""
     log_every: int | None = None
     """Training steps between log reports; None: ``steps / 100``."""
@@ -398,7 +398,7 @@ NETWORKS = (
     "feed_forward_categorical",
     "recurrent_gaussian",
 )
-"""The policies (``algorithms/common/networks.py``): ``feed_forward`` and ``recurrent`` take
+"""The policies (``algorithms/networks/networks.py``): ``feed_forward`` and ``recurrent`` take
 their head from the action space; the original's three names fix it (one Box action:
 ``*_gaussian``; one Discrete: ``feed_forward_categorical``)."""
 RECURRENT = ("recurrent", "recurrent_gaussian")
@@ -417,7 +417,7 @@ ACTIVATIONS = ("relu", "tanh")
 (``networks.ACTIVATION_FUNCTIONS``)."""
 
 SHUFFLES = ("index", "sort")
-"""How minibatch permutations are drawn (``batchppo.algorithms.common.shuffle``): ``index``
+"""How minibatch permutations are drawn (``batchppo.algorithms.training.shuffle``): ``index``
 (a keyed bijection of the indices: elementwise) or ``sort`` (``jax.random.permutation``: a
 sort of random keys)."""
 
@@ -444,7 +444,7 @@ def check_mlp(config: Any) -> None:
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
     """The network fields every algorithm's config over the shared networks has, and the only
-    fields ``make_network`` reads (``algorithms/common/networks.py``).
+    fields ``make_network`` reads (``algorithms/networks/networks.py``).
 
     ``PPOConfig`` and ``A2CConfig`` inherit them, as they inherit ``RunConfig``'s: flat fields of
     a ``config.yaml`` and of ``--set``, after the run-level ones. The defaults are the original
@@ -461,7 +461,7 @@ class NetworkConfig:
     action head chosen from the action space (Gaussian, categorical, independent categoricals,
     Bernoulli, their product for Dict/Tuple actions); or the original's
     ``feed_forward_gaussian``, ``feed_forward_categorical``, ``recurrent_gaussian`` (PPO only),
-    which need one Box / one Discrete action (``algorithms/common/networks.py``)."""
+    which need one Box / one Discrete action (``algorithms/networks/networks.py``)."""
     policy_layers: tuple[int, ...] = (200, 100)
     """Hidden sizes of the policy MLP (the last one is the GRU's for recurrent policies)."""
     value_layers: tuple[int, ...] = (200, 100)
@@ -470,7 +470,7 @@ class NetworkConfig:
     """Hidden activation: one of ``ACTIVATIONS`` (``relu``, ``tanh``)."""
     mlp: str = "plain"
     """The hidden layers of the policy and the value network (after the encoder, if any): a
-    vector torso of the registry [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS].
+    vector torso of the registry [`TORSOS`][batchppo.algorithms.networks.torsos.TORSOS].
     ``plain``: dense layers, each followed by the activation (the original's). ``layernorm``:
     dense, LayerNorm, activation per layer. ``simba``: SimBa's input projection, one pre-LN
     residual block per entry of ``policy_layers`` / ``value_layers`` (the entry is the
@@ -492,7 +492,7 @@ class NetworkConfig:
     Andrychowicz et al. 2021 (arXiv 2006.05990) recommend."""
     cnn: str = "nature"
     """The CNN torso of image observations (rank-3 Box leaves): a name of the torso registry
-    [`TORSOS`][batchppo.algorithms.common.torsos.TORSOS], which lists each torso with the
+    [`TORSOS`][batchppo.algorithms.networks.torsos.TORSOS], which lists each torso with the
     smallest image it takes (``nature``, the Nature CNN, needs sides of 36 or more)."""
     cnn_dense: int = 512
     """Width of the dense layer that ends the CNN torso."""

@@ -4,7 +4,7 @@
 a list of leaves in tree order) by its kind and concatenates the features:
 
 * images (rank-3 ``Box``, HWC or CHW): a CNN torso, the config's ``cnn``, one of the
-  registry ``batchppo.algorithms.common.torsos`` (the built-in ones, ``NatureCNN``,
+  registry ``batchppo.algorithms.networks.torsos`` (the built-in ones, ``NatureCNN``,
   ``ImpalaCNN`` and ``MinAtarCNN``, are defined here). uint8 frames are scaled by 1/255 here,
   inside the network; bool and other integer images are cast to float;
 * grids of codes (integer images whose values name things, as MiniGrid's object, colour
@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchppo.algorithms.common.run_config import IMAGE_LAYOUTS
-from batchppo.algorithms.common.torsos import fitting, get_torso
+from batchppo.algorithms.networks.torsos import fitting, get_torso
+from batchppo.algorithms.training.run_config import IMAGE_LAYOUTS
 from batchppo.core import spaces
 
 __all__ = ["IMAGE_LAYOUTS", "ImpalaCNN", "MinAtarCNN", "NatureCNN", "ObsEncoder"]

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.programs import (
+from batchppo.algorithms.training.programs import (
     COMPILER_OPTIONS,
     XLA_CONVOLUTIONS_OPTIONS,
     Compiler,

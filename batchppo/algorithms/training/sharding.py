@@ -2,7 +2,7 @@
 
 With several JAX devices (GPUs, TPU cores, or CPU devices forced with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=N``) and a pure-JAX backend, the
-[`Trainer`][batchppo.algorithms.common.trainer.Trainer] compiles its programs over a 1-D
+[`Trainer`][batchppo.algorithms.training.trainer.Trainer] compiles its programs over a 1-D
 ``jax.sharding.Mesh`` with the axis ``"data"``:
 
 * the env batch is sharded: every [`SimState`][batchppo.core.SimState] leaf with a leading

@@ -8,10 +8,10 @@ import pytest
 import batchppo
 from batchppo.algorithms.a2c import a2c
 from batchppo.algorithms.a2c.config import A2CConfig
-from batchppo.algorithms.common.networks import Network, make_network
-from batchppo.algorithms.common.run_config import NetworkConfig
+from batchppo.algorithms.networks.networks import Network, make_network
 from batchppo.algorithms.ppo import ppo
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.training.run_config import NetworkConfig
 from batchppo.core.keys import host_key
 
 # One iteration of CartPole: 4 envs x 8 steps.

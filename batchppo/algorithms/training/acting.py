@@ -2,7 +2,7 @@
 
 ``ActorCriticActing`` gives an agent whose policy is a shared network (``networks``) over
 streaming-normalised observations the acting half of
-[`Agent`][batchppo.algorithms.common.trainer.Agent]: ``init_sim``, ``acting_params``,
+[`Agent`][batchppo.algorithms.training.trainer.Agent]: ``init_sim``, ``acting_params``,
 ``initial_carry``, ``normalize_obs`` and the deterministic policy ``mode_fn``. The agent writes its
 own sampling policy ``policy_fn`` (what it keeps of each step differs: PPO the log-prob, the
 distribution and the recurrent state, A2C the value), which starts the same way: ``net_params,
@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import jax
 import jax.numpy as jnp
 
-from batchppo.algorithms.common.networks import Network
-from batchppo.algorithms.common.trainer import strong
+from batchppo.algorithms.networks.networks import Network
+from batchppo.algorithms.training.trainer import strong
 from batchppo.core import normalize as norm
 from batchppo.core import spaces
 from batchppo.core.env import Env, EnvSpec

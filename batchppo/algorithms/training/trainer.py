@@ -1,8 +1,8 @@
 """The trainer of a run, for any agent: the object API the experiment's driver iterates.
 
-An algorithm supplies an *agent* ([`Agent`][batchppo.algorithms.common.trainer.Agent]): pure,
+An algorithm supplies an *agent* ([`Agent`][batchppo.algorithms.training.trainer.Agent]): pure,
 jittable functions over its own train state (``init``, ``init_sim``, ``iteration``, ``learn``, a
-sampling and a deterministic policy). [`Trainer`][batchppo.algorithms.common.trainer.Trainer]
+sampling and a deterministic policy). [`Trainer`][batchppo.algorithms.training.trainer.Trainer]
 compiles and runs them:
 
 * ``iteration`` is one compiled call (rollout + update) for every backend: pure-JAX envs fuse with
@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from batchppo.algorithms.common.episodes import ENDED, ended_episodes
-from batchppo.algorithms.common.evaluation import Evaluator, HostPolicy
-from batchppo.algorithms.common.programs import (
+from batchppo.algorithms.training.episodes import ENDED, ended_episodes
+from batchppo.algorithms.training.evaluation import Evaluator, HostPolicy
+from batchppo.algorithms.training.programs import (
     Compiler,
     Program,
     cold_compiler_options,
@@ -43,7 +43,7 @@ from batchppo.algorithms.common.programs import (
     resolve_host_loop,
     resolve_xla_convolutions,
 )
-from batchppo.algorithms.common.sharding import Sharding, learner_devices
+from batchppo.algorithms.training.sharding import Sharding, learner_devices
 from batchppo.backends import get_backend, make_env
 from batchppo.core.env import Env, EnvSpec, raise_env_error
 from batchppo.core.keys import key_data_aval, raw_key
@@ -57,7 +57,7 @@ PyTree = Any
 
 
 class Agent(Protocol):
-    """What [`Trainer`][batchppo.algorithms.common.trainer.Trainer] needs of an algorithm: pure
+    """What [`Trainer`][batchppo.algorithms.training.trainer.Trainer] needs of an algorithm: pure
     functions over its train state.
 
     The train state is the algorithm's own pytree; it must have a ``step`` counter (env steps
@@ -224,7 +224,7 @@ class Trainer:
 
     With several devices (``config.devices``, default all, pure-JAX backends) the init, env reset
     and training programs run over a 1-D mesh: the sim state's envs sharded, the train state
-    replicated (``sharding``; ``batchppo.algorithms.common.sharding``). Evaluation and ``policy``
+    replicated (``sharding``; ``batchppo.algorithms.training.sharding``). Evaluation and ``policy``
     run on one device.
 
     An exception of a host env (its own, re-raised by ``BatchEnv`` with the worker's traceback, or
@@ -468,7 +468,7 @@ class Trainer:
         """One collection + update, one compiled call.
 
         Returns the metrics as Python floats, and under ``ENDED`` the episodes that ended
-        (an [`EndedEpisodes`][batchppo.algorithms.common.episodes.EndedEpisodes]) where the agent
+        (an [`EndedEpisodes`][batchppo.algorithms.training.episodes.EndedEpisodes]) where the agent
         reports them (``episode_metrics``); the states and metrics come in one transfer.
 
         With ``host_loop``, the collection is a Python loop
@@ -496,9 +496,9 @@ class Trainer:
         self, train_state: Any, sim_state: SimState, n: int
     ) -> tuple[Any, SimState, list[dict[str, float]]]:
         """``n`` iterations in one compiled ``lax.scan`` (one host sync for all of them), or as
-        ``n`` calls of [`iteration`][batchppo.algorithms.common.trainer.Trainer.iteration] where the
-        rollout is a host loop or the agent compiles its update unrolled (``unroll_update``: a scan
-        around it would be a loop).
+        ``n`` calls of [`iteration`][batchppo.algorithms.training.trainer.Trainer.iteration] where
+        the rollout is a host loop or the agent compiles its update unrolled (``unroll_update``: a
+        scan around it would be a loop).
 
         Returns:
             ``(train_state, sim_state, metrics)`` with one metrics dict per iteration.

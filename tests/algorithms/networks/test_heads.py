@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.heads import (
+from batchppo.algorithms.networks.heads import (
     PAD_LOGIT,
     BernoulliHead,
     CategoricalHead,

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.masking import MASKED_LOGIT, action_mask_leaf
-from batchppo.algorithms.common.networks import make_network
+from batchppo.algorithms.networks.masking import MASKED_LOGIT, action_mask_leaf
+from batchppo.algorithms.networks.networks import make_network
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from batchppo.algorithms.common import shuffle
+from batchppo.algorithms.training import shuffle
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 100, 512, 1000, 4097])

@@ -1,7 +1,7 @@
 """Several seeds of one config trained together: one compiled program, one set of envs.
 
 ``SeedsTrainer`` trains ``num_seeds`` seeds (``config.seed + i``) of one config at once, for any
-agent ([`Agent`][batchppo.algorithms.common.trainer.Agent]). Its states are the single-seed train
+agent ([`Agent`][batchppo.algorithms.training.trainer.Agent]). Its states are the single-seed train
 state and [`SimState`][batchppo.core.SimState] stacked on a leading seed axis. Each seed computes
 what a separate run with its seed computes: bit for bit over host envs, to float rounding over
 pure-JAX envs (the vmapped program is compiled on its own, so XLA may order or fuse float operations
@@ -48,12 +48,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from batchppo.algorithms.common.programs import (
+from batchppo.algorithms.training.programs import (
     Program,
     hot_compiler_options,
     iteration_donation,
 )
-from batchppo.algorithms.common.trainer import (
+from batchppo.algorithms.training.trainer import (
     Agent,
     Trainer,
     host_metrics,
@@ -199,7 +199,7 @@ def _seeds_rollout(
 
 
 class SeedsTrainer:
-    """The [`Trainer`][batchppo.algorithms.common.trainer.Trainer] of ``num_seeds`` seeds at once.
+    """The [`Trainer`][batchppo.algorithms.training.trainer.Trainer] of ``num_seeds`` seeds at once.
 
     States carry a leading seed axis; keys are one raw key per seed, stacked. Iterations
     donate their input states as ``Trainer``'s do (over host envs the sim state only).

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from counting_agent import Counter, CountState
 
-from batchppo.algorithms.common.episodes import ENDED, EndedEpisodes
-from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.algorithms.common.trainer import (
+from batchppo.algorithms.training.episodes import ENDED, EndedEpisodes
+from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.training.trainer import (
     Trainer,
     episode_metrics,
     host_metrics,
@@ -249,7 +249,7 @@ def test_strong_gives_weakly_typed_arrays_their_dtype_for_good():
 
 
 def test_the_games_an_env_reports_are_the_last_iterations_of_a_call():
-    from batchppo.algorithms.common.trainer import Trainer as CommonTrainer
+    from batchppo.algorithms.training.trainer import Trainer as CommonTrainer
 
     scores = [np.array([3.0, 5.0]), np.array([])]
     seen = []

@@ -1,4 +1,4 @@
-"""The learner's device mesh (``algorithms/common/sharding.py``) on this process's one device.
+"""The learner's device mesh (``algorithms/training/sharding.py``) on this process's one device.
 
 A mesh of one device lays states out as a mesh of many would (its specs), so the rules run
 here; that several devices compute what one does is ``tests/algorithms/ppo/test_sharding.py``
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec
 
-from batchppo.algorithms.common.sharding import AXIS, Sharding, learner_devices
+from batchppo.algorithms.training.sharding import AXIS, Sharding, learner_devices
 from batchppo.core import init_sim_state
 from batchppo.core.keys import raw_key
 from batchppo.testing import MockEnv

@@ -23,7 +23,7 @@ How a network is chosen from the spaces:
   ``recurrent_gaussian`` (one Box action), ``feed_forward_categorical`` (one Discrete action).
 
 * **Hidden layers.** The vector torso ``mlp`` (a record of the registry
-  ``batchppo.algorithms.common.torsos``) follows the encoder, in the policy and in the value
+  ``batchppo.algorithms.networks.torsos``) follows the encoder, in the policy and in the value
   network, sized by ``policy_layers`` and ``value_layers``: ``plain`` (``MLP``, the
   original's), ``layernorm`` (``MLP`` with ``layer_norm``) or ``simba`` (``SimbaMLP``). With
   ``penultimate_norm`` the features that enter each head are divided by their L2 norm
@@ -51,8 +51,8 @@ import jax.numpy as jnp
 from flax import traverse_util
 from jax import lax
 
-from batchppo.algorithms.common.encoders import ObsEncoder, check_cnn
-from batchppo.algorithms.common.heads import (
+from batchppo.algorithms.networks.encoders import ObsEncoder, check_cnn
+from batchppo.algorithms.networks.heads import (
     ActionHead,
     BernoulliHead,
     CategoricalHead,
@@ -65,15 +65,15 @@ from batchppo.algorithms.common.heads import (
     gaussian_distribution,
     multi_categorical_distribution,
 )
-from batchppo.algorithms.common.masking import action_mask_leaf, mask_logits
-from batchppo.algorithms.common.run_config import (
+from batchppo.algorithms.networks.masking import action_mask_leaf, mask_logits
+from batchppo.algorithms.networks.torsos import get_torso
+from batchppo.algorithms.training.run_config import (
     ACTIVATIONS,
     NETWORKS,
     RECURRENT,
     NetworkConfig,
     check_mlp,
 )
-from batchppo.algorithms.common.torsos import get_torso
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 
@@ -390,7 +390,7 @@ def build_network(
     if not isinstance(network, Network):
         raise TypeError(
             f"network_factory returned a {type(network).__name__}, not a Network: build one "
-            "with batchppo.algorithms.common.networks.make_network, or as it does"
+            "with batchppo.algorithms.networks.networks.make_network, or as it does"
         )
     return network
 
