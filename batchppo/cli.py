@@ -1051,7 +1051,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except RuntimeError as error:
         # Imported only here: the common path never pays for importing the Ray env module.
-        from batchppo.envs.ray_env import RaySetupError
+        from batchppo.envs.adapters.ray_env import RaySetupError
 
         if not isinstance(error, RaySetupError):
             raise

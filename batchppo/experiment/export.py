@@ -129,9 +129,9 @@ def host_mapping(config: Any) -> EnvMapping:
     from gymnasium.wrappers import ClipAction
 
     from batchppo.backends.host_env import from_gymnasium
-    from batchppo.envs.env_wrappers import apply_wrappers, wrapper_specs
     from batchppo.envs.make import StandardStack, env_source
-    from batchppo.envs.wrappers import RangeNormalize
+    from batchppo.envs.stack.env_wrappers import apply_wrappers, wrapper_specs
+    from batchppo.envs.stack.wrappers import RangeNormalize
 
     raw = env_source(config.env).build(env_kwargs=dict(config.env_kwargs or {}))
     raw = apply_wrappers(raw, wrapper_specs(config.env_wrappers))

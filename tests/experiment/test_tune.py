@@ -472,7 +472,7 @@ def test_ctrl_c_stops_a_host_study_that_trains_and_leaves_no_worker_behind(tmp_p
     # The env workers, and multiprocessing's forkserver and resource tracker, which end
     # when the process that started them does.
     children = psutil.Process(process.pid).children(recursive=True)
-    assert any("batchppo.envs.worker" in " ".join(c.cmdline()) for c in children)
+    assert any("batchppo.envs.workers.worker" in " ".join(c.cmdline()) for c in children)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGINT, err

@@ -79,7 +79,7 @@ class RunConfig:
     arguments (``{gymnasium.wrappers.TimeAwareObservation: {flatten: true}}``);
     ``{keep_keys: [key, ...]}`` and ``{drop_keys: [key, ...]}`` pick the keys of a Dict
     observation. Each path is imported and its arguments checked when a run starts
-    (``batchppo.envs.env_wrappers``)."""
+    (``batchppo.envs.stack.env_wrappers``)."""
     eval_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword arguments of the evaluation env's constructor only, over ``env_kwargs``: e.g. the
     Atari presets' ``{preprocess: atari_game}`` scores whole games (all lives, unclipped rewards)

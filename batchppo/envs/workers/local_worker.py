@@ -1,13 +1,13 @@
 """LocalWorker: the share of a [`BatchEnv`][batchppo.envs.BatchEnv]'s envs that the calling process
 steps itself (``step_in_parent``), one slot of its ``WorkerPool``.
 
-A ``LocalWorker`` answers the pool as a worker process does (``batchppo.envs.worker``): the same
-start in two halves (build the envs and report them with ``describe_envs``, then take their rows
-of the shared arrays from the same start message), the same pipe messages (``run_message``) and
+A ``LocalWorker`` answers the pool as a worker process does (``batchppo.envs.workers.worker``): the
+same start in two halves (build the envs and report them with ``describe_envs``, then take their
+rows of the shared arrays from the same start message), the same pipe messages (``run_message``) and
 the same answer to a step (a status word and what follows it). It runs each command when the pool
-asks for its answer, so the parent steps its share while the workers step theirs. Unlike a worker
-it is not timed, and it cannot die or hang apart from the calling process; its errors are the
-envs' own exceptions, their message naming the env and the parent process.
+asks for its answer, so the parent steps its share while the workers step theirs. Unlike a worker it
+is not timed, and it cannot die or hang apart from the calling process; its errors are the envs' own
+exceptions, their message naming the env and the parent process.
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from typing import Any
 import gymnasium
 from gymnasium.vector import AutoresetMode
 
-from batchppo.envs.async_compat import expected_spaces
-from batchppo.envs.batch_transform import wrapped_env_fn
-from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces
+from batchppo.envs.adapters.async_compat import expected_spaces
 from batchppo.envs.errors import with_message
-from batchppo.envs.protocol import (
+from batchppo.envs.stack.batch_transform import wrapped_env_fn
+from batchppo.envs.stack.env_group import EnvGroup, build_envs, check_spaces
+from batchppo.envs.workers.protocol import (
     CMD_STEP_INFO,
     STATUS_ERROR,
     STATUS_INFO,
     STATUS_OK,
     STATUS_RESTART,
 )
-from batchppo.envs.worker import describe_envs, run_message
+from batchppo.envs.workers.worker import describe_envs, run_message
 
 __all__ = ["LocalWorker"]
 

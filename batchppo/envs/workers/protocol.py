@@ -9,7 +9,7 @@ the worker's command semaphore; the worker steps its envs, writes the results an
 ``spin_acquire``, a short spin of non-blocking tries before blocking, so a step needs no blocking
 wait (and no wake-up latency) when both sides are busy. Everything rare (reset with seeds and
 options, ``call``, ``get_attr``, ``set_attr``, errors, infos) goes through a pipe, pickled
-(``batchppo.envs.worker`` handles those messages).
+(``batchppo.envs.workers.worker`` handles those messages).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ timeout (``multiprocessing.TimeoutError``). The slot of the envs the calling pro
 (``PARENT_SLOT``) is a ``LocalWorker``, which runs each message when its answer is asked for.
 
 Which commands a step, a request or a restart sends, and what the pool makes of the answers, is
-the pool's (``batchppo.envs.pool``).
+the pool's (``batchppo.envs.workers.pool``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.envs.diagnosis import Diagnosis, HungError, call_words
-from batchppo.envs.local_worker import LocalWorker
-from batchppo.envs.protocol import CMD_PIPE, spin_acquire
-from batchppo.envs.worker_processes import PARENT_SLOT, WorkerProcesses
+from batchppo.envs.workers.diagnosis import Diagnosis, HungError, call_words
+from batchppo.envs.workers.local_worker import LocalWorker
+from batchppo.envs.workers.protocol import CMD_PIPE, spin_acquire
+from batchppo.envs.workers.worker_processes import PARENT_SLOT, WorkerProcesses
 
 __all__ = ["Channels"]
 

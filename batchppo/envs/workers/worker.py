@@ -1,10 +1,10 @@
 """The worker process of [`BatchEnv`][batchppo.envs.BatchEnv]: its loop over the parent's commands.
 
 A worker builds its ``K`` envs into an ``EnvGroup`` over the batch env's shared memory, then waits
-for command words (``batchppo.envs.protocol``): a step runs the group and answers with a status
-word, a pipe command (reset, restart, call, set_attr, close) is read from the pipe and answered on
-it. With restarts on (``WorkerOptions(max_restarts=N)``) the worker's group steps on past an env
-that raises; the step then ends with ``STATUS_RESTART`` and the envs' error reports
+for command words (``batchppo.envs.workers.protocol``): a step runs the group and answers with a
+status word, a pipe command (reset, restart, call, set_attr, close) is read from the pipe and
+answered on it. With restarts on (``WorkerOptions(max_restarts=N)``) the worker's group steps on
+past an env that raises; the step then ends with ``STATUS_RESTART`` and the envs' error reports
 (``batchppo.envs.errors``), and the parent either sends a ``restart`` message (rebuild and reset
 them) or raises. A worker exits when its parent dies.
 """
@@ -24,10 +24,10 @@ from typing import Any
 
 import cloudpickle
 
-from batchppo.envs.batch_transform import wrapped_env_fn
-from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces
 from batchppo.envs.errors import describe_exception
-from batchppo.envs.protocol import (
+from batchppo.envs.stack.batch_transform import wrapped_env_fn
+from batchppo.envs.stack.env_group import EnvGroup, build_envs, check_spaces
+from batchppo.envs.workers.protocol import (
     CMD_PIPE,
     CMD_STEP,
     CMD_STEP_INFO,
@@ -92,7 +92,7 @@ def worker_main(
             kill a hung worker can say where it was stuck.
         err_w: Write end of a pipe that becomes this worker's stderr (file descriptor 2): the
             parent forwards it to its own and keeps its last lines for a death report
-            (``batchppo.envs.stderr_tail``).
+            (``batchppo.envs.workers.stderr_tail``).
     """
     if err_w is not None:
         os.dup2(err_w.fileno(), 2)
@@ -124,7 +124,7 @@ def _ignore_stop_signals() -> None:
     process group; the parent decides what happens (a run finishes its iteration and saves),
     and the workers end when it closes them or dies (``_exit_when_parent_dies``). A worker
     forked from a fork server started with SIGTERM blocked
-    (``batchppo.envs.processes.start_forkserver``) unblocks it: ignored either way.
+    (``batchppo.envs.workers.processes.start_forkserver``) unblocks it: ignored either way.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -317,4 +317,4 @@ def run_message(group: EnvGroup, message: tuple) -> Any:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit("batchppo.envs.worker is started by BatchEnv, not run directly.")
+    sys.exit("batchppo.envs.workers.worker is started by BatchEnv, not run directly.")

@@ -19,10 +19,14 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces as gym_spaces
 
-from batchppo.envs.async_compat import check_action_batch, check_action_dtype, check_action_shape
+from batchppo.envs.adapters.async_compat import (
+    check_action_batch,
+    check_action_dtype,
+    check_action_shape,
+)
 from batchppo.envs.final_obs import fill_final_obs
-from batchppo.envs.protocol import Layout
 from batchppo.envs.spaces import check_structure, gym_leaf_paths, is_gym_leaf, unflatten
+from batchppo.envs.workers.protocol import Layout
 
 __all__ = ["SharedArrays"]
 

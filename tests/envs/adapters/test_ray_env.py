@@ -16,12 +16,12 @@ ray = pytest.importorskip("ray")
 
 from batchppo.backends.ray import ray_batch_env  # noqa: E402
 from batchppo.envs import BatchEnv, RayWorkerOptions, WorkerOptions, make, make_env_fn  # noqa: E402
+from batchppo.envs.adapters.ray_env import RayBatchEnv, RayResourcesError  # noqa: E402
 from batchppo.envs.errors import (  # noqa: E402
     EnvTimeoutError,
     SpaceMismatchError,
     WorkerDiedError,
 )
-from batchppo.envs.ray_env import RayBatchEnv, RayResourcesError  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -241,7 +241,7 @@ def test_each_env_is_built_once_in_its_actor(local_ray, tmp_path):
     path = tmp_path / "builds"
     env_id = "envs_testlib:ConstructionCounting-v0"
     # The actors import envs_testlib (make() builds the env by its id): put it on their path.
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     actor_options = {"runtime_env": {"env_vars": {"PYTHONPATH": here}}}
     with make(
         env_id,

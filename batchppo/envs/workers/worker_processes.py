@@ -9,11 +9,11 @@ Nothing outlives the parent, however it ends: every worker watches the read end 
 parent never writes (EOF means the parent is gone, and the worker exits); workers ignore the
 SIGINT and SIGTERM sent to the whole process group (Ctrl-C, ``timeout``, Slurm), so that the
 parent stops them in order; the fork server is started with SIGTERM ignored
-(``batchppo.envs.processes.start_forkserver``), and the semaphores' names are unlinked as soon as
-every worker has opened them. ``stop`` escalates from join to terminate to kill.
+(``batchppo.envs.workers.processes.start_forkserver``), and the semaphores' names are unlinked as
+soon as every worker has opened them. ``stop`` escalates from join to terminate to kill.
 
-What the workers are told and what they answer is the pool's (``batchppo.envs.pool``); what a
-death or a hang means, in words and errors, is ``batchppo.envs.diagnosis``'s.
+What the workers are told and what they answer is the pool's (``batchppo.envs.workers.pool``); what
+a death or a hang means, in words and errors, is ``batchppo.envs.workers.diagnosis``'s.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ import multiprocessing as mp
 import time
 from typing import Any
 
-from batchppo.envs import processes as _processes
-from batchppo.envs import worker as _worker
-from batchppo.envs.stderr_tail import StderrTails
+from batchppo.envs.workers import processes as _processes
+from batchppo.envs.workers import worker as _worker
+from batchppo.envs.workers.stderr_tail import StderrTails
 
 __all__ = ["PARENT_SLOT", "WorkerProcesses", "split_envs"]
 
@@ -144,7 +144,7 @@ class WorkerProcesses:
         if self.forkserver:
             # Workers fork from a server that already imported these (fast start). Not
             # ``__main__``: the server must not run a main script without a main guard.
-            ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.worker"])
+            ctx.set_forkserver_preload(["numpy", "gymnasium", "batchppo.envs.workers.worker"])
             _processes.start_forkserver()  # SIGTERM ignored: see its docstring
         self._alive_r, self._alive_w = ctx.Pipe(duplex=False)
         self._payloads = payloads

@@ -18,8 +18,8 @@ from gymnasium.vector import AutoresetMode
 
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError
 from batchppo.envs.infos import batch_infos
-from batchppo.envs.pool import WorkerPool
-from batchppo.envs.shared_arrays import SharedArrays
+from batchppo.envs.workers.pool import WorkerPool
+from batchppo.envs.workers.shared_arrays import SharedArrays
 
 __all__ = ["EnvRestartWarning", "Restarts", "restart_seed"]
 

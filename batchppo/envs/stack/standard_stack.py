@@ -3,7 +3,8 @@
 The stack of one env, innermost first:
 
 1. ``gymnasium.make(env_id, max_episode_steps=max_length, ...)`` (Gymnasium's ``TimeLimit``), or,
-   with ``preprocess=``, the env that preprocessing builds (``"atari"``: ``batchppo.envs.atari``);
+   with ``preprocess=``, the env that preprocessing builds (``"atari"``:
+   ``batchppo.envs.stack.atari``);
 2. [`RangeNormalize`][batchppo.envs.RangeNormalize] (when ``normalize_ranges``), which clips actions
    to ``[-1, 1]`` before mapping them to the env's bounds; float ``Box`` observations, and each
    float ``Box`` leaf of Dict and Tuple ones, map to ``[-1, 1]`` on their finite dims; integer,
@@ -31,8 +32,8 @@ import gymnasium
 from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
-from batchppo.envs.batch_transform import BatchTransform, SpacesOnly
-from batchppo.envs.wrappers import ConvertTo32Bit, RangeNormalize
+from batchppo.envs.stack.batch_transform import BatchTransform, SpacesOnly
+from batchppo.envs.stack.wrappers import ConvertTo32Bit, RangeNormalize
 
 __all__ = ["StandardStack", "batch_transform"]
 
@@ -77,7 +78,7 @@ class StandardStack:
         self, observation_space: gymnasium.Space, action_space: gymnasium.Space
     ) -> BatchTransform | None:
         """The batch transform for raw envs with these spaces (see
-        [`batch_transform`][batchppo.envs.standard_stack.batch_transform])."""
+        [`batch_transform`][batchppo.envs.stack.standard_stack.batch_transform])."""
         return batch_transform(self.env_id, observation_space, action_space, self.normalize_ranges)
 
     def wrap(self, env: gymnasium.Env) -> gymnasium.Env:

@@ -23,8 +23,9 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 import batchppo  # noqa: E402
-from batchppo.envs import RayWorkerOptions, WorkerDiedError, ray_env  # noqa: E402
-from batchppo.envs.ray_env import RayBatchEnv, RayConnectionError, RayResourcesError  # noqa: E402
+from batchppo.envs import RayWorkerOptions, WorkerDiedError  # noqa: E402
+from batchppo.envs.adapters import ray_env  # noqa: E402
+from batchppo.envs.adapters.ray_env import RayBatchEnv, RayConnectionError, RayResourcesError  # noqa: E402
 
 pytestmark = [
     pytest.mark.timeout(120),

@@ -56,7 +56,7 @@ from stable_baselines3.common.vec_env import (
 )
 
 from batchppo.envs import EnvRestartWarning, WorkerOptions
-from batchppo.envs.sb3 import BatchVecEnv, unbatch_infos
+from batchppo.envs.adapters.sb3 import BatchVecEnv, unbatch_infos
 
 pytestmark = pytest.mark.timeout(180)
 

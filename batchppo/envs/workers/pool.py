@@ -2,8 +2,8 @@
 conversations of the protocol with them.
 
 A pool owns ``W`` worker processes, each stepping a contiguous range of envs, and every exchange of
-the protocol (``batchppo.envs.protocol``) with them: which command words and pipe messages a start,
-a step, a request or a restart sends, and what it makes of the answers. It starts them
+the protocol (``batchppo.envs.workers.protocol``) with them: which command words and pipe messages a
+start, a step, a request or a restart sends, and what it makes of the answers. It starts them
 (``WorkerPool.start``, then ``WorkerPool.connect`` once the shared memory is laid out), steps them,
 sends them the requests of the Gymnasium API (reset, call, set_attr) and restarts and gathers the
 answers, bounding each wait by ``step_timeout``, respawns a dead one (restarts) and stops them all
@@ -12,14 +12,15 @@ steps are one more slot, a ``LocalWorker`` that answers as a worker does, so the
 every slot alike.
 
 The pool composes three modules, one job each: the processes' life (start, respawn, stop, no
-orphan) is ``batchppo.envs.worker_processes``; sending commands and waiting for answers over the
-semaphores, the shared command and status words and the pipes is ``batchppo.envs.channels``; what
-a dead or hung worker or an env's exception becomes (typed errors, stack dumps, one-line reasons)
-is ``batchppo.envs.diagnosis``.
+orphan) is ``batchppo.envs.workers.worker_processes``; sending commands and waiting for answers over
+the semaphores, the shared command and status words and the pipes is
+``batchppo.envs.workers.channels``; what a dead or hung worker or an env's exception becomes (typed
+errors, stack dumps, one-line reasons) is ``batchppo.envs.workers.diagnosis``.
 
 The pool does not decide what a failure means for the batch env: a worker that dies or hangs is
 reported to the ``on_broken`` callback given at construction (the batch env is then broken); the
-restart policy (``batchppo.envs.restarts``), the Gymnasium API and the shared arrays stay above it.
+restart policy (``batchppo.envs.workers.restarts``), the Gymnasium API and the shared arrays stay
+above it.
 """
 
 from __future__ import annotations
@@ -36,21 +37,21 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchppo.core.worker_options import WorkerOptions
-from batchppo.envs.batch_transform import BatchTransform
-from batchppo.envs.channels import Channels
-from batchppo.envs.diagnosis import Diagnosis, HungError, env_list
 from batchppo.envs.errors import WorkerDiedError
-from batchppo.envs.local_worker import LocalWorker
-from batchppo.envs.protocol import (
+from batchppo.envs.stack.batch_transform import BatchTransform
+from batchppo.envs.workers.channels import Channels
+from batchppo.envs.workers.diagnosis import Diagnosis, HungError, env_list
+from batchppo.envs.workers.local_worker import LocalWorker
+from batchppo.envs.workers.protocol import (
     CMD_STEP,
     CMD_STEP_INFO,
     STATUS_ERROR,
     STATUS_OK,
     STATUS_RESTART,
 )
-from batchppo.envs.shared_arrays import SharedArrays
-from batchppo.envs.worker_processes import PARENT_SLOT as _PARENT
-from batchppo.envs.worker_processes import WorkerProcesses
+from batchppo.envs.workers.shared_arrays import SharedArrays
+from batchppo.envs.workers.worker_processes import PARENT_SLOT as _PARENT
+from batchppo.envs.workers.worker_processes import WorkerProcesses
 
 __all__ = ["StepAnswers", "WorkerPool"]
 

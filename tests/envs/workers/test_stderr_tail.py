@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from batchppo.envs.stderr_tail import StderrTails
+from batchppo.envs.workers.stderr_tail import StderrTails
 
 
 def test_close_forwards_and_keeps_what_the_thread_had_no_time_to_read(capfd):

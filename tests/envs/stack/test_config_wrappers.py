@@ -12,7 +12,7 @@ from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.training.trainer import make_run_eval_env
 from batchppo.envs import make
-from batchppo.envs.env_wrappers import wrapper_specs
+from batchppo.envs.stack.env_wrappers import wrapper_specs
 from batchppo.experiment import configs, env_checks, export, recipes, visualize
 
 pytest.importorskip("minigrid")

@@ -5,7 +5,7 @@ autoreset, dense ``final_obs``); a step sends each actor its slice of the action
 arrays through Ray's object store. Slower per step than [`BatchEnv`][batchppo.envs.BatchEnv] on one
 machine; use it when the envs do not fit on one.
 
-Connection ([`connect`][batchppo.envs.ray_env.connect]): an ``address`` (``"auto"`` or
+Connection ([`connect`][batchppo.envs.adapters.ray_env.connect]): an ``address`` (``"auto"`` or
     ``"host:port"``) joins that
 cluster; without one, ``RAY_ADDRESS`` is honoured when set, and otherwise a local Ray is started. A
 Ray already initialised in this process is reused. An address that does not answer raises
@@ -53,19 +53,19 @@ from batchppo.core.worker_options import (
     DEFAULT_STARTUP_TIMEOUT,
     RayWorkerOptions,
 )
-from batchppo.envs.async_compat import (
+from batchppo.envs.adapters.async_compat import (
     CallingVectorEnv,
     check_action_dtype,
     check_action_shape,
     parse_seeds,
 )
-from batchppo.envs.batch_transform import SpacesOnly
-from batchppo.envs.env_group import EnvGroup, build_envs, check_spaces
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, with_message
 from batchppo.envs.final_obs import dense_final_obs
 from batchppo.envs.infos import merge_info_parts
-from batchppo.envs.protocol import Layout
 from batchppo.envs.spaces import is_gym_leaf
+from batchppo.envs.stack.batch_transform import SpacesOnly
+from batchppo.envs.stack.env_group import EnvGroup, build_envs, check_spaces
+from batchppo.envs.workers.protocol import Layout
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -335,12 +335,12 @@ class RayBatchEnv(CallingVectorEnv):
 
     Same API and semantics as ``BatchEnv`` (same-step autoreset, dense ``infos["final_obs"]``,
     ``step_arrays``, seeds ``seed + i``, ``call``/``get_attr``/``set_attr``/``render``). Connects to
-    Ray through [`connect`][batchppo.envs.ray_env.connect] (``address``, else ``RAY_ADDRESS``, else
-    a new local Ray) when Ray is not initialised in this process yet. Each env is built once, in its
-    actor; the spaces are those the actors report of their envs (env 0's, checked against every
-    other env's), so no env is built in the calling process. A step sends one remote call to each
-    actor, which steps all its envs: one round trip per actor. An actor that dies (killed, its
-    process crashed, its node lost) makes the next step raise
+    Ray through [`connect`][batchppo.envs.adapters.ray_env.connect] (``address``, else
+    ``RAY_ADDRESS``, else a new local Ray) when Ray is not initialised in this process yet. Each env
+    is built once, in its actor; the spaces are those the actors report of their envs (env 0's,
+    checked against every other env's), so no env is built in the calling process. A step sends one
+    remote call to each actor, which steps all its envs: one round trip per actor. An actor that
+    dies (killed, its process crashed, its node lost) makes the next step raise
     [`WorkerDiedError`][batchppo.envs.WorkerDiedError], naming the actor and its envs, as soon as
     Ray reports it.
 

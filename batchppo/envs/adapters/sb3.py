@@ -2,8 +2,9 @@
 
 SB3's algorithms accept only its own ``VecEnv`` API, so a [`BatchEnv`][batchppo.envs.BatchEnv] (a
 Gymnasium ``VectorEnv``) cannot be handed to them directly.
-[`BatchVecEnv`][batchppo.envs.sb3.BatchVecEnv] takes the same list of env functions as SB3's
-``SubprocVecEnv`` and steps the envs in BatchEnv's shared-memory workers, so the swap is one line:
+[`BatchVecEnv`][batchppo.envs.adapters.sb3.BatchVecEnv] takes the same list of env functions as
+SB3's ``SubprocVecEnv`` and steps the envs in BatchEnv's shared-memory workers, so the swap is one
+line:
 
 ```python
 vec_env = SubprocVecEnv([make_env] * 8)        # before
@@ -35,8 +36,8 @@ import numpy as np
 from gymnasium.vector.utils import concatenate, create_empty_array
 
 from batchppo.core.worker_options import WorkerOptions
+from batchppo.envs.adapters.indexed import IndexedEnvFn
 from batchppo.envs.batch_env import BatchEnv
-from batchppo.envs.indexed import IndexedEnvFn
 
 try:
     from stable_baselines3.common.vec_env.base_vec_env import (
@@ -47,7 +48,7 @@ try:
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        f"batchppo.envs.sb3 needs stable-baselines3 ({exc}); install it with "
+        f"batchppo.envs.adapters.sb3 needs stable-baselines3 ({exc}); install it with "
         '`pip install "batchppo[sb3]"`.'
     ) from exc
 
@@ -132,7 +133,7 @@ class BatchVecEnv(VecEnv):
     Examples:
         >>> import gymnasium
         >>> from stable_baselines3 import PPO
-        >>> from batchppo.envs.sb3 import BatchVecEnv
+        >>> from batchppo.envs.adapters.sb3 import BatchVecEnv
         >>> vec_env = BatchVecEnv([lambda: gymnasium.make("Pendulum-v1")] * 8)
         >>> model = PPO("MlpPolicy", vec_env, n_steps=64).learn(512)
         >>> vec_env.close()

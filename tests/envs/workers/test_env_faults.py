@@ -28,7 +28,7 @@ from batchppo.envs import (
 
 pytestmark = pytest.mark.timeout(30)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where envs_testlib is
 
 
 def faulty_fns(n: int, bad: int, fault: str, at: int = 2):

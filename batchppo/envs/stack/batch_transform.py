@@ -32,9 +32,9 @@ from gymnasium import spaces
 from gymnasium.wrappers import ClipAction
 
 from batchppo.core.ranges import RangeMap
-from batchppo.envs.env_group import space_difference
 from batchppo.envs.errors import SpaceMismatchError
-from batchppo.envs.wrappers import (
+from batchppo.envs.stack.env_group import space_difference
+from batchppo.envs.stack.wrappers import (
     ConvertTo32Bit,
     RangeNormalize,
     non_finite_obs_message,

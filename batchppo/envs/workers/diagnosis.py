@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, error_from_report
-from batchppo.envs.worker_processes import PARENT_SLOT, WorkerProcesses
+from batchppo.envs.workers.worker_processes import PARENT_SLOT, WorkerProcesses
 
 __all__ = ["Diagnosis", "HungError", "call_words", "env_list"]
 

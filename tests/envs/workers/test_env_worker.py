@@ -6,7 +6,7 @@ import numpy as np
 from gymnasium import spaces
 
 from batchppo.envs.infos import batch_infos, merge_info_parts
-from batchppo.envs.protocol import Layout
+from batchppo.envs.workers.protocol import Layout
 
 
 def test_batch_infos_fast_path_scalars():

@@ -7,7 +7,7 @@ import numpy as np
 from gymnasium import spaces
 
 from batchppo.core.ranges import bounded_dims, range_map
-from batchppo.envs.wrappers import RangeNormalize
+from batchppo.envs.stack.wrappers import RangeNormalize
 
 F32MAX = np.finfo(np.float32).max
 

@@ -24,7 +24,7 @@ from batchppo.envs.infos import batch_infos
 from batchppo.envs.spaces import flattener, is_gym_leaf, unflatten
 
 if TYPE_CHECKING:
-    from batchppo.envs.batch_transform import BatchTransform
+    from batchppo.envs.stack.batch_transform import BatchTransform
 
 __all__ = [
     "OBS_RULES",
@@ -107,7 +107,7 @@ class EnvGroup:
             ``failures``, its row gets the last obs it returned (as obs and final obs), reward 0 and
             ``truncated``, the other envs step on, and ``restart`` rebuilds it later.
         transform: A standard wrapper stack to apply to all the group's envs at once (see
-            ``batchppo.envs.batch_transform``): the envs are the raw ones, ``views`` has the
+            ``batchppo.envs.stack.batch_transform``): the envs are the raw ones, ``views`` has the
             transformed spaces. A non-finite observation or reward raises in the group as in the
             stack, from the env that returned it (``current``), or, when the group is restartable,
             fails that env as an exception in its step would.

@@ -20,7 +20,7 @@ from gymnasium.wrappers import ClipAction
 
 from batchppo.envs.make import StandardStack
 from batchppo.envs.spaces import flattener, gym_leaves
-from batchppo.envs.wrappers import (
+from batchppo.envs.stack.wrappers import (
     ActionRepeat,
     ConvertTo32Bit,
     FrameDelta,

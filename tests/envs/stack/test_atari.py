@@ -13,7 +13,7 @@ from gymnasium import spaces
 from gymnasium.wrappers import AtariPreprocessing
 
 from batchppo.envs import AtariStack, WorkerOptions, make, make_env_fn
-from batchppo.envs.atari import EpisodicLife, FireReset, whole_games
+from batchppo.envs.stack.atari import EpisodicLife, FireReset, whole_games
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -266,7 +266,7 @@ def test_ale_ids_import_ale_py_and_say_how_to_install_it(monkeypatch):
         match=r"^unknown Gymnasium env id 'ALE/Breakot-v5'\. Did you mean 'ALE/Breakout-v5'\?",
     ):
         make_env_fn("ALE/Breakot-v5", preprocess="atari")
-    atari_module = importlib.import_module("batchppo.envs.atari")
+    atari_module = importlib.import_module("batchppo.envs.stack.atari")
 
     def no_ale(name):
         raise ImportError(f"No module named {name!r}")

@@ -2,9 +2,9 @@
 
 [`BatchEnv`][batchppo.envs.BatchEnv] calls a method on every env of the batch; SB3's ``env_method``,
 ``get_attr``, ``set_attr`` and ``env_is_wrapped`` name a subset of envs.
-[`BatchVecEnv`][batchppo.envs.sb3.BatchVecEnv] builds each env through ``IndexedEnvFn``, so that one
-BatchEnv ``call`` reaches only the targets. This module does not import Stable-Baselines3, so the
-workers that unpickle these classes do not load it (nor torch).
+[`BatchVecEnv`][batchppo.envs.adapters.sb3.BatchVecEnv] builds each env through ``IndexedEnvFn``, so
+that one BatchEnv ``call`` reaches only the targets. This module does not import Stable-Baselines3,
+so the workers that unpickle these classes do not load it (nor torch).
 """
 
 from __future__ import annotations
