@@ -58,7 +58,7 @@ def _config(name: str, overrides: dict | None = None):
     ``host_loop=True`` (the Python-loop host driver instead of the in-graph one), and
     ``cheetah_fast+recompute_advantages=false`` switches a preset's flag off.
     """
-    from batchppo.experiment.configs import get_preset
+    from batchppo.experiment.config.configs import get_preset
 
     name, *flags = name.split("+")
     config = get_preset(name)

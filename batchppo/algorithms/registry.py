@@ -49,11 +49,11 @@ class Algorithm:
             [`RunConfig`][batchppo.algorithms.training.run_config.RunConfig].
         presets: Its presets, by name.
         trainer: ``config -> trainer``, the object the experiment's driver iterates (see
-            ``batchppo.experiment.training.TrainerLike``).
+            ``batchppo.experiment.run.training.TrainerLike``).
         seeds_trainer: ``(config, num_seeds) -> trainer`` over stacked states, for
             ``--seeds``; None where the algorithm trains seeds as separate runs only.
         metrics: The train metrics each iteration reports besides
-            ``batchppo.experiment.training.EPISODE_METRICS`` (and what the env reports:
+            ``batchppo.experiment.run.training.EPISODE_METRICS`` (and what the env reports:
             ``env_restarts``, and ``games`` and ``game_score`` over Atari envs).
     """
 

@@ -42,8 +42,8 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.algorithms.training import shuffle
-from batchppo.experiment import stats
-from batchppo.experiment.configs import apply_overrides
+from batchppo.experiment.analysis import stats
+from batchppo.experiment.config.configs import apply_overrides
 
 # bench/ on the path, as for a script run from there: the harness lives beside the stable suite.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -15,7 +15,7 @@ import batchppo
 from batchppo.algorithms import registry
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.training.run_config import RunConfig
-from batchppo.experiment import configs
+from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
 
 PACKAGE = Path(batchppo.__file__).parent
@@ -154,7 +154,7 @@ def test_no_algorithm_imports_another_algorithms_package():
 def test_ppo_iterations_report_the_declared_metrics(objective):
     from batchppo.algorithms.ppo.ppo import Trainer
     from batchppo.core.keys import host_key
-    from batchppo.experiment.training import EPISODE_METRICS
+    from batchppo.experiment.run.training import EPISODE_METRICS
 
     config = PPOConfig(
         env="Pendulum-v1", backend="gymnax", num_agents=2, rollout_length=4, update_epochs=1,
@@ -222,7 +222,7 @@ def test_a_users_algorithm_trains_from_the_cli_through_an_entry_point(
     import sys
 
     from batchppo import cli
-    from batchppo.experiment.loading import load_run
+    from batchppo.experiment.artifacts.loading import load_run
 
     points = {"batchppo.algorithms": {"patient": "patientppo:ALGORITHM"}}
     install_package("patientppo", points, {"patientppo": USER_ALGORITHM})

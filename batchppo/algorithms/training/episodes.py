@@ -5,8 +5,9 @@ An agent's iteration returns, beside its scalar metrics, the rollout's per-step
 trainer fetches them with the other metrics (one transfer per call) and lists the episodes that
 ended as an [`EndedEpisodes`][batchppo.algorithms.training.episodes.EndedEpisodes]: each one's
 return, length, how it ended and the env step at which it ended, in the order they ended. The
-experiment layer writes them to the run's ``episodes.jsonl`` (``batchppo.experiment.logging``),
-from which ``batchppo evaluate --training-window`` takes exactly the last N.
+experiment layer writes them to the run's ``episodes.jsonl``
+(``batchppo.experiment.artifacts.logging``), from which ``batchppo evaluate --training-window``
+takes exactly the last N.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class RunConfig:
     """Fields added to the config after runs were stored whose default does something else
     than the code before them did: field -> the value that repeats what it did. A stored
     ``config.yaml`` that lacks such a field loads with that value
-    ([`load_config`][batchppo.experiment.configs.load_config]), so that a resumed run goes on
+    ([`load_config`][batchppo.experiment.config.configs.load_config]), so that a resumed run goes on
     learning as it began; a field not named here takes its default."""
 
     # --- Environment -----------------------------------------------------------------------

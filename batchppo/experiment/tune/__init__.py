@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from batchppo.algorithms.training.run_config import RunConfig
-from batchppo.experiment import configs
+from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError, UserError
 from batchppo.experiment.tune.objective import Objective, parse_objective
 from batchppo.experiment.tune.results import (

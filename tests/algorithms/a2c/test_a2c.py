@@ -14,7 +14,7 @@ from batchppo.algorithms.registry import get_algorithm
 from batchppo.algorithms.training.episodes import ENDED
 from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout
-from batchppo.experiment.training import EPISODE_METRICS
+from batchppo.experiment.run.training import EPISODE_METRICS
 
 TINY = A2CConfig(
     env="CartPole-v1",

@@ -27,7 +27,7 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
-from batchppo.experiment.configs import get_preset
+from batchppo.experiment.config.configs import get_preset
 
 
 @dataclasses.dataclass(frozen=True)

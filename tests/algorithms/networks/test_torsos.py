@@ -30,8 +30,8 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 from batchppo.core.keys import host_key
-from batchppo.experiment.loading import load_run
-from batchppo.experiment.trainers import INIT_KEY
+from batchppo.experiment.artifacts.loading import load_run
+from batchppo.experiment.run.trainers import INIT_KEY
 
 
 def test_the_built_in_torsos_in_their_order():

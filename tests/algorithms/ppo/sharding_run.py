@@ -43,7 +43,7 @@ def run(devices: int | None) -> dict[str, Any]:
 
     from batchppo.algorithms.ppo import Trainer
     from batchppo.algorithms.training.episodes import ENDED
-    from batchppo.experiment.configs import get_preset
+    from batchppo.experiment.config.configs import get_preset
 
     config = dataclasses.replace(get_preset("pendulum_jax"), devices=devices, **TINY)
     trainer = Trainer(config)

@@ -11,7 +11,7 @@ import pytest
 from batchppo.algorithms.ppo import PPOConfig, Trainer
 from batchppo.algorithms.ppo.ppo import PPO, make_train
 from batchppo.algorithms.training.trainer import scan_iterations
-from batchppo.experiment.configs import get_preset
+from batchppo.experiment.config.configs import get_preset
 from batchppo.testing import DictCueEnv, MultiDiscreteCueEnv
 
 # The shipped presets: these tests guard what `batchppo train --config NAME` runs.

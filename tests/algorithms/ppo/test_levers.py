@@ -13,7 +13,7 @@ from batchppo.algorithms.networks.networks import effective_rank, make_network
 from batchppo.algorithms.ppo import PPOConfig, make_train
 from batchppo.algorithms.ppo.ppo import PPO, check_layout
 from batchppo.algorithms.training.trainer import make_run_env
-from batchppo.experiment.configs import apply_overrides, get_preset
+from batchppo.experiment.config.configs import apply_overrides, get_preset
 
 TINY = PPOConfig(
     env="Pendulum-v1",

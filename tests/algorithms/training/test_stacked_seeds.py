@@ -4,7 +4,7 @@ separate runs.
 The counting agent (``counting_agent.py``) samples its actions from its keys, so a seed's
 observations, sampled actions and counts depend on its keys: equal states mean the seed's
 computation is the separate run's. (The loop's ``--seeds``, a run dir per seed, is tested in
-``tests/experiment/test_seed_runs.py``.)
+``tests/experiment/run/test_seed_runs.py``.)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from batchppo.algorithms.training.stacked_seeds import (
 )
 from batchppo.algorithms.training.trainer import Trainer
 from batchppo.core.keys import host_key
-from batchppo.experiment.checkpoint import to_host
+from batchppo.experiment.artifacts.checkpoint import to_host
 
 CONFIG = RunConfig(
     env="CartPole-v1", backend="gymnax", num_agents=3, max_length=5, steps=36, seed=5

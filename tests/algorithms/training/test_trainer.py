@@ -29,7 +29,7 @@ from batchppo.algorithms.training.trainer import (
 from batchppo.backends.host_env import HostEnv
 from batchppo.core import EpisodeStats, SimState
 from batchppo.core.keys import host_key
-from batchppo.experiment.checkpoint import restore_checkpoint, save_checkpoint, to_host
+from batchppo.experiment.artifacts.checkpoint import restore_checkpoint, save_checkpoint, to_host
 from batchppo.testing import MockEnv, make_mock_vector_env
 
 CONFIG = RunConfig(env="CartPole-v1", backend="gymnax", num_agents=3, max_length=5, steps=36)

@@ -304,7 +304,7 @@ def test_whole_games_score_every_life_with_raw_rewards():
 
 
 def test_the_atari_presets_evaluate_whole_games():
-    from batchppo.experiment.configs import get_preset
+    from batchppo.experiment.config.configs import get_preset
 
     for name, game in (("breakout_atari", "Breakout"), ("pong_atari", "Pong")):
         config = get_preset(name)
@@ -324,7 +324,7 @@ def test_the_atari_presets_evaluate_whole_games():
 
 def test_the_eval_env_takes_eval_env_kwargs_over_env_kwargs(monkeypatch):
     from batchppo.algorithms.training import trainer
-    from batchppo.experiment.configs import get_preset
+    from batchppo.experiment.config.configs import get_preset
 
     built = []
     monkeypatch.setattr(trainer, "make_run_env", lambda c, n, kw: built.append((c, n, kw)))

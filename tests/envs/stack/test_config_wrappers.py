@@ -13,7 +13,9 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.training.trainer import make_run_eval_env
 from batchppo.envs import make
 from batchppo.envs.stack.env_wrappers import wrapper_specs
-from batchppo.experiment import configs, env_checks, export, recipes, visualize
+from batchppo.experiment.artifacts import export, visualize
+from batchppo.experiment.config import configs, recipes
+from batchppo.experiment.run import env_checks
 
 pytest.importorskip("minigrid")
 

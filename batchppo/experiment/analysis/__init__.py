@@ -1,0 +1,2 @@
+"""Reading runs: evaluation and its protocols, the peers' scoring protocols, aggregate statistics
+and plots."""

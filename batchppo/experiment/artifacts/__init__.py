@@ -1,0 +1,2 @@
+"""What a run leaves and what is made from it: run dirs and their lock, checkpoints, metrics and
+episode logs, tracking, provenance, a loaded policy, videos and ONNX export."""
