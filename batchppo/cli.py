@@ -523,7 +523,7 @@ def _find_resumed_run(args: argparse.Namespace) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from batchppo.experiment.analysis.eval_protocol import score_text
+    from batchppo.experiment.artifacts.eval_protocol import score_text
     from batchppo.experiment.config.resume import ExtensionError
     from batchppo.experiment.errors import ConfigError
     from batchppo.experiment.run import training
@@ -615,7 +615,7 @@ def _config_name(args: argparse.Namespace) -> str | None:
 
 def _report_seeds(args: argparse.Namespace, results: list) -> int:
     """Prints the outcome of a ``--seeds`` run (one line per seed); the exit status."""
-    from batchppo.experiment.analysis.eval_protocol import score_text
+    from batchppo.experiment.artifacts.eval_protocol import score_text
 
     first = results[0]
     if first.interrupted:

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from batchppo import cli
+from batchppo.experiment import trainers
 from batchppo.experiment.artifacts import checkpoint as ckpt
 from batchppo.experiment.config import configs
-from batchppo.experiment.run import trainers
 
 sys.path.insert(0, str(Path(__file__).parent / "experiment"))
 from experiment_fakes import FakeSeedsTrainer, FakeTrainer

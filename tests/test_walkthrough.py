@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from batchppo.envs import BatchEnv
-from batchppo.experiment.analysis.eval_protocol import EvalProtocol
 from batchppo.experiment.analysis.plot import learning_curves
+from batchppo.experiment.artifacts.eval_protocol import EvalProtocol
 from batchppo.experiment.config import configs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

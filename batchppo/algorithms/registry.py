@@ -31,7 +31,7 @@ from batchppo.algorithms.a2c import config as a2c_config
 from batchppo.algorithms.a2c import presets as a2c_presets
 from batchppo.algorithms.ppo import config as ppo_config
 from batchppo.algorithms.ppo import presets as ppo_presets
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.core.registry import Registry, lazy
 
 DEFAULT_ALGORITHM = "ppo"
@@ -46,7 +46,7 @@ class Algorithm:
         name: The ``algorithm`` value of a ``config.yaml``.
         title: Its name in prose, for messages and ``batchppo list``.
         config: Its config class, a frozen dataclass that subclasses
-            [`RunConfig`][batchppo.algorithms.training.run_config.RunConfig].
+            [`RunConfig`][batchppo.algorithms.run_config.RunConfig].
         presets: Its presets, by name.
         trainer: ``config -> trainer``, the object the experiment's driver iterates (see
             ``batchppo.experiment.run.training.TrainerLike``).

@@ -234,7 +234,7 @@ class Backend:
         probe: ``probe(env_id, *, normalize_ranges, env_kwargs)``: builds one env and closes
             it, returning its spaces (an ``EnvProbe``) or raising a one-line ``ValueError``
             (spaces the learners cannot take included): the start-up check of a run, before
-            its run dir is made (``experiment.run.env_checks.check_env``); None: only
+            its run dir is made (``experiment.config.env_checks.check_env``); None: only
             ``check_env_id`` runs.
         in_program: For a host backend, ``in_program(options)`` (its ``options`` dataclass):
             whether those options step the envs from inside the compiled program (the ``ale``

@@ -18,7 +18,7 @@
 """
 
 from batchppo.core.worker_options import RayWorkerOptions, WorkerOptions
-from batchppo.envs.adapters.async_compat import InvalidArgumentError
+from batchppo.envs.async_compat import InvalidArgumentError
 from batchppo.envs.batch_env import BatchEnv
 from batchppo.envs.errors import EnvTimeoutError, SpaceMismatchError, WorkerDiedError, WorkerError
 from batchppo.envs.make import batch_transform, make, make_env_fn, register_vector_env

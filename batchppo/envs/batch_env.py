@@ -39,7 +39,7 @@ a ``CallState``. Its worker processes are a ``WorkerPool`` (start, messages, res
 workers, stopping), which reports a dead or killed worker back so that the batch env breaks; the
 parent's share of the envs is one more slot of the pool (``LocalWorker``). The restart policy is
 ``batchppo.envs.workers.restarts``, the keywords shared with ``AsyncVectorEnv`` and Gymnasium's
-argument checks ``batchppo.envs.adapters.async_compat``.
+argument checks ``batchppo.envs.async_compat``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from batchppo.core.worker_options import WorkerOptions, check_worker_options
-from batchppo.envs.adapters.async_compat import (
+from batchppo.envs.async_compat import (
     CallingVectorEnv,
     InvalidArgumentError,
     batch_observation_space,

@@ -14,7 +14,7 @@ import yaml
 import batchppo
 from batchppo.algorithms import registry
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
 

@@ -24,9 +24,8 @@ from batchppo.backends.host import ProcessOptions, host_backend, make_host_env
 from batchppo.envs import BatchEnv, WorkerOptions
 from batchppo.envs.make import process_batch_env
 from batchppo.experiment.artifacts import loading, visualize
-from batchppo.experiment.config import configs
+from batchppo.experiment.config import configs, env_checks
 from batchppo.experiment.errors import ConfigError, UserError
-from batchppo.experiment.run import env_checks
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -29,11 +29,11 @@ from tiny_runs import tiny_run
 import batchppo.algorithms.ppo.ppo as ppo_module
 from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.experiment import trainers
 from batchppo.experiment import tune as tune_module
 from batchppo.experiment.artifacts import checkpoint as ckpt
 from batchppo.experiment.artifacts.logging import read_metrics
 from batchppo.experiment.config import configs
-from batchppo.experiment.run import trainers
 from batchppo.experiment.run.callbacks import RunInfo
 from batchppo.experiment.tune import study as study_module
 from batchppo.experiment.tune.objective import Objective, TrialMonitor, parse_objective

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchppo.algorithms.networks.torsos import fitting, get_torso
-from batchppo.algorithms.training.run_config import IMAGE_LAYOUTS
+from batchppo.algorithms.run_config import IMAGE_LAYOUTS
 from batchppo.core import spaces
 
 __all__ = ["IMAGE_LAYOUTS", "ImpalaCNN", "MinAtarCNN", "NatureCNN", "ObsEncoder"]

@@ -67,7 +67,7 @@ from batchppo.algorithms.networks.heads import (
 )
 from batchppo.algorithms.networks.masking import action_mask_leaf, mask_logits
 from batchppo.algorithms.networks.torsos import get_torso
-from batchppo.algorithms.training.run_config import (
+from batchppo.algorithms.run_config import (
     ACTIVATIONS,
     NETWORKS,
     RECURRENT,

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from batchppo.algorithms.training.run_config import SHUFFLES
+from batchppo.algorithms.run_config import SHUFFLES
 
 ROUNDS = 8
 """Feistel rounds of ``index_permutation`` (four make a strong pseudorandom permutation from

@@ -53,7 +53,7 @@ from batchppo.core.worker_options import (
     DEFAULT_STARTUP_TIMEOUT,
     RayWorkerOptions,
 )
-from batchppo.envs.adapters.async_compat import (
+from batchppo.envs.async_compat import (
     CallingVectorEnv,
     check_action_dtype,
     check_action_shape,

@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium
 from gymnasium.vector import AutoresetMode
 
-from batchppo.envs.adapters.async_compat import expected_spaces
+from batchppo.envs.async_compat import expected_spaces
 from batchppo.envs.errors import with_message
 from batchppo.envs.stack.batch_transform import wrapped_env_fn
 from batchppo.envs.stack.env_group import EnvGroup, build_envs, check_spaces

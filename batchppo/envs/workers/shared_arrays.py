@@ -19,7 +19,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces as gym_spaces
 
-from batchppo.envs.adapters.async_compat import (
+from batchppo.envs.async_compat import (
     check_action_batch,
     check_action_dtype,
     check_action_shape,

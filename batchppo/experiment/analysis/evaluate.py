@@ -27,17 +27,17 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.core.keys import host_key
 from batchppo.envs.episode_metrics import TASK_METRICS, episode_task_metrics
 from batchppo.experiment.analysis import stats
-from batchppo.experiment.analysis.eval_protocol import ACTION_WORDS, EvalProtocol
 from batchppo.experiment.analysis.plot import run_group
 from batchppo.experiment.artifacts import provenance
+from batchppo.experiment.artifacts.eval_protocol import ACTION_WORDS, EvalProtocol
 from batchppo.experiment.artifacts.loading import load_run
 from batchppo.experiment.artifacts.rundir import open_run_dir
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.run.trainers import EVALUATE_RUN_KEY, TrainerFactory
+from batchppo.experiment.trainers import EVALUATE_RUN_KEY, TrainerFactory
 
 
 def run_protocol(

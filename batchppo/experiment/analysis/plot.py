@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from batchppo.experiment.analysis import stats
-from batchppo.experiment.analysis.eval_protocol import EvalProtocol
+from batchppo.experiment.artifacts.eval_protocol import EvalProtocol
 from batchppo.experiment.artifacts.logging import METRICS_FILE, read_metrics
 from batchppo.experiment.config import configs
 from batchppo.experiment.errors import RunDirError, UserError

@@ -59,7 +59,7 @@ from batchppo.core.ranges import RangeMap, range_map
 from batchppo.core.wording import prose
 from batchppo.experiment.artifacts.loading import load_run
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.run.trainers import TrainerFactory
+from batchppo.experiment.trainers import TrainerFactory
 
 __all__ = [
     "EnvMapping",

@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.core.keys import host_key
+from batchppo.experiment import trainers
 from batchppo.experiment.artifacts import checkpoint as ckpt
 from batchppo.experiment.artifacts.rundir import CHECKPOINT_DIR, open_run_dir
+from batchppo.experiment.config import env_checks
 from batchppo.experiment.errors import CorruptCheckpointError
-from batchppo.experiment.run import env_checks, trainers
-from batchppo.experiment.run.trainers import INIT_KEY, TrainerFactory, TrainerLike
+from batchppo.experiment.trainers import INIT_KEY, TrainerFactory, TrainerLike
 
 LOAD_WITH: dict[str, str] = {"process": "sync", "ray": "sync"}
 """The backend a trained policy is loaded with, by the backend of its run: loading needs the

@@ -7,7 +7,7 @@ and eval curves share a chart and an x-axis (env steps). A tracker (``track=wand
 ``batchppo.experiment.artifacts.tracking``) gets the same scalars.
 
 An eval report's score is measured as its ``actions`` and ``episodes`` say
-(``batchppo.experiment.analysis.eval_protocol``): they stay in ``metrics.jsonl`` beside it, and the
+(``batchppo.experiment.artifacts.eval_protocol``): they stay in ``metrics.jsonl`` beside it, and the
 eval writer gets them as the text ``protocol`` (``"10 episodes, sampled actions"``; TensorBoard's
 Text tab) with the first eval report of each process and whenever they change.
 
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from batchppo.algorithms.training.episodes import EndedEpisodes
-from batchppo.experiment.analysis.eval_protocol import EvalProtocol
 from batchppo.experiment.artifacts.episode_log import EpisodeFile
+from batchppo.experiment.artifacts.eval_protocol import EvalProtocol
 from batchppo.experiment.fileio import atomic_write_bytes, read_jsonl, truncate_jsonl
 
 METRICS_FILE = "metrics.jsonl"

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.artifacts.runlock import RunDirLock
 from batchppo.experiment.config import configs
 from batchppo.experiment.config.resume import check_resume_overrides

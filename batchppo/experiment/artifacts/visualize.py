@@ -28,14 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.algorithms.training.trainer import eval_env_config
 from batchppo.backends.ale import ALE_ID
 from batchppo.backends.gymnax import GYMNASIUM_TWINS
 from batchppo.experiment.artifacts.loading import load_run
 from batchppo.experiment.artifacts.tracking import open_tracker
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.run.trainers import TrainerFactory
+from batchppo.experiment.trainers import TrainerFactory
 
 STATS_FILE = "stats.json"
 

@@ -3,7 +3,7 @@ the valid key nearest to a misspelt one.
 
 What ``--set KEY=VALUE`` and a YAML config give is checked here, field by field
 (``coerce_field``), against the type annotations of the config class of the config's algorithm
-(a [`RunConfig`][batchppo.algorithms.training.run_config.RunConfig] subclass), by the one parser
+(a [`RunConfig`][batchppo.algorithms.run_config.RunConfig] subclass), by the one parser
 of config values, ``batchppo.core.values`` (which checks a backend's options too).
 """
 

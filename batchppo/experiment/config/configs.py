@@ -2,7 +2,7 @@
 
 A preset is a config of one of the algorithms of
 [`batchppo.algorithms.registry`][batchppo.algorithms.registry] (a
-[`RunConfig`][batchppo.algorithms.training.run_config.RunConfig] subclass); each algorithm keeps its
+[`RunConfig`][batchppo.algorithms.run_config.RunConfig] subclass); each algorithm keeps its
 presets in its package (``batchppo.algorithms.ppo.presets``). A ``config.yaml`` names its algorithm
 (``algorithm: ppo``); one written before that field existed is read as PPO's, and a run dir's
 of an earlier version as ``batchppo.experiment.config.migrate`` moves its former fields.
@@ -10,7 +10,7 @@ of an earlier version as ``batchppo.experiment.config.migrate`` moves its former
 The fields' types, which every value given is checked against, are those of
 ``batchppo.experiment.config.config_fields``. Beside this module: the resume rules
 (``batchppo.experiment.config.resume``), the start-up checks of a run's env
-([`batchppo.experiment.run.env_checks`][batchppo.experiment.run.env_checks]) and the starting
+([`batchppo.experiment.config.env_checks`][batchppo.experiment.config.env_checks]) and the starting
 recipes ([`batchppo.experiment.config.recipes`][batchppo.experiment.config.recipes]).
 
 Examples:
@@ -31,7 +31,7 @@ from typing import Any
 import yaml
 
 from batchppo.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.core.wording import did_you_mean
 from batchppo.experiment.config.config_fields import coerce_field, field_types, nearest_key

@@ -26,7 +26,7 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends import BACKENDS, Backend
 
 __all__ = ["FORMER_FIELDS", "migrate_config"]

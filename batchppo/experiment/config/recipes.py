@@ -3,7 +3,7 @@
 ``batchppo train --env ID`` (and ``batchppo.train(env=...)`` without a config) start here.
 
 [`recipe_for_env`][batchppo.experiment.config.recipes.recipe_for_env] builds the env once
-([`check_env`][batchppo.experiment.run.env_checks.check_env]) and takes the first of
+([`check_env`][batchppo.experiment.config.env_checks.check_env]) and takes the first of
 [`RECIPES`][batchppo.experiment.config.recipes.RECIPES] that matches its spaces: a preset and the
 fields set on top of it. A ``module:factory`` whose env a backend's record takes (its
 ``detect``: gymnax's, Brax's or Jumanji's API, or a plug-in's) runs on that backend, from the
@@ -16,11 +16,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends.factories import is_factory_id
 from batchppo.experiment.config.configs import get_preset, replace_config
+from batchppo.experiment.config.env_checks import check_env
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.run.env_checks import check_env
 
 
 @dataclasses.dataclass(frozen=True)

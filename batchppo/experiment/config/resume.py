@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.experiment.config.configs import expand_changes, replace_config
 from batchppo.experiment.errors import ConfigError

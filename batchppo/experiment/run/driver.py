@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from batchppo._clock import IMPORTED_AT
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.errors import RunDirError, StorageError
 from batchppo.experiment.run.callbacks import (
     Callback,
@@ -44,8 +44,8 @@ from batchppo.experiment.run.env_failures import (
 )
 from batchppo.experiment.run.ledger import RunLedger, TrainResult
 from batchppo.experiment.run.stopping import StopFlag, graceful_stop
-from batchppo.experiment.run.trainers import INIT_KEY, SIM_KEY
 from batchppo.experiment.run.window import MetricWindow
+from batchppo.experiment.trainers import INIT_KEY, SIM_KEY
 
 if TYPE_CHECKING:
     from batchppo.experiment.run.run_set import RunSet

@@ -18,18 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.artifacts.checkpoint import checkpoint_path
 from batchppo.experiment.artifacts.loading import load_run
 from batchppo.experiment.artifacts.rundir import CHECKPOINT_DIR
-from batchppo.experiment.config import configs, recipes
+from batchppo.experiment.config import configs, env_checks, recipes
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.run import env_checks
 from batchppo.experiment.run.callbacks import Callback, RunCallbacks, RunInfo
 from batchppo.experiment.run.driver import drive
 from batchppo.experiment.run.ledger import TrainResult, complete_result
 from batchppo.experiment.run.run_set import RunDirRequest, RunSet
-from batchppo.experiment.run.trainers import TrainerFactory
+from batchppo.experiment.trainers import TrainerFactory
 
 EnvArg = str | Callable[..., Any]
 """An env for [`train`][batchppo.experiment.run.training.train]: an env id (``"Pendulum-v1"``,

@@ -18,10 +18,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.core.keys import host_key
-from batchppo.experiment.analysis.eval_protocol import EvalProtocol
 from batchppo.experiment.artifacts import checkpoint as ckpt
+from batchppo.experiment.artifacts.eval_protocol import EvalProtocol
 from batchppo.experiment.artifacts.logging import RunLogger, read_metrics
 from batchppo.experiment.artifacts.provenance import record_code
 from batchppo.experiment.artifacts.rundir import CHECKPOINT_DIR, ENV_ERROR_FILE
@@ -31,8 +31,8 @@ from batchppo.experiment.run.callbacks import RunCallbacks, RunInfo
 from batchppo.experiment.run.env_failures import EnvFailure, state_deleted
 from batchppo.experiment.run.progress import Progress
 from batchppo.experiment.run.stopping import StopFlag
-from batchppo.experiment.run.trainers import EVAL_KEY
 from batchppo.experiment.run.window import RUNNING_TOTALS, MetricWindow, crossed
+from batchppo.experiment.trainers import EVAL_KEY
 
 
 class DeferredState:
@@ -96,7 +96,7 @@ class TrainResult:
     @property
     def protocol(self) -> EvalProtocol | None:
         """How ``score`` was measured: the run's ``eval_actions`` and ``eval_episodes``
-        ([`EvalProtocol`][batchppo.experiment.analysis.eval_protocol.EvalProtocol]; ``str()`` words
+        ([`EvalProtocol`][batchppo.experiment.artifacts.eval_protocol.EvalProtocol]; ``str()`` words
         it, ``"10 episodes, sampled actions"``); None when evaluation is off."""
         return EvalProtocol.of_config(self.config) if evaluates(self.config) else None
 

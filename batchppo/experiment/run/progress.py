@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from batchppo.experiment.analysis.eval_protocol import EvalProtocol
+from batchppo.experiment.artifacts.eval_protocol import EvalProtocol
 
 
 def _fmt(value: Any, spec: str = ".1f") -> str:

@@ -21,17 +21,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends import get_backend
+from batchppo.experiment import trainers
 from batchppo.experiment.artifacts.rundir import prepare_run_dir
 from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.run import trainers
 from batchppo.experiment.run.seed_runs import prepare_seed_dirs, seed_configs
 
 if TYPE_CHECKING:
     from batchppo.algorithms.networks.networks import NetworkFactory
-    from batchppo.experiment.run.trainers import TrainerFactory, TrainerLike
+    from batchppo.experiment.trainers import TrainerFactory, TrainerLike
 
 
 @dataclasses.dataclass(frozen=True)

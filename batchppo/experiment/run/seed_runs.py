@@ -26,7 +26,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.artifacts import checkpoint as ckpt
 from batchppo.experiment.artifacts.rundir import CHECKPOINT_DIR, make_timestamp, prepare_run_dir
 from batchppo.experiment.config import configs

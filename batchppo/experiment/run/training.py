@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.artifacts.loading import load_policy, load_run
 from batchppo.experiment.artifacts.rundir import (
     CHECKPOINT_DIR,
@@ -64,14 +64,14 @@ from batchppo.experiment.run.env_failures import EnvFailure, env_failure
 from batchppo.experiment.run.launch import EnvArg, TrainCall, env_id_of, launch
 from batchppo.experiment.run.ledger import TrainResult
 from batchppo.experiment.run.run_set import SingleRun, StackedSeeds
-from batchppo.experiment.run.trainers import (
+from batchppo.experiment.run.window import EPISODE_METRICS, RUNNING_TOTALS
+from batchppo.experiment.trainers import (
     EVALUATE_RUN_KEY,
     TrainerFactory,
     TrainerLike,
     default_trainer_factory,
     network_trainer_factory,
 )
-from batchppo.experiment.run.window import EPISODE_METRICS, RUNNING_TOTALS
 
 if TYPE_CHECKING:
     from batchppo.algorithms.networks.networks import NetworkFactory
@@ -182,8 +182,8 @@ def train(
     Raises:
         UserError: Unknown preset, bad override, an env that fails its start-up check (its id,
             module, constructor, spaces or reset:
-            [`env_checks.check_env`][batchppo.experiment.run.env_checks.check_env], run before a run
-            dir is made), unusable run dir or checkpoint (subclasses of
+            [`env_checks.check_env`][batchppo.experiment.config.env_checks.check_env], run before a
+            run dir is made), unusable run dir or checkpoint (subclasses of
             [`UserError`][batchppo.experiment.UserError]), a run dir that another process holds
             (``RunDirLockedError``), a write into the run dir that failed (``StorageError``).
     """

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError, UserError
 from batchppo.experiment.tune.objective import Objective, parse_objective

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.config import configs
 from batchppo.experiment.fileio import atomic_write_bytes
 from batchppo.experiment.tune.space import SearchSpace

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.core.values import type_name
 from batchppo.core.wording import did_you_mean
 from batchppo.experiment.config import configs

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.experiment.artifacts.rundir import make_timestamp
 from batchppo.experiment.config import configs

@@ -11,7 +11,7 @@ from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.networks.networks import Network, make_network
 from batchppo.algorithms.ppo import ppo
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.algorithms.training.run_config import NetworkConfig
+from batchppo.algorithms.run_config import NetworkConfig
 from batchppo.core.keys import host_key
 
 # One iteration of CartPole: 4 envs x 8 steps.

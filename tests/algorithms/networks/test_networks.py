@@ -24,7 +24,7 @@ from batchppo.algorithms.networks.networks import (
     normalize_features,
 )
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 from batchppo.experiment.config.configs import get_preset

@@ -31,7 +31,7 @@ from batchppo.core import spaces
 from batchppo.core.env import EnvSpec
 from batchppo.core.keys import host_key
 from batchppo.experiment.artifacts.loading import load_run
-from batchppo.experiment.run.trainers import INIT_KEY
+from batchppo.experiment.trainers import INIT_KEY
 
 
 def test_the_built_in_torsos_in_their_order():

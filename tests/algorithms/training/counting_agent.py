@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.algorithms.training.trainer import episode_metrics
 from batchppo.core import Env, EpisodeStats, SimState, Transition, init_sim_state, rollout
 

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from counting_agent import Counter
 
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.algorithms.training.episodes import ENDED
-from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.algorithms.training.stacked_seeds import (
     SeedsTrainer,
     SharedHostEnv,

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from counting_agent import Counter, CountState
 
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.algorithms.training.episodes import ENDED, EndedEpisodes
-from batchppo.algorithms.training.run_config import RunConfig
 from batchppo.algorithms.training.trainer import (
     Trainer,
     episode_metrics,

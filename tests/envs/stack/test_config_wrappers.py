@@ -14,8 +14,7 @@ from batchppo.algorithms.training.trainer import make_run_eval_env
 from batchppo.envs import make
 from batchppo.envs.stack.env_wrappers import wrapper_specs
 from batchppo.experiment.artifacts import export, visualize
-from batchppo.experiment.config import configs, recipes
-from batchppo.experiment.run import env_checks
+from batchppo.experiment.config import configs, env_checks, recipes
 
 pytest.importorskip("minigrid")
 

@@ -48,7 +48,7 @@ FAKE_TRAIN = (
     "import sys\n"
     "from experiment_fakes import FakeTrainer\n"
     "from batchppo import cli\n"
-    "from batchppo.experiment.run import trainers\n"
+    "from batchppo.experiment import trainers\n"
     "trainers.default_trainer_factory = FakeTrainer\n"
     "sys.exit(cli.main(sys.argv[1:]))\n"
 )

@@ -16,9 +16,9 @@ import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports 
 from batchppo import cli
 from batchppo.experiment.artifacts import tracking, visualize
 from batchppo.experiment.artifacts.logging import read_metrics
-from batchppo.experiment.config import configs
+from batchppo.experiment.config import configs, env_checks
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.run import env_checks, training
+from batchppo.experiment.run import training
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from experiment_fakes import FakeSeedsTrainer, FakeTrainer, fake_config

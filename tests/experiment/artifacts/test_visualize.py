@@ -15,11 +15,11 @@ import jax
 import numpy as np
 import pytest
 
+from batchppo.experiment import trainers
 from batchppo.experiment.artifacts import checkpoint as ckpt
 from batchppo.experiment.artifacts import loading, visualize
 from batchppo.experiment.config import configs
 from batchppo.experiment.errors import UserError
-from batchppo.experiment.run import trainers
 
 
 def test_render_env_id():

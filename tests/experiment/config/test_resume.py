@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from tiny_runs import tiny_run
 
+from batchppo.experiment import trainers
 from batchppo.experiment.artifacts.logging import read_metrics
 from batchppo.experiment.config import configs, resume
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.run import trainers, training
+from batchppo.experiment.run import training
 from batchppo.experiment.run.callbacks import Callback
 
 

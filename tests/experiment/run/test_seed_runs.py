@@ -16,9 +16,10 @@ from tiny_runs import tiny_run
 
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
+from batchppo.experiment import trainers
 from batchppo.experiment.artifacts.logging import read_metrics
 from batchppo.experiment.config.configs import load_config
-from batchppo.experiment.run import trainers, training
+from batchppo.experiment.run import training
 
 TINY = tiny_run(
     update_epochs=2,

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from experiment_fakes import FakeTrainer, fake_config
 
-from batchppo.experiment.analysis.eval_protocol import EvalProtocol
 from batchppo.experiment.artifacts import checkpoint as ckpt
+from batchppo.experiment.artifacts.eval_protocol import EvalProtocol
 from batchppo.experiment.artifacts.logging import RunLogger, read_metrics, read_scalars, read_texts
 from batchppo.experiment.config import configs
 from batchppo.experiment.errors import (

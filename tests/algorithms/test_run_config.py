@@ -9,7 +9,7 @@ import pytest
 
 from batchppo.algorithms.a2c import A2CConfig
 from batchppo.algorithms.ppo import PPOConfig
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.backends.host import ProcessOptions
 from batchppo.envs import WorkerOptions, make

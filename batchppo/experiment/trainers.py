@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import jax
 
 from batchppo.algorithms.registry import algorithm_of
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.errors import UserError
 
 if TYPE_CHECKING:

@@ -2,9 +2,9 @@
 and the network settings of the algorithms over the shared networks.
 
 An algorithm's config is a frozen dataclass that subclasses
-[`RunConfig`][batchppo.algorithms.training.run_config.RunConfig] and adds its hyperparameters
+[`RunConfig`][batchppo.algorithms.run_config.RunConfig] and adds its hyperparameters
 (``PPOConfig``, ``A2CConfig``); those over the shared networks take their network fields from
-[`NetworkConfig`][batchppo.algorithms.training.run_config.NetworkConfig]. The experiment
+[`NetworkConfig`][batchppo.algorithms.run_config.NetworkConfig]. The experiment
 layer (loop, checkpoints, resume rules, visualize, plot) reads only the run-level fields,
 whatever the algorithm. Importing this module does not import JAX.
 """
@@ -142,7 +142,7 @@ class RunConfig:
     without a time limit (``max_length`` None and none of the env's own) reach it."""
     eval_every: int | None = None
     """Training steps between evaluation phases; 0 disables evaluation; None: ``steps / 20`` (see
-    [`eval_interval`][batchppo.algorithms.training.run_config.RunConfig.eval_interval]), so that a
+    [`eval_interval`][batchppo.algorithms.run_config.RunConfig.eval_interval]), so that a
     changed ``steps`` keeps 20 evaluations."""
     log_every: int | None = None
     """Training steps between log reports; None: ``steps / 100``."""

@@ -6,9 +6,8 @@ import dataclasses
 
 import pytest
 
-from batchppo.experiment.config import configs
+from batchppo.experiment.config import configs, env_checks
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.run import env_checks
 
 
 def test_a_missing_package_of_the_env_names_the_projects_extra(monkeypatch):

@@ -1,10 +1,10 @@
 """The start-up checks of a run's env, made before its run dir exists.
 
-[`check_env`][batchppo.experiment.run.env_checks.check_env] checks the backend and the env id, the
-tracker's package and, for a backend with a probe, one env built, reset once and closed; its
+[`check_env`][batchppo.experiment.config.env_checks.check_env] checks the backend and the env id,
+the tracker's package and, for a backend with a probe, one env built, reset once and closed; its
 mistakes are one line (a [`ConfigError`][batchppo.experiment.ConfigError]) rather than a failure
-after the run dir is made. ``describe_images`` and ``describe_action_mask`` say, in one line
-each, how the probed env's observations enter the network.
+after the run dir is made. ``describe_images`` and ``describe_action_mask`` say, in one line each,
+how the probed env's observations enter the network.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from batchppo.algorithms.training.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends import get_backend
 from batchppo.experiment.errors import ConfigError
 

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from batchppo.algorithms.training.run_config import EVAL_ACTIONS, RunConfig
+from batchppo.algorithms.run_config import EVAL_ACTIONS, RunConfig
 
 ACTION_WORDS = {"mean": "mean action", "sampled": "sampled actions"}
 """How a protocol's action mode reads, by ``eval_actions`` value."""
