@@ -15,6 +15,4 @@
   (``obs -> action`` on the host).
 * ``episodes``: ``EndedEpisodes``, every training episode that ended in an iteration, as the
   trainers hand them to the host.
-* ``run_config``: ``RunConfig``, the run-level fields every algorithm's config subclasses, and
-  ``NetworkConfig``, the network fields of PPO's and A2C's configs (imports no JAX).
 """

@@ -1,2 +1,2 @@
-"""Reading runs: evaluation and its protocols, the peers' scoring protocols, aggregate statistics
-and plots."""
+"""Reading finished runs: evaluation of a saved run, the peers' scoring protocols, aggregate
+statistics with bootstrap intervals, and learning-curve plots."""
