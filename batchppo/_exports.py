@@ -18,7 +18,8 @@ def lazy_exports(
     """The ``__getattr__`` and ``__dir__`` of ``package`` for names imported on first use.
 
     Examples:
-        >>> __getattr__, __dir__ = lazy_exports(__name__, {"train": "batchppo.experiment.training"})
+        >>> __getattr__, __dir__ = lazy_exports(__name__, {"train":
+        "batchppo.experiment.run.training"})
 
     Args:
         package: The package's ``__name__`` (it must be executing, i.e. in ``sys.modules``).

@@ -69,7 +69,7 @@ from batchppo.experiment.errors import UserError
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from batchppo.experiment.training import EnvFailure
+    from batchppo.experiment.run.training import EnvFailure
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -146,7 +146,7 @@ def _overrides_argument(parser: argparse.ArgumentParser, help: str) -> None:
 
 def _add_train(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The ``train`` command's arguments."""
-    from batchppo.experiment.configs import DEFAULT_PRESET
+    from batchppo.experiment.config.configs import DEFAULT_PRESET
 
     train = sub.add_parser(
         "train",
@@ -488,7 +488,7 @@ def _run_name(args: argparse.Namespace, config_name: str | None) -> str | None:
 def _train_config(args: argparse.Namespace) -> tuple[object, str | None]:
     """What ``train`` trains: a preset name, a config read from a file, or None (a recipe
     chosen from ``--env``'s spaces), and the run's name."""
-    from batchppo.experiment import configs
+    from batchppo.experiment.config import configs
 
     if args.config is None and args.env is None:
         args.config = configs.DEFAULT_PRESET
@@ -510,7 +510,8 @@ def _find_resumed_run(args: argparse.Namespace) -> None:
         return
     from pathlib import Path
 
-    from batchppo.experiment import configs, rundir
+    from batchppo.experiment.artifacts import rundir
+    from batchppo.experiment.config import configs
 
     name = rundir.find_run_name(args.logdir, args.timestamp, args.name, args.seeds)
     if name in configs.PRESETS:
@@ -522,16 +523,16 @@ def _find_resumed_run(args: argparse.Namespace) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from batchppo.experiment import training
+    from batchppo.experiment.artifacts.eval_protocol import score_text
+    from batchppo.experiment.config.resume import ExtensionError
     from batchppo.experiment.errors import ConfigError
-    from batchppo.experiment.eval_protocol import score_text
-    from batchppo.experiment.resume import ExtensionError
+    from batchppo.experiment.run import training
 
     _find_resumed_run(args)
     config, name = _train_config(args)
     if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
         # Repeat runs of a config then skip XLA compilation (most of a short run's start-up).
-        from batchppo.algorithms.common.programs import enable_compilation_cache
+        from batchppo.algorithms.training.programs import enable_compilation_cache
 
         enable_compilation_cache()
     try:
@@ -577,7 +578,8 @@ def _resume_command(args: argparse.Namespace, run_dir: Path) -> str:
         run_dir: The run's dir; with ``--seeds``, seed 0's (``<timestamp>-<config>-s0``),
             and the command resumes every seed (``--seeds N --timestamp T``).
     """
-    from batchppo.experiment import configs, training
+    from batchppo.experiment.config import configs
+    from batchppo.experiment.run import training
 
     command = _train_command(args, overrides=False)
     name = _run_name(args, _config_name(args)) or args.env.rpartition(":")[2]
@@ -604,7 +606,7 @@ def _train_command(args: argparse.Namespace, overrides: bool = True) -> list[str
 def _config_name(args: argparse.Namespace) -> str | None:
     from pathlib import Path
 
-    from batchppo.experiment import configs
+    from batchppo.experiment.config import configs
 
     if args.config is None:
         return None
@@ -613,7 +615,7 @@ def _config_name(args: argparse.Namespace) -> str | None:
 
 def _report_seeds(args: argparse.Namespace, results: list) -> int:
     """Prints the outcome of a ``--seeds`` run (one line per seed); the exit status."""
-    from batchppo.experiment.eval_protocol import score_text
+    from batchppo.experiment.artifacts.eval_protocol import score_text
 
     first = results[0]
     if first.interrupted:
@@ -659,7 +661,7 @@ def _report_env_failure(args: argparse.Namespace, error: BaseException, failure:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from batchppo.experiment import evaluate, stats
+    from batchppo.experiment.analysis import evaluate, stats
 
     inputs = [args.logdir] + ([args.compare] if args.compare else [])
     if args.checkpoint is not None and (
@@ -728,7 +730,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 def _score_run(run_dir: str, args: argparse.Namespace) -> dict:
     """One run's results entry by the protocol that ``args`` asks for."""
-    from batchppo.experiment import evaluate, protocols, provenance
+    from batchppo.experiment.analysis import evaluate, protocols
+    from batchppo.experiment.artifacts import provenance
 
     if args.training_window is not None:
         entry = protocols.training_window(run_dir, args.training_window)
@@ -763,7 +766,7 @@ def _protocol_source(args: argparse.Namespace) -> str | None:
 
 def _max_eval_means(groups: dict[str, list[dict]], args: argparse.Namespace) -> dict:
     """Prints and returns each group's and env's ``max-eval-mean`` (Tianshou's protocol)."""
-    from batchppo.experiment import protocols
+    from batchppo.experiment.analysis import protocols
 
     max_step = None if args.max_eval_mean < 0 else args.max_eval_mean
     out: dict[str, dict] = {}
@@ -798,7 +801,8 @@ def _load_group(runs: list[str], args: argparse.Namespace) -> list[_GroupRun]:
     """The runs of a group; an ``evaluate --json`` file stands for its runs, with their saved
     results; a run dir is to be scored as ``args`` say (``run_protocol``, checked here).
     """
-    from batchppo.experiment import evaluate, plot, training
+    from batchppo.experiment.analysis import evaluate, plot
+    from batchppo.experiment.run import training
 
     group: list[_GroupRun] = []
     for run in runs:
@@ -825,7 +829,7 @@ def _print_run(stats: dict, source: str | None = None) -> None:
         stats: Its results entry.
         source: What of its protocol the run set (``_protocol_source``), for a run scored now.
     """
-    from batchppo.experiment import evaluate
+    from batchppo.experiment.analysis import evaluate
 
     if stats.get("protocol", "").startswith("training-window"):
         _print_window(stats)
@@ -861,7 +865,7 @@ def _print_window(stats: dict) -> None:
 
 
 def _cmd_visualize(args: argparse.Namespace) -> int:
-    from batchppo.experiment import visualize
+    from batchppo.experiment.artifacts import visualize
 
     if args.num_episodes < 1:
         raise UserError(f"--num_episodes {args.num_episodes}: must be >= 1")
@@ -877,7 +881,7 @@ def _cmd_visualize(args: argparse.Namespace) -> int:
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from batchppo.experiment import export
+    from batchppo.experiment.artifacts import export
 
     info = export.export_run(
         args.run_dir, args.out, checkpoint=args.checkpoint, sampled=args.sampled
@@ -892,12 +896,12 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from batchppo.experiment import plot
+    from batchppo.experiment.analysis import plot
 
     if args.reference and not args.profile:
         raise UserError("--reference applies to --profile only")
     if args.profile:
-        from batchppo.experiment import stats
+        from batchppo.experiment.analysis import stats
 
         references = stats.parse_references(args.reference)
         print(f"wrote {plot.plot_profile(args.runs, args.out, references)}")
@@ -912,7 +916,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 def _cmd_list(args: argparse.Namespace) -> int:
     from batchppo.backends import get_backend
-    from batchppo.experiment import configs
+    from batchppo.experiment.config import configs
 
     rows = [("config", "env", "backend", "steps", "algorithm", "")]
     for name, config in configs.PRESETS.items():
@@ -939,7 +943,7 @@ def _table(rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> list[str
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from batchppo.experiment import configs
+    from batchppo.experiment.config import configs
 
     config, _ = configs.resolve_config(args.config)
     print(configs.config_to_yaml(config), end="")
@@ -961,7 +965,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         raise UserError("batchppo tune: give --config (a new study) or --study DIR (resume one)")
     study = args.study or str(Path("studies") / Path(args.config).stem)
     if os.environ.get("BATCHPPO_COMPILATION_CACHE", "1") != "0":
-        from batchppo.algorithms.common.programs import enable_compilation_cache
+        from batchppo.algorithms.training.programs import enable_compilation_cache
 
         enable_compilation_cache()
     result = tune.tune(
@@ -1051,7 +1055,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except RuntimeError as error:
         # Imported only here: the common path never pays for importing the Ray env module.
-        from batchppo.envs.ray_env import RaySetupError
+        from batchppo.envs.adapters.ray_env import RaySetupError
 
         if not isinstance(error, RaySetupError):
             raise

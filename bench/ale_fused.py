@@ -48,7 +48,7 @@ from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.backends.ale import AleOptions
 from batchppo.backends.ale_env import AleFusedEnv, _vector_env, atari_stack, step_calls
 from batchppo.core.simulation import rollout
-from batchppo.experiment.configs import apply_overrides
+from batchppo.experiment.config.configs import apply_overrides
 
 
 class WhileLoopReset(AleFusedEnv):

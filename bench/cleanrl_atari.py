@@ -167,9 +167,10 @@ def import_model(model_path: str, like: str, out: str, check_frames: int = 16) -
     import torch
 
     from batchppo.core.keys import host_key
-    from batchppo.experiment import checkpoint, trainers
-    from batchppo.experiment.loading import INIT_KEY, loading_config
-    from batchppo.experiment.rundir import CHECKPOINT_DIR, CONFIG_FILE, open_run_dir
+    from batchppo.experiment import trainers
+    from batchppo.experiment.artifacts import checkpoint
+    from batchppo.experiment.artifacts.loading import INIT_KEY, loading_config
+    from batchppo.experiment.artifacts.rundir import CHECKPOINT_DIR, CONFIG_FILE, open_run_dir
 
     state_dict = torch.load(model_path, map_location="cpu", weights_only=True)
     params = nature_params(torch_to_nature(state_dict))

@@ -140,7 +140,7 @@ def batchppo_config(envs: int, steps: int, seed: int, lean: bool = False) -> Any
     grad norm), which the baseline does not compute (its parameters are the same)."""
     import dataclasses
 
-    from batchppo.experiment.configs import get_preset
+    from batchppo.experiment.config.configs import get_preset
 
     return dataclasses.replace(get_preset("craftax_symbolic"), num_agents=envs, steps=steps,
                                seed=seed, minibatch_diagnostics=not lean)  # fmt: skip
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     result = compare([side(name) for name in sides], args.rounds, on_row=show)
     _summary(result)
     if args.json:
-        from batchppo.experiment.provenance import effective_config
+        from batchppo.experiment.artifacts.provenance import effective_config
 
         # The config behind the figures, for the guard that holds the preset to it
         # (bench/results.py); the lean side's differs in minibatch_diagnostics only.

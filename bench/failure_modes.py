@@ -46,7 +46,7 @@ import numpy as np
 import yaml
 from scipy import stats
 
-from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.artifacts.logging import read_metrics
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "docs" / "runs"

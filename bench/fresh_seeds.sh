@@ -65,7 +65,7 @@ train() {
 same_recipe() {
   python - "$1" "$2" <<'PY'
 import dataclasses, sys
-from batchppo.experiment.configs import load_config
+from batchppo.experiment.config.configs import load_config
 a, b = (dataclasses.replace(load_config(path), seed=0) for path in sys.argv[1:])
 changed = [f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)]
 if changed:

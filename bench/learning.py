@@ -321,7 +321,7 @@ def training_windows(
 
 def run_cleanrl_atari(args: argparse.Namespace) -> dict:
     """Runs CleanRL's PPO Atari script in a fresh directory; its score, timed like ours."""
-    from batchppo.experiment.logging import read_scalars
+    from batchppo.experiment.artifacts.logging import read_scalars
 
     # Absolute: the script runs in a fresh directory, where a relative --cleanrl-dir fails.
     cleanrl_dir = Path(args.cleanrl_dir).expanduser().resolve()
@@ -434,7 +434,7 @@ def first_crossing(records: list[dict], threshold: float) -> dict | None:
 def against_sac(args: argparse.Namespace) -> dict:
     """Prints SAC's extrapolated 1M-step wall-clock, our run's time to SAC's 1M return, and
     their ratio; returns the figures."""
-    from batchppo.experiment.logging import read_metrics
+    from batchppo.experiment.artifacts.logging import read_metrics
 
     records = read_metrics(Path(args.against_sac))
     crossing = first_crossing(records, SAC_1M_RETURN)

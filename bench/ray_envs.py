@@ -4,7 +4,7 @@ Steps per second (env transitions summed over the batch) with random actions, fo
 at N envs, through ``step_arrays`` (the path ``HostEnv`` uses):
 
 * ``process``: ``batchppo.envs.BatchEnv``, one worker process per core (the default).
-* ``ray``: ``batchppo.envs.ray_env.RayBatchEnv`` with as many actors as ``process`` has
+* ``ray``: ``batchppo.envs.adapters.ray_env.RayBatchEnv`` with as many actors as ``process`` has
   workers, on a local Ray started here with one CPU per core (or the cluster at
   ``--address``).
 * ``ray_1``: ``RayBatchEnv`` with a single actor holding every env (one round trip a step).
@@ -33,7 +33,7 @@ from envs import _actions, _env_fn, timed_steps  # bench/envs.py: the same envs,
 from harness import Side, compare
 
 from batchppo.envs import BatchEnv, RayWorkerOptions, WorkerOptions
-from batchppo.envs.ray_env import RayBatchEnv
+from batchppo.envs.adapters.ray_env import RayBatchEnv
 
 PEERS = ("process", "ray", "ray_1")
 

@@ -48,8 +48,10 @@ import numpy as np
 import rundata
 import scipy.stats
 
-from batchppo.experiment import configs, evaluate, provenance
-from batchppo.experiment.episode_log import EPISODES_FILE, read_episodes
+from batchppo.experiment.analysis import evaluate
+from batchppo.experiment.artifacts import provenance
+from batchppo.experiment.artifacts.episode_log import EPISODES_FILE, read_episodes
+from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.fileio import jsonl_exists
 
@@ -143,8 +145,8 @@ def reading() -> Iterator[set[str]]:
 
 def load_entries(path: Path) -> list[dict] | None:
     """The run entries of an `evaluate --json` file, each with its run's provenance (`commit`,
-    `note`, `config`: `batchppo.experiment.evaluate.load_results`); None where it is not there
-    (yet)."""
+    `note`, `config`: `batchppo.experiment.analysis.evaluate.load_results`); None where it is not
+    there (yet)."""
     return evaluate.load_results(path) if path.is_file() else None
 
 

@@ -16,7 +16,7 @@ N, every peer building the same ``gymnasium.make(env_id)`` envs in one run:
 
 Peers: ``dummy`` (``DummyVecEnv``: every env in this process), ``subproc``
 (``SubprocVecEnv``: one process per env, each step pickled through a pipe), ``batch``
-(``batchppo.envs.sb3.BatchVecEnv``: BatchEnv's shared-memory workers, one per core by
+(``batchppo.envs.adapters.sb3.BatchVecEnv``: BatchEnv's shared-memory workers, one per core by
 default). The ratios divide ``batch`` by each peer.
 
     python bench/sb3_vec.py --sizes 8,16 --envs Pendulum-v1,HalfCheetah-v5
@@ -39,7 +39,7 @@ from harness import Side, compare
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv
 
-from batchppo.envs.sb3 import BatchVecEnv
+from batchppo.envs.adapters.sb3 import BatchVecEnv
 
 PEERS: dict[str, Callable[[list[Callable[[], gymnasium.Env]]], VecEnv]] = {
     "dummy": DummyVecEnv,

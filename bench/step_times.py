@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from batchppo.envs import WorkerOptions, make
-from batchppo.experiment import configs
+from batchppo.experiment.config import configs
 
 PRESETS = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
 

@@ -58,7 +58,7 @@ def _config(name: str, overrides: dict | None = None):
     ``host_loop=True`` (the Python-loop host driver instead of the in-graph one), and
     ``cheetah_fast+recompute_advantages=false`` switches a preset's flag off.
     """
-    from batchppo.experiment.configs import get_preset
+    from batchppo.experiment.config.configs import get_preset
 
     name, *flags = name.split("+")
     config = get_preset(name)
@@ -122,8 +122,8 @@ def worker_sb3(seed: int, t_launch: float, max_steps: int) -> dict:
 
 
 def worker_batchppo(preset: str, seed: int, t_launch: float, eval_every: int) -> dict:
-    from batchppo.algorithms.common.programs import enable_compilation_cache
     from batchppo.algorithms.ppo import Trainer
+    from batchppo.algorithms.training.programs import enable_compilation_cache
     from batchppo.core.keys import host_key
 
     if os.environ.get("BATCHPPO_BENCH_CACHE"):

@@ -51,7 +51,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):  # the controller (or a run without workers)
         path = tempfile.mkdtemp(prefix="batchppo-test-jax-cache-")
         os.environ[_CACHE_VARIABLE] = config.stash[_CACHE_STASH] = path
-    from batchppo.algorithms.common.programs import enable_compilation_cache
+    from batchppo.algorithms.training.programs import enable_compilation_cache
 
     enable_compilation_cache(os.environ[_CACHE_VARIABLE])
 
@@ -89,7 +89,7 @@ def cold_training_programs(monkeypatch: pytest.MonkeyPatch) -> None:
     whose optimised code would run too briefly to matter; the training programs as the
     package compiles them are the other training tests' to cover.
     """
-    from batchppo.algorithms.common import programs
+    from batchppo.algorithms.training import programs
 
     monkeypatch.setattr(programs, "COMPILER_OPTIONS", programs.cold_compiler_options())
 

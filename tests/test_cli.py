@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from batchppo import cli
-from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, trainers
+from batchppo.experiment import trainers
+from batchppo.experiment.artifacts import checkpoint as ckpt
+from batchppo.experiment.config import configs
 
 sys.path.insert(0, str(Path(__file__).parent / "experiment"))
 from experiment_fakes import FakeSeedsTrainer, FakeTrainer

@@ -172,7 +172,7 @@ def test_home_page_carries_the_readme_results_tables(site: Path) -> None:
 
 def test_api_reference_documents_every_public_name(site: Path) -> None:
     """Each name of a package's ``__all__`` is on its page, or on the page of the package
-    that defines it (``batchppo.train`` is ``batchppo.experiment.training.train``)."""
+    that defines it (``batchppo.train`` is ``batchppo.experiment.run.training.train``)."""
     ids = {page: _ids(site / page / "index.html") for page in set(API_PAGES.values())}
     everywhere = set().union(*ids.values())
     for module, page in API_PAGES.items():
@@ -227,7 +227,7 @@ def test_names_the_pages_point_to_are_in_the_api_reference(site: Path) -> None:
         home = f"{obj.__module__}.{obj.__qualname__}"
         assert {name, home} & ids, f"the docs name {name}, which is not in the API reference"
         checked.append(name)
-    assert "batchppo.experiment.export.export_run" in checked
+    assert "batchppo.experiment.artifacts.export.export_run" in checked
 
 
 # Sphinx's cross-reference roles, which the site's renderer (mkdocstrings, Google style, Markdown)
@@ -314,10 +314,10 @@ def _examples(obj: Any, name: str) -> doctest.DocTest | None:
 SKIPPED_EXAMPLES = {
     "batchppo.algorithms.ppo.make_train",
     "batchppo.algorithms.ppo.Trainer",
-    "batchppo.algorithms.common.trainer.Trainer",
+    "batchppo.algorithms.training.trainer.Trainer",
     "batchppo.backends.HostLoop",
-    "batchppo.experiment.training",
-    "batchppo.experiment.export",
+    "batchppo.experiment.run.training",
+    "batchppo.experiment.artifacts.export",
 }
 
 
@@ -359,7 +359,7 @@ def test_api_examples_are_code_blocks_and_run(site: Path) -> None:
         "batchppo.envs.make.make",
         "batchppo.envs.BatchEnv",
         "batchppo.envs.register_vector_env",
-        "batchppo.experiment.configs",
+        "batchppo.experiment.config.configs",
         "batchppo.algorithms.registry",
     } <= ran, ran
 
@@ -378,7 +378,7 @@ def test_getting_started_names_every_extra() -> None:
 
 def test_the_preset_table_names_every_preset() -> None:
     """docs/experiments.md's table of presets has a row for each preset of ``batchppo list``."""
-    from batchppo.experiment import configs
+    from batchppo.experiment.config import configs
 
     page = (ROOT / "docs" / "experiments.md").read_text()
     table = re.search(r"## Presets\n.*?\n(\|.*?)\n\n", page, re.S).group(1)

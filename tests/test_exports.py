@@ -15,7 +15,7 @@ def test_a_name_is_imported_on_first_use_and_cached():
     # A fresh interpreter: this test process may have read the name already.
     code = (
         "import sys, batchppo\n"
-        "home = 'batchppo.experiment.loading'\n"
+        "home = 'batchppo.experiment.artifacts.loading'\n"
         "assert 'load_policy' not in vars(batchppo) and home not in sys.modules\n"
         "load_policy = batchppo.load_policy\n"
         "assert load_policy is sys.modules[home].load_policy\n"

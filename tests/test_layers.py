@@ -141,7 +141,7 @@ def test_no_module_of_the_package_imports_upward():
     assert ("backends/host.py", "batchppo.envs.make") in edges  # inside a function
     assert ("backends/host.py", "batchppo.backends.host_env") in edges  # a lazy string
     assert ("backends/host.py", "batchppo.core.backends") in edges  # ``from ... import name``
-    assert ("__init__.py", "batchppo.experiment.training") in edges  # a lazy export
+    assert ("__init__.py", "batchppo.experiment.run.training") in edges  # a lazy export
     assert ("core/backends.py", "batchppo.core.env") in edges  # under TYPE_CHECKING
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from batchppo import cli
-from batchppo.experiment import configs, env_checks, recipes
+from batchppo.experiment.config import configs, env_checks, recipes
 
 GUIDE = Path(__file__).parents[1] / "docs" / "own_env.md"
 BLOCK = re.compile(r"(?:<!-- file: (?P<file>\S+) -->\n)?```(?P<lang>\w+)\n(?P<body>.*?)```", re.S)

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 
 from batchppo.envs import BatchEnv
-from batchppo.experiment import configs
-from batchppo.experiment.eval_protocol import EvalProtocol
-from batchppo.experiment.plot import learning_curves
+from batchppo.experiment.analysis.plot import learning_curves
+from batchppo.experiment.artifacts.eval_protocol import EvalProtocol
+from batchppo.experiment.config import configs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

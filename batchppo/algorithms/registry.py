@@ -29,9 +29,9 @@ from typing import Any
 
 from batchppo.algorithms.a2c import config as a2c_config
 from batchppo.algorithms.a2c import presets as a2c_presets
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo import config as ppo_config
 from batchppo.algorithms.ppo import presets as ppo_presets
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.core.registry import Registry, lazy
 
 DEFAULT_ALGORITHM = "ppo"
@@ -46,14 +46,14 @@ class Algorithm:
         name: The ``algorithm`` value of a ``config.yaml``.
         title: Its name in prose, for messages and ``batchppo list``.
         config: Its config class, a frozen dataclass that subclasses
-            [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig].
+            [`RunConfig`][batchppo.algorithms.run_config.RunConfig].
         presets: Its presets, by name.
         trainer: ``config -> trainer``, the object the experiment's driver iterates (see
-            ``batchppo.experiment.training.TrainerLike``).
+            ``batchppo.experiment.run.training.TrainerLike``).
         seeds_trainer: ``(config, num_seeds) -> trainer`` over stacked states, for
             ``--seeds``; None where the algorithm trains seeds as separate runs only.
         metrics: The train metrics each iteration reports besides
-            ``batchppo.experiment.training.EPISODE_METRICS`` (and what the env reports:
+            ``batchppo.experiment.run.training.EPISODE_METRICS`` (and what the env reports:
             ``env_restarts``, and ``games`` and ``game_score`` over Atari envs).
     """
 

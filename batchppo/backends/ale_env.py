@@ -29,7 +29,7 @@ above 0); only those envs are reset (``game_flags``). ``terminated`` and ``trunc
 ALE's, kept apart, but for a life lost at the frame cap's very step, which ALE reports as
 ``terminated`` and the process backend as ``truncated``, as this backend does.
 
-**Against the process backend's ``preprocess: atari``** (``batchppo.envs.atari``), for the
+**Against the process backend's ``preprocess: atari``** (``batchppo.envs.stack.atari``), for the
 same seed and actions and no sticky actions: with ``noop_max=0`` and ``fire_reset`` off on both
 sides, the newest frame of every observation, the rewards and the terminated/truncated
 sequences are equal (``tests/backends/test_ale_env.py``). The differences:
@@ -67,8 +67,8 @@ from jax.experimental import io_callback
 from batchppo.backends.ale import ale_game
 from batchppo.backends.host_env import HostEnv, spec_from_spaces, wrap_host_env
 from batchppo.core.env import EnvSpec, StepResult
-from batchppo.envs.atari import AtariStack, needs_fire
 from batchppo.envs.episode_metrics import GameScores
+from batchppo.envs.stack.atari import AtariStack, needs_fire
 
 __all__ = [
     "FIRE",

@@ -174,8 +174,8 @@ class GymnaxEnv(PureJaxEnv):
         """What range normalisation maps here: ``(obs_bounds, action_bounds)``, each the env's own
         float32 ``(low, high)`` where this adapter maps that side, else None (a ``Discrete`` action,
         a non-float observation, or ``normalize_ranges`` off). The ONNX export
-        ([`batchppo.experiment.export`][batchppo.experiment.export]) folds the same maps into its
-        model."""
+        ([`batchppo.experiment.artifacts.export`][batchppo.experiment.artifacts.export]) folds the
+        same maps into its model."""
         obs = self._raw_obs_bounds if self._normalize_obs else None
         act = self._raw_action_bounds if self._normalize else None
         return obs, act

@@ -206,8 +206,8 @@ def _game_scores(vector_env: Any, env_kwargs: Mapping[str, Any]) -> Callable[[],
     ``GameScoreLog`` in each, called where the envs live), or None for other envs."""
     import numpy as np
 
-    from batchppo.envs.atari import AtariStack
     from batchppo.envs.make import preprocessing
+    from batchppo.envs.stack.atari import AtariStack
 
     if not isinstance(preprocessing(env_kwargs.get("preprocess")), AtariStack):
         return None

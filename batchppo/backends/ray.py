@@ -1,5 +1,5 @@
 """The ``ray`` backend: Gymnasium envs in Ray actors
-([`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv], built by
+([`RayBatchEnv`][batchppo.envs.adapters.ray_env.RayBatchEnv], built by
 [`batchppo.envs.make`][batchppo.envs.make.make] with this module's ``ray_batch_env``), stepped
 on the host through a [`HostEnv`][batchppo.backends.HostEnv].
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import gymnasium
     from gymnasium.vector import AutoresetMode
 
-    from batchppo.envs.standard_stack import StandardStack
+    from batchppo.envs.stack.standard_stack import StandardStack
 
 __all__ = ["RayOptions", "ray_batch_env"]
 
@@ -32,12 +32,12 @@ __all__ = ["RayOptions", "ray_batch_env"]
 class RayOptions(BackendOptions, RayWorkerOptions):
     """The ``backend_options`` of the ``ray`` backend: the
     [`RayWorkerOptions`][batchppo.envs.RayWorkerOptions] of its
-    [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] themselves (the actors: ``num_workers``,
-    ``envs_per_worker``, ``step_timeout``; the cluster: ``address``, ``num_cpus``,
+    [`RayBatchEnv`][batchppo.envs.adapters.ray_env.RayBatchEnv] themselves (the actors:
+    ``num_workers``, ``envs_per_worker``, ``step_timeout``; the cluster: ``address``, ``num_cpus``,
     ``startup_timeout``; ``--set backend_options.address=auto``), this object handed to the
     ``RayBatchEnv`` as it is. As ``ProcessOptions``, they differ from the batch env's in one
-    default: a run's actors have a ``step_timeout`` (``RUN_STEP_TIMEOUT``). They may change
-    when a run resumes."""
+    default: a run's actors have a ``step_timeout`` (``RUN_STEP_TIMEOUT``). They may change when a
+    run resumes."""
 
     step_timeout: float | None = RUN_STEP_TIMEOUT
     """Seconds an actor may take to answer one step, reset or call of its envs; past it the run
@@ -53,8 +53,8 @@ def ray_batch_env(
     actor_options: dict[str, Any] | None = None,
 ) -> gymnasium.vector.VectorEnv:
     """The ``ray`` backend's batch env (a ``batchppo.envs.make.BatchEnvFactory``): a
-    [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] whose actors build each env inside the
-    per-env stack. ``batchppo.envs.make(env_id, n, backend=ray_batch_env)`` builds it.
+    [`RayBatchEnv`][batchppo.envs.adapters.ray_env.RayBatchEnv] whose actors build each env inside
+    the per-env stack. ``batchppo.envs.make(env_id, n, backend=ray_batch_env)`` builds it.
 
     Args:
         env_fns: Each builds one raw env.
@@ -72,8 +72,8 @@ def ray_batch_env(
     """
     from gymnasium.vector import AutoresetMode
 
-    from batchppo.envs.ray_env import RayBatchEnv
-    from batchppo.envs.standard_stack import stacked_env_fn
+    from batchppo.envs.adapters.ray_env import RayBatchEnv
+    from batchppo.envs.stack.standard_stack import stacked_env_fn
 
     mode = AutoresetMode(autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode
     if mode is not AutoresetMode.SAME_STEP:

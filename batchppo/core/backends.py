@@ -8,9 +8,10 @@ derived from these records: ``PPOConfig``'s validation,
 [`batchppo.backends.make_env`][batchppo.backends.make_env], the trainer's choice between a fused
 (pure-JAX) and a host rollout, the experiment's env checks. What only one consumer needs of a
 backend lives with that consumer, in a table keyed by backend name: the backend a trained policy is
-loaded with (``batchppo.experiment.loading``), the Gymnasium env ``batchppo visualize`` renders
-(``batchppo.experiment.visualize``) and the env mapping ``batchppo export`` folds into its model
-(``batchppo.experiment.export``), so no backend module points up at the experiment.
+loaded with (``batchppo.experiment.artifacts.loading``), the Gymnasium env ``batchppo visualize``
+renders (``batchppo.experiment.artifacts.visualize``) and the env mapping ``batchppo export`` folds
+into its model (``batchppo.experiment.artifacts.export``), so no backend module points up at the
+experiment.
 
 This module is the pure half: records and lookups, importing nothing of a backend (the wording
 of its messages is ``batchppo.core.wording``'s). The
@@ -188,7 +189,7 @@ class FactoryRecipe(NamedTuple):
             Discrete actions"``).
         changes: Fields set on top of the preset (a network that takes the env's spaces).
         own_time_limit: Whether the env ends its episodes itself: ``max_length`` None then,
-            else the recipes' limit (``experiment.recipes.RECIPE_MAX_LENGTH``).
+            else the recipes' limit (``experiment.config.recipes.RECIPE_MAX_LENGTH``).
     """
 
     preset: str
@@ -233,7 +234,7 @@ class Backend:
         probe: ``probe(env_id, *, normalize_ranges, env_kwargs)``: builds one env and closes
             it, returning its spaces (an ``EnvProbe``) or raising a one-line ``ValueError``
             (spaces the learners cannot take included): the start-up check of a run, before
-            its run dir is made (``experiment.env_checks.check_env``); None: only
+            its run dir is made (``experiment.config.env_checks.check_env``); None: only
             ``check_env_id`` runs.
         in_program: For a host backend, ``in_program(options)`` (its ``options`` dataclass):
             whether those options step the envs from inside the compiled program (the ``ale``

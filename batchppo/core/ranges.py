@@ -1,8 +1,9 @@
 """Range normalisation: the one rule every backend uses, as precomputed per-dim arrays.
 
-Both the host wrapper ([`batchppo.envs.wrappers.RangeNormalize`][batchppo.envs.RangeNormalize]) and
-the pure-JAX adapters ([`batchppo.backends.gymnax_env.GymnaxEnv`][batchppo.backends.GymnaxEnv])
-build a ``RangeMap`` here and apply its arrays, the wrapper with NumPy (``RangeMap.normalize``,
+Both the host wrapper
+([`batchppo.envs.stack.wrappers.RangeNormalize`][batchppo.envs.RangeNormalize]) and the pure-JAX
+adapters ([`batchppo.backends.gymnax_env.GymnaxEnv`][batchppo.backends.GymnaxEnv]) build a
+``RangeMap`` here and apply its arrays, the wrapper with NumPy (``RangeMap.normalize``,
 ``RangeMap.denormalize``) and the adapters with ``jnp`` (``range_normalize_obs``,
 ``denormalize_action``), so a policy trained on one backend sees the same observations and sends the
 same actions on another. The module imports only NumPy (host workers import it); the two ``jnp``

@@ -5,10 +5,10 @@ The settings that ``AsyncVectorEnv`` has no word for (how many workers, whether 
 process steps a share, the restart budget, the time limit on a worker's answer and the waits'
 spinning) travel together: ``BatchEnv(env_fns, WorkerOptions(num_workers=4, max_restarts=2))``.
 [`RayWorkerOptions`][batchppo.envs.RayWorkerOptions] extends them with the Ray cluster's
-settings for [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv]. A bad value is refused where
-the options are made, in one line naming the setting: the one check of each setting, whether
-the options come from Python or from a config's ``backend_options`` (the host backends'
-options, ``batchppo.backends.host.ProcessOptions`` and the others, are these classes).
+settings for [`RayBatchEnv`][batchppo.envs.adapters.ray_env.RayBatchEnv]. A bad value is refused
+where the options are made, in one line naming the setting: the one check of each setting, whether
+the options come from Python or from a config's ``backend_options`` (the host backends' options,
+``batchppo.backends.host.ProcessOptions`` and the others, are these classes).
 
 Pure Python, so that a config is parsed (and its backend options checked) without importing
 Gymnasium and the batch env; [`batchppo.envs`][batchppo.envs] exports both classes.
@@ -189,7 +189,7 @@ _RAY_NO_SPIN = "Ray actors answer through Ray's own calls, which do not spin"
 
 @dataclasses.dataclass(frozen=True)
 class RayWorkerOptions(WorkerOptions):
-    """Where a [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv]'s envs are stepped: the
+    """Where a [`RayBatchEnv`][batchppo.envs.adapters.ray_env.RayBatchEnv]'s envs are stepped: the
     workers of ``WorkerOptions`` as Ray actors, and the Ray cluster they run on.
 
     Of ``WorkerOptions``, Ray's actors take ``num_workers`` (actors; None: the CPUs of the Ray
@@ -208,7 +208,7 @@ class RayWorkerOptions(WorkerOptions):
 
     Attributes:
         address: The Ray cluster to join when Ray is not initialised yet (``auto`` or
-            ``host:port``; see [`connect`][batchppo.envs.ray_env.connect]); None:
+            ``host:port``; see [`connect`][batchppo.envs.adapters.ray_env.connect]); None:
             ``RAY_ADDRESS`` if set, else a new local Ray. A Ray already initialised in the
             process is used as it is.
         num_cpus: CPUs each actor books on the cluster; fractions share a CPU (half of one

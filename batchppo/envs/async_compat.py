@@ -20,7 +20,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces
 
-from batchppo.envs.batch_transform import BatchTransform
+from batchppo.envs.stack.batch_transform import BatchTransform
 
 __all__ = [
     "CallingVectorEnv",
@@ -125,8 +125,8 @@ def check_async_options(
         raise ValueError(
             f"BatchEnv(worker={getattr(worker, '__name__', worker)!r}) cannot run a custom "
             "worker function: its workers run BatchEnv's own shared-memory protocol "
-            "(batchppo.envs.worker); change what an env does with a gymnasium.Wrapper in its "
-            "env function, or use gymnasium.vector.AsyncVectorEnv for a custom worker."
+            "(batchppo.envs.workers.worker); change what an env does with a gymnasium.Wrapper in "
+            "its env function, or use gymnasium.vector.AsyncVectorEnv for a custom worker."
         )
     method = "forkserver" if context is None else context
     if method not in _START_METHODS:

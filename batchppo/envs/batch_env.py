@@ -8,7 +8,7 @@ default one per available core, and the calling process steps none, so an env th
 into the parent stepping the first share itself (one process fewer), giving up that isolation.
 Observations, actions, rewards, terminated, truncated and final observations live in one shared
 buffer, one array per leaf of a nested Dict/Tuple space (``batchppo.envs.spaces``); a step moves no
-Python object between processes (see ``batchppo.envs.protocol`` for the protocol).
+Python object between processes (see ``batchppo.envs.workers.protocol`` for the protocol).
 
 Autoreset follows Gymnasium's ``AutoresetMode``, chosen with ``autoreset_mode=`` and reported in
 ``metadata["autoreset_mode"]``. The default is Gymnasium's own, ``NEXT_STEP``, so that
@@ -28,7 +28,7 @@ Each env is built once: the workers build theirs and report env 0's spaces and m
 parent lays out the shared memory and hands it to them. No env is built in the calling process
 unless ``step_in_parent`` (AsyncVectorEnv builds env 0 there once more). A script may build a
 BatchEnv at its top level without ``if __name__ == "__main__":``: its workers then do not run the
-script again (see ``batchppo.envs.processes``).
+script again (see ``batchppo.envs.workers.processes``).
 
 Errors fail fast by default. With ``WorkerOptions(max_restarts=N)`` an env whose step raises, or
 whose worker dies, is rebuilt and its episode reported as truncated, up to N times (see *Restarts*
@@ -38,8 +38,8 @@ in [`WorkerOptions`][batchppo.envs.WorkerOptions]).
 a ``CallState``. Its worker processes are a ``WorkerPool`` (start, messages, respawn, dead and hung
 workers, stopping), which reports a dead or killed worker back so that the batch env breaks; the
 parent's share of the envs is one more slot of the pool (``LocalWorker``). The restart policy is
-``batchppo.envs.restarts``, the keywords shared with ``AsyncVectorEnv`` and Gymnasium's argument
-checks ``batchppo.envs.async_compat``.
+``batchppo.envs.workers.restarts``, the keywords shared with ``AsyncVectorEnv`` and Gymnasium's
+argument checks ``batchppo.envs.async_compat``.
 """
 
 from __future__ import annotations
@@ -71,16 +71,16 @@ from batchppo.envs.async_compat import (
     per_env_values,
     split_reset_mask,
 )
-from batchppo.envs.batch_transform import BatchTransform, TransformFactory, resolve_transform
-from batchppo.envs.call_state import BatchState, CallState
 from batchppo.envs.errors import EnvTimeoutError, WorkerDiedError, WorkerError
 from batchppo.envs.infos import merge_info_parts
-from batchppo.envs.pool import WorkerPool
-from batchppo.envs.protocol import Layout
-from batchppo.envs.restarts import EnvRestartWarning, Restarts, restart_seed
-from batchppo.envs.shared_arrays import SharedArrays
 from batchppo.envs.spaces import check_supported
-from batchppo.envs.worker_processes import split_envs
+from batchppo.envs.stack.batch_transform import BatchTransform, TransformFactory, resolve_transform
+from batchppo.envs.workers.call_state import BatchState, CallState
+from batchppo.envs.workers.pool import WorkerPool
+from batchppo.envs.workers.protocol import Layout
+from batchppo.envs.workers.restarts import EnvRestartWarning, Restarts, restart_seed
+from batchppo.envs.workers.shared_arrays import SharedArrays
+from batchppo.envs.workers.worker_processes import split_envs
 
 __all__ = [
     "BatchEnv",

@@ -5,10 +5,9 @@ An id is a registered Gymnasium id, ``"module:EnvId"`` (the module registers it)
 in the calling process, into a picklable ``EnvSource`` that the workers build their envs from. A
 raw env is the env as built (its own time limit), or the env a preprocessing builds
 (``"atari"``), inside a config's ``env_wrappers``, without the standard stack
-(``batchppo.envs.standard_stack``). ``probe_env`` builds one env of an id with the stack, resets
-it and closes it: the check a run makes before anything else, each problem one line naming its
-fix.
-[`make`][batchppo.envs.make.make] re-exports these names.
+(``batchppo.envs.stack.standard_stack``). ``probe_env`` builds one env of an id with the stack,
+resets it and closes it: the check a run makes before anything else, each problem one line naming
+its fix. [`make`][batchppo.envs.make.make] re-exports these names.
 
 A class or function of a script run as a file (``python train.py``, ``python -c``, a notebook)
 is ``"__main__:name"``: no other process can import it by that name, so it travels by value.
@@ -35,10 +34,10 @@ from gymnasium.wrappers import TimeLimit
 
 from batchppo.core.values import optional_positive_int
 from batchppo.core.wording import did_you_mean, first_line, import_env_module, unknown_id_message
-from batchppo.envs.atari import PREPROCESSING, import_ale
-from batchppo.envs.env_wrappers import apply_wrappers, wrapper_specs
 from batchppo.envs.mujoco_log import route_mujoco_warnings
-from batchppo.envs.standard_stack import StandardStack
+from batchppo.envs.stack.atari import PREPROCESSING, import_ale
+from batchppo.envs.stack.env_wrappers import apply_wrappers, wrapper_specs
+from batchppo.envs.stack.standard_stack import StandardStack
 
 __all__ = [
     "EnvProbe",
@@ -424,8 +423,9 @@ def probe_env(
     before anything else is made. The run's batch env is not reset before the learner's first
     reset, so this is where an env whose reset raises stops a run from starting.
 
-    ``wrappers`` are a config's ``env_wrappers`` (``batchppo.envs.env_wrappers.wrapper_specs``:
-    their paths imported and their keyword arguments bound before the env is built).
+    ``wrappers`` are a config's ``env_wrappers``
+    (``batchppo.envs.stack.env_wrappers.wrapper_specs``: their paths imported and their keyword
+    arguments bound before the env is built).
 
     Raises:
         ValueError: One line naming the problem and its fix: the id

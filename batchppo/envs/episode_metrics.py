@@ -8,7 +8,7 @@ and the key's value at the reset and at the last step.
 
 ``GameScores`` keeps the raw score of each Atari game that ends (all its lives, before reward
 clipping) until the trainer takes them for its report: the training metrics ``games`` and
-``game_score`` (``batchppo.experiment.window``), the protocol by which CleanRL reports its
+``game_score`` (``batchppo.experiment.run.window``), the protocol by which CleanRL reports its
 training games.
 
 The task metrics derived from them are declared once, in ``TASK_METRICS``, by the info key they

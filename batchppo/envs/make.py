@@ -3,14 +3,14 @@
 The stack of one env, innermost first: the env as built (``gymnasium.make`` with its
 ``TimeLimit``, or a preprocessing's env), then [`RangeNormalize`][batchppo.envs.RangeNormalize],
 Gymnasium's ``ClipAction`` (Box actions without range normalisation) and
-[`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit] (``batchppo.envs.standard_stack`` details them).
-[`make_env_fn`][batchppo.envs.make_env_fn] builds one env inside it.
+[`ConvertTo32Bit`][batchppo.envs.ConvertTo32Bit] (``batchppo.envs.stack.standard_stack`` details
+them). [`make_env_fn`][batchppo.envs.make_env_fn] builds one env inside it.
 [`make`][batchppo.envs.make.make] resolves the id (``batchppo.envs.env_ids``), builds the envs
-without the layers after the first, and has the batch env apply them to all the envs of a worker
-at once, as array operations (a [`BatchTransform`][batchppo.envs.BatchTransform] read off the
-same stack), with bitwise the same results; only envs whose spaces it does not cover (Dict or
-Tuple spaces, integer observations, ``MultiDiscrete`` actions) and batch envs that take a
-``transform`` to apply around each env (Ray's) get the per-env stack.
+without the layers after the first, and has the batch env apply them to all the envs of a worker at
+once, as array operations (a [`BatchTransform`][batchppo.envs.BatchTransform] read off the same
+stack), with bitwise the same results; only envs whose spaces it does not cover (Dict or Tuple
+spaces, integer observations, ``MultiDiscrete`` actions) and batch envs that take a ``transform`` to
+apply around each env (Ray's) get the per-env stack.
 
 This module holds the host batch env factories (``process_batch_env``,
 ``in_process_batch_env``: the ``"process"`` and ``"sync"`` batch envs), ``make`` and the
@@ -44,7 +44,7 @@ from batchppo.envs.env_ids import (
     preprocessing,
     probe_env,
 )
-from batchppo.envs.standard_stack import StandardStack, batch_transform, stacked_env_fn
+from batchppo.envs.stack.standard_stack import StandardStack, batch_transform, stacked_env_fn
 
 __all__ = [
     "BatchEnvFactory",
@@ -79,7 +79,7 @@ def make_env_fn(
     **env_kwargs: Any,
 ) -> Callable[[], gymnasium.Env]:
     """A function that builds ONE env with the standard wrapper stack (see
-    ``batchppo.envs.standard_stack``).
+    ``batchppo.envs.stack.standard_stack``).
 
     Args:
         env_id: A Gymnasium id, ``"module:EnvId"`` or ``"module:factory"`` (see
@@ -93,7 +93,7 @@ def make_env_fn(
             ``preprocessing``): ``"atari"`` for the standard Atari preprocessing.
         wrappers: Gymnasium wrappers around each env, under the standard stack: import
             paths or ``{path: kwargs}`` mappings, innermost first (a config's
-            ``env_wrappers``; ``batchppo.envs.env_wrappers``).
+            ``env_wrappers``; ``batchppo.envs.stack.env_wrappers``).
         **env_kwargs: Passed to ``gymnasium.make`` (or the factory).
 
     Returns:
@@ -259,7 +259,7 @@ def make(
 
     The envs are the learners', not Gymnasium's as ``gymnasium.make_vec`` gives them (for
     those, ``BatchEnv([lambda: gymnasium.make(env_id)] * num_envs)``, the drop-in for
-    ``AsyncVectorEnv``). The standard stack (``batchppo.envs.standard_stack``) changes:
+    ``AsyncVectorEnv``). The standard stack (``batchppo.envs.stack.standard_stack``) changes:
 
     * ranges (``normalize_ranges``): actions are taken on ``[-1, 1]``, clipped there and mapped
       to the env's bounds (Pendulum's ``[-2, 2]``); the finite bounds of float ``Box``
@@ -294,7 +294,7 @@ def make(
             every env stepped in the calling process), or a callable taking their arguments (a
             ``BatchEnvFactory``: one's own, or the ray backend's
             ``batchppo.backends.ray.ray_batch_env``, a
-            [`RayBatchEnv`][batchppo.envs.ray_env.RayBatchEnv] with Ray actors as workers).
+            [`RayBatchEnv`][batchppo.envs.adapters.ray_env.RayBatchEnv] with Ray actors as workers).
         options: Where the envs step and how their faults are met, handed to the batch env as
             they are: a [`WorkerOptions`][batchppo.envs.WorkerOptions] (workers, restarts,
             ``step_timeout``, spinning; ``"sync"`` steps every env in the calling process and

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import jax
 
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.errors import UserError
 
 if TYPE_CHECKING:
-    from batchppo.algorithms.common.networks import NetworkFactory
+    from batchppo.algorithms.networks.networks import NetworkFactory
 
 # What each of a run's PRNG keys is for (``host_key(seed, purpose, ...)``): init, env resets of
 # training, training evals, and the evaluations of a saved run (``batchppo evaluate``), which
@@ -21,7 +21,7 @@ INIT_KEY, SIM_KEY, EVAL_KEY, EVALUATE_RUN_KEY = 0, 1, 2, 3
 
 
 class TrainerLike(Protocol):
-    """What the loop needs of a trainer (``batchppo.algorithms.common.trainer.Trainer``).
+    """What the loop needs of a trainer (``batchppo.algorithms.training.trainer.Trainer``).
 
     ``iteration`` reports the same metrics every iteration, ``EPISODE_METRICS`` among them.
     """

@@ -37,7 +37,7 @@ def jax_step(frames: np.ndarray, xla_convolutions: bool, bf16: bool = False) -> 
     import jax.numpy as jnp
     import optax
 
-    from batchppo.algorithms.common.programs import hot_compiler_options
+    from batchppo.algorithms.training.programs import hot_compiler_options
 
     dtype = jnp.bfloat16 if bf16 else jnp.float32
 

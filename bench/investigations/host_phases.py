@@ -47,10 +47,10 @@ from typing import Any
 
 import jax
 
-from batchppo.algorithms.common import trainer as trainer_module
 from batchppo.algorithms.ppo import Trainer
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
+from batchppo.algorithms.training import trainer as trainer_module
 from batchppo.backends import HostEnv, get_backend
 from batchppo.envs import WorkerOptions
 

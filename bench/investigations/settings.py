@@ -36,7 +36,7 @@ def measure(preset: str, setting: str, on: bool, iterations: int) -> dict[str, f
     """The first call's wall-clock and the timed iterations' rate of ``preset`` with
     ``setting`` on or off."""
     from batchppo.algorithms.ppo import Trainer
-    from batchppo.experiment.configs import get_preset
+    from batchppo.experiment.config.configs import get_preset
 
     trainer = Trainer(dataclasses.replace(get_preset(preset), **{setting: on}))
     try:

@@ -37,13 +37,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from batchppo.algorithms.common import shuffle
 from batchppo.algorithms.ppo import make_train
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
-from batchppo.experiment import stats
-from batchppo.experiment.configs import apply_overrides
+from batchppo.algorithms.training import shuffle
+from batchppo.experiment.analysis import stats
+from batchppo.experiment.config.configs import apply_overrides
 
 # bench/ on the path, as for a script run from there: the harness lives beside the stable suite.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -13,9 +13,9 @@ import yaml
 
 import batchppo
 from batchppo.algorithms import registry
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.experiment import configs
+from batchppo.algorithms.run_config import RunConfig
+from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
 
 PACKAGE = Path(batchppo.__file__).parent
@@ -119,29 +119,34 @@ def test_the_experiment_layer_and_the_cli_import_no_algorithm():
         assert not found, f"{path.name} imports {found}"
 
 
+SHARED = ("networks", "training")
+"""The packages of ``algorithms/`` that every algorithm shares (no algorithm of their own)."""
+
+
 def _is_in(module: str, package: str) -> bool:
     return module == package or module.startswith(package + ".")
 
 
 def test_no_algorithm_imports_another_algorithms_package():
-    # What two algorithms share (networks, the driver) lives in algorithms/common/.
+    # What two algorithms share lives in algorithms/networks/ and algorithms/training/.
     packages = sorted(
         p for p in (PACKAGE / "algorithms").iterdir() if (p / "__init__.py").is_file()
     )
-    algorithms = [p.name for p in packages if p.name != "common"]
+    algorithms = [p.name for p in packages if p.name not in SHARED]
     assert {"ppo", "a2c"} <= set(algorithms) and set(registry.ALGORITHMS) <= set(algorithms)
     for name in algorithms:
         others = [f"batchppo.algorithms.{o}" for o in algorithms if o != name]
         for path in sorted((PACKAGE / "algorithms" / name).rglob("*.py")):
             found = [m for m in _imported_modules(path) if any(_is_in(m, o) for o in others)]
             assert not found, f"algorithms/{name}/{path.name} imports {found}"
-    for path in sorted((PACKAGE / "algorithms" / "common").rglob("*.py")):
-        found = [
-            m
-            for m in _imported_modules(path)
-            if any(_is_in(m, f"batchppo.algorithms.{o}") for o in algorithms)
-        ]
-        assert not found, f"algorithms/common/{path.name} imports {found}"
+    for shared in SHARED:
+        for path in sorted((PACKAGE / "algorithms" / shared).rglob("*.py")):
+            found = [
+                m
+                for m in _imported_modules(path)
+                if any(_is_in(m, f"batchppo.algorithms.{o}") for o in algorithms)
+            ]
+            assert not found, f"algorithms/{shared}/{path.name} imports {found}"
 
 
 @pytest.mark.timeout(180)
@@ -149,7 +154,7 @@ def test_no_algorithm_imports_another_algorithms_package():
 def test_ppo_iterations_report_the_declared_metrics(objective):
     from batchppo.algorithms.ppo.ppo import Trainer
     from batchppo.core.keys import host_key
-    from batchppo.experiment.training import EPISODE_METRICS
+    from batchppo.experiment.run.training import EPISODE_METRICS
 
     config = PPOConfig(
         env="Pendulum-v1", backend="gymnax", num_agents=2, rollout_length=4, update_epochs=1,
@@ -217,7 +222,7 @@ def test_a_users_algorithm_trains_from_the_cli_through_an_entry_point(
     import sys
 
     from batchppo import cli
-    from batchppo.experiment.loading import load_run
+    from batchppo.experiment.artifacts.loading import load_run
 
     points = {"batchppo.algorithms": {"patient": "patientppo:ALGORITHM"}}
     install_package("patientppo", points, {"patientppo": USER_ALGORITHM})

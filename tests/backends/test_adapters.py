@@ -16,7 +16,7 @@ from batchppo.backends import GymnaxEnv, HostEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.simulation import init_sim_state, rollout
 from batchppo.core.worker_options import WorkerOptions
-from batchppo.envs.wrappers import RangeNormalize
+from batchppo.envs.stack.wrappers import RangeNormalize
 from batchppo.testing import MockGymEnv, make_mock_vector_env, random_policy
 
 run_rollout = jax.jit(rollout, static_argnums=(0, 1, 4))

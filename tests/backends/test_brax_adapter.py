@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.programs import cold_compiler_options
+from batchppo.algorithms.training.programs import cold_compiler_options
 from batchppo.backends import BraxEnv, make_env
 from batchppo.core.env import Env
 from batchppo.core.simulation import init_sim_state, rollout

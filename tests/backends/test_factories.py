@@ -12,7 +12,8 @@ import pytest
 from batchppo.backends import BraxEnv, GymnaxEnv, factory_backend, make_env
 from batchppo.backends.factories import resolve_factory
 from batchppo.core.simulation import init_sim_state, rollout
-from batchppo.experiment import configs, recipes, training
+from batchppo.experiment.config import configs, recipes
+from batchppo.experiment.run import training
 from batchppo.testing import random_policy
 
 HERE = Path(__file__).parent

@@ -97,9 +97,9 @@ def test_the_process_options_refuse_bad_values_in_one_line():
 def test_backend_options_travel_from_a_config_to_the_worker_pool_as_one_object(
     monkeypatch, backend, given, placed
 ):
-    from batchppo.algorithms.common.trainer import make_run_env
+    from batchppo.algorithms.training.trainer import make_run_env
     from batchppo.core.backends import Backend
-    from batchppo.experiment import configs
+    from batchppo.experiment.config import configs
 
     overrides = [f"backend={backend}", "num_agents=2", f"backend_options={given}"]
     config = configs.apply_overrides(configs.get_preset("pendulum_fast"), overrides)

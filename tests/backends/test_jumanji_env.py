@@ -21,7 +21,7 @@ from batchppo.backends.jumanji_env import jumanji_spaces
 from batchppo.core import spaces
 from batchppo.core.env import Env
 from batchppo.core.simulation import init_sim_state, rollout
-from batchppo.experiment import configs, recipes
+from batchppo.experiment.config import configs, recipes
 
 HERE = Path(__file__).parent
 UP = 0  # Snake's actions: up, right, down, left

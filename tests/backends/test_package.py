@@ -18,7 +18,7 @@ def test_the_registry_and_config_parsing_import_nothing_heavy():
     code = (
         "import sys\n"
         "from batchppo import backends\n"
-        "from batchppo.experiment import configs\n"
+        "from batchppo.experiment.config import configs\n"
         "config = configs.apply_overrides(configs.get_preset('cartpole'), ['backend=sync'])\n"
         "assert configs.config_from_yaml(configs.config_to_yaml(config)) == config\n"
         "assert backends.get_backend(config.backend).host\n"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from benchlib import load_bench
 
-from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.artifacts.logging import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from benchlib import load_bench
 
-from batchppo.algorithms.common.networks import make_network
+from batchppo.algorithms.networks.networks import make_network
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.core import spaces
 from batchppo.core.env import EnvSpec

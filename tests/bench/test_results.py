@@ -133,7 +133,7 @@ def test_a_preset_changed_since_its_figures_fails_by_name_with_both_values_and_t
     results, monkeypatch
 ):
     from batchppo.algorithms.registry import get_algorithm
-    from batchppo.experiment import configs
+    from batchppo.experiment.config import configs
 
     shipped = configs.PRESETS["pong_atari"]
     changed = dataclasses.replace(shipped, minibatch_shuffle="index", value_coef=0.25)
@@ -557,7 +557,7 @@ def test_one_run_a_side_is_not_compared(results):
 
 def test_the_guard_holds_the_craftax_preset_to_its_figures(results, monkeypatch):
     from batchppo.algorithms.registry import get_algorithm
-    from batchppo.experiment import configs
+    from batchppo.experiment.config import configs
 
     assert {"craftax_symbolic", "breakout_atari", "pong_atari"} <= {
         s.preset for s in results.sources()}  # fmt: skip

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from benchlib import load_bench
 
-from batchppo.experiment import configs
+from batchppo.experiment.config import configs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """The ``jnp`` maps of range normalisation (``batchppo.core.ranges``), which the pure-JAX adapters
-apply: the formulas by hand, and the same mapping as the host wrapper's (tests/envs/test_ranges.py
-has the NumPy rule)."""
+apply: the formulas by hand, and the same mapping as the host wrapper's
+(tests/envs/stack/test_ranges.py has the NumPy rule)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from batchppo.core.ranges import (
     normalized_bounds,
     range_normalize_obs,
 )
-from batchppo.envs.wrappers import RangeNormalize
+from batchppo.envs.stack.wrappers import RangeNormalize
 
 
 def test_range_normalize_obs_hand_computed():

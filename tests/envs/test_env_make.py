@@ -42,7 +42,7 @@ def test_a_worker_setting_as_a_keyword_names_the_options_object(monkeypatch):
 
 
 def test_make_re_exports_the_standard_stack():
-    from batchppo.envs import standard_stack
+    from batchppo.envs.stack import standard_stack
 
     for name in standard_stack.__all__:
         assert getattr(make_module, name) is getattr(standard_stack, name)

@@ -23,7 +23,8 @@ from batchppo.backends import HostEnv, make_env
 from batchppo.backends.host import ProcessOptions, host_backend, make_host_env
 from batchppo.envs import BatchEnv, WorkerOptions
 from batchppo.envs.make import process_batch_env
-from batchppo.experiment import configs, env_checks, loading, visualize
+from batchppo.experiment.artifacts import loading, visualize
+from batchppo.experiment.config import configs, env_checks
 from batchppo.experiment.errors import ConfigError, UserError
 
 pytestmark = pytest.mark.timeout(300)

@@ -18,7 +18,7 @@ import pytest
 from crash_envs import train_argv
 
 from batchppo import cli
-from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.artifacts.logging import read_metrics
 
 HERE = Path(__file__).parent
 

@@ -20,10 +20,12 @@ from tiny_runs import tiny_run
 import batchppo.algorithms.ppo.ppo  # noqa: F401  (the trainer the loop imports late)
 from batchppo import cli
 from batchppo.core.keys import host_key
-from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import evaluate, plot, provenance, training, visualize
-from batchppo.experiment.episode_log import read_episodes
-from batchppo.experiment.logging import read_metrics, read_scalars
+from batchppo.experiment.analysis import evaluate, plot
+from batchppo.experiment.artifacts import checkpoint as ckpt
+from batchppo.experiment.artifacts import provenance, visualize
+from batchppo.experiment.artifacts.episode_log import read_episodes
+from batchppo.experiment.artifacts.logging import read_metrics, read_scalars
+from batchppo.experiment.run import training
 
 TINY = tiny_run(eval_episodes=2, eval_every=1024, checkpoint_every=512)
 PER_ITERATION = 256

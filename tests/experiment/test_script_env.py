@@ -24,8 +24,9 @@ import pytest
 from gymnasium.wrappers import TimeLimit
 
 from batchppo.envs import env_ids
-from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, rundir
+from batchppo.experiment.artifacts import checkpoint as ckpt
+from batchppo.experiment.artifacts import rundir
+from batchppo.experiment.config import configs
 from batchppo.experiment.errors import RunDirError
 
 pytestmark = pytest.mark.timeout(400)

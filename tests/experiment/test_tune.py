@@ -29,11 +29,12 @@ from tiny_runs import tiny_run
 import batchppo.algorithms.ppo.ppo as ppo_module
 from batchppo import cli
 from batchppo.algorithms.ppo.config import PPOConfig
-from batchppo.experiment import checkpoint as ckpt
-from batchppo.experiment import configs, trainers
+from batchppo.experiment import trainers
 from batchppo.experiment import tune as tune_module
-from batchppo.experiment.callbacks import RunInfo
-from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.artifacts import checkpoint as ckpt
+from batchppo.experiment.artifacts.logging import read_metrics
+from batchppo.experiment.config import configs
+from batchppo.experiment.run.callbacks import RunInfo
 from batchppo.experiment.tune import study as study_module
 from batchppo.experiment.tune.objective import Objective, TrialMonitor, parse_objective
 from batchppo.experiment.tune.space import parse_space
@@ -472,7 +473,7 @@ def test_ctrl_c_stops_a_host_study_that_trains_and_leaves_no_worker_behind(tmp_p
     # The env workers, and multiprocessing's forkserver and resource tracker, which end
     # when the process that started them does.
     children = psutil.Process(process.pid).children(recursive=True)
-    assert any("batchppo.envs.worker" in " ".join(c.cmdline()) for c in children)
+    assert any("batchppo.envs.workers.worker" in " ".join(c.cmdline()) for c in children)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGINT, err

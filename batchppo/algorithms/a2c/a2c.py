@@ -5,8 +5,8 @@ one gradient step on the whole rollout: the policy gradient ``-A log pi(a|s)``, 
 times the squared error of ``V(s)`` against the (GAE-)returns, minus ``entropy_coef`` times the
 entropy. No importance ratio, no clipping, no epochs. Advantages bootstrap from ``V(final_obs)``
 where an episode was truncated, and from the last observation of the rollout, as PPO's do. The
-networks are the shared ones (``batchppo.algorithms.common.networks``), as is the trainer
-([`Trainer`][batchppo.algorithms.common.trainer.Trainer]).
+networks are the shared ones (``batchppo.algorithms.networks.networks``), as is the trainer
+([`Trainer`][batchppo.algorithms.training.trainer.Trainer]).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ import optax
 from flax import struct
 
 from batchppo.algorithms.a2c.config import A2CConfig
-from batchppo.algorithms.common import stacked_seeds
-from batchppo.algorithms.common import trainer as common
-from batchppo.algorithms.common.acting import ActorCriticActing
-from batchppo.algorithms.common.networks import NetworkFactory, build_network
-from batchppo.algorithms.common.trainer import episode_metrics
+from batchppo.algorithms.networks.networks import NetworkFactory, build_network
+from batchppo.algorithms.training import stacked_seeds
+from batchppo.algorithms.training import trainer as common
+from batchppo.algorithms.training.acting import ActorCriticActing
+from batchppo.algorithms.training.trainer import episode_metrics
 from batchppo.core import returns as returns_lib
 from batchppo.core.env import Env
 from batchppo.core.simulation import rollout
@@ -48,8 +48,9 @@ class TrainState:
 
 class A2C(ActorCriticActing):
     """The pure functions of A2C for one config and env (an
-    [`Agent`][batchppo.algorithms.common.trainer.Agent]); its acting functions besides ``policy_fn``
-    are the shared ones of ``batchppo.algorithms.common.acting.ActorCriticActing``."""
+    [`Agent`][batchppo.algorithms.training.trainer.Agent]); its acting functions besides
+    ``policy_fn`` are the shared ones of
+    ``batchppo.algorithms.training.acting.ActorCriticActing``."""
 
     config: A2CConfig
 
@@ -182,7 +183,7 @@ class Trainer(common.Trainer):
         config: The run's config.
         env: Optional prebuilt training env (tests); built from the config otherwise.
         network_factory: ``(config, spec) -> Network`` that builds the network
-            ([`NetworkFactory`][batchppo.algorithms.common.networks.NetworkFactory]); None:
+            ([`NetworkFactory`][batchppo.algorithms.networks.networks.NetworkFactory]); None:
             ``make_network``, from the config's network fields.
     """
 

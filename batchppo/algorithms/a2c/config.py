@@ -1,5 +1,5 @@
-"""The configuration of an A2C run: [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s
-run-level fields plus A2C's own.
+"""The configuration of an A2C run:
+[`RunConfig`][batchppo.algorithms.run_config.RunConfig]'s run-level fields plus A2C's own.
 
 The defaults are SB3's A2C (Mnih et al. 2016, synchronous): rollouts of 5 steps, one RMSprop
 step per rollout at 7e-4, value loss weight 0.5, gradients clipped at 0.5, plain n-step
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from batchppo.algorithms.common import run_config
-from batchppo.algorithms.common.run_config import (
+from batchppo.algorithms import run_config
+from batchppo.algorithms.run_config import (
     AnnealedRate,
     NetworkConfig,
     RunConfig,
@@ -39,9 +39,9 @@ METRICS = (
 class A2CConfig(AnnealedRate, NetworkConfig, RunConfig):
     """Everything that defines an A2C run. Invalid values raise ``ValueError``.
 
-    The run-level fields are [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s
+    The run-level fields are [`RunConfig`][batchppo.algorithms.run_config.RunConfig]'s
     and the network fields
-    [`NetworkConfig`][batchppo.algorithms.common.run_config.NetworkConfig]'s (feed-forward
+    [`NetworkConfig`][batchppo.algorithms.run_config.NetworkConfig]'s (feed-forward
     networks only: ``network`` is one of ``NETWORKS``), five of them with A2C's defaults below;
     the other fields are A2C's.
     """

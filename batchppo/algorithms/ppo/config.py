@@ -12,7 +12,7 @@ import types
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from batchppo.algorithms.common.run_config import (
+from batchppo.algorithms.run_config import (
     NETWORKS,
     RECURRENT,
     SHUFFLES,
@@ -53,10 +53,10 @@ class PPOConfig(AnnealedRate, NetworkConfig, RunConfig):
     """Everything that defines a BatchPPO training run. Invalid values raise ``ValueError``.
 
     The run-level fields (env, backend, num_agents, steps, cadences, seed...) are
-    [`RunConfig`][batchppo.algorithms.common.run_config.RunConfig]'s, the network fields
+    [`RunConfig`][batchppo.algorithms.run_config.RunConfig]'s, the network fields
     (network, policy_layers, value_layers, activation, init_std, init_mean_factor, cnn,
     cnn_dense, image_layout, image_encoding, shared_torso) are
-    [`NetworkConfig`][batchppo.algorithms.common.run_config.NetworkConfig]'s, with its
+    [`NetworkConfig`][batchppo.algorithms.run_config.NetworkConfig]'s, with its
     defaults; the fields below are PPO's.
     """
 
@@ -76,7 +76,7 @@ class PPOConfig(AnnealedRate, NetworkConfig, RunConfig):
     """Minibatches per epoch (split over envs/sequences)."""
     minibatch_shuffle: str = "index"
     """How each epoch's permutation of the batch is drawn: ``index`` maps the indices through
-    a keyed bijection (``batchppo.algorithms.common.shuffle.index_permutation``: elementwise
+    a keyed bijection (``batchppo.algorithms.training.shuffle.index_permutation``: elementwise
     work), ``sort`` sorts random keys (``jax.random.permutation``: XLA's CPU backend sorts
     with a comparator, which at thousands of indices costs more than a minibatch's gradient
     step). Both shuffle every epoch; ``sort`` draws the permutations of batchppo's earlier

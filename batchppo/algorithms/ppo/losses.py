@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from batchppo.algorithms.common.networks import DistParams, Network
+from batchppo.algorithms.networks.networks import DistParams, Network
 from batchppo.algorithms.ppo.config import PPOConfig
 
 PyTree = Any

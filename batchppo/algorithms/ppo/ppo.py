@@ -4,10 +4,10 @@ The agent is a set of pure functions over a [`TrainState`][batchppo.algorithms.p
 (``PPO``); these run them:
 
 * [`Trainer`][batchppo.algorithms.ppo.Trainer]: the object API the experiment's driver iterates,
-  the shared trainer ([`Trainer`][batchppo.algorithms.common.trainer.Trainer]: compiled programs,
+  the shared trainer ([`Trainer`][batchppo.algorithms.training.trainer.Trainer]: compiled programs,
   host envs, devices, evaluation and deployment) over ``PPO``.
 * ``SeedsTrainer``: ``num_seeds`` seeds of one config in one program (``--seeds``), the shared
-  ``batchppo.algorithms.common.stacked_seeds.SeedsTrainer`` over ``PPO``.
+  ``batchppo.algorithms.training.stacked_seeds.SeedsTrainer`` over ``PPO``.
 * [`make_train`][batchppo.algorithms.ppo.make_train]: ``config -> train_fn(key) -> (TrainState,
   metrics)``, a pure function of the whole run for pure-JAX envs; ``jax.vmap(train_fn)(keys)``
   trains several seeds in one program.
@@ -37,19 +37,19 @@ import optax
 from flax import struct
 from jax import lax
 
-from batchppo.algorithms.common import shuffle as shuffle_lib
-from batchppo.algorithms.common import stacked_seeds
-from batchppo.algorithms.common import trainer as common
-from batchppo.algorithms.common.acting import ActorCriticActing
-from batchppo.algorithms.common.networks import (
+from batchppo.algorithms.networks.networks import (
     Network,
     NetworkFactory,
     build_network,
     effective_rank,
 )
-from batchppo.algorithms.common.trainer import episode_metrics, make_run_env, scan_iterations
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.training import shuffle as shuffle_lib
+from batchppo.algorithms.training import stacked_seeds
+from batchppo.algorithms.training import trainer as common
+from batchppo.algorithms.training.acting import ActorCriticActing
+from batchppo.algorithms.training.trainer import episode_metrics, make_run_env, scan_iterations
 from batchppo.backends import get_backend, names
 from batchppo.core import normalize as norm
 from batchppo.core import returns as returns_lib
@@ -180,7 +180,7 @@ class PPO(ActorCriticActing):
 
     The acting functions besides ``policy_fn`` (``init_sim``, ``acting_params``, ``initial_carry``,
     ``normalize_obs``, ``mode_fn``) are the shared ones of
-    ``batchppo.algorithms.common.acting.ActorCriticActing``.
+    ``batchppo.algorithms.training.acting.ActorCriticActing``.
     """
 
     config: PPOConfig
@@ -613,14 +613,14 @@ class Trainer(common.Trainer):
 
         >>> trainer = Trainer(config, network_factory=my_network)  # doctest: +SKIP
 
-    See [`Trainer`][batchppo.algorithms.common.trainer.Trainer] for donation, devices and env
+    See [`Trainer`][batchppo.algorithms.training.trainer.Trainer] for donation, devices and env
     errors.
 
     Args:
         config: The run's config.
         env: Optional prebuilt training env (tests); built from the config otherwise.
         network_factory: ``(config, spec) -> Network`` that builds the network
-            ([`NetworkFactory`][batchppo.algorithms.common.networks.NetworkFactory]); None:
+            ([`NetworkFactory`][batchppo.algorithms.networks.networks.NetworkFactory]); None:
             ``make_network``, from the config's network fields.
     """
 

@@ -205,10 +205,10 @@ def _minatar(game: str, **changes: Any) -> PPOConfig:
 # CleanRL's PPO Atari settings (ppo_atari.py; Huang et al. 2022, "The 37 implementation
 # details of PPO"): 8 envs x 128 steps, 4 epochs of 4 minibatches, clip 0.1 (value clip too),
 # lr 2.5e-4 annealed, entropy 0.01, the Nature CNN shared by policy and value with linear heads.
-# Training sees the standard preprocessing (lives as episodes, clipped rewards: envs/atari.py);
-# evaluations play whole games with raw rewards (preprocess atari_game), the score papers
-# report. steps counts agent steps (4 frames each), as CleanRL's total_timesteps does. The
-# published Breakout and Pong figures were measured with the sort permutations (_SORT).
+# Training sees the standard preprocessing (lives as episodes, clipped rewards:
+# envs/stack/atari.py); evaluations play whole games with raw rewards (preprocess atari_game), the
+# score papers report. steps counts agent steps (4 frames each), as CleanRL's total_timesteps does.
+# The published Breakout and Pong figures were measured with the sort permutations (_SORT).
 _ATARI: dict[str, Any] = dict(
     _CLIP,
     **_SORT,

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.experiment import configs
+from batchppo.algorithms.run_config import RunConfig
+from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError, UserError
 from batchppo.experiment.tune.objective import Objective, parse_objective
 from batchppo.experiment.tune.results import (

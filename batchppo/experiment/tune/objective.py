@@ -4,7 +4,7 @@ A trial trains ``K`` seeds of one config. Its objective (``parse_objective``):
 
 * ``iqm`` (the default, maximised): the interquartile mean of the seeds' final evaluations
   (``scipy.stats.trim_mean`` with a quarter cut at each end, as ``batchppo evaluate``'s IQM:
-  ``batchppo.experiment.stats``), each measured as the config's ``eval_actions`` and
+  ``batchppo.experiment.analysis.stats``), each measured as the config's ``eval_actions`` and
   ``eval_episodes`` say;
 * ``steps-to:VALUE`` (minimised): the first evaluation step at which the mean over the seeds of
   their evaluations reaches ``VALUE``; a trial that never reaches it scores its budget plus one.
@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
-from batchppo.experiment.callbacks import Callback, RunInfo
+from batchppo.experiment.analysis.stats import IQM_CUT
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.stats import IQM_CUT
+from batchppo.experiment.run.callbacks import Callback, RunInfo
 
 IQM = "iqm"
 STEPS_TO = "steps-to"

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
-from batchppo.experiment import configs
+from batchppo.algorithms.run_config import RunConfig
+from batchppo.experiment.config import configs
 from batchppo.experiment.fileio import atomic_write_bytes
 from batchppo.experiment.tune.space import SearchSpace
 from batchppo.experiment.tune.study import NOTE_ATTR, import_optuna, quiet_experimental

@@ -32,11 +32,11 @@ from typing import Any
 
 import yaml
 
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.core.values import type_name
 from batchppo.core.wording import did_you_mean
-from batchppo.experiment import configs
-from batchppo.experiment.config_fields import coerce_field, field_types
+from batchppo.experiment.config import configs
+from batchppo.experiment.config.config_fields import coerce_field, field_types
 from batchppo.experiment.errors import ConfigError
 
 KINDS = ("uniform", "log_uniform", "int", "log_int", "choice")

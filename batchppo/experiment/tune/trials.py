@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from batchppo.algorithms.common.run_config import RunConfig
 from batchppo.algorithms.registry import algorithm_of
+from batchppo.algorithms.run_config import RunConfig
 from batchppo.backends import get_backend
-from batchppo.experiment import configs
+from batchppo.experiment.artifacts.rundir import make_timestamp
+from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.rundir import make_timestamp
 from batchppo.experiment.tune.objective import Objective, TrialMonitor
 from batchppo.experiment.tune.space import SearchSpace
 from batchppo.experiment.tune.study import (
@@ -135,7 +135,7 @@ class TrialRunner:
     ) -> list[Any]:
         """The trial's runs: the seeds in one program, or one after another (until one is
         stopped); their results."""
-        from batchppo.experiment.training import train
+        from batchppo.experiment.run.training import train
 
         if stacked:
             return train(

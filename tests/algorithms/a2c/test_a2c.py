@@ -10,11 +10,11 @@ import pytest
 
 from batchppo.algorithms.a2c.a2c import A2C, Trainer
 from batchppo.algorithms.a2c.config import A2CConfig
-from batchppo.algorithms.common.episodes import ENDED
 from batchppo.algorithms.registry import get_algorithm
+from batchppo.algorithms.training.episodes import ENDED
 from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout
-from batchppo.experiment.training import EPISODE_METRICS
+from batchppo.experiment.run.training import EPISODE_METRICS
 
 TINY = A2CConfig(
     env="CartPole-v1",

@@ -9,9 +9,10 @@ import yaml
 
 from batchppo import cli
 from batchppo.algorithms.a2c.config import A2CConfig
-from batchppo.experiment import configs, training
+from batchppo.experiment.artifacts.logging import read_metrics
+from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
-from batchppo.experiment.logging import read_metrics
+from batchppo.experiment.run import training
 
 SHORT = ["--set", "num_agents=4", "--set", "steps=400", "--set", "eval_episodes=2",
          "--set", "max_length=50"]  # fmt: skip

@@ -6,7 +6,7 @@ import pytest
 
 from batchppo.algorithms.a2c.config import A2CConfig
 from batchppo.algorithms.a2c.presets import PRESETS
-from batchppo.algorithms.common.run_config import RunConfig
+from batchppo.algorithms.run_config import RunConfig
 
 
 def test_defaults_are_sb3s_a2c():

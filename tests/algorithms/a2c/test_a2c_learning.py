@@ -4,7 +4,7 @@ import jax
 import pytest
 
 from batchppo.algorithms.a2c.a2c import Trainer
-from batchppo.experiment.configs import get_preset
+from batchppo.experiment.config.configs import get_preset
 
 
 @pytest.mark.slow

@@ -41,9 +41,9 @@ def run(devices: int | None) -> dict[str, Any]:
     """
     import jax
 
-    from batchppo.algorithms.common.episodes import ENDED
     from batchppo.algorithms.ppo import Trainer
-    from batchppo.experiment.configs import get_preset
+    from batchppo.algorithms.training.episodes import ENDED
+    from batchppo.experiment.config.configs import get_preset
 
     config = dataclasses.replace(get_preset("pendulum_jax"), devices=devices, **TINY)
     trainer = Trainer(config)

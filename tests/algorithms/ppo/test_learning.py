@@ -8,10 +8,10 @@ import jax
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.trainer import scan_iterations
 from batchppo.algorithms.ppo import PPOConfig, Trainer
 from batchppo.algorithms.ppo.ppo import PPO, make_train
-from batchppo.experiment.configs import get_preset
+from batchppo.algorithms.training.trainer import scan_iterations
+from batchppo.experiment.config.configs import get_preset
 from batchppo.testing import DictCueEnv, MultiDiscreteCueEnv
 
 # The shipped presets: these tests guard what `batchppo train --config NAME` runs.

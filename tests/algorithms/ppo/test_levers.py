@@ -9,11 +9,11 @@ import numpy as np
 import optax
 import pytest
 
-from batchppo.algorithms.common.networks import effective_rank, make_network
-from batchppo.algorithms.common.trainer import make_run_env
+from batchppo.algorithms.networks.networks import effective_rank, make_network
 from batchppo.algorithms.ppo import PPOConfig, make_train
 from batchppo.algorithms.ppo.ppo import PPO, check_layout
-from batchppo.experiment.configs import apply_overrides, get_preset
+from batchppo.algorithms.training.trainer import make_run_env
+from batchppo.experiment.config.configs import apply_overrides, get_preset
 
 TINY = PPOConfig(
     env="Pendulum-v1",

@@ -9,9 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchppo.algorithms.common.episodes import ENDED
-from batchppo.algorithms.common.evaluation import HostPolicy
-from batchppo.algorithms.common.networks import Network, make_network
+from batchppo.algorithms.networks.networks import Network, make_network
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
 from batchppo.algorithms.ppo.ppo import (
     PPO,
@@ -20,6 +18,8 @@ from batchppo.algorithms.ppo.ppo import (
     resolve_unroll_update,
     rollout_length,
 )
+from batchppo.algorithms.training.episodes import ENDED
+from batchppo.algorithms.training.evaluation import HostPolicy
 from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout

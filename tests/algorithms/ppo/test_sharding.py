@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 import sharding_run
 
-from batchppo.algorithms.common.sharding import learner_devices
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.training.sharding import learner_devices
 
 SCRIPT = Path(__file__).with_name("sharding_run.py")
 REPO = Path(__file__).parents[3]

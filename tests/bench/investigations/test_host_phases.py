@@ -18,7 +18,7 @@ def run(tmp_path_factory):
     result, its JSON file, what it printed, the spins the process backend's factory had when
     the run began and the hot compiler options of each ``Trainer.iteration`` call."""
     phases = load_bench("investigations/host_phases")
-    from batchppo.algorithms.common import trainer
+    from batchppo.algorithms.training import trainer
 
     folder = tmp_path_factory.mktemp("host_phases")
     out, trace = folder / "phases.json", folder / "trace"
@@ -86,7 +86,7 @@ def test_a_fused_preset_is_refused():
 
 
 def test_spins_and_compiler_options_are_set_for_the_run_only_and_a_profile_is_written(run):
-    from batchppo.algorithms.common import trainer
+    from batchppo.algorithms.training import trainer
     from batchppo.envs import WorkerOptions
 
     defaults = dataclasses.asdict(WorkerOptions())

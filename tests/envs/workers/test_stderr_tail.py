@@ -1,0 +1,54 @@
+"""The workers' stderr forwarded to the parent's: nothing a worker wrote is lost at close."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from batchppo.envs.workers.stderr_tail import StderrTails
+
+
+def test_close_forwards_and_keeps_what_the_thread_had_no_time_to_read(capfd):
+    tails = StderrTails()
+    # The reader thread finds the pipe ready but reads nothing: a machine too busy to run it.
+    tails._read = lambda slot, read_end: time.sleep(0.01)
+    read_fd, write_fd = os.pipe()
+    tails.add(3, os.fdopen(read_fd, "rb", buffering=0))
+    os.write(write_fd, b"MuJoCo warning: one\nand the last line")
+    os.close(write_fd)  # the worker has exited
+    tails.close(drain_s=0.0)
+    assert capfd.readouterr().err == "MuJoCo warning: one\nand the last line"
+    assert tails.tail(3) == ["MuJoCo warning: one", "and the last line"]
+
+
+def test_close_does_not_wait_for_a_pipe_another_process_holds_open(capfd):
+    tails = StderrTails()
+    read_fd, write_fd = os.pipe()
+    tails.add(0, os.fdopen(read_fd, "rb", buffering=0))
+    os.write(write_fd, b"before close\n")
+    tails.close(drain_s=0.0)  # the write end stays open: the drain takes what is there now
+    os.close(write_fd)
+    assert capfd.readouterr().err == "before close\n"
+
+
+def test_lines_of_two_workers_are_forwarded_whole(capfd):
+    tails = StderrTails()
+    pipes = [os.pipe() for _ in range(2)]
+    for slot, (read_fd, _) in enumerate(pipes):
+        tails.add(slot, os.fdopen(read_fd, "rb", buffering=0))
+    (_, first), (_, second) = pipes
+    os.write(first, b"MuJoCo warning: Nan, ")
+    time.sleep(0.2)  # the reader takes the first part alone
+    os.write(second, b"MuJoCo warning: Nan, Inf\n")
+    time.sleep(0.2)
+    os.write(first, b"Inf\nits last line")
+    os.close(first)
+    os.close(second)
+    tails.close(drain_s=5.0)
+    assert sorted(capfd.readouterr().err.split("\n")) == [
+        "MuJoCo warning: Nan, Inf",
+        "MuJoCo warning: Nan, Inf",
+        "its last line",
+    ]
+    assert tails.tail(0) == ["MuJoCo warning: Nan, Inf", "its last line"]
+    assert tails.tail(1) == ["MuJoCo warning: Nan, Inf"]
