@@ -29,7 +29,7 @@ from flax import struct
 
 from batchppo.algorithms.ppo.config import MEMBER_FIELDS, PPOConfig
 
-__all__ = ["MEMBER_FIELDS", "HParams", "Members"]
+__all__ = ["HParams", "Members", "program_key"]
 
 
 @struct.dataclass
