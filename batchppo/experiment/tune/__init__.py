@@ -10,7 +10,9 @@ IQM of their final evaluations or by the steps they take to a score
 lives in an Optuna storage (``sqlite:///STUDY/study.db`` by default), which a rerun resumes and
 several processes share (``batchppo.experiment.tune.study``); ``best.yaml``, ``history.png``
 and ``importances.png`` are written to the study dir after each call
-(``batchppo.experiment.tune.results``). The guide is ``docs/tune.md``.
+(``batchppo.experiment.tune.results``). With ``batch`` above 1 the trials are asked that many
+at a time and trained as one compiled program (``batchppo.experiment.tune.batch``). The guide
+is ``docs/tune.md``.
 """
 
 from __future__ import annotations
