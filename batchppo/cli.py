@@ -398,6 +398,11 @@ def _add_tune(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     tune.add_argument("--seeds", type=int, metavar="K", help="seeds per trial (default 3)")
     tune.add_argument(
+        "--batch", type=int, default=1, metavar="B",
+        help="fused backends: ask for B trials at a time and train them (B x K runs) as one "
+        "compiled program (default 1: one trial after another)",
+    )  # fmt: skip
+    tune.add_argument(
         "--study", metavar="DIR", help="the study's directory (default studies/<config name>)"
     )
     tune.add_argument(
@@ -972,7 +977,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         args.config, args.space, args.trials, study, seeds=args.seeds, overrides=args.overrides,
         storage=args.storage, study_name=args.study_name, objective=args.objective,
         pruner=args.pruner, sampler_seed=args.sampler_seed, heartbeat=args.heartbeat,
-        progress=args.progress,
+        progress=args.progress, batch=args.batch,
     )  # fmt: skip
     print(tune.summary_line(result))
     for line in result.lines:

@@ -55,6 +55,13 @@ class Algorithm:
         metrics: The train metrics each iteration reports besides
             ``batchppo.experiment.run.training.EPISODE_METRICS`` (and what the env reports:
             ``env_restarts``, and ``games`` and ``game_score`` over Atari envs).
+        member_fields: The config fields whose values members of one ``seeds_trainer``
+            program may each have their own of (``batchppo tune --batch``): they change no
+            shape and no code path, but for an optional one being None or not.
+        members: ``(member configs) -> members``, an object whose ``attach(state,
+            fresh=False)`` gives the members' stacked state their values of
+            ``member_fields`` and whose ``detach(state)`` makes one member's part a run's
+            state again; None where the algorithm carries no such values (``--batch 1`` only).
     """
 
     name: str
@@ -64,6 +71,8 @@ class Algorithm:
     trainer: Callable[[Any], Any]
     seeds_trainer: Callable[[Any, int], Any] | None = None
     metrics: tuple[str, ...] = ()
+    member_fields: tuple[str, ...] = ()
+    members: Callable[[Any], Any] | None = None
 
 
 def _check_joins(algorithm: Algorithm) -> None:
@@ -138,6 +147,8 @@ register(
         trainer=lazy("batchppo.algorithms.ppo.ppo:Trainer"),
         seeds_trainer=lazy("batchppo.algorithms.ppo.ppo:SeedsTrainer"),
         metrics=ppo_config.METRICS,
+        member_fields=ppo_config.MEMBER_FIELDS,
+        members=lazy("batchppo.algorithms.ppo.hparams:Members"),
     )
 )
 register(

@@ -46,6 +46,28 @@ METRICS = (
 ``kl_cutoff`` or ``approx_kl``), besides the episode metrics every trainer reports; ``kl``,
 ``grad_norm`` and ``clip_fraction`` of the ``clip`` objective need ``minibatch_diagnostics``;
 ``representation_diagnostics`` adds the feature ranks and pre-activation norms."""
+MEMBER_FIELDS = (
+    "learning_rate",
+    "anneal_lr_end",
+    "clip_epsilon",
+    "discount",
+    "gae_lambda",
+    "entropy_coef",
+    "value_coef",
+    "kl_target",
+    "kl_cutoff_factor",
+    "kl_cutoff_coef",
+    "kl_init_penalty",
+    "target_kl",
+    "lr_kl_cap",
+    "max_grad_norm",
+    "value_clip",
+    "adam_b1",
+    "adam_b2",
+)
+"""The fields whose values change no shape and no code path (but for an optional one being
+None or not): members of one program may differ in them, each carrying its own in its
+training state (``batchppo.algorithms.ppo.hparams``; ``batchppo tune --batch``)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 
 from batchppo.algorithms.networks.networks import DistParams, Network
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.ppo.hparams import HParams
 
 PyTree = Any
 Metrics = dict[str, jax.Array]
@@ -234,6 +235,7 @@ def ppo_loss(
     beta: jax.Array,
     network: Network,
     config: PPOConfig,
+    hp: HParams | None = None,
 ) -> tuple[jax.Array, Metrics]:
     """The full loss of one minibatch: policy objective + ``value_coef`` * value loss.
 
@@ -242,7 +244,10 @@ def ppo_loss(
         batch: A minibatch of sequences.
         beta: KL penalty coefficient (used by ``kl_penalty`` only).
         network: The network's functions.
-        config: The run's config (objective and coefficients).
+        config: The run's config (objective and switches).
+        hp: The coefficients (``clip_epsilon``, ``entropy_coef``, ``value_coef``, the KL
+            target and cutoff, ``value_clip``): a member's (``batchppo.algorithms.ppo.hparams``);
+            None: the config's.
 
     Returns:
         ``(loss, metrics)``; metrics hold ``policy_loss``, ``value_loss``, ``entropy``, the
@@ -256,6 +261,7 @@ def ppo_loss(
     old_dist = network.distribution(batch.old_dist)
     log_prob = dist.log_prob(batch.action)
     entropy = dist.entropy()
+    hp = HParams.of(config) if hp is None else hp
     diagnostics = config.minibatch_diagnostics
     kl = old_dist.kl_divergence(dist) if diagnostics or config.objective == "kl_penalty" else None
     advantage = batch.advantage
@@ -270,15 +276,15 @@ def ppo_loss(
             advantage,
             batch.mask,
             beta,
-            config.kl_target,
-            config.kl_cutoff_factor,
-            config.kl_cutoff_coef,
-            config.entropy_coef,
+            hp.kl_target,
+            hp.kl_cutoff_factor,
+            hp.kl_cutoff_coef,
+            hp.entropy_coef,
         )
         if diagnostics:
             ratio = jnp.exp(log_prob - batch.old_log_prob)
             pol_metrics["clip_fraction"] = _masked_mean(
-                (jnp.abs(ratio - 1.0) > config.clip_epsilon).astype(jnp.float32), batch.mask
+                (jnp.abs(ratio - 1.0) > hp.clip_epsilon).astype(jnp.float32), batch.mask
             )
     else:
         pol_loss, pol_metrics = clip_policy_loss(
@@ -287,13 +293,13 @@ def ppo_loss(
             entropy,
             advantage,
             batch.mask,
-            config.clip_epsilon,
-            config.entropy_coef,
+            hp.clip_epsilon,
+            hp.entropy_coef,
             diagnostics,
         )
         if kl is not None:
             pol_metrics["kl"] = _masked_mean(kl, batch.mask)
-    v_loss = value_loss(value, batch.old_value, batch.target, batch.mask, config.value_clip)
-    loss = pol_loss + config.value_coef * v_loss
+    v_loss = value_loss(value, batch.old_value, batch.target, batch.mask, hp.value_clip)
+    loss = pol_loss + hp.value_coef * v_loss
     metrics = {"policy_loss": pol_loss, "value_loss": v_loss, **pol_metrics}
     return loss, metrics

@@ -45,6 +45,7 @@ from batchppo.algorithms.networks.networks import (
 )
 from batchppo.algorithms.ppo import losses
 from batchppo.algorithms.ppo.config import PPOConfig
+from batchppo.algorithms.ppo.hparams import HParams
 from batchppo.algorithms.training import shuffle as shuffle_lib
 from batchppo.algorithms.training import stacked_seeds
 from batchppo.algorithms.training import trainer as common
@@ -81,12 +82,17 @@ class TrainState:
             ([`RESTORE_DEFAULTS`][batchppo.algorithms.ppo.TrainState.RESTORE_DEFAULTS]).
         lr_scale: Factor on the scheduled learning rate kept by ``lr_kl_cap`` (float32 scalar,
             1 without it). A checkpoint written before it existed restores it as 1.
+        hparams: None: the config's values (a run's state). Over members of one program
+            (``batchppo tune --batch``): each member's values of ``MEMBER_FIELDS``
+            ([`HParams`][batchppo.algorithms.ppo.hparams.HParams] of float32 scalars), which
+            PPO reads in place of the config's (``batchppo.algorithms.ppo.hparams``).
     """
 
-    RESTORE_DEFAULTS: ClassVar[tuple[str, ...]] = ("reward_return", "lr_scale")
+    RESTORE_DEFAULTS: ClassVar[tuple[str, ...]] = ("reward_return", "lr_scale", "hparams")
     """Fields a checkpoint may lack; restoring takes them from the fresh state. Resumed runs
     start fresh episodes, so a zero running return is exact; checkpoints without ``lr_scale``
-    come from runs that never scaled the learning rate."""
+    come from runs that never scaled the learning rate, those without ``hparams`` from runs
+    that read their config's values."""
 
     params: PyTree
     opt_state: PyTree
@@ -98,6 +104,7 @@ class TrainState:
     updates: jax.Array
     reward_return: jax.Array
     lr_scale: jax.Array
+    hparams: HParams | None = None
 
 
 class GaeInputs(NamedTuple):
@@ -216,42 +223,59 @@ class PPO(ActorCriticActing):
                 "Network.representation: build it as networks.make_network does, or set "
                 "representation_diagnostics=False"
             )
-        if config.anneal_lr:
-            # Over the optimiser steps of anneal_lr_steps (None: steps), then held at its end.
-            span = num_iterations(config, config.anneal_lr_steps)
-            opt_steps = span * config.update_epochs * config.num_minibatches
-            self.schedule: optax.Schedule = optax.linear_schedule(
-                config.learning_rate,
-                config.learning_rate * config.anneal_lr_end,
-                max(opt_steps, 1),
-            )
-        else:
-            self.schedule = optax.constant_schedule(config.learning_rate)
+        self.config_hparams = HParams.of(config)
+        """The config's values of ``MEMBER_FIELDS`` (Python constants): what ``hparams``
+        reads for a state without its own."""
+        self.schedule: optax.Schedule = self.schedule_of(self.config_hparams)
         self.optimizer = self.make_optimizer(1.0)
         self.minibatch_sharding: jax.sharding.Sharding | None = None
         """Over a device mesh (``Trainer`` sets it): the layout of each epoch's shuffled
         minibatches ``(M, sequences / M, ...)``, their sequences split over the devices, so
         that each device takes the gradient of its share; None on one device."""
 
-    def make_optimizer(self, lr_scale: float | jax.Array) -> optax.GradientTransformation:
+    def hparams(self, ts: TrainState) -> HParams:
+        """The values of ``MEMBER_FIELDS`` that an update of ``ts`` uses: the state's own
+        (a member's), else the config's."""
+        return self.config_hparams if ts.hparams is None else ts.hparams
+
+    def schedule_of(self, hp: HParams) -> optax.Schedule:
+        """The learning rate by optimiser step, from ``hp``'s ``learning_rate`` (annealed to
+        ``anneal_lr_end`` times it with ``anneal_lr``)."""
+        config = self.config
+        if config.anneal_lr:
+            # Over the optimiser steps of anneal_lr_steps (None: steps), then held at its end.
+            span = num_iterations(config, config.anneal_lr_steps)
+            opt_steps = span * config.update_epochs * config.num_minibatches
+            return optax.linear_schedule(
+                hp.learning_rate, hp.learning_rate * hp.anneal_lr_end, max(opt_steps, 1)
+            )
+        return optax.constant_schedule(hp.learning_rate)
+
+    def make_optimizer(
+        self, lr_scale: float | jax.Array, hp: HParams | None = None
+    ) -> optax.GradientTransformation:
         """The L2 penalty's gradient (``weight_decay``), gradient clipping and Adam
         (``adam_b1``, ``adam_b2``) at the schedule's learning rate times ``lr_scale``.
 
         The scale enters the scalar step size, so the transformation (and its state) is the
         same for every scale and a scale of 1 computes exactly what the schedule alone does.
         A zero ``weight_decay`` adds no transformation, so the state keeps its structure.
+        ``hp`` (None: the config's) gives the rate, the clip norm and Adam's decays, which
+        leave the state's structure as it is.
         """
         config = self.config
+        hp = self.config_hparams if hp is None else hp
+        schedule = self.schedule_of(hp)
         chain = []
         if config.weight_decay > 0:
             chain.append(optax.add_decayed_weights(config.weight_decay))
-        if config.max_grad_norm is not None:
-            chain.append(optax.clip_by_global_norm(config.max_grad_norm))
+        if hp.max_grad_norm is not None:
+            chain.append(optax.clip_by_global_norm(hp.max_grad_norm))
         chain.append(
             optax.adam(
-                lambda count: self.schedule(count) * lr_scale,
-                b1=config.adam_b1,
-                b2=config.adam_b2,
+                lambda count: schedule(count) * lr_scale,
+                b1=hp.adam_b1,
+                b2=hp.adam_b2,
                 eps=1e-5,
             )
         )
@@ -338,14 +362,18 @@ class PPO(ActorCriticActing):
         if config.reward_scale == "return":
             done = jnp.logical_or(traj.terminated, traj.truncated)
             samples, reward_return = returns_lib.running_returns(
-                traj.reward, done, ts.reward_return, config.discount
+                traj.reward, done, ts.reward_return, self.hparams(ts).discount
             )
         reward_norm = norm.update(ts.reward_norm, samples)
         reward = norm.normalize(reward_norm, traj.reward, center=False, clip=config.reward_clip)
         return reward, reward_norm, reward_return
 
     def advantages(
-        self, params: PyTree, inputs: GaeInputs, values: jax.Array | None = None
+        self,
+        params: PyTree,
+        inputs: GaeInputs,
+        values: jax.Array | None = None,
+        hp: HParams | None = None,
     ) -> tuple[jax.Array, jax.Array]:
         """GAE advantages and value targets ``(T, B)`` of a rollout under ``params``.
 
@@ -353,8 +381,9 @@ class PPO(ActorCriticActing):
             params: Network params whose value function the estimates use.
             inputs: The rollout's normalised observations, scaled rewards and episode ends.
             values: ``V(obs)`` if already known (the rollout's own); computed otherwise.
+            hp: The discount and lambda (``hparams``); None: the config's.
         """
-        config = self.config
+        hp = self.config_hparams if hp is None else hp
         if values is None:
             values = self.network.value(params, inputs.obs)
         next_values = self.next_values(params, values, inputs.final_obs, inputs.truncated)
@@ -364,8 +393,8 @@ class PPO(ActorCriticActing):
             next_values,
             inputs.terminated,
             inputs.truncated,
-            config.discount,
-            config.gae_lambda,
+            hp.discount,
+            hp.gae_lambda,
         )
 
     def make_batch(
@@ -387,7 +416,7 @@ class PPO(ActorCriticActing):
             truncated=traj.truncated,
         )
         values = traj.extras["value"]
-        advantages, targets = self.advantages(ts.params, inputs, values)
+        advantages, targets = self.advantages(ts.params, inputs, values, self.hparams(ts))
         if self.network.recurrent:
             # The carry each sequence starts from: every L-th step of each env.
             carry = jnp.swapaxes(traj.extras["carry"], 0, 1)
@@ -433,21 +462,22 @@ class PPO(ActorCriticActing):
         under the params it starts from (``recompute_advantages``).
         """
         config = self.config
+        hp = self.hparams(ts)
         M = config.num_minibatches
         key, k_epochs = jax.random.split(ts.key)
         grad_fn = jax.value_and_grad(losses.ppo_loss, has_aux=True)
-        optimizer = self.make_optimizer(ts.lr_scale)
+        optimizer = self.make_optimizer(ts.lr_scale, hp)
         names: list[str] = []  # the metrics' order in the vector a minibatch step returns
 
         kl_limit = None
-        if config.target_kl is not None and config.objective == "clip":
-            kl_limit = 1.5 * config.target_kl
+        if hp.target_kl is not None and config.objective == "clip":
+            kl_limit = 1.5 * hp.target_kl
 
         def minibatch_step(
             carry: tuple[PyTree, PyTree, jax.Array], mb: losses.Batch
         ) -> tuple[tuple[PyTree, PyTree, jax.Array], jax.Array]:
             params, opt_state, stopped = carry
-            (loss, metrics), grads = grad_fn(params, mb, ts.beta, self.network, config)
+            (loss, metrics), grads = grad_fn(params, mb, ts.beta, self.network, config, hp)
             updates, new_opt_state = optimizer.update(grads, opt_state, params)
             new_params = optax.apply_updates(params, updates)
             if kl_limit is not None:
@@ -475,7 +505,7 @@ class PPO(ActorCriticActing):
 
             epoch_batch = batch
             if inputs is not None:
-                advantages, targets = self.advantages(carry[0], inputs)
+                advantages, targets = self.advantages(carry[0], inputs, hp=hp)
                 seq = self._to_sequences
                 epoch_batch = batch._replace(advantage=seq(advantages), target=seq(targets))
             minibatches = jax.tree.map(shuffle, epoch_batch)
@@ -498,10 +528,10 @@ class PPO(ActorCriticActing):
                 self.network.distribution(new_dist)
             )
             metrics["kl"] = losses._masked_mean(kl, batch.mask)
-            beta = losses.adapt_beta(beta, metrics["kl"], config.kl_target)
+            beta = losses.adapt_beta(beta, metrics["kl"], hp.kl_target)
         lr_scale = ts.lr_scale
-        if config.lr_kl_cap is not None:
-            lr_scale = losses.adapt_lr_scale(lr_scale, metrics["kl"], config.lr_kl_cap)
+        if hp.lr_kl_cap is not None:
+            lr_scale = losses.adapt_lr_scale(lr_scale, metrics["kl"], hp.lr_kl_cap)
         ts = ts.replace(params=params, opt_state=opt_state, beta=beta, key=key, lr_scale=lr_scale)
         return ts, metrics
 
@@ -520,7 +550,8 @@ class PPO(ActorCriticActing):
             The new state (normalisers absorb the rollout after the update) and scalar metrics.
         """
         config = self.config
-        lr = self.schedule(ts.updates * config.update_epochs * config.num_minibatches) * ts.lr_scale
+        schedule = self.schedule_of(self.hparams(ts))
+        lr = schedule(ts.updates * config.update_epochs * config.num_minibatches) * ts.lr_scale
         batch, inputs, ts, data_metrics = self.make_batch(ts, traj)
         if config.representation_diagnostics:
             # Under the params that collected the batch, before the update changes them.

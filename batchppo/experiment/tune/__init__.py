@@ -10,7 +10,9 @@ IQM of their final evaluations or by the steps they take to a score
 lives in an Optuna storage (``sqlite:///STUDY/study.db`` by default), which a rerun resumes and
 several processes share (``batchppo.experiment.tune.study``); ``best.yaml``, ``history.png``
 and ``importances.png`` are written to the study dir after each call
-(``batchppo.experiment.tune.results``). The guide is ``docs/tune.md``.
+(``batchppo.experiment.tune.results``). With ``batch`` above 1 the trials are asked that many
+at a time and trained as one compiled program (``batchppo.experiment.tune.batch``). The guide
+is ``docs/tune.md``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError, UserError
+from batchppo.experiment.tune.batch import BatchRunner, check_batch
 from batchppo.experiment.tune.objective import Objective, parse_objective
 from batchppo.experiment.tune.results import (
     format_value,
@@ -126,6 +129,7 @@ def tune(
     sampler_seed: int | None = None,
     heartbeat: int | None = DEFAULT_HEARTBEAT_S,
     progress: str = "auto",
+    batch: int = 1,
 ) -> TuneResult:
     """Runs (or resumes) a study until ``trials`` of its trials are complete or pruned.
 
@@ -145,6 +149,8 @@ def tune(
         sampler_seed: Seed of the TPE sampler; None: random.
         heartbeat: Seconds between running trials' heartbeats (database storages); None: none.
         progress: ``auto`` (a bar on a terminal, else lines), ``bar``, ``lines`` or ``none``.
+        batch: Trials trained at a time as one compiled program, on a fused backend
+            (``batchppo.experiment.tune.batch``); 1: one trial after another.
 
     Returns:
         What the call did.
@@ -165,6 +171,7 @@ def tune(
     url = storage_url(study_dir, storage)
     given = _Given(config, space, seeds, overrides, objective)
     settings, opened = _settings(given, study_dir, url, name, heartbeat)
+    check_batch(batch, settings.config, settings.space)
     study_dir.mkdir(parents=True, exist_ok=True)
     opened = opened or open_storage(url, heartbeat)
     with quiet_experimental():
@@ -187,7 +194,8 @@ def tune(
     stopped = None
     ran = 0
     if remaining > 0:
-        ran, stopped = _optimize(study, settings, study_dir, trials, remaining, mode)
+        where = _Where(study_dir, opened, mode, batch)
+        ran, stopped = _optimize(study, settings, where, trials, remaining)
     best = write_best(study, settings.space, settings.config, study_dir, what)
     return TuneResult(study, ran, recovered, best, write_plots(study, study_dir), stopped, what)
 
@@ -277,21 +285,29 @@ def _pruner(name: str, config: RunConfig) -> Any:
     return optuna.pruners.NopPruner()
 
 
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """Where and how a call runs its trials: the study dir, the storage opened, the progress
+    output's mode and the trials a round (``--batch``)."""
+
+    study_dir: Path
+    storage: Any
+    mode: str
+    batch: int
+
+
 def _optimize(
-    study: Any, settings: _Settings, study_dir: Path, trials: int, remaining: int, mode: str
+    study: Any, settings: _Settings, where: _Where, trials: int, remaining: int
 ) -> tuple[int, int | None]:
     """Runs up to ``remaining`` trials, until the study has ``trials`` complete or pruned ones
-    (other processes' included: Optuna's ``MaxTrialsCallback``).
+    (other processes' included: Optuna's ``MaxTrialsCallback``): one after another
+    (``study.optimize``), or ``--batch`` at a time (``BatchRunner``).
 
     Returns:
         The trials run, and the signal that stopped the study (None).
     """
     optuna = import_optuna()
-    output = TrialProgress(mode, remaining, _best_value(study))
-    runner = TrialRunner(
-        settings.config, settings.name, settings.space, settings.seeds, settings.objective,
-        study_dir, output,
-    )  # fmt: skip
+    output = TrialProgress(where.mode, remaining, _best_value(study))
     ran = 0
 
     def finished(study: Any, trial: Any) -> None:
@@ -299,6 +315,21 @@ def _optimize(
         ran += 1
         output.finished(trial_line(study, trial), _best_value(study))
 
+    if where.batch > 1:
+        batched = BatchRunner(
+            settings.config, settings.name, settings.space, settings.seeds, settings.objective,
+            where.study_dir, output, where.batch, where.storage,
+            lambda trial: finished(study, trial),
+        )  # fmt: skip
+        try:
+            stopped = batched.run(study, trials, remaining)
+        finally:
+            output.close()
+        return ran, stopped
+    runner = TrialRunner(
+        settings.config, settings.name, settings.space, settings.seeds, settings.objective,
+        where.study_dir, output,
+    )  # fmt: skip
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     callbacks = [optuna.study.MaxTrialsCallback(trials, states=done), finished]
     stopped = None

@@ -94,17 +94,7 @@ class TrialRunner:
             StudyStoppedError: A signal stopped its runs (after a retry is queued).
         """
         optuna = import_optuna()
-        retry = frozen_trial(trial).system_attrs.get("failed_trial")
-        trial.set_user_attr(OWNER_ATTR, {"trial": trial.number, **owner()})
-        trial.set_user_attr(NOTE_ATTR, f"retry of trial {retry}" if retry is not None else "")
-        logdir = self.study_dir / TRIALS_DIR / str(trial.number)
-        trial.set_user_attr("logdir", str(logdir))
-        self.space.sample(trial)
-        try:
-            config = self.space.config(self.config, trial.params)
-        except ConfigError as error:
-            trial.set_user_attr(NOTE_ATTR, f"invalid combination: {error}")
-            raise InvalidTrialError(str(error)) from None
+        config, logdir = begin_trial(trial, self.space, self.config, self.study_dir)
         stacked = trains_stacked(config)
         monitor = TrialMonitor(
             trial, self.objective, self.seeds, config.steps, stacked,
@@ -122,13 +112,10 @@ class TrialRunner:
             name = signal.Signals(stop).name
             self._stopped(trial, f"stopped by {name} at step {results[-1].step:,}{which}")
             raise StudyStoppedError(stop)
-        if monitor.pruned is not None:
-            trial.set_user_attr(NOTE_ATTR, monitor.pruned)
+        value = trial_value(trial, self.objective, results, monitor, config.steps)
+        if value is None:
             raise optuna.TrialPruned(monitor.pruned)
-        scores = [float(r.score) for r in results]
-        trial.set_user_attr("scores", scores)
-        trial.set_user_attr("run_dirs", [str(r.run_dir) for r in results])
-        return self.objective.final(scores, monitor.curves, config.steps)
+        return value
 
     def _train(
         self, config: RunConfig, logdir: Path, monitor: TrialMonitor, stacked: bool
@@ -158,11 +145,57 @@ class TrialRunner:
     def _stopped(self, trial: Any, how: str) -> None:
         """Notes why ``trial`` stopped and queues its retry (the trial fails as the exception
         in flight leaves the objective)."""
-        optuna = import_optuna()
         self.stopped = trial.number
-        trial.set_user_attr(NOTE_ATTR, how)
-        with quiet_experimental():
-            optuna.storages.RetryHeartbeatStaleTrialCallback()(trial.study, frozen_trial(trial))
+        stop_trial(trial, how)
+
+
+def begin_trial(
+    trial: Any, space: SearchSpace, base: RunConfig, study_dir: Path
+) -> tuple[RunConfig, Path]:
+    """Starts ``trial``: records its process, its note (a retry's) and its directory, and
+    samples its values.
+
+    Returns:
+        The trial's config and its directory (``STUDY/trials/<number>``).
+
+    Raises:
+        InvalidTrialError: The config rejects the combination of its values (noted).
+    """
+    retry = frozen_trial(trial).system_attrs.get("failed_trial")
+    trial.set_user_attr(OWNER_ATTR, {"trial": trial.number, **owner()})
+    trial.set_user_attr(NOTE_ATTR, f"retry of trial {retry}" if retry is not None else "")
+    logdir = study_dir / TRIALS_DIR / str(trial.number)
+    trial.set_user_attr("logdir", str(logdir))
+    space.sample(trial)
+    try:
+        config = space.config(base, trial.params)
+    except ConfigError as error:
+        trial.set_user_attr(NOTE_ATTR, f"invalid combination: {error}")
+        raise InvalidTrialError(str(error)) from None
+    return config, logdir
+
+
+def trial_value(
+    trial: Any, objective: Objective, results: list[Any], monitor: TrialMonitor, steps: int
+) -> float | None:
+    """The value of a trial whose runs ended (their scores and dirs recorded); None where the
+    pruner pruned it (its note recorded)."""
+    if monitor.pruned is not None:
+        trial.set_user_attr(NOTE_ATTR, monitor.pruned)
+        return None
+    scores = [float(r.score) for r in results]
+    trial.set_user_attr("scores", scores)
+    trial.set_user_attr("run_dirs", [str(r.run_dir) for r in results])
+    return objective.final(scores, monitor.curves, steps)
+
+
+def stop_trial(trial: Any, how: str) -> None:
+    """Notes why a signal stopped ``trial`` and queues its retry with the same values (the
+    caller fails it)."""
+    optuna = import_optuna()
+    trial.set_user_attr(NOTE_ATTR, how)
+    with quiet_experimental():
+        optuna.storages.RetryHeartbeatStaleTrialCallback()(trial.study, frozen_trial(trial))
 
 
 def frozen_trial(trial: Any) -> Any:
@@ -208,6 +241,13 @@ class TrialProgress:
         if self.bar is not None:
             self.bar.update(1)
             self._postfix("")
+            self.bar.write(line)
+        elif self.mode == "lines":
+            print(line, flush=True)
+
+    def note(self, line: str) -> None:
+        """A line of its own (above the bar; not with ``none``)."""
+        if self.bar is not None:
             self.bar.write(line)
         elif self.mode == "lines":
             print(line, flush=True)
