@@ -46,7 +46,9 @@ NO_EFFECT = RESUME_MUTABLE - {"eval_every", "eval_max_steps", "backend_options"}
 cadence and bound, which the periodic-evaluation protocols read, and ``backend_options``,
 whose options that change what is learned ``config_differences`` compares)."""
 
-PACKAGE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parents[2]
+"""The package's folder (this module is ``batchppo/experiment/artifacts/provenance.py``): the
+checkout whose commit and uncommitted changes a run records."""
 
 
 def _git(*args: str) -> str:
