@@ -145,6 +145,22 @@ def test_no_module_of_the_package_imports_upward():
     assert ("core/backends.py", "batchppo.core.env") in edges  # under TYPE_CHECKING
 
 
+GROUPED = ("envs", "experiment")
+"""Floors whose modules are grouped by job into subfolders (workers/, stack/, run/, ...), so
+that a reader finds a part by its folder's name."""
+
+
+def test_grouped_floors_show_their_parts():
+    root = Path(batchppo.__file__).parent
+    for floor in GROUPED:
+        top = sorted(p.name for p in (root / floor).glob("*.py"))
+        assert len(top) <= 12, f"{floor}/ has {len(top)} modules at its top: group them"
+    # A folder is named by what it holds; "common" says nothing of that.
+    for tree in (root, Path(__file__).parent):
+        vague = [p for p in tree.rglob("common") if p.is_dir()]
+        assert vague == [], vague
+
+
 def test_no_learner_reaches_into_the_host_env_adapter():
     # Env errors and host calls reach the algorithms through the env protocol
     # (batchppo.core.env: take_error, raise_env_error; HostEnv.host_call), not through
