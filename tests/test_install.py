@@ -20,11 +20,17 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 # The tests run inside the new environment with the test runner CI uses.
 RUNNER = ("pytest==9.2.0", "pytest-timeout==2.4.0")
-# A smoke subset: the math of returns, and the batch env stepped beside Gymnasium's own across
-# episode ends (the CLI commands above cover the learner, the logs, the statistics and the plot).
+# A smoke subset: the math of returns, and the exact sequences of the batch env's workers across
+# episode ends in both autoreset modes, on the Dict space whose leaves are a Box, a Discrete, a
+# MultiBinary and a Tuple (the CLI commands the test runs first cover the learner, the logs, the
+# statistics and the plot).
+CONFORMANCE = (
+    "tests/envs/test_vector_conformance.py::test_exact_sequences_across_episode_boundaries"
+)
 SUBSET = (
     "tests/core/test_returns.py",
-    "tests/envs/test_vector_conformance.py::test_exact_sequences_across_episode_boundaries",
+    f"{CONFORMANCE}[BatchEnv-dict-AutoresetMode.SAME_STEP]",
+    f"{CONFORMANCE}[BatchEnv-dict-AutoresetMode.NEXT_STEP]",
 )
 
 
