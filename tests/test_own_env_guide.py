@@ -3,6 +3,8 @@
 A block after ``<!-- file: NAME -->`` is written to ``NAME``; each ``batchppo`` line of a
 ``shell`` block runs through ``batchppo.cli.main`` (``> FILE`` captures its output) and
 must exit 0; ``python`` blocks run in one namespace; ``text`` blocks are output, not run.
+The section on pure-JAX envs uses no file of the others, and runs as a test of its own beside
+the rest of the guide (pytest-xdist runs the two side by side).
 """
 
 from __future__ import annotations
@@ -24,9 +26,18 @@ BLOCK = re.compile(r"(?:<!-- file: (?P<file>\S+) -->\n)?```(?P<lang>\w+)\n(?P<bo
 pytestmark = pytest.mark.timeout(600)
 
 
-def blocks() -> list[tuple[str | None, str, str]]:
-    """``(file, language, body)`` of every fenced block of the guide, in order."""
-    return [(m["file"], m["lang"], m["body"]) for m in BLOCK.finditer(GUIDE.read_text())]
+JAX_SECTION = "## A pure-JAX env from another library"
+
+
+def blocks(part: str | None = None) -> list[tuple[str | None, str, str]]:
+    """``(file, language, body)`` of every fenced block of the guide, in order; of the
+    section on pure-JAX envs (``part="jax"``) or of the rest (``part="gymnasium"``) only."""
+    text = GUIDE.read_text()
+    if part is not None:
+        start = text.index(JAX_SECTION)
+        end = text.index("\n## ", start)
+        text = text[start:end] if part == "jax" else text[:start] + text[end:]
+    return [(m["file"], m["lang"], m["body"]) for m in BLOCK.finditer(text)]
 
 
 def run_command(line: str) -> None:
@@ -41,13 +52,21 @@ def run_command(line: str) -> None:
         Path(target.strip()).write_text(out.getvalue())
 
 
+def test_the_parts_are_the_whole_guide():
+    """The two parts the tests below run hold every block of the guide."""
+    parts = blocks("gymnasium"), blocks("jax")
+    assert parts[0] and parts[1]
+    assert sorted(parts[0] + parts[1], key=str) == sorted(blocks(), key=str)
+
+
 @pytest.mark.usefixtures("cold_training_programs")  # its runs are a few iterations each
-def test_the_guide_runs(tmp_path, monkeypatch):
+@pytest.mark.parametrize("part", ["gymnasium", "jax"])
+def test_the_guide_runs(part, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # a script's directory is importable
     namespace: dict = {}
     kinds = []
-    for file, lang, body in blocks():
+    for file, lang, body in blocks(part):
         if file is not None:
             Path(file).write_text(body)
         elif lang == "shell":
@@ -56,21 +75,24 @@ def test_the_guide_runs(tmp_path, monkeypatch):
         elif lang == "python":
             exec(compile(body, str(GUIDE), "exec"), namespace)
         kinds.append(file or lang)
+    logs = tmp_path / "logs"
+    if part == "jax":
+        assert kinds == ["jaxenvs.py", "shell", "shell", "text"]
+        jax_run = configs.load_config(next(logs.glob("*-jax-cartpole")) / "config.yaml")
+        assert (jax_run.backend, jax_run.env) == ("gymnax", "jaxenvs:cartpole")
+        jumanji_run = configs.load_config(next(logs.glob("*-jumanji-2048")) / "config.yaml")
+        assert (jumanji_run.backend, jumanji_run.env_kwargs) == ("jumanji", {"id": "Game2048-v1"})
+        return
     assert kinds == [
         "myenvs.py", "shell", "text", "shell", "reach.yaml", "shell", "shell", "python",
-        "jaxenvs.py", "shell", "shell", "text", "text", "python",
+        "text", "python",
     ]  # fmt: skip
     # What the blocks made: the runs the guide names, the files it writes.
-    logs = tmp_path / "logs"
     assert (logs / "first-reach" / "config.yaml").is_file()
     assert configs.load_config(logs / "first-reach" / "config.yaml").policy_layers == (32, 32)
     assert len(list(logs.glob("*-MyReach-v0"))) == 1
     assert len(list(logs.glob("*-pendulum_fast-make_reach"))) == 1
     assert len(list(logs.glob("*-reach-py"))) == 1
-    jax_run = configs.load_config(next(logs.glob("*-jax-cartpole")) / "config.yaml")
-    assert (jax_run.backend, jax_run.env) == ("gymnax", "jaxenvs:cartpole")
-    jumanji_run = configs.load_config(next(logs.glob("*-jumanji-2048")) / "config.yaml")
-    assert (jumanji_run.backend, jumanji_run.env_kwargs) == ("jumanji", {"id": "Game2048-v1"})
     assert (tmp_path / "reach.png").stat().st_size > 0
     full = configs.load_config(tmp_path / "pendulum_full.yaml")
     assert full == configs.get_preset("pendulum_fast")

@@ -2,9 +2,10 @@
 folder of their own, and what they see.
 
 Each test is one stretch of that walk, whole in itself (pytest-xdist may run them in separate
-processes): a fused run scored, evaluated, plotted and extended; a MuJoCo run without upstream
-warnings; an Atari video of whole games; an env class from the user's own script; and the batch
-env as Gymnasium's drop-in.
+processes): a fused run scored, evaluated and plotted, and a run extended; a MuJoCo run without
+upstream warnings; an Atari video of whole games; and the batch env as Gymnasium's drop-in. An
+env class from the user's own script, trained with and without a logdir, recorded, resumed and
+evaluated, is tests/experiment/test_script_env.py's walk.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import gymnasium
@@ -46,7 +46,7 @@ def _protocol(run_dir: Path) -> str:
     return str(EvalProtocol(config.eval_actions, config.eval_episodes))
 
 
-def test_a_fused_run_names_its_protocol_evaluates_by_it_plots_it_and_extends(tmp_path):
+def test_a_fused_run_names_its_protocol_evaluates_by_it_and_plots_it(tmp_path):
     train = [BATCHPPO, "train", "--config", "pendulum_jax", "--logdir", "logdir"]
     out, _ = _type(tmp_path, *train, "--timestamp", "T", "--set", "steps=4096")
     run = tmp_path / "logdir" / "T-pendulum_jax"
@@ -78,15 +78,20 @@ def test_a_fused_run_names_its_protocol_evaluates_by_it_plots_it_and_extends(tmp
 
     # The preset anneals its rate to 0 over 4,096 steps: a larger budget is refused in one
     # line that names anneal_lr and the command that trains it.
-    resume = [BATCHPPO, "train", "--logdir", "logdir", "--resume", "--timestamp"]
-    _, err = _type(tmp_path, *resume, "T", "--set", "steps=8192", code=2)
+    resume = [BATCHPPO, "train", "--logdir", "logdir", "--resume", "--timestamp", "T"]
+    _, err = _type(tmp_path, *resume, "--set", "steps=8192", code=2)
     assert err.count("\n") == 1 and "anneal_lr" in err, err
     assert err.rstrip().endswith(
         "batchppo train --config pendulum_jax --logdir logdir --set steps=8192"
     ), err
+
+
+def test_a_run_whose_rate_anneals_to_a_floor_extends_past_its_budget(tmp_path):
     # A rate that anneals to a floor above 0 holds it past the stored budget.
+    train = [BATCHPPO, "train", "--config", "pendulum_jax", "--logdir", "logdir"]
     _type(tmp_path, *train, "--timestamp", "U", "--set", "steps=2048", "--set", "anneal_lr_end=0.1")
-    out, _ = _type(tmp_path, *resume, "U", "--set", "steps=4096")
+    resume = [BATCHPPO, "train", "--logdir", "logdir", "--resume", "--timestamp", "U"]
+    out, _ = _type(tmp_path, *resume, "--set", "steps=4096")
     assert "and holds" in out.splitlines()[1] and "to steps=4,096" in out.splitlines()[1], out
     assert out.splitlines()[-1].startswith("done: 4,096 steps, eval score"), out
     stored = configs.load_config(tmp_path / "logdir" / "U-pendulum_jax" / "config.yaml")
@@ -105,7 +110,9 @@ def test_a_mujoco_run_prints_no_upstream_warning_and_writes_nothing_beside_the_u
 
 
 def test_an_atari_video_plays_whole_games_as_evaluate_does(tmp_path):
-    sets = ["steps=512", "num_agents=2", "eval_every=0", "eval_episodes=1"]
+    # One epoch an update: the video and the episode records are what this stretch shows, not
+    # what the CNN learns, and on a CPU the update compiles its epochs unrolled (unroll_update).
+    sets = ["steps=512", "num_agents=2", "eval_every=0", "eval_episodes=1", "update_epochs=1"]
     _type(
         tmp_path, BATCHPPO, "train", "--config", "breakout_atari", "--logdir", "logdir",
         "--timestamp", "A", *[word for s in sets for word in ("--set", s)],
@@ -121,54 +128,6 @@ def test_an_atari_video_plays_whole_games_as_evaluate_does(tmp_path):
     assert episodes and all(e["terminated"] for e in episodes)
     lives = [e["length"] for e in episodes]
     assert min(lengths) > max(lives), (lengths, lives)
-
-
-SCRIPT = textwrap.dedent(
-    """
-    import sys
-
-    import gymnasium
-    import numpy as np
-
-    import batchppo
-
-
-    class Point1D(gymnasium.Env):
-        observation_space = gymnasium.spaces.Box(-10.0, 10.0, (1,), np.float32)
-        action_space = gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
-
-        def reset(self, *, seed=None, options=None):
-            super().reset(seed=seed)
-            self.x, self.t = self.np_random.uniform(-1, 1, (1,)).astype(np.float32), 0
-            return self.x.copy(), {}
-
-        def step(self, action):
-            self.x, self.t = np.clip(self.x + action, -10, 10).astype(np.float32), self.t + 1
-            return self.x.copy(), -float(abs(self.x[0])), False, self.t >= 20, {}
-
-
-    small = ["steps=512", "num_agents=4", "rollout_length=32", "update_epochs=1",
-             "eval_every=0", "eval_episodes=2"]
-    logdir = sys.argv[1] if len(sys.argv) > 1 else None
-    result = batchppo.train("pendulum_fast", logdir, env=Point1D, progress="none",
-                            overrides=small)
-    print(result.config.env, result.step, result.run_dir)
-    """
-)
-
-
-def test_an_env_class_from_the_users_script_trains_with_and_without_a_logdir(tmp_path):
-    (tmp_path / "first_env.py").write_text(SCRIPT)
-    out, _ = _type(tmp_path, sys.executable, "first_env.py")
-    assert out.splitlines()[-1] == "__main__:Point1D 512 None"
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["first_env.py"]
-    out, err = _type(tmp_path, sys.executable, "first_env.py", "logs")
-    env, steps, run_dir = out.splitlines()[-1].split()
-    assert (env, steps) == ("__main__:Point1D", "512")
-    assert (Path(tmp_path / run_dir) / "env.pkl").is_file()
-    assert "env.pkl" in err  # one line says the env was recorded by value
-    out, _ = _type(tmp_path, BATCHPPO, "evaluate", run_dir, "--episodes", "2")
-    assert "over 2 episodes" in out, out
 
 
 @pytest.mark.parametrize(("env_id", "steps"), [("CartPole-v1", 120), ("Pendulum-v1", 420)])

@@ -193,7 +193,16 @@ def test_compile_times_counts_each_compilation_from_its_call_on():
     assert len(times) == 2 and all(t > 0 for t in times)
 
 
-def test_tiny_run_writes_every_sides_figures(tmp_path, monkeypatch):
+# The two workloads of a tiny run, each a test of its own (pytest-xdist runs them side by side):
+# its sides, the steps of one timed call, and a setting of the peer's.
+WORKLOADS = {
+    "cartpole-2": ({"purejaxrl", "batchppo"}, "purejaxrl", 256, ("NUM_ENVS", 2)),
+    "brax-fast": ({"brax", "batchppo"}, "brax", 8, ("batch_size", 2)),
+}
+
+
+@pytest.mark.parametrize("workload", list(WORKLOADS))
+def test_tiny_run_writes_every_sides_figures(workload, tmp_path, monkeypatch):
     pytest.importorskip("gymnax")
     pytest.importorskip("brax")
     monkeypatch.setenv("PJRT_NPROC", "1")  # every side's process: XLA's CPU pool of one thread
@@ -201,12 +210,14 @@ def test_tiny_run_writes_every_sides_figures(tmp_path, monkeypatch):
     folder.mkdir()
     (folder / "ppo.py").write_text(STAND_IN)
     out = tmp_path / "gpu.json"
+    cartpole = "2" if workload == "cartpole-2" else "none"
+    brax = "fast" if workload == "brax-fast" else "none"
     bench_gpu().main(
         [
             "--purejaxrl-dir", str(folder),
-            "--cartpole-envs", "2",
+            "--cartpole-envs", cartpole,
             "--cartpole-steps", "256",
-            "--brax-envs", "fast",
+            "--brax-envs", brax,
             "--brax-num-envs", "4",
             "--brax-unroll", "2",
             "--brax-minibatches", "2",
@@ -220,30 +231,28 @@ def test_tiny_run_writes_every_sides_figures(tmp_path, monkeypatch):
         ]
     )  # fmt: skip
     result = json.loads(out.read_text())
-    cart, brax = result["workloads"]["cartpole-2"], result["workloads"]["brax-fast"]
-    assert set(cart["sides"]) == {"purejaxrl", "batchppo"}
-    assert set(brax["sides"]) == {"brax", "batchppo"}
-    for load in (cart, brax):
-        assert load["ratio"] > 0 and load["complete"] is True
-        for name, side in load["sides"].items():
-            rows = [r for r in load["rows"] if r["side"] == name]
-            assert side["sps_median"] > 0
-            assert side["compile_s_median"] == statistics.median(r["compile_s"] for r in rows)
-            if name != "brax":  # a jit's compilation, timed on its own
-                assert all(r["compile_s"] > 0 for r in rows)
-            assert side["backend_s_median"] > 0  # timed apart from the set-up
-    assert cart["sides"]["purejaxrl"]["steps_per_call"] == 256
-    assert cart["sides"]["batchppo"]["steps_per_call"] == 256
-    assert brax["sides"]["brax"]["steps_per_call"] == 8
-    assert cart["settings"]["purejaxrl"]["NUM_ENVS"] == 2
-    assert brax["settings"]["brax"]["batch_size"] == 2
+    assert list(result["workloads"]) == [workload]
+    load = result["workloads"][workload]
+    sides, peer, steps, (setting, value) = WORKLOADS[workload]
+    assert set(load["sides"]) == sides
+    assert load["ratio"] > 0 and load["complete"] is True
+    for name, side in load["sides"].items():
+        rows = [r for r in load["rows"] if r["side"] == name]
+        assert side["sps_median"] > 0
+        assert side["compile_s_median"] == statistics.median(r["compile_s"] for r in rows)
+        if name != "brax":  # a jit's compilation, timed on its own
+            assert all(r["compile_s"] > 0 for r in rows)
+        assert side["backend_s_median"] > 0  # timed apart from the set-up
+    assert load["sides"][peer]["steps_per_call"] == steps
+    if workload == "cartpole-2":
+        assert load["sides"]["batchppo"]["steps_per_call"] == 256
+    assert load["settings"][peer][setting] == value
     assert result["machine"]["pjrt_nproc"] == "1"
-    for load in (cart, brax):
-        for row in load["rows"]:
-            if row["side"] != "brax":  # Brax's own set-up is timed from its train's start
-                assert (row["setup_compiles"] > 0) == (row["setup_compile_s"] > 0)
-            else:
-                assert "setup_compiles" not in row and "setup_compile_s" not in row
+    for row in load["rows"]:
+        if row["side"] != "brax":  # Brax's own set-up is timed from its train's start
+            assert (row["setup_compiles"] > 0) == (row["setup_compile_s"] > 0)
+        else:
+            assert "setup_compiles" not in row and "setup_compile_s" not in row
 
 
 SETUP_COMPILES = textwrap.dedent(
