@@ -1,6 +1,7 @@
 """The results, computed from `docs/results`: the README's headline table and figure, and
 the blocks of docs/benchmarks.md (the MuJoCo tables, one per peer's protocol, MinAtar, Atari,
-Craftax, the speed on a GPU and on a CPU, and the `ale` backend's bound by env count).
+Craftax, the speed on a GPU and on a CPU, the `ale` backend's bound by env count, and
+`batchppo tune` beside rl-baselines3-zoo's `--optimize`).
 
 Every figure of ours in these blocks is recomputed here from what the runs and benches wrote
 into `docs/results` (`batchppo evaluate --json` entries and the bootstrap intervals of the
@@ -37,6 +38,7 @@ import dataclasses
 import functools
 import json
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -44,9 +46,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import harness
 import numpy as np
 import rundata
 import scipy.stats
+import tune_vs_rlzoo
 
 from batchppo.experiment.analysis import evaluate
 from batchppo.experiment.artifacts import provenance
@@ -702,13 +706,13 @@ _BLOCK_START = re.compile(r"([-+*>#|]|\d+[.)])(\s|$)")
 """A line start that Markdown would read as a list item, quote, heading or table row."""
 
 
-def _paragraph(text: str) -> list[str]:
-    """A paragraph as the pages hold it: lines of at most `WIDTH` characters, broken between
+def _paragraph(text: str, width: int = WIDTH) -> list[str]:
+    """A paragraph as the pages hold it: lines of at most ``width`` characters, broken between
     words, never inside a code span, a bold span or a link, and never where the next line
     would start a Markdown block (its first word then stays on the line before)."""
     glued = _UNBROKEN.sub(lambda m: m.group(0).replace(" ", "\0"), text)
     lines: list[str] = []
-    for line in textwrap.wrap(glued, WIDTH, break_long_words=False, break_on_hyphens=False):
+    for line in textwrap.wrap(glued, width, break_long_words=False, break_on_hyphens=False):
         while lines and _BLOCK_START.match(line):
             first, _, line = line.partition(" ")
             lines[-1] += f" {first}"
@@ -1264,6 +1268,219 @@ def ale_bound_block() -> list[str]:
                  "is slower than the env's step with batchppo's explicit resets; not "
                  "investigated.")  # fmt: skip
     return [*lines, "", *_paragraph(text)]
+
+
+# --- Hyperparameter search: `batchppo tune` beside rl-zoo's `--optimize` ---------------------
+
+TUNE_RLZOO = "tune-vs-rlzoo-2026-12-02.json"
+"""`bench/tune_vs_rlzoo.py`'s run: rl-zoo's `--optimize` and `batchppo tune`'s sides on
+Pendulum-v1, each given the same wall-clock."""
+
+FUSED_GOAL = 10.0
+"""Issue 69's goal: the fused path's trials per hour at least this many times rl-zoo's."""
+
+BATCH_GOAL = ("batch8", "batch1", 4.0)
+"""Issue 69's goal: `--batch 8`'s trials per hour at least this many times `--batch 1`'s."""
+
+TUNE_SIDES = {
+    tune_vs_rlzoo.BASELINE: "rl-zoo's `train.py -optimize` (SB3's PPO)",
+    "host": f"`batchppo tune --config {tune_vs_rlzoo.HOST_CONFIG}`",
+    "fused": f"`batchppo tune --config {tune_vs_rlzoo.FUSED_CONFIG}`",
+}
+"""What each side of the run is, as the table names it (a `batchN` side: `fused` with
+`--batch N`)."""
+
+
+def _tune_side(side: str, figures: Mapping[str, Any]) -> str:
+    """A side of the rl-zoo run as the table names it."""
+    if figures.get("batch") is not None:
+        return f"`batchppo tune --config {figures['config']} --batch {figures['batch']}`"
+    return TUNE_SIDES[side]
+
+
+def _tune_cell(result: harness.Result, side: str, key: str, fmt: str) -> str:
+    """A side's median of ``key`` and, where it ran more than one round, every round's reading
+    (`186.0 (180.0, 192.0)`); `—` where no round measured it."""
+    values = result.values(side, key)
+    if not values:
+        return "—"
+    median = format(result.median(side, key), fmt)
+    return median if len(values) == 1 else f"{median} ({', '.join(format(v, fmt) for v in values)})"
+
+
+def _tune_counts(result: harness.Result, side: str) -> str:
+    """A side's trials counted in each round, the pruned ones in brackets: `13 (4), 14 (5)`."""
+    return ", ".join(f"{r['trials']} ({r['pruned']})" for r in result.readings(side)) or "—"
+
+
+def _tune_ratio(result: harness.Result, side: str, base: str, key: str) -> float | None:
+    """``side``'s median ``key`` over ``base``'s; None where either has none or ``base``'s is
+    0."""
+    mine, theirs = result.median(side, key), result.median(base, key)
+    return mine / theirs if mine is not None and theirs else None
+
+
+def _times(ratio: float | None) -> str:
+    """`7.50x`; `—` for no ratio."""
+    return "—" if ratio is None else f"{ratio:.2f}x"
+
+
+def _met(ratio: float | None, goal: float) -> str:
+    """`met` where ``ratio`` reaches ``goal``, else `not met`."""
+    return "met" if ratio is not None and ratio >= goal else "not met"
+
+
+def _tune_goal_row(result: harness.Result, goal: str, side: str, base: str, times: float) -> str:
+    """A row of the goals' table: ``side``'s trials per hour over ``base``'s (the medians'
+    ratio, which the verdict judges), round by round and how many rounds reach ``times``, and
+    the medians' ratio by trials per CPU-hour with its own verdict."""
+    ratio = _tune_ratio(result, side, base, "trials_per_hour")
+    rounds = result.round_ratios(side, base, "trials_per_hour")
+    cpu = _tune_ratio(result, side, base, "trials_per_cpu_hour")
+    reached = sum(r >= times for r in rounds)
+    cells = [goal, side, _times(ratio),
+             f"{', '.join(_times(r) for r in rounds) or '—'} ({reached} of {len(rounds)})",
+             f"{_times(cpu)} ({_met(cpu, times)})", _met(ratio, times)]  # fmt: skip
+    return "| " + " | ".join(cells) + " |"
+
+
+def _tune_goals(result: harness.Result, fused: Sequence[str]) -> list[str]:
+    """Issue 69's two goals, a row for each side that they judge, with their verdicts computed
+    from the run's readings; then the fused path's verdict over its sides."""
+    base = tune_vs_rlzoo.BASELINE
+    fused_goal = f"the fused path (`{tune_vs_rlzoo.FUSED_CONFIG}`) >= {FUSED_GOAL:g}x rl-zoo's"
+    side, peer, times = BATCH_GOAL
+    rows = [_tune_goal_row(result, fused_goal, s, base, FUSED_GOAL) for s in fused]
+    if {side, peer} <= set(result.names):
+        rows.append(_tune_goal_row(result, f"`--batch 8` >= {times:g}x `--batch 1`'s", side,
+                                   peer, times))  # fmt: skip
+    met = [s for s in fused if _met(_tune_ratio(result, s, base, "trials_per_hour"),
+                                    FUSED_GOAL) == "met"]  # fmt: skip
+    verdict = (f"met by {_join(met)}" if met else "not met by any of its sides" if fused
+               else "not measured: the run has no fused side")  # fmt: skip
+    return [
+        *_paragraph(
+            "Issue 69's goals, in trials per hour (the verdict judges the medians' ratio; the "
+            "rounds' ratios pair the sides' studies of each round; by trials per CPU-hour, the "
+            "same goal on CPU time):"
+        ),
+        "",
+        "| goal | side | trials/h ratio | round by round (at the goal) | by trials/CPU-h | "
+        "verdict |",
+        "|---|---|---:|---:|---:|---|",
+        *rows,
+        "",
+        *_paragraph(f"The fused path's goal: {verdict}."
+                    + ("" if {side, peer} <= set(result.names)
+                       else f" The `--batch` goal: not measured (no {side} or {peer} side).")),
+    ]  # fmt: skip
+
+
+def _tune_versions(data: Mapping[str, Any]) -> str:
+    """The packages each side ran with, and rl-zoo's Pendulum-v1 entry."""
+    versions = data["versions"]
+
+    def listed(found: Mapping[str, str]) -> str:
+        return ", ".join(f"{name} {version}" for name, version in found.items())
+
+    entry = ", ".join(f"`{k}: {v}`" for k, v in (data.get("rlzoo_hyperparams") or {}).items())
+    threads = data["args"]["rlzoo_threads"]
+    return (
+        f"rl-zoo's side ran {listed(versions[tune_vs_rlzoo.BASELINE])} (torch on "
+        f"{'a thread per core' if threads == -1 else _count(threads, 'thread')}) around its "
+        f"`hyperparams/ppo.yml` entry for {data['env']} ({entry}); batchppo's sides ran "
+        f"{listed(versions['batchppo'])}."
+    )
+
+
+def _tune_command(command: str) -> list[str]:
+    """The run's recorded command as a shell block, `python bench/...`, broken between options
+    at `WIDTH`."""
+    script, *words = shlex.split(command)
+    chunks = [f"python bench/{script}"]
+    for word in map(shlex.quote, words):
+        if word.startswith("-") or chunks[-1].startswith("python"):
+            chunks.append(word)
+        else:
+            chunks[-1] += f" {word}"
+    lines = [chunks[0]]
+    for chunk in chunks[1:]:
+        if len(lines[-1]) + len(chunk) + 3 > WIDTH:
+            lines.append("   ")
+        lines[-1] += f" {chunk}"
+    return ["```shell", " \\\n".join(lines), "```"]
+
+
+def tune_rlzoo_block() -> list[str]:
+    """`batchppo tune` beside rl-baselines3-zoo's `--optimize` on Pendulum-v1 at equal
+    wall-clock: a row a side, the ratios, issue 69's goals with their verdicts, what differs
+    between the sides and the command (`bench/tune_vs_rlzoo.py`'s JSON)."""
+    data = read_json(TUNE_RLZOO)
+    args = data["args"]
+    sides = list(data["figures"])
+    result = harness.Result(sides, data["rows"])
+    base = tune_vs_rlzoo.BASELINE
+    fused = [s for s in sides if data["figures"][s].get("config") == tune_vs_rlzoo.FUSED_CONFIG]
+    lines = [
+        *_paragraph(
+            f"**Hyperparameter search on {data['env']}** (`bench/tune_vs_rlzoo.py`): each side "
+            f"one Optuna study in a process of its own for {args['minutes']:g} minutes of "
+            f"wall-clock, {_count(args['rounds'], 'round')} in alternating order, "
+            f"{args['steps']:,} env steps and {_count(args['seeds'], 'seed')} a trial, "
+            f"{args['evaluations']} evaluations of {args['eval_episodes']} episodes with the mean "
+            "action, the last one the trial's value. Counted: the trials complete or pruned by "
+            "the deadline; trials per CPU-hour divide them by the CPU time of the side's "
+            "processes. Each figure is the median of the rounds, each round's reading in "
+            "brackets; best: the highest value of a complete trial (mean return, higher is "
+            "better); median trial: the complete trials' durations; first trial: from the launch "
+            "to the first trial's end, start-up and compilation included."
+            + _tune_failures(data["rows"])
+        ),
+        "",
+        "| side | trials (pruned) a round | trials/h | trials/CPU-h | best return | median trial s "
+        "| first trial s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for side in sides:
+        cells = [_tune_counts(result, side)] + [
+            _tune_cell(result, side, key, fmt)
+            for key, fmt in (("trials_per_hour", ",.1f"), ("trials_per_cpu_hour", ",.1f"),
+                             ("best", ".1f"), ("trial_s", ".1f"), ("first_s", ".1f"))
+        ]  # fmt: skip
+        lines.append(f"| {side}: {_tune_side(side, data['figures'][side])} | "
+                     + " | ".join(cells) + " |")  # fmt: skip
+    ratios = "; ".join(
+        f"{what}: "
+        + ", ".join(f"{s} {_times(_tune_ratio(result, s, base, key))}" for s in sides if s != base)
+        for key, what in (("trials_per_hour", "trials/h"), ("trials_per_cpu_hour", "trials/CPU-h"))
+    )
+    return [
+        *lines,
+        "",
+        *_paragraph(f"Against rl-zoo (the medians' ratio): {ratios}."),
+        "",
+        *_tune_goals(result, fused),
+        "",
+        *_paragraph(_tune_versions(data)),
+        "",
+        "What differs between the sides (as the run records it):",
+        "",
+        *[line for item in data["differences"] for line in _item(item)],
+        "",
+        *_tune_command(data["command"]),
+    ]
+
+
+def _tune_failures(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The rounds that measured nothing, each with its error, as a sentence (none: empty)."""
+    failed = [f"{r['side']} round {r['round'] + 1} ({r['error']})" for r in rows if "error" in r]
+    return f" Rounds left out, having failed: {'; '.join(failed)}." if failed else ""
+
+
+def _item(text: str) -> list[str]:
+    """A list item, wrapped as a paragraph and indented under its dash."""
+    first, *rest = _paragraph(text, WIDTH - 2)
+    return [f"- {first}", *(f"  {line}" for line in rest)]
 
 
 # --- The front page: one row a family, and the figure of the fresh seeds ----------------------
@@ -1860,6 +2077,7 @@ TABLES = {
     "speed-gpu": gpu_block,
     "speed-cpu": cpu_block,
     "ale-bound": ale_bound_block,
+    "tune-rlzoo": tune_rlzoo_block,
 }
 """Each generated block by its marker name: the headline in the README, the others in
 docs/benchmarks.md."""

@@ -57,6 +57,7 @@ def test_a_changed_figure_fails_the_check(results, tmp_path, capsys, page):
         ("1.09x, 1.26x, 1.27x and 1.33x", "1.19x, 1.26x, 1.27x and 1.33x"),  # CPU
         ("4.09 against 3.97", "4.19 against 3.97"),  # Craftax
         ("wall-clock 0.98x and 0.99x", "wall-clock 0.98x and 0.89x"),  # Atari's time
+        ("batch8 38.40x;", "batch8 38.50x;"),  # hyperparameter search, against rl-zoo
     ],
 )
 def test_a_changed_figure_in_a_paragraph_fails_the_check(
@@ -103,7 +104,8 @@ def test_the_results_blocks_are_all_generated_each_on_one_page(results):
     assert pages == {
         "README.md": ["headline"],
         "docs/benchmarks.md": ["mujoco-fresh", "mujoco-protocols", "minatar", "atari",
-                               "craftax", "speed-gpu", "speed-cpu", "ale-bound"],
+                               "craftax", "speed-gpu", "speed-cpu", "ale-bound",
+                               "tune-rlzoo"],
     }  # fmt: skip
     assert pages == {page: list(names) for page, names in results.PAGES.items()}
     assert sorted(n for names in pages.values() for n in names) == sorted(results.TABLES)
@@ -570,3 +572,90 @@ def test_the_guard_holds_the_craftax_preset_to_its_figures(results, monkeypatch)
         "pin update_epochs=4 in the preset"
         for name in ("craftax-cpu-2026-11-26.json", "craftax-speed-cpu-2026-11-27.json")
     ]
+
+
+def _block_lines(name: str) -> list[str]:
+    """A generated block of docs/benchmarks.md as it stands, line by line."""
+    page = BENCHMARKS.read_text()
+    return re.search(rf"<!-- table:{name} -->\n(.*?)<!-- /table:{name} -->", page, re.S).group(
+        1).splitlines()  # fmt: skip
+
+
+def test_the_tune_block_gives_the_ratios_of_its_results_file(results):
+    data = json.loads((ROOT / "docs" / "results" / results.TUNE_RLZOO).read_text())
+    lines = _block_lines("tune-rlzoo")
+    text = " ".join(" ".join(lines).split())
+    figures = data["figures"]
+    for key, what in (("trials_per_hour", "trials/h"), ("trials_per_cpu_hour", "trials/CPU-h")):
+        ratios = {side: figures[side][key] / figures["rlzoo"][key] for side in figures
+                  if side != "rlzoo"}  # fmt: skip
+        assert ratios == pytest.approx(
+            {k.removesuffix("/rlzoo"): v for k, v in data["ratios"][key].items()
+             if k.endswith("/rlzoo")}, rel=1e-12)  # fmt: skip
+        listed = ", ".join(f"{side} {ratio:.2f}x" for side, ratio in ratios.items())
+        assert f"{what}: {listed}" in text
+    batch = figures["batch8"]["trials_per_hour"] / figures["batch1"]["trials_per_hour"]
+    row = next(line for line in lines if line.startswith("| `--batch 8` >= 4x `--batch 1`'s |"))
+    assert row.startswith(f"| `--batch 8` >= 4x `--batch 1`'s | batch8 | {batch:.2f}x | ")
+    assert row.endswith(" | met |" if batch >= 4 else " | not met |")
+    assert data["command"].split()[0] == "tune_vs_rlzoo.py"
+    assert f"python bench/{data['command']}" in text.replace(" \\ ", " ")
+
+
+def _tune_run(rates: dict[str, float]) -> dict:
+    """A `bench/tune_vs_rlzoo.py` record of 2 rounds of 5 minutes whose sides end trials at
+    ``rates`` an hour (the same in both rounds, twice that per CPU-hour), no trial pruned."""
+    configs = {"rlzoo": (None, None), "batch1": ("pendulum_jax", 1),
+               "batch8": ("pendulum_jax", 8)}  # fmt: skip
+    rows = [
+        {"side": side, "round": r, "trials": int(rate / 12), "pruned": 0, "trials_per_hour": rate,
+         "trials_per_cpu_hour": 2 * rate, "best": -150.0, "trial_s": 20.0, "first_s": 30.0}
+        for r in range(2) for side, rate in rates.items()
+    ]  # fmt: skip
+    return {
+        "date": "2026-12-02 07:50:00 UTC",
+        "command": "tune_vs_rlzoo.py --sides rlzoo,batch1,batch8 --minutes 5 --rounds 2",
+        "args": {"minutes": 5.0, "rounds": 2, "steps": 100000, "seeds": 1, "evaluations": 10,
+                 "eval_episodes": 10, "rlzoo_threads": 1},
+        "env": "Pendulum-v1",
+        "differences": ["Search space: rl-zoo's own."],
+        "versions": {"batchppo": {"jax": "0.10.2"}, "rlzoo": {"rl_zoo3": "2.9.2"}},
+        "rlzoo_hyperparams": {"n_envs": 4},
+        "rows": rows,
+        "figures": {side: {"config": c, "batch": b} for side, (c, b) in configs.items()},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("batch8", "fused", "batch", "verdict"),
+    [
+        (396.0, "| batch8 | 11.00x | 11.00x, 11.00x (2 of 2) | 11.00x (met) | met |",
+         "| batch8 | 2.75x | 2.75x, 2.75x (0 of 2) | 2.75x (not met) | not met |",
+         "The fused path's goal: met by batch8."),
+        (324.0, "| batch8 | 9.00x | 9.00x, 9.00x (0 of 2) | 9.00x (not met) | not met |",
+         "| batch8 | 2.25x | 2.25x, 2.25x (0 of 2) | 2.25x (not met) | not met |",
+         "The fused path's goal: not met by any of its sides."),
+        (720.0, "| batch8 | 20.00x | 20.00x, 20.00x (2 of 2) | 20.00x (met) | met |",
+         "| batch8 | 5.00x | 5.00x, 5.00x (2 of 2) | 5.00x (met) | met |",
+         "The fused path's goal: met by batch8."),
+    ],
+)  # fmt: skip
+def test_the_tune_goals_verdicts_follow_the_figures(
+    results, tmp_path, monkeypatch, batch8, fused, batch, verdict
+):
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    run = _tune_run({"rlzoo": 36.0, "batch1": 144.0, "batch8": batch8})
+    (tmp_path / results.TUNE_RLZOO).write_text(json.dumps(run))
+    lines = results.tune_rlzoo_block()
+    goal = "| the fused path (`pendulum_jax`) >= 10x rl-zoo's "
+    assert f"{goal}| batch1 | 4.00x | 4.00x, 4.00x (0 of 2) | 4.00x (not met) | not met |" in lines
+    assert f"{goal}{fused}" in lines
+    assert f"| `--batch 8` >= 4x `--batch 1`'s {batch}" in lines
+    assert verdict in lines
+    rlzoo = ("| rlzoo: rl-zoo's `train.py -optimize` (SB3's PPO) | 3 (0), 3 (0) | 36.0 (36.0, "
+             "36.0) | 72.0 (72.0, 72.0) | -150.0 (-150.0, -150.0) | 20.0 (20.0, 20.0) | 30.0 "
+             "(30.0, 30.0) |")  # fmt: skip
+    assert rlzoo in lines
+    ratio = f"batch1 4.00x, batch8 {batch8 / 36:.2f}x"
+    against = f"Against rl-zoo (the medians' ratio): trials/h: {ratio}; trials/CPU-h: {ratio}."
+    assert against in " ".join(lines)
