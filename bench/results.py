@@ -42,9 +42,9 @@ import shlex
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import harness
 import numpy as np
@@ -63,10 +63,26 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "docs" / "results"
 RUNS = ROOT / "docs" / "runs"
 
+T = TypeVar("T")
+
+
+FRESH_SEEDS = (range(20, 30), range(10, 20))
+"""The fresh seeds of the frozen recipes (issue 56), newest first: 20-29, never run before the
+recipes were frozen, which the protocol tables report; and 10-19, which an earlier recipe ran,
+rerun on the same code. A task's own sets (`Task.fresh`) default to these."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Task:
     """A MuJoCo task, its preset and where its results live.
+
+    A preset that changes runs on seeds no recipe has run, published as its fresh set with its
+    earlier sets kept as history (issue 70). The switch is its line in `TASKS`: the new set
+    first in ``fresh``, ``earlier_recipe`` the number of sets its former recipe ran, and the new
+    recipe's seeds 0-9 stems in ``tuning`` and ``tuning_window``. For Humanoid on seeds 30-39:
+    ``fresh=(range(30, 40), *FRESH_SEEDS), earlier_recipe=2``, once
+    `humanoid_fast-1M-seeds30-39.json`, `-training-window.json` and their `-stats.json` are in
+    docs/results. Every table, the figure and the guard read each task's own sets.
 
     Attributes:
         name: The task's name in the tables.
@@ -82,6 +98,16 @@ class Task:
         tianshou: Tianshou's PPO (v3, 10 seeds): the maximum over its evaluations (every 30k
             steps, 10 test episodes, sampled actions) within 1M steps of the 10 seeds' mean,
             and the std over seeds there.
+        fresh: Its fresh seed sets, newest first: the protocol tables, the headline and the
+            figure report the newest (`<preset>-1M-seeds<a>-<b>*` results); the fresh-seed
+            table shows every set.
+        earlier_recipe: How many of the oldest sets of ``fresh`` ran an earlier recipe of the
+            preset: history, which the guard (`shipped_differences`) does not hold to the
+            preset as shipped. The newest set is always the shipped recipe's.
+
+    Raises:
+        ValueError: ``fresh`` is empty, or ``earlier_recipe`` is negative or counts the newest
+            set.
     """
 
     name: str
@@ -92,6 +118,22 @@ class Task:
     cleanrl: tuple[float, float] | None
     rlzoo: tuple[float, float] | None
     tianshou: tuple[float, float]
+    fresh: tuple[range, ...] = FRESH_SEEDS
+    earlier_recipe: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.fresh:
+            raise ValueError(f"{self.name}: no fresh seed set; give `fresh` one, newest first")
+        if not 0 <= self.earlier_recipe < len(self.fresh):
+            raise ValueError(
+                f"{self.name}: earlier_recipe={self.earlier_recipe} of {len(self.fresh)} fresh "
+                "sets; give a count from 0 up to all but the newest set"
+            )
+
+    def shipped(self, seeds: range) -> bool:
+        """Whether ``seeds``, one of its sets, ran the preset as shipped (not an earlier
+        recipe)."""
+        return self.fresh.index(seeds) < len(self.fresh) - self.earlier_recipe
 
 
 TASKS = (
@@ -113,12 +155,6 @@ TASKS = (
 """The five `*_fast` tasks. Sources of the peers' figures: vwxyzjn/cleanrl's benchmark docs
 (ppo_continuous_action), DLR-RM/rl-baselines3-zoo benchmark.md, thu-ml/tianshou
 examples/mujoco/README.md (its PPO table at 1M steps and footnote on the reward metric)."""
-
-FRESH_SEEDS = (range(20, 30), range(10, 20))
-"""The fresh seeds of the frozen recipes (issue 56): 20-29, never run before the recipes were
-frozen, which the protocol tables report; and 10-19, which an earlier recipe ran, rerun on the
-same code."""
-
 
 _READING: list[set[str]] = []
 """The names of docs/results read by each block being generated (`reading`)."""
@@ -245,14 +281,40 @@ def seeds_label(seeds: range) -> str:
     return f"{seeds[0]}-{seeds[-1]}"
 
 
-def fresh_stem(task: Task, seeds: range = FRESH_SEEDS[0]) -> str:
-    """The stem of a task's final-policy results over ``seeds``."""
-    return f"{task.preset}-1M-seeds{seeds_label(seeds)}"
+def fresh_stem(task: Task, seeds: range | None = None) -> str:
+    """The stem of a task's final-policy results over ``seeds`` (None: its newest fresh set)."""
+    return f"{task.preset}-1M-seeds{seeds_label(task.fresh[0] if seeds is None else seeds)}"
 
 
-def window_stem(task: Task, seeds: range = FRESH_SEEDS[0]) -> str:
-    """The stem of a task's training-window results (which hold its max-eval-mean too)."""
+def window_stem(task: Task, seeds: range | None = None) -> str:
+    """The stem of a task's training-window results (which hold its max-eval-mean too) over
+    ``seeds`` (None: its newest fresh set)."""
     return f"{fresh_stem(task, seeds)}-training-window"
+
+
+def _shared(values: Iterable[T]) -> T | None:
+    """The one value of ``values`` where all are equal; None where they differ."""
+    distinct = set(values)
+    return next(iter(distinct)) if len(distinct) == 1 else None
+
+
+def shared_newest() -> range | None:
+    """The newest fresh set where every task's is the same (a table's header then names it);
+    None where they differ (each row names its own)."""
+    return _shared(task.fresh[0] for task in TASKS)
+
+
+def newest_seeds_text() -> str:
+    """`seeds 20-29` where every task's newest fresh set is the same; else each set with its
+    tasks, in the order of `TASKS`: `seeds 20-29 (HalfCheetah and Hopper) and 30-39
+    (Humanoid)`."""
+    shared = shared_newest()
+    if shared is not None:
+        return f"seeds {seeds_label(shared)}"
+    by_set: dict[range, list[str]] = {}
+    for task in TASKS:
+        by_set.setdefault(task.fresh[0], []).append(task.name)
+    return "seeds " + _join([f"{seeds_label(s)} ({_join(names)})" for s, names in by_set.items()])
 
 
 def _group_scores(stem: str) -> np.ndarray | None:
@@ -304,12 +366,13 @@ def resumed(task: Task, seeds: Sequence[int]) -> dict[int, int]:
     return found
 
 
-def resumed_note(sets: Sequence[Sequence[int]]) -> str:
-    """The footnote of the mark: each resumed run of the tasks over ``sets``, and where it
-    resumed; empty where none was."""
+def resumed_note(tasks: Sequence[Task]) -> str:
+    """The footnote of the mark: each resumed run of ``tasks`` over their fresh sets (every
+    task's newest set first), and where it resumed; empty where none was."""
     runs = [f"{task.name} seed {seed} at {step / 1000:.0f}k steps"
-            for seeds in sets for task in TASKS
-            for seed, step in resumed(task, seeds).items()]  # fmt: skip
+            for i in range(max(len(task.fresh) for task in tasks))
+            for task in tasks if i < len(task.fresh)
+            for seed, step in resumed(task, task.fresh[i]).items()]  # fmt: skip
     if not runs:
         return ""
     return (f"{RESUMED_MARK} Resumed mid-run from its own checkpoint, on the same code: "
@@ -340,31 +403,66 @@ def below_cell(
     return f"{named}: {'met' if len(below) <= 1 else 'missed'}"
 
 
+def earlier_recipe_note(tasks: Sequence[Task]) -> str:
+    """The note naming the fresh sets of ``tasks`` that ran an earlier recipe of their preset
+    (`Task.earlier_recipe`); empty where none did."""
+    named = [f"{task.name}'s seeds "
+             + _join([seeds_label(s) for s in task.fresh if not task.shipped(s)])
+             for task in tasks if task.earlier_recipe]  # fmt: skip
+    if not named:
+        return ""
+    return (f"Run by an earlier recipe of the preset, kept as history: {_join(named)}. Each "
+            "task's newest set is its preset as shipped.")  # fmt: skip
+
+
+def _fresh_columns(shared: tuple[range, ...] | None, depth: int) -> tuple[list[str], str]:
+    """The fresh-seed table's columns of the sets, newest first, and their alignment: named by
+    their seeds where every task has the same sets (``shared``); else each set's columns start
+    with its seeds (`newest fresh set`, then `earlier set 1`, `earlier set 2`...)."""
+    if shared is not None:
+        labels = [f"seeds {seeds_label(seeds)}" for seeds in shared]
+        heads = [h for label in labels for h in (f"{label}: IQM [95 % CI]", f"{label} below 70 %")]
+        return heads, "---:|---|" * len(shared)
+    heads = []
+    for i in range(depth):
+        name = "newest fresh set" if i == 0 else f"earlier set {i}"
+        heads += [f"{name}: seeds", f"{name}: IQM [95 % CI]", f"{name}: below 70 %"]
+    return heads, "---|---:|---|" * depth
+
+
+def _fresh_row(task: Task, depth: int, labelled: bool) -> str:
+    """A task's row of the fresh-seed table: its ``depth`` sets' cells (`—` past its own sets),
+    each set's led by its seeds where ``labelled``, then its tuning seeds' IQM."""
+    env = _env(task.tuning)
+    cells = []
+    for i in range(depth):
+        if i >= len(task.fresh):
+            cells += ["—"] * 3
+            continue
+        cells += [seeds_label(task.fresh[i])] if labelled else []
+        cells += _fresh_cells(task, task.fresh[i], env)
+    tuning = _group_scores(task.tuning)
+    low, high = stats_interval(results_path(f"{task.tuning}-stats.json"), env, tuning)
+    return (f"| {task.name} | {task.target:g}; {0.7 * task.target:.0f} | " + " | ".join(cells)
+            + f" | {iqm(tuning):.0f} [{low:.0f}, {high:.0f}] |")  # fmt: skip
+
+
 def fresh_table() -> list[str]:
-    """Each preset as shipped on its fresh seeds (20-29, then 10-19): the IQM with its
-    interval and whether it reaches the target, the seeds below 70 % of it and whether at
-    most one is (the issue's two targets, each with its own verdict); and its tuning seeds
-    0-9."""
-    sets = " | ".join(
-        f"seeds {seeds_label(s)}: IQM [95 % CI] | seeds {seeds_label(s)} below 70 %"
-        for s in FRESH_SEEDS
-    )
+    """Each preset on its fresh seed sets, newest first: the IQM with its interval and whether
+    it reaches the target, the seeds below 70 % of it and whether at most one is (the issue's
+    two targets, each with its own verdict); and its tuning seeds 0-9. The header names the
+    sets where every task has the same; else each row names its own (`_fresh_columns`)."""
+    shared = _shared(task.fresh for task in TASKS)
+    depth = max(len(task.fresh) for task in TASKS)
+    heads, rule = _fresh_columns(shared, depth)
     lines = [
-        f"| task (v5) | target (IQM); 70 % of it | {sets} | seeds 0-9 (tuning): IQM [95 % CI] |",
-        "|---|---:|" + "---:|---|" * len(FRESH_SEEDS) + "---:|",
+        f"| task (v5) | target (IQM); 70 % of it | {' | '.join(heads)} | seeds 0-9 (tuning): "
+        "IQM [95 % CI] |",
+        f"|---|---:|{rule}---:|",
+        *(_fresh_row(task, depth, shared is None) for task in TASKS),
     ]
-    for task in TASKS:
-        tuning = _group_scores(task.tuning)
-        env = _env(task.tuning)
-        low, high = stats_interval(results_path(f"{task.tuning}-stats.json"), env, tuning)
-        cells = [c for seeds in FRESH_SEEDS for c in _fresh_cells(task, seeds, env)]
-        lines.append(
-            f"| {task.name} | {task.target:g}; {0.7 * task.target:.0f} | "
-            + " | ".join(cells)
-            + f" | {iqm(tuning):.0f} [{low:.0f}, {high:.0f}] |"
-        )
-    note = resumed_note(FRESH_SEEDS)
-    return [*lines, *(["", *_paragraph(note)] if note else [])]
+    notes = [note for note in (resumed_note(TASKS), earlier_recipe_note(TASKS)) if note]
+    return [*lines, *(line for note in notes for line in ["", *_paragraph(note)])]
 
 
 class Ours(NamedTuple):
@@ -430,7 +528,8 @@ class Protocol:
         name: The peer's name where a row says which side is higher.
         figure: The peer's published (mean, ±) for a task; None where it publishes none.
         runs: The runs behind the peer's mean, for its interval (`t_interval`).
-        score: Our cell, ``(task, fresh)`` for the fresh (20-29) or the tuning seeds.
+        score: Our cell, ``(task, fresh)`` for the task's newest fresh set or the tuning
+            seeds.
         statistic: The peer's statistic in a few words (the figure's legend).
         tuning: Whether the table shows the tuning seeds too (not where their runs were
             evaluated by another protocol).
@@ -478,9 +577,13 @@ PROTOCOLS = (
 
 
 def protocol_tables() -> list[str]:
-    """Three tables: ours on fresh seeds 20-29 by each peer's protocol beside the peer's
-    figure, with which side is higher where the intervals say so."""
-    ours = f"batchppo seeds {seeds_label(FRESH_SEEDS[0])}"
+    """Three tables: ours on each task's newest fresh seeds by each peer's protocol beside the
+    peer's figure, with which side is higher where the intervals say so. The header names the
+    seeds where every task's newest set is the same; else each row does (`_marked_name`)."""
+    shared = shared_newest()
+    ours = (
+        "batchppo, the row's seeds" if shared is None else f"batchppo seeds {seeds_label(shared)}"
+    )
     lines: list[str] = []
     for table in PROTOCOLS:
         head = f"| task | {table.peer} | {ours} | 95 % intervals, peer / ours |"
@@ -499,16 +602,19 @@ def protocol_tables() -> list[str]:
             if table.tuning:
                 cells.append(table.score(task, False).text)
             lines.append(f"| {_marked_name(task)} | " + " | ".join(cells) + " |")
-    if any(resumed(task, FRESH_SEEDS[0]) for task in TASKS):
+    if any(resumed(task, task.fresh[0]) for task in TASKS):
+        seeds = "the seeds its row names" if shared is None else f"its seeds {seeds_label(shared)}"
         lines += ["", *_paragraph(
-            f"{RESUMED_MARK} One of its seeds {seeds_label(FRESH_SEEDS[0])} was resumed mid-run "
-            "from its own checkpoint (the fresh-seed table names it).")]  # fmt: skip
+            f"{RESUMED_MARK} One of {seeds} was resumed mid-run from its own checkpoint (the "
+            "fresh-seed table names it).")]  # fmt: skip
     return lines
 
 
 def _marked_name(task: Task) -> str:
-    """The task's name, marked where one of its fresh seeds 20-29 was resumed mid-run."""
-    return task.name + (RESUMED_MARK if resumed(task, FRESH_SEEDS[0]) else "")
+    """The task's name in a protocol table: with its newest fresh seeds where the tasks' differ
+    (`shared_newest`), marked where one of them was resumed mid-run."""
+    seeds = "" if shared_newest() is not None else f" (seeds {seeds_label(task.fresh[0])})"
+    return task.name + seeds + (RESUMED_MARK if resumed(task, task.fresh[0]) else "")
 
 
 def _scored(stem: str, protocol: str, episodes: int) -> dict[int, float] | None:
@@ -749,7 +855,7 @@ def fresh_block() -> list[str]:
     runs = [
         RUNS / Path(entry["run_dir"]).name  # evaluated where the checkpoint was
         for task in TASKS
-        for seeds in FRESH_SEEDS
+        for seeds in task.fresh
         for entry in load_entries(results_path(f"{fresh_stem(task, seeds)}.json")) or []
     ]
     timing = (
@@ -1518,8 +1624,8 @@ def _outcome(names: Sequence[str], intervals: Sequence[Interval | None]) -> tupl
 
 
 def _headline_mujoco(task: Task) -> list[str]:
-    """A MuJoCo row: the IQM over fresh seeds 20-29, and ours beside the strongest peer by the
-    peer's protocol."""
+    """A MuJoCo row: the IQM over the task's newest fresh seeds, and ours beside the strongest
+    peer by the peer's protocol."""
     stem = fresh_stem(task)
     values = _group_scores(stem)
     own = None
@@ -1648,7 +1754,7 @@ def _headline_speed(label: str, runs: SpeedRuns, envs: Sequence[int]) -> list[st
 
 HEADLINE_CAPTION = (
     "MuJoCo (v5, 1M env steps): the final policy's 100 episodes with the mean action, the IQM "
-    "over the fresh seeds 20-29 [95 % bootstrap interval]. MinAtar (10M steps, 100 episodes) "
+    "over the fresh {seeds} [95 % bootstrap interval]. MinAtar (10M steps, 100 episodes) "
     "and Atari (2M frames, 30 games): the mean action, the mean of seeds 0-2 (Atari's with its "
     "95 % t-interval). The peer: the highest published PPO figure by its own protocol (MuJoCo: "
     "of CleanRL, rl-zoo and Tianshou; MinAtar: gymnax) with its 95 % t-interval (one run: a "
@@ -1659,7 +1765,7 @@ HEADLINE_CAPTION = (
     "ours over PureJaxRL's in each run, the sides taking turns in one call."
 )
 """The headline table's caption: what each row measures (`docs/benchmarks.md` has the
-protocols in full)."""
+protocols in full); ``{seeds}``: the MuJoCo rows' (`newest_seeds_text`)."""
 
 
 def headline_block() -> list[str]:
@@ -1679,7 +1785,7 @@ def headline_block() -> list[str]:
         ),
     ]
     return [
-        *_paragraph(HEADLINE_CAPTION),
+        *_paragraph(HEADLINE_CAPTION.format(seeds=newest_seeds_text())),
         "",
         "| task | batchppo | strongest peer, by its protocol | batchppo, by the peer's protocol "
         "| verdict |",
@@ -1695,24 +1801,26 @@ FIGURE_DATA = FIGURE.with_suffix(".json")
 
 
 def figure_data() -> dict[str, Any]:
-    """The figure's data from docs/results: per MuJoCo task its target, each fresh seed's final
-    score (20-29), their IQM, and the peers' published figures (each by its own protocol)."""
-    seeds = FRESH_SEEDS[0]
+    """The figure's data from docs/results: per MuJoCo task its target, its newest fresh seeds,
+    each one's final score, their IQM, and the peers' published figures (each by its own
+    protocol); ``seeds``: the newest set where every task's is the same, else None."""
+    shared = shared_newest()
     tasks = []
     for task in TASKS:
-        entries = load_entries(results_path(f"{fresh_stem(task, seeds)}.json")) or []
+        entries = load_entries(results_path(f"{fresh_stem(task)}.json")) or []
         by_seed = {
             str(e["seed"]): e["mean_return"] for e in sorted(entries, key=lambda e: e["seed"])
         }
         tasks.append({
             "task": task.name,
             "target": task.target,
+            "seeds": seeds_label(task.fresh[0]),
             "scores": by_seed,
             "iqm": round(iqm(np.array(list(by_seed.values()))), 1) if by_seed else None,
             "peers": {p.name: p.figure(task)[0] for p in PROTOCOLS if p.figure(task) is not None},
         })  # fmt: skip
     return {
-        "seeds": seeds_label(seeds),
+        "seeds": None if shared is None else seeds_label(shared),
         "score": "the final policy's mean return over 100 episodes of the mean action",
         "peers": {p.name: f"{p.peer}: {p.statistic}" for p in PROTOCOLS},
         "tasks": tasks,
@@ -1733,6 +1841,9 @@ def draw_figure(data: Mapping[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     tasks = data["tasks"]
+    # Seeds shared by every task are named in the legend, else beside each task.
+    shared = data["seeds"]
+    seeds = "each task's newest fresh seeds" if shared is None else f"seeds {shared}"
     markers = dict(zip(data["peers"], ("v", "s", "D"), strict=True))
     fig, ax = plt.subplots(figsize=(9, 5.6))
     ax.axvline(1.0, color="tab:green", lw=1.5, label="the task's target (for the IQM)")
@@ -1747,7 +1858,7 @@ def draw_figure(data: Mapping[str, Any], out: Path) -> None:
             s=24,
             c=["tab:red" if v < 0.7 else "tab:blue" for v in scaled],
             zorder=3,
-            label=f"batchppo, seeds {data['seeds']}: a dot a run" if first else None,
+            label=f"batchppo, {seeds}: a dot a run" if first else None,
         )
         if task["iqm"] is not None:
             iqm_x = task["iqm"] / task["target"]
@@ -1757,9 +1868,7 @@ def draw_figure(data: Mapping[str, Any], out: Path) -> None:
             ax.scatter(value / task["target"], y - 0.3, marker=markers[name], s=34,
                        facecolors="none", edgecolors="0.25", zorder=2,
                        label=data["peers"][name] if first else None)  # fmt: skip
-    ax.set_yticks(
-        range(len(tasks)), [f"{t['task']}\n(target {t['target']:g})" for t in reversed(tasks)]
-    )
+    ax.set_yticks(range(len(tasks)), [_figure_tick(t, shared is None) for t in reversed(tasks)])
     ax.set_ylim(-0.6, len(tasks) - 0.4)
     ax.set_xlabel("score over the task's target; peers' figures as published (v3/v4)")
     ax.set_title(
@@ -1772,6 +1881,13 @@ def draw_figure(data: Mapping[str, Any], out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
+
+
+def _figure_tick(task: Mapping[str, Any], seeds: bool) -> str:
+    """A task's label on the figure: its name and target, and its seeds where ``seeds`` (on a
+    line of their own: a wider label would squeeze the plot and cut off the legend)."""
+    label = f"{task['task']}\n(target {task['target']:g})"
+    return f"{label}\nseeds {task['seeds']}" if seeds else label
 
 
 def figure_differs() -> bool:
@@ -1801,8 +1917,9 @@ class Source:
 
     Attributes:
         stem: The file, `docs/results/<stem>.json`.
-        preset: The preset its runs trained; None for a peer's runs (CleanRL's models, imported
-            into run dirs of ours), which no preset of ours describes.
+        preset: The preset its runs trained; None where no preset of ours as shipped describes
+            them: a peer's runs (CleanRL's models, imported into run dirs of ours), or a fresh
+            set of an earlier recipe (`Task.earlier_recipe`).
         overrides: What the runs' command set on top of the preset.
         periodic: Whether a table reads the runs' periodic evaluations from it; where none
             does, their fields (`provenance.PERIODIC_EVALUATION`) may differ from the preset's.
@@ -1824,8 +1941,8 @@ def sources() -> list[Source]:
             Source(task.tuning_window, task.preset, periodic=False),
             Source(window_stem(task), task.preset),
         ]
-        out += [Source(fresh_stem(task, seeds), task.preset, periodic=False)
-                for seeds in FRESH_SEEDS]  # fmt: skip
+        out += [Source(fresh_stem(task, seeds), task.preset if task.shipped(seeds) else None,
+                       periodic=False) for seeds in task.fresh]  # fmt: skip
     for game in MINATAR:
         stem = f"{game.preset}-10M-3seeds"
         out += [Source(stem, game.preset), Source(f"{stem}-sampled164", game.preset)]
@@ -2041,6 +2158,18 @@ def source_paragraph(names: set[str]) -> list[str]:
     )
 
 
+def resumed_newest() -> str:
+    """The headline's sentence on the runs of the tasks' newest fresh sets resumed mid-run: `4
+    fresh runs of seeds 20-29 were resumed ...`; empty where none was."""
+    runs = sum(len(resumed(task, task.fresh[0])) for task in TASKS)
+    if not runs:
+        return ""
+    return (f"{_count(runs, 'fresh run').capitalize()} of {newest_seeds_text()} "
+            f"{'was' if runs == 1 else 'were'} resumed mid-run from "
+            f"{'its own checkpoint' if runs == 1 else 'their own checkpoints'} "
+            f"(docs/benchmarks.md marks {'it' if runs == 1 else 'them'}).")  # fmt: skip
+
+
 def headline_sources(names: set[str]) -> list[str]:
     """The headline's short source line: how many files, their dates, and whether the code
     changed since any of their commits (each block of docs/benchmarks.md names its own)."""
@@ -2050,15 +2179,11 @@ def headline_sources(names: set[str]) -> list[str]:
         runs, at, _, day = file_source(name)
         codes |= runs | {at}
         days.append(day)
-    runs = sum(len(resumed(task, FRESH_SEEDS[0])) for task in TASKS)
-    again = (f" {_count(runs, 'fresh run')} of seeds {seeds_label(FRESH_SEEDS[0])} "
-             f"{'was' if runs == 1 else 'were'} resumed mid-run from "
-             f"{'its own checkpoint' if runs == 1 else 'their own checkpoints'} "
-             "(docs/benchmarks.md marks them)." if runs else "")  # fmt: skip
+    again = resumed_newest()
     return _paragraph(
         f"Sources: {_count(len(names), 'file')} of `docs/results`, {_days(days)} "
         "(docs/benchmarks.md names each under its block, with its machine and code); "
-        f"{_changed_text(codes)}.{again}"
+        f"{_changed_text(codes)}." + (f" {again}" if again else "")
     )
 
 

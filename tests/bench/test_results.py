@@ -467,6 +467,7 @@ def test_the_figure_data_are_the_fresh_seeds_final_scores(results):
     for task, shown in zip(results.TASKS, data["tasks"], strict=True):
         entries = results.load_entries(ROOT / "docs/results" / f"{results.fresh_stem(task)}.json")
         assert shown["task"] == task.name and shown["target"] == task.target
+        assert shown["seeds"] == "20-29"
         assert shown["scores"] == {str(e["seed"]): e["mean_return"]
                                    for e in sorted(entries, key=lambda e: e["seed"])}  # fmt: skip
         assert list(shown["scores"]) == [str(s) for s in range(20, 30)]
@@ -541,13 +542,181 @@ def test_resumed_runs_are_marked_where_a_table_names_them_with_a_footnote(result
     assert results.resumed(results.TASKS[3], range(10, 30)) == {11: 301056, 22: 600064}
     assert results.below_cell([(22, 900.0), (23, 1089.2)], 3850.0, {23: 901120}) == (
         "22 (900), 23† (1089): missed")  # fmt: skip
-    assert results.resumed_note(results.FRESH_SEEDS) == (
+    assert results.resumed_note(results.TASKS) == (
         "† Resumed mid-run from its own checkpoint, on the same code: Hopper seed 23 at 401k "
         "steps, Walker2d seed 22 at 547k steps, Ant seed 22 at 600k steps, Humanoid seed 23 at "
         "901k steps and Ant seed 11 at 301k steps."
     )
     page = BENCHMARKS.read_text()
     assert "| Humanoid† | 787.1 ± 193.5 |" in page and "| HalfCheetah | 5783.9 ± 1244 |" in page
+
+
+def _fake_set(folder: Path, stem: str, seeds: range, base: float, preset: str) -> None:
+    """`<stem>.json`, a run a seed of ``preset`` scoring ``base + 20 i`` in seed order (their IQM
+    ``base + 90``), and its `-stats.json`: the IQM's interval ``[base + 40, base + 140]`` and
+    a max-eval-mean of ``base + 50`` ± 30 by Tianshou's protocol."""
+    runs = [{"seed": s, "mean_return": base + 20 * i, "episodes": 100, "env": "Humanoid-v5",
+             "run_dir": f"/elsewhere/s{s}-{preset}"} for i, s in enumerate(seeds)]  # fmt: skip
+    _write_entries(folder, stem, runs)
+    iqm = {"value": base + 90, "low": base + 40, "high": base + 140}
+    peak = {"value": base + 50, "std": 30.0, "runs": 10, "episodes": [10], "actions": "sampled"}
+    stats = {"groups": {"g": {"envs": {"Humanoid-v5": {"iqm": iqm}}}},
+             "max_eval_mean": {"g": {"Humanoid-v5": peak}}}  # fmt: skip
+    (folder / f"{stem}-stats.json").write_text(json.dumps(stats))
+
+
+def _last_paragraph(lines: list[str]) -> str:
+    """The paragraph after the last blank line of a block, its lines joined."""
+    return " ".join(lines[len(lines) - lines[::-1].index("") :])
+
+
+@pytest.fixture
+def per_task_sets(results, tmp_path, monkeypatch):
+    """Two tasks on their own fresh sets, in a docs/results and docs/runs of their own: Hopper
+    on 20-29 and 10-19, Humanoid changed and run on 30-39, its 20-29 and 10-19 of an earlier
+    recipe; Humanoid's seed 30 and Hopper's 12 resumed mid-run. The global sets are made seeds
+    90-99, which no file holds: a reader still on them finds nothing."""
+    hopper = results.Task("Hopper", "hop", "hop-tune", "hop-tune-window", 2800, (2383, 272),
+                          (2410, 10), (2609.3, 700.8),
+                          fresh=(range(20, 30), range(10, 20)))  # fmt: skip
+    humanoid = results.Task("Humanoid", "hum", "hum-tune", "hum-tune-window", 5500, (716, 49),
+                            None, (787.1, 193.5), earlier_recipe=2,
+                            fresh=(range(30, 40), range(20, 30), range(10, 20)))  # fmt: skip
+    bases = {"hop": {20: 3000, 10: 1900}, "hum": {30: 4000, 20: 3800, 10: 5000}}
+    for task in (hopper, humanoid):
+        for seeds in task.fresh:
+            _fake_set(tmp_path, results.fresh_stem(task, seeds), seeds,
+                      bases[task.preset][seeds[0]], task.preset)  # fmt: skip
+        newest = bases[task.preset][task.fresh[0][0]]
+        _fake_set(tmp_path, results.window_stem(task), task.fresh[0], newest + 100, task.preset)
+        _fake_set(tmp_path, task.tuning, range(10), newest + 300, task.preset)
+        _fake_set(tmp_path, task.tuning_window, range(10), newest + 200, task.preset)
+    runs = tmp_path / "runs"
+    resumed = {"s30-hum": [500_000], "s12-hop": [300_000]}
+    for preset, seeds in (("hop", range(10, 30)), ("hum", range(10, 40))):
+        for seed in seeds:
+            (runs / f"s{seed}-{preset}").mkdir(parents=True)
+            summary = {"wall_time": 60.0 * seed, "finished": True,
+                       "resumed_at": resumed.get(f"s{seed}-{preset}", [])}  # fmt: skip
+            (runs / f"s{seed}-{preset}" / "summary.json").write_text(json.dumps(summary))
+    monkeypatch.setattr(results, "RESULTS", tmp_path)
+    monkeypatch.setattr(results, "RUNS", runs)
+    monkeypatch.setattr(results, "FRESH_SEEDS", (range(90, 100),))
+    monkeypatch.setattr(results, "TASKS", (hopper, humanoid))
+    return hopper, humanoid
+
+
+def test_the_fresh_table_shows_each_task_s_own_sets_led_by_their_seeds(results, per_task_sets):
+    head, rule, hopper, humanoid, *notes = results.fresh_table()
+    sets = ["newest fresh set", "earlier set 1", "earlier set 2"]
+    columns = [f"{name}: {what}" for name in sets
+               for what in ("seeds", "IQM [95 % CI]", "below 70 %")]  # fmt: skip
+    assert head == ("| task (v5) | target (IQM); 70 % of it | " + " | ".join(columns)
+                    + " | seeds 0-9 (tuning): IQM [95 % CI] |")  # fmt: skip
+    assert rule == "|---|---:|" + "---|---:|---|" * 3 + "---:|"
+    # Each set's IQM is base + 90 of its scores (base, base + 20, ...), in its own columns.
+    assert hopper == (
+        "| Hopper | 2800; 1960 | 20-29 | 3090 [3040, 3140]: met | none (weakest: 20, 3000): met "
+        "| 10-19 | 1990 [1940, 2040]: missed | 10 (1900), 11 (1920), 12† (1940): missed "
+        "| — | — | — | 3390 [3340, 3440] |"
+    )
+    assert humanoid == (
+        "| Humanoid | 5500; 3850 | 30-39 | 4090 [4040, 4140]: missed "
+        "| none (weakest: 30†, 4000): met | 20-29 | 3890 [3840, 3940]: missed "
+        "| 20 (3800), 21 (3820), 22 (3840): missed | 10-19 | 5090 [5040, 5140]: missed "
+        "| none (weakest: 10, 5000): met | 4390 [4340, 4440] |"
+    )
+    paragraphs = "\n".join(notes).strip().split("\n\n")
+    assert [" ".join(p.splitlines()) for p in paragraphs] == [
+        "† Resumed mid-run from its own checkpoint, on the same code: Humanoid seed 30 at 500k "
+        "steps and Hopper seed 12 at 300k steps.",
+        "Run by an earlier recipe of the preset, kept as history: Humanoid's seeds 20-29 and "
+        "10-19. Each task's newest set is its preset as shipped.",
+    ]
+    # The timing reads every set of each task: Hopper's 20 runs and Humanoid's 30.
+    assert results.fresh_block()[0].startswith("Each of the 50 runs published so far took "
+                                               "10.0-39.0 minutes")  # fmt: skip
+
+
+def test_the_protocol_tables_name_each_row_s_newest_seeds(results, per_task_sets):
+    _, humanoid = per_task_sets
+    lines = results.protocol_tables()
+    heads = [line for line in lines if line.startswith("| task |")]
+    assert [head.split(" | ")[2] for head in heads] == ["batchppo, the row's seeds"] * 3
+    rows = [line.split(" | ")[:3] for line in lines if line.startswith(("| Hopper", "| Human"))]
+    # Ours: CleanRL's table the training window's mean (base + 90) ± its population std (57),
+    # rl-zoo's the final policies', Tianshou's the max-eval-mean (base + 50 ± 30).
+    assert rows == [
+        ["| Hopper (seeds 20-29)", "2383 ± 272", "**3190 ± 57**"],
+        ["| Humanoid (seeds 30-39)†", "716 ± 49", "**4190 ± 57**"],
+        ["| Hopper (seeds 20-29)", "2410 ± 10", "**3090 ± 57**"],
+        ["| Humanoid (seeds 30-39)†", "—", "4090 ± 57"],
+        ["| Hopper (seeds 20-29)", "2609.3 ± 700.8", "**3150 ± 30**"],
+        ["| Humanoid (seeds 30-39)†", "787.1 ± 193.5", "**4150 ± 30**"],
+    ]
+    assert _last_paragraph(lines) == (
+        "† One of the seeds its row names was resumed mid-run "
+        "from its own checkpoint (the fresh-seed table names it)."
+    )
+    assert results._headline_mujoco(humanoid)[:2] == ["Humanoid", "4090 [4040, 4140]"]
+    assert results.newest_seeds_text() == "seeds 20-29 (Hopper) and 30-39 (Humanoid)"
+    # Of the newest sets only Humanoid's seed 30 was resumed (Hopper's 12 is of its 10-19).
+    assert results.resumed_newest() == (
+        "One fresh run of seeds 20-29 (Hopper) and 30-39 (Humanoid) was resumed mid-run from its "
+        "own checkpoint (docs/benchmarks.md marks it)."
+    )
+
+
+def test_the_figure_and_the_guard_read_each_task_s_own_sets(
+    results, per_task_sets, tmp_path, monkeypatch
+):
+    data = results.figure_data()
+    assert data["seeds"] is None
+    assert [(t["task"], t["seeds"], min(t["scores"]), t["iqm"]) for t in data["tasks"]] == [
+        ("Hopper", "20-29", "20", 3090.0), ("Humanoid", "30-39", "30", 4090.0)]  # fmt: skip
+    results.draw_figure(json.loads(json.dumps(data)), tmp_path / "figure.png")
+    assert results._figure_tick(data["tasks"][1], True) == "Humanoid\n(target 5500)\nseeds 30-39"
+    # The guard holds the newest sets to the preset as shipped, not the earlier recipe's (the
+    # other blocks' sources read docs/results).
+    monkeypatch.setattr(results, "RESULTS", ROOT / "docs" / "results")
+    found = [(s.stem, s.preset) for s in results.sources() if s.stem.startswith(("hop", "hum"))]
+    assert found == [
+        ("hop-tune", "hop"), ("hop-tune-window", "hop"),
+        ("hop-1M-seeds20-29-training-window", "hop"), ("hop-1M-seeds20-29", "hop"),
+        ("hop-1M-seeds10-19", "hop"),
+        ("hum-tune", "hum"), ("hum-tune-window", "hum"),
+        ("hum-1M-seeds30-39-training-window", "hum"), ("hum-1M-seeds30-39", "hum"),
+        ("hum-1M-seeds20-29", None), ("hum-1M-seeds10-19", None),
+    ]  # fmt: skip
+
+
+def test_tasks_sharing_their_sets_are_named_in_the_headers(results, per_task_sets, monkeypatch):
+    _, humanoid = per_task_sets
+    monkeypatch.setattr(results, "TASKS", (humanoid,))
+    head, _, row, *_ = results.fresh_table()
+    assert head.startswith("| task (v5) | target (IQM); 70 % of it | seeds 30-39: IQM [95 % CI] "
+                           "| seeds 30-39 below 70 % | seeds 20-29: IQM [95 % CI] |")  # fmt: skip
+    assert row.startswith("| Humanoid | 5500; 3850 | 4090 [4040, 4140]: missed | ")
+    lines = results.protocol_tables()
+    assert "| task | CleanRL PPO (v4, 3 seeds) | batchppo seeds 30-39 |" in " ".join(lines)
+    assert _last_paragraph(lines) == (
+        "† One of its seeds 30-39 was resumed mid-run from its own "
+        "checkpoint (the fresh-seed table names it)."
+    )
+    assert results.newest_seeds_text() == "seeds 30-39"
+    assert results.figure_data()["seeds"] == "30-39"
+
+
+def test_a_task_without_a_fresh_set_or_with_its_newest_of_an_earlier_recipe_is_refused(results):
+    figures = ("Ant", "ant_fast", "t", "w", 4500, None, None, (3258.4, 1079.3))
+    with pytest.raises(ValueError, match="Ant: no fresh seed set; give `fresh` one, newest first"):
+        results.Task(*figures, fresh=())
+    with pytest.raises(ValueError, match="Ant: earlier_recipe=2 of 2 fresh sets; give a count "
+                       "from 0 up to all but the newest set"):  # fmt: skip
+        results.Task(*figures, earlier_recipe=2)
+    with pytest.raises(ValueError, match="earlier_recipe=-1"):
+        results.Task(*figures, earlier_recipe=-1)
+    assert results.Task(*figures).fresh == (range(20, 30), range(10, 20))
 
 
 def test_one_run_a_side_is_not_compared(results):
