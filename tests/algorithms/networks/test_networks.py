@@ -964,7 +964,9 @@ def test_penultimate_norm_feeds_each_head_unit_norm_features():
     h = h / np.sqrt((h**2).sum(-1, keepdims=True) + FEATURE_NORM_EPS)
     head = policy["head"]["Dense_0"]
     dist, _ = normed.policy_step(params, (), obs, jnp.zeros(6, bool))
-    np.testing.assert_allclose(dist["mean"], np.tanh(h @ head["kernel"] + head["bias"]), rtol=1e-5)
+    np.testing.assert_allclose(
+        dist["mean"], np.tanh(h @ head["kernel"] + head["bias"]), rtol=1e-5, atol=1e-6
+    )
 
 
 @pytest.mark.parametrize(
