@@ -19,6 +19,15 @@ left then, and how the take-off step predicts the final score:
     python bench/failure_modes.py --takeoff humanoid_fast:0-9 humanoid_fast:20-29 \
         humanoid_fast-issue40:10-19
 
+For runs trained with `representation_diagnostics=true` the take-off report adds their
+representation (Moalla et al. 2024, arXiv 2405.00662): per seed, the policy's and the value's
+feature rank and first-layer pre-activation norm at fixed steps and the rank's minimum before
+the take-off, and how each compares between the seeds above and below the bar; a note names
+the runs that did not log them:
+
+    python bench/failure_modes.py --takeoff \
+        humanoid_fast-adam99:1,3,4,9@humanoid_fast-issue70-1M.csv
+
 Derived signals, besides the logged ones (each train row is the mean of the iterations since
 the previous row, 4-6 iterations of 2048 env steps):
 
@@ -89,6 +98,16 @@ SIGNALS = (
 STEPS = (50_000, 100_000, 250_000, 500_000, 1_000_000)
 """Steps of the tables; each takes the train row nearest to it."""
 
+REPRESENTATION = (
+    "policy_feature_rank",
+    "value_feature_rank",
+    "policy_preact_norm_0",
+    "value_preact_norm_0",
+)
+"""Logged representation signals (`representation_diagnostics`): the effective rank of the
+features entering the policy's head and the value's output layer, and the mean L2 norm of the
+first hidden layer's pre-activations, each the mean of the row's updates."""
+
 STABLE_LENGTH = 990.0
 """An eval whose mean episode length reaches this hops (or walks) whole episodes."""
 
@@ -104,7 +123,8 @@ def load_run(run_dir: str | Path) -> dict:
         A dict: `config` (the YAML as a dict); `train`, a dict of float arrays, one entry per
         train row, with `step`, the logged metrics (NaN where a row has none, e.g. `score` in
         a row where no episode ended) and the derived `std`, `scheduled_lr`
-        (`nominal_learning_rates`), `lr_scale`, `value_gap`; and `eval`, a dict of arrays
+        (`nominal_learning_rates`), `lr_scale`, `value_gap` (the `REPRESENTATION` signals
+        all NaN in a run that did not log them); and `eval`, a dict of arrays
         `step`, `score`, `length` of the mean-action evaluations.
     """
     run_dir = Path(run_dir)
@@ -126,6 +146,7 @@ def load_run(run_dir: str | Path) -> dict:
         "obs_std",
         "grad_norm",
         "learning_rate",
+        *REPRESENTATION,
     ]
     tr = {k: np.array([np.nan if r.get(k) is None else r[k] for r in train], float) for k in keys}
     dims = ACTION_DIMS[config["env"]]
@@ -519,7 +540,8 @@ def takeoff_rows(
         final evaluation's episodes), `bar` (70 % of the env's target), `below` (final < bar),
         `takeoff` (`{length: step or None}`), and `scheduled_lr`, `logged_lr`: the schedule's
         mean rate and the logged (KL-capped) rate in the take-off row of `lengths[0]`, as
-        fractions of the configured start rate (None where the seed never took off).
+        fractions of the configured start rate (None where the seed never took off), and
+        `run` (`load_run`'s).
 
     Raises:
         ValueError: The sets' runs train different envs, or a seed has no final evaluation.
@@ -545,6 +567,7 @@ def takeoff_rows(
             row["bar"] = 0.7 * TARGETS[config["env"]]
             row["below"] = row["final"] < row["bar"]
             row["takeoff"] = steps
+            row["run"] = run
             row["scheduled_lr"] = row["logged_lr"] = None
             if steps[lengths[0]] is not None:
                 i = int(np.flatnonzero(tr["step"] == steps[lengths[0]])[0])
@@ -596,6 +619,157 @@ def takeoff_summary(rows: Sequence[dict], length: float, split: float | None = N
     }
 
 
+REPRESENTATION_STEPS = (100_000, 300_000, 500_000)
+"""Steps of the take-off report's representation table, besides the run's last row."""
+
+REPRESENTATION_SUMMARY_STEP = 300_000
+"""The step at which the report compares the representation of seeds above and below the bar."""
+
+
+def logs_representation(run: dict) -> bool:
+    """Whether a run logged every `REPRESENTATION` signal (`representation_diagnostics=true`)."""
+    return all(np.isfinite(run["train"][s]).any() for s in REPRESENTATION)
+
+
+def representation_at(run: dict, signal: str, step: float | None) -> float:
+    """A signal in the train row nearest to `step` (`at_step`); NaN past the run's last row.
+
+    Args:
+        run: `load_run`'s.
+        signal: A train-row signal, e.g. one of `REPRESENTATION`.
+        step: The env step; None for the run's last row.
+    """
+    last = float(run["train"]["step"][-1])
+    if step is not None and step > last:
+        return float("nan")
+    return at_step(run, signal, last if step is None else step)
+
+
+def min_before(run: dict, signal: str, step: float | None) -> float:
+    """A signal's smallest value in the train rows before `step` (the whole run for None);
+    NaN if no row precedes it."""
+    tr = run["train"]
+    values = tr[signal] if step is None else tr[signal][tr["step"] < step]
+    return float(np.nanmin(values)) if np.isfinite(values).any() else float("nan")
+
+
+def representation_summary(rows: Sequence[dict], signal: str, step: float) -> dict:
+    """How one representation signal at one step differs between seeds above and below the bar.
+
+    Args:
+        rows: `takeoff_rows`'s seeds whose runs logged the signal.
+        signal: One of `REPRESENTATION`.
+        step: The env step (`representation_at`).
+
+    Returns:
+        `above` and `below`: `(median, seeds)` on each side of the bar (median NaN for no
+        seed); `rho` and `p`: Spearman's rank correlation of the signal with the final score
+        over the seeds, and its two-sided p-value.
+    """
+    values = np.array([representation_at(r["run"], signal, step) for r in rows])
+    finals = np.array([r["final"] for r in rows])
+    below = np.array([r["below"] for r in rows], bool)
+
+    def side(keep: np.ndarray) -> tuple[float, int]:
+        return (float(np.median(values[keep])) if keep.any() else float("nan"), int(keep.sum()))
+
+    rho, p = spearman_test(values, finals)
+    return {"above": side(~below), "below": side(below), "rho": rho, "p": p}
+
+
+def _one(value: float) -> str:
+    return f"{value:.1f}" if np.isfinite(value) else "-"
+
+
+def _rho(rho: float, p: float) -> str:
+    """`rho (p)`; `- (constant)` where Spearman's rho is undefined: a side constant (or empty)."""
+    return f"{rho:.3f} ({p:.1e})" if np.isfinite(rho) else "- (constant)"
+
+
+def _pair(run: dict, signals: tuple[str, str], step: float | None) -> str:
+    """`policy / value` cell of two signals at a step."""
+    return " / ".join(_one(representation_at(run, s, step)) for s in signals)
+
+
+def representation_table(
+    rows: Sequence[dict], head: float, steps: Sequence[int] = REPRESENTATION_STEPS
+) -> list[str]:
+    """Markdown lines: per seed, its feature ranks and first-layer pre-activation norms.
+
+    Args:
+        rows: `takeoff_rows`'s seeds whose runs logged `REPRESENTATION`, in the table's order.
+        head: The take-off length whose step bounds the rank's minimum.
+        steps: Env steps of the columns; a last column holds the run's last row.
+    """
+    ranks, norms = REPRESENTATION[:2], REPRESENTATION[2:]
+    columns = [f"{x // 1000}k" for x in steps] + ["end"]
+    lines = [
+        "Feature rank (effective rank of the last hidden layer's features) and first-layer "
+        "pre-activation norm, policy / value, in the train row nearest each step (a row's "
+        "mean over its updates; -: past the run's end, or no row before the take-off).",
+        "",
+        "| run | final | below bar | take-off | "
+        + " | ".join(f"rank {c}" for c in columns)
+        + f" | min rank before take-off (length >= {head:.0f}) | "
+        + " | ".join(f"preact norm {c}" for c in columns)
+        + " |",
+        "|---|---:|---|---:|" + "---:|" * (2 * len(columns) + 1),
+    ]
+    for r in rows:
+        run, takeoff = r["run"], r["takeoff"][head]
+        at = [*steps, None]
+        lowest = " / ".join(_one(min_before(run, s, takeoff)) for s in ranks)
+        lines.append(
+            f"| s{r['seed']}-{r['group']} | {r['final']:.0f} | {'yes' if r['below'] else 'no'} "
+            f"| {_kilo(takeoff)} | {' | '.join(_pair(run, ranks, x) for x in at)} | {lowest} "
+            f"| {' | '.join(_pair(run, norms, x) for x in at)} |"
+        )
+    return lines
+
+
+def representation_lines(
+    rows: Sequence[dict],
+    head: float,
+    steps: Sequence[int] = REPRESENTATION_STEPS,
+    summary_step: int = REPRESENTATION_SUMMARY_STEP,
+) -> list[str]:
+    """The take-off report's representation section (Markdown lines).
+
+    Args:
+        rows: `takeoff_rows`'s seeds, in the report's order.
+        head: The take-off length whose step bounds the rank's minimum.
+        steps: Env steps of the per-seed table (`representation_table`).
+        summary_step: The step of the comparison above and below the bar.
+
+    Returns:
+        The per-seed table and the comparison of the runs that logged `REPRESENTATION` (if
+        any did), and a note naming the runs that did not (if any did not).
+    """
+    logged = [r for r in rows if logs_representation(r["run"])]
+    lines = []
+    if logged:
+        lines += ["", *representation_table(logged, head, steps), ""]
+        lines += [
+            f"| at {summary_step // 1000}k | median above bar (seeds) | median below bar "
+            "(seeds) | Spearman rho with final (p) |",
+            "|---|---:|---:|---:|",
+        ]
+        for signal in REPRESENTATION:
+            t = representation_summary(logged, signal, summary_step)
+            lines.append(
+                f"| {signal} | {_one(t['above'][0])} ({t['above'][1]}) "
+                f"| {_one(t['below'][0])} ({t['below'][1]}) | {_rho(t['rho'], t['p'])} |"
+            )
+    missing = [f"s{r['seed']}-{r['group']}" for r in rows if not logs_representation(r["run"])]
+    if missing:
+        lines += [
+            "",
+            f"No representation columns for {', '.join(missing)}: their runs did not log them "
+            "(train with `representation_diagnostics=true`).",
+        ]
+    return lines
+
+
 def _seeds_text(seeds: Sequence[int]) -> str:
     """`0-4,9` for seeds 0, 1, 2, 3, 4, 9."""
     runs: list[list[int]] = []
@@ -617,6 +791,8 @@ def takeoff_report(
     split: float | None = None,
     runs_dir: Path = RUNS,
     results: Path = RESULTS,
+    representation_steps: Sequence[int] = REPRESENTATION_STEPS,
+    summary_step: int = REPRESENTATION_SUMMARY_STEP,
 ) -> str:
     """The Markdown tables of the take-off of pooled seed sets.
 
@@ -627,11 +803,13 @@ def takeoff_report(
             median take-off step.
         runs_dir: The folder of the run directories.
         results: The folder of the final evaluations.
+        representation_steps: Env steps of the representation table (`representation_lines`).
+        summary_step: The step of its comparison above and below the bar.
 
     Returns:
         Markdown: per seed, ordered by its take-off at `lengths[0]`, the final score, the
         take-off steps and the learning rates at the first; then, per length, the rank
-        correlation and the early/late comparison.
+        correlation and the early/late comparison; then the representation section.
     """
     rows = takeoff_rows(sets, lengths, runs_dir, results)
     head = lengths[0]
@@ -666,6 +844,7 @@ def takeoff_report(
             f"| {t['early'][0]} of {t['early'][1]} | {t['late'][0]} of {t['late'][1]} "
             f"| {t['fisher_p']:.1e} |"
         )
+    lines += representation_lines(rows, head, representation_steps, summary_step)
     return "\n".join(lines)
 
 

@@ -76,7 +76,14 @@ TOY_CONFIG = {
 TOY_STEPS = (2048, 4096, 6144, 8192, 10240)
 
 
-def _write_run(runs: Path, name: str, lengths: list[float | None], rates: list[float]) -> None:
+def _write_run(
+    runs: Path,
+    name: str,
+    lengths: list[float | None],
+    rates: list[float],
+    logged: dict[str, list[float]] | None = None,
+) -> None:
+    """A run of train rows at TOY_STEPS; `logged` adds a metric's value to each row."""
     run = runs / name
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(yaml.safe_dump(TOY_CONFIG))
@@ -84,8 +91,24 @@ def _write_run(runs: Path, name: str, lengths: list[float | None], rates: list[f
         {"step": s, "phase": "train", "length": n, "learning_rate": r}
         for s, n, r in zip(TOY_STEPS, lengths, rates, strict=True)
     ]
+    for key, values in (logged or {}).items():
+        for row, value in zip(rows, values, strict=True):
+            row[key] = value
     rows.append({"step": 10240, "phase": "eval", "score": 1.0, "length": 1.0})
     (run / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+TOY_DIAGNOSTICS = {  # policy_feature_rank, value_feature_rank, *_preact_norm_0 per row
+    0: ([60, 58, 59, 61, 62], [61, 61, 60, 60, 59], [1, 2, 3, 4, 5], [2, 3, 4, 5, 6]),
+    1: ([61, 39, 50, 55, 56], [62, 60.2, 60, 61, 61], [1.5, 2.5, 3.5, 4.5, 5.5], [7, 6, 5, 4, 3]),
+    5: ([62, 40, 45, 30, 35], [61] * 5, [10, 20.5, 30, 40, 50], [1] * 5),
+}
+
+
+def _diagnostics(seed: int) -> dict[str, list[float]]:
+    keys = ("policy_feature_rank", "value_feature_rank")
+    keys += ("policy_preact_norm_0", "value_preact_norm_0")
+    return dict(zip(keys, TOY_DIAGNOSTICS[seed], strict=True))
 
 
 EVALUATE_HEADER = "run_dir,seed,mean_return,mean_length,terminated_fraction,forward_velocity\n"
@@ -98,10 +121,10 @@ def toy(tmp_path):
     results.mkdir()
     rates = [9e-4, 7e-4, 5e-4, 3e-4, 1e-4]
     # A row where no episode ended has no length (None -> NaN) and never takes off.
-    _write_run(runs, "s0-toy", [160, None, 140, 210, 260], rates)
-    _write_run(runs, "s1-toy", [90, None, 155, 190, 199], rates)
-    _write_run(runs, "s5-toy-b", [90, 100, 110, 149.9, 120], rates)
-    _write_run(runs, "s6-toy-b", [100, 100, 100, 150.0, 100], rates)
+    _write_run(runs, "s0-toy", [160, None, 140, 210, 260], rates, _diagnostics(0))
+    _write_run(runs, "s1-toy", [90, None, 155, 190, 199], rates, _diagnostics(1))
+    _write_run(runs, "s5-toy-b", [90, 100, 110, 149.9, 120], rates, _diagnostics(5))
+    _write_run(runs, "s6-toy-b", [100, 100, 100, 150.0, 100], rates)  # logged none
     (results / "toy-1M-seeds0-1.csv").write_text(
         EVALUATE_HEADER
         + "runs/s0-toy,0,5000.5,990,0.02,0.6\n"
@@ -148,6 +171,76 @@ def test_takeoff_steps_and_learning_rates_of_synthetic_runs(failure_modes, toy):
     assert report.index("| s0-toy |") < report.index("| s1-toy |") < report.index("| s6-toy-b |")
     assert report.index("| s6-toy-b |") < report.index("| s5-toy-b |")
     assert "| s1-toy | 3000 | yes | 6k | 0.550 | 0.500 | never |" in report
+
+
+def test_representation_columns_and_summary_of_synthetic_runs(failure_modes, toy):
+    runs, results = toy
+    sets = [failure_modes.SeedSet("toy", (0, 1)), failure_modes.SeedSet("toy-b", (5, 6))]
+    steps = (4096, 8192, 20000)
+    report = failure_modes.takeoff_report(sets, (150,), None, runs, results, steps, 4096)
+    lines = report.splitlines()
+    table = lines[lines.index(next(x for x in lines if x.startswith("| run | final |"))) :]
+    assert table[0] == (
+        "| run | final | below bar | take-off | rank 4k | rank 8k | rank 20k | rank end "
+        "| min rank before take-off (length >= 150) | preact norm 4k | preact norm 8k "
+        "| preact norm 20k | preact norm end |"
+    )
+    # Ordered by take-off (s6-toy-b, at 8192, logged none). 20000 is past the runs' end; s0
+    # took off in its first row, so no row precedes it; s5 never did: its whole run's minimum.
+    assert table[2:5] == [
+        "| s0-toy | 5000 | no | 2k | 58.0 / 61.0 | 61.0 / 60.0 | - / - | 62.0 / 59.0 | - / - "
+        "| 2.0 / 3.0 | 4.0 / 5.0 | - / - | 5.0 / 6.0 |",
+        "| s1-toy | 3000 | yes | 6k | 39.0 / 60.2 | 55.0 / 61.0 | - / - | 56.0 / 61.0 "
+        "| 39.0 / 60.2 | 2.5 / 6.0 | 4.5 / 4.0 | - / - | 5.5 / 3.0 |",
+        "| s5-toy-b | 900 | yes | never | 40.0 / 61.0 | 30.0 / 61.0 | - / - | 35.0 / 61.0 "
+        "| 30.0 / 61.0 | 20.5 / 1.0 | 40.0 / 1.0 | - / - | 50.0 / 1.0 |",
+    ]
+    # At 4096: s0 above the bar, s1 and s5 below (finals 5000.5, 3000, 900). Policy rank 58,
+    # 39, 40 ranks 3, 1, 2 against the finals' 3, 2, 1: rho 0.5, and with one degree of
+    # freedom p = 1 - 2 atan(t) / pi, t = 0.5 / sqrt(0.75): 2 / 3. Value rank 61, 60.2, 61
+    # (ties at 2.5): rho 0. Policy norm 2, 2.5, 20.5: rho -1. Value norm 3, 6, 1: as the rank.
+    assert table[6:12] == [
+        "| at 4k | median above bar (seeds) | median below bar (seeds) "
+        "| Spearman rho with final (p) |",
+        "|---|---:|---:|---:|",
+        "| policy_feature_rank | 58.0 (1) | 39.5 (2) | 0.500 (6.7e-01) |",
+        "| value_feature_rank | 61.0 (1) | 60.6 (2) | 0.000 (1.0e+00) |",
+        "| policy_preact_norm_0 | 2.0 (1) | 11.5 (2) | -1.000 (0.0e+00) |",
+        "| value_preact_norm_0 | 3.0 (1) | 3.5 (2) | 0.500 (6.7e-01) |",
+    ]
+    assert table[12:] == [
+        "",
+        "No representation columns for s6-toy-b: their runs did not log them "
+        "(train with `representation_diagnostics=true`).",
+    ]
+    # At the default 300k, past every run's end: no medians, and Spearman's rho is undefined.
+    rows = failure_modes.takeoff_rows(sets, (150,), runs, results)
+    lines = failure_modes.representation_lines(rows, 150, steps)
+    assert "| value_preact_norm_0 | - (1) | - (2) | - (constant) |" in lines
+
+
+def test_representation_note_alone_where_no_run_logged_it(failure_modes, toy):
+    runs, results = toy
+    sets = [failure_modes.SeedSet("toy-b", (6,))]
+    report = failure_modes.takeoff_report(sets, (150,), None, runs, results)
+    assert "rank" not in report.split("Fisher's exact p")[1]
+    assert report.endswith(
+        "\n\nNo representation columns for s6-toy-b: their runs did not log them "
+        "(train with `representation_diagnostics=true`)."
+    )
+
+
+def test_representation_of_committed_humanoid_runs(failure_modes):
+    run = failure_modes.load_run(RUNS / "s4-humanoid_fast-adam99")
+    assert failure_modes.logs_representation(run)
+    # Its train rows at 290816 and 301056: the latter is nearer 300k.
+    assert failure_modes.representation_at(run, "value_feature_rank", 300_000) == 60.8
+    assert failure_modes.representation_at(run, "policy_preact_norm_0", 295_000) == (
+        13.187335395812989
+    )
+    old = failure_modes.load_run(RUNS / "s0-humanoid_fast")
+    assert not failure_modes.logs_representation(old)
+    assert np.isnan(old["train"]["policy_feature_rank"]).all()
 
 
 def test_takeoff_summary_ranks_a_never_last_and_splits_at_the_median(failure_modes):
