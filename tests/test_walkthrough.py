@@ -110,9 +110,10 @@ def test_a_mujoco_run_prints_no_upstream_warning_and_writes_nothing_beside_the_u
 
 
 def test_an_atari_video_plays_whole_games_as_evaluate_does(tmp_path):
-    # One epoch an update: the video and the episode records are what this stretch shows, not
-    # what the CNN learns, and on a CPU the update compiles its epochs unrolled (unroll_update).
-    sets = ["steps=512", "num_agents=2", "eval_every=0", "eval_episodes=1", "update_epochs=1"]
+    # One iteration (2 envs x 128 steps, lives of about 24 steps each) of one epoch: the video
+    # and the episode records are what this stretch shows, not what the CNN learns, and on a
+    # CPU the update compiles its epochs unrolled (unroll_update).
+    sets = ["steps=256", "num_agents=2", "eval_every=0", "eval_episodes=1", "update_epochs=1"]
     _type(
         tmp_path, BATCHPPO, "train", "--config", "breakout_atari", "--logdir", "logdir",
         "--timestamp", "A", *[word for s in sets for word in ("--set", s)],

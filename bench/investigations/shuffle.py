@@ -13,6 +13,9 @@ Two parts, both in this one process:
   iterations (``final_returns``), and over the seeds the IQM and mean with 95 %
   stratified-bootstrap intervals.
 
+Both compile ``make_train`` with ``COMPILER_OPTIONS``, the XLA options of the package's
+training iterations (a CNN preset's trainer adds XLA's own convolutions on the CPU).
+
 ``--set KEY=VALUE`` (repeatable, as ``batchppo train --set``) changes a field of every preset
 run of ``--presets`` and ``--learning``; the JSON lists them (``sets``).
 
@@ -42,6 +45,7 @@ from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.ppo.ppo import rollout_length
 from batchppo.algorithms.ppo.presets import PRESETS
 from batchppo.algorithms.training import shuffle
+from batchppo.algorithms.training.programs import COMPILER_OPTIONS
 from batchppo.experiment.analysis import stats
 from batchppo.experiment.config.configs import apply_overrides
 
@@ -76,7 +80,8 @@ def preset_rates(
     for method in shuffle.SHUFFLES:
         config: PPOConfig = dataclasses.replace(base, steps=steps, minibatch_shuffle=method)
         key = jax.random.key(config.seed)
-        programs[method] = jax.jit(make_train(config)).lower(key).compile()
+        program = jax.jit(make_train(config), compiler_options=COMPILER_OPTIONS)
+        programs[method] = program.lower(key).compile()
         jax.block_until_ready(programs[method](key))
     wall: dict[str, list[float]] = {m: [] for m in programs}
     cpu: dict[str, list[float]] = {m: [] for m in programs}
@@ -111,7 +116,8 @@ def learning(
     out: dict[str, Any] = {"seeds": seeds, "steps": base.steps}
     for method in shuffle.SHUFFLES:
         config = dataclasses.replace(base, minibatch_shuffle=method)
-        _, metrics = jax.jit(jax.vmap(make_train(config)))(keys)
+        program = jax.jit(jax.vmap(make_train(config)), compiler_options=COMPILER_OPTIONS)
+        _, metrics = program(keys)
         finals = final_returns(np.asarray(metrics["score"]), np.asarray(metrics["episodes"]))
         aggregates = stats.aggregate_intervals({name: finals}, normalized=False)
         row: dict[str, Any] = {"final": finals.tolist()}

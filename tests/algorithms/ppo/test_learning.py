@@ -10,6 +10,7 @@ import pytest
 
 from batchppo.algorithms.ppo import PPOConfig, Trainer
 from batchppo.algorithms.ppo.ppo import PPO, make_train
+from batchppo.algorithms.training.programs import hot_compiler_options
 from batchppo.algorithms.training.trainer import scan_iterations
 from batchppo.experiment.config.configs import get_preset
 from batchppo.testing import DictCueEnv, MultiDiscreteCueEnv
@@ -85,13 +86,13 @@ def test_gymnasium_pendulum_in_processes_improves():
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_cheetah_fast_learns_halfcheetah_in_150k_steps():
-    # The shipped MuJoCo preset cut to 75 iterations (the learning rate anneals over the cut
-    # budget), seed 0, 8 mean-action episodes. Untrained policies score about -300 and CleanRL's
-    # PPO about 1450 after 1M steps: 1000 at 15 % of that budget is a running gait, which an
-    # agent that did not learn cannot reach, and is low enough for a slow seed to pass.
+def test_cheetah_fast_learns_halfcheetah_in_80k_steps():
+    # The shipped MuJoCo preset cut to 40 iterations (the learning rate anneals over the cut
+    # budget), seed 0, 8 mean-action episodes. Untrained policies score -300 to 30 and CleanRL's
+    # PPO about 1450 after 1M steps: 1000 at 8 % of that budget is a running gait, which an
+    # agent that did not learn cannot reach. Seeds 0-2 end at 2325, 2241 and 2590.
     config = dataclasses.replace(
-        get_preset("cheetah_fast"), steps=153_600, backend_options={"num_workers": 2}
+        get_preset("cheetah_fast"), steps=81_920, backend_options={"num_workers": 2}
     )
     history = _train_until(config, float("inf"), eval_every=config.steps, episodes=8)
     assert history[-1] >= 1000.0, history
@@ -158,7 +159,11 @@ def test_minatar_breakout_improves_in_40k_steps():
         cnn_dense=64,
         learning_rate=2e-3,
     )
-    _, metrics = jax.jit(make_train(config))(jax.random.key(0))
+    # Compiled as a trainer compiles its training iteration on a CPU for a CNN: XLA's own
+    # convolution kernels (the library's run a CNN's gradient convolutions far more slowly)
+    # at LLVM optimisation level 1. XLA's defaults compute the same scores.
+    train = jax.jit(make_train(config), compiler_options=hot_compiler_options(True))
+    _, metrics = train(jax.random.key(0))
     scores = np.asarray(metrics["score"])
     assert scores[:3].mean() < 0.5, scores
     assert scores[-3:].mean() >= 0.6, scores
