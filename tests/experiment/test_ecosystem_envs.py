@@ -162,6 +162,7 @@ def test_a_group_sigterm_stops_a_highway_env_run_with_its_checkpoint(tmp_path):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.usefixtures("cold_training_programs")  # its run is a few iterations
 def test_an_action_mask_in_the_observation_keeps_every_action_legal(capsys, ecosystem):
     """``make_one_legal_move`` ends an episode at the first illegal action: with its
     ``action_mask`` leaf picked (``action_mask: auto``), every episode, sampled in training

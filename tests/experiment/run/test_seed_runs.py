@@ -46,6 +46,8 @@ def assert_same_reports(a: list[dict], b: list[dict]) -> None:
             np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6, err_msg=f"{ra['step']} {key}")
 
 
+# Its runs are a few iterations each; both sides compile with the same options.
+@pytest.mark.usefixtures("cold_training_programs")
 @pytest.mark.parametrize(
     "preset, extra",
     [("pendulum_jax", []), ("pendulum_fast", ["backend_options.num_workers=1"])],

@@ -26,7 +26,9 @@ from batchppo.experiment.run import seed_runs, training
 from batchppo.experiment.run.driver import drive
 from batchppo.experiment.run.run_set import StackedSeeds
 
-pytestmark = pytest.mark.timeout(180)
+# Its real runs are a few iterations each: their programs compile with the options of the
+# programs that run once (the fake trainers' tests compile nothing).
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("cold_training_programs")]
 
 ENV = "crash_envs:FailingPendulum-v0"  # its step number `fail_at` fails
 # No checkpoint but the one the failure writes.

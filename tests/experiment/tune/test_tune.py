@@ -412,6 +412,9 @@ def final_scores(run_dirs: list[Path]) -> list[float]:
     return [[r for r in read_metrics(d) if r["phase"] == "eval"][-1]["score"] for d in run_dirs]
 
 
+# Its trials and the results it checks are all of this process: its programs compile with the
+# options of the programs that run once.
+@pytest.mark.usefixtures("cold_training_programs")
 def test_a_fused_study_from_the_command_line_trains(capsys, tmp_path):
     study_dir = tmp_path / "cp"
     space = space_file(tmp_path, ONE_RATE)
