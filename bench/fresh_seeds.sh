@@ -6,13 +6,17 @@
 #   bench/fresh_seeds.sh train [PRESET ...]   # train what is missing into runs_fresh/, one run at
 #                                              # a time (a started run resumes; published seeds skip)
 #   bench/fresh_seeds.sh stage PRESET         # its finished runs -> docs/runs, compact
-#   bench/fresh_seeds.sh publish PRESET       # the SEEDS' runs, all finished in runs_fresh/ ->
-#                                              # docs/runs, docs/results/PRESET-1M-seedsA-B*,
-#                                              # the manifest, results redrawn
+#   bench/fresh_seeds.sh score PRESET         # each finished run's final policy, 100 mean-
+#                                              # action episodes -> docs/results/PRESET-1M-seedN.json
+#   bench/fresh_seeds.sh publish PRESET       # the SEEDS' runs, all staged and scored ->
+#                                              # docs/results/PRESET-1M-seedsA-B*, the manifest,
+#                                              # results redrawn
 #
 # docs/runs holds a run in its compact form (bench/rundata.py: config, code, the logs
 # xz-compressed, a summary; no checkpoint): a seed counts as published once its summary there
-# says it finished, and its checkpoints stay in runs_fresh/, where `publish` evaluates them. The
+# says it finished, and its checkpoints stay in runs_fresh/, where `score` evaluates them. The
+# checkpoints do not outlive the machine and a set's ten runs can outlast a session: `score`
+# keeps each seed's evaluation in docs/results until `publish` gathers the set's. The
 # presets must not change between the runs of one preset: `train` runs the code of one commit
 # (FRESH_COMMIT, default HEAD) from a worktree of its own and records it in runs_fresh/log.txt,
 # and `stage` refuses runs whose config differs from the first of SEEDS' but for the seed.
@@ -98,15 +102,41 @@ stage() {
   done
 }
 
+# The final policy of each finished seed, by the published protocol (100 mean-action episodes,
+# whatever the runs' eval_actions), into docs/results/PRESET-1M-seed<N>.json, its run named
+# where it is kept (docs/runs); a seed already scored is skipped.
+score() {
+  local p=$1
+  for seed in $SEEDS; do
+    local src=runs_fresh/s$seed-$p out=docs/results/$1-1M-seed$seed.json
+    [ -f $out ] || [ ! -f $src/checkpoints/$FINAL ] && continue
+    batchppo evaluate $src --episodes 100 --mean-action --reference targets-1m --json $out
+    python - "$out" <<'PY'
+import json, pathlib, sys
+path = pathlib.Path(sys.argv[1])
+data = json.loads(path.read_text())
+for run in data["runs"]:
+    run["run_dir"] = f"docs/runs/{pathlib.Path(run['run_dir']).name}"
+path.write_text(json.dumps(data, indent=2) + "\n")
+PY
+  done
+}
+
 publish() {
   local p=$1 seeds=($SEEDS)
-  local out=docs/results/$1-1M-seeds${seeds[0]}-${seeds[-1]} dirs=()
-  # Evaluated where the checkpoints are; docs/runs holds each run's compact form by its name.
-  for seed in $SEEDS; do dirs+=(runs_fresh/s$seed-$p); done
+  local out=docs/results/$1-1M-seeds${seeds[0]}-${seeds[-1]} scored=() dirs=()
   stage $p all
-  # The published protocol, 100 mean-action episodes, whatever the runs' eval_actions (sampled)
-  batchppo evaluate "${dirs[@]}" --episodes 100 --mean-action --reference targets-1m \
+  score $p
+  for seed in $SEEDS; do
+    local one=docs/results/$p-1M-seed$seed.json
+    [ -f $one ] || { echo "$one: seed $seed is not scored and its checkpoint is gone:" \
+      "train it again (rm -r docs/runs/s$seed-$p)" >&2; exit 1; }
+    scored+=($one)
+    dirs+=(docs/runs/s$seed-$p)
+  done
+  batchppo evaluate "${scored[@]}" --reference targets-1m \
     --json $out.json --csv $out-runs.csv --stats-json $out-stats.json
+  rm "${scored[@]}"  # each seed's entry is in $out.json now
   python bench/results.py --seeds-csv $out.json $out.csv
   batchppo evaluate "${dirs[@]}" --training-window 100 --max-eval-mean 1001472 \
     --json $out-training-window.json --stats-json $out-training-window-stats.json
@@ -124,6 +154,7 @@ fi
 case "${1:-}" in
   train) shift; train "$@" ;;
   stage) stage "$2" ;;
+  score) score "$2" ;;
   publish) publish "$2" ;;
-  *) sed -n '2,18p' "$0"; exit 2 ;;
+  *) sed -n '2,23p' "$0"; exit 2 ;;
 esac

@@ -264,3 +264,30 @@ def test_every_run_dir_the_journal_cites_is_in_the_tree_or_marked_gone():
     assert not unmarked, unmarked
     assert _in_tree("s1?-P-issue40") and _in_tree("s{0,1,2}-breakout_atari-2M")
     assert not _in_tree("s0-ant-4M")
+
+
+def test_publish_refuses_a_seed_neither_scored_nor_with_its_checkpoint(tmp_path):
+    # Seed 20 staged on an earlier machine and scored there; seed 21 staged, its checkpoint
+    # gone with that machine and never scored: publish names seed 21 and the fix.
+    (tmp_path / "bench").mkdir()
+    for name in ("fresh_seeds.sh", "rundata.py"):
+        shutil.copy(ROOT / "bench" / name, tmp_path / "bench" / name)
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = {**os.environ, "SEEDS": "20 21", "PATH": path, "PYTHONPATH": str(ROOT)}
+    script = ["bash", str(tmp_path / "bench" / "fresh_seeds.sh")]
+    for seed in (20, 21):
+        src = full_run(tmp_path / "runs_fresh", f"s{seed}-pendulum_jax", last=1001472)
+        (src / "checkpoints" / "ckpt-000001001472.msgpack").write_bytes(b"final")
+    staged = subprocess.run([*script, "stage", "pendulum_jax"], env=env, capture_output=True,
+                            text=True, check=False)  # fmt: skip
+    assert staged.returncode == 0, staged.stderr
+    shutil.rmtree(tmp_path / "runs_fresh")
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "pendulum_jax-1M-seed20.json").write_text("{}")
+    done = subprocess.run([*script, "publish", "pendulum_jax"], env=env, capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "docs/results/pendulum_jax-1M-seed21.json: seed 21 is not scored and its checkpoint is "
+        "gone: train it again (rm -r docs/runs/s21-pendulum_jax)"
+    )
