@@ -280,6 +280,7 @@ def test_recipes_of_jumanji_envs():
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.usefixtures("cold_training_programs")  # its run is a few iterations
 def test_train_a_jumanji_env_by_its_registry_id(capsys, tmp_path):
     """``batchppo train --env jumanji:make --set env_kwargs={id: Game2048-v1}``: the factory
     is ``jumanji.make``, called with ``id``; fused, evaluated, checkpointed."""

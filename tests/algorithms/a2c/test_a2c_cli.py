@@ -14,6 +14,8 @@ from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.run import training
 
+pytestmark = pytest.mark.usefixtures("cold_training_programs")  # its runs are a few iterations
+
 SHORT = ["--set", "num_agents=4", "--set", "steps=400", "--set", "eval_episodes=2",
          "--set", "max_length=50"]  # fmt: skip
 

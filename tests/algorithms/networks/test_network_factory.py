@@ -90,6 +90,7 @@ def test_trainer_trains_one_iteration_with_the_users_network(algorithm):
     assert _hidden_sizes(default.init(host_key(0, 0)).params) == (8, 8)
 
 
+@pytest.mark.usefixtures("cold_training_programs")  # its runs are one iteration each
 def test_make_train_and_batchppo_train_take_the_hook_seeds_too():
     factory = TinyNetwork()
     ts, metrics = jax.jit(ppo.make_train(PPO_TINY, network_factory=factory))(jax.random.key(0))

@@ -1039,6 +1039,7 @@ def test_a_bad_mlp_or_layers_it_cannot_build_from_is_one_line():
         (["penultimate_norm=true"], ("plain", "tanh", True)),
     ],
 )
+@pytest.mark.usefixtures("cold_training_programs")  # its runs are two iterations each
 def test_pendulum_trains_with_each_lever_to_finite_losses(overrides, network):
     settings = ["steps=4096", "eval_every=0", *overrides]  # 2 iterations of 64 envs x 32 steps
     result = batchppo.train("pendulum_jax", overrides=settings, progress="none")

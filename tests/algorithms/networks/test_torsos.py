@@ -149,6 +149,7 @@ def fresh_torsos():
     TORSOS.forget_entry_points()
 
 
+@pytest.mark.usefixtures("cold_training_programs")  # its run is a few iterations
 def test_a_users_torso_trains_from_the_cli_through_an_entry_point(
     install_package, fresh_torsos, tmp_path
 ):

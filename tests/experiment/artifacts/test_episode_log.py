@@ -135,6 +135,7 @@ def keep_checkpoints_to(run_dir, step: int) -> None:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.usefixtures("cold_training_programs")  # its runs are a few iterations each
 def test_a_stopped_or_crashed_run_resumed_has_the_episodes_file_of_a_run_straight_through(
     tmp_path, capsys
 ):

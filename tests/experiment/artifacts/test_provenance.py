@@ -221,6 +221,7 @@ def test_evaluate_json_records_the_runs_code_and_config(tmp_path, version, capsy
 
 
 @pytest.mark.parametrize("backend", ["gymnax", "sync"])
+@pytest.mark.usefixtures("cold_training_programs")  # its runs are two iterations each
 def test_the_periodic_evaluations_change_nothing_a_run_learns(backend):
     # What PERIODIC_EVALUATION promises: two runs apart only in those fields end in the same
     # training state, bit for bit.

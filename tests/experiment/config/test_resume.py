@@ -132,6 +132,7 @@ def learned(run_dir):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.usefixtures("cold_training_programs")  # its runs are a few iterations each
 def test_an_extended_run_learns_what_it_learned_up_to_its_budget_then_holds_the_end_rate(
     tmp_path, capsys
 ):

@@ -20,6 +20,8 @@ from batchppo.experiment.run.callbacks import Callback, RunInfo, as_callbacks
 from batchppo.experiment.run.driver import drive
 from batchppo.experiment.run.run_set import StackedSeeds
 
+pytestmark = pytest.mark.usefixtures("cold_training_programs")  # its runs are a few iterations
+
 # No periodic checkpoint, so a checkpoint before the end is the stop's.
 TINY = tiny_run(eval_episodes=2, eval_every=512, checkpoint_every=0, steps=1024)
 
