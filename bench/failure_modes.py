@@ -691,6 +691,16 @@ def _pair(run: dict, signals: tuple[str, str], step: float | None) -> str:
     return " / ".join(_one(representation_at(run, s, step)) for s in signals)
 
 
+def _run_name(row: dict) -> str:
+    """A take-off row's run, `s<seed>-<group>`."""
+    return f"s{row['seed']}-{row['group']}"
+
+
+def _seed_cells(row: dict) -> str:
+    """The first cells of a take-off row's line in either table: run, final score, below bar."""
+    return f"| {_run_name(row)} | {row['final']:.0f} | {'yes' if row['below'] else 'no'} "
+
+
 def representation_table(
     rows: Sequence[dict], head: float, steps: Sequence[int] = REPRESENTATION_STEPS
 ) -> list[str]:
@@ -720,8 +730,8 @@ def representation_table(
         at = [*steps, None]
         lowest = " / ".join(_one(min_before(run, s, takeoff)) for s in ranks)
         lines.append(
-            f"| s{r['seed']}-{r['group']} | {r['final']:.0f} | {'yes' if r['below'] else 'no'} "
-            f"| {_kilo(takeoff)} | {' | '.join(_pair(run, ranks, x) for x in at)} | {lowest} "
+            _seed_cells(r)
+            + f"| {_kilo(takeoff)} | {' | '.join(_pair(run, ranks, x) for x in at)} | {lowest} "
             f"| {' | '.join(_pair(run, norms, x) for x in at)} |"
         )
     return lines
@@ -760,7 +770,7 @@ def representation_lines(
                 f"| {signal} | {_one(t['above'][0])} ({t['above'][1]}) "
                 f"| {_one(t['below'][0])} ({t['below'][1]}) | {_rho(t['rho'], t['p'])} |"
             )
-    missing = [f"s{r['seed']}-{r['group']}" for r in rows if not logs_representation(r["run"])]
+    missing = [_run_name(r) for r in rows if not logs_representation(r["run"])]
     if missing:
         lines += [
             "",
@@ -828,8 +838,7 @@ def takeoff_report(
         lrs = [_fmt(r[k]) if r[k] is not None else "-" for k in ("scheduled_lr", "logged_lr")]
         later = " | ".join(_kilo(r["takeoff"][x]) for x in lengths[1:])
         lines.append(
-            f"| s{r['seed']}-{r['group']} | {r['final']:.0f} | {'yes' if r['below'] else 'no'} "
-            f"| {_kilo(r['takeoff'][head])} | {lrs[0]} | {lrs[1]} | {later} |"
+            _seed_cells(r) + f"| {_kilo(r['takeoff'][head])} | {lrs[0]} | {lrs[1]} | {later} |"
         )
     lines += [
         "",
