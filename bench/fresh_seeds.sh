@@ -108,7 +108,7 @@ stage() {
 score() {
   local p=$1
   for seed in $SEEDS; do
-    local src=runs_fresh/s$seed-$p out=docs/results/$1-1M-seed$seed.json
+    local src=runs_fresh/s$seed-$p out=docs/results/$p-1M-seed$seed.json
     [ -f $out ] || [ ! -f $src/checkpoints/$FINAL ] && continue
     batchppo evaluate $src --episodes 100 --mean-action --reference targets-1m --json $out
     python - "$out" <<'PY'
