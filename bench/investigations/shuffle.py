@@ -14,7 +14,8 @@ Two parts, both in this one process:
   stratified-bootstrap intervals.
 
 Both compile ``make_train`` with ``COMPILER_OPTIONS``, the XLA options of the package's
-training iterations (a CNN preset's trainer adds XLA's own convolutions on the CPU).
+training iterations of an MLP preset (a CNN preset's trainer adds XLA's own convolutions on
+the CPU, which these programs do not).
 
 ``--set KEY=VALUE`` (repeatable, as ``batchppo train --set``) changes a field of every preset
 run of ``--presets`` and ``--learning``; the JSON lists them (``sets``).
