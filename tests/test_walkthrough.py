@@ -3,7 +3,8 @@ folder of their own, and what they see.
 
 Each test is one stretch of that walk, whole in itself (pytest-xdist may run them in separate
 processes): a fused run scored, evaluated and plotted, and a run extended; a MuJoCo run without
-upstream warnings; an Atari video of whole games; and the batch env as Gymnasium's drop-in. An
+upstream warnings; an Atari video of whole games (an ``extended`` test, not in ``pytest -q``);
+and the batch env as Gymnasium's drop-in. An
 env class from the user's own script, trained with and without a logdir, recorded, resumed and
 evaluated, is tests/experiment/test_script_env.py's walk.
 """
@@ -109,6 +110,7 @@ def test_a_mujoco_run_prints_no_upstream_warning_and_writes_nothing_beside_the_u
     assert out.splitlines()[0].startswith("start-up: set-up ")
 
 
+@pytest.mark.extended
 def test_an_atari_video_plays_whole_games_as_evaluate_does(tmp_path):
     # One iteration (2 envs x 128 steps, lives of about 24 steps each) of one epoch: the video
     # and the episode records are what this stretch shows, not what the CNN learns, and on a

@@ -9,6 +9,7 @@ import pytest
 from benchlib import load_bench
 
 
+@pytest.mark.extended  # it compiles every variant's programs with the ALE in them
 def test_every_part_of_every_variant_is_timed_and_a_trace_is_written(tmp_path):
     bench = load_bench("ale_fused")
     out, trace = tmp_path / "ale_fused.json", tmp_path / "trace"

@@ -1,6 +1,7 @@
-"""Learning tests (CPU, a few minutes in total): CartPole and Pendulum with the fused gymnax
-driver, Pendulum and HalfCheetah with Gymnasium envs in worker processes, a MinAtar game, and
-tiny envs with a Dict observation and MultiDiscrete actions."""
+"""Learning tests on the CPU: CartPole and Pendulum with the fused gymnax driver, Pendulum with
+Gymnasium envs in worker processes, and tiny envs with a Dict observation and MultiDiscrete
+actions; and, as ``extended`` tests (``pytest -m extended``, not in ``pytest -q``), HalfCheetah
+with Gymnasium envs in worker processes and a MinAtar game."""
 
 import dataclasses
 
@@ -84,7 +85,7 @@ def test_gymnasium_pendulum_in_processes_improves():
     assert history[-1] >= history[0] + 300.0, history
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 @pytest.mark.timeout(300)
 def test_cheetah_fast_learns_halfcheetah_in_80k_steps():
     # The shipped MuJoCo preset cut to 40 iterations (the learning rate anneals over the cut
@@ -142,7 +143,7 @@ def test_dict_observation_and_multidiscrete_action_envs_learn(env_class):
     assert scores[-3:].mean() >= 7.5, scores
 
 
-@pytest.mark.slow
+@pytest.mark.extended
 @pytest.mark.timeout(240)
 def test_minatar_breakout_improves_in_40k_steps():
     # The shipped preset, fused (gymnax), cut to 20 iterations of 64 envs x 32 steps with a

@@ -1,5 +1,8 @@
 """The Brax presets on CPU (the ``brax`` extra is part of the test extra): one trains end to
-end, and every one that ``batchppo list`` lists builds its env and steps it."""
+end, and every one that ``batchppo list`` lists builds its env and steps it. Compiling Brax
+physics is long, so these are ``extended`` tests (``pytest -m extended``, not in ``pytest -q``),
+except the check that the presets are found; tests/backends/test_brax_adapter.py's semantics
+tests run in ``pytest -q``."""
 
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ SMALL = (
 )
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(900)
 # Its programs are compiled by no other test; it runs two iterations.
 @pytest.mark.usefixtures("no_compilation_cache", "cold_training_programs")
@@ -64,6 +68,7 @@ def test_the_brax_presets_are_found():
     assert BRAX_PRESETS, "no preset on the brax backend: the env test below would test nothing"
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(600)
 @pytest.mark.usefixtures("no_compilation_cache")
 @pytest.mark.parametrize("name", [n for n in BRAX_PRESETS if n != "cheetah_brax"])
