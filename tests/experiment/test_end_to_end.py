@@ -56,8 +56,11 @@ def assert_curves(run_dir: Path, last_step: int, eval_every: int) -> None:
     assert [sum(a < e <= b for e in ended) for a, b in spans] == counted
 
 
+# Its runs are a few iterations each: they, and the trainers the tests load from them,
+# compile with the options of the programs that run once (the subprocesses of the kill test
+# compile as the CLI does, and share nothing with these).
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
+def tiny_run(tmp_path_factory, module_cold_training_programs):
     logdir = tmp_path_factory.mktemp("logdir")
     first = training.train(
         "cartpole_jax", logdir, timestamp="T1", overrides=[*TINY, "steps=2048"], progress="none"

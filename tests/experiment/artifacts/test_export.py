@@ -36,8 +36,10 @@ RUNS = {
 }
 
 
+# One PPO iteration each: the runs, and the policies the tests load from them, compile with
+# the options of the programs that run once.
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
+def runs(tmp_path_factory, module_cold_training_programs):
     logdir = tmp_path_factory.mktemp("logdir")
     out = {}
     for name, (preset, extra) in RUNS.items():

@@ -174,6 +174,7 @@ def test_a_seeds_run_groups_its_seeds(offline, capsys, monkeypatch):
     assert found == [("batchppo", "T-cartpole_jax", f"T-cartpole_jax-s{i}") for i in range(2)]
 
 
+@pytest.mark.usefixtures("cold_training_programs")  # its run is one iteration
 def test_visualize_sends_the_videos_to_the_tracked_run(offline):
     overrides = [*TINY, "steps=256", "eval_every=0", "track=wandb", "max_length=5"]
     result = training.train("cartpole_jax", offline / "logs", timestamp="T", overrides=overrides,

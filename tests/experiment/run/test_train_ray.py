@@ -46,6 +46,8 @@ def own_ray(ray_processes_left):
     assert not ray_processes_left(), "Ray processes outlived ray.shutdown()"
 
 
+# Its runs are a few iterations each; both compile with the same options.
+@pytest.mark.usefixtures("cold_training_programs")
 def test_train_on_ray_with_train_and_eval_envs(own_ray):
     # The trainer holds a training env and an eval env of Ray actors at once; before issue
     # 12's fix the eval env's actors could never be placed and precompile hung.
