@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from compiled_networks import compiled
+from cold_programs import cold_jit, compiled, normal, uniform
 
 import batchppo
 from batchppo.algorithms.a2c.config import A2CConfig
@@ -77,7 +77,7 @@ def test_gaussian_network_init_and_shapes():
     config = NetConfig(init_std=0.35, policy_layers=(8, 8), value_layers=(8,))
     net = compiled(make_network(config, CONT))
     params = net.init(jax.random.key(0))
-    obs = jax.random.normal(jax.random.key(1), (5, 3))
+    obs = normal(jax.random.key(1), (5, 3))
     dist, carry = net.policy_step(params, (), obs, jnp.zeros(5, bool))
     assert dist["mean"].shape == (5, 2) and carry == ()
     np.testing.assert_allclose(dist["std"], 0.35, rtol=1e-5)
@@ -104,7 +104,7 @@ def test_recurrent_state_resets_at_episode_starts():
     net = compiled(make_network(config, CONT))
     params = net.init(jax.random.key(0))
     assert net.recurrent
-    obs = jax.random.normal(jax.random.key(1), (1, 6, 3))
+    obs = normal(jax.random.key(1), (1, 6, 3))
     # An episode starts at t = 3 in the middle of the sequence.
     first = jnp.array([[True, False, False, True, False, False]])
     carry0 = jnp.full((1, 6), 0.7)  # junk state: must be dropped at t = 0 (first)
@@ -136,7 +136,7 @@ def test_any_config_with_the_network_fields_builds_the_same_network(network):
     ppo = PPOConfig(**{name: getattr(a2c, name) for name in fields})
     plain = NetConfig(**{name: getattr(a2c, name) for name in fields})
     alone = NetworkConfig(**{name: getattr(a2c, name) for name in fields})
-    obs = jax.random.normal(jax.random.key(1), (3, *spec.obs_shape))
+    obs = normal(jax.random.key(1), (3, *spec.obs_shape))
     outputs = []
     for config in (plain, alone, ppo, a2c):
         net = compiled(make_network(config, spec))
@@ -189,10 +189,10 @@ DICT_OBS = {
 
 def _dict_obs(batch):
     return {
-        "grid": jnp.zeros((*batch, 10, 10, 3), jnp.bool_),
-        "frame": jnp.full((*batch, 2, 8, 8), 255, jnp.uint8),
-        "mode": jnp.ones(batch, jnp.int32),
-        "pos": jnp.ones((*batch, 2), jnp.float32),
+        "grid": np.zeros((*batch, 10, 10, 3), np.bool_),
+        "frame": np.full((*batch, 2, 8, 8), 255, np.uint8),
+        "mode": np.ones(batch, np.int32),
+        "pos": np.ones((*batch, 2), np.float32),
     }
 
 
@@ -244,7 +244,7 @@ def test_recurrent_policy_on_an_image_encoder():
     config = ImageNetConfig(network="recurrent", policy_layers=(8, 6), shared_torso=True)
     net = compiled(make_network(config, spec))
     params = net.init(jax.random.key(0))
-    obs = jax.random.uniform(jax.random.key(1), (2, 4, 10, 10, 4))
+    obs = uniform(jax.random.key(1), (2, 4, 10, 10, 4))
     first = jnp.array([[True, False, True, False]] * 2)
     seq = net.policy_sequence(params, net.initial_carry(2), obs, first)
     assert seq["logits"].shape == (2, 4, 3) and net.recurrent
@@ -281,7 +281,7 @@ def _together_equal_apart(net, params):
     first = jnp.array([[True, False, False], [True, True, False]])
     carry0 = net.initial_carry(2)
     obs = _dict_obs((2, 3))
-    obs["pos"] = jax.random.normal(jax.random.key(1), (2, 3, 2))
+    obs["pos"] = normal(jax.random.key(1), (2, 3, 2))
     dist, values = net.policy_sequence_and_value(params, carry0, obs, first)
     np.testing.assert_allclose(
         dist["logits"], net.policy_sequence(params, carry0, obs, first)["logits"], rtol=1e-5
@@ -527,9 +527,9 @@ def _every_input(spec):
     """``_every_output``'s observations ``[2, 3]`` and ``first`` flags."""
     if spec.obs_space is DICT_OBS:
         obs = _dict_obs((2, 3))
-        obs["pos"] = jax.random.normal(jax.random.key(1), (2, 3, 2))
+        obs["pos"] = normal(jax.random.key(1), (2, 3, 2))
     else:
-        obs = jax.random.normal(jax.random.key(1), (2, 3, *spec.obs_shape))
+        obs = normal(jax.random.key(1), (2, 3, *spec.obs_shape))
     return obs, jnp.array([[False, False, True], [True, False, False]])
 
 
@@ -864,8 +864,9 @@ def _layer_norm(x, scale=1.0, bias=0.0, eps=1e-6):
 
 
 def _apply(module, params, x):
-    as_f32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
-    return np.asarray(module.apply({"params": as_f32}, jnp.asarray(x, jnp.float32)), np.float64)
+    as_f32 = jax.tree.map(lambda a: np.asarray(a, np.float32), params)
+    out = cold_jit(module.apply)({"params": as_f32}, np.asarray(x, np.float32))
+    return np.asarray(out, np.float64)
 
 
 X = np.random.default_rng(7).normal(size=(4, 3))
@@ -953,7 +954,7 @@ def test_penultimate_norm_feeds_each_head_unit_norm_features():
     normed = compiled(make_network(dataclasses.replace(config, penultimate_norm=True), CONT))
     params = plain.init(jax.random.key(0))
     assert jax.tree.structure(params) == jax.tree.structure(normed.init(jax.random.key(0)))
-    obs = jax.random.normal(jax.random.key(1), (6, 3))
+    obs = normal(jax.random.key(1), (6, 3))
     value = params["value"]
     h = np.tanh(obs @ value["MLP_0"]["Dense_0"]["kernel"] + value["MLP_0"]["Dense_0"]["bias"])
     h = h / np.sqrt((h**2).sum(-1, keepdims=True) + FEATURE_NORM_EPS)

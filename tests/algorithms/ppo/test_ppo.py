@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cold_programs import cold_jit, normal
 
 from batchppo.algorithms.networks.networks import Network, make_network
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
@@ -24,6 +25,11 @@ from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout
 from batchppo.testing import DictCueEnv, ImageCueEnv
+
+# The trainers' programs compile as the run-once ones (cold_training_programs), and the tests'
+# own jits with cold_jit: each runs a few iterations, and every comparison is between programs
+# compiled alike.
+pytestmark = pytest.mark.usefixtures("cold_training_programs")
 
 TINY = PPOConfig(
     env="Pendulum-v1",
@@ -232,7 +238,7 @@ def test_recurrent_kl_penalty_iteration_and_policy_reset():
 @pytest.mark.timeout(180)
 def test_make_train_vmaps_over_seeds():
     config = dataclasses.replace(TINY, objective="clip", steps=64)
-    train = jax.jit(jax.vmap(make_train(config)))
+    train = cold_jit(jax.vmap(make_train(config)))
     ts, metrics = train(jax.random.split(jax.random.key(0), 2))
     assert metrics["policy_loss"].shape == (2, 2)
     np.testing.assert_array_equal(ts.step, [64, 64])
@@ -249,7 +255,7 @@ def test_minibatch_diagnostics_off_trains_the_same_and_logs_less(objective):
     fraction, approximate KL and gradient norm leave the metrics."""
     config = dataclasses.replace(TINY, objective=objective, steps=96, value_clip=0.2)
     runs = [
-        jax.jit(make_train(dataclasses.replace(config, minibatch_diagnostics=on)))(
+        cold_jit(make_train(dataclasses.replace(config, minibatch_diagnostics=on)))(
             jax.random.key(3)
         )
         for on in (True, False)
@@ -272,7 +278,7 @@ def test_minibatch_shuffle_draws_other_minibatches_and_refuses_unknown_methods()
     (the first iteration's data metrics agree), other params after the update."""
     config = dataclasses.replace(TINY, objective="clip", steps=96, num_minibatches=2)
     (ts_i, m_i), (ts_s, m_s) = (
-        jax.jit(make_train(dataclasses.replace(config, minibatch_shuffle=m)))(jax.random.key(3))
+        cold_jit(make_train(dataclasses.replace(config, minibatch_shuffle=m)))(jax.random.key(3))
         for m in ("index", "sort")
     )
     np.testing.assert_array_equal(m_i["value_mean"][0], m_s["value_mean"][0])
@@ -296,13 +302,14 @@ def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
     ppo = trainer.ppo
     ts = trainer.init(jax.random.key(0))
     # Non-trivial observation statistics, as after some training.
-    ts = ts.replace(obs_norm=norm.update(ts.obs_norm, jax.random.normal(jax.random.key(2), (9, 3))))
+    ts = ts.replace(obs_norm=norm.update(ts.obs_norm, normal(jax.random.key(2), (9, 3))))
     ss = trainer.init_sim(ts, jax.random.key(1))
-    _, traj, _ = rollout(ppo.env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, ppo.T)
+    params = (ts.params, ts.obs_norm)
+    _, traj, _ = cold_jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss)
     assert bool(traj.truncated[2].all()) and not bool(traj.truncated[-1].any())
-    final_obs = ppo.normalize_obs(ts.obs_norm, traj.final_obs)
-    got = ppo.next_values(ts.params, traj.extras["value"], final_obs, traj.truncated)
-    full = ppo.network.value(ts.params, final_obs)
+    final_obs = cold_jit(ppo.normalize_obs)(ts.obs_norm, traj.final_obs)
+    got = cold_jit(ppo.next_values)(ts.params, traj.extras["value"], final_obs, traj.truncated)
+    full = cold_jit(ppo.network.value)(ts.params, final_obs)
     np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
 
 
@@ -349,7 +356,7 @@ def test_return_scaling_tracks_running_returns_across_iterations():
     # its inputs, so this runs first.
     ss0 = trainer.init_sim(ts, jax.random.key(1))
     params = (ts.params, ts.obs_norm)
-    _, traj, _ = jax.jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss0)
+    _, traj, _ = cold_jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss0)
     ts1, _, _ = trainer.iteration(ts, trainer.init_sim(ts, jax.random.key(1)))
     reward = np.asarray(traj.reward, np.float64)
     expected = np.zeros_like(reward)
@@ -414,12 +421,13 @@ def test_advantages_under_given_params_are_gae_of_their_values():
     ppo = trainer.ppo
     ts = trainer.init(jax.random.key(0))
     ss = trainer.init_sim(ts, jax.random.key(1))
-    _, traj, _ = rollout(ppo.env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, ppo.T)
-    _, inputs, _, _ = ppo.make_batch(ts, traj)
-    other = ppo.init(jax.random.key(7)).params
-    advantages, targets = ppo.advantages(other, inputs)
-    values = ppo.network.value(other, inputs.obs)
-    next_values = ppo.network.value(other, inputs.final_obs)
+    params = (ts.params, ts.obs_norm)
+    _, traj, _ = cold_jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss)
+    _, inputs, _, _ = cold_jit(ppo.make_batch)(ts, traj)
+    other = cold_jit(ppo.init)(jax.random.key(7)).params
+    advantages, targets = cold_jit(ppo.advantages)(other, inputs)
+    value = cold_jit(ppo.network.value)
+    values, next_values = value(other, inputs.obs), value(other, inputs.final_obs)
     expected = returns.gae(
         inputs.reward,
         values,
@@ -497,18 +505,18 @@ def test_uint8_frames_reach_the_network_as_uint8():
     fields = zip(Network.__annotations__, network, strict=True)
     network = Network(*(record(fn) if name in recorded else fn for name, fn in fields))
     ppo = PPO(config, env, network)
-    ts = ppo.init(jax.random.key(0))
-    ss = ppo.init_sim(jax.random.key(1))
+    ts = cold_jit(ppo.init)(jax.random.key(0))
+    ss = cold_jit(ppo.init_sim)(jax.random.key(1))
     assert ts.obs_norm == (None,)  # images are not normalised
-    _, traj, _ = jax.jit(
+    _, traj, _ = cold_jit(
         lambda ts, ss: rollout(env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, 8)
     )(ts, ss)
     assert traj.obs.dtype == jnp.uint8 and traj.obs.shape == (8, 4, 6, 6, 2)
     assert traj.final_obs.dtype == jnp.uint8
-    batch, _, _, _ = jax.jit(ppo.make_batch)(ts, traj)
+    batch, _, _, _ = cold_jit(ppo.make_batch)(ts, traj)
     assert batch.obs.dtype == jnp.uint8 and batch.obs.shape == (32, 1, 6, 6, 2)
     seen.clear()
-    new_ts, _, metrics = jax.jit(ppo.iteration)(ts, ss)
+    new_ts, _, metrics = cold_jit(ppo.iteration)(ts, ss)
     names = {name for name, _, _ in seen}
     # Acting and the loss run the shared torso once for the policy and the value; the
     # bootstrap value of the rollout's last step is a value call of its own.
@@ -531,14 +539,15 @@ def test_host_policy_takes_observations_in_their_spaces_dtypes(env_class):
         image_encoding="pixels",
     )
     ppo = PPO(config, env)
-    ts = ppo.init(jax.random.key(0))
-    _, obs = env.reset(jax.random.key(1))
+    ts = cold_jit(ppo.init)(jax.random.key(0))
+    _, obs = cold_jit(env.reset)(jax.random.key(1))
     policy = HostPolicy(
         ppo.mode_fn, ppo.acting_params(ts), ppo.initial_carry, env.spec.obs_space, 0
     )
     host_obs = jax.tree.map(lambda x: np.asarray(x).tolist(), obs)  # plain lists, no dtype
     action = policy(host_obs)
-    want, _, _ = ppo.mode_fn(ppo.acting_params(ts), (), obs, jnp.ones(3, bool), None)
+    mode = cold_jit(ppo.mode_fn)
+    want, _, _ = mode(ppo.acting_params(ts), (), obs, np.ones(3, bool), None)
     assert action.dtype == np.int32 and action.shape == (3,)
     np.testing.assert_array_equal(action, want)
 

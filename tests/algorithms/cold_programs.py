@@ -1,10 +1,10 @@
-"""The networks and Flax modules under test, each function compiled as one XLA program.
+"""Programs of the tests under tests/algorithms compiled as the package compiles the programs
+that run once (``programs.cold_compiler_options``): the tests run them briefly.
 
-Run eagerly, a network's ``init`` and forward passes dispatch op by op, and XLA compiles each
-op of each shape as a program of its own: most of these tests' time. The package only ever
-calls these functions inside its jitted programs, so the tests compile them as the package
-does, as one program each, with the options of the programs that run once
-(``cold_compiler_options``): they run briefly here.
+Run eagerly, a network's ``init`` and forward passes, and a random draw, dispatch op by op, and
+XLA compiles each op of each shape as a program of its own, with its default options: most of
+the network tests' time. The package only ever calls these functions inside its jitted
+programs, so ``compiled`` compiles them as one program each.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 
 from batchppo.algorithms.networks.networks import Network
 from batchppo.algorithms.training import programs
@@ -54,3 +55,18 @@ def init_and_apply(module: Any, key: jax.Array, x: Any) -> tuple[Any, Any]:
         return variables, module.apply(variables, x)
 
     return run(key, x)
+
+
+_NORMAL = cold_jit(jax.random.normal, static_argnums=1)
+_UNIFORM = cold_jit(jax.random.uniform, static_argnums=1)
+
+
+def normal(key: jax.Array, shape: tuple[int, ...]) -> np.ndarray:
+    """``jax.random.normal(key, shape)`` (float32) as a NumPy array: test inputs, drawn by one
+    cold program instead of JAX's eager one, and sliced by NumPy after."""
+    return np.asarray(_NORMAL(key, shape))
+
+
+def uniform(key: jax.Array, shape: tuple[int, ...]) -> np.ndarray:
+    """``jax.random.uniform(key, shape)`` (float32 in [0, 1)) as a NumPy array, as ``normal``."""
+    return np.asarray(_UNIFORM(key, shape))
