@@ -37,7 +37,8 @@ def cold_jit(function: Callable[..., Any], **jit_kwargs: Any) -> Callable[..., A
 
 def compiled(net: Network) -> Network:
     """``net`` with each function of arrays jitted by ``cold_jit`` (``initial_carry`` with its
-    batch size static); ``distribution`` and ``recurrent`` as they are."""
+    batch size static); ``distribution`` and ``recurrent`` as they are. As any jitted
+    function's, their dicts come back with sorted keys: a test of an order calls ``net``."""
     jitted = {
         name: cold_jit(getattr(net, name))
         for name in _ARRAY_FUNCTIONS

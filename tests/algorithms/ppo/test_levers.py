@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from cold_programs import cold_jit, compiled, normal
+from cold_programs import cold_jit, normal
 
 from batchppo.algorithms.networks.networks import effective_rank, make_network
 from batchppo.algorithms.ppo import PPOConfig, make_train
@@ -148,13 +148,13 @@ def test_effective_rank_of_matrices_of_known_singular_values(values, rank):
 
 def _network(**changes):
     config = dataclasses.replace(TINY, **changes)
-    return compiled(make_network(config, make_run_env(config, 1).spec))
+    return make_network(config, make_run_env(config, 1).spec)
 
 
 def test_representation_sows_each_layers_preactivations_in_order_and_the_features():
     layers = tuple(range(3, 15))  # 12 layers of distinct widths: the order is the layers'
     network = _network(policy_layers=layers, value_layers=(5, 4), activation="tanh")
-    params = network.init(jax.random.key(0))
+    params = cold_jit(network.init)(jax.random.key(0))
     obs = normal(jax.random.key(1), (2, 5, 3))  # (N, L) batches of Pendulum obs
     found = network.representation(params, obs)
     policy = [f"policy_preact_{i}" for i in range(12)]
@@ -169,14 +169,13 @@ def test_representation_sows_each_layers_preactivations_in_order_and_the_feature
     np.testing.assert_allclose(
         found["value_preact_0"], x @ dense["kernel"] + dense["bias"], rtol=1e-6
     )
-    tanh = cold_jit(jnp.tanh)  # compiled as the network is
-    np.testing.assert_array_equal(found["value_features"], tanh(found["value_preact_1"]))
+    np.testing.assert_array_equal(found["value_features"], jnp.tanh(found["value_preact_1"]))
 
 
 @pytest.mark.parametrize(("mlp", "preact_width"), [("layernorm", 8), ("simba", 32), ("plain", 8)])
 def test_representation_of_each_vector_torso(mlp, preact_width):
     network = _network(mlp=mlp, policy_layers=(8, 8), value_layers=(8, 8, 8))
-    params = network.init(jax.random.key(0))
+    params = cold_jit(network.init)(jax.random.key(0))
     found = network.representation(params, jnp.ones((7, 3)))
     assert sorted(found) == [
         "policy_features", "policy_preact_0", "policy_preact_1", "value_features",
@@ -188,7 +187,7 @@ def test_representation_of_each_vector_torso(mlp, preact_width):
 
 def test_representation_diagnostics_log_only_when_on_and_train_the_same():
     runs = {
-        on: cold_jit(make_train(dataclasses.replace(TINY, representation_diagnostics=on)))(
+        on: jax.jit(make_train(dataclasses.replace(TINY, representation_diagnostics=on)))(
             jax.random.key(3)
         )
         for on in (False, True)

@@ -26,10 +26,11 @@ from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout
 from batchppo.testing import DictCueEnv, ImageCueEnv
 
-# The trainers' programs compile as the run-once ones (cold_training_programs), and the tests'
-# own jits with cold_jit: each runs a few iterations, and every comparison is between programs
-# compiled alike.
-pytestmark = pytest.mark.usefixtures("cold_training_programs")
+# Tests of a few iterations compile the trainers' programs as the run-once ones
+# (cold_training_programs) and their own jits with cold_jit, where each comparison is between
+# programs compiled alike to a tolerance. Those that compare programs bit for bit, and the
+# first test of one iteration, compile as the package does.
+COLD = pytest.mark.usefixtures("cold_training_programs")
 
 TINY = PPOConfig(
     env="Pendulum-v1",
@@ -124,6 +125,7 @@ def test_iteration_updates_state_and_normalisers():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_evaluate_and_host_policy():
     trainer = Trainer(dataclasses.replace(TINY, max_length=20))
     ts = trainer.init(jax.random.key(0))
@@ -140,6 +142,7 @@ def test_evaluate_and_host_policy():
 
 
 @pytest.mark.timeout(180)
+@COLD
 def test_evaluation_counts_and_warns_of_episodes_cut_by_eval_max_steps():
     # Episodes of 20 steps, each env may run 30: its first episode ends, its second is cut
     # at 10 steps; of the 6 episodes taken (2 per env, env by env), the last 2 are cut.
@@ -216,6 +219,7 @@ def test_precompiled_programs_compute_what_the_jitted_ones_do():
 
 
 @pytest.mark.timeout(180)
+@COLD
 def test_recurrent_kl_penalty_iteration_and_policy_reset():
     config = dataclasses.replace(
         TINY, network="recurrent_gaussian", chunk_length=4, num_minibatches=4, max_length=6
@@ -255,7 +259,7 @@ def test_minibatch_diagnostics_off_trains_the_same_and_logs_less(objective):
     fraction, approximate KL and gradient norm leave the metrics."""
     config = dataclasses.replace(TINY, objective=objective, steps=96, value_clip=0.2)
     runs = [
-        cold_jit(make_train(dataclasses.replace(config, minibatch_diagnostics=on)))(
+        jax.jit(make_train(dataclasses.replace(config, minibatch_diagnostics=on)))(
             jax.random.key(3)
         )
         for on in (True, False)
@@ -295,6 +299,7 @@ def test_make_train_rejects_host_backends():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
     from batchppo.core.simulation import rollout
 
@@ -314,6 +319,7 @@ def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
 
 
 @pytest.mark.timeout(180)
+@COLD
 def test_host_loop_driver_trains_exactly_as_the_in_graph_driver():
     # Episodes of 10 steps end inside the rollouts of 8: truncation is exercised.
     config = dataclasses.replace(TINY, backend="sync", num_agents=2, max_length=10)
@@ -347,6 +353,7 @@ def test_host_loop_needs_a_host_backend():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_return_scaling_tracks_running_returns_across_iterations():
     config = dataclasses.replace(TINY, objective="clip", reward_scale="return", discount=0.5)
     trainer = Trainer(config)
@@ -371,6 +378,7 @@ def test_return_scaling_tracks_running_returns_across_iterations():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
     config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, update_epochs=4)
     trainer = Trainer(config)
@@ -388,6 +396,7 @@ def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_lr_kl_cap_scales_the_learning_rate_and_is_exact_under_the_cap():
     config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, steps=96)
     states, metrics = {}, {}
@@ -414,6 +423,7 @@ def test_lr_kl_cap_scales_the_learning_rate_and_is_exact_under_the_cap():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_advantages_under_given_params_are_gae_of_their_values():
     from batchppo.core import returns
 
@@ -443,6 +453,7 @@ def test_advantages_under_given_params_are_gae_of_their_values():
 
 
 @pytest.mark.timeout(180)
+@COLD
 def test_recompute_advantages_changes_only_the_epochs_after_the_first():
     config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, max_length=3)
 
@@ -563,6 +574,7 @@ def test_unroll_update_is_on_for_image_observations_on_the_cpu_and_set_explicitl
 
 
 @pytest.mark.timeout(300)
+@COLD
 def test_xla_convolutions_compute_what_ynnpacks_do():
     states = {}
     for xla_convolutions in (False, True):
@@ -583,6 +595,7 @@ def test_xla_convolutions_compute_what_ynnpacks_do():
 
 
 @pytest.mark.timeout(300)
+@COLD
 def test_an_unrolled_update_computes_what_the_looped_one_does():
     states = {}
     for unroll in (False, True):
