@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from cold_programs import cold_jit
 
 from batchppo.algorithms.a2c.a2c import A2C, Trainer
 from batchppo.algorithms.a2c.config import A2CConfig
@@ -15,6 +16,10 @@ from batchppo.algorithms.training.episodes import ENDED
 from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout
 from batchppo.experiment.run.training import EPISODE_METRICS
+
+# The trainers' programs and the tests' own compile as the run-once ones: each runs a few
+# iterations, and the expected values are computed here by programs compiled alike.
+pytestmark = pytest.mark.usefixtures("cold_training_programs")
 
 TINY = A2CConfig(
     env="CartPole-v1",
@@ -53,13 +58,17 @@ def test_learn_takes_one_step_on_the_actor_critic_loss():
     agent: A2C = trainer.agent
     ts = trainer.init(host_key(0, 0))
     ss = trainer.init_sim(ts, host_key(0, 1))
-    _, traj, stats = rollout(agent.env, agent.policy_fn, agent.acting_params(ts), ss, agent.T)
+    acting = agent.acting_params(ts)
+    _, traj, stats = cold_jit(lambda ss: rollout(agent.env, agent.policy_fn, acting, ss, agent.T))(
+        ss
+    )
     assert bool(traj.truncated.any())
     params = ts.params
     network = agent.network
+    value = cold_jit(network.value)
     values = np.asarray(traj.extras["value"])
-    np.testing.assert_allclose(values, network.value(params, traj.obs), rtol=1e-5, atol=1e-7)
-    next_values = np.asarray(network.value(params, traj.final_obs))
+    np.testing.assert_allclose(values, value(params, traj.obs), rtol=1e-5, atol=1e-7)
+    next_values = np.asarray(value(params, traj.final_obs))
     targets = _n_step_returns(
         np.asarray(traj.reward), values, next_values, np.asarray(traj.terminated),
         np.asarray(traj.truncated), TINY.discount,
@@ -75,14 +84,18 @@ def test_learn_takes_one_step_on_the_actor_critic_loss():
     optimizer = optax.chain(
         optax.clip_by_global_norm(0.5), optax.rmsprop(7e-4, decay=0.99, eps=1e-5)
     )
-    updates, _ = optimizer.update(jax.grad(loss)(params), optimizer.init(params), params)
-    expected = optax.apply_updates(params, updates)
 
-    new, metrics = jax.jit(agent.learn)(ts, traj, stats)
+    @cold_jit
+    def step(params):
+        updates, _ = optimizer.update(jax.grad(loss)(params), optimizer.init(params), params)
+        return optax.apply_updates(params, updates)
+
+    expected = step(params)
+    new, metrics = cold_jit(agent.learn)(ts, traj, stats)
     jax.tree.map(
         lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7), new.params, expected
     )
-    np.testing.assert_allclose(metrics["loss"], loss(params), rtol=1e-5)
+    np.testing.assert_allclose(metrics["loss"], cold_jit(loss)(params), rtol=1e-5)
     np.testing.assert_allclose(metrics["return_mean"], targets.mean(), rtol=1e-5)
     assert int(new.step) == 18 and int(new.updates) == 1
     # Unnormalised observations: the statistics stay empty.

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cold_programs import init_and_apply
 
 from batchppo.algorithms.networks.encoders import (
     ImpalaCNN,
@@ -19,9 +20,14 @@ from batchppo.algorithms.networks.encoders import (
 from batchppo.core import spaces
 
 
-def _apply(module, x):
-    params = module.init(jax.random.key(0), x)
-    return module.apply(params, x)
+def _output_shape(module, x):
+    """The shape and dtype of ``module``'s output on ``x`` at its initial parameters, traced
+    (``jax.eval_shape``): nothing compiled."""
+
+    def output(x):
+        return module.apply(module.init(jax.random.key(0), x), x)
+
+    return jax.eval_shape(output, x)
 
 
 @pytest.mark.parametrize(
@@ -34,7 +40,7 @@ def _apply(module, x):
     ],
 )
 def test_cnn_output_shapes_and_dtypes(module, shape, out):
-    y = _apply(module, jnp.zeros((3, *shape), jnp.float32))
+    y = _output_shape(module, jax.ShapeDtypeStruct((3, *shape), jnp.float32))
     assert y.shape == (3, out) and y.dtype == jnp.float32
 
 
@@ -81,9 +87,8 @@ def test_obs_encoder_concatenates_leaves_in_tree_order():
         jnp.full((5,), 1, jnp.int32),
         jnp.ones((5, 3), jnp.float32),
     ]
-    params = encoder.init(jax.random.key(0), x)
+    params, y = init_and_apply(encoder, jax.random.key(0), x)
     assert list(params["params"]) == ["cnn_0"]
-    y = encoder.apply(params, x)
     assert y.shape == (5, 32 + 4 + 3) and y.dtype == jnp.float32
     np.testing.assert_array_equal(y[:, 32:], np.tile([0, 1, 0, 0, 1, 1, 1], (5, 1)))
 

@@ -4,6 +4,7 @@
 import jax
 import numpy as np
 import pytest
+from cold_programs import cold_jit
 
 import batchppo
 from batchppo.algorithms.a2c import a2c
@@ -70,6 +71,7 @@ def _hidden_sizes(params) -> tuple[int, int]:
 
 
 @pytest.mark.parametrize("algorithm", [ppo, a2c])
+@pytest.mark.usefixtures("cold_training_programs")  # its runs are one iteration each
 def test_trainer_trains_one_iteration_with_the_users_network(algorithm):
     config = PPO_TINY if algorithm is ppo else A2C_TINY
     factory = TinyNetwork()
@@ -93,7 +95,7 @@ def test_trainer_trains_one_iteration_with_the_users_network(algorithm):
 @pytest.mark.usefixtures("cold_training_programs")  # its runs are one iteration each
 def test_make_train_and_batchppo_train_take_the_hook_seeds_too():
     factory = TinyNetwork()
-    ts, metrics = jax.jit(ppo.make_train(PPO_TINY, network_factory=factory))(jax.random.key(0))
+    ts, metrics = cold_jit(ppo.make_train(PPO_TINY, network_factory=factory))(jax.random.key(0))
     assert len(factory.calls) == 1 and factory.calls[0][0] == PPO_TINY
     assert _hidden_sizes(ts.params) == (7, 5) and metrics["loss"].shape == (1,)
     result = batchppo.train(PPO_TINY, progress="none", network_factory=factory)

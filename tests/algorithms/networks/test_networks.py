@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cold_programs import cold_jit, compiled, normal, uniform
 
 import batchppo
 from batchppo.algorithms.a2c.config import A2CConfig
@@ -74,9 +75,9 @@ def test_categorical_closed_forms():
 
 def test_gaussian_network_init_and_shapes():
     config = NetConfig(init_std=0.35, policy_layers=(8, 8), value_layers=(8,))
-    net = make_network(config, CONT)
+    net = compiled(make_network(config, CONT))
     params = net.init(jax.random.key(0))
-    obs = jax.random.normal(jax.random.key(1), (5, 3))
+    obs = normal(jax.random.key(1), (5, 3))
     dist, carry = net.policy_step(params, (), obs, jnp.zeros(5, bool))
     assert dist["mean"].shape == (5, 2) and carry == ()
     np.testing.assert_allclose(dist["std"], 0.35, rtol=1e-5)
@@ -87,7 +88,7 @@ def test_gaussian_network_init_and_shapes():
 
 
 def test_categorical_network_and_mismatch_errors():
-    net = make_network(NetConfig(network="feed_forward_categorical"), DISC)
+    net = compiled(make_network(NetConfig(network="feed_forward_categorical"), DISC))
     params = net.init(jax.random.key(0))
     dist, _ = net.policy_step(params, (), jnp.ones((2, 4)), jnp.zeros(2, bool))
     assert dist["logits"].shape == (2, 3)
@@ -100,10 +101,10 @@ def test_categorical_network_and_mismatch_errors():
 
 def test_recurrent_state_resets_at_episode_starts():
     config = NetConfig(network="recurrent_gaussian", policy_layers=(8, 6))
-    net = make_network(config, CONT)
+    net = compiled(make_network(config, CONT))
     params = net.init(jax.random.key(0))
     assert net.recurrent
-    obs = jax.random.normal(jax.random.key(1), (1, 6, 3))
+    obs = normal(jax.random.key(1), (1, 6, 3))
     # An episode starts at t = 3 in the middle of the sequence.
     first = jnp.array([[True, False, False, True, False, False]])
     carry0 = jnp.full((1, 6), 0.7)  # junk state: must be dropped at t = 0 (first)
@@ -135,10 +136,10 @@ def test_any_config_with_the_network_fields_builds_the_same_network(network):
     ppo = PPOConfig(**{name: getattr(a2c, name) for name in fields})
     plain = NetConfig(**{name: getattr(a2c, name) for name in fields})
     alone = NetworkConfig(**{name: getattr(a2c, name) for name in fields})
-    obs = jax.random.normal(jax.random.key(1), (3, *spec.obs_shape))
+    obs = normal(jax.random.key(1), (3, *spec.obs_shape))
     outputs = []
     for config in (plain, alone, ppo, a2c):
-        net = make_network(config, spec)
+        net = compiled(make_network(config, spec))
         params = net.init(jax.random.key(0))
         dist, _ = net.policy_step(params, (), obs, jnp.zeros(3, bool))
         outputs.append(jax.tree.leaves((params, dist, net.value(params, obs))))
@@ -188,10 +189,10 @@ DICT_OBS = {
 
 def _dict_obs(batch):
     return {
-        "grid": jnp.zeros((*batch, 10, 10, 3), jnp.bool_),
-        "frame": jnp.full((*batch, 2, 8, 8), 255, jnp.uint8),
-        "mode": jnp.ones(batch, jnp.int32),
-        "pos": jnp.ones((*batch, 2), jnp.float32),
+        "grid": np.zeros((*batch, 10, 10, 3), np.bool_),
+        "frame": np.full((*batch, 2, 8, 8), 255, np.uint8),
+        "mode": np.ones(batch, np.int32),
+        "pos": np.ones((*batch, 2), np.float32),
     }
 
 
@@ -200,7 +201,7 @@ def test_dict_observation_network_shapes_and_torso_sharing(shared):
     action = (spaces.MultiDiscrete((2, 3)), spaces.box((1,), np.float32, -1.0, 1.0))
     spec = EnvSpec.from_spaces(DICT_OBS, action)
     config = ImageNetConfig(shared_torso=shared, policy_layers=(8,), value_layers=(4,))
-    net = make_network(config, spec)
+    net = compiled(make_network(config, spec))
     params = net.init(jax.random.key(0))
     assert sorted(params) == (["policy", "torso", "value"] if shared else ["policy", "value"])
     cnns = ["cnn_0", "cnn_1"]  # tree order: frame, grid
@@ -228,7 +229,7 @@ def test_a_shared_torso_without_parameters_computes_what_separate_encoders_do():
     first = jnp.zeros(5, bool)
     outputs = []
     for shared in (False, True):
-        net = make_network(ImageNetConfig(shared_torso=shared, policy_layers=(8,)), spec)
+        net = compiled(make_network(ImageNetConfig(shared_torso=shared, policy_layers=(8,)), spec))
         params = net.init(jax.random.key(0))
         assert sorted(params) == (["policy", "torso", "value"] if shared else ["policy", "value"])
         dist, _ = net.policy_step(params, (), obs, first)
@@ -241,9 +242,9 @@ def test_a_shared_torso_without_parameters_computes_what_separate_encoders_do():
 def test_recurrent_policy_on_an_image_encoder():
     spec = EnvSpec.from_spaces(spaces.box((10, 10, 4), np.float32, 0, 1), spaces.Discrete(3))
     config = ImageNetConfig(network="recurrent", policy_layers=(8, 6), shared_torso=True)
-    net = make_network(config, spec)
+    net = compiled(make_network(config, spec))
     params = net.init(jax.random.key(0))
-    obs = jax.random.uniform(jax.random.key(1), (2, 4, 10, 10, 4))
+    obs = uniform(jax.random.key(1), (2, 4, 10, 10, 4))
     first = jnp.array([[True, False, True, False]] * 2)
     seq = net.policy_sequence(params, net.initial_carry(2), obs, first)
     assert seq["logits"].shape == (2, 4, 3) and net.recurrent
@@ -280,7 +281,7 @@ def _together_equal_apart(net, params):
     first = jnp.array([[True, False, False], [True, True, False]])
     carry0 = net.initial_carry(2)
     obs = _dict_obs((2, 3))
-    obs["pos"] = jax.random.normal(jax.random.key(1), (2, 3, 2))
+    obs["pos"] = normal(jax.random.key(1), (2, 3, 2))
     dist, values = net.policy_sequence_and_value(params, carry0, obs, first)
     np.testing.assert_allclose(
         dist["logits"], net.policy_sequence(params, carry0, obs, first)["logits"], rtol=1e-5
@@ -304,7 +305,7 @@ def _together_equal_apart(net, params):
 def test_policy_and_value_together_equal_them_apart(network, shared):
     spec = EnvSpec.from_spaces(DICT_OBS, spaces.Discrete(3))
     config = ImageNetConfig(network=network, shared_torso=shared, policy_layers=(8, 6))
-    net = make_network(config, spec)
+    net = compiled(make_network(config, spec))
     _together_equal_apart(net, net.init(jax.random.key(0)))
 
 
@@ -333,7 +334,7 @@ def test_a_grid_of_codes_is_embedded_per_cell_not_scaled():
     image_encoding=pixels takes it through the CNN as before."""
     spec = EnvSpec.from_spaces(spaces.box((7, 7, 3), np.uint8, 0, 255), spaces.Discrete(7))
     config = ImageNetConfig(policy_layers=(8,), value_layers=(4,))
-    net = make_network(dataclasses.replace(config, image_encoding="auto"), spec)
+    net = compiled(make_network(dataclasses.replace(config, image_encoding="auto"), spec))
     params = net.init(jax.random.key(0))
     encoder = params["policy"]["encoder"]
     assert list(encoder) == ["codes_0"]
@@ -342,7 +343,7 @@ def test_a_grid_of_codes_is_embedded_per_cell_not_scaled():
     obs = jnp.zeros((2, 7, 7, 3), jnp.uint8).at[0, 3, 3, 0].set(10)  # one cell holds a goal
     dist, _ = net.policy_step(params, (), obs, jnp.zeros(2, bool))
     assert not np.allclose(dist["logits"][0], dist["logits"][1])
-    pixels = make_network(dataclasses.replace(config, image_encoding="pixels"), spec)
+    pixels = compiled(make_network(dataclasses.replace(config, image_encoding="pixels"), spec))
     assert list(pixels.init(jax.random.key(0))["policy"]["encoder"]) == ["cnn_0"]
 
 
@@ -381,7 +382,7 @@ def test_the_default_torso_keeps_the_parameter_tree_and_its_initial_values():
     assert (config.mlp, config.penultimate_norm) == ("plain", False)
     hopper = get_preset("hopper_fast")
     assert dataclasses.replace(config, env=hopper.env, mlp="layernorm") == hopper
-    tree = _tree(make_network(config, HOPPER).init(jax.random.key(0)))
+    tree = _tree(compiled(make_network(config, HOPPER)).init(jax.random.key(0)))
     assert {path: leaf.shape for path, leaf in tree.items()} == {
         path: shape for path, (shape, _) in HOPPER_FAST_TREE.items()
     }
@@ -404,7 +405,7 @@ LAYERNORM_KERNELS = {
 
 def test_the_layernorm_torso_keeps_the_parameter_tree_and_initial_values_of_its_runs():
     config = dataclasses.replace(get_preset("hopper_fast"), mlp="layernorm")
-    tree = _tree(make_network(config, HOPPER).init(jax.random.key(0)))
+    tree = _tree(compiled(make_network(config, HOPPER)).init(jax.random.key(0)))
     torsos = {path: leaf for path, leaf in tree.items() if "/LayerNormMLP_0/" in path}
     layers = [(net, i) for net in ("policy", "value") for i in (0, 1)]
     assert sorted(torsos) == sorted(
@@ -526,9 +527,9 @@ def _every_input(spec):
     """``_every_output``'s observations ``[2, 3]`` and ``first`` flags."""
     if spec.obs_space is DICT_OBS:
         obs = _dict_obs((2, 3))
-        obs["pos"] = jax.random.normal(jax.random.key(1), (2, 3, 2))
+        obs["pos"] = normal(jax.random.key(1), (2, 3, 2))
     else:
-        obs = jax.random.normal(jax.random.key(1), (2, 3, *spec.obs_shape))
+        obs = normal(jax.random.key(1), (2, 3, *spec.obs_shape))
     return obs, jnp.array([[False, False, True], [True, False, False]])
 
 
@@ -797,7 +798,7 @@ INITIAL_CHECKSUMS = {
 @pytest.mark.parametrize("name", list(RECORDED_NETWORKS))
 def test_make_network_builds_the_recorded_parameter_tree_and_initial_values(name):
     config, spec, shapes = RECORDED_NETWORKS[name]
-    net = make_network(config, spec)
+    net = compiled(make_network(config, spec))
     tree = _tree(net.init(jax.random.key(0)))
     assert {path: (leaf.shape, leaf.dtype) for path, leaf in tree.items()} == {
         path: (shape, jnp.float32) for path, shape in shapes.items()
@@ -821,7 +822,7 @@ def test_make_network_builds_the_recorded_parameter_tree_and_initial_values(name
 @pytest.mark.parametrize("name", list(RECORDED_NETWORKS))
 def test_every_function_of_make_network_computes_the_networks_math(name):
     config, spec, _ = RECORDED_NETWORKS[name]
-    net = make_network(config, spec)
+    net = compiled(make_network(config, spec))
     params = net.init(jax.random.key(0))
     _assert_outputs_are_the_math(net, config, spec, params)
     # Away from the initial values: no bias zero, the heads' tanh and softplus curved.
@@ -836,7 +837,7 @@ def test_the_initialisers_give_their_distributions_on_a_wide_network():
     # normal, about 40 at n = 8192, so the largest reaches 98 % of the bound.
     spec = EnvSpec((512,), jnp.float32, (64,), jnp.float32, False)
     config = NetConfig(network="recurrent_gaussian", policy_layers=(256, 128), value_layers=(384,))
-    tree = _tree(make_network(config, spec).init(jax.random.key(0)))
+    tree = _tree(compiled(make_network(config, spec)).init(jax.random.key(0)))
     kinds = {path: _initialiser(path, config) for path in tree}
     for path, leaf in tree.items():
         _assert_initialised_by(leaf, kinds[path], path)
@@ -863,8 +864,9 @@ def _layer_norm(x, scale=1.0, bias=0.0, eps=1e-6):
 
 
 def _apply(module, params, x):
-    as_f32 = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
-    return np.asarray(module.apply({"params": as_f32}, jnp.asarray(x, jnp.float32)), np.float64)
+    as_f32 = jax.tree.map(lambda a: np.asarray(a, np.float32), params)
+    out = cold_jit(module.apply)({"params": as_f32}, np.asarray(x, np.float32))
+    return np.asarray(out, np.float64)
 
 
 X = np.random.default_rng(7).normal(size=(4, 3))
@@ -948,11 +950,11 @@ def test_normalized_features_have_unit_norm_and_zeros_stay_zero_with_finite_grad
 
 def test_penultimate_norm_feeds_each_head_unit_norm_features():
     config = NetConfig(policy_layers=(5,), value_layers=(4,), activation="tanh")
-    plain = make_network(config, CONT)
-    normed = make_network(dataclasses.replace(config, penultimate_norm=True), CONT)
+    plain = compiled(make_network(config, CONT))
+    normed = compiled(make_network(dataclasses.replace(config, penultimate_norm=True), CONT))
     params = plain.init(jax.random.key(0))
     assert jax.tree.structure(params) == jax.tree.structure(normed.init(jax.random.key(0)))
-    obs = jax.random.normal(jax.random.key(1), (6, 3))
+    obs = normal(jax.random.key(1), (6, 3))
     value = params["value"]
     h = np.tanh(obs @ value["MLP_0"]["Dense_0"]["kernel"] + value["MLP_0"]["Dense_0"]["bias"])
     h = h / np.sqrt((h**2).sum(-1, keepdims=True) + FEATURE_NORM_EPS)
@@ -979,7 +981,7 @@ def test_penultimate_norm_feeds_each_head_unit_norm_features():
 )
 def test_every_vector_torso_shapes_and_its_parameters(mlp, policy_keys):
     config = NetConfig(mlp=mlp, policy_layers=(8, 8), value_layers=(6,), penultimate_norm=True)
-    net = make_network(config, HOPPER)
+    net = compiled(make_network(config, HOPPER))
     params = net.init(jax.random.key(0))
     assert sorted(params["policy"]) == policy_keys
     torso = params["value"][policy_keys[0]]
@@ -1001,7 +1003,7 @@ def test_every_vector_torso_under_a_gru_and_a_shared_encoder(mlp):
         policy_layers=(8, 8, 6),
         value_layers=(4, 4),
     )
-    net = make_network(config, spec)
+    net = compiled(make_network(config, spec))
     params = net.init(jax.random.key(0))
     assert "torso" in params and "gru" in params["policy"]
     _together_equal_apart(net, params)

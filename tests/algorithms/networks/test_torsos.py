@@ -14,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cold_programs import compiled
 
 from batchppo import cli
 from batchppo.algorithms.a2c.config import A2CConfig
@@ -46,7 +47,8 @@ def test_the_built_in_torsos_in_their_order():
 def _dense_inputs(torso, side):
     """The width of the input of the torso's final dense layer on a side x side image."""
     module = torso.build("torso", dense=8)
-    params = module.init(jax.random.key(0), jnp.zeros((1, side, side, 2), jnp.float32))
+    image = jax.ShapeDtypeStruct((1, side, side, 2), jnp.float32)
+    params = jax.eval_shape(module.init, jax.random.key(0), image)  # shapes only: no compile
     dense = [k for k in params["params"] if k.startswith("Dense")]
     return params["params"][dense[-1]]["kernel"].shape[0]
 
@@ -105,7 +107,7 @@ def test_a_registered_torso_is_a_cnn_of_every_config(plug_in):
     assert torso_names()[-1] == "plug_in" and fitting(6, 6)[0] == "plug_in"
     config = dataclasses.replace(PPOConfig(network="feed_forward", cnn_dense=3), cnn="plug_in")
     spec = EnvSpec.from_spaces(spaces.box((8, 8, 2), np.uint8, 0, 255), spaces.Discrete(3))
-    net = make_network(config, spec)
+    net = compiled(make_network(config, spec))
     params = net.init(jax.random.key(0))
     assert params["policy"]["encoder"]["cnn_0"]["Dense_0"]["kernel"].shape == (2, 3)
     dist, _ = net.policy_step(params, (), jnp.zeros((4, 8, 8, 2), jnp.uint8), jnp.zeros(4, bool))

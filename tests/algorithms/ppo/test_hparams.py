@@ -16,6 +16,7 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
+from cold_programs import cold_jit
 
 from batchppo.algorithms.ppo import PPOConfig
 from batchppo.algorithms.ppo.hparams import MEMBER_FIELDS, HParams, Members
@@ -82,7 +83,7 @@ def member_configs(base: PPOConfig, values: dict[str, tuple[float, ...]]) -> lis
 def train(ppo: PPO, ts, ss, iterations: int, vmapped: bool):
     """``iterations`` iterations of ``ppo`` (vmapped over members); the state and the
     metrics of each iteration."""
-    step = jax.jit(jax.vmap(ppo.iteration) if vmapped else ppo.iteration)
+    step = cold_jit(jax.vmap(ppo.iteration) if vmapped else ppo.iteration)
     metrics = []
     for _ in range(iterations):
         ts, ss, m = step(ts, ss)
@@ -97,13 +98,13 @@ def test_members_in_one_program_compute_what_their_own_configs_compute(base, val
     env = make_run_env(base, base.num_agents)
     ppo = PPO(configs[0], env)  # the program's constants: member 0's config
     members = Members(configs)
-    ts = members.attach(stack([jax.jit(ppo.init)(init_key)] * len(configs)), fresh=True)
-    sim = jax.jit(ppo.init_sim)(sim_key)  # the env's: the same for every member
+    ts = members.attach(stack([cold_jit(ppo.init)(init_key)] * len(configs)), fresh=True)
+    sim = cold_jit(ppo.init_sim)(sim_key)  # the env's: the same for every member
     together, together_metrics = train(ppo, ts, stack([sim] * len(configs)), 2, vmapped=True)
     finals = []
     for i, config in enumerate(configs):
         alone_ppo = PPO(config, env)
-        alone, alone_metrics = train(alone_ppo, jax.jit(alone_ppo.init)(init_key), sim, 2, False)
+        alone, alone_metrics = train(alone_ppo, cold_jit(alone_ppo.init)(init_key), sim, 2, False)
         member = Members.detach(unstack(together, i))
         close = lambda a, b: np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)  # noqa: E731
         jax.tree.map(close, ckpt.to_host(member), ckpt.to_host(alone))

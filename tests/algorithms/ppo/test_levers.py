@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from cold_programs import cold_jit, normal
 
 from batchppo.algorithms.networks.networks import effective_rank, make_network
 from batchppo.algorithms.ppo import PPOConfig, make_train
@@ -94,10 +95,13 @@ def test_weight_decay_is_an_l2_penalty_in_the_loss_not_adamw():
 
 
 def test_the_optimiser_fields_reach_training_and_bad_values_are_refused():
-    train = {
-        changes: jax.jit(make_train(dataclasses.replace(TINY, **dict(changes))))(jax.random.key(0))[
+    def trained_params(changes):
+        return cold_jit(make_train(dataclasses.replace(TINY, **dict(changes))))(jax.random.key(0))[
             0
         ].params
+
+    train = {
+        changes: trained_params(changes)
         for changes in ((), (("adam_b1", 0.99), ("adam_b2", 0.99)), (("weight_decay", 0.1),))
     }
     default = jax.tree.leaves(train[()])
@@ -115,8 +119,8 @@ def test_the_optimiser_fields_reach_training_and_bad_values_are_refused():
 def _with_singular_values(values, rows=12, cols=6):
     """A ``rows x cols`` matrix whose singular values are ``values`` (then zeros)."""
     k1, k2 = jax.random.split(jax.random.key(0))
-    u, _ = jnp.linalg.qr(jax.random.normal(k1, (rows, rows)))
-    v, _ = jnp.linalg.qr(jax.random.normal(k2, (cols, cols)))
+    u, _ = jnp.linalg.qr(normal(k1, (rows, rows)))
+    v, _ = jnp.linalg.qr(normal(k2, (cols, cols)))
     s = (
         jnp.zeros((rows, cols))
         .at[jnp.arange(len(values)), jnp.arange(len(values))]
@@ -150,8 +154,8 @@ def _network(**changes):
 def test_representation_sows_each_layers_preactivations_in_order_and_the_features():
     layers = tuple(range(3, 15))  # 12 layers of distinct widths: the order is the layers'
     network = _network(policy_layers=layers, value_layers=(5, 4), activation="tanh")
-    params = network.init(jax.random.key(0))
-    obs = jax.random.normal(jax.random.key(1), (2, 5, 3))  # (N, L) batches of Pendulum obs
+    params = cold_jit(network.init)(jax.random.key(0))
+    obs = normal(jax.random.key(1), (2, 5, 3))  # (N, L) batches of Pendulum obs
     found = network.representation(params, obs)
     policy = [f"policy_preact_{i}" for i in range(12)]
     assert list(found) == ["policy_features", *policy, "value_features", "value_preact_0",
@@ -171,7 +175,7 @@ def test_representation_sows_each_layers_preactivations_in_order_and_the_feature
 @pytest.mark.parametrize(("mlp", "preact_width"), [("layernorm", 8), ("simba", 32), ("plain", 8)])
 def test_representation_of_each_vector_torso(mlp, preact_width):
     network = _network(mlp=mlp, policy_layers=(8, 8), value_layers=(8, 8, 8))
-    params = network.init(jax.random.key(0))
+    params = cold_jit(network.init)(jax.random.key(0))
     found = network.representation(params, jnp.ones((7, 3)))
     assert sorted(found) == [
         "policy_features", "policy_preact_0", "policy_preact_1", "value_features",
@@ -204,8 +208,8 @@ def test_representation_diagnostics_log_only_when_on_and_train_the_same():
 def test_representation_diagnostics_off_compile_no_svd_and_on_do():
     def jaxpr(on):
         ppo = _ppo(representation_diagnostics=on)
-        ts = ppo.init(jax.random.key(0))
-        ss = ppo.init_sim(jax.random.key(1))
+        ts = jax.eval_shape(ppo.init, jax.random.key(0))  # the shapes are all it traces on
+        ss = jax.eval_shape(ppo.init_sim, jax.random.key(1))
         return str(jax.make_jaxpr(ppo.iteration)(ts, ss))
 
     assert "svd" not in jaxpr(False)

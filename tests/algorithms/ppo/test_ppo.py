@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cold_programs import cold_jit, normal
 
 from batchppo.algorithms.networks.networks import Network, make_network
 from batchppo.algorithms.ppo import PPOConfig, Trainer, make_train
@@ -24,6 +25,12 @@ from batchppo.core import normalize as norm
 from batchppo.core.keys import host_key
 from batchppo.core.simulation import rollout
 from batchppo.testing import DictCueEnv, ImageCueEnv
+
+# Tests of a few iterations compile the trainers' programs as the run-once ones
+# (cold_training_programs) and their own jits with cold_jit, where each comparison is between
+# programs compiled alike to a tolerance. Those that compare programs bit for bit, and the
+# first test of one iteration, compile as the package does.
+COLD = pytest.mark.usefixtures("cold_training_programs")
 
 TINY = PPOConfig(
     env="Pendulum-v1",
@@ -118,6 +125,7 @@ def test_iteration_updates_state_and_normalisers():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_evaluate_and_host_policy():
     trainer = Trainer(dataclasses.replace(TINY, max_length=20))
     ts = trainer.init(jax.random.key(0))
@@ -134,6 +142,7 @@ def test_evaluate_and_host_policy():
 
 
 @pytest.mark.timeout(180)
+@COLD
 def test_evaluation_counts_and_warns_of_episodes_cut_by_eval_max_steps():
     # Episodes of 20 steps, each env may run 30: its first episode ends, its second is cut
     # at 10 steps; of the 6 episodes taken (2 per env, env by env), the last 2 are cut.
@@ -210,6 +219,7 @@ def test_precompiled_programs_compute_what_the_jitted_ones_do():
 
 
 @pytest.mark.timeout(180)
+@COLD
 def test_recurrent_kl_penalty_iteration_and_policy_reset():
     config = dataclasses.replace(
         TINY, network="recurrent_gaussian", chunk_length=4, num_minibatches=4, max_length=6
@@ -232,7 +242,7 @@ def test_recurrent_kl_penalty_iteration_and_policy_reset():
 @pytest.mark.timeout(180)
 def test_make_train_vmaps_over_seeds():
     config = dataclasses.replace(TINY, objective="clip", steps=64)
-    train = jax.jit(jax.vmap(make_train(config)))
+    train = cold_jit(jax.vmap(make_train(config)))
     ts, metrics = train(jax.random.split(jax.random.key(0), 2))
     assert metrics["policy_loss"].shape == (2, 2)
     np.testing.assert_array_equal(ts.step, [64, 64])
@@ -272,7 +282,7 @@ def test_minibatch_shuffle_draws_other_minibatches_and_refuses_unknown_methods()
     (the first iteration's data metrics agree), other params after the update."""
     config = dataclasses.replace(TINY, objective="clip", steps=96, num_minibatches=2)
     (ts_i, m_i), (ts_s, m_s) = (
-        jax.jit(make_train(dataclasses.replace(config, minibatch_shuffle=m)))(jax.random.key(3))
+        cold_jit(make_train(dataclasses.replace(config, minibatch_shuffle=m)))(jax.random.key(3))
         for m in ("index", "sort")
     )
     np.testing.assert_array_equal(m_i["value_mean"][0], m_s["value_mean"][0])
@@ -289,6 +299,7 @@ def test_make_train_rejects_host_backends():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
     from batchppo.core.simulation import rollout
 
@@ -296,17 +307,19 @@ def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
     ppo = trainer.ppo
     ts = trainer.init(jax.random.key(0))
     # Non-trivial observation statistics, as after some training.
-    ts = ts.replace(obs_norm=norm.update(ts.obs_norm, jax.random.normal(jax.random.key(2), (9, 3))))
+    ts = ts.replace(obs_norm=norm.update(ts.obs_norm, normal(jax.random.key(2), (9, 3))))
     ss = trainer.init_sim(ts, jax.random.key(1))
-    _, traj, _ = rollout(ppo.env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, ppo.T)
+    params = (ts.params, ts.obs_norm)
+    _, traj, _ = cold_jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss)
     assert bool(traj.truncated[2].all()) and not bool(traj.truncated[-1].any())
-    final_obs = ppo.normalize_obs(ts.obs_norm, traj.final_obs)
-    got = ppo.next_values(ts.params, traj.extras["value"], final_obs, traj.truncated)
-    full = ppo.network.value(ts.params, final_obs)
+    final_obs = cold_jit(ppo.normalize_obs)(ts.obs_norm, traj.final_obs)
+    got = cold_jit(ppo.next_values)(ts.params, traj.extras["value"], final_obs, traj.truncated)
+    full = cold_jit(ppo.network.value)(ts.params, final_obs)
     np.testing.assert_allclose(got, full, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.timeout(180)
+@COLD
 def test_host_loop_driver_trains_exactly_as_the_in_graph_driver():
     # Episodes of 10 steps end inside the rollouts of 8: truncation is exercised.
     config = dataclasses.replace(TINY, backend="sync", num_agents=2, max_length=10)
@@ -340,6 +353,7 @@ def test_host_loop_needs_a_host_backend():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_return_scaling_tracks_running_returns_across_iterations():
     config = dataclasses.replace(TINY, objective="clip", reward_scale="return", discount=0.5)
     trainer = Trainer(config)
@@ -349,7 +363,7 @@ def test_return_scaling_tracks_running_returns_across_iterations():
     # its inputs, so this runs first.
     ss0 = trainer.init_sim(ts, jax.random.key(1))
     params = (ts.params, ts.obs_norm)
-    _, traj, _ = jax.jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss0)
+    _, traj, _ = cold_jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss0)
     ts1, _, _ = trainer.iteration(ts, trainer.init_sim(ts, jax.random.key(1)))
     reward = np.asarray(traj.reward, np.float64)
     expected = np.zeros_like(reward)
@@ -364,6 +378,7 @@ def test_return_scaling_tracks_running_returns_across_iterations():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
     config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, update_epochs=4)
     trainer = Trainer(config)
@@ -381,6 +396,7 @@ def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_lr_kl_cap_scales_the_learning_rate_and_is_exact_under_the_cap():
     config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, steps=96)
     states, metrics = {}, {}
@@ -407,6 +423,7 @@ def test_lr_kl_cap_scales_the_learning_rate_and_is_exact_under_the_cap():
 
 
 @pytest.mark.timeout(120)
+@COLD
 def test_advantages_under_given_params_are_gae_of_their_values():
     from batchppo.core import returns
 
@@ -414,12 +431,13 @@ def test_advantages_under_given_params_are_gae_of_their_values():
     ppo = trainer.ppo
     ts = trainer.init(jax.random.key(0))
     ss = trainer.init_sim(ts, jax.random.key(1))
-    _, traj, _ = rollout(ppo.env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, ppo.T)
-    _, inputs, _, _ = ppo.make_batch(ts, traj)
-    other = ppo.init(jax.random.key(7)).params
-    advantages, targets = ppo.advantages(other, inputs)
-    values = ppo.network.value(other, inputs.obs)
-    next_values = ppo.network.value(other, inputs.final_obs)
+    params = (ts.params, ts.obs_norm)
+    _, traj, _ = cold_jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss)
+    _, inputs, _, _ = cold_jit(ppo.make_batch)(ts, traj)
+    other = cold_jit(ppo.init)(jax.random.key(7)).params
+    advantages, targets = cold_jit(ppo.advantages)(other, inputs)
+    value = cold_jit(ppo.network.value)
+    values, next_values = value(other, inputs.obs), value(other, inputs.final_obs)
     expected = returns.gae(
         inputs.reward,
         values,
@@ -435,6 +453,7 @@ def test_advantages_under_given_params_are_gae_of_their_values():
 
 
 @pytest.mark.timeout(180)
+@COLD
 def test_recompute_advantages_changes_only_the_epochs_after_the_first():
     config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, max_length=3)
 
@@ -497,18 +516,18 @@ def test_uint8_frames_reach_the_network_as_uint8():
     fields = zip(Network.__annotations__, network, strict=True)
     network = Network(*(record(fn) if name in recorded else fn for name, fn in fields))
     ppo = PPO(config, env, network)
-    ts = ppo.init(jax.random.key(0))
-    ss = ppo.init_sim(jax.random.key(1))
+    ts = cold_jit(ppo.init)(jax.random.key(0))
+    ss = cold_jit(ppo.init_sim)(jax.random.key(1))
     assert ts.obs_norm == (None,)  # images are not normalised
-    _, traj, _ = jax.jit(
+    _, traj, _ = cold_jit(
         lambda ts, ss: rollout(env, ppo.policy_fn, (ts.params, ts.obs_norm), ss, 8)
     )(ts, ss)
     assert traj.obs.dtype == jnp.uint8 and traj.obs.shape == (8, 4, 6, 6, 2)
     assert traj.final_obs.dtype == jnp.uint8
-    batch, _, _, _ = jax.jit(ppo.make_batch)(ts, traj)
+    batch, _, _, _ = cold_jit(ppo.make_batch)(ts, traj)
     assert batch.obs.dtype == jnp.uint8 and batch.obs.shape == (32, 1, 6, 6, 2)
     seen.clear()
-    new_ts, _, metrics = jax.jit(ppo.iteration)(ts, ss)
+    new_ts, _, metrics = cold_jit(ppo.iteration)(ts, ss)
     names = {name for name, _, _ in seen}
     # Acting and the loss run the shared torso once for the policy and the value; the
     # bootstrap value of the rollout's last step is a value call of its own.
@@ -531,14 +550,15 @@ def test_host_policy_takes_observations_in_their_spaces_dtypes(env_class):
         image_encoding="pixels",
     )
     ppo = PPO(config, env)
-    ts = ppo.init(jax.random.key(0))
-    _, obs = env.reset(jax.random.key(1))
+    ts = cold_jit(ppo.init)(jax.random.key(0))
+    _, obs = cold_jit(env.reset)(jax.random.key(1))
     policy = HostPolicy(
         ppo.mode_fn, ppo.acting_params(ts), ppo.initial_carry, env.spec.obs_space, 0
     )
     host_obs = jax.tree.map(lambda x: np.asarray(x).tolist(), obs)  # plain lists, no dtype
     action = policy(host_obs)
-    want, _, _ = ppo.mode_fn(ppo.acting_params(ts), (), obs, jnp.ones(3, bool), None)
+    mode = cold_jit(ppo.mode_fn)
+    want, _, _ = mode(ppo.acting_params(ts), (), obs, np.ones(3, bool), None)
     assert action.dtype == np.int32 and action.shape == (3,)
     np.testing.assert_array_equal(action, want)
 
@@ -554,6 +574,7 @@ def test_unroll_update_is_on_for_image_observations_on_the_cpu_and_set_explicitl
 
 
 @pytest.mark.timeout(300)
+@COLD
 def test_xla_convolutions_compute_what_ynnpacks_do():
     states = {}
     for xla_convolutions in (False, True):
@@ -574,6 +595,7 @@ def test_xla_convolutions_compute_what_ynnpacks_do():
 
 
 @pytest.mark.timeout(300)
+@COLD
 def test_an_unrolled_update_computes_what_the_looped_one_does():
     states = {}
     for unroll in (False, True):
