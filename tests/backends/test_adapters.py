@@ -220,7 +220,16 @@ def test_gymnax_autoreset_select_and_cond_give_the_same_rollout():
         )
         trajs.append((traj, stats))
     assert bool(trajs[0][1].done.any())
-    jax.tree.map(np.testing.assert_array_equal, trajs[0], trajs[1])
+    jax.tree.map(_same_values, trajs[0], trajs[1])
+
+
+def _same_values(a: jax.Array, b: jax.Array) -> None:
+    """Equal leaves: exactly for flags and counts, to float32 rounding for floats (the two
+    programs differ in structure, and a compiler may round them differently)."""
+    if jnp.issubdtype(a.dtype, jnp.floating):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    else:
+        np.testing.assert_array_equal(a, b)
 
 
 def test_gymnax_autoreset_first_restarts_each_env_from_its_first_state():
