@@ -89,9 +89,23 @@ def cold_training_programs(monkeypatch: pytest.MonkeyPatch) -> None:
     whose optimised code would run too briefly to matter; the training programs as the
     package compiles them are the other training tests' to cover.
     """
+    _compile_training_programs_cold(monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def module_cold_training_programs() -> Iterator[None]:
+    """``cold_training_programs`` for a whole module: for module-scoped fixtures that train
+    runs of a few iterations, which the module's tests then load (their programs compile
+    with the same options)."""
+    with pytest.MonkeyPatch.context() as patch:
+        _compile_training_programs_cold(patch)
+        yield
+
+
+def _compile_training_programs_cold(patch: pytest.MonkeyPatch) -> None:
     from batchppo.algorithms.training import programs
 
-    monkeypatch.setattr(programs, "COMPILER_OPTIONS", programs.cold_compiler_options())
+    patch.setattr(programs, "COMPILER_OPTIONS", programs.cold_compiler_options())
 
 
 def ray_children() -> list[str]:

@@ -4,9 +4,9 @@ folder of their own, and what they see.
 Each test is one stretch of that walk, whole in itself (pytest-xdist may run them in separate
 processes): a fused run scored, evaluated and plotted, and a run extended; a MuJoCo run without
 upstream warnings; an Atari video of whole games (an ``extended`` test, not in ``pytest -q``);
-and the batch env as Gymnasium's drop-in. An
-env class from the user's own script, trained with and without a logdir, recorded, resumed and
-evaluated, is tests/experiment/test_script_env.py's walk.
+and the batch env as Gymnasium's drop-in. An env class from the user's own script, trained
+with and without a logdir, recorded, resumed and evaluated, is
+tests/experiment/test_script_env.py's walk.
 """
 
 from __future__ import annotations
