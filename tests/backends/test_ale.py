@@ -40,7 +40,8 @@ _SMALL = [
 ]
 
 
-@pytest.mark.parametrize("mode", ["fused", "host"])
+# The default mode in CI; the host mode's rollout is CI's in test_ale_env.py.
+@pytest.mark.parametrize("mode", ["fused", pytest.param("host", marks=pytest.mark.extended)])
 def test_breakout_atari_trains_from_the_cli_in_each_mode(tmp_path, mode):
     sets = [*_SMALL, "backend=ale", f"backend_options={{mode: {mode}}}"]
     argv = ["train", "--config", "breakout_atari", "--logdir", str(tmp_path), "--name", mode]

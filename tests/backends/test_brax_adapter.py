@@ -78,6 +78,7 @@ def test_brax_make_env_and_errors():
         BraxEnv("nope", 2)
 
 
+@pytest.mark.extended  # CI covers the fused autoresets in tests/backends/test_adapters.py
 @pytest.mark.timeout(300)
 def test_brax_autoreset_first_restarts_from_the_first_state(run_rollout):
     """``autoreset="first"`` (Brax's own restart): every episode of an env starts from the

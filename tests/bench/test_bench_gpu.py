@@ -201,6 +201,7 @@ WORKLOADS = {
 }
 
 
+@pytest.mark.extended  # a bench workload, run before publishing its figures
 @pytest.mark.parametrize("workload", list(WORKLOADS))
 def test_tiny_run_writes_every_sides_figures(workload, tmp_path, monkeypatch):
     pytest.importorskip("gymnax")
@@ -288,6 +289,7 @@ def test_setup_compiles_counts_the_set_up_s_compilations_and_not_the_programs(tm
     assert out["steps"] == 8 and len(out["run_s"]) == 2 and out["compile_s"] > 0
 
 
+@pytest.mark.extended  # a bench workload, run before publishing its figures
 def test_each_variant_side_writes_its_own_trace(tmp_path):
     """Variants run batchppo's worker (``side`` batchppo) under their own names: their traces
     go to folders of their own, not over the default side's."""

@@ -103,6 +103,7 @@ def test_a_group_sigterm_stops_a_run_of_a_pygame_env_with_its_checkpoint(tmp_pat
     assert out.startswith("resume with: batchppo train --config pendulum_fast ")
 
 
+@pytest.mark.extended  # a learning test beyond the small tasks CI trains
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_minigrid_empty_learns_from_its_recipe_as_a_grid_of_codes(capsys, ecosystem):
@@ -134,6 +135,7 @@ def test_minigrid_empty_learns_from_its_recipe_as_a_grid_of_codes(capsys, ecosys
 HIGHWAY = "highway_env:highway-fast-v0"
 
 
+@pytest.mark.extended  # CI covers a group SIGTERM with the pygame env (below)
 @pytest.mark.timeout(240)
 def test_a_group_sigterm_stops_a_highway_env_run_with_its_checkpoint(tmp_path):
     """highway-env through its real package: its kinematics observation, a Box(5, 5) of

@@ -71,6 +71,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.extended  # CI covers the sharded learner with two devices in one process
 def test_two_processes_equal_one(tmp_path: Path, unsharded: dict[str, Any]) -> None:
     coordinator = f"127.0.0.1:{_free_port()}"
     outs = [tmp_path / f"process{i}.npz" for i in range(2)]

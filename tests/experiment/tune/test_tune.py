@@ -435,6 +435,7 @@ def test_a_fused_study_from_the_command_line_trains(capsys, tmp_path):
     assert "importances.png (PED-ANOVA over 2 complete trials)" in out
 
 
+@pytest.mark.extended  # CI covers recovery with fake trials (an ended process's trials)
 def test_a_killed_host_study_resumes_and_its_best_trains(capsys, tmp_path):
     study_dir = tmp_path / "cp"
     argv = ["--config", "cartpole", "--space", space_file(tmp_path, ONE_RATE), "--trials", "2",
@@ -464,6 +465,7 @@ def test_a_killed_host_study_resumes_and_its_best_trains(capsys, tmp_path):
     assert final_scores([run]) == final_scores([seed_0])  # host envs: bit for bit
 
 
+@pytest.mark.extended  # CI covers Ctrl-C with fake trials, and no orphans with train
 def test_ctrl_c_stops_a_host_study_that_trains_and_leaves_no_worker_behind(tmp_path):
     study_dir = tmp_path / "cp"
     argv = ["--config", "cartpole", "--space", space_file(tmp_path, ONE_RATE), "--trials", "2",
@@ -488,6 +490,7 @@ def test_ctrl_c_stops_a_host_study_that_trains_and_leaves_no_worker_behind(tmp_p
     assert study.trials[0].user_attrs["note"].startswith("stopped by SIGINT at step ")
 
 
+@pytest.mark.extended  # CI covers a shared storage with fake trials (the journal test)
 def test_two_processes_share_one_study_that_trains(tmp_path):
     study_dir = tmp_path / "cp"  # both start at once: the default SQLite file, created once
     argv = ["--config", "cartpole", "--space", space_file(tmp_path, ONE_RATE), "--trials", "2",

@@ -297,6 +297,7 @@ NOT_COMPARED = ("sps", "wall_time")
 
 # Its runs are two iterations each; the batch and the runs it is compared with compile in this
 # process with the same options.
+@pytest.mark.extended  # CI covers a batch training and scoring each trial (above)
 @pytest.mark.usefixtures("cold_training_programs")
 def test_each_member_of_a_batch_that_trains_matches_a_run_of_its_trials_config(capsys, tmp_path):
     study_dir = tmp_path / "pd"
