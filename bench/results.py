@@ -79,10 +79,9 @@ class Task:
     A preset that changes runs on seeds no recipe has run, published as its fresh set with its
     earlier sets kept as history (issue 70). The switch is its line in `TASKS`: the new set
     first in ``fresh``, ``earlier_recipe`` the number of sets its former recipe ran, and the new
-    recipe's seeds 0-9 stems in ``tuning`` and ``tuning_window``. For Humanoid on seeds 30-39:
-    ``fresh=(range(30, 40), *FRESH_SEEDS), earlier_recipe=2``, once
-    `humanoid_fast-1M-seeds30-39.json`, `-training-window.json` and their `-stats.json` are in
-    docs/results. Every table, the figure and the guard read each task's own sets.
+    recipe's seeds 0-9 stems in ``tuning`` and ``tuning_window``: Humanoid's line reads
+    ``fresh=(range(30, 40), *FRESH_SEEDS), earlier_recipe=2``. Every table, the figure and the
+    guard read each task's own sets.
 
     Attributes:
         name: The task's name in the tables.
@@ -148,9 +147,10 @@ TASKS = (
          (2288, 572), (3479, 822), (3588.5, 756.6)),
     Task("Ant", "ant_fast", "ant_fast-1M-10seeds", "ant_fast-1M-seeds0-9-training-window", 4500,
          None, (1327, 452), (3258.4, 1079.3)),
-    Task("Humanoid", "humanoid_fast", "humanoid_fast-1M-10seeds",
-         "humanoid_fast-1M-seeds0-9-training-window", 5500,
-         (716, 49), None, (787.1, 193.5)),
+    Task("Humanoid", "humanoid_fast", "humanoid_fast-adam99-1M-seeds0-9",
+         "humanoid_fast-adam99-1M-seeds0-9-training-window", 5500,
+         (716, 49), None, (787.1, 193.5),
+         fresh=(range(30, 40), *FRESH_SEEDS), earlier_recipe=2),
 )  # fmt: skip
 """The five `*_fast` tasks. Sources of the peers' figures: vwxyzjn/cleanrl's benchmark docs
 (ppo_continuous_action), DLR-RM/rl-baselines3-zoo benchmark.md, thu-ml/tianshou
