@@ -2161,10 +2161,18 @@ def source_paragraph(names: set[str]) -> list[str]:
 def resumed_newest() -> str:
     """The headline's sentence on the runs of the tasks' newest fresh sets resumed mid-run: `4
     fresh runs of seeds 20-29 were resumed ...`; empty where none was."""
-    runs = sum(len(resumed(task, task.fresh[0])) for task in TASKS)
+    by_set: dict[str, int] = {}
+    for task in TASKS:
+        if count := len(resumed(task, task.fresh[0])):
+            label = f"seeds {seeds_label(task.fresh[0])}"
+            by_set[label] = by_set.get(label, 0) + count
+    runs = sum(by_set.values())
     if not runs:
         return ""
-    return (f"{_count(runs, 'fresh run').capitalize()} of {newest_seeds_text()} "
+    sets = _join([f"{count} of {label}" for label, count in by_set.items()])
+    where = (f"{_count(runs, 'fresh run')} of {next(iter(by_set))}" if len(by_set) == 1
+             else f"{_count(runs, 'fresh run')} ({sets})")  # fmt: skip
+    return (f"{where[0].upper()}{where[1:]} "
             f"{'was' if runs == 1 else 'were'} resumed mid-run from "
             f"{'its own checkpoint' if runs == 1 else 'their own checkpoints'} "
             f"(docs/benchmarks.md marks {'it' if runs == 1 else 'them'}).")  # fmt: skip

@@ -463,14 +463,15 @@ def test_a_paragraph_is_wrapped_between_words_never_inside_code_bold_or_links(re
 
 def test_the_figure_data_are_the_fresh_seeds_final_scores(results):
     data = results.figure_data()
-    assert data["seeds"] == "20-29"
+    assert data["seeds"] is None  # Humanoid's newest set is 30-39, the others' 20-29
     for task, shown in zip(results.TASKS, data["tasks"], strict=True):
         entries = results.load_entries(ROOT / "docs/results" / f"{results.fresh_stem(task)}.json")
         assert shown["task"] == task.name and shown["target"] == task.target
-        assert shown["seeds"] == "20-29"
+        newest = range(30, 40) if task.name == "Humanoid" else range(20, 30)
+        assert shown["seeds"] == results.seeds_label(newest)
         assert shown["scores"] == {str(e["seed"]): e["mean_return"]
                                    for e in sorted(entries, key=lambda e: e["seed"])}  # fmt: skip
-        assert list(shown["scores"]) == [str(s) for s in range(20, 30)]
+        assert list(shown["scores"]) == [str(s) for s in newest]
         peers = {"CleanRL": task.cleanrl, "rl-zoo": task.rlzoo, "Tianshou": task.tianshou}
         assert shown["peers"] == {k: v[0] for k, v in peers.items() if v is not None}
     assert not results.figure_differs()
@@ -544,11 +545,14 @@ def test_resumed_runs_are_marked_where_a_table_names_them_with_a_footnote(result
         "22 (900), 23† (1089): missed")  # fmt: skip
     assert results.resumed_note(results.TASKS) == (
         "† Resumed mid-run from its own checkpoint, on the same code: Hopper seed 23 at 401k "
-        "steps, Walker2d seed 22 at 547k steps, Ant seed 22 at 600k steps, Humanoid seed 23 at "
-        "901k steps and Ant seed 11 at 301k steps."
+        "steps, Walker2d seed 22 at 547k steps, Ant seed 22 at 600k steps, Ant seed 11 at 301k "
+        "steps and Humanoid seed 23 at 901k steps."
     )
     page = BENCHMARKS.read_text()
-    assert "| Humanoid† | 787.1 ± 193.5 |" in page and "| HalfCheetah | 5783.9 ± 1244 |" in page
+    # Humanoid's newest set (30-39) has no resumed run; Hopper's (20-29) has one.
+    assert "| Humanoid (seeds 30-39) | 787.1 ± 193.5 |" in page
+    assert "| Hopper (seeds 20-29)† | 2609.3 ± 700.8 |" in page
+    assert "| HalfCheetah (seeds 20-29) | 5783.9 ± 1244 |" in page
 
 
 def _fake_set(folder: Path, stem: str, seeds: range, base: float, preset: str) -> None:
@@ -638,7 +642,7 @@ def test_the_fresh_table_shows_each_task_s_own_sets_led_by_their_seeds(results, 
                                                "10.0-39.0 minutes")  # fmt: skip
 
 
-def test_the_protocol_tables_name_each_row_s_newest_seeds(results, per_task_sets):
+def test_the_protocol_tables_name_each_row_s_newest_seeds(results, per_task_sets, monkeypatch):
     _, humanoid = per_task_sets
     lines = results.protocol_tables()
     heads = [line for line in lines if line.startswith("| task |")]
@@ -661,9 +665,16 @@ def test_the_protocol_tables_name_each_row_s_newest_seeds(results, per_task_sets
     assert results._headline_mujoco(humanoid)[:2] == ["Humanoid", "4090 [4040, 4140]"]
     assert results.newest_seeds_text() == "seeds 20-29 (Hopper) and 30-39 (Humanoid)"
     # Of the newest sets only Humanoid's seed 30 was resumed (Hopper's 12 is of its 10-19).
+    # The sentence names the set of the resumed run alone.
     assert results.resumed_newest() == (
-        "One fresh run of seeds 20-29 (Hopper) and 30-39 (Humanoid) was resumed mid-run from its "
-        "own checkpoint (docs/benchmarks.md marks it)."
+        "One fresh run of seeds 30-39 was resumed mid-run from its own checkpoint "
+        "(docs/benchmarks.md marks it)."
+    )
+    # Resumed runs in both newest sets: each set named with its count.
+    monkeypatch.setattr(results, "resumed", lambda task, seeds: {seeds[0]: 1000})
+    assert results.resumed_newest() == (
+        "2 fresh runs (1 of seeds 20-29 and 1 of seeds 30-39) were resumed mid-run from their "
+        "own checkpoints (docs/benchmarks.md marks them)."
     )
 
 

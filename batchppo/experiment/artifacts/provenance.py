@@ -40,11 +40,16 @@ depend on them (tests/experiment/artifacts/test_provenance.py trains twice to ch
 PROVENANCE_KEYS = ("commit", "note", "config")
 """What a results entry holds of its run's provenance (``run_provenance``)."""
 
-NO_EFFECT = RESUME_MUTABLE - {"eval_every", "eval_max_steps", "backend_options"}
+NO_EFFECT = (RESUME_MUTABLE - {"eval_every", "eval_max_steps", "backend_options"}) | {
+    "minibatch_diagnostics",
+    "representation_diagnostics",
+}
 """Config fields that change neither what a run learns nor how its figures are measured
 (bookkeeping, speed, where the envs run: ``RESUME_MUTABLE`` without the evaluations'
 cadence and bound, which the periodic-evaluation protocols read, and ``backend_options``,
-whose options that change what is learned ``config_differences`` compares)."""
+whose options that change what is learned ``config_differences`` compares; and the
+diagnostics, which only add metrics: tests/algorithms/ppo/test_ppo.py and test_levers.py
+train with each on and off and compare the runs)."""
 
 PACKAGE = Path(__file__).resolve().parents[2]
 """The package's folder (this module is ``batchppo/experiment/artifacts/provenance.py``): the

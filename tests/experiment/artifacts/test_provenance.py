@@ -120,9 +120,12 @@ def test_fold_keeps_one_value_where_runs_agree_and_a_list_where_they_differ():
 
 
 def test_config_differences_name_each_field_with_both_values():
-    shipped = {"steps": 10, "seed": 1, "minibatch_shuffle": "index", "host_loop": None, "a": 1}
-    recorded = {"steps": 10, "seed": 2, "minibatch_shuffle": "sort", "host_loop": False, "b": 2}
-    # The seed and fields that change neither learning nor measurement (host_loop) are left out.
+    shipped = {"steps": 10, "seed": 1, "minibatch_shuffle": "index", "host_loop": None, "a": 1,
+               "representation_diagnostics": False}  # fmt: skip
+    recorded = {"steps": 10, "seed": 2, "minibatch_shuffle": "sort", "host_loop": False, "b": 2,
+                "representation_diagnostics": True}  # fmt: skip
+    # The seed and fields that change neither learning nor measurement (host_loop, the
+    # diagnostics) are left out.
     assert provenance.config_differences(shipped, recorded) == [
         ("minibatch_shuffle", "index", "sort"),
         ("a", 1, None),
