@@ -27,20 +27,24 @@ _CACHE_VARIABLE = "BATCHPPO_CACHE_DIR"
 _CACHE_STASH = pytest.StashKey[str]()
 
 
-# XLA's older CPU fusion emitters in every test process (subprocesses inherit the flag). Most
-# tests are bound by compiling small training programs, and these emitters compile them about
-# twice as fast; the programs compute the same functions. The package already compiles its
-# run-once programs with them (``COLD_COMPILER_OPTIONS``) and leaves its hot programs on XLA's
-# default for users, whose runs are bound by running them. `BATCHPPO_TEST_XLA_DEFAULTS=1`
-# compiles every test program with XLA's defaults.
-_FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
+# XLA's older CPU fusion emitters and no LLVM optimisation in every test process (subprocesses
+# inherit the flags). Most tests are bound by compiling small programs that then run briefly,
+# and these flags compile them faster; the programs compute the same functions, up to float
+# rounding (LLVM's level changes how it orders and fuses float operations). The package already
+# compiles its run-once programs so (``COLD_COMPILER_OPTIONS``); its hot programs pass their own
+# optimisation level in ``compiler_options``, which the flag does not override, so they compile
+# as a user's do. The level flag covers what passes no options: the tests' own jits, eager
+# operations and the package's programs without options. A flag already in XLA_FLAGS is left as
+# set; `BATCHPPO_TEST_XLA_DEFAULTS=1` compiles every test program with XLA's defaults.
+_FAST_COMPILE_FLAGS = ("--xla_cpu_use_fusion_emitters=false", "--xla_backend_optimization_level=0")
 
 
 def _compile_fast() -> None:
-    flags = os.environ.get("XLA_FLAGS", "")
-    if os.environ.get("BATCHPPO_TEST_XLA_DEFAULTS") == "1" or "fusion_emitters" in flags:
+    if os.environ.get("BATCHPPO_TEST_XLA_DEFAULTS") == "1":
         return
-    os.environ["XLA_FLAGS"] = f"{flags} {_FAST_COMPILE_FLAG}".strip()
+    flags = os.environ.get("XLA_FLAGS", "")
+    added = [flag for flag in _FAST_COMPILE_FLAGS if flag.split("=")[0] not in flags]
+    os.environ["XLA_FLAGS"] = " ".join([flags, *added]).strip()
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from program_values import assert_same_values
 
 from batchppo import envs
 from batchppo.backends import GymnaxEnv, HostEnv, make_env
@@ -210,7 +211,9 @@ def test_gymnax_rejects_bad_arguments():
 
 def test_gymnax_autoreset_select_and_cond_give_the_same_rollout():
     """The reset computed at every step and selected (the default) or computed under
-    ``lax.cond``: the same values, episodes ending throughout (limit 7, CartPole falling)."""
+    ``lax.cond``: the same values, episodes ending throughout (limit 7, CartPole falling); flags
+    and counts to the bit, floats to float32 rounding (``assert_same_values``: the two programs
+    differ in structure)."""
     trajs = []
     for mode in ("select", "cond"):
         env = GymnaxEnv("CartPole-v1", 5, max_length=7, normalize_ranges=False, autoreset=mode)
@@ -220,16 +223,7 @@ def test_gymnax_autoreset_select_and_cond_give_the_same_rollout():
         )
         trajs.append((traj, stats))
     assert bool(trajs[0][1].done.any())
-    jax.tree.map(_same_values, trajs[0], trajs[1])
-
-
-def _same_values(a: jax.Array, b: jax.Array) -> None:
-    """Equal leaves: exactly for flags and counts, to float32 rounding for floats (the two
-    programs differ in structure, and a compiler may round them differently)."""
-    if jnp.issubdtype(a.dtype, jnp.floating):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
-    else:
-        np.testing.assert_array_equal(a, b)
+    assert_same_values(trajs[0], trajs[1])
 
 
 def test_gymnax_autoreset_first_restarts_each_env_from_its_first_state():

@@ -9,6 +9,7 @@ import numpy as np
 import optax
 import pytest
 from cold_programs import cold_jit, normal
+from program_values import assert_same_values
 
 from batchppo.algorithms.networks.networks import effective_rank, make_network
 from batchppo.algorithms.ppo import PPOConfig, make_train
@@ -186,6 +187,9 @@ def test_representation_of_each_vector_torso(mlp, preact_width):
 
 
 def test_representation_diagnostics_log_only_when_on_and_train_the_same():
+    """With the diagnostics the update is the same (steps and counts to the bit, floats to
+    float32 rounding: ``assert_same_values``, as the two programs differ in structure); the
+    feature ranks and pre-activation norms join the metrics."""
     runs = {
         on: jax.jit(make_train(dataclasses.replace(TINY, representation_diagnostics=on)))(
             jax.random.key(3)
@@ -193,12 +197,12 @@ def test_representation_diagnostics_log_only_when_on_and_train_the_same():
         for on in (False, True)
     }
     (ts_off, m_off), (ts_on, m_on) = runs[False], runs[True]
-    jax.tree.map(np.testing.assert_array_equal, ts_on.params, ts_off.params)
+    assert_same_values(ts_on.params, ts_off.params)
     added = {"policy_feature_rank", "value_feature_rank", "policy_preact_norm_0",
              "value_preact_norm_0"}  # fmt: skip
     assert set(m_on) - set(m_off) == added and set(m_off) <= set(m_on)
     for key in m_off:
-        np.testing.assert_array_equal(m_on[key], m_off[key], err_msg=key)
+        assert_same_values(m_on[key], m_off[key], err_msg=key)
     ranks = np.asarray(m_on["policy_feature_rank"])
     assert ranks.shape == (3,) and np.all(ranks == np.round(ranks))
     assert np.all((ranks >= 1) & (ranks <= 8))
