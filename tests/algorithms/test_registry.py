@@ -151,6 +151,7 @@ def test_no_algorithm_imports_another_algorithms_package():
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("objective", ["kl_penalty", "clip"])
+@pytest.mark.usefixtures("cold_training_programs")  # one iteration: the metrics it names
 def test_ppo_iterations_report_the_declared_metrics(objective):
     from batchppo.algorithms.ppo.ppo import Trainer
     from batchppo.core.keys import host_key
@@ -216,6 +217,7 @@ def fresh_algorithms():
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.usefixtures("cold_training_programs")  # its run is two iterations
 def test_a_users_algorithm_trains_from_the_cli_through_an_entry_point(
     install_package, fresh_algorithms, tmp_path
 ):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -34,6 +35,10 @@ TINY = {
 def run(devices: int | None) -> dict[str, Any]:
     """Trains 4 iterations (two compiled scans of 2) and evaluates.
 
+    Its training programs compile with the options of the package's run-once programs (as
+    the tests' ``cold_training_programs``): they run a few times, and the sharded and the
+    unsharded run compile alike.
+
     Returns:
         Flat arrays: ``metric/<name>`` (one entry per iteration), ``params/<i>`` and
         ``obs_norm/<i>`` (the final state's leaves), ``eval_returns``, and the layout of the
@@ -42,11 +47,13 @@ def run(devices: int | None) -> dict[str, Any]:
     import jax
 
     from batchppo.algorithms.ppo import Trainer
+    from batchppo.algorithms.training import programs
     from batchppo.algorithms.training.episodes import ENDED
     from batchppo.experiment.config.configs import get_preset
 
     config = dataclasses.replace(get_preset("pendulum_jax"), devices=devices, **TINY)
-    trainer = Trainer(config)
+    with mock.patch.object(programs, "COMPILER_OPTIONS", programs.cold_compiler_options()):
+        trainer = Trainer(config)
     try:
         trainer.precompile(iterations=(2,), eval_episodes=4)
         ts = trainer.init(jax.random.key(0))

@@ -177,7 +177,7 @@ def test_representation_sows_each_layers_preactivations_in_order_and_the_feature
 def test_representation_of_each_vector_torso(mlp, preact_width):
     network = _network(mlp=mlp, policy_layers=(8, 8), value_layers=(8, 8, 8))
     params = cold_jit(network.init)(jax.random.key(0))
-    found = network.representation(params, jnp.ones((7, 3)))
+    found = cold_jit(network.representation)(params, jnp.ones((7, 3)))  # keys sorted by jit
     assert sorted(found) == [
         "policy_features", "policy_preact_0", "policy_preact_1", "value_features",
         "value_preact_0", "value_preact_1", "value_preact_2",
@@ -190,8 +190,9 @@ def test_representation_diagnostics_log_only_when_on_and_train_the_same():
     """With the diagnostics the update is the same (steps and counts to the bit, floats to
     float32 rounding: ``assert_same_values``, as the two programs differ in structure); the
     feature ranks and pre-activation norms join the metrics."""
+    # Without the diagnostics it is test_the_optimiser_fields_reach_training's default program.
     runs = {
-        on: jax.jit(make_train(dataclasses.replace(TINY, representation_diagnostics=on)))(
+        on: cold_jit(make_train(dataclasses.replace(TINY, representation_diagnostics=on)))(
             jax.random.key(3)
         )
         for on in (False, True)

@@ -46,6 +46,11 @@ TINY = PPOConfig(
     max_length=200,
 )
 
+# Clipped PPO whose every minibatch step moves the policy (learning rate 0.05), over episodes
+# of 3 steps (truncations at t = 2, 5): one config for the target_kl, lr_kl_cap and
+# recompute_advantages tests, which then share its compiled iteration.
+FAST_CLIP = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, max_length=3)
+
 # A pixel config: the MinAtar CNN over ImageCueEnv's uint8 frames (6x6: image_encoding=auto
 # would read them as a grid of codes).
 IMAGE_TINY = PPOConfig(
@@ -88,7 +93,9 @@ def test_schedule_and_layout():
 
 @pytest.mark.timeout(120)
 def test_iteration_updates_state_and_normalisers():
-    trainer = Trainer(TINY)
+    # Episodes of 20 steps, as in the precompile tests, which then load its compiled programs
+    # from the session's cache (none ends in the first iteration's 8 steps).
+    trainer = Trainer(dataclasses.replace(TINY, max_length=20))
     ts = trainer.init(jax.random.key(0))
     ss = trainer.init_sim(ts, jax.random.key(1))
     assert float(ts.beta) == 1.0 and int(ts.step) == 0
@@ -247,11 +254,12 @@ def test_make_train_vmaps_over_seeds():
     ts, metrics = train(jax.random.split(jax.random.key(0), 2))
     assert metrics["policy_loss"].shape == (2, 2)
     np.testing.assert_array_equal(ts.step, [64, 64])
-    leaf = jax.tree.leaves(ts.params)[0]
+    leaf = np.asarray(jax.tree.leaves(ts.params)[0])
     assert not np.allclose(leaf[0], leaf[1])
     # Reward statistics saw every reward of each seed's run.
     np.testing.assert_array_equal(ts.reward_norm.count, [64, 64])
-    assert norm.std(jax.tree.map(lambda x: x[0], ts.reward_norm)).shape == ()
+    first = jax.tree.map(lambda x: np.asarray(x)[0], ts.reward_norm)
+    assert cold_jit(norm.std)(first).shape == ()
 
 
 @pytest.mark.parametrize("objective", ["clip", "kl_penalty"])
@@ -288,8 +296,9 @@ def test_minibatch_shuffle_draws_other_minibatches_and_refuses_unknown_methods()
         for m in ("index", "sort")
     )
     np.testing.assert_array_equal(m_i["value_mean"][0], m_s["value_mean"][0])
-    diffs = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), ts_i.params, ts_s.params)
-    assert max(jax.tree.leaves(diffs)) > 0
+    params_i, params_s = (jax.tree.leaves(jax.device_get(ts.params)) for ts in (ts_i, ts_s))
+    diffs = [np.abs(a - b).max() for a, b in zip(params_i, params_s, strict=True)]
+    assert max(diffs) > 0
     with pytest.raises(ValueError, match="minibatch_shuffle='riffle': choose one of"):
         dataclasses.replace(config, minibatch_shuffle="riffle")
 
@@ -309,7 +318,7 @@ def test_next_values_equal_values_of_final_obs_with_truncation_mid_rollout():
     ppo = trainer.ppo
     ts = trainer.init(jax.random.key(0))
     # Non-trivial observation statistics, as after some training.
-    ts = ts.replace(obs_norm=norm.update(ts.obs_norm, normal(jax.random.key(2), (9, 3))))
+    ts = ts.replace(obs_norm=cold_jit(norm.update)(ts.obs_norm, normal(jax.random.key(2), (9, 3))))
     ss = trainer.init_sim(ts, jax.random.key(1))
     params = (ts.params, ts.obs_norm)
     _, traj, _ = cold_jit(lambda ss: rollout(ppo.env, ppo.policy_fn, params, ss, ppo.T))(ss)
@@ -382,7 +391,7 @@ def test_return_scaling_tracks_running_returns_across_iterations():
 @pytest.mark.timeout(120)
 @COLD
 def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
-    config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, update_epochs=4)
+    config = FAST_CLIP
     trainer = Trainer(config)
     ts = trainer.init(jax.random.key(0))
     ss = trainer.init_sim(ts, jax.random.key(1))
@@ -391,8 +400,9 @@ def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
     stopping = Trainer(dataclasses.replace(config, target_kl=1e-6))
     ts0 = stopping.init(jax.random.key(0))
     _, _, stopped = stopping.iteration(ts0, stopping.init_sim(ts0, jax.random.key(1)))
-    # The first minibatch sees KL 0 and steps; the second sees the moved policy and stops.
-    assert stopped["steps_taken"] == pytest.approx(1 / 8)
+    # The first of the 2 x 2 minibatches sees KL 0 and steps; the second sees the moved
+    # policy and stops.
+    assert stopped["steps_taken"] == pytest.approx(1 / 4)
     trainer.close()
     stopping.close()
 
@@ -400,7 +410,7 @@ def test_target_kl_stops_the_update_and_leaves_params_after_the_stop():
 @pytest.mark.timeout(120)
 @COLD
 def test_lr_kl_cap_scales_the_learning_rate_and_is_exact_under_the_cap():
-    config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, steps=96)
+    config = FAST_CLIP
     states, metrics = {}, {}
     for cap in (None, 1e6, 1e-6):
         trainer = Trainer(dataclasses.replace(config, lr_kl_cap=cap))
@@ -440,7 +450,7 @@ def test_advantages_under_given_params_are_gae_of_their_values():
     advantages, targets = cold_jit(ppo.advantages)(other, inputs)
     value = cold_jit(ppo.network.value)
     values, next_values = value(other, inputs.obs), value(other, inputs.final_obs)
-    expected = returns.gae(
+    expected = cold_jit(returns.gae, static_argnums=(5, 6))(
         inputs.reward,
         values,
         next_values,
@@ -457,7 +467,7 @@ def test_advantages_under_given_params_are_gae_of_their_values():
 @pytest.mark.timeout(180)
 @COLD
 def test_recompute_advantages_changes_only_the_epochs_after_the_first():
-    config = dataclasses.replace(TINY, objective="clip", learning_rate=0.05, max_length=3)
+    config = FAST_CLIP
 
     def one_iteration(**changes):
         trainer = Trainer(dataclasses.replace(config, **changes))
@@ -474,8 +484,8 @@ def test_recompute_advantages_changes_only_the_epochs_after_the_first():
     ):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
     # Later epochs take them from the value network the previous epochs trained.
-    once = one_iteration(update_epochs=3)
-    again = one_iteration(update_epochs=3, recompute_advantages=True)
+    once = one_iteration()  # FAST_CLIP's 2 epochs
+    again = one_iteration(recompute_advantages=True)
     pairs = zip(once, again, strict=True)
     assert not all(np.allclose(a, b, rtol=1e-4, atol=1e-6) for a, b in pairs)
 
