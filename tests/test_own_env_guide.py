@@ -40,16 +40,18 @@ def blocks(part: str | None = None) -> list[tuple[str | None, str, str]]:
     return [(m["file"], m["lang"], m["body"]) for m in BLOCK.finditer(text)]
 
 
-def run_command(line: str) -> None:
+def run_command(line: str) -> tuple[str, str]:
+    """Runs a ``batchppo`` line of the guide; returns what it printed to stdout and stderr."""
     command, _, target = line.partition(" > ")
     argv = shlex.split(command, comments=True)
     assert argv[0] == "batchppo", line
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = cli.main(argv[1:])
-    assert code == 0, (line, out.getvalue())
+    assert code == 0, (line, out.getvalue(), err.getvalue())
     if target:
         Path(target.strip()).write_text(out.getvalue())
+    return out.getvalue(), err.getvalue()
 
 
 def test_the_parts_are_the_whole_guide():
@@ -65,13 +67,12 @@ def test_the_guide_runs(part, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # a script's directory is importable
     namespace: dict = {}
-    kinds = []
+    kinds, printed = [], []
     for file, lang, body in blocks(part):
         if file is not None:
             Path(file).write_text(body)
         elif lang == "shell":
-            for line in filter(None, body.splitlines()):
-                run_command(line)
+            printed += [run_command(line) for line in filter(None, body.splitlines())]
         elif lang == "python":
             exec(compile(body, str(GUIDE), "exec"), namespace)
         kinds.append(file or lang)
@@ -80,8 +81,15 @@ def test_the_guide_runs(part, tmp_path, monkeypatch):
         assert kinds == ["jaxenvs.py", "shell", "shell", "text"]
         jax_run = configs.load_config(next(logs.glob("*-jax-cartpole")) / "config.yaml")
         assert (jax_run.backend, jax_run.env) == ("gymnax", "jaxenvs:cartpole")
-        jumanji_run = configs.load_config(next(logs.glob("*-jumanji-2048")) / "config.yaml")
+        jumanji_dir = next(logs.glob("*-jumanji-2048"))
+        jumanji_run = configs.load_config(jumanji_dir / "config.yaml")
         assert (jumanji_run.backend, jumanji_run.env_kwargs) == ("jumanji", {"id": "Game2048-v1"})
+        # The Jumanji run by its registry id prints the guide's text block, trains, evaluates
+        # and checkpoints.
+        out, err = printed[-1]
+        assert err == blocks(part)[-1][2]
+        assert "done: 4,096 steps, eval score" in out
+        assert (jumanji_dir / "checkpoints" / "ckpt-000000004096.msgpack").is_file()
         return
     assert kinds == [
         "myenvs.py", "shell", "text", "shell", "reach.yaml", "shell", "shell", "python",

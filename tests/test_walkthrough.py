@@ -2,10 +2,10 @@
 folder of their own, and what they see.
 
 Each test is one stretch of that walk, whole in itself (pytest-xdist may run them in separate
-processes): a fused run scored, evaluated and plotted, and a run extended; a MuJoCo run without
-upstream warnings; an Atari video of whole games (an ``extended`` test, not in ``pytest -q``);
-and the batch env as Gymnasium's drop-in. An env class from the user's own script, trained
-with and without a logdir, recorded, resumed and evaluated, is
+processes): a fused run scored, evaluated and plotted; a MuJoCo run without upstream warnings;
+a run extended past its budget and an Atari video of whole games (``extended`` tests, not in
+``pytest -q``); and the batch env as Gymnasium's drop-in. An env class from the user's own
+script, trained with and without a logdir, recorded, resumed and evaluated, is
 tests/experiment/test_script_env.py's walk.
 """
 
@@ -87,6 +87,12 @@ def test_a_fused_run_names_its_protocol_evaluates_by_it_and_plots_it(tmp_path):
     ), err
 
 
+# A second path: CI covers a run extended at its rate's floor from the command line (the same
+# lines; a fake trainer) in test_cli.py's
+# test_resume_by_timestamp_extends_a_run_whose_anneal_ends_above_0, and the extension's training
+# in test_resume.py's
+# test_an_extended_run_learns_what_it_learned_up_to_its_budget_then_holds_the_end_rate.
+@pytest.mark.extended
 def test_a_run_whose_rate_anneals_to_a_floor_extends_past_its_budget(tmp_path):
     # A rate that anneals to a floor above 0 holds it past the stored budget.
     train = [BATCHPPO, "train", "--config", "pendulum_jax", "--logdir", "logdir"]

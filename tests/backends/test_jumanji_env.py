@@ -279,6 +279,9 @@ def test_recipes_of_jumanji_envs():
     assert "from the cartpole_jax recipe with network=feed_forward" in message
 
 
+# A second path: CI runs the same command, and checks the same, as docs/own_env.md's Jumanji
+# block in tests/test_own_env_guide.py::test_the_guide_runs[jax].
+@pytest.mark.extended
 @pytest.mark.timeout(240)
 @pytest.mark.usefixtures("cold_training_programs")  # its run is a few iterations
 def test_train_a_jumanji_env_by_its_registry_id(capsys, tmp_path):
