@@ -141,6 +141,13 @@ def fresh_registry() -> Iterator[None]:
         backends.BACKENDS.pop(name, None)
 
 
+# One iteration of one epoch of one minibatch: the run's whole path on the tiny backend. Both
+# runs of a tiny env compile the same programs (the recipe's network and max_length), with the
+# options of the programs that run once.
+SMALL_RUN = ["--set", "steps=1024", "--set", "update_epochs=1", "--set", "num_minibatches=1"]
+
+
+@pytest.mark.usefixtures("cold_training_programs")
 def test_a_backend_from_an_entry_point_trains_from_the_cli(
     tmp_path, install_package, fresh_registry
 ):
@@ -150,8 +157,8 @@ def test_a_backend_from_an_entry_point_trains_from_the_cli(
     code = cli.main(
         [
             "train", "--config", "cartpole_jax", "--set", "backend=tiny",
-            "--set", "env=Corridor-v0", "--set", "steps=1024",
-            "--logdir", str(logdir), "--progress", "none",
+            "--set", "env=Corridor-v0", "--set", "policy_layers=[8]", "--set", "max_length=1000",
+            *SMALL_RUN, "--logdir", str(logdir), "--progress", "none",
         ]
     )  # fmt: skip
     assert code == 0
@@ -162,12 +169,13 @@ def test_a_backend_from_an_entry_point_trains_from_the_cli(
     assert backends.get_backend("tiny").fused and backends.names()[-1] == "tiny"
 
 
+@pytest.mark.usefixtures("cold_training_programs")
 def test_a_backends_factory_env_trains_from_its_recipe_with_no_config(
     tmp_path, install_package, fresh_registry, capsys
 ):
     install_package("tinybackend", {GROUP: {"tiny": "tinybackend"}}, {"tinybackend": TINY_MODULE})
     logdir = tmp_path / "logs"
-    argv = ["train", "--env", "tinybackend:corridor", "--set", "steps=1024"]
+    argv = ["train", "--env", "tinybackend:corridor", *SMALL_RUN]
     assert cli.main([*argv, "--logdir", str(logdir), "--progress", "none"]) == 0
     assert capsys.readouterr().err == (
         "batchppo: no --config: tinybackend:corridor returns an env with a corridor of 5 cells, "

@@ -15,8 +15,11 @@ from batchppo.algorithms.training import shuffle
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 100, 512, 1000, 4097])
 def test_index_permutation_is_a_permutation_of_every_size(n):
+    # Compiled whole, as the training programs trace it (one program a size, where eager
+    # operations would compile each of its operations a size); eager equals jit (below).
+    permutation = jax.jit(shuffle.index_permutation, static_argnums=1)
     for seed in range(3):
-        perm = np.asarray(shuffle.index_permutation(jax.random.key(seed), n))
+        perm = np.asarray(permutation(jax.random.key(seed), n))
         assert perm.dtype == np.int32 and perm.shape == (n,)
         np.testing.assert_array_equal(np.sort(perm), np.arange(n))
 

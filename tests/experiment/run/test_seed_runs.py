@@ -50,7 +50,12 @@ def assert_same_reports(a: list[dict], b: list[dict]) -> None:
 @pytest.mark.usefixtures("cold_training_programs")
 @pytest.mark.parametrize(
     "preset, extra",
-    [("pendulum_jax", []), ("pendulum_fast", ["backend_options.num_workers=1"])],
+    [
+        # CI covers the loop's seeds with [process], and the vmapped seeds of pure-JAX envs
+        # against separate runs with test_stacked_seeds.py's pure-JAX test.
+        pytest.param("pendulum_jax", [], marks=pytest.mark.extended),
+        ("pendulum_fast", ["backend_options.num_workers=1"]),
+    ],
     ids=["gymnax", "process"],
 )
 def test_seeds_equal_separate_runs(tmp_path: Path, preset: str, extra: list[str]) -> None:
