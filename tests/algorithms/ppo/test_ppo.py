@@ -176,7 +176,10 @@ def test_precompile_of_sampled_evaluations_compiles_the_sampled_programs():
     trainer.precompile(iterations=(1,), eval_episodes=6, eval_sample=True)
     evals = sorted(name for name in trainer.programs if name.startswith("eval"))
     assert evals == ["eval_more_sampled(4, 20)", "eval_start_sampled(4, 20)"]
-    assert all(isinstance(trainer.programs[name].stage, Future) for name in evals)
+    futures = [trainer.programs[name].stage for name in evals]
+    assert all(isinstance(future, Future) for future in futures)
+    # Waited for here, so that they compile into programs, not into the next test's time.
+    assert all(isinstance(future.result(), jax.stages.Compiled) for future in futures)
     trainer.close()
 
 
