@@ -11,6 +11,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -137,6 +138,17 @@ def wait_no_ray_children(timeout: float = 10.0) -> list[str]:
 def ray_processes_left() -> Callable[[], list[str]]:
     """``wait_no_ray_children``, for fixtures that check Ray shut down completely."""
     return wait_no_ray_children
+
+
+@pytest.fixture
+def ray_init_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The keyword arguments of each ``ray.init`` call, recorded instead of made: for tests
+    that a path fails without ``ray.init``, which retries an address that does not answer for
+    minutes."""
+    ray = pytest.importorskip("ray")
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(ray, "init", lambda *args, **kwargs: calls.append(kwargs))
+    return calls
 
 
 # A user's own envs, as a new user writes them in ./myenvs.py: none takes ``render_mode``

@@ -7,10 +7,12 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
 import numpy as np
+import psutil
 from gymnasium import spaces
 
 
@@ -242,6 +244,62 @@ class SlowEnv(CountEnv):
 
     def step(self, action):
         time.sleep(self.delay)
+        return super().step(action)
+
+
+# How long a test env waits for what the test does before it raises: far past any machine's
+# delay, so only a regression reaches it, and within the test files' timeouts (30 s and up).
+HUNG_S = 20.0
+
+
+def wait_until(condition: Callable[[], bool], what: str, limit: float = HUNG_S) -> None:
+    """Polls ``condition`` every millisecond until it holds.
+
+    Raises:
+        TimeoutError: ``condition`` did not hold within ``limit`` seconds (``what`` hung).
+    """
+    end = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > end:
+            raise TimeoutError(f"hung: {what} did not happen within {limit:g} s")
+        time.sleep(0.001)
+
+
+class GatedEnv(CountEnv):
+    """A CountEnv whose ``n``-th step (from 1, over all its episodes) waits until the file
+    ``f"{gate}.{n}"`` exists: the test decides when each step ends."""
+
+    def __init__(self, tag: int, gate: str):
+        super().__init__(tag)
+        self.gate = gate
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        path = f"{self.gate}.{self.steps}"
+        wait_until(lambda: os.path.exists(path), f"the test creating {path}")
+        return super().step(action)
+
+
+class WaitsForBlockedCallerEnv(CountEnv):
+    """A CountEnv whose step returns only once process ``caller`` has been seen asleep
+    ``streak`` times in a row, a millisecond apart: blocked in a wait, which a process that
+    spins for the step's answer never is (it stays runnable, whatever the machine's load)."""
+
+    def __init__(self, tag: int, caller: int, streak: int = 20):
+        super().__init__(tag)
+        self.caller = caller
+        self.streak = streak
+
+    def step(self, action):
+        caller, run = psutil.Process(self.caller), 0
+
+        def blocked() -> bool:
+            nonlocal run
+            run = run + 1 if caller.status() == psutil.STATUS_SLEEPING else 0
+            return run >= self.streak
+
+        wait_until(blocked, f"process {self.caller} blocking while env {self.tag} steps")
         return super().step(action)
 
 

@@ -13,15 +13,18 @@ import numpy as np
 import psutil
 import pytest
 from envs_testlib import (
+    HUNG_S,
     BigInfoEnv,
     BoolActionEnv,
     ConstructionCountingEnv,
     CountEnv,
     FaultyEnv,
+    GatedEnv,
     NestedEnv,
     OtherSpaceEnv,
     SlowEnv,
     TextInDictObsEnv,
+    wait_until,
 )
 from gymnasium.error import AlreadyPendingCallError
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
@@ -455,17 +458,27 @@ def test_reset_wait_times_out_and_the_reset_stays_pending():
         assert env.call_wait(timeout=5) == (0, 1)
 
 
-def test_step_wait_after_a_timeout_returns_that_step():
+def times_out_waiting_for(env: BatchEnv, worker: int) -> bool:
+    """Whether a short ``step_wait`` times out waiting for ``worker`` (the slots before it in
+    the wait's order have answered)."""
+    with pytest.raises(mp.TimeoutError) as info:  # Gymnasium's type, as AsyncVectorEnv's
+        env.step_wait(timeout=0.05)
+    return f"waiting for worker {worker} " in str(info.value)
+
+
+def test_step_wait_after_a_timeout_returns_that_step(tmp_path):
     """Workers that answered before a ``step_wait`` timed out are not waited on again.
 
     Issue 10: the second wait used to wait on the fast worker a second time and time out
     again, although the slow one had finished. Envs 0 (the parent's share) and 1 (worker 0)
-    are fast, env 2 (worker 1) is slow; env 1 reports infos, which must survive the timeout.
+    answer at once, env 2 (worker 1) when the test opens its gate; env 1 reports infos,
+    which must survive the timeout.
     """
+    gate = tmp_path / "step"
     fns = [
         lambda: CountEnv(0),
         lambda: CountEnv(1, info=True),
-        lambda: SlowEnv(2, delay=1.5),
+        lambda: GatedEnv(2, str(gate)),
     ]
     with BatchEnv(
         fns,
@@ -475,12 +488,9 @@ def test_step_wait_after_a_timeout_returns_that_step():
         env.reset(seed=0)
         for t in (1, 2):
             env.step_async(np.array([[0.5], [0.25], [0.0]], np.float32))
-            time.sleep(0.3)  # worker 0 has answered, worker 1 is still in its 1.5 s step
-            start = time.monotonic()
-            with pytest.raises(mp.TimeoutError):  # Gymnasium's type, as AsyncVectorEnv's
-                env.step_wait(timeout=0.2)
-            obs, reward, terminated, truncated, infos = env.step_wait(timeout=5)
-            assert time.monotonic() - start < 3.0
+            wait_until(lambda: times_out_waiting_for(env, 1), "the answer of worker 0")
+            (tmp_path / f"step.{t}").touch()  # worker 1 answers now
+            obs, reward, terminated, truncated, infos = env.step_wait(timeout=HUNG_S)
             np.testing.assert_array_equal(obs, [[0, 1, t], [1, 1, t], [2, 1, t]])
             np.testing.assert_array_equal(reward, [t + 0.5, t + 0.25, t])
             assert not terminated.any() and not truncated.any()

@@ -27,6 +27,7 @@ import gymnasium
 import numpy as np
 import psutil
 import pytest
+from envs_testlib import wait_until
 from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
@@ -818,28 +819,42 @@ def test_observation_mode_errors_in_gymnasiums_words(impl):
         IMPLS[impl](fns, SAME, observation_mode=(batch_space(wrong, NUM_ENVS), wrong)).close()
 
 
-class SlowResetEnv(CountingEnv):
-    """A CountingEnv whose reset takes 0.3 s (Gymnasium's ``make_slow_env(0.3, i)``)."""
+class GatedResetEnv(CountingEnv):
+    """A CountingEnv whose reset in a worker process waits until the file ``gate`` exists; in
+    process ``caller`` (the parent's share, where waiting would block the test) it takes 0.3 s
+    (Gymnasium's ``make_slow_env(0.3, i)``)."""
+
+    def __init__(self, kind: str, tag: int, gate: str, caller: int):
+        super().__init__(kind, tag)
+        self.gate = gate
+        self.caller = caller
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        time.sleep(0.3)
+        if os.getpid() == self.caller:
+            time.sleep(0.3)
+        else:
+            wait_until(lambda: os.path.exists(self.gate), f"the test creating {self.gate}")
         return super().reset(seed=seed, options=options)
 
 
-def test_a_reset_slower_than_the_timeout_raises_timeout_error(impl):
+def test_a_reset_slower_than_the_timeout_raises_timeout_error(impl, tmp_path):
     """Gymnasium's test_reset_timeout_async_vector_env, the parent's share included: the
     envs reset in this process take longer than ``timeout`` too."""
-    env = IMPLS[impl]([lambda i=i: SlowResetEnv("box", i) for i in range(NUM_ENVS)], SAME)
+    gate, caller = tmp_path / "gate", os.getpid()
+    fns = [lambda i=i: GatedResetEnv("box", i, str(gate), caller) for i in range(NUM_ENVS)]
+    env = IMPLS[impl](fns, SAME)
     try:
         env.reset_async(seed=0)
-        started = time.monotonic()
+        # The workers' resets wait for the gate, opened only after this: the wait can end only
+        # at its timeout, never by waiting for them.
         with pytest.raises(multiprocessing.TimeoutError):
             env.reset_wait(timeout=0.1)
-        assert time.monotonic() - started < 1.0
+        gate.touch()
         if impl == "BatchEnv-parent":  # the reset stays pending and completes
             obs, _ = env.reset_wait()
             np.testing.assert_array_equal(obs[:, 0], range(NUM_ENVS))
     finally:
+        gate.touch()
         env.close(terminate=True)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import psutil
 import pytest
@@ -69,28 +68,28 @@ def test_cli_names_the_missing_cpus_in_one_line_at_once(own_ray, capsys, tmp_pat
             "none", *(a for o in TINY_RAY for a in ("--set", o)),
             "--set", f"num_agents={workers}",
             "--set", f"backend_options.num_workers={workers}"]  # fmt: skip
-    start = time.monotonic()
     code = cli.main(argv)
-    elapsed = time.monotonic() - start
     _, err = capsys.readouterr()
     assert code == 2
     assert err.startswith("batchppo: error: RayBatchEnv:") and err.count("\n") == 1, err
     assert f"need {{CPU: {workers / 2:g}}}" in err and "lower num_workers" in err, err
-    assert elapsed < 30  # seconds, where the start-up timeout is 60
+    # The check of the local Ray's CPUs, before any actor starts, not the 60 s start-up wait.
+    assert "but the local Ray started by batchppo has" in err and "did not start" not in err, err
 
 
-def test_cli_names_an_address_that_does_not_answer_in_one_line(own_ray, capsys, tmp_path):
+def test_cli_names_an_address_that_does_not_answer_in_one_line(
+    own_ray, capsys, tmp_path, ray_init_calls
+):
     ray.shutdown()  # joining happens only where this process has no Ray yet
     argv = ["train", "--config", "pendulum_fast", "--logdir", str(tmp_path), "--progress",
             "none", *(a for o in TINY_RAY for a in ("--set", o)),
             "--set", "backend_options={address: '127.0.0.1:1'}"]  # fmt: skip
-    start = time.monotonic()
     code = cli.main(argv)
     _, err = capsys.readouterr()
     assert code == 2
     head = "batchppo: error: RayBatchEnv: cannot join the Ray cluster at '127.0.0.1:1'"
     assert err.startswith(f"{head} (from backend_options.address)") and err.count("\n") == 1, err
-    assert time.monotonic() - start < 30
+    assert ray_init_calls == []  # it retries an address that does not answer for minutes
     assert not ray.is_initialized()
 
 
