@@ -6,7 +6,6 @@ import functools
 import multiprocessing as mp
 import os
 import re
-import time
 
 import gymnasium
 import numpy as np
@@ -22,7 +21,6 @@ from envs_testlib import (
     GatedEnv,
     NestedEnv,
     OtherSpaceEnv,
-    SlowEnv,
     TextInDictObsEnv,
     wait_until,
 )
@@ -498,34 +496,36 @@ def test_step_wait_after_a_timeout_returns_that_step(tmp_path):
             np.testing.assert_array_equal(infos["_t"], [False, True, False])
 
 
-def test_step_wait_after_a_timeout_still_raises_an_earlier_workers_error():
-    fns = [lambda: FaultyEnv(0, 0, "step", at=1), lambda: SlowEnv(1, delay=1.5)]
+def test_step_wait_after_a_timeout_still_raises_an_earlier_workers_error(tmp_path):
+    gate = tmp_path / "step"
+    fns = [lambda: FaultyEnv(0, 0, "step", at=1), lambda: GatedEnv(1, str(gate))]
     with BatchEnv(fns, WorkerOptions(num_workers=2), autoreset_mode="SameStep") as env:
         env.reset(seed=0)
         env.step_async(np.zeros((2, 1), np.float32))
-        time.sleep(0.3)  # worker 0 has reported its env's error
-        with pytest.raises(mp.TimeoutError):
-            env.step_wait(timeout=0.2)
+        wait_until(lambda: times_out_waiting_for(env, 1), "worker 0's report of its error")
+        for step in (1, 2):
+            (tmp_path / f"step.{step}").touch()  # worker 1 answers this step and the next
         with pytest.raises(ZeroDivisionError, match="step of env 0 failed on purpose"):
-            env.step_wait(timeout=5)
+            env.step_wait(timeout=HUNG_S)
         obs, _, _, _, _ = env.step(np.zeros((2, 1), np.float32))  # nothing left pending
         assert obs[1].tolist() == [1, 1, 2]
 
 
-def test_step_wait_after_a_timeout_restarts_a_worker_that_died_before_it():
+def test_step_wait_after_a_timeout_restarts_a_worker_that_died_before_it(tmp_path):
     """A worker found dead by a ``step_wait`` that then timed out is not forgotten: the next
     wait respawns it and reports its env's episode as truncated, as an uninterrupted one."""
-    fns = [lambda: FaultyEnv(0, 0, "exit", at=1), lambda: SlowEnv(1, delay=1.5)]
+    gate = tmp_path / "step"
+    fns = [lambda: FaultyEnv(0, 0, "exit", at=1), lambda: GatedEnv(1, str(gate))]
     with BatchEnv(
         fns, WorkerOptions(num_workers=2, max_restarts=1), autoreset_mode="SameStep"
     ) as env:
         env.reset(seed=0)
         env.step_async(np.zeros((2, 1), np.float32))
-        time.sleep(0.3)  # worker 0 has died, worker 1 is still in its 1.5 s step
-        with pytest.raises(mp.TimeoutError):
-            env.step_wait(timeout=0.2)
+        # A wait that times out on worker 1 has found worker 0 dead.
+        wait_until(lambda: times_out_waiting_for(env, 1), "worker 0's death")
+        (tmp_path / "step.1").touch()  # worker 1 answers now
         with pytest.warns(EnvRestartWarning) as warned:
-            obs, reward, terminated, truncated, infos = env.step_wait(timeout=5)
+            obs, reward, terminated, truncated, infos = env.step_wait(timeout=HUNG_S)
         assert re.match(
             r"BatchEnv: worker 0 \(pid \d+, envs 0\.\.0\) died \(exit code 3\) during a step; "
             r"respawned it",
