@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import psutil
 import pytest
-from envs_testlib import BuiltOnceEnv, CountEnv, FaultyNestedEnv
+from envs_testlib import HUNG_S, BuiltOnceEnv, CountEnv, FaultyNestedEnv
 from gymnasium.vector import AutoresetMode
 from test_env_faults import assert_all_gone, faulty_fns, worker_pids
 
@@ -28,7 +28,7 @@ def rows(default: list[float], changed: dict[int, list[float]]) -> np.ndarray:
 
 
 def wait_dead(pid: int) -> None:
-    end = time.monotonic() + 5
+    end = time.monotonic() + HUNG_S  # a hang guard far past any machine's delay
     while time.monotonic() < end:
         try:
             if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
