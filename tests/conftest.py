@@ -141,6 +141,25 @@ def ray_processes_left() -> Callable[[], list[str]]:
 
 
 @pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[Any]]:
+    """``spy(owner, name, record)`` wraps ``owner.name``: each call from then on still runs,
+    and ``record(*args, **kwargs)`` of it is appended to the list ``spy`` returns."""
+
+    def wrap(owner: Any, name: str, record: Callable[..., Any]) -> list[Any]:
+        calls: list[Any] = []
+        real = getattr(owner, name)
+
+        def spied(*args: Any, **kwargs: Any) -> Any:
+            calls.append(record(*args, **kwargs))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, spied)
+        return calls
+
+    return wrap
+
+
+@pytest.fixture
 def ray_init_calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The keyword arguments of each ``ray.init`` call, recorded instead of made: for tests
     that a path fails without ``ray.init``, which retries an address that does not answer for

@@ -92,20 +92,7 @@ def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
         time.sleep(0.1)
 
 
-def ray_get_timeouts(patch: pytest.MonkeyPatch) -> list[float | None]:
-    """The ``timeout`` of each ``ray.get`` from now on (the calls go through)."""
-    timeouts: list[float | None] = []
-    get = ray.get
-
-    def recorded(refs, timeout=None):
-        timeouts.append(timeout)
-        return get(refs, timeout=timeout)
-
-    patch.setattr(ray, "get", recorded)
-    return timeouts
-
-
-def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined, monkeypatch):
+def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined, spy):
     options = RayWorkerOptions(num_workers=2, num_cpus=1, address=joined.address)
     env = RayBatchEnv(fns(4, SlowEnv), options)
     try:
@@ -123,7 +110,7 @@ def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined, m
         # Killed mid-step (a SlowEnv step takes 0.2 s): the step raises a typed error.
         env.step_async(actions, want_info=False)
         ray.kill(env.actor_handles[1])
-        waits = ray_get_timeouts(monkeypatch)
+        waits = spy(ray, "get", lambda refs, timeout=None: timeout)  # each wait's timeout
         with pytest.raises(WorkerDiedError, match=r"Ray env actor 1 \(envs 2\.\.3\) died"):
             env.step_wait()
         # One wait, without a deadline, ended by Ray's report of the death: no timeout is involved.
@@ -133,13 +120,13 @@ def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined, m
     assert not wait_gone([pid for _, pid in locations]), "actors outlived close()"
 
 
-def test_an_actor_process_that_dies_fails_the_next_step_fast(joined, monkeypatch):
+def test_an_actor_process_that_dies_fails_the_next_step_fast(joined, spy):
     env = RayBatchEnv(fns(4), RayWorkerOptions(num_workers=2, num_cpus=1, address=joined.address))
     try:
         env.reset(seed=0)
         (_, pid), *_ = env.actor_locations()
         os.kill(pid, signal.SIGKILL)  # a crash, not a Ray kill
-        waits = ray_get_timeouts(monkeypatch)
+        waits = spy(ray, "get", lambda refs, timeout=None: timeout)  # each wait's timeout
         with pytest.raises(WorkerDiedError, match=r"Ray env actor 0 \(envs 0\.\.1\) died"):
             env.step_arrays(np.zeros((4, 1), np.float32))
         assert waits == [None]  # one wait, without a deadline, ended by Ray's report
@@ -180,18 +167,12 @@ def test_train_on_the_cluster_through_the_address_option(joined):
     assert ray.get_runtime_context().gcs_address == joined.address
 
 
-def test_num_cpus_and_startup_timeout_options_reach_the_actors(joined, monkeypatch):
+def test_num_cpus_and_startup_timeout_options_reach_the_actors(joined, spy):
     # 2 actors at 2 CPUs each cannot be placed on 2 CPUs; on a cluster this process did not
     # start, other clients could free CPUs, so the start-up timeout decides.
     options = f"backend_options={{address: '{joined.address}', num_cpus: 2, startup_timeout: 1}}"
     overrides = ["backend=ray", options, *TINY, "backend_options.num_workers=2"]
-    waits = []
-    wait = RayBatchEnv._await_start
-    monkeypatch.setattr(
-        RayBatchEnv,
-        "_await_start",
-        lambda env, demand, timeout: waits.append(timeout) or wait(env, demand, timeout),
-    )
+    waits = spy(RayBatchEnv, "_await_start", lambda env, demand, timeout: timeout)
     with pytest.raises(RayResourcesError, match=r"need \{CPU: 4\}.*did not start within 1 s"):
         batchppo.train("pendulum_fast", overrides=overrides, progress="none")
     assert waits == [1.0]  # the run ends at its first start-up wait, of the option's 1 s

@@ -165,14 +165,9 @@ def test_train_and_eval_envs_fit_side_by_side(local_ray):
         assert eval_env.reset(seed=0)[0].shape[0] == 2
 
 
-def test_unplaceable_actors_raise_a_typed_error_within_the_timeout(local_ray, monkeypatch):
-    closing = []  # the actors close() finds, which it gives 5 s to close their envs
-    close = RayBatchEnv.close_extras
-    monkeypatch.setattr(
-        RayBatchEnv,
-        "close_extras",
-        lambda env, **kwargs: closing.append(len(env.actor_handles)) or close(env, **kwargs),
-    )
+def test_unplaceable_actors_raise_a_typed_error_within_the_timeout(local_ray, spy):
+    # The actors close() finds, which it gives 5 s to close their envs.
+    closing = spy(RayBatchEnv, "close_extras", lambda env, **kwargs: len(env.actor_handles))
     with pytest.raises(RayResourcesError, match=r"need \{CPU: 3\}.*did not start within 1 s"):
         RayBatchEnv(fns(), RayWorkerOptions(num_workers=1, num_cpus=3, startup_timeout=1.0))
     assert closing == [0]  # the actor that never started was killed at the timeout

@@ -369,12 +369,10 @@ def test_default_is_one_worker_process_per_available_core(monkeypatch):
         assert env.parent_envs == (0, 2) and len(env.worker_pids) == 1
 
 
-def test_parent_blocks_instead_of_spinning_while_workers_step(monkeypatch):
+def test_parent_blocks_instead_of_spinning_while_workers_step(spy):
     # Each env's step returns only once it has seen this process asleep (blocked on the
     # worker's answer); a parent that spun for it would stay runnable: the step fails as hung.
-    spins: list[float] = []
-    spin = channels.spin_acquire
-    monkeypatch.setattr(channels, "spin_acquire", lambda sem, s: spins.append(s) or spin(sem, s))
+    spins = spy(channels, "spin_acquire", lambda sem, spin_s: spin_s)
     caller = os.getpid()
     with BatchEnv(
         [lambda i=i: WaitsForBlockedCallerEnv(i, caller) for i in range(2)],

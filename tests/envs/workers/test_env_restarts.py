@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import warnings
 
 import numpy as np
-import psutil
 import pytest
 from envs_testlib import HUNG_S, BuiltOnceEnv, CountEnv, FaultyNestedEnv
 from gymnasium.vector import AutoresetMode
@@ -25,18 +23,6 @@ ACTION = np.zeros((4, 1), np.float32)
 def rows(default: list[float], changed: dict[int, list[float]]) -> np.ndarray:
     """4 rows ``[i, *default]``, except the rows in ``changed``."""
     return np.array([changed.get(i, [i, *default]) for i in range(4)], np.float32)
-
-
-def wait_dead(pid: int) -> None:
-    end = time.monotonic() + HUNG_S  # a hang guard far past any machine's delay
-    while time.monotonic() < end:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return
-        except psutil.NoSuchProcess:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"process {pid} still running")
 
 
 def stepper(env: BatchEnv, method: str):
@@ -118,7 +104,7 @@ def test_dead_worker_is_respawned_and_all_its_envs_truncated(how):
     env.step(ACTION)
     if how == "sigkill_between_steps":
         os.kill(old[1], signal.SIGKILL)
-        wait_dead(old[1])
+        assert_all_gone([old[1]], within=HUNG_S)
     message = (
         rf"worker 1 \(pid {old[1]}, envs 2\.\.3\) died \(killed by signal SIGKILL\) during a "
         r"step; respawned it as pid \d+ and reset its envs 2\.\.3, their episodes reported as "
