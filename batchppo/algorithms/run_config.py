@@ -475,8 +475,11 @@ class NetworkConfig:
     dense, LayerNorm, activation per layer. ``simba``: SimBa's input projection, one pre-LN
     residual block per entry of ``policy_layers`` / ``value_layers`` (the entry is the
     block's width; all entries one width) and a final LayerNorm; its blocks use
-    ``activation`` (the paper's: ``relu``). For a recurrent policy the torso takes all policy
-    layers but the last, the GRU's."""
+    ``activation`` (the paper's: ``relu``). ``sem``: the plain layers but for the last
+    entry, a dense layer whose units (a multiple of 8) LayerNorm and a softmax per group of 8
+    put on a product of simplices (simplicial embeddings, Obando-Ceron et al. 2025,
+    arXiv 2510.13704). For a recurrent policy the torso takes all policy layers but the
+    last, the GRU's."""
     penultimate_norm: bool = False
     """Divide the features that enter the policy's head and the value network's output layer
     by their L2 norm, per sample (Bjorck et al. 2021, arXiv 2110.11222;

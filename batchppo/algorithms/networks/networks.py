@@ -25,7 +25,8 @@ How a network is chosen from the spaces:
 * **Hidden layers.** The vector torso ``mlp`` (a record of the registry
   ``batchppo.algorithms.networks.torsos``) follows the encoder, in the policy and in the value
   network, sized by ``policy_layers`` and ``value_layers``: ``plain`` (``MLP``, the
-  original's), ``layernorm`` (``MLP`` with ``layer_norm``) or ``simba`` (``SimbaMLP``). With
+  original's), ``layernorm`` (``MLP`` with ``layer_norm``), ``simba`` (``SimbaMLP``) or ``sem``
+  (``SemMLP``: the last layer's units softmaxed in groups, ``simplicial_embedding``). With
   ``penultimate_norm`` the features that enter each head are divided by their L2 norm
   (``normalize_features``).
 
@@ -66,7 +67,7 @@ from batchppo.algorithms.networks.heads import (
     multi_categorical_distribution,
 )
 from batchppo.algorithms.networks.masking import action_mask_leaf, mask_logits
-from batchppo.algorithms.networks.torsos import get_torso
+from batchppo.algorithms.networks.torsos import SEM_SIMPLEX_SIZE, get_torso
 from batchppo.algorithms.run_config import (
     ACTIVATIONS,
     NETWORKS,
@@ -163,6 +164,65 @@ class SimbaMLP(nn.Module):
         for i in range(len(self.layers)):
             x = SimbaBlock(self.activation, name=f"block_{i}")(x)
         return nn.LayerNorm(name="norm")(x)
+
+
+SEM_TEMPERATURE = 1.0
+"""The softmax temperature ``tau`` of the ``sem`` torso's simplices: the authors' code applies
+the softmax without one (``tau = 1``), a LayerNorm before it setting the logits' scale."""
+
+
+def simplicial_embedding(
+    z: jax.Array, size: int = SEM_SIMPLEX_SIZE, temperature: float = SEM_TEMPERATURE
+) -> jax.Array:
+    """Simplicial embedding (Lavoie et al. 2022, arXiv 2204.00616): the last axis of ``z``
+    (``L * size`` units) cut into ``L`` groups of ``size`` consecutive units, each replaced by
+    ``softmax(group / temperature)``, so that each group is non-negative and sums to 1 (a
+    point of a simplex) and the whole lies on a product of ``L`` simplices.
+
+    Raises:
+        ValueError: The last axis is not a multiple of ``size``.
+    """
+    width = z.shape[-1]
+    if width % size:
+        raise ValueError(f"simplicial_embedding: width {width} is not a multiple of {size}")
+    groups = z.reshape((*z.shape[:-1], width // size, size))
+    return jax.nn.softmax(groups / temperature, axis=-1).reshape(z.shape)
+
+
+class SemMLP(nn.Module):
+    """Simplicial embeddings in an actor and a critic (Obando-Ceron, Mayor, Lavoie, Fujimoto,
+    Courville and Castro 2025, "Simplicial Embeddings Improve Sample Efficiency in
+    Actor-Critic Agents", arXiv 2510.13704): the ``sem`` vector torso.
+
+    The plain torso's layers (``MLP``: dense, activation) for every entry of ``layers`` but
+    the last; then a dense layer of the last entry's width, LayerNorm, and
+    ``simplicial_embedding``: its units in groups of ``SEM_SIMPLEX_SIZE``, each softmaxed at
+    ``SEM_TEMPERATURE`` onto a simplex (the torso's config check refuses a last width that is
+    not a multiple of it). The head reads the simplices directly. The paper puts the layer
+    in both the actor and the critic, where it credits the sparse, near-discrete features it
+    gives for steadier value bootstrapping and stronger policy gradients.
+
+    From the authors' code for FastTD3 (github.com/waltermayor/FastTD3_SEm and
+    johanobandoc/iclr26, ``fast_td3.py``): the layer replaces the last hidden layer (dense,
+    activation) of an MLP trunk, and is a dense layer, LayerNorm with a learned scale and
+    bias, and a softmax per group with no temperature, followed directly by the output
+    layer. There the groups are of 64 units, two in the actor and four in the critic,
+    whose hidden layers are 512 and 1024 wide. The paper's text at hand does not give its
+    PPO's simplex size, temperature or placement, so those are the FastTD3 code's, but for
+    the size: here a simplex is 8 units, the default of that code's ``SimNorm`` and the size
+    of TD-MPC2's (Hansen et al. 2024, arXiv 2310.16828), so that the 64-unit layers of the
+    MuJoCo presets hold 8 simplices rather than one of 64.
+    """
+
+    layers: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        x = MLP(self.layers[:-1], self.activation, name="hidden")(x)
+        z = nn.Dense(self.layers[-1], kernel_init=_hidden_init(), name="project")(x)
+        self.sow(DIAGNOSTICS, "preact", z)
+        return simplicial_embedding(nn.LayerNorm(name="norm")(z))
 
 
 FEATURE_NORM_EPS = 1e-6
@@ -650,6 +710,7 @@ __all__ = [
     "NetworkConfig",
     "NetworkFactory",
     "RecurrentPolicy",
+    "SemMLP",
     "SimbaBlock",
     "SimbaMLP",
     "ValueNet",
@@ -661,5 +722,6 @@ __all__ = [
     "make_network",
     "multi_categorical_distribution",
     "normalize_features",
+    "simplicial_embedding",
     "with_action_mask",
 ]

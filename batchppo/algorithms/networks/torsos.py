@@ -37,10 +37,11 @@ Examples:
     plain (vectors): dense layers, each followed by the activation
     layernorm (vectors): dense layers, each followed by LayerNorm, then the activation
     simba (vectors): SimBa's residual blocks (Lee et al. 2024): one per layer entry
+    sem (vectors): dense layers, the last split into simplices (Obando-Ceron et al. 2025)
     >>> fitting(10, 10)
     ['minatar', 'impala']
     >>> torso_names("vector")
-    ('plain', 'layernorm', 'simba')
+    ('plain', 'layernorm', 'simba', 'sem')
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from typing import Any
 from batchppo.core.registry import Registry, lazy
 
 __all__ = [
+    "SEM_SIMPLEX_SIZE",
     "TORSOS",
     "TORSO_FIELDS",
     "Torso",
@@ -66,6 +68,11 @@ TORSO_LAYOUTS = ("hwc", "chw")
 
 TORSO_FIELDS = {"image": "cnn", "vector": "mlp"}
 """What a torso takes (``Torso.takes``) -> the config field that names such a torso."""
+
+SEM_SIMPLEX_SIZE = 8
+"""The units of one simplex of the ``sem`` torso (its ``V``): the torso's last layer is split
+into groups of this many, each softmaxed onto a simplex, so its width must be a multiple of it.
+Here, not in ``networks.py``, as the config check reads it (no JAX)."""
 
 LayersRule = Callable[[tuple[int, ...]], str | None]
 """A vector torso's rule for the layer sizes it builds from: what is wrong with them, or None."""
@@ -208,6 +215,16 @@ def _blocks_of_one_width(layers: tuple[int, ...]) -> str | None:
     )
 
 
+def _last_width_in_simplices(layers: tuple[int, ...]) -> str | None:
+    # The last layer is cut into whole simplices, so its width is a multiple of their size.
+    if layers and layers[-1] % SEM_SIMPLEX_SIZE == 0:
+        return None
+    return (
+        f"SEM splits the last layer into simplices of {SEM_SIMPLEX_SIZE} units: end the "
+        f"layers with a multiple of {SEM_SIMPLEX_SIZE} (e.g. [64, 64])"
+    )
+
+
 # --- The built-in torsos (the image torsos' classes are in encoders.py, the vector torsos' in
 # --- networks.py) -----------------------------------------------------------------------------
 
@@ -248,4 +265,11 @@ register_torso(
     takes="vector",
     layers_rule=_blocks_of_one_width,
     description="SimBa's residual blocks (Lee et al. 2024): one per layer entry",
+)
+register_torso(
+    "sem",
+    lazy("batchppo.algorithms.networks.networks:SemMLP"),
+    takes="vector",
+    layers_rule=_last_width_in_simplices,
+    description="dense layers, the last split into simplices (Obando-Ceron et al. 2025)",
 )

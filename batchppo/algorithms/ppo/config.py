@@ -205,7 +205,8 @@ class PPOConfig(AnnealedRate, NetworkConfig, RunConfig):
     policy's head and the value's output layer, and ``policy_preact_norm_<i>`` and
     ``value_preact_norm_<i>``, the mean over samples of the L2 norm of the ``i``-th hidden
     layer's dense output in the vector torso ``mlp`` (before LayerNorm and the activation;
-    for ``mlp=simba`` each block's inner layer; a torso of one's own that sows none into
+    for ``mlp=simba`` each block's inner layer; for ``mlp=sem`` the last is the dense
+    layer the simplices are cut from; a torso of one's own that sows none into
     ``networks.DIAGNOSTICS`` adds none). A collapsing rank and growing pre-activation
     norms precede PPO's collapse in their runs. The measures cost a network pass and an
     SVD per update; training is the same either way. Feed-forward networks only, and a

@@ -17,12 +17,14 @@ from batchppo.algorithms.networks.networks import (
     FEATURE_NORM_EPS,
     MLP,
     NetworkConfig,
+    SemMLP,
     SimbaBlock,
     SimbaMLP,
     categorical_distribution,
     gaussian_distribution,
     make_network,
     normalize_features,
+    simplicial_embedding,
 )
 from batchppo.algorithms.ppo.config import PPOConfig
 from batchppo.algorithms.run_config import RunConfig
@@ -936,6 +938,79 @@ def test_a_simba_block_whose_last_layer_is_zero_passes_its_input_on_exactly():
     np.testing.assert_allclose(out, _layer_norm(embedded), rtol=1e-5, atol=1e-5)
 
 
+def test_a_simplicial_embedding_is_a_softmax_per_group_at_its_temperature():
+    # Groups of 2: softmax([0, ln 3]) = [1/4, 3/4]; at temperature 1/2, [0, 2 ln 3]: [1/10, 9/10].
+    z = jnp.array([[0.0, math.log(3.0), 5.0, 5.0], [-1.0, -1.0, 0.0, math.log(9.0) / 2]])
+    np.testing.assert_allclose(
+        simplicial_embedding(z, 2), [[0.25, 0.75, 0.5, 0.5], [0.5, 0.5, 0.25, 0.75]], rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        simplicial_embedding(z[:1], 2, temperature=0.5), [[0.1, 0.9, 0.5, 0.5]], rtol=1e-6
+    )
+    # The default: groups of 8 at temperature 1, each on its own simplex.
+    x = np.random.default_rng(5).normal(size=(3, 24)) * 4
+    out = np.asarray(simplicial_embedding(jnp.asarray(x, jnp.float32)), np.float64)
+    groups = np.exp(x.reshape(3, 3, 8))
+    np.testing.assert_allclose(out, (groups / groups.sum(-1, keepdims=True)).reshape(3, 24), 1e-5)
+    np.testing.assert_allclose(out.reshape(3, 3, 8).sum(-1), 1.0, rtol=1e-6)
+    with pytest.raises(ValueError) as info:
+        simplicial_embedding(jnp.zeros((2, 12)))
+    assert str(info.value) == "simplicial_embedding: width 12 is not a multiple of 8"
+
+
+def _sem_params(rng, widths):
+    hidden, fan_in = {}, 3
+    for i, width in enumerate(widths[:-1]):
+        hidden[f"Dense_{i}"] = _dense(rng, fan_in, width)
+        fan_in = width
+    norm = {"scale": rng.normal(size=widths[-1]), "bias": rng.normal(size=widths[-1])}
+    params = {"project": _dense(rng, fan_in, widths[-1]), "norm": norm}
+    return {**params, "hidden": hidden} if hidden else params
+
+
+def _sem(params, x, act=np.tanh):
+    """The sem torso in numpy: dense + ``act`` per hidden layer, then dense, LayerNorm and a
+    softmax over each group of 8 units."""
+    for i in range(len(params.get("hidden", {}))):
+        dense = params["hidden"][f"Dense_{i}"]
+        x = act(x @ dense["kernel"] + dense["bias"])
+    z = x @ params["project"]["kernel"] + params["project"]["bias"]
+    z = _layer_norm(z, params["norm"]["scale"], params["norm"]["bias"], eps=1e-6)
+    groups = np.exp(z.reshape(*z.shape[:-1], -1, 8))
+    return (groups / groups.sum(-1, keepdims=True)).reshape(z.shape)
+
+
+def test_the_sem_torso_is_hidden_layers_then_a_dense_layer_on_simplices_of_8():
+    params = _sem_params(np.random.default_rng(6), (5, 6, 16))
+    out = _apply(SemMLP((5, 6, 16), "tanh"), params, X)
+    np.testing.assert_allclose(out, _sem(params, X), rtol=1e-5, atol=1e-6)
+    assert out.shape == (4, 16)
+    np.testing.assert_allclose(out.reshape(4, 2, 8).sum(-1), 1.0, rtol=1e-6)
+    assert np.all(out > 0)
+    # One entry: no hidden layer, the inputs projected straight onto one simplex.
+    params = _sem_params(np.random.default_rng(7), (8,))
+    out = _apply(SemMLP((8,), "relu"), params, X)
+    np.testing.assert_allclose(out, _sem(params, X), rtol=1e-5, atol=1e-6)
+
+
+def test_a_ppo_config_with_the_sem_torso_feeds_each_head_the_simplices():
+    config = PPOConfig(mlp="sem", policy_layers=(16, 16), value_layers=(12, 8), activation="tanh")
+    net = compiled(make_network(config, HOPPER))
+    params = jax.tree.map(lambda a: np.asarray(a, np.float64), net.init(jax.random.key(0)))
+    assert sorted(params["policy"]["SemMLP_0"]) == ["hidden", "norm", "project"]
+    obs = normal(jax.random.key(1), (5, 11))
+    value = params["value"]
+    features = _sem(value["SemMLP_0"], np.asarray(obs, np.float64))
+    want = features @ value["Dense_0"]["kernel"][:, 0] + value["Dense_0"]["bias"][0]
+    np.testing.assert_allclose(net.value(params, obs), want, rtol=1e-5, atol=1e-6)
+    features = _sem(params["policy"]["SemMLP_0"], np.asarray(obs, np.float64))
+    head = params["policy"]["head"]["Dense_0"]
+    dist, _ = net.policy_step(params, (), obs, jnp.zeros(5, bool))
+    np.testing.assert_allclose(
+        dist["mean"], np.tanh(features @ head["kernel"] + head["bias"]), rtol=1e-5, atol=1e-6
+    )
+
+
 def test_normalized_features_have_unit_norm_and_zeros_stay_zero_with_finite_gradients():
     x = np.random.default_rng(4).normal(size=(5, 7)) * [[0.1], [1], [10], [100], [3]]
     out = np.asarray(normalize_features(jnp.asarray(x, jnp.float32)), np.float64)
@@ -977,22 +1052,26 @@ def test_penultimate_norm_feeds_each_head_unit_norm_features():
         ("plain", ["MLP_0", "head"]),
         ("layernorm", ["LayerNormMLP_0", "head"]),
         ("simba", ["SimbaMLP_0", "head"]),
+        ("sem", ["SemMLP_0", "head"]),
     ],
 )
 def test_every_vector_torso_shapes_and_its_parameters(mlp, policy_keys):
-    config = NetConfig(mlp=mlp, policy_layers=(8, 8), value_layers=(6,), penultimate_norm=True)
+    config = NetConfig(mlp=mlp, policy_layers=(8, 8), value_layers=(16,), penultimate_norm=True)
     net = compiled(make_network(config, HOPPER))
     params = net.init(jax.random.key(0))
     assert sorted(params["policy"]) == policy_keys
     torso = params["value"][policy_keys[0]]
     if mlp == "simba":
         assert sorted(torso) == ["block_0", "embed", "norm"]
-        assert torso["block_0"]["Dense_0"]["kernel"].shape == (6, 24)  # 4x the width
+        assert torso["block_0"]["Dense_0"]["kernel"].shape == (16, 64)  # 4x the width
+    if mlp == "sem":  # one entry: no hidden layer
+        assert sorted(torso) == ["norm", "project"]
+        assert torso["project"]["kernel"].shape == (11, 16)
     dist, _ = net.policy_step(params, (), jnp.ones((5, 11)), jnp.zeros(5, bool))
     assert dist["mean"].shape == (5, 3) and net.value(params, jnp.ones((2, 5, 11))).shape == (2, 5)
 
 
-@pytest.mark.parametrize("mlp", ["layernorm", "simba"])
+@pytest.mark.parametrize("mlp", ["layernorm", "simba", "sem"])
 def test_every_vector_torso_under_a_gru_and_a_shared_encoder(mlp):
     spec = EnvSpec.from_spaces(DICT_OBS, spaces.Discrete(3))
     config = ImageNetConfig(
@@ -1001,7 +1080,7 @@ def test_every_vector_torso_under_a_gru_and_a_shared_encoder(mlp):
         mlp=mlp,
         penultimate_norm=True,
         policy_layers=(8, 8, 6),
-        value_layers=(4, 4),
+        value_layers=(16, 16),
     )
     net = compiled(make_network(config, spec))
     params = net.init(jax.random.key(0))
@@ -1014,7 +1093,7 @@ def test_a_bad_mlp_or_layers_it_cannot_build_from_is_one_line():
         with pytest.raises(ValueError) as info:
             config_class(mlp="resnet")
         assert str(info.value) == (
-            "mlp='resnet': unknown vector torso. Choose one of: plain, layernorm, simba."
+            "mlp='resnet': unknown vector torso. Choose one of: plain, layernorm, simba, sem."
         )
     with pytest.raises(ValueError) as info:
         PPOConfig(mlp="nature")  # a CNN is no vector torso
@@ -1031,6 +1110,18 @@ def test_a_bad_mlp_or_layers_it_cannot_build_from_is_one_line():
     assert PPOConfig(mlp="simba", network="recurrent", policy_layers=(8, 8, 6), value_layers=(4,))
     with pytest.raises(ValueError, match=r"^mlp='simba' with policy_layers=\[\]"):
         make_network(NetConfig(mlp="simba", policy_layers=(), value_layers=(4,)), CONT)
+    with pytest.raises(ValueError) as info:
+        PPOConfig(mlp="sem", policy_layers=(64, 60), value_layers=(64, 64))
+    assert str(info.value) == (
+        "mlp='sem' with policy_layers=[64, 60]: SEM splits the last layer into simplices of 8 "
+        "units: end the layers with a multiple of 8 (e.g. [64, 64])"
+    )
+    # The GRU's size may be any: the simplices are the torso's, before it.
+    assert PPOConfig(mlp="sem", network="recurrent", policy_layers=(8, 16, 6), value_layers=(8,))
+    with pytest.raises(ValueError, match=r"^mlp='sem' with policy_layers\[:-1\]=\[\]: SEM"):
+        PPOConfig(mlp="sem", network="recurrent", policy_layers=(64,), value_layers=(64,))
+    with pytest.raises(ValueError, match=r"^mlp='sem' with value_layers=\[\]: SEM"):
+        make_network(NetConfig(mlp="sem", policy_layers=(8,), value_layers=()), CONT)
 
 
 @pytest.mark.parametrize(
@@ -1038,6 +1129,7 @@ def test_a_bad_mlp_or_layers_it_cannot_build_from_is_one_line():
     [
         (["mlp=layernorm"], ("layernorm", "tanh", False)),
         (["mlp=simba", "activation=relu"], ("simba", "relu", False)),
+        (["mlp=sem"], ("sem", "tanh", False)),
         (["penultimate_norm=true"], ("plain", "tanh", True)),
     ],
 )

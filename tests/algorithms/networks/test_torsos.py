@@ -37,7 +37,7 @@ from batchppo.experiment.trainers import INIT_KEY
 
 def test_the_built_in_torsos_in_their_order():
     assert torso_names() == torso_names("image") == ("nature", "impala", "minatar")
-    assert torso_names("vector") == ("plain", "layernorm", "simba")
+    assert torso_names("vector") == ("plain", "layernorm", "simba", "sem")
     assert [TORSOS[name].min_side for name in torso_names()] == [36, 1, 3]
     assert {torso.layout for torso in TORSOS.values()} == {"hwc"}
     assert fitting(84, 84) == ["nature", "minatar", "impala"]
@@ -200,5 +200,5 @@ def test_the_cli_prints_a_broken_torso_entry_point_as_one_warning_line(install_p
         "batchppo: warning: torso entry point 'tower' (brokentorso) of group 'batchppo.torsos' "
         "failed to load, its torsos are unavailable: ImportError: no towers here\n"
         "batchppo: error: invalid config: mlp='tower': unknown vector torso. Choose one of: "
-        "plain, layernorm, simba.\n"
+        "plain, layernorm, simba, sem.\n"
     )

@@ -11,7 +11,11 @@ import pytest
 from cold_programs import cold_jit, normal
 from program_values import assert_same_values
 
-from batchppo.algorithms.networks.networks import effective_rank, make_network
+from batchppo.algorithms.networks.networks import (
+    effective_rank,
+    make_network,
+    simplicial_embedding,
+)
 from batchppo.algorithms.ppo import PPOConfig, make_train
 from batchppo.algorithms.ppo.ppo import PPO, check_layout
 from batchppo.algorithms.training.trainer import make_run_env
@@ -173,7 +177,9 @@ def test_representation_sows_each_layers_preactivations_in_order_and_the_feature
     np.testing.assert_array_equal(found["value_features"], jnp.tanh(found["value_preact_1"]))
 
 
-@pytest.mark.parametrize(("mlp", "preact_width"), [("layernorm", 8), ("simba", 32), ("plain", 8)])
+@pytest.mark.parametrize(
+    ("mlp", "preact_width"), [("layernorm", 8), ("simba", 32), ("plain", 8), ("sem", 8)]
+)
 def test_representation_of_each_vector_torso(mlp, preact_width):
     network = _network(mlp=mlp, policy_layers=(8, 8), value_layers=(8, 8, 8))
     params = cold_jit(network.init)(jax.random.key(0))
@@ -184,6 +190,13 @@ def test_representation_of_each_vector_torso(mlp, preact_width):
     ]  # fmt: skip
     assert found["value_preact_2"].shape == (7, preact_width)  # simba: the 4x inner layer
     assert found["policy_features"].shape == (7, 8)
+    if mlp == "sem":  # the last is the projection; LayerNorm (at init: scale 1, bias 0) and
+        # the softmax per simplex turn it into the features
+        z = found["value_preact_2"]
+        normed = (z - z.mean(-1, keepdims=True)) / jnp.sqrt(z.var(-1, keepdims=True) + 1e-6)
+        np.testing.assert_allclose(
+            found["value_features"], simplicial_embedding(normed), rtol=1e-5, atol=1e-6
+        )
 
 
 def test_representation_diagnostics_log_only_when_on_and_train_the_same():
