@@ -780,6 +780,46 @@ def representation_lines(
     return lines
 
 
+EARLY_STEPS = (100_000, 200_000, 300_000)
+"""Steps of the take-off report's early-signal table (`early_signal_lines`)."""
+
+
+def early_signal_lines(
+    rows: Sequence[dict], head: float, signals: Sequence[str], steps: Sequence[int] = EARLY_STEPS
+) -> list[str]:
+    """Whether a signal logged before the take-off foretells it: per signal and step, Spearman's
+    rank correlation of its value (`representation_at`) with the take-off step at `head`
+    over the seeds, a never ranked after every step.
+
+    Args:
+        rows: `takeoff_rows`'s seeds.
+        head: The take-off length.
+        signals: Train-row signals, e.g. `entropy`, `length`, `value_loss`.
+        steps: Env steps of the columns.
+
+    Returns:
+        Markdown lines: a table of `rho (p)`, one row a signal, one column a step; a seed
+        whose run ends before the step (or lacks the signal) is left out of that cell.
+    """
+    takeoff = [np.inf if r["takeoff"][head] is None else r["takeoff"][head] for r in rows]
+    lines = [
+        f"| signal: Spearman rho with the take-off step (length >= {head:.0f}), p | "
+        + " | ".join(f"{x // 1000}k" for x in steps)
+        + " |",
+        "|---|" + "---:|" * len(steps),
+    ]
+    for signal in signals:
+        cells = []
+        for x in steps:
+            values = [
+                representation_at(r["run"], signal, x) if signal in r["run"]["train"] else np.nan
+                for r in rows
+            ]
+            cells.append(_rho(*spearman_test(values, takeoff)))
+        lines.append(f"| {signal} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _seeds_text(seeds: Sequence[int]) -> str:
     """`0-4,9` for seeds 0, 1, 2, 3, 4, 9."""
     runs: list[list[int]] = []
@@ -803,6 +843,7 @@ def takeoff_report(
     results: Path = RESULTS,
     representation_steps: Sequence[int] = REPRESENTATION_STEPS,
     summary_step: int = REPRESENTATION_SUMMARY_STEP,
+    early: Sequence[str] = (),
 ) -> str:
     """The Markdown tables of the take-off of pooled seed sets.
 
@@ -815,11 +856,14 @@ def takeoff_report(
         results: The folder of the final evaluations.
         representation_steps: Env steps of the representation table (`representation_lines`).
         summary_step: The step of its comparison above and below the bar.
+        early: Signals whose values before the take-off are set against its step
+            (`early_signal_lines`); none: no such table.
 
     Returns:
         Markdown: per seed, ordered by its take-off at `lengths[0]`, the final score, the
         take-off steps and the learning rates at the first; then, per length, the rank
-        correlation and the early/late comparison; then the representation section.
+        correlation and the early/late comparison; then the early signals' table (if
+        `early` names any); then the representation section.
     """
     rows = takeoff_rows(sets, lengths, runs_dir, results)
     head = lengths[0]
@@ -853,6 +897,8 @@ def takeoff_report(
             f"| {t['early'][0]} of {t['early'][1]} | {t['late'][0]} of {t['late'][1]} "
             f"| {t['fisher_p']:.1e} |"
         )
+    if early:
+        lines += ["", *early_signal_lines(rows, head, early)]
     lines += representation_lines(rows, head, representation_steps, summary_step)
     return "\n".join(lines)
 
@@ -885,11 +931,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--split", type=float, help="early/late take-off split (step); default: the median"
     )
+    parser.add_argument(
+        "--early",
+        nargs="+",
+        default=[],
+        metavar="SIGNAL",
+        help="with --takeoff: the rank correlation of these train-row signals at "
+        f"{', '.join(f'{x // 1000}k' for x in EARLY_STEPS)} with the take-off step",
+    )
     args = parser.parse_args(argv)
     if args.takeoff:
         try:
             sets = [SeedSet.parse(spec) for spec in args.takeoff]
-            print(takeoff_report(sets, args.takeoff_lengths, args.split))
+            print(takeoff_report(sets, args.takeoff_lengths, args.split, early=args.early))
         except (ValueError, FileNotFoundError) as e:
             parser.error(str(e))
         return 0

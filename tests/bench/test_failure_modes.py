@@ -219,6 +219,28 @@ def test_representation_columns_and_summary_of_synthetic_runs(failure_modes, toy
     assert "| value_preact_norm_0 | - (1) | - (2) | - (constant) |" in lines
 
 
+def test_early_signals_against_the_take_off_step_of_synthetic_runs(failure_modes, toy):
+    runs, results = toy
+    sets = [failure_modes.SeedSet("toy", (0, 1)), failure_modes.SeedSet("toy-b", (5, 6))]
+    rows = failure_modes.takeoff_rows(sets, (150,), runs, results)
+    lines = failure_modes.early_signal_lines(
+        rows, 150, ["policy_feature_rank", "entropy"], (4096, 20000)
+    )
+    # At 4096, s6 logged no rank: s0, s1, s5 take off at 2048, 6144 and never (ranks 1, 2, 3)
+    # with ranks 58, 39, 40 (ranks 3, 1, 2): sum d^2 = 6, rho = 1 - 36 / 24, and with one
+    # degree of freedom p = 1 - 2 atan(t) / pi, t = 0.5 / sqrt(0.75): 2 / 3. 20000 is past
+    # every run's end, and no run logged an entropy: rho undefined.
+    assert lines == [
+        "| signal: Spearman rho with the take-off step (length >= 150), p | 4k | 20k |",
+        "|---|---:|---:|",
+        "| policy_feature_rank | -0.500 (6.7e-01) | - (constant) |",
+        "| entropy | - (constant) | - (constant) |",
+    ]
+    report = failure_modes.takeoff_report(sets, (150,), None, runs, results, early=["length"])
+    assert "| signal: Spearman rho with the take-off step (length >= 150), p | 100k |" in report
+    assert "signal:" not in failure_modes.takeoff_report(sets, (150,), None, runs, results)
+
+
 def test_representation_note_alone_where_no_run_logged_it(failure_modes, toy):
     runs, results = toy
     sets = [failure_modes.SeedSet("toy-b", (6,))]
@@ -337,6 +359,10 @@ def test_takeoff_command_line(failure_modes, capsys):
     assert failure_modes.main(["--takeoff", "humanoid_fast:0-1", "--takeoff-lengths", "150"]) == 0
     out = capsys.readouterr().out
     assert "| s0-humanoid_fast | 5281 | no | 401k |" in out
+    assert "signal:" not in out
+    argv = ["--takeoff", "humanoid_fast:0-2", "--takeoff-lengths", "150", "--early", "entropy"]
+    assert failure_modes.main(argv) == 0
+    assert "\n| entropy | " in capsys.readouterr().out
     with pytest.raises(SystemExit):
         failure_modes.main(["--takeoff", "humanoid_fast:0-x"])
     assert "seed set 'humanoid_fast:0-x': write GROUP:SEEDS" in capsys.readouterr().err
