@@ -27,7 +27,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export JAX_PLATFORMS=cpu
-FINAL=ckpt-000001001472.msgpack
 SEEDS=${SEEDS:-20 21 22 23 24 25 26 27 28 29}
 VARIANT=${VARIANT:-}  # a run-name suffix: the runs of SETS
 SETS=${SETS:-}  # FIELD=VALUE ... set on top of the preset
@@ -49,7 +48,7 @@ train() {
     for seed in $SEEDS; do
       published s$seed-$name && continue
       dir=runs_fresh/s$seed-$name
-      [ -f $dir/checkpoints/$FINAL ] && continue
+      [ -d $dir ] && python bench/rundata.py finished $dir && continue
       echo "$(date -Is) start $name seed $seed" >> runs_fresh/log.txt
       if [ -d $dir ]; then
         (cd $code && python -m batchppo.cli train --config $p --logdir ../../runs_fresh \
@@ -90,7 +89,7 @@ stage() {
   for seed in $SEEDS; do
     local src=runs_fresh/s$seed-$p dst=docs/runs/s$seed-$p
     published s$seed-$p && continue
-    if [ ! -f $src/checkpoints/$FINAL ]; then
+    if ! python bench/rundata.py finished $src 2> /dev/null; then
       [ "$need" = all ] && { echo "$src: not finished" >&2; exit 1; }
       continue
     fi
@@ -109,7 +108,7 @@ score() {
   local p=$1
   for seed in $SEEDS; do
     local src=runs_fresh/s$seed-$p out=docs/results/$p-1M-seed$seed.json
-    [ -f $out ] || [ ! -f $src/checkpoints/$FINAL ] && continue
+    [ -f $out ] || ! python bench/rundata.py finished $src 2> /dev/null && continue
     batchppo evaluate $src --episodes 100 --mean-action --reference targets-1m --json $out
     python - "$out" <<'PY'
 import json, pathlib, sys

@@ -198,13 +198,15 @@ def test_an_evaluate_file_s_command_is_derived_from_its_entries(rundata, tmp_pat
     )
 
 
-def test_stage_writes_the_compact_form_and_skips_a_published_seed(tmp_path):
+# The last step of a 1M-step run: 2048 steps an update (the presets), or 4096 (a variant).
+@pytest.mark.parametrize("last", [1001472, 1003520])
+def test_stage_writes_the_compact_form_and_skips_a_published_seed(tmp_path, last):
     # A copy of the repository's layout: the script, its helper, one finished run of seed 20.
     (tmp_path / "bench").mkdir()
     for name in ("fresh_seeds.sh", "rundata.py"):
         shutil.copy(ROOT / "bench" / name, tmp_path / "bench" / name)
-    src = full_run(tmp_path / "runs_fresh", "s20-pendulum_jax", last=1001472)
-    (src / "checkpoints" / "ckpt-000001001472.msgpack").write_bytes(b"final")
+    src = full_run(tmp_path / "runs_fresh", "s20-pendulum_jax", last=last)
+    (src / "checkpoints" / f"ckpt-{last:012d}.msgpack").write_bytes(b"final")
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # the venv's batchppo first
     env = {**os.environ, "SEEDS": "20", "PATH": path, "PYTHONPATH": str(ROOT)}
     stage = ["bash", str(tmp_path / "bench" / "fresh_seeds.sh"), "stage", "pendulum_jax"]
@@ -219,7 +221,7 @@ def test_stage_writes_the_compact_form_and_skips_a_published_seed(tmp_path):
         "summary.json",
     ]
     summary = json.loads((dst / "summary.json").read_text())
-    assert summary["finished"] and summary["checkpoint"]["file"] == "ckpt-000001001472.msgpack"
+    assert summary["finished"] and summary["checkpoint"]["file"] == f"ckpt-{last:012d}.msgpack"
     # Published: a second stage leaves it as it is, even where runs_fresh/ lost the run.
     before = (dst / "summary.json").stat().st_mtime_ns
     shutil.rmtree(src)
