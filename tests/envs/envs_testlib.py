@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import gymnasium
@@ -263,6 +263,32 @@ def wait_until(condition: Callable[[], bool], what: str, limit: float = HUNG_S) 
         if time.monotonic() > end:
             raise TimeoutError(f"hung: {what} did not happen within {limit:g} s")
         time.sleep(0.001)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists and has not exited (a zombie has)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_all_gone(pids: Iterable[int], within: float = HUNG_S) -> None:
+    """Waits until none of ``pids`` runs; ``within`` seconds bound a hang, never a delay.
+
+    Raises:
+        AssertionError: Some of ``pids`` still run after ``within`` seconds (it names them).
+    """
+    alive = list(pids)
+
+    def gone() -> bool:
+        alive[:] = [pid for pid in alive if running(pid)]
+        return not alive
+
+    try:
+        wait_until(gone, "the processes' exit", within)
+    except TimeoutError:
+        raise AssertionError(f"processes still running: {alive}") from None
 
 
 class GatedEnv(CountEnv):
