@@ -291,6 +291,40 @@ def assert_all_gone(pids: Iterable[int], within: float = HUNG_S) -> None:
         raise AssertionError(f"processes still running: {alive}") from None
 
 
+def signals_pending(pid: int, signums: Iterable[int]) -> bool:
+    """Whether one of the signals ``signums`` sent to process ``pid`` awaits delivery
+    (Linux's ``/proc/<pid>/status``). False once the kernel has delivered each (to a handler
+    or its default action) or discarded it (ignored), and once the process has exited."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            lines = status.read().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        lines = None
+    if not running(pid):
+        return False
+    # ShdPnd: sent to the process (kill); SigPnd: to its main thread.
+    pending = [line.split()[1] for line in lines or () if line.startswith(("ShdPnd:", "SigPnd:"))]
+    if len(pending) != 2:
+        raise RuntimeError(f"no ShdPnd, SigPnd in /proc/{pid}/status: signals_pending needs Linux")
+    mask = sum(1 << (signum - 1) for signum in signums)
+    return any(int(bits, 16) & mask for bits in pending)
+
+
+def wait_delivered(pids: Iterable[int], signums: Iterable[int]) -> None:
+    """Waits until the kernel has delivered (or, ignored, discarded) the signals ``signums``
+    sent to ``pids``: a process that does not ignore them has then begun to act on them.
+
+    Raises:
+        TimeoutError: One stays pending for ``HUNG_S`` seconds (blocked, or its process hung).
+    """
+    pids, signums = list(pids), list(signums)
+    names = ", ".join(signal.Signals(signum).name for signum in signums)
+    wait_until(
+        lambda: not any(signals_pending(pid, signums) for pid in pids),
+        f"the delivery of {names} to processes {pids}",
+    )
+
+
 class GatedEnv(CountEnv):
     """A CountEnv whose ``n``-th step (from 1, over all its episodes) waits until the file
     ``f"{gate}.{n}"`` exists: the test decides when each step ends."""
