@@ -24,6 +24,7 @@ from envs_testlib import (
     WaitsForBlockedCallerEnv,
     assert_all_gone,
     running,
+    wait_delivered,
 )
 
 from batchppo.envs import (
@@ -160,7 +161,7 @@ def test_workers_leave_sigterm_to_the_parent():
         env.reset(seed=0)
         for pid in worker_pids(env):
             os.kill(pid, signal.SIGTERM)
-        time.sleep(0.5)
+        wait_delivered(worker_pids(env), [signal.SIGTERM])
         assert all(running(pid) for pid in worker_pids(env))
         env.step(np.zeros((2, 1), np.float32))
         pids = worker_pids(env)
