@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import gymnasium
@@ -263,6 +263,66 @@ def wait_until(condition: Callable[[], bool], what: str, limit: float = HUNG_S) 
         if time.monotonic() > end:
             raise TimeoutError(f"hung: {what} did not happen within {limit:g} s")
         time.sleep(0.001)
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` runs: it exists and has not exited (a zombie has)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_all_gone(pids: Iterable[int], within: float = HUNG_S) -> None:
+    """Waits until none of ``pids`` runs; ``within`` seconds bound a hang, never a delay.
+
+    Raises:
+        AssertionError: Some of ``pids`` still run after ``within`` seconds (it names them).
+    """
+    alive = list(pids)
+
+    def gone() -> bool:
+        alive[:] = [pid for pid in alive if running(pid)]
+        return not alive
+
+    try:
+        wait_until(gone, "the processes' exit", within)
+    except TimeoutError:
+        raise AssertionError(f"processes still running: {alive}") from None
+
+
+def signals_pending(pid: int, signums: Iterable[int]) -> bool:
+    """Whether one of the signals ``signums`` sent to process ``pid`` awaits delivery
+    (Linux's ``/proc/<pid>/status``). False once the kernel has delivered each (to a handler
+    or its default action) or discarded it (ignored), and once the process has exited."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            lines = status.read().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        lines = None
+    if not running(pid):
+        return False
+    # ShdPnd: sent to the process (kill); SigPnd: to its main thread.
+    pending = [line.split()[1] for line in lines or () if line.startswith(("ShdPnd:", "SigPnd:"))]
+    if len(pending) != 2:
+        raise RuntimeError(f"no ShdPnd, SigPnd in /proc/{pid}/status: signals_pending needs Linux")
+    mask = sum(1 << (signum - 1) for signum in signums)
+    return any(int(bits, 16) & mask for bits in pending)
+
+
+def wait_delivered(pids: Iterable[int], signums: Iterable[int]) -> None:
+    """Waits until the kernel has delivered (or, ignored, discarded) the signals ``signums``
+    sent to ``pids``: a process that does not ignore them has then begun to act on them.
+
+    Raises:
+        TimeoutError: One stays pending for ``HUNG_S`` seconds (blocked, or its process hung).
+    """
+    pids, signums = list(pids), list(signums)
+    names = ", ".join(signal.Signals(signum).name for signum in signums)
+    wait_until(
+        lambda: not any(signals_pending(pid, signums) for pid in pids),
+        f"the delivery of {names} to processes {pids}",
+    )
 
 
 class GatedEnv(CountEnv):

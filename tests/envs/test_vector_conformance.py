@@ -25,9 +25,8 @@ from typing import Any
 import cloudpickle
 import gymnasium
 import numpy as np
-import psutil
 import pytest
-from envs_testlib import wait_until
+from envs_testlib import assert_all_gone, wait_until
 from gymnasium import spaces
 from gymnasium.error import AlreadyPendingCallError, ClosedEnvironmentError, NoAsyncCallError
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
@@ -540,30 +539,41 @@ def test_close_with_a_call_pending_warns(impl):
 
 
 class StuckEnv(CountingEnv):
-    """A CountingEnv whose step never returns."""
+    """A CountingEnv whose step creates the file ``f"{marker}.{pid}"`` (``pid``: its process
+    id), then never returns."""
+
+    def __init__(self, kind: str, tag: int, marker: str):
+        super().__init__(kind, tag)
+        self.marker = marker
 
     def step(self, action: Any):
+        with open(f"{self.marker}.{os.getpid()}", "w"):
+            pass
         time.sleep(3600)
 
     def pid(self) -> int:
         return os.getpid()
 
 
-def test_close_abandons_a_pending_call_where_gymnasium_waits_for_it():
+def test_close_abandons_a_pending_call_where_gymnasium_waits_for_it(tmp_path):
     """A documented difference: BatchEnv's close() with a step pending warns as Gymnasium's
     does, then ends the workers without waiting for the step (Gymnasium's close waits for
     the pending call, here for ever)."""
+    marker = str(tmp_path / "stuck")
     env = BatchEnv(
-        [lambda i=i: StuckEnv("box", i) for i in range(NUM_ENVS)], WorkerOptions(num_workers=2)
+        [lambda i=i: StuckEnv("box", i, marker) for i in range(NUM_ENVS)],
+        WorkerOptions(num_workers=2),
     )
     env.reset(seed=0)
     pids = set(env.call("pid"))
     env.step_async(actions_for("box", 0))
+    wait_until(
+        lambda: all(os.path.exists(f"{marker}.{pid}") for pid in pids), "every worker's step"
+    )
     with pytest.warns(UserWarning, match="while waiting for a pending call to `step`"):
         env.close()
     assert env.closed and len(pids) == 2
-    for pid in pids:
-        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+    assert_all_gone(pids)
 
 
 def test_the_default_autoreset_is_gymnasiums_so_its_wrappers_take_batch_env():

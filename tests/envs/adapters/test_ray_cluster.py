@@ -11,12 +11,10 @@ from __future__ import annotations
 import math
 import os
 import signal
-import time
 
 import numpy as np
-import psutil
 import pytest
-from envs_testlib import CountEnv, SlowEnv
+from envs_testlib import CountEnv, SlowEnv, assert_all_gone
 
 ray = pytest.importorskip("ray")
 
@@ -82,16 +80,6 @@ def fns(n: int, env=CountEnv):
     return [lambda i=i: env(i) for i in range(n)]
 
 
-def wait_gone(pids: list[int], timeout: float = 10.0) -> list[int]:
-    """The pids among ``pids`` still running after up to ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.1)
-
-
 def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined, spy):
     options = RayWorkerOptions(num_workers=2, num_cpus=1, address=joined.address)
     env = RayBatchEnv(fns(4, SlowEnv), options)
@@ -117,7 +105,7 @@ def test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast(joined, s
         assert waits == [None]
     finally:
         env.close()
-    assert not wait_gone([pid for _, pid in locations]), "actors outlived close()"
+    assert_all_gone([pid for _, pid in locations])  # the actors do not outlive close()
 
 
 def test_an_actor_process_that_dies_fails_the_next_step_fast(joined, spy):

@@ -17,7 +17,15 @@ from typing import Any
 import numpy as np
 import psutil
 import pytest
-from envs_testlib import FaultyEnv, HangAfterRestartEnv, SlowEnv, WaitsForBlockedCallerEnv
+from envs_testlib import (
+    FaultyEnv,
+    HangAfterRestartEnv,
+    SlowEnv,
+    WaitsForBlockedCallerEnv,
+    assert_all_gone,
+    running,
+    wait_delivered,
+)
 
 from batchppo.envs import (
     BatchEnv,
@@ -39,23 +47,6 @@ def faulty_fns(n: int, bad: int, fault: str, at: int = 2):
 
 def worker_pids(env: BatchEnv) -> list[int]:
     return list(env.worker_pids)
-
-
-def _running(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def assert_all_gone(pids, within: float = 10.0):
-    """Waits (bounded) until none of ``pids`` runs; fails naming the survivors."""
-    end = time.monotonic() + within
-    alive = list(pids)
-    while alive and time.monotonic() < end:
-        alive = [p for p in alive if _running(p)]
-        time.sleep(0.05)
-    assert not alive, f"processes still running: {alive}"
 
 
 # bad=1: the env is in the parent's share (``step_in_parent``, the opt-in); bad=3: in the
@@ -136,7 +127,7 @@ def test_hanging_step_times_out_and_close_terminates():
         env.step_wait(timeout=0.3)
     env.close(timeout=0.2)
     assert env.closed
-    assert_all_gone(pids, within=3.0)
+    assert_all_gone(pids)
 
 
 def test_hanging_env_close_is_escalated():
@@ -145,7 +136,7 @@ def test_hanging_env_close_is_escalated():
     )
     pids = worker_pids(env)
     env.close(timeout=0.2)
-    assert_all_gone(pids, within=3.0)
+    assert_all_gone(pids)
 
 
 def test_close_twice_and_use_after_close():
@@ -155,7 +146,7 @@ def test_close_twice_and_use_after_close():
     pids = worker_pids(env)
     env.close()
     env.close()
-    assert_all_gone(pids, within=3.0)
+    assert_all_gone(pids)
     with pytest.raises(Exception, match="closed"):
         env.reset()
 
@@ -170,11 +161,11 @@ def test_workers_leave_sigterm_to_the_parent():
         env.reset(seed=0)
         for pid in worker_pids(env):
             os.kill(pid, signal.SIGTERM)
-        time.sleep(0.5)
-        assert all(_running(pid) for pid in worker_pids(env))
+        wait_delivered(worker_pids(env), [signal.SIGTERM])
+        assert all(running(pid) for pid in worker_pids(env))
         env.step(np.zeros((2, 1), np.float32))
         pids = worker_pids(env)
-    assert_all_gone(pids, within=3.0)
+    assert_all_gone(pids)
 
 
 PARENT_SCRIPT = textwrap.dedent(
@@ -224,7 +215,7 @@ def test_no_child_outlives_a_killed_parent():
     proc, pids = _start_parent("none")
     proc.kill()
     _, err = proc.communicate(timeout=20)
-    assert_all_gone(pids, within=10.0)
+    assert_all_gone(pids)
     # The semaphores' names were removed once the workers had opened them: nothing leaks.
     assert "resource_tracker" not in err, err
 
@@ -236,7 +227,7 @@ def test_no_child_outlives_a_killed_parent_while_an_env_hangs_in_step():
     _, err = proc.communicate(timeout=20)
     # The hung worker never gets back to its semaphore wait, where it would see the parent's
     # death; it must end anyway (and with it the forkserver it keeps alive).
-    assert_all_gone(pids, within=10.0)
+    assert_all_gone(pids)
     assert "resource_tracker" not in err, err
 
 
@@ -264,7 +255,7 @@ def test_no_child_outlives_ctrl_c(tmp_path):
     proc.stdout.close()
     err = err_path.read_text()
     assert returncode != 0 and "KeyboardInterrupt" in err, err
-    assert_all_gone(pids, within=10.0)
+    assert_all_gone(pids)
 
 
 def test_unpicklable_info_is_an_error_not_a_dead_worker():
@@ -460,7 +451,7 @@ def test_a_step_that_hangs_raises_env_timeout_error_naming_the_env_and_its_stack
     assert "_exit_when_parent_dies" not in message  # the worker's own watch thread is left out
     assert lines[-1].endswith(" in worker_main")
     assert isinstance(info.value, WorkerDiedError)  # the worker is gone
-    assert not _running(pids[1])
+    assert not running(pids[1])
     with pytest.raises(WorkerDiedError, match="did not answer a step within step_timeout=1 s"):
         env.step(action)  # broken, as by a dead worker
     env.close()
@@ -498,7 +489,7 @@ def test_a_hung_worker_is_restarted_under_max_restarts_and_its_episodes_truncate
         "stacks, where it was stuck:\n"
     )
     assert re.search(SLEEPING_FRAME.format("step"), text)
-    assert new_pid != pids[1] and not _running(pids[1])
+    assert new_pid != pids[1] and not running(pids[1])
     obs, *_ = env.step(action)
     assert obs[:, 2].tolist() == [6, 6, 1, 1]  # the run goes on
     env.close()
@@ -568,7 +559,7 @@ def test_a_restart_that_hangs_raises_env_timeout_error_and_breaks_the_batch_env(
     assert lines[1] == f"Stacks of worker 1 (pid {hung_pid}, envs 2..3), where it was stuck:"
     assert re.search(SLEEPING_FRAME.format(frame), str(info.value))
     assert env.restarts == 0  # a failed restart is not counted
-    assert not _running(hung_pid)
+    assert not running(hung_pid)
     with pytest.raises(WorkerDiedError) as broken:
         env.step(action)
     assert str(broken.value).startswith(f"restarting envs {envs} failed (envs 2..3 (worker 1, ")

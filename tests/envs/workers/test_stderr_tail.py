@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+from envs_testlib import wait_until
+
 from batchppo.envs.workers.stderr_tail import StderrTails
 
 
@@ -31,16 +33,25 @@ def test_close_does_not_wait_for_a_pipe_another_process_holds_open(capfd):
     assert capfd.readouterr().err == "before close\n"
 
 
+def taken(tails: StderrTails, slot: int) -> list[str]:
+    """What the reader thread has taken from worker ``slot``'s pipe: its lines, then the start
+    of its next line."""
+    with tails._lock:
+        return [*tails._tails[slot], tails._partial[slot]]
+
+
 def test_lines_of_two_workers_are_forwarded_whole(capfd):
     tails = StderrTails()
     pipes = [os.pipe() for _ in range(2)]
     for slot, (read_fd, _) in enumerate(pipes):
         tails.add(slot, os.fdopen(read_fd, "rb", buffering=0))
     (_, first), (_, second) = pipes
+    # The reader takes each write alone, in this order: the second worker's line comes between
+    # the two parts of the first's.
     os.write(first, b"MuJoCo warning: Nan, ")
-    time.sleep(0.2)  # the reader takes the first part alone
+    wait_until(lambda: taken(tails, 0) == ["MuJoCo warning: Nan, "], "the first part's read")
     os.write(second, b"MuJoCo warning: Nan, Inf\n")
-    time.sleep(0.2)
+    wait_until(lambda: taken(tails, 1) == ["MuJoCo warning: Nan, Inf", ""], "the line's read")
     os.write(first, b"Inf\nits last line")
     os.close(first)
     os.close(second)

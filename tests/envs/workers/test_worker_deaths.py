@@ -7,10 +7,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
 import numpy as np
 import pytest
+from envs_testlib import wait_delivered
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 
 from batchppo.envs import BatchEnv, WorkerDiedError, WorkerOptions
@@ -102,12 +102,12 @@ def test_a_worker_ignores_stop_signals_whatever_handlers_its_env_installs():
         for pid in env.worker_pids:
             os.kill(pid, signal.SIGTERM)
             os.kill(pid, signal.SIGINT)
-        time.sleep(0.2)
+        wait_delivered(env.worker_pids, [signal.SIGTERM, signal.SIGINT])
         env.step(ACTIONS)  # every worker alive
         env.call("install_handlers")  # a call installs them again: ignored after it too
         for pid in env.worker_pids:
             os.kill(pid, signal.SIGTERM)
-        time.sleep(0.2)
+        wait_delivered(env.worker_pids, [signal.SIGTERM])
         obs, *_ = env.step(ACTIONS)
         assert obs.shape == (2, 3)
     finally:
