@@ -149,11 +149,13 @@ class StderrTails:
         return complete + newline
 
     def _end(self, slot: int) -> str:
-        """Worker ``slot``'s last line, unended, once its pipe ends (under the lock)."""
+        """Worker ``slot``'s last line, once its pipe ends (under the lock), forwarded with a
+        newline where the worker wrote none, so that what the next worker writes starts a line
+        of its own."""
         partial, self._partial[slot] = self._partial[slot], ""
         if partial.strip():
             self._tails[slot].append(partial)
-        return partial
+        return partial + "\n" if partial else ""
 
     @staticmethod
     def _forward(text: str) -> None:

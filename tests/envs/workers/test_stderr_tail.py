@@ -19,7 +19,8 @@ def test_close_forwards_and_keeps_what_the_thread_had_no_time_to_read(capfd):
     os.write(write_fd, b"MuJoCo warning: one\nand the last line")
     os.close(write_fd)  # the worker has exited
     tails.close(drain_s=0.0)
-    assert capfd.readouterr().err == "MuJoCo warning: one\nand the last line"
+    # The unended last line goes out ended, so the next worker's output starts a line.
+    assert capfd.readouterr().err == "MuJoCo warning: one\nand the last line\n"
     assert tails.tail(3) == ["MuJoCo warning: one", "and the last line"]
 
 
@@ -56,7 +57,9 @@ def test_lines_of_two_workers_are_forwarded_whole(capfd):
     os.close(first)
     os.close(second)
     tails.close(drain_s=5.0)
-    assert sorted(capfd.readouterr().err.split("\n")) == [
+    err = capfd.readouterr().err
+    assert err.endswith("\n") and err.count("\n") == 3  # three lines, each ended
+    assert sorted(err.splitlines()) == [
         "MuJoCo warning: Nan, Inf",
         "MuJoCo warning: Nan, Inf",
         "its last line",
