@@ -580,6 +580,14 @@ def takeoff_rows(
     return out
 
 
+def takeoff_steps(rows: Sequence[dict], length: float) -> np.ndarray:
+    """Each seed's take-off step at one length, infinity for a seed that never took off (so
+    that it ranks after every step)."""
+    return np.array(
+        [np.inf if r["takeoff"][length] is None else r["takeoff"][length] for r in rows]
+    )
+
+
 def takeoff_summary(rows: Sequence[dict], length: float, split: float | None = None) -> dict:
     """How the take-off step at one length predicts the final score over pooled seeds.
 
@@ -596,9 +604,7 @@ def takeoff_summary(rows: Sequence[dict], length: float, split: float | None = N
         two-sided p-value), `split`, `early` and `late` (`(below the bar, seeds)` on each side)
         and `fisher_p` (Fisher's exact test, two-sided, of below the bar against early/late).
     """
-    steps = np.array(
-        [np.inf if r["takeoff"][length] is None else r["takeoff"][length] for r in rows]
-    )
+    steps = takeoff_steps(rows, length)
     finals = np.array([r["final"] for r in rows])
     below = np.array([r["below"] for r in rows])
     rho, p = spearman_test(steps, finals)
@@ -801,7 +807,7 @@ def early_signal_lines(
         Markdown lines: a table of `rho (p)`, one row a signal, one column a step; a seed
         whose run ends before the step (or lacks the signal) is left out of that cell.
     """
-    takeoff = [np.inf if r["takeoff"][head] is None else r["takeoff"][head] for r in rows]
+    takeoff = takeoff_steps(rows, head)
     lines = [
         f"| signal: Spearman rho with the take-off step (length >= {head:.0f}), p | "
         + " | ".join(f"{x // 1000}k" for x in steps)
