@@ -9,8 +9,11 @@
 #   bench/fresh_seeds.sh score PRESET         # each finished run's final policy, 100 mean-
 #                                              # action episodes -> docs/results/PRESET-1M-seedN.json
 #   bench/fresh_seeds.sh publish PRESET       # the SEEDS' runs, all staged and scored ->
-#                                              # docs/results/PRESET-1M-seedsA-B*, the manifest,
-#                                              # results redrawn
+#                                              # docs/results/PRESET-1M-seedsA-B* (PUBLISH_AS:
+#                                              # that name for PRESET), the manifest, results
+#                                              # redrawn; a set published already is refused
+#   bench/fresh_seeds.sh history PRESET V     # docs/results/PRESET-1M-seedsA-B* (SEEDS) ->
+#                                              # PRESET-V-1M-seedsA-B* (git mv), the manifest
 #
 # docs/runs holds a run in its compact form (bench/rundata.py: config, code, the logs
 # xz-compressed, a summary; no checkpoint): a seed counts as published once its summary there
@@ -23,12 +26,22 @@
 # Run it with the project's virtualenv active (batchppo on PATH).
 #
 # A variant: SEEDS="0 1 2" VARIANT=ln SETS="mlp=layernorm discount=0.995" bench/fresh_seeds.sh
-# train hopper_fast trains runs_fresh/s<seed>-hopper_fast-ln with those fields set (`train` only).
+# train hopper_fast trains runs_fresh/s<seed>-hopper_fast-ln with those fields set (`train` only);
+# `stage`, `score` and `publish` then take its runs' name, hopper_fast-ln, for PRESET.
+#
+# A preset changed and rerun on the seeds of its newest set (its runs a variant's, trained as
+# above): the former recipe's set moves to history under a name of its own, then the variant's
+# runs are published under the preset's own name (bench/results.py's `Task` says how its line in
+# TASKS then reads; its `FreshSet` names each set's runs and results):
+#   SEEDS="30 31 32 33 34 35 36 37 38 39" bench/fresh_seeds.sh history humanoid_fast adam99
+#   SEEDS="30 31 32 33 34 35 36 37 38 39" PUBLISH_AS=humanoid_fast \
+#     bench/fresh_seeds.sh publish humanoid_fast-v256
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export JAX_PLATFORMS=cpu
 SEEDS=${SEEDS:-20 21 22 23 24 25 26 27 28 29}
 VARIANT=${VARIANT:-}  # a run-name suffix: the runs of SETS
+PUBLISH_AS=${PUBLISH_AS:-}  # the results name `publish` writes the runs under (default: theirs)
 SETS=${SETS:-}  # FIELD=VALUE ... set on top of the preset
 ALL="cheetah_fast hopper_fast walker_fast ant_fast humanoid_fast"
 
@@ -121,9 +134,20 @@ PY
   done
 }
 
+# The stem of the SEEDS' set of results named $1 in docs/results.
+set_stem() {
+  local seeds=($SEEDS)
+  echo docs/results/$1-1M-seeds${seeds[0]}-${seeds[-1]}
+}
+
+# The SEEDS' runs of $1 gathered into one set of results, named PUBLISH_AS (default $1); a set
+# of that name is never overwritten: the set it holds moves to history first (`history`).
 publish() {
-  local p=$1 seeds=($SEEDS)
-  local out=docs/results/$1-1M-seeds${seeds[0]}-${seeds[-1]} scored=() dirs=()
+  local p=$1 name=${PUBLISH_AS:-$1}
+  local out scored=() dirs=()
+  out=$(set_stem $name)
+  [ -f $out.json ] && { echo "$out.json: published already; move that set to history first:" \
+    "SEEDS=\"$SEEDS\" bench/fresh_seeds.sh history $name VARIANT" >&2; exit 1; }
   stage $p all
   score $p
   for seed in $SEEDS; do
@@ -143,6 +167,24 @@ publish() {
   python bench/results.py --write README.md docs/benchmarks.md --figure
 }
 
+# The SEEDS' set of results of preset $1 moved to history: each file of
+# docs/results/$1-1M-seedsA-B* renamed $1-$2-1M-seedsA-B* (git mv; their runs keep their names),
+# so that the preset's own name is free for the set of its recipe as changed.
+history() {
+  local p=$1 variant=$2 old new
+  [ -n "$variant" ] || { echo "history $p: name the variant the set moves to:" \
+    "bench/fresh_seeds.sh history $p VARIANT" >&2; exit 1; }
+  old=$(set_stem $p)
+  new=$(set_stem $p-$variant)
+  [ -f $old.json ] || { echo "$old.json: no such set to move (SEEDS=\"$SEEDS\")" >&2; exit 1; }
+  [ -e $new.json ] && { echo "$new.json: history of that name exists; name another variant" >&2
+    exit 1; }
+  for f in $old.* $old-*; do  # its .json, .csv, -runs.csv, -stats.json, -training-window*
+    if [ -e "$f" ]; then git mv "$f" "$new${f#"$old"}"; fi
+  done
+  python bench/rundata.py manifest --write
+}
+
 # Every command runs the project's `python` and `batchppo`: refuse to start without them.
 if ! command -v batchppo > /dev/null || ! python -c "import batchppo" 2> /dev/null; then
   echo "fresh_seeds.sh: no batchppo on PATH: activate the project's virtualenv" \
@@ -155,5 +197,6 @@ case "${1:-}" in
   stage) stage "$2" ;;
   score) score "$2" ;;
   publish) publish "$2" ;;
-  *) sed -n '2,23p' "$0"; exit 2 ;;
+  history) history "$2" "${3:-}" ;;
+  *) sed -n '2,/^[^#]/{/^#/p;}' "$0"; exit 2 ;;  # the header comment
 esac

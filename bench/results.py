@@ -66,7 +66,42 @@ RUNS = ROOT / "docs" / "runs"
 T = TypeVar("T")
 
 
-FRESH_SEEDS = (range(20, 30), range(10, 20))
+@dataclasses.dataclass(frozen=True)
+class FreshSet:
+    """A fresh seed set of a task: its seeds, and the names its runs and results are kept
+    under. Two sets on the same seeds (a preset changed and rerun on them) differ by their
+    variants: the new recipe's runs by ``runs``, the former recipe's results, moved to history
+    (`bench/fresh_seeds.sh history`), by ``results``.
+
+    Attributes:
+        seeds: Its seeds.
+        runs: The variant of its runs' names: `docs/runs/s<seed>-<preset>-<runs>`, or
+            `docs/runs/s<seed>-<preset>` where empty.
+        results: The variant of its results' stem: `<preset>-<results>-1M-seeds<a>-<b>`, or
+            `<preset>-1M-seeds<a>-<b>` where empty; the tables name the set with it.
+    """
+
+    seeds: range
+    runs: str = ""
+    results: str = ""
+
+    @property
+    def label(self) -> str:
+        """`20-29`, or with its results' variant `30-39 (adam99)`: the set as a table names
+        it."""
+        return seeds_label(self.seeds) + (f" ({self.results})" if self.results else "")
+
+    def stem(self, preset: str) -> str:
+        """The stem of its final-policy results in docs/results."""
+        variant = f"-{self.results}" if self.results else ""
+        return f"{preset}{variant}-1M-seeds{seeds_label(self.seeds)}"
+
+    def run(self, preset: str, seed: int) -> str:
+        """The name of its run of ``seed`` in docs/runs."""
+        return f"s{seed}-{preset}" + (f"-{self.runs}" if self.runs else "")
+
+
+FRESH_SEEDS = (FreshSet(range(20, 30)), FreshSet(range(10, 20)))
 """The fresh seeds of the frozen recipes (issue 56), newest first: 20-29, never run before the
 recipes were frozen, which the protocol tables report; and 10-19, which an earlier recipe ran,
 rerun on the same code. A task's own sets (`Task.fresh`) default to these."""
@@ -76,12 +111,17 @@ rerun on the same code. A task's own sets (`Task.fresh`) default to these."""
 class Task:
     """A MuJoCo task, its preset and where its results live.
 
-    A preset that changes runs on seeds no recipe has run, published as its fresh set with its
-    earlier sets kept as history (issue 70). The switch is its line in `TASKS`: the new set
-    first in ``fresh``, ``earlier_recipe`` the number of sets its former recipe ran, and the new
-    recipe's seeds 0-9 stems in ``tuning`` and ``tuning_window``: Humanoid's line reads
-    ``fresh=(range(30, 40), *FRESH_SEEDS), earlier_recipe=2``. Every table, the figure and the
-    guard read each task's own sets.
+    A preset that changes is published as its fresh set with its earlier sets kept as history
+    (issue 70). The switch is its line in `TASKS`: the new set first in ``fresh``,
+    ``earlier_recipe`` the number of sets its former recipes ran, and the new recipe's seeds
+    0-9 stems in ``tuning`` and ``tuning_window``. Run on seeds no recipe has run, Humanoid's
+    line reads ``fresh=(FreshSet(range(30, 40)), *FRESH_SEEDS), earlier_recipe=2``. Rerun on
+    the seeds of its newest set, the new runs carry a variant in their names, and the former
+    set's results move to a variant stem first (`bench/fresh_seeds.sh history humanoid_fast
+    adam99`) so that the preset's own stem holds the shipped recipe's set:
+    ``fresh=(FreshSet(range(30, 40), runs="v256"),
+    FreshSet(range(30, 40), results="adam99"), *FRESH_SEEDS), earlier_recipe=3``. Every
+    table, the figure and the guard read each task's own sets.
 
     Attributes:
         name: The task's name in the tables.
@@ -98,15 +138,15 @@ class Task:
             steps, 10 test episodes, sampled actions) within 1M steps of the 10 seeds' mean,
             and the std over seeds there.
         fresh: Its fresh seed sets, newest first: the protocol tables, the headline and the
-            figure report the newest (`<preset>-1M-seeds<a>-<b>*` results); the fresh-seed
-            table shows every set.
+            figure report the newest (`FreshSet.stem` results); the fresh-seed table shows
+            every set.
         earlier_recipe: How many of the oldest sets of ``fresh`` ran an earlier recipe of the
             preset: history, which the guard (`shipped_differences`) does not hold to the
             preset as shipped. The newest set is always the shipped recipe's.
 
     Raises:
-        ValueError: ``fresh`` is empty, or ``earlier_recipe`` is negative or counts the newest
-            set.
+        ValueError: ``fresh`` is empty, two of its sets on overlapping seeds share their runs
+            or their results, or ``earlier_recipe`` is negative or counts the newest set.
     """
 
     name: str
@@ -117,22 +157,31 @@ class Task:
     cleanrl: tuple[float, float] | None
     rlzoo: tuple[float, float] | None
     tianshou: tuple[float, float]
-    fresh: tuple[range, ...] = FRESH_SEEDS
+    fresh: tuple[FreshSet, ...] = FRESH_SEEDS
     earlier_recipe: int = 0
 
     def __post_init__(self) -> None:
         if not self.fresh:
             raise ValueError(f"{self.name}: no fresh seed set; give `fresh` one, newest first")
+        for i, newer in enumerate(self.fresh):
+            for older in self.fresh[i + 1 :]:
+                shared = [what for what in ("runs", "results")
+                          if getattr(newer, what) == getattr(older, what)]  # fmt: skip
+                if set(newer.seeds) & set(older.seeds) and shared:
+                    raise ValueError(
+                        f"{self.name}: fresh sets {newer.label} and {older.label} share seeds "
+                        f"and their {' and '.join(shared)} variant; give each its own"
+                    )
         if not 0 <= self.earlier_recipe < len(self.fresh):
             raise ValueError(
                 f"{self.name}: earlier_recipe={self.earlier_recipe} of {len(self.fresh)} fresh "
                 "sets; give a count from 0 up to all but the newest set"
             )
 
-    def shipped(self, seeds: range) -> bool:
-        """Whether ``seeds``, one of its sets, ran the preset as shipped (not an earlier
+    def shipped(self, fresh: FreshSet) -> bool:
+        """Whether ``fresh``, one of its sets, ran the preset as shipped (not an earlier
         recipe)."""
-        return self.fresh.index(seeds) < len(self.fresh) - self.earlier_recipe
+        return self.fresh.index(fresh) < len(self.fresh) - self.earlier_recipe
 
 
 TASKS = (
@@ -150,7 +199,7 @@ TASKS = (
     Task("Humanoid", "humanoid_fast", "humanoid_fast-adam99-1M-seeds0-9",
          "humanoid_fast-adam99-1M-seeds0-9-training-window", 5500,
          (716, 49), None, (787.1, 193.5),
-         fresh=(range(30, 40), *FRESH_SEEDS), earlier_recipe=2),
+         fresh=(FreshSet(range(30, 40)), *FRESH_SEEDS), earlier_recipe=2),
 )  # fmt: skip
 """The five `*_fast` tasks. Sources of the peers' figures: vwxyzjn/cleanrl's benchmark docs
 (ppo_continuous_action), DLR-RM/rl-baselines3-zoo benchmark.md, thu-ml/tianshou
@@ -281,15 +330,15 @@ def seeds_label(seeds: range) -> str:
     return f"{seeds[0]}-{seeds[-1]}"
 
 
-def fresh_stem(task: Task, seeds: range | None = None) -> str:
-    """The stem of a task's final-policy results over ``seeds`` (None: its newest fresh set)."""
-    return f"{task.preset}-1M-seeds{seeds_label(task.fresh[0] if seeds is None else seeds)}"
+def fresh_stem(task: Task, fresh: FreshSet | None = None) -> str:
+    """The stem of a task's final-policy results over its set ``fresh`` (None: its newest)."""
+    return (task.fresh[0] if fresh is None else fresh).stem(task.preset)
 
 
-def window_stem(task: Task, seeds: range | None = None) -> str:
+def window_stem(task: Task, fresh: FreshSet | None = None) -> str:
     """The stem of a task's training-window results (which hold its max-eval-mean too) over
-    ``seeds`` (None: its newest fresh set)."""
-    return f"{fresh_stem(task, seeds)}-training-window"
+    its set ``fresh`` (None: its newest)."""
+    return f"{fresh_stem(task, fresh)}-training-window"
 
 
 def _shared(values: Iterable[T]) -> T | None:
@@ -298,7 +347,7 @@ def _shared(values: Iterable[T]) -> T | None:
     return next(iter(distinct)) if len(distinct) == 1 else None
 
 
-def shared_newest() -> range | None:
+def shared_newest() -> FreshSet | None:
     """The newest fresh set where every task's is the same (a table's header then names it);
     None where they differ (each row names its own)."""
     return _shared(task.fresh[0] for task in TASKS)
@@ -310,11 +359,11 @@ def newest_seeds_text() -> str:
     (Humanoid)`."""
     shared = shared_newest()
     if shared is not None:
-        return f"seeds {seeds_label(shared)}"
-    by_set: dict[range, list[str]] = {}
+        return f"seeds {shared.label}"
+    by_set: dict[FreshSet, list[str]] = {}
     for task in TASKS:
         by_set.setdefault(task.fresh[0], []).append(task.name)
-    return "seeds " + _join([f"{seeds_label(s)} ({_join(names)})" for s, names in by_set.items()])
+    return "seeds " + _join([f"{s.label} ({_join(names)})" for s, names in by_set.items()])
 
 
 def _group_scores(stem: str) -> np.ndarray | None:
@@ -327,26 +376,27 @@ def _env(stem: str) -> str | None:
     return None if entries is None else entries[0]["env"]
 
 
-def _finished(task: Task, seeds: range) -> int:
-    """How many of ``seeds`` have a finished run of ``task`` in docs/runs (by its summary)."""
-    return sum(rundata.finished(RUNS / f"s{s}-{task.preset}") for s in seeds)
+def _finished(task: Task, fresh: FreshSet) -> int:
+    """How many seeds of its set ``fresh`` have a finished run in docs/runs (by its
+    summary)."""
+    return sum(rundata.finished(RUNS / fresh.run(task.preset, s)) for s in fresh.seeds)
 
 
-def _fresh_cells(task: Task, seeds: range, env: str | None) -> list[str]:
+def _fresh_cells(task: Task, fresh: FreshSet, env: str | None) -> list[str]:
     """Two cells of the fresh-seed table, one per target: the IQM with its interval and
     whether it reaches the task's target, and the seeds below 70 % of it (the weakest where
     none is) and whether at most one is."""
-    stem = fresh_stem(task, seeds)
+    stem = fresh_stem(task, fresh)
     entries = load_entries(results_path(f"{stem}.json"))
     if entries is None:
-        return [f"pending ({_finished(task, seeds)} of {len(seeds)} run)", "pending"]
+        return [f"pending ({_finished(task, fresh)} of {len(fresh.seeds)} run)", "pending"]
     values = scores(entries)
     low, high = stats_interval(results_path(f"{stem}-stats.json"), env, values)
     by_seed = sorted((e["seed"], e["mean_return"]) for e in entries)
     return [
         f"{iqm(values):.0f} [{low:.0f}, {high:.0f}]: "
         + ("met" if iqm(values) >= task.target else "missed"),
-        below_cell(by_seed, 0.7 * task.target, resumed(task, seeds)),
+        below_cell(by_seed, 0.7 * task.target, resumed(task, fresh)),
     ]
 
 
@@ -354,12 +404,12 @@ RESUMED_MARK = "†"
 """The mark of a seed whose run was resumed mid-run (`resumed`), where a table names it."""
 
 
-def resumed(task: Task, seeds: Sequence[int]) -> dict[int, int]:
-    """The seeds of ``task`` whose published run was resumed mid-run from its own checkpoint,
-    each with the step it resumed at (its summary's first ``resumed_at``)."""
+def resumed(task: Task, fresh: FreshSet) -> dict[int, int]:
+    """The seeds of its set ``fresh`` whose published run was resumed mid-run from its own
+    checkpoint, each with the step it resumed at (its summary's first ``resumed_at``)."""
     found = {}
-    for seed in seeds:
-        run = RUNS / f"s{seed}-{task.preset}"
+    for seed in fresh.seeds:
+        run = RUNS / fresh.run(task.preset, seed)
         steps = rundata.load_summary(run)["resumed_at"] if run.is_dir() else []
         if steps:
             found[seed] = steps[0]
@@ -368,11 +418,14 @@ def resumed(task: Task, seeds: Sequence[int]) -> dict[int, int]:
 
 def resumed_note(tasks: Sequence[Task]) -> str:
     """The footnote of the mark: each resumed run of ``tasks`` over their fresh sets (every
-    task's newest set first), and where it resumed; empty where none was."""
-    runs = [f"{task.name} seed {seed} at {step / 1000:.0f}k steps"
+    task's newest set first), named with its set's results variant where it has one, and where
+    it resumed; empty where none was."""
+    runs = [f"{task.name} seed {seed}{f' ({fresh.results})' if fresh.results else ''} at "
+            f"{step / 1000:.0f}k steps"
             for i in range(max(len(task.fresh) for task in tasks))
             for task in tasks if i < len(task.fresh)
-            for seed, step in resumed(task, task.fresh[i]).items()]  # fmt: skip
+            for fresh in [task.fresh[i]]
+            for seed, step in resumed(task, fresh).items()]  # fmt: skip
     if not runs:
         return ""
     return (f"{RESUMED_MARK} Resumed mid-run from its own checkpoint, on the same code: "
@@ -407,7 +460,7 @@ def earlier_recipe_note(tasks: Sequence[Task]) -> str:
     """The note naming the fresh sets of ``tasks`` that ran an earlier recipe of their preset
     (`Task.earlier_recipe`); empty where none did."""
     named = [f"{task.name}'s seeds "
-             + _join([seeds_label(s) for s in task.fresh if not task.shipped(s)])
+             + _join([s.label for s in task.fresh if not task.shipped(s)])
              for task in tasks if task.earlier_recipe]  # fmt: skip
     if not named:
         return ""
@@ -415,12 +468,12 @@ def earlier_recipe_note(tasks: Sequence[Task]) -> str:
             "task's newest set is its preset as shipped.")  # fmt: skip
 
 
-def _fresh_columns(shared: tuple[range, ...] | None, depth: int) -> tuple[list[str], str]:
+def _fresh_columns(shared: tuple[FreshSet, ...] | None, depth: int) -> tuple[list[str], str]:
     """The fresh-seed table's columns of the sets, newest first, and their alignment: named by
     their seeds where every task has the same sets (``shared``); else each set's columns start
     with its seeds (`newest fresh set`, then `earlier set 1`, `earlier set 2`...)."""
     if shared is not None:
-        labels = [f"seeds {seeds_label(seeds)}" for seeds in shared]
+        labels = [f"seeds {fresh.label}" for fresh in shared]
         heads = [h for label in labels for h in (f"{label}: IQM [95 % CI]", f"{label} below 70 %")]
         return heads, "---:|---|" * len(shared)
     heads = []
@@ -439,7 +492,7 @@ def _fresh_row(task: Task, depth: int, labelled: bool) -> str:
         if i >= len(task.fresh):
             cells += ["—"] * 3
             continue
-        cells += [seeds_label(task.fresh[i])] if labelled else []
+        cells += [task.fresh[i].label] if labelled else []
         cells += _fresh_cells(task, task.fresh[i], env)
     tuning = _group_scores(task.tuning)
     low, high = stats_interval(results_path(f"{task.tuning}-stats.json"), env, tuning)
@@ -581,9 +634,7 @@ def protocol_tables() -> list[str]:
     peer's figure, with which side is higher where the intervals say so. The header names the
     seeds where every task's newest set is the same; else each row does (`_marked_name`)."""
     shared = shared_newest()
-    ours = (
-        "batchppo, the row's seeds" if shared is None else f"batchppo seeds {seeds_label(shared)}"
-    )
+    ours = "batchppo, the row's seeds" if shared is None else f"batchppo seeds {shared.label}"
     lines: list[str] = []
     for table in PROTOCOLS:
         head = f"| task | {table.peer} | {ours} | 95 % intervals, peer / ours |"
@@ -603,7 +654,7 @@ def protocol_tables() -> list[str]:
                 cells.append(table.score(task, False).text)
             lines.append(f"| {_marked_name(task)} | " + " | ".join(cells) + " |")
     if any(resumed(task, task.fresh[0]) for task in TASKS):
-        seeds = "the seeds its row names" if shared is None else f"its seeds {seeds_label(shared)}"
+        seeds = "the seeds its row names" if shared is None else f"its seeds {shared.label}"
         lines += ["", *_paragraph(
             f"{RESUMED_MARK} One of {seeds} was resumed mid-run from its own checkpoint (the "
             "fresh-seed table names it).")]  # fmt: skip
@@ -613,7 +664,7 @@ def protocol_tables() -> list[str]:
 def _marked_name(task: Task) -> str:
     """The task's name in a protocol table: with its newest fresh seeds where the tasks' differ
     (`shared_newest`), marked where one of them was resumed mid-run."""
-    seeds = "" if shared_newest() is not None else f" (seeds {seeds_label(task.fresh[0])})"
+    seeds = "" if shared_newest() is not None else f" (seeds {task.fresh[0].label})"
     return task.name + seeds + (RESUMED_MARK if resumed(task, task.fresh[0]) else "")
 
 
@@ -855,8 +906,8 @@ def fresh_block() -> list[str]:
     runs = [
         RUNS / Path(entry["run_dir"]).name  # evaluated where the checkpoint was
         for task in TASKS
-        for seeds in task.fresh
-        for entry in load_entries(results_path(f"{fresh_stem(task, seeds)}.json")) or []
+        for fresh in task.fresh
+        for entry in load_entries(results_path(f"{fresh_stem(task, fresh)}.json")) or []
     ]
     timing = (
         f"Each of the {len(runs)} runs published so far took {_minutes(runs)} to its final "
@@ -1814,13 +1865,13 @@ def figure_data() -> dict[str, Any]:
         tasks.append({
             "task": task.name,
             "target": task.target,
-            "seeds": seeds_label(task.fresh[0]),
+            "seeds": task.fresh[0].label,
             "scores": by_seed,
             "iqm": round(iqm(np.array(list(by_seed.values()))), 1) if by_seed else None,
             "peers": {p.name: p.figure(task)[0] for p in PROTOCOLS if p.figure(task) is not None},
         })  # fmt: skip
     return {
-        "seeds": None if shared is None else seeds_label(shared),
+        "seeds": None if shared is None else shared.label,
         "score": "the final policy's mean return over 100 episodes of the mean action",
         "peers": {p.name: f"{p.peer}: {p.statistic}" for p in PROTOCOLS},
         "tasks": tasks,
@@ -1941,8 +1992,8 @@ def sources() -> list[Source]:
             Source(task.tuning_window, task.preset, periodic=False),
             Source(window_stem(task), task.preset),
         ]
-        out += [Source(fresh_stem(task, seeds), task.preset if task.shipped(seeds) else None,
-                       periodic=False) for seeds in task.fresh]  # fmt: skip
+        out += [Source(fresh_stem(task, fresh), task.preset if task.shipped(fresh) else None,
+                       periodic=False) for fresh in task.fresh]  # fmt: skip
     for game in MINATAR:
         stem = f"{game.preset}-10M-3seeds"
         out += [Source(stem, game.preset), Source(f"{stem}-sampled164", game.preset)]
@@ -2164,7 +2215,7 @@ def resumed_newest() -> str:
     by_set: dict[str, int] = {}
     for task in TASKS:
         if count := len(resumed(task, task.fresh[0])):
-            label = f"seeds {seeds_label(task.fresh[0])}"
+            label = f"seeds {task.fresh[0].label}"
             by_set[label] = by_set.get(label, 0) + count
     runs = sum(by_set.values())
     if not runs:

@@ -4,12 +4,16 @@ gives, figure for figure, and worded by what the data supports."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -539,8 +543,10 @@ def test_code_changed_since_a_commit_is_what_git_log_says(results, monkeypatch):
 
 
 def test_resumed_runs_are_marked_where_a_table_names_them_with_a_footnote(results):
-    assert results.resumed(results.TASKS[4], range(20, 30)) == {23: 901120}
-    assert results.resumed(results.TASKS[3], range(10, 30)) == {11: 301056, 22: 600064}
+    fresh = results.FreshSet
+    assert results.resumed(results.TASKS[4], fresh(range(20, 30))) == {23: 901120}
+    assert results.resumed(results.TASKS[3], fresh(range(10, 20))) == {11: 301056}
+    assert results.resumed(results.TASKS[3], fresh(range(20, 30))) == {22: 600064}
     assert results.below_cell([(22, 900.0), (23, 1089.2)], 3850.0, {23: 901120}) == (
         "22 (900), 23† (1089): missed")  # fmt: skip
     assert results.resumed_note(results.TASKS) == (
@@ -555,12 +561,14 @@ def test_resumed_runs_are_marked_where_a_table_names_them_with_a_footnote(result
     assert "| HalfCheetah (seeds 20-29) | 5783.9 ± 1244 |" in page
 
 
-def _fake_set(folder: Path, stem: str, seeds: range, base: float, preset: str) -> None:
-    """`<stem>.json`, a run a seed of ``preset`` scoring ``base + 20 i`` in seed order (their IQM
-    ``base + 90``), and its `-stats.json`: the IQM's interval ``[base + 40, base + 140]`` and
-    a max-eval-mean of ``base + 50`` ± 30 by Tianshou's protocol."""
+def _fake_set(
+    folder: Path, stem: str, seeds: range, base: float, run: Callable[[int], str]
+) -> None:
+    """`<stem>.json`, a run a seed (named ``run(seed)``) scoring ``base + 20 i`` in seed order
+    (their IQM ``base + 90``), and its `-stats.json`: the IQM's interval ``[base + 40, base +
+    140]`` and a max-eval-mean of ``base + 50`` ± 30 by Tianshou's protocol."""
     runs = [{"seed": s, "mean_return": base + 20 * i, "episodes": 100, "env": "Humanoid-v5",
-             "run_dir": f"/elsewhere/s{s}-{preset}"} for i, s in enumerate(seeds)]  # fmt: skip
+             "run_dir": f"/elsewhere/{run(s)}"} for i, s in enumerate(seeds)]  # fmt: skip
     _write_entries(folder, stem, runs)
     iqm = {"value": base + 90, "low": base + 40, "high": base + 140}
     peak = {"value": base + 50, "std": 30.0, "runs": 10, "episodes": [10], "actions": "sampled"}
@@ -574,39 +582,90 @@ def _last_paragraph(lines: list[str]) -> str:
     return " ".join(lines[len(lines) - lines[::-1].index("") :])
 
 
+def _publish(
+    results: Any,
+    folder: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tasks: Sequence[Any],
+    bases: Mapping[str, float],
+    resumed: Mapping[str, list[int]],
+) -> None:
+    """Makes ``tasks`` the tasks, their fresh sets published in a docs/results and docs/runs of
+    their own (under ``folder``): each set's results scoring from ``bases[its stem]``
+    (`_fake_set`), each of its runs finished (the runs of ``resumed``, by name, resumed
+    mid-run); the newest set's training window from its base + 100, the tuning seeds' from
+    base + 300 and base + 200. The global sets are made seeds 90-99, which no file holds: a
+    reader still on them finds nothing."""
+    runs = folder / "runs"
+    for task in tasks:
+        for fresh in task.fresh:
+            stem = results.fresh_stem(task, fresh)
+            name = functools.partial(fresh.run, task.preset)
+            _fake_set(folder, stem, fresh.seeds, bases[stem], name)
+            for seed in fresh.seeds:
+                (runs / name(seed)).mkdir(parents=True)
+                summary = {"wall_time": 60.0 * seed, "finished": True,
+                           "resumed_at": resumed.get(name(seed), [])}  # fmt: skip
+                (runs / name(seed) / "summary.json").write_text(json.dumps(summary))
+        newest = bases[results.fresh_stem(task)]
+        name = functools.partial(task.fresh[0].run, task.preset)
+        _fake_set(folder, results.window_stem(task), task.fresh[0].seeds, newest + 100, name)
+        tuning = functools.partial(results.FreshSet(range(10)).run, task.preset)
+        _fake_set(folder, task.tuning, range(10), newest + 300, tuning)
+        _fake_set(folder, task.tuning_window, range(10), newest + 200, tuning)
+    monkeypatch.setattr(results, "RESULTS", folder)
+    monkeypatch.setattr(results, "RUNS", runs)
+    monkeypatch.setattr(results, "FRESH_SEEDS", (results.FreshSet(range(90, 100)),))
+    monkeypatch.setattr(results, "TASKS", tuple(tasks))
+
+
+def _hopper(results: Any) -> Any:
+    """Hopper on its own fresh sets, 20-29 and 10-19."""
+    fresh = results.FreshSet
+    return results.Task("Hopper", "hop", "hop-tune", "hop-tune-window", 2800, (2383, 272),
+                        (2410, 10), (2609.3, 700.8),
+                        fresh=(fresh(range(20, 30)), fresh(range(10, 20))))  # fmt: skip
+
+
+HOPPER_BASES = {"hop-1M-seeds20-29": 3000, "hop-1M-seeds10-19": 1900}
+"""Where `_hopper`'s sets score from (`_publish`)."""
+
+
 @pytest.fixture
 def per_task_sets(results, tmp_path, monkeypatch):
-    """Two tasks on their own fresh sets, in a docs/results and docs/runs of their own: Hopper
-    on 20-29 and 10-19, Humanoid changed and run on 30-39, its 20-29 and 10-19 of an earlier
-    recipe; Humanoid's seed 30 and Hopper's 12 resumed mid-run. The global sets are made seeds
-    90-99, which no file holds: a reader still on them finds nothing."""
-    hopper = results.Task("Hopper", "hop", "hop-tune", "hop-tune-window", 2800, (2383, 272),
-                          (2410, 10), (2609.3, 700.8),
-                          fresh=(range(20, 30), range(10, 20)))  # fmt: skip
+    """Two tasks on their own fresh sets (`_publish`): Hopper on 20-29 and 10-19, Humanoid
+    changed and run on 30-39, its 20-29 and 10-19 of an earlier recipe; Humanoid's seed 30 and
+    Hopper's 12 resumed mid-run."""
+    fresh = results.FreshSet
     humanoid = results.Task("Humanoid", "hum", "hum-tune", "hum-tune-window", 5500, (716, 49),
                             None, (787.1, 193.5), earlier_recipe=2,
-                            fresh=(range(30, 40), range(20, 30), range(10, 20)))  # fmt: skip
-    bases = {"hop": {20: 3000, 10: 1900}, "hum": {30: 4000, 20: 3800, 10: 5000}}
-    for task in (hopper, humanoid):
-        for seeds in task.fresh:
-            _fake_set(tmp_path, results.fresh_stem(task, seeds), seeds,
-                      bases[task.preset][seeds[0]], task.preset)  # fmt: skip
-        newest = bases[task.preset][task.fresh[0][0]]
-        _fake_set(tmp_path, results.window_stem(task), task.fresh[0], newest + 100, task.preset)
-        _fake_set(tmp_path, task.tuning, range(10), newest + 300, task.preset)
-        _fake_set(tmp_path, task.tuning_window, range(10), newest + 200, task.preset)
-    runs = tmp_path / "runs"
-    resumed = {"s30-hum": [500_000], "s12-hop": [300_000]}
-    for preset, seeds in (("hop", range(10, 30)), ("hum", range(10, 40))):
-        for seed in seeds:
-            (runs / f"s{seed}-{preset}").mkdir(parents=True)
-            summary = {"wall_time": 60.0 * seed, "finished": True,
-                       "resumed_at": resumed.get(f"s{seed}-{preset}", [])}  # fmt: skip
-            (runs / f"s{seed}-{preset}" / "summary.json").write_text(json.dumps(summary))
-    monkeypatch.setattr(results, "RESULTS", tmp_path)
-    monkeypatch.setattr(results, "RUNS", runs)
-    monkeypatch.setattr(results, "FRESH_SEEDS", (range(90, 100),))
-    monkeypatch.setattr(results, "TASKS", (hopper, humanoid))
+                            fresh=(fresh(range(30, 40)), fresh(range(20, 30)),
+                                   fresh(range(10, 20))))  # fmt: skip
+    hopper = _hopper(results)
+    bases = {**HOPPER_BASES, "hum-1M-seeds30-39": 4000, "hum-1M-seeds20-29": 3800,
+             "hum-1M-seeds10-19": 5000}  # fmt: skip
+    _publish(results, tmp_path, monkeypatch, (hopper, humanoid), bases,
+             {"s30-hum": [500_000], "s12-hop": [300_000]})  # fmt: skip
+    return hopper, humanoid
+
+
+@pytest.fixture
+def rerun_sets(results, tmp_path, monkeypatch):
+    """Hopper as in `per_task_sets`; Humanoid changed again and rerun on the seeds of its
+    newest set, 30-39: the new runs `s3?-hum-v256` under the preset's own stem, the former
+    set's results moved to `hum-adam99-1M-seeds30-39` (its runs `s3?-hum`), then 20-29 and
+    10-19 of a recipe before that. Resumed mid-run: the new set's seed 31, the former's 30."""
+    fresh = results.FreshSet
+    humanoid = results.Task("Humanoid", "hum", "hum-tune", "hum-tune-window", 5500, (716, 49),
+                            None, (787.1, 193.5), earlier_recipe=3,
+                            fresh=(fresh(range(30, 40), runs="v256"),
+                                   fresh(range(30, 40), results="adam99"),
+                                   fresh(range(20, 30)), fresh(range(10, 20))))  # fmt: skip
+    hopper = _hopper(results)
+    bases = {**HOPPER_BASES, "hum-1M-seeds30-39": 4400, "hum-adam99-1M-seeds30-39": 4000,
+             "hum-1M-seeds20-29": 3800, "hum-1M-seeds10-19": 5000}  # fmt: skip
+    _publish(results, tmp_path, monkeypatch, (hopper, humanoid), bases,
+             {"s31-hum-v256": [500_000], "s30-hum": [400_000], "s12-hop": [300_000]})  # fmt: skip
     return hopper, humanoid
 
 
@@ -671,7 +730,7 @@ def test_the_protocol_tables_name_each_row_s_newest_seeds(results, per_task_sets
         "(docs/benchmarks.md marks it)."
     )
     # Resumed runs in both newest sets: each set named with its count.
-    monkeypatch.setattr(results, "resumed", lambda task, seeds: {seeds[0]: 1000})
+    monkeypatch.setattr(results, "resumed", lambda task, fresh: {fresh.seeds[0]: 1000})
     assert results.resumed_newest() == (
         "2 fresh runs (1 of seeds 20-29 and 1 of seeds 30-39) were resumed mid-run from their "
         "own checkpoints (docs/benchmarks.md marks them)."
@@ -718,6 +777,98 @@ def test_tasks_sharing_their_sets_are_named_in_the_headers(results, per_task_set
     assert results.figure_data()["seeds"] == "30-39"
 
 
+def test_a_preset_rerun_on_its_newest_seeds_reads_each_set_s_own_runs_and_results(
+    results, rerun_sets, tmp_path, monkeypatch
+):
+    _, humanoid = rerun_sets
+    new, former = humanoid.fresh[:2]
+    assert [results.fresh_stem(humanoid, s) for s in (new, former)] == [
+        "hum-1M-seeds30-39", "hum-adam99-1M-seeds30-39"]  # fmt: skip
+    assert results.fresh_stem(humanoid) == "hum-1M-seeds30-39"
+    assert results.window_stem(humanoid) == "hum-1M-seeds30-39-training-window"
+    assert [new.run("hum", 31), former.run("hum", 31)] == ["s31-hum-v256", "s31-hum"]
+    assert results.resumed(humanoid, new) == {31: 500_000}
+    assert results.resumed(humanoid, former) == {30: 400_000}
+    assert [new.label, former.label] == ["30-39", "30-39 (adam99)"]
+    _, _, _, row, *notes = results.fresh_table()
+    # The new set scores from 4400, the former from 4000: each in its own columns, the
+    # former's named with its variant and its resumed seed 30 marked there alone.
+    assert row == (
+        "| Humanoid | 5500; 3850 | 30-39 | 4490 [4440, 4540]: missed "
+        "| none (weakest: 30, 4400): met | 30-39 (adam99) | 4090 [4040, 4140]: missed "
+        "| none (weakest: 30†, 4000): met | 20-29 | 3890 [3840, 3940]: missed "
+        "| 20 (3800), 21 (3820), 22 (3840): missed | 10-19 | 5090 [5040, 5140]: missed "
+        "| none (weakest: 10, 5000): met | 4790 [4740, 4840] |"
+    )
+    paragraphs = "\n".join(notes).strip().split("\n\n")
+    assert [" ".join(p.splitlines()) for p in paragraphs] == [
+        "† Resumed mid-run from its own checkpoint, on the same code: Humanoid seed 31 at 500k "
+        "steps, Hopper seed 12 at 300k steps and Humanoid seed 30 (adam99) at 400k steps.",
+        "Run by an earlier recipe of the preset, kept as history: Humanoid's seeds 30-39 "
+        "(adam99), 20-29 and 10-19. Each task's newest set is its preset as shipped.",
+    ]
+    # Hopper's 20 runs and Humanoid's 40, the two sets on 30-39 each counted.
+    assert results.fresh_block()[0].startswith("Each of the 60 runs published so far took ")
+    assert results._headline_mujoco(humanoid)[:2] == ["Humanoid", "4490 [4440, 4540]"]
+    assert results.figure_data()["tasks"][1]["iqm"] == 4490.0
+    assert results.resumed_newest() == (
+        "One fresh run of seeds 30-39 was resumed mid-run from its own checkpoint "
+        "(docs/benchmarks.md marks it)."
+    )
+    # Before the new set's results: pending, counting the new runs staged, not the former's.
+    (tmp_path / "hum-1M-seeds30-39.json").unlink()
+    for seed in range(33, 40):
+        shutil.rmtree(tmp_path / "runs" / f"s{seed}-hum-v256")
+    assert results.fresh_table()[3].startswith(
+        "| Humanoid | 5500; 3850 | 30-39 | pending (3 of 10 run) | pending | 30-39 (adam99) | "
+    )
+    # The guard holds the new set to the preset as shipped, the former with the older sets
+    # to none (the other blocks' sources read docs/results).
+    monkeypatch.setattr(results, "RESULTS", ROOT / "docs" / "results")
+    found = [(s.stem, s.preset) for s in results.sources() if s.stem.startswith("hum")]
+    assert found == [
+        ("hum-tune", "hum"), ("hum-tune-window", "hum"),
+        ("hum-1M-seeds30-39-training-window", "hum"), ("hum-1M-seeds30-39", "hum"),
+        ("hum-adam99-1M-seeds30-39", None), ("hum-1M-seeds20-29", None),
+        ("hum-1M-seeds10-19", None),
+    ]  # fmt: skip
+
+
+def test_sets_on_the_same_seeds_are_told_apart_in_the_headers(results, rerun_sets, monkeypatch):
+    _, humanoid = rerun_sets
+    monkeypatch.setattr(results, "TASKS", (humanoid,))
+    head, _, row, *_ = results.fresh_table()
+    assert head.startswith(
+        "| task (v5) | target (IQM); 70 % of it | seeds 30-39: IQM [95 % CI] "
+        "| seeds 30-39 below 70 % | seeds 30-39 (adam99): IQM [95 % CI] "
+        "| seeds 30-39 (adam99) below 70 % | seeds 20-29: IQM [95 % CI] |"
+    )
+    assert row.startswith("| Humanoid | 5500; 3850 | 4490 [4440, 4540]: missed | ")
+    assert results.newest_seeds_text() == "seeds 30-39"
+    # A newest set of its own variant is named with it wherever a set is named.
+    renamed = dataclasses.replace(
+        humanoid,
+        fresh=(results.FreshSet(range(30, 40), runs="v256", results="v256"), *humanoid.fresh[1:]),
+    )
+    monkeypatch.setattr(results, "TASKS", (renamed,))
+    assert results.newest_seeds_text() == "seeds 30-39 (v256)"
+    assert results.fresh_stem(renamed) == "hum-v256-1M-seeds30-39"
+
+
+def test_two_sets_on_the_same_seeds_with_the_same_runs_or_results_are_refused(results):
+    figures = ("Humanoid", "humanoid_fast", "t", "w", 5500, None, None, (787.1, 193.5))
+    fresh = results.FreshSet
+    with pytest.raises(ValueError, match=r"Humanoid: fresh sets 30-39 and 30-39 share seeds "
+                       r"and their runs and results variant; give each its own"):  # fmt: skip
+        results.Task(*figures, fresh=(fresh(range(30, 40)), fresh(range(30, 40))))
+    with pytest.raises(ValueError, match=r"fresh sets 30-39 and 30-39 \(adam99\) share seeds "
+                       r"and their runs variant"):  # fmt: skip
+        results.Task(*figures, fresh=(fresh(range(30, 40)), fresh(range(30, 40), results="adam99")))
+    with pytest.raises(ValueError, match=r"fresh sets 30-39 and 35-44 share seeds and their "
+                       r"results variant"):  # fmt: skip
+        results.Task(*figures, fresh=(fresh(range(30, 40), runs="v256"), fresh(range(35, 45))))
+
+
 def test_a_task_without_a_fresh_set_or_with_its_newest_of_an_earlier_recipe_is_refused(results):
     figures = ("Ant", "ant_fast", "t", "w", 4500, None, None, (3258.4, 1079.3))
     with pytest.raises(ValueError, match="Ant: no fresh seed set; give `fresh` one, newest first"):
@@ -727,7 +878,8 @@ def test_a_task_without_a_fresh_set_or_with_its_newest_of_an_earlier_recipe_is_r
         results.Task(*figures, earlier_recipe=2)
     with pytest.raises(ValueError, match="earlier_recipe=-1"):
         results.Task(*figures, earlier_recipe=-1)
-    assert results.Task(*figures).fresh == (range(20, 30), range(10, 20))
+    assert results.Task(*figures).fresh == (
+        results.FreshSet(range(20, 30)), results.FreshSet(range(10, 20)))  # fmt: skip
 
 
 def test_one_run_a_side_is_not_compared(results):

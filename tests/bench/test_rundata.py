@@ -198,18 +198,26 @@ def test_an_evaluate_file_s_command_is_derived_from_its_entries(rundata, tmp_pat
     )
 
 
+def _fresh_seeds(root: Path, seeds: str) -> tuple[list[str], dict[str, str]]:
+    """`bench/fresh_seeds.sh` in a copy of the repository's layout at ``root`` (the script and
+    its helper), and the environment it runs in there: the venv's batchppo first, ``seeds``
+    its SEEDS."""
+    (root / "bench").mkdir()
+    for name in ("fresh_seeds.sh", "rundata.py"):
+        shutil.copy(ROOT / "bench" / name, root / "bench" / name)
+    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    env = {**os.environ, "SEEDS": seeds, "PATH": path, "PYTHONPATH": str(ROOT)}
+    return ["bash", str(root / "bench" / "fresh_seeds.sh")], env
+
+
 # The last step of a 1M-step run: 2048 steps an update (the presets), or 4096 (a variant).
 @pytest.mark.parametrize("last", [1001472, 1003520])
 def test_stage_writes_the_compact_form_and_skips_a_published_seed(tmp_path, last):
-    # A copy of the repository's layout: the script, its helper, one finished run of seed 20.
-    (tmp_path / "bench").mkdir()
-    for name in ("fresh_seeds.sh", "rundata.py"):
-        shutil.copy(ROOT / "bench" / name, tmp_path / "bench" / name)
+    # One finished run of seed 20.
+    script, env = _fresh_seeds(tmp_path, "20")
     src = full_run(tmp_path / "runs_fresh", "s20-pendulum_jax", last=last)
     (src / "checkpoints" / f"ckpt-{last:012d}.msgpack").write_bytes(b"final")
-    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"  # the venv's batchppo first
-    env = {**os.environ, "SEEDS": "20", "PATH": path, "PYTHONPATH": str(ROOT)}
-    stage = ["bash", str(tmp_path / "bench" / "fresh_seeds.sh"), "stage", "pendulum_jax"]
+    stage = [*script, "stage", "pendulum_jax"]
     done = subprocess.run(stage, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     dst = tmp_path / "docs" / "runs" / "s20-pendulum_jax"
@@ -271,12 +279,7 @@ def test_every_run_dir_the_journal_cites_is_in_the_tree_or_marked_gone():
 def test_publish_refuses_a_seed_neither_scored_nor_with_its_checkpoint(tmp_path):
     # Seed 20 staged on an earlier machine and scored there; seed 21 staged, its checkpoint
     # gone with that machine and never scored: publish names seed 21 and the fix.
-    (tmp_path / "bench").mkdir()
-    for name in ("fresh_seeds.sh", "rundata.py"):
-        shutil.copy(ROOT / "bench" / name, tmp_path / "bench" / name)
-    path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
-    env = {**os.environ, "SEEDS": "20 21", "PATH": path, "PYTHONPATH": str(ROOT)}
-    script = ["bash", str(tmp_path / "bench" / "fresh_seeds.sh")]
+    script, env = _fresh_seeds(tmp_path, "20 21")
     for seed in (20, 21):
         src = full_run(tmp_path / "runs_fresh", f"s{seed}-pendulum_jax", last=1001472)
         (src / "checkpoints" / "ckpt-000001001472.msgpack").write_bytes(b"final")
@@ -293,3 +296,109 @@ def test_publish_refuses_a_seed_neither_scored_nor_with_its_checkpoint(tmp_path)
         "docs/results/pendulum_jax-1M-seed21.json: seed 21 is not scored and its checkpoint is "
         "gone: train it again (rm -r docs/runs/s21-pendulum_jax)"
     )
+
+
+# What `publish` calls beside rundata.py, logged to calls.log (the script runs from the root):
+# batchppo and bench/results.py, each writing the files it is given (their own names in them,
+# so that git tells them apart).
+_FAKE_BATCHPPO = """#!/usr/bin/env bash
+echo "batchppo $*" >> calls.log
+while [ $# -gt 0 ]; do
+  case $1 in --json|--csv|--stats-json) echo "$2" > "$2"; shift ;; esac
+  shift
+done
+"""
+_FAKE_RESULTS = """import pathlib, sys
+with open("calls.log", "a") as log:
+    log.write(" ".join(["results.py", *sys.argv[1:]]) + "\\n")
+if sys.argv[1] == "--seeds-csv":
+    pathlib.Path(sys.argv[3]).write_text(sys.argv[3])
+"""
+
+
+def _git(root: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t",
+                           *args], capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout
+
+
+def test_a_variant_s_runs_publish_under_the_preset_s_name_once_its_set_moves_to_history(
+    tmp_path,
+):
+    # A preset rerun on seeds 20-21 by a variant (runs s2?-pendulum_jax-v1, scored; training
+    # and evaluation faked): its set goes out under the preset's own name, never over a set
+    # there, which `history` moves to a name of its own first.
+    script, env = _fresh_seeds(tmp_path, "20 21")
+    env = {**env, "PUBLISH_AS": "pendulum_jax", "PATH": f"{tmp_path / 'bin'}:{env['PATH']}"}
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "batchppo").write_text(_FAKE_BATCHPPO)
+    (tmp_path / "bin" / "batchppo").chmod(0o755)
+    (tmp_path / "bench" / "results.py").write_text(_FAKE_RESULTS)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "commit", "-q", "--allow-empty", "-m", "start")  # the manifest reads history
+    results = tmp_path / "docs" / "results"
+    results.mkdir(parents=True)
+
+    def publish() -> subprocess.CompletedProcess:
+        for seed in (20, 21):
+            (results / f"pendulum_jax-v1-1M-seed{seed}.json").write_text("{}")
+        return subprocess.run([*script, "publish", "pendulum_jax-v1"], env=env,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+
+    for seed in (20, 21):
+        full_run(tmp_path / "runs_fresh", f"s{seed}-pendulum_jax-v1", last=1001472)
+    done = publish()
+    assert done.returncode == 0, done.stderr
+    out = "docs/results/pendulum_jax-1M-seeds20-21"
+    assert (tmp_path / "calls.log").read_text().splitlines() == [
+        "batchppo evaluate docs/results/pendulum_jax-v1-1M-seed20.json "
+        f"docs/results/pendulum_jax-v1-1M-seed21.json --reference targets-1m --json {out}.json "
+        f"--csv {out}-runs.csv --stats-json {out}-stats.json",
+        f"results.py --seeds-csv {out}.json {out}.csv",
+        "batchppo evaluate docs/runs/s20-pendulum_jax-v1 docs/runs/s21-pendulum_jax-v1 "
+        f"--training-window 100 --max-eval-mean 1001472 --json {out}-training-window.json "
+        f"--stats-json {out}-training-window-stats.json",
+        "results.py --write README.md docs/benchmarks.md --figure",
+    ]
+    published = sorted(p.name for p in results.iterdir())
+    suffixes = [".json", ".csv", "-runs.csv", "-stats.json", "-training-window.json",
+                "-training-window-stats.json"]  # fmt: skip
+    assert published == sorted(f"pendulum_jax-1M-seeds20-21{s}" for s in suffixes)
+    # The set there now: a second publish is refused before it stages, scores or writes.
+    (tmp_path / "calls.log").unlink()
+    done = publish()
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"{out}.json: published already; move that set to history first: "
+        'SEEDS="20 21" bench/fresh_seeds.sh history pendulum_jax VARIANT'
+    ]
+    assert not (tmp_path / "calls.log").exists()
+    # `history` renames each of its files (git mv), and the manifest follows.
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "published")
+    history = [*script, "history", "pendulum_jax"]
+    done = subprocess.run([*history, "v0"], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    kept = "docs/results/pendulum_jax-v0-1M-seeds20-21"
+    assert sorted(_git(tmp_path, "status", "--porcelain").splitlines()) == sorted(
+        [" M docs/manifest.json", *(f"R  {out}{s} -> {kept}{s}" for s in suffixes)]
+    )
+    manifest = json.loads((tmp_path / "docs" / "manifest.json").read_text())["entries"]
+    assert sorted(e["path"] for e in manifest if "seeds20-21" in e["path"]) == [
+        f"{kept}{s}" for s in sorted(suffixes)]  # fmt: skip
+    # The preset's name free, the variant's runs publish under it.
+    done = publish()
+    assert done.returncode == 0, done.stderr
+    assert (results / "pendulum_jax-1M-seeds20-21.json").is_file()
+    # Refused: a history name taken, a set not there, no variant named.
+    for args, seeds, error in [
+        (["v0"], "20 21", "docs/results/pendulum_jax-v0-1M-seeds20-21.json: history of that "
+                          "name exists; name another variant"),
+        (["v2"], "30 31", 'docs/results/pendulum_jax-1M-seeds30-31.json: no such set to move '
+                          '(SEEDS="30 31")'),
+        ([], "20 21", "history pendulum_jax: name the variant the set moves to: "
+                      "bench/fresh_seeds.sh history pendulum_jax VARIANT"),
+    ]:  # fmt: skip
+        done = subprocess.run([*history, *args], env={**env, "SEEDS": seeds},
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert (done.returncode, done.stderr.strip()) == (1, error)
