@@ -3,8 +3,8 @@ folder of their own, and what they see.
 
 Each test is one stretch of that walk, whole in itself (pytest-xdist may run them in separate
 processes): a fused run scored, evaluated and plotted; a MuJoCo run without upstream warnings;
-a run extended past its budget and an Atari video of whole games (``extended`` tests, not in
-``pytest -q``); and the batch env as Gymnasium's drop-in. An env class from the user's own
+and, as ``extended`` tests (not in ``pytest -q``), a run extended past its budget, an Atari
+video of whole games and the batch env as Gymnasium's drop-in. An env class from the user's own
 script, trained with and without a logdir, recorded, resumed and evaluated, is
 tests/experiment/test_script_env.py's walk.
 """
@@ -139,6 +139,9 @@ def test_an_atari_video_plays_whole_games_as_evaluate_does(tmp_path):
     assert min(lengths) > max(lives), (lengths, lives)
 
 
+# A second path: CI covers the drop-in against Gymnasium's make_vec, over more envs and steps
+# and with infos, in tests/envs/test_async_vector_env_dropin.py.
+@pytest.mark.extended
 @pytest.mark.parametrize(("env_id", "steps"), [("CartPole-v1", 120), ("Pendulum-v1", 420)])
 def test_the_drop_in_steps_as_gymnasiums_make_vec(env_id, steps):
     """Same seeds, same actions, across episode ends: the same spaces, observations, rewards

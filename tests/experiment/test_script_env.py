@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from gymnasium.wrappers import TimeLimit
 
+from batchppo import cli
 from batchppo.envs import env_ids
 from batchppo.experiment.artifacts import checkpoint as ckpt
 from batchppo.experiment.artifacts import rundir
@@ -100,8 +101,8 @@ def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(Path(__file__).parents[2])}
     if "BATCHPPO_CACHE_DIR" in os.environ:
         # The session's compilation cache (conftest.py) in the script too, which calls
-        # batchppo.train and so turns on no cache of its own, as the CLI does: the processes
-        # here train and evaluate the same programs.
+        # batchppo.train and so turns on no cache of its own, as the CLI does: the script and
+        # the resume and evaluation in this process compile the same programs.
         env["JAX_COMPILATION_CACHE_DIR"] = os.environ["BATCHPPO_CACHE_DIR"]
         env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     result = subprocess.run(
@@ -115,7 +116,9 @@ def _last_checkpoint(run_dir: Path) -> int:
     return ckpt.latest_checkpoint(run_dir / rundir.CHECKPOINT_DIR)[0]
 
 
-def test_a_script_env_trains_records_itself_resumes_and_evaluates(tmp_path):
+def test_a_script_env_trains_records_itself_resumes_and_evaluates(
+    tmp_path, monkeypatch, capsys, recorded_envs
+):
     (tmp_path / "train.py").write_text(SCRIPT)
     run_dir = tmp_path / "logs" / "T-pendulum_fast"
 
@@ -137,14 +140,19 @@ def test_a_script_env_trains_records_itself_resumes_and_evaluates(tmp_path):
     recorded = cloudpickle.loads((run_dir / "env.pkl").read_bytes())
     assert recorded.__name__ == "Point1D" and recorded.__module__ == "__main__"
 
-    # Another process, which is not the script: the CLI's resume loads env.pkl.
-    _run(tmp_path, "-m", "batchppo", "train", "--config", "pendulum_fast", "--logdir", "logs",
-         "--timestamp", "T", "--resume", "--set", "steps=1024", "--progress", "none")  # fmt: skip
+    # A process that does not run the script (this one): the CLI's resume loads env.pkl, and
+    # its worker processes get the class by value again.
+    monkeypatch.chdir(tmp_path)
+    assert "__main__:Point1D" not in recorded_envs
+    code = cli.main(["train", "--config", "pendulum_fast", "--logdir", "logs", "--timestamp", "T",
+                     "--resume", "--set", "steps=1024", "--progress", "none"])  # fmt: skip
+    assert code == 0, capsys.readouterr().err
     assert _last_checkpoint(run_dir) == 1024
+    assert recorded_envs["__main__:Point1D"].__module__ == "__main__"
 
-    evaluated = _run(tmp_path, "-m", "batchppo", "evaluate", "logs/T-pendulum_fast",
-                     "--episodes", "2")  # fmt: skip
-    assert evaluated.stdout.startswith(
+    capsys.readouterr()
+    assert cli.main(["evaluate", "logs/T-pendulum_fast", "--episodes", "2"]) == 0
+    assert capsys.readouterr().out.startswith(
         "logs/T-pendulum_fast: __main__:Point1D checkpoint 1,024: mean return"
     )
 

@@ -28,10 +28,14 @@ SCRIPT = Path(__file__).with_name("sharding_run.py")
 REPO = Path(__file__).parents[3]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_PLATFORMS")}
+def _env(*xla_flags: str) -> dict[str, str]:
+    """This process's environment for a run of ``sharding_run.py``: its ``XLA_FLAGS`` (the test
+    session's compile flags, conftest.py) without a device count, and ``xla_flags``."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return {**env, "JAX_PLATFORMS": "cpu", **extra}
+    kept = [f for f in env.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    env["XLA_FLAGS"] = " ".join([*kept, *xla_flags])
+    return env
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +54,7 @@ def assert_same_run(sharded: dict[str, Any], unsharded: dict[str, Any]) -> None:
 
 def test_two_devices_equal_one(tmp_path: Path, unsharded: dict[str, Any]) -> None:
     out = tmp_path / "sharded.npz"
-    env = _env(XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env = _env("--xla_force_host_platform_device_count=2")
     subprocess.run(
         [sys.executable, str(SCRIPT), str(out), "none"], env=env, check=True, timeout=300
     )

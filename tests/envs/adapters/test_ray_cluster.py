@@ -146,6 +146,11 @@ def test_an_address_that_does_not_answer_raises_at_once(monkeypatch, ray_init_ca
     assert not ray.is_initialized()
 
 
+# A second path: CI covers a training run on Ray with its training and eval envs in
+# tests/experiment/run/test_train_ray.py, backend_options.address taking batchppo.train to this
+# cluster in test_num_cpus_and_startup_timeout_options_reach_the_actors (below), and actors on
+# both nodes in test_actors_span_both_nodes_and_a_killed_actor_fails_the_step_fast (above).
+@pytest.mark.extended
 def test_train_on_the_cluster_through_the_address_option(joined):
     # The trainer's training and eval envs (2 actors each at half a CPU) fill both nodes.
     overrides = ["backend=ray", f"backend_options={{address: '{joined.address}'}}", *TINY]

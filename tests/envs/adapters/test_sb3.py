@@ -94,6 +94,17 @@ def impl(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+# The checks whose envs are wrapped in SB3's Monitor (each worker imports SB3 and torch) run on
+# BatchVecEnv-parent in the extended tier: its envs answer the same per-env calls in the parent
+# process as in the workers (envs/adapters/indexed.py), which CI covers with
+# test_attribute_and_method_calls_with_indices[BatchVecEnv-parent-None].
+MONITORED = [
+    "DummyVecEnv",
+    "BatchVecEnv",
+    pytest.param("BatchVecEnv-parent", marks=pytest.mark.extended),
+]
+
+
 # --------------------------------------------------------------------------- envs
 
 SPACES: dict[str, spaces.Space] = {
@@ -325,12 +336,20 @@ def space_actions(space: spaces.Space, steps: int) -> list[list[Any]]:
 # --------------------------------------------------------------------------- the checks
 
 
+# SB3's wrappers over BatchVecEnv are a second path, in the extended tier: CI covers the calls
+# on BatchVecEnv itself ([BatchVecEnv-None], [BatchVecEnv-parent-None]), the wrappers passing
+# them on over DummyVecEnv ([DummyVecEnv-VecNormalize], [DummyVecEnv-VecFrameStack]), and the
+# wrappers' steps over BatchVecEnv in test_terminal_observation_through_sb3_wrappers.
 @pytest.mark.parametrize(
     ("impl", "wrapper"),
     [
         *[(impl, None) for impl in ("DummyVecEnv", *OURS)],
         subproc("SubprocVecEnv", None),
-        *[(impl, wrapper) for impl in ("DummyVecEnv", "BatchVecEnv") for wrapper in SB3_WRAPPERS],
+        *[("DummyVecEnv", wrapper) for wrapper in SB3_WRAPPERS],
+        *[
+            pytest.param("BatchVecEnv", wrapper, marks=pytest.mark.extended)
+            for wrapper in SB3_WRAPPERS
+        ],
     ],
 )
 def test_attribute_and_method_calls_with_indices(impl, wrapper):
@@ -511,6 +530,7 @@ def test_bad_start_methods_are_value_errors():
             IMPLS[impl](count_fns(), start_method="fork")
 
 
+@pytest.mark.parametrize("impl", MONITORED)
 def test_env_is_wrapped(impl):
     fns = [sample_env(), lambda: Monitor(SampleEnv(SPACES["box"]))]
     vec_env = IMPLS[impl](fns)
@@ -549,6 +569,7 @@ def test_seed_applies_at_the_next_reset_only(impl):
         vec_env.close()
 
 
+@pytest.mark.parametrize("impl", MONITORED)
 def test_make_vec_env_matches_dummy_vec_env(impl):
     """SB3's make_vec_env (Monitor, seeds) on Pendulum: the same obs as DummyVecEnv's."""
     results = []

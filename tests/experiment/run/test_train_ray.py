@@ -18,11 +18,11 @@ from batchppo.experiment.errors import ConfigError  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
-# 4 envs x 32 steps = 128 env steps per iteration, tiny networks, one epoch; two evals of one
-# short episode per env.
+# 4 envs x 32 steps = 128 env steps per iteration, tiny networks, one epoch; four iterations
+# and two evals of one short episode per env.
 TINY_RAY = [
     "backend=ray",
-    "steps=2048",
+    "steps=512",
     "num_agents=4",
     "rollout_length=32",
     "update_epochs=1",
@@ -31,8 +31,8 @@ TINY_RAY = [
     "value_layers=[16]",
     "max_length=50",
     "eval_episodes=4",
-    "eval_every=1024",
-    "log_every=1024",
+    "eval_every=256",
+    "log_every=256",
 ]
 
 
@@ -51,7 +51,7 @@ def test_train_on_ray_with_train_and_eval_envs(own_ray):
     # The trainer holds a training env and an eval env of Ray actors at once; before issue
     # 12's fix the eval env's actors could never be placed and precompile hung.
     result = batchppo.train("pendulum_fast", overrides=TINY_RAY, progress="none")
-    assert result.step == 2048
+    assert result.step == 512
     assert ray.is_initialized()
     # The same run with the envs in worker processes: the same seeded episodes, the same
     # learning, the same eval score to the last bit.
