@@ -86,10 +86,16 @@ class FreshSet:
     results: str = ""
 
     @property
+    def tag(self) -> str:
+        """` (adam99)`: its results' variant as a table or note names it after a seed or its
+        seeds; empty where it has none."""
+        return f" ({self.results})" if self.results else ""
+
+    @property
     def label(self) -> str:
         """`20-29`, or with its results' variant `30-39 (adam99)`: the set as a table names
         it."""
-        return seeds_label(self.seeds) + (f" ({self.results})" if self.results else "")
+        return seeds_label(self.seeds) + self.tag
 
     def stem(self, preset: str) -> str:
         """The stem of its final-policy results in docs/results."""
@@ -420,8 +426,7 @@ def resumed_note(tasks: Sequence[Task]) -> str:
     """The footnote of the mark: each resumed run of ``tasks`` over their fresh sets (every
     task's newest set first), named with its set's results variant where it has one, and where
     it resumed; empty where none was."""
-    runs = [f"{task.name} seed {seed}{f' ({fresh.results})' if fresh.results else ''} at "
-            f"{step / 1000:.0f}k steps"
+    runs = [f"{task.name} seed {seed}{fresh.tag} at {step / 1000:.0f}k steps"
             for i in range(max(len(task.fresh) for task in tasks))
             for task in tasks if i < len(task.fresh)
             for fresh in [task.fresh[i]]

@@ -29,6 +29,13 @@ def results():
     return load_bench("results")
 
 
+def note_paragraphs(notes: list[str]) -> list[str]:
+    """The notes under a generated table (its lines after the rows), one string a paragraph,
+    its lines joined by spaces."""
+    paragraphs = "\n".join(notes).strip().split("\n\n")
+    return [" ".join(p.splitlines()) for p in paragraphs]
+
+
 def test_the_pages_match_docs_results(results, capsys):
     assert results.main(["--check", str(README), str(BENCHMARKS)]) == 0, capsys.readouterr().err
 
@@ -689,8 +696,7 @@ def test_the_fresh_table_shows_each_task_s_own_sets_led_by_their_seeds(results, 
         "| 20 (3800), 21 (3820), 22 (3840): missed | 10-19 | 5090 [5040, 5140]: missed "
         "| none (weakest: 10, 5000): met | 4390 [4340, 4440] |"
     )
-    paragraphs = "\n".join(notes).strip().split("\n\n")
-    assert [" ".join(p.splitlines()) for p in paragraphs] == [
+    assert note_paragraphs(notes) == [
         "† Resumed mid-run from its own checkpoint, on the same code: Humanoid seed 30 at 500k "
         "steps and Hopper seed 12 at 300k steps.",
         "Run by an earlier recipe of the preset, kept as history: Humanoid's seeds 20-29 and "
@@ -800,8 +806,7 @@ def test_a_preset_rerun_on_its_newest_seeds_reads_each_set_s_own_runs_and_result
         "| 20 (3800), 21 (3820), 22 (3840): missed | 10-19 | 5090 [5040, 5140]: missed "
         "| none (weakest: 10, 5000): met | 4790 [4740, 4840] |"
     )
-    paragraphs = "\n".join(notes).strip().split("\n\n")
-    assert [" ".join(p.splitlines()) for p in paragraphs] == [
+    assert note_paragraphs(notes) == [
         "† Resumed mid-run from its own checkpoint, on the same code: Humanoid seed 31 at 500k "
         "steps, Hopper seed 12 at 300k steps and Humanoid seed 30 (adam99) at 400k steps.",
         "Run by an earlier recipe of the preset, kept as history: Humanoid's seeds 30-39 "
