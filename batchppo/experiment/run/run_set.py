@@ -190,8 +190,44 @@ class SingleRun:
         return state
 
 
+class StackedStates:
+    """The trainer's side of a run set whose ledgers' states are stacked in one ``SeedsTrainer``
+    (a leading axis, one entry per ledger): ``StackedSeeds``' seeds, ``batchppo tune --batch``'s
+    members (``batchppo.experiment.tune.members.MemberRuns``)."""
+
+    stacked = True
+
+    def init(self, trainer: Any, keys: Sequence[np.ndarray]) -> Any:
+        """The ledgers' fresh states, stacked."""
+        return trainer.init(list(keys))
+
+    def init_sim(self, trainer: Any, state: Any, keys: Sequence[np.ndarray]) -> Any:
+        """The ledgers' sim states."""
+        return trainer.init_sim(state, list(keys))
+
+    def iteration(self, trainer: Any, state: Any, sim: Any) -> tuple[Any, Any, Sequence[dict]]:
+        """One iteration of every ledger; one metrics dict per ledger."""
+        return trainer.iteration(state, sim)
+
+    def step(self, state: Any) -> int:
+        """Training env steps done (every ledger's)."""
+        return int(state.step[0])
+
+    def part(self, state: Any, index: int) -> Any:
+        """Ledger ``index``'s state."""
+        from batchppo.algorithms.training.stacked_seeds import unstack
+
+        return unstack(state, index)
+
+    def join(self, parts: Sequence[Any]) -> Any:
+        """The ledgers' states, stacked."""
+        from batchppo.algorithms.training.stacked_seeds import stack
+
+        return stack(list(parts))
+
+
 @dataclasses.dataclass(frozen=True)
-class StackedSeeds:
+class StackedSeeds(StackedStates):
     """The ``--seeds`` runs ``<logdir>/<timestamp>-<name>-s<i>/``, seed ``i`` being
     ``config.seed + i``, trained by the algorithm's ``SeedsTrainer``: the seeds' states stacked,
     one metrics dict per seed.
@@ -206,7 +242,6 @@ class StackedSeeds:
 
     num_seeds: int
     network_factory: NetworkFactory | None = None
-    stacked = True
 
     def __post_init__(self) -> None:
         if self.num_seeds < 1:
@@ -268,31 +303,3 @@ class StackedSeeds:
         """``<timestamp>-<name>`` of the seed dirs ``<timestamp>-<name>-s<i>`` (None without a
         logdir): a tracked ``--seeds`` run groups its seeds."""
         return None if run_dirs[0] is None else run_dirs[0].name.rpartition("-s")[0]
-
-    def init(self, trainer: Any, keys: Sequence[np.ndarray]) -> Any:
-        """The seeds' fresh states, stacked."""
-        return trainer.init(list(keys))
-
-    def init_sim(self, trainer: Any, state: Any, keys: Sequence[np.ndarray]) -> Any:
-        """The seeds' sim states."""
-        return trainer.init_sim(state, list(keys))
-
-    def iteration(self, trainer: Any, state: Any, sim: Any) -> tuple[Any, Any, Sequence[dict]]:
-        """One iteration of every seed; one metrics dict per seed."""
-        return trainer.iteration(state, sim)
-
-    def step(self, state: Any) -> int:
-        """Training env steps done (every seed's)."""
-        return int(state.step[0])
-
-    def part(self, state: Any, index: int) -> Any:
-        """Seed ``index``'s state."""
-        from batchppo.algorithms.training.stacked_seeds import unstack
-
-        return unstack(state, index)
-
-    def join(self, parts: Sequence[Any]) -> Any:
-        """The seeds' states, stacked."""
-        from batchppo.algorithms.training.stacked_seeds import stack
-
-        return stack(list(parts))

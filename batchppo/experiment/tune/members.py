@@ -26,14 +26,15 @@ from batchppo.algorithms.registry import algorithm_of
 from batchppo.algorithms.run_config import RunConfig
 from batchppo.experiment.artifacts.rundir import make_timestamp
 from batchppo.experiment.config import configs
-from batchppo.experiment.run.run_set import RunDirRequest, StackedSeeds
+from batchppo.experiment.run.run_set import RunDirRequest, StackedSeeds, StackedStates
 from batchppo.experiment.run.seed_runs import prepare_seed_dirs, seed_configs
 
 
 @dataclasses.dataclass(frozen=True)
-class MemberRuns:
+class MemberRuns(StackedStates):
     """The seeds of several trials as the members of one program (see the module docstring);
-    a [`RunSet`][batchppo.experiment.run.run_set.RunSet].
+    a [`RunSet`][batchppo.experiment.run.run_set.RunSet], whose trainer's side is
+    ``StackedStates``' with the members' values attached to their states.
 
     Attributes:
         trial_configs: Each trial's config (its seed the trials' first).
@@ -46,7 +47,6 @@ class MemberRuns:
     trial_dirs: tuple[Path, ...]
     seeds: int
     members: Any
-    stacked = True
 
     def check(self, config: RunConfig) -> None:
         """Refuses what ``--seeds`` refuses (an algorithm without a ``SeedsTrainer``, a backend
@@ -96,31 +96,15 @@ class MemberRuns:
 
     def init(self, trainer: Any, keys: Sequence[np.ndarray]) -> Any:
         """The members' fresh states, stacked, with their values."""
-        return self.members.attach(trainer.init(list(keys)), fresh=True)
-
-    def init_sim(self, trainer: Any, state: Any, keys: Sequence[np.ndarray]) -> Any:
-        """The members' sim states."""
-        return trainer.init_sim(state, list(keys))
-
-    def iteration(self, trainer: Any, state: Any, sim: Any) -> tuple[Any, Any, Sequence[dict]]:
-        """One iteration of every member; one metrics dict per member."""
-        return trainer.iteration(state, sim)
-
-    def step(self, state: Any) -> int:
-        """Training env steps done (every member's)."""
-        return int(state.step[0])
+        return self.members.attach(super().init(trainer, keys), fresh=True)
 
     def part(self, state: Any, index: int) -> Any:
         """Member ``index``'s state, as a run of its config holds it."""
-        from batchppo.algorithms.training.stacked_seeds import unstack
-
-        return self.members.detach(unstack(state, index))
+        return self.members.detach(super().part(state, index))
 
     def join(self, parts: Sequence[Any]) -> Any:
         """The members' states, stacked, with their values."""
-        from batchppo.algorithms.training.stacked_seeds import stack
-
-        return self.members.attach(stack(list(parts)))
+        return self.members.attach(super().join(parts))
 
 
 def member_runs(
