@@ -38,13 +38,13 @@ from batchppo.backends import get_backend, names
 from batchppo.experiment.config import configs
 from batchppo.experiment.errors import ConfigError
 from batchppo.experiment.run.callbacks import Callback, RunInfo
-from batchppo.experiment.tune.objective import Objective, TrialMonitor
+from batchppo.experiment.tune.objective import TrialMonitor
 from batchppo.experiment.tune.space import SearchSpace
 from batchppo.experiment.tune.study import NOTE_ATTR, import_optuna, quiet_experimental
 from batchppo.experiment.tune.trials import (
     TRIALS_DIR,
     InvalidTrialError,
-    TrialProgress,
+    StudyRunner,
     begin_trial,
     stop_trial,
     trial_value,
@@ -160,29 +160,16 @@ def heartbeats(storage: Any, trial_ids: Callable[[], list[int]]) -> Iterator[Non
 
 
 @dataclasses.dataclass
-class BatchRunner:
-    """Runs a study's trials ``batch`` at a time (see the module docstring).
+class BatchRunner(StudyRunner):
+    """Runs a study's trials ``batch`` at a time (see the module docstring). Its fields are
+    ``StudyRunner``'s (``seeds`` is K), then its own.
 
     Attributes:
-        config: The config the trials start from.
-        name: The runs' name.
-        space: The search space.
-        seeds: Seeds per trial (K).
-        objective: The objective.
-        study_dir: The study's directory.
-        progress: The study's progress output.
         batch: Trials per round (B).
         storage: The study's storage (its heartbeat, if any).
         finished: Called with each trial as it is told (its ``FrozenTrial``).
     """
 
-    config: RunConfig
-    name: str
-    space: SearchSpace
-    seeds: int
-    objective: Objective
-    study_dir: Path
-    progress: TrialProgress
     batch: int
     storage: Any
     finished: Callable[[Any], None]

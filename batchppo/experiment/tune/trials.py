@@ -62,8 +62,10 @@ def trains_stacked(config: RunConfig) -> bool:
 
 
 @dataclasses.dataclass
-class TrialRunner:
-    """The objective function of a study: trains one trial and returns its value.
+class StudyRunner:
+    """What a runner of a study's trials knows of the study, the fields every runner starts
+    with: ``TrialRunner``'s (one trial at a time) and ``batchppo.experiment.tune.batch``'s
+    ``BatchRunner``'s (a batch of trials in one program).
 
     Attributes:
         config: The config the trials start from.
@@ -82,6 +84,13 @@ class TrialRunner:
     objective: Objective
     study_dir: Path
     progress: TrialProgress
+
+
+@dataclasses.dataclass
+class TrialRunner(StudyRunner):
+    """The objective function of a study: trains one trial and returns its value. Its fields
+    are ``StudyRunner``'s, then ``stopped``."""
+
     stopped: int | None = None
     """The number of the trial a signal stopped (``_stopped``); None."""
 
