@@ -22,14 +22,15 @@ themselves (``batchppo.envs.make.env_source``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from batchppo.core.backends import factory_backend
-from batchppo.core.wording import import_env_module
+from batchppo.core.wording import import_env_module, unknown_id_message
 
 __all__ = [
     "call_factory",
+    "check_registered_id",
     "expect_api",
     "is_factory_id",
     "resolve_factory",
@@ -68,6 +69,29 @@ def resolve_factory(env_id: str) -> Callable[..., Any]:
             "that returns an env"
         )
     return target
+
+
+def check_registered_id(
+    env_id: str, what: str, registered: Callable[[], Iterable[str]], tested: Sequence[str]
+) -> None:
+    """Raises a one-line ``ValueError`` when ``env_id`` is neither a ``module:factory`` that
+    resolves (``resolve_factory``; the factory is not called) nor one of a library's ids: the
+    id check of the fused backends whose library keeps a registry (gymnax, Jumanji).
+
+    Args:
+        env_id: The id to check.
+        what: The kind of id, as the message names it (``"gymnax env id"``).
+        registered: The library's ids, in the order the message lists them; called (importing
+            the library) only for an id that is not a factory's.
+        tested: The ids batchppo's tests train on, listed after them.
+    """
+    if is_factory_id(env_id):
+        resolve_factory(env_id)
+        return
+    known = list(registered())
+    if env_id not in known:
+        where = f"Valid ids: {', '.join(known)} (tested with batchppo: {', '.join(tested)})"
+        raise ValueError(unknown_id_message(what, env_id, known, where))
 
 
 def call_factory(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> Any:

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchppo.backends._deferred import deferred_imports
-from batchppo.backends.factories import is_factory_id, resolve_factory
+from batchppo.backends.factories import check_registered_id
 from batchppo.core.autoreset import RestartOptions
 from batchppo.core.backends import Backend, FactoryRecipe, factory_package, register
-from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.gymnax_env import GymnaxEnv
@@ -64,20 +63,9 @@ def import_gymnax() -> types.ModuleType:
 def check_gymnax_id(env_id: str) -> None:
     """Raises ValueError when ``env_id`` is neither a gymnax id (imports gymnax) nor a
     ``module:factory`` that resolves (``batchppo.backends.factories``; not called here)."""
-    if is_factory_id(env_id):
-        resolve_factory(env_id)
-        return
-    known = list(import_gymnax().registered_envs)
-    if env_id not in known:
-        raise ValueError(
-            unknown_id_message(
-                "gymnax env id",
-                env_id,
-                known,
-                f"Valid ids: {', '.join(known)} (tested with batchppo: "
-                f"{', '.join(GYMNAX_TESTED_IDS)})",
-            )
-        )
+    check_registered_id(
+        env_id, "gymnax env id", lambda: import_gymnax().registered_envs, GYMNAX_TESTED_IDS
+    )
 
 
 def make_gymnax_env(

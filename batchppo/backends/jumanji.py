@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from batchppo.backends.factories import is_factory_id, resolve_factory
+from batchppo.backends.factories import check_registered_id
 from batchppo.core.autoreset import RestartOptions
 from batchppo.core.backends import Backend, FactoryRecipe, factory_package, register
 from batchppo.core.registry import lazy
-from batchppo.core.wording import unknown_id_message
 
 if TYPE_CHECKING:
     from batchppo.backends.jumanji_env import JumanjiEnv
@@ -35,22 +34,13 @@ trained); a Connector of two agents is tested through Jumanji's ``MultiToSingleW
 def check_jumanji_id(env_id: str) -> None:
     """Raises ValueError when ``env_id`` is neither a Jumanji id (imports Jumanji) nor a
     ``module:factory`` that resolves (``batchppo.backends.factories``; not called here)."""
-    if is_factory_id(env_id):
-        resolve_factory(env_id)
-        return
-    import jumanji
 
-    known = sorted(jumanji.registered_environments())
-    if env_id not in known:
-        raise ValueError(
-            unknown_id_message(
-                "Jumanji env id",
-                env_id,
-                known,
-                f"Valid ids: {', '.join(known)} (tested with batchppo: "
-                f"{', '.join(JUMANJI_TESTED_IDS)})",
-            )
-        )
+    def registered() -> list[str]:
+        import jumanji
+
+        return sorted(jumanji.registered_environments())
+
+    check_registered_id(env_id, "Jumanji env id", registered, JUMANJI_TESTED_IDS)
 
 
 def make_jumanji_env(
