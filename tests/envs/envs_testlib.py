@@ -71,26 +71,38 @@ class FaultyEnv(CountEnv):
     """A CountEnv that misbehaves: ``fault`` in init/reset/step/exit/kill/segfault/hang/hang_close
     /hang_reset (its resets after the first sleep), or its method ``stall`` sleeps when called.
 
-    The fault happens in env ``bad_tag`` only, at step ``at`` (for step faults).
+    The fault happens in env ``bad_tag`` only, at step ``at`` (for step faults). Each sleep
+    (a hang) first creates the file ``marker``, if given: a test in another process waits for
+    it to know that the env hangs.
     """
 
-    def __init__(self, tag: int, bad_tag: int, fault: str, at: int = 2):
+    def __init__(self, tag: int, bad_tag: int, fault: str, at: int = 2, marker: str | None = None):
         super().__init__(tag)
         self.bad = tag == bad_tag
         self.fault = fault
         self.at = at
+        self.marker = marker
         if self.bad and fault == "init":
             raise ZeroDivisionError(f"constructor of env {tag} failed on purpose")
+
+    def _mark_hung(self) -> None:
+        """Creates ``marker``, if given, before a hang; the sleep itself stays in the method
+        that hangs, where the stacks of a hung worker, which the tests check, end."""
+        if self.marker is not None:
+            with open(self.marker, "w"):
+                pass
 
     def reset(self, *, seed=None, options=None):
         if self.bad and self.fault == "reset":
             raise KeyError("reset failed on purpose")
         if self.bad and self.fault == "hang_reset" and self.episode >= 1:
+            self._mark_hung()
             time.sleep(3600)
         return super().reset(seed=seed, options=options)
 
     def stall(self):
         if self.bad:
+            self._mark_hung()
             time.sleep(3600)
         return self.tag
 
@@ -106,11 +118,13 @@ class FaultyEnv(CountEnv):
             if self.fault == "segfault":
                 ctypes.string_at(0)
             if self.fault == "hang":
+                self._mark_hung()
                 time.sleep(3600)
         return out
 
     def close(self):
         if self.bad and self.fault == "hang_close":
+            self._mark_hung()
             time.sleep(3600)
 
 

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 import types
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from envs_testlib import (
     assert_all_gone,
     running,
     wait_delivered,
+    wait_until,
 )
 
 from batchppo.envs import (
@@ -183,23 +185,26 @@ PARENT_SCRIPT = textwrap.dedent(
     import envs_testlib
     cloudpickle.register_pickle_by_value(envs_testlib)
     from batchppo.envs import BatchEnv, WorkerOptions
-    fault = sys.argv[1]
-    env = BatchEnv([lambda i=i: envs_testlib.FaultyEnv(i, 3, fault, 1) for i in range(4)],
+    fault, marker = sys.argv[1:]
+    env = BatchEnv([lambda i=i: envs_testlib.FaultyEnv(i, 3, fault, 1, marker) for i in range(4)],
                    WorkerOptions(num_workers=3))
     env.reset(seed=0)
     pids = [p.pid for p in psutil.Process().children(recursive=True)]
     print(" ".join(map(str, pids)), flush=True)
     if fault == "hang":
-        env.step(np.zeros((4, 1), np.float32))  # blocks: env 3 sleeps; Ctrl-C lands here
+        env.step(np.zeros((4, 1), np.float32))  # blocks: env 3 sleeps (marker); Ctrl-C lands here
     else:
         time.sleep(3600)
     """
 )
 
 
-def _start_parent(fault: str, stderr: Any = subprocess.PIPE):
+def _start_parent(fault: str, marker: Path, stderr: Any = subprocess.PIPE):
+    """Starts PARENT_SCRIPT with ``fault`` in env 3; returns the process and its children's
+    pids, once it has reset its BatchEnv. With ``"hang"``, env 3 creates ``marker`` as it
+    begins to sleep in its first step."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", PARENT_SCRIPT.format(here=HERE), fault],
+        [sys.executable, "-c", PARENT_SCRIPT.format(here=HERE), fault, str(marker)],
         stdout=subprocess.PIPE,
         stderr=stderr,
         text=True,
@@ -211,8 +216,41 @@ def _start_parent(fault: str, stderr: Any = subprocess.PIPE):
     return proc, pids
 
 
-def test_no_child_outlives_a_killed_parent():
-    proc, pids = _start_parent("none")
+def _kill_all(proc: subprocess.Popen, pids: list[int]) -> None:
+    """SIGKILLs the parent ``proc`` and its children ``pids``, and reaps the parent: a failed
+    test leaves nothing behind for the next ones."""
+    for pid in [proc.pid, *pids]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _wait_until_hung(
+    proc: subprocess.Popen, pids: list[int], marker: Path, err_path: Path | None = None
+) -> None:
+    """Waits until env 3 of the parent ``proc`` sleeps in its step (it has created ``marker``):
+    the parent is then inside ``env.step``, which env 3 never lets return.
+
+    Fails the test (after ``_kill_all``) when the parent exits first or env 3 never gets
+    there; the message carries the parent's stderr (the pipe's, else ``err_path``'s).
+    """
+    try:
+        wait_until(
+            lambda: marker.exists() or proc.poll() is not None,
+            f"env 3 of the parent (pid {proc.pid}) hanging in its step",
+        )
+        if marker.exists():
+            return
+        problem = f"the parent exited (code {proc.returncode}) before env 3 hung in its step"
+    except TimeoutError as exc:
+        problem = str(exc)
+    _kill_all(proc, pids)
+    err = err_path.read_text() if err_path else proc.communicate(timeout=20)[1]
+    pytest.fail(f"{problem}; the parent's stderr:\n{err}")
+
+
+def test_no_child_outlives_a_killed_parent(tmp_path):
+    proc, pids = _start_parent("none", tmp_path / "hung")
     proc.kill()
     _, err = proc.communicate(timeout=20)
     assert_all_gone(pids)
@@ -220,9 +258,10 @@ def test_no_child_outlives_a_killed_parent():
     assert "resource_tracker" not in err, err
 
 
-def test_no_child_outlives_a_killed_parent_while_an_env_hangs_in_step():
-    proc, pids = _start_parent("hang")
-    time.sleep(0.5)  # let it block in step, env 3 asleep in its worker
+def test_no_child_outlives_a_killed_parent_while_an_env_hangs_in_step(tmp_path):
+    marker = tmp_path / "hung"
+    proc, pids = _start_parent("hang", marker)
+    _wait_until_hung(proc, pids, marker)  # the parent in step, env 3 asleep in its worker
     proc.kill()
     _, err = proc.communicate(timeout=20)
     # The hung worker never gets back to its semaphore wait, where it would see the parent's
@@ -237,8 +276,9 @@ def test_no_child_outlives_ctrl_c(tmp_path):
     # first whether the parent exits, then (assert_all_gone) whether they follow.
     err_path = tmp_path / "stderr.txt"
     with open(err_path, "w") as err_file:
-        proc, pids = _start_parent("hang", stderr=err_file)
-        time.sleep(0.5)  # let it block in step
+        marker = tmp_path / "hung"
+        proc, pids = _start_parent("hang", marker, stderr=err_file)
+        _wait_until_hung(proc, pids, marker, err_path)  # the parent in step, env 3 asleep
         proc.send_signal(signal.SIGINT)
         try:
             returncode = proc.wait(timeout=20)
@@ -247,10 +287,7 @@ def test_no_child_outlives_ctrl_c(tmp_path):
             proc.send_signal(signal.SIGUSR1)
             time.sleep(1.0)
             stacks = err_path.read_text()
-            for pid in [proc.pid, *pids]:  # leave nothing behind for the next tests
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            proc.wait()
+            _kill_all(proc, pids)
             pytest.fail(f"parent still running 20 s after SIGINT:\n{stacks}")
     proc.stdout.close()
     err = err_path.read_text()
